@@ -1,0 +1,184 @@
+//! # hush-transport — the bottom layer
+//!
+//! Every protocol in hush talks through the [`Channel`] trait: framed
+//! messages between exactly two endpoints, with cost accounting built in.
+//! Two implementations exist: [`MemChannel`] (a connected in-memory pair for
+//! tests and single-process benchmarks) and [`TcpChannel`].
+//!
+//! ## Frames
+//! A frame on the wire is a 20-byte header followed by the payload:
+//! `len: u32 | depth: u32 | delay_ns: u64 | crc32: u32` (little endian),
+//! where `crc32` covers the first 16 header bytes and the payload. Frames from
+//! the peer are untrusted: the length is checked against the channel's
+//! maximum *before* anything is allocated, a short read is
+//! [`Error::Truncated`], a checksum mismatch is [`Error::Garbled`]. After any
+//! such error the receiving endpoint closes the connection, so the peer's
+//! next operation fails too (it sees [`Error::Disconnected`]). A peer that
+//! goes silent yields [`Error::Timeout`] after the channel's timeout.
+//!
+//! ## Rounds
+//! **Definition (used everywhere in hush).** A *round* is one sequential
+//! flight of messages on the critical path. Each message carries a depth:
+//! `1 + the largest depth among the messages its sender had received before
+//! sending it` (0 if none). Consecutive sends without an intervening receive
+//! therefore form one flight with one depth, and messages that both parties
+//! send at the same time (neither has read the other's yet) have the same
+//! depth and count as **one** round. The number of rounds of a protocol run
+//! is the largest depth seen — the length of the longest chain of
+//! message-dependencies. Both endpoints agree on it once every message has
+//! been received. The depth travels in the frame header and is not counted in
+//! [`Cost::bytes_sent`]; payload bytes are what protocols are charged for.
+//!
+//! ## Network profiles
+//! [`NetProfile`] lets any run behave "as if" over a given link while on
+//! loopback or in memory: the sender serialises its frames onto a virtual
+//! link of the profile's bandwidth (frames queue behind each other) and the
+//! receiver delivers each frame only after its transmission time plus the
+//! one-way latency. The emulation is applied by the channel itself, so every
+//! protocol and benchmark gets it for free.
+
+mod frame;
+mod memory;
+mod meter;
+mod profile;
+mod tcp;
+
+pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEADER_LEN};
+pub use memory::MemChannel;
+pub use meter::{Cost, RoundClock};
+pub use profile::NetProfile;
+pub use tcp::{tcp_pair_loopback, TcpChannel};
+
+use std::time::Duration;
+
+/// Default time a `recv` waits for the peer before giving up.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Errors of the transport layer. Every way a peer can misbehave maps to one
+/// of these; none of them panics.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("peer disconnected")]
+    Disconnected,
+    #[error("peer silent for {0:?} (timeout)")]
+    Timeout(Duration),
+    #[error("frame of {len} bytes exceeds the maximum of {max} bytes")]
+    Oversized { len: usize, max: usize },
+    #[error("truncated frame: expected {expected} bytes, got {got}")]
+    Truncated { expected: usize, got: usize },
+    #[error("garbled frame (checksum mismatch)")]
+    Garbled,
+    #[error("unexpected message length in {what}: expected {expected} bytes, got {got}")]
+    WrongLength { what: &'static str, expected: usize, got: usize },
+    #[error("channel closed after an earlier error")]
+    Closed,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Options common to every channel.
+#[derive(Clone, Debug)]
+pub struct ChannelOptions {
+    /// Largest payload accepted in one frame (checked before allocating).
+    pub max_frame: usize,
+    /// How long `recv` waits for the peer.
+    pub timeout: Duration,
+    /// Emulated network.
+    pub profile: NetProfile,
+}
+
+impl Default for ChannelOptions {
+    fn default() -> Self {
+        Self { max_frame: DEFAULT_MAX_FRAME, timeout: DEFAULT_TIMEOUT, profile: NetProfile::none() }
+    }
+}
+
+/// A bidirectional, framed, metered connection to exactly one peer.
+///
+/// Protocols are written against this trait and never touch sockets. There
+/// is no manual flush contract: `send` hands the frame to the transport
+/// immediately.
+pub trait Channel: Send {
+    /// Sends one message (one frame). Fails with [`Error::Oversized`] if it
+    /// is larger than the channel's maximum frame; use [`ChannelExt::send_chunked`]
+    /// for large data.
+    fn send(&mut self, payload: &[u8]) -> Result<()>;
+    /// Receives one message, waiting at most the channel's timeout.
+    fn recv(&mut self) -> Result<Vec<u8>>;
+    /// Cost so far (bytes each way, messages, rounds).
+    fn cost(&self) -> Cost;
+    /// Largest payload per frame.
+    fn max_frame(&self) -> usize;
+    /// Changes the receive timeout.
+    fn set_timeout(&mut self, timeout: Duration);
+}
+
+impl<C: Channel + ?Sized> Channel for Box<C> {
+    fn send(&mut self, payload: &[u8]) -> Result<()> {
+        (**self).send(payload)
+    }
+    fn recv(&mut self) -> Result<Vec<u8>> {
+        (**self).recv()
+    }
+    fn cost(&self) -> Cost {
+        (**self).cost()
+    }
+    fn max_frame(&self) -> usize {
+        (**self).max_frame()
+    }
+    fn set_timeout(&mut self, timeout: Duration) {
+        (**self).set_timeout(timeout)
+    }
+}
+
+/// Convenience methods on every channel.
+pub trait ChannelExt: Channel {
+    /// Receives one message that must be exactly `len` bytes long.
+    fn recv_exact(&mut self, what: &'static str, len: usize) -> Result<Vec<u8>> {
+        let m = self.recv()?;
+        if m.len() != len {
+            return Err(Error::WrongLength { what, expected: len, got: m.len() });
+        }
+        Ok(m)
+    }
+
+    /// Sends `data` as consecutive frames of at most `max_frame` bytes. The
+    /// frames form one flight (one round).
+    fn send_chunked(&mut self, data: &[u8]) -> Result<()> {
+        let max = self.max_frame().max(1);
+        if data.is_empty() {
+            return self.send(&[]);
+        }
+        for c in data.chunks(max) {
+            self.send(c)?;
+        }
+        Ok(())
+    }
+
+    /// Receives exactly `out.len()` bytes sent with [`ChannelExt::send_chunked`]
+    /// into a caller-owned buffer.
+    fn recv_chunked_into(&mut self, what: &'static str, out: &mut [u8]) -> Result<()> {
+        let max = self.max_frame().max(1);
+        if out.is_empty() {
+            return self.recv_exact(what, 0).map(|_| ());
+        }
+        let mut off = 0;
+        while off < out.len() {
+            let want = (out.len() - off).min(max);
+            let m = self.recv()?;
+            if m.len() != want {
+                return Err(Error::WrongLength { what, expected: want, got: m.len() });
+            }
+            out[off..off + want].copy_from_slice(&m);
+            off += want;
+        }
+        Ok(())
+    }
+}
+
+impl<C: Channel + ?Sized> ChannelExt for C {}
+
+#[cfg(test)]
+mod tests;

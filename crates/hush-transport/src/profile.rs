@@ -1,0 +1,91 @@
+//! Emulated network profiles (the papers' settings).
+
+use std::time::{Duration, Instant};
+
+/// A network link to emulate: bandwidth (None = unlimited) and one-way latency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetProfile {
+    pub name: String,
+    pub bandwidth_bps: Option<u64>,
+    pub latency: Duration,
+}
+
+impl NetProfile {
+    /// No emulation: the raw transport.
+    pub fn none() -> Self {
+        Self { name: "none".into(), bandwidth_bps: None, latency: Duration::ZERO }
+    }
+    /// LAN: 3 Gbps, 0.3 ms one-way.
+    pub fn lan() -> Self {
+        Self { name: "lan".into(), bandwidth_bps: Some(3_000_000_000), latency: Duration::from_micros(300) }
+    }
+    /// WAN: 200 Mbps, 50 ms one-way.
+    pub fn wan() -> Self {
+        Self { name: "wan".into(), bandwidth_bps: Some(200_000_000), latency: Duration::from_millis(50) }
+    }
+    /// Mobile: 100 Mbps, 80 ms one-way.
+    pub fn mobile() -> Self {
+        Self { name: "mobile".into(), bandwidth_bps: Some(100_000_000), latency: Duration::from_millis(80) }
+    }
+    /// Looks a profile up by name (`none`, `lan`, `wan`, `mobile`).
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "none" => Some(Self::none()),
+            "lan" => Some(Self::lan()),
+            "wan" => Some(Self::wan()),
+            "mobile" => Some(Self::mobile()),
+            _ => None,
+        }
+    }
+    pub fn names() -> &'static [&'static str] {
+        &["none", "lan", "wan", "mobile"]
+    }
+    pub fn is_none(&self) -> bool {
+        self.bandwidth_bps.is_none() && self.latency.is_zero()
+    }
+}
+
+/// The sending side of an emulated link: frames queue behind each other at
+/// the profile's bandwidth.
+#[derive(Debug)]
+pub(crate) struct LinkShaper {
+    profile: NetProfile,
+    free_at: Option<Instant>,
+}
+
+impl LinkShaper {
+    pub(crate) fn new(profile: NetProfile) -> Self {
+        Self { profile, free_at: None }
+    }
+    /// For a frame of `wire_len` bytes handed to the link now, returns how
+    /// long after now the receiver may deliver it (transmission + latency).
+    pub(crate) fn delay_for(&mut self, wire_len: usize) -> u64 {
+        if self.profile.is_none() {
+            return 0;
+        }
+        let now = Instant::now();
+        let start = match self.free_at {
+            Some(t) if t > now => t,
+            _ => now,
+        };
+        let tx = match self.profile.bandwidth_bps {
+            Some(bps) => Duration::from_nanos(((wire_len as u128 * 8 * 1_000_000_000) / bps as u128) as u64),
+            None => Duration::ZERO,
+        };
+        let done = start + tx;
+        self.free_at = Some(done);
+        ((done - now) + self.profile.latency).as_nanos() as u64
+    }
+}
+
+/// Sleeps until `arrived + delay_ns` (receiver side of the emulation).
+pub(crate) fn wait_delivery(arrived: Instant, delay_ns: u64) {
+    if delay_ns == 0 {
+        return;
+    }
+    let at = arrived + Duration::from_nanos(delay_ns);
+    let now = Instant::now();
+    if at > now {
+        std::thread::sleep(at - now);
+    }
+}
