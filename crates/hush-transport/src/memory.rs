@@ -81,7 +81,7 @@ impl Channel for MemChannel {
                 return Err(Error::Disconnected);
             }
         };
-        let (hdr, body) = match decode_frame(&buf, self.opts.max_frame) {
+        let (hdr, _body) = match decode_frame(&buf, self.opts.max_frame) {
             Ok(x) => x,
             Err(e) => {
                 // A broken frame ends the connection for both sides.

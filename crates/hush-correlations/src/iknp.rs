@@ -1,0 +1,211 @@
+//! IKNP OT extension: Ishai–Kilian–Nissim–Petrank, "Extending Oblivious
+//! Transfers Efficiently" (CRYPTO 2003), in the correlated-OT form of
+//! Asharov–Lindell–Schneider–Zohner (CCS 2013, §5.3). Semi-honest.
+//!
+//! Setup: 128 base OTs with the roles swapped — the COT *sender* picks Δ
+//! and learns k_j^{Δ_j}; the COT *receiver* learns both k_j^0, k_j^1.
+//! Extension of m COTs with receiver choices r (one flight, R → S):
+//! * R: t_j = G(k_j^0), u_j = t_j ⊕ G(k_j^1) ⊕ r for j < 128; send u.
+//! * S: q_j = G(k_j^{Δ_j}) ⊕ Δ_j·u_j = t_j ⊕ Δ_j·r.
+//! Transposing the 128 × m matrices gives row i: q_i = t_i ⊕ r_i·Δ, i.e. the
+//! hush convention t_i = q_i ⊕ b_i·Δ with b_i = r_i.
+//!
+//! Costs: 128 bits per COT from R to S, one round per batch (the chunks of a
+//! batch are one flight); setup = base OT (2 rounds, 32·129 bytes).
+//! The work is streamed in chunks of [`CHUNK`] COTs so memory stays small.
+
+use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
+use crate::{base_ot, Result};
+use hush_primitives::transpose::transpose;
+use hush_primitives::{BitVec, Block, Prg};
+use hush_transport::{Channel, ChannelExt};
+
+/// Security parameter κ (columns of the IKNP matrix).
+pub const KAPPA: usize = 128;
+/// COTs per streamed chunk (128 × CHUNK bits = 1 MiB per message).
+pub const CHUNK: usize = 1 << 16;
+
+/// IKNP sender (holds Δ).
+pub struct IknpSender {
+    delta: Block,
+    prgs: Vec<Prg>,
+    produced: u64,
+    mat: Vec<u8>,
+    tmat: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+/// IKNP receiver (holds the choice bits).
+pub struct IknpReceiver {
+    prgs: Vec<[Prg; 2]>,
+    rng: Prg,
+    produced: u64,
+    mat: Vec<u8>,
+    tmat: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl IknpSender {
+    /// Runs the base OTs (as base-OT receiver) with a fresh random Δ.
+    pub fn setup(ch: &mut dyn Channel, rng: &mut Prg) -> Result<Self> {
+        let delta = rng.random_block();
+        Self::setup_with_delta(ch, delta, rng)
+    }
+
+    /// As [`IknpSender::setup`] with a given Δ.
+    pub fn setup_with_delta(ch: &mut dyn Channel, delta: Block, rng: &mut Prg) -> Result<Self> {
+        let bits: Vec<bool> = (0..KAPPA).map(|j| (delta.0 >> j) & 1 == 1).collect();
+        let keys = base_ot::recv(ch, &bits, rng)?;
+        Ok(IknpSender {
+            delta,
+            prgs: keys.into_iter().map(Prg::new).collect(),
+            produced: 0,
+            mat: Vec::new(),
+            tmat: Vec::new(),
+            buf: Vec::new(),
+        })
+    }
+}
+
+impl IknpReceiver {
+    /// Runs the base OTs (as base-OT sender).
+    pub fn setup(ch: &mut dyn Channel, rng: &mut Prg) -> Result<Self> {
+        let keys = base_ot::send(ch, KAPPA, rng)?;
+        let seed = rng.random_block();
+        Ok(IknpReceiver {
+            prgs: keys.into_iter().map(|[a, b]| [Prg::new(a), Prg::new(b)]).collect(),
+            rng: Prg::new(seed),
+            produced: 0,
+            mat: Vec::new(),
+            tmat: Vec::new(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// Extends COTs with *chosen* choice bits (IKNP needs no extra message
+    /// for this).
+    pub fn recv_cots_chosen(&mut self, ch: &mut dyn Channel, choices: &BitVec, t: &mut [Block]) -> Result<()> {
+        if choices.len() != t.len() {
+            return Err(crate::Error::Invalid(format!("{} choices for {} COTs", choices.len(), t.len())));
+        }
+        let n = t.len();
+        let mut off = 0;
+        while off < n {
+            let m = (n - off).min(CHUNK);
+            let mp = m.div_ceil(KAPPA) * KAPPA;
+            let rb = mp / 8;
+            // r for this chunk, packed, padded with zeros.
+            let mut r = vec![0u8; rb];
+            for i in 0..m {
+                if choices.get(off + i) {
+                    r[i / 8] |= 1 << (i % 8);
+                }
+            }
+            self.mat.resize(KAPPA * rb, 0);
+            self.buf.resize(KAPPA * rb, 0);
+            for j in 0..KAPPA {
+                let row = &mut self.mat[j * rb..(j + 1) * rb];
+                self.prgs[j][0].fill_bytes(row);
+                let u = &mut self.buf[j * rb..(j + 1) * rb];
+                self.prgs[j][1].fill_bytes(u);
+                for ((x, &tj), &rr) in u.iter_mut().zip(row.iter()).zip(&r) {
+                    *x ^= tj ^ rr;
+                }
+            }
+            ch.send_chunked(&self.buf)?;
+            self.tmat.resize(KAPPA * rb, 0);
+            transpose(&self.mat, KAPPA, mp, &mut self.tmat);
+            for i in 0..m {
+                t[off + i] = Block::from_slice(&self.tmat[16 * i..16 * i + 16]);
+            }
+            off += m;
+        }
+        self.produced += n as u64;
+        Ok(())
+    }
+}
+
+impl CorrelationSource for IknpSender {
+    fn name(&self) -> &'static str {
+        "iknp"
+    }
+    fn role(&self) -> Role {
+        Role::Sender
+    }
+    fn produced(&self) -> u64 {
+        self.produced
+    }
+}
+
+impl CorrelationSource for IknpReceiver {
+    fn name(&self) -> &'static str {
+        "iknp"
+    }
+    fn role(&self) -> Role {
+        Role::Receiver
+    }
+    fn produced(&self) -> u64 {
+        self.produced
+    }
+}
+
+impl CotSender for IknpSender {
+    fn delta(&self) -> Block {
+        self.delta
+    }
+
+    fn send_cots(&mut self, ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
+        let n = q.len();
+        let mut off = 0;
+        while off < n {
+            let m = (n - off).min(CHUNK);
+            let mp = m.div_ceil(KAPPA) * KAPPA;
+            let rb = mp / 8;
+            self.buf.resize(KAPPA * rb, 0);
+            ch.recv_chunked_into("IKNP: receiver's matrix u", &mut self.buf)?;
+            self.mat.resize(KAPPA * rb, 0);
+            for j in 0..KAPPA {
+                let row = &mut self.mat[j * rb..(j + 1) * rb];
+                self.prgs[j].fill_bytes(row);
+                if (self.delta.0 >> j) & 1 == 1 {
+                    for (x, &u) in row.iter_mut().zip(&self.buf[j * rb..(j + 1) * rb]) {
+                        *x ^= u;
+                    }
+                }
+            }
+            self.tmat.resize(KAPPA * rb, 0);
+            transpose(&self.mat, KAPPA, mp, &mut self.tmat);
+            for i in 0..m {
+                q[off + i] = Block::from_slice(&self.tmat[16 * i..16 * i + 16]);
+            }
+            off += m;
+        }
+        self.produced += n as u64;
+        Ok(())
+    }
+}
+
+impl CotReceiver for IknpReceiver {
+    fn recv_cots(&mut self, ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
+        *choices = BitVec::random(t.len(), &mut self.rng);
+        let c = choices.clone();
+        self.recv_cots_chosen(ch, &c, t)
+    }
+}
+
+impl Drop for IknpSender {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.delta.zeroize();
+        self.mat.zeroize();
+        self.tmat.zeroize();
+    }
+}
+
+impl Drop for IknpReceiver {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.mat.zeroize();
+        self.tmat.zeroize();
+    }
+}

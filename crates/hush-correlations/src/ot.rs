@@ -1,0 +1,299 @@
+//! Random OT, chosen-message OT and 1-out-of-N OT from any COT source.
+//!
+//! All derivations hash COTs with the tweakable correlation-robust hash of
+//! Guo–Katz–Wang–Yu (S&P 2020), `hush_primitives::hash::tccr_hash`. Each COT
+//! carries its session-unique index (see [`CorrelationSource::produced`]),
+//! and tweaks are domain-separated, so no tweak repeats under one Δ.
+//!
+//! * ROT: m_0 = H(i, q_i), m_1 = H(i, q_i ⊕ Δ); the receiver gets
+//!   m_b = H(i, t_i). No communication beyond the COTs.
+//! * Chosen-message OT (Beaver's derandomisation): the receiver sends
+//!   d = b ⊕ b′ (its chosen vs. random bits); the sender sends
+//!   y_c = m_c ⊕ H(i, q_i ⊕ (c ⊕ d_i)·Δ) for c ∈ {0,1}.
+//! * 1-out-of-N ROT, N = 2^k, k ≤ 8 (Naor–Pinkas style, from k COTs): the
+//!   pad of index x is ⊕_j H((i, j, x), q_{ij} ⊕ x_j·Δ); the receiver knows
+//!   exactly the pad of its choice c = (b_{i0}, …, b_{i,k−1}). Every other
+//!   pad contains a term H(tweak, t ⊕ Δ) with a fresh tweak, which is
+//!   pseudorandom to the receiver by the TCCR property.
+//! * Chosen 1-out-of-N OT of ℓ-bit messages (the millionaires' protocol's
+//!   leaf OTs): derandomised like the 1-of-2 case with a k-bit shift.
+
+use crate::source::{CotReceiver, CotSender};
+use crate::{malformed, Error, Result};
+use hush_primitives::hash::{tccr_hash_many, tccr_hash_tweaks};
+use hush_primitives::{BitVec, Block};
+use hush_transport::{Channel, ChannelExt};
+
+const DOMAIN_ROT: u128 = 1 << 96;
+const DOMAIN_OTN: u128 = 2 << 96;
+
+fn tweak_n(index: u64, x: usize) -> Block {
+    Block(DOMAIN_OTN | (index as u128) << 8 | x as u128)
+}
+
+/// Sender of random OTs: fills `m0`, `m1` (same length).
+pub fn rot_send<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, m0: &mut [Block], m1: &mut [Block]) -> Result<()> {
+    if m0.len() != m1.len() {
+        return Err(Error::Invalid("m0 and m1 differ in length".into()));
+    }
+    let g = src.produced() as u128;
+    src.send_cots(ch, m0)?;
+    let d = src.delta();
+    for (a, b) in m0.iter().zip(m1.iter_mut()) {
+        *b = *a ^ d;
+    }
+    let q = m0.to_vec();
+    tccr_hash_many(DOMAIN_ROT | g, &q, m0);
+    let q1 = m1.to_vec();
+    tccr_hash_many(DOMAIN_ROT | g, &q1, m1);
+    Ok(())
+}
+
+/// Receiver of random OTs: fills `choices` and `mb`.
+pub fn rot_recv<R: CotReceiver + ?Sized>(src: &mut R, ch: &mut dyn Channel, choices: &mut BitVec, mb: &mut [Block]) -> Result<()> {
+    let g = src.produced() as u128;
+    src.recv_cots(ch, choices, mb)?;
+    let t = mb.to_vec();
+    tccr_hash_many(DOMAIN_ROT | g, &t, mb);
+    Ok(())
+}
+
+/// Sender of chosen-message OT.
+pub fn ot_send<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, m0: &[Block], m1: &[Block]) -> Result<()> {
+    let n = m0.len();
+    if m1.len() != n {
+        return Err(Error::Invalid("m0 and m1 differ in length".into()));
+    }
+    let g = src.produced() as u128;
+    let mut q = vec![Block::ZERO; n];
+    src.send_cots(ch, &mut q)?;
+    let dmsg = ch.recv_exact("chosen OT: receiver's d", n.div_ceil(8))?;
+    let dbits = BitVec::from_bytes(&dmsg, n).ok_or_else(|| malformed("chosen OT: receiver's d", "bad length"))?;
+    if dbits.to_bytes() != dmsg {
+        return Err(malformed("chosen OT: receiver's d", "non-zero padding bits"));
+    }
+    let delta = src.delta();
+    let mut k0: Vec<Block> = (0..n).map(|i| q[i] ^ delta.and_bit(dbits.get(i))).collect();
+    let mut k1: Vec<Block> = k0.iter().map(|&x| x ^ delta).collect();
+    let a = k0.clone();
+    tccr_hash_many(DOMAIN_ROT | g, &a, &mut k0);
+    let b = k1.clone();
+    tccr_hash_many(DOMAIN_ROT | g, &b, &mut k1);
+    let mut y = Vec::with_capacity(32 * n);
+    for i in 0..n {
+        y.extend_from_slice(&(m0[i] ^ k0[i]).to_bytes());
+    }
+    for i in 0..n {
+        y.extend_from_slice(&(m1[i] ^ k1[i]).to_bytes());
+    }
+    ch.send_chunked(&y)?;
+    Ok(())
+}
+
+/// Receiver of chosen-message OT: `out[i] = m_{choices[i]}`.
+pub fn ot_recv<R: CotReceiver + ?Sized>(src: &mut R, ch: &mut dyn Channel, choices: &BitVec, out: &mut [Block]) -> Result<()> {
+    let n = out.len();
+    if choices.len() != n {
+        return Err(Error::Invalid(format!("{} choices for {} OTs", choices.len(), n)));
+    }
+    let g = src.produced() as u128;
+    let mut rbits = BitVec::zeros(n);
+    let mut t = vec![Block::ZERO; n];
+    src.recv_cots(ch, &mut rbits, &mut t)?;
+    let mut d = rbits;
+    d.xor_assign(choices);
+    ch.send(&d.to_bytes())?;
+    let mut kt = vec![Block::ZERO; n];
+    tccr_hash_many(DOMAIN_ROT | g, &t, &mut kt);
+    let mut y = vec![0u8; 32 * n];
+    ch.recv_chunked_into("chosen OT: sender's ciphertexts", &mut y)?;
+    for i in 0..n {
+        let off = if choices.get(i) { 16 * (n + i) } else { 16 * i };
+        out[i] = Block::from_slice(&y[off..off + 16]) ^ kt[i];
+    }
+    Ok(())
+}
+
+fn check_k(k: usize) -> Result<()> {
+    if !(1..=8).contains(&k) {
+        return Err(Error::Invalid(format!("1-out-of-2^k OT needs 1 <= k <= 8, got {k}")));
+    }
+    Ok(())
+}
+
+/// Sender of `n` random 1-out-of-2^k OTs: `pads[i * 2^k + x]` is the pad of
+/// index x in instance i (`pads.len() == n * 2^k`).
+pub fn rot1n_send<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: usize, n: usize, pads: &mut [Block]) -> Result<()> {
+    check_k(k)?;
+    let nn = 1usize << k;
+    if pads.len() != n * nn {
+        return Err(Error::Invalid(format!("pads buffer has {} entries, need {}", pads.len(), n * nn)));
+    }
+    let g = src.produced();
+    let mut q = vec![Block::ZERO; n * k];
+    src.send_cots(ch, &mut q)?;
+    let delta = src.delta();
+    // Process a group of instances at a time to bound scratch memory.
+    const GROUP: usize = 64;
+    let mut xs = Vec::with_capacity(GROUP * nn * k);
+    let mut tw = Vec::with_capacity(GROUP * nn * k);
+    let mut hs = Vec::new();
+    for start in (0..n).step_by(GROUP) {
+        let end = (start + GROUP).min(n);
+        xs.clear();
+        tw.clear();
+        for i in start..end {
+            for x in 0..nn {
+                for j in 0..k {
+                    let idx = g + (i * k + j) as u64;
+                    let bit = (x >> j) & 1 == 1;
+                    xs.push(q[i * k + j] ^ delta.and_bit(bit));
+                    tw.push(tweak_n(idx, x));
+                }
+            }
+        }
+        hs.resize(xs.len(), Block::ZERO);
+        tccr_hash_tweaks(&tw, &xs, &mut hs);
+        for i in start..end {
+            for x in 0..nn {
+                let base = ((i - start) * nn + x) * k;
+                let mut acc = Block::ZERO;
+                for j in 0..k {
+                    acc ^= hs[base + j];
+                }
+                pads[i * nn + x] = acc;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Receiver of `n` random 1-out-of-2^k OTs: `choices[i]` ∈ [0, 2^k) is the
+/// random choice and `out[i]` its pad.
+pub fn rot1n_recv<R: CotReceiver + ?Sized>(
+    src: &mut R,
+    ch: &mut dyn Channel,
+    k: usize,
+    choices: &mut [u8],
+    out: &mut [Block],
+) -> Result<()> {
+    check_k(k)?;
+    let n = out.len();
+    if choices.len() != n {
+        return Err(Error::Invalid("choices and out differ in length".into()));
+    }
+    let g = src.produced();
+    let mut bits = BitVec::zeros(n * k);
+    let mut t = vec![Block::ZERO; n * k];
+    src.recv_cots(ch, &mut bits, &mut t)?;
+    let mut tw = Vec::with_capacity(n * k);
+    for i in 0..n {
+        let mut c = 0usize;
+        for j in 0..k {
+            c |= (bits.get(i * k + j) as usize) << j;
+        }
+        choices[i] = c as u8;
+        for j in 0..k {
+            tw.push(tweak_n(g + (i * k + j) as u64, c));
+        }
+    }
+    let mut hs = vec![Block::ZERO; n * k];
+    tccr_hash_tweaks(&tw, &t, &mut hs);
+    for i in 0..n {
+        let mut acc = Block::ZERO;
+        for j in 0..k {
+            acc ^= hs[i * k + j];
+        }
+        out[i] = acc;
+    }
+    Ok(())
+}
+
+fn mask_bits(bits: u32) -> u64 {
+    if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// Sender of `n` chosen 1-out-of-2^k OTs with `bits`-bit messages
+/// (`msgs[i * 2^k + x]`, 1 ≤ bits ≤ 64).
+pub fn ot1n_send<S: CotSender + ?Sized>(
+    src: &mut S,
+    ch: &mut dyn Channel,
+    k: usize,
+    bits: u32,
+    msgs: &[u64],
+) -> Result<()> {
+    check_k(k)?;
+    if !(1..=64).contains(&bits) {
+        return Err(Error::Invalid(format!("message width {bits} not in 1..=64")));
+    }
+    let nn = 1usize << k;
+    if msgs.len() % nn != 0 {
+        return Err(Error::Invalid("message count is not a multiple of 2^k".into()));
+    }
+    let n = msgs.len() / nn;
+    let mut pads = vec![Block::ZERO; n * nn];
+    rot1n_send(src, ch, k, n, &mut pads)?;
+    let d = ch.recv_exact("1-of-N OT: receiver's shifts", n)?;
+    let w = (bits as usize).div_ceil(8);
+    let mask = mask_bits(bits);
+    let mut y = Vec::with_capacity(n * nn * w);
+    for i in 0..n {
+        let di = d[i] as usize;
+        if di >= nn {
+            return Err(malformed("1-of-N OT: receiver's shifts", format!("shift {di} out of range")));
+        }
+        for x in 0..nn {
+            let v = (msgs[i * nn + x] ^ pads[i * nn + (x ^ di)].lo()) & mask;
+            y.extend_from_slice(&v.to_le_bytes()[..w]);
+        }
+    }
+    ch.send_chunked(&y)?;
+    Ok(())
+}
+
+/// Receiver of chosen 1-out-of-2^k OTs: `out[i] = msgs[i][choices[i]]`.
+pub fn ot1n_recv<R: CotReceiver + ?Sized>(
+    src: &mut R,
+    ch: &mut dyn Channel,
+    k: usize,
+    bits: u32,
+    choices: &[u8],
+    out: &mut [u64],
+) -> Result<()> {
+    check_k(k)?;
+    if !(1..=64).contains(&bits) {
+        return Err(Error::Invalid(format!("message width {bits} not in 1..=64")));
+    }
+    let nn = 1usize << k;
+    let n = choices.len();
+    if out.len() != n {
+        return Err(Error::Invalid("choices and out differ in length".into()));
+    }
+    if let Some(&c) = choices.iter().find(|&&c| c as usize >= nn) {
+        return Err(Error::Invalid(format!("choice {c} out of range for k = {k}")));
+    }
+    let mut rc = vec![0u8; n];
+    let mut pads = vec![Block::ZERO; n];
+    rot1n_recv(src, ch, k, &mut rc, &mut pads)?;
+    let d: Vec<u8> = choices.iter().zip(&rc).map(|(&c, &r)| c ^ r).collect();
+    ch.send(&d)?;
+    let w = (bits as usize).div_ceil(8);
+    let mut y = vec![0u8; n * nn * w];
+    ch.recv_chunked_into("1-of-N OT: sender's ciphertexts", &mut y)?;
+    let mask = mask_bits(bits);
+    for i in 0..n {
+        let off = (i * nn + choices[i] as usize) * w;
+        let mut a = [0u8; 8];
+        a[..w].copy_from_slice(&y[off..off + w]);
+        let v = u64::from_le_bytes(a);
+        if v & !mask != 0 {
+            return Err(malformed("1-of-N OT: sender's ciphertexts", "bits set above the message width"));
+        }
+        out[i] = (v ^ pads[i].lo()) & mask;
+    }
+    Ok(())
+}
