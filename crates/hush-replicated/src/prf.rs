@@ -1,0 +1,134 @@
+//! The PRF `F_k` used for correlated randomness and the PRG used by data
+//! holders: AES-128 in counter mode, block `i` of the stream under `nonce`
+//! being `AES_k(i as u64 || nonce as u64)` (little endian). This is the one
+//! place that touches a block cipher, so moving to `hush_primitives` is a
+//! change to this file only.
+//!
+//! Streams are addressed in 64-bit words: word `2i` is the low half of block
+//! `i`, word `2i+1` the high half.
+
+use aes::cipher::{BlockEncrypt, KeyInit};
+
+/// `F_k(nonce, ·)` as a stream of 64-bit words.
+#[derive(Clone)]
+pub struct Prf {
+    cipher: aes::Aes128,
+}
+
+impl Prf {
+    pub fn new(key: [u8; 16]) -> Self {
+        Prf { cipher: aes::Aes128::new(&key.into()) }
+    }
+
+    /// Writes words `[word_off, word_off + out.len())` of the stream under
+    /// `nonce` into `out`.
+    pub fn fill_words(&self, nonce: u64, word_off: u64, out: &mut [u64]) {
+        if out.is_empty() {
+            return;
+        }
+        let mut out = out;
+        let mut off = word_off;
+        // An odd start: take the high half of one block.
+        if off % 2 == 1 {
+            let b = self.block(nonce, off / 2);
+            out[0] = b[1];
+            out = &mut out[1..];
+            off += 1;
+        }
+        let pairs = out.len() / 2;
+        let (body, tail) = out.split_at_mut(pairs * 2);
+        let first = off / 2;
+        for (i, c) in body.chunks_exact_mut(2).enumerate() {
+            c[0] = first.wrapping_add(i as u64).to_le();
+            c[1] = nonce.to_le();
+        }
+        // SAFETY: `body` has an even number of u64s, i.e. `pairs` runs of 16
+        // bytes; `aes::Block` is a `[u8; 16]`-like array with alignment 1 and
+        // no invalid bit patterns, so viewing the memory as `pairs` blocks is
+        // sound, and the u64 borrow is not used while the view lives.
+        let blocks: &mut [aes::Block] = unsafe { std::slice::from_raw_parts_mut(body.as_mut_ptr() as *mut aes::Block, pairs) };
+        self.cipher.encrypt_blocks(blocks);
+        if cfg!(target_endian = "big") {
+            for w in body.iter_mut() {
+                *w = u64::from_le(*w);
+            }
+        }
+        if let Some(t) = tail.first_mut() {
+            *t = self.block(nonce, first + pairs as u64)[0];
+        }
+    }
+
+    fn block(&self, nonce: u64, i: u64) -> [u64; 2] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&i.to_le_bytes());
+        b[8..].copy_from_slice(&nonce.to_le_bytes());
+        let mut blk = aes::Block::from(b);
+        self.cipher.encrypt_block(&mut blk);
+        let lo = u64::from_le_bytes(blk[..8].try_into().unwrap());
+        let hi = u64::from_le_bytes(blk[8..].try_into().unwrap());
+        [lo, hi]
+    }
+}
+
+/// A sequential PRG (AES-CTR under a random key).
+pub struct Prg {
+    prf: Prf,
+    nonce: u64,
+    pos: u64,
+}
+
+impl Prg {
+    pub fn from_seed(seed: [u8; 16]) -> Self {
+        Prg { prf: Prf::new(seed), nonce: 0, pos: 0 }
+    }
+    /// A PRG seeded from the operating system.
+    pub fn from_os() -> crate::Result<Self> {
+        Ok(Self::from_seed(os_seed()?))
+    }
+    pub fn fill_words(&mut self, out: &mut [u64]) {
+        self.prf.fill_words(self.nonce, self.pos, out);
+        self.pos += out.len() as u64;
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut w = [0u64; 1];
+        self.fill_words(&mut w);
+        w[0]
+    }
+    pub fn seed16(&mut self) -> [u8; 16] {
+        let mut w = [0u64; 2];
+        self.fill_words(&mut w);
+        let mut s = [0u8; 16];
+        s[..8].copy_from_slice(&w[0].to_le_bytes());
+        s[8..].copy_from_slice(&w[1].to_le_bytes());
+        s
+    }
+}
+
+/// 16 bytes of OS randomness.
+pub fn os_seed() -> crate::Result<[u8; 16]> {
+    let mut s = [0u8; 16];
+    getrandom::getrandom(&mut s).map_err(|e| crate::Error::Local(format!("OS randomness unavailable: {e}")))?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_agree() {
+        let p = Prf::new([7; 16]);
+        let mut all = vec![0u64; 41];
+        p.fill_words(3, 0, &mut all);
+        for start in 0..10 {
+            for len in 0..20 {
+                let mut part = vec![0u64; len];
+                p.fill_words(3, start as u64, &mut part);
+                assert_eq!(&part[..], &all[start..start + len]);
+            }
+        }
+        let mut other = vec![0u64; 41];
+        p.fill_words(4, 0, &mut other);
+        assert_ne!(all, other);
+    }
+}
