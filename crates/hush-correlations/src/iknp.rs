@@ -108,20 +108,46 @@ impl IknpReceiver {
                 self.prgs[j][0].fill_bytes(row);
                 let u = &mut self.buf[j * rb..(j + 1) * rb];
                 self.prgs[j][1].fill_bytes(u);
-                for ((x, &tj), &rr) in u.iter_mut().zip(row.iter()).zip(&r) {
-                    *x ^= tj ^ rr;
-                }
+                xor3(u, row, &r);
             }
             ch.send_chunked(&self.buf)?;
-            self.tmat.resize(KAPPA * rb, 0);
-            transpose(&self.mat, KAPPA, mp, &mut self.tmat);
-            for i in 0..m {
-                t[off + i] = Block::from_slice(&self.tmat[16 * i..16 * i + 16]);
-            }
+            transpose_into(&self.mat, mp, &mut self.tmat, &mut t[off..off + m]);
             off += m;
         }
         self.produced += n as u64;
         Ok(())
+    }
+}
+
+/// `u ^= a ^ b` word-wise (row lengths are multiples of 16 bytes).
+fn xor3(u: &mut [u8], a: &[u8], b: &[u8]) {
+    for ((x, y), z) in u.chunks_exact_mut(8).zip(a.chunks_exact(8)).zip(b.chunks_exact(8)) {
+        let v = u64::from_ne_bytes(x.try_into().unwrap())
+            ^ u64::from_ne_bytes(y.try_into().unwrap())
+            ^ u64::from_ne_bytes(z.try_into().unwrap());
+        x.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+/// `u ^= a` word-wise.
+fn xor2(u: &mut [u8], a: &[u8]) {
+    for (x, y) in u.chunks_exact_mut(8).zip(a.chunks_exact(8)) {
+        let v = u64::from_ne_bytes(x.try_into().unwrap()) ^ u64::from_ne_bytes(y.try_into().unwrap());
+        x.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+/// Transposes the 128 × mp matrix into `out.len()` ≤ mp blocks, directly
+/// into the caller's buffer when no padding has to be cut off.
+fn transpose_into(mat: &[u8], mp: usize, scratch: &mut Vec<u8>, out: &mut [Block]) {
+    if out.len() == mp {
+        transpose(mat, KAPPA, mp, Block::as_bytes_mut(out));
+    } else {
+        scratch.resize(KAPPA * mp / 8, 0);
+        transpose(mat, KAPPA, mp, scratch);
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Block::from_slice(&scratch[16 * i..16 * i + 16]);
+        }
     }
 }
 
@@ -168,16 +194,10 @@ impl CotSender for IknpSender {
                 let row = &mut self.mat[j * rb..(j + 1) * rb];
                 self.prgs[j].fill_bytes(row);
                 if (self.delta.0 >> j) & 1 == 1 {
-                    for (x, &u) in row.iter_mut().zip(&self.buf[j * rb..(j + 1) * rb]) {
-                        *x ^= u;
-                    }
+                    xor2(row, &self.buf[j * rb..(j + 1) * rb]);
                 }
             }
-            self.tmat.resize(KAPPA * rb, 0);
-            transpose(&self.mat, KAPPA, mp, &mut self.tmat);
-            for i in 0..m {
-                q[off + i] = Block::from_slice(&self.tmat[16 * i..16 * i + 16]);
-            }
+            transpose_into(&self.mat, mp, &mut self.tmat, &mut q[off..off + m]);
             off += m;
         }
         self.produced += n as u64;

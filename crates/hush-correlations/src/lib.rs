@@ -17,6 +17,7 @@
 pub mod base_ot;
 pub mod iknp;
 pub mod ot;
+pub mod registry;
 pub mod source;
 
 pub use source::{CorrelationSource, CotReceiver, CotSender, Role};

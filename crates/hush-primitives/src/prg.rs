@@ -41,6 +41,17 @@ impl Prg {
 
     /// Fills `out` with stream bytes.
     pub fn fill_bytes(&mut self, out: &mut [u8]) {
+        // SAFETY: every byte pattern is a valid Block (repr(transparent) u128).
+        let (pre, mid, post) = unsafe { out.align_to_mut::<Block>() };
+        if pre.is_empty() {
+            self.fill_blocks(mid);
+            if !post.is_empty() {
+                let b = self.random_block().to_bytes();
+                let n = post.len();
+                post.copy_from_slice(&b[..n]);
+            }
+            return;
+        }
         let full = out.len() / 16;
         let mut tmp = vec![Block::ZERO; full];
         self.fill_blocks(&mut tmp);
