@@ -1,23 +1,24 @@
 //! The PRF `F_k` used for correlated randomness and the PRG used by data
 //! holders: AES-128 in counter mode, block `i` of the stream under `nonce`
 //! being `AES_k(i as u64 || nonce as u64)` (little endian). This is the one
-//! place that touches a block cipher, so moving to `hush_primitives` is a
-//! change to this file only.
+//! place that touches a block cipher: it uses `hush_primitives::aes`
+//! (VAES / AES-NI chosen at run time, portable fallback).
 //!
 //! Streams are addressed in 64-bit words: word `2i` is the low half of block
 //! `i`, word `2i+1` the high half.
 
-use aes::cipher::{BlockEncrypt, KeyInit};
+use hush_primitives::aes::Aes128;
+use hush_primitives::Block;
 
 /// `F_k(nonce, ·)` as a stream of 64-bit words.
 #[derive(Clone)]
 pub struct Prf {
-    cipher: aes::Aes128,
+    cipher: Aes128,
 }
 
 impl Prf {
     pub fn new(key: [u8; 16]) -> Self {
-        Prf { cipher: aes::Aes128::new(&key.into()) }
+        Prf { cipher: Aes128::new(Block(u128::from_le_bytes(key))) }
     }
 
     /// Writes words `[word_off, word_off + out.len())` of the stream under
@@ -38,19 +39,31 @@ impl Prf {
         let pairs = out.len() / 2;
         let (body, tail) = out.split_at_mut(pairs * 2);
         let first = off / 2;
-        for (i, c) in body.chunks_exact_mut(2).enumerate() {
-            c[0] = first.wrapping_add(i as u64).to_le();
-            c[1] = nonce.to_le();
-        }
-        // SAFETY: `body` has an even number of u64s, i.e. `pairs` runs of 16
-        // bytes; `aes::Block` is a `[u8; 16]`-like array with alignment 1 and
-        // no invalid bit patterns, so viewing the memory as `pairs` blocks is
-        // sound, and the u64 borrow is not used while the view lives.
-        let blocks: &mut [aes::Block] = unsafe { std::slice::from_raw_parts_mut(body.as_mut_ptr() as *mut aes::Block, pairs) };
-        self.cipher.encrypt_blocks(blocks);
-        if cfg!(target_endian = "big") {
-            for w in body.iter_mut() {
-                *w = u64::from_le(*w);
+        let ctr = |i: usize| Block(((nonce as u128) << 64) | first.wrapping_add(i as u64) as u128);
+        if cfg!(target_endian = "little") && (body.as_ptr() as usize) % std::mem::align_of::<Block>() == 0 {
+            // SAFETY: `body` holds `pairs` runs of two u64s, is aligned for
+            // `Block` (checked) and `Block` is a transparent u128, for which
+            // every bit pattern is valid; on a little-endian target the low
+            // u64 of each u128 is the first word. The u64 borrow is not used
+            // while the view lives.
+            let blocks: &mut [Block] = unsafe { std::slice::from_raw_parts_mut(body.as_mut_ptr() as *mut Block, pairs) };
+            for (i, b) in blocks.iter_mut().enumerate() {
+                *b = ctr(i);
+            }
+            self.cipher.encrypt_blocks(blocks);
+        } else {
+            const STEP: usize = 256;
+            let mut tmp = [Block(0); STEP];
+            for (ci, words) in body.chunks_mut(2 * STEP).enumerate() {
+                let n = words.len() / 2;
+                for (i, b) in tmp[..n].iter_mut().enumerate() {
+                    *b = ctr(ci * STEP + i);
+                }
+                self.cipher.encrypt_blocks(&mut tmp[..n]);
+                for (w, b) in words.chunks_exact_mut(2).zip(&tmp[..n]) {
+                    w[0] = b.0 as u64;
+                    w[1] = (b.0 >> 64) as u64;
+                }
             }
         }
         if let Some(t) = tail.first_mut() {
@@ -59,14 +72,8 @@ impl Prf {
     }
 
     fn block(&self, nonce: u64, i: u64) -> [u64; 2] {
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&i.to_le_bytes());
-        b[8..].copy_from_slice(&nonce.to_le_bytes());
-        let mut blk = aes::Block::from(b);
-        self.cipher.encrypt_block(&mut blk);
-        let lo = u64::from_le_bytes(blk[..8].try_into().unwrap());
-        let hi = u64::from_le_bytes(blk[8..].try_into().unwrap());
-        [lo, hi]
+        let b = self.cipher.encrypt_block(Block(((nonce as u128) << 64) | i as u128));
+        [b.0 as u64, (b.0 >> 64) as u64]
     }
 }
 
