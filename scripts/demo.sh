@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Main job: set up, then run `hush demo` on its embedded default.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec ./target/release/hush demo "$@"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# All set-up hush needs on a fresh Debian 12 machine with stable Rust and
+# Python 3.11: a virtual environment with maturin, numpy and pytest, the
+# release build of the `hush` binary, and the Python package built into the
+# environment. Safe to run again (it only redoes what changed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust stable via rustup)" >&2; exit 1; }
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv" >&2
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+echo "setup: building hush (release)" >&2
+cargo build --release --bins --quiet
+echo "setup: building the Python package into .venv" >&2
+VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release --quiet >/dev/null
