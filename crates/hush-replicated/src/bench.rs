@@ -32,6 +32,9 @@ pub struct BenchAes3Args {
     /// Instances per chunk = 64 × this.
     #[arg(long, default_value_t = DEFAULT_CHUNK_WORDS)]
     pub chunk_words: usize,
+    /// Chunks in flight per party (1..=8): hides the ring latency.
+    #[arg(long, default_value_t = 4)]
+    pub streams: usize,
     /// Executable that provides the `node` subcommand (default: this one,
     /// or $HUSH_EXE).
     #[arg(long)]
@@ -123,12 +126,12 @@ pub fn bench_aes3_main(a: BenchAes3Args) -> Result<()> {
 
     let t_setup = Instant::now();
     let (_nodes, addrs) = spawn_nodes(&exe, &a.net, 2)?;
-    let warm = run_job(&addrs, &spec, 64 * words as u64, words, &Inputs::Random(crate::prf::os_seed()?), &opts)?;
+    let warm = run_job(&addrs, &spec, 64 * words as u64, words, 1, &Inputs::Random(crate::prf::os_seed()?), &opts)?;
     let _ = warm;
     let setup_s = t_setup.elapsed().as_secs_f64();
 
     let seed = crate::prf::os_seed()?;
-    let r = run_job(&addrs, &spec, a.n, words, &Inputs::Random(seed), &opts)?;
+    let r = run_job(&addrs, &spec, a.n, words, a.streams, &Inputs::Random(seed), &opts)?;
 
     // Check a sample against software AES.
     let mut checked = 0u64;
@@ -163,7 +166,7 @@ pub fn bench_aes3_main(a: BenchAes3Args) -> Result<()> {
                 "bench": "aes3", "n": a.n, "net": a.net, "parties": 3, "processes": 3,
                 "wall_s": r.wall_s, "setup_s": setup_s, "node_eval_s": eval_s,
                 "aes_per_s": aes_per_s, "and_gates_per_s": aes_per_s * and_per_aes as f64,
-                "and_per_aes": and_per_aes, "and_depth": depth, "chunk_instances": 64 * words,
+                "and_per_aes": and_per_aes, "and_depth": depth, "chunk_instances": 64 * words, "streams": a.streams,
                 "bytes": bytes, "bytes_per_party": bytes_per_party,
                 "bytes_per_aes_per_party": bytes_per_party as f64 / a.n as f64,
                 "input_output_bytes": client_bytes, "rounds": rounds, "verified": checked,

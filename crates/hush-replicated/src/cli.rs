@@ -73,6 +73,9 @@ pub struct JobArgs {
     /// Instances per chunk = 64 × this.
     #[arg(long)]
     pub chunk_words: Option<usize>,
+    /// Chunks in flight per party (1..=8).
+    #[arg(long, default_value_t = 4)]
+    pub streams: usize,
     /// Seconds to wait for a silent node.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
@@ -93,7 +96,7 @@ pub fn job_main(a: JobArgs) -> Result<()> {
     let bits = c.inputs_from_hex(&a.inputs)?;
     let words = a.chunk_words.unwrap_or_else(|| default_words(a.repeat));
     let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
-    let r = run_job(&nodes, &spec, a.repeat.max(1), words, &Inputs::Fixed(bits), &opts)?;
+    let r = run_job(&nodes, &spec, a.repeat.max(1), words, a.streams.clamp(1, 8), &Inputs::Fixed(bits), &opts)?;
     let first = r.output_bits(0);
     for k in 1..r.instances {
         if r.output_bits(k) != first {

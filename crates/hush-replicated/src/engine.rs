@@ -9,15 +9,20 @@
 //!   the maximum of their inputs; AND adds one). Layer `L` evaluates the
 //!   AND gates of depth `L` — all of them in one message of
 //!   `ANDs(L) × words × 8` bytes to the next party, i.e. one round — and
-//!   then the linear gates of depth `L` in file order (free, local). A
+//!   then, in file order, the linear gates whose first reader needs them
+//!   by layer `L + 1` (linear gates are scheduled as late as possible,
+//!   which keeps fewer wires alive; they are free and local). A
 //!   chunk therefore costs exactly `AND depth` rounds and
 //!   `AND gates × 64 × words / 8` bytes sent per party.
 //! * **Slots.** Wires are mapped to a small pool of storage slots by
 //!   liveness (a slot is reused once its wire is dead), so the working set
 //!   is the circuit's peak live width, not its wire count. Each slot holds
 //!   `x` then `a`, `2 × words` words side by side.
-//! * **Randomness.** `α` for the next AND layer is generated while the
-//!   current layer's message is in flight.
+//! * **Streams.** [`run_streams`] keeps several chunks in flight in one
+//!   thread: while one chunk's `r_i` travels, the others compute. Every
+//!   party runs the same deterministic round-robin, so the messages of all
+//!   streams share one ring link in a fixed order. Each stream still costs
+//!   one round per AND layer.
 //!
 //! The hot loops are plain word loops over slices; they are compiled a
 //! second time with AVX-512 (or AVX2) enabled and chosen at run time, with
@@ -95,13 +100,36 @@ impl Program {
         let nl = max_d as usize + 1;
         let mut and_by: Vec<Vec<usize>> = vec![Vec::new(); nl];
         let mut lin_by: Vec<Vec<usize>> = vec![Vec::new(); nl];
-        for (gi, g) in c.gates.iter().enumerate() {
-            let d = gdepth[gi] as usize;
-            if matches!(g, Gate::And { .. }) {
-                and_by[d].push(gi);
-            } else {
-                lin_by[d].push(gi);
+        // ANDs go to their depth. Linear gates go as late as possible
+        // (right before their first reader needs them): this shortens the
+        // lives of their outputs and so the live working set. `need[w]` is
+        // the layer by whose linear phase wire `w` must exist.
+        let mut need = vec![max_d; nw];
+        for gi in (0..c.gates.len()).rev() {
+            let g = &c.gates[gi];
+            match *g {
+                Gate::And { a, b, .. } => {
+                    let l = gdepth[gi];
+                    and_by[l as usize].push(gi);
+                    need[a as usize] = need[a as usize].min(l - 1);
+                    need[b as usize] = need[b as usize].min(l - 1);
+                }
+                Gate::Xor { a, b, out } => {
+                    let l = need[out as usize];
+                    lin_by[l as usize].push(gi);
+                    need[a as usize] = need[a as usize].min(l);
+                    need[b as usize] = need[b as usize].min(l);
+                }
+                Gate::Inv { a, out } | Gate::Copy { a, out } => {
+                    let l = need[out as usize];
+                    lin_by[l as usize].push(gi);
+                    need[a as usize] = need[a as usize].min(l);
+                }
+                Gate::Const { out, .. } => lin_by[need[out as usize] as usize].push(gi),
             }
+        }
+        for v in and_by.iter_mut().chain(lin_by.iter_mut()) {
+            v.reverse();
         }
         // Schedule positions (1-based): layer 0's linear gates, then for each
         // layer its AND step (one position) and its linear gates.
@@ -288,10 +316,23 @@ pub struct Evaluator<'p> {
     kernel: Kernel,
     slots: Vec<u64>,
     alpha: Vec<u64>,
-    alpha_next: Vec<u64>,
     r_prev: Vec<u64>,
     scratch: Vec<u64>,
     rounds: u64,
+    nonce: u64,
+    chunk: u64,
+    li: usize,
+    phase: Phase,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The current layer's ANDs have not started.
+    Start,
+    /// `r_i` sent, waiting for `r_{i−1}`.
+    Sent,
+    /// The current layer's ANDs are complete.
+    Done,
 }
 
 /// Splits three distinct-or-equal slot views: `o` mutable, `a`/`b` shared.
@@ -429,10 +470,13 @@ impl<'p> Evaluator<'p> {
             kernel: Kernel::detect(),
             slots: vec![0; bytes / 8],
             alpha: vec![0; lw],
-            alpha_next: vec![0; lw],
             r_prev: vec![0; lw],
             scratch: Vec::with_capacity(lw),
             rounds: 0,
+            nonce: 0,
+            chunk: 0,
+            li: usize::MAX,
+            phase: Phase::Start,
         })
     }
 
@@ -473,6 +517,7 @@ impl<'p> Evaluator<'p> {
     /// sends toward the output party. `nonce` and `chunk` make the `α`
     /// stream unique per job and chunk; all three parties must use the
     /// same values.
+    #[allow(clippy::too_many_arguments)]
     pub fn eval_chunk(
         &mut self,
         keys: &PartyKeys,
@@ -483,62 +528,108 @@ impl<'p> Evaluator<'p> {
         to_next: &mut dyn Channel,
         from_prev: &mut dyn Channel,
     ) -> Result<()> {
+        self.begin(nonce, chunk, input)?;
+        while self.advance(keys, to_next)? {
+            self.receive(from_prev)?;
+        }
+        self.outputs(out_a)
+    }
+
+    /// Starts a chunk: loads this party's input pairs (see
+    /// [`Evaluator::eval_chunk`]). Then alternate [`Evaluator::advance`]
+    /// and [`Evaluator::receive`] until `advance` returns `false`.
+    pub fn begin(&mut self, nonce: u64, chunk: u64, input: &[u64]) -> Result<()> {
         let p = self.prog;
-        let words = self.words;
-        let w2 = 2 * words;
+        let w2 = 2 * self.words;
         if input.len() != p.n_in * w2 {
             return Err(Error::protocol("input shares", format!("expected {} words, got {}", p.n_in * w2, input.len())));
-        }
-        if out_a.len() != p.n_out * words {
-            return Err(Error::Input(format!("output buffer of {} words, expected {}", out_a.len(), p.n_out * words)));
         }
         for (i, &s) in p.input_slots.iter().enumerate() {
             self.slots[s as usize * w2..][..w2].copy_from_slice(&input[i * w2..][..w2]);
         }
-        let chunk_base = chunk.wrapping_mul(p.and_count as u64).wrapping_mul(words as u64);
-        let alpha_for = |layer: &Layer| chunk_base + (layer.ands.start * words) as u64;
-        let and_layers: Vec<usize> = (0..p.layers.len()).filter(|&l| !p.layers[l].ands.is_empty()).collect();
-        if let Some(&l0) = and_layers.first() {
-            let layer = &p.layers[l0];
-            let n = layer.ands.len() * words;
-            keys.alpha(nonce, alpha_for(layer), &mut self.alpha[..n], &mut self.scratch);
-        }
-        let mut next_and = 0usize;
-        for li in 0..p.layers.len() {
-            let layer = p.layers[li].clone();
-            if !layer.ands.is_empty() {
-                let n = layer.ands.len() * words;
-                let ops = &p.ands[layer.ands.clone()];
-                match self.kernel {
-                    // SAFETY: chosen by run-time feature detection.
-                    #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx512 => unsafe { and_locals_avx512(ops, &self.slots, w2, &mut self.alpha[..n]) },
-                    #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx2 => unsafe { and_locals_avx2(ops, &self.slots, w2, &mut self.alpha[..n]) },
-                    Kernel::Portable => and_locals(ops, &self.slots, w2, &mut self.alpha[..n]),
-                }
-                send_words(to_next, &mut self.alpha[..n]).map_err(Error::transport("AND layer (send r_i to the next party)"))?;
-                self.rounds += 1;
-                // While r_i is in flight, prepare α of the next AND layer.
-                next_and += 1;
-                if let Some(&ln) = and_layers.get(next_and) {
-                    let nl = &p.layers[ln];
-                    let nn = nl.ands.len() * words;
-                    keys.alpha(nonce, alpha_for(nl), &mut self.alpha_next[..nn], &mut self.scratch);
-                }
-                recv_words(from_prev, "AND layer (r_{i-1} from the previous party)", &mut self.r_prev[..n])
-                    .map_err(Error::transport("AND layer (receive r_{i-1})"))?;
-                match self.kernel {
-                    // SAFETY: chosen by run-time feature detection.
-                    #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx512 => unsafe { and_finishes_avx512(ops, &mut self.slots, w2, &self.alpha[..n], &self.r_prev[..n]) },
-                    #[cfg(target_arch = "x86_64")]
-                    Kernel::Avx2 => unsafe { and_finishes_avx2(ops, &mut self.slots, w2, &self.alpha[..n], &self.r_prev[..n]) },
-                    Kernel::Portable => and_finishes(ops, &mut self.slots, w2, &self.alpha[..n], &self.r_prev[..n]),
-                }
-                std::mem::swap(&mut self.alpha, &mut self.alpha_next);
+        self.nonce = nonce;
+        self.chunk = chunk;
+        self.li = 0;
+        self.phase = Phase::Start;
+        Ok(())
+    }
+
+    /// Local work up to the next message: linear gates, then the local part
+    /// of the next AND layer, whose `r_i` goes to the next party. Returns
+    /// `true` if a message was sent (call [`Evaluator::receive`] next),
+    /// `false` when the chunk is complete.
+    pub fn advance(&mut self, keys: &PartyKeys, to_next: &mut dyn Channel) -> Result<bool> {
+        let p = self.prog;
+        let words = self.words;
+        let w2 = 2 * words;
+        loop {
+            if self.li >= p.layers.len() {
+                return Ok(false);
             }
-            self.run_lin(layer.lin.clone());
+            let layer = p.layers[self.li].clone();
+            match self.phase {
+                Phase::Start if !layer.ands.is_empty() => {
+                    let n = layer.ands.len() * words;
+                    let off = self.chunk.wrapping_mul(p.and_count as u64).wrapping_mul(words as u64) + (layer.ands.start * words) as u64;
+                    keys.alpha(self.nonce, off, &mut self.alpha[..n], &mut self.scratch);
+                    let ops = &p.ands[layer.ands.clone()];
+                    match self.kernel {
+                        // SAFETY: chosen by run-time feature detection.
+                        #[cfg(target_arch = "x86_64")]
+                        Kernel::Avx512 => unsafe { and_locals_avx512(ops, &self.slots, w2, &mut self.alpha[..n]) },
+                        #[cfg(target_arch = "x86_64")]
+                        Kernel::Avx2 => unsafe { and_locals_avx2(ops, &self.slots, w2, &mut self.alpha[..n]) },
+                        Kernel::Portable => and_locals(ops, &self.slots, w2, &mut self.alpha[..n]),
+                    }
+                    send_words(to_next, &mut self.alpha[..n]).map_err(Error::transport("AND layer (send r_i to the next party)"))?;
+                    self.rounds += 1;
+                    self.phase = Phase::Sent;
+                    return Ok(true);
+                }
+                Phase::Sent => return Err(Error::Local("evaluator: advance() called while a message is outstanding".into())),
+                _ => {
+                    self.run_lin(layer.lin.clone());
+                    self.li += 1;
+                    self.phase = Phase::Start;
+                }
+            }
+        }
+    }
+
+    /// Receives `r_{i−1}` of the outstanding AND layer and completes it.
+    pub fn receive(&mut self, from_prev: &mut dyn Channel) -> Result<()> {
+        if self.phase != Phase::Sent {
+            return Err(Error::Local("evaluator: receive() without an outstanding message".into()));
+        }
+        let p = self.prog;
+        let w2 = 2 * self.words;
+        let layer = p.layers[self.li].clone();
+        let n = layer.ands.len() * self.words;
+        recv_words(from_prev, "AND layer (r_{i-1} from the previous party)", &mut self.r_prev[..n])
+            .map_err(Error::transport("AND layer (receive r_{i-1})"))?;
+        let ops = &p.ands[layer.ands.clone()];
+        match self.kernel {
+            // SAFETY: chosen by run-time feature detection.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { and_finishes_avx512(ops, &mut self.slots, w2, &self.alpha[..n], &self.r_prev[..n]) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { and_finishes_avx2(ops, &mut self.slots, w2, &self.alpha[..n], &self.r_prev[..n]) },
+            Kernel::Portable => and_finishes(ops, &mut self.slots, w2, &self.alpha[..n], &self.r_prev[..n]),
+        }
+        self.phase = Phase::Done;
+        Ok(())
+    }
+
+    /// The `a` halves of the output wires of the completed chunk.
+    pub fn outputs(&self, out_a: &mut [u64]) -> Result<()> {
+        let p = self.prog;
+        let words = self.words;
+        let w2 = 2 * words;
+        if out_a.len() != p.n_out * words {
+            return Err(Error::Input(format!("output buffer of {} words, expected {}", out_a.len(), p.n_out * words)));
+        }
+        if self.li < p.layers.len() {
+            return Err(Error::Local("evaluator: chunk not complete".into()));
         }
         for (i, &s) in p.output_slots.iter().enumerate() {
             out_a[i * words..][..words].copy_from_slice(&self.slots[s as usize * w2 + words..][..words]);
@@ -553,4 +644,82 @@ impl<'p> Evaluator<'p> {
         let sl = &self.slots[s * w2..][..w2];
         sl.split_at(self.words)
     }
+}
+
+/// Largest number of chunks in flight ([`run_streams`]). With at most this
+/// many unanswered messages per link, the transport's read-ahead queue
+/// absorbs them all, so no party can block in `send` while the others do.
+pub const MAX_STREAMS: usize = 8;
+
+/// Evaluates `nchunks` chunks with `evs.len()` of them in flight, chunk `c`
+/// on stream `c mod K`. `input(c, buf)` fills chunk `c`'s input pairs,
+/// `output(c, a)` takes its output halves; both are called in chunk order.
+#[allow(clippy::too_many_arguments)]
+pub fn run_streams(
+    evs: &mut [Evaluator<'_>],
+    keys: &PartyKeys,
+    nonce: u64,
+    nchunks: u64,
+    mut input: impl FnMut(u64, &mut [u64]) -> Result<()>,
+    mut output: impl FnMut(u64, &[u64]) -> Result<()>,
+    to_next: &mut dyn Channel,
+    from_prev: &mut dyn Channel,
+) -> Result<()> {
+    let k = evs.len();
+    if k == 0 || k > MAX_STREAMS {
+        return Err(Error::Input(format!("{k} streams (allowed 1..={MAX_STREAMS})")));
+    }
+    let prog = evs[0].prog;
+    let words = evs[0].words;
+    let mut inbuf = vec![0u64; prog.n_in * 2 * words];
+    let mut outbuf = vec![0u64; prog.n_out * words];
+    let mut chunk_of: Vec<Option<u64>> = vec![None; k];
+    let mut next_chunk = 0u64;
+    #[allow(clippy::too_many_arguments)]
+    fn start<I, O>(
+        ev: &mut Evaluator<'_>,
+        keys: &PartyKeys,
+        nonce: u64,
+        nchunks: u64,
+        next_chunk: &mut u64,
+        inbuf: &mut [u64],
+        outbuf: &mut [u64],
+        input: &mut I,
+        output: &mut O,
+        to_next: &mut dyn Channel,
+    ) -> Result<Option<u64>>
+    where
+        I: FnMut(u64, &mut [u64]) -> Result<()>,
+        O: FnMut(u64, &[u64]) -> Result<()>,
+    {
+        // Chunks without AND gates complete at once.
+        while *next_chunk < nchunks {
+            let c = *next_chunk;
+            *next_chunk += 1;
+            input(c, inbuf)?;
+            ev.begin(nonce, c, inbuf)?;
+            if ev.advance(keys, to_next)? {
+                return Ok(Some(c));
+            }
+            ev.outputs(outbuf)?;
+            output(c, outbuf)?;
+        }
+        Ok(None)
+    }
+    for s in 0..k {
+        chunk_of[s] = start(&mut evs[s], keys, nonce, nchunks, &mut next_chunk, &mut inbuf, &mut outbuf, &mut input, &mut output, to_next)?;
+    }
+    while chunk_of.iter().any(|c| c.is_some()) {
+        for s in 0..k {
+            let Some(c) = chunk_of[s] else { continue };
+            let ev = &mut evs[s];
+            ev.receive(from_prev)?;
+            if !ev.advance(keys, to_next)? {
+                ev.outputs(&mut outbuf)?;
+                output(c, &outbuf)?;
+                chunk_of[s] = start(ev, keys, nonce, nchunks, &mut next_chunk, &mut inbuf, &mut outbuf, &mut input, &mut output, to_next)?;
+            }
+        }
+    }
+    Ok(())
 }

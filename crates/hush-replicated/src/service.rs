@@ -28,7 +28,7 @@
 
 use crate::araki::PartyKeys;
 use crate::bristol::Circuit;
-use crate::engine::{recv_words, send_words, Evaluator, Program};
+use crate::engine::{recv_words, run_streams, send_words, Evaluator, Program, MAX_STREAMS};
 use crate::error::{Error, Result};
 use crate::prf::{os_seed, Prf};
 use crate::share::{next, prev};
@@ -160,6 +160,7 @@ impl NodeStats {
 /// Runs a compute party until `max_jobs` jobs have been handled (forever
 /// by default). Peer failures end the current job, never the node.
 pub fn run_node(cfg: NodeConfig) -> Result<()> {
+    keep_heap_warm();
     if cfg.party > 2 {
         return Err(Error::Input(format!("--party must be 0, 1 or 2, got {}", cfg.party)));
     }
@@ -324,6 +325,7 @@ struct JobHeader {
     job_id: u64,
     instances: u64,
     words: usize,
+    streams: usize,
     circuit: CircuitSpec,
 }
 
@@ -358,6 +360,7 @@ fn encode_header(h: &JobHeader) -> Vec<u8> {
     m.extend_from_slice(&h.job_id.to_le_bytes());
     m.extend_from_slice(&h.instances.to_le_bytes());
     m.extend_from_slice(&(h.words as u32).to_le_bytes());
+    m.push(h.streams as u8);
     match &h.circuit {
         CircuitSpec::Builtin(n) => {
             m.push(0);
@@ -373,7 +376,7 @@ fn encode_header(h: &JobHeader) -> Vec<u8> {
 
 fn decode_header(m: &[u8]) -> Result<JobHeader> {
     const STEP: &str = "job header";
-    if m.len() < 25 || &m[..4] != JOB_MAGIC {
+    if m.len() < 26 || &m[..4] != JOB_MAGIC {
         return Err(Error::protocol(STEP, "not a job header"));
     }
     let job_id = u64::from_le_bytes(m[4..12].try_into().unwrap());
@@ -385,20 +388,24 @@ fn decode_header(m: &[u8]) -> Result<JobHeader> {
     if words == 0 || words > MAX_CHUNK_WORDS {
         return Err(Error::protocol(STEP, format!("chunk of {words} words (allowed 1..={MAX_CHUNK_WORDS})")));
     }
-    let text = std::str::from_utf8(&m[25..]).map_err(|_| Error::protocol(STEP, "circuit is not UTF-8"))?;
-    let circuit = match m[24] {
+    let streams = m[24] as usize;
+    if streams == 0 || streams > MAX_STREAMS {
+        return Err(Error::protocol(STEP, format!("{streams} streams (allowed 1..={MAX_STREAMS})")));
+    }
+    let text = std::str::from_utf8(&m[26..]).map_err(|_| Error::protocol(STEP, "circuit is not UTF-8"))?;
+    let circuit = match m[25] {
         0 => CircuitSpec::Builtin(text.to_string()),
         1 => CircuitSpec::Text(text.to_string()),
         k => return Err(Error::protocol(STEP, format!("unknown circuit kind {k}"))),
     };
-    Ok(JobHeader { job_id, instances, words, circuit })
+    Ok(JobHeader { job_id, instances, words, streams, circuit })
 }
 
 fn serve_job(cfg: &NodeConfig, ring: &mut Ring, client: &mut TcpChannel, cache: &mut Option<(u64, Program, Circuit)>) -> Result<NodeStats> {
     let c0 = client.cost();
     let hdr_bytes = client.recv().map_err(Error::transport("job header"))?;
     let hdr = decode_header(&hdr_bytes)?;
-    let cdigest = digest(&hdr_bytes[24..]);
+    let cdigest = digest(&hdr_bytes[25..]);
     if cache.as_ref().map(|c| c.0) != Some(cdigest) {
         let c = hdr.circuit.circuit()?;
         let p = Program::compile(&c);
@@ -406,8 +413,8 @@ fn serve_job(cfg: &NodeConfig, ring: &mut Ring, client: &mut TcpChannel, cache: 
     }
     let (_, prog, _) = cache.as_ref().expect("filled above");
     // Same job everywhere? (id, sizes, circuit, position in the session)
-    let mut check = Vec::with_capacity(40);
-    for v in [hdr.job_id, hdr.instances, hdr.words as u64, cdigest, ring.jobs] {
+    let mut check = Vec::with_capacity(48);
+    for v in [hdr.job_id, hdr.instances, hdr.words as u64, hdr.streams as u64, cdigest, ring.jobs] {
         check.extend_from_slice(&v.to_le_bytes());
     }
     ring.to_next.send(&check).map_err(Error::transport("job check (send to the next party)"))?;
@@ -419,21 +426,31 @@ fn serve_job(cfg: &NodeConfig, ring: &mut Ring, client: &mut TcpChannel, cache: 
         return Err(Error::protocol("job check", "the previous party runs a different job (concurrent clients?)"));
     }
     let words = hdr.words;
-    let mut ev = Evaluator::new(prog, words)?;
     let chunk_inst = 64 * words as u64;
     let nchunks = hdr.instances.div_ceil(chunk_inst);
-    let mut input = vec![0u64; prog.n_in * 2 * words];
-    let mut out = vec![0u64; prog.n_out * words];
+    let k = hdr.streams.min(nchunks as usize).max(1);
+    let mut evs = (0..k).map(|_| Evaluator::new(prog, words)).collect::<Result<Vec<_>>>()?;
     let r0 = ring.to_next.cost() + ring.from_prev.cost();
-    let mut eval_s = 0.0;
-    for ch in 0..nchunks {
-        recv_words(client, "input shares", &mut input).map_err(Error::transport("input shares from the client"))?;
-        let t = Instant::now();
-        ev.eval_chunk(&ring.keys, ring.jobs, ch, &input, &mut out, &mut ring.to_next, &mut ring.from_prev)?;
-        eval_s += t.elapsed().as_secs_f64();
-        client.send(&[0]).map_err(Error::transport("output status to the client"))?;
-        send_words(client, &mut out).map_err(Error::transport("output shares to the client"))?;
-    }
+    let t = Instant::now();
+    let Ring { to_next, from_prev, keys, jobs } = ring;
+    let client_cell = std::cell::RefCell::new(&mut *client);
+    run_streams(
+        &mut evs,
+        keys,
+        *jobs,
+        nchunks,
+        |_, buf| recv_words(*client_cell.borrow_mut(), "input shares", buf).map_err(Error::transport("input shares from the client")),
+        |_, out| {
+            let mut cl = client_cell.borrow_mut();
+            cl.send(&[0]).map_err(Error::transport("output status to the client"))?;
+            let mut o = out.to_vec();
+            send_words(*cl, &mut o).map_err(Error::transport("output shares to the client"))
+        },
+        to_next,
+        from_prev,
+    )?;
+    let eval_s = t.elapsed().as_secs_f64();
+    let rounds: u64 = evs.iter().map(|e| e.rounds()).sum();
     let r1 = ring.to_next.cost() + ring.from_prev.cost();
     let c1 = client.cost();
     let d: Cost = r1 - r0;
@@ -443,7 +460,7 @@ fn serve_job(cfg: &NodeConfig, ring: &mut Ring, client: &mut TcpChannel, cache: 
         ring_bytes_recv: d.bytes_recv,
         client_bytes_recv: (c1 - c0).bytes_recv,
         client_bytes_sent: (c1 - c0).bytes_sent,
-        rounds: ev.rounds() + 1,
+        rounds: rounds + 1,
         chunks: nchunks,
         eval_s,
     };
@@ -502,7 +519,19 @@ impl JobResult {
 
 /// The client's view of a job: shares inputs toward the three nodes,
 /// collects and reconstructs the outputs.
-pub fn run_job(nodes: &[String; 3], circuit: &CircuitSpec, instances: u64, words: usize, inputs: &Inputs, opts: &ChannelOptions) -> Result<JobResult> {
+#[allow(clippy::too_many_arguments)]
+pub fn run_job(
+    nodes: &[String; 3],
+    circuit: &CircuitSpec,
+    instances: u64,
+    words: usize,
+    streams: usize,
+    inputs: &Inputs,
+    opts: &ChannelOptions,
+) -> Result<JobResult> {
+    if streams == 0 || streams > MAX_STREAMS {
+        return Err(Error::Input(format!("{streams} streams (allowed 1..={MAX_STREAMS})")));
+    }
     let c = circuit.circuit()?;
     if instances == 0 || instances > MAX_INSTANCES || words == 0 || words > MAX_CHUNK_WORDS {
         return Err(Error::Input("instances or chunk width out of range".into()));
@@ -519,7 +548,7 @@ pub fn run_job(nodes: &[String; 3], circuit: &CircuitSpec, instances: u64, words
         *s = os_seed()?;
     }
     let job_id = u64::from_le_bytes(os_seed()?[..8].try_into().unwrap());
-    let header = encode_header(&JobHeader { job_id, instances, words, circuit: circuit.clone() });
+    let header = encode_header(&JobHeader { job_id, instances, words, streams, circuit: circuit.clone() });
     let nchunks = instances.div_ceil(64 * words as u64);
     // Connect to all three first, so a missing node fails before any work.
     let mut chans = Vec::with_capacity(3);
@@ -537,7 +566,7 @@ pub fn run_job(nodes: &[String; 3], circuit: &CircuitSpec, instances: u64, words
             .enumerate()
             .map(|(i, mut ch)| {
                 let header = &header;
-                sc.spawn(move || client_party(i, &mut ch, header, n_in, n_out, words, nchunks, &seeds, inputs))
+                sc.spawn(move || client_party(i, &mut ch, header, n_in, n_out, words, nchunks, streams, &seeds, inputs))
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Local("client thread panicked".into())))).collect()
@@ -579,6 +608,7 @@ fn client_party(
     n_out: usize,
     words: usize,
     nchunks: u64,
+    streams: usize,
     seeds: &[[u8; 16]; 2],
     inputs: &Inputs,
 ) -> Result<(Vec<u64>, NodeStats, Cost)> {
@@ -614,9 +644,9 @@ fn client_party(
         }
     };
     let mut outputs = vec![0u64; nchunks as usize * n_out * words];
-    const WINDOW: u64 = 2;
+    let window = streams as u64 + 1;
     let mut sent = 0u64;
-    while sent < nchunks.min(WINDOW) {
+    while sent < nchunks.min(window) {
         build(sent, &mut msg);
         send_words(ch, &mut msg).map_err(Error::transport("input shares to a node"))?;
         sent += 1;
@@ -643,4 +673,25 @@ fn client_party(
     let js = ch.recv().map_err(Error::transport("statistics from a node"))?;
     let stats = NodeStats::from_json(&js)?;
     Ok((outputs, stats, ch.cost()))
+}
+
+/// The transport allocates a fresh buffer per received frame; with glibc's
+/// default (dynamic) mmap threshold, frames of a few hundred KiB are mapped
+/// and unmapped every round, and the page faults cost more kernel time than
+/// the protocol itself. Keep such buffers on the heap instead.
+fn keep_heap_warm() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn mallopt(param: i32, value: i32) -> i32;
+        }
+        const M_TRIM_THRESHOLD: i32 = -1;
+        const M_MMAP_THRESHOLD: i32 = -3;
+        // SAFETY: mallopt only adjusts allocator tuning parameters; it is
+        // called before the node allocates its buffers.
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 64 << 20);
+            mallopt(M_TRIM_THRESHOLD, 256 << 20);
+        }
+    }
 }
