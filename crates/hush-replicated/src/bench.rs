@@ -33,7 +33,7 @@ pub struct BenchAes3Args {
     #[arg(long, default_value_t = DEFAULT_CHUNK_WORDS)]
     pub chunk_words: usize,
     /// Chunks in flight per party (1..=8): hides the ring latency.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 1)]
     pub streams: usize,
     /// Executable that provides the `node` subcommand (default: this one,
     /// or $HUSH_EXE).

@@ -74,7 +74,7 @@ pub struct JobArgs {
     #[arg(long)]
     pub chunk_words: Option<usize>,
     /// Chunks in flight per party (1..=8).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 1)]
     pub streams: usize,
     /// Seconds to wait for a silent node.
     #[arg(long, default_value_t = 60)]
