@@ -1,0 +1,62 @@
+//! # hush-tee — the trusted module of hush's `tee` mode
+//!
+//! VISION.md "Trust modes": each party's trusted module agrees a
+//! synchronized seed with the peer's module once, then releases to its host,
+//! batch by batch, exactly that host's share of each correlation — never the
+//! peer's share, never the seed. The module only ever handles
+//! input-independent values: no request carries online inputs, activations
+//! or model weights.
+//!
+//! **Attestation is simulated — gives no hardware protection.** hush cannot
+//! use real SGX/TDX here. The module runs behind an explicit boundary (the
+//! [`TrustedModule`] trait) with two backends: [`InProcessModule`] (tests)
+//! and [`OutOfProcessModule`] (the `hush-tee-module` binary as a child
+//! process over a pipe, so the boundary is real and every crossing and byte
+//! is counted). The [`attest`] module's [`attest::SimulatedAttester`] /
+//! [`attest::SimulatedVerifier`] stand in for a hardware quote; the design
+//! keeps a real backend possible (the module binary could run under an SGX
+//! runtime with a real `Verifier`).
+//!
+//! * [`attest`] — `Attester` / `Verifier` traits and the simulated backend.
+//! * [`handshake`] — seed agreement: X25519 key exchange bound to a
+//!   transcript and to the attestation reports, both modules contribute
+//!   randomness, key confirmation (SilentFlow §III-B "Shared Seed
+//!   Generation").
+//! * [`module`] — the module itself: the [`Request`] kinds and their
+//!   dispatch (the one place where later dealing kinds are added).
+//! * [`ggm`] — the GGM length-doubling PRG shared by the module and the hosts.
+//! * [`backend`] — in-process and out-of-process backends, crossing counts.
+//! * [`wire`] — the length-checked codec for requests and responses.
+
+pub mod attest;
+pub mod backend;
+pub mod ggm;
+pub mod handshake;
+pub mod module;
+pub mod wire;
+
+pub use backend::{InProcessModule, ModuleStats, OutOfProcessModule, TrustedModule};
+pub use handshake::establish;
+pub use module::{Module, ModuleRole, Request, Response};
+
+/// Shown wherever the attestation backend appears (Debug, Display, docs, logs).
+pub const SIMULATED_NOTE: &str = "simulated — gives no hardware protection";
+
+/// Errors of the trusted module and its host-side drivers.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("transport: {0}")]
+    Transport(#[from] hush_transport::Error),
+    #[error("attestation failed (simulated — gives no hardware protection): {0}")]
+    Attestation(String),
+    #[error("seed agreement failed: {0}")]
+    KeyExchange(String),
+    #[error("module refused the request: {0}")]
+    Refused(String),
+    #[error("malformed module message: {0}")]
+    Malformed(String),
+    #[error("module process: {0}")]
+    Process(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

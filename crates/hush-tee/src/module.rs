@@ -1,0 +1,469 @@
+//! The trusted module: a state machine driven by [`Request`]s.
+//!
+//! **Adding a dealing kind.** Later correlations (comparison tables, FSS
+//! keys, Beaver triples, linear-layer masks) are dealt from the same
+//! synchronized seed: add a [`Request`] variant (and, if needed, a
+//! [`Response`] variant), its codec arm in [`Request::encode`] /
+//! [`Request::decode`], and a dispatch arm in [`Module::handle`] that derives
+//! values with [`Module::derive_key`] under a fresh label. Each kind must
+//! (1) release only the calling host's share, (2) take only
+//! input-independent parameters (sizes, batch numbers) — never online
+//! inputs, and (3) erase its per-batch state once released.
+//!
+//! ## Dealing kinds so far (SilentFlow, §III-B)
+//! * [`Request::CotInit`] — the initial correlation w = v ⊕ u·Δ of length k
+//!   (sender host gets Δ and v, receiver host gets w; u = lsb(w), see below).
+//! * [`Request::GgmRoots`] — the sender host gets the roots of the batch's t
+//!   GGM trees (one crossing per batch).
+//! * [`Request::GgmLevel`] — the receiver's module walks the secret paths of
+//!   all t trees of a batch and releases the off-path ("red") seeds level by
+//!   level: crossing j ∈ 1..h−1 releases level j (crossing 1 also the
+//!   punctured positions α, crossing h−1 also level h and the masked
+//!   punctured leaves s_α ⊕ Δ), so a batch costs exactly h−1 crossings
+//!   whatever the number of trees.
+//!
+//! Conventions: Δ has its least significant bit set, the sender's blocks
+//! (v, GGM leaves) have theirs cleared, so the receiver's choice bit of a
+//! COT is the lsb of its block (as in emp-ot's Ferret).
+
+use crate::attest::{Attester, SimulatedAttester, SimulatedVerifier, Verifier};
+use crate::handshake::{Handshake, SessionKeys};
+use crate::wire::{Reader, Writer};
+use crate::{ggm, Error, Result};
+use hush_primitives::aes::Aes128;
+use hush_primitives::{Block, Prg};
+use zeroize::Zeroize;
+
+/// Which side of the correlations this module's host holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleRole {
+    /// COT sender (holds Δ).
+    Sender,
+    /// COT receiver (holds the choice bits).
+    Receiver,
+}
+
+impl ModuleRole {
+    pub fn byte(self) -> u8 {
+        match self {
+            ModuleRole::Sender => 0,
+            ModuleRole::Receiver => 1,
+        }
+    }
+    pub fn from_byte(b: u8) -> Result<Self> {
+        match b {
+            0 => Ok(ModuleRole::Sender),
+            1 => Ok(ModuleRole::Receiver),
+            _ => Err(Error::Malformed(format!("role byte {b}"))),
+        }
+    }
+}
+
+/// Largest GGM tree height and tree count a request may ask for.
+pub const MAX_HEIGHT: u32 = 24;
+pub const MAX_TREES: u32 = 1 << 16;
+/// Largest initial correlation.
+pub const MAX_K: u32 = 1 << 22;
+
+/// Everything a host may ask its module. Add new dealing kinds here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Start seed agreement in the given role; returns this module's hello.
+    Hello { role: ModuleRole },
+    /// The peer module's hello (relayed by the host); returns the key-confirmation tag.
+    PeerHello { hello: Vec<u8> },
+    /// The peer module's key-confirmation tag; completes seed agreement.
+    PeerConfirm { tag: [u8; 32] },
+    /// SilentFlow initial correlation of length `k` (once per session).
+    CotInit { k: u32 },
+    /// SilentFlow sender: roots of the `trees` GGM trees of `batch`.
+    GgmRoots { batch: u64, trees: u32, height: u32 },
+    /// SilentFlow receiver: crossing `level` (1..=height−1) of `batch`.
+    GgmLevel { batch: u64, trees: u32, height: u32, level: u32 },
+}
+
+/// What the module releases.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Response {
+    Hello(Vec<u8>),
+    Confirm([u8; 32]),
+    Established,
+    /// Sender's share of the initial correlation.
+    CotSenderInit { delta: Block, v: Vec<Block> },
+    /// Receiver's share: w = v ⊕ u·Δ with u = lsb(w).
+    CotReceiverInit { w: Vec<Block> },
+    GgmRoots(Vec<Block>),
+    /// `alphas` only in crossing 1; `leaf_red` and `masked` only in the last.
+    GgmLevel { alphas: Vec<u32>, red: Vec<Block>, leaf_red: Vec<Block>, masked: Vec<Block> },
+    /// The module refused or failed (carried across the process boundary).
+    Error(String),
+}
+
+impl Drop for Response {
+    fn drop(&mut self) {
+        match self {
+            Response::CotSenderInit { delta, v } => {
+                delta.zeroize();
+                v.zeroize();
+            }
+            Response::CotReceiverInit { w } => w.zeroize(),
+            Response::GgmRoots(r) => r.zeroize(),
+            Response::GgmLevel { alphas, red, leaf_red, masked } => {
+                alphas.zeroize();
+                red.zeroize();
+                leaf_red.zeroize();
+                masked.zeroize();
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Request {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            Request::Hello { role } => w.u8(1).u8(role.byte()),
+            Request::PeerHello { hello } => w.u8(2).bytes(hello),
+            Request::PeerConfirm { tag } => {
+                w.u8(3);
+                w.0.extend_from_slice(tag);
+                &mut w
+            }
+            Request::CotInit { k } => w.u8(10).u32(*k),
+            Request::GgmRoots { batch, trees, height } => w.u8(11).u64(*batch).u32(*trees).u32(*height),
+            Request::GgmLevel { batch, trees, height, level } => {
+                w.u8(12).u64(*batch).u32(*trees).u32(*height).u32(*level)
+            }
+        };
+        w.0
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(b, "module request");
+        let req = match r.u8()? {
+            1 => Request::Hello { role: ModuleRole::from_byte(r.u8()?)? },
+            2 => Request::PeerHello { hello: r.bytes(4096)? },
+            3 => Request::PeerConfirm { tag: r.array32()? },
+            10 => Request::CotInit { k: r.u32()? },
+            11 => Request::GgmRoots { batch: r.u64()?, trees: r.u32()?, height: r.u32()? },
+            12 => Request::GgmLevel { batch: r.u64()?, trees: r.u32()?, height: r.u32()?, level: r.u32()? },
+            t => return Err(Error::Malformed(format!("unknown request kind {t}"))),
+        };
+        r.finish()?;
+        Ok(req)
+    }
+}
+
+impl Response {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            Response::Hello(h) => w.u8(1).bytes(h),
+            Response::Confirm(t) => {
+                w.u8(2);
+                w.0.extend_from_slice(t);
+                &mut w
+            }
+            Response::Established => w.u8(3),
+            Response::CotSenderInit { delta, v } => w.u8(10).block(*delta).blocks(v),
+            Response::CotReceiverInit { w: ww } => w.u8(11).blocks(ww),
+            Response::GgmRoots(r) => w.u8(12).blocks(r),
+            Response::GgmLevel { alphas, red, leaf_red, masked } => {
+                w.u8(13).u32s(alphas).blocks(red).blocks(leaf_red).blocks(masked)
+            }
+            Response::Error(e) => w.u8(255).bytes(e.as_bytes()),
+        };
+        w.0
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(b, "module response");
+        let resp = match r.u8()? {
+            1 => Response::Hello(r.bytes(4096)?),
+            2 => Response::Confirm(r.array32()?),
+            3 => Response::Established,
+            10 => Response::CotSenderInit { delta: r.block()?, v: r.blocks()? },
+            11 => Response::CotReceiverInit { w: r.blocks()? },
+            12 => Response::GgmRoots(r.blocks()?),
+            13 => Response::GgmLevel { alphas: r.u32s()?, red: r.blocks()?, leaf_red: r.blocks()?, masked: r.blocks()? },
+            255 => Response::Error(String::from_utf8_lossy(&r.bytes(4096)?).into_owned()),
+            t => return Err(Error::Malformed(format!("unknown response kind {t}"))),
+        };
+        r.finish()?;
+        Ok(resp)
+    }
+}
+
+/// Per-batch secret state of the receiver's GGM walk; erased on drop and
+/// as soon as the last crossing of the batch has been released.
+struct PendingWalk {
+    batch: u64,
+    trees: u32,
+    height: u32,
+    next_level: u32,
+    /// red[level-1][tree], levels 1..=height.
+    red: Vec<Block>,
+    masked: Vec<Block>,
+}
+
+impl Drop for PendingWalk {
+    fn drop(&mut self) {
+        self.red.zeroize();
+        self.masked.zeroize();
+    }
+}
+
+/// The trusted module. See the module docs for the request kinds.
+pub struct Module {
+    rng: Prg,
+    attester: Box<dyn Attester>,
+    verifier: Box<dyn Verifier>,
+    role: Option<ModuleRole>,
+    handshake: Option<Handshake>,
+    keys: Option<SessionKeys>,
+    cot_init_done: bool,
+    next_batch: u64,
+    walk: Option<PendingWalk>,
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Module {{ role: {:?}, established: {}, attester: {}, verifier: {} }}",
+            self.role,
+            self.keys.is_some(),
+            self.attester.describe(),
+            self.verifier.describe()
+        )
+    }
+}
+
+impl Module {
+    /// A module with OS randomness and the simulated attestation backend
+    /// (simulated — gives no hardware protection).
+    pub fn new() -> Self {
+        Self::with_rng(Prg::from_os())
+    }
+
+    /// Deterministic module randomness (tests, transcripts).
+    pub fn with_rng(rng: Prg) -> Self {
+        Self::with_backend(rng, Box::new(SimulatedAttester), Box::new(SimulatedVerifier::default()))
+    }
+
+    pub fn with_backend(rng: Prg, attester: Box<dyn Attester>, verifier: Box<dyn Verifier>) -> Self {
+        Module {
+            rng,
+            attester,
+            verifier,
+            role: None,
+            handshake: None,
+            keys: None,
+            cot_init_done: false,
+            next_batch: 0,
+            walk: None,
+        }
+    }
+
+    /// Names the attestation backend (always says when it is simulated).
+    pub fn attestation(&self) -> &'static str {
+        self.verifier.describe()
+    }
+
+    /// Handles one encoded request, returning the encoded response. Errors
+    /// become [`Response::Error`]; nothing here panics on bad input.
+    pub fn handle_bytes(&mut self, req: &[u8]) -> Vec<u8> {
+        let resp = match Request::decode(req) {
+            Ok(r) => self.handle(&r).unwrap_or_else(|e| Response::Error(e.to_string())),
+            Err(e) => Response::Error(e.to_string()),
+        };
+        resp.encode()
+    }
+
+    /// The dispatch: one arm per request kind.
+    pub fn handle(&mut self, req: &Request) -> Result<Response> {
+        match req {
+            Request::Hello { role } => self.hello(*role),
+            Request::PeerHello { hello } => self.peer_hello(hello),
+            Request::PeerConfirm { tag } => self.peer_confirm(tag),
+            Request::CotInit { k } => self.cot_init(*k),
+            Request::GgmRoots { batch, trees, height } => self.ggm_roots(*batch, *trees, *height),
+            Request::GgmLevel { batch, trees, height, level } => self.ggm_level(*batch, *trees, *height, *level),
+        }
+    }
+
+    fn hello(&mut self, role: ModuleRole) -> Result<Response> {
+        if self.role.is_some() {
+            return Err(Error::Refused("seed agreement already started".into()));
+        }
+        let (hs, msg) = Handshake::start(role, &mut self.rng, &*self.attester);
+        self.role = Some(role);
+        self.handshake = Some(hs);
+        Ok(Response::Hello(msg))
+    }
+
+    fn peer_hello(&mut self, hello: &[u8]) -> Result<Response> {
+        let hs = self.handshake.as_mut().ok_or_else(|| Error::Refused("no seed agreement in progress".into()))?;
+        let tag = hs.on_peer_hello(hello, &*self.verifier)?;
+        Ok(Response::Confirm(tag))
+    }
+
+    fn peer_confirm(&mut self, tag: &[u8; 32]) -> Result<Response> {
+        let hs = self.handshake.take().ok_or_else(|| Error::Refused("no seed agreement in progress".into()))?;
+        self.keys = Some(hs.finish(tag)?);
+        Ok(Response::Established)
+    }
+
+    fn established(&self) -> Result<(&SessionKeys, ModuleRole)> {
+        match (&self.keys, self.role) {
+            (Some(k), Some(r)) => Ok((k, r)),
+            _ => Err(Error::Refused("seed agreement not completed".into())),
+        }
+    }
+
+    /// A 128-bit key derived from the synchronized seed under `label`.
+    pub fn derive_key(&self, label: &str) -> Result<Block> {
+        Ok(self.established()?.0.derive(label))
+    }
+
+    fn delta(&self) -> Result<Block> {
+        let mut d = Aes128::new(self.derive_key("silentflow/delta")?).encrypt_block(Block::ZERO);
+        d.0 |= 1;
+        Ok(d)
+    }
+
+    fn cot_init(&mut self, k: u32) -> Result<Response> {
+        let (_, role) = self.established()?;
+        if self.cot_init_done {
+            return Err(Error::Refused("initial correlation already released".into()));
+        }
+        if k == 0 || k > MAX_K {
+            return Err(Error::Refused(format!("k = {k} out of range 1..={MAX_K}")));
+        }
+        let delta = self.delta()?;
+        let kv = Aes128::new(self.derive_key("silentflow/v")?);
+        let mut v: Vec<Block> = (0..k as u128).map(Block).collect();
+        kv.encrypt_blocks(&mut v);
+        for x in v.iter_mut() {
+            x.0 &= !1;
+        }
+        self.cot_init_done = true;
+        match role {
+            ModuleRole::Sender => Ok(Response::CotSenderInit { delta, v }),
+            ModuleRole::Receiver => {
+                let ku = Aes128::new(self.derive_key("silentflow/u")?);
+                let mut u: Vec<Block> = (0..k as u128).map(Block).collect();
+                ku.encrypt_blocks(&mut u);
+                for (x, ub) in v.iter_mut().zip(u.iter_mut()) {
+                    *x ^= delta.and_bit(ub.lsb());
+                    ub.zeroize();
+                }
+                Ok(Response::CotReceiverInit { w: v })
+            }
+        }
+    }
+
+    fn check_shape(trees: u32, height: u32) -> Result<()> {
+        if trees == 0 || trees > MAX_TREES || !(2..=MAX_HEIGHT).contains(&height) {
+            return Err(Error::Refused(format!("GGM shape {trees} trees of height {height} out of range")));
+        }
+        Ok(())
+    }
+
+    fn roots(&self, batch: u64, trees: u32) -> Result<Vec<Block>> {
+        let kr = Aes128::new(self.derive_key("silentflow/ggm-roots")?);
+        let mut r: Vec<Block> = (0..trees as u128).map(|i| Block(((batch as u128) << 32) | i)).collect();
+        kr.encrypt_blocks(&mut r);
+        Ok(r)
+    }
+
+    fn ggm_roots(&mut self, batch: u64, trees: u32, height: u32) -> Result<Response> {
+        let (_, role) = self.established()?;
+        if role != ModuleRole::Sender {
+            return Err(Error::Refused("GGM roots are the sender's share; this is the receiver's module".into()));
+        }
+        Self::check_shape(trees, height)?;
+        if batch != self.next_batch {
+            return Err(Error::Refused(format!("batch {batch} requested, next is {}", self.next_batch)));
+        }
+        let r = self.roots(batch, trees)?;
+        self.next_batch += 1;
+        Ok(Response::GgmRoots(r))
+    }
+
+    fn ggm_level(&mut self, batch: u64, trees: u32, height: u32, level: u32) -> Result<Response> {
+        let (_, role) = self.established()?;
+        if role != ModuleRole::Receiver {
+            return Err(Error::Refused("the secret paths are the receiver's share; this is the sender's module".into()));
+        }
+        Self::check_shape(trees, height)?;
+        if level == 1 {
+            if self.walk.is_some() {
+                return Err(Error::Refused("previous batch not finished".into()));
+            }
+            if batch != self.next_batch {
+                return Err(Error::Refused(format!("batch {batch} requested, next is {}", self.next_batch)));
+            }
+            self.walk = Some(self.walk_paths(batch, trees, height)?);
+        }
+        let w = self.walk.as_mut().ok_or_else(|| Error::Refused("no batch in progress".into()))?;
+        if w.batch != batch || w.trees != trees || w.height != height || w.next_level != level {
+            return Err(Error::Refused(format!(
+                "crossing (batch {batch}, level {level}) out of order; expected (batch {}, level {})",
+                w.batch, w.next_level
+            )));
+        }
+        let t = trees as usize;
+        let lv = level as usize;
+        let red = w.red[(lv - 1) * t..lv * t].to_vec();
+        let mut alphas = Vec::new();
+        if level == 1 {
+            alphas = self.alphas(batch, trees, height)?;
+        }
+        let w = self.walk.as_mut().expect("checked above");
+        w.next_level += 1;
+        if level == height - 1 {
+            let leaf_red = w.red[(height as usize - 1) * t..height as usize * t].to_vec();
+            let masked = std::mem::take(&mut w.masked);
+            self.walk = None; // erases the batch's secret state
+            self.next_batch += 1;
+            return Ok(Response::GgmLevel { alphas, red, leaf_red, masked });
+        }
+        Ok(Response::GgmLevel { alphas, red, leaf_red: Vec::new(), masked: Vec::new() })
+    }
+
+    fn alphas(&self, batch: u64, trees: u32, height: u32) -> Result<Vec<u32>> {
+        let ka = Aes128::new(self.derive_key("silentflow/alpha")?);
+        let mut a: Vec<Block> = (0..trees as u128).map(|i| Block(((batch as u128) << 32) | i)).collect();
+        ka.encrypt_blocks(&mut a);
+        Ok(a.iter().map(|b| (b.lo() & ((1u64 << height) - 1)) as u32).collect())
+    }
+
+    fn walk_paths(&self, batch: u64, trees: u32, height: u32) -> Result<PendingWalk> {
+        let mut nodes = self.roots(batch, trees)?;
+        let mut alphas = self.alphas(batch, trees, height)?;
+        let delta = self.delta()?;
+        let t = trees as usize;
+        let h = height as usize;
+        let mut red = vec![Block::ZERO; h * t];
+        for lvl in 1..=h {
+            for (i, node) in nodes.iter_mut().enumerate() {
+                let bit = ((alphas[i] >> (h - lvl)) & 1) as usize;
+                let c = ggm::children(*node);
+                red[(lvl - 1) * t + i] = c[1 - bit];
+                *node = c[bit];
+            }
+        }
+        let masked = nodes.iter().map(|&leaf| Block(leaf.0 & !1) ^ delta).collect();
+        nodes.zeroize();
+        alphas.zeroize();
+        Ok(PendingWalk { batch, trees, height, next_level: 1, red, masked })
+    }
+}
+
+impl Default for Module {
+    fn default() -> Self {
+        Self::new()
+    }
+}

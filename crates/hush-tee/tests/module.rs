@@ -1,0 +1,248 @@
+//! Seed agreement, dealing and the release rules of the trusted module,
+//! through its public API, over both backends.
+
+use hush_primitives::{Block, Prg};
+use hush_tee::attest::{Report, SimulatedAttester, Verifier};
+use hush_tee::{establish, ggm, InProcessModule, Module, ModuleRole, OutOfProcessModule, Request, Response, TrustedModule};
+use hush_transport::{Channel, MemChannel};
+use std::thread;
+
+fn pair_in_process(seed: u64) -> (InProcessModule, InProcessModule) {
+    let (mut a, mut b) = MemChannel::pair();
+    let h = thread::spawn(move || {
+        let mut m = InProcessModule::new(Module::with_rng(Prg::with_nonce(Block(seed as u128), 0)));
+        establish(&mut m, &mut a, ModuleRole::Sender).unwrap();
+        m
+    });
+    let mut r = InProcessModule::new(Module::with_rng(Prg::with_nonce(Block(seed as u128), 1)));
+    establish(&mut r, &mut b, ModuleRole::Receiver).unwrap();
+    assert_eq!(b.cost().rounds, 2);
+    (h.join().unwrap(), r)
+}
+
+fn sender_init(m: &mut dyn TrustedModule, k: u32) -> (Block, Vec<Block>) {
+    match &m.call(&Request::CotInit { k }).unwrap() {
+        Response::CotSenderInit { delta, v } => (*delta, v.clone()),
+        r => panic!("unexpected {r:?}"),
+    }
+}
+fn receiver_init(m: &mut dyn TrustedModule, k: u32) -> Vec<Block> {
+    match &m.call(&Request::CotInit { k }).unwrap() {
+        Response::CotReceiverInit { w } => w.clone(),
+        r => panic!("unexpected {r:?}"),
+    }
+}
+
+/// Leaves of a full tree from its root.
+fn leaves(root: Block, h: u32) -> Vec<Block> {
+    let mut buf = vec![Block::ZERO; 1 << h];
+    buf[0] = root;
+    ggm::expand_in_place(&mut buf, h);
+    buf
+}
+
+/// Runs one batch on both modules and checks the released seeds.
+fn check_batch(s: &mut dyn TrustedModule, r: &mut dyn TrustedModule, batch: u64, trees: u32, h: u32, delta: Block) {
+    let roots = match &s.call(&Request::GgmRoots { batch, trees, height: h }).unwrap() {
+        Response::GgmRoots(r) => r.clone(),
+        x => panic!("{x:?}"),
+    };
+    let before = r.stats().crossings;
+    let mut alphas = Vec::new();
+    let mut red = vec![Vec::new(); h as usize + 1];
+    let mut masked = Vec::new();
+    for level in 1..h {
+        match &r.call(&Request::GgmLevel { batch, trees, height: h, level }).unwrap() {
+            Response::GgmLevel { alphas: a, red: rd, leaf_red, masked: m } => {
+                if level == 1 {
+                    alphas = a.clone();
+                } else {
+                    assert!(a.is_empty());
+                }
+                red[level as usize] = rd.clone();
+                if level == h - 1 {
+                    red[h as usize] = leaf_red.clone();
+                    masked = m.clone();
+                }
+            }
+            x => panic!("{x:?}"),
+        }
+    }
+    assert_eq!(r.stats().crossings - before, (h - 1) as u64, "crossings per batch = h-1 for {trees} trees");
+    for (i, &root) in roots.iter().enumerate() {
+        let l = leaves(root, h);
+        let a = alphas[i] as usize;
+        // Red seed at level j = sibling of the path node at level j.
+        for j in 1..=h {
+            let sib = (a >> (h - j)) ^ 1;
+            let mut x = root;
+            for lvl in (0..j).rev() {
+                x = ggm::children(x)[(sib >> lvl) & 1];
+            }
+            assert_eq!(red[j as usize][i], x, "tree {i} level {j}");
+        }
+        assert_eq!(masked[i], Block(l[a].0 & !1) ^ delta);
+        // Nothing released to the receiver equals Δ, a root or the punctured leaf.
+        for lv in &red {
+            assert!(!lv.contains(&delta) && !lv.contains(&root) && !lv.contains(&l[a]));
+        }
+    }
+}
+
+#[test]
+fn seed_agreement_gives_one_correlation() {
+    let (mut s, mut r) = pair_in_process(7);
+    let (delta, v) = sender_init(&mut s, 1000);
+    let w = receiver_init(&mut r, 1000);
+    assert!(delta.lsb());
+    let mut ones = 0;
+    for (vi, wi) in v.iter().zip(&w) {
+        assert!(!vi.lsb());
+        assert_eq!(*wi, *vi ^ delta.and_bit(wi.lsb()));
+        ones += wi.lsb() as usize;
+    }
+    assert!((400..600).contains(&ones), "{ones}");
+    // Released once only.
+    assert!(s.call(&Request::CotInit { k: 1000 }).is_err());
+    assert!(r.call(&Request::CotInit { k: 1000 }).is_err());
+}
+
+#[test]
+fn different_sessions_have_different_seeds() {
+    let (mut s1, _) = pair_in_process(1);
+    let (mut s2, _) = pair_in_process(2);
+    assert_ne!(sender_init(&mut s1, 4).0, sender_init(&mut s2, 4).0);
+}
+
+#[test]
+fn ggm_crossings_are_h_minus_1_whatever_the_tree_count() {
+    let (mut s, mut r) = pair_in_process(3);
+    let (delta, _) = sender_init(&mut s, 16);
+    let mut batch = 0;
+    for (trees, h) in [(1u32, 2u32), (1, 5), (100, 5), (1319, 13)] {
+        check_batch(&mut s, &mut r, batch, trees, h, delta);
+        batch += 1;
+    }
+}
+
+#[test]
+fn module_releases_only_its_hosts_share() {
+    let (mut s, mut r) = pair_in_process(4);
+    // The receiver's module never hands out roots, the sender's never walks paths.
+    assert!(r.call(&Request::GgmRoots { batch: 0, trees: 4, height: 4 }).is_err());
+    assert!(s.call(&Request::GgmLevel { batch: 0, trees: 4, height: 4, level: 1 }).is_err());
+    let (delta, v) = sender_init(&mut s, 64);
+    let w = receiver_init(&mut r, 64);
+    assert!(!w.contains(&delta), "receiver must not get Δ");
+    assert!(w.iter().zip(&v).any(|(a, b)| a != b));
+    // Replays and out-of-order crossings are refused; a batch is released once.
+    assert!(s.call(&Request::GgmRoots { batch: 0, trees: 4, height: 4 }).is_ok());
+    assert!(s.call(&Request::GgmRoots { batch: 0, trees: 4, height: 4 }).is_err());
+    assert!(r.call(&Request::GgmLevel { batch: 0, trees: 4, height: 4, level: 2 }).is_err());
+    assert!(r.call(&Request::GgmLevel { batch: 0, trees: 4, height: 4, level: 1 }).is_ok());
+    assert!(r.call(&Request::GgmLevel { batch: 0, trees: 4, height: 4, level: 1 }).is_err());
+    assert!(r.call(&Request::GgmLevel { batch: 0, trees: 4, height: 4, level: 2 }).is_ok());
+    assert!(r.call(&Request::GgmLevel { batch: 0, trees: 4, height: 4, level: 3 }).is_ok());
+    assert!(r.call(&Request::GgmLevel { batch: 0, trees: 4, height: 4, level: 3 }).is_err());
+    // Requests before seed agreement are refused.
+    let mut fresh = InProcessModule::new(Module::with_rng(Prg::new(Block(9))));
+    assert!(fresh.call(&Request::CotInit { k: 4 }).is_err());
+    assert!(fresh.call(&Request::GgmRoots { batch: 0, trees: 1, height: 2 }).is_err());
+    // Garbage requests are errors, not panics.
+    let mut m = Module::new();
+    for junk in [&[][..], &[0xff][..], &[10, 1][..], &[2, 0xff, 0xff, 0xff, 0xff][..]] {
+        let resp = Response::decode(&m.handle_bytes(junk)).unwrap();
+        assert!(matches!(resp, Response::Error(_)));
+    }
+}
+
+#[test]
+fn simulated_attestation_is_named_everywhere() {
+    let m = Module::new();
+    let dbg = format!("{m:?}");
+    assert!(dbg.contains(hush_tee::SIMULATED_NOTE), "{dbg}");
+    assert!(format!("{SimulatedAttester:?}").contains(hush_tee::SIMULATED_NOTE));
+    let b = InProcessModule::new(Module::new());
+    assert!(b.describe().contains(hush_tee::SIMULATED_NOTE));
+}
+
+struct Rejecting;
+impl Verifier for Rejecting {
+    fn verify(&self, _: &Report, _: &[u8; 32]) -> hush_tee::Result<()> {
+        Err(hush_tee::Error::Attestation("test verifier rejects everything".into()))
+    }
+    fn describe(&self) -> &'static str {
+        "rejecting test verifier"
+    }
+}
+
+#[test]
+fn failed_attestation_or_tampering_fails_on_both_sides() {
+    // A verifier that rejects: the rejecting side errors and drops its
+    // channel, so the other side errors too.
+    let (mut a, mut b) = MemChannel::pair();
+    let h = thread::spawn(move || {
+        let mut m = InProcessModule::new(Module::with_backend(
+            Prg::new(Block(1)),
+            Box::new(SimulatedAttester),
+            Box::new(Rejecting),
+        ));
+        let e = establish(&mut m, &mut a, ModuleRole::Sender).unwrap_err();
+        drop(a);
+        e
+    });
+    let mut r = InProcessModule::new(Module::with_rng(Prg::new(Block(2))));
+    let er = establish(&mut r, &mut b, ModuleRole::Receiver).unwrap_err();
+    let es = h.join().unwrap();
+    assert!(es.to_string().contains("attestation"), "{es}");
+    assert!(!er.to_string().is_empty());
+
+    // A host that tampers with its module's hello (flips a public-key byte):
+    // the report no longer binds it.
+    let (mut a, mut b) = MemChannel::pair();
+    let h = thread::spawn(move || {
+        let mut m = InProcessModule::new(Module::with_rng(Prg::new(Block(3))));
+        let hello = match &m.call(&Request::Hello { role: ModuleRole::Sender }).unwrap() {
+            Response::Hello(h) => h.clone(),
+            _ => unreachable!(),
+        };
+        let mut bad = hello;
+        bad[5] ^= 1;
+        a.send(&bad).unwrap();
+        let peer = a.recv().unwrap();
+        let r = m.call(&Request::PeerHello { hello: peer });
+        drop(a);
+        r.is_err()
+    });
+    let mut r = InProcessModule::new(Module::with_rng(Prg::new(Block(4))));
+    let er = establish(&mut r, &mut b, ModuleRole::Receiver).unwrap_err();
+    assert!(er.to_string().contains("attestation") || er.to_string().contains("disconnected"), "{er}");
+    h.join().unwrap();
+}
+
+#[test]
+fn out_of_process_module_counts_crossings_and_bytes() {
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_hush-tee-module"));
+    let (mut a, mut b) = MemChannel::pair();
+    let p2 = path.to_path_buf();
+    let h = thread::spawn(move || {
+        let mut m = OutOfProcessModule::spawn_path(&p2).unwrap();
+        establish(&mut m, &mut a, ModuleRole::Sender).unwrap();
+        m
+    });
+    let mut r = OutOfProcessModule::spawn_path(path).unwrap();
+    establish(&mut r, &mut b, ModuleRole::Receiver).unwrap();
+    let mut s = h.join().unwrap();
+    assert_eq!(s.stats().crossings, 3);
+    assert!(r.describe().contains(hush_tee::SIMULATED_NOTE));
+    let (delta, v) = sender_init(&mut s, 256);
+    let w = receiver_init(&mut r, 256);
+    for (vi, wi) in v.iter().zip(&w) {
+        assert_eq!(*wi, *vi ^ delta.and_bit(wi.lsb()));
+    }
+    let st = r.stats();
+    assert_eq!(st.crossings, 4);
+    assert!(st.bytes_from_module >= 256 * 16);
+    check_batch(&mut s, &mut r, 0, 50, 8, delta);
+    assert_eq!(r.stats().crossings, 4 + 7);
+}
