@@ -13,11 +13,24 @@
 //! * [`iknp`] — IKNP OT extension, the first [`CorrelationSource`].
 //! * [`ot`] — random OT, chosen-message OT and 1-out-of-N OT derived from any
 //!   COT source with the tweakable correlation-robust hash.
+//! * [`lpn`] — regular-noise primal LPN parameters (Ferret's ≥128-bit sets)
+//!   and the public local linear code A with its batched product.
+//! * [`ggm`] — host-side GGM tree expansion (BOX blocking, Ferret's
+//!   per-level sums and punctured reconstruction).
+//! * [`fused`] — kernel fusion of GGM and LPN (SilentFlow eq. 2).
+//! * [`silentflow`] — SilentFlow, the `tee`-mode COT source: no
+//!   communication after setup; trusted module from `hush-tee`.
+//! * [`ferret`] — Ferret, the interactive silent-OT baseline.
 
 pub mod base_ot;
+pub mod ferret;
+pub mod fused;
+pub mod ggm;
 pub mod iknp;
+pub mod lpn;
 pub mod ot;
 pub mod registry;
+pub mod silentflow;
 pub mod source;
 
 pub use source::{CorrelationSource, CotReceiver, CotSender, Role};
@@ -31,6 +44,8 @@ pub enum Error {
     Malformed { step: &'static str, why: String },
     #[error("invalid argument: {0}")]
     Invalid(String),
+    #[error("trusted module: {0}")]
+    Tee(#[from] hush_tee::Error),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,1 @@
+//! Ferret (CCS 2020), the interactive baseline — implementation follows in the next commit.

@@ -1,0 +1,214 @@
+//! Primal LPN with regular noise, as used by Ferret (Yang–Weng–Lan–Zhang–Wang,
+//! "Ferret: Fast Extension for coRRElated OT with small communication",
+//! CCS 2020, §4 and §6) and SilentFlow (§III-A, step 3): given a
+//! k-correlation (v; u, w = v ⊕ u·Δ) and an n-vector sparse correlation
+//! (s; e, r = s ⊕ e·Δ) with e regular (exactly one 1 in each of t blocks of
+//! 2^h positions), the outputs
+//!   sender y = s ⊕ A·v,   receiver z = r ⊕ A·w (choice bits e ⊕ A·u)
+//! are n fresh COTs. A is a public k → n local linear code with
+//! [`D`] = 10 ones per output row, indices from fixed-key AES in counter
+//! mode (Ferret §6.1's local linear code; SilentFlow Fig. 9 batches the
+//! index generation).
+//!
+//! The matrix-vector product is the memory-bound kernel of both protocols:
+//! every output gathers D random entries of the k-vector. [`LpnMatrix`]
+//! generates indices for [`SUB`] rows at a time (one vectorised AES call),
+//! then reduces the D-term XORs row by row with all D loads independent so
+//! many are in flight at once (SilentFlow §III-C "vectorized batch XOR
+//! reduction", PXR Alg. #2).
+
+use hush_primitives::aes::Aes128;
+use hush_primitives::Block;
+
+/// Nonzeros per row of A (Ferret §6.1).
+pub const D: usize = 10;
+/// Rows whose indices are generated per AES batch.
+pub const SUB: usize = 256;
+/// 32-bit words per row pair: 2·D = 20 words = 5 AES blocks.
+const BLOCKS_PER_PAIR: usize = D / 2;
+
+/// A regular-noise primal LPN parameter set: n outputs, k-vector secret, t
+/// noisy positions (one per block of 2^h outputs, n = t·2^h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LpnParams {
+    pub name: &'static str,
+    pub n: usize,
+    pub k: usize,
+    pub t: usize,
+    pub h: u32,
+    /// Bits of LPN security claimed for this set (0 = test only, insecure).
+    pub security_bits: u32,
+}
+
+/// Ferret's regular-noise parameter sets for ≥128-bit LPN security, as
+/// analysed in the Ferret paper (CCS 2020, §6, Table 2 methodology: the
+/// attacks of §6 — Pooled Gauss, SD/ISD, BKW, low-weight parity checks —
+/// for regular noise) and as published with the reference implementation
+/// (emp-ot `ferret/constants.h`): the main iteration and the two
+/// bootstrapping sets that take IKNP's output up to it. Each set's n covers
+/// the next set's k + t·h base COTs.
+pub const FERRET_MAIN: LpnParams =
+    LpnParams { name: "ferret-main", n: 10_608_640, k: 589_824, t: 1_295, h: 13, security_bits: 128 };
+pub const FERRET_MID: LpnParams =
+    LpnParams { name: "ferret-mid", n: 607_232, k: 69_454, t: 593, h: 10, security_bits: 128 };
+pub const FERRET_SMALL: LpnParams =
+    LpnParams { name: "ferret-small", n: 75_520, k: 8_911, t: 590, h: 7, security_bits: 128 };
+
+/// Ladders of parameter sets, largest first.
+pub const FERRET_SETS: [LpnParams; 3] = [FERRET_MAIN, FERRET_MID, FERRET_SMALL];
+
+/// A tiny **insecure** set for fast tests (n not a multiple of common
+/// request sizes on purpose).
+pub const TEST_INSECURE: LpnParams =
+    LpnParams { name: "test-insecure", n: 40 * 64, k: 300, t: 40, h: 6, security_bits: 0 };
+/// A second insecure test set whose n covers [`TEST_INSECURE`]'s base.
+pub const TEST_INSECURE_PRE: LpnParams =
+    LpnParams { name: "test-insecure-pre", n: 30 * 32, k: 200, t: 30, h: 5, security_bits: 0 };
+
+impl LpnParams {
+    /// Leaves per GGM tree.
+    pub fn leaves(&self) -> usize {
+        1 << self.h
+    }
+    /// Checks n = t·2^h and k < n.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.n != self.t << self.h || self.k >= self.n || self.h < 2 || self.k == 0 {
+            return Err(crate::Error::Invalid(format!("inconsistent LPN parameters {self:?}")));
+        }
+        Ok(())
+    }
+    /// Bytes of the per-party working set of one batch: the n-block output
+    /// buffer plus the k-block base.
+    pub fn batch_bytes(&self) -> usize {
+        16 * (self.n + self.k)
+    }
+}
+
+/// The public matrix A of one batch: row j's D column indices are
+/// ⌊w·k / 2^32⌋ for the 32-bit words w of AES_key(nonce ‖ ctr).
+pub struct LpnMatrix {
+    aes: Aes128,
+    nonce: u64,
+    k: usize,
+}
+
+/// The public key of the index generator (any fixed public value works:
+/// A must be independent of the secrets, not secret).
+const LPN_KEY: Block = Block(0x4c50_4e5f_6875_7368_5f41_5f6d_6174_7278);
+
+impl LpnMatrix {
+    /// The matrix of batch `nonce` (both parties use the same nonce).
+    pub fn new(nonce: u64, k: usize) -> Self {
+        assert!(k > 0 && k < (1 << 32));
+        LpnMatrix { aes: Aes128::new(LPN_KEY), nonce, k }
+    }
+
+    /// The D indices of row `row` (reference path, used by tests).
+    pub fn row(&self, row: usize) -> [usize; D] {
+        let pair = row / 2;
+        let mut b: Vec<Block> =
+            (0..BLOCKS_PER_PAIR).map(|m| self.ctr(pair * BLOCKS_PER_PAIR + m)).collect();
+        self.aes.encrypt_blocks(&mut b);
+        let words = words_of(&b);
+        let off = (row % 2) * D;
+        std::array::from_fn(|l| self.index(words[off + l]))
+    }
+
+    #[inline]
+    fn ctr(&self, c: usize) -> Block {
+        Block(((self.nonce as u128) << 64) | c as u128)
+    }
+
+    #[inline]
+    fn index(&self, w: u32) -> usize {
+        ((w as u64 * self.k as u64) >> 32) as usize
+    }
+
+    /// out[j] ^= (A·base)[row0 + j]. `row0` must be even.
+    pub fn mul_xor(&self, base: &[Block], row0: usize, out: &mut [Block]) {
+        self.apply(base, row0, out, true)
+    }
+
+    /// out[j] = (A·base)[row0 + j]. `row0` must be even.
+    pub fn mul(&self, base: &[Block], row0: usize, out: &mut [Block]) {
+        self.apply(base, row0, out, false)
+    }
+
+    fn apply(&self, base: &[Block], row0: usize, out: &mut [Block], xor: bool) {
+        assert_eq!(base.len(), self.k);
+        assert_eq!(row0 % 2, 0, "row0 must be even");
+        let mut ctr = [Block::ZERO; SUB / 2 * BLOCKS_PER_PAIR];
+        let mut idx = [0u32; SUB * D];
+        for (sb, o) in out.chunks_mut(SUB).enumerate() {
+            let r0 = row0 + sb * SUB;
+            let pairs = o.len().div_ceil(2);
+            let c = &mut ctr[..pairs * BLOCKS_PER_PAIR];
+            let c0 = r0 / 2 * BLOCKS_PER_PAIR;
+            for (m, x) in c.iter_mut().enumerate() {
+                *x = self.ctr(c0 + m);
+            }
+            // Batched index generation: one AES call for SUB rows.
+            self.aes.encrypt_blocks(c);
+            for (m, x) in c.iter().enumerate() {
+                let v = x.0;
+                for q in 0..4 {
+                    idx[4 * m + q] = self.index((v >> (32 * q)) as u32) as u32;
+                }
+            }
+            // D-term XOR reduction; the D loads of a row are independent.
+            for (j, y) in o.iter_mut().enumerate() {
+                let ix = &idx[j * D..j * D + D];
+                let mut a = base[ix[0] as usize] ^ base[ix[1] as usize];
+                let b = base[ix[2] as usize] ^ base[ix[3] as usize];
+                let c = base[ix[4] as usize] ^ base[ix[5] as usize];
+                let d = base[ix[6] as usize] ^ base[ix[7] as usize];
+                let e = base[ix[8] as usize] ^ base[ix[9] as usize];
+                a ^= b ^ c ^ d ^ e;
+                if xor {
+                    *y ^= a;
+                } else {
+                    *y = a;
+                }
+            }
+        }
+    }
+}
+
+fn words_of(b: &[Block]) -> Vec<u32> {
+    b.iter().flat_map(|x| (0..4).map(move |q| (x.0 >> (32 * q)) as u32)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_sets_are_consistent_and_chain() {
+        for p in FERRET_SETS.iter().chain([&TEST_INSECURE, &TEST_INSECURE_PRE]) {
+            p.validate().unwrap();
+        }
+        // Each Ferret set's output covers the next larger set's base COTs.
+        assert!(FERRET_SMALL.n >= FERRET_MID.k + FERRET_MID.t * FERRET_MID.h as usize);
+        assert!(FERRET_MID.n >= FERRET_MAIN.k + FERRET_MAIN.t * FERRET_MAIN.h as usize);
+        assert!(TEST_INSECURE_PRE.n >= TEST_INSECURE.k + TEST_INSECURE.t * TEST_INSECURE.h as usize);
+        assert!(FERRET_MAIN.n - FERRET_MAIN.k - FERRET_MAIN.t * 13 >= 10_000_000);
+    }
+
+    #[test]
+    fn batched_product_matches_reference_rows() {
+        let k = 1000;
+        let base: Vec<Block> = (0..k as u128).map(|i| Block(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))).collect();
+        let m = LpnMatrix::new(3, k);
+        let mut out = vec![Block::ZERO; 777];
+        m.mul(&base, 10, &mut out);
+        for j in [0usize, 1, 255, 256, 511, 776] {
+            let r = m.row(10 + j);
+            let want = r.iter().fold(Block::ZERO, |a, &i| a ^ base[i]);
+            assert_eq!(out[j], want, "row {j}");
+            assert!(r.iter().all(|&i| i < k));
+        }
+        let mut out2 = out.clone();
+        m.mul_xor(&base, 10, &mut out2);
+        assert!(out2.iter().all(|b| *b == Block::ZERO));
+    }
+}

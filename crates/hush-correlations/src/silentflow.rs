@@ -1,0 +1,325 @@
+//! SilentFlow (Li et al., "SilentFlow: Leveraging Trusted Execution for
+//! Resource-Limited MPC via Hardware-Algorithm Co-design", §III): COT
+//! generation with **no communication after setup**, the `tee` mode's COT
+//! source. Security: the parties' trusted modules keep the synchronized seed,
+//! Δ-on-the-receiver-side and the secret paths from their hosts; here the
+//! module's attestation is simulated — gives no hardware protection (see
+//! `hush-tee`). The hosts are semi-honest towards each other.
+//!
+//! * Setup (once): the modules agree a seed ([`hush_tee::establish`], 2
+//!   rounds on the host channel) and deal the initial correlation
+//!   w = v ⊕ u·Δ of length k (sender host: Δ, v; receiver host: w).
+//! * Each batch (no bytes on the channel):
+//!   - sparse correlation by GGM without OT (§III-B, Fig. 4): the sender's
+//!     module releases the t tree roots (1 crossing) and the sender's host
+//!     expands the trees; the receiver's module walks the t secret paths and
+//!     releases the off-path seeds level by level, all trees together —
+//!     **h−1 crossings per batch whatever t is** — with the masked punctured
+//!     leaves s_α ⊕ Δ in the last crossing; the receiver's host expands the
+//!     off-path subtrees;
+//!   - local LPN expansion y = s ⊕ A·v / z = r ⊕ A·w ([`crate::lpn`]), fused
+//!     with the GGM expansion ([`crate::fused`], eq. 2), GGM in cache-sized
+//!     subtrees ([`crate::ggm::expand_box`], BOX) and batched index
+//!     generation with a D-term XOR reduction (PXR);
+//!   - k outputs of each batch are kept as the next batch's initial
+//!     correlation (Ferret-style bootstrapping), so the module is asked for
+//!     the k-vector only once.
+//!
+//! The receiver's choice bit of each COT is the lsb of its block (Δ has lsb
+//! 1, the sender's blocks lsb 0).
+
+use crate::fused;
+use crate::ggm::expand_box;
+use crate::lpn::{LpnMatrix, LpnParams};
+use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
+use crate::{Error, Result};
+use hush_primitives::{BitVec, Block};
+use hush_tee::{establish, ModuleRole, ModuleStats, Request, Response, TrustedModule};
+use hush_transport::Channel;
+use std::sync::{Arc, Mutex};
+use zeroize::Zeroize;
+
+/// A module handle shared between a source and whoever meters it.
+pub type SharedModule = Arc<Mutex<Box<dyn TrustedModule>>>;
+
+/// Wraps a module for [`SilentSender::setup`] / [`SilentReceiver::setup`].
+pub fn share(m: Box<dyn TrustedModule>) -> SharedModule {
+    Arc::new(Mutex::new(m))
+}
+
+fn call(m: &SharedModule, req: &Request) -> Result<Response> {
+    let mut g = m.lock().map_err(|_| Error::Invalid("module lock poisoned".into()))?;
+    Ok(g.call(req)?)
+}
+
+/// Crossing/byte counters of a shared module.
+pub fn stats(m: &SharedModule) -> ModuleStats {
+    m.lock().map(|g| g.stats()).unwrap_or_default()
+}
+
+/// Rows per fused chunk: a multiple of the tree size, about 64 Ki rows.
+fn chunk_rows(p: &LpnParams) -> usize {
+    p.leaves().max(1 << 16) / p.leaves() * p.leaves()
+}
+
+/// Output buffer shared by both sides: a batch of n COTs of which the first
+/// n−k are handed out and the last k become the next base.
+struct Batches {
+    params: LpnParams,
+    base: Vec<Block>,
+    buf: Vec<Block>,
+    pos: usize,
+    batch: u64,
+    produced: u64,
+    fused: bool,
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        self.base.zeroize();
+        self.buf.zeroize();
+    }
+}
+
+impl Batches {
+    fn new(params: LpnParams, base: Vec<Block>, fused: bool) -> Self {
+        Batches { params, base, buf: Vec::new(), pos: 0, batch: 0, produced: 0, fused }
+    }
+    fn usable(&self) -> usize {
+        self.params.n - self.params.k
+    }
+    fn avail(&self) -> usize {
+        if self.buf.is_empty() {
+            0
+        } else {
+            self.usable() - self.pos
+        }
+    }
+    /// Copies out of the current batch, calling `refill` whenever it is used up.
+    fn fill(&mut self, out: &mut [Block], mut refill: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        let mut done = 0;
+        while done < out.len() {
+            if self.avail() == 0 {
+                refill(self)?;
+                let (n, k) = (self.params.n, self.params.k);
+                self.base.copy_from_slice(&self.buf[n - k..]);
+                self.pos = 0;
+                self.batch += 1;
+            }
+            let m = self.avail().min(out.len() - done);
+            out[done..done + m].copy_from_slice(&self.buf[self.pos..self.pos + m]);
+            self.pos += m;
+            done += m;
+        }
+        self.produced += out.len() as u64;
+        Ok(())
+    }
+}
+
+/// SilentFlow sender (holds Δ).
+pub struct SilentSender {
+    module: SharedModule,
+    delta: Block,
+    b: Batches,
+}
+
+/// SilentFlow receiver (holds the choice bits).
+pub struct SilentReceiver {
+    module: SharedModule,
+    b: Batches,
+}
+
+impl Drop for SilentSender {
+    fn drop(&mut self) {
+        self.delta.zeroize();
+    }
+}
+
+impl SilentSender {
+    /// Seed agreement with the peer's module over `ch`, then the initial
+    /// correlation. `fused`: run GGM and LPN on two threads (kernel fusion).
+    pub fn setup(ch: &mut dyn Channel, module: SharedModule, params: LpnParams, fused: bool) -> Result<Self> {
+        params.validate()?;
+        {
+            let mut g = module.lock().map_err(|_| Error::Invalid("module lock poisoned".into()))?;
+            establish(&mut **g, ch, ModuleRole::Sender)?;
+        }
+        let mut r = call(&module, &Request::CotInit { k: params.k as u32 })?;
+        let (delta, v) = match &mut r {
+            Response::CotSenderInit { delta, v } => (*delta, std::mem::take(v)),
+            _ => return Err(crate::malformed("silentflow setup", "unexpected module response")),
+        };
+        if v.len() != params.k || !delta.lsb() {
+            return Err(crate::malformed("silentflow setup", "initial correlation of the wrong shape"));
+        }
+        Ok(SilentSender { module, delta, b: Batches::new(params, v, fused) })
+    }
+
+    pub fn module(&self) -> &SharedModule {
+        &self.module
+    }
+
+    pub fn params(&self) -> LpnParams {
+        self.b.params
+    }
+
+    fn refill(module: &SharedModule, b: &mut Batches) -> Result<()> {
+        let p = b.params;
+        let mut r = call(module, &Request::GgmRoots { batch: b.batch, trees: p.t as u32, height: p.h })?;
+        let roots = match &mut r {
+            Response::GgmRoots(v) if v.len() == p.t => std::mem::take(v),
+            _ => return Err(crate::malformed("silentflow batch", "bad GGM roots from the module")),
+        };
+        b.buf.resize(p.n, Block::ZERO);
+        let lpn = LpnMatrix::new(b.batch, p.k);
+        let l = p.leaves();
+        let res = fused::run(&mut b.buf, chunk_rows(&p), &b.base, &lpn, b.fused, |row0, oc| {
+            for (j, tree) in oc.chunks_mut(l).enumerate() {
+                tree[0] = roots[row0 / l + j];
+                expand_box(tree, p.h);
+            }
+            Ok(())
+        });
+        let mut roots = roots;
+        roots.zeroize();
+        res
+    }
+}
+
+impl SilentReceiver {
+    /// See [`SilentSender::setup`].
+    pub fn setup(ch: &mut dyn Channel, module: SharedModule, params: LpnParams, fused: bool) -> Result<Self> {
+        params.validate()?;
+        {
+            let mut g = module.lock().map_err(|_| Error::Invalid("module lock poisoned".into()))?;
+            establish(&mut **g, ch, ModuleRole::Receiver)?;
+        }
+        let mut r = call(&module, &Request::CotInit { k: params.k as u32 })?;
+        let w = match &mut r {
+            Response::CotReceiverInit { w } if w.len() == params.k => std::mem::take(w),
+            _ => return Err(crate::malformed("silentflow setup", "unexpected module response")),
+        };
+        Ok(SilentReceiver { module, b: Batches::new(params, w, fused) })
+    }
+
+    pub fn module(&self) -> &SharedModule {
+        &self.module
+    }
+
+    pub fn params(&self) -> LpnParams {
+        self.b.params
+    }
+
+    fn refill(module: &SharedModule, b: &mut Batches) -> Result<()> {
+        let p = b.params;
+        let (t, h) = (p.t, p.h as usize);
+        // h−1 crossings: red seeds of every tree, level by level.
+        let mut alphas = Vec::new();
+        let mut red = vec![Block::ZERO; h * t];
+        let mut masked = Vec::new();
+        for level in 1..p.h {
+            let mut r =
+                call(module, &Request::GgmLevel { batch: b.batch, trees: t as u32, height: p.h, level })?;
+            let Response::GgmLevel { alphas: a, red: rd, leaf_red, masked: m } = &mut r else {
+                return Err(crate::malformed("silentflow batch", "unexpected module response"));
+            };
+            if rd.len() != t || (level == 1 && a.len() != t) {
+                return Err(crate::malformed("silentflow batch", "GGM level of the wrong size"));
+            }
+            if level == 1 {
+                alphas = std::mem::take(a);
+                if alphas.iter().any(|&x| (x as usize) >= p.leaves()) {
+                    return Err(crate::malformed("silentflow batch", "punctured position out of range"));
+                }
+            }
+            let lv = level as usize;
+            red[(lv - 1) * t..lv * t].copy_from_slice(rd);
+            if level == p.h - 1 {
+                if leaf_red.len() != t || m.len() != t {
+                    return Err(crate::malformed("silentflow batch", "last GGM level of the wrong size"));
+                }
+                red[(h - 1) * t..].copy_from_slice(leaf_red);
+                masked = std::mem::take(m);
+            }
+        }
+        b.buf.resize(p.n, Block::ZERO);
+        let lpn = LpnMatrix::new(b.batch, p.k);
+        let l = p.leaves();
+        let res = fused::run(&mut b.buf, chunk_rows(&p), &b.base, &lpn, b.fused, |row0, oc| {
+            for (j, tree) in oc.chunks_mut(l).enumerate() {
+                let i = row0 / l + j;
+                let a = alphas[i] as usize;
+                for lv in 1..=h {
+                    let d = (h - lv) as u32;
+                    let sib = (a >> d) ^ 1;
+                    let sub = &mut tree[sib << d..(sib + 1) << d];
+                    sub[0] = red[(lv - 1) * t + i];
+                    expand_box(sub, d);
+                }
+                tree[a] = masked[i];
+            }
+            Ok(())
+        });
+        red.zeroize();
+        masked.zeroize();
+        alphas.zeroize();
+        res
+    }
+}
+
+/// Choice bits = lsbs of the receiver's blocks.
+pub(crate) fn lsb_bits(t: &[Block], choices: &mut BitVec) {
+    *choices = BitVec::zeros(t.len());
+    for (w, c) in choices.words_mut().iter_mut().zip(t.chunks(64)) {
+        let mut x = 0u64;
+        for (i, b) in c.iter().enumerate() {
+            x |= (b.0 as u64 & 1) << i;
+        }
+        *w = x;
+    }
+}
+
+impl CorrelationSource for SilentSender {
+    fn name(&self) -> &'static str {
+        "silent"
+    }
+    fn role(&self) -> Role {
+        Role::Sender
+    }
+    fn produced(&self) -> u64 {
+        self.b.produced
+    }
+}
+
+impl CorrelationSource for SilentReceiver {
+    fn name(&self) -> &'static str {
+        "silent"
+    }
+    fn role(&self) -> Role {
+        Role::Receiver
+    }
+    fn produced(&self) -> u64 {
+        self.b.produced
+    }
+}
+
+impl CotSender for SilentSender {
+    fn delta(&self) -> Block {
+        self.delta
+    }
+    /// No communication: `_ch` is not used after setup.
+    fn send_cots(&mut self, _ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
+        let m = self.module.clone();
+        self.b.fill(q, |b| Self::refill(&m, b))
+    }
+}
+
+impl CotReceiver for SilentReceiver {
+    /// No communication: `_ch` is not used after setup.
+    fn recv_cots(&mut self, _ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
+        let m = self.module.clone();
+        self.b.fill(t, |b| Self::refill(&m, b))?;
+        lsb_bits(t, choices);
+        Ok(())
+    }
+}
