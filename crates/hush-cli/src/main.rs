@@ -21,6 +21,15 @@ enum Cmd {
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Run one compute party of the three-party circuit service (Araki et al.).
+    Node(hush_replicated::cli::NodeArgs),
+    /// Share inputs with three nodes, run a circuit, reconstruct the output.
+    Job(hush_replicated::cli::JobArgs),
+    /// Boolean circuits: run all three parties in this process, or inspect a circuit.
+    Circuit {
+        #[command(subcommand)]
+        cmd: hush_replicated::cli::CircuitCmd,
+    },
 }
 
 #[derive(Args)]
@@ -48,6 +57,8 @@ enum BenchCmd {
     },
     /// Correlated OT generation, both parties in this process.
     Cot(CotArgs),
+    /// Secure AES-128 with three node processes over loopback (Araki et al.).
+    Aes3(hush_replicated::cli::BenchAes3Args),
 }
 
 #[derive(Args)]
@@ -74,6 +85,10 @@ struct CotArgs {
     json: bool,
 }
 
+fn replicated(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
+    r.map_err(|e| e.to_string())
+}
+
 fn emit(r: &Record, json: bool) {
     if json {
         println!("{}", r.json());
@@ -87,6 +102,10 @@ fn run() -> Result<(), String> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Demo(a) => demo(a),
+        Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
+        Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
+        Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
+        Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
         Cmd::Bench(BenchCmd::Aes { json, batch, seconds }) => {
             if batch == 0 || !(seconds > 0.0) {
                 return Err("--batch and --seconds must be positive".into());

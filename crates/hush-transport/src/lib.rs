@@ -107,6 +107,18 @@ pub trait Channel: Send {
     fn send(&mut self, payload: &[u8]) -> Result<()>;
     /// Receives one message, waiting at most the channel's timeout.
     fn recv(&mut self) -> Result<Vec<u8>>;
+    /// Receives one message that must be exactly `out.len()` bytes long
+    /// straight into a caller-owned buffer (no allocation on transports
+    /// that can avoid it). A message of another length is
+    /// [`Error::WrongLength`] and closes the channel.
+    fn recv_exact_into(&mut self, what: &'static str, out: &mut [u8]) -> Result<()> {
+        let m = self.recv()?;
+        if m.len() != out.len() {
+            return Err(Error::WrongLength { what, expected: out.len(), got: m.len() });
+        }
+        out.copy_from_slice(&m);
+        Ok(())
+    }
     /// Cost so far (bytes each way, messages, rounds).
     fn cost(&self) -> Cost;
     /// Largest payload per frame.
@@ -121,6 +133,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn recv(&mut self) -> Result<Vec<u8>> {
         (**self).recv()
+    }
+    fn recv_exact_into(&mut self, what: &'static str, out: &mut [u8]) -> Result<()> {
+        (**self).recv_exact_into(what, out)
     }
     fn cost(&self) -> Cost {
         (**self).cost()
@@ -167,11 +182,7 @@ pub trait ChannelExt: Channel {
         let mut off = 0;
         while off < out.len() {
             let want = (out.len() - off).min(max);
-            let m = self.recv()?;
-            if m.len() != want {
-                return Err(Error::WrongLength { what, expected: want, got: m.len() });
-            }
-            out[off..off + want].copy_from_slice(&m);
+            self.recv_exact_into(what, &mut out[off..off + want])?;
             off += want;
         }
         Ok(())

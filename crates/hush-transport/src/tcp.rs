@@ -1,6 +1,15 @@
-//! TCP channel. A reader thread pulls frames off the socket as soon as they
-//! arrive (so emulated latency is measured from real arrival, and a silent
-//! peer is detected by a timeout), validates them and queues them for `recv`.
+//! TCP channel.
+//!
+//! Two receive paths:
+//! * **direct** (profile `none`): `recv` reads the frame from the socket
+//!   itself, with the socket's read timeout as the silence timeout, and can
+//!   read straight into a caller's buffer — no extra thread, no copy;
+//! * **emulated** (any other profile): a reader thread pulls frames off the
+//!   socket as soon as they arrive, so the emulated latency is measured from
+//!   the real arrival time, and queues them for `recv`.
+//!
+//! Either way frames are validated before use and any framing error closes
+//! the connection, so the peer's next operation fails too.
 
 use crate::frame::{decode_header, verify, write_header, FrameHeader};
 use crate::meter::{Cost, RoundClock};
@@ -9,7 +18,6 @@ use crate::{Channel, ChannelOptions, Error, Result, HEADER_LEN};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 type Incoming = Result<(Instant, FrameHeader, Vec<u8>)>;
@@ -23,8 +31,8 @@ const COALESCE: usize = 64 << 10;
 /// A framed, metered TCP connection to one peer.
 pub struct TcpChannel {
     stream: TcpStream,
-    rx: Receiver<Incoming>,
-    reader: Option<JoinHandle<()>>,
+    /// Emulated mode only.
+    rx: Option<Receiver<Incoming>>,
     opts: ChannelOptions,
     shaper: LinkShaper,
     clock: RoundClock,
@@ -38,17 +46,22 @@ impl TcpChannel {
     pub fn from_stream(stream: TcpStream, opts: ChannelOptions) -> Result<Self> {
         stream.set_nodelay(true)?;
         stream.set_write_timeout(Some(opts.timeout))?;
-        let rs = stream.try_clone()?;
-        let (tx, rx) = sync_channel::<Incoming>(READ_AHEAD);
-        let max = opts.max_frame;
-        let reader = std::thread::Builder::new()
-            .name("hush-tcp-reader".into())
-            .spawn(move || reader_loop(rs, max, tx))?;
+        let rx = if opts.profile.is_none() {
+            stream.set_read_timeout(Some(opts.timeout))?;
+            None
+        } else {
+            let rs = stream.try_clone()?;
+            let (tx, rx) = sync_channel::<Incoming>(READ_AHEAD);
+            let max = opts.max_frame;
+            std::thread::Builder::new()
+                .name("hush-tcp-reader".into())
+                .spawn(move || reader_loop(rs, max, tx))?;
+            Some(rx)
+        };
         Ok(Self {
             shaper: LinkShaper::new(opts.profile.clone()),
             stream,
             rx,
-            reader: Some(reader),
             opts,
             clock: RoundClock::default(),
             cost: Cost::default(),
@@ -96,6 +109,46 @@ impl TcpChannel {
     pub fn shutdown(&mut self) {
         let _ = self.stream.shutdown(Shutdown::Both);
         self.closed = true;
+    }
+
+    fn fail<T>(&mut self, e: Error) -> Result<T> {
+        self.shutdown();
+        Err(match e {
+            Error::Timeout(_) => Error::Timeout(self.opts.timeout),
+            e => e,
+        })
+    }
+
+    /// Direct mode: reads one header.
+    fn read_header(&mut self) -> Result<FrameHeader> {
+        let mut h = [0u8; HEADER_LEN];
+        let got = read_full(&mut self.stream, &mut h).map_err(io_err)?;
+        if got == 0 {
+            return Err(Error::Disconnected);
+        }
+        if got < HEADER_LEN {
+            return Err(Error::Truncated { expected: HEADER_LEN, got });
+        }
+        let hdr = decode_header(&h, self.opts.max_frame)?;
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&h);
+        Ok(hdr)
+    }
+
+    /// Direct mode: reads and verifies the body of `hdr` into `out`.
+    fn read_body(&mut self, hdr: &FrameHeader, out: &mut [u8]) -> Result<()> {
+        let n = read_full(&mut self.stream, out).map_err(io_err)?;
+        if n < hdr.len {
+            return Err(Error::Truncated { expected: hdr.len, got: n });
+        }
+        verify(&self.scratch[..HEADER_LEN], out, hdr)
+    }
+
+    fn account_recv(&mut self, hdr: &FrameHeader) {
+        self.clock.on_recv(hdr.depth);
+        self.cost.bytes_recv += hdr.len as u64;
+        self.cost.wire_bytes_recv += (hdr.len + HEADER_LEN) as u64;
+        self.cost.msgs_recv += 1;
     }
 }
 
@@ -175,19 +228,18 @@ impl Channel for TcpChannel {
         let mut h = [0u8; HEADER_LEN];
         write_header(&mut h, payload, depth, delay);
         let r = if payload.len() <= COALESCE {
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&h);
-            self.scratch.extend_from_slice(payload);
-            self.stream.write_all(&self.scratch)
+            let mut buf = std::mem::take(&mut self.scratch);
+            buf.clear();
+            buf.extend_from_slice(&h);
+            buf.extend_from_slice(payload);
+            let r = self.stream.write_all(&buf);
+            self.scratch = buf;
+            r
         } else {
             self.stream.write_all(&h).and_then(|_| self.stream.write_all(payload))
         };
         if let Err(e) = r {
-            self.closed = true;
-            return Err(match io_err(e) {
-                Error::Timeout(_) => Error::Timeout(self.opts.timeout),
-                e => e,
-            });
+            return self.fail(io_err(e));
         }
         self.cost.bytes_sent += payload.len() as u64;
         self.cost.wire_bytes_sent += (payload.len() + HEADER_LEN) as u64;
@@ -199,24 +251,58 @@ impl Channel for TcpChannel {
         if self.closed {
             return Err(Error::Closed);
         }
-        let r = match self.rx.recv_timeout(self.opts.timeout) {
+        let Some(rx) = self.rx.as_ref() else {
+            let r = self.read_header().and_then(|hdr| {
+                let mut body = vec![0u8; hdr.len];
+                self.read_body(&hdr, &mut body).map(|_| (hdr, body))
+            });
+            return match r {
+                Ok((hdr, body)) => {
+                    self.account_recv(&hdr);
+                    Ok(body)
+                }
+                Err(e) => self.fail(e),
+            };
+        };
+        let r = match rx.recv_timeout(self.opts.timeout) {
             Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => return Err(Error::Timeout(self.opts.timeout)),
+            Err(RecvTimeoutError::Timeout) => return self.fail(Error::Timeout(self.opts.timeout)),
             Err(RecvTimeoutError::Disconnected) => Err(Error::Disconnected),
         };
         match r {
             Ok((arrived, hdr, body)) => {
                 wait_delivery(arrived, hdr.delay_ns.min(self.opts.timeout.as_nanos() as u64));
-                self.clock.on_recv(hdr.depth);
-                self.cost.bytes_recv += hdr.len as u64;
-                self.cost.wire_bytes_recv += (hdr.len + HEADER_LEN) as u64;
-                self.cost.msgs_recv += 1;
+                self.account_recv(&hdr);
                 Ok(body)
             }
-            Err(e) => {
-                self.shutdown();
-                Err(e)
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn recv_exact_into(&mut self, what: &'static str, out: &mut [u8]) -> Result<()> {
+        if self.rx.is_some() {
+            let m = self.recv()?;
+            if m.len() != out.len() {
+                return self.fail(Error::WrongLength { what, expected: out.len(), got: m.len() });
             }
+            out.copy_from_slice(&m);
+            return Ok(());
+        }
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        let r = self.read_header().and_then(|hdr| {
+            if hdr.len != out.len() {
+                return Err(Error::WrongLength { what, expected: out.len(), got: hdr.len });
+            }
+            self.read_body(&hdr, out).map(|_| hdr)
+        });
+        match r {
+            Ok(hdr) => {
+                self.account_recv(&hdr);
+                Ok(())
+            }
+            Err(e) => self.fail(e),
         }
     }
 
@@ -233,17 +319,16 @@ impl Channel for TcpChannel {
     fn set_timeout(&mut self, timeout: Duration) {
         self.opts.timeout = timeout;
         let _ = self.stream.set_write_timeout(Some(timeout));
+        if self.rx.is_none() {
+            let _ = self.stream.set_read_timeout(Some(timeout));
+        }
     }
 }
 
 impl Drop for TcpChannel {
     fn drop(&mut self) {
+        // Also ends the reader thread (its read fails once the socket is shut).
         let _ = self.stream.shutdown(Shutdown::Both);
-        if let Some(h) = self.reader.take() {
-            // The reader exits once the socket is shut down; don't wait on a
-            // thread blocked on a full queue.
-            drop(h);
-        }
     }
 }
 

@@ -220,3 +220,30 @@ fn profile_adds_latency_and_bandwidth() {
     assert_eq!(NetProfile::by_name("mobile").unwrap().latency, Duration::from_millis(80));
     assert!(NetProfile::by_name("bogus").is_none());
 }
+
+#[test]
+fn tcp_emulated_profile_path_roundtrip_and_garbled() {
+    let o = ChannelOptions { profile: NetProfile::lan(), timeout: Duration::from_secs(5), ..Default::default() };
+    let (mut a, mut b) = tcp_pair_loopback(o).unwrap();
+    a.send(&[1u8; 5000]).unwrap();
+    let mut out = vec![0u8; 5000];
+    b.recv_exact_into("test", &mut out).unwrap();
+    assert_eq!(out, vec![1u8; 5000]);
+    b.send(b"ok").unwrap();
+    assert_eq!(a.recv().unwrap(), b"ok");
+    assert_eq!(a.cost().rounds, 2);
+    let mut f = encode_frame(&[3u8; 100], 1, 0);
+    f[HEADER_LEN + 1] ^= 1;
+    a.send_raw(&f).unwrap();
+    assert!(matches!(b.recv(), Err(Error::Garbled)));
+    assert!(a.recv().is_err());
+}
+
+#[test]
+fn tcp_recv_exact_into_wrong_length_closes() {
+    let (mut a, mut b) = tcp_pair_loopback(ChannelOptions { timeout: Duration::from_secs(5), ..Default::default() }).unwrap();
+    a.send(&[0u8; 10]).unwrap();
+    let mut out = [0u8; 11];
+    assert!(matches!(b.recv_exact_into("step", &mut out), Err(Error::WrongLength { expected: 11, got: 10, .. })));
+    assert!(a.recv().is_err());
+}
