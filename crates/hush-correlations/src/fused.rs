@@ -9,7 +9,8 @@
 //! chunk the caller XORs the helper's result in. At most [`IN_FLIGHT`]
 //! chunks are buffered, so memory stays at `out` plus a few chunks.
 
-use crate::lpn::LpnMatrix;
+use crate::lpn::{LpnMatrix, LpnParams};
+use zeroize::Zeroize;
 use crate::{Error, Result};
 use hush_primitives::block::xor_blocks_inplace;
 use hush_primitives::Block;
@@ -73,3 +74,70 @@ pub fn run(
         main()
     })
 }
+
+/// Output buffer shared by both sides: a batch of n COTs of which the first
+/// n−k are handed out and the last k become the next base.
+pub(crate) struct Batches {
+    pub(crate) params: LpnParams,
+    /// Outputs of each batch kept as the next batch's base (k, plus t·h for Ferret).
+    pub(crate) reserve: usize,
+    pub(crate) base: Vec<Block>,
+    pub(crate) buf: Vec<Block>,
+    pos: usize,
+    pub(crate) batch: u64,
+    pub(crate) produced: u64,
+    pub(crate) fused: bool,
+    /// Set when a batch failed: the source refuses to produce more.
+    failed: bool,
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        self.base.zeroize();
+        self.buf.zeroize();
+    }
+}
+
+impl Batches {
+    pub(crate) fn new(params: LpnParams, reserve: usize, base: Vec<Block>, fused: bool) -> Self {
+        Batches { params, reserve, base, buf: Vec::new(), pos: 0, batch: 0, produced: 0, fused, failed: false }
+    }
+    fn usable(&self) -> usize {
+        self.params.n - self.reserve
+    }
+    fn avail(&self) -> usize {
+        if self.buf.is_empty() {
+            0
+        } else {
+            self.usable() - self.pos
+        }
+    }
+    /// Copies out of the current batch, calling `refill` whenever it is used up.
+    pub(crate) fn fill(&mut self, out: &mut [Block], mut refill: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        let mut done = 0;
+        while done < out.len() {
+            if self.failed {
+                return Err(Error::Invalid("an earlier batch of this COT source failed".into()));
+            }
+            if self.avail() == 0 {
+                if let Err(e) = refill(self) {
+                    self.failed = true;
+                    self.buf.zeroize();
+                    self.buf.clear();
+                    return Err(e);
+                }
+                let (n, k) = (self.params.n, self.reserve);
+                self.base.copy_from_slice(&self.buf[n - k..]);
+                self.pos = 0;
+                self.batch += 1;
+            }
+            let m = self.avail().min(out.len() - done);
+            out[done..done + m].copy_from_slice(&self.buf[self.pos..self.pos + m]);
+            self.pos += m;
+            done += m;
+        }
+        self.produced += out.len() as u64;
+        Ok(())
+    }
+}
+

@@ -28,7 +28,7 @@
 //! The receiver's choice bit of each COT is the lsb of its block (Δ has lsb
 //! 1, the sender's blocks lsb 0).
 
-use crate::fused;
+use crate::fused::{self, Batches};
 use crate::ggm::expand_box;
 use crate::lpn::{LpnMatrix, LpnParams};
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
@@ -60,60 +60,6 @@ pub fn stats(m: &SharedModule) -> ModuleStats {
 /// Rows per fused chunk: a multiple of the tree size, about 64 Ki rows.
 fn chunk_rows(p: &LpnParams) -> usize {
     p.leaves().max(1 << 16) / p.leaves() * p.leaves()
-}
-
-/// Output buffer shared by both sides: a batch of n COTs of which the first
-/// n−k are handed out and the last k become the next base.
-struct Batches {
-    params: LpnParams,
-    base: Vec<Block>,
-    buf: Vec<Block>,
-    pos: usize,
-    batch: u64,
-    produced: u64,
-    fused: bool,
-}
-
-impl Drop for Batches {
-    fn drop(&mut self) {
-        self.base.zeroize();
-        self.buf.zeroize();
-    }
-}
-
-impl Batches {
-    fn new(params: LpnParams, base: Vec<Block>, fused: bool) -> Self {
-        Batches { params, base, buf: Vec::new(), pos: 0, batch: 0, produced: 0, fused }
-    }
-    fn usable(&self) -> usize {
-        self.params.n - self.params.k
-    }
-    fn avail(&self) -> usize {
-        if self.buf.is_empty() {
-            0
-        } else {
-            self.usable() - self.pos
-        }
-    }
-    /// Copies out of the current batch, calling `refill` whenever it is used up.
-    fn fill(&mut self, out: &mut [Block], mut refill: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
-        let mut done = 0;
-        while done < out.len() {
-            if self.avail() == 0 {
-                refill(self)?;
-                let (n, k) = (self.params.n, self.params.k);
-                self.base.copy_from_slice(&self.buf[n - k..]);
-                self.pos = 0;
-                self.batch += 1;
-            }
-            let m = self.avail().min(out.len() - done);
-            out[done..done + m].copy_from_slice(&self.buf[self.pos..self.pos + m]);
-            self.pos += m;
-            done += m;
-        }
-        self.produced += out.len() as u64;
-        Ok(())
-    }
 }
 
 /// SilentFlow sender (holds Δ).
@@ -152,7 +98,7 @@ impl SilentSender {
         if v.len() != params.k || !delta.lsb() {
             return Err(crate::malformed("silentflow setup", "initial correlation of the wrong shape"));
         }
-        Ok(SilentSender { module, delta, b: Batches::new(params, v, fused) })
+        Ok(SilentSender { module, delta, b: Batches::new(params, params.k, v, fused) })
     }
 
     pub fn module(&self) -> &SharedModule {
@@ -199,7 +145,7 @@ impl SilentReceiver {
             Response::CotReceiverInit { w } if w.len() == params.k => std::mem::take(w),
             _ => return Err(crate::malformed("silentflow setup", "unexpected module response")),
         };
-        Ok(SilentReceiver { module, b: Batches::new(params, w, fused) })
+        Ok(SilentReceiver { module, b: Batches::new(params, params.k, w, fused) })
     }
 
     pub fn module(&self) -> &SharedModule {
