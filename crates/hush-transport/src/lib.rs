@@ -42,12 +42,14 @@ mod memory;
 mod meter;
 mod profile;
 mod tcp;
+mod transcript;
 
 pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEADER_LEN};
 pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
 pub use tcp::{tcp_pair_loopback, TcpChannel};
+pub use transcript::Transcript;
 
 use std::time::Duration;
 
