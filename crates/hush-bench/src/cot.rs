@@ -1,8 +1,11 @@
 //! `hush bench cot`: n COTs from a named source, both parties in this
 //! process, over loopback TCP (or memory) with an emulated network.
 
+mod mem;
+
 use crate::{connect_pair, machine_note, Error, Record, Result, Transport};
-use hush_correlations::registry::{setup_receiver, setup_sender, SourceConfig};
+use hush_correlations::registry::{setup_receiver_info, setup_sender_info, SetupInfo, SourceConfig};
+use hush_correlations::silentflow;
 use hush_primitives::{BitVec, Block, Prg};
 use hush_transport::{Channel, Cost, NetProfile};
 use std::sync::{Arc, Barrier};
@@ -23,6 +26,11 @@ pub struct CotBench {
 }
 
 struct PartyOut {
+    info: SetupInfo,
+    /// Module crossings / bytes (to+from) during generation (after setup).
+    crossings: u64,
+    module_bytes: u64,
+    peak_mem: i64,
     setup_s: f64,
     start: Instant,
     end: Instant,
@@ -52,11 +60,13 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
     let (s1, s2) = (cfg.source.clone(), cfg.source.clone());
     let seed = cfg.seed;
     let sender = std::thread::spawn(move || -> Result<PartyOut> {
+        mem::enter(0);
         let t = Instant::now();
         let mut r = rng(seed, 0);
-        let mut src = setup_sender(&s1, &mut *ca, &mut r)?;
+        let (mut src, info) = setup_sender_info(&s1, &mut *ca, &mut r)?;
         let setup_s = t.elapsed().as_secs_f64();
         let cost_setup = ca.cost();
+        let m0 = info.module.as_ref().map(silentflow::stats).unwrap_or_default();
         b1.wait();
         let start = Instant::now();
         let mut q = vec![Block::ZERO; n.min(BATCH)];
@@ -67,16 +77,34 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             done += m;
         }
         let end = Instant::now();
+        let m = info.module.as_ref().map(silentflow::stats).unwrap_or_default() - m0;
         let last = (n - 1) % BATCH + 1;
         q.truncate(last);
-        Ok(PartyOut { setup_s, start, end, cost_setup, cost: ca.cost(), last: q, choices: None, delta: Some(src.delta()) })
+        let delta = Some(src.delta());
+        drop(src);
+        Ok(PartyOut {
+            info,
+            crossings: m.crossings,
+            module_bytes: m.bytes_to_module + m.bytes_from_module,
+            peak_mem: mem::peak(0),
+            setup_s,
+            start,
+            end,
+            cost_setup,
+            cost: ca.cost(),
+            last: q,
+            choices: None,
+            delta,
+        })
     });
     let receiver = std::thread::spawn(move || -> Result<PartyOut> {
+        mem::enter(1);
         let t = Instant::now();
         let mut r = rng(seed, 1);
-        let mut src = setup_receiver(&s2, &mut *cb, &mut r)?;
+        let (mut src, info) = setup_receiver_info(&s2, &mut *cb, &mut r)?;
         let setup_s = t.elapsed().as_secs_f64();
         let cost_setup = cb.cost();
+        let m0 = info.module.as_ref().map(silentflow::stats).unwrap_or_default();
         b2.wait();
         let start = Instant::now();
         let mut t = vec![Block::ZERO; n.min(BATCH)];
@@ -88,9 +116,24 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             done += m;
         }
         let end = Instant::now();
+        let m = info.module.as_ref().map(silentflow::stats).unwrap_or_default() - m0;
         let last = (n - 1) % BATCH + 1;
         t.truncate(last);
-        Ok(PartyOut { setup_s, start, end, cost_setup, cost: cb.cost(), last: t, choices: Some(ch), delta: None })
+        drop(src);
+        Ok(PartyOut {
+            info,
+            crossings: m.crossings,
+            module_bytes: m.bytes_to_module + m.bytes_from_module,
+            peak_mem: mem::peak(1),
+            setup_s,
+            start,
+            end,
+            cost_setup,
+            cost: cb.cost(),
+            last: t,
+            choices: Some(ch),
+            delta: None,
+        })
     });
     let s = sender.join().map_err(|_| Error::Panic)??;
     let r = receiver.join().map_err(|_| Error::Panic)??;
@@ -123,7 +166,128 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         .set("receiver_bytes_sent", cr.bytes_sent)
         .set("setup_bytes", s.cost_setup.bytes_sent + r.cost_setup.bytes_sent)
         .set("setup_rounds", s.cost_setup.rounds.max(r.cost_setup.rounds))
-        .set("checked", s.last.len() as u64)
+        .set("checked", s.last.len() as u64);
+    if let Some(p) = s.info.params {
+        let usable = match cfg.source.name.as_str() {
+            "ferret" => p.n - hush_correlations::ferret::reserve(&p),
+            _ => p.n - p.k,
+        };
+        let batches = n.div_ceil(usable) as u64;
+        rec.set("lpn_params", p.name)
+            .set("lpn_n", p.n as u64)
+            .set("lpn_k", p.k as u64)
+            .set("lpn_t", p.t as u64)
+            .set("lpn_h", p.h as u64)
+            .set("lpn_security_bits", p.security_bits as u64)
+            .set("batches", batches)
+            .set("fused", cfg.source.fused);
+        if s.info.module.is_some() {
+            rec.set("tee_module", s.info.module_desc.clone().unwrap_or_default())
+                .set("sender_module_crossings", s.crossings)
+                .set("receiver_module_crossings", r.crossings)
+                .set("receiver_crossings_per_batch", r.crossings as f64 / batches as f64)
+                .set("sender_module_bytes", s.module_bytes)
+                .set("receiver_module_bytes", r.module_bytes);
+        }
+    }
+    if let Some(m) = cfg.source.max_mem {
+        rec.set("max_mem_bytes", m as u64);
+    }
+    rec.set("sender_peak_mem_bytes", s.peak_mem)
+        .set("receiver_peak_mem_bytes", r.peak_mem)
+        .set("untagged_peak_bytes", mem::peak(2) - mem::current(2).min(mem::peak(2)))
+        .set("process_vm_hwm_bytes", mem::vm_hwm().unwrap_or(0))
+        .set("peak_mem_method", mem::METHOD)
         .set("machine", machine_note());
     Ok(rec)
+}
+
+/// The paper's Table III (seconds for 10^7 COTs), for reference in `--table`.
+const PAPER: &[(&str, [f64; 3])] = &[
+    ("QuietOT (paper)", [36.24, 43.89, 48.48]),
+    ("SilentOT (paper)", [17.32, 24.97, 29.56]),
+    ("Ferret (paper)", [9.703, 17.02, 21.64]),
+    ("SSOT (paper)", [6.33, 13.98, 18.57]),
+    ("SilentFlow FPGA (paper)", [1.230, 1.231, 1.227]),
+];
+
+/// `hush bench cot --table`: SilentFlow Table III's shape — n COTs (10^7 in
+/// the paper) under LAN / WAN / mobile for SilentFlow, Ferret and IKNP in one
+/// run. Returns every run's record and the printed table (hush's rows with
+/// the speedup of SilentFlow over each, then the paper's rows).
+pub fn cot_table(n: usize, max_mem: Option<usize>, transport: Transport, seed: Option<u64>) -> Result<(Vec<Record>, String)> {
+    let nets = ["lan", "wan", "mobile"];
+    let sources = ["silent", "ferret", "iknp"];
+    let mut recs = Vec::new();
+    let mut wall = [[0f64; 3]; 3];
+    for (j, net) in nets.iter().enumerate() {
+        for (i, src) in sources.iter().enumerate() {
+            let mut sc = SourceConfig::named(src);
+            sc.max_mem = max_mem;
+            let cfg = CotBench { source: sc, n, profile: crate::profile(net)?, transport, seed };
+            let r = bench_cot(&cfg)?;
+            wall[i][j] = r.f64("wall_s");
+            recs.push(r);
+        }
+    }
+    let mut out = String::new();
+    out.push_str(&format!("COT generation, n = {n} (seconds, both parties on this machine; one-time setup excluded)\n"));
+    out.push_str(&format!("{:<26} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "protocol", "LAN", "speedup", "WAN", "speedup", "mobile", "speedup"));
+    let names = ["hush SilentFlow (tee)", "hush Ferret", "hush IKNP"];
+    for i in 0..3 {
+        let mut line = format!("{:<26}", names[i]);
+        for j in 0..3 {
+            let sp = if i == 0 { "-".to_string() } else { format!("{:.2}x", wall[i][j] / wall[0][j]) };
+            line.push_str(&format!(" {:>9.4} {:>9}", wall[i][j], sp));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str("paper, Table III (10^7 COTs; speedup = protocol / SilentFlow FPGA):\n");
+    let fpga = PAPER[PAPER.len() - 1].1;
+    for (name, t) in PAPER {
+        let mut line = format!("{:<26}", name);
+        for j in 0..3 {
+            line.push_str(&format!(" {:>9.3} {:>8.2}x", t[j], t[j] / fpga[j]));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str("hush SilentFlow vs the paper's FPGA:");
+    for j in 0..3 {
+        out.push_str(&format!(" {} {:.1}x", nets[j], fpga[j] / wall[0][j]));
+    }
+    out.push('\n');
+    Ok((recs, out))
+}
+
+/// Parses a memory size: a number of bytes with an optional suffix
+/// KiB/MiB/GiB (or K/M/G, powers of two) or KB/MB/GB (powers of ten).
+pub fn parse_size(s: &str) -> Result<usize> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let x: f64 = num.parse().map_err(|_| Error::Invalid(format!("bad size '{s}'")))?;
+    let mul = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        u => return Err(Error::Invalid(format!("unknown size unit '{u}' in '{s}'"))),
+    };
+    Ok((x * mul) as usize)
+}
+
+/// Parses `--tee`: auto, in-process, out-of-process.
+pub fn parse_tee(s: &str) -> Result<hush_correlations::registry::TeeBackend> {
+    use hush_correlations::registry::TeeBackend;
+    match s {
+        "auto" => Ok(TeeBackend::Auto),
+        "in-process" => Ok(TeeBackend::InProcess),
+        "out-of-process" => Ok(TeeBackend::OutOfProcess),
+        _ => Err(Error::Invalid(format!("unknown --tee '{s}' (auto, in-process, out-of-process)"))),
+    }
 }

@@ -63,7 +63,8 @@ enum BenchCmd {
 
 #[derive(Args)]
 struct CotArgs {
-    /// COT source: iknp (ferret and silent are listed but not implemented yet).
+    /// COT source: iknp, ferret (interactive silent OT) or silent (SilentFlow,
+    /// tee mode; module attestation simulated — gives no hardware protection).
     #[arg(long, default_value = "iknp")]
     source: String,
     /// Number of COTs.
@@ -75,6 +76,19 @@ struct CotArgs {
     /// Transport: tcp (loopback) or mem.
     #[arg(long, default_value = "tcp")]
     transport: String,
+    /// Peak-memory budget per party (e.g. 256MiB): ferret/silent pick the
+    /// largest LPN batch that fits and generate batch by batch.
+    #[arg(long)]
+    max_mem: Option<String>,
+    /// Where SilentFlow's trusted module runs: auto, in-process, out-of-process.
+    #[arg(long, default_value = "auto")]
+    tee: String,
+    /// Run GGM and LPN one after the other (no kernel fusion).
+    #[arg(long)]
+    unfused: bool,
+    /// SilentFlow Table III: silent, ferret and iknp under lan, wan, mobile in one run.
+    #[arg(long)]
+    table: bool,
     /// Repetitions (one JSON line each).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
@@ -114,7 +128,23 @@ fn run() -> Result<(), String> {
             Ok(())
         }
         Cmd::Bench(BenchCmd::Cot(a)) => {
-            let cfg = cot_cfg(&a.source, a.n, &a.net, &a.transport, a.seed)?;
+            let max_mem = match &a.max_mem {
+                Some(m) => Some(hush_bench::cot::parse_size(m).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            if a.table {
+                let t = Transport::by_name(&a.transport).ok_or("unknown transport (tcp, mem)")?;
+                let (recs, table) = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed).map_err(|e| e.to_string())?;
+                if a.json {
+                    recs.iter().for_each(|r| println!("{}", r.json()));
+                }
+                print!("{table}");
+                return Ok(());
+            }
+            let mut cfg = cot_cfg(&a.source, a.n, &a.net, &a.transport, a.seed)?;
+            cfg.source.max_mem = max_mem;
+            cfg.source.fused = !a.unfused;
+            cfg.source.tee = hush_bench::cot::parse_tee(&a.tee).map_err(|e| e.to_string())?;
             for _ in 0..a.repeat.max(1) {
                 let r = hush_bench::cot::bench_cot(&cfg).map_err(|e| e.to_string())?;
                 emit(&r, a.json);

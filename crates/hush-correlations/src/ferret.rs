@@ -292,7 +292,7 @@ impl CotSender for FerretSender {
         let (delta, iter, rng) = (self.delta, &mut self.iter, &mut self.rng);
         self.b.fill(q, |b| {
             let base = std::mem::take(&mut b.base);
-            b.buf.resize(b.params.n, Block::ZERO);
+            b.ensure_buf();
             let r = send_iteration(ch, &b.params, delta, &base, &mut b.buf, *iter, rng, b.fused);
             b.base = base;
             *iter += 1;
@@ -306,7 +306,7 @@ impl CotReceiver for FerretReceiver {
         let iter = &mut self.iter;
         self.b.fill(t, |b| {
             let base = std::mem::take(&mut b.base);
-            b.buf.resize(b.params.n, Block::ZERO);
+            b.ensure_buf();
             let r = recv_iteration(ch, &b.params, &base, &mut b.buf, *iter, b.fused);
             b.base = base;
             *iter += 1;

@@ -102,6 +102,12 @@ impl Batches {
     pub(crate) fn new(params: LpnParams, reserve: usize, base: Vec<Block>, fused: bool) -> Self {
         Batches { params, reserve, base, buf: Vec::new(), pos: 0, batch: 0, produced: 0, fused, failed: false }
     }
+    /// The n-block batch buffer, on huge pages where the OS allows.
+    pub(crate) fn ensure_buf(&mut self) {
+        if self.buf.len() != self.params.n {
+            self.buf = crate::lpn::huge_blocks(self.params.n);
+        }
+    }
     fn usable(&self) -> usize {
         self.params.n - self.reserve
     }

@@ -155,14 +155,25 @@ impl LpnMatrix {
                     idx[4 * m + q] = self.index((v >> (32 * q)) as u32) as u32;
                 }
             }
-            // D-term XOR reduction; the D loads of a row are independent.
+            // D-term XOR reduction; the D loads of a row are independent,
+            // and the rows PREFETCH ahead are already being fetched.
+            let rows = o.len();
+            let pf = if self.k * 16 > PREFETCH_ABOVE { PREFETCH } else { 0 };
+            for j in 0..pf.min(rows) {
+                prefetch_row(base, &idx[j * D..j * D + D]);
+            }
             for (j, y) in o.iter_mut().enumerate() {
-                let ix = &idx[j * D..j * D + D];
-                let mut a = base[ix[0] as usize] ^ base[ix[1] as usize];
-                let b = base[ix[2] as usize] ^ base[ix[3] as usize];
-                let c = base[ix[4] as usize] ^ base[ix[5] as usize];
-                let d = base[ix[6] as usize] ^ base[ix[7] as usize];
-                let e = base[ix[8] as usize] ^ base[ix[9] as usize];
+                if pf > 0 && j + pf < rows {
+                    prefetch_row(base, &idx[(j + pf) * D..(j + pf) * D + D]);
+                }
+                let ix: &[u32; D] = idx[j * D..j * D + D].try_into().expect("D indices");
+                // SAFETY: every index is ⌊w·k/2^32⌋ < k = base.len() (asserted above).
+                let g = |l: usize| unsafe { *base.get_unchecked(ix[l] as usize) };
+                let mut a = g(0) ^ g(1);
+                let b = g(2) ^ g(3);
+                let c = g(4) ^ g(5);
+                let d = g(6) ^ g(7);
+                let e = g(8) ^ g(9);
                 a ^= b ^ c ^ d ^ e;
                 if xor {
                     *y ^= a;
@@ -172,6 +183,42 @@ impl LpnMatrix {
             }
         }
     }
+}
+
+/// Rows fetched ahead of the XOR reduction.
+const PREFETCH: usize = 16;
+/// Prefetch only when the k-vector is larger than this (L2-resident vectors
+/// gain nothing from it).
+const PREFETCH_ABOVE: usize = 2 << 20;
+
+#[inline(always)]
+fn prefetch_row(base: &[Block], ix: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    for &i in ix {
+        if let Some(b) = base.get(i as usize) {
+            // SAFETY: a prefetch is only a hint; the address is in bounds.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(b as *const Block as *const i8) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (base, ix);
+}
+
+/// A zeroed vector of `n` blocks whose pages the kernel is asked to back
+/// with transparent huge pages (random gathers into the k-vector and the
+/// n-block batch buffer otherwise miss the TLB on most accesses).
+pub fn huge_blocks(n: usize) -> Vec<Block> {
+    let mut v: Vec<Block> = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    if n * 16 >= 2 << 20 {
+        // SAFETY: advice on a range we own (the vector's allocation); it
+        // changes no contents and failure is harmless.
+        unsafe {
+            libc::madvise(v.as_mut_ptr() as *mut libc::c_void, n * 16, libc::MADV_HUGEPAGE);
+        }
+    }
+    v.resize(n, Block::ZERO);
+    v
 }
 
 fn words_of(b: &[Block]) -> Vec<u32> {

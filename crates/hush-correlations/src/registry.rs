@@ -1,6 +1,10 @@
 //! Choosing a COT source by name (CLI, benchmarks, Python).
 
+use crate::ferret::{FerretReceiver, FerretSender};
 use crate::iknp::{IknpReceiver, IknpSender};
+use crate::lpn::{LpnParams, FERRET_SETS};
+use crate::silentflow::{self, SharedModule, SilentReceiver, SilentSender};
+use hush_tee::{InProcessModule, Module, OutOfProcessModule, TrustedModule};
 use crate::source::{CotReceiver, CotSender};
 use crate::{Error, Result};
 use hush_primitives::Prg;
@@ -14,13 +18,111 @@ pub const SOURCES: &[&str] = &["iknp", "ferret", "silent"];
 pub struct SourceConfig {
     /// `iknp`, `ferret` or `silent`.
     pub name: String,
-    /// Peak-memory budget in bytes for sources that generate in batches.
+    /// Peak-memory budget in bytes for sources that generate in batches
+    /// (Ferret, SilentFlow): picks the largest LPN parameter set whose batch
+    /// fits ([`params_for`]).
     pub max_mem: Option<usize>,
+    /// Where SilentFlow's trusted module runs.
+    pub tee: TeeBackend,
+    /// Kernel fusion (GGM and LPN on two threads) for Ferret and SilentFlow.
+    pub fused: bool,
+    /// Explicit LPN parameters (tests); overrides `max_mem`.
+    pub params: Option<LpnParams>,
+}
+
+/// Where the trusted module runs (attestation is simulated — gives no
+/// hardware protection — in both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TeeBackend {
+    /// The `hush-tee-module` child process if it can be found, else in-process.
+    Auto,
+    InProcess,
+    OutOfProcess,
 }
 
 impl SourceConfig {
     pub fn named(name: &str) -> Self {
-        SourceConfig { name: name.to_string(), max_mem: None }
+        SourceConfig { name: name.to_string(), max_mem: None, tee: TeeBackend::Auto, fused: true, params: None }
+    }
+}
+
+/// Memory besides the batch buffers that a party needs (chunk buffers,
+/// module messages, the caller's buffer of up to 2^20 COTs, code).
+pub const MEM_OVERHEAD: usize = 64 << 20;
+
+/// The LPN parameter set for `cfg`: explicit, else the largest Ferret set
+/// whose batch (n + k blocks) plus [`MEM_OVERHEAD`] fits `max_mem`.
+pub fn params_for(cfg: &SourceConfig) -> Result<LpnParams> {
+    if let Some(p) = cfg.params {
+        return Ok(p);
+    }
+    let Some(m) = cfg.max_mem else { return Ok(FERRET_SETS[0]) };
+    FERRET_SETS
+        .iter()
+        .find(|p| p.batch_bytes() + MEM_OVERHEAD <= m)
+        .copied()
+        .ok_or_else(|| Error::Invalid(format!("--max-mem {m} bytes is below the smallest batch's needs")))
+}
+
+/// What a setup produced besides the source (for meters and reports).
+#[derive(Clone, Default)]
+pub struct SetupInfo {
+    /// SilentFlow's module (crossing and byte counters).
+    pub module: Option<SharedModule>,
+    /// The module backend and its attestation, in words.
+    pub module_desc: Option<String>,
+    pub params: Option<LpnParams>,
+}
+
+fn module(cfg: &SourceConfig) -> Result<Box<dyn TrustedModule>> {
+    let inproc = || -> Box<dyn TrustedModule> { Box::new(InProcessModule::new(Module::new())) };
+    Ok(match cfg.tee {
+        TeeBackend::InProcess => inproc(),
+        TeeBackend::OutOfProcess => Box::new(OutOfProcessModule::spawn()?),
+        TeeBackend::Auto => match OutOfProcessModule::spawn() {
+            Ok(m) => Box::new(m),
+            Err(_) => inproc(),
+        },
+    })
+}
+
+/// As [`setup_sender`], also returning the [`SetupInfo`].
+pub fn setup_sender_info(cfg: &SourceConfig, ch: &mut dyn Channel, rng: &mut Prg) -> Result<(Box<dyn CotSender>, SetupInfo)> {
+    match cfg.name.as_str() {
+        "ferret" => {
+            let p = params_for(cfg)?;
+            let s = FerretSender::setup(ch, rng, p, cfg.fused)?;
+            Ok((Box::new(s), SetupInfo { params: Some(p), ..Default::default() }))
+        }
+        "silent" => {
+            let p = params_for(cfg)?;
+            let m = module(cfg)?;
+            let desc = m.describe();
+            let s = SilentSender::setup(ch, silentflow::share(m), p, cfg.fused)?;
+            let info = SetupInfo { module: Some(s.module().clone()), module_desc: Some(desc), params: Some(p) };
+            Ok((Box::new(s), info))
+        }
+        _ => Ok((setup_sender(cfg, ch, rng)?, SetupInfo::default())),
+    }
+}
+
+/// As [`setup_receiver`], also returning the [`SetupInfo`].
+pub fn setup_receiver_info(cfg: &SourceConfig, ch: &mut dyn Channel, rng: &mut Prg) -> Result<(Box<dyn CotReceiver>, SetupInfo)> {
+    match cfg.name.as_str() {
+        "ferret" => {
+            let p = params_for(cfg)?;
+            let r = FerretReceiver::setup(ch, rng, p, cfg.fused)?;
+            Ok((Box::new(r), SetupInfo { params: Some(p), ..Default::default() }))
+        }
+        "silent" => {
+            let p = params_for(cfg)?;
+            let m = module(cfg)?;
+            let desc = m.describe();
+            let r = SilentReceiver::setup(ch, silentflow::share(m), p, cfg.fused)?;
+            let info = SetupInfo { module: Some(r.module().clone()), module_desc: Some(desc), params: Some(p) };
+            Ok((Box::new(r), info))
+        }
+        _ => Ok((setup_receiver(cfg, ch, rng)?, SetupInfo::default())),
     }
 }
 
@@ -36,6 +138,7 @@ fn unknown(name: &str) -> Error {
 pub fn setup_sender(cfg: &SourceConfig, ch: &mut dyn Channel, rng: &mut Prg) -> Result<Box<dyn CotSender>> {
     match cfg.name.as_str() {
         "iknp" => Ok(Box::new(IknpSender::setup(ch, rng)?)),
+        "ferret" | "silent" => Ok(setup_sender_info(cfg, ch, rng)?.0),
         other => Err(unknown(other)),
     }
 }
@@ -44,6 +147,7 @@ pub fn setup_sender(cfg: &SourceConfig, ch: &mut dyn Channel, rng: &mut Prg) -> 
 pub fn setup_receiver(cfg: &SourceConfig, ch: &mut dyn Channel, rng: &mut Prg) -> Result<Box<dyn CotReceiver>> {
     match cfg.name.as_str() {
         "iknp" => Ok(Box::new(IknpReceiver::setup(ch, rng)?)),
+        "ferret" | "silent" => Ok(setup_receiver_info(cfg, ch, rng)?.0),
         other => Err(unknown(other)),
     }
 }

@@ -116,7 +116,7 @@ impl SilentSender {
             Response::GgmRoots(v) if v.len() == p.t => std::mem::take(v),
             _ => return Err(crate::malformed("silentflow batch", "bad GGM roots from the module")),
         };
-        b.buf.resize(p.n, Block::ZERO);
+        b.ensure_buf();
         let lpn = LpnMatrix::new(b.batch, p.k);
         let l = p.leaves();
         let res = fused::run(&mut b.buf, chunk_rows(&p), &b.base, &lpn, b.fused, |row0, oc| {
@@ -188,7 +188,7 @@ impl SilentReceiver {
                 masked = std::mem::take(m);
             }
         }
-        b.buf.resize(p.n, Block::ZERO);
+        b.ensure_buf();
         let lpn = LpnMatrix::new(b.batch, p.k);
         let l = p.leaves();
         let res = fused::run(&mut b.buf, chunk_rows(&p), &b.base, &lpn, b.fused, |row0, oc| {
