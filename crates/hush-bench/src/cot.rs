@@ -195,7 +195,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
     }
     rec.set("sender_peak_mem_bytes", s.peak_mem)
         .set("receiver_peak_mem_bytes", r.peak_mem)
-        .set("untagged_peak_bytes", mem::peak(2) - mem::current(2).min(mem::peak(2)))
+        .set("untagged_peak_bytes", mem::peak(2))
         .set("process_vm_hwm_bytes", mem::vm_hwm().unwrap_or(0))
         .set("peak_mem_method", mem::METHOD)
         .set("machine", machine_note());
