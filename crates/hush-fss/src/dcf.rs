@@ -1,0 +1,556 @@
+//! Distributed comparison functions (BCGGIKR21 §3, the DCF Gen/Eval figure).
+//!
+//! A DCF shares f_{α,β}(x) = β if x < α else 0, for unsigned n-bit x and
+//! β in the output group G = (Z_2^m)^L (m ≤ 64 bits per lane, L ∈ {1, 2}
+//! lanes; the public API uses one lane, the ReLU spline gate two). The two
+//! keys satisfy Eval(0, k0, x) + Eval(1, k1, x) = f_{α,β}(x) in G, exactly,
+//! for every x.
+//!
+//! **Construction** (BCGGIKR21 §3): a GGM tree of depth n in which the two
+//! parties' seeds agree off the path to α and differ on it. At level i,
+//! the correction word CW_i = (s_CW, V_CW, t_CW^L, t_CW^R) is chosen so that
+//! when x leaves the α-path (x_i ≠ α_i) the seeds and control bits of the
+//! two parties become equal (all later contributions cancel) and the sum of
+//! the value shares collected so far is β if x left to the *left* of α
+//! (then x < α) and 0 otherwise. The value share of a level is
+//! (−1)^b·(Convert(v) + t·V_CW); the leaf adds (−1)^b·(Convert(s_n) + t_n·CW_{n+1}),
+//! making the sum 0 at x = α. The PRG and Convert are those of
+//! [`crate::ggm`] (fixed-key AES, MMO).
+//!
+//! **Key size** (bytes): 5 (header), 16 (root seed), 16·n (seed
+//! corrections) and ⌈(2n + n·L·m + L·m) / 8⌉ (control-bit corrections, value
+//! corrections and leaf, bit-packed) — see [`DcfKey::size_bytes`];
+//! BCGGIKR21 give n(λ + m + 2) + λ + m bits.
+//!
+//! **Cost** of one evaluation: 2n AES blocks (n when m = 1), plus one for
+//! the leaf of a two-lane key. [`dcf_eval_batch`] runs them for hundreds of
+//! keys per AES call, level by level, in cache-sized chunks.
+//!
+//! **Security**: each key alone is pseudorandom given the PRG (λ = 127-bit
+//! seeds; 126 bits when m = 1), so it hides α and β. Semi-honest; a
+//! malformed key from an untrusted place is rejected by
+//! [`DcfKey::from_bytes`] but a *well-formed wrong* key silently computes a
+//! wrong function — authenticity of keys is the dealer channel's job.
+
+use crate::codec::{packed_len, Reader, Writer};
+use crate::ggm::{self, Child};
+use crate::{mask, Error};
+use hush_primitives::{Block, Prg};
+use zeroize::Zeroize;
+
+/// Encoding tag of a DCF key (format version 1).
+const TAG_DCF: u8 = 0xD1;
+/// Header bytes: tag, party, bits, out_bits, lanes.
+const HEADER: usize = 5;
+
+/// One party's DCF key.
+///
+/// Layout is flat: one vector of seed corrections, one of value corrections
+/// (level-major, `lanes` per level) and the control-bit corrections as two
+/// bit masks (bit i = level i, root first).
+#[derive(Clone)]
+pub struct DcfKey {
+    pub(crate) party: u8,
+    /// Input bits n = tree depth (0..=64; 0 only inside gates).
+    pub(crate) bits: u32,
+    pub(crate) out_bits: u32,
+    pub(crate) lanes: u32,
+    pub(crate) s0: u128,
+    pub(crate) scw: Vec<u128>,
+    pub(crate) vcw: Vec<u64>,
+    pub(crate) tl: u64,
+    pub(crate) tr: u64,
+    pub(crate) leaf: [u64; 2],
+}
+
+impl Zeroize for DcfKey {
+    fn zeroize(&mut self) {
+        self.s0.zeroize();
+        self.scw.zeroize();
+        self.vcw.zeroize();
+        self.tl.zeroize();
+        self.tr.zeroize();
+        self.leaf.zeroize();
+    }
+}
+
+impl Drop for DcfKey {
+    fn drop(&mut self) {
+        self.zeroize();
+    }
+}
+
+impl std::fmt::Debug for DcfKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DcfKey")
+            .field("party", &self.party)
+            .field("bits", &self.bits)
+            .field("out_bits", &self.out_bits)
+            .field("lanes", &self.lanes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsRef<DcfKey> for DcfKey {
+    fn as_ref(&self) -> &DcfKey {
+        self
+    }
+}
+
+/// Packed mode: one lane of one bit (see [`crate::ggm`]).
+#[inline]
+fn is_packed(out_bits: u32, lanes: u32) -> bool {
+    out_bits == 1 && lanes == 1
+}
+
+impl DcfKey {
+    /// The party (0 or 1) this key was generated for.
+    pub fn party(&self) -> u8 {
+        self.party
+    }
+    /// Input bits n.
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    /// Output bits m per lane.
+    pub fn out_bits(&self) -> u32 {
+        self.out_bits
+    }
+    /// Output lanes (1 for keys from [`dcf_gen`]).
+    pub fn lanes(&self) -> u32 {
+        self.lanes
+    }
+
+    /// Encoded size of a one-lane key.
+    pub fn size_bytes(bits: u32, out_bits: u32) -> usize {
+        Self::size_bytes_lanes(bits, out_bits, 1)
+    }
+
+    /// Encoded size of a key with `lanes` output lanes.
+    pub fn size_bytes_lanes(bits: u32, out_bits: u32, lanes: u32) -> usize {
+        let n = bits as usize;
+        let lm = (lanes * out_bits) as usize;
+        HEADER + 16 + 16 * n + packed_len(2 * n + n * lm + lm)
+    }
+
+    /// Encoded size of this key.
+    pub fn encoded_len(&self) -> usize {
+        Self::size_bytes_lanes(self.bits, self.out_bits, self.lanes)
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(self.encoded_len());
+        self.write(&mut w);
+        w.buf
+    }
+
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.bytes(&[TAG_DCF, self.party, self.bits as u8, self.out_bits as u8, self.lanes as u8]);
+        w.u128(self.s0);
+        for &s in &self.scw {
+            w.u128(s);
+        }
+        w.bits(self.tl, self.bits);
+        w.bits(self.tr, self.bits);
+        for &v in &self.vcw {
+            w.bits(v, self.out_bits);
+        }
+        for l in 0..self.lanes as usize {
+            w.bits(self.leaf[l], self.out_bits);
+        }
+        w.flush_bits();
+    }
+
+    /// Decodes a key, checking the header, the exact length and canonical
+    /// form. Never panics.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
+        let mut r = Reader::new("DcfKey", b);
+        let k = Self::read(&mut r)?;
+        r.finish()?;
+        Ok(k)
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, Error> {
+        const W: &str = "DcfKey";
+        let start = r.pos();
+        let hdr = [r.u8()?, r.u8()?, r.u8()?, r.u8()?, r.u8()?];
+        if hdr[0] != TAG_DCF {
+            return Err(Error::Header { what: W, reason: "not a DCF key (tag)" });
+        }
+        let (party, bits, out_bits, lanes) = (hdr[1], hdr[2] as u32, hdr[3] as u32, hdr[4] as u32);
+        if party > 1 {
+            return Err(Error::Header { what: W, reason: "party must be 0 or 1" });
+        }
+        if bits > 64 {
+            return Err(Error::Header { what: W, reason: "input bits must be at most 64" });
+        }
+        if !(1..=64).contains(&out_bits) {
+            return Err(Error::Header { what: W, reason: "output bits must be in 1..=64" });
+        }
+        if !(1..=2).contains(&lanes) {
+            return Err(Error::Header { what: W, reason: "lanes must be 1 or 2" });
+        }
+        let _ = start;
+        let seed_ok = !ggm::seed_mask(is_packed(out_bits, lanes));
+        let s0 = r.u128()?;
+        if s0 & seed_ok != 0 {
+            return Err(Error::NonCanonical { what: W, reason: "root seed has reserved bits set" });
+        }
+        let n = bits as usize;
+        let mut scw = Vec::with_capacity(n);
+        for _ in 0..n {
+            let s = r.u128()?;
+            if s & seed_ok != 0 {
+                return Err(Error::NonCanonical { what: W, reason: "seed correction has reserved bits set" });
+            }
+            scw.push(s);
+        }
+        let tl = r.bits(bits)?;
+        let tr = r.bits(bits)?;
+        let mut vcw = Vec::with_capacity(n * lanes as usize);
+        for _ in 0..n * lanes as usize {
+            vcw.push(r.bits(out_bits)?);
+        }
+        let mut leaf = [0u64; 2];
+        for l in leaf.iter_mut().take(lanes as usize) {
+            *l = r.bits(out_bits)?;
+        }
+        r.end_bits()?;
+        Ok(DcfKey { party, bits, out_bits, lanes, s0, scw, vcw, tl, tr, leaf })
+    }
+}
+
+fn check_params(bits: u32, out_bits: u32, lanes: u32, min_bits: u32) -> Result<(), Error> {
+    if !(min_bits..=64).contains(&bits) {
+        return Err(Error::Param { name: "bits", value: bits as u64, reason: "input bits out of range (1..=64)" });
+    }
+    if !(1..=64).contains(&out_bits) {
+        return Err(Error::Param { name: "out_bits", value: out_bits as u64, reason: "must be in 1..=64" });
+    }
+    if !(1..=2).contains(&lanes) {
+        return Err(Error::Param { name: "lanes", value: lanes as u64, reason: "must be 1 or 2" });
+    }
+    Ok(())
+}
+
+/// DCF key generation for f_{α,β}(x) = β·[x < α] over unsigned `bits`-bit x,
+/// β ∈ Z_2^out_bits (reduced mod 2^out_bits). Deterministic given `prg`.
+///
+/// Panics on bad parameters (`bits` or `out_bits` outside 1..=64, or
+/// α ≥ 2^bits); [`try_dcf_gen`] returns an error instead.
+pub fn dcf_gen(prg: &mut Prg, bits: u32, alpha: u64, beta: u64, out_bits: u32) -> (DcfKey, DcfKey) {
+    try_dcf_gen(prg, bits, alpha, beta, out_bits).expect("dcf_gen: bad parameters")
+}
+
+/// [`dcf_gen`] returning [`Error::Param`] on bad parameters.
+pub fn try_dcf_gen(prg: &mut Prg, bits: u32, alpha: u64, beta: u64, out_bits: u32) -> Result<(DcfKey, DcfKey), Error> {
+    check_params(bits, out_bits, 1, 1)?;
+    if alpha & !mask(bits) != 0 {
+        return Err(Error::Param { name: "alpha", value: alpha, reason: "must be below 2^bits" });
+    }
+    Ok(gen_lanes(prg, bits, alpha, [beta, 0], out_bits, 1))
+}
+
+/// Internal key generation: 0 ≤ bits ≤ 64, 1 or 2 lanes, α < 2^bits.
+pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], out_bits: u32, lanes: u32) -> (DcfKey, DcfKey) {
+    debug_assert!(check_params(bits, out_bits, lanes, 0).is_ok());
+    let packed = is_packed(out_bits, lanes);
+    let smask = ggm::seed_mask(packed);
+    let om = mask(out_bits);
+    let nl = lanes as usize;
+    let n = bits as usize;
+    let s_root = [prg.random_block().0 & smask, prg.random_block().0 & smask];
+    let mut s = s_root;
+    let mut t = [0u64, 1u64];
+    // V_α: the on-path sum (party 0 minus party 1) of value shares so far.
+    let mut va = [0u64; 2];
+    let mut scw = Vec::with_capacity(n);
+    let mut vcw = Vec::with_capacity(n * nl);
+    let (mut tl, mut tr) = (0u64, 0u64);
+    for i in 0..n {
+        let a = ((alpha >> (n - 1 - i)) & 1) as usize;
+        let (keep, lose) = (a, 1 - a);
+        let ch: [[Child; 2]; 2] = ggm::expand_both(s, packed);
+        let s_cw = ch[0][lose].seed ^ ch[1][lose].seed;
+        // (−1)^{t_1}: t_0 − t_1 = (−1)^{t_1} on the path.
+        let neg = t[1] == 1;
+        let sg = |x: u64| if neg { x.wrapping_neg() } else { x };
+        for l in 0..nl {
+            let mut v = sg(ch[1][lose].v[l].wrapping_sub(ch[0][lose].v[l]).wrapping_sub(va[l]));
+            if lose == 0 {
+                // x goes left where α goes right: x < α.
+                v = v.wrapping_add(sg(beta[l]));
+            }
+            v &= om;
+            va[l] = va[l].wrapping_sub(ch[1][keep].v[l]).wrapping_add(ch[0][keep].v[l]).wrapping_add(sg(v));
+            vcw.push(v);
+        }
+        let a64 = a as u64;
+        let t_l = ch[0][0].t ^ ch[1][0].t ^ a64 ^ 1;
+        let t_r = ch[0][1].t ^ ch[1][1].t ^ a64;
+        tl |= t_l << i;
+        tr |= t_r << i;
+        let t_keep = if keep == 0 { t_l } else { t_r };
+        for b in 0..2 {
+            let tb = t[b];
+            s[b] = ch[b][keep].seed ^ if tb == 1 { s_cw } else { 0 };
+            t[b] = ch[b][keep].t ^ (tb & t_keep);
+        }
+        scw.push(s_cw);
+    }
+    let leaf_vals = |seed: u128| -> [u64; 2] {
+        if nl == 1 {
+            [ggm::leaf_one_lane(seed), 0]
+        } else {
+            let h = ggm::mmo1(Block(seed), ggm::TWEAK_LEAF).0;
+            [h as u64, (h >> 64) as u64]
+        }
+    };
+    let (c0, c1) = (leaf_vals(s[0]), leaf_vals(s[1]));
+    let mut leaf = [0u64; 2];
+    for l in 0..nl {
+        let v = c1[l].wrapping_sub(c0[l]).wrapping_sub(va[l]);
+        leaf[l] = if t[1] == 1 { v.wrapping_neg() } else { v } & om;
+    }
+    let mk = |party: u8, s0: u128| DcfKey {
+        party,
+        bits,
+        out_bits,
+        lanes,
+        s0,
+        scw: scw.clone(),
+        vcw: vcw.clone(),
+        tl,
+        tr,
+        leaf,
+    };
+    let k0 = mk(0, s_root[0]);
+    let k1 = mk(1, s_root[1]);
+    s.zeroize();
+    va.zeroize();
+    scw.zeroize();
+    vcw.zeroize();
+    (k0, k1)
+}
+
+/// Evaluates one DCF key at x (reduced mod 2^bits): this party's share of
+/// f_{α,β}(x) in Z_2^out_bits (lane 0).
+///
+/// The result uses `party`; it should equal `key.party()`.
+pub fn dcf_eval(party: u8, key: &DcfKey, x: u64) -> u64 {
+    eval_lanes(party, key, x)[0]
+}
+
+/// Scalar evaluation of all lanes (reduced mod 2^out_bits).
+pub(crate) fn eval_lanes(party: u8, key: &DcfKey, x: u64) -> [u64; 2] {
+    let n = key.bits as usize;
+    let nl = key.lanes as usize;
+    let packed = is_packed(key.out_bits, key.lanes);
+    let mut s = key.s0;
+    let mut t = (party & 1) as u64;
+    let mut acc = [0u64; 2];
+    let mut blk = [Block::ZERO; 2];
+    let mut scratch = [Block::ZERO; 2];
+    for i in 0..n {
+        let d = (x >> (n - 1 - i)) & 1;
+        blk[0] = Block(s ^ d as u128);
+        blk[1] = Block(s ^ (ggm::TWEAK_V | d as u128));
+        let nb = if packed { 1 } else { 2 };
+        ggm::mmo_inplace(&mut blk[..nb], &mut scratch);
+        let c = ggm::split_child(blk[0].0, blk[1].0, packed);
+        let tm = t.wrapping_neg();
+        let tcw = if d == 0 { key.tl } else { key.tr } >> i & 1;
+        s = c.seed ^ (key.scw[i] & (((tm as u128) << 64) | tm as u128));
+        for (l, a) in acc.iter_mut().enumerate().take(nl) {
+            *a = a.wrapping_add(c.v[l]).wrapping_add(key.vcw[i * nl + l] & tm);
+        }
+        t = c.t ^ (tcw & t);
+    }
+    let lv = if nl == 1 {
+        [ggm::leaf_one_lane(s), 0]
+    } else {
+        let h = ggm::mmo1(Block(s), ggm::TWEAK_LEAF).0;
+        [h as u64, (h >> 64) as u64]
+    };
+    let tm = t.wrapping_neg();
+    let om = mask(key.out_bits);
+    let mut out = [0u64; 2];
+    for (l, o) in out.iter_mut().enumerate().take(nl) {
+        let v = acc[l].wrapping_add(lv[l]).wrapping_add(key.leaf[l] & tm);
+        *o = if party & 1 == 1 { v.wrapping_neg() } else { v } & om;
+    }
+    out
+}
+
+/// Evaluates `keys[i]` at `xs[i]` into `out[i]` for all i, with AES for a
+/// whole chunk of keys in flight at each tree level.
+///
+/// Panics if the three slices differ in length. Keys of mixed shapes are
+/// allowed (chunks that mix shapes fall back to scalar evaluation).
+pub fn dcf_eval_batch(party: u8, keys: &[DcfKey], xs: &[u64], out: &mut [u64]) {
+    assert_eq!(keys.len(), xs.len(), "dcf_eval_batch: keys and inputs differ in length");
+    assert_eq!(keys.len(), out.len(), "dcf_eval_batch: keys and outputs differ in length");
+    eval_engine(party, keys.len(), |i| &keys[i], xs, |i, v| out[i] = v[0]);
+}
+
+/// Keys evaluated per AES pass: 2·CHUNK blocks = 8 KiB of AES state, the
+/// per-chunk working set stays in L1/L2.
+const CHUNK: usize = 256;
+
+/// The batched evaluator behind every `*_eval_batch`: evaluates key
+/// `get(i)` at `xs[i]` and calls `emit(i, lanes)` with the party's share.
+pub(crate) fn eval_engine<'a, G, E>(party: u8, n_keys: usize, get: G, xs: &[u64], mut emit: E)
+where
+    G: Fn(usize) -> &'a DcfKey,
+    E: FnMut(usize, [u64; 2]),
+{
+    debug_assert_eq!(xs.len(), n_keys);
+    let mut st = Scratch::new();
+    let mut base = 0;
+    while base < n_keys {
+        let m = CHUNK.min(n_keys - base);
+        let k0 = get(base);
+        let (bits, out_bits, lanes) = (k0.bits, k0.out_bits, k0.lanes);
+        let uniform = (1..m).all(|j| {
+            let k = get(base + j);
+            k.bits == bits && k.out_bits == out_bits && k.lanes == lanes
+        });
+        if !uniform {
+            for j in 0..m {
+                emit(base + j, eval_lanes(party, get(base + j), xs[base + j]));
+            }
+        } else if is_packed(out_bits, lanes) {
+            chunk::<true, _, _>(party, base, m, &get, xs, &mut emit, &mut st);
+        } else {
+            chunk::<false, _, _>(party, base, m, &get, xs, &mut emit, &mut st);
+        }
+        base += m;
+    }
+    st.zeroize();
+}
+
+struct Scratch {
+    s: Vec<u128>,
+    t: Vec<u64>,
+    acc0: Vec<u64>,
+    acc1: Vec<u64>,
+    buf: Vec<Block>,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch {
+            s: vec![0; CHUNK],
+            t: vec![0; CHUNK],
+            acc0: vec![0; CHUNK],
+            acc1: vec![0; CHUNK],
+            buf: vec![Block::ZERO; 2 * CHUNK],
+        }
+    }
+    fn zeroize(&mut self) {
+        self.s.zeroize();
+        self.t.zeroize();
+        self.acc0.zeroize();
+        self.acc1.zeroize();
+        self.buf.zeroize();
+    }
+}
+
+/// One chunk of `m` keys of identical shape, level by level.
+#[inline(never)]
+fn chunk<'a, const PACKED: bool, G, E>(
+    party: u8,
+    base: usize,
+    m: usize,
+    get: &G,
+    xs: &[u64],
+    emit: &mut E,
+    st: &mut Scratch,
+) where
+    G: Fn(usize) -> &'a DcfKey,
+    E: FnMut(usize, [u64; 2]),
+{
+    let k0 = get(base);
+    let n = k0.bits as usize;
+    let lanes = k0.lanes as usize;
+    let om = mask(k0.out_bits);
+    let xs = &xs[base..base + m];
+    let s = &mut st.s[..m];
+    let t = &mut st.t[..m];
+    let acc0 = &mut st.acc0[..m];
+    let acc1 = &mut st.acc1[..m];
+    let per = if PACKED { 1 } else { 2 };
+    let buf = &mut st.buf[..per * m];
+    for j in 0..m {
+        s[j] = get(base + j).s0;
+        t[j] = (party & 1) as u64;
+        acc0[j] = 0;
+        acc1[j] = 0;
+    }
+    let pi = ggm::pi();
+    for i in 0..n {
+        let shift = n - 1 - i;
+        for j in 0..m {
+            let d = ((xs[j] >> shift) & 1) as u128;
+            if PACKED {
+                buf[j] = Block(s[j] ^ d);
+            } else {
+                buf[2 * j] = Block(s[j] ^ d);
+                buf[2 * j + 1] = Block(s[j] ^ (ggm::TWEAK_V | d));
+            }
+        }
+        pi.encrypt_blocks(buf);
+        for j in 0..m {
+            let k = get(base + j);
+            let d = (xs[j] >> shift) & 1;
+            let tm = t[j].wrapping_neg();
+            let tm128 = ((tm as u128) << 64) | tm as u128;
+            // Control-bit correction on this side, selected without a branch.
+            let tcw = (((k.tl >> i) & !d.wrapping_neg()) | ((k.tr >> i) & d.wrapping_neg())) & 1;
+            let scw = k.scw[i] & tm128;
+            if PACKED {
+                let b = buf[j].0 ^ s[j] ^ d as u128;
+                s[j] = (b & !3) ^ scw;
+                acc0[j] = acc0[j].wrapping_add(((b >> 1) & 1) as u64).wrapping_add(k.vcw[i] & tm);
+                t[j] = (b as u64 & 1) ^ (tcw & t[j]);
+            } else {
+                let b = buf[2 * j].0 ^ s[j] ^ d as u128;
+                let w = buf[2 * j + 1].0 ^ s[j] ^ (ggm::TWEAK_V | d as u128);
+                s[j] = (b & !1) ^ scw;
+                if lanes == 1 {
+                    acc0[j] = acc0[j].wrapping_add(w as u64).wrapping_add(k.vcw[i] & tm);
+                } else {
+                    acc0[j] = acc0[j].wrapping_add(w as u64).wrapping_add(k.vcw[2 * i] & tm);
+                    acc1[j] = acc1[j].wrapping_add((w >> 64) as u64).wrapping_add(k.vcw[2 * i + 1] & tm);
+                }
+                t[j] = (b as u64 & 1) ^ (tcw & t[j]);
+            }
+        }
+    }
+    // Leaf.
+    if lanes == 2 {
+        let lb = &mut st.buf[..m];
+        for j in 0..m {
+            lb[j] = Block(s[j] ^ ggm::TWEAK_LEAF);
+        }
+        pi.encrypt_blocks(lb);
+        for j in 0..m {
+            let k = get(base + j);
+            let h = lb[j].0 ^ s[j] ^ ggm::TWEAK_LEAF;
+            let tm = t[j].wrapping_neg();
+            acc0[j] = acc0[j].wrapping_add(h as u64).wrapping_add(k.leaf[0] & tm);
+            acc1[j] = acc1[j].wrapping_add((h >> 64) as u64).wrapping_add(k.leaf[1] & tm);
+        }
+    } else {
+        for j in 0..m {
+            let k = get(base + j);
+            let tm = t[j].wrapping_neg();
+            acc0[j] = acc0[j].wrapping_add(ggm::leaf_one_lane(s[j])).wrapping_add(k.leaf[0] & tm);
+        }
+    }
+    let neg = party & 1 == 1;
+    for j in 0..m {
+        let (a, b) = if neg { (acc0[j].wrapping_neg(), acc1[j].wrapping_neg()) } else { (acc0[j], acc1[j]) };
+        emit(base + j, [a & om, b & om]);
+    }
+}

@@ -1,0 +1,466 @@
+//! FSS gates on masked inputs (BCGGIKR21 §2: FSS for the *offset family*
+//! g^{[r_in, r_out]}(x̂) = g(x̂ − r_in) + r_out).
+//!
+//! A wire value x ∈ Z_2^n is opened masked as x̂ = x + r_in (mod 2^n); the
+//! dealer, who knows r_in and chooses r_out, gives each party a key; the two
+//! parties evaluate locally on the public x̂ and obtain additive shares of
+//! g(x) + r_out. All gates here are **exact over the whole ring**, including
+//! the wrap-around of x + r_in.
+//!
+//! * **DReLU** (sign): DReLU(x) = 1 if x ≥ 0 as a signed n-bit value. With
+//!   x̂ = (x̂_msb, x̂_low), r_in = (r_msb, r_low) split at bit n−1,
+//!   MSB(x) = x̂_msb ⊕ r_msb ⊕ [x̂_low < r_low] (the borrow out of the low
+//!   n−1 bits), so one (n−1)-bit DCF with α = r_low suffices — the reduction
+//!   BCGGIKR21 use for their sign/DReLU and shift gates (§5). The XOR with
+//!   the secret r_msb is folded into the DCF payload: β = 1 − 2·r_msb and
+//!   shares of r_msb give u = r_msb ⊕ [x̂_low < r_low] arithmetically, and
+//!   the public p = 1 ⊕ x̂_msb selects u or 1 − u.
+//! * **ReLU** as a two-piece spline with output coefficients (BCGGIKR21
+//!   splines; CRISP Alg. 1-2, whose eq. 2 is only correct "with high
+//!   probability"; this version is exact): ReLU(x) = d·x with d = DReLU(x),
+//!   and x = x̂ − r_in, so shares of the coefficients (d, d·r_in) give
+//!   ReLU(x) = d·x̂ − d·r_in by a local product with the public x̂. One
+//!   two-lane (n−1)-bit DCF with payload β = (1 − 2r_msb, r_in·(1 − 2r_msb))
+//!   delivers both coefficients.
+//! * **Less-than** against a dealer-chosen threshold c (secret from the
+//!   evaluators, e.g. a module-derived mask in the TAMI-style millionaires'
+//!   setting; public constants work too): [x < c] for unsigned x. As
+//!   integers x̂ ∈ [0, N) and, with e = r_in + c,
+//!   [x < c] = [x̂ < e mod N] − [x̂ < r_in] + [e ≥ N] (interval containment
+//!   of x̂ in the cyclic interval [r_in, r_in + c), BCGGIKR21 §4), so two
+//!   n-bit DCFs (α = e mod N, β = 1 and α = r_in, β = −1) and shares of the
+//!   constant [e ≥ N] + r_out.
+//!
+//! **Security**: semi-honest, keys from a dealer (the trusted module in
+//! `tee` mode). r_in must be uniformly random and used for exactly one
+//! opening; r_out likewise if the output is opened. Each key alone is
+//! pseudorandom (it hides r_in, r_out and c).
+//!
+//! Output groups: DReLU and less-than output over Z_2^out_bits (out_bits = 1
+//! gives XOR shares of the bit), ReLU over Z_2^bits.
+
+use crate::codec::{Reader, Writer};
+use crate::dcf::{self, DcfKey};
+use crate::{mask, Error};
+use hush_primitives::Prg;
+use zeroize::Zeroize;
+
+const TAG_DRELU: u8 = 0xE1;
+const TAG_RELU: u8 = 0xE2;
+const TAG_LT: u8 = 0xE3;
+/// Gate header: tag, party, bits, out_bits.
+const GATE_HEADER: usize = 4;
+
+fn check_gate(bits: u32, out_bits: u32) -> Result<(), Error> {
+    if !(1..=64).contains(&bits) {
+        return Err(Error::Param { name: "bits", value: bits as u64, reason: "must be in 1..=64" });
+    }
+    if !(1..=64).contains(&out_bits) {
+        return Err(Error::Param { name: "out_bits", value: out_bits as u64, reason: "must be in 1..=64" });
+    }
+    Ok(())
+}
+
+/// Additive shares of `v` over Z_2^m from the PRG.
+fn share(prg: &mut Prg, v: u64, m: u32) -> [u64; 2] {
+    let a = prg.next_u64() & mask(m);
+    [a, v.wrapping_sub(a) & mask(m)]
+}
+
+fn read_gate_header(r: &mut Reader<'_>, what: &'static str, tag: u8) -> Result<(u8, u32, u32), Error> {
+    let h = [r.u8()?, r.u8()?, r.u8()?, r.u8()?];
+    if h[0] != tag {
+        return Err(Error::Header { what, reason: "wrong tag" });
+    }
+    if h[1] > 1 {
+        return Err(Error::Header { what, reason: "party must be 0 or 1" });
+    }
+    let (bits, out_bits) = (h[2] as u32, h[3] as u32);
+    if !(1..=64).contains(&bits) || !(1..=64).contains(&out_bits) {
+        return Err(Error::Header { what, reason: "bits and out_bits must be in 1..=64" });
+    }
+    Ok((h[1], bits, out_bits))
+}
+
+fn check_inner(what: &'static str, k: &DcfKey, party: u8, bits: u32, out_bits: u32, lanes: u32) -> Result<(), Error> {
+    if k.party != party || k.bits != bits || k.out_bits != out_bits || k.lanes != lanes {
+        return Err(Error::Header { what, reason: "embedded DCF key does not match the gate header" });
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- DReLU
+
+/// One party's DReLU gate key: an (n−1)-bit one-lane DCF and two offsets.
+#[derive(Clone)]
+pub struct DreluKey {
+    party: u8,
+    bits: u32,
+    out_bits: u32,
+    /// c[0] (used when x̂_msb = 1) and c[1] (when x̂_msb = 0): the share of
+    /// r_msb (resp. 1 − r_msb) plus the share of r_out.
+    c: [u64; 2],
+    dcf: DcfKey,
+}
+
+impl Zeroize for DreluKey {
+    fn zeroize(&mut self) {
+        self.c.zeroize();
+        self.dcf.zeroize();
+    }
+}
+impl Drop for DreluKey {
+    fn drop(&mut self) {
+        self.c.zeroize();
+    }
+}
+impl std::fmt::Debug for DreluKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DreluKey").field("party", &self.party).field("bits", &self.bits).field("out_bits", &self.out_bits).finish_non_exhaustive()
+    }
+}
+
+impl DreluKey {
+    pub fn party(&self) -> u8 {
+        self.party
+    }
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    pub fn out_bits(&self) -> u32 {
+        self.out_bits
+    }
+    /// The embedded DCF key.
+    pub fn dcf(&self) -> &DcfKey {
+        &self.dcf
+    }
+    /// Encoded size for `bits`-bit inputs and `out_bits` output.
+    pub fn size_bytes(bits: u32, out_bits: u32) -> usize {
+        GATE_HEADER + 16 + DcfKey::size_bytes(bits.saturating_sub(1), out_bits)
+    }
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::size_bytes(self.bits, self.out_bits));
+        w.bytes(&[TAG_DRELU, self.party, self.bits as u8, self.out_bits as u8]);
+        w.u64(self.c[0]);
+        w.u64(self.c[1]);
+        self.dcf.write(&mut w);
+        w.buf
+    }
+    /// Decodes and validates a key; never panics.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
+        const W: &str = "DreluKey";
+        let mut r = Reader::new(W, b);
+        let (party, bits, out_bits) = read_gate_header(&mut r, W, TAG_DRELU)?;
+        let c = [r.u64_below(out_bits, "offset")?, r.u64_below(out_bits, "offset")?];
+        let dcf = DcfKey::read(&mut r)?;
+        r.finish()?;
+        check_inner(W, &dcf, party, bits - 1, out_bits, 1)?;
+        Ok(DreluKey { party, bits, out_bits, c, dcf })
+    }
+}
+
+/// DReLU key generation: shares over Z_2^out_bits of DReLU(x̂ − r_in) + r_out,
+/// DReLU(x) = [x ≥ 0] for signed `bits`-bit x. `r_in` is reduced mod
+/// 2^bits, `r_out` mod 2^out_bits. Deterministic given `prg`.
+///
+/// Panics if `bits` or `out_bits` is outside 1..=64 (see [`try_drelu_gen`]).
+pub fn drelu_gen(prg: &mut Prg, bits: u32, r_in: u64, r_out: u64, out_bits: u32) -> (DreluKey, DreluKey) {
+    try_drelu_gen(prg, bits, r_in, r_out, out_bits).expect("drelu_gen: bad parameters")
+}
+
+/// [`drelu_gen`] returning [`Error::Param`] on bad parameters.
+pub fn try_drelu_gen(prg: &mut Prg, bits: u32, r_in: u64, r_out: u64, out_bits: u32) -> Result<(DreluKey, DreluKey), Error> {
+    check_gate(bits, out_bits)?;
+    let r_in = r_in & mask(bits);
+    let r_msb = r_in >> (bits - 1);
+    let r_low = r_in & mask(bits - 1);
+    let m = out_bits;
+    let beta = if r_msb == 1 { u64::MAX } else { 1 } & mask(m);
+    let (k0, k1) = dcf::gen_lanes(prg, bits - 1, r_low, [beta, 0], m, 1);
+    let off = share(prg, r_msb, m);
+    let ro = share(prg, r_out, m);
+    let mk = |b: usize, dcf: DcfKey| {
+        let c0 = off[b].wrapping_add(ro[b]) & mask(m);
+        let c1 = ((b == 0) as u64).wrapping_sub(off[b]).wrapping_add(ro[b]) & mask(m);
+        DreluKey { party: b as u8, bits, out_bits, c: [c0, c1], dcf }
+    };
+    Ok((mk(0, k0), mk(1, k1)))
+}
+
+#[inline(always)]
+fn drelu_finish(key: &DreluKey, x_hat: u64, dv: u64) -> u64 {
+    let p_one = (x_hat >> (key.bits - 1)) & 1 == 0; // p = 1 ⊕ x̂_msb
+    let y = if p_one { key.c[1].wrapping_sub(dv) } else { key.c[0].wrapping_add(dv) };
+    y & mask(key.out_bits)
+}
+
+/// Evaluates a DReLU key at the public masked input x̂ (reduced mod 2^bits).
+pub fn drelu_eval(party: u8, key: &DreluKey, x_hat: u64) -> u64 {
+    let x_hat = x_hat & mask(key.bits);
+    let dv = dcf::eval_lanes(party, &key.dcf, x_hat)[0];
+    drelu_finish(key, x_hat, dv)
+}
+
+/// Batched [`drelu_eval`]. Panics if the slices differ in length.
+pub fn drelu_eval_batch(party: u8, keys: &[DreluKey], x_hat: &[u64], out: &mut [u64]) {
+    assert_eq!(keys.len(), x_hat.len(), "drelu_eval_batch: keys and inputs differ in length");
+    assert_eq!(keys.len(), out.len(), "drelu_eval_batch: keys and outputs differ in length");
+    dcf::eval_engine(party, keys.len(), |i| &keys[i].dcf, x_hat, |i, v| {
+        let k = &keys[i];
+        out[i] = drelu_finish(k, x_hat[i] & mask(k.bits), v[0]);
+    });
+}
+
+// ---------------------------------------------------------------- ReLU
+
+/// One party's ReLU (spline) gate key: an (n−1)-bit two-lane DCF over
+/// Z_2^n × Z_2^n and three offsets.
+#[derive(Clone)]
+pub struct ReluKey {
+    party: u8,
+    bits: u32,
+    /// [share of r_msb, share of r_out − r_in·r_msb (x̂_msb = 1 branch),
+    ///  share of r_out + r_in·r_msb − r_in (x̂_msb = 0 branch)].
+    e: [u64; 3],
+    dcf: DcfKey,
+}
+
+impl Zeroize for ReluKey {
+    fn zeroize(&mut self) {
+        self.e.zeroize();
+        self.dcf.zeroize();
+    }
+}
+impl Drop for ReluKey {
+    fn drop(&mut self) {
+        self.e.zeroize();
+    }
+}
+impl std::fmt::Debug for ReluKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReluKey").field("party", &self.party).field("bits", &self.bits).finish_non_exhaustive()
+    }
+}
+
+impl ReluKey {
+    pub fn party(&self) -> u8 {
+        self.party
+    }
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    pub fn dcf(&self) -> &DcfKey {
+        &self.dcf
+    }
+    pub fn size_bytes(bits: u32) -> usize {
+        GATE_HEADER + 24 + DcfKey::size_bytes_lanes(bits.saturating_sub(1), bits, 2)
+    }
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::size_bytes(self.bits));
+        w.bytes(&[TAG_RELU, self.party, self.bits as u8, self.bits as u8]);
+        for &e in &self.e {
+            w.u64(e);
+        }
+        self.dcf.write(&mut w);
+        w.buf
+    }
+    /// Decodes and validates a key; never panics.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
+        const W: &str = "ReluKey";
+        let mut r = Reader::new(W, b);
+        let (party, bits, out_bits) = read_gate_header(&mut r, W, TAG_RELU)?;
+        if out_bits != bits {
+            return Err(Error::Header { what: W, reason: "ReLU output ring must equal the input ring" });
+        }
+        let e = [r.u64_below(bits, "offset")?, r.u64_below(bits, "offset")?, r.u64_below(bits, "offset")?];
+        let dcf = DcfKey::read(&mut r)?;
+        r.finish()?;
+        check_inner(W, &dcf, party, bits - 1, bits, 2)?;
+        Ok(ReluKey { party, bits, e, dcf })
+    }
+}
+
+/// ReLU key generation: shares over Z_2^bits of ReLU(x̂ − r_in) + r_out for
+/// signed `bits`-bit x (ReLU(x) = x if x ≥ 0 else 0). `r_in`, `r_out` are
+/// reduced mod 2^bits. Deterministic given `prg`. Panics if `bits` is
+/// outside 1..=64 (see [`try_relu_gen`]).
+pub fn relu_gen(prg: &mut Prg, bits: u32, r_in: u64, r_out: u64) -> (ReluKey, ReluKey) {
+    try_relu_gen(prg, bits, r_in, r_out).expect("relu_gen: bad parameters")
+}
+
+/// [`relu_gen`] returning [`Error::Param`] on bad parameters.
+pub fn try_relu_gen(prg: &mut Prg, bits: u32, r_in: u64, r_out: u64) -> Result<(ReluKey, ReluKey), Error> {
+    check_gate(bits, bits)?;
+    let nm = mask(bits);
+    let r = r_in & nm;
+    let r_msb = r >> (bits - 1);
+    let r_low = r & mask(bits - 1);
+    let sgn = if r_msb == 1 { u64::MAX } else { 1 }; // 1 − 2·r_msb
+    let beta = [sgn & nm, r.wrapping_mul(sgn) & nm];
+    let (k0, k1) = dcf::gen_lanes(prg, bits - 1, r_low, beta, bits, 2);
+    let a = share(prg, r_msb, bits);
+    let rr = share(prg, r.wrapping_mul(r_msb), bits);
+    let rs = share(prg, r, bits);
+    let ro = share(prg, r_out, bits);
+    let mk = |b: usize, dcf: DcfKey| {
+        let e0 = ro[b].wrapping_sub(rr[b]) & nm;
+        let e1 = ro[b].wrapping_add(rr[b]).wrapping_sub(rs[b]) & nm;
+        ReluKey { party: b as u8, bits, e: [a[b], e0, e1], dcf }
+    };
+    Ok((mk(0, k0), mk(1, k1)))
+}
+
+#[inline(always)]
+fn relu_finish(party: u8, key: &ReluKey, x_hat: u64, g: [u64; 2]) -> u64 {
+    // Shares of u = r_msb ⊕ [x̂_low < r_low] and of u·r_in (minus the
+    // dealt part): g[0] + e[0], g[1].
+    let u = g[0].wrapping_add(key.e[0]);
+    let p_one = (x_hat >> (key.bits - 1)) & 1 == 0;
+    let y = if p_one {
+        // d = 1 − u: (1 − u)·x̂ − (r − u·r) + r_out
+        let own = if party & 1 == 0 { x_hat } else { 0 };
+        own.wrapping_sub(x_hat.wrapping_mul(u)).wrapping_add(g[1]).wrapping_add(key.e[2])
+    } else {
+        // d = u: u·x̂ − u·r + r_out
+        x_hat.wrapping_mul(u).wrapping_sub(g[1]).wrapping_add(key.e[1])
+    };
+    y & mask(key.bits)
+}
+
+/// Evaluates a ReLU key at the public masked input x̂ (reduced mod 2^bits).
+pub fn relu_eval(party: u8, key: &ReluKey, x_hat: u64) -> u64 {
+    let x_hat = x_hat & mask(key.bits);
+    let g = dcf::eval_lanes(party, &key.dcf, x_hat);
+    relu_finish(party, key, x_hat, g)
+}
+
+/// Batched [`relu_eval`]. Panics if the slices differ in length.
+pub fn relu_eval_batch(party: u8, keys: &[ReluKey], x_hat: &[u64], out: &mut [u64]) {
+    assert_eq!(keys.len(), x_hat.len(), "relu_eval_batch: keys and inputs differ in length");
+    assert_eq!(keys.len(), out.len(), "relu_eval_batch: keys and outputs differ in length");
+    dcf::eval_engine(party, keys.len(), |i| &keys[i].dcf, x_hat, |i, g| {
+        let k = &keys[i];
+        out[i] = relu_finish(party, k, x_hat[i] & mask(k.bits), g);
+    });
+}
+
+// ---------------------------------------------------------------- less-than
+
+/// One party's less-than gate key: two n-bit DCFs and one offset.
+#[derive(Clone)]
+pub struct LtKey {
+    party: u8,
+    bits: u32,
+    out_bits: u32,
+    /// Share of [r_in + c ≥ 2^n] + r_out.
+    off: u64,
+    /// α = (r_in + c) mod 2^n, β = 1.
+    upper: DcfKey,
+    /// α = r_in, β = −1.
+    lower: DcfKey,
+}
+
+impl Zeroize for LtKey {
+    fn zeroize(&mut self) {
+        self.off.zeroize();
+        self.upper.zeroize();
+        self.lower.zeroize();
+    }
+}
+impl Drop for LtKey {
+    fn drop(&mut self) {
+        self.off.zeroize();
+    }
+}
+impl std::fmt::Debug for LtKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LtKey").field("party", &self.party).field("bits", &self.bits).field("out_bits", &self.out_bits).finish_non_exhaustive()
+    }
+}
+
+impl LtKey {
+    pub fn party(&self) -> u8 {
+        self.party
+    }
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    pub fn out_bits(&self) -> u32 {
+        self.out_bits
+    }
+    pub fn size_bytes(bits: u32, out_bits: u32) -> usize {
+        GATE_HEADER + 8 + 2 * DcfKey::size_bytes(bits, out_bits)
+    }
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::size_bytes(self.bits, self.out_bits));
+        w.bytes(&[TAG_LT, self.party, self.bits as u8, self.out_bits as u8]);
+        w.u64(self.off);
+        self.upper.write(&mut w);
+        self.lower.write(&mut w);
+        w.buf
+    }
+    /// Decodes and validates a key; never panics.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
+        const W: &str = "LtKey";
+        let mut r = Reader::new(W, b);
+        let (party, bits, out_bits) = read_gate_header(&mut r, W, TAG_LT)?;
+        let off = r.u64_below(out_bits, "offset")?;
+        let upper = DcfKey::read(&mut r)?;
+        let lower = DcfKey::read(&mut r)?;
+        r.finish()?;
+        check_inner(W, &upper, party, bits, out_bits, 1)?;
+        check_inner(W, &lower, party, bits, out_bits, 1)?;
+        Ok(LtKey { party, bits, out_bits, off, upper, lower })
+    }
+}
+
+/// Less-than key generation: shares over Z_2^out_bits of [x < c] + r_out,
+/// where x = x̂ − r_in mod 2^bits is unsigned and the threshold
+/// `c` < 2^bits is known to the dealer only (it is hidden by the keys).
+/// `r_in` is reduced mod 2^bits, `r_out` mod 2^out_bits. Deterministic given
+/// `prg`. Panics on bad parameters (see [`try_lt_gen`]).
+///
+/// For [x > c] use 1 − [x < c + 1]; for two shared values compare their
+/// difference with [`drelu_gen`] when it cannot overflow.
+pub fn lt_gen(prg: &mut Prg, bits: u32, r_in: u64, c: u64, r_out: u64, out_bits: u32) -> (LtKey, LtKey) {
+    try_lt_gen(prg, bits, r_in, c, r_out, out_bits).expect("lt_gen: bad parameters")
+}
+
+/// [`lt_gen`] returning [`Error::Param`] on bad parameters (including
+/// c ≥ 2^bits).
+pub fn try_lt_gen(prg: &mut Prg, bits: u32, r_in: u64, c: u64, r_out: u64, out_bits: u32) -> Result<(LtKey, LtKey), Error> {
+    check_gate(bits, out_bits)?;
+    if c & !mask(bits) != 0 {
+        return Err(Error::Param { name: "c", value: c, reason: "threshold must be below 2^bits" });
+    }
+    let r = r_in & mask(bits);
+    let e = r as u128 + c as u128;
+    let wrap = (e >> bits) as u64; // [r + c ≥ 2^bits]
+    let e_mod = (e as u64) & mask(bits);
+    let m = out_bits;
+    let (u0, u1) = dcf::gen_lanes(prg, bits, e_mod, [1, 0], m, 1);
+    let (l0, l1) = dcf::gen_lanes(prg, bits, r, [mask(m), 0], m, 1);
+    let off = share(prg, wrap.wrapping_add(r_out), m);
+    Ok((
+        LtKey { party: 0, bits, out_bits, off: off[0], upper: u0, lower: l0 },
+        LtKey { party: 1, bits, out_bits, off: off[1], upper: u1, lower: l1 },
+    ))
+}
+
+/// Evaluates a less-than key at the public masked input x̂.
+pub fn lt_eval(party: u8, key: &LtKey, x_hat: u64) -> u64 {
+    let x_hat = x_hat & mask(key.bits);
+    let a = dcf::eval_lanes(party, &key.upper, x_hat)[0];
+    let b = dcf::eval_lanes(party, &key.lower, x_hat)[0];
+    key.off.wrapping_add(a).wrapping_add(b) & mask(key.out_bits)
+}
+
+/// Batched [`lt_eval`]. Panics if the slices differ in length.
+pub fn lt_eval_batch(party: u8, keys: &[LtKey], x_hat: &[u64], out: &mut [u64]) {
+    assert_eq!(keys.len(), x_hat.len(), "lt_eval_batch: keys and inputs differ in length");
+    assert_eq!(keys.len(), out.len(), "lt_eval_batch: keys and outputs differ in length");
+    dcf::eval_engine(party, keys.len(), |i| &keys[i].upper, x_hat, |i, v| out[i] = keys[i].off.wrapping_add(v[0]));
+    dcf::eval_engine(party, keys.len(), |i| &keys[i].lower, x_hat, |i, v| {
+        out[i] = out[i].wrapping_add(v[0]) & mask(keys[i].out_bits)
+    });
+}
