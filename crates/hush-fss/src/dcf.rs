@@ -45,9 +45,11 @@ const HEADER: usize = 5;
 
 /// One party's DCF key.
 ///
-/// Layout is flat: one vector of seed corrections, one of value corrections
-/// (level-major, `lanes` per level) and the control-bit corrections as two
-/// bit masks (bit i = level i, root first).
+/// Layout is flat, one allocation: `cw` holds, per level (root first), the
+/// seed correction as two u64 words followed (unless packed) by `lanes`
+/// value corrections, so evaluation streams through it; the control-bit
+/// corrections and (packed mode) the one-bit value corrections are bit
+/// masks (bit i = level i).
 #[derive(Clone)]
 pub struct DcfKey {
     pub(crate) party: u8,
@@ -56,20 +58,21 @@ pub struct DcfKey {
     pub(crate) out_bits: u32,
     pub(crate) lanes: u32,
     pub(crate) s0: u128,
-    pub(crate) scw: Vec<u128>,
-    pub(crate) vcw: Vec<u64>,
+    pub(crate) cw: Vec<u64>,
     pub(crate) tl: u64,
     pub(crate) tr: u64,
+    /// Packed mode: value correction of level i in bit i.
+    pub(crate) vbits: u64,
     pub(crate) leaf: [u64; 2],
 }
 
 impl Zeroize for DcfKey {
     fn zeroize(&mut self) {
         self.s0.zeroize();
-        self.scw.zeroize();
-        self.vcw.zeroize();
+        self.cw.zeroize();
         self.tl.zeroize();
         self.tr.zeroize();
+        self.vbits.zeroize();
         self.leaf.zeroize();
     }
 }
@@ -101,6 +104,32 @@ impl AsRef<DcfKey> for DcfKey {
 #[inline]
 fn is_packed(out_bits: u32, lanes: u32) -> bool {
     out_bits == 1 && lanes == 1
+}
+
+/// u64 words per level in `DcfKey::cw`.
+#[inline]
+fn stride(out_bits: u32, lanes: u32) -> usize {
+    if is_packed(out_bits, lanes) {
+        2
+    } else {
+        2 + lanes as usize
+    }
+}
+
+impl DcfKey {
+    #[inline(always)]
+    fn scw(&self, i: usize, w: usize) -> u128 {
+        (self.cw[i * w] as u128) | ((self.cw[i * w + 1] as u128) << 64)
+    }
+    /// Value correction of level i, lane l.
+    #[inline(always)]
+    fn vcw(&self, i: usize, l: usize, w: usize) -> u64 {
+        if w == 2 {
+            (self.vbits >> i) & 1
+        } else {
+            self.cw[i * w + 2 + l]
+        }
+    }
 }
 
 impl DcfKey {
@@ -147,13 +176,17 @@ impl DcfKey {
     pub(crate) fn write(&self, w: &mut Writer) {
         w.bytes(&[TAG_DCF, self.party, self.bits as u8, self.out_bits as u8, self.lanes as u8]);
         w.u128(self.s0);
-        for &s in &self.scw {
-            w.u128(s);
+        let st = stride(self.out_bits, self.lanes);
+        let n = self.bits as usize;
+        for i in 0..n {
+            w.u128(self.scw(i, st));
         }
         w.bits(self.tl, self.bits);
         w.bits(self.tr, self.bits);
-        for &v in &self.vcw {
-            w.bits(v, self.out_bits);
+        for i in 0..n {
+            for l in 0..self.lanes as usize {
+                w.bits(self.vcw(i, l, st), self.out_bits);
+            }
         }
         for l in 0..self.lanes as usize {
             w.bits(self.leaf[l], self.out_bits);
@@ -197,26 +230,35 @@ impl DcfKey {
             return Err(Error::NonCanonical { what: W, reason: "root seed has reserved bits set" });
         }
         let n = bits as usize;
-        let mut scw = Vec::with_capacity(n);
-        for _ in 0..n {
+        let st = stride(out_bits, lanes);
+        let mut cw = vec![0u64; n * st];
+        for i in 0..n {
             let s = r.u128()?;
             if s & seed_ok != 0 {
                 return Err(Error::NonCanonical { what: W, reason: "seed correction has reserved bits set" });
             }
-            scw.push(s);
+            cw[i * st] = s as u64;
+            cw[i * st + 1] = (s >> 64) as u64;
         }
         let tl = r.bits(bits)?;
         let tr = r.bits(bits)?;
-        let mut vcw = Vec::with_capacity(n * lanes as usize);
-        for _ in 0..n * lanes as usize {
-            vcw.push(r.bits(out_bits)?);
+        let mut vbits = 0u64;
+        for i in 0..n {
+            for l in 0..lanes as usize {
+                let v = r.bits(out_bits)?;
+                if st == 2 {
+                    vbits |= v << i;
+                } else {
+                    cw[i * st + 2 + l] = v;
+                }
+            }
         }
         let mut leaf = [0u64; 2];
         for l in leaf.iter_mut().take(lanes as usize) {
             *l = r.bits(out_bits)?;
         }
         r.end_bits()?;
-        Ok(DcfKey { party, bits, out_bits, lanes, s0, scw, vcw, tl, tr, leaf })
+        Ok(DcfKey { party, bits, out_bits, lanes, s0, cw, tl, tr, vbits, leaf })
     }
 }
 
@@ -264,9 +306,9 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
     let mut t = [0u64, 1u64];
     // V_α: the on-path sum (party 0 minus party 1) of value shares so far.
     let mut va = [0u64; 2];
-    let mut scw = Vec::with_capacity(n);
-    let mut vcw = Vec::with_capacity(n * nl);
-    let (mut tl, mut tr) = (0u64, 0u64);
+    let st = stride(out_bits, lanes);
+    let mut cw = Vec::with_capacity(n * st);
+    let (mut tl, mut tr, mut vbits) = (0u64, 0u64, 0u64);
     for i in 0..n {
         let a = ((alpha >> (n - 1 - i)) & 1) as usize;
         let (keep, lose) = (a, 1 - a);
@@ -275,6 +317,8 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
         // (−1)^{t_1}: t_0 − t_1 = (−1)^{t_1} on the path.
         let neg = t[1] == 1;
         let sg = |x: u64| if neg { x.wrapping_neg() } else { x };
+        cw.push(s_cw as u64);
+        cw.push((s_cw >> 64) as u64);
         for l in 0..nl {
             let mut v = sg(ch[1][lose].v[l].wrapping_sub(ch[0][lose].v[l]).wrapping_sub(va[l]));
             if lose == 0 {
@@ -283,7 +327,11 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
             }
             v &= om;
             va[l] = va[l].wrapping_sub(ch[1][keep].v[l]).wrapping_add(ch[0][keep].v[l]).wrapping_add(sg(v));
-            vcw.push(v);
+            if packed {
+                vbits |= v << i;
+            } else {
+                cw.push(v);
+            }
         }
         let a64 = a as u64;
         let t_l = ch[0][0].t ^ ch[1][0].t ^ a64 ^ 1;
@@ -296,7 +344,6 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
             s[b] = ch[b][keep].seed ^ if tb == 1 { s_cw } else { 0 };
             t[b] = ch[b][keep].t ^ (tb & t_keep);
         }
-        scw.push(s_cw);
     }
     let leaf_vals = |seed: u128| -> [u64; 2] {
         if nl == 1 {
@@ -318,18 +365,17 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
         out_bits,
         lanes,
         s0,
-        scw: scw.clone(),
-        vcw: vcw.clone(),
+        cw: cw.clone(),
         tl,
         tr,
+        vbits,
         leaf,
     };
     let k0 = mk(0, s_root[0]);
     let k1 = mk(1, s_root[1]);
     s.zeroize();
     va.zeroize();
-    scw.zeroize();
-    vcw.zeroize();
+    cw.zeroize();
     (k0, k1)
 }
 
@@ -346,6 +392,7 @@ pub(crate) fn eval_lanes(party: u8, key: &DcfKey, x: u64) -> [u64; 2] {
     let n = key.bits as usize;
     let nl = key.lanes as usize;
     let packed = is_packed(key.out_bits, key.lanes);
+    let st = stride(key.out_bits, key.lanes);
     let mut s = key.s0;
     let mut t = (party & 1) as u64;
     let mut acc = [0u64; 2];
@@ -360,9 +407,9 @@ pub(crate) fn eval_lanes(party: u8, key: &DcfKey, x: u64) -> [u64; 2] {
         let c = ggm::split_child(blk[0].0, blk[1].0, packed);
         let tm = t.wrapping_neg();
         let tcw = if d == 0 { key.tl } else { key.tr } >> i & 1;
-        s = c.seed ^ (key.scw[i] & (((tm as u128) << 64) | tm as u128));
+        s = c.seed ^ (key.scw(i, st) & (((tm as u128) << 64) | tm as u128));
         for (l, a) in acc.iter_mut().enumerate().take(nl) {
-            *a = a.wrapping_add(c.v[l]).wrapping_add(key.vcw[i * nl + l] & tm);
+            *a = a.wrapping_add(c.v[l]).wrapping_add(key.vcw(i, l, st) & tm);
         }
         t = c.t ^ (tcw & t);
     }
@@ -429,11 +476,28 @@ where
     st.zeroize();
 }
 
+/// How many keys ahead the gather prefetches key words.
+const PREFETCH_KEYS: usize = 4;
+
+/// Level stride of the gathered scratch: not a multiple of 4 KiB apart, so
+/// the levels of one key do not all land in one L1 set.
+const LSTRIDE: usize = CHUNK + 5;
+
+/// Per-call working memory of the batched evaluator (one chunk).
 struct Scratch {
     s: Vec<u128>,
     t: Vec<u64>,
     acc0: Vec<u64>,
     acc1: Vec<u64>,
+    /// Control-bit corrections along each key's input path (bit i = level i).
+    tsel: Vec<u64>,
+    /// Packed mode: one-bit value corrections (bit i = level i).
+    vbits: Vec<u64>,
+    /// Gathered seed corrections, level-major: `scw[i * LSTRIDE + j]`.
+    scw: Vec<u128>,
+    /// Gathered value corrections, level-major (unpacked mode).
+    vcw0: Vec<u64>,
+    vcw1: Vec<u64>,
     buf: Vec<Block>,
 }
 
@@ -444,6 +508,11 @@ impl Scratch {
             t: vec![0; CHUNK],
             acc0: vec![0; CHUNK],
             acc1: vec![0; CHUNK],
+            tsel: vec![0; CHUNK],
+            vbits: vec![0; CHUNK],
+            scw: Vec::new(),
+            vcw0: Vec::new(),
+            vcw1: Vec::new(),
             buf: vec![Block::ZERO; 2 * CHUNK],
         }
     }
@@ -452,11 +521,21 @@ impl Scratch {
         self.t.zeroize();
         self.acc0.zeroize();
         self.acc1.zeroize();
+        self.tsel.zeroize();
+        self.vbits.zeroize();
+        self.scw.zeroize();
+        self.vcw0.zeroize();
+        self.vcw1.zeroize();
         self.buf.zeroize();
     }
 }
 
-/// One chunk of `m` keys of identical shape, level by level.
+/// One chunk of `m` keys of identical shape.
+///
+/// First each key's correction words are gathered (each key's memory is
+/// read front to back, which the hardware prefetchers follow) into a
+/// level-major scratch layout; then the tree is walked level by level with
+/// one AES call for the whole chunk and dense, bounds-check-free loops.
 #[inline(never)]
 fn chunk<'a, const PACKED: bool, G, E>(
     party: u8,
@@ -473,65 +552,112 @@ fn chunk<'a, const PACKED: bool, G, E>(
     let k0 = get(base);
     let n = k0.bits as usize;
     let lanes = k0.lanes as usize;
+    let w = stride(k0.out_bits, k0.lanes);
     let om = mask(k0.out_bits);
     let xs = &xs[base..base + m];
+    if st.scw.len() < n * LSTRIDE {
+        st.scw.resize(n * LSTRIDE, 0);
+        if !PACKED {
+            st.vcw0.resize(n * LSTRIDE, 0);
+            st.vcw1.resize(n * LSTRIDE, 0);
+        }
+    }
+    // Gather.
+    let t0 = (party & 1) as u64;
+    for j in 0..PREFETCH_KEYS.min(m) {
+        let k = get(base + j);
+        for off in (0..k.cw.len()).step_by(8) {
+            prefetch::read(k.cw.as_ptr().wrapping_add(off));
+        }
+    }
+    for j in 0..m {
+        let k = get(base + j);
+        let x = xs[j];
+        // bit i of xpath = the input bit consumed at level i (MSB first).
+        let xpath = if n == 0 { 0 } else { x.reverse_bits() >> (64 - n) };
+        st.tsel[j] = (k.tl & !xpath) | (k.tr & xpath);
+        st.vbits[j] = k.vbits;
+        st.s[j] = k.s0;
+        st.t[j] = t0;
+        st.acc0[j] = 0;
+        st.acc1[j] = 0;
+        let cw = &k.cw[..n * w];
+        for (i, lv) in cw.chunks_exact(w).enumerate() {
+            st.scw[i * LSTRIDE + j] = (lv[0] as u128) | ((lv[1] as u128) << 64);
+            if !PACKED {
+                st.vcw0[i * LSTRIDE + j] = lv[2];
+                if lanes == 2 {
+                    st.vcw1[i * LSTRIDE + j] = lv[3];
+                }
+            }
+        }
+        // Keys are separate allocations: fetch a later key's words now so
+        // DRAM latency overlaps this key's gather.
+        if j + PREFETCH_KEYS < m {
+            let nk = get(base + j + PREFETCH_KEYS);
+            let p = nk.cw.as_ptr();
+            for off in (0..nk.cw.len()).step_by(8) {
+                prefetch::read(p.wrapping_add(off));
+            }
+        }
+    }
     let s = &mut st.s[..m];
     let t = &mut st.t[..m];
     let acc0 = &mut st.acc0[..m];
     let acc1 = &mut st.acc1[..m];
-    let per = if PACKED { 1 } else { 2 };
-    let buf = &mut st.buf[..per * m];
-    for j in 0..m {
-        s[j] = get(base + j).s0;
-        t[j] = (party & 1) as u64;
-        acc0[j] = 0;
-        acc1[j] = 0;
-    }
+    let tsel = &st.tsel[..m];
+    let vbits = &st.vbits[..m];
     let pi = ggm::pi();
     for i in 0..n {
         let shift = n - 1 - i;
-        for j in 0..m {
-            let d = ((xs[j] >> shift) & 1) as u128;
-            if PACKED {
-                buf[j] = Block(s[j] ^ d);
-            } else {
-                buf[2 * j] = Block(s[j] ^ d);
-                buf[2 * j + 1] = Block(s[j] ^ (ggm::TWEAK_V | d));
+        let scw = &st.scw[i * LSTRIDE..i * LSTRIDE + m];
+        if PACKED {
+            let buf = &mut st.buf[..m];
+            for ((bj, &sj), &x) in buf.iter_mut().zip(s.iter()).zip(xs) {
+                *bj = Block(sj ^ ((x >> shift) & 1) as u128);
             }
-        }
-        pi.encrypt_blocks(buf);
-        for j in 0..m {
-            let k = get(base + j);
-            let d = (xs[j] >> shift) & 1;
-            let tm = t[j].wrapping_neg();
-            let tm128 = ((tm as u128) << 64) | tm as u128;
-            // Control-bit correction on this side, selected without a branch.
-            let tcw = (((k.tl >> i) & !d.wrapping_neg()) | ((k.tr >> i) & d.wrapping_neg())) & 1;
-            let scw = k.scw[i] & tm128;
-            if PACKED {
-                let b = buf[j].0 ^ s[j] ^ d as u128;
-                s[j] = (b & !3) ^ scw;
-                acc0[j] = acc0[j].wrapping_add(((b >> 1) & 1) as u64).wrapping_add(k.vcw[i] & tm);
-                t[j] = (b as u64 & 1) ^ (tcw & t[j]);
-            } else {
-                let b = buf[2 * j].0 ^ s[j] ^ d as u128;
-                let w = buf[2 * j + 1].0 ^ s[j] ^ (ggm::TWEAK_V | d as u128);
-                s[j] = (b & !1) ^ scw;
-                if lanes == 1 {
-                    acc0[j] = acc0[j].wrapping_add(w as u64).wrapping_add(k.vcw[i] & tm);
-                } else {
-                    acc0[j] = acc0[j].wrapping_add(w as u64).wrapping_add(k.vcw[2 * i] & tm);
-                    acc1[j] = acc1[j].wrapping_add((w >> 64) as u64).wrapping_add(k.vcw[2 * i + 1] & tm);
+            pi.encrypt_blocks(buf);
+            for j in 0..m {
+                let d = ((xs[j] >> shift) & 1) as u128;
+                let b = buf[j].0 ^ s[j] ^ d;
+                let tj = t[j];
+                let tm = tj.wrapping_neg();
+                let tm128 = ((tm as u128) << 64) | tm as u128;
+                s[j] = (b & !3) ^ (scw[j] & tm128);
+                acc0[j] = acc0[j].wrapping_add(((b >> 1) as u64 & 1) + ((vbits[j] >> i) & tj & 1));
+                t[j] = (b as u64 & 1) ^ ((tsel[j] >> i) & tj & 1);
+            }
+        } else {
+            let buf = &mut st.buf[..2 * m];
+            for ((bj, &sj), &x) in buf.chunks_exact_mut(2).zip(s.iter()).zip(xs) {
+                let d = ((x >> shift) & 1) as u128;
+                bj[0] = Block(sj ^ d);
+                bj[1] = Block(sj ^ (ggm::TWEAK_V | d));
+            }
+            pi.encrypt_blocks(buf);
+            let v0 = &st.vcw0[i * LSTRIDE..i * LSTRIDE + m];
+            let v1 = &st.vcw1[i * LSTRIDE..i * LSTRIDE + m];
+            for j in 0..m {
+                let d = ((xs[j] >> shift) & 1) as u128;
+                let b = buf[2 * j].0 ^ s[j] ^ d;
+                let v = buf[2 * j + 1].0 ^ s[j] ^ (ggm::TWEAK_V | d);
+                let tj = t[j];
+                let tm = tj.wrapping_neg();
+                let tm128 = ((tm as u128) << 64) | tm as u128;
+                s[j] = (b & !1) ^ (scw[j] & tm128);
+                acc0[j] = acc0[j].wrapping_add(v as u64).wrapping_add(v0[j] & tm);
+                if lanes == 2 {
+                    acc1[j] = acc1[j].wrapping_add((v >> 64) as u64).wrapping_add(v1[j] & tm);
                 }
-                t[j] = (b as u64 & 1) ^ (tcw & t[j]);
+                t[j] = (b as u64 & 1) ^ ((tsel[j] >> i) & tj & 1);
             }
         }
     }
     // Leaf.
     if lanes == 2 {
         let lb = &mut st.buf[..m];
-        for j in 0..m {
-            lb[j] = Block(s[j] ^ ggm::TWEAK_LEAF);
+        for (l, &sj) in lb.iter_mut().zip(s.iter()) {
+            *l = Block(sj ^ ggm::TWEAK_LEAF);
         }
         pi.encrypt_blocks(lb);
         for j in 0..m {
@@ -552,5 +678,21 @@ fn chunk<'a, const PACKED: bool, G, E>(
     for j in 0..m {
         let (a, b) = if neg { (acc0[j].wrapping_neg(), acc1[j].wrapping_neg()) } else { (acc0[j], acc1[j]) };
         emit(base + j, [a & om, b & om]);
+    }
+}
+
+/// Software prefetch (a hint: never faults, never reads).
+mod prefetch {
+    #[inline(always)]
+    pub(super) fn read<T>(p: *const T) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: PREFETCHT0 is a hint that performs no architectural memory
+        // access and cannot fault, whatever the address (SSE is baseline on
+        // x86_64).
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
     }
 }
