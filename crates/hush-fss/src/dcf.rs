@@ -275,7 +275,7 @@ fn check_params(bits: u32, out_bits: u32, lanes: u32, min_bits: u32) -> Result<(
     Ok(())
 }
 
-/// DCF key generation for f_{α,β}(x) = β·[x < α] over unsigned `bits`-bit x,
+/// DCF key generation for f_{α,β}(x) = β·\[x < α\] over unsigned `bits`-bit x,
 /// β ∈ Z_2^out_bits (reduced mod 2^out_bits). Deterministic given `prg`.
 ///
 /// Panics on bad parameters (`bits` or `out_bits` outside 1..=64, or
@@ -570,9 +570,8 @@ fn chunk<'a, const PACKED: bool, G, E>(
             prefetch::read(k.cw.as_ptr().wrapping_add(off));
         }
     }
-    for j in 0..m {
+    for (j, &x) in xs.iter().enumerate() {
         let k = get(base + j);
-        let x = xs[j];
         // bit i of xpath = the input bit consumed at level i (MSB first).
         let xpath = if n == 0 { 0 } else { x.reverse_bits() >> (64 - n) };
         st.tsel[j] = (k.tl & !xpath) | (k.tr & xpath);

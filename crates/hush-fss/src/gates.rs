@@ -9,11 +9,11 @@
 //!
 //! * **DReLU** (sign): DReLU(x) = 1 if x ≥ 0 as a signed n-bit value. With
 //!   x̂ = (x̂_msb, x̂_low), r_in = (r_msb, r_low) split at bit n−1,
-//!   MSB(x) = x̂_msb ⊕ r_msb ⊕ [x̂_low < r_low] (the borrow out of the low
+//!   MSB(x) = x̂_msb ⊕ r_msb ⊕ \[x̂_low < r_low\] (the borrow out of the low
 //!   n−1 bits), so one (n−1)-bit DCF with α = r_low suffices — the reduction
 //!   BCGGIKR21 use for their sign/DReLU and shift gates (§5). The XOR with
 //!   the secret r_msb is folded into the DCF payload: β = 1 − 2·r_msb and
-//!   shares of r_msb give u = r_msb ⊕ [x̂_low < r_low] arithmetically, and
+//!   shares of r_msb give u = r_msb ⊕ \[x̂_low < r_low\] arithmetically, and
 //!   the public p = 1 ⊕ x̂_msb selects u or 1 − u.
 //! * **ReLU** as a two-piece spline with output coefficients (BCGGIKR21
 //!   splines; CRISP Alg. 1-2, whose eq. 2 is only correct "with high
@@ -24,12 +24,12 @@
 //!   delivers both coefficients.
 //! * **Less-than** against a dealer-chosen threshold c (secret from the
 //!   evaluators, e.g. a module-derived mask in the TAMI-style millionaires'
-//!   setting; public constants work too): [x < c] for unsigned x. As
+//!   setting; public constants work too): \[x < c\] for unsigned x. As
 //!   integers x̂ ∈ [0, N) and, with e = r_in + c,
-//!   [x < c] = [x̂ < e mod N] − [x̂ < r_in] + [e ≥ N] (interval containment
+//!   \[x < c\] = \[x̂ < e mod N\] − \[x̂ < r_in\] + \[e ≥ N\] (interval containment
 //!   of x̂ in the cyclic interval [r_in, r_in + c), BCGGIKR21 §4), so two
 //!   n-bit DCFs (α = e mod N, β = 1 and α = r_in, β = −1) and shares of the
-//!   constant [e ≥ N] + r_out.
+//!   constant \[e ≥ N\] + r_out.
 //!
 //! **Security**: semi-honest, keys from a dealer (the trusted module in
 //! `tee` mode). r_in must be uniformly random and used for exactly one
@@ -160,7 +160,7 @@ impl DreluKey {
 }
 
 /// DReLU key generation: shares over Z_2^out_bits of DReLU(x̂ − r_in) + r_out,
-/// DReLU(x) = [x ≥ 0] for signed `bits`-bit x. `r_in` is reduced mod
+/// DReLU(x) = \[x ≥ 0\] for signed `bits`-bit x. `r_in` is reduced mod
 /// 2^bits, `r_out` mod 2^out_bits. Deterministic given `prg`.
 ///
 /// Panics if `bits` or `out_bits` is outside 1..=64 (see [`try_drelu_gen`]).
@@ -352,7 +352,7 @@ pub struct LtKey {
     party: u8,
     bits: u32,
     out_bits: u32,
-    /// Share of [r_in + c ≥ 2^n] + r_out.
+    /// Share of \[r_in + c ≥ 2^n\] + r_out.
     off: u64,
     /// α = (r_in + c) mod 2^n, β = 1.
     upper: DcfKey,
@@ -414,13 +414,13 @@ impl LtKey {
     }
 }
 
-/// Less-than key generation: shares over Z_2^out_bits of [x < c] + r_out,
+/// Less-than key generation: shares over Z_2^out_bits of \[x < c\] + r_out,
 /// where x = x̂ − r_in mod 2^bits is unsigned and the threshold
 /// `c` < 2^bits is known to the dealer only (it is hidden by the keys).
 /// `r_in` is reduced mod 2^bits, `r_out` mod 2^out_bits. Deterministic given
 /// `prg`. Panics on bad parameters (see [`try_lt_gen`]).
 ///
-/// For [x > c] use 1 − [x < c + 1]; for two shared values compare their
+/// For \[x > c\] use 1 − \[x < c + 1\]; for two shared values compare their
 /// difference with [`drelu_gen`] when it cannot overflow.
 pub fn lt_gen(prg: &mut Prg, bits: u32, r_in: u64, c: u64, r_out: u64, out_bits: u32) -> (LtKey, LtKey) {
     try_lt_gen(prg, bits, r_in, c, r_out, out_bits).expect("lt_gen: bad parameters")

@@ -6,7 +6,7 @@
 //! (ePrint 2020/1392; "BCGGIKR21" below), instantiated with a fixed-key-AES
 //! PRG ([`ggm`]).
 //!
-//! * [`dcf`] — the distributed comparison function f_{α,β}(x) = β·[x < α]
+//! * [`dcf`] — the distributed comparison function f_{α,β}(x) = β·\[x < α\]
 //!   (BCGGIKR21 §3, the DCF Gen/Eval figure), single and batched evaluation
 //!   (AES for thousands of keys in flight).
 //! * [`gates`] — FSS gates on *masked* inputs x̂ = x + r_in (the offset-family
@@ -14,7 +14,7 @@
 //!   ReLU as a two-piece spline with output coefficients (BCGGIKR21 splines;
 //!   CRISP Alg. 1-2, made exact), and less-than against a dealer-chosen
 //!   threshold (interval containment from two DCFs).
-//! * [`bench`] — throughput measurement the CLI can call.
+//! * [`bench`](mod@bench) — throughput measurement the CLI can call.
 //!
 //! ## Exactness
 //! Every gate is exact over the whole ring Z_2^bits, including wrap-around of
