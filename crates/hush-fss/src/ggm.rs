@@ -109,7 +109,6 @@ pub(crate) fn leaf_one_lane(seed: u128) -> u64 {
 /// parties at once, one AES call).
 pub(crate) fn expand_both(seeds: [u128; 2], packed: bool) -> [[Child; 2]; 2] {
     let mut blk = [Block::ZERO; 8];
-    let mut scratch = [Block::ZERO; 8];
     let per = if packed { 2 } else { 4 };
     for b in 0..2 {
         for d in 0..2u128 {
@@ -119,7 +118,11 @@ pub(crate) fn expand_both(seeds: [u128; 2], packed: bool) -> [[Child; 2]; 2] {
             }
         }
     }
-    mmo_inplace(&mut blk[..2 * per], &mut scratch);
+    let inp = blk;
+    pi().encrypt_blocks(&mut blk[..2 * per]);
+    for (b, i) in blk.iter_mut().zip(inp.iter()) {
+        b.0 ^= i.0;
+    }
     let mut out = [[Child { seed: 0, t: 0, v: [0; 2] }; 2]; 2];
     for b in 0..2 {
         for d in 0..2 {
