@@ -30,6 +30,7 @@
 
 pub mod attest;
 pub mod backend;
+pub mod deal;
 pub mod ggm;
 pub mod handshake;
 pub mod module;

@@ -80,6 +80,9 @@ pub enum Request {
     GgmRoots { batch: u64, trees: u32, height: u32 },
     /// SilentFlow receiver: crossing `level` (1..=height−1) of `batch`.
     GgmLevel { batch: u64, trees: u32, height: u32, level: u32 },
+    /// A two-party dealing kind (Beaver/AND triples, TAMI comparison
+    /// batches, ...): see [`crate::deal`].
+    Deal(crate::deal::DealRequest),
 }
 
 /// What the module releases.
@@ -95,6 +98,8 @@ pub enum Response {
     GgmRoots(Vec<Block>),
     /// `alphas` only in crossing 1; `leaf_red` and `masked` only in the last.
     GgmLevel { alphas: Vec<u32>, red: Vec<Block>, leaf_red: Vec<Block>, masked: Vec<Block> },
+    /// This host's share of a [`Request::Deal`] batch (see [`crate::deal`]).
+    Dealt(Vec<u8>),
     /// The module refused or failed (carried across the process boundary).
     Error(String),
 }
@@ -114,6 +119,7 @@ impl Drop for Response {
                 leaf_red.zeroize();
                 masked.zeroize();
             }
+            Response::Dealt(b) => b.zeroize(),
             _ => {}
         }
     }
@@ -135,6 +141,11 @@ impl Request {
             Request::GgmLevel { batch, trees, height, level } => {
                 w.u8(12).u64(*batch).u32(*trees).u32(*height).u32(*level)
             }
+            Request::Deal(d) => {
+                w.u8(20);
+                d.encode(&mut w);
+                &mut w
+            }
         };
         w.0
     }
@@ -148,6 +159,7 @@ impl Request {
             10 => Request::CotInit { k: r.u32()? },
             11 => Request::GgmRoots { batch: r.u64()?, trees: r.u32()?, height: r.u32()? },
             12 => Request::GgmLevel { batch: r.u64()?, trees: r.u32()?, height: r.u32()?, level: r.u32()? },
+            20 => Request::Deal(crate::deal::DealRequest::decode(&mut r)?),
             t => return Err(Error::Malformed(format!("unknown request kind {t}"))),
         };
         r.finish()?;
@@ -172,6 +184,7 @@ impl Response {
             Response::GgmLevel { alphas, red, leaf_red, masked } => {
                 w.u8(13).u32s(alphas).blocks(red).blocks(leaf_red).blocks(masked)
             }
+            Response::Dealt(b) => w.u8(20).bytes(b),
             Response::Error(e) => w.u8(255).bytes(e.as_bytes()),
         };
         w.0
@@ -187,6 +200,7 @@ impl Response {
             11 => Response::CotReceiverInit { w: r.blocks()? },
             12 => Response::GgmRoots(r.blocks()?),
             13 => Response::GgmLevel { alphas: r.u32s()?, red: r.blocks()?, leaf_red: r.blocks()?, masked: r.blocks()? },
+            20 => Response::Dealt(r.bytes(crate::backend::MAX_MODULE_FRAME)?),
             255 => Response::Error(String::from_utf8_lossy(&r.bytes(4096)?).into_owned()),
             t => return Err(Error::Malformed(format!("unknown response kind {t}"))),
         };
@@ -290,6 +304,7 @@ impl Module {
             Request::CotInit { k } => self.cot_init(*k),
             Request::GgmRoots { batch, trees, height } => self.ggm_roots(*batch, *trees, *height),
             Request::GgmLevel { batch, trees, height, level } => self.ggm_level(*batch, *trees, *height, *level),
+            Request::Deal(d) => Ok(Response::Dealt(crate::deal::handle(self, d)?)),
         }
     }
 
@@ -320,6 +335,12 @@ impl Module {
             (Some(k), Some(r)) => Ok((k, r)),
             _ => Err(Error::Refused("seed agreement not completed".into())),
         }
+    }
+
+    /// This module's role once seed agreement is complete (dealing kinds
+    /// release the share of this role only).
+    pub fn deal_role(&self) -> Result<ModuleRole> {
+        Ok(self.established()?.1)
     }
 
     /// A 128-bit key derived from the synchronized seed under `label`.

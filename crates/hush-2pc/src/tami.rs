@@ -1,0 +1,338 @@
+//! TAMI-MPC's one-round millionaires' in `tee` mode (Li et al., "TAMI-MPC:
+//! Trusted Acceleration of Minimal-Interaction MPC", §3; VISION.md "TAMI-MPC
+//! millionaires'"), and the DReLU / ReLU / truncation built on it.
+//!
+//! Party 1 (B, the x-holder) holds an input-independent value its module
+//! dealt — the comparison input x, or the mask m of a masked activation
+//! x = y + m — and party 0 (A) holds the online value y. The dealing is
+//! described in [`hush_tee::deal::tami`]. Online:
+//!
+//! 1. A → B: ŷ = y ⊕ τ (the leaf, no first round: Table 2's nk bits);
+//! 2. B reads the masked leaf bits d = leaf ⊕ r from its dealt tables at ŷ
+//!    and sends them (Opt#1: A's leaf share is inside the tables, so only
+//!    one direction carries the merge opening); both parties evaluate the
+//!    merge polynomial locally from their dealt subset-product shares (eqs.
+//!    1-3), each distinct subset product dealt once (Opt#2, eqs. 4-7).
+//!    With more chunks than the merge arity, each further level costs one
+//!    simultaneous exchange.
+//! 3. ReLU / truncation only: B appends e_B = b_B ⊕ ρ_B to its flight,
+//!    A returns e = b ⊕ ρ (one bit), and both finish locally:
+//!    b = e + (1 − 2e)ρ (truncation) or b·x = e·x + (1 − 2e)·ρx (ReLU,
+//!    ρy from the dealt ρτ_i, see the dealer docs).
+//!
+//! Flights for ℓ ≤ 32 at the default k = 4, arity 8: two (millionaires',
+//! DReLU), three (ReLU, truncation); bits per comparison online: the sent
+//! bits of ŷ (A → B) plus one per opened leaf bit (B → A).
+//!
+//! **Truncation** (faithful, full range): with x' = x + 2^{ℓ−1} (A adds the
+//! constant to its share y), ⌊x/2^f⌋ = ⌊x'/2^f⌋ − 2^{ℓ−1−f} exactly for
+//! every signed ℓ-bit x, and ⌊x'/2^f⌋ = (y'≫f) + (m≫f) − w·2^{ℓ−f} − c with
+//! the wrap bit w = 1{y' + m ≥ 2^ℓ} = 1{y' > 2^ℓ−1−m} (a comparison against
+//! a dealt threshold) and the dropped low carry c ∈ {0, 1}: error ≤ 1 ulp,
+//! never a wrap-around blow-up.
+//!
+//! Security: semi-honest; relies on the modules keeping τ, r, m and the
+//! subset products apart (the module is simulated — gives no hardware
+//! protection). Every opened value is masked by a dealt uniform bit or ring
+//! element unknown to its receiver.
+
+use crate::share::{ArithShare, BoolShare};
+use crate::tee::Dealer;
+use crate::wire::{self, mask, pack_ring, pack_words, unpack_ring, unpack_words};
+use crate::{invalid, malformed, Party, Result};
+use hush_primitives::Ring;
+pub use hush_tee::deal::tami::{Flavor, Plan, TamiShape};
+use hush_tee::deal::tami::{eval_level_word, TamiShare};
+use hush_tee::deal::{DealRequest, MAX_DEAL_N};
+use hush_transport::Channel;
+
+/// Default chunk width and merge arity (one merge round for ℓ ≤ 32).
+pub const DEFAULT_K: u32 = 4;
+pub const DEFAULT_ARITY: u32 = 8;
+
+/// One dealt batch, ready for the online phase.
+pub struct TamiBatch {
+    pub shape: TamiShape,
+    pub plan: Plan,
+    pub n: usize,
+    pub party: Party,
+    share: TamiShare,
+    in_idx: Vec<[usize; 2]>,
+}
+
+impl TamiBatch {
+    /// B's dealt input (x for the millionaires', the mask m otherwise);
+    /// empty at party 0.
+    pub fn dealt_input(&self) -> &[u64] {
+        &self.share.input
+    }
+    /// Bytes the module released for this batch.
+    pub fn dealt_bytes(&self) -> usize {
+        self.share.dealt_bytes()
+    }
+}
+
+/// Offline: one crossing for this party's share of `n` comparisons.
+pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: TamiShape) -> Result<TamiBatch> {
+    shape.validate().map_err(crate::Error::Invalid)?;
+    if n == 0 || n > MAX_DEAL_N as usize {
+        return Err(invalid(format!("TAMI batch of {n} out of range 1..={MAX_DEAL_N}")));
+    }
+    let batch = dealer.next_batch();
+    let bytes = dealer.deal(DealRequest::Tami { batch, n: n as u32, shape })?;
+    let plan = shape.plan();
+    let share = TamiShare::from_bytes(&bytes, party, n, &shape, &plan)?;
+    let mut in_idx = vec![[usize::MAX; 2]; plan.leaves];
+    for (t, &(node, eq)) in plan.levels[0].inputs.iter().enumerate() {
+        in_idx[node as usize][eq as usize] = t;
+    }
+    Ok(TamiBatch { shape, plan, n, party, share, in_idx })
+}
+
+/// Output of a batch: XOR shares (millionaires', DReLU) or arithmetic shares.
+#[derive(Debug)]
+pub enum TamiOut {
+    Bits(BoolShare),
+    Arith(ArithShare),
+}
+
+impl TamiOut {
+    pub fn bits(self) -> Result<BoolShare> {
+        match self {
+            TamiOut::Bits(b) => Ok(b),
+            _ => Err(invalid("expected a Boolean output")),
+        }
+    }
+    pub fn arith(self) -> Result<ArithShare> {
+        match self {
+            TamiOut::Arith(a) => Ok(a),
+            _ => Err(invalid("expected an arithmetic output")),
+        }
+    }
+}
+
+const STEP_LEAF: &str = "TAMI leaf: masked input ŷ";
+const STEP_D0: &str = "TAMI merge: opened leaf bits";
+const STEP_DL: &str = "TAMI merge: level opening";
+const STEP_E: &str = "TAMI post: opened e = b ⊕ ρ";
+
+/// Online phase. Party 0 passes its value y (its share of x for DReLU,
+/// ReLU and truncation); party 1 passes `None`.
+pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<TamiOut> {
+    let shape = b.shape;
+    let n = b.n;
+    let nw = n.div_ceil(64);
+    let l = shape.bits;
+    let lm = mask(l);
+    let sent = shape.sent_bits();
+    let levels = &b.plan.levels;
+    let single = levels.len() == 1;
+    let post = shape.has_post();
+    let t0 = levels[0].inputs.len();
+    let party = b.party;
+    let s = &b.share;
+
+    // 1. Leaf flight A → B.
+    let mut yhat = vec![0u64; n];
+    let mut yv = Vec::new();
+    if party == 0 {
+        let y = y.ok_or_else(|| invalid("party 0 must supply its input"))?;
+        if y.len() != n {
+            return Err(invalid(format!("input of {} elements for a batch of {n}", y.len())));
+        }
+        yv = match shape.flavor {
+            Flavor::Trunc { .. } => y.iter().map(|v| v.wrapping_add(1u64 << (l - 1)) & lm).collect(),
+            _ => y.iter().map(|v| v & lm).collect(),
+        };
+        let sm = mask(sent);
+        for i in 0..n {
+            yhat[i] = (yv[i] ^ s.tau[i]) & sm;
+        }
+        let mut msg = Vec::new();
+        pack_ring(&yhat, sent, &mut msg);
+        wire::send(ch, &msg)?;
+    } else {
+        let bytes = wire::recv(ch, STEP_LEAF, n * wire::ring_bytes(sent))?;
+        unpack_ring(STEP_LEAF, &bytes, sent, &mut yhat)?;
+    }
+
+    // 2. Level 0: B opens the masked leaf bits.
+    let extra = if post && single { nw } else { 0 };
+    let mut d0 = vec![0u64; nw * t0];
+    let mut e_peer = vec![0u64; extra];
+    if party == 1 {
+        let chunks = shape.chunks();
+        let nc = chunks.len();
+        for i in 0..n {
+            let (wi, bi) = (i / 64, i % 64);
+            let row = &s.tables[i * nc..(i + 1) * nc];
+            for (j, &(lo, width)) in chunks.iter().enumerate() {
+                let u = (yhat[i] >> lo) & ((1u64 << width) - 1);
+                let t = row[j];
+                let [ig, ie] = b.in_idx[j];
+                d0[wi * t0 + ig] |= ((t >> u) & 1) << bi;
+                if ie != usize::MAX {
+                    d0[wi * t0 + ie] |= ((t >> (32 + u)) & 1) << bi;
+                }
+            }
+        }
+    }
+    let mut outs;
+    if party == 1 {
+        outs = eval_all(levels, 0, party, &d0, &s.subsets[0], nw);
+        let mut msg = Vec::new();
+        pack_words(&d0, &mut msg);
+        if post && single {
+            let bb = final_bits(&shape, party, &outs, nw, None, &s.input);
+            let e_mine: Vec<u64> = bb.iter().zip(&s.rho_bits).map(|(x, r)| x ^ r).collect();
+            pack_words(&e_mine, &mut msg);
+        }
+        wire::send(ch, &msg)?;
+    } else {
+        let bytes = wire::recv(ch, STEP_D0, 8 * (nw * t0 + extra))?;
+        unpack_words(STEP_D0, &bytes[..8 * nw * t0], &mut d0)?;
+        wire::check_tail(STEP_D0, &d0, n, t0)?;
+        unpack_words(STEP_D0, &bytes[8 * nw * t0..], &mut e_peer)?;
+        wire::check_tail(STEP_D0, &e_peer, n, 1)?;
+        outs = eval_all(levels, 0, party, &d0, &s.subsets[0], nw);
+    }
+
+    // Further levels: simultaneous openings with XOR-shared masks.
+    for li in 1..levels.len() {
+        let lv = &levels[li];
+        let ti = lv.inputs.len();
+        let mut mine = vec![0u64; nw * ti];
+        let tl = wire::tail(n);
+        for wi in 0..nw {
+            for (t, &(node, eq)) in lv.inputs.iter().enumerate() {
+                let (g, e) = outs[wi][node as usize];
+                let v = if eq { e } else { g };
+                let mut x = v ^ s.masks[li][wi * ti + t];
+                if wi == nw - 1 {
+                    x &= tl;
+                }
+                mine[wi * ti + t] = x;
+            }
+        }
+        let mut msg = Vec::new();
+        pack_words(&mine, &mut msg);
+        let peer = wire::exchange(ch, STEP_DL, &msg)?;
+        let mut pd = vec![0u64; nw * ti];
+        unpack_words(STEP_DL, &peer, &mut pd)?;
+        wire::check_tail(STEP_DL, &pd, n, ti)?;
+        let d: Vec<u64> = mine.iter().zip(&pd).map(|(a, b)| a ^ b).collect();
+        outs = eval_all(levels, li, party, &d, &s.subsets[li], nw);
+    }
+
+    let yh = (party == 0).then_some(&yv[..]);
+    let bits = final_bits(&shape, party, &outs, nw, yh, &s.input);
+    if !post {
+        return Ok(TamiOut::Bits(BoolShare::new(n, bits)));
+    }
+
+    // 3. e = b ⊕ ρ.
+    let e: Vec<u64> = if single {
+        if party == 0 {
+            let e: Vec<u64> = (0..nw).map(|i| bits[i] ^ s.rho_bits[i] ^ e_peer[i]).collect();
+            let mut msg = Vec::new();
+            pack_words(&e, &mut msg);
+            wire::send(ch, &msg)?;
+            e
+        } else {
+            let bytes = wire::recv(ch, STEP_E, 8 * nw)?;
+            let mut pe = vec![0u64; nw];
+            unpack_words(STEP_E, &bytes, &mut pe)?;
+            wire::check_tail(STEP_E, &pe, n, 1)?;
+            pe
+        }
+    } else {
+        let mine: Vec<u64> = (0..nw).map(|i| bits[i] ^ s.rho_bits[i]).collect();
+        let mut msg = Vec::new();
+        pack_words(&mine, &mut msg);
+        let peer = wire::exchange(ch, STEP_E, &msg)?;
+        let mut pe = vec![0u64; nw];
+        unpack_words(STEP_E, &peer, &mut pe)?;
+        wire::check_tail(STEP_E, &pe, n, 1)?;
+        mine.iter().zip(&pe).map(|(a, b)| a ^ b).collect()
+    };
+    let ring = Ring::new(l).expect("validated");
+    let eb = |i: usize| (e[i / 64] >> (i % 64)) & 1 == 1;
+    let out: Vec<u64> = match shape.flavor {
+        Flavor::Trunc { f } => (0..n)
+            .map(|i| {
+                let w = if eb(i) { ring.sub((party == 0) as u64, s.rho[i]) } else { s.rho[i] };
+                let base = if party == 0 {
+                    ring.sub(yv[i] >> f, 1u64 << (l - 1 - f))
+                } else {
+                    s.input[i] >> f
+                };
+                ring.sub(base, ring.mul(w, 1u64 << (l - f)))
+            })
+            .collect(),
+        Flavor::Relu => (0..n)
+            .map(|i| {
+                let xp = if party == 0 { yv[i] } else { s.input[i] };
+                let yh = yhat[i];
+                let mut ry = ring.mul(yh, s.rho[i]);
+                let rt = &s.rho_tau[i * l as usize..(i + 1) * l as usize];
+                for (bit, &g) in rt.iter().enumerate() {
+                    let t = g << bit;
+                    ry = if (yh >> bit) & 1 == 1 { ry.wrapping_sub(t) } else { ry.wrapping_add(t) };
+                }
+                let rx = ring.add(ry & lm, s.rho_m[i]);
+                if eb(i) {
+                    ring.sub(xp, rx)
+                } else {
+                    rx
+                }
+            })
+            .collect(),
+        _ => unreachable!("post only for ReLU and truncation"),
+    };
+    Ok(TamiOut::Arith(ArithShare::new(ring, out)))
+}
+
+/// Output shares per word per node of level `li`.
+fn eval_all(levels: &[hush_tee::deal::tami::Level], li: usize, party: Party, d: &[u64], sub: &[u64], nw: usize) -> Vec<Vec<(u64, u64)>> {
+    let lv = &levels[li];
+    let ti = lv.inputs.len();
+    let ns = lv.subsets.len();
+    let mut scratch = Vec::new();
+    let mut res = Vec::with_capacity(nw);
+    for wi in 0..nw {
+        let mut out = Vec::with_capacity(lv.outputs.len());
+        eval_level_word(lv, party, &d[wi * ti..(wi + 1) * ti], &sub[wi * ns..(wi + 1) * ns], &mut out, &mut scratch);
+        res.push(out);
+    }
+    res
+}
+
+/// This party's share of the flavor's bit (gt, DReLU or the wrap bit).
+fn final_bits(shape: &TamiShape, party: Party, outs: &[Vec<(u64, u64)>], nw: usize, y: Option<&[u64]>, input: &[u64]) -> Vec<u64> {
+    let n = input.len().max(y.map_or(0, |v| v.len()));
+    let tl = wire::tail(n);
+    let l = shape.bits;
+    let mut bits: Vec<u64> = (0..nw).map(|w| outs[w][0].0).collect();
+    if matches!(shape.flavor, Flavor::Drelu | Flavor::Relu) {
+        // DReLU = 1 ⊕ msb(x) = 1 ⊕ y_h ⊕ m_h ⊕ carry.
+        let src = if party == 0 { y.expect("party 0 has y") } else { input };
+        for (i, v) in src.iter().enumerate() {
+            bits[i / 64] ^= ((v >> (l - 1)) & 1) << (i % 64);
+        }
+        if party == 0 {
+            bits.iter_mut().for_each(|w| *w = !*w);
+        }
+    }
+    if let Some(last) = bits.last_mut() {
+        *last &= tl;
+    }
+    bits
+}
+
+/// Guard used by the nonlinear layer for batches larger than one crossing.
+pub fn check_len(n: usize) -> Result<()> {
+    if n > MAX_DEAL_N as usize {
+        return Err(malformed("TAMI", format!("batch of {n} exceeds {MAX_DEAL_N}")));
+    }
+    Ok(())
+}

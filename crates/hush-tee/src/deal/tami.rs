@@ -1,0 +1,650 @@
+//! TAMI-MPC millionaires' correlations (Li et al., "TAMI-MPC", §3).
+//!
+//! Setting (VISION.md "TAMI-MPC millionaires'"): party 1 ("B", the
+//! x-holder) holds an input-independent value dealt here — the comparison
+//! input x itself, or the mask m of a masked activation x = y + m — and
+//! party 0 ("A", the y-holder) holds the online value y. The comparison is
+//! gt = 1{y' > x'} on L-bit values split into chunks of k bits.
+//!
+//! **Leaf (F_Comp, §3.1), no first round.** The dealer gives A a uniform
+//! mask τ and B, per chunk j, the table T_j[u] = (gt(u ⊕ τ_j, x'_j),
+//! eq(u ⊕ τ_j, x'_j)) ⊕ (r_gt,j, r_eq,j) for all 2^k values u. Online, A
+//! sends ŷ = y ⊕ τ (L bits: Table 2's `nk`) and B reads the *masked* leaf
+//! bits d = leaf ⊕ r at ŷ_j. Because A's leaf share is input-independent it
+//! is folded into the table — this is Opt#1: only B → A carries the opening
+//! of the merge inputs. (VISION.md's variant in which A sends all 2^k
+//! masked table entries costs n·2^{k+1} bits instead of nk; the dealt-mask
+//! form here gives the same one flight with the paper's bit count.)
+//!
+//! **Merge (F_PolyMult, §3.2, eqs. 1-3).** gt = ⊕_i gt_i ∏_{j>i} eq_j. With
+//! d_t = v_t ⊕ r_t public, every monomial ∏_{t∈M} v_t equals
+//! ⊕_{U⊆M} (∏_{t∈M∖U} d_t)·(∏_{t∈U} r_t), so each party finishes locally from
+//! XOR-shares of the subset products ∏_U r_t. **Opt#2 (eqs. 4-7):** a subset
+//! product is dealt once per distinct subset U, however many monomials
+//! contain it ([`Level::subsets`]). The number of subsets grows as 2^{arity},
+//! so chunks are merged `arity` at a time; each further level is one more
+//! (simultaneous) opening with XOR-shared masks r'.
+//!
+//! **Post-processing.** ReLU and truncation need the comparison bit b in
+//! arithmetic form. The dealer adds a bit ρ (XOR-shared and
+//! arithmetically shared), and the parties open e = b ⊕ ρ, so b = e + (1 −
+//! 2e)·ρ. For ReLU the dealer also shares ρ·m and ρ·τ_i (each bit i of τ):
+//! ρ·y = ŷ·ρ + Σ_i 2^i (1 − 2ŷ_i)·ρτ_i is then linear in dealt shares with
+//! public coefficients, so z = b·x = e·x + (1 − 2e)·(ρy + ρm) needs no
+//! further opening.
+
+use super::{ring_mask, stream, Blob, BlobReader};
+use crate::wire::{Reader, Writer};
+use crate::{Error, Result};
+use hush_primitives::Block;
+use std::collections::BTreeMap;
+use zeroize::Zeroize;
+
+/// What the comparison feeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// gt = 1{y > x}, x dealt to B (ℓ-bit unsigned).
+    Millionaire,
+    /// DReLU(y + m) = 1{y + m ≥ 0} (signed ℓ-bit), m dealt to B.
+    Drelu,
+    /// ReLU(y + m), arithmetic output.
+    Relu,
+    /// ⌊(y + m) / 2^f⌋ (signed), arithmetic output, error ≤ 1 ulp.
+    Trunc { f: u32 },
+}
+
+/// Parameters of a TAMI batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TamiShape {
+    /// Ring width ℓ.
+    pub bits: u32,
+    /// Chunk width k (1..=5).
+    pub k: u32,
+    /// Merge arity: chunks collapsed per one-round merge (2..=8).
+    pub arity: u32,
+    pub flavor: Flavor,
+}
+
+impl TamiShape {
+    pub fn new(bits: u32, k: u32, arity: u32, flavor: Flavor) -> Self {
+        TamiShape { bits, k, arity, flavor }
+    }
+
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let min_bits = if self.flavor == Flavor::Millionaire { 1 } else { 2 };
+        if !(min_bits..=64).contains(&self.bits) {
+            return Err(format!("ring width {} out of range {min_bits}..=64", self.bits));
+        }
+        if !(1..=5).contains(&self.k) {
+            return Err(format!("chunk width k = {} out of range 1..=5", self.k));
+        }
+        if !(2..=8).contains(&self.arity) {
+            return Err(format!("merge arity {} out of range 2..=8", self.arity));
+        }
+        if let Flavor::Trunc { f } = self.flavor {
+            if f == 0 || f >= self.bits {
+                return Err(format!("truncation by {f} bits out of range 1..{}", self.bits));
+            }
+        }
+        if self.chunks().len() > 64 {
+            return Err("more than 64 chunks".into());
+        }
+        Ok(())
+    }
+
+    /// Width L of the compared values.
+    pub fn cmp_bits(&self) -> u32 {
+        match self.flavor {
+            Flavor::Millionaire | Flavor::Trunc { .. } => self.bits,
+            Flavor::Drelu | Flavor::Relu => self.bits - 1,
+        }
+    }
+
+    /// Bits of ŷ that A sends.
+    pub fn sent_bits(&self) -> u32 {
+        match self.flavor {
+            Flavor::Relu => self.bits,
+            _ => self.cmp_bits(),
+        }
+    }
+
+    /// (lowest bit, width) of each chunk, least significant first.
+    pub fn chunks(&self) -> Vec<(u32, u32)> {
+        let l = self.cmp_bits();
+        (0..l.div_ceil(self.k)).map(|j| (j * self.k, self.k.min(l - j * self.k))).collect()
+    }
+
+    fn code(&self) -> (u8, u32) {
+        match self.flavor {
+            Flavor::Millionaire => (0, 0),
+            Flavor::Drelu => (1, 0),
+            Flavor::Relu => (2, 0),
+            Flavor::Trunc { f } => (3, f),
+        }
+    }
+
+    pub fn encode(&self, w: &mut Writer) {
+        let (c, f) = self.code();
+        w.u32(self.bits).u32(self.k).u32(self.arity).u8(c).u32(f);
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let (bits, k, arity, c, f) = (r.u32()?, r.u32()?, r.u32()?, r.u8()?, r.u32()?);
+        let flavor = match c {
+            0 => Flavor::Millionaire,
+            1 => Flavor::Drelu,
+            2 => Flavor::Relu,
+            3 => Flavor::Trunc { f },
+            _ => return Err(Error::Malformed(format!("TAMI flavor {c}"))),
+        };
+        Ok(TamiShape { bits, k, arity, flavor })
+    }
+
+    pub fn label(&self) -> String {
+        let (c, f) = self.code();
+        format!("{}/{}/{}/{c}/{f}", self.bits, self.k, self.arity)
+    }
+
+    /// Whether the flavor needs the e = b ⊕ ρ opening.
+    pub fn has_post(&self) -> bool {
+        matches!(self.flavor, Flavor::Relu | Flavor::Trunc { .. })
+    }
+
+    /// The merge plan (identical at the dealer and both hosts).
+    pub fn plan(&self) -> Plan {
+        Plan::new(self.chunks().len(), self.arity as usize)
+    }
+}
+
+/// A monomial ∏_{t ∈ vars} v_t and, for each compressed submask c of its
+/// variables (bit i of c ↔ vars[i]), the position of the dealt subset
+/// product (`NONE` for the empty set).
+#[derive(Clone, Debug)]
+pub struct Mono {
+    pub vars: Vec<u32>,
+    pub pos: Vec<u32>,
+}
+
+pub const NONE: u32 = u32::MAX;
+
+/// One output bit of a level: the XOR of its monomials (they are mutually
+/// exclusive as in CrypTFlow2's merge, so XOR = OR).
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub monos: Vec<Mono>,
+}
+
+/// One merge level: opened inputs, dealt subsets, outputs.
+#[derive(Clone, Debug)]
+pub struct Level {
+    /// (node, is_eq) of the previous level, in opening order.
+    pub inputs: Vec<(u32, bool)>,
+    /// Distinct nonempty subsets of inputs (bit t ↔ inputs[t]) — Opt#2.
+    pub subsets: Vec<u128>,
+    /// Per output node: gt output, and eq output if the next level needs it.
+    pub outputs: Vec<(Output, Option<Output>)>,
+}
+
+/// The levels from leaves to the final bit.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub leaves: usize,
+    pub levels: Vec<Level>,
+}
+
+impl Plan {
+    pub fn new(leaves: usize, arity: usize) -> Self {
+        let mut levels = Vec::new();
+        let mut nodes = leaves;
+        loop {
+            let groups = nodes.div_ceil(arity);
+            let last = groups == 1;
+            // Which inputs each group's outputs use.
+            let mut inputs: Vec<(u32, bool)> = Vec::new();
+            let mut index = BTreeMap::new();
+            let mut group_monos: Vec<(Vec<Vec<(u32, bool)>>, Option<Vec<(u32, bool)>>)> = Vec::new();
+            for g in 0..groups {
+                let lo = g * arity;
+                let hi = (lo + arity).min(nodes);
+                let mut gt = Vec::new();
+                for i in lo..hi {
+                    let mut m = vec![(i as u32, false)];
+                    m.extend((i + 1..hi).map(|j| (j as u32, true)));
+                    gt.push(m);
+                }
+                let eq = (!last).then(|| (lo..hi).map(|j| (j as u32, true)).collect::<Vec<_>>());
+                for i in lo..hi {
+                    for key in [(i as u32, false), (i as u32, true)] {
+                        let used = gt.iter().any(|m| m.contains(&key)) || eq.as_ref().is_some_and(|e| e.contains(&key));
+                        if used {
+                            index.insert(key, inputs.len() as u32);
+                            inputs.push(key);
+                        }
+                    }
+                }
+                group_monos.push((gt, eq));
+            }
+            let mut subset_set = BTreeMap::new();
+            let to_vars = |m: &Vec<(u32, bool)>| m.iter().map(|k| index[k]).collect::<Vec<u32>>();
+            for (gt, eq) in &group_monos {
+                for m in gt.iter().chain(eq.iter()) {
+                    let vars = to_vars(m);
+                    for c in 1u32..(1u32 << vars.len()) {
+                        subset_set.insert(expand(&vars, c), ());
+                    }
+                }
+            }
+            let subsets: Vec<u128> = subset_set.keys().copied().collect();
+            let pos_of: BTreeMap<u128, u32> = subsets.iter().enumerate().map(|(i, &s)| (s, i as u32)).collect();
+            let mk = |m: &Vec<(u32, bool)>| {
+                let vars = to_vars(m);
+                let pos = (0u32..(1u32 << vars.len())).map(|c| if c == 0 { NONE } else { pos_of[&expand(&vars, c)] }).collect();
+                Mono { vars, pos }
+            };
+            let outputs = group_monos
+                .iter()
+                .map(|(gt, eq)| (Output { monos: gt.iter().map(mk).collect() }, eq.as_ref().map(|e| Output { monos: vec![mk(e)] })))
+                .collect();
+            levels.push(Level { inputs, subsets, outputs });
+            if last {
+                break;
+            }
+            nodes = groups;
+        }
+        Plan { leaves, levels }
+    }
+
+    /// Dealt subset-product bits per comparison (each party holds one share bit per subset).
+    pub fn subset_bits(&self) -> usize {
+        self.levels.iter().map(|l| l.subsets.len()).sum()
+    }
+    /// Opened bits per comparison, level by level.
+    pub fn opened_bits(&self) -> Vec<usize> {
+        self.levels.iter().map(|l| l.inputs.len()).collect()
+    }
+}
+
+fn expand(vars: &[u32], c: u32) -> u128 {
+    let mut s = 0u128;
+    for (i, &v) in vars.iter().enumerate() {
+        if (c >> i) & 1 == 1 {
+            s |= 1u128 << v;
+        }
+    }
+    s
+}
+
+/// Evaluates one level for one word of 64 comparisons: `d` are the opened
+/// bits (per input), `sub` this party's subset-product shares; writes the
+/// output shares (gt, eq) per node into `out`.
+pub fn eval_level_word(level: &Level, party: u8, d: &[u64], sub: &[u64], out: &mut Vec<(u64, u64)>, scratch: &mut Vec<u64>) {
+    out.clear();
+    let one = if party == 0 { u64::MAX } else { 0 };
+    let mut eval = |o: &Output, scratch: &mut Vec<u64>| -> u64 {
+        let mut acc = 0u64;
+        for m in &o.monos {
+            let n = m.vars.len();
+            let full = (1usize << n) - 1;
+            scratch.clear();
+            scratch.resize(1 << n, 0);
+            scratch[0] = u64::MAX;
+            for c in 1..=full {
+                let low = c.trailing_zeros() as usize;
+                scratch[c] = scratch[c & (c - 1)] & d[m.vars[low] as usize];
+            }
+            // c = subset U of r's; the complement carries the public d's.
+            acc ^= scratch[full] & one;
+            for c in 1..=full {
+                acc ^= scratch[full ^ c] & sub[m.pos[c] as usize];
+            }
+        }
+        acc
+    };
+    for (gt, eq) in &level.outputs {
+        let g = eval(gt, scratch);
+        let e = eq.as_ref().map(|e| eval(e, scratch)).unwrap_or(0);
+        out.push((g, e));
+    }
+}
+
+/// One party's share of a TAMI batch. Fields a party does not hold are empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TamiShare {
+    /// A: the leaf mask τ (n values).
+    pub tau: Vec<u64>,
+    /// B: its dealt input (x for the millionaires', else the mask m).
+    pub input: Vec<u64>,
+    /// B: leaf tables, `n × chunks` words (gt bits at 0.., eq bits at 32..).
+    pub tables: Vec<u64>,
+    /// Per level: subset-product shares, layout [word][subset].
+    pub subsets: Vec<Vec<u64>>,
+    /// Per level ≥ 1: this party's XOR share of the opening masks r', [word][input].
+    pub masks: Vec<Vec<u64>>,
+    /// Post: XOR share of ρ (one bit per element, packed).
+    pub rho_bits: Vec<u64>,
+    /// Post: arithmetic share of ρ.
+    pub rho: Vec<u64>,
+    /// ReLU: arithmetic share of ρ·m.
+    pub rho_m: Vec<u64>,
+    /// ReLU: arithmetic shares of ρ·τ_i, layout [element][i].
+    pub rho_tau: Vec<u64>,
+}
+
+impl Drop for TamiShare {
+    fn drop(&mut self) {
+        self.tau.zeroize();
+        self.input.zeroize();
+        self.tables.zeroize();
+        self.subsets.iter_mut().for_each(|v| v.zeroize());
+        self.masks.iter_mut().for_each(|v| v.zeroize());
+        self.rho_bits.zeroize();
+        self.rho.zeroize();
+        self.rho_m.zeroize();
+        self.rho_tau.zeroize();
+    }
+}
+
+/// Expected array lengths for (party, n, shape), in serialisation order.
+fn layout(party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Vec<usize> {
+    let w = n.div_ceil(64);
+    let a = party == 0;
+    let c = plan.leaves;
+    let mut v = vec![if a { n } else { 0 }, if a { 0 } else { n }, if a { 0 } else { n * c }];
+    for l in &plan.levels {
+        v.push(w * l.subsets.len());
+    }
+    for l in plan.levels.iter().skip(1) {
+        v.push(w * l.inputs.len());
+    }
+    let post = shape.has_post();
+    let relu = shape.flavor == Flavor::Relu;
+    v.push(if post { w } else { 0 });
+    v.push(if post { n } else { 0 });
+    v.push(if relu { n } else { 0 });
+    v.push(if relu { n * shape.bits as usize } else { 0 });
+    v
+}
+
+impl TamiShare {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Blob::new();
+        b.put(&self.tau).put(&self.input).put(&self.tables);
+        for s in &self.subsets {
+            b.put(s);
+        }
+        for m in self.masks.iter().skip(1) {
+            b.put(m);
+        }
+        b.put(&self.rho_bits).put(&self.rho).put(&self.rho_m).put(&self.rho_tau);
+        std::mem::take(&mut b.0)
+    }
+
+    pub fn from_bytes(buf: &[u8], party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Result<Self> {
+        let lens = layout(party, n, shape, plan);
+        let mut r = BlobReader::new(buf);
+        let mut it = lens.into_iter();
+        let mut next = || it.next().expect("layout covers every field");
+        let mut s = TamiShare::default();
+        s.tau = r.take(next())?;
+        s.input = r.take(next())?;
+        s.tables = r.take(next())?;
+        for _ in &plan.levels {
+            s.subsets.push(r.take(next())?);
+        }
+        s.masks.push(Vec::new());
+        for _ in plan.levels.iter().skip(1) {
+            s.masks.push(r.take(next())?);
+        }
+        s.rho_bits = r.take(next())?;
+        s.rho = r.take(next())?;
+        s.rho_m = r.take(next())?;
+        s.rho_tau = r.take(next())?;
+        r.finish()?;
+        Ok(s)
+    }
+
+    /// Words this share occupies (what the module dealt to this host).
+    pub fn dealt_bytes(&self) -> usize {
+        8 * (self.tau.len()
+            + self.input.len()
+            + self.tables.len()
+            + self.subsets.iter().map(Vec::len).sum::<usize>()
+            + self.masks.iter().map(Vec::len).sum::<usize>()
+            + self.rho_bits.len()
+            + self.rho.len()
+            + self.rho_m.len()
+            + self.rho_tau.len())
+    }
+}
+
+/// Information-theoretic size of each party's dealt share per comparison,
+/// in bits (what a packed encoding needs): (party 0, party 1).
+pub fn dealt_bits_per_cmp(shape: &TamiShape) -> (usize, usize) {
+    let plan = shape.plan();
+    let l = shape.bits as usize;
+    let sub = plan.subset_bits();
+    let masks: usize = plan.levels.iter().skip(1).map(|lv| lv.inputs.len()).sum();
+    let tables: usize = shape.chunks().iter().map(|&(_, w)| 2usize << w).sum();
+    let post = match shape.flavor {
+        Flavor::Relu => 1 + l * (l + 2),
+        Flavor::Trunc { .. } => 1 + l,
+        _ => 0,
+    };
+    (shape.sent_bits() as usize + sub + masks + post, l + tables + sub + masks + post)
+}
+
+// Stream nonces.
+const S_TAU: u64 = 1;
+const S_INPUT: u64 = 2;
+const S_R1: u64 = 3;
+const S_SUB_A: u64 = 16;
+const S_MASK_A: u64 = 32;
+const S_MASK_B: u64 = 48;
+const S_RHO_A: u64 = 64;
+const S_RHO_B: u64 = 65;
+const S_RHOSH_A: u64 = 66;
+const S_RHOM_A: u64 = 67;
+const S_RHOTAU_A: u64 = 68;
+
+/// Applies the permutation u ↦ u ⊕ t to the positions of the low 2^width bits.
+#[inline]
+pub fn xor_permute(mut x: u64, t: u32, width: u32) -> u64 {
+    const M: [u64; 5] = [0x5555_5555, 0x3333_3333, 0x0f0f_0f0f, 0x00ff_00ff, 0x0000_ffff];
+    for b in 0..width {
+        if (t >> b) & 1 == 1 {
+            let s = 1u32 << b;
+            x = ((x & M[b as usize]) << s) | ((x >> s) & M[b as usize]);
+        }
+    }
+    x
+}
+
+/// The comparison threshold x' that B's dealt input implies.
+pub fn threshold(shape: &TamiShape, input: u64) -> u64 {
+    let l = shape.bits;
+    match shape.flavor {
+        Flavor::Millionaire => input,
+        Flavor::Drelu | Flavor::Relu => {
+            let low = ring_mask(l - 1);
+            low - (input & low)
+        }
+        Flavor::Trunc { .. } => !input & ring_mask(l),
+    }
+}
+
+fn tail_mask(n: usize) -> u64 {
+    if n % 64 == 0 {
+        u64::MAX
+    } else {
+        (1u64 << (n % 64)) - 1
+    }
+}
+
+/// The dealer: party `party`'s share of `n` comparisons.
+pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
+    let plan = shape.plan();
+    let w = n.div_ceil(64);
+    let l = shape.bits;
+    let lm = ring_mask(l);
+    let tail = tail_mask(n);
+    let mut s = TamiShare::default();
+    let mut tau = stream(key, S_TAU, n);
+    tau.iter_mut().for_each(|t| *t &= ring_mask(shape.sent_bits()));
+    // Party 0: pure streams.
+    let sub_a: Vec<Vec<u64>> =
+        plan.levels.iter().enumerate().map(|(i, lv)| stream(key, S_SUB_A + i as u64, w * lv.subsets.len())).collect();
+    let mask_a: Vec<Vec<u64>> =
+        plan.levels.iter().enumerate().map(|(i, lv)| if i == 0 { Vec::new() } else { stream(key, S_MASK_A + i as u64, w * lv.inputs.len()) }).collect();
+    let post = shape.has_post();
+    let relu = shape.flavor == Flavor::Relu;
+    let clip = |mut v: Vec<u64>| {
+        if let Some(x) = v.last_mut() {
+            *x &= tail;
+        }
+        v
+    };
+    let rho_a = if post { clip(stream(key, S_RHO_A, w)) } else { Vec::new() };
+    let ring = |nonce: u64, len: usize| -> Vec<u64> {
+        let mut v = stream(key, nonce, len);
+        v.iter_mut().for_each(|x| *x &= lm);
+        v
+    };
+    let rhosh_a = if post { ring(S_RHOSH_A, n) } else { Vec::new() };
+    let rhom_a = if relu { ring(S_RHOM_A, n) } else { Vec::new() };
+    let rhotau_a = if relu { ring(S_RHOTAU_A, n * l as usize) } else { Vec::new() };
+    if party == 0 {
+        s.tau = tau;
+        s.subsets = sub_a;
+        s.masks = mask_a;
+        s.rho_bits = rho_a;
+        s.rho = rhosh_a;
+        s.rho_m = rhom_a;
+        s.rho_tau = rhotau_a;
+        return s;
+    }
+    // Party 1: the whole dealer output.
+    let mut input = stream(key, S_INPUT, n);
+    input.iter_mut().for_each(|x| *x &= lm);
+    let chunks = shape.chunks();
+    let lv0 = &plan.levels[0];
+    let t0 = lv0.inputs.len();
+    let mut in_idx = vec![[usize::MAX; 2]; chunks.len()];
+    for (t, &(node, eq)) in lv0.inputs.iter().enumerate() {
+        in_idx[node as usize][eq as usize] = t;
+    }
+    let r1 = clip_words(stream(key, S_R1, w * t0), t0, tail);
+    let mut tables = vec![0u64; n * chunks.len()];
+    for i in 0..n {
+        let xc = threshold(shape, input[i]);
+        let (wi, bi) = (i / 64, i % 64);
+        for (j, &(lo, width)) in chunks.iter().enumerate() {
+            let cm = (1u64 << width) - 1;
+            let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
+            let xj = (xc >> lo) & cm;
+            let tj = ((tau[i] >> lo) & cm) as u32;
+            let mut gt = full & !((2u64 << xj) - 1);
+            let mut eq = 1u64 << xj;
+            gt = xor_permute(gt, tj, width);
+            eq = xor_permute(eq, tj, width);
+            let ig = in_idx[j][0];
+            if (r1[wi * t0 + ig] >> bi) & 1 == 1 {
+                gt ^= full;
+            }
+            let ie = in_idx[j][1];
+            if ie == usize::MAX {
+                eq = 0;
+            } else if (r1[wi * t0 + ie] >> bi) & 1 == 1 {
+                eq ^= full;
+            }
+            tables[i * chunks.len() + j] = gt | (eq << 32);
+        }
+    }
+    // Subset products, level by level.
+    let mut subsets = Vec::with_capacity(plan.levels.len());
+    let mut masks = vec![Vec::new()];
+    for (li, lv) in plan.levels.iter().enumerate() {
+        let ti = lv.inputs.len();
+        let r: Vec<u64> = if li == 0 {
+            r1.clone()
+        } else {
+            let mb = stream(key, S_MASK_B + li as u64, w * ti);
+            let r = mask_a[li].iter().zip(&mb).map(|(a, b)| a ^ b).collect();
+            masks.push(mb);
+            r
+        };
+        let ns = lv.subsets.len();
+        let mut out = vec![0u64; w * ns];
+        for wi in 0..w {
+            for (si, &sub) in lv.subsets.iter().enumerate() {
+                let mut p = u64::MAX;
+                let mut m = sub;
+                while m != 0 {
+                    let t = m.trailing_zeros() as usize;
+                    p &= r[wi * ti + t];
+                    m &= m - 1;
+                }
+                out[wi * ns + si] = p ^ sub_a[li][wi * ns + si];
+            }
+        }
+        subsets.push(out);
+    }
+    s.input = input;
+    s.tables = tables;
+    s.subsets = subsets;
+    s.masks = masks;
+    if post {
+        let rho_b = clip(stream(key, S_RHO_B, w));
+        let rho = |i: usize| ((rho_a[i / 64] ^ rho_b[i / 64]) >> (i % 64)) & 1;
+        s.rho = (0..n).map(|i| rho(i).wrapping_sub(rhosh_a[i]) & lm).collect();
+        if relu {
+            s.rho_m = (0..n).map(|i| (rho(i).wrapping_mul(s.input[i])).wrapping_sub(rhom_a[i]) & lm).collect();
+            let lb = l as usize;
+            s.rho_tau = (0..n * lb).map(|q| {
+                let (i, b) = (q / lb, q % lb);
+                (rho(i) & (tau[i] >> b) & 1).wrapping_sub(rhotau_a[q]) & lm
+            }).collect();
+        }
+        s.rho_bits = rho_b;
+    }
+    s
+}
+
+fn clip_words(mut v: Vec<u64>, per_word: usize, tail: u64) -> Vec<u64> {
+    let w = v.len() / per_word.max(1);
+    if w > 0 {
+        for x in &mut v[(w - 1) * per_word..] {
+            *x &= tail;
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_counts() {
+        // ℓ = 32, k = 4: 8 leaves merged at once: 15 opened bits.
+        let s = TamiShape::new(32, 4, 8, Flavor::Millionaire);
+        let p = s.plan();
+        assert_eq!(p.levels.len(), 1);
+        assert_eq!(p.opened_bits(), vec![15]);
+        // Distinct subsets: 2^7 - 1 eq-only + Σ_j 2^(7-j) with gt_j = 127 + 255.
+        assert_eq!(p.subset_bits(), 382);
+        let s = TamiShape::new(64, 4, 8, Flavor::Millionaire);
+        assert_eq!(s.plan().levels.len(), 2);
+    }
+
+    #[test]
+    fn permute_matches_definition() {
+        for width in 1..=5u32 {
+            for t in 0..(1u32 << width) {
+                for bit in 0..(1u32 << width) {
+                    let x = 1u64 << bit;
+                    assert_eq!(xor_permute(x, t, width), 1u64 << (bit ^ t));
+                }
+            }
+        }
+    }
+}
