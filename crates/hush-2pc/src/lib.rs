@@ -36,6 +36,7 @@
 pub mod beaver;
 pub mod bench;
 pub mod cf2;
+pub mod fss;
 pub mod nonlinear;
 pub mod share;
 pub mod tami;

@@ -16,6 +16,8 @@
 //! independent values.
 //!
 //! * [`triples`] — Beaver triples over Z_2^ℓ and bit-packed AND triples.
+//! * [`fss`] — FSS gate keys (DCF, BCGGIKR21) via `hush-fss`, with the
+//!   masked-opening helper values.
 //! * [`tami`] — TAMI-MPC's one-round millionaires' (Li et al., §3, eqs. 1-7):
 //!   leaf tables, merge-subset products with Opt#1/Opt#2, and the
 //!   bit-to-arithmetic / multiplexer correlations for ReLU and truncation.
@@ -23,6 +25,7 @@
 //! Security: semi-honest; the module is **simulated — gives no hardware
 //! protection** (see the crate docs).
 
+pub mod fss;
 pub mod tami;
 pub mod triples;
 
@@ -43,6 +46,8 @@ pub enum DealRequest {
     BitTriples { batch: u64, n: u32 },
     /// One TAMI-MPC comparison batch of `n` elements.
     Tami { batch: u64, n: u32, shape: tami::TamiShape },
+    /// `n` FSS gate keys plus masks.
+    Fss { batch: u64, n: u32, shape: fss::FssShape },
 }
 
 impl DealRequest {
@@ -58,6 +63,10 @@ impl DealRequest {
                 w.u8(3).u64(*batch).u32(*n);
                 shape.encode(w);
             }
+            DealRequest::Fss { batch, n, shape } => {
+                w.u8(4).u64(*batch).u32(*n);
+                shape.encode(w);
+            }
         }
     }
 
@@ -66,6 +75,7 @@ impl DealRequest {
             1 => DealRequest::ArithTriples { batch: r.u64()?, n: r.u32()?, bits: r.u32()? },
             2 => DealRequest::BitTriples { batch: r.u64()?, n: r.u32()? },
             3 => DealRequest::Tami { batch: r.u64()?, n: r.u32()?, shape: tami::TamiShape::decode(r)? },
+            4 => DealRequest::Fss { batch: r.u64()?, n: r.u32()?, shape: fss::FssShape::decode(r)? },
             t => return Err(Error::Malformed(format!("unknown dealing kind {t}"))),
         })
     }
@@ -76,12 +86,13 @@ impl DealRequest {
             DealRequest::ArithTriples { batch, n, bits } => format!("2pc/arith-triples/{batch}/{n}/{bits}"),
             DealRequest::BitTriples { batch, n } => format!("2pc/bit-triples/{batch}/{n}"),
             DealRequest::Tami { batch, n, shape } => format!("2pc/tami/{batch}/{n}/{}", shape.label()),
+            DealRequest::Fss { batch, n, shape } => format!("2pc/fss/{batch}/{n}/{}", shape.label()),
         }
     }
 
     fn n(&self) -> u32 {
         match self {
-            DealRequest::ArithTriples { n, .. } | DealRequest::BitTriples { n, .. } | DealRequest::Tami { n, .. } => *n,
+            DealRequest::ArithTriples { n, .. } | DealRequest::BitTriples { n, .. } | DealRequest::Tami { n, .. } | DealRequest::Fss { n, .. } => *n,
         }
     }
 }
@@ -110,6 +121,10 @@ pub fn handle(m: &Module, req: &DealRequest) -> Result<Vec<u8>> {
         DealRequest::Tami { n, shape, .. } => {
             shape.validate().map_err(Error::Refused)?;
             Ok(tami::deal(key, party, *n as usize, shape).to_bytes())
+        }
+        DealRequest::Fss { n, shape, .. } => {
+            shape.validate().map_err(Error::Refused)?;
+            Ok(fss::deal(key, party, *n as usize, shape).to_bytes())
         }
     }
 }

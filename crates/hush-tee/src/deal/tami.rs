@@ -280,7 +280,7 @@ fn expand(vars: &[u32], c: u32) -> u128 {
 pub fn eval_level_word(level: &Level, party: u8, d: &[u64], sub: &[u64], out: &mut Vec<(u64, u64)>, scratch: &mut Vec<u64>) {
     out.clear();
     let one = if party == 0 { u64::MAX } else { 0 };
-    let mut eval = |o: &Output, scratch: &mut Vec<u64>| -> u64 {
+    let eval = |o: &Output, scratch: &mut Vec<u64>| -> u64 {
         let mut acc = 0u64;
         for m in &o.monos {
             let n = m.vars.len();

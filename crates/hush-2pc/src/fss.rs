@@ -1,0 +1,222 @@
+//! FSS gates in `tee` mode (Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar,
+//! Rathee, "Function Secret Sharing for Mixed-Mode and Fixed-Point Secure
+//! Computation", Eurocrypt 2021): DCF-based less-than (millionaires'),
+//! DReLU and ReLU (spline with output coefficients) from `hush-fss`, and an
+//! exact truncation from two DCFs, all with keys the modules generate from
+//! the synchronized seed ([`hush_tee::deal::fss`]).
+//!
+//! **Online: one one-way message.** For x = y + m with m dealt to party 1
+//! (the masked form after a module-dealt linear layer, or the x-holder's
+//! input of the millionaires'), party 0 sends x̂ = y + h where its module
+//! supplied h = m + r: the peer's input-independent contribution (VISION.md
+//! "FSS gates", the idea of TAMI Opt#1). Both parties then evaluate their
+//! keys at x̂ locally. For general shares (x_0, x_1) party 1 also sends
+//! x_1 − m in the same round (one round, both directions).
+//!
+//! **Truncation** is exact: with x' = x + 2^{ℓ−1} and x̂ = x' + r,
+//! ⌊x'/2^f⌋ = x̂_hi − r_hi − [x̂_lo < r_lo] + 2^{ℓ−f}·[x̂ < r] (two DCFs, the
+//! r-terms in dealt offsets), and ⌊x/2^f⌋ = ⌊x'/2^f⌋ − 2^{ℓ−1−f} for every
+//! signed x.
+//!
+//! Security: semi-honest; each key alone hides its function (PRG security
+//! of fixed-key AES), x̂ is uniform to both parties since r is used once;
+//! relies on the (simulated — gives no hardware protection) modules.
+
+use crate::share::{ArithShare, BoolShare};
+use crate::tee::Dealer;
+use crate::wire::{self, mask, pack_ring, unpack_ring};
+use crate::{invalid, Party, Result};
+use hush_fss::{dcf_eval_batch, drelu_eval_batch, lt_eval_batch, relu_eval_batch, DcfKey, DreluKey, LtKey, ReluKey};
+use hush_primitives::Ring;
+pub use hush_tee::deal::fss::{FssGate, FssShape};
+use hush_tee::deal::fss::FssShare;
+use hush_tee::deal::DealRequest;
+use hush_transport::Channel;
+
+/// Elements per module crossing (bounds the size of one release).
+pub const DEAL_CHUNK: usize = 1 << 16;
+
+enum Keys {
+    Lt(Vec<LtKey>),
+    Drelu(Vec<DreluKey>),
+    Relu(Vec<ReluKey>),
+    Trunc(Vec<DcfKey>, Vec<DcfKey>),
+}
+
+/// One dealt batch.
+pub struct FssBatch {
+    pub shape: FssShape,
+    pub n: usize,
+    pub party: Party,
+    vals: Vec<u64>,
+    offs: Vec<u64>,
+    keys: Keys,
+    dealt: usize,
+}
+
+impl FssBatch {
+    /// Party 1's dealt value (its comparison input x, or the mask m).
+    pub fn dealt_input(&self) -> &[u64] {
+        if self.party == 1 {
+            &self.vals
+        } else {
+            &[]
+        }
+    }
+    pub fn dealt_bytes(&self) -> usize {
+        self.dealt
+    }
+}
+
+fn key_err(e: hush_fss::Error) -> crate::Error {
+    crate::malformed("FSS key from the module", e.to_string())
+}
+
+/// Offline: this party's keys for `n` gates (crossings of [`DEAL_CHUNK`]).
+pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Result<FssBatch> {
+    shape.validate().map_err(crate::Error::Invalid)?;
+    if n == 0 {
+        return Err(invalid("empty FSS batch"));
+    }
+    let mut vals = Vec::with_capacity(n);
+    let mut offs = Vec::new();
+    let mut keys = match shape.gate {
+        FssGate::Millionaire => Keys::Lt(Vec::with_capacity(n)),
+        FssGate::Drelu => Keys::Drelu(Vec::with_capacity(n)),
+        FssGate::Relu => Keys::Relu(Vec::with_capacity(n)),
+        FssGate::Trunc { .. } => Keys::Trunc(Vec::with_capacity(n), Vec::with_capacity(n)),
+    };
+    let kb = shape.key_bytes();
+    let mut dealt = 0;
+    let mut done = 0;
+    while done < n {
+        let m = (n - done).min(DEAL_CHUNK);
+        let batch = dealer.next_batch();
+        let bytes = dealer.deal(DealRequest::Fss { batch, n: m as u32, shape })?;
+        dealt += bytes.len();
+        let s = FssShare::from_bytes(&bytes, m, &shape)?;
+        vals.extend_from_slice(&s.vals);
+        offs.extend_from_slice(&s.offs);
+        for c in s.keys.chunks_exact(kb) {
+            match &mut keys {
+                Keys::Lt(v) => v.push(LtKey::from_bytes(c).map_err(key_err)?),
+                Keys::Drelu(v) => v.push(DreluKey::from_bytes(c).map_err(key_err)?),
+                Keys::Relu(v) => v.push(ReluKey::from_bytes(c).map_err(key_err)?),
+                Keys::Trunc(a, b) => {
+                    let FssGate::Trunc { f } = shape.gate else { unreachable!() };
+                    let k1 = DcfKey::size_bytes(shape.bits, shape.bits);
+                    let _ = f;
+                    a.push(DcfKey::from_bytes(&c[..k1]).map_err(key_err)?);
+                    b.push(DcfKey::from_bytes(&c[k1..]).map_err(key_err)?);
+                }
+            }
+        }
+        done += m;
+    }
+    Ok(FssBatch { shape, n, party, vals, offs, keys, dealt })
+}
+
+#[derive(Debug)]
+pub enum FssOut {
+    Bits(BoolShare),
+    Arith(ArithShare),
+}
+
+impl FssOut {
+    pub fn bits(self) -> Result<BoolShare> {
+        match self {
+            FssOut::Bits(b) => Ok(b),
+            _ => Err(invalid("expected a Boolean output")),
+        }
+    }
+    pub fn arith(self) -> Result<ArithShare> {
+        match self {
+            FssOut::Arith(a) => Ok(a),
+            _ => Err(invalid("expected an arithmetic output")),
+        }
+    }
+}
+
+const STEP_OPEN: &str = "FSS: masked opening x̂";
+
+/// Online phase. Masked form (`general = false`): party 0 passes y (for
+/// the millionaires' its input; else its share of x = y + m), party 1
+/// passes `None`; one one-way message. General form: both pass their
+/// additive share of x; one simultaneous exchange.
+pub fn online(ch: &mut dyn Channel, b: &FssBatch, x: Option<&[u64]>, general: bool) -> Result<FssOut> {
+    let n = b.n;
+    let l = b.shape.bits;
+    let lm = mask(l);
+    let ring = Ring::new(l).expect("validated");
+    if general && b.shape.gate == FssGate::Millionaire {
+        return Err(invalid("the FSS millionaires' takes party 1's input from the module"));
+    }
+    let bias = if matches!(b.shape.gate, FssGate::Trunc { .. }) { 1u64 << (l - 1) } else { 0 };
+    let mut xhat = vec![0u64; n];
+    let mut msg = Vec::new();
+    if b.party == 0 || general {
+        let x = x.ok_or_else(|| invalid("input missing"))?;
+        if x.len() != n {
+            return Err(invalid(format!("input of {} elements for a batch of {n}", x.len())));
+        }
+        let mine: Vec<u64> = if b.party == 0 {
+            (0..n).map(|i| x[i].wrapping_add(b.vals[i]).wrapping_add(bias) & lm).collect()
+        } else {
+            (0..n).map(|i| x[i].wrapping_sub(b.vals[i]) & lm).collect()
+        };
+        pack_ring(&mine, l, &mut msg);
+        xhat = mine;
+    }
+    if general {
+        let peer = wire::exchange(ch, STEP_OPEN, &msg)?;
+        let mut p = vec![0u64; n];
+        unpack_ring(STEP_OPEN, &peer, l, &mut p)?;
+        xhat.iter_mut().zip(&p).for_each(|(a, b)| *a = ring.add(*a, *b));
+    } else if b.party == 0 {
+        wire::send(ch, &msg)?;
+    } else {
+        let bytes = wire::recv(ch, STEP_OPEN, n * wire::ring_bytes(l))?;
+        unpack_ring(STEP_OPEN, &bytes, l, &mut xhat)?;
+    }
+    let p = b.party;
+    let mut out = vec![0u64; n];
+    Ok(match &b.keys {
+        Keys::Lt(k) => {
+            lt_eval_batch(p, k, &xhat, &mut out);
+            FssOut::Bits(bits_of(&out))
+        }
+        Keys::Drelu(k) => {
+            drelu_eval_batch(p, k, &xhat, &mut out);
+            FssOut::Bits(bits_of(&out))
+        }
+        Keys::Relu(k) => {
+            relu_eval_batch(p, k, &xhat, &mut out);
+            FssOut::Arith(ArithShare::new(ring, out))
+        }
+        Keys::Trunc(k1, k2) => {
+            let FssGate::Trunc { f } = b.shape.gate else { unreachable!() };
+            dcf_eval_batch(p, k1, &xhat, &mut out);
+            let lo: Vec<u64> = xhat.iter().map(|v| v & mask(f)).collect();
+            let mut o2 = vec![0u64; n];
+            dcf_eval_batch(p, k2, &lo, &mut o2);
+            let v = (0..n)
+                .map(|i| {
+                    let mut z = out[i].wrapping_add(o2[i]).wrapping_add(b.offs[i]);
+                    if p == 0 {
+                        z = z.wrapping_add(xhat[i] >> f);
+                    }
+                    z & lm
+                })
+                .collect();
+            FssOut::Arith(ArithShare::new(ring, v))
+        }
+    })
+}
+
+fn bits_of(v: &[u64]) -> BoolShare {
+    let mut w = vec![0u64; v.len().div_ceil(64)];
+    for (i, x) in v.iter().enumerate() {
+        w[i / 64] |= (x & 1) << (i % 64);
+    }
+    BoolShare::new(v.len(), w)
+}
