@@ -14,7 +14,8 @@
 //!   the punctured one from the per-level off-path sums.
 
 use hush_primitives::Block;
-use hush_tee::ggm::{expand_in_place, expand_into};
+#[cfg(test)]
+use hush_tee::ggm::expand_in_place;
 
 /// Depth of the L1-resident subtrees of [`expand_box`].
 pub const BOX_DEPTH: u32 = 10;
@@ -27,17 +28,33 @@ pub fn clear_lsbs(x: &mut [Block]) {
     }
 }
 
+/// Expands `buf[0..w]` breadth-first `levels` levels in place (children of
+/// node i at 2i, 2i+1), clearing the lsbs of the last level if `clear`.
+fn levels_in_place(buf: &mut [Block], mut w: usize, levels: u32, clear: bool) {
+    for l in 0..levels {
+        crate::simd::ggm_level_in_place(buf, w, clear && l + 1 == levels);
+        w *= 2;
+    }
+}
+
 /// Expands `buf[0]` into the `2^depth = buf.len()` leaves of its subtree in
-/// cache-sized blocks, clearing each leaf's lsb.
+/// cache-sized blocks, clearing each leaf's lsb (SilentFlow §IV BOX: the
+/// top levels breadth-first, then each 2^[`BOX_DEPTH`]-leaf subtree
+/// entirely in L1). Each level is one pass of the VAES level kernel
+/// (`simd::ggm_level_in_place`: 32 children in flight, no staging copies),
+/// and the lsb clearing is folded into the last level's store.
 pub fn expand_box(buf: &mut [Block], depth: u32) {
     assert_eq!(buf.len(), 1usize << depth);
-    if depth <= BOX_DEPTH {
-        expand_in_place(buf, depth);
+    if depth == 0 {
         clear_lsbs(buf);
         return;
     }
+    if depth <= BOX_DEPTH {
+        levels_in_place(buf, 1, depth, true);
+        return;
+    }
     let top = depth - BOX_DEPTH;
-    expand_in_place(&mut buf[..1 << top], top);
+    levels_in_place(&mut buf[..1 << top], 1, top, false);
     let s = 1usize << BOX_DEPTH;
     // Back to front: sub-root i sits at buf[i] ≤ i·s, which no later
     // (smaller-i) subtree overwrites.
@@ -45,8 +62,7 @@ pub fn expand_box(buf: &mut [Block], depth: u32) {
         let root = buf[i];
         let sub = &mut buf[i * s..(i + 1) * s];
         sub[0] = root;
-        expand_in_place(sub, BOX_DEPTH);
-        clear_lsbs(sub);
+        levels_in_place(sub, 1, BOX_DEPTH, true);
     }
 }
 
@@ -57,23 +73,14 @@ pub fn expand_with_sums(buf: &mut [Block], depth: u32, sums: &mut [[Block; 2]]) 
     assert_eq!(buf.len(), 1usize << depth);
     assert_eq!(sums.len(), depth as usize);
     let mut width = 1usize;
-    let mut par = [Block::ZERO; 64];
     for s in sums.iter_mut() {
-        let mut hi = width;
-        let mut acc = [Block::ZERO; 2];
-        while hi > 0 {
-            let lo = hi.saturating_sub(64);
-            let p = &mut par[..hi - lo];
-            p.copy_from_slice(&buf[lo..hi]);
-            let o = &mut buf[2 * lo..2 * hi];
-            expand_into(p, o);
-            for pair in o.chunks_exact(2) {
-                acc[0] ^= pair[0];
-                acc[1] ^= pair[1];
-            }
-            hi = lo;
+        crate::simd::ggm_level_in_place(buf, width, false);
+        let mut acc = [0u128; 2];
+        for pair in buf[..2 * width].chunks_exact(2) {
+            acc[0] ^= pair[0].0;
+            acc[1] ^= pair[1].0;
         }
-        *s = acc;
+        *s = [Block(acc[0]), Block(acc[1])];
         width *= 2;
     }
 }
@@ -86,7 +93,6 @@ pub fn reconstruct_punctured(buf: &mut [Block], depth: u32, alpha: usize, off: &
     assert_eq!(buf.len(), 1usize << depth);
     assert_eq!(off.len(), depth as usize);
     let mut width = 1usize;
-    let mut par = [Block::ZERO; 64];
     for (l, &k_off) in off.iter().enumerate() {
         let d = depth as usize;
         // Path node index at the parent level and the path bit at this level.
@@ -96,14 +102,7 @@ pub fn reconstruct_punctured(buf: &mut [Block], depth: u32, alpha: usize, off: &
             buf[0] = Block::ZERO;
             buf[1] = Block::ZERO;
         } else {
-            let mut hi = width;
-            while hi > 0 {
-                let lo = hi.saturating_sub(64);
-                let pp = &mut par[..hi - lo];
-                pp.copy_from_slice(&buf[lo..hi]);
-                expand_into(pp, &mut buf[2 * lo..2 * hi]);
-                hi = lo;
-            }
+            crate::simd::ggm_level_in_place(buf, width, false);
         }
         let w2 = 2 * width;
         let sib = 2 * p + (1 - bit);

@@ -31,6 +31,7 @@ pub mod lpn;
 pub mod ot;
 pub mod registry;
 pub mod silentflow;
+mod simd;
 pub mod source;
 
 pub use source::{CorrelationSource, CotReceiver, CotSender, Role};

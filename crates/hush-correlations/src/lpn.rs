@@ -22,8 +22,9 @@ use hush_primitives::Block;
 
 /// Nonzeros per row of A (Ferret §6.1).
 pub const D: usize = 10;
-/// Rows whose indices are generated per AES batch.
-pub const SUB: usize = 256;
+/// Rows whose indices are generated per AES batch (their 10·SUB 32-bit
+/// offsets, 20 KiB, stay in L1).
+pub const SUB: usize = 512;
 /// 32-bit words per row pair: 2·D = 20 words = 5 AES blocks.
 const BLOCKS_PER_PAIR: usize = D / 2;
 
@@ -88,6 +89,7 @@ impl LpnParams {
 /// ⌊w·k / 2^32⌋ for the 32-bit words w of AES_key(nonce ‖ ctr).
 pub struct LpnMatrix {
     aes: Aes128,
+    keys: crate::simd::RoundKeys,
     nonce: u64,
     k: usize,
 }
@@ -99,8 +101,8 @@ const LPN_KEY: Block = Block(0x4c50_4e5f_6875_7368_5f41_5f6d_6174_7278);
 impl LpnMatrix {
     /// The matrix of batch `nonce` (both parties use the same nonce).
     pub fn new(nonce: u64, k: usize) -> Self {
-        assert!(k > 0 && k < (1 << 32));
-        LpnMatrix { aes: Aes128::new(LPN_KEY), nonce, k }
+        assert!(k > 0 && k < (1 << 28), "k must be below 2^28 (byte offsets are 32-bit)");
+        LpnMatrix { aes: Aes128::new(LPN_KEY), keys: crate::simd::RoundKeys::new(LPN_KEY), nonce, k }
     }
 
     /// The D indices of row `row` (reference path, used by tests).
@@ -137,88 +139,63 @@ impl LpnMatrix {
     fn apply(&self, base: &[Block], row0: usize, out: &mut [Block], xor: bool) {
         assert_eq!(base.len(), self.k);
         assert_eq!(row0 % 2, 0, "row0 must be even");
-        let mut ctr = [Block::ZERO; SUB / 2 * BLOCKS_PER_PAIR];
-        let mut idx = [0u32; SUB * D];
+        let mut offs = [0u32; SUB * D];
+        let pf = self.k * 16 > PREFETCH_ABOVE;
         for (sb, o) in out.chunks_mut(SUB).enumerate() {
             let r0 = row0 + sb * SUB;
-            let pairs = o.len().div_ceil(2);
-            let c = &mut ctr[..pairs * BLOCKS_PER_PAIR];
-            let c0 = r0 / 2 * BLOCKS_PER_PAIR;
-            for (m, x) in c.iter_mut().enumerate() {
-                *x = self.ctr(c0 + m);
-            }
-            // Batched index generation: one AES call for SUB rows.
-            self.aes.encrypt_blocks(c);
-            for (m, x) in c.iter().enumerate() {
-                let v = x.0;
-                for q in 0..4 {
-                    idx[4 * m + q] = self.index((v >> (32 * q)) as u32) as u32;
-                }
-            }
-            // D-term XOR reduction; the D loads of a row are independent,
-            // and the rows PREFETCH ahead are already being fetched.
-            let rows = o.len();
-            let pf = if self.k * 16 > PREFETCH_ABOVE { PREFETCH } else { 0 };
-            for j in 0..pf.min(rows) {
-                prefetch_row(base, &idx[j * D..j * D + D]);
-            }
-            for (j, y) in o.iter_mut().enumerate() {
-                if pf > 0 && j + pf < rows {
-                    prefetch_row(base, &idx[(j + pf) * D..(j + pf) * D + D]);
-                }
-                let ix: &[u32; D] = idx[j * D..j * D + D].try_into().expect("D indices");
-                // SAFETY: every index is ⌊w·k/2^32⌋ < k = base.len() (asserted above).
-                let g = |l: usize| unsafe { *base.get_unchecked(ix[l] as usize) };
-                let mut a = g(0) ^ g(1);
-                let b = g(2) ^ g(3);
-                let c = g(4) ^ g(5);
-                let d = g(6) ^ g(7);
-                let e = g(8) ^ g(9);
-                a ^= b ^ c ^ d ^ e;
-                if xor {
-                    *y ^= a;
-                } else {
-                    *y = a;
-                }
-            }
+            self.offsets(r0, o.len(), &mut offs);
+            crate::simd::gather_rows(base, &offs, o, xor, pf);
         }
+    }
+
+    /// Byte offsets (16·index) of rows `r0..r0+rows` (r0 even, rows ≤
+    /// [`SUB`]) into `offs[10·j + l]`: batched index generation, one
+    /// vectorised AES-CTR + multiply-shift pass for up to SUB rows
+    /// (SilentFlow §IV; counters past the last row are encrypted and
+    /// ignored).
+    /// [`Self::offsets`] for the diagnostics example (`offs.len() ≥ 10·SUB`).
+    #[doc(hidden)]
+    pub fn offsets_for_bench(&self, r0: usize, offs: &mut [u32]) {
+        let o: &mut [u32; SUB * D] = (&mut offs[..SUB * D]).try_into().expect("10·SUB offsets");
+        self.offsets(r0, SUB, o);
+    }
+
+    pub(crate) fn offsets(&self, r0: usize, rows: usize, offs: &mut [u32; SUB * D]) {
+        debug_assert!(r0 % 2 == 0 && rows <= SUB);
+        let step = crate::simd::OFFSET_STEP_BLOCKS;
+        let blocks = (rows.div_ceil(2) * BLOCKS_PER_PAIR).div_ceil(step) * step;
+        let c0 = (r0 / 2 * BLOCKS_PER_PAIR) as u64;
+        crate::simd::lpn_offsets(&self.keys, &self.aes, self.nonce, c0, blocks, self.k as u32, offs);
     }
 }
 
-/// Rows fetched ahead of the XOR reduction.
-const PREFETCH: usize = 16;
 /// Prefetch only when the k-vector is larger than this (L2-resident vectors
 /// gain nothing from it).
 const PREFETCH_ABOVE: usize = 2 << 20;
 
-#[inline(always)]
-fn prefetch_row(base: &[Block], ix: &[u32]) {
-    #[cfg(target_arch = "x86_64")]
-    for &i in ix {
-        if let Some(b) = base.get(i as usize) {
-            // SAFETY: a prefetch is only a hint; the address is in bounds.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(b as *const Block as *const i8) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (base, ix);
-}
-
 /// A zeroed vector of `n` blocks whose pages the kernel is asked to back
-/// with transparent huge pages (random gathers into the k-vector and the
-/// n-block batch buffer otherwise miss the TLB on most accesses).
+/// with transparent huge pages (random gathers into the k-vector otherwise
+/// miss the TLB on most accesses). The allocation is over-sized by 2 MiB and
+/// the advice given from the first page boundary (`madvise` rejects an
+/// unaligned start, and a heap block starts 16 bytes into its first page),
+/// so every 2 MiB-aligned stretch of the vector can be a huge page.
 pub fn huge_blocks(n: usize) -> Vec<Block> {
-    let mut v: Vec<Block> = Vec::with_capacity(n);
+    const HUGE: usize = 2 << 20;
     #[cfg(target_os = "linux")]
-    if n * 16 >= 2 << 20 {
-        // SAFETY: advice on a range we own (the vector's allocation); it
-        // changes no contents and failure is harmless.
+    if n * 16 >= HUGE {
+        let mut v: Vec<Block> = Vec::with_capacity(n + HUGE / 16);
+        let p = v.as_mut_ptr() as usize;
+        let start = (p + 4095) & !4095;
+        let end = p + v.capacity() * 16;
+        // SAFETY: advice on a page-aligned range inside the allocation we
+        // own; it changes no contents and failure is harmless.
         unsafe {
-            libc::madvise(v.as_mut_ptr() as *mut libc::c_void, n * 16, libc::MADV_HUGEPAGE);
+            libc::madvise(start as *mut libc::c_void, (end - start) & !4095, libc::MADV_HUGEPAGE);
         }
+        v.resize(n, Block::ZERO);
+        return v;
     }
-    v.resize(n, Block::ZERO);
-    v
+    vec![Block::ZERO; n]
 }
 
 fn words_of(b: &[Block]) -> Vec<u32> {

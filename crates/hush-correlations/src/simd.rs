@@ -1,0 +1,398 @@
+//! AVX-512/VAES kernels of the silent-OT hot loops (SilentFlow §IV on a
+//! SIMD core instead of an FPGA), each with a portable fallback that
+//! computes the same values:
+//!
+//! * [`lpn_offsets`] — the LPN index generator: fixed-key AES in counter
+//!   mode over 32 blocks in flight, and the multiply-shift ⌊w·k/2^32⌋ of
+//!   every 32-bit word done 16 lanes at a time, written as byte offsets
+//!   into the k-vector (SilentFlow §IV "batched index generation"). The
+//!   counters never touch memory.
+//! * [`gather_rows`] — the D-term XOR reduction of each output row: ten
+//!   independent 128-bit loads folded into XORs, with software prefetch a
+//!   few rows ahead so that many L3 misses are in flight (SilentFlow §IV
+//!   "vectorized XOR reduction", PXR).
+//! * [`ggm_level_in_place`] — one GGM level, G(x) = (π(x) ⊕ x, π(x⊕1) ⊕ x ⊕ 1)
+//!   with π = fixed-key AES: 16 parents → 32 children per step, all in
+//!   registers (8 VAES registers in flight), no staging copies; the
+//!   last level may clear the leaves' lsbs on the way out.
+//!
+//! Selected once at run time (avx512f + avx512bw + vaes + aes); `HUSH_AES=soft|aesni` forces the
+//! portable paths (as for `hush_primitives::aes`).
+
+use hush_primitives::aes::{fixed_key, Aes128, FIXED_KEY};
+use hush_primitives::Block;
+use std::sync::OnceLock;
+
+/// Whether the AVX-512 + VAES kernels run on this CPU.
+pub(crate) fn fast() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        if matches!(std::env::var("HUSH_AES").as_deref(), Ok("soft") | Ok("aesni")) {
+            return false;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("vaes")
+                && std::arch::is_x86_feature_detected!("aes")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
+/// Expanded round keys of an AES-128 key (public keys only: the LPN key and
+/// the fixed GGM key).
+#[derive(Clone)]
+pub(crate) struct RoundKeys {
+    key: Block,
+    rk: [Block; 11],
+}
+
+impl RoundKeys {
+    pub(crate) fn new(key: Block) -> Self {
+        let mut rk = [Block::ZERO; 11];
+        #[cfg(target_arch = "x86_64")]
+        if fast() {
+            // SAFETY: aes detected by fast().
+            rk = unsafe { x86::expand_key(key) };
+        }
+        RoundKeys { key, rk }
+    }
+    pub(crate) fn fixed() -> &'static Self {
+        static K: OnceLock<RoundKeys> = OnceLock::new();
+        K.get_or_init(|| RoundKeys::new(FIXED_KEY))
+    }
+}
+
+/// Words of counter blocks per kernel step.
+pub(crate) const OFFSET_STEP_BLOCKS: usize = 32;
+
+/// `out[4m + q]` = 16·⌊w·k/2^32⌋ for the 32-bit word q of
+/// AES_key((nonce ‖ c0 + m)), m < `blocks` (a multiple of
+/// [`OFFSET_STEP_BLOCKS`]); `out.len() ≥ 4·blocks`. Requires k < 2^28.
+pub(crate) fn lpn_offsets(keys: &RoundKeys, aes: &Aes128, nonce: u64, c0: u64, blocks: usize, k: u32, out: &mut [u32]) {
+    assert!(blocks % OFFSET_STEP_BLOCKS == 0 && out.len() >= 4 * blocks && k < (1 << 28));
+    #[cfg(target_arch = "x86_64")]
+    if fast() {
+        // SAFETY: features detected; lengths asserted above.
+        unsafe { x86::lpn_offsets(&keys.rk, nonce, c0, blocks, k, out) };
+        return;
+    }
+    let _ = keys;
+    let mut c: Vec<Block> = (0..blocks as u64).map(|m| Block(((nonce as u128) << 64) | (c0 + m) as u128)).collect();
+    aes.encrypt_blocks(&mut c);
+    for (m, x) in c.iter().enumerate() {
+        for q in 0..4 {
+            let w = (x.0 >> (32 * q)) as u32;
+            out[4 * m + q] = (((w as u64 * k as u64) >> 32) as u32) << 4;
+        }
+    }
+}
+
+/// Rows fetched ahead of the XOR reduction in [`gather_rows`].
+pub(crate) const PREFETCH_ROWS: usize = 12;
+
+pub(crate) fn pf_rows() -> usize {
+    static F: OnceLock<usize> = OnceLock::new();
+    *F.get_or_init(|| std::env::var("HUSH_PF").ok().and_then(|x| x.parse().ok()).unwrap_or(PREFETCH_ROWS))
+}
+
+/// For each row j: `out[j] (^)= XOR_l base[offs[10j + l] / 16]`. Offsets
+/// must be < 16·base.len() (checked by the caller's construction; asserted
+/// here for the largest one).
+pub(crate) fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: bool, prefetch: bool) {
+    assert!(offs.len() >= 10 * out.len());
+    let lim = (base.len() * 16) as u32;
+    // Branch-free maximum (vectorises; a short-circuiting `all` would not).
+    let max = offs[..10 * out.len()].iter().fold(0u32, |a, &o| a.max(o));
+    assert!(out.is_empty() || max < lim, "LPN offset out of range");
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: every offset is in bounds (asserted); SSE2 is baseline.
+        unsafe { x86::gather_rows(base, offs, out, xor, prefetch) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = prefetch;
+        for (j, y) in out.iter_mut().enumerate() {
+            let a = offs[10 * j..10 * j + 10].iter().fold(Block::ZERO, |a, &o| a ^ base[(o >> 4) as usize]);
+            if xor {
+                *y ^= a;
+            } else {
+                *y = a;
+            }
+        }
+    }
+}
+
+/// In place, parents `buf[..w]` → children `buf[..2w]` (`buf.len() ≥ 2w`),
+/// child 2i / 2i+1 = left / right child of parent i; `clear_lsb`: children
+/// get lsb 0.
+pub(crate) fn ggm_level_in_place(buf: &mut [Block], w: usize, clear_lsb: bool) {
+    assert!(buf.len() >= 2 * w);
+    let mut hi = w;
+    #[cfg(target_arch = "x86_64")]
+    if fast() && w >= 16 {
+        // SAFETY: features detected; the kernel handles parents
+        // [w mod 16, w) from the back (reads each group before writing its
+        // children at ≥ 2·lo ≥ lo + 16 or, for lo = 0, after the loads).
+        hi = unsafe { x86::ggm_level(&RoundKeys::fixed().rk, buf, w, clear_lsb) };
+    }
+    // Remaining parents [0, hi), back to front.
+    let m = if clear_lsb { !1u128 } else { !0 };
+    let mut i = hi;
+    while i > 0 {
+        let lo = i.saturating_sub(16);
+        let mut t = [Block::ZERO; 32];
+        for (j, p) in (lo..i).enumerate() {
+            let x = buf[p];
+            t[2 * j] = x;
+            t[2 * j + 1] = x ^ hush_tee::ggm::RIGHT;
+        }
+        let n = 2 * (i - lo);
+        let mut e = t;
+        fixed_key().encrypt_blocks(&mut e[..n]);
+        for j in 0..n {
+            buf[2 * lo + j] = Block((e[j].0 ^ t[j].0) & m);
+        }
+        i = lo;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Block;
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    unsafe fn ld(b: &Block) -> __m128i {
+        _mm_loadu_si128(b as *const Block as *const __m128i)
+    }
+
+    /// FIPS-197 AES-128 key expansion with AESKEYGENASSIST.
+    #[target_feature(enable = "aes,sse2")]
+    pub(super) unsafe fn expand_key(key: Block) -> [Block; 11] {
+        #[inline(always)]
+        unsafe fn step(k: __m128i, t: __m128i) -> __m128i {
+            let t = _mm_shuffle_epi32::<0xff>(t);
+            let mut k = k;
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            _mm_xor_si128(k, t)
+        }
+        let mut r = [_mm_setzero_si128(); 11];
+        r[0] = ld(&key);
+        r[1] = step(r[0], _mm_aeskeygenassist_si128::<0x01>(r[0]));
+        r[2] = step(r[1], _mm_aeskeygenassist_si128::<0x02>(r[1]));
+        r[3] = step(r[2], _mm_aeskeygenassist_si128::<0x04>(r[2]));
+        r[4] = step(r[3], _mm_aeskeygenassist_si128::<0x08>(r[3]));
+        r[5] = step(r[4], _mm_aeskeygenassist_si128::<0x10>(r[4]));
+        r[6] = step(r[5], _mm_aeskeygenassist_si128::<0x20>(r[5]));
+        r[7] = step(r[6], _mm_aeskeygenassist_si128::<0x40>(r[6]));
+        r[8] = step(r[7], _mm_aeskeygenassist_si128::<0x80>(r[7]));
+        r[9] = step(r[8], _mm_aeskeygenassist_si128::<0x1b>(r[8]));
+        r[10] = step(r[9], _mm_aeskeygenassist_si128::<0x36>(r[9]));
+        let mut out = [Block::ZERO; 11];
+        for i in 0..11 {
+            _mm_storeu_si128(&mut out[i] as *mut Block as *mut __m128i, r[i]);
+        }
+        out
+    }
+
+    #[inline(always)]
+    unsafe fn keys512(rk: &[Block; 11]) -> [__m512i; 11] {
+        let mut k = [_mm512_setzero_si512(); 11];
+        for i in 0..11 {
+            k[i] = _mm512_broadcast_i32x4(ld(&rk[i]));
+        }
+        k
+    }
+
+    #[inline(always)]
+    unsafe fn aes8(k: &[__m512i; 11], x: &mut [__m512i; 8]) {
+        for j in 0..8 {
+            x[j] = _mm512_xor_si512(x[j], k[0]);
+        }
+        for r in 1..10 {
+            for j in 0..8 {
+                x[j] = _mm512_aesenc_epi128(x[j], k[r]);
+            }
+        }
+        for j in 0..8 {
+            x[j] = _mm512_aesenclast_epi128(x[j], k[10]);
+        }
+    }
+
+    #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
+    pub(super) unsafe fn lpn_offsets(rk: &[Block; 11], nonce: u64, c0: u64, blocks: usize, k: u32, out: &mut [u32]) {
+        let keys = keys512(rk);
+        // Four counter blocks per register: qwords (c, nonce) × 4.
+        let mut ctr = _mm512_set_epi64(nonce as i64, 3, nonce as i64, 2, nonce as i64, 1, nonce as i64, 0);
+        ctr = _mm512_add_epi64(ctr, _mm512_set_epi64(0, c0 as i64, 0, c0 as i64, 0, c0 as i64, 0, c0 as i64));
+        let four = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+        let k16 = _mm512_set1_epi64((k as i64) << 4);
+        let hi_mask = _mm512_set1_epi32(!15);
+        let p = out.as_mut_ptr();
+        let mut m = 0;
+        while m < blocks {
+            let mut x = [_mm512_setzero_si512(); 8];
+            for j in 0..8 {
+                x[j] = ctr;
+                ctr = _mm512_add_epi64(ctr, four);
+            }
+            aes8(&keys, &mut x);
+            for j in 0..8 {
+                // ⌊w·16k / 2^32⌋ with the low 4 bits cleared = 16·⌊w·k/2^32⌋.
+                let even = _mm512_srli_epi64::<32>(_mm512_mul_epu32(x[j], k16));
+                let odd = _mm512_mul_epu32(_mm512_srli_epi64::<32>(x[j]), k16);
+                let w = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+                _mm512_storeu_si512(p.add(4 * (m + 4 * j)) as *mut _, _mm512_and_si512(w, hi_mask));
+            }
+            m += 32;
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn row(b: *const u8, o: *const u32) -> __m128i {
+        let g = |l: usize| _mm_load_si128(b.add(*o.add(l) as usize) as *const __m128i);
+        let a = _mm_xor_si128(g(0), g(1));
+        let c = _mm_xor_si128(g(2), g(3));
+        let d = _mm_xor_si128(g(4), g(5));
+        let e = _mm_xor_si128(g(6), g(7));
+        let f = _mm_xor_si128(g(8), g(9));
+        _mm_xor_si128(_mm_xor_si128(a, c), _mm_xor_si128(_mm_xor_si128(d, e), f))
+    }
+
+    #[inline(always)]
+    unsafe fn pf(b: *const u8, o: *const u32) {
+        for l in 0..10 {
+            _mm_prefetch::<_MM_HINT_T0>(b.add(*o.add(l) as usize) as *const i8);
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: bool, prefetch: bool) {
+        let b = base.as_ptr() as *const u8;
+        let o = offs.as_ptr();
+        let y = out.as_mut_ptr() as *mut __m128i;
+        let n = out.len();
+        let ahead = if prefetch { super::pf_rows().min(n) } else { 0 };
+        for j in 0..ahead {
+            pf(b, o.add(10 * j));
+        }
+        let mut j = 0;
+        if ahead > 0 {
+            while j + ahead < n {
+                pf(b, o.add(10 * (j + ahead)));
+                let a = row(b, o.add(10 * j));
+                let v = if xor { _mm_xor_si128(a, _mm_loadu_si128(y.add(j))) } else { a };
+                _mm_storeu_si128(y.add(j), v);
+                j += 1;
+            }
+        }
+        while j < n {
+            let a = row(b, o.add(10 * j));
+            let v = if xor { _mm_xor_si128(a, _mm_loadu_si128(y.add(j))) } else { a };
+            _mm_storeu_si128(y.add(j), v);
+            j += 1;
+        }
+    }
+
+    /// Parents [lo, w) with lo = w mod 16, in groups of 16 from the back;
+    /// returns lo.
+    #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
+    pub(super) unsafe fn ggm_level(rk: &[Block; 11], buf: &mut [Block], w: usize, clear_lsb: bool) -> usize {
+        let keys = keys512(rk);
+        let lo_idx = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);
+        let hi_idx = _mm512_set_epi64(7, 6, 7, 6, 5, 4, 5, 4);
+        let right = _mm512_set_epi64(0, 1, 0, 0, 0, 1, 0, 0);
+        let mask = if clear_lsb { _mm512_set_epi64(-1, -2, -1, -2, -1, -2, -1, -2) } else { _mm512_set1_epi64(-1) };
+        let rem = w % 16;
+        let mut g = w / 16;
+        while g > 0 {
+            g -= 1;
+            // Parents 16g..16g+16 = registers 4g..4g+4 (blocks of 4).
+            let pp = (buf.as_ptr().add(rem + 16 * g)) as *const __m512i;
+            let mut par = [_mm512_setzero_si512(); 4];
+            for q in 0..4 {
+                par[q] = _mm512_loadu_si512(pp.add(q) as *const _);
+            }
+            let mut x = [_mm512_setzero_si512(); 8];
+            for q in 0..4 {
+                x[2 * q] = _mm512_xor_si512(_mm512_permutexvar_epi64(lo_idx, par[q]), right);
+                x[2 * q + 1] = _mm512_xor_si512(_mm512_permutexvar_epi64(hi_idx, par[q]), right);
+            }
+            let inp = x;
+            aes8(&keys, &mut x);
+            let cp = (buf.as_mut_ptr().add(2 * (rem + 16 * g))) as *mut __m512i;
+            for j in 0..8 {
+                let v = _mm512_and_si512(_mm512_xor_si512(x[j], inp[j]), mask);
+                _mm512_storeu_si512(cp.add(j) as *mut _, v);
+            }
+        }
+        rem
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hush_primitives::aes::fixed_key;
+
+    #[test]
+    fn round_keys_match_primitive_aes() {
+        if !fast() {
+            return;
+        }
+        let k = RoundKeys::fixed();
+        assert_eq!(k.key, FIXED_KEY);
+        // AES with these round keys = hush_primitives' AES: via a GGM level.
+        let mut buf = vec![Block::ZERO; 64];
+        for i in 0..32 {
+            buf[i] = Block(0x1234_5678_9abc_def0_u128.wrapping_mul(i as u128 + 7));
+        }
+        let parents: Vec<Block> = buf[..32].to_vec();
+        ggm_level_in_place(&mut buf, 32, false);
+        for (i, &p) in parents.iter().enumerate() {
+            assert_eq!([buf[2 * i], buf[2 * i + 1]], hush_tee::ggm::children(p), "parent {i}");
+        }
+        let _ = fixed_key();
+    }
+
+    #[test]
+    fn ggm_level_all_widths() {
+        for w in [1usize, 3, 15, 16, 17, 33, 100] {
+            let mut buf = vec![Block::ZERO; 2 * w];
+            for i in 0..w {
+                buf[i] = Block((i as u128 + 1) * 0x9e37_79b9_7f4a_7c15);
+            }
+            let parents: Vec<Block> = buf[..w].to_vec();
+            ggm_level_in_place(&mut buf, w, true);
+            for (i, &p) in parents.iter().enumerate() {
+                let c = hush_tee::ggm::children(p);
+                assert_eq!([buf[2 * i], buf[2 * i + 1]], [Block(c[0].0 & !1), Block(c[1].0 & !1)], "w {w} parent {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn offsets_match_scalar() {
+        let key = Block(77);
+        let aes = Aes128::new(key);
+        let keys = RoundKeys::new(key);
+        let k = 589_824u32;
+        let mut got = vec![0u32; 4 * 64];
+        lpn_offsets(&keys, &aes, 5, 1000, 64, k, &mut got);
+        let mut c: Vec<Block> = (0..64u128).map(|m| Block((5u128 << 64) | (1000 + m))).collect();
+        aes.encrypt_blocks(&mut c);
+        for (m, x) in c.iter().enumerate() {
+            for q in 0..4 {
+                let w = (x.0 >> (32 * q)) as u32;
+                assert_eq!(got[4 * m + q], (((w as u64 * k as u64) >> 32) as u32) * 16);
+            }
+        }
+    }
+}
