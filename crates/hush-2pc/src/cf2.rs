@@ -1,1 +1,318 @@
-//! placeholder
+//! The CrypTFlow2 millionaires' (Rathee et al., "CrypTFlow2: Practical
+//! 2-Party Secure Inference", CCS 2020, §3.1 / Algorithm 1) — the
+//! interactive baseline — and the DReLU / ReLU / truncation built on it
+//! (§3.2-3.4 style), on any COT source ([`OtSession`]: IKNP, Ferret, or
+//! SilentFlow for "CryptFlow2/Cheetah + SilentFlow").
+//!
+//! Party 0 holds y, party 1 holds x; output XOR shares of gt = 1{y > x}.
+//! Inputs are split into k-bit chunks. **Leaves**: per chunk, one
+//! 1-out-of-2^k OT (from k COTs) in which party 0 offers, for every value i
+//! of party 1's chunk, (gt(y_j, i), eq(y_j, i)) ⊕ its random output shares;
+//! derandomised online (party 1 sends its k-bit shift, party 0 the 2^k
+//! masked 2-bit messages): two rounds. **Merge**: the AND tree
+//! gt = gt_hi ⊕ eq_hi·gt_lo, eq = eq_hi·eq_lo with Beaver AND triples made
+//! from two ROTs each — ⌈log2 n⌉ rounds for n chunks.
+//!
+//! **Offline/online split**: [`Cf2Pre`] holds the ROTs and triples an
+//! operation consumes; [`prepare`] makes them (COT extension traffic),
+//! the `*_online` functions only derandomise.
+//!
+//! Security: semi-honest, from the OT extension's security.
+
+use crate::beaver::{and, OtSession, TripleShare, TripleSource};
+use crate::share::{ArithShare, BoolShare};
+use crate::wire::{self, mask, pack_ring, unpack_ring};
+use crate::{invalid, malformed, Party, Result};
+use hush_correlations::ot::{rot1n_recv, rot1n_send};
+use hush_primitives::{Block, Ring};
+use hush_transport::Channel;
+
+pub const DEFAULT_K: u32 = 4;
+
+/// Packs `width`-bit values densely (LSB first).
+pub fn pack_bits(v: &[u64], width: u32) -> Vec<u8> {
+    let total = v.len() * width as usize;
+    let mut out = vec![0u8; total.div_ceil(8)];
+    let mut pos = 0usize;
+    for &x in v {
+        for b in 0..width as usize {
+            if (x >> b) & 1 == 1 {
+                out[(pos + b) / 8] |= 1 << ((pos + b) % 8);
+            }
+        }
+        pos += width as usize;
+    }
+    out
+}
+
+pub fn unpack_bits(step: &'static str, b: &[u8], width: u32, n: usize) -> Result<Vec<u64>> {
+    let total = n * width as usize;
+    if b.len() != total.div_ceil(8) {
+        return Err(malformed(step, "wrong length"));
+    }
+    if total % 8 != 0 && b[b.len() - 1] >> (total % 8) != 0 {
+        return Err(malformed(step, "padding bits set"));
+    }
+    let mut out = vec![0u64; n];
+    let mut pos = 0usize;
+    for o in out.iter_mut() {
+        for bb in 0..width as usize {
+            let p = pos + bb;
+            *o |= (((b[p / 8] >> (p % 8)) & 1) as u64) << bb;
+        }
+        pos += width as usize;
+    }
+    Ok(out)
+}
+
+/// Correlations for one millionaires' batch (and optional mux OTs).
+pub struct Cf2Pre {
+    pub n: usize,
+    pub bits: u32,
+    pub k: u32,
+    /// Party 0: pads[i * 2^k + v]; party 1: pads[i] with choices.
+    pads: Vec<Block>,
+    choices: Vec<u8>,
+    triples: TripleShare,
+    used: usize,
+    /// 1-of-2 ROTs for multiplexers (both directions).
+    mux: Option<MuxPre>,
+}
+
+struct MuxPre {
+    m0: Vec<Block>,
+    m1: Vec<Block>,
+    c: Vec<bool>,
+    mc: Vec<Block>,
+}
+
+fn chunks(bits: u32, k: u32) -> Vec<(u32, u32)> {
+    (0..bits.div_ceil(k)).map(|j| (j * k, k.min(bits - j * k))).collect()
+}
+
+/// AND gates of the merge tree per comparison.
+fn merge_ands(nc: usize) -> usize {
+    let mut nodes = nc;
+    let mut ands = 0;
+    while nodes > 1 {
+        let pairs = nodes / 2;
+        ands += 2 * pairs;
+        nodes -= pairs;
+    }
+    ands
+}
+
+/// Offline: ROTs for the leaves (party 0 = 1-of-2^k sender), AND triples
+/// for the merge, and `mux` 1-of-2 ROTs per direction.
+pub fn prepare(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, n: usize, bits: u32, k: u32, mux: usize) -> Result<Cf2Pre> {
+    if !(1..=8).contains(&k) || !(1..=64).contains(&bits) {
+        return Err(invalid("CF2: k must be in 1..=8 and bits in 1..=64"));
+    }
+    let cs = chunks(bits, k);
+    let nc = cs.len();
+    let nn = 1usize << k;
+    // All chunks use k-bit OTs (a short top chunk just has fewer live values).
+    let (pads, choices) = if party == 0 {
+        let mut pads = vec![Block::ZERO; n * nc * nn];
+        rot1n_send(&mut *ot.send, ch, k as usize, n * nc, &mut pads)?;
+        (pads, Vec::new())
+    } else {
+        let mut ch_ = vec![0u8; n * nc];
+        let mut pads = vec![Block::ZERO; n * nc];
+        rot1n_recv(&mut *ot.recv, ch, k as usize, &mut ch_, &mut pads)?;
+        (pads, ch_)
+    };
+    let triples = ot.bit_triples(ch, party, merge_ands(nc).max(1) * n.div_ceil(64) * 64)?;
+    let mux = if mux > 0 {
+        let ((m0, m1), (c, mc)) = ot.rots(ch, mux)?;
+        Some(MuxPre { m0, m1, c: c.to_bools(), mc })
+    } else {
+        None
+    };
+    Ok(Cf2Pre { n, bits, k, pads, choices, triples, used: 0, mux })
+}
+
+const STEP_SHIFT: &str = "CF2 leaf: receiver's shifts";
+const STEP_MSG: &str = "CF2 leaf: sender's masked messages";
+
+/// Online millionaires': party 0 passes y, party 1 passes x (each `bits`
+/// wide); returns XOR shares of 1{y > x}.
+pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, input: &[u64]) -> Result<BoolShare> {
+    let n = pre.n;
+    if input.len() != n {
+        return Err(invalid("CF2: input length"));
+    }
+    let k = pre.k;
+    let cs = chunks(pre.bits, k);
+    let nc = cs.len();
+    let nn = 1usize << k;
+    let km = (1u64 << k) - 1;
+    // Leaf shares per chunk: (gt, eq) as bit vectors over n.
+    let mut gt = vec![BoolShare::zeros(n); nc];
+    let mut eq = vec![BoolShare::zeros(n); nc];
+    if party == 1 {
+        let mut u = Vec::with_capacity(n * nc);
+        for i in 0..n {
+            for (j, &(lo, w)) in cs.iter().enumerate() {
+                let xj = (input[i] >> lo) & mask(w);
+                u.push(xj ^ pre.choices[i * nc + j] as u64);
+            }
+        }
+        wire::send(ch, &pack_bits(&u, k))?;
+        let bytes = wire::recv(ch, STEP_MSG, (n * nc * nn * 2).div_ceil(8))?;
+        let msgs = unpack_bits(STEP_MSG, &bytes, 2, n * nc * nn)?;
+        for i in 0..n {
+            for (j, &(lo, w)) in cs.iter().enumerate() {
+                let xj = ((input[i] >> lo) & mask(w)) as usize;
+                let v = msgs[(i * nc + j) * nn + xj] ^ (pre.pads[i * nc + j].lo() & 3);
+                gt[j].words[i / 64] |= (v & 1) << (i % 64);
+                eq[j].words[i / 64] |= ((v >> 1) & 1) << (i % 64);
+            }
+        }
+    } else {
+        let bytes = wire::recv(ch, STEP_SHIFT, (n * nc * k as usize).div_ceil(8))?;
+        let u = unpack_bits(STEP_SHIFT, &bytes, k, n * nc)?;
+        let mut rng = hush_primitives::Prg::from_os();
+        let mut out = vec![0u64; n * nc * nn];
+        for i in 0..n {
+            for (j, &(lo, w)) in cs.iter().enumerate() {
+                let yj = (input[i] >> lo) & mask(w);
+                let s = rng.next_u64() & 3;
+                gt[j].words[i / 64] |= (s & 1) << (i % 64);
+                eq[j].words[i / 64] |= ((s >> 1) & 1) << (i % 64);
+                let uij = u[i * nc + j] & km;
+                let base = (i * nc + j) * nn;
+                for v in 0..nn as u64 {
+                    let live = v <= mask(w);
+                    let m = if live { ((yj > v) as u64) | (((yj == v) as u64) << 1) } else { 0 };
+                    out[base + v as usize] = (m ^ s ^ pre.pads[base + (v ^ uij) as usize].lo()) & 3;
+                }
+            }
+        }
+        wire::send(ch, &pack_bits(&out, 2))?;
+    }
+    // AND-tree merge: pairs (lo = 2p, hi = 2p + 1), one Beaver round per level.
+    let mut nodes: Vec<(BoolShare, BoolShare)> = gt.into_iter().zip(eq).collect();
+    while nodes.len() > 1 {
+        let pairs = nodes.len() / 2;
+        let w = n.div_ceil(64);
+        let mut xa = Vec::with_capacity(2 * pairs * w);
+        let mut xb = Vec::with_capacity(2 * pairs * w);
+        for p in 0..pairs {
+            let (glo, elo) = &nodes[2 * p];
+            let (_ghi, ehi) = &nodes[2 * p + 1];
+            xa.extend_from_slice(&ehi.words);
+            xb.extend_from_slice(&glo.words);
+            xa.extend_from_slice(&ehi.words);
+            xb.extend_from_slice(&elo.words);
+        }
+        let cnt = xa.len();
+        let t = TripleShare {
+            a: pre.triples.a[pre.used..pre.used + cnt].to_vec(),
+            b: pre.triples.b[pre.used..pre.used + cnt].to_vec(),
+            c: pre.triples.c[pre.used..pre.used + cnt].to_vec(),
+        };
+        pre.used += cnt;
+        let z = and(ch, party, &BoolShare { n: cnt * 64, words: xa }, &BoolShare { n: cnt * 64, words: xb }, &t)?;
+        let mut next = Vec::with_capacity(nodes.len() - pairs);
+        for p in 0..pairs {
+            let (ghi, _) = &nodes[2 * p + 1];
+            let prod_g = &z.words[(2 * p) * w..(2 * p + 1) * w];
+            let prod_e = &z.words[(2 * p + 1) * w..(2 * p + 2) * w];
+            let g = BoolShare::new(n, ghi.words.iter().zip(prod_g).map(|(a, b)| a ^ b).collect());
+            let e = BoolShare::new(n, prod_e.to_vec());
+            next.push((g, e));
+        }
+        if nodes.len() % 2 == 1 {
+            next.push(nodes.pop().expect("odd node"));
+        }
+        nodes = next;
+    }
+    Ok(nodes.pop().expect("one node").0)
+}
+
+const STEP_MUX_D: &str = "CF2 mux: receiver's choice corrections";
+const STEP_MUX_Y: &str = "CF2 mux: sender's masked messages";
+
+/// Online multiplexer z = b·x (b XOR-shared, x additively shared) with one
+/// derandomised 1-of-2 OT per element in each direction: two rounds.
+pub fn mux_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, b: &BoolShare, x: &ArithShare) -> Result<ArithShare> {
+    let n = b.n;
+    let ring = x.ring;
+    let l = ring.bits();
+    let mp = pre.mux.as_ref().ok_or_else(|| invalid("CF2: no multiplexer OTs prepared"))?;
+    if mp.m0.len() < n {
+        return Err(invalid("CF2: too few multiplexer OTs"));
+    }
+    // Round 1: as receiver, d = b ⊕ c.
+    let d: Vec<u64> = (0..n).map(|i| (b.get(i) ^ mp.c[i]) as u64).collect();
+    let peer = wire::exchange(ch, STEP_MUX_D, &pack_bits(&d, 1))?;
+    let pd = unpack_bits(STEP_MUX_D, &peer, 1, n)?;
+    // Round 2: as sender, y_v = ((b ⊕ v)·x − r) ⊕ pad_{v ⊕ d}.
+    let mut rng = hush_primitives::Prg::from_os();
+    let r: Vec<u64> = (0..n).map(|_| rng.next_u64() & ring.mask()).collect();
+    let mut ys = Vec::with_capacity(2 * n);
+    for i in 0..n {
+        for v in 0..2u64 {
+            let sel = (b.get(i) as u64) ^ v;
+            let m = ring.sub(ring.mul(sel, x.v[i]), r[i]);
+            let pad = if v ^ pd[i] == 0 { mp.m0[i] } else { mp.m1[i] };
+            ys.push((m ^ pad.lo()) & ring.mask());
+        }
+    }
+    let mut msg = Vec::new();
+    pack_ring(&ys, l, &mut msg);
+    let peer = wire::exchange(ch, STEP_MUX_Y, &msg)?;
+    let mut py = vec![0u64; 2 * n];
+    unpack_ring(STEP_MUX_Y, &peer, l, &mut py)?;
+    let v = (0..n)
+        .map(|i| {
+            let got = (py[2 * i + b.get(i) as usize] ^ mp.mc[i].lo()) & ring.mask();
+            ring.add(r[i], got)
+        })
+        .collect();
+    Ok(ArithShare { ring, v })
+}
+
+/// The millionaires' input that makes DReLU(x_0 + x_1) a comparison:
+/// carry = 1{x0_low > 2^{ℓ−1} − 1 − x1_low}; returns (input, bits).
+pub fn drelu_input(party: Party, ring: Ring, x: &[u64]) -> Vec<u64> {
+    let l = ring.bits();
+    let low = mask(l - 1);
+    x.iter().map(|v| if party == 0 { v & low } else { low - (v & low) }).collect()
+}
+
+/// DReLU from the carry: 1 ⊕ msb(x_0) ⊕ msb(x_1) ⊕ carry.
+pub fn drelu_finish(party: Party, ring: Ring, x: &[u64], carry: BoolShare) -> BoolShare {
+    let mut w = carry.words.clone();
+    for (i, v) in x.iter().enumerate() {
+        w[i / 64] ^= (ring.msb(*v) as u64) << (i % 64);
+    }
+    BoolShare::new(carry.n, w).not(party)
+}
+
+/// Truncation input: x' = x + 2^{ℓ−1}; wrap w = 1{x0' > 2^ℓ − 1 − x1'}.
+pub fn trunc_input(party: Party, ring: Ring, x: &[u64]) -> Vec<u64> {
+    let l = ring.bits();
+    x.iter()
+        .map(|v| if party == 0 { ring.add(*v, 1u64 << (l - 1)) } else { ring.mask() - v })
+        .collect()
+}
+
+/// ⌊x/2^f⌋ shares from the wrap term z = w·(−2^{ℓ−f}) (error ≤ 1 ulp).
+pub fn trunc_finish(party: Party, ring: Ring, x: &[u64], f: u32, z: &ArithShare) -> ArithShare {
+    let l = ring.bits();
+    let v = x
+        .iter()
+        .zip(&z.v)
+        .map(|(xv, zv)| {
+            if party == 0 {
+                let xp = ring.add(*xv, 1u64 << (l - 1));
+                ring.add(ring.sub(xp >> f, 1u64 << (l - 1 - f)), *zv)
+            } else {
+                ring.add(xv >> f, *zv)
+            }
+        })
+        .collect();
+    ArithShare { ring, v }
+}
