@@ -34,10 +34,10 @@
 //! side refuses all further work, and once the caller drops its channel the
 //! peer's next operation fails too.
 
-use crate::fused::{self, Batches};
-use crate::ggm::{clear_lsbs, expand_with_sums, reconstruct_punctured};
+use crate::fused::{whole_batch, Batches, SparseTrees};
+use crate::ggm::{clear_lsbs, expand_box, expand_with_sums, reconstruct_punctured};
 use crate::iknp::{IknpReceiver, IknpSender};
-use crate::lpn::{LpnMatrix, LpnParams, FERRET_MAIN, FERRET_MID, FERRET_SMALL};
+use crate::lpn::{LpnParams, FERRET_MAIN, FERRET_MID, FERRET_SMALL};
 use crate::silentflow::lsb_bits;
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::Result;
@@ -69,128 +69,168 @@ fn tweak(iter: u64, j: usize) -> Block {
     Block((1u128 << 127) | ((iter as u128) << 64) | j as u128)
 }
 
-fn chunk_rows(p: &LpnParams) -> usize {
-    p.leaves().max(1 << 16) / p.leaves() * p.leaves()
+/// Trees per SPCOT message frame: about 64 Ki rows.
+fn chunk_trees(p: &LpnParams) -> usize {
+    p.leaves().max(1 << 16) / p.leaves()
 }
 
-/// One sender iteration: `base` = k + t·h sender COT blocks, `out` = n.
-fn send_iteration(
-    ch: &mut dyn Channel,
-    p: &LpnParams,
+/// The sender's side of an iteration's MPCOT: at the start of the
+/// iteration every tree is expanded once with its per-level sums (Ferret
+/// Fig. 5/6) and the SPCOT messages go out frame by frame (one flight);
+/// only the t roots are kept, and each tree is expanded again
+/// ([`expand_box`]) when its rows are produced — twice the GGM work (a few
+/// ms at VAES speed) instead of an n-block buffer of leaves.
+struct SendTrees {
     delta: Block,
-    base: &[Block],
-    out: &mut [Block],
+    rng: Prg,
     iter: u64,
-    rng: &mut Prg,
-    parallel: bool,
-) -> Result<()> {
-    let (k, h, l) = (p.k, p.h as usize, p.leaves());
-    let (v, cots) = base.split_at(k);
-    let lpn = LpnMatrix::new(NONCE + iter, k);
-    let mut sums = vec![[Block::ZERO; 2]; h];
-    let mut msg: Vec<Block> = Vec::new();
-    let mut xs: Vec<Block> = Vec::new();
-    let mut tw: Vec<Block> = Vec::new();
-    let mut hs: Vec<Block> = Vec::new();
-    fused::run(out, chunk_rows(p), v, &lpn, parallel, |row0, oc| {
-        msg.clear();
-        xs.clear();
-        tw.clear();
-        let first = row0 / l;
-        for (j, tree) in oc.chunks_mut(l).enumerate() {
-            let i = first + j;
-            tree[0] = rng.random_block();
-            expand_with_sums(tree, p.h, &mut sums);
-            clear_lsbs(tree);
-            let c = tree.iter().fold(delta, |a, &x| a ^ x);
-            for (lv, s) in sums.iter().enumerate() {
-                let q = cots[i * h + lv];
-                msg.extend_from_slice(s);
-                xs.push(q);
-                xs.push(q ^ delta);
-                let t = tweak(iter, i * h + lv);
-                tw.push(t);
-                tw.push(t);
-            }
-            msg.push(c);
-        }
-        hs.resize(xs.len(), Block::ZERO);
-        tccr_hash_tweaks(&tw, &xs, &mut hs);
-        // msg per tree: [K0, K1] × h then c; pad the K's with the hashes.
-        let per = 2 * h + 1;
-        for (j, m) in msg.chunks_mut(per).enumerate() {
-            for x in 0..2 * h {
-                m[x] ^= hs[j * 2 * h + x];
-            }
-        }
-        ch.send_chunked(Block::as_bytes(&msg))?;
-        Ok(())
-    })?;
-    sums.zeroize();
-    xs.zeroize();
-    Ok(())
+    roots: Vec<Block>,
+    scratch: Vec<Block>,
 }
 
-/// One receiver iteration: `base` = k + t·h receiver COT blocks (choice bit
-/// = lsb), `out` = n.
-fn recv_iteration(
-    ch: &mut dyn Channel,
-    p: &LpnParams,
-    base: &[Block],
-    out: &mut [Block],
-    iter: u64,
-    parallel: bool,
-) -> Result<()> {
-    let (k, h, l) = (p.k, p.h as usize, p.leaves());
-    let (w, cots) = base.split_at(k);
-    let lpn = LpnMatrix::new(NONCE + iter, k);
-    let per = 2 * h + 1;
-    let mut raw = Vec::new();
-    let mut off = vec![Block::ZERO; h];
-    let mut hs: Vec<Block> = Vec::new();
-    let mut tw: Vec<Block> = Vec::new();
-    fused::run(out, chunk_rows(p), w, &lpn, parallel, |row0, oc| {
-        let trees = oc.len() / l;
-        let first = row0 / l;
-        raw.resize(trees * per * 16, 0);
-        ch.recv_chunked_into("Ferret: SPCOT messages", &mut raw)?;
-        let xs = &cots[first * h..(first + trees) * h];
-        tw.clear();
-        tw.extend((0..trees * h).map(|x| tweak(iter, first * h + x)));
-        hs.resize(xs.len(), Block::ZERO);
-        tccr_hash_tweaks(&tw, xs, &mut hs);
-        for (j, tree) in oc.chunks_mut(l).enumerate() {
-            let m = &raw[j * per * 16..(j + 1) * per * 16];
-            let blk = |x: usize| Block::from_slice(&m[16 * x..16 * x + 16]);
-            let mut alpha = 0usize;
-            for lv in 0..h {
-                let b = xs[j * h + lv].lsb() as usize;
-                alpha |= (1 - b) << (h - 1 - lv);
-                off[lv] = blk(2 * lv + b) ^ hs[j * h + lv];
+impl SparseTrees for SendTrees {
+    fn begin(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block]) -> Result<u64> {
+        let (h, l) = (p.h as usize, p.leaves());
+        let iter = self.iter;
+        self.iter += 1;
+        let delta = self.delta;
+        self.roots.clear();
+        self.scratch.resize(l, Block::ZERO);
+        let mut sums = vec![[Block::ZERO; 2]; h];
+        let (mut msg, mut xs, mut tw, mut hs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let per_frame = chunk_trees(p);
+        let mut first = 0;
+        while first < p.t {
+            let trees = per_frame.min(p.t - first);
+            msg.clear();
+            xs.clear();
+            tw.clear();
+            for i in first..first + trees {
+                let root = self.rng.random_block();
+                self.roots.push(root);
+                let tree = &mut self.scratch[..];
+                tree[0] = root;
+                expand_with_sums(tree, p.h, &mut sums);
+                clear_lsbs(tree);
+                let c = Block(tree.iter().fold(delta.0, |a, x| a ^ x.0));
+                for (lv, s) in sums.iter().enumerate() {
+                    let q = cots[i * h + lv];
+                    msg.extend_from_slice(s);
+                    xs.push(q);
+                    xs.push(q ^ delta);
+                    let t = tweak(iter, i * h + lv);
+                    tw.push(t);
+                    tw.push(t);
+                }
+                msg.push(c);
             }
-            reconstruct_punctured(tree, p.h, alpha, &off);
-            clear_lsbs(tree);
-            tree[alpha] = tree.iter().fold(blk(2 * h), |a, &x| a ^ x);
+            hs.resize(xs.len(), Block::ZERO);
+            tccr_hash_tweaks(&tw, &xs, &mut hs);
+            // msg per tree: [K0, K1] × h then c; pad the K's with the hashes.
+            let per = 2 * h + 1;
+            for (j, m) in msg.chunks_mut(per).enumerate() {
+                for x in 0..2 * h {
+                    m[x] ^= hs[j * 2 * h + x];
+                }
+            }
+            ch.send_chunked(Block::as_bytes(&msg))?;
+            first += trees;
         }
+        sums.zeroize();
+        xs.zeroize();
+        hs.zeroize();
+        self.scratch.zeroize();
+        Ok(NONCE + iter)
+    }
+    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block], i: usize, out: &mut [Block]) -> Result<()> {
+        out[0] = self.roots[i];
+        expand_box(out, p.h);
         Ok(())
-    })?;
-    off.zeroize();
-    hs.zeroize();
-    Ok(())
+    }
+    fn end(&mut self) {
+        self.roots.zeroize();
+        self.roots.clear();
+    }
+}
+
+/// The receiver's side: all SPCOT frames are read when the iteration
+/// starts (one flight; 16·t·(2h+1) bytes), each punctured tree is rebuilt
+/// when its rows are produced.
+struct RecvTrees {
+    iter: u64,
+    cur: u64,
+    raw: Vec<u8>,
+    hs: Vec<Block>,
+    off: Vec<Block>,
+}
+
+impl SparseTrees for RecvTrees {
+    fn begin(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block]) -> Result<u64> {
+        let h = p.h as usize;
+        let per = 2 * h + 1;
+        self.cur = self.iter;
+        self.iter += 1;
+        self.raw.resize(p.t * per * 16, 0);
+        let per_frame = chunk_trees(p);
+        let mut first = 0;
+        while first < p.t {
+            let trees = per_frame.min(p.t - first);
+            ch.recv_chunked_into("Ferret: SPCOT messages", &mut self.raw[first * per * 16..(first + trees) * per * 16])?;
+            first += trees;
+        }
+        let tw: Vec<Block> = (0..p.t * h).map(|x| tweak(self.cur, x)).collect();
+        self.hs.resize(p.t * h, Block::ZERO);
+        tccr_hash_tweaks(&tw, &cots[..p.t * h], &mut self.hs);
+        Ok(NONCE + self.cur)
+    }
+    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, cots: &[Block], j: usize, tree: &mut [Block]) -> Result<()> {
+        let h = p.h as usize;
+        let per = 2 * h + 1;
+        let m = &self.raw[j * per * 16..(j + 1) * per * 16];
+        let blk = |x: usize| Block::from_slice(&m[16 * x..16 * x + 16]);
+        self.off.resize(h, Block::ZERO);
+        let mut alpha = 0usize;
+        for lv in 0..h {
+            let b = cots[j * h + lv].lsb() as usize;
+            alpha |= (1 - b) << (h - 1 - lv);
+            self.off[lv] = blk(2 * lv + b) ^ self.hs[j * h + lv];
+        }
+        reconstruct_punctured(tree, p.h, alpha, &self.off);
+        clear_lsbs(tree);
+        tree[alpha] = Block(tree.iter().fold(blk(2 * h).0, |a, x| a ^ x.0));
+        Ok(())
+    }
+    fn end(&mut self) {
+        self.raw.zeroize();
+        self.hs.zeroize();
+        self.off.zeroize();
+    }
+}
+
+impl Drop for SendTrees {
+    fn drop(&mut self) {
+        self.delta.zeroize();
+        self.end();
+    }
+}
+
+impl Drop for RecvTrees {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 /// Ferret sender (holds Δ, lsb 1).
 pub struct FerretSender {
     delta: Block,
-    rng: Prg,
     b: Batches,
-    iter: u64,
+    trees: SendTrees,
 }
 
 /// Ferret receiver.
 pub struct FerretReceiver {
     b: Batches,
-    iter: u64,
+    trees: RecvTrees,
 }
 
 impl Drop for FerretSender {
@@ -201,7 +241,7 @@ impl Drop for FerretSender {
 
 impl FerretSender {
     /// IKNP base COTs, then the bootstrapping ladder up to `main`.
-    pub fn setup(ch: &mut dyn Channel, rng: &mut Prg, main: LpnParams, parallel: bool) -> Result<Self> {
+    pub fn setup(ch: &mut dyn Channel, rng: &mut Prg, main: LpnParams, fused: bool) -> Result<Self> {
         main.validate()?;
         let steps = ladder(main);
         let mut delta = rng.random_block();
@@ -211,17 +251,16 @@ impl FerretSender {
         iknp.send_cots(ch, &mut base)?;
         // Normalise to the lsb convention: q' = q with lsb 0.
         clear_lsbs(&mut base);
-        let mut own = Prg::new(rng.random_block());
-        let mut iter = 0;
+        let mut trees =
+            SendTrees { delta, rng: Prg::new(rng.random_block()), iter: 0, roots: Vec::new(), scratch: Vec::new() };
         for w in steps.windows(2) {
             let mut out = vec![Block::ZERO; w[0].n];
-            send_iteration(ch, &w[0], delta, &base, &mut out, iter, &mut own, parallel)?;
-            iter += 1;
+            whole_batch(ch, &w[0], &base, &mut out, &mut trees)?;
             base.zeroize();
             base = out[..reserve(&w[1])].to_vec();
             out.zeroize();
         }
-        Ok(FerretSender { delta, rng: own, b: Batches::new(main, reserve(&main), base, parallel), iter })
+        Ok(FerretSender { delta, b: Batches::new(main, reserve(&main), base, fused), trees })
     }
 
     pub fn params(&self) -> LpnParams {
@@ -231,7 +270,7 @@ impl FerretSender {
 
 impl FerretReceiver {
     /// See [`FerretSender::setup`].
-    pub fn setup(ch: &mut dyn Channel, rng: &mut Prg, main: LpnParams, parallel: bool) -> Result<Self> {
+    pub fn setup(ch: &mut dyn Channel, rng: &mut Prg, main: LpnParams, fused: bool) -> Result<Self> {
         main.validate()?;
         let steps = ladder(main);
         let mut iknp = IknpReceiver::setup(ch, rng)?;
@@ -243,16 +282,15 @@ impl FerretReceiver {
             t.0 = (t.0 & !1) | bits.get(i) as u128;
         }
         bits.zeroize();
-        let mut iter = 0;
+        let mut trees = RecvTrees { iter: 0, cur: 0, raw: Vec::new(), hs: Vec::new(), off: Vec::new() };
         for w in steps.windows(2) {
             let mut out = vec![Block::ZERO; w[0].n];
-            recv_iteration(ch, &w[0], &base, &mut out, iter, parallel)?;
-            iter += 1;
+            whole_batch(ch, &w[0], &base, &mut out, &mut trees)?;
             base.zeroize();
             base = out[..reserve(&w[1])].to_vec();
             out.zeroize();
         }
-        Ok(FerretReceiver { b: Batches::new(main, reserve(&main), base, parallel), iter })
+        Ok(FerretReceiver { b: Batches::new(main, reserve(&main), base, fused), trees })
     }
 
     pub fn params(&self) -> LpnParams {
@@ -289,29 +327,13 @@ impl CotSender for FerretSender {
         self.delta
     }
     fn send_cots(&mut self, ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
-        let (delta, iter, rng) = (self.delta, &mut self.iter, &mut self.rng);
-        self.b.fill(q, |b| {
-            let base = std::mem::take(&mut b.base);
-            b.ensure_buf();
-            let r = send_iteration(ch, &b.params, delta, &base, &mut b.buf, *iter, rng, b.fused);
-            b.base = base;
-            *iter += 1;
-            r
-        })
+        self.b.fill(ch, q, &mut self.trees)
     }
 }
 
 impl CotReceiver for FerretReceiver {
     fn recv_cots(&mut self, ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
-        let iter = &mut self.iter;
-        self.b.fill(t, |b| {
-            let base = std::mem::take(&mut b.base);
-            b.ensure_buf();
-            let r = recv_iteration(ch, &b.params, &base, &mut b.buf, *iter, b.fused);
-            b.base = base;
-            *iter += 1;
-            r
-        })?;
+        self.b.fill(ch, t, &mut self.trees)?;
         lsb_bits(t, choices);
         Ok(())
     }

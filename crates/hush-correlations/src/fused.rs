@@ -1,89 +1,66 @@
-//! Kernel fusion (SilentFlow §III-C, eq. 2): the GGM expansion and the LPN
-//! matrix-vector product have no data dependency except the final XOR, so
-//! they run concurrently — Latency = max(L_GGM, L_VM) + L_XOR instead of
-//! L_GGM + L_LPN.
+//! Kernel fusion (SilentFlow §III-C eq. 2 and §IV) as a streaming,
+//! one-thread-per-party engine shared by SilentFlow and Ferret.
 //!
-//! [`run`] spawns one helper thread that computes A·base chunk by chunk into
-//! a few recycled chunk buffers, while the calling thread fills the same
-//! chunks of `out` with GGM leaves (and does any channel I/O); after each
-//! chunk the caller XORs the helper's result in. At most [`IN_FLIGHT`]
-//! chunks are buffered, so memory stays at `out` plus a few chunks.
+//! The output rows of a batch are y = s ⊕ A·base: s the GGM leaves (the
+//! sparse correlation, one tree per 2^h rows), A the public LPN matrix. The
+//! two kernels have no data dependency except the final XOR, so instead of
+//! running them on two threads over an n-block batch buffer (the earlier
+//! design: 4 threads on 2 cores when both parties run, 170 MB buffers that
+//! page-fault on first touch, and a copy into the caller's buffer), each
+//! party interleaves them tree by tree on its own thread:
+//!
+//! * a tree's 2^h leaves are expanded (BOX, [`crate::ggm::expand_box`])
+//!   **straight into the caller's buffer**, and the LPN product of the same
+//!   rows is XORed into them while they are still in L2 (128 KiB per tree at
+//!   h = 13) — the fused latency is L_GGM + L_LPN on one core, which is
+//!   what one core can do; the win over two threads is that nothing is
+//!   oversubscribed, nothing is buffered and the k-vector keeps L2/L3 to
+//!   itself;
+//! * rows are produced only when the caller asks for them (the batch is a
+//!   stream), so there is no n-block buffer at all: a party holds the
+//!   k-vector, the next batch's k-vector (filled from the batch's last
+//!   rows) and one tree of scratch for a request that ends inside a tree;
+//! * the batch's secrets from the module / peer (tree roots, red seeds,
+//!   SPCOT messages) are taken when the batch starts ([`SparseTrees::begin`])
+//!   and erased when it ends.
+//!
+//! `fused = false` keeps the unfused order as a baseline: all trees of a
+//! request first, then one LPN pass over the same rows.
 
 use crate::lpn::{LpnMatrix, LpnParams};
-use zeroize::Zeroize;
 use crate::{Error, Result};
-use hush_primitives::block::xor_blocks_inplace;
 use hush_primitives::Block;
-use std::sync::mpsc::sync_channel;
+use hush_transport::Channel;
+use zeroize::Zeroize;
 
-/// Chunk buffers the LPN thread may run ahead by.
-pub const IN_FLIGHT: usize = 3;
-
-/// Fills `out` with GGM ⊕ A·base: `ggm(row0, chunk)` writes the sparse
-/// vector's rows `row0..row0+chunk.len()`; chunks have `chunk` rows (a
-/// multiple of the tree size, even). If `parallel` is false both kernels run
-/// on this thread, one after the other (the unfused baseline, and the
-/// choice under a one-core budget).
-pub fn run(
-    out: &mut [Block],
-    chunk: usize,
-    base: &[Block],
-    lpn: &LpnMatrix,
-    parallel: bool,
-    mut ggm: impl FnMut(usize, &mut [Block]) -> Result<()>,
-) -> Result<()> {
-    assert!(chunk > 0 && chunk % 2 == 0);
-    if !parallel {
-        for (ci, oc) in out.chunks_mut(chunk).enumerate() {
-            ggm(ci * chunk, oc)?;
-            lpn.mul_xor(base, ci * chunk, oc);
-        }
-        return Ok(());
-    }
-    let n = out.len();
-    let (tx, rx) = sync_channel::<Vec<Block>>(IN_FLIGHT);
-    let (back_tx, back_rx) = sync_channel::<Vec<Block>>(IN_FLIGHT + 1);
-    for _ in 0..IN_FLIGHT {
-        back_tx.send(vec![Block::ZERO; chunk]).expect("fresh channel");
-    }
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            let mut row0 = 0;
-            while row0 < n {
-                let m = chunk.min(n - row0);
-                let Ok(mut buf) = back_rx.recv() else { return };
-                lpn.mul(base, row0, &mut buf[..m]);
-                if tx.send(buf).is_err() {
-                    return;
-                }
-                row0 += m;
-            }
-        });
-        // The receiving ends are moved into this closure so that they are
-        // dropped (unblocking the worker) before the scope joins, also on error.
-        let main = move || -> Result<()> {
-            let (rx, back_tx) = (rx, back_tx);
-            for (ci, oc) in out.chunks_mut(chunk).enumerate() {
-                ggm(ci * chunk, oc)?;
-                let buf = rx.recv().map_err(|_| Error::Invalid("LPN worker stopped".into()))?;
-                xor_blocks_inplace(oc, &buf[..oc.len()]);
-                let _ = back_tx.send(buf);
-            }
-            Ok(())
-        };
-        main()
-    })
+/// The sparse correlation of a batch, tree by tree.
+pub(crate) trait SparseTrees {
+    /// Starts a batch: module crossings or the peer's SPCOT messages.
+    /// `cots` = the base COTs beyond the k-vector (Ferret). Returns the
+    /// batch's LPN nonce.
+    fn begin(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block]) -> Result<u64>;
+    /// Writes the 2^h leaves of tree `i` (lsb convention applied, the
+    /// punctured leaf included) into `out`. Trees are asked for in
+    /// increasing order, each at most once per batch.
+    fn tree(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block], i: usize, out: &mut [Block]) -> Result<()>;
+    /// Erases the batch's secrets.
+    fn end(&mut self);
 }
 
-/// Output buffer shared by both sides: a batch of n COTs of which the first
-/// n−k are handed out and the last k become the next base.
+/// The row stream of one party: the first n − reserve rows of each batch
+/// go to the caller, the last `reserve` become the next batch's base.
 pub(crate) struct Batches {
     pub(crate) params: LpnParams,
-    /// Outputs of each batch kept as the next batch's base (k, plus t·h for Ferret).
+    /// Rows of each batch kept as the next batch's base (k, plus t·h for Ferret).
     pub(crate) reserve: usize,
     pub(crate) base: Vec<Block>,
-    pub(crate) buf: Vec<Block>,
-    pos: usize,
+    next: Vec<Block>,
+    /// One tree, for requests that start or end inside a tree.
+    scratch: Vec<Block>,
+    scratch_tree: Option<usize>,
+    lpn: Option<LpnMatrix>,
+    /// Next row of the current batch (None: no batch started).
+    pos: Option<usize>,
     pub(crate) batch: u64,
     pub(crate) produced: u64,
     pub(crate) fused: bool,
@@ -94,56 +71,163 @@ pub(crate) struct Batches {
 impl Drop for Batches {
     fn drop(&mut self) {
         self.base.zeroize();
-        self.buf.zeroize();
+        self.next.zeroize();
+        self.scratch.zeroize();
     }
 }
 
 impl Batches {
     pub(crate) fn new(params: LpnParams, reserve: usize, base: Vec<Block>, fused: bool) -> Self {
-        Batches { params, reserve, base, buf: Vec::new(), pos: 0, batch: 0, produced: 0, fused, failed: false }
-    }
-    /// The n-block batch buffer, on huge pages where the OS allows.
-    pub(crate) fn ensure_buf(&mut self) {
-        if self.buf.len() != self.params.n {
-            self.buf = crate::lpn::huge_blocks(self.params.n);
+        assert_eq!(base.len(), reserve);
+        let mut b = crate::lpn::huge_blocks(reserve);
+        b.copy_from_slice(&base);
+        let mut base = base;
+        base.zeroize();
+        Batches {
+            params,
+            reserve,
+            base: b,
+            next: Vec::new(),
+            scratch: Vec::new(),
+            scratch_tree: None,
+            lpn: None,
+            pos: None,
+            batch: 0,
+            produced: 0,
+            fused,
+            failed: false,
         }
     }
-    fn usable(&self) -> usize {
-        self.params.n - self.reserve
-    }
-    fn avail(&self) -> usize {
-        if self.buf.is_empty() {
-            0
-        } else {
-            self.usable() - self.pos
+
+    /// Fills `out` with the next rows of the stream, starting batches as
+    /// needed.
+    pub(crate) fn fill(&mut self, ch: &mut dyn Channel, out: &mut [Block], trees: &mut impl SparseTrees) -> Result<()> {
+        let r = self.fill_inner(ch, out, trees);
+        if r.is_err() {
+            self.failed = true;
+            self.next.zeroize();
+            self.scratch.zeroize();
+            self.scratch_tree = None;
+            trees.end();
         }
+        r
     }
-    /// Copies out of the current batch, calling `refill` whenever it is used up.
-    pub(crate) fn fill(&mut self, out: &mut [Block], mut refill: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+
+    fn fill_inner(&mut self, ch: &mut dyn Channel, out: &mut [Block], trees: &mut impl SparseTrees) -> Result<()> {
+        let p = self.params;
+        let usable = p.n - self.reserve;
         let mut done = 0;
         while done < out.len() {
             if self.failed {
                 return Err(Error::Invalid("an earlier batch of this COT source failed".into()));
             }
-            if self.avail() == 0 {
-                if let Err(e) = refill(self) {
-                    self.failed = true;
-                    self.buf.zeroize();
-                    self.buf.clear();
-                    return Err(e);
+            let pos = match self.pos {
+                Some(x) => x,
+                None => {
+                    let nonce = trees.begin(ch, &p, &self.base[p.k..])?;
+                    self.lpn = Some(LpnMatrix::new(nonce, p.k));
+                    self.scratch_tree = None;
+                    self.pos = Some(0);
+                    0
                 }
-                let (n, k) = (self.params.n, self.reserve);
-                self.base.copy_from_slice(&self.buf[n - k..]);
-                self.pos = 0;
+            };
+            let m = (usable - pos).min(out.len() - done);
+            self.rows(ch, trees, pos, Dst::Out(&mut out[done..done + m]))?;
+            done += m;
+            self.pos = Some(pos + m);
+            if pos + m == usable {
+                // The batch's last rows become the next base.
+                if self.next.len() != self.reserve {
+                    self.next = crate::lpn::huge_blocks(self.reserve);
+                }
+                self.rows(ch, trees, usable, Dst::Next)?;
+                std::mem::swap(&mut self.base, &mut self.next);
+                trees.end();
+                self.scratch.zeroize();
+                self.scratch_tree = None;
+                self.pos = None;
                 self.batch += 1;
             }
-            let m = self.avail().min(out.len() - done);
-            out[done..done + m].copy_from_slice(&self.buf[self.pos..self.pos + m]);
-            self.pos += m;
-            done += m;
         }
         self.produced += out.len() as u64;
         Ok(())
     }
+
+    /// Rows `r0..r0 + dst.len()` of the current batch into `dst`.
+    fn rows(&mut self, ch: &mut dyn Channel, trees: &mut impl SparseTrees, r0: usize, dst: Dst<'_>) -> Result<()> {
+        let p = self.params;
+        let l = p.leaves();
+        let Batches { base, next, scratch, scratch_tree, lpn, fused, .. } = self;
+        let lpn = lpn.as_ref().expect("batch started");
+        let (v, cots) = base.split_at(p.k);
+        let dst: &mut [Block] = match dst {
+            Dst::Out(o) => o,
+            Dst::Next => &mut next[..],
+        };
+        let len = dst.len();
+        let (mut r, mut d) = (r0, 0);
+        while d < len {
+            let (tree, off) = (r / l, r % l);
+            if off == 0 && len - d >= l {
+                // Whole trees straight into the destination.
+                let whole = (len - d) / l;
+                let span = &mut dst[d..d + whole * l];
+                if *fused {
+                    for (j, t) in span.chunks_mut(l).enumerate() {
+                        trees.tree(ch, &p, cots, tree + j, t)?;
+                        lpn.mul_xor(v, (tree + j) * l, t);
+                    }
+                } else {
+                    for (j, t) in span.chunks_mut(l).enumerate() {
+                        trees.tree(ch, &p, cots, tree + j, t)?;
+                    }
+                    lpn.mul_xor(v, r, span);
+                }
+                r += whole * l;
+                d += whole * l;
+                continue;
+            }
+            // Part of a tree: through the scratch tree.
+            if *scratch_tree != Some(tree) {
+                scratch.resize(l, Block::ZERO);
+                trees.tree(ch, &p, cots, tree, scratch)?;
+                lpn.mul_xor(v, tree * l, scratch);
+                *scratch_tree = Some(tree);
+            }
+            let take = (l - off).min(len - d);
+            dst[d..d + take].copy_from_slice(&scratch[off..off + take]);
+            r += take;
+            d += take;
+        }
+        Ok(())
+    }
 }
 
+enum Dst<'a> {
+    Out(&'a mut [Block]),
+    Next,
+}
+
+/// Runs one whole batch of `p` into `out` (n rows, e.g. a bootstrapping
+/// iteration): the same fused order as [`Batches`], without the stream.
+pub(crate) fn whole_batch(
+    ch: &mut dyn Channel,
+    p: &LpnParams,
+    base: &[Block],
+    out: &mut [Block],
+    trees: &mut impl SparseTrees,
+) -> Result<()> {
+    assert_eq!(out.len(), p.n);
+    let (v, cots) = base.split_at(p.k);
+    let nonce = trees.begin(ch, p, cots);
+    let r = nonce.and_then(|nonce| {
+        let lpn = LpnMatrix::new(nonce, p.k);
+        for (i, t) in out.chunks_mut(p.leaves()).enumerate() {
+            trees.tree(ch, p, cots, i, t)?;
+            lpn.mul_xor(v, i * p.leaves(), t);
+        }
+        Ok(())
+    });
+    trees.end();
+    r
+}

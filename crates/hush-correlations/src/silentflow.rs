@@ -28,9 +28,9 @@
 //! The receiver's choice bit of each COT is the lsb of its block (Δ has lsb
 //! 1, the sender's blocks lsb 0).
 
-use crate::fused::{self, Batches};
+use crate::fused::{Batches, SparseTrees};
 use crate::ggm::expand_box;
-use crate::lpn::{LpnMatrix, LpnParams};
+use crate::lpn::LpnParams;
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::{Error, Result};
 use hush_primitives::{BitVec, Block};
@@ -57,22 +57,19 @@ pub fn stats(m: &SharedModule) -> ModuleStats {
     m.lock().map(|g| g.stats()).unwrap_or_default()
 }
 
-/// Rows per fused chunk: a multiple of the tree size, about 64 Ki rows.
-fn chunk_rows(p: &LpnParams) -> usize {
-    p.leaves().max(1 << 16) / p.leaves() * p.leaves()
-}
-
 /// SilentFlow sender (holds Δ).
 pub struct SilentSender {
     module: SharedModule,
     delta: Block,
     b: Batches,
+    trees: SenderTrees,
 }
 
 /// SilentFlow receiver (holds the choice bits).
 pub struct SilentReceiver {
     module: SharedModule,
     b: Batches,
+    trees: ReceiverTrees,
 }
 
 impl Drop for SilentSender {
@@ -81,9 +78,123 @@ impl Drop for SilentSender {
     }
 }
 
+/// The sender's sparse vector: the t tree roots the module releases per
+/// batch (1 crossing), each tree expanded by [`expand_box`].
+struct SenderTrees {
+    module: SharedModule,
+    batch: u64,
+    roots: Vec<Block>,
+}
+
+impl SparseTrees for SenderTrees {
+    fn begin(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block]) -> Result<u64> {
+        let batch = self.batch;
+        self.batch += 1;
+        let mut r = call(&self.module, &Request::GgmRoots { batch, trees: p.t as u32, height: p.h })?;
+        self.roots = match &mut r {
+            Response::GgmRoots(v) if v.len() == p.t => std::mem::take(v),
+            _ => return Err(crate::malformed("silentflow batch", "bad GGM roots from the module")),
+        };
+        Ok(batch)
+    }
+    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block], i: usize, out: &mut [Block]) -> Result<()> {
+        out[0] = self.roots[i];
+        expand_box(out, p.h);
+        Ok(())
+    }
+    fn end(&mut self) {
+        self.roots.zeroize();
+        self.roots.clear();
+    }
+}
+
+/// The receiver's punctured sparse vector: h−1 crossings per batch release
+/// the off-path seeds of all t trees level by level (crossing 1 also the
+/// punctured positions α, crossing h−1 also the leaf level and the masked
+/// punctured leaves); each tree's h off-path subtrees are expanded by
+/// [`expand_box`] in place.
+struct ReceiverTrees {
+    module: SharedModule,
+    batch: u64,
+    alphas: Vec<u32>,
+    /// Level-major: red[(level−1)·t + tree].
+    red: Vec<Block>,
+    masked: Vec<Block>,
+}
+
+impl SparseTrees for ReceiverTrees {
+    fn begin(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block]) -> Result<u64> {
+        let batch = self.batch;
+        self.batch += 1;
+        let (t, h) = (p.t, p.h as usize);
+        self.red.clear();
+        self.red.resize(h * t, Block::ZERO);
+        for level in 1..p.h {
+            let mut r = call(&self.module, &Request::GgmLevel { batch, trees: t as u32, height: p.h, level })?;
+            let Response::GgmLevel { alphas: a, red: rd, leaf_red, masked: m } = &mut r else {
+                return Err(crate::malformed("silentflow batch", "unexpected module response"));
+            };
+            if rd.len() != t || (level == 1 && a.len() != t) {
+                return Err(crate::malformed("silentflow batch", "GGM level of the wrong size"));
+            }
+            if level == 1 {
+                self.alphas = std::mem::take(a);
+                if self.alphas.iter().any(|&x| (x as usize) >= p.leaves()) {
+                    return Err(crate::malformed("silentflow batch", "punctured position out of range"));
+                }
+            }
+            let lv = level as usize;
+            self.red[(lv - 1) * t..lv * t].copy_from_slice(rd);
+            if level == p.h - 1 {
+                if leaf_red.len() != t || m.len() != t {
+                    return Err(crate::malformed("silentflow batch", "last GGM level of the wrong size"));
+                }
+                self.red[(h - 1) * t..].copy_from_slice(leaf_red);
+                self.masked = std::mem::take(m);
+            }
+        }
+        Ok(batch)
+    }
+    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block], i: usize, out: &mut [Block]) -> Result<()> {
+        let (t, h) = (p.t, p.h as usize);
+        let a = self.alphas[i] as usize;
+        for lv in 1..=h {
+            let d = (h - lv) as u32;
+            let sib = (a >> d) ^ 1;
+            let sub = &mut out[sib << d..(sib + 1) << d];
+            sub[0] = self.red[(lv - 1) * t + i];
+            expand_box(sub, d);
+        }
+        out[a] = self.masked[i];
+        Ok(())
+    }
+    fn end(&mut self) {
+        self.red.zeroize();
+        self.masked.zeroize();
+        self.alphas.zeroize();
+        self.red.clear();
+        self.masked.clear();
+        self.alphas.clear();
+    }
+}
+
+impl Drop for ReceiverTrees {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl Drop for SenderTrees {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
 impl SilentSender {
     /// Seed agreement with the peer's module over `ch`, then the initial
-    /// correlation. `fused`: run GGM and LPN on two threads (kernel fusion).
+    /// correlation. `fused`: interleave GGM and LPN tree by tree on this
+    /// thread ([`crate::fused`]); else all trees of a request, then the LPN
+    /// pass.
     pub fn setup(ch: &mut dyn Channel, module: SharedModule, params: LpnParams, fused: bool) -> Result<Self> {
         params.validate()?;
         {
@@ -98,7 +209,8 @@ impl SilentSender {
         if v.len() != params.k || !delta.lsb() {
             return Err(crate::malformed("silentflow setup", "initial correlation of the wrong shape"));
         }
-        Ok(SilentSender { module, delta, b: Batches::new(params, params.k, v, fused) })
+        let trees = SenderTrees { module: module.clone(), batch: 0, roots: Vec::new() };
+        Ok(SilentSender { module, delta, b: Batches::new(params, params.k, v, fused), trees })
     }
 
     pub fn module(&self) -> &SharedModule {
@@ -107,28 +219,6 @@ impl SilentSender {
 
     pub fn params(&self) -> LpnParams {
         self.b.params
-    }
-
-    fn refill(module: &SharedModule, b: &mut Batches) -> Result<()> {
-        let p = b.params;
-        let mut r = call(module, &Request::GgmRoots { batch: b.batch, trees: p.t as u32, height: p.h })?;
-        let roots = match &mut r {
-            Response::GgmRoots(v) if v.len() == p.t => std::mem::take(v),
-            _ => return Err(crate::malformed("silentflow batch", "bad GGM roots from the module")),
-        };
-        b.ensure_buf();
-        let lpn = LpnMatrix::new(b.batch, p.k);
-        let l = p.leaves();
-        let res = fused::run(&mut b.buf, chunk_rows(&p), &b.base, &lpn, b.fused, |row0, oc| {
-            for (j, tree) in oc.chunks_mut(l).enumerate() {
-                tree[0] = roots[row0 / l + j];
-                expand_box(tree, p.h);
-            }
-            Ok(())
-        });
-        let mut roots = roots;
-        roots.zeroize();
-        res
     }
 }
 
@@ -145,7 +235,8 @@ impl SilentReceiver {
             Response::CotReceiverInit { w } if w.len() == params.k => std::mem::take(w),
             _ => return Err(crate::malformed("silentflow setup", "unexpected module response")),
         };
-        Ok(SilentReceiver { module, b: Batches::new(params, params.k, w, fused) })
+        let trees = ReceiverTrees { module: module.clone(), batch: 0, alphas: Vec::new(), red: Vec::new(), masked: Vec::new() };
+        Ok(SilentReceiver { module, b: Batches::new(params, params.k, w, fused), trees })
     }
 
     pub fn module(&self) -> &SharedModule {
@@ -154,62 +245,6 @@ impl SilentReceiver {
 
     pub fn params(&self) -> LpnParams {
         self.b.params
-    }
-
-    fn refill(module: &SharedModule, b: &mut Batches) -> Result<()> {
-        let p = b.params;
-        let (t, h) = (p.t, p.h as usize);
-        // h−1 crossings: red seeds of every tree, level by level.
-        let mut alphas = Vec::new();
-        let mut red = vec![Block::ZERO; h * t];
-        let mut masked = Vec::new();
-        for level in 1..p.h {
-            let mut r =
-                call(module, &Request::GgmLevel { batch: b.batch, trees: t as u32, height: p.h, level })?;
-            let Response::GgmLevel { alphas: a, red: rd, leaf_red, masked: m } = &mut r else {
-                return Err(crate::malformed("silentflow batch", "unexpected module response"));
-            };
-            if rd.len() != t || (level == 1 && a.len() != t) {
-                return Err(crate::malformed("silentflow batch", "GGM level of the wrong size"));
-            }
-            if level == 1 {
-                alphas = std::mem::take(a);
-                if alphas.iter().any(|&x| (x as usize) >= p.leaves()) {
-                    return Err(crate::malformed("silentflow batch", "punctured position out of range"));
-                }
-            }
-            let lv = level as usize;
-            red[(lv - 1) * t..lv * t].copy_from_slice(rd);
-            if level == p.h - 1 {
-                if leaf_red.len() != t || m.len() != t {
-                    return Err(crate::malformed("silentflow batch", "last GGM level of the wrong size"));
-                }
-                red[(h - 1) * t..].copy_from_slice(leaf_red);
-                masked = std::mem::take(m);
-            }
-        }
-        b.ensure_buf();
-        let lpn = LpnMatrix::new(b.batch, p.k);
-        let l = p.leaves();
-        let res = fused::run(&mut b.buf, chunk_rows(&p), &b.base, &lpn, b.fused, |row0, oc| {
-            for (j, tree) in oc.chunks_mut(l).enumerate() {
-                let i = row0 / l + j;
-                let a = alphas[i] as usize;
-                for lv in 1..=h {
-                    let d = (h - lv) as u32;
-                    let sib = (a >> d) ^ 1;
-                    let sub = &mut tree[sib << d..(sib + 1) << d];
-                    sub[0] = red[(lv - 1) * t + i];
-                    expand_box(sub, d);
-                }
-                tree[a] = masked[i];
-            }
-            Ok(())
-        });
-        red.zeroize();
-        masked.zeroize();
-        alphas.zeroize();
-        res
     }
 }
 
@@ -253,18 +288,16 @@ impl CotSender for SilentSender {
     fn delta(&self) -> Block {
         self.delta
     }
-    /// No communication: `_ch` is not used after setup.
-    fn send_cots(&mut self, _ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
-        let m = self.module.clone();
-        self.b.fill(q, |b| Self::refill(&m, b))
+    /// No communication: `ch` is not used after setup.
+    fn send_cots(&mut self, ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
+        self.b.fill(ch, q, &mut self.trees)
     }
 }
 
 impl CotReceiver for SilentReceiver {
-    /// No communication: `_ch` is not used after setup.
-    fn recv_cots(&mut self, _ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
-        let m = self.module.clone();
-        self.b.fill(t, |b| Self::refill(&m, b))?;
+    /// No communication: `ch` is not used after setup.
+    fn recv_cots(&mut self, ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
+        self.b.fill(ch, t, &mut self.trees)?;
         lsb_bits(t, choices);
         Ok(())
     }

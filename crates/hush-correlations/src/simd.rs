@@ -46,7 +46,6 @@ pub(crate) fn fast() -> bool {
 /// the fixed GGM key).
 #[derive(Clone)]
 pub(crate) struct RoundKeys {
-    key: Block,
     rk: [Block; 11],
 }
 
@@ -58,7 +57,7 @@ impl RoundKeys {
             // SAFETY: aes detected by fast().
             rk = unsafe { x86::expand_key(key) };
         }
-        RoundKeys { key, rk }
+        RoundKeys { rk }
     }
     pub(crate) fn fixed() -> &'static Self {
         static K: OnceLock<RoundKeys> = OnceLock::new();
@@ -348,7 +347,7 @@ mod tests {
             return;
         }
         let k = RoundKeys::fixed();
-        assert_eq!(k.key, FIXED_KEY);
+        let _ = k;
         // AES with these round keys = hush_primitives' AES: via a GGM level.
         let mut buf = vec![Block::ZERO; 64];
         for i in 0..32 {
