@@ -236,7 +236,7 @@ const STEP_MUX_Y: &str = "CF2 mux: sender's masked messages";
 
 /// Online multiplexer z = b·x (b XOR-shared, x additively shared) with one
 /// derandomised 1-of-2 OT per element in each direction: two rounds.
-pub fn mux_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, b: &BoolShare, x: &ArithShare) -> Result<ArithShare> {
+pub fn mux_online(ch: &mut dyn Channel, _party: Party, pre: &mut Cf2Pre, b: &BoolShare, x: &ArithShare) -> Result<ArithShare> {
     let n = b.n;
     let ring = x.ring;
     let l = ring.bits();

@@ -18,6 +18,10 @@
 //! r-terms in dealt offsets), and ⌊x/2^f⌋ = ⌊x'/2^f⌋ − 2^{ℓ−1−f} for every
 //! signed x.
 //!
+//! **Millionaires'** (ℓ < 64): gt(y, x) = DReLU_{ℓ+1}(y − x − 1), one DCF
+//! over ℓ bits, x̂ sent in ℓ + 1 bits; for ℓ = 64 the less-than gate
+//! (interval containment from two DCFs) against the dealt threshold.
+//!
 //! Security: semi-honest; each key alone hides its function (PRG security
 //! of fixed-key AES), x̂ is uniform to both parties since r is used once;
 //! relies on the (simulated — gives no hardware protection) modules.
@@ -81,6 +85,7 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
     let mut vals = Vec::with_capacity(n);
     let mut offs = Vec::new();
     let mut keys = match shape.gate {
+        FssGate::Millionaire if shape.bits < 64 => Keys::Drelu(Vec::with_capacity(n)),
         FssGate::Millionaire => Keys::Lt(Vec::with_capacity(n)),
         FssGate::Drelu => Keys::Drelu(Vec::with_capacity(n)),
         FssGate::Relu => Keys::Relu(Vec::with_capacity(n)),
@@ -145,7 +150,8 @@ const STEP_OPEN: &str = "FSS: masked opening x̂";
 /// additive share of x; one simultaneous exchange.
 pub fn online(ch: &mut dyn Channel, b: &FssBatch, x: Option<&[u64]>, general: bool) -> Result<FssOut> {
     let n = b.n;
-    let l = b.shape.bits;
+    // The millionaires' (ℓ < 64) opens y − x − 1 + r in ℓ + 1 bits.
+    let l = if b.shape.gate == FssGate::Millionaire && b.shape.bits < 64 { b.shape.bits + 1 } else { b.shape.bits };
     let lm = mask(l);
     let ring = Ring::new(l).expect("validated");
     if general && b.shape.gate == FssGate::Millionaire {
@@ -191,7 +197,7 @@ pub fn online(ch: &mut dyn Channel, b: &FssBatch, x: Option<&[u64]>, general: bo
         }
         Keys::Relu(k) => {
             relu_eval_batch(p, k, &xhat, &mut out);
-            FssOut::Arith(ArithShare::new(ring, out))
+            FssOut::Arith(ArithShare::new(Ring::new(b.shape.bits).expect("validated"), out))
         }
         Keys::Trunc(k1, k2) => {
             let FssGate::Trunc { f } = b.shape.gate else { unreachable!() };

@@ -80,6 +80,7 @@ impl FssShape {
     pub fn key_bytes(&self) -> usize {
         let b = self.bits;
         match self.gate {
+            FssGate::Millionaire if b < 64 => DreluKey::size_bytes(b + 1, 1),
             FssGate::Millionaire => LtKey::size_bytes(b, 1),
             FssGate::Drelu => DreluKey::size_bytes(b, 1),
             FssGate::Relu => ReluKey::size_bytes(b),
@@ -141,6 +142,15 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
         let r = vprg.next_u64() & lm;
         let own = |k0: Vec<u8>, k1: Vec<u8>| if p == 0 { k0 } else { k1 };
         match shape.gate {
+            FssGate::Millionaire if l < 64 => {
+                // gt(y, x) = DReLU_{ℓ+1}(y − x − 1): one (ℓ)-bit DCF; party 0's
+                // helper is h = r − x − 1 mod 2^{ℓ+1}, so x̂ = y + h.
+                let wm = ring_mask(l + 1);
+                let r = (r | ((vprg.next_u64() & 1) << l)) & wm;
+                let (k0, k1) = drelu_gen(&mut kprg, l + 1, r, 0, 1);
+                s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
+                s.vals.push(if p == 0 { r.wrapping_sub(m).wrapping_sub(1) & wm } else { m });
+            }
             FssGate::Millionaire => {
                 // [y < c] with y = x̂ − r; gt(y, x) = 1 ⊕ [y < x + 1] (0 if x is the maximum).
                 let (c, r_out) = if m == lm { (0, 0) } else { (m + 1, 1) };

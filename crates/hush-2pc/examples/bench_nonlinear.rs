@@ -1,0 +1,17 @@
+//! Runs `hush bench nonlinear` without the CLI: `cargo run --release -p
+//! hush-2pc --example bench_nonlinear -- --op relu --proto tami --net mobile`.
+use clap::Parser;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: hush_2pc::bench::NonlinearArgs,
+}
+
+fn main() {
+    let c = Cli::parse();
+    if let Err(e) = hush_2pc::bench::bench_nonlinear_main(c.args) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
