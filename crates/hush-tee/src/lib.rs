@@ -33,6 +33,7 @@ pub mod backend;
 pub mod deal;
 pub mod ggm;
 pub mod handshake;
+pub mod linear_deal;
 pub mod module;
 pub mod wire;
 

@@ -80,6 +80,9 @@ pub enum Request {
     GgmRoots { batch: u64, trees: u32, height: u32 },
     /// SilentFlow receiver: crossing `level` (1..=height−1) of `batch`.
     GgmLevel { batch: u64, trees: u32, height: u32, level: u32 },
+    /// Module-dealt linear layers (load the server's weights; deal B, R_C
+    /// or W·B − R_C): see [`crate::linear_deal`].
+    Linear(crate::linear_deal::LinearRequest),
     /// A two-party dealing kind (Beaver/AND triples, TAMI comparison
     /// batches, ...): see [`crate::deal`].
     Deal(crate::deal::DealRequest),
@@ -98,6 +101,8 @@ pub enum Response {
     GgmRoots(Vec<Block>),
     /// `alphas` only in crossing 1; `leaf_red` and `masked` only in the last.
     GgmLevel { alphas: Vec<u32>, red: Vec<Block>, leaf_red: Vec<Block>, masked: Vec<Block> },
+    /// This host's share of a [`Request::Linear`] (see [`crate::linear_deal`]).
+    Linear(crate::linear_deal::LinearResponse),
     /// This host's share of a [`Request::Deal`] batch (see [`crate::deal`]).
     Dealt(Vec<u8>),
     /// The module refused or failed (carried across the process boundary).
@@ -141,6 +146,7 @@ impl Request {
             Request::GgmLevel { batch, trees, height, level } => {
                 w.u8(12).u64(*batch).u32(*trees).u32(*height).u32(*level)
             }
+            Request::Linear(l) => w.u8(30).bytes(&l.encode()),
             Request::Deal(d) => {
                 w.u8(20);
                 d.encode(&mut w);
@@ -159,6 +165,7 @@ impl Request {
             10 => Request::CotInit { k: r.u32()? },
             11 => Request::GgmRoots { batch: r.u64()?, trees: r.u32()?, height: r.u32()? },
             12 => Request::GgmLevel { batch: r.u64()?, trees: r.u32()?, height: r.u32()?, level: r.u32()? },
+            30 => Request::Linear(crate::linear_deal::LinearRequest::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Request::Deal(crate::deal::DealRequest::decode(&mut r)?),
             t => return Err(Error::Malformed(format!("unknown request kind {t}"))),
         };
@@ -184,6 +191,7 @@ impl Response {
             Response::GgmLevel { alphas, red, leaf_red, masked } => {
                 w.u8(13).u32s(alphas).blocks(red).blocks(leaf_red).blocks(masked)
             }
+            Response::Linear(l) => w.u8(30).bytes(&l.encode()),
             Response::Dealt(b) => w.u8(20).bytes(b),
             Response::Error(e) => w.u8(255).bytes(e.as_bytes()),
         };
@@ -200,6 +208,7 @@ impl Response {
             11 => Response::CotReceiverInit { w: r.blocks()? },
             12 => Response::GgmRoots(r.blocks()?),
             13 => Response::GgmLevel { alphas: r.u32s()?, red: r.blocks()?, leaf_red: r.blocks()?, masked: r.blocks()? },
+            30 => Response::Linear(crate::linear_deal::LinearResponse::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Response::Dealt(r.bytes(crate::backend::MAX_MODULE_FRAME)?),
             255 => Response::Error(String::from_utf8_lossy(&r.bytes(4096)?).into_owned()),
             t => return Err(Error::Malformed(format!("unknown response kind {t}"))),
@@ -239,6 +248,7 @@ pub struct Module {
     cot_init_done: bool,
     next_batch: u64,
     walk: Option<PendingWalk>,
+    linear: crate::linear_deal::LinearState,
 }
 
 impl std::fmt::Debug for Module {
@@ -277,6 +287,7 @@ impl Module {
             cot_init_done: false,
             next_batch: 0,
             walk: None,
+            linear: Default::default(),
         }
     }
 
@@ -304,6 +315,13 @@ impl Module {
             Request::CotInit { k } => self.cot_init(*k),
             Request::GgmRoots { batch, trees, height } => self.ggm_roots(*batch, *trees, *height),
             Request::GgmLevel { batch, trees, height, level } => self.ggm_level(*batch, *trees, *height, *level),
+            Request::Linear(l) => {
+                let role = self.established()?.1;
+                let mut st = std::mem::take(&mut self.linear);
+                let r = crate::linear_deal::handle(self, role, &mut st, l);
+                self.linear = st;
+                Ok(Response::Linear(r?))
+            }
             Request::Deal(d) => Ok(Response::Dealt(crate::deal::handle(self, d)?)),
         }
     }

@@ -1,0 +1,86 @@
+//! # hush-inference — private two-party inference in `tee` mode
+//!
+//! A client with a private input and a server with a private model obtain
+//! the prediction — the client learns the logits, the server learns
+//! nothing — with linear layers from **module-dealt masks** (VISION.md
+//! "Module-dealt linear layers") and nonlinear layers from the comparison
+//! families of `hush-2pc` (`fss` by default, `tami`).
+//!
+//! * [`model`] — the model description and its file format (`.hushm`,
+//!   written from ONNX by `python -m hush.onnx_import`); an untrusted-input
+//!   loader; [`model::Builder`] to make models in Rust.
+//! * [`fixed`] — fixed-point encoding (defaults ℓ = 37, 12 fraction bits,
+//!   and why), truncation and rounding rules.
+//! * [`plan`] — a model compiled for a ring: one step per layer.
+//! * [`reference`] — the plaintext fixed-point executor: the bit-exact
+//!   specification of the secure run.
+//! * [`float_ref`] — an f64 executor (for comparison with onnxruntime).
+//! * [`linear`] — the module-dealt linear-layer protocol (one one-way
+//!   client→server message of the activation's size per linear layer).
+//! * [`engine`] — layer-by-layer secure execution with per-layer metering;
+//!   the [`engine::Nonlinear`] trait and the `fss`/`tami` families.
+//! * [`runtime`] — sessions: `serve` (many concurrent, isolated client
+//!   sessions over TCP), `infer`, and a local two-party run.
+//! * [`cli`] — clap argument structs and `*_main` entry points for the
+//!   `hush` binary; [`zoo`] — benchmark architectures with random weights.
+//!
+//! **What is revealed.** The architecture (layer kinds and shapes) is public;
+//! the weights stay with the server; the input stays with the client; the
+//! client learns the output logits, to which it applies the model's final
+//! Softmax/ArgMax in the clear. **Security:** semi-honest parties; `tee`
+//! mode trusts each party's module to keep correlation shares (and, for the
+//! server's module, the mask B) from its own host — the module's
+//! attestation is **simulated — gives no hardware protection**. The
+//! server's module holds the server's own weights W to compute W·B − R_C;
+//! no online value of the client ever enters a module.
+
+pub mod cli;
+pub mod engine;
+pub mod fixed;
+pub mod float_ref;
+pub mod linear;
+pub mod model;
+pub mod npy;
+pub mod plan;
+pub mod reference;
+pub mod runtime;
+pub mod zoo;
+
+#[cfg(test)]
+mod tests;
+
+pub use fixed::FixedConfig;
+pub use model::Model;
+pub use plan::Plan;
+
+/// Errors of private inference. Every malformed file, hostile message or
+/// failed peer maps to one of these.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The model file or architecture is malformed or unsupported (names the node).
+    #[error("model: {0}")]
+    Model(String),
+    /// The input does not fit the model (shape, values).
+    #[error("input: {0}")]
+    Input(String),
+    /// A bad configuration (ring, fraction bits, family, memory budget).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The peer sent something the protocol does not allow.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The peer reported an error.
+    #[error("peer: {0}")]
+    Peer(String),
+    #[error("transport: {0}")]
+    Transport(#[from] hush_transport::Error),
+    #[error("trusted module: {0}")]
+    Tee(#[from] hush_tee::Error),
+    /// An error of the comparison layer (hush-2pc).
+    #[error("nonlinear layer: {0}")]
+    Nonlinear(String),
+    #[error("i/o: {0}")]
+    Io(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

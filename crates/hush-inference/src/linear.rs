@@ -1,0 +1,112 @@
+//! Module-dealt linear layers over a [`Channel`] (VISION.md, "Module-dealt
+//! linear layers"; the module side is [`hush_tee::linear_deal`]).
+//!
+//! For y = W·x with x = x_S + x_C over Z_2^ℓ:
+//! client: (B, R_C) ← its module; sends F = x_C − B; output share R_C.
+//! server: W·B − R_C ← its module (which holds W); receives F; output share
+//! W·(x_S + F) + (W·B − R_C) = W·x − R_C.
+//!
+//! Cost per layer: **one one-way client→server message of the input
+//! activation's size** (⌈ℓ/8⌉ bytes per element, chunked into frames), no
+//! server→client message, one module crossing per party; the client does
+//! no linear algebra (a subtraction). Security: semi-honest; relies on the
+//! server's module keeping B from the server host (attestation simulated —
+//! gives no hardware protection); the server's module holds W, the server's
+//! own secret; no online value of the client enters any module.
+
+use crate::fixed::FixedConfig;
+use crate::{Error, Result};
+use hush_tee::linear_deal::{LinearOp, LinearRequest, LinearResponse};
+use hush_tee::{Request, Response, TrustedModule};
+use hush_transport::{Channel, ChannelExt};
+
+/// Ring elements to bytes (⌈ℓ/8⌉ each, little endian).
+pub fn pack(cfg: &FixedConfig, v: &[u64]) -> Vec<u8> {
+    let w = cfg.elem_bytes();
+    let mut out = Vec::with_capacity(v.len() * w);
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes()[..w]);
+    }
+    out
+}
+
+/// Bytes to ring elements; an unreduced element is an error (hostile peer).
+pub fn unpack(cfg: &FixedConfig, b: &[u8], what: &str) -> Result<Vec<u64>> {
+    let w = cfg.elem_bytes();
+    if b.len() % w != 0 {
+        return Err(Error::Protocol(format!("{what}: {} bytes is not a whole number of elements", b.len())));
+    }
+    let m = cfg.mask();
+    let mut out = Vec::with_capacity(b.len() / w);
+    for c in b.chunks_exact(w) {
+        let mut a = [0u8; 8];
+        a[..w].copy_from_slice(c);
+        let x = u64::from_le_bytes(a);
+        if x & !m != 0 {
+            return Err(Error::Protocol(format!("{what}: element outside Z_2^{}", cfg.bits)));
+        }
+        out.push(x);
+    }
+    Ok(out)
+}
+
+/// Sends ring elements as one flight of frames.
+pub fn send_ring(ch: &mut dyn Channel, cfg: &FixedConfig, v: &[u64]) -> Result<()> {
+    ch.send_chunked(&pack(cfg, v))?;
+    Ok(())
+}
+
+/// Receives exactly `n` ring elements sent with [`send_ring`].
+pub fn recv_ring(ch: &mut dyn Channel, cfg: &FixedConfig, n: usize, what: &'static str) -> Result<Vec<u64>> {
+    let mut buf = vec![0u8; n * cfg.elem_bytes()];
+    ch.recv_chunked_into(what, &mut buf)?;
+    unpack(cfg, &buf, what)
+}
+
+fn linear_call(module: &mut dyn TrustedModule, req: LinearRequest) -> Result<LinearResponse> {
+    let mut resp = module.call(&Request::Linear(req))?;
+    match &mut resp {
+        Response::Linear(l) => Ok(std::mem::take(l)),
+        _ => Err(Error::Protocol("module: unexpected response kind to a linear request".into())),
+    }
+}
+
+/// Server: binds the weights of every linear layer to its module (once per session).
+pub fn load(module: &mut dyn TrustedModule, layer: u32, op: &LinearOp) -> Result<()> {
+    linear_call(module, LinearRequest::Load { layer, op: op.clone() })?;
+    Ok(())
+}
+
+/// Client side of one linear layer: sends F = x_C − B, returns R_C.
+pub fn client(ch: &mut dyn Channel, module: &mut dyn TrustedModule, cfg: &FixedConfig, layer: u32, batch: u64, x_c: &[u64], out_len: usize) -> Result<Vec<u64>> {
+    let mut d = linear_call(
+        module,
+        LinearRequest::Deal { layer, batch, bits: cfg.bits, in_len: x_c.len() as u32, out_len: out_len as u32 },
+    )?;
+    if d.first.len() != x_c.len() || d.second.len() != out_len {
+        return Err(Error::Protocol("module: linear masks of the wrong size".into()));
+    }
+    let m = cfg.mask();
+    let f: Vec<u64> = x_c.iter().zip(&d.first).map(|(x, b)| x.wrapping_sub(*b) & m).collect();
+    send_ring(ch, cfg, &f)?;
+    Ok(std::mem::take(&mut d.second))
+}
+
+/// Server side of one linear layer: returns W·(x_S + F) + (W·B − R_C).
+pub fn server(ch: &mut dyn Channel, module: &mut dyn TrustedModule, cfg: &FixedConfig, layer: u32, batch: u64, op: &LinearOp, x_s: &[u64]) -> Result<Vec<u64>> {
+    let (n_in, n_out) = (op.in_len(), op.out_len());
+    let mut d = linear_call(module, LinearRequest::Deal { layer, batch, bits: cfg.bits, in_len: n_in as u32, out_len: n_out as u32 })?;
+    if d.first.len() != n_out {
+        return Err(Error::Protocol("module: linear correlation of the wrong size".into()));
+    }
+    let f = recv_ring(ch, cfg, n_in, "linear layer: masked client share F")?;
+    let m = cfg.mask();
+    let x: Vec<u64> = x_s.iter().zip(&f).map(|(a, b)| a.wrapping_add(*b) & m).collect();
+    let mut y = vec![0u64; n_out];
+    op.apply(cfg.bits, &x, &mut y);
+    for (v, c) in y.iter_mut().zip(&d.first) {
+        *v = v.wrapping_add(*c) & m;
+    }
+    zeroize::Zeroize::zeroize(&mut d.first);
+    Ok(y)
+}

@@ -1,0 +1,485 @@
+//! Party runtime: sessions between a server (model owner) and a client.
+//!
+//! ## Session protocol (over any [`Channel`])
+//! 1. client → server: hello JSON `{"hush":"inference","version":1,"proto":…}`;
+//! 2. server → client: `{"ok":true,"bits","frac","proto","chunk","architecture"}`
+//!    (the public architecture: layer kinds and shapes, no weights) or
+//!    `{"ok":false,"error":…}`;
+//! 3. seed agreement of the two parties' modules (server = party 0 =
+//!    `Sender`), the server binds its linear layers' weights to its module —
+//!    this is the *offline* part (input-independent);
+//! 4. per inference: client → server `I`, then both run the engine in
+//!    lockstep and the server sends its share of the logits (client only
+//!    reconstructs); `Q` ends the session.
+//!
+//! A server session that fails (a client that disconnects, sends garbage,
+//! or times out) ends with an error for that session only: each session has
+//! its own thread, channel and modules, and panics are caught.
+
+use crate::engine::{self, LayerCost, SharedModule, CLIENT, SERVER};
+use crate::fixed::FixedConfig;
+use crate::model::Model;
+use crate::plan::Plan;
+use crate::{linear, Error, Result};
+use hush_tee::{InProcessModule, Module, ModuleRole, TrustedModule};
+use hush_transport::{Channel, ChannelOptions, MemChannel, NetProfile, TcpChannel};
+use serde_json::{json, Value};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Options shared by both parties (the server's values win in a session).
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub cfg: FixedConfig,
+    /// Nonlinear family: `fss` (default) or `tami`.
+    pub proto: String,
+    /// Elements per nonlinear chunk (bounds dealt key material).
+    pub chunk: usize,
+    /// Where modules run: `in-process` or `out-of-process`.
+    pub tee: String,
+    pub profile: NetProfile,
+    /// Most concurrent sessions a server runs (more are refused).
+    pub max_sessions: usize,
+    /// Client's peak-memory budget in bytes (checked before running).
+    pub max_mem: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cfg: FixedConfig::default(),
+            proto: "fss".into(),
+            chunk: engine::DEFAULT_CHUNK,
+            tee: "in-process".into(),
+            profile: NetProfile::none(),
+            max_sessions: 64,
+            max_mem: None,
+        }
+    }
+}
+
+fn new_module(kind: &str) -> Result<SharedModule> {
+    let m: Box<dyn TrustedModule> = match kind {
+        "in-process" => Box::new(InProcessModule::new(Module::new())),
+        "out-of-process" => Box::new(hush_tee::OutOfProcessModule::spawn()?),
+        other => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
+    };
+    Ok(SharedModule::new(m))
+}
+
+fn recv_json(ch: &mut dyn Channel, what: &str) -> Result<Value> {
+    let b = ch.recv()?;
+    if b.len() > 16 << 20 {
+        return Err(Error::Protocol(format!("{what}: message too large")));
+    }
+    serde_json::from_slice(&b).map_err(|e| Error::Protocol(format!("{what}: not JSON ({e})")))
+}
+
+/// Estimated peak memory of the client (bytes) for a plan: live
+/// activation shares plus one layer's masks and message, plus one chunk of
+/// dealt comparison keys (≈ 1 KiB per element upper bound).
+pub fn client_peak_estimate(model: &Model, chunk: usize) -> u64 {
+    let live = model.peak_live_elems() as u64 * 8;
+    let biggest = model.nodes.iter().map(|n| n.shape.iter().product::<usize>()).max().unwrap_or(0) as u64;
+    let largest_in = (0..=model.nodes.len()).map(|v| model.shape(v).iter().product::<usize>()).max().unwrap_or(0) as u64;
+    live + (2 * largest_in + biggest) * 8 + chunk as u64 * 1024
+}
+
+/// Summary of one party's inference.
+#[derive(Clone, Debug, Default)]
+pub struct PartyReport {
+    pub layers: Vec<LayerCost>,
+    pub online_secs: f64,
+    pub offline_secs: f64,
+    pub offline_bytes_sent: u64,
+    pub offline_bytes_recv: u64,
+    pub module: String,
+}
+
+fn totals(layers: &[LayerCost]) -> (u64, u64, u32, u64, f64) {
+    let sent = layers.iter().map(|l| l.bytes_sent).sum();
+    let recv = layers.iter().map(|l| l.bytes_recv).sum();
+    let rounds = layers.iter().map(|l| l.rounds).sum();
+    let cross = layers.iter().map(|l| l.module_crossings).sum();
+    let msecs = layers.iter().map(|l| l.module_secs).sum();
+    (sent, recv, rounds, cross, msecs)
+}
+
+/// Runs one server session on an accepted channel until the client ends it.
+/// Returns the number of inferences served.
+pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options) -> Result<usize> {
+    let hello = recv_json(ch, "client hello")?;
+    if hello.get("hush").and_then(Value::as_str) != Some("inference") || hello.get("version").and_then(Value::as_u64) != Some(1) {
+        let _ = ch.send(json!({"ok": false, "error": "not a hush inference client (version 1)"}).to_string().as_bytes());
+        return Err(Error::Protocol("client hello: not a hush inference client".into()));
+    }
+    let proto = hello.get("proto").and_then(Value::as_str).unwrap_or(&opts.proto).to_string();
+    if !engine::FAMILIES.contains(&proto.as_str()) {
+        let msg = format!("unknown protocol family '{proto}' (server offers {})", engine::FAMILIES.join(", "));
+        let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
+        return Err(Error::Protocol(msg));
+    }
+    let reply = json!({
+        "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": opts.chunk,
+        "architecture": model.header_json,
+    });
+    ch.send(reply.to_string().as_bytes())?;
+    let mut module = new_module(&opts.tee)?;
+    hush_tee::establish(&mut module, ch, ModuleRole::Sender)?;
+    engine::load_weights(plan, &mut module)?;
+    let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, opts.chunk)?;
+    let mut served = 0usize;
+    loop {
+        let ctl = ch.recv()?;
+        match ctl.as_slice() {
+            b"Q" => return Ok(served),
+            b"I" => {
+                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64 };
+                let (share, _) = engine::run(plan, &mut p, vec![0u64; plan.input_len], |_, _| {})?;
+                linear::send_ring(ch, &plan.cfg, &share)?;
+                served += 1;
+            }
+            _ => return Err(Error::Protocol("unknown session control message".into())),
+        }
+    }
+}
+
+/// The client's side of a session.
+pub struct ClientSession<C: Channel> {
+    ch: C,
+    pub model: Model,
+    pub plan: Plan,
+    module: SharedModule,
+    nl: Box<dyn engine::Nonlinear>,
+    next: u64,
+    pub proto: String,
+    pub offline_secs: f64,
+    offline_cost: hush_transport::Cost,
+    max_mem: Option<u64>,
+    chunk: usize,
+}
+
+/// The result of one private inference at the client.
+#[derive(Clone, Debug)]
+pub struct Inference {
+    pub logits: Vec<f64>,
+    pub shape: Vec<usize>,
+    pub report: PartyReport,
+}
+
+impl<C: Channel> ClientSession<C> {
+    /// Hello, architecture, module seed agreement (the offline part).
+    pub fn start(mut ch: C, opts: &Options) -> Result<Self> {
+        let t0 = Instant::now();
+        ch.send(json!({"hush": "inference", "version": 1, "proto": opts.proto}).to_string().as_bytes())?;
+        let r = recv_json(&mut ch, "server hello")?;
+        if r.get("ok").and_then(Value::as_bool) != Some(true) {
+            return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
+        }
+        let field = |k: &str| r.get(k).and_then(Value::as_u64).ok_or_else(|| Error::Protocol(format!("server hello lacks {k}")));
+        let cfg = FixedConfig::new(field("bits")? as u32, field("frac")? as u32)?;
+        let chunk = field("chunk")? as usize;
+        if chunk == 0 || chunk > 1 << 24 {
+            return Err(Error::Protocol(format!("server hello: chunk {chunk} out of range")));
+        }
+        let proto = r.get("proto").and_then(Value::as_str).unwrap_or("").to_string();
+        let arch = r.get("architecture").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello lacks the architecture".into()))?;
+        let model = Model::from_architecture(arch)?;
+        let plan = Plan::new(&model, cfg)?;
+        if let Some(budget) = opts.max_mem {
+            let need = client_peak_estimate(&model, chunk);
+            if need > budget {
+                return Err(Error::Config(format!(
+                    "the client needs about {} MiB for this model (live activations and one layer's masks), above --max-mem {} MiB",
+                    need >> 20,
+                    budget >> 20
+                )));
+            }
+        }
+        let mut module = new_module(&opts.tee)?;
+        hush_tee::establish(&mut module, &mut ch, ModuleRole::Receiver)?;
+        let nl = engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?;
+        let offline_cost = ch.cost();
+        Ok(ClientSession { ch, model, plan, module, nl, next: 0, proto, offline_secs: t0.elapsed().as_secs_f64(), offline_cost, max_mem: opts.max_mem, chunk })
+    }
+
+    /// Checks an input's shape against the model's (a leading batch
+    /// dimension of 1 is accepted).
+    pub fn check_shape(&self, shape: &[usize]) -> Result<()> {
+        let want = &self.model.input_shape;
+        let ok = shape == want.as_slice() || (shape.len() == want.len() + 1 && shape[0] == 1 && &shape[1..] == want.as_slice());
+        if !ok {
+            return Err(Error::Input(format!("input of shape {shape:?}, the model expects {want:?} (optionally with a leading batch dimension of 1)")));
+        }
+        Ok(())
+    }
+
+    /// One private inference; `progress(done, total)` after each layer.
+    pub fn infer(&mut self, shape: &[usize], x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
+        self.check_shape(shape)?;
+        let _ = (self.max_mem, self.chunk);
+        let xq = self.plan.encode_input(x)?;
+        let t0 = Instant::now();
+        self.ch.send(b"I")?;
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next };
+        let (share, layers) = engine::run(&self.plan, &mut p, xq, progress)?;
+        let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
+        self.next += 1;
+        let m = self.plan.cfg.mask();
+        let y: Vec<u64> = share.iter().zip(&theirs).map(|(a, b)| a.wrapping_add(*b) & m).collect();
+        let report = PartyReport {
+            layers,
+            online_secs: t0.elapsed().as_secs_f64(),
+            offline_secs: self.offline_secs,
+            offline_bytes_sent: self.offline_cost.bytes_sent,
+            offline_bytes_recv: self.offline_cost.bytes_recv,
+            module: self.module.describe(),
+        };
+        Ok(Inference { logits: self.plan.decode(&y), shape: self.model.output_shape().to_vec(), report })
+    }
+
+    /// The raw ring output of one inference (tests compare it to the reference).
+    pub fn infer_ring(&mut self, x: &[u64]) -> Result<Vec<u64>> {
+        self.ch.send(b"I")?;
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next };
+        let (share, _) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
+        let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
+        self.next += 1;
+        let m = self.plan.cfg.mask();
+        Ok(share.iter().zip(&theirs).map(|(a, b)| a.wrapping_add(*b) & m).collect())
+    }
+
+    /// Ends the session politely.
+    pub fn close(mut self) -> Result<()> {
+        self.ch.send(b"Q")?;
+        Ok(())
+    }
+
+    pub fn channel(&self) -> &C {
+        &self.ch
+    }
+}
+
+/// Applies the model's final Softmax/ArgMax to revealed logits (in the clear, at the client).
+pub fn postprocess(post: crate::model::Post, logits: &[f64]) -> Vec<f64> {
+    match post {
+        crate::model::Post::None => logits.to_vec(),
+        crate::model::Post::Softmax => {
+            let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = logits.iter().map(|v| (v - mx).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.iter().map(|v| v / s).collect()
+        }
+        crate::model::Post::Argmax => vec![argmax(logits) as f64],
+    }
+}
+
+pub fn argmax(v: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// A two-party run in this process: the server on a thread, the client
+/// here, over an in-memory pair or TCP loopback, with `opts.profile`.
+pub struct LocalRun {
+    pub inference: Inference,
+    pub server_layers: Vec<LayerCost>,
+    pub server_online_secs: f64,
+    pub transport: String,
+}
+
+/// Runs one private inference of `x` (shape `shape`) on `model` with both
+/// parties in this process.
+pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, tcp: bool, progress: impl FnMut(usize, usize)) -> Result<LocalRun> {
+    let plan = Arc::new(Plan::new(&model, opts.cfg)?);
+    let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
+    let (a, b): (Box<dyn Channel>, Box<dyn Channel>) = if tcp {
+        let (a, b) = hush_transport::tcp_pair_loopback(copts)?;
+        (Box::new(a), Box::new(b))
+    } else {
+        let (a, b) = MemChannel::pair_with(copts);
+        (Box::new(a), Box::new(b))
+    };
+    let (m2, p2, o2) = (model.clone(), plan.clone(), opts.clone());
+    let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64)> {
+        let mut ch = a;
+        // one inference, with the server's own metering
+        let hello = recv_json(&mut ch, "client hello")?;
+        let _ = hello;
+        let reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": o2.chunk, "architecture": m2.header_json});
+        ch.send(reply.to_string().as_bytes())?;
+        let mut module = new_module(&o2.tee)?;
+        hush_tee::establish(&mut module, &mut ch, ModuleRole::Sender)?;
+        engine::load_weights(&p2, &mut module)?;
+        let mut nl = engine::make_family(&o2.proto, module.clone(), SERVER, p2.cfg.bits, o2.chunk)?;
+        let ctl = ch.recv()?;
+        if ctl != b"I" {
+            return Err(Error::Protocol("expected an inference".into()));
+        }
+        let t = Instant::now();
+        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0 };
+        let (share, layers) = engine::run(&p2, &mut p, vec![0u64; p2.input_len], |_, _| {})?;
+        linear::send_ring(&mut ch, &p2.cfg, &share)?;
+        let secs = t.elapsed().as_secs_f64();
+        let _ = ch.recv(); // Q
+        Ok((layers, secs))
+    });
+    let client = (|| -> Result<Inference> {
+        let mut s = ClientSession::start(b, opts)?;
+        let r = s.infer(shape, x, progress)?;
+        s.close()?;
+        Ok(r)
+    })();
+    let srv = server.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
+    let inference = client?;
+    let (server_layers, server_online_secs) = srv?;
+    Ok(LocalRun { inference, server_layers, server_online_secs, transport: if tcp { "tcp" } else { "mem" }.into() })
+}
+
+/// A report of a local run as one JSON object.
+pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
+    let c = &run.inference.report;
+    let (c_sent, c_recv, rounds, c_cross, c_msecs) = totals(&c.layers);
+    let (_, _, _, s_cross, s_msecs) = totals(&run.server_layers);
+    let layers: Vec<Value> = c
+        .layers
+        .iter()
+        .zip(run.server_layers.iter().map(Some).chain(std::iter::repeat(None)))
+        .map(|(cl, sl)| {
+            let mut v = cl.json();
+            v["client_secs"] = json!(cl.secs);
+            if let Some(s) = sl {
+                v["server_secs"] = json!(s.secs);
+                v["server_module_secs"] = json!(s.module_secs);
+                v["server_module_crossings"] = json!(s.module_crossings);
+                v["macs"] = json!(s.macs);
+            }
+            v
+        })
+        .collect();
+    json!({
+        "bench": "infer",
+        "model": model.name,
+        "proto": opts.proto,
+        "bits": opts.cfg.bits,
+        "frac": opts.cfg.frac,
+        "net": opts.profile.name,
+        "transport": run.transport,
+        "tee": c.module,
+        "layers": model.nodes.len(),
+        "online_s": c.online_secs,
+        "server_online_s": run.server_online_secs,
+        "offline_s": c.offline_secs,
+        "offline_bytes": c.offline_bytes_sent + c.offline_bytes_recv,
+        "online_bytes_client_to_server": c_sent,
+        "online_bytes_server_to_client": c_recv,
+        "online_bytes": c_sent + c_recv,
+        "rounds": rounds,
+        "client_module_crossings": c_cross,
+        "client_module_s": c_msecs,
+        "server_module_crossings": s_cross,
+        "server_module_s": s_msecs,
+        "per_layer": layers,
+    })
+}
+
+/// A running TCP server (many concurrent sessions).
+pub struct ServerHandle {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    pub sessions_ok: Arc<AtomicU64>,
+    pub sessions_failed: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// Stops accepting and waits for the accept loop (running sessions finish on their own).
+    pub fn shutdown(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+    /// Blocks until the accept loop ends (never, unless it fails).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts serving `model` on `addr`; each accepted connection is an
+/// independent session on its own thread. `log` receives one line per
+/// session end.
+pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sync>) -> Result<ServerHandle> {
+    let plan = Arc::new(Plan::new(&model, opts.cfg)?);
+    let listener = TcpListener::bind(addr).map_err(|e| Error::Io(format!("listen on {addr}: {e}")))?;
+    let local = listener.local_addr().map_err(|e| Error::Io(e.to_string()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let active = Arc::new(AtomicUsize::new(0));
+    let (st, okc, fc) = (stop.clone(), ok.clone(), failed.clone());
+    let thread = std::thread::spawn(move || {
+        let mut next_id = 0u64;
+        loop {
+            let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
+            let ch = TcpChannel::accept(&listener, copts);
+            if st.load(Ordering::SeqCst) {
+                break;
+            }
+            let mut ch = match ch {
+                Ok(c) => c,
+                Err(e) => {
+                    log(format!("accept failed: {e}"));
+                    continue;
+                }
+            };
+            next_id += 1;
+            let id = next_id;
+            if active.load(Ordering::SeqCst) >= opts.max_sessions {
+                let _ = ch.recv();
+                let _ = ch.send(json!({"ok": false, "error": "server busy (too many sessions); try again later"}).to_string().as_bytes());
+                fc.fetch_add(1, Ordering::SeqCst);
+                log(format!("session {id}: refused (server busy)"));
+                continue;
+            }
+            active.fetch_add(1, Ordering::SeqCst);
+            let (m, p, o, l, okc, fc, act) = (model.clone(), plan.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone());
+            std::thread::spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_session(&mut ch, &m, &p, &o)));
+                match r {
+                    Ok(Ok(n)) => {
+                        okc.fetch_add(1, Ordering::SeqCst);
+                        l(format!("session {id}: {n} inference(s) served"));
+                    }
+                    Ok(Err(e)) => {
+                        fc.fetch_add(1, Ordering::SeqCst);
+                        l(format!("session {id}: ended with an error: {e}"));
+                    }
+                    Err(_) => {
+                        fc.fetch_add(1, Ordering::SeqCst);
+                        l(format!("session {id}: internal error (panic caught); other sessions unaffected"));
+                    }
+                }
+                act.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    Ok(ServerHandle { addr: local, stop, sessions_ok: ok, sessions_failed: failed, thread: Some(thread) })
+}
+
+/// Connects to a server and starts a session.
+pub fn connect(addr: &str, opts: &Options) -> Result<ClientSession<TcpChannel>> {
+    let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
+    let ch = TcpChannel::connect(addr, copts)?;
+    ClientSession::start(ch, opts)
+}

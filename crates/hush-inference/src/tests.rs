@@ -1,0 +1,381 @@
+//! Tests: model loading (hostile files), reference vs float, the linear
+//! protocol's correctness and cost, secure == reference for every operator
+//! and for small residual and Concat networks, and the runtime's failure
+//! isolation.
+
+use crate::engine::{SharedModule, SERVER};
+use crate::model::{Builder, Model, Post, V};
+use crate::runtime::{self, Options};
+use crate::{linear, reference, FixedConfig, Plan};
+use hush_primitives::{Block, Prg};
+use hush_tee::{InProcessModule, Module, ModuleRole};
+use hush_transport::{Channel, MemChannel};
+use std::sync::Arc;
+
+fn rnd(p: &mut Prg, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| ((p.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32 * scale).collect()
+}
+
+fn conv(b: &mut Builder, p: &mut Prg, x: V, co: usize, k: usize, s: usize, pad: usize) -> V {
+    let ci = b.shape(x)[0];
+    let sc = 1.0 / ((ci * k * k) as f32).sqrt();
+    let w = rnd(p, co * ci * k * k, sc);
+    let bias = rnd(p, co, 0.1);
+    b.conv(x, co, [k, k], [s, s], [pad; 4], &w, &bias)
+}
+
+/// One model per operator (plus the layers needed around it).
+fn operator_models() -> Vec<(&'static str, Vec<u8>)> {
+    let mut p = Prg::new(Block(77));
+    let mut out = Vec::new();
+    {
+        let (mut b, x) = Builder::new("conv", &[2, 7, 7]);
+        let y = conv(&mut b, &mut p, x, 3, 3, 2, 1);
+        out.push(("conv", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("dense", &[12]);
+        let (w, bb) = (rnd(&mut p, 60, 0.3), rnd(&mut p, 5, 0.1));
+        let y = b.dense(x, 5, &w, &bb);
+        out.push(("dense", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("scale", &[3, 4, 4]);
+        let (s, t) = (rnd(&mut p, 3, 2.0), rnd(&mut p, 3, 0.5));
+        let y = b.scale(x, &s, &t);
+        out.push(("scale", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("add_const", &[2, 3, 3]);
+        let c = rnd(&mut p, 18, 1.0);
+        let y = b.add_const(x, &c);
+        out.push(("add_const", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("relu", &[40]);
+        let y = b.relu(x);
+        out.push(("relu", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("maxpool", &[2, 7, 7]);
+        let y = b.maxpool(x, [3, 3], [2, 2], [1, 1, 1, 1]);
+        out.push(("maxpool", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("avgpool", &[2, 6, 6]);
+        let y = b.avgpool(x, [3, 3], [2, 2], [1, 1, 1, 1], false);
+        let z = b.avgpool(y, [2, 2], [1, 1], [0; 4], true);
+        out.push(("avgpool", b.finish(z)));
+    }
+    {
+        let (mut b, x) = Builder::new("global_avgpool", &[3, 5, 5]);
+        let y = b.global_avgpool(x);
+        out.push(("global_avgpool", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("reshape_add", &[2, 3, 3]);
+        let f = b.flatten(x);
+        let r = b.reshape(f, &[3, 6]);
+        let r2 = b.reshape(x, &[3, 6]);
+        let y = b.add(r, r2);
+        out.push(("reshape+add", b.finish(y)));
+    }
+    {
+        let (mut b, x) = Builder::new("concat", &[2, 4, 4]);
+        let a = b.relu(x);
+        let y = b.concat(&[x, a, x], 0);
+        let z = b.concat(&[y, y], 2);
+        out.push(("concat", b.finish(z)));
+    }
+    out
+}
+
+/// A small residual network (conv-relu-conv + skip, maxpool, GAP, dense).
+fn residual_net() -> Vec<u8> {
+    let mut p = Prg::new(Block(5));
+    let (mut b, x) = Builder::new("resnet-mini", &[3, 8, 8]);
+    let c0 = conv(&mut b, &mut p, x, 4, 3, 1, 1);
+    let r0 = b.relu(c0);
+    let c1 = conv(&mut b, &mut p, r0, 4, 3, 1, 1);
+    let r1 = b.relu(c1);
+    let c2 = conv(&mut b, &mut p, r1, 4, 3, 1, 1);
+    let s = b.add(c2, r0);
+    let r2 = b.relu(s);
+    let m = b.maxpool(r2, [2, 2], [2, 2], [0; 4]);
+    let g = b.global_avgpool(m);
+    let f = b.flatten(g);
+    let (w, bb) = (rnd(&mut p, 40, 0.5), rnd(&mut p, 10, 0.1));
+    let y = b.dense(f, 10, &w, &bb);
+    b.postprocess(Post::Argmax);
+    b.finish(y)
+}
+
+/// A small Concat network (SqueezeNet-style fire module).
+fn concat_net() -> Vec<u8> {
+    let mut p = Prg::new(Block(6));
+    let (mut b, x) = Builder::new("fire-mini", &[3, 9, 9]);
+    let c0 = conv(&mut b, &mut p, x, 6, 3, 2, 0);
+    let r0 = b.relu(c0);
+    let sq = conv(&mut b, &mut p, r0, 3, 1, 1, 0);
+    let sr = b.relu(sq);
+    let e1 = conv(&mut b, &mut p, sr, 4, 1, 1, 0);
+    let e3 = conv(&mut b, &mut p, sr, 4, 3, 1, 1);
+    let r1 = b.relu(e1);
+    let r3 = b.relu(e3);
+    let cat = b.concat(&[r1, r3], 0);
+    let ap = b.avgpool(cat, [2, 2], [2, 2], [0; 4], true);
+    let f = b.flatten(ap);
+    let n = b.shape(f)[0];
+    let (w, bb) = (rnd(&mut p, n * 4, 0.3), rnd(&mut p, 4, 0.1));
+    let y = b.dense(f, 4, &w, &bb);
+    b.finish(y)
+}
+
+fn input_for(m: &Model, seed: u128) -> Vec<f64> {
+    let mut p = Prg::new(Block(seed));
+    rnd(&mut p, m.input_len(), 2.0).into_iter().map(|v| v as f64).collect()
+}
+
+fn opts(proto: &str) -> Options {
+    Options { proto: proto.into(), chunk: 1000, ..Default::default() }
+}
+
+fn secure(m: &Arc<Model>, x: &[f64], o: &Options) -> Vec<f64> {
+    let shape = m.input_shape.clone();
+    runtime::run_local(m.clone(), &shape, x, o, false, |_, _| {}).unwrap().inference.logits
+}
+
+#[test]
+fn secure_fss_equals_reference_for_every_operator() {
+    for (name, bytes) in operator_models() {
+        let m = Arc::new(Model::from_bytes(&bytes).unwrap_or_else(|e| panic!("{name}: {e}")));
+        let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+        for seed in [1u128, 2] {
+            let x = input_for(&m, seed);
+            let r = reference::run_f64(&plan, &x).unwrap();
+            let s = secure(&m, &x, &opts("fss"));
+            assert_eq!(s, r, "{name}: secure (fss) differs from the fixed-point reference");
+            // fixed point vs float: errors of a few ulps per truncation
+            let f = crate::float_ref::run(&m, &x).unwrap();
+            for (a, b) in r.iter().zip(&f) {
+                assert!((a - b).abs() < 4e-3, "{name}: fixed {a} vs float {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn secure_fss_equals_reference_residual_and_concat_nets() {
+    for bytes in [residual_net(), concat_net()] {
+        let m = Arc::new(Model::from_bytes(&bytes).unwrap());
+        let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+        let x = input_for(&m, 3);
+        let r = reference::run_f64(&plan, &x).unwrap();
+        assert_eq!(secure(&m, &x, &opts("fss")), r, "{}", m.name);
+        let f = crate::float_ref::run(&m, &x).unwrap();
+        for (a, b) in r.iter().zip(&f) {
+            assert!((a - b).abs() < 1e-2, "{}: fixed {a} vs float {b}", m.name);
+        }
+        // other ring sizes: ℓ = 64 with 16 fraction bits
+        let cfg = FixedConfig::new(64, 16).unwrap();
+        let plan64 = Plan::new(&m, cfg).unwrap();
+        let o = Options { cfg, ..opts("fss") };
+        assert_eq!(secure(&m, &x, &o), reference::run_f64(&plan64, &x).unwrap());
+    }
+}
+
+/// TAMI's truncation is faithful (error ≤ 1 ulp per truncation), not exact:
+/// the secure result stays within a few ulps of the reference.
+#[test]
+fn secure_tami_within_truncation_bound() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let x = input_for(&m, 4);
+    let r = reference::run_f64(&plan, &x).unwrap();
+    let s = secure(&m, &x, &opts("tami"));
+    let ulp = 1.0 / 4096.0;
+    for (a, b) in s.iter().zip(&r) {
+        assert!((a - b).abs() <= 16.0 * ulp, "tami {a} vs reference {b}");
+    }
+}
+
+fn module_pair() -> (SharedModule, SharedModule) {
+    let mut s = SharedModule::new(Box::new(InProcessModule::new(Module::with_rng(Prg::new(Block(11))))));
+    let mut c = SharedModule::new(Box::new(InProcessModule::new(Module::with_rng(Prg::new(Block(12))))));
+    let (mut a, mut b) = MemChannel::pair();
+    let t = std::thread::spawn(move || {
+        hush_tee::establish(&mut c, &mut b, ModuleRole::Receiver).unwrap();
+        c
+    });
+    hush_tee::establish(&mut s, &mut a, ModuleRole::Sender).unwrap();
+    (s, t.join().unwrap())
+}
+
+/// Module-dealt linear layer: the shares reconstruct to W·x exactly (the
+/// reference's pre-truncation value), and it costs exactly one one-way
+/// client→server message of the activation's size.
+#[test]
+fn linear_layer_exact_and_one_message() {
+    let mut p = Prg::new(Block(3));
+    let (mut b, x) = Builder::new("lin", &[3, 6, 6]);
+    let y = conv(&mut b, &mut p, x, 5, 3, 1, 1);
+    let m = Model::from_bytes(&b.finish(y)).unwrap();
+    for cfg in [FixedConfig::default(), FixedConfig::new(64, 16).unwrap(), FixedConfig::new(32, 8).unwrap()] {
+        let plan = Plan::new(&m, cfg).unwrap();
+        let crate::plan::StepKind::Linear { op: Some(op), .. } = &plan.steps[0].kind else { panic!() };
+        let op = op.clone();
+        let (mut sm, mut cm) = module_pair();
+        crate::engine::load_weights(&plan, &mut sm).unwrap();
+        let mask = cfg.mask();
+        let xv: Vec<u64> = (0..op.in_len()).map(|_| p.next_u64() & mask).collect();
+        let xs: Vec<u64> = (0..op.in_len()).map(|_| p.next_u64() & mask).collect();
+        let xc: Vec<u64> = xv.iter().zip(&xs).map(|(a, b)| a.wrapping_sub(*b) & mask).collect();
+        let (mut a, mut bch) = MemChannel::pair();
+        let out_len = op.out_len();
+        let t = std::thread::spawn(move || {
+            let r = linear::client(&mut bch, &mut cm, &cfg, 0, 0, &xc, out_len).unwrap();
+            (r, bch.cost())
+        });
+        let ys = linear::server(&mut a, &mut sm, &cfg, 0, 0, &op, &xs).unwrap();
+        let (yc, ccost) = t.join().unwrap();
+        let mut want = vec![0u64; out_len];
+        op.apply(cfg.bits, &xv, &mut want);
+        let got: Vec<u64> = ys.iter().zip(&yc).map(|(a, b)| a.wrapping_add(*b) & mask).collect();
+        assert_eq!(got, want);
+        assert_eq!(ccost.bytes_sent, (op.in_len() * cfg.elem_bytes()) as u64);
+        assert_eq!(ccost.bytes_recv, 0);
+        assert_eq!(a.cost().rounds, 1);
+        assert_eq!(a.cost().bytes_sent, 0);
+        // a second batch of the same layer uses fresh masks; the same batch is refused
+        let _ = SERVER;
+    }
+}
+
+/// Per-layer metering of a full run: each linear step's client→server
+/// bytes are the activation's size plus the truncation's bytes, which the
+/// truncation-only step (AveragePool) isolates.
+#[test]
+fn per_layer_costs_pin_linear_message() {
+    let (mut b, x) = Builder::new("two", &[4, 4, 4]);
+    let mut p = Prg::new(Block(8));
+    let c = conv(&mut b, &mut p, x, 4, 3, 1, 1);
+    let a = b.avgpool(c, [1, 1], [1, 1], [0; 4], true); // truncation only, same size
+    let m = Arc::new(Model::from_bytes(&b.finish(a)).unwrap());
+    let x = input_for(&m, 1);
+    let run = runtime::run_local(m.clone(), &[4, 4, 4], &x, &opts("fss"), false, |_, _| {}).unwrap();
+    let l = &run.inference.report.layers;
+    assert_eq!(l.len(), 2);
+    let act = 64 * FixedConfig::default().elem_bytes() as u64;
+    assert_eq!(l[0].bytes_sent - l[1].bytes_sent, act, "linear layer: exactly one activation-size message client→server");
+    assert_eq!(l[0].bytes_recv, l[1].bytes_recv, "linear layer: nothing server→client");
+    // the client's F rides in the same flight as its truncation message: no extra round
+    assert_eq!(l[0].rounds, l[1].rounds);
+}
+
+#[test]
+fn loader_rejects_hostile_files_naming_the_node() {
+    let good = residual_net();
+    assert!(Model::from_bytes(&good).is_ok());
+    for cut in [0, 5, 11, 40, good.len() - 3] {
+        assert!(Model::from_bytes(&good[..cut]).is_err(), "truncated at {cut}");
+    }
+    let mut bad = good.clone();
+    bad[0] = b'X';
+    assert!(Model::from_bytes(&bad).unwrap_err().to_string().contains("magic"));
+    let hlen = u32::from_le_bytes(good[8..12].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&good[12..12 + hlen]).unwrap().to_string();
+    let with = |h: String| {
+        let mut b = crate::model::MAGIC.to_vec();
+        b.extend_from_slice(&(h.len() as u32).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(&good[12 + hlen..]);
+        Model::from_bytes(&b)
+    };
+    let e = with(header.replacen("\"op\":\"relu\"", "\"op\":\"gelu\"", 1)).unwrap_err().to_string();
+    assert!(e.contains("relu_") && e.contains("gelu"), "{e}");
+    let e = with(header.replacen("\"shape\":[4,8,8]", "\"shape\":[4,8,9]", 1)).unwrap_err().to_string();
+    assert!(e.contains("conv_1") && e.contains("shape"), "{e}");
+    let e = with(header.replacen("\"offset\":0", "\"offset\":999999999", 1)).unwrap_err().to_string();
+    assert!(e.contains("outside the data"), "{e}");
+    let e = with(header.replacen("\"shape\":[4,3,3,3]", "\"shape\":[4000000,3000,3,3]", 1)).unwrap_err().to_string();
+    assert!(e.contains("out of range") || e.contains("outside"), "{e}");
+    assert!(with(header.replacen("\"inputs\":[\"v1\"]", "\"inputs\":[\"v99\"]", 1)).is_err());
+    assert!(with("{not json".into()).is_err());
+    // big ring values: weights that do not fit are refused with the node's name
+    let (mut b, x) = Builder::new("big", &[2]);
+    let y = b.dense(x, 1, &[1e9, 1.0], &[0.0]);
+    let m = Model::from_bytes(&b.finish(y)).unwrap();
+    let e = Plan::new(&m, FixedConfig::default()).err().unwrap().to_string();
+    assert!(e.contains("dense_1"), "{e}");
+}
+
+fn log_sink() -> Arc<dyn Fn(String) + Send + Sync> {
+    Arc::new(|_s: String| {})
+}
+
+/// The server keeps serving other clients when one disconnects
+/// mid-inference, one sends garbage, and one has an input of the wrong shape.
+#[test]
+fn server_isolates_failing_sessions() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let o = opts("fss");
+    let h = runtime::serve(m.clone(), "127.0.0.1:0", o.clone(), log_sink()).unwrap();
+    let addr = h.addr.to_string();
+    let x = input_for(&m, 9);
+    let want = reference::run_f64(&plan, &x).unwrap();
+    // concurrent good clients
+    let good: Vec<_> = (0..3)
+        .map(|_| {
+            let (addr, o, x) = (addr.clone(), o.clone(), x.clone());
+            std::thread::spawn(move || {
+                let mut s = runtime::connect(&addr, &o).unwrap();
+                let r = s.infer(&[1, 3, 8, 8], &x, |_, _| {}).unwrap();
+                let r2 = s.infer(&[3, 8, 8], &x, |_, _| {}).unwrap();
+                s.close().unwrap();
+                (r.logits, r2.logits)
+            })
+        })
+        .collect();
+    // a client that disconnects mid-inference
+    {
+        let s = runtime::connect(&addr, &o).unwrap();
+        let xc = x.clone();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let mut s = s;
+            let _ = s.infer(&[3, 8, 8], &xc, |done, _| {
+                if done == 3 {
+                    panic!("simulated client crash mid-inference")
+                }
+            });
+        }));
+        assert!(r.is_err());
+    }
+    // a client that sends garbage instead of a hello
+    {
+        let mut ch = hush_transport::TcpChannel::connect(addr.as_str(), Default::default()).unwrap();
+        ch.send(b"\x00garbage").unwrap();
+        let _ = ch.recv();
+    }
+    // a client with the wrong input shape gets a clear error before anything is sent
+    {
+        let mut s = runtime::connect(&addr, &o).unwrap();
+        let e = s.infer(&[3, 9, 9], &vec![0.0; 243], |_, _| {}).err().unwrap().to_string();
+        assert!(e.contains("shape") && e.contains("[3, 8, 8]"), "{e}");
+        let r = s.infer(&[3, 8, 8], &x, |_, _| {}).unwrap();
+        assert_eq!(r.logits, want);
+        s.close().unwrap();
+    }
+    for g in good {
+        let (a, b) = g.join().unwrap();
+        assert_eq!(a, want);
+        assert_eq!(b, want);
+    }
+    let mut s = runtime::connect(&addr, &o).unwrap();
+    assert_eq!(s.infer(&[3, 8, 8], &x, |_, _| {}).unwrap().logits, want);
+    s.close().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(h.sessions_failed.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    assert!(h.sessions_ok.load(std::sync::atomic::Ordering::SeqCst) >= 4);
+    h.shutdown();
+}
