@@ -35,7 +35,7 @@
 //! peer's next operation fails too.
 
 use crate::fused::{whole_batch, Batches, SparseTrees};
-use crate::ggm::{clear_lsbs, expand_box, expand_with_sums, reconstruct_punctured};
+use crate::ggm::{clear_lsbs, expand_with_sums, reconstruct_punctured};
 use crate::iknp::{IknpReceiver, IknpSender};
 use crate::lpn::{LpnParams, FERRET_MAIN, FERRET_MID, FERRET_SMALL};
 use crate::silentflow::lsb_bits;
@@ -78,7 +78,8 @@ fn chunk_trees(p: &LpnParams) -> usize {
 /// iteration every tree is expanded once with its per-level sums (Ferret
 /// Fig. 5/6) and the SPCOT messages go out frame by frame (one flight);
 /// only the t roots are kept, and each tree is expanded again
-/// ([`expand_box`]) when its rows are produced — twice the GGM work (a few
+/// (`crate::ggm::expand_box` or the interleaved `simd::GgmJob`) when
+/// its rows are produced — twice the GGM work (a few
 /// ms at VAES speed) instead of an n-block buffer of leaves.
 struct SendTrees {
     delta: Block,
@@ -142,9 +143,17 @@ impl SparseTrees for SendTrees {
         self.scratch.zeroize();
         Ok(NONCE + iter)
     }
-    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block], i: usize, out: &mut [Block]) -> Result<()> {
+    fn plant(
+        &mut self,
+        _ch: &mut dyn Channel,
+        p: &LpnParams,
+        _cots: &[Block],
+        i: usize,
+        out: &mut [Block],
+        subs: &mut Vec<(usize, u32)>,
+    ) -> Result<()> {
         out[0] = self.roots[i];
-        expand_box(out, p.h);
+        subs.push((0, p.h));
         Ok(())
     }
     fn end(&mut self) {
@@ -183,7 +192,15 @@ impl SparseTrees for RecvTrees {
         tccr_hash_tweaks(&tw, &cots[..p.t * h], &mut self.hs);
         Ok(NONCE + self.cur)
     }
-    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, cots: &[Block], j: usize, tree: &mut [Block]) -> Result<()> {
+    fn plant(
+        &mut self,
+        _ch: &mut dyn Channel,
+        p: &LpnParams,
+        cots: &[Block],
+        j: usize,
+        tree: &mut [Block],
+        _subs: &mut Vec<(usize, u32)>,
+    ) -> Result<()> {
         let h = p.h as usize;
         let per = 2 * h + 1;
         let m = &self.raw[j * per * 16..(j + 1) * per * 16];

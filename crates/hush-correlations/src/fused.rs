@@ -39,10 +39,21 @@ pub(crate) trait SparseTrees {
     /// `cots` = the base COTs beyond the k-vector (Ferret). Returns the
     /// batch's LPN nonce.
     fn begin(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block]) -> Result<u64>;
-    /// Writes the 2^h leaves of tree `i` (lsb convention applied, the
-    /// punctured leaf included) into `out`. Trees are asked for in
-    /// increasing order, each at most once per batch.
-    fn tree(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block], i: usize, out: &mut [Block]) -> Result<()>;
+    /// Tree `i` (2^h rows of `out`): either writes all its leaves (lsb
+    /// convention applied, the punctured leaf included), or writes the
+    /// seeds of GGM subtrees and pushes their `(start, depth)` onto `subs`
+    /// for the caller to expand ([`crate::simd::GgmJob`], interleaved with
+    /// the LPN reduction). Trees are asked for in increasing order, each at
+    /// most once per batch.
+    fn plant(
+        &mut self,
+        ch: &mut dyn Channel,
+        p: &LpnParams,
+        cots: &[Block],
+        i: usize,
+        out: &mut [Block],
+        subs: &mut Vec<(usize, u32)>,
+    ) -> Result<()>;
     /// Erases the batch's secrets.
     fn end(&mut self);
 }
@@ -59,6 +70,10 @@ pub(crate) struct Batches {
     scratch: Vec<Block>,
     scratch_tree: Option<usize>,
     lpn: Option<LpnMatrix>,
+    subs: Vec<(usize, u32)>,
+    /// Two trees of GGM leaves (the current one and the next, expanded
+    /// while the current one's LPN rows are reduced).
+    pair: Vec<Block>,
     /// Next row of the current batch (None: no batch started).
     pos: Option<usize>,
     pub(crate) batch: u64,
@@ -73,6 +88,7 @@ impl Drop for Batches {
         self.base.zeroize();
         self.next.zeroize();
         self.scratch.zeroize();
+        self.pair.zeroize();
     }
 }
 
@@ -87,10 +103,13 @@ impl Batches {
             params,
             reserve,
             base: b,
-            next: Vec::new(),
+            // Allocated (and faulted in) here, at setup, not in the first batch.
+            next: crate::lpn::huge_blocks(reserve),
             scratch: Vec::new(),
             scratch_tree: None,
             lpn: None,
+            subs: Vec::new(),
+            pair: Vec::new(),
             pos: None,
             batch: 0,
             produced: 0,
@@ -144,6 +163,7 @@ impl Batches {
                 std::mem::swap(&mut self.base, &mut self.next);
                 trees.end();
                 self.scratch.zeroize();
+                self.pair.zeroize();
                 self.scratch_tree = None;
                 self.pos = None;
                 self.batch += 1;
@@ -157,7 +177,7 @@ impl Batches {
     fn rows(&mut self, ch: &mut dyn Channel, trees: &mut impl SparseTrees, r0: usize, dst: Dst<'_>) -> Result<()> {
         let p = self.params;
         let l = p.leaves();
-        let Batches { base, next, scratch, scratch_tree, lpn, fused, .. } = self;
+        let Batches { base, next, scratch, scratch_tree, lpn, fused, subs, pair, .. } = self;
         let lpn = lpn.as_ref().expect("batch started");
         let (v, cots) = base.split_at(p.k);
         let dst: &mut [Block] = match dst {
@@ -173,13 +193,30 @@ impl Batches {
                 let whole = (len - d) / l;
                 let span = &mut dst[d..d + whole * l];
                 if *fused {
+                    // Tree j's LPN reduction with tree j+1's GGM expansion
+                    // interleaved (SilentFlow §IV fusion on one core).
+                    // GGM leaves go to two L2-resident scratch trees; the
+                    // reduction reads them and streams leaf ⊕ A·v to the
+                    // destination with non-temporal stores.
+                    pair.resize(2 * l, Block::ZERO);
+                    subs.clear();
+                    trees.plant(ch, &p, cots, tree, &mut pair[..l], subs)?;
+                    expand_subtrees(&mut pair[..l], subs);
                     for (j, t) in span.chunks_mut(l).enumerate() {
-                        trees.tree(ch, &p, cots, tree + j, t)?;
-                        lpn.mul_xor(v, (tree + j) * l, t);
+                        let (a, b) = pair.split_at_mut(l);
+                        let (cur, nxt) = if j % 2 == 0 { (a, b) } else { (b, a) };
+                        subs.clear();
+                        if j + 1 < whole {
+                            trees.plant(ch, &p, cots, tree + j + 1, nxt, subs)?;
+                        }
+                        let mut job = crate::simd::GgmJob::new(nxt, subs);
+                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, &mut || job.step());
                     }
                 } else {
                     for (j, t) in span.chunks_mut(l).enumerate() {
-                        trees.tree(ch, &p, cots, tree + j, t)?;
+                        subs.clear();
+                        trees.plant(ch, &p, cots, tree + j, t, subs)?;
+                        expand_subtrees(t, subs);
                     }
                     lpn.mul_xor(v, r, span);
                 }
@@ -190,7 +227,9 @@ impl Batches {
             // Part of a tree: through the scratch tree.
             if *scratch_tree != Some(tree) {
                 scratch.resize(l, Block::ZERO);
-                trees.tree(ch, &p, cots, tree, scratch)?;
+                subs.clear();
+                trees.plant(ch, &p, cots, tree, scratch, subs)?;
+                expand_subtrees(scratch, subs);
                 lpn.mul_xor(v, tree * l, scratch);
                 *scratch_tree = Some(tree);
             }
@@ -200,6 +239,13 @@ impl Batches {
             d += take;
         }
         Ok(())
+    }
+}
+
+/// Expands planted subtrees with [`expand_box`] (BOX order, SilentFlow §IV).
+fn expand_subtrees(t: &mut [Block], subs: &[(usize, u32)]) {
+    for &(start, d) in subs {
+        crate::ggm::expand_box(&mut t[start..start + (1usize << d)], d);
     }
 }
 
@@ -222,8 +268,11 @@ pub(crate) fn whole_batch(
     let nonce = trees.begin(ch, p, cots);
     let r = nonce.and_then(|nonce| {
         let lpn = LpnMatrix::new(nonce, p.k);
+        let mut subs = Vec::new();
         for (i, t) in out.chunks_mut(p.leaves()).enumerate() {
-            trees.tree(ch, p, cots, i, t)?;
+            subs.clear();
+            trees.plant(ch, p, cots, i, t, &mut subs)?;
+            expand_subtrees(t, &subs);
             lpn.mul_xor(v, i * p.leaves(), t);
         }
         Ok(())

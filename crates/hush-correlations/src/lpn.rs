@@ -137,22 +137,79 @@ impl LpnMatrix {
     }
 
     fn apply(&self, base: &[Block], row0: usize, out: &mut [Block], xor: bool) {
-        assert_eq!(base.len(), self.k);
-        assert_eq!(row0 % 2, 0, "row0 must be even");
-        let mut offs = [0u32; SUB * D];
-        let pf = self.k * 16 > PREFETCH_ABOVE;
-        for (sb, o) in out.chunks_mut(SUB).enumerate() {
-            let r0 = row0 + sb * SUB;
-            self.offsets(r0, o.len(), &mut offs);
-            crate::simd::gather_rows(base, &offs, o, xor, pf);
+        if !xor {
+            out.fill(Block::ZERO);
         }
+        self.mul_xor_bg(base, row0, out, &mut || false);
     }
 
-    /// Byte offsets (16·index) of rows `r0..r0+rows` (r0 even, rows ≤
-    /// [`SUB`]) into `offs[10·j + l]`: batched index generation, one
-    /// vectorised AES-CTR + multiply-shift pass for up to SUB rows
-    /// (SilentFlow §IV; counters past the last row are encrypted and
-    /// ignored).
+    /// out[j] ^= (A·base)[row0 + j] (`row0` even), with `bg` — one step of
+    /// independent AES work per call, false once it has none — interleaved
+    /// into the D-term reduction (SilentFlow §IV kernel fusion on one core:
+    /// the reduction waits on L3 for most of its time, the AES units are
+    /// idle meanwhile). The next SUB rows' index generation is interleaved
+    /// the same way (double-buffered offsets), and `bg` is drained before
+    /// returning.
+    pub(crate) fn mul_xor_bg(&self, base: &[Block], row0: usize, out: &mut [Block], bg: &mut dyn FnMut() -> bool) {
+        self.mul_add_bg(base, row0, None, out, bg)
+    }
+
+    /// out[j] = src[j] ⊕ (A·base)[row0 + j] (`src` None: out itself), as
+    /// [`Self::mul_xor_bg`]; with a `src` the output is written with
+    /// non-temporal stores so that it does not evict the k-vector.
+    pub(crate) fn mul_add_bg(
+        &self,
+        base: &[Block],
+        row0: usize,
+        src: Option<&[Block]>,
+        out: &mut [Block],
+        bg: &mut dyn FnMut() -> bool,
+    ) {
+        if let Some(s) = src {
+            assert_eq!(s.len(), out.len());
+        }
+        assert_eq!(base.len(), self.k);
+        assert_eq!(row0 % 2, 0, "row0 must be even");
+        let pf = self.k * 16 > PREFETCH_ABOVE;
+        let n = out.len();
+        let mut bufs = [[0u32; SUB * D]; 2];
+        if n > 0 {
+            self.offsets(row0, SUB.min(n), &mut bufs[0]);
+        }
+        let mut cur = 0;
+        for (sb, o) in out.chunks_mut(SUB).enumerate() {
+            let so = src.map(|s| &s[sb * SUB..sb * SUB + o.len()]);
+            let (a, b) = bufs.split_at_mut(1);
+            let (now, next) = if cur == 0 { (&a[0], &mut b[0]) } else { (&b[0], &mut a[0]) };
+            let nr0 = (sb + 1) * SUB;
+            let next_rows = n.saturating_sub(nr0).min(SUB);
+            let step = crate::simd::OFFSET_STEP_BLOCKS;
+            let mut job = crate::simd::OffsetJob {
+                keys: &self.keys,
+                aes: &self.aes,
+                nonce: self.nonce,
+                c0: ((row0 + nr0) / 2 * BLOCKS_PER_PAIR) as u64,
+                blocks: (next_rows.div_ceil(2) * BLOCKS_PER_PAIR).div_ceil(step) * step,
+                done: 0,
+                k: self.k as u32,
+                out: next,
+            };
+            if crate::simd::no_bg() {
+                while job.step() {}
+                while bg() {}
+            }
+            {
+                let mut f = || job.step() || bg();
+                // SAFETY: the offsets come from `offsets`/`OffsetJob` with
+                // k = base.len() (asserted above): each is 16·(an index < k).
+                unsafe { crate::simd::gather_rows_bg(base, now, so, o, pf, &mut f) };
+            }
+            while job.step() {}
+            cur ^= 1;
+        }
+        while bg() {}
+    }
+
     /// [`Self::offsets`] for the diagnostics example (`offs.len() ≥ 10·SUB`).
     #[doc(hidden)]
     pub fn offsets_for_bench(&self, r0: usize, offs: &mut [u32]) {

@@ -29,7 +29,6 @@
 //! 1, the sender's blocks lsb 0).
 
 use crate::fused::{Batches, SparseTrees};
-use crate::ggm::expand_box;
 use crate::lpn::LpnParams;
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::{Error, Result};
@@ -97,9 +96,17 @@ impl SparseTrees for SenderTrees {
         };
         Ok(batch)
     }
-    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block], i: usize, out: &mut [Block]) -> Result<()> {
+    fn plant(
+        &mut self,
+        _ch: &mut dyn Channel,
+        p: &LpnParams,
+        _cots: &[Block],
+        i: usize,
+        out: &mut [Block],
+        subs: &mut Vec<(usize, u32)>,
+    ) -> Result<()> {
         out[0] = self.roots[i];
-        expand_box(out, p.h);
+        subs.push((0, p.h));
         Ok(())
     }
     fn end(&mut self) {
@@ -111,8 +118,8 @@ impl SparseTrees for SenderTrees {
 /// The receiver's punctured sparse vector: h−1 crossings per batch release
 /// the off-path seeds of all t trees level by level (crossing 1 also the
 /// punctured positions α, crossing h−1 also the leaf level and the masked
-/// punctured leaves); each tree's h off-path subtrees are expanded by
-/// [`expand_box`] in place.
+/// punctured leaves); each tree's h off-path subtrees are expanded in
+/// place by the caller (`crate::fused`).
 struct ReceiverTrees {
     module: SharedModule,
     batch: u64,
@@ -155,17 +162,25 @@ impl SparseTrees for ReceiverTrees {
         }
         Ok(batch)
     }
-    fn tree(&mut self, _ch: &mut dyn Channel, p: &LpnParams, _cots: &[Block], i: usize, out: &mut [Block]) -> Result<()> {
+    fn plant(
+        &mut self,
+        _ch: &mut dyn Channel,
+        p: &LpnParams,
+        _cots: &[Block],
+        i: usize,
+        out: &mut [Block],
+        subs: &mut Vec<(usize, u32)>,
+    ) -> Result<()> {
         let (t, h) = (p.t, p.h as usize);
         let a = self.alphas[i] as usize;
+        // The h off-path subtrees and the punctured leaf tile the tree.
+        out[a] = self.masked[i];
         for lv in 1..=h {
             let d = (h - lv) as u32;
             let sib = (a >> d) ^ 1;
-            let sub = &mut out[sib << d..(sib + 1) << d];
-            sub[0] = self.red[(lv - 1) * t + i];
-            expand_box(sub, d);
+            out[sib << d] = self.red[(lv - 1) * t + i];
+            subs.push((sib << d, d));
         }
-        out[a] = self.masked[i];
         Ok(())
     }
     fn end(&mut self) {
@@ -248,13 +263,18 @@ impl SilentReceiver {
     }
 }
 
-/// Choice bits = lsbs of the receiver's blocks.
+/// Choice bits = lsbs of the receiver's blocks (64 per word; the low
+/// 64-bit halves' bit 0, gathered 8 blocks per step).
 pub(crate) fn lsb_bits(t: &[Block], choices: &mut BitVec) {
     *choices = BitVec::zeros(t.len());
     for (w, c) in choices.words_mut().iter_mut().zip(t.chunks(64)) {
         let mut x = 0u64;
-        for (i, b) in c.iter().enumerate() {
-            x |= (b.0 as u64 & 1) << i;
+        for (g, e) in c.chunks(8).enumerate() {
+            let mut b = 0u64;
+            for (i, blk) in e.iter().enumerate() {
+                b |= (blk.0 as u64 & 1) << i;
+            }
+            x |= b << (8 * g);
         }
         *w = x;
     }

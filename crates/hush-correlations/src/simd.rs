@@ -93,24 +93,40 @@ pub(crate) fn lpn_offsets(keys: &RoundKeys, aes: &Aes128, nonce: u64, c0: u64, b
 /// Rows fetched ahead of the XOR reduction in [`gather_rows`].
 pub(crate) const PREFETCH_ROWS: usize = 12;
 
+pub(crate) fn bg_every() -> usize {
+    static F: OnceLock<usize> = OnceLock::new();
+    *F.get_or_init(|| std::env::var("HUSH_BGE").ok().and_then(|x| x.parse().ok()).unwrap_or(BG_EVERY))
+}
+
+pub(crate) fn no_nt() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| std::env::var("HUSH_NONT").is_ok())
+}
+
+pub(crate) fn no_bg() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| std::env::var("HUSH_NOBG").is_ok())
+}
+
 pub(crate) fn pf_rows() -> usize {
     static F: OnceLock<usize> = OnceLock::new();
     *F.get_or_init(|| std::env::var("HUSH_PF").ok().and_then(|x| x.parse().ok()).unwrap_or(PREFETCH_ROWS))
 }
 
-/// For each row j: `out[j] (^)= XOR_l base[offs[10j + l] / 16]`. Offsets
-/// must be < 16·base.len() (checked by the caller's construction; asserted
-/// here for the largest one).
-pub(crate) fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: bool, prefetch: bool) {
-    assert!(offs.len() >= 10 * out.len());
-    let lim = (base.len() * 16) as u32;
-    // Branch-free maximum (vectorises; a short-circuiting `all` would not).
-    let max = offs[..10 * out.len()].iter().fold(0u32, |a, &o| a.max(o));
-    assert!(out.is_empty() || max < lim, "LPN offset out of range");
+/// For each row j: `out[j] (^)= XOR_l base[offs[10j + l] / 16]`.
+///
+/// # Safety
+/// Every offset `offs[..10·out.len()]` must be a multiple of 16 below
+/// `16·base.len()` — true by construction for [`lpn_offsets`] with
+/// k = base.len() (16·⌊w·k/2^32⌋ < 16k), so the hot loop carries no
+/// bounds checks (a checking pass cost ~10% of the product).
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) unsafe fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: bool, prefetch: bool) {
+    debug_assert!(offs.len() >= 10 * out.len());
+    debug_assert!(offs[..10 * out.len()].iter().all(|&o| o % 16 == 0 && (o as usize) < 16 * base.len()));
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: every offset is in bounds (asserted); SSE2 is baseline.
-        unsafe { x86::gather_rows(base, offs, out, xor, prefetch) };
+        x86::gather_rows(base, offs, out, xor, prefetch);
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -122,6 +138,126 @@ pub(crate) fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: 
             } else {
                 *y = a;
             }
+        }
+    }
+}
+
+/// Rows of the D-term reduction between two steps of background AES work
+/// in [`gather_rows_bg`]: a step (32 blocks, ~110 instructions) and this
+/// many rows (~22 instructions and ~10 cache misses each) fit in the
+/// out-of-order window together, so the AES units work while the loads
+/// wait on L3 (SilentFlow §IV kernel fusion, at instruction level).
+pub(crate) const BG_EVERY: usize = 8;
+
+/// `out[j] = src[j] ⊕ XOR_l base[offs[10j + l] / 16]` (`src` None: `out`
+/// itself), interleaving `bg()` (one step of independent AES work; returns
+/// false once it has none) every [`BG_EVERY`] rows. With a separate `src`
+/// the stores are non-temporal (16-byte aligned `out`, as every
+/// `Vec<Block>` is).
+///
+/// # Safety
+/// As [`gather_rows`]; `src`, if given, has `out.len()` blocks.
+pub(crate) unsafe fn gather_rows_bg(
+    base: &[Block],
+    offs: &[u32],
+    src: Option<&[Block]>,
+    out: &mut [Block],
+    prefetch: bool,
+    bg: &mut dyn FnMut() -> bool,
+) {
+    debug_assert!(src.map_or(true, |s| s.len() == out.len()));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let n = out.len();
+        let nt = src.is_some() && (out.as_ptr() as usize) % 16 == 0 && !no_nt();
+        let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
+        x86::gather_rows_bg(base, offs, sp, out.as_mut_ptr(), n, nt, prefetch, bg);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        if let Some(s) = src {
+            out.copy_from_slice(s);
+        }
+        gather_rows(base, offs, out, true, prefetch);
+        let _ = bg;
+    }
+}
+
+/// Background job: the index offsets of a range of LPN rows, 32 AES blocks
+/// per step (see [`lpn_offsets`]).
+pub(crate) struct OffsetJob<'a> {
+    pub(crate) keys: &'a RoundKeys,
+    pub(crate) aes: &'a Aes128,
+    pub(crate) nonce: u64,
+    pub(crate) c0: u64,
+    pub(crate) blocks: usize,
+    pub(crate) done: usize,
+    pub(crate) k: u32,
+    pub(crate) out: &'a mut [u32],
+}
+
+impl OffsetJob<'_> {
+    pub(crate) fn step(&mut self) -> bool {
+        if self.done >= self.blocks {
+            return false;
+        }
+        let s = OFFSET_STEP_BLOCKS;
+        lpn_offsets(self.keys, self.aes, self.nonce, self.c0 + self.done as u64, s, self.k, &mut self.out[4 * self.done..]);
+        self.done += s;
+        true
+    }
+}
+
+/// Background job: expands GGM subtrees `(start, depth)` of `buf` (seeds
+/// already at `buf[start]`) level by level in place, clearing the leaves'
+/// lsbs — the same leaves as [`crate::ggm::expand_box`] — one 16-parent
+/// group (32 AES blocks) per step.
+pub(crate) struct GgmJob<'a> {
+    buf: &'a mut [Block],
+    subs: &'a [(usize, u32)],
+    s: usize,
+    level: u32,
+    /// Groups of the current level still to do (None: level not started).
+    g: Option<usize>,
+}
+
+impl<'a> GgmJob<'a> {
+    pub(crate) fn new(buf: &'a mut [Block], subs: &'a [(usize, u32)]) -> Self {
+        GgmJob { buf, subs, s: 0, level: 0, g: None }
+    }
+    pub(crate) fn step(&mut self) -> bool {
+        loop {
+            let Some(&(start, d)) = self.subs.get(self.s) else { return false };
+            let sub = &mut self.buf[start..start + (1usize << d)];
+            if self.level == d {
+                if d == 0 {
+                    sub[0].0 &= !1;
+                }
+                self.s += 1;
+                self.level = 0;
+                self.g = None;
+                continue;
+            }
+            let w = 1usize << self.level;
+            let last = self.level + 1 == d;
+            if !fast() || w < 16 {
+                ggm_level_in_place(sub, w, last);
+                self.level += 1;
+                return true;
+            }
+            let g = self.g.unwrap_or(w / 16) - 1;
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: fast() checked; the sub-slice holds 2w ≥ 32g + 32 blocks.
+            unsafe {
+                x86::ggm_group(&RoundKeys::fixed().rk, sub, g, last)
+            };
+            if g == 0 {
+                self.level += 1;
+                self.g = None;
+            } else {
+                self.g = Some(g);
+            }
+            return true;
         }
     }
 }
@@ -272,31 +408,76 @@ mod x86 {
         }
     }
 
+    /// Parents 16g..16g+16 → children 32g..32g+32 (one step of a level
+    /// run back to front).
+    #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
+    pub(super) unsafe fn ggm_group(rk: &[Block; 11], buf: &mut [Block], g: usize, clear_lsb: bool) {
+        debug_assert!(buf.len() >= 32 * g + 32);
+        let keys = keys512(rk);
+        let lo_idx = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);
+        let hi_idx = _mm512_set_epi64(7, 6, 7, 6, 5, 4, 5, 4);
+        let right = _mm512_set_epi64(0, 1, 0, 0, 0, 1, 0, 0);
+        let mask = if clear_lsb { _mm512_set_epi64(-1, -2, -1, -2, -1, -2, -1, -2) } else { _mm512_set1_epi64(-1) };
+        let pp = buf.as_ptr().add(16 * g) as *const __m512i;
+        let mut x = [_mm512_setzero_si512(); 8];
+        for q in 0..4 {
+            let par = _mm512_loadu_si512(pp.add(q) as *const _);
+            x[2 * q] = _mm512_xor_si512(_mm512_permutexvar_epi64(lo_idx, par), right);
+            x[2 * q + 1] = _mm512_xor_si512(_mm512_permutexvar_epi64(hi_idx, par), right);
+        }
+        let inp = x;
+        aes8(&keys, &mut x);
+        let cp = buf.as_mut_ptr().add(32 * g) as *mut __m512i;
+        for j in 0..8 {
+            _mm512_storeu_si512(cp.add(j) as *mut _, _mm512_and_si512(_mm512_xor_si512(x[j], inp[j]), mask));
+        }
+    }
+
+    /// `out[j] = src[j] ⊕ row j` (`src` = `out` for an in-place XOR),
+    /// calling `bg` after every `bg_every()` rows; `nt`: non-temporal
+    /// stores (the output is not read again soon, so it should not evict the
+    /// k-vector from L2/L3).
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: bool, prefetch: bool) {
+    pub(super) unsafe fn gather_rows_bg(
+        base: &[Block],
+        offs: &[u32],
+        src: *const Block,
+        out: *mut Block,
+        n: usize,
+        nt: bool,
+        prefetch: bool,
+        bg: &mut dyn FnMut() -> bool,
+    ) {
         let b = base.as_ptr() as *const u8;
         let o = offs.as_ptr();
-        let y = out.as_mut_ptr() as *mut __m128i;
-        let n = out.len();
+        let x = src as *const __m128i;
+        let y = out as *mut __m128i;
         let ahead = if prefetch { super::pf_rows().min(n) } else { 0 };
         for j in 0..ahead {
             pf(b, o.add(10 * j));
         }
         let mut j = 0;
-        if ahead > 0 {
-            while j + ahead < n {
+        let mut c = 0;
+        let every = super::bg_every();
+        while j < n {
+            if j + ahead < n && ahead > 0 {
                 pf(b, o.add(10 * (j + ahead)));
-                let a = row(b, o.add(10 * j));
-                let v = if xor { _mm_xor_si128(a, _mm_loadu_si128(y.add(j))) } else { a };
-                _mm_storeu_si128(y.add(j), v);
-                j += 1;
+            }
+            let a = _mm_xor_si128(row(b, o.add(10 * j)), _mm_loadu_si128(x.add(j)));
+            if nt {
+                _mm_stream_si128(y.add(j), a);
+            } else {
+                _mm_storeu_si128(y.add(j), a);
+            }
+            j += 1;
+            c += 1;
+            if c == every {
+                c = 0;
+                bg();
             }
         }
-        while j < n {
-            let a = row(b, o.add(10 * j));
-            let v = if xor { _mm_xor_si128(a, _mm_loadu_si128(y.add(j))) } else { a };
-            _mm_storeu_si128(y.add(j), v);
-            j += 1;
+        if nt {
+            _mm_sfence();
         }
     }
 
@@ -375,6 +556,19 @@ mod tests {
                 assert_eq!([buf[2 * i], buf[2 * i + 1]], [Block(c[0].0 & !1), Block(c[1].0 & !1)], "w {w} parent {i}");
             }
         }
+    }
+
+    #[test]
+    fn ggm_job_matches_expand_box() {
+        let mut want = vec![Block::ZERO; 1 << 12];
+        want[0] = Block(5);
+        crate::ggm::expand_box(&mut want, 12);
+        let mut got = vec![Block::ZERO; 1 << 12];
+        got[0] = Block(5);
+        let subs = [(0usize, 12u32)];
+        let mut j = GgmJob::new(&mut got, &subs);
+        while j.step() {}
+        assert_eq!(got, want);
     }
 
     #[test]
