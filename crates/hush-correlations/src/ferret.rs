@@ -38,7 +38,6 @@ use crate::fused::{whole_batch, Batches, SparseTrees};
 use crate::ggm::{clear_lsbs, expand_with_sums, reconstruct_punctured};
 use crate::iknp::{IknpReceiver, IknpSender};
 use crate::lpn::{LpnParams, FERRET_MAIN, FERRET_MID, FERRET_SMALL};
-use crate::silentflow::lsb_bits;
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::Result;
 use hush_primitives::hash::tccr_hash_tweaks;
@@ -344,14 +343,13 @@ impl CotSender for FerretSender {
         self.delta
     }
     fn send_cots(&mut self, ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
-        self.b.fill(ch, q, &mut self.trees)
+        self.b.fill(ch, q, &mut self.trees, None)
     }
 }
 
 impl CotReceiver for FerretReceiver {
     fn recv_cots(&mut self, ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
-        self.b.fill(ch, t, &mut self.trees)?;
-        lsb_bits(t, choices);
-        Ok(())
+        *choices = BitVec::zeros(t.len());
+        self.b.fill(ch, t, &mut self.trees, Some(choices.words_mut()))
     }
 }

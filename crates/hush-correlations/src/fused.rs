@@ -119,9 +119,17 @@ impl Batches {
     }
 
     /// Fills `out` with the next rows of the stream, starting batches as
-    /// needed.
-    pub(crate) fn fill(&mut self, ch: &mut dyn Channel, out: &mut [Block], trees: &mut impl SparseTrees) -> Result<()> {
-        let r = self.fill_inner(ch, out, trees);
+    /// needed; `lsbs`: words (zeroed, ⌈len/64⌉) that receive the lsb of
+    /// every output (the receiver's choice bits), taken per tree while the
+    /// tree is in L2.
+    pub(crate) fn fill(
+        &mut self,
+        ch: &mut dyn Channel,
+        out: &mut [Block],
+        trees: &mut impl SparseTrees,
+        lsbs: Option<&mut [u64]>,
+    ) -> Result<()> {
+        let r = self.fill_inner(ch, out, trees, lsbs);
         if r.is_err() {
             self.failed = true;
             self.next.zeroize();
@@ -132,7 +140,13 @@ impl Batches {
         r
     }
 
-    fn fill_inner(&mut self, ch: &mut dyn Channel, out: &mut [Block], trees: &mut impl SparseTrees) -> Result<()> {
+    fn fill_inner(
+        &mut self,
+        ch: &mut dyn Channel,
+        out: &mut [Block],
+        trees: &mut impl SparseTrees,
+        mut lsbs: Option<&mut [u64]>,
+    ) -> Result<()> {
         let p = self.params;
         let usable = p.n - self.reserve;
         let mut done = 0;
@@ -151,7 +165,8 @@ impl Batches {
                 }
             };
             let m = (usable - pos).min(out.len() - done);
-            self.rows(ch, trees, pos, Dst::Out(&mut out[done..done + m]))?;
+            let bits = lsbs.as_deref_mut().map(|w| (w, done));
+            self.rows(ch, trees, pos, Dst::Out(&mut out[done..done + m]), bits)?;
             done += m;
             self.pos = Some(pos + m);
             if pos + m == usable {
@@ -159,7 +174,7 @@ impl Batches {
                 if self.next.len() != self.reserve {
                     self.next = crate::lpn::huge_blocks(self.reserve);
                 }
-                self.rows(ch, trees, usable, Dst::Next)?;
+                self.rows(ch, trees, usable, Dst::Next, None)?;
                 std::mem::swap(&mut self.base, &mut self.next);
                 trees.end();
                 self.scratch.zeroize();
@@ -173,8 +188,16 @@ impl Batches {
         Ok(())
     }
 
-    /// Rows `r0..r0 + dst.len()` of the current batch into `dst`.
-    fn rows(&mut self, ch: &mut dyn Channel, trees: &mut impl SparseTrees, r0: usize, dst: Dst<'_>) -> Result<()> {
+    /// Rows `r0..r0 + dst.len()` of the current batch into `dst`; `bits`:
+    /// (words, bit of dst[0]) for the outputs' lsbs.
+    fn rows(
+        &mut self,
+        ch: &mut dyn Channel,
+        trees: &mut impl SparseTrees,
+        r0: usize,
+        dst: Dst<'_>,
+        mut bits: Option<(&mut [u64], usize)>,
+    ) -> Result<()> {
         let p = self.params;
         let l = p.leaves();
         let Batches { base, next, scratch, scratch_tree, lpn, fused, subs, pair, .. } = self;
@@ -210,7 +233,12 @@ impl Batches {
                             trees.plant(ch, &p, cots, tree + j + 1, nxt, subs)?;
                         }
                         let mut job = crate::simd::GgmJob::new(nxt, subs);
-                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, &mut || job.step());
+                        // Non-temporal stores unless the lsbs are read back.
+                        let nt = bits.is_none();
+                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, nt, &mut || job.step());
+                        if let Some((w, at)) = bits.as_mut() {
+                            crate::simd::or_lsbs(t, w, *at + d + j * l);
+                        }
                     }
                 } else {
                     for (j, t) in span.chunks_mut(l).enumerate() {
@@ -219,6 +247,9 @@ impl Batches {
                         expand_subtrees(t, subs);
                     }
                     lpn.mul_xor(v, r, span);
+                    if let Some((w, at)) = bits.as_mut() {
+                        crate::simd::or_lsbs(span, w, *at + d);
+                    }
                 }
                 r += whole * l;
                 d += whole * l;
@@ -235,6 +266,9 @@ impl Batches {
             }
             let take = (l - off).min(len - d);
             dst[d..d + take].copy_from_slice(&scratch[off..off + take]);
+            if let Some((w, at)) = bits.as_mut() {
+                crate::simd::or_lsbs(&dst[d..d + take], w, *at + d);
+            }
             r += take;
             d += take;
         }

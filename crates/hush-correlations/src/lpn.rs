@@ -151,18 +151,19 @@ impl LpnMatrix {
     /// the same way (double-buffered offsets), and `bg` is drained before
     /// returning.
     pub(crate) fn mul_xor_bg(&self, base: &[Block], row0: usize, out: &mut [Block], bg: &mut dyn FnMut() -> bool) {
-        self.mul_add_bg(base, row0, None, out, bg)
+        self.mul_add_bg(base, row0, None, out, false, bg)
     }
 
     /// out[j] = src[j] ⊕ (A·base)[row0 + j] (`src` None: out itself), as
-    /// [`Self::mul_xor_bg`]; with a `src` the output is written with
-    /// non-temporal stores so that it does not evict the k-vector.
+    /// [`Self::mul_xor_bg`]; with a `src` and `nt` the output is written
+    /// with non-temporal stores so that it does not evict the k-vector.
     pub(crate) fn mul_add_bg(
         &self,
         base: &[Block],
         row0: usize,
         src: Option<&[Block]>,
         out: &mut [Block],
+        nt: bool,
         bg: &mut dyn FnMut() -> bool,
     ) {
         if let Some(s) = src {
@@ -202,7 +203,7 @@ impl LpnMatrix {
                 let mut f = || job.step() || bg();
                 // SAFETY: the offsets come from `offsets`/`OffsetJob` with
                 // k = base.len() (asserted above): each is 16·(an index < k).
-                unsafe { crate::simd::gather_rows_bg(base, now, so, o, pf, &mut f) };
+                unsafe { crate::simd::gather_rows_bg(base, now, so, o, nt, pf, &mut f) };
             }
             while job.step() {}
             cur ^= 1;

@@ -263,23 +263,6 @@ impl SilentReceiver {
     }
 }
 
-/// Choice bits = lsbs of the receiver's blocks (64 per word; the low
-/// 64-bit halves' bit 0, gathered 8 blocks per step).
-pub(crate) fn lsb_bits(t: &[Block], choices: &mut BitVec) {
-    *choices = BitVec::zeros(t.len());
-    for (w, c) in choices.words_mut().iter_mut().zip(t.chunks(64)) {
-        let mut x = 0u64;
-        for (g, e) in c.chunks(8).enumerate() {
-            let mut b = 0u64;
-            for (i, blk) in e.iter().enumerate() {
-                b |= (blk.0 as u64 & 1) << i;
-            }
-            x |= b << (8 * g);
-        }
-        *w = x;
-    }
-}
-
 impl CorrelationSource for SilentSender {
     fn name(&self) -> &'static str {
         "silent"
@@ -310,15 +293,14 @@ impl CotSender for SilentSender {
     }
     /// No communication: `ch` is not used after setup.
     fn send_cots(&mut self, ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
-        self.b.fill(ch, q, &mut self.trees)
+        self.b.fill(ch, q, &mut self.trees, None)
     }
 }
 
 impl CotReceiver for SilentReceiver {
     /// No communication: `ch` is not used after setup.
     fn recv_cots(&mut self, ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
-        self.b.fill(ch, t, &mut self.trees)?;
-        lsb_bits(t, choices);
-        Ok(())
+        *choices = BitVec::zeros(t.len());
+        self.b.fill(ch, t, &mut self.trees, Some(choices.words_mut()))
     }
 }

@@ -36,6 +36,7 @@ pub(crate) fn fast() -> bool {
                 && std::arch::is_x86_feature_detected!("avx512bw")
                 && std::arch::is_x86_feature_detected!("vaes")
                 && std::arch::is_x86_feature_detected!("aes")
+                && std::arch::is_x86_feature_detected!("bmi2")
         }
         #[cfg(not(target_arch = "x86_64"))]
         false
@@ -152,7 +153,7 @@ pub(crate) const BG_EVERY: usize = 8;
 /// `out[j] = src[j] ⊕ XOR_l base[offs[10j + l] / 16]` (`src` None: `out`
 /// itself), interleaving `bg()` (one step of independent AES work; returns
 /// false once it has none) every [`BG_EVERY`] rows. With a separate `src`
-/// the stores are non-temporal (16-byte aligned `out`, as every
+/// and `nt` the stores are non-temporal (16-byte aligned `out`, as every
 /// `Vec<Block>` is).
 ///
 /// # Safety
@@ -162,6 +163,7 @@ pub(crate) unsafe fn gather_rows_bg(
     offs: &[u32],
     src: Option<&[Block]>,
     out: &mut [Block],
+    nt: bool,
     prefetch: bool,
     bg: &mut dyn FnMut() -> bool,
 ) {
@@ -169,7 +171,7 @@ pub(crate) unsafe fn gather_rows_bg(
     #[cfg(target_arch = "x86_64")]
     {
         let n = out.len();
-        let nt = src.is_some() && (out.as_ptr() as usize) % 16 == 0 && !no_nt();
+        let nt = nt && src.is_some() && (out.as_ptr() as usize) % 16 == 0 && !no_nt();
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
         x86::gather_rows_bg(base, offs, sp, out.as_mut_ptr(), n, nt, prefetch, bg);
     }
@@ -180,6 +182,33 @@ pub(crate) unsafe fn gather_rows_bg(
         }
         gather_rows(base, offs, out, true, prefetch);
         let _ = bg;
+    }
+}
+
+/// ORs bit `at + i` of `words` with the lsb of `x[i]` (the receiver's
+/// choice bits, taken while the output is still in L2; 64 blocks per
+/// AVX-512 step).
+pub(crate) fn or_lsbs(x: &[Block], words: &mut [u64], at: usize) {
+    let mut i = 0;
+    while i < x.len() {
+        let m = 64.min(x.len() - i);
+        let c = &x[i..i + m];
+        #[cfg(target_arch = "x86_64")]
+        let v = if m == 64 && fast() {
+            // SAFETY: features detected; 64 blocks readable.
+            unsafe { x86::lsbs64(c.as_ptr()) }
+        } else {
+            c.iter().enumerate().fold(0u64, |a, (j, b)| a | ((b.0 as u64 & 1) << j))
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let v = c.iter().enumerate().fold(0u64, |a, (j, b)| a | ((b.0 as u64 & 1) << j));
+        let pos = at + i;
+        let (w, sh) = (pos / 64, pos % 64);
+        words[w] |= v << sh;
+        if sh != 0 && sh + m > 64 {
+            words[w + 1] |= v >> (64 - sh);
+        }
+        i += m;
     }
 }
 
@@ -408,6 +437,20 @@ mod x86 {
         }
     }
 
+    /// The lsbs of 64 blocks.
+    #[target_feature(enable = "avx512f,bmi2")]
+    pub(super) unsafe fn lsbs64(p: *const Block) -> u64 {
+        let one = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
+        let q = p as *const __m512i;
+        let mut r = 0u64;
+        for g in 0..8 {
+            let a = _mm512_test_epi64_mask(_mm512_loadu_si512(q.add(2 * g) as *const _), one) as u32;
+            let b = _mm512_test_epi64_mask(_mm512_loadu_si512(q.add(2 * g + 1) as *const _), one) as u32;
+            r |= (_pext_u32(a | (b << 8), 0x5555) as u64) << (8 * g);
+        }
+        r
+    }
+
     /// Parents 16g..16g+16 → children 32g..32g+32 (one step of a level
     /// run back to front).
     #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
@@ -569,6 +612,19 @@ mod tests {
         let mut j = GgmJob::new(&mut got, &subs);
         while j.step() {}
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn lsbs_at_any_offset() {
+        let x: Vec<Block> = (0..300u128).map(|i| Block(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) >> 3)).collect();
+        for at in [0usize, 1, 63, 64, 70] {
+            let mut w = vec![0u64; (at + 300).div_ceil(64)];
+            or_lsbs(&x, &mut w, at);
+            for i in 0..(at + 300) {
+                let want = i >= at && x[i - at].lsb();
+                assert_eq!((w[i / 64] >> (i % 64)) & 1 == 1, want, "at {at} bit {i}");
+            }
+        }
     }
 
     #[test]
