@@ -111,8 +111,16 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
     }
     let mut inp: Vec<u64> = (0..n).map(|_| rng.next_u64() & lm).collect();
     if a.op == "maxpool" {
+        // MaxPool's valid range |x| < 2^(ℓ−2): share in-range plaintexts.
         let q = 1i64 << (a.bits - 2);
-        inp.iter_mut().for_each(|v| *v = ring.from_signed(ring.to_signed(*v) % q));
+        let mut common = Prg::new(Block(0xfeed));
+        inp = (0..n)
+            .map(|_| {
+                let v = ring.from_signed(ring.to_signed(common.next_u64() & lm) % q);
+                let r = common.next_u64() & lm;
+                if p == 0 { ring.sub(v, r) } else { r }
+            })
+            .collect();
     }
     let c0 = ch.cost();
     let t0 = Instant::now();
@@ -269,6 +277,8 @@ fn check(a: &NonlinearArgs, proto: Proto, s: &PartyOut, r: &PartyOut) -> Result<
             let want = pool_shape(n).reference(ring, &x)?;
             for i in 0..want.len() {
                 if ring.add(s.out[i], r.out[i]) != want[i] {
+                    let w = &pool_shape(n).windows()?[i];
+                    eprintln!("got {} want {} window {:?}", ring.to_signed(ring.add(s.out[i], r.out[i])), ring.to_signed(want[i]), w.iter().map(|&j| ring.to_signed(x[j])).collect::<Vec<_>>());
                     return Err(bad("maxpool", i));
                 }
             }
