@@ -176,12 +176,20 @@ impl LpnMatrix {
         let mut bufs = [[0u32; SUB * D]; 2];
         if n > 0 {
             self.offsets(row0, SUB.min(n), &mut bufs[0]);
+            if pf {
+                // SAFETY: 10·SUB ≥ 10·PREFETCH_ROWS offsets (hints only).
+                unsafe { crate::simd::prefetch_first(base, &bufs[0]) };
+            }
         }
         let mut cur = 0;
         for (sb, o) in out.chunks_mut(SUB).enumerate() {
             let so = src.map(|s| &s[sb * SUB..sb * SUB + o.len()]);
             let (a, b) = bufs.split_at_mut(1);
             let (now, next) = if cur == 0 { (&a[0], &mut b[0]) } else { (&b[0], &mut a[0]) };
+            // One raw pointer for the job's writes and the reduction's
+            // prefetch hints (the last rows prefetch the next chunk's first
+            // rows, whose offsets the job computes in its first step).
+            let next_ptr = next.as_mut_ptr();
             let nr0 = (sb + 1) * SUB;
             let next_rows = n.saturating_sub(nr0).min(SUB);
             let step = crate::simd::OFFSET_STEP_BLOCKS;
@@ -193,17 +201,15 @@ impl LpnMatrix {
                 blocks: (next_rows.div_ceil(2) * BLOCKS_PER_PAIR).div_ceil(step) * step,
                 done: 0,
                 k: self.k as u32,
-                out: next,
+                out: next_ptr,
+                len: SUB * D,
             };
-            if crate::simd::no_bg() {
-                while job.step() {}
-                while bg() {}
-            }
             {
                 let mut f = || job.step() || bg();
                 // SAFETY: the offsets come from `offsets`/`OffsetJob` with
                 // k = base.len() (asserted above): each is 16·(an index < k).
-                unsafe { crate::simd::gather_rows_bg(base, now, so, o, nt, pf, &mut f) };
+                // `next_ptr` has 10·SUB ≥ 10·PREFETCH_ROWS words.
+                unsafe { crate::simd::gather_rows_bg(base, now, next_ptr, so, o, nt, pf, &mut f) };
             }
             while job.step() {}
             cur ^= 1;

@@ -91,28 +91,9 @@ pub(crate) fn lpn_offsets(keys: &RoundKeys, aes: &Aes128, nonce: u64, c0: u64, b
     }
 }
 
-/// Rows fetched ahead of the XOR reduction in [`gather_rows`].
+/// Rows fetched ahead of the XOR reduction in [`gather_rows_bg`] (measured
+/// flat between 8 and 24 here).
 pub(crate) const PREFETCH_ROWS: usize = 12;
-
-pub(crate) fn bg_every() -> usize {
-    static F: OnceLock<usize> = OnceLock::new();
-    *F.get_or_init(|| std::env::var("HUSH_BGE").ok().and_then(|x| x.parse().ok()).unwrap_or(BG_EVERY))
-}
-
-pub(crate) fn no_nt() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| std::env::var("HUSH_NONT").is_ok())
-}
-
-pub(crate) fn no_bg() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| std::env::var("HUSH_NOBG").is_ok())
-}
-
-pub(crate) fn pf_rows() -> usize {
-    static F: OnceLock<usize> = OnceLock::new();
-    *F.get_or_init(|| std::env::var("HUSH_PF").ok().and_then(|x| x.parse().ok()).unwrap_or(PREFETCH_ROWS))
-}
 
 /// For each row j: `out[j] (^)= XOR_l base[offs[10j + l] / 16]`.
 ///
@@ -143,6 +124,20 @@ pub(crate) unsafe fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block]
     }
 }
 
+/// Prefetches the rows of a chunk's first [`PREFETCH_ROWS`] rows (before
+/// the first chunk of a product; later chunks are prefetched by the
+/// previous chunk's last rows).
+///
+/// # Safety
+/// `offs` holds at least `10·PREFETCH_ROWS` offsets (only used as hints).
+pub(crate) unsafe fn prefetch_first(base: &[Block], offs: &[u32]) {
+    debug_assert!(offs.len() >= 10 * PREFETCH_ROWS);
+    #[cfg(target_arch = "x86_64")]
+    x86::prefetch_first(base, offs.as_ptr());
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (base, offs);
+}
+
 /// Rows of the D-term reduction between two steps of background AES work
 /// in [`gather_rows_bg`]: a step (32 blocks, ~110 instructions) and this
 /// many rows (~22 instructions and ~10 cache misses each) fit in the
@@ -154,13 +149,20 @@ pub(crate) const BG_EVERY: usize = 8;
 /// itself), interleaving `bg()` (one step of independent AES work; returns
 /// false once it has none) every [`BG_EVERY`] rows. With a separate `src`
 /// and `nt` the stores are non-temporal (16-byte aligned `out`, as every
-/// `Vec<Block>` is).
+/// `Vec<Block>` is). `prefetch`: software prefetch [`PREFETCH_ROWS`] rows
+/// ahead; the last rows prefetch the first rows of `next` (the following
+/// chunk's offsets).
 ///
 /// # Safety
-/// As [`gather_rows`]; `src`, if given, has `out.len()` blocks.
+/// As [`gather_rows`]; `next` points to `10·PREFETCH_ROWS` readable
+/// offsets (used only as prefetch hints: any values are harmless, and `bg`
+/// may be writing them through the same raw pointer); `src`, if given, has
+/// `out.len()` blocks.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gather_rows_bg(
     base: &[Block],
     offs: &[u32],
+    next: *const u32,
     src: Option<&[Block]>,
     out: &mut [Block],
     nt: bool,
@@ -168,20 +170,28 @@ pub(crate) unsafe fn gather_rows_bg(
     bg: &mut dyn FnMut() -> bool,
 ) {
     debug_assert!(src.map_or(true, |s| s.len() == out.len()));
+    debug_assert!(offs.len() >= 10 * out.len());
     #[cfg(target_arch = "x86_64")]
     {
         let n = out.len();
-        let nt = nt && src.is_some() && (out.as_ptr() as usize) % 16 == 0 && !no_nt();
+        let nt = nt && src.is_some() && (out.as_ptr() as usize) % 16 == 0;
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
-        x86::gather_rows_bg(base, offs, sp, out.as_mut_ptr(), n, nt, prefetch, bg);
+        let (o, nx, y) = (offs.as_ptr(), next, out.as_mut_ptr());
+        match (nt, prefetch) {
+            (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, bg),
+            (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, bg),
+            (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, bg),
+            (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, bg),
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = next;
         if let Some(s) = src {
             out.copy_from_slice(s);
         }
         gather_rows(base, offs, out, true, prefetch);
-        let _ = bg;
+        let _ = (nt, bg);
     }
 }
 
@@ -222,7 +232,10 @@ pub(crate) struct OffsetJob<'a> {
     pub(crate) blocks: usize,
     pub(crate) done: usize,
     pub(crate) k: u32,
-    pub(crate) out: &'a mut [u32],
+    /// `len` ≥ 4·blocks writable words (a raw pointer: the reduction reads
+    /// the first ones as prefetch hints through the same pointer).
+    pub(crate) out: *mut u32,
+    pub(crate) len: usize,
 }
 
 impl OffsetJob<'_> {
@@ -231,7 +244,11 @@ impl OffsetJob<'_> {
             return false;
         }
         let s = OFFSET_STEP_BLOCKS;
-        lpn_offsets(self.keys, self.aes, self.nonce, self.c0 + self.done as u64, s, self.k, &mut self.out[4 * self.done..]);
+        assert!(4 * (self.done + s) <= self.len);
+        // SAFETY: in bounds (asserted); `out` is valid for `len` words for
+        // the job's lifetime and not otherwise borrowed meanwhile.
+        let o = unsafe { std::slice::from_raw_parts_mut(self.out.add(4 * self.done), 4 * s) };
+        lpn_offsets(self.keys, self.aes, self.nonce, self.c0 + self.done as u64, s, self.k, o);
         self.done += s;
         true
     }
@@ -476,51 +493,52 @@ mod x86 {
         }
     }
 
-    /// `out[j] = src[j] ⊕ row j` (`src` = `out` for an in-place XOR),
-    /// calling `bg` after every `bg_every()` rows; `nt`: non-temporal
-    /// stores (the output is not read again soon, so it should not evict the
-    /// k-vector from L2/L3).
+    /// `out[j] = src[j] ⊕ row j` (`src` = `out` for an in-place XOR); `bg`
+    /// after every BG_EVERY rows; `NT`: non-temporal stores (the output is
+    /// not read again soon and should not evict the k-vector); `PF`:
+    /// prefetch PREFETCH_ROWS rows ahead, into `next` for the last rows.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gather_rows_bg(
+    pub(super) unsafe fn gather_rows_bg<const NT: bool, const PF: bool>(
         base: &[Block],
-        offs: &[u32],
+        o: *const u32,
+        next: *const u32,
         src: *const Block,
         out: *mut Block,
         n: usize,
-        nt: bool,
-        prefetch: bool,
         bg: &mut dyn FnMut() -> bool,
     ) {
+        const AHEAD: usize = super::PREFETCH_ROWS;
         let b = base.as_ptr() as *const u8;
-        let o = offs.as_ptr();
         let x = src as *const __m128i;
         let y = out as *mut __m128i;
-        let ahead = if prefetch { super::pf_rows().min(n) } else { 0 };
-        for j in 0..ahead {
-            pf(b, o.add(10 * j));
-        }
         let mut j = 0;
-        let mut c = 0;
-        let every = super::bg_every();
         while j < n {
-            if j + ahead < n && ahead > 0 {
-                pf(b, o.add(10 * (j + ahead)));
+            let end = (j + super::BG_EVERY).min(n);
+            while j < end {
+                if PF {
+                    let ahead = j + AHEAD;
+                    pf(b, if ahead < n { o.add(10 * ahead) } else { next.add(10 * (ahead - n)) });
+                }
+                let a = _mm_xor_si128(row(b, o.add(10 * j)), _mm_loadu_si128(x.add(j)));
+                if NT {
+                    _mm_stream_si128(y.add(j), a);
+                } else {
+                    _mm_storeu_si128(y.add(j), a);
+                }
+                j += 1;
             }
-            let a = _mm_xor_si128(row(b, o.add(10 * j)), _mm_loadu_si128(x.add(j)));
-            if nt {
-                _mm_stream_si128(y.add(j), a);
-            } else {
-                _mm_storeu_si128(y.add(j), a);
-            }
-            j += 1;
-            c += 1;
-            if c == every {
-                c = 0;
-                bg();
-            }
+            bg();
         }
-        if nt {
+        if NT {
             _mm_sfence();
+        }
+    }
+
+    /// Prefetches the first PREFETCH_ROWS rows of a chunk.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn prefetch_first(base: &[Block], o: *const u32) {
+        for j in 0..super::PREFETCH_ROWS {
+            pf(base.as_ptr() as *const u8, o.add(10 * j));
         }
     }
 
