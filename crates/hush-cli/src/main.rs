@@ -59,6 +59,9 @@ enum BenchCmd {
     Cot(CotArgs),
     /// Secure AES-128 with three node processes over loopback (Araki et al.).
     Aes3(hush_replicated::cli::BenchAes3Args),
+    /// Two-party comparison layer: millionaires', DReLU, ReLU, MaxPool, truncation
+    /// in the CrypTFlow2, TAMI-MPC and FSS families.
+    Nonlinear(hush_2pc::bench::NonlinearArgs),
 }
 
 #[derive(Args)]
@@ -120,6 +123,7 @@ fn run() -> Result<(), String> {
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
         Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
+        Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_2pc::bench::bench_nonlinear_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Aes { json, batch, seconds }) => {
             if batch == 0 || !(seconds > 0.0) {
                 return Err("--batch and --seconds must be positive".into());
