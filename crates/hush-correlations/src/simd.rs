@@ -177,11 +177,21 @@ pub(crate) unsafe fn gather_rows_bg(
         let nt = nt && src.is_some() && (out.as_ptr() as usize) % 16 == 0;
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
         let (o, nx, y) = (offs.as_ptr(), next, out.as_mut_ptr());
-        match (nt, prefetch) {
-            (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, bg),
-            (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, bg),
-            (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, bg),
-            (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, bg),
+        static AVX2: OnceLock<bool> = OnceLock::new();
+        if *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2")) {
+            match (nt, prefetch) {
+                (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, bg),
+                (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, bg),
+                (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, bg),
+                (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, bg),
+            }
+        } else {
+            match (nt, prefetch) {
+                (true, true) => x86::gather_rows_bg_sse2::<true, true>(base, o, nx, sp, y, n, bg),
+                (true, false) => x86::gather_rows_bg_sse2::<true, false>(base, o, nx, sp, y, n, bg),
+                (false, true) => x86::gather_rows_bg_sse2::<false, true>(base, o, nx, sp, y, n, bg),
+                (false, false) => x86::gather_rows_bg_sse2::<false, false>(base, o, nx, sp, y, n, bg),
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -507,6 +517,32 @@ mod x86 {
         n: usize,
         bg: &mut dyn FnMut() -> bool,
     ) {
+        gather_body::<NT, PF>(base, o, next, src, out, n, bg)
+    }
+
+    /// [`gather_rows_bg`] for CPUs without AVX2 (SSE2 only).
+    pub(super) unsafe fn gather_rows_bg_sse2<const NT: bool, const PF: bool>(
+        base: &[Block],
+        o: *const u32,
+        next: *const u32,
+        src: *const Block,
+        out: *mut Block,
+        n: usize,
+        bg: &mut dyn FnMut() -> bool,
+    ) {
+        gather_body::<NT, PF>(base, o, next, src, out, n, bg)
+    }
+
+    #[inline(always)]
+    unsafe fn gather_body<const NT: bool, const PF: bool>(
+        base: &[Block],
+        o: *const u32,
+        next: *const u32,
+        src: *const Block,
+        out: *mut Block,
+        n: usize,
+        bg: &mut dyn FnMut() -> bool,
+    ) {
         const AHEAD: usize = super::PREFETCH_ROWS;
         let b = base.as_ptr() as *const u8;
         let x = src as *const __m128i;
@@ -535,7 +571,6 @@ mod x86 {
     }
 
     /// Prefetches the first PREFETCH_ROWS rows of a chunk.
-    #[target_feature(enable = "avx2")]
     pub(super) unsafe fn prefetch_first(base: &[Block], o: *const u32) {
         for j in 0..super::PREFETCH_ROWS {
             pf(base.as_ptr() as *const u8, o.add(10 * j));
