@@ -16,9 +16,14 @@
 //!   rebuilds every leaf but α, and with c = Δ ⊕ ⊕_j s_j gets s_α ⊕ Δ.
 //!   H is the TCCR hash with a unique tweak τ per base COT.
 //! * LPN (crate::lpn): y = s ⊕ A·v, z = r ⊕ A·w, fused with the GGM work
-//!   (crate::fused) — the sender sends each chunk's SPCOT messages as soon as
-//!   its trees are done, so an iteration is one flight (1 round) of
-//!   t·(2h+1) blocks.
+//!   (crate::fused, one thread per party, rows streamed into the caller's
+//!   buffer). When an iteration starts the sender expands every tree once
+//!   for its level sums and sends the SPCOT messages frame by frame (about
+//!   64 Ki rows of trees per frame), so an iteration is one flight (1 round)
+//!   of t·(2h+1) blocks; it keeps only the roots and expands each tree again
+//!   when its rows are produced. The receiver reads the whole flight at the
+//!   start of the iteration and rebuilds each punctured tree when its rows
+//!   are produced.
 //! * Bootstrapping (Ferret §5 "bootstrapping"): the last k + t·h outputs
 //!   become the next iteration's base. Setup runs IKNP for the base of the
 //!   smallest parameter set and climbs the ladder

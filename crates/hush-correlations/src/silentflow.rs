@@ -18,9 +18,11 @@
 //!     leaves s_α ⊕ Δ in the last crossing; the receiver's host expands the
 //!     off-path subtrees;
 //!   - local LPN expansion y = s ⊕ A·v / z = r ⊕ A·w ([`crate::lpn`]), fused
-//!     with the GGM expansion ([`crate::fused`], eq. 2), GGM in cache-sized
-//!     subtrees ([`crate::ggm::expand_box`], BOX) and batched index
-//!     generation with a D-term XOR reduction (PXR);
+//!     with the GGM expansion (§III-C eq. 2, §IV) on the party's one thread
+//!     ([`crate::fused`]: tree j+1's GGM levels run inside tree j's LPN
+//!     reduction, leaves in L2, outputs streamed into the caller's buffer;
+//!     no n-block batch buffer), VAES GGM levels and batched index
+//!     generation with a vectorized D-term XOR reduction (PXR);
 //!   - k outputs of each batch are kept as the next batch's initial
 //!     correlation (Ferret-style bootstrapping), so the module is asked for
 //!     the k-vector only once.
