@@ -1,1 +1,515 @@
-//! CLI.
+//! Command-line entry points for private inference (mounted by the `hush`
+//! binary as `serve`, `infer`, `run`, `demo` and `bench infer`; the
+//! `hush-inference` binary of this crate mounts the same).
+
+use crate::model::{Model, Post};
+use crate::runtime::{self, Options};
+use crate::{engine, npy, reference, Error, FixedConfig, Plan, Result};
+use clap::Args;
+use hush_transport::{MemChannel, NetProfile};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Options every party shares.
+#[derive(Args, Clone, Debug)]
+pub struct CommonArgs {
+    /// Nonlinear protocol family: fss (FSS gates, default) or tami (TAMI-MPC).
+    #[arg(long, default_value = "fss")]
+    pub proto: String,
+    /// Network profile to emulate: none, lan, wan, mobile.
+    #[arg(long, default_value = "none")]
+    pub net: String,
+    /// Where the trusted modules run: in-process or out-of-process
+    /// (attestation simulated — gives no hardware protection).
+    #[arg(long, default_value = "in-process")]
+    pub tee: String,
+}
+
+/// Fixed-point options (the server's values are used in a session).
+#[derive(Args, Clone, Debug)]
+pub struct FixedArgs {
+    /// Ring size ℓ (bits, ≤ 64).
+    #[arg(long, default_value_t = 37)]
+    pub bits: u32,
+    /// Fraction bits.
+    #[arg(long, default_value_t = 12)]
+    pub frac: u32,
+    /// Largest nonlinear batch (elements): bounds dealt key material per step.
+    #[arg(long, default_value_t = engine::DEFAULT_CHUNK)]
+    pub chunk: usize,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct ServeArgs {
+    /// Model: a .hushm file, or .onnx (converted with `python3 -m hush.onnx_import`).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Address to listen on, e.g. 0.0.0.0:7000.
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    pub listen: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub fixed: FixedArgs,
+    /// Most concurrent client sessions (more are refused with an error).
+    #[arg(long, default_value_t = 64)]
+    pub max_sessions: usize,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct InferArgs {
+    /// Server address.
+    #[arg(long)]
+    pub connect: String,
+    /// Input .npy (the model's input shape, optionally with a leading 1;
+    /// with --batch, a stack of inputs).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Where to write the logits (.npy, float64).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Treat the first axis of the input as a batch of independent inputs.
+    #[arg(long)]
+    pub batch: bool,
+    /// Client peak-memory budget, e.g. 256MiB (refuses models that need more).
+    #[arg(long)]
+    pub max_mem: Option<String>,
+    /// Print one JSON object with the costs.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Model: a .hushm file, or .onnx (converted with `python3 -m hush.onnx_import`).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Input .npy.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Where to write the logits (.npy, float64).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub fixed: FixedArgs,
+    /// secure (two parties), reference (plaintext fixed point) or float (f64).
+    #[arg(long, default_value = "secure")]
+    pub exec: String,
+    /// Treat the first axis of the input as a batch of independent inputs.
+    #[arg(long)]
+    pub batch: bool,
+    /// Transport between the two local parties: mem or tcp (loopback).
+    #[arg(long, default_value = "tcp")]
+    pub transport: String,
+    #[arg(long)]
+    pub max_mem: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct BenchInferArgs {
+    /// minionn-mnist, minionn-cifar, squeezenet, resnet50 (random weights), or a model file.
+    #[arg(long, default_value = "minionn-mnist")]
+    pub model: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub fixed: FixedArgs,
+    #[arg(long, default_value = "tcp")]
+    pub transport: String,
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Also check the secure logits against the plaintext fixed-point reference.
+    #[arg(long)]
+    pub check: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct DemoArgs {
+    /// Folder with mnist_cnn.hushm and samples/ (default: the repository's models/).
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses sizes like 256MiB, 1GiB, 500MB, 1048576.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, mul) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("GB", 1_000_000_000), ("MB", 1_000_000), ("KB", 1000), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim(), *m)))
+        .unwrap_or((t, 1));
+    num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(|| Error::Config(format!("bad size '{s}' (e.g. 256MiB)")))
+}
+
+fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
+    let profile = NetProfile::by_name(&common.net)
+        .ok_or_else(|| Error::Config(format!("unknown network profile '{}' (choose one of {})", common.net, NetProfile::names().join(", "))))?;
+    if !engine::FAMILIES.contains(&common.proto.as_str()) {
+        return Err(Error::Config(format!("unknown protocol family '{}' (choose one of {})", common.proto, engine::FAMILIES.join(", "))));
+    }
+    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, ..Default::default() };
+    if let Some(f) = fixed {
+        o.cfg = FixedConfig::new(f.bits, f.frac)?;
+        if f.chunk == 0 {
+            return Err(Error::Config("--chunk must be positive".into()));
+        }
+        o.chunk = f.chunk;
+    }
+    if let Some(m) = max_mem {
+        o.max_mem = Some(parse_size(m)?);
+    }
+    Ok(o)
+}
+
+/// Splits an input array into the model's inputs.
+fn inputs_of(model: &Model, shape: &[usize], x: &[f64], batch: bool) -> Result<Vec<Vec<f64>>> {
+    let n = model.input_len();
+    if batch {
+        if shape.is_empty() || x.len() != shape[0] * n {
+            return Err(Error::Input(format!("--batch input of shape {shape:?}: each item must have the model's shape {:?}", model.input_shape)));
+        }
+        Ok(x.chunks(n).map(|c| c.to_vec()).collect())
+    } else {
+        let want = &model.input_shape;
+        let ok = shape == want.as_slice() || (shape.len() == want.len() + 1 && shape[0] == 1 && &shape[1..] == want.as_slice());
+        if !ok {
+            return Err(Error::Input(format!("input of shape {shape:?}, the model expects {want:?} (optionally with a leading batch dimension of 1)")));
+        }
+        Ok(vec![x.to_vec()])
+    }
+}
+
+fn write_out(path: &Path, model: &Model, outs: &[Vec<f64>], batch: bool) -> Result<()> {
+    let mut shape = model.output_shape().to_vec();
+    if batch {
+        shape.insert(0, outs.len());
+    } else {
+        shape.insert(0, 1);
+    }
+    let flat: Vec<f64> = outs.iter().flatten().cloned().collect();
+    npy::write(path, &shape, &flat)
+}
+
+fn describe_prediction(post: Post, logits: &[f64]) -> String {
+    match post {
+        Post::None => format!("{} logits", logits.len()),
+        Post::Softmax | Post::Argmax => format!("class {}", runtime::argmax(logits)),
+    }
+}
+
+/// `hush serve`: serve the model to many concurrent clients until killed.
+pub fn serve_main(a: ServeArgs) -> Result<()> {
+    let o = options(&a.common, Some(&a.fixed), None)?;
+    let o = Options { max_sessions: a.max_sessions, ..o };
+    let model = Arc::new(Model::load(&a.model)?);
+    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush serve: {s}"));
+    let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;
+    eprintln!(
+        "hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, modules {} (attestation {})",
+        model.name,
+        model.nodes.len(),
+        model.input_shape,
+        h.addr,
+        o.cfg.bits,
+        o.cfg.frac,
+        o.tee,
+        hush_tee::SIMULATED_NOTE
+    );
+    h.wait();
+    Ok(())
+}
+
+fn print_report(json_out: bool, v: &serde_json::Value) {
+    if json_out {
+        println!("{v}");
+        return;
+    }
+    println!(
+        "  online {:.3} s, offline (setup) {:.3} s; bytes client→server {}, server→client {}; rounds {}",
+        v["online_s"].as_f64().unwrap_or(0.0),
+        v["offline_s"].as_f64().unwrap_or(0.0),
+        v["online_bytes_client_to_server"],
+        v["online_bytes_server_to_client"],
+        v["rounds"]
+    );
+    if let Some(layers) = v["per_layer"].as_array() {
+        println!("  {:<16} {:<9} {:>9} {:>9} {:>12} {:>12} {:>6} {:>9} {:>12}", "layer", "kind", "elems", "time ms", "bytes c→s", "bytes s→c", "rounds", "module ms", "MACs");
+        for l in layers {
+            println!(
+                "  {:<16} {:<9} {:>9} {:>9.2} {:>12} {:>12} {:>6} {:>9.2} {:>12}",
+                l["name"].as_str().unwrap_or(""),
+                l["kind"].as_str().unwrap_or(""),
+                l["elems"].as_u64().unwrap_or(0),
+                l["secs"].as_f64().unwrap_or(0.0) * 1e3,
+                l["bytes_sent"].as_u64().unwrap_or(0),
+                l["bytes_recv"].as_u64().unwrap_or(0),
+                l["rounds"].as_u64().unwrap_or(0),
+                (l["module_secs"].as_f64().unwrap_or(0.0) + l["server_module_secs"].as_f64().unwrap_or(0.0)) * 1e3,
+                l["macs"].as_u64().unwrap_or(0)
+            );
+        }
+    }
+}
+
+fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_json::Value {
+    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into() };
+    runtime::run_json(model, &run, o)
+}
+
+/// `hush infer`: private inference against a server.
+pub fn infer_main(a: InferArgs) -> Result<()> {
+    let o = options(&a.common, None, a.max_mem.as_ref())?;
+    let (shape, x) = npy::read(&a.input)?;
+    let mut s = runtime::connect(&a.connect, &o)?;
+    let items = inputs_of(&s.model, &shape, &x, a.batch)?;
+    let mut outs = Vec::new();
+    let n = items.len();
+    for (i, it) in items.iter().enumerate() {
+        let r = s.infer(&s.model.input_shape.clone(), it, |_, _| {})?;
+        let v = client_json(&s.model, &r, &o);
+        if a.json {
+            println!("{v}");
+        } else {
+            println!("input {}/{n}: {}", i + 1, describe_prediction(s.model.post, &r.logits));
+            print_report(false, &v);
+        }
+        outs.push(r.logits);
+    }
+    let model = s.model.clone();
+    s.close()?;
+    write_out(&a.out, &model, &outs, a.batch)
+}
+
+/// Runs a batch of inputs securely with both parties in this process (one
+/// session, server on a thread). Returns the logits and the last run's report.
+pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp: bool, mut progress: impl FnMut(usize, usize)) -> Result<(Vec<Vec<f64>>, Option<serde_json::Value>)> {
+    if items.len() == 1 {
+        let shape = model.input_shape.clone();
+        let run = runtime::run_local(model.clone(), &shape, &items[0], o, tcp, progress)?;
+        let v = runtime::run_json(&model, &run, o);
+        return Ok((vec![run.inference.logits], Some(v)));
+    }
+    let plan = Arc::new(Plan::new(&model, o.cfg)?);
+    let copts = hush_transport::ChannelOptions { profile: o.profile.clone(), ..Default::default() };
+    let (a, b): (Box<dyn hush_transport::Channel>, Box<dyn hush_transport::Channel>) = if tcp {
+        let (a, b) = hush_transport::tcp_pair_loopback(copts)?;
+        (Box::new(a), Box::new(b))
+    } else {
+        let (a, b) = MemChannel::pair_with(copts);
+        (Box::new(a), Box::new(b))
+    };
+    let (m2, p2, o2) = (model.clone(), plan.clone(), o.clone());
+    let server = std::thread::spawn(move || {
+        let mut a = a;
+        runtime::serve_session(&mut a, &m2, &p2, &o2)
+    });
+    let res = (|| -> Result<(Vec<Vec<f64>>, Option<serde_json::Value>)> {
+        let mut s = runtime::ClientSession::start(b, o)?;
+        let mut outs = Vec::with_capacity(items.len());
+        let mut last = None;
+        for (i, it) in items.iter().enumerate() {
+            let r = s.infer(&model.input_shape, it, |_, _| {})?;
+            last = Some(client_json(&model, &r, o));
+            outs.push(r.logits);
+            progress(i + 1, items.len());
+        }
+        s.close()?;
+        Ok((outs, last))
+    })();
+    let srv = server.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
+    let r = res?;
+    srv?;
+    Ok(r)
+}
+
+/// `hush run`: both parties locally (or a plaintext executor with --exec).
+pub fn run_main(a: RunArgs) -> Result<()> {
+    let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    let model = Arc::new(Model::load(&a.model)?);
+    let (shape, x) = npy::read(&a.input)?;
+    let items = inputs_of(&model, &shape, &x, a.batch)?;
+    let t = Instant::now();
+    let outs: Vec<Vec<f64>> = match a.exec.as_str() {
+        "reference" => {
+            let plan = Plan::new(&model, o.cfg)?;
+            items.iter().map(|it| reference::run_f64(&plan, it)).collect::<Result<_>>()?
+        }
+        "float" => items.iter().map(|it| crate::float_ref::run(&model, it)).collect::<Result<_>>()?,
+        "secure" => {
+            if let Some(budget) = o.max_mem {
+                let need = runtime::client_peak_estimate(&model, o.chunk);
+                if need > budget {
+                    return Err(Error::Config(format!("the client needs about {} MiB for this model, above --max-mem", need >> 20)));
+                }
+            }
+            let tcp = match a.transport.as_str() {
+                "tcp" => true,
+                "mem" => false,
+                t => return Err(Error::Config(format!("--transport {t}: choose tcp or mem"))),
+            };
+            let total = items.len();
+            let show = total > 1 && !a.json;
+            let (outs, rep) = run_secure_batch(model.clone(), &items, &o, tcp, |d, n| {
+                if show && (d % 100 == 0 || d == n) {
+                    eprintln!("hush run: {d}/{n} inputs");
+                }
+            })?;
+            if let Some(v) = rep {
+                if !a.json {
+                    println!("private inference of {} input(s) with '{}' ({} layers), family {}, net {}:", total, model.name, model.nodes.len(), o.proto, o.profile.name);
+                    println!("  prediction: {}", describe_prediction(model.post, outs.last().expect("one output")));
+                }
+                print_report(a.json, &v);
+            }
+            outs
+        }
+        e => return Err(Error::Config(format!("--exec {e}: choose secure, reference or float"))),
+    };
+    if a.exec != "secure" && !a.json {
+        println!("{} executor: {} input(s) in {:.3} s; last prediction: {}", a.exec, outs.len(), t.elapsed().as_secs_f64(), describe_prediction(model.post, outs.last().expect("one output")));
+    }
+    write_out(&a.out, &model, &outs, a.batch)
+}
+
+/// `hush bench infer`: online and offline costs of one model.
+pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
+    let o = options(&a.common, Some(&a.fixed), None)?;
+    let model = Arc::new(crate::zoo::load(&a.model)?);
+    let tcp = a.transport == "tcp";
+    let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
+    for _ in 0..a.repeat.max(1) {
+        let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
+        let shape = model.input_shape.clone();
+        let show = !a.json;
+        let run = runtime::run_local(model.clone(), &shape, &x, &o, tcp, |d, n| {
+            if show && (d % 10 == 0 || d == n) {
+                eprint!("\rhush bench infer: layer {d}/{n}");
+                if d == n {
+                    eprintln!();
+                }
+            }
+        })?;
+        let mut v = runtime::run_json(&model, &run, &o);
+        v["params"] = json!(model.params());
+        v["macs"] = json!(run.server_layers.iter().map(|l| l.macs).sum::<u64>());
+        if a.check {
+            let plan = Plan::new(&model, o.cfg)?;
+            let r = reference::run_f64(&plan, &x)?;
+            let maxdiff = r.iter().zip(&run.inference.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            v["max_abs_diff_vs_reference"] = json!(maxdiff);
+        }
+        print_report(a.json, &v);
+    }
+    Ok(())
+}
+
+/// Finds the bundled models folder (`--models`, `$HUSH_MODELS`, ./models,
+/// or next to the executable's repository).
+pub fn models_dir(explicit: Option<&Path>) -> Result<PathBuf> {
+    let mut cands: Vec<PathBuf> = Vec::new();
+    if let Some(p) = explicit {
+        cands.push(p.to_path_buf());
+    }
+    if let Ok(p) = std::env::var("HUSH_MODELS") {
+        cands.push(PathBuf::from(p));
+    }
+    cands.push(PathBuf::from("models"));
+    if let Ok(exe) = std::env::current_exe() {
+        for anc in exe.ancestors().skip(1).take(5) {
+            cands.push(anc.join("models"));
+        }
+    }
+    cands
+        .into_iter()
+        .find(|p| p.join("mnist_cnn.hushm").is_file())
+        .ok_or_else(|| Error::Io("bundled models not found (run from the repository root, or pass --models / set HUSH_MODELS)".into()))
+}
+
+/// `hush demo`: private inference of bundled MNIST samples on the bundled model.
+pub fn demo_main(a: DemoArgs) -> Result<()> {
+    let o = options(&a.common, None, None)?;
+    let dir = models_dir(a.models.as_deref())?;
+    let model = Arc::new(Model::load(&dir.join("mnist_cnn.hushm"))?);
+    let mut samples: Vec<(PathBuf, Option<u32>)> = std::fs::read_dir(dir.join("samples"))
+        .map_err(|e| Error::Io(format!("{}: {e}", dir.join("samples").display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().map(|x| x == "npy").unwrap_or(false))
+        .map(|p| {
+            let label = p.file_stem().and_then(|s| s.to_str()).and_then(|s| s.rsplit("label").next()).and_then(|l| l.parse().ok());
+            (p, label)
+        })
+        .collect();
+    samples.sort();
+    if !a.json {
+        println!("hush demo: private inference in tee mode — the client keeps its image, the server keeps its model.");
+        println!(
+            "  model '{}' ({} layers, {} parameters), {} nonlinear family, ring 2^{} with {} fraction bits, net {}, TCP loopback",
+            model.name,
+            model.nodes.len(),
+            model.params(),
+            o.proto,
+            o.cfg.bits,
+            o.cfg.frac,
+            o.profile.name
+        );
+        println!("  trusted modules: attestation {}", hush_tee::SIMULATED_NOTE);
+        println!();
+        println!("  {:<28} {:>10} {:>18} {:>10} {:>10} {:>12} {:>7}", "sample", "true label", "private prediction", "online s", "offline s", "bytes", "rounds");
+    }
+    let mut correct = 0;
+    for (p, label) in &samples {
+        let (shape, x) = npy::read(p)?;
+        let items = inputs_of(&model, &shape, &x, false)?;
+        let run = runtime::run_local(model.clone(), &model.input_shape.clone(), &items[0], &o, true, |_, _| {})?;
+        let v = runtime::run_json(&model, &run, &o);
+        let pred = runtime::argmax(&run.inference.logits);
+        if Some(pred as u32) == *label {
+            correct += 1;
+        }
+        if a.json {
+            let mut v = v;
+            v["sample"] = json!(p.file_name().and_then(|s| s.to_str()));
+            v["true_label"] = json!(label);
+            v["prediction"] = json!(pred);
+            println!("{v}");
+        } else {
+            println!(
+                "  {:<28} {:>10} {:>18} {:>10.3} {:>10.3} {:>12} {:>7}",
+                p.file_name().and_then(|s| s.to_str()).unwrap_or(""),
+                label.map(|l| l.to_string()).unwrap_or("?".into()),
+                pred,
+                v["online_s"].as_f64().unwrap_or(0.0),
+                v["offline_s"].as_f64().unwrap_or(0.0),
+                v["online_bytes"].as_u64().unwrap_or(0),
+                v["rounds"].as_u64().unwrap_or(0)
+            );
+        }
+    }
+    if !a.json {
+        println!();
+        println!("  {correct}/{} private predictions equal the true label.", samples.len());
+        if let Ok(info) = std::fs::read_to_string(dir.join("mnist_cnn.json")) {
+            if let Ok(j) = serde_json::from_str::<serde_json::Value>(&info) {
+                println!(
+                    "  model accuracy on the 2,000 held-out MNIST test images (trained on the other 8,000): float {}, fixed point {}",
+                    j["float_accuracy_numpy"],
+                    j["fixed_point_accuracy"]
+                );
+            }
+        }
+    }
+    Ok(())
+}

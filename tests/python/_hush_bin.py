@@ -1,0 +1,16 @@
+"""Locates the `hush-inference` binary for the inference tests."""
+
+import os
+import shutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def hush_inference_bin():
+    cands = [os.environ.get("HUSH_INFERENCE_BIN", "")]
+    tgt = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    cands += [os.path.join(tgt, "release", "hush-inference"), os.path.join(ROOT, "target", "release", "hush-inference")]
+    for c in cands:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return shutil.which("hush-inference")
