@@ -93,10 +93,15 @@ impl LpnParams {
         }
         Ok(())
     }
-    /// Bytes of the per-party working set of one batch: the n-block output
-    /// buffer plus the k-block base.
+    /// Bytes of the per-party working set of the streaming generator
+    /// ([`crate::fused`]): the base and the next batch's base (k + t·h
+    /// blocks each, enough for Ferret's reserve), three trees of scratch,
+    /// Ferret's SPCOT flight and hashes (t·(3h+1) blocks) and two chunks of
+    /// LPN offsets. There is no n-block batch buffer: outputs go straight
+    /// into the caller's buffer.
     pub fn batch_bytes(&self) -> usize {
-        16 * (self.n + self.k)
+        let h = self.h as usize;
+        16 * (2 * (self.k + self.t * h) + 3 * self.leaves() + self.t * (3 * h + 1)) + 2 * 4 * SUB * D
     }
 }
 
