@@ -386,6 +386,11 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "client_module_s": c_msecs,
         "server_module_crossings": s_cross,
         "server_module_s": s_msecs,
+        // Module dealing is input-independent (could run before the input
+        // exists); both parties deal concurrently, so the online time
+        // without it is estimated as online − the larger module time.
+        "dealing_s": c_msecs.max(s_msecs),
+        "online_excl_dealing_s": (c.online_secs - c_msecs.max(s_msecs)).max(0.0),
         "per_layer": layers,
     })
 }
