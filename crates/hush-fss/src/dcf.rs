@@ -23,8 +23,10 @@
 //! BCGGIKR21 give n(λ + m + 2) + λ + m bits.
 //!
 //! **Cost** of one evaluation: 2n AES blocks (n when m = 1), plus one for
-//! the leaf of a two-lane key. [`dcf_eval_batch`] runs them for hundreds of
-//! keys per AES call, level by level, in cache-sized chunks.
+//! the leaf of a two-lane key. Batched evaluation runs on the
+//! structure-of-arrays layout of [`crate::batch::DcfKeyBatch`] (AVX-512 +
+//! VAES where available); [`dcf_eval_batch`] converts slices of keys into
+//! it span by span.
 //!
 //! **Security**: each key alone is pseudorandom given the PRG (λ = 127-bit
 //! seeds; 126 bits when m = 1), so it hides α and β. Semi-honest; a
@@ -32,6 +34,7 @@
 //! [`DcfKey::from_bytes`] but a *well-formed wrong* key silently computes a
 //! wrong function — authenticity of keys is the dealer channel's job.
 
+use crate::batch::DcfKeyBatch;
 use crate::codec::{packed_len, Reader, Writer};
 use crate::ggm::{self, Child};
 use crate::{mask, Error};
@@ -429,8 +432,9 @@ pub(crate) fn eval_lanes(party: u8, key: &DcfKey, x: u64) -> [u64; 2] {
     out
 }
 
-/// Evaluates `keys[i]` at `xs[i]` into `out[i]` for all i, with AES for a
-/// whole chunk of keys in flight at each tree level.
+/// Evaluates `keys[i]` at `xs[i]` into `out[i]` for all i (converting the
+/// keys into the [`DcfKeyBatch`] layout span by span; for keys evaluated
+/// online, build the batch offline and call [`DcfKeyBatch::eval`]).
 ///
 /// Panics if the three slices differ in length. Keys of mixed shapes are
 /// allowed (chunks that mix shapes fall back to scalar evaluation).
@@ -440,258 +444,42 @@ pub fn dcf_eval_batch(party: u8, keys: &[DcfKey], xs: &[u64], out: &mut [u64]) {
     eval_engine(party, keys.len(), |i| &keys[i], xs, |i, v| out[i] = v[0]);
 }
 
-/// Keys evaluated per AES pass: 2·CHUNK blocks = 8 KiB of AES state, the
-/// per-chunk working set stays in L1/L2.
-const CHUNK: usize = 256;
+/// Keys converted into one [`DcfKeyBatch`] per step of [`eval_engine`]
+/// (bounds the scratch memory of the slice-of-keys APIs).
+const SPAN: usize = 4096;
 
-/// The batched evaluator behind every `*_eval_batch`: evaluates key
-/// `get(i)` at `xs[i]` and calls `emit(i, lanes)` with the party's share.
+/// The batched evaluator behind the slice-of-keys `*_eval_batch` APIs:
+/// converts spans of keys into the evaluation layout ([`DcfKeyBatch`]) and
+/// evaluates them, calling `emit(i, lanes)` with the party's share of key
+/// `get(i)` at `xs[i]`. Spans whose keys differ in shape fall back to
+/// scalar evaluation. (Callers that evaluate the same keys online should
+/// build a [`DcfKeyBatch`] offline instead.)
 pub(crate) fn eval_engine<'a, G, E>(party: u8, n_keys: usize, get: G, xs: &[u64], mut emit: E)
 where
     G: Fn(usize) -> &'a DcfKey,
     E: FnMut(usize, [u64; 2]),
 {
     debug_assert_eq!(xs.len(), n_keys);
-    let mut st = Scratch::new();
+    let mut o0 = vec![0u64; SPAN.min(n_keys)];
+    let mut o1 = vec![0u64; SPAN.min(n_keys)];
     let mut base = 0;
     while base < n_keys {
-        let m = CHUNK.min(n_keys - base);
+        let m = SPAN.min(n_keys - base);
         let k0 = get(base);
-        let (bits, out_bits, lanes) = (k0.bits, k0.out_bits, k0.lanes);
-        let uniform = (1..m).all(|j| {
-            let k = get(base + j);
-            k.bits == bits && k.out_bits == out_bits && k.lanes == lanes
-        });
-        if !uniform {
+        let mut b = DcfKeyBatch::with_capacity(m, k0.bits, k0.out_bits, k0.lanes);
+        let uniform = (0..m).all(|j| b.push(get(base + j)).is_ok());
+        if uniform {
+            b.eval(party, &xs[base..base + m], &mut o0[..m], Some(&mut o1[..m]));
+            for j in 0..m {
+                emit(base + j, [o0[j], o1[j]]);
+            }
+        } else {
             for j in 0..m {
                 emit(base + j, eval_lanes(party, get(base + j), xs[base + j]));
             }
-        } else if is_packed(out_bits, lanes) {
-            chunk::<true, _, _>(party, base, m, &get, xs, &mut emit, &mut st);
-        } else {
-            chunk::<false, _, _>(party, base, m, &get, xs, &mut emit, &mut st);
         }
         base += m;
     }
-    st.zeroize();
-}
-
-/// How many keys ahead the gather prefetches key words.
-const PREFETCH_KEYS: usize = 4;
-
-/// Level stride of the gathered scratch: not a multiple of 4 KiB apart, so
-/// the levels of one key do not all land in one L1 set.
-const LSTRIDE: usize = CHUNK + 5;
-
-/// Per-call working memory of the batched evaluator (one chunk).
-struct Scratch {
-    s: Vec<u128>,
-    t: Vec<u64>,
-    acc0: Vec<u64>,
-    acc1: Vec<u64>,
-    /// Control-bit corrections along each key's input path (bit i = level i).
-    tsel: Vec<u64>,
-    /// Packed mode: one-bit value corrections (bit i = level i).
-    vbits: Vec<u64>,
-    /// Gathered seed corrections, level-major: `scw[i * LSTRIDE + j]`.
-    scw: Vec<u128>,
-    /// Gathered value corrections, level-major (unpacked mode).
-    vcw0: Vec<u64>,
-    vcw1: Vec<u64>,
-    buf: Vec<Block>,
-}
-
-impl Scratch {
-    fn new() -> Self {
-        Scratch {
-            s: vec![0; CHUNK],
-            t: vec![0; CHUNK],
-            acc0: vec![0; CHUNK],
-            acc1: vec![0; CHUNK],
-            tsel: vec![0; CHUNK],
-            vbits: vec![0; CHUNK],
-            scw: Vec::new(),
-            vcw0: Vec::new(),
-            vcw1: Vec::new(),
-            buf: vec![Block::ZERO; 2 * CHUNK],
-        }
-    }
-    fn zeroize(&mut self) {
-        self.s.zeroize();
-        self.t.zeroize();
-        self.acc0.zeroize();
-        self.acc1.zeroize();
-        self.tsel.zeroize();
-        self.vbits.zeroize();
-        self.scw.zeroize();
-        self.vcw0.zeroize();
-        self.vcw1.zeroize();
-        self.buf.zeroize();
-    }
-}
-
-/// One chunk of `m` keys of identical shape.
-///
-/// First each key's correction words are gathered (each key's memory is
-/// read front to back, which the hardware prefetchers follow) into a
-/// level-major scratch layout; then the tree is walked level by level with
-/// one AES call for the whole chunk and dense, bounds-check-free loops.
-#[inline(never)]
-fn chunk<'a, const PACKED: bool, G, E>(
-    party: u8,
-    base: usize,
-    m: usize,
-    get: &G,
-    xs: &[u64],
-    emit: &mut E,
-    st: &mut Scratch,
-) where
-    G: Fn(usize) -> &'a DcfKey,
-    E: FnMut(usize, [u64; 2]),
-{
-    let k0 = get(base);
-    let n = k0.bits as usize;
-    let lanes = k0.lanes as usize;
-    let w = stride(k0.out_bits, k0.lanes);
-    let om = mask(k0.out_bits);
-    let xs = &xs[base..base + m];
-    if st.scw.len() < n * LSTRIDE {
-        st.scw.resize(n * LSTRIDE, 0);
-        if !PACKED {
-            st.vcw0.resize(n * LSTRIDE, 0);
-            st.vcw1.resize(n * LSTRIDE, 0);
-        }
-    }
-    // Gather.
-    let t0 = (party & 1) as u64;
-    for j in 0..PREFETCH_KEYS.min(m) {
-        let k = get(base + j);
-        for off in (0..k.cw.len()).step_by(8) {
-            prefetch::read(k.cw.as_ptr().wrapping_add(off));
-        }
-    }
-    for (j, &x) in xs.iter().enumerate() {
-        let k = get(base + j);
-        // bit i of xpath = the input bit consumed at level i (MSB first).
-        let xpath = if n == 0 { 0 } else { x.reverse_bits() >> (64 - n) };
-        st.tsel[j] = (k.tl & !xpath) | (k.tr & xpath);
-        st.vbits[j] = k.vbits;
-        st.s[j] = k.s0;
-        st.t[j] = t0;
-        st.acc0[j] = 0;
-        st.acc1[j] = 0;
-        let cw = &k.cw[..n * w];
-        for (i, lv) in cw.chunks_exact(w).enumerate() {
-            st.scw[i * LSTRIDE + j] = (lv[0] as u128) | ((lv[1] as u128) << 64);
-            if !PACKED {
-                st.vcw0[i * LSTRIDE + j] = lv[2];
-                if lanes == 2 {
-                    st.vcw1[i * LSTRIDE + j] = lv[3];
-                }
-            }
-        }
-        // Keys are separate allocations: fetch a later key's words now so
-        // DRAM latency overlaps this key's gather.
-        if j + PREFETCH_KEYS < m {
-            let nk = get(base + j + PREFETCH_KEYS);
-            let p = nk.cw.as_ptr();
-            for off in (0..nk.cw.len()).step_by(8) {
-                prefetch::read(p.wrapping_add(off));
-            }
-        }
-    }
-    let s = &mut st.s[..m];
-    let t = &mut st.t[..m];
-    let acc0 = &mut st.acc0[..m];
-    let acc1 = &mut st.acc1[..m];
-    let tsel = &st.tsel[..m];
-    let vbits = &st.vbits[..m];
-    let pi = ggm::pi();
-    for i in 0..n {
-        let shift = n - 1 - i;
-        let scw = &st.scw[i * LSTRIDE..i * LSTRIDE + m];
-        if PACKED {
-            let buf = &mut st.buf[..m];
-            for ((bj, &sj), &x) in buf.iter_mut().zip(s.iter()).zip(xs) {
-                *bj = Block(sj ^ ((x >> shift) & 1) as u128);
-            }
-            pi.encrypt_blocks(buf);
-            for j in 0..m {
-                let d = ((xs[j] >> shift) & 1) as u128;
-                let b = buf[j].0 ^ s[j] ^ d;
-                let tj = t[j];
-                let tm = tj.wrapping_neg();
-                let tm128 = ((tm as u128) << 64) | tm as u128;
-                s[j] = (b & !3) ^ (scw[j] & tm128);
-                acc0[j] = acc0[j].wrapping_add(((b >> 1) as u64 & 1) + ((vbits[j] >> i) & tj & 1));
-                t[j] = (b as u64 & 1) ^ ((tsel[j] >> i) & tj & 1);
-            }
-        } else {
-            let buf = &mut st.buf[..2 * m];
-            for ((bj, &sj), &x) in buf.chunks_exact_mut(2).zip(s.iter()).zip(xs) {
-                let d = ((x >> shift) & 1) as u128;
-                bj[0] = Block(sj ^ d);
-                bj[1] = Block(sj ^ (ggm::TWEAK_V | d));
-            }
-            pi.encrypt_blocks(buf);
-            let v0 = &st.vcw0[i * LSTRIDE..i * LSTRIDE + m];
-            let v1 = &st.vcw1[i * LSTRIDE..i * LSTRIDE + m];
-            for j in 0..m {
-                let d = ((xs[j] >> shift) & 1) as u128;
-                let b = buf[2 * j].0 ^ s[j] ^ d;
-                let v = buf[2 * j + 1].0 ^ s[j] ^ (ggm::TWEAK_V | d);
-                let tj = t[j];
-                let tm = tj.wrapping_neg();
-                let tm128 = ((tm as u128) << 64) | tm as u128;
-                s[j] = (b & !1) ^ (scw[j] & tm128);
-                acc0[j] = acc0[j].wrapping_add(v as u64).wrapping_add(v0[j] & tm);
-                if lanes == 2 {
-                    acc1[j] = acc1[j].wrapping_add((v >> 64) as u64).wrapping_add(v1[j] & tm);
-                }
-                t[j] = (b as u64 & 1) ^ ((tsel[j] >> i) & tj & 1);
-            }
-        }
-    }
-    // Leaf.
-    if lanes == 2 {
-        let lb = &mut st.buf[..m];
-        for (l, &sj) in lb.iter_mut().zip(s.iter()) {
-            *l = Block(sj ^ ggm::TWEAK_LEAF);
-        }
-        pi.encrypt_blocks(lb);
-        for j in 0..m {
-            let k = get(base + j);
-            let h = lb[j].0 ^ s[j] ^ ggm::TWEAK_LEAF;
-            let tm = t[j].wrapping_neg();
-            acc0[j] = acc0[j].wrapping_add(h as u64).wrapping_add(k.leaf[0] & tm);
-            acc1[j] = acc1[j].wrapping_add((h >> 64) as u64).wrapping_add(k.leaf[1] & tm);
-        }
-    } else {
-        for j in 0..m {
-            let k = get(base + j);
-            let tm = t[j].wrapping_neg();
-            acc0[j] = acc0[j].wrapping_add(ggm::leaf_one_lane(s[j])).wrapping_add(k.leaf[0] & tm);
-        }
-    }
-    let neg = party & 1 == 1;
-    for j in 0..m {
-        let (a, b) = if neg { (acc0[j].wrapping_neg(), acc1[j].wrapping_neg()) } else { (acc0[j], acc1[j]) };
-        emit(base + j, [a & om, b & om]);
-    }
-}
-
-/// Software prefetch (a hint: never faults, never reads).
-mod prefetch {
-    #[inline(always)]
-    pub(super) fn read<T>(p: *const T) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: PREFETCHT0 is a hint that performs no architectural memory
-        // access and cannot fault, whatever the address (SSE is baseline on
-        // x86_64).
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = p;
-    }
+    o0.zeroize();
+    o1.zeroize();
 }

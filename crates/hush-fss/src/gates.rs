@@ -40,6 +40,7 @@
 //! gives XOR shares of the bit), ReLU over Z_2^bits.
 
 use crate::codec::{Reader, Writer};
+use crate::batch::DcfKeyBatch;
 use crate::dcf::{self, DcfKey};
 use crate::{mask, Error};
 use hush_primitives::Prg;
@@ -211,6 +212,68 @@ pub fn drelu_eval_batch(party: u8, keys: &[DreluKey], x_hat: &[u64], out: &mut [
     });
 }
 
+/// Many DReLU keys of one shape in the evaluation layout: the DCFs in a
+/// [`DcfKeyBatch`], the offsets alongside. Built offline
+/// ([`DreluBatch::push`]); [`DreluBatch::eval`] parses nothing.
+#[derive(Default)]
+pub struct DreluBatch {
+    bits: u32,
+    out_bits: u32,
+    c: Vec<[u64; 2]>,
+    dcf: DcfKeyBatch,
+}
+
+impl Drop for DreluBatch {
+    fn drop(&mut self) {
+        self.c.zeroize();
+    }
+}
+
+impl DreluBatch {
+    /// An empty batch with room for `n` keys.
+    pub fn with_capacity(n: usize, bits: u32, out_bits: u32) -> Self {
+        DreluBatch { bits, out_bits, c: Vec::with_capacity(n), dcf: DcfKeyBatch::with_capacity(n, bits.saturating_sub(1), out_bits, 1) }
+    }
+    /// Builds a batch from keys of one shape.
+    pub fn from_keys(keys: &[DreluKey]) -> Result<Self, Error> {
+        let mut b = keys.first().map_or_else(Self::default, |k| Self::with_capacity(keys.len(), k.bits, k.out_bits));
+        for k in keys {
+            b.push(k)?;
+        }
+        Ok(b)
+    }
+    /// Appends a key; errors if its shape differs from the batch's.
+    pub fn push(&mut self, k: &DreluKey) -> Result<(), Error> {
+        if self.c.is_empty() {
+            self.bits = k.bits;
+            self.out_bits = k.out_bits;
+        } else if (k.bits, k.out_bits) != (self.bits, self.out_bits) {
+            return Err(Error::Header { what: "DreluBatch", reason: "key shape differs from the batch" });
+        }
+        self.dcf.push(&k.dcf)?;
+        self.c.push(k.c);
+        Ok(())
+    }
+    pub fn len(&self) -> usize {
+        self.c.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.c.is_empty()
+    }
+    /// [`drelu_eval`] of key i at `x_hat[i]` into `out[i]` for all i.
+    /// Panics if the slices do not have [`len`](Self::len) elements.
+    pub fn eval(&self, party: u8, x_hat: &[u64], out: &mut [u64]) {
+        assert_eq!(x_hat.len(), self.len(), "DreluBatch::eval: keys and inputs differ in length");
+        self.dcf.eval(party, x_hat, out, None);
+        let sh = self.bits.saturating_sub(1);
+        let om = mask(self.out_bits);
+        for ((o, &x), c) in out.iter_mut().zip(x_hat).zip(&self.c) {
+            let p_one = (x >> sh) & 1 == 0;
+            *o = if p_one { c[1].wrapping_sub(*o) } else { c[0].wrapping_add(*o) } & om;
+        }
+    }
+}
+
 // ---------------------------------------------------------------- ReLU
 
 /// One party's ReLU (spline) gate key: an (n−1)-bit two-lane DCF over
@@ -344,6 +407,74 @@ pub fn relu_eval_batch(party: u8, keys: &[ReluKey], x_hat: &[u64], out: &mut [u6
     });
 }
 
+/// Many ReLU keys of one width in the evaluation layout (see
+/// [`DreluBatch`]).
+#[derive(Default)]
+pub struct ReluBatch {
+    bits: u32,
+    e: Vec<[u64; 3]>,
+    dcf: DcfKeyBatch,
+}
+
+impl Drop for ReluBatch {
+    fn drop(&mut self) {
+        self.e.zeroize();
+    }
+}
+
+impl ReluBatch {
+    /// An empty batch with room for `n` keys.
+    pub fn with_capacity(n: usize, bits: u32) -> Self {
+        ReluBatch { bits, e: Vec::with_capacity(n), dcf: DcfKeyBatch::with_capacity(n, bits.saturating_sub(1), bits, 2) }
+    }
+    /// Builds a batch from keys of one width.
+    pub fn from_keys(keys: &[ReluKey]) -> Result<Self, Error> {
+        let mut b = keys.first().map_or_else(Self::default, |k| Self::with_capacity(keys.len(), k.bits));
+        for k in keys {
+            b.push(k)?;
+        }
+        Ok(b)
+    }
+    /// Appends a key; errors if its width differs from the batch's.
+    pub fn push(&mut self, k: &ReluKey) -> Result<(), Error> {
+        if self.e.is_empty() {
+            self.bits = k.bits;
+        } else if k.bits != self.bits {
+            return Err(Error::Header { what: "ReluBatch", reason: "key shape differs from the batch" });
+        }
+        self.dcf.push(&k.dcf)?;
+        self.e.push(k.e);
+        Ok(())
+    }
+    pub fn len(&self) -> usize {
+        self.e.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.e.is_empty()
+    }
+    /// [`relu_eval`] of key i at `x_hat[i]` into `out[i]` for all i.
+    /// `scratch` must have [`len`](Self::len) elements (it receives the
+    /// second DCF lane). Panics on length mismatch.
+    pub fn eval(&self, party: u8, x_hat: &[u64], out: &mut [u64], scratch: &mut [u64]) {
+        assert_eq!(x_hat.len(), self.len(), "ReluBatch::eval: keys and inputs differ in length");
+        self.dcf.eval(party, x_hat, out, Some(scratch));
+        let nm = mask(self.bits);
+        let sh = self.bits - 1;
+        let own = party & 1 == 0;
+        for (((o, &x), &g1), e) in out.iter_mut().zip(x_hat).zip(scratch.iter()).zip(&self.e) {
+            let x = x & nm;
+            let u = o.wrapping_add(e[0]);
+            let y = if (x >> sh) & 1 == 0 {
+                let xo = if own { x } else { 0 };
+                xo.wrapping_sub(x.wrapping_mul(u)).wrapping_add(g1).wrapping_add(e[2])
+            } else {
+                x.wrapping_mul(u).wrapping_sub(g1).wrapping_add(e[1])
+            };
+            *o = y & nm;
+        }
+    }
+}
+
 // ---------------------------------------------------------------- less-than
 
 /// One party's less-than gate key: two n-bit DCFs and one offset.
@@ -463,4 +594,73 @@ pub fn lt_eval_batch(party: u8, keys: &[LtKey], x_hat: &[u64], out: &mut [u64]) 
     dcf::eval_engine(party, keys.len(), |i| &keys[i].lower, x_hat, |i, v| {
         out[i] = out[i].wrapping_add(v[0]) & mask(keys[i].out_bits)
     });
+}
+
+/// Many less-than keys of one shape in the evaluation layout (two
+/// [`DcfKeyBatch`]es; see [`DreluBatch`]).
+#[derive(Default)]
+pub struct LtBatch {
+    bits: u32,
+    out_bits: u32,
+    off: Vec<u64>,
+    upper: DcfKeyBatch,
+    lower: DcfKeyBatch,
+}
+
+impl Drop for LtBatch {
+    fn drop(&mut self) {
+        self.off.zeroize();
+    }
+}
+
+impl LtBatch {
+    /// An empty batch with room for `n` keys.
+    pub fn with_capacity(n: usize, bits: u32, out_bits: u32) -> Self {
+        LtBatch {
+            bits,
+            out_bits,
+            off: Vec::with_capacity(n),
+            upper: DcfKeyBatch::with_capacity(n, bits, out_bits, 1),
+            lower: DcfKeyBatch::with_capacity(n, bits, out_bits, 1),
+        }
+    }
+    /// Builds a batch from keys of one shape.
+    pub fn from_keys(keys: &[LtKey]) -> Result<Self, Error> {
+        let mut b = keys.first().map_or_else(Self::default, |k| Self::with_capacity(keys.len(), k.bits, k.out_bits));
+        for k in keys {
+            b.push(k)?;
+        }
+        Ok(b)
+    }
+    /// Appends a key; errors if its shape differs from the batch's.
+    pub fn push(&mut self, k: &LtKey) -> Result<(), Error> {
+        if self.off.is_empty() {
+            self.bits = k.bits;
+            self.out_bits = k.out_bits;
+        } else if (k.bits, k.out_bits) != (self.bits, self.out_bits) {
+            return Err(Error::Header { what: "LtBatch", reason: "key shape differs from the batch" });
+        }
+        self.upper.push(&k.upper)?;
+        self.lower.push(&k.lower)?;
+        self.off.push(k.off);
+        Ok(())
+    }
+    pub fn len(&self) -> usize {
+        self.off.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.off.is_empty()
+    }
+    /// [`lt_eval`] of key i at `x_hat[i]` into `out[i]` for all i;
+    /// `scratch` must have [`len`](Self::len) elements. Panics on length
+    /// mismatch.
+    pub fn eval(&self, party: u8, x_hat: &[u64], out: &mut [u64], scratch: &mut [u64]) {
+        assert_eq!(x_hat.len(), self.len(), "LtBatch::eval: keys and inputs differ in length");
+        self.upper.eval(party, x_hat, out, None);
+        self.lower.eval(party, x_hat, scratch, None);
+        let om = mask(self.out_bits);
+        for ((o, &b), &off) in out.iter_mut().zip(scratch.iter()).zip(&self.off) {
+            *o = off.wrapping_add(*o).wrapping_add(b) & om;
+        }
+    }
 }

@@ -7,8 +7,12 @@
 //! PRG ([`ggm`]).
 //!
 //! * [`dcf`] — the distributed comparison function f_{α,β}(x) = β·\[x < α\]
-//!   (BCGGIKR21 §3, the DCF Gen/Eval figure), single and batched evaluation
-//!   (AES for thousands of keys in flight).
+//!   (BCGGIKR21 §3, the DCF Gen/Eval figure), single and batched evaluation.
+//! * [`batch`] — [`DcfKeyBatch`]: many keys in a structure-of-arrays
+//!   layout built offline, evaluated with AVX-512 + VAES (four seeds per
+//!   register, lane masks for the control bits) or a portable fallback;
+//!   the gates' batch types ([`DreluBatch`], [`ReluBatch`], [`LtBatch`])
+//!   wrap it.
 //! * [`gates`] — FSS gates on *masked* inputs x̂ = x + r_in (the offset-family
 //!   view of Boyle–Gilboa–Ishai TCC'19 / BCGGIKR21 §2): DReLU (sign),
 //!   ReLU as a two-piece spline with output coefficients (BCGGIKR21 splines;
@@ -40,16 +44,18 @@
 //!
 //! [`Prg`]: hush_primitives::Prg
 
+pub mod batch;
 pub mod bench;
 mod codec;
 pub mod dcf;
 pub mod gates;
 pub mod ggm;
 
+pub use batch::DcfKeyBatch;
 pub use dcf::{dcf_eval, dcf_eval_batch, dcf_gen, try_dcf_gen, DcfKey};
 pub use gates::{
     drelu_eval, drelu_eval_batch, drelu_gen, lt_eval, lt_eval_batch, lt_gen, relu_eval, relu_eval_batch, relu_gen,
-    DreluKey, LtKey, ReluKey,
+    DreluBatch, DreluKey, LtBatch, LtKey, ReluBatch, ReluKey,
 };
 
 /// Errors of hush-fss: malformed key bytes and bad parameters.

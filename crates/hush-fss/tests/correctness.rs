@@ -4,7 +4,7 @@
 
 use hush_fss::{
     dcf_eval, dcf_eval_batch, dcf_gen, drelu_eval, drelu_eval_batch, drelu_gen, lt_eval, lt_eval_batch, lt_gen,
-    relu_eval, relu_eval_batch, relu_gen, DcfKey, DreluKey, LtKey, ReluKey,
+    relu_eval, relu_eval_batch, relu_gen, DcfKey, DcfKeyBatch, DreluBatch, DreluKey, LtBatch, LtKey, ReluBatch, ReluKey,
 };
 use hush_primitives::{Block, Prg};
 
@@ -397,4 +397,43 @@ fn keygen_is_deterministic_given_the_prg() {
     let a = relu_gen(&mut Prg::new(Block(78)), 32, 1000, 5);
     let b = relu_gen(&mut Prg::new(Block(78)), 32, 1000, 5);
     assert_eq!(a.1.to_bytes(), b.1.to_bytes());
+}
+
+fn pick<K>(party: u8, k: (K, K)) -> K {
+    if party == 0 { k.0 } else { k.1 }
+}
+
+#[test]
+fn gate_batches_match_scalar_eval() {
+    let mut prg = Prg::new(Block(0xba7c));
+    for &bits in &[1u32, 2, 8, 31, 32, 33, 64] {
+        for &out_bits in &[1u32, 32] {
+            let n = 77;
+            let m = mask(bits);
+            let xs: Vec<u64> = (0..n).map(|i| if i % 3 == 0 { prg.next_u64() } else { prg.next_u64() & m }).collect();
+            for party in 0..2u8 {
+                let dk: Vec<DreluKey> = (0..n).map(|_| { let r = prg.next_u64(); pick(party, drelu_gen(&mut prg, bits, r, 1, out_bits)) }).collect();
+                let rk: Vec<ReluKey> = (0..n).map(|_| { let r = prg.next_u64(); pick(party, relu_gen(&mut prg, bits, r, 3)) }).collect();
+                let lk: Vec<LtKey> = (0..n).map(|_| { let r = prg.next_u64(); let c = prg.next_u64() & m; pick(party, lt_gen(&mut prg, bits, r, c, 1, out_bits)) }).collect();
+                let (mut o, mut s) = (vec![0u64; n], vec![0u64; n]);
+                DreluBatch::from_keys(&dk).unwrap().eval(party, &xs, &mut o);
+                for i in 0..n {
+                    assert_eq!(o[i], drelu_eval(party, &dk[i], xs[i]), "drelu bits {bits} out {out_bits} i {i}");
+                }
+                ReluBatch::from_keys(&rk).unwrap().eval(party, &xs, &mut o, &mut s);
+                for i in 0..n {
+                    assert_eq!(o[i], relu_eval(party, &rk[i], xs[i]), "relu bits {bits} i {i}");
+                }
+                LtBatch::from_keys(&lk).unwrap().eval(party, &xs, &mut o, &mut s);
+                for i in 0..n {
+                    assert_eq!(o[i], lt_eval(party, &lk[i], xs[i]), "lt bits {bits} out {out_bits} i {i}");
+                }
+                let dcfs: Vec<DcfKey> = (0..n).map(|_| { let a = prg.next_u64() & m; pick(party, dcf_gen(&mut prg, bits, a, 5, out_bits)) }).collect();
+                DcfKeyBatch::from_keys(&dcfs).unwrap().eval(party, &xs, &mut o, None);
+                for i in 0..n {
+                    assert_eq!(o[i], dcf_eval(party, &dcfs[i], xs[i]), "dcf bits {bits} out {out_bits} i {i}");
+                }
+            }
+        }
+    }
 }

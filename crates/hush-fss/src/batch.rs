@@ -1,0 +1,804 @@
+//! Batched DCF evaluation over a structure-of-arrays key layout.
+//!
+//! [`DcfKeyBatch`] holds many keys of one shape (party, input bits, output
+//! bits, lanes) laid out for evaluation, not for transport: keys are grouped
+//! by [`GROUP`] = 32 and, inside a group, the seed corrections (and value
+//! corrections) of one tree level are contiguous, level after level. One
+//! group's whole correction stream (32 keys × n levels × 16 bytes = 16 KiB
+//! for n = 32) is therefore read front to back exactly once, and the
+//! evaluator's state (32 seeds, control bits, accumulators) never leaves
+//! registers. Building a batch ([`DcfKeyBatch::push`]) is the offline step;
+//! evaluation ([`DcfKeyBatch::eval`]) parses nothing.
+//!
+//! **Kernels.** On x86-64 with AVX-512 (F, BW) and VAES the evaluator keeps
+//! four 128-bit seeds per zmm register and walks a group of 32 keys (one-bit
+//! outputs: eight seed registers, one AES chain each) or 16 keys (wider
+//! outputs: four seed and four value registers) through all n levels:
+//! the fixed-key MMO hash of [`crate::ggm`] with VAES (round keys in
+//! registers), the direction bit xored into each seed under a lane mask,
+//! seed corrections applied with a masked XOR selected by the control bits,
+//! control and one-bit value corrections handled as 8-bit lane masks. Elsewhere
+//! a portable evaluator runs the same layout with AES for a group in flight.
+//! Both compute exactly the function of the scalar [`crate::dcf_eval`]
+//! (BCGGIKR21 §3 Eval), bit for bit; the tests compare them.
+//!
+//! **Slot order.** Per-key words (control-bit corrections, one-bit value
+//! corrections) are stored in key order; 128-bit-wide items (root seeds,
+//! seed corrections, value corrections, leaf corrections) are stored in
+//! *slot* order, chosen so that seed register z = 2w + h holds the keys
+//! whose per-key words sit in the odd (h = 1) or even (h = 0) lanes of
+//! per-key vector w: key q = 8w + 2k + h of a group is slot 4(2w + h) + k.
+//! Lane masks then move between the two views with one shift and an AND.
+//!
+//! Evaluation time depends only on public data (the number of keys, their
+//! shape and the inputs' count), never on key contents or inputs: both
+//! kernels are branch-free in secret data.
+
+// The kernels walk several per-register arrays in lockstep by index.
+#![allow(clippy::needless_range_loop)]
+
+use crate::dcf::DcfKey;
+use crate::{ggm, mask, Error};
+use hush_primitives::Block;
+use zeroize::Zeroize;
+
+/// Keys per group of the batch layout.
+pub const GROUP: usize = 32;
+
+/// Slot (position of the key's 128-bit items inside its group) of key `q`.
+#[inline(always)]
+const fn slot(q: usize) -> usize {
+    let (w, l) = (q / 8, q % 8);
+    4 * (2 * w + (l & 1)) + l / 2
+}
+
+/// Key index (inside the group) of slot `p` — the inverse of [`slot`].
+#[inline(always)]
+const fn key_of_slot(p: usize) -> usize {
+    let (z, k) = (p / 4, p % 4);
+    8 * (z / 2) + 2 * k + (z & 1)
+}
+
+/// Many DCF keys of one shape in the evaluation layout (see the module
+/// docs). Zeroized on drop.
+#[derive(Clone, Default)]
+pub struct DcfKeyBatch {
+    len: usize,
+    party: u8,
+    bits: u32,
+    out_bits: u32,
+    lanes: u32,
+    /// Root seeds, slot order: `s0[g * GROUP + p]`.
+    s0: Vec<u128>,
+    /// Seed corrections: `scw[(g * bits + i) * GROUP + p]`.
+    scw: Vec<u128>,
+    /// Value corrections (unless packed): `vcw[((g * bits + i) * GROUP + p) * lanes + l]`.
+    vcw: Vec<u64>,
+    /// Leaf corrections: `leaf[(g * GROUP + p) * lanes + l]`.
+    leaf: Vec<u64>,
+    /// Control-bit corrections, key order, bit n−1−i = level i (the bit of
+    /// x consumed at level i).
+    tl: Vec<u64>,
+    tr: Vec<u64>,
+    /// Packed mode: one-bit value corrections, key order, bit n−1−i = level i.
+    vbits: Vec<u64>,
+}
+
+impl Zeroize for DcfKeyBatch {
+    fn zeroize(&mut self) {
+        self.s0.zeroize();
+        self.scw.zeroize();
+        self.vcw.zeroize();
+        self.leaf.zeroize();
+        self.tl.zeroize();
+        self.tr.zeroize();
+        self.vbits.zeroize();
+    }
+}
+
+impl Drop for DcfKeyBatch {
+    fn drop(&mut self) {
+        self.zeroize();
+    }
+}
+
+impl std::fmt::Debug for DcfKeyBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DcfKeyBatch")
+            .field("len", &self.len)
+            .field("party", &self.party)
+            .field("bits", &self.bits)
+            .field("out_bits", &self.out_bits)
+            .field("lanes", &self.lanes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reverses the low `n` bits of `v` (bit i ↦ bit n−1−i).
+#[inline]
+fn rev(v: u64, n: u32) -> u64 {
+    if n == 0 {
+        0
+    } else {
+        v.reverse_bits() >> (64 - n)
+    }
+}
+
+impl DcfKeyBatch {
+    /// An empty batch; the first pushed key fixes the shape.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty batch with room for `n` keys of the given shape.
+    pub fn with_capacity(n: usize, bits: u32, out_bits: u32, lanes: u32) -> Self {
+        let g = n.div_ceil(GROUP) * GROUP;
+        let packed = out_bits == 1 && lanes == 1;
+        let nb = bits as usize;
+        DcfKeyBatch {
+            s0: Vec::with_capacity(g),
+            scw: Vec::with_capacity(g * nb),
+            vcw: Vec::with_capacity(if packed { 0 } else { g * nb * lanes as usize }),
+            leaf: Vec::with_capacity(g * lanes as usize),
+            tl: Vec::with_capacity(g),
+            tr: Vec::with_capacity(g),
+            vbits: Vec::with_capacity(if packed { g } else { 0 }),
+            ..Self::default()
+        }
+    }
+
+    /// Builds a batch from keys of one shape.
+    pub fn from_keys<K: AsRef<DcfKey>>(keys: &[K]) -> Result<Self, Error> {
+        let mut b = match keys.first() {
+            Some(k) => {
+                let k = k.as_ref();
+                Self::with_capacity(keys.len(), k.bits, k.out_bits, k.lanes)
+            }
+            None => Self::new(),
+        };
+        for k in keys {
+            b.push(k.as_ref())?;
+        }
+        Ok(b)
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn party(&self) -> u8 {
+        self.party
+    }
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    pub fn out_bits(&self) -> u32 {
+        self.out_bits
+    }
+    pub fn lanes(&self) -> u32 {
+        self.lanes
+    }
+
+    fn packed(&self) -> bool {
+        self.out_bits == 1 && self.lanes == 1
+    }
+
+    /// Appends a key (the offline conversion into the evaluation layout).
+    /// Errors if its shape differs from the keys already in the batch.
+    pub fn push(&mut self, k: &DcfKey) -> Result<(), Error> {
+        if self.len == 0 {
+            self.party = k.party;
+            self.bits = k.bits;
+            self.out_bits = k.out_bits;
+            self.lanes = k.lanes;
+        } else if (k.party, k.bits, k.out_bits, k.lanes) != (self.party, self.bits, self.out_bits, self.lanes) {
+            return Err(Error::Header { what: "DcfKeyBatch", reason: "key shape differs from the batch" });
+        }
+        let n = self.bits as usize;
+        let nl = self.lanes as usize;
+        let packed = self.packed();
+        let (g, q) = (self.len / GROUP, self.len % GROUP);
+        if q == 0 {
+            let z = GROUP;
+            self.s0.resize(self.s0.len() + z, 0);
+            self.scw.resize(self.scw.len() + z * n, 0);
+            if !packed {
+                self.vcw.resize(self.vcw.len() + z * n * nl, 0);
+            }
+            self.leaf.resize(self.leaf.len() + z * nl, 0);
+            self.tl.resize(self.tl.len() + z, 0);
+            self.tr.resize(self.tr.len() + z, 0);
+            if packed {
+                self.vbits.resize(self.vbits.len() + z, 0);
+            }
+        }
+        let p = slot(q);
+        let w = k.cw.len() / n.max(1);
+        self.s0[g * GROUP + p] = k.s0;
+        for i in 0..n {
+            let lv = &k.cw[i * w..(i + 1) * w];
+            self.scw[(g * n + i) * GROUP + p] = (lv[0] as u128) | ((lv[1] as u128) << 64);
+            if !packed {
+                for l in 0..nl {
+                    self.vcw[((g * n + i) * GROUP + p) * nl + l] = lv[2 + l];
+                }
+            }
+        }
+        for l in 0..nl {
+            self.leaf[(g * GROUP + p) * nl + l] = k.leaf[l];
+        }
+        let kq = g * GROUP + q;
+        self.tl[kq] = rev(k.tl, self.bits);
+        self.tr[kq] = rev(k.tr, self.bits);
+        if packed {
+            self.vbits[kq] = rev(k.vbits, self.bits);
+        }
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Evaluates key i at `xs[i]` (only the low `bits` bits are used):
+    /// `out0[i]` gets this party's share of lane 0, `out1[i]` (if given)
+    /// lane 1 — each reduced mod 2^out_bits. `party` should be the keys'
+    /// party.
+    ///
+    /// Panics if `xs`, `out0` (or `out1`) do not have [`len`](Self::len)
+    /// elements.
+    pub fn eval(&self, party: u8, xs: &[u64], out0: &mut [u64], out1: Option<&mut [u64]>) {
+        self.eval_with(kernel(), party, xs, out0, out1)
+    }
+
+    pub(crate) fn eval_with(&self, k: Kernel, party: u8, xs: &[u64], out0: &mut [u64], mut out1: Option<&mut [u64]>) {
+        assert_eq!(xs.len(), self.len, "DcfKeyBatch::eval: inputs and keys differ in length");
+        assert_eq!(out0.len(), self.len, "DcfKeyBatch::eval: outputs and keys differ in length");
+        if let Some(o) = out1.as_deref() {
+            assert_eq!(o.len(), self.len, "DcfKeyBatch::eval: outputs and keys differ in length");
+        }
+        match k {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::Avx512` is only produced after run-time
+            // detection of avx512f, avx512bw, vaes and aes (see `kernel`).
+            Kernel::Avx512 => unsafe {
+                if self.packed() {
+                    avx::eval_packed(self, party, xs, out0)
+                } else {
+                    avx::eval_wide(self, party, xs, out0, out1.as_deref_mut())
+                }
+            },
+            _ => portable(self, party, xs, out0, out1),
+        }
+    }
+}
+
+/// Which evaluator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx512,
+    Portable,
+}
+
+/// The evaluator for this CPU (detected once).
+pub(crate) fn kernel() -> Kernel {
+    static K: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+    *K.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("vaes")
+                && std::arch::is_x86_feature_detected!("aes")
+            {
+                return Kernel::Avx512;
+            }
+        }
+        Kernel::Portable
+    })
+}
+
+/// Portable evaluator: the same layout, AES for one group in flight.
+fn portable(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: Option<&mut [u64]>) {
+    let n = b.bits as usize;
+    let nl = b.lanes as usize;
+    let packed = b.packed();
+    let om = mask(b.out_bits);
+    let pi = ggm::pi();
+    let t0 = (party & 1) as u64;
+    let mut buf = [Block::ZERO; 2 * GROUP];
+    for g in 0..b.len.div_ceil(GROUP) {
+        let base = g * GROUP;
+        let m = GROUP.min(b.len - base);
+        // Per slot: x, seed, t, accumulators, selected tcw.
+        let mut x = [0u64; GROUP];
+        let mut s = [0u128; GROUP];
+        let mut t = [t0; GROUP];
+        let mut acc = [[0u64; 2]; GROUP];
+        let mut tsel = [0u64; GROUP];
+        let mut vb = [0u64; GROUP];
+        for p in 0..GROUP {
+            let q = key_of_slot(p);
+            if q < m {
+                x[p] = xs[base + q];
+                tsel[p] = (b.tl[base + q] & !x[p]) | (b.tr[base + q] & x[p]);
+                if packed {
+                    vb[p] = b.vbits[base + q];
+                }
+            }
+            s[p] = b.s0[base + p];
+        }
+        for i in 0..n {
+            let sh = n - 1 - i;
+            for p in 0..GROUP {
+                let d = ((x[p] >> sh) & 1) as u128;
+                buf[2 * p] = Block(s[p] ^ d);
+                buf[2 * p + 1] = Block(s[p] ^ ggm::TWEAK_V ^ d);
+            }
+            if packed {
+                for p in 0..GROUP {
+                    buf[p] = buf[2 * p];
+                }
+                pi.encrypt_blocks(&mut buf[..GROUP]);
+            } else {
+                pi.encrypt_blocks(&mut buf);
+            }
+            for p in 0..GROUP {
+                let d = ((x[p] >> sh) & 1) as u128;
+                let (bb, vv) = if packed {
+                    (buf[p].0 ^ s[p] ^ d, 0)
+                } else {
+                    (buf[2 * p].0 ^ s[p] ^ d, buf[2 * p + 1].0 ^ s[p] ^ ggm::TWEAK_V ^ d)
+                };
+                let c = ggm::split_child(bb, vv, packed);
+                let tm = t[p].wrapping_neg();
+                let tm128 = ((tm as u128) << 64) | tm as u128;
+                s[p] = c.seed ^ (b.scw[(g * n + i) * GROUP + p] & tm128);
+                if packed {
+                    acc[p][0] ^= c.v[0] ^ ((vb[p] >> sh) & t[p] & 1);
+                } else {
+                    for l in 0..nl {
+                        let cw = b.vcw[((g * n + i) * GROUP + p) * nl + l];
+                        acc[p][l] = acc[p][l].wrapping_add(c.v[l]).wrapping_add(cw & tm);
+                    }
+                }
+                t[p] = c.t ^ ((tsel[p] >> sh) & t[p] & 1);
+            }
+        }
+        let lv: Vec<[u64; 2]> = if nl == 1 {
+            s.iter().map(|&sj| [ggm::leaf_one_lane(sj), 0]).collect()
+        } else {
+            s.iter().map(|&sj| {
+                let h = ggm::mmo1(Block(sj), ggm::TWEAK_LEAF).0;
+                [h as u64, (h >> 64) as u64]
+            })
+            .collect()
+        };
+        for p in 0..GROUP {
+            let q = key_of_slot(p);
+            if q >= m {
+                continue;
+            }
+            let tm = t[p].wrapping_neg();
+            let mut o = [0u64; 2];
+            for l in 0..nl {
+                let v = acc[p][l].wrapping_add(lv[p][l]).wrapping_add(b.leaf[(base + p) * nl + l] & tm);
+                o[l] = if party & 1 == 1 { v.wrapping_neg() } else { v } & om;
+            }
+            out0[base + q] = o[0];
+            if let Some(o1) = out1.as_deref_mut() {
+                o1[base + q] = o[1];
+            }
+        }
+        s.zeroize();
+        acc.zeroize();
+    }
+    buf.zeroize();
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx {
+    use super::{DcfKeyBatch, GROUP};
+    use crate::{ggm, mask};
+    use std::arch::x86_64::*;
+
+    /// AES-128 round keys of [`ggm::FSS_AES_KEY`], each broadcast to four
+    /// 128-bit lanes (FIPS-197 key expansion with AESKEYGENASSIST).
+    #[target_feature(enable = "aes,sse2,avx512f")]
+    unsafe fn round_keys() -> [__m512i; 11] {
+        #[inline(always)]
+        unsafe fn step(k: __m128i, a: __m128i) -> __m128i {
+            let a = _mm_shuffle_epi32::<0xff>(a);
+            let mut k = k;
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            _mm_xor_si128(k, a)
+        }
+        let mut r = [_mm_setzero_si128(); 11];
+        r[0] = _mm_loadu_si128(ggm::FSS_AES_KEY.0.to_le_bytes().as_ptr() as *const __m128i);
+        r[1] = step(r[0], _mm_aeskeygenassist_si128::<0x01>(r[0]));
+        r[2] = step(r[1], _mm_aeskeygenassist_si128::<0x02>(r[1]));
+        r[3] = step(r[2], _mm_aeskeygenassist_si128::<0x04>(r[2]));
+        r[4] = step(r[3], _mm_aeskeygenassist_si128::<0x08>(r[3]));
+        r[5] = step(r[4], _mm_aeskeygenassist_si128::<0x10>(r[4]));
+        r[6] = step(r[5], _mm_aeskeygenassist_si128::<0x20>(r[5]));
+        r[7] = step(r[6], _mm_aeskeygenassist_si128::<0x40>(r[6]));
+        r[8] = step(r[7], _mm_aeskeygenassist_si128::<0x80>(r[7]));
+        r[9] = step(r[8], _mm_aeskeygenassist_si128::<0x1b>(r[8]));
+        r[10] = step(r[9], _mm_aeskeygenassist_si128::<0x36>(r[9]));
+        let mut o = [_mm512_setzero_si512(); 11];
+        for i in 0..11 {
+            o[i] = _mm512_broadcast_i32x4(r[i]);
+        }
+        o
+    }
+
+    /// MMO of `Z` registers (4 blocks each): π(x) ⊕ x, rounds interleaved.
+    #[inline(always)]
+    unsafe fn mmo<const Z: usize>(rk: &[__m512i; 11], inp: &[__m512i; Z]) -> [__m512i; Z] {
+        let mut x = [_mm512_setzero_si512(); Z];
+        for z in 0..Z {
+            x[z] = _mm512_xor_si512(inp[z], rk[0]);
+        }
+        for r in 1..10 {
+            for z in 0..Z {
+                x[z] = _mm512_aesenc_epi128(x[z], rk[r]);
+            }
+        }
+        for z in 0..Z {
+            x[z] = _mm512_xor_si512(_mm512_aesenclast_epi128(x[z], rk[10]), inp[z]);
+        }
+        x
+    }
+
+    /// Lanes 2k+h of a per-key mask → even qword positions 2k (lane mask of
+    /// seed register 2w+h).
+    #[inline(always)]
+    fn to_seed(m: u8, h: usize) -> u8 {
+        (m >> h) & 0x55
+    }
+    /// Even positions doubled to both qwords of each 128-bit lane.
+    #[inline(always)]
+    fn both(m: u8) -> u8 {
+        m | (m << 1)
+    }
+
+    #[inline(always)]
+    unsafe fn ld(p: *const u64) -> __m512i {
+        _mm512_loadu_si512(p as *const _)
+    }
+    #[inline(always)]
+    unsafe fn ld128(p: *const u128) -> __m512i {
+        _mm512_loadu_si512(p as *const _)
+    }
+
+    #[inline(always)]
+    fn prefetch<T>(p: *const T) {
+        // SAFETY: a hint; never faults whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) }
+    }
+
+    /// Per-group inputs, key order, padded to a whole group.
+    #[inline(always)]
+    fn group_inputs(xs: &[u64], base: usize, len: usize) -> [u64; GROUP] {
+        let mut x = [0u64; GROUP];
+        let m = GROUP.min(len - base);
+        x[..m].copy_from_slice(&xs[base..base + m]);
+        x
+    }
+
+    /// One-bit outputs: 32 keys (eight seed registers) per pass.
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    pub(super) unsafe fn eval_packed(b: &DcfKeyBatch, party: u8, xs: &[u64], out: &mut [u64]) {
+        let n = b.bits as usize;
+        let rk = round_keys();
+        let one_lo = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
+        let two_lo = _mm512_set_epi64(0, 2, 0, 2, 0, 2, 0, 2);
+        let one_hi = _mm512_set_epi64(1, 0, 1, 0, 1, 0, 1, 0);
+        let smask = _mm512_set_epi64(-1, !3, -1, !3, -1, !3, -1, !3);
+        let ones = _mm512_set1_epi64(1);
+        let t_init: u8 = if party & 1 == 1 { 0xff } else { 0 };
+        let ng = b.len.div_ceil(GROUP);
+        for g in 0..ng {
+            let base = g * GROUP;
+            let xg = group_inputs(xs, base, b.len);
+            let mut xv = [_mm512_setzero_si512(); 4];
+            let mut tsel = [_mm512_setzero_si512(); 4];
+            let mut vb = [_mm512_setzero_si512(); 4];
+            for w in 0..4 {
+                xv[w] = ld(xg.as_ptr().add(8 * w));
+                let tl = ld(b.tl.as_ptr().add(base + 8 * w));
+                let tr = ld(b.tr.as_ptr().add(base + 8 * w));
+                tsel[w] = _mm512_or_si512(_mm512_andnot_si512(xv[w], tl), _mm512_and_si512(tr, xv[w]));
+                vb[w] = ld(b.vbits.as_ptr().add(base + 8 * w));
+            }
+            let mut s = [_mm512_setzero_si512(); 8];
+            for z in 0..8 {
+                s[z] = ld128(b.s0.as_ptr().add(base + 4 * z));
+            }
+            let mut t = [t_init; 4];
+            let mut acc = [0u8; 4];
+            let scw = b.scw.as_ptr().add(g * n * GROUP);
+            let next = b.scw.as_ptr().add(if g + 1 < ng { (g + 1) * n * GROUP } else { g * n * GROUP });
+            for i in 0..n {
+                // Pull the next group's level i in while this one computes.
+                for c in 0..8 {
+                    prefetch(next.add(i * GROUP + 4 * c));
+                }
+                let m = _mm512_set1_epi64((1u64 << (n - 1 - i)) as i64);
+                let mut dm = [0u8; 4];
+                let mut tc = [0u8; 4];
+                let mut vc = [0u8; 4];
+                for w in 0..4 {
+                    dm[w] = _mm512_test_epi64_mask(xv[w], m);
+                    tc[w] = _mm512_test_epi64_mask(tsel[w], m);
+                    vc[w] = _mm512_test_epi64_mask(vb[w], m);
+                }
+                let mut inp = [_mm512_setzero_si512(); 8];
+                for z in 0..8 {
+                    inp[z] = _mm512_mask_xor_epi64(s[z], to_seed(dm[z / 2], z & 1), s[z], ones);
+                }
+                let bb = mmo::<8>(&rk, &inp);
+                let lvl = scw.add(i * GROUP);
+                let mut tb = [0u8; 8];
+                let mut vv = [0u8; 8];
+                for z in 0..8 {
+                    tb[z] = _mm512_test_epi64_mask(bb[z], one_lo);
+                    vv[z] = _mm512_test_epi64_mask(bb[z], two_lo);
+                    let sc = _mm512_and_si512(bb[z], smask);
+                    let k = both(to_seed(t[z / 2], z & 1));
+                    s[z] = _mm512_mask_xor_epi64(sc, k, sc, ld128(lvl.add(4 * z)));
+                }
+                for w in 0..4 {
+                    let tw = t[w];
+                    t[w] = (tb[2 * w] | (tb[2 * w + 1] << 1)) ^ (tc[w] & tw);
+                    acc[w] ^= (vv[2 * w] | (vv[2 * w + 1] << 1)) ^ (vc[w] & tw);
+                }
+            }
+            // Leaf: Convert'(s) = bits 64.. of the seed; out_bits = 1 keeps bit 64.
+            let mut res = [0u8; 4];
+            for w in 0..4 {
+                let l0 = (_mm512_test_epi64_mask(s[2 * w], one_hi) >> 1) & 0x55;
+                let l1 = _mm512_test_epi64_mask(s[2 * w + 1], one_hi) & 0xaa;
+                // Leaf corrections in slot order: slot 4z + k ↔ qword 2k-ish
+                // lanes; gather the two seed registers' corrections.
+                let lc = leaf_mask(b, base, w);
+                res[w] = acc[w] ^ l0 ^ l1 ^ (lc & t[w]);
+            }
+            let m = GROUP.min(b.len - base);
+            for q in 0..m {
+                out[base + q] = ((res[q / 8] >> (q % 8)) & 1) as u64;
+            }
+            for z in 0..8 {
+                s[z] = _mm512_setzero_si512();
+            }
+        }
+    }
+
+    /// Per-key lane mask (vector w, key order) of bit 0 of the leaf
+    /// corrections of a one-lane group.
+    #[inline(always)]
+    unsafe fn leaf_mask(b: &DcfKeyBatch, base: usize, w: usize) -> u8 {
+        // Slots 4(2w) + k (h = 0) and 4(2w + 1) + k (h = 1), one u64 each.
+        let p = b.leaf.as_ptr().add(base);
+        let mut m = 0u8;
+        for k in 0..4 {
+            m |= ((*p.add(8 * w + k) & 1) as u8) << (2 * k);
+            m |= ((*p.add(8 * w + 4 + k) & 1) as u8) << (2 * k + 1);
+        }
+        m
+    }
+
+    /// Wider outputs (unpacked, one or two lanes): 16 keys (four seed and
+    /// four value registers) per pass.
+    #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
+    pub(super) unsafe fn eval_wide(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: Option<&mut [u64]>) {
+        let n = b.bits as usize;
+        let nl = b.lanes as usize;
+        let rk = round_keys();
+        let one_lo = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
+        let tweak_v = _mm512_set_epi64(0, 2, 0, 2, 0, 2, 0, 2);
+        let tweak_leaf = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+        let smask = _mm512_set_epi64(-1, !1, -1, !1, -1, !1, -1, !1);
+        let ones = _mm512_set1_epi64(1);
+        let om = _mm512_set1_epi64(mask(b.out_bits) as i64);
+        let t_init: u8 = if party & 1 == 1 { 0xff } else { 0 };
+        let ng = b.len.div_ceil(GROUP);
+        let vstride = GROUP * nl;
+        for g in 0..ng {
+            let base = g * GROUP;
+            let xg = group_inputs(xs, base, b.len);
+            let scw = b.scw.as_ptr().add(g * n * GROUP);
+            let vcw = b.vcw.as_ptr().add(g * n * vstride);
+            let mut res = [[0u64; 8]; 8];
+            for half in 0..2 {
+                let mut xv = [_mm512_setzero_si512(); 2];
+                let mut tsel = [_mm512_setzero_si512(); 2];
+                for w in 0..2 {
+                    let o = 16 * half + 8 * w;
+                    xv[w] = ld(xg.as_ptr().add(o));
+                    let tl = ld(b.tl.as_ptr().add(base + o));
+                    let tr = ld(b.tr.as_ptr().add(base + o));
+                    tsel[w] = _mm512_or_si512(_mm512_andnot_si512(xv[w], tl), _mm512_and_si512(tr, xv[w]));
+                }
+                let z0 = 4 * half;
+                let mut s = [_mm512_setzero_si512(); 4];
+                let mut acc = [_mm512_setzero_si512(); 4];
+                for z in 0..4 {
+                    s[z] = ld128(b.s0.as_ptr().add(base + 4 * (z0 + z)));
+                }
+                let mut t = [t_init; 2];
+                // The same half of the next group, one level per level.
+                let gn = if g + 1 < ng { g + 1 } else { g };
+                let nscw = b.scw.as_ptr().add(gn * n * GROUP + 4 * z0);
+                let nvcw = b.vcw.as_ptr().add(gn * n * vstride + 4 * z0 * nl);
+                for i in 0..n {
+                    for c in 0..4 {
+                        prefetch(nscw.add(i * GROUP + 4 * c));
+                    }
+                    for c in 0..nl * 2 {
+                        prefetch(nvcw.add(i * vstride + 8 * c));
+                    }
+                    let m = _mm512_set1_epi64((1u64 << (n - 1 - i)) as i64);
+                    let mut dm = [0u8; 2];
+                    let mut tc = [0u8; 2];
+                    for w in 0..2 {
+                        dm[w] = _mm512_test_epi64_mask(xv[w], m);
+                        tc[w] = _mm512_test_epi64_mask(tsel[w], m);
+                    }
+                    let mut inp = [_mm512_setzero_si512(); 8];
+                    for z in 0..4 {
+                        inp[z] = _mm512_mask_xor_epi64(s[z], to_seed(dm[z / 2], z & 1), s[z], ones);
+                        inp[4 + z] = _mm512_xor_si512(inp[z], tweak_v);
+                    }
+                    let h = mmo::<8>(&rk, &inp);
+                    let lvl = scw.add(i * GROUP);
+                    let vl = vcw.add(i * vstride);
+                    let mut tb = [0u8; 4];
+                    for z in 0..4 {
+                        let zz = z0 + z;
+                        tb[z] = _mm512_test_epi64_mask(h[z], one_lo);
+                        let k = both(to_seed(t[z / 2], z & 1));
+                        let sc = _mm512_and_si512(h[z], smask);
+                        s[z] = _mm512_mask_xor_epi64(sc, k, sc, ld128(lvl.add(4 * zz)));
+                        let v = if nl == 2 {
+                            ld(vl.add(8 * zz))
+                        } else {
+                            _mm512_maskz_expandloadu_epi64(0x55, vl.add(4 * zz) as *const i64)
+                        };
+                        acc[z] = _mm512_add_epi64(acc[z], h[4 + z]);
+                        acc[z] = _mm512_mask_add_epi64(acc[z], k, acc[z], v);
+                    }
+                    for w in 0..2 {
+                        let tw = t[w];
+                        t[w] = (tb[2 * w] | (tb[2 * w + 1] << 1)) ^ (tc[w] & tw);
+                    }
+                }
+                // Leaf.
+                let mut lv = [_mm512_setzero_si512(); 4];
+                if nl == 2 {
+                    let mut inp = [_mm512_setzero_si512(); 4];
+                    for z in 0..4 {
+                        inp[z] = _mm512_xor_si512(s[z], tweak_leaf);
+                    }
+                    lv = mmo::<4>(&rk, &inp);
+                } else {
+                    for z in 0..4 {
+                        lv[z] = _mm512_bsrli_epi128::<8>(s[z]);
+                    }
+                }
+                let lp = b.leaf.as_ptr().add(base * nl);
+                for z in 0..4 {
+                    let zz = z0 + z;
+                    let k = both(to_seed(t[z / 2], z & 1));
+                    let c = if nl == 2 {
+                        ld(lp.add(8 * zz))
+                    } else {
+                        _mm512_maskz_expandloadu_epi64(0x55, lp.add(4 * zz) as *const i64)
+                    };
+                    let mut a = _mm512_add_epi64(acc[z], lv[z]);
+                    a = _mm512_mask_add_epi64(a, k, a, c);
+                    if party & 1 == 1 {
+                        a = _mm512_sub_epi64(_mm512_setzero_si512(), a);
+                    }
+                    a = _mm512_and_si512(a, om);
+                    _mm512_storeu_si512(res[zz].as_mut_ptr() as *mut _, a);
+                    s[z] = _mm512_setzero_si512();
+                    acc[z] = _mm512_setzero_si512();
+                }
+            }
+            let m = GROUP.min(b.len - base);
+            for p in 0..GROUP {
+                let q = super::key_of_slot(p);
+                if q < m {
+                    let (z, k) = (p / 4, p % 4);
+                    out0[base + q] = res[z][2 * k];
+                    if let Some(o1) = out1.as_deref_mut() {
+                        o1[base + q] = res[z][2 * k + 1];
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dcf::{eval_lanes, gen_lanes};
+    use hush_primitives::Prg;
+
+    #[test]
+    fn slot_is_a_permutation() {
+        let mut seen = [false; GROUP];
+        for q in 0..GROUP {
+            assert_eq!(key_of_slot(slot(q)), q);
+            seen[slot(q)] = true;
+        }
+        assert!(seen.iter().all(|&b| b));
+    }
+
+    fn check_shape(bits: u32, out_bits: u32, lanes: u32, n: usize, party: u8) {
+        let mut prg = Prg::new(Block(0xba7c_4000 + bits as u128 * 131 + out_bits as u128 * 7 + lanes as u128));
+        let m = mask(bits);
+        let mut keys = Vec::new();
+        let mut xs = Vec::new();
+        for j in 0..n {
+            let a = prg.next_u64() & m;
+            let beta = [prg.next_u64(), prg.next_u64()];
+            let (k0, k1) = gen_lanes(&mut prg, bits, a, beta, out_bits, lanes);
+            keys.push(if party == 0 { k0 } else { k1 });
+            // Edge inputs near α, plus high garbage bits (ignored).
+            let x = match j % 4 {
+                0 => a,
+                1 => a.wrapping_sub(1),
+                2 => a.wrapping_add(1),
+                _ => prg.next_u64(),
+            };
+            xs.push(x | (prg.next_u64() & !m));
+        }
+        let b = DcfKeyBatch::from_keys(&keys).unwrap();
+        let mut kernels = vec![Kernel::Portable];
+        if kernel() == Kernel::Avx512 {
+            kernels.push(Kernel::Avx512);
+        }
+        for k in kernels {
+            let mut o0 = vec![0u64; n];
+            let mut o1 = vec![0u64; n];
+            b.eval_with(k, party, &xs, &mut o0, Some(&mut o1));
+            for j in 0..n {
+                let want = eval_lanes(party, &keys[j], xs[j] & m);
+                assert_eq!(o0[j], want[0], "{k:?} bits {bits} out {out_bits} lanes {lanes} key {j} lane 0");
+                if lanes == 2 {
+                    assert_eq!(o1[j], want[1], "{k:?} bits {bits} out {out_bits} lanes {lanes} key {j} lane 1");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batch_kernels_match_scalar_eval() {
+        for party in 0..2 {
+            for &(bits, out_bits, lanes) in
+                &[(0, 1, 1), (1, 1, 1), (5, 1, 1), (31, 1, 1), (32, 1, 1), (64, 1, 1), (0, 7, 1), (3, 32, 1), (32, 32, 1), (12, 32, 1), (64, 64, 1), (31, 32, 2), (8, 8, 2), (64, 64, 2), (1, 5, 2)]
+            {
+                for n in [1usize, 31, 32, 33, 100] {
+                    check_shape(bits, out_bits, lanes, n, party);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mixed_shapes_are_rejected() {
+        let mut prg = Prg::new(Block(9));
+        let (a, _) = gen_lanes(&mut prg, 8, 3, [1, 0], 1, 1);
+        let (b, _) = gen_lanes(&mut prg, 9, 3, [1, 0], 1, 1);
+        let mut batch = DcfKeyBatch::new();
+        batch.push(&a).unwrap();
+        assert!(batch.push(&b).is_err());
+        assert_eq!(batch.len(), 1);
+    }
+}
