@@ -15,9 +15,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// The main job on an embedded default: two parties over TCP loopback
-    /// generate 10^6 correlated OTs with IKNP and print the costs.
-    Demo(DemoArgs),
+    /// The main job: private inference (tee mode) of bundled MNIST sample
+    /// images on the bundled model; prints true label, private prediction, costs.
+    Demo(hush_inference::cli::DemoArgs),
+    /// Two parties over TCP loopback generate correlated OTs with IKNP and print the costs.
+    DemoCot(DemoArgs),
+    /// Serve private inference of a model to many concurrent clients (server party).
+    Serve(hush_inference::cli::ServeArgs),
+    /// Private inference against a `hush serve` server (client party).
+    Infer(hush_inference::cli::InferArgs),
+    /// Private inference with both parties in this process.
+    Run(hush_inference::cli::RunArgs),
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -62,6 +70,8 @@ enum BenchCmd {
     /// Two-party comparison layer: millionaires', DReLU, ReLU, MaxPool, truncation
     /// in the CrypTFlow2, TAMI-MPC and FSS families.
     Nonlinear(hush_2pc::bench::NonlinearArgs),
+    /// Private inference of a benchmark model (online and offline split).
+    Infer(hush_inference::cli::BenchInferArgs),
 }
 
 #[derive(Args)]
@@ -102,6 +112,10 @@ struct CotArgs {
     json: bool,
 }
 
+fn inference(r: Result<(), hush_inference::Error>) -> Result<(), String> {
+    r.map_err(|e| e.to_string())
+}
+
 fn replicated(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
     r.map_err(|e| e.to_string())
 }
@@ -118,7 +132,12 @@ fn emit(r: &Record, json: bool) {
 fn run() -> Result<(), String> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Demo(a) => demo(a),
+        Cmd::Demo(a) => inference(hush_inference::cli::demo_main(a)),
+        Cmd::DemoCot(a) => demo(a),
+        Cmd::Serve(a) => inference(hush_inference::cli::serve_main(a)),
+        Cmd::Infer(a) => inference(hush_inference::cli::infer_main(a)),
+        Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
+        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a)),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
@@ -165,7 +184,7 @@ fn cot_cfg(source: &str, n: usize, net: &str, transport: &str, seed: Option<u64>
 }
 
 fn demo(a: DemoArgs) -> Result<(), String> {
-    println!("hush demo: two parties in this process over TCP loopback generate {} correlated OTs with IKNP", a.n);
+    println!("hush demo-cot: two parties in this process over TCP loopback generate {} correlated OTs with IKNP", a.n);
     println!("(semi-honest; base OTs: Chou-Orlandi over Ristretto255; network profile: {})", a.net);
     let cfg = cot_cfg("iknp", a.n, &a.net, "tcp", None)?;
     let r = hush_bench::cot::bench_cot(&cfg).map_err(|e| e.to_string())?;
