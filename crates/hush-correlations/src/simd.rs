@@ -550,6 +550,24 @@ mod x86 {
         let mut j = 0;
         while j < n {
             let end = (j + super::BG_EVERY).min(n);
+            if PF && end + AHEAD <= n {
+                // Steady state (the prefetch rows are in this chunk), two
+                // rows per iteration: ~5% less CPU than one.
+                while j + 2 <= end {
+                    pf(b, o.add(10 * (j + AHEAD)));
+                    pf(b, o.add(10 * (j + 1 + AHEAD)));
+                    let a0 = _mm_xor_si128(row(b, o.add(10 * j)), _mm_loadu_si128(x.add(j)));
+                    let a1 = _mm_xor_si128(row(b, o.add(10 * j + 10)), _mm_loadu_si128(x.add(j + 1)));
+                    if NT {
+                        _mm_stream_si128(y.add(j), a0);
+                        _mm_stream_si128(y.add(j + 1), a1);
+                    } else {
+                        _mm_storeu_si128(y.add(j), a0);
+                        _mm_storeu_si128(y.add(j + 1), a1);
+                    }
+                    j += 2;
+                }
+            }
             while j < end {
                 if PF {
                     let ahead = j + AHEAD;
