@@ -245,7 +245,7 @@ impl LpnMatrix {
     }
 
     pub(crate) fn offsets(&self, r0: usize, rows: usize, offs: &mut [u32; SUB * D]) {
-        debug_assert!(r0 % 2 == 0 && rows <= SUB);
+        debug_assert!(r0.is_multiple_of(2) && rows <= SUB);
         let step = crate::simd::OFFSET_STEP_BLOCKS;
         let blocks = (rows.div_ceil(2) * BLOCKS_PER_PAIR).div_ceil(step) * step;
         let c0 = (r0 / 2 * BLOCKS_PER_PAIR) as u64;

@@ -73,7 +73,7 @@ pub(crate) const OFFSET_STEP_BLOCKS: usize = 32;
 /// AES_key((nonce ‖ c0 + m)), m < `blocks` (a multiple of
 /// [`OFFSET_STEP_BLOCKS`]); `out.len() ≥ 4·blocks`. Requires k < 2^28.
 pub(crate) fn lpn_offsets(keys: &RoundKeys, aes: &Aes128, nonce: u64, c0: u64, blocks: usize, k: u32, out: &mut [u32]) {
-    assert!(blocks % OFFSET_STEP_BLOCKS == 0 && out.len() >= 4 * blocks && k < (1 << 28));
+    assert!(blocks.is_multiple_of(OFFSET_STEP_BLOCKS) && out.len() >= 4 * blocks && k < (1 << 28));
     #[cfg(target_arch = "x86_64")]
     if fast() {
         // SAFETY: features detected; lengths asserted above.
@@ -169,12 +169,12 @@ pub(crate) unsafe fn gather_rows_bg(
     prefetch: bool,
     bg: &mut dyn FnMut() -> bool,
 ) {
-    debug_assert!(src.map_or(true, |s| s.len() == out.len()));
+    debug_assert!(src.is_none_or(|s| s.len() == out.len()));
     debug_assert!(offs.len() >= 10 * out.len());
     #[cfg(target_arch = "x86_64")]
     {
         let n = out.len();
-        let nt = nt && src.is_some() && (out.as_ptr() as usize) % 16 == 0;
+        let nt = nt && src.is_some() && (out.as_ptr() as usize).is_multiple_of(16);
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
         let (o, nx, y) = (offs.as_ptr(), next, out.as_mut_ptr());
         static AVX2: OnceLock<bool> = OnceLock::new();
@@ -353,6 +353,7 @@ pub(crate) fn ggm_level_in_place(buf: &mut [Block], w: usize, clear_lsb: bool) {
 }
 
 #[cfg(target_arch = "x86_64")]
+#[allow(clippy::needless_range_loop)] // register arrays read best indexed
 mod x86 {
     use super::Block;
     use std::arch::x86_64::*;
