@@ -10,7 +10,9 @@
 //! input of the millionaires'), party 0 sends x̂ = y + h where its module
 //! supplied h = m + r: the peer's input-independent contribution (VISION.md
 //! "FSS gates", the idea of TAMI Opt#1). Both parties then evaluate their
-//! keys at x̂ locally. For general shares (x_0, x_1) party 1 also sends
+//! keys at x̂ locally — on `hush-fss`'s batch layouts ([`DcfKeyBatch`] and
+//! the gate batches), into which [`deal`] decodes and converts the dealt key
+//! bytes offline, so the online phase parses nothing. For general shares (x_0, x_1) party 1 also sends
 //! x_1 − m in the same round (one round, both directions).
 //!
 //! **Truncation** is exact: with x' = x + 2^{ℓ−1} and x̂ = x' + r,
@@ -30,7 +32,7 @@ use crate::share::{ArithShare, BoolShare};
 use crate::tee::Dealer;
 use crate::wire::{self, mask, pack_ring, unpack_ring};
 use crate::{invalid, Party, Result};
-use hush_fss::{dcf_eval_batch, drelu_eval_batch, lt_eval_batch, relu_eval_batch, DcfKey, DreluKey, LtKey, ReluKey};
+use hush_fss::{DcfKey, DcfKeyBatch, DreluBatch, DreluKey, LtBatch, LtKey, ReluBatch, ReluKey};
 use hush_primitives::Ring;
 pub use hush_tee::deal::fss::{FssGate, FssShape};
 use hush_tee::deal::fss::FssShare;
@@ -40,11 +42,13 @@ use hush_transport::Channel;
 /// Elements per module crossing (bounds the size of one release).
 pub const DEAL_CHUNK: usize = 1 << 16;
 
+/// This party's keys in `hush-fss`'s evaluation layout: decoded and
+/// converted offline (in [`deal`]), so the online phase parses nothing.
 enum Keys {
-    Lt(Vec<LtKey>),
-    Drelu(Vec<DreluKey>),
-    Relu(Vec<ReluKey>),
-    Trunc(Vec<DcfKey>, Vec<DcfKey>),
+    Lt(LtBatch),
+    Drelu(DreluBatch),
+    Relu(ReluBatch),
+    Trunc(DcfKeyBatch, DcfKeyBatch),
 }
 
 /// One dealt batch.
@@ -84,12 +88,13 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
     }
     let mut vals = Vec::with_capacity(n);
     let mut offs = Vec::new();
+    let b = shape.bits;
     let mut keys = match shape.gate {
-        FssGate::Millionaire if shape.bits < 64 => Keys::Drelu(Vec::with_capacity(n)),
-        FssGate::Millionaire => Keys::Lt(Vec::with_capacity(n)),
-        FssGate::Drelu => Keys::Drelu(Vec::with_capacity(n)),
-        FssGate::Relu => Keys::Relu(Vec::with_capacity(n)),
-        FssGate::Trunc { .. } => Keys::Trunc(Vec::with_capacity(n), Vec::with_capacity(n)),
+        FssGate::Millionaire if b < 64 => Keys::Drelu(DreluBatch::with_capacity(n, b + 1, 1)),
+        FssGate::Millionaire => Keys::Lt(LtBatch::with_capacity(n, b, 1)),
+        FssGate::Drelu => Keys::Drelu(DreluBatch::with_capacity(n, b, 1)),
+        FssGate::Relu => Keys::Relu(ReluBatch::with_capacity(n, b)),
+        FssGate::Trunc { f } => Keys::Trunc(DcfKeyBatch::with_capacity(n, b, b, 1), DcfKeyBatch::with_capacity(n, f, b, 1)),
     };
     let kb = shape.key_bytes();
     let mut dealt = 0;
@@ -103,18 +108,17 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
         vals.extend_from_slice(&s.vals);
         offs.extend_from_slice(&s.offs);
         for c in s.keys.chunks_exact(kb) {
-            match &mut keys {
-                Keys::Lt(v) => v.push(LtKey::from_bytes(c).map_err(key_err)?),
-                Keys::Drelu(v) => v.push(DreluKey::from_bytes(c).map_err(key_err)?),
-                Keys::Relu(v) => v.push(ReluKey::from_bytes(c).map_err(key_err)?),
+            let pushed = match &mut keys {
+                Keys::Lt(v) => v.push(&LtKey::from_bytes(c).map_err(key_err)?),
+                Keys::Drelu(v) => v.push(&DreluKey::from_bytes(c).map_err(key_err)?),
+                Keys::Relu(v) => v.push(&ReluKey::from_bytes(c).map_err(key_err)?),
                 Keys::Trunc(a, b) => {
-                    let FssGate::Trunc { f } = shape.gate else { unreachable!() };
                     let k1 = DcfKey::size_bytes(shape.bits, shape.bits);
-                    let _ = f;
-                    a.push(DcfKey::from_bytes(&c[..k1]).map_err(key_err)?);
-                    b.push(DcfKey::from_bytes(&c[k1..]).map_err(key_err)?);
+                    let (ka, kb) = (DcfKey::from_bytes(&c[..k1]).map_err(key_err)?, DcfKey::from_bytes(&c[k1..]).map_err(key_err)?);
+                    a.push(&ka).and_then(|_| b.push(&kb))
                 }
-            }
+            };
+            pushed.map_err(key_err)?;
         }
         done += m;
     }
@@ -188,33 +192,33 @@ pub fn online(ch: &mut dyn Channel, b: &FssBatch, x: Option<&[u64]>, general: bo
     let mut out = vec![0u64; n];
     Ok(match &b.keys {
         Keys::Lt(k) => {
-            lt_eval_batch(p, k, &xhat, &mut out);
+            let mut scratch = vec![0u64; n];
+            k.eval(p, &xhat, &mut out, &mut scratch);
             FssOut::Bits(bits_of(&out))
         }
         Keys::Drelu(k) => {
-            drelu_eval_batch(p, k, &xhat, &mut out);
+            k.eval(p, &xhat, &mut out);
             FssOut::Bits(bits_of(&out))
         }
         Keys::Relu(k) => {
-            relu_eval_batch(p, k, &xhat, &mut out);
+            let mut scratch = vec![0u64; n];
+            k.eval(p, &xhat, &mut out, &mut scratch);
             FssOut::Arith(ArithShare::new(Ring::new(b.shape.bits).expect("validated"), out))
         }
         Keys::Trunc(k1, k2) => {
             let FssGate::Trunc { f } = b.shape.gate else { unreachable!() };
-            dcf_eval_batch(p, k1, &xhat, &mut out);
-            let lo: Vec<u64> = xhat.iter().map(|v| v & mask(f)).collect();
+            k1.eval(p, &xhat, &mut out, None);
+            // The f-bit DCF reads only the low f bits of x̂.
             let mut o2 = vec![0u64; n];
-            dcf_eval_batch(p, k2, &lo, &mut o2);
-            let v = (0..n)
-                .map(|i| {
-                    let mut z = out[i].wrapping_add(o2[i]).wrapping_add(b.offs[i]);
-                    if p == 0 {
-                        z = z.wrapping_add(xhat[i] >> f);
-                    }
-                    z & lm
-                })
-                .collect();
-            FssOut::Arith(ArithShare::new(ring, v))
+            k2.eval(p, &xhat, &mut o2, None);
+            for i in 0..n {
+                let mut z = out[i].wrapping_add(o2[i]).wrapping_add(b.offs[i]);
+                if p == 0 {
+                    z = z.wrapping_add(xhat[i] >> f);
+                }
+                out[i] = z & lm;
+            }
+            FssOut::Arith(ArithShare::new(ring, out))
         }
     })
 }

@@ -86,13 +86,62 @@ pub struct DcfKeyBatch {
 
 impl Zeroize for DcfKeyBatch {
     fn zeroize(&mut self) {
-        self.s0.zeroize();
-        self.scw.zeroize();
-        self.vcw.zeroize();
-        self.leaf.zeroize();
-        self.tl.zeroize();
-        self.tr.zeroize();
-        self.vbits.zeroize();
+        mem::scrub(&mut self.s0);
+        mem::scrub(&mut self.scw);
+        mem::scrub(&mut self.vcw);
+        mem::scrub(&mut self.leaf);
+        mem::scrub(&mut self.tl);
+        mem::scrub(&mut self.tr);
+        mem::scrub(&mut self.vbits);
+        self.len = 0;
+    }
+}
+
+/// Memory of the (large: ~100 MB for 2×10^5 keys) batch arrays.
+mod mem {
+    /// Plain integer element types (all-zero bytes is a valid value).
+    pub(super) trait Plain: Copy {}
+    impl Plain for u64 {}
+    impl Plain for u128 {}
+
+    /// A vector with room for `n` elements whose pages the kernel is asked
+    /// to back with transparent huge pages (Linux `MADV_HUGEPAGE` on the
+    /// 2 MiB-aligned interior): ~50× fewer page faults when the batch is
+    /// built and far cheaper unmapping when it is freed. A hint only.
+    pub(super) fn with_capacity<T: Plain>(n: usize) -> Vec<T> {
+        let v = Vec::with_capacity(n);
+        #[cfg(target_os = "linux")]
+        {
+            const HUGE: usize = 2 << 20;
+            let bytes = v.capacity() * std::mem::size_of::<T>();
+            let start = v.as_ptr() as usize;
+            let lo = start.next_multiple_of(HUGE);
+            let hi = (start + bytes) / HUGE * HUGE;
+            if bytes >= 4 * HUGE && hi > lo {
+                // SAFETY: [lo, hi) lies inside this vector's own allocation;
+                // MADV_HUGEPAGE only changes how the kernel backs the pages,
+                // never their contents or validity.
+                unsafe {
+                    libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
+                }
+            }
+        }
+        v
+    }
+
+    /// Overwrites the whole allocation (capacity) with zeros and empties
+    /// the vector. One vectorised `memset` (the element-wise volatile loop
+    /// of `zeroize` costs several ms per 100 MB); the pointer then escapes
+    /// through `black_box` and a compiler fence, so the stores cannot be
+    /// removed as dead before the free.
+    pub(super) fn scrub<T: Plain>(v: &mut Vec<T>) {
+        let cap = v.capacity();
+        // SAFETY: the allocation holds `cap` elements of a plain integer
+        // type, for which all-zero bytes is a valid value.
+        unsafe { std::ptr::write_bytes(v.as_mut_ptr(), 0, cap) };
+        std::hint::black_box(v.as_mut_ptr());
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        v.clear();
     }
 }
 
@@ -136,13 +185,13 @@ impl DcfKeyBatch {
         let packed = out_bits == 1 && lanes == 1;
         let nb = bits as usize;
         DcfKeyBatch {
-            s0: Vec::with_capacity(g),
-            scw: Vec::with_capacity(g * nb),
-            vcw: Vec::with_capacity(if packed { 0 } else { g * nb * lanes as usize }),
-            leaf: Vec::with_capacity(g * lanes as usize),
-            tl: Vec::with_capacity(g),
-            tr: Vec::with_capacity(g),
-            vbits: Vec::with_capacity(if packed { g } else { 0 }),
+            s0: mem::with_capacity(g),
+            scw: mem::with_capacity(g * nb),
+            vcw: mem::with_capacity(if packed { 0 } else { g * nb * lanes as usize }),
+            leaf: mem::with_capacity(g * lanes as usize),
+            tl: mem::with_capacity(g),
+            tr: mem::with_capacity(g),
+            vbits: mem::with_capacity(if packed { g } else { 0 }),
             ..Self::default()
         }
     }
