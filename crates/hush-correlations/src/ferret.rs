@@ -21,9 +21,10 @@
 //!   for its level sums and sends the SPCOT messages frame by frame (about
 //!   64 Ki rows of trees per frame), so an iteration is one flight (1 round)
 //!   of t·(2h+1) blocks; it keeps only the roots and expands each tree again
-//!   when its rows are produced. The receiver reads the whole flight at the
-//!   start of the iteration and rebuilds each punctured tree when its rows
-//!   are produced.
+//!   when its rows are produced. The receiver reads the flight frame by
+//!   frame as it needs the trees (overlapping the sender's expansion), the
+//!   rest before the request returns, and rebuilds each punctured tree when
+//!   its rows are produced.
 //! * Bootstrapping (Ferret §5 "bootstrapping"): the last k + t·h outputs
 //!   become the next iteration's base. Setup runs IKNP for the base of the
 //!   smallest parameter set and climbs the ladder
@@ -166,45 +167,64 @@ impl SparseTrees for SendTrees {
     }
 }
 
-/// The receiver's side: all SPCOT frames are read when the iteration
-/// starts (one flight; 16·t·(2h+1) bytes), each punctured tree is rebuilt
-/// when its rows are produced.
+/// The receiver's side: the SPCOT frames (one flight; 16·t·(2h+1) bytes)
+/// are read as the trees are needed and all of them before the request that
+/// started the iteration returns; each punctured tree is rebuilt when its
+/// rows are produced.
 struct RecvTrees {
     iter: u64,
     cur: u64,
     raw: Vec<u8>,
     hs: Vec<Block>,
     off: Vec<Block>,
+    /// Trees of the current iteration whose SPCOT frames have been read.
+    got: usize,
+}
+
+impl RecvTrees {
+    /// Reads frames until the first `upto` trees' messages are in.
+    fn read_until(&mut self, ch: &mut dyn Channel, p: &LpnParams, upto: usize) -> Result<()> {
+        let per = (2 * p.h as usize + 1) * 16;
+        while self.got < upto {
+            let trees = chunk_trees(p).min(p.t - self.got);
+            let r = self.got * per..(self.got + trees) * per;
+            ch.recv_chunked_into("Ferret: SPCOT messages", &mut self.raw[r])?;
+            self.got += trees;
+        }
+        Ok(())
+    }
 }
 
 impl SparseTrees for RecvTrees {
-    fn begin(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block]) -> Result<u64> {
+    fn begin(&mut self, _ch: &mut dyn Channel, p: &LpnParams, cots: &[Block]) -> Result<u64> {
         let h = p.h as usize;
         let per = 2 * h + 1;
         self.cur = self.iter;
         self.iter += 1;
         self.raw.resize(p.t * per * 16, 0);
-        let per_frame = chunk_trees(p);
-        let mut first = 0;
-        while first < p.t {
-            let trees = per_frame.min(p.t - first);
-            ch.recv_chunked_into("Ferret: SPCOT messages", &mut self.raw[first * per * 16..(first + trees) * per * 16])?;
-            first += trees;
-        }
+        self.got = 0;
         let tw: Vec<Block> = (0..p.t * h).map(|x| tweak(self.cur, x)).collect();
         self.hs.resize(p.t * h, Block::ZERO);
         tccr_hash_tweaks(&tw, &cots[..p.t * h], &mut self.hs);
         Ok(NONCE + self.cur)
     }
+    /// The flight is read frame by frame as trees are needed (so the first
+    /// rows overlap the sender's expansion), and completely before a
+    /// request returns: a request that starts an iteration has received
+    /// the iteration's whole flight when it returns.
+    fn settle(&mut self, ch: &mut dyn Channel, p: &LpnParams) -> Result<()> {
+        self.read_until(ch, p, p.t)
+    }
     fn plant(
         &mut self,
-        _ch: &mut dyn Channel,
+        ch: &mut dyn Channel,
         p: &LpnParams,
         cots: &[Block],
         j: usize,
         tree: &mut [Block],
         _subs: &mut Vec<(usize, u32)>,
     ) -> Result<()> {
+        self.read_until(ch, p, j + 1)?;
         let h = p.h as usize;
         let per = 2 * h + 1;
         let m = &self.raw[j * per * 16..(j + 1) * per * 16];
@@ -303,7 +323,7 @@ impl FerretReceiver {
             t.0 = (t.0 & !1) | bits.get(i) as u128;
         }
         bits.zeroize();
-        let mut trees = RecvTrees { iter: 0, cur: 0, raw: Vec::new(), hs: Vec::new(), off: Vec::new() };
+        let mut trees = RecvTrees { iter: 0, cur: 0, raw: Vec::new(), hs: Vec::new(), off: Vec::new(), got: 0 };
         for w in steps.windows(2) {
             let mut out = vec![Block::ZERO; w[0].n];
             whole_batch(ch, &w[0], &base, &mut out, &mut trees)?;

@@ -66,6 +66,11 @@ pub(crate) trait SparseTrees {
         out: &mut [Block],
         subs: &mut Vec<(usize, u32)>,
     ) -> Result<()>;
+    /// Called before every request returns while a batch is open (Ferret's
+    /// receiver finishes reading the iteration's flight here).
+    fn settle(&mut self, _ch: &mut dyn Channel, _p: &LpnParams) -> Result<()> {
+        Ok(())
+    }
     /// Erases the batch's secrets.
     fn end(&mut self);
 }
@@ -209,6 +214,9 @@ impl Batches {
                 self.pos = None;
                 self.batch += 1;
             }
+        }
+        if self.pos.is_some() {
+            trees.settle(ch, &p)?;
         }
         self.produced += out.len() as u64;
         Ok(())
