@@ -1,32 +1,141 @@
 """hush: private machine learning with secure multi-party computation.
 
 The heavy lifting happens in Rust (``hush._native``); this package is the
-Python front end. Available now:
+Python front end (numpy in, numpy out; ONNX models in).
 
-* :func:`bench_cot` — generate correlated OTs between two parties in this
-  process and return the measured costs as a dict;
-* :func:`bench_aes` — fixed-key AES throughput on one core;
-* :func:`net_profiles`, :func:`cot_sources` — the names you can pass.
+Private inference (tee mode: correlations dealt by the parties' trusted
+modules — **simulated here, which gives no hardware protection**):
 
-Private inference (``Server``, ``Client``, ``run``) arrives with the
-inference engine; until then those names raise ``NotImplementedError``.
+* :func:`run` — one call, both parties in this process: model path + numpy
+  array in, numpy array of logits out (``report=True`` also returns costs);
+* :class:`Server` — serve a model to many concurrent clients;
+* :class:`Client` — private inference against a server.
+
+Benchmarks: :func:`bench_cot`, :func:`bench_aes`; names: :func:`net_profiles`,
+:func:`cot_sources`. Model tools: ``hush.onnx_import`` (ONNX → hush model
+file) and ``hush.models`` (benchmark model builders).
 """
 
+import json
+import os
+import sys
+
+import numpy as np
+
+from . import _native
 from ._native import __version__, bench_aes, bench_cot, cot_sources, net_profiles
 
 __all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run"]
 
 
-def _not_yet(name: str):
-    def f(*_args, **_kwargs):
-        raise NotImplementedError(
-            f"hush.{name} is not implemented yet: private inference lands with the inference engine"
-        )
+def _model_bytes(model) -> bytes:
+    """Bytes of a hush model file from a path to a .hushm or .onnx file."""
+    path = os.fspath(model)
+    if path.lower().endswith(".onnx"):
+        import onnx
 
-    f.__name__ = name
-    return f
+        from . import onnx_import
+
+        return onnx_import.convert(onnx.load(path))
+    with open(path, "rb") as f:
+        return f.read()
 
 
-Server = _not_yet("Server")
-Client = _not_yet("Client")
-run = _not_yet("run")
+class _Progress:
+    """Prints a one-line progress bar on stderr (layers done / total)."""
+
+    def __init__(self, label: str):
+        self.label = label
+
+    def __call__(self, done: int, total: int) -> None:
+        width = 30
+        fill = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _progress_arg(progress, label):
+    if progress is True:
+        return _Progress(label)
+    if progress in (None, False):
+        return None
+    if callable(progress):
+        return progress
+    raise TypeError("progress must be True, False/None, or a callable f(done, total)")
+
+
+def run(model, x, proto: str = "fss", net: str = "none", bits: int = 37, frac: int = 12,
+        progress=False, report: bool = False):
+    """Private inference of ``x`` on ``model`` with both parties in this process.
+
+    ``model`` is a path to a ``.hushm`` or ``.onnx`` file; ``x`` a numpy array of
+    the model's input shape (a leading batch dimension of 1 is allowed). Returns
+    the logits as a numpy array (softmax/argmax, if the model ends with one, is
+    applied by the caller to these revealed logits), or ``(logits, report)``
+    with ``report=True``. ``progress=True`` shows a progress bar.
+    """
+    xa = np.ascontiguousarray(x, dtype=np.float64)
+    logits, shape, rep = _native.run_model(
+        _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
+        bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"))
+    out = np.asarray(logits, dtype=np.float64).reshape(shape)
+    return (out, json.loads(rep)) if report else out
+
+
+class Server:
+    """Serves private inference of a model (the model stays with the server).
+
+    Each client connection is an independent session on its own thread; a
+    failing session never disturbs the others. ``addr`` is where it listens.
+    """
+
+    def __init__(self, model, listen: str = "127.0.0.1:0", proto: str = "fss", net: str = "none",
+                 bits: int = 37, frac: int = 12):
+        self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac)
+
+    @property
+    def addr(self) -> str:
+        return self._s.addr
+
+    def sessions(self):
+        """(sessions ended well, sessions failed)."""
+        return self._s.sessions()
+
+    def shutdown(self) -> None:
+        self._s.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+class Client:
+    """A client session with a :class:`Server`: the input stays with the client."""
+
+    def __init__(self, addr: str, proto: str = "fss", net: str = "none"):
+        self._c = _native.connect(addr, proto=proto, net=net)
+
+    @property
+    def input_shape(self):
+        return tuple(self._c.input_shape)
+
+    def infer(self, x, progress=False, report: bool = False):
+        """Private inference of one input; returns logits (and a cost report)."""
+        xa = np.ascontiguousarray(x, dtype=np.float64)
+        logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
+                                           progress=_progress_arg(progress, "hush.Client.infer"))
+        out = np.asarray(logits, dtype=np.float64).reshape(shape)
+        return (out, json.loads(rep)) if report else out
+
+    def close(self) -> None:
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

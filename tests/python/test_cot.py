@@ -39,11 +39,6 @@ def test_bad_arguments_raise_python_errors():
         hush.bench_cot(n=10, source="nope")
 
 
-def test_inference_api_says_not_implemented():
-    with pytest.raises(NotImplementedError):
-        hush.run("model.onnx", None)
-
-
 def test_bench_aes():
     r = hush.bench_aes(seconds=0.05)
     assert r["blocks_per_s"] > 0

@@ -10,6 +10,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use hush_inference::fixed::FixedConfig;
+use hush_inference::model::Model;
+use hush_inference::runtime::{self, ClientSession, Options, ServerHandle};
+use hush_transport::TcpChannel;
 
 fn to_py(py: Python<'_>, r: &Record) -> PyResult<PyObject> {
     let d = PyDict::new(py);
@@ -81,6 +87,186 @@ fn cot_sources() -> Vec<&'static str> {
     hush_correlations::registry::SOURCES.to_vec()
 }
 
+fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<Options> {
+    let cfg = FixedConfig::new(bits, frac).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if proto != "fss" && proto != "tami" {
+        return Err(PyValueError::new_err(format!("proto '{proto}': choose fss or tami")));
+    }
+    let profile = hush_bench::profile(net).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(Options { cfg, proto: proto.to_string(), profile, ..Default::default() })
+}
+
+fn load_model(bytes: &[u8]) -> PyResult<Model> {
+    Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Calls a Python progress callback `f(done, total)` from a worker thread.
+fn progress_fn(cb: Option<PyObject>) -> impl FnMut(usize, usize) + Send {
+    move |done, total| {
+        if let Some(f) = &cb {
+            Python::with_gil(|py| {
+                let _ = f.call1(py, (done, total));
+            });
+        }
+    }
+}
+
+/// Private inference with both parties in this process (tee mode). Takes a
+/// hush model file's bytes and a flat float64 input with its shape; returns
+/// (flat logits, output shape, report as JSON text).
+#[pyfunction]
+#[pyo3(signature = (model_bytes, data, shape, proto="fss", net="none", bits=37, frac=12, tcp=true, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn run_model(
+    py: Python<'_>,
+    model_bytes: Vec<u8>,
+    data: Vec<f64>,
+    shape: Vec<usize>,
+    proto: &str,
+    net: &str,
+    bits: u32,
+    frac: u32,
+    tcp: bool,
+    progress: Option<PyObject>,
+) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
+    let opts = inference_options(proto, net, bits, frac)?;
+    let model = Arc::new(load_model(&model_bytes)?);
+    let n: usize = model.input_shape.iter().product();
+    let ok_shape = shape == model.input_shape || (shape.len() == model.input_shape.len() + 1 && shape[0] == 1 && shape[1..] == model.input_shape[..]);
+    if !ok_shape || data.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "input of shape {shape:?}; the model expects {:?} (optionally with a leading batch dimension of 1)",
+            model.input_shape
+        )));
+    }
+    let out_shape = model.output_shape().to_vec();
+    let prog = progress_fn(progress);
+    let (logits, report) = guarded(py, move || {
+        let ins = model.input_shape.clone();
+        let run = runtime::run_local(model.clone(), &ins, &data, &opts, tcp, prog).map_err(|e| e.to_string())?;
+        let v = runtime::run_json(&model, &run, &opts);
+        Ok((run.inference.logits, v.to_string()))
+    })?;
+    Ok((logits, out_shape, report))
+}
+
+/// A model server (many concurrent client sessions on their own threads).
+#[pyclass]
+struct NativeServer {
+    handle: std::sync::Mutex<Option<ServerHandle>>,
+    addr: String,
+}
+
+#[pymethods]
+impl NativeServer {
+    #[getter]
+    fn addr(&self) -> String {
+        self.addr.clone()
+    }
+    /// (sessions that ended well, sessions that failed).
+    fn sessions(&self) -> (u64, u64) {
+        let g = self.handle.lock();
+        match g.as_ref().ok().and_then(|g| g.as_ref()) {
+            Some(h) => (
+                h.sessions_ok.load(std::sync::atomic::Ordering::SeqCst),
+                h.sessions_failed.load(std::sync::atomic::Ordering::SeqCst),
+            ),
+            None => (0, 0),
+        }
+    }
+    /// Stops accepting new sessions.
+    fn shutdown(&self, py: Python<'_>) {
+        let h = self.handle.lock().map(|mut g| g.take()).unwrap_or(None);
+        if let Some(h) = h {
+            py.allow_threads(|| h.shutdown());
+        }
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="fss", net="none", bits=37, frac=12))]
+fn serve(model_bytes: Vec<u8>, listen: &str, proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<NativeServer> {
+    let opts = inference_options(proto, net, bits, frac)?;
+    let model = Arc::new(load_model(&model_bytes)?);
+    let h = runtime::serve(model, listen, opts, Arc::new(|_line: String| {})).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let addr = h.addr.to_string();
+    Ok(NativeServer { handle: std::sync::Mutex::new(Some(h)), addr })
+}
+
+/// A client session with a model server.
+#[pyclass]
+struct NativeClient {
+    session: std::sync::Mutex<Option<ClientSession<TcpChannel>>>,
+}
+
+impl NativeClient {
+    fn take(&self) -> Option<ClientSession<TcpChannel>> {
+        self.session.lock().map(|mut g| g.take()).unwrap_or(None)
+    }
+    fn put(&self, s: ClientSession<TcpChannel>) {
+        if let Ok(mut g) = self.session.lock() {
+            *g = Some(s);
+        }
+    }
+}
+
+#[pymethods]
+impl NativeClient {
+    /// The model's input shape, as the server announced it.
+    #[getter]
+    fn input_shape(&self) -> Vec<usize> {
+        self.session.lock().ok().and_then(|g| g.as_ref().map(|s| s.model.input_shape.clone())).unwrap_or_default()
+    }
+    /// One private inference; returns (flat logits, output shape, report JSON).
+    #[pyo3(signature = (data, shape, progress=None))]
+    fn infer(&self, py: Python<'_>, data: Vec<f64>, shape: Vec<usize>, progress: Option<PyObject>) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
+        let mut s = self.take().ok_or_else(|| PyRuntimeError::new_err("client session is closed"))?;
+        let prog = progress_fn(progress);
+        let (s, r) = py.allow_threads(move || {
+            let r = catch_unwind(AssertUnwindSafe(|| s.infer(&shape, &data, prog)));
+            (s, r)
+        });
+        let r = match r {
+            Ok(Ok(inf)) => inf,
+            Ok(Err(e)) => {
+                // A failed inference ends the session (the channel is closed on errors).
+                drop(s);
+                return Err(match e {
+                    hush_inference::Error::Input(m) => PyValueError::new_err(m),
+                    other => PyRuntimeError::new_err(other.to_string()),
+                });
+            }
+            Err(_) => return Err(PyRuntimeError::new_err("internal error (Rust panic caught at the Python boundary)")),
+        };
+        let report = serde_json::json!({
+            "online_s": r.report.online_secs,
+            "offline_s": r.report.offline_secs,
+            "bytes_sent": r.report.layers.iter().map(|l| l.bytes_sent).sum::<u64>(),
+            "bytes_recv": r.report.layers.iter().map(|l| l.bytes_recv).sum::<u64>(),
+            "rounds": r.report.layers.iter().map(|l| l.rounds).sum::<u32>(),
+            "module": r.report.module,
+        });
+        self.put(s);
+        Ok((r.logits, r.shape, report.to_string()))
+    }
+    /// Ends the session.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(s) = self.take() {
+            py.allow_threads(|| s.close()).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (addr, proto="fss", net="none"))]
+fn connect(py: Python<'_>, addr: &str, proto: &str, net: &str) -> PyResult<NativeClient> {
+    let opts = inference_options(proto, net, 37, 12)?;
+    let addr = addr.to_string();
+    let s = guarded(py, move || runtime::connect(&addr, &opts).map_err(|e| e.to_string()))?;
+    Ok(NativeClient { session: std::sync::Mutex::new(Some(s)) })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -88,5 +274,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_aes, m)?)?;
     m.add_function(wrap_pyfunction!(net_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(cot_sources, m)?)?;
+    m.add_function(wrap_pyfunction!(run_model, m)?)?;
+    m.add_function(wrap_pyfunction!(serve, m)?)?;
+    m.add_function(wrap_pyfunction!(connect, m)?)?;
+    m.add_class::<NativeServer>()?;
+    m.add_class::<NativeClient>()?;
     Ok(())
 }

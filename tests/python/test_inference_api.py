@@ -1,0 +1,66 @@
+"""The Python inference API: hush.run, hush.Server and hush.Client."""
+
+import os
+
+import numpy as np
+import pytest
+
+import hush
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODEL = os.path.join(ROOT, "models", "mnist_cnn.hushm")
+SAMPLES = os.path.join(ROOT, "models", "samples")
+
+
+def _samples():
+    out = []
+    for f in sorted(os.listdir(SAMPLES)):
+        if f.endswith(".npy"):
+            label = int(f.split("label")[1].split(".")[0])
+            out.append((np.load(os.path.join(SAMPLES, f)), label))
+    return out
+
+
+def test_run_matches_label_and_reports_costs():
+    x, label = _samples()[0]
+    seen = []
+    logits, rep = hush.run(MODEL, x, report=True, progress=lambda d, t: seen.append((d, t)))
+    assert logits.shape == (1, 10) or logits.shape == (10,)
+    assert int(np.argmax(logits)) == label
+    assert rep  # costs are reported
+    assert seen and seen[-1][0] == seen[-1][1]
+
+
+def test_tami_and_fss_agree_on_the_prediction():
+    x, label = _samples()[1]
+    a = hush.run(MODEL, x, proto="fss")
+    b = hush.run(MODEL, x, proto="tami")
+    assert int(np.argmax(a)) == int(np.argmax(b)) == label
+    # tami truncation is faithful (<= 1 ulp per truncation): logits stay close
+    assert np.max(np.abs(a - b)) < 0.05
+
+
+def test_server_and_clients():
+    with hush.Server(MODEL) as srv:
+        for x, label in _samples()[:3]:
+            with hush.Client(srv.addr) as c:
+                assert c.input_shape
+                logits, rep = c.infer(x, report=True)
+                assert int(np.argmax(logits)) == label
+                assert rep["bytes_sent"] > 0
+        # A client with the wrong input shape gets a clear error; the server keeps serving.
+        with hush.Client(srv.addr) as bad:
+            with pytest.raises(ValueError, match="shape"):
+                bad.infer(np.zeros((3, 3)))
+        with hush.Client(srv.addr) as c:
+            x, label = _samples()[0]
+            assert int(np.argmax(c.infer(x))) == label
+
+
+def test_bad_model_and_arguments():
+    with pytest.raises(ValueError):
+        hush.run(os.path.join(ROOT, "README.md"), np.zeros(3))
+    with pytest.raises(ValueError):
+        hush.run(MODEL, np.zeros((2, 2)))
+    with pytest.raises(ValueError):
+        hush.run(MODEL, _samples()[0][0], proto="nope")
