@@ -544,7 +544,15 @@ impl Model {
 
 /// Runs the Python importer on an ONNX file and returns the .hushm bytes.
 pub fn convert_onnx(path: &std::path::Path) -> Result<Vec<u8>> {
-    let py = std::env::var("HUSH_PYTHON").unwrap_or_else(|_| "python3".into());
+    // HUSH_PYTHON, else the active virtual environment's python, else python3.
+    let py = std::env::var("HUSH_PYTHON").ok().unwrap_or_else(|| {
+        std::env::var("VIRTUAL_ENV")
+            .ok()
+            .map(|v| std::path::Path::new(&v).join("bin").join("python"))
+            .filter(|p| p.is_file())
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "python3".into())
+    });
     let tmp = std::env::temp_dir().join(format!("hush-import-{}-{:?}.hushm", std::process::id(), std::thread::current().id()));
     let out = std::process::Command::new(&py)
         .args(["-m", "hush.onnx_import"])
