@@ -40,8 +40,9 @@
 //! side refuses all further work, and once the caller drops its channel the
 //! peer's next operation fails too.
 
-use crate::fused::{whole_batch, Batches, SparseTrees};
-use crate::ggm::{clear_lsbs, expand_with_sums, reconstruct_punctured};
+use crate::fused::{whole_batch, Batches, Plan, SparseTrees};
+use crate::ggm::{clear_lsbs, expand_with_sums};
+use crate::simd::Punctured;
 use crate::iknp::{IknpReceiver, IknpSender};
 use crate::lpn::{LpnParams, FERRET_MAIN, FERRET_MID, FERRET_SMALL};
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
@@ -155,10 +156,10 @@ impl SparseTrees for SendTrees {
         _cots: &[Block],
         i: usize,
         out: &mut [Block],
-        subs: &mut Vec<(usize, u32)>,
+        plan: &mut Plan,
     ) -> Result<()> {
         out[0] = self.roots[i];
-        subs.push((0, p.h));
+        plan.subs.push((0, p.h));
         Ok(())
     }
     fn end(&mut self) {
@@ -176,7 +177,6 @@ struct RecvTrees {
     cur: u64,
     raw: Vec<u8>,
     hs: Vec<Block>,
-    off: Vec<Block>,
     /// Trees of the current iteration whose SPCOT frames have been read.
     got: usize,
 }
@@ -222,29 +222,29 @@ impl SparseTrees for RecvTrees {
         cots: &[Block],
         j: usize,
         tree: &mut [Block],
-        _subs: &mut Vec<(usize, u32)>,
+        plan: &mut Plan,
     ) -> Result<()> {
         self.read_until(ch, p, j + 1)?;
         let h = p.h as usize;
         let per = 2 * h + 1;
         let m = &self.raw[j * per * 16..(j + 1) * per * 16];
         let blk = |x: usize| Block::from_slice(&m[16 * x..16 * x + 16]);
-        self.off.resize(h, Block::ZERO);
-        let mut alpha = 0usize;
+        let _ = tree;
+        let mut pc = Punctured { depth: p.h, alpha: 0, off: [Block::ZERO; 32], c: blk(2 * h) };
         for lv in 0..h {
             let b = cots[j * h + lv].lsb() as usize;
-            alpha |= (1 - b) << (h - 1 - lv);
-            self.off[lv] = blk(2 * lv + b) ^ self.hs[j * h + lv];
+            pc.alpha |= (1 - b) << (h - 1 - lv);
+            pc.off[lv] = blk(2 * lv + b) ^ self.hs[j * h + lv];
         }
-        reconstruct_punctured(tree, p.h, alpha, &self.off);
-        clear_lsbs(tree);
-        tree[alpha] = Block(tree.iter().fold(blk(2 * h).0, |a, x| a ^ x.0));
+        // Rebuilt by the caller (interleaved with the LPN reduction):
+        // `ggm::reconstruct_punctured`, lsbs cleared, then the punctured
+        // leaf c ⊕ all other leaves.
+        plan.punct = Some(pc);
         Ok(())
     }
     fn end(&mut self) {
         self.raw.zeroize();
         self.hs.zeroize();
-        self.off.zeroize();
     }
 }
 
@@ -323,7 +323,7 @@ impl FerretReceiver {
             t.0 = (t.0 & !1) | bits.get(i) as u128;
         }
         bits.zeroize();
-        let mut trees = RecvTrees { iter: 0, cur: 0, raw: Vec::new(), hs: Vec::new(), off: Vec::new(), got: 0 };
+        let mut trees = RecvTrees { iter: 0, cur: 0, raw: Vec::new(), hs: Vec::new(), got: 0 };
         for w in steps.windows(2) {
             let mut out = vec![Block::ZERO; w[0].n];
             whole_batch(ch, &w[0], &base, &mut out, &mut trees)?;

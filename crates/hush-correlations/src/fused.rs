@@ -40,6 +40,7 @@
 //! request first, then one LPN pass over the same rows.
 
 use crate::lpn::{LpnMatrix, LpnParams};
+pub(crate) use crate::simd::Plan;
 use crate::{Error, Result};
 use hush_primitives::Block;
 use hush_transport::Channel;
@@ -53,9 +54,10 @@ pub(crate) trait SparseTrees {
     fn begin(&mut self, ch: &mut dyn Channel, p: &LpnParams, cots: &[Block]) -> Result<u64>;
     /// Tree `i` (2^h rows of `out`): either writes all its leaves (lsb
     /// convention applied, the punctured leaf included), or writes the
-    /// seeds of GGM subtrees and pushes their `(start, depth)` onto `subs`
-    /// for the caller to expand ([`crate::simd::GgmJob`], interleaved with
-    /// the LPN reduction). Trees are asked for in increasing order, each at
+    /// seeds of GGM subtrees and pushes their `(start, depth)` onto
+    /// `plan.subs`, or describes a punctured tree in `plan.punct`, for the
+    /// caller to expand ([`crate::simd::GgmJob`], interleaved with the LPN
+    /// reduction). Trees are asked for in increasing order, each at
     /// most once per batch.
     fn plant(
         &mut self,
@@ -64,7 +66,7 @@ pub(crate) trait SparseTrees {
         cots: &[Block],
         i: usize,
         out: &mut [Block],
-        subs: &mut Vec<(usize, u32)>,
+        plan: &mut Plan,
     ) -> Result<()>;
     /// Called before every request returns while a batch is open (Ferret's
     /// receiver finishes reading the iteration's flight here).
@@ -87,7 +89,7 @@ pub(crate) struct Batches {
     scratch: Vec<Block>,
     scratch_tree: Option<usize>,
     lpn: Option<LpnMatrix>,
-    subs: Vec<(usize, u32)>,
+    plan: Plan,
     /// Two trees of GGM leaves (the current one and the next, expanded
     /// while the current one's LPN rows are reduced).
     pair: Vec<Block>,
@@ -106,18 +108,8 @@ impl Drop for Batches {
         self.next.zeroize();
         self.scratch.zeroize();
         self.pair.zeroize();
-        wipe(&mut self.subs);
+        self.plan.wipe();
     }
-}
-
-/// Subtree positions reveal the receiver's punctured positions: wiped with
-/// the batch.
-fn wipe(subs: &mut Vec<(usize, u32)>) {
-    for x in subs.iter_mut() {
-        *x = (0, 0);
-    }
-    std::hint::black_box(&*subs);
-    subs.clear();
 }
 
 impl Batches {
@@ -136,7 +128,7 @@ impl Batches {
             scratch: Vec::new(),
             scratch_tree: None,
             lpn: None,
-            subs: Vec::new(),
+            plan: Plan::default(),
             pair: Vec::new(),
             pos: None,
             batch: 0,
@@ -163,7 +155,7 @@ impl Batches {
             self.next.zeroize();
             self.scratch.zeroize();
             self.pair.zeroize();
-            wipe(&mut self.subs);
+            self.plan.wipe();
             self.scratch_tree = None;
             trees.end();
         }
@@ -209,7 +201,7 @@ impl Batches {
                 trees.end();
                 self.scratch.zeroize();
                 self.pair.zeroize();
-                wipe(&mut self.subs);
+                self.plan.wipe();
                 self.scratch_tree = None;
                 self.pos = None;
                 self.batch += 1;
@@ -234,7 +226,7 @@ impl Batches {
     ) -> Result<()> {
         let p = self.params;
         let l = p.leaves();
-        let Batches { base, next, scratch, scratch_tree, lpn, fused, subs, pair, .. } = self;
+        let Batches { base, next, scratch, scratch_tree, lpn, fused, plan, pair, .. } = self;
         let lpn = lpn.as_ref().expect("batch started");
         let (v, cots) = base.split_at(p.k);
         let dst: &mut [Block] = match dst {
@@ -256,17 +248,17 @@ impl Batches {
                     // reduction reads them and streams leaf ⊕ A·v to the
                     // destination with non-temporal stores.
                     pair.resize(2 * l, Block::ZERO);
-                    subs.clear();
-                    trees.plant(ch, &p, cots, tree, &mut pair[..l], subs)?;
-                    expand_subtrees(&mut pair[..l], subs);
+                    plan.wipe();
+                    trees.plant(ch, &p, cots, tree, &mut pair[..l], plan)?;
+                    expand_plan(&mut pair[..l], plan);
                     for (j, t) in span.chunks_mut(l).enumerate() {
                         let (a, b) = pair.split_at_mut(l);
                         let (cur, nxt) = if j % 2 == 0 { (a, b) } else { (b, a) };
-                        subs.clear();
+                        plan.wipe();
                         if j + 1 < whole {
-                            trees.plant(ch, &p, cots, tree + j + 1, nxt, subs)?;
+                            trees.plant(ch, &p, cots, tree + j + 1, nxt, plan)?;
                         }
-                        let mut job = crate::simd::GgmJob::new(nxt, subs);
+                        let mut job = crate::simd::GgmJob::new(nxt, plan);
                         // Non-temporal stores unless the lsbs are read back.
                         let nt = bits.is_none();
                         lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, nt, &mut || job.step());
@@ -276,9 +268,9 @@ impl Batches {
                     }
                 } else {
                     for (j, t) in span.chunks_mut(l).enumerate() {
-                        subs.clear();
-                        trees.plant(ch, &p, cots, tree + j, t, subs)?;
-                        expand_subtrees(t, subs);
+                        plan.wipe();
+                        trees.plant(ch, &p, cots, tree + j, t, plan)?;
+                        expand_plan(t, plan);
                     }
                     lpn.mul_xor(v, r, span);
                     if let Some((w, at)) = bits.as_mut() {
@@ -292,9 +284,9 @@ impl Batches {
             // Part of a tree: through the scratch tree.
             if *scratch_tree != Some(tree) {
                 scratch.resize(l, Block::ZERO);
-                subs.clear();
-                trees.plant(ch, &p, cots, tree, scratch, subs)?;
-                expand_subtrees(scratch, subs);
+                plan.wipe();
+                trees.plant(ch, &p, cots, tree, scratch, plan)?;
+                expand_plan(scratch, plan);
                 lpn.mul_xor(v, tree * l, scratch);
                 *scratch_tree = Some(tree);
             }
@@ -310,9 +302,15 @@ impl Batches {
     }
 }
 
-/// Expands planted subtrees with [`expand_box`] (BOX order, SilentFlow §IV).
-fn expand_subtrees(t: &mut [Block], subs: &[(usize, u32)]) {
-    for &(start, d) in subs {
+/// Carries out a plan at once: subtrees with [`crate::ggm::expand_box`]
+/// (BOX order, SilentFlow §IV), a punctured tree with the level job.
+fn expand_plan(t: &mut [Block], plan: &Plan) {
+    if plan.punct.is_some() {
+        let mut j = crate::simd::GgmJob::new(t, plan);
+        while j.step() {}
+        return;
+    }
+    for &(start, d) in &plan.subs {
         crate::ggm::expand_box(&mut t[start..start + (1usize << d)], d);
     }
 }
@@ -336,13 +334,14 @@ pub(crate) fn whole_batch(
     let nonce = trees.begin(ch, p, cots);
     let r = nonce.and_then(|nonce| {
         let lpn = LpnMatrix::new(nonce, p.k);
-        let mut subs = Vec::new();
+        let mut plan = Plan::default();
         for (i, t) in out.chunks_mut(p.leaves()).enumerate() {
-            subs.clear();
-            trees.plant(ch, p, cots, i, t, &mut subs)?;
-            expand_subtrees(t, &subs);
+            plan.wipe();
+            trees.plant(ch, p, cots, i, t, &mut plan)?;
+            expand_plan(t, &plan);
             lpn.mul_xor(v, i * p.leaves(), t);
         }
+        plan.wipe();
         Ok(())
     });
     trees.end();

@@ -30,7 +30,7 @@
 //! The receiver's choice bit of each COT is the lsb of its block (Δ has lsb
 //! 1, the sender's blocks lsb 0).
 
-use crate::fused::{Batches, SparseTrees};
+use crate::fused::{Batches, Plan, SparseTrees};
 use crate::lpn::LpnParams;
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::{Error, Result};
@@ -105,10 +105,10 @@ impl SparseTrees for SenderTrees {
         _cots: &[Block],
         i: usize,
         out: &mut [Block],
-        subs: &mut Vec<(usize, u32)>,
+        plan: &mut Plan,
     ) -> Result<()> {
         out[0] = self.roots[i];
-        subs.push((0, p.h));
+        plan.subs.push((0, p.h));
         Ok(())
     }
     fn end(&mut self) {
@@ -171,7 +171,7 @@ impl SparseTrees for ReceiverTrees {
         _cots: &[Block],
         i: usize,
         out: &mut [Block],
-        subs: &mut Vec<(usize, u32)>,
+        plan: &mut Plan,
     ) -> Result<()> {
         let (t, h) = (p.t, p.h as usize);
         let a = self.alphas[i] as usize;
@@ -181,7 +181,7 @@ impl SparseTrees for ReceiverTrees {
             let d = (h - lv) as u32;
             let sib = (a >> d) ^ 1;
             out[sib << d] = self.red[(lv - 1) * t + i];
-            subs.push((sib << d, d));
+            plan.subs.push((sib << d, d));
         }
         Ok(())
     }

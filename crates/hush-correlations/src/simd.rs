@@ -264,26 +264,94 @@ impl OffsetJob<'_> {
     }
 }
 
-/// Background job: expands GGM subtrees `(start, depth)` of `buf` (seeds
-/// already at `buf[start]`) level by level in place, clearing the leaves'
-/// lsbs — the same leaves as [`crate::ggm::expand_box`] — one 16-parent
-/// group (32 AES blocks) per step.
+/// What planting a tree leaves to expand: GGM subtrees `(start, depth)`
+/// whose seeds are in place, or (Ferret's receiver) a whole punctured tree
+/// to rebuild from its off-path sums.
+#[derive(Default)]
+pub(crate) struct Plan {
+    pub(crate) subs: Vec<(usize, u32)>,
+    pub(crate) punct: Option<Punctured>,
+}
+
+/// A punctured tree to rebuild (as [`crate::ggm::reconstruct_punctured`],
+/// then lsbs cleared and the punctured leaf set to c ⊕ all other leaves).
+pub(crate) struct Punctured {
+    pub(crate) depth: u32,
+    pub(crate) alpha: usize,
+    /// Off-path sums, level by level (depth ≤ 32).
+    pub(crate) off: [Block; 32],
+    pub(crate) c: Block,
+}
+
+impl Plan {
+    /// Empties the plan, overwriting what revealed the punctured positions.
+    pub(crate) fn wipe(&mut self) {
+        for x in self.subs.iter_mut() {
+            *x = (0, 0);
+        }
+        std::hint::black_box(&self.subs);
+        self.subs.clear();
+        if let Some(pc) = self.punct.as_mut() {
+            pc.alpha = 0;
+            pc.off = [Block::ZERO; 32];
+            pc.c = Block::ZERO;
+            std::hint::black_box(&*pc);
+        }
+        self.punct = None;
+    }
+}
+
+/// Background job: carries out a [`Plan`] in place — GGM subtrees level by
+/// level with the leaves' lsbs cleared (the same leaves as
+/// [`crate::ggm::expand_box`]), or a punctured tree level by level with the
+/// off-path fix-up after each level — one 16-parent group (32 AES blocks)
+/// or one fix-up pass per step.
 pub(crate) struct GgmJob<'a> {
     buf: &'a mut [Block],
-    subs: &'a [(usize, u32)],
+    plan: &'a Plan,
     s: usize,
     level: u32,
     /// Groups of the current level still to do (None: level not started).
     g: Option<usize>,
+    /// Punctured mode: the level just expanded still needs its fix-up.
+    fix: bool,
+    done: bool,
 }
 
 impl<'a> GgmJob<'a> {
-    pub(crate) fn new(buf: &'a mut [Block], subs: &'a [(usize, u32)]) -> Self {
-        GgmJob { buf, subs, s: 0, level: 0, g: None }
+    pub(crate) fn new(buf: &'a mut [Block], plan: &'a Plan) -> Self {
+        GgmJob { buf, plan, s: 0, level: 0, g: None, fix: false, done: false }
     }
+
+    /// One group of level `self.level` of `sub` (parents 2^level); returns
+    /// true when the level is complete.
+    fn group(sub: &mut [Block], level: u32, last: bool, g: &mut Option<usize>) -> bool {
+        let w = 1usize << level;
+        if !fast() || w < 16 {
+            ggm_level_in_place(sub, w, last);
+            return true;
+        }
+        let gi = g.unwrap_or(w / 16) - 1;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: fast() checked; the sub-slice holds 2w ≥ 32·gi + 32 blocks.
+        unsafe {
+            x86::ggm_group(&RoundKeys::fixed().rk, sub, gi, last)
+        };
+        if gi == 0 {
+            *g = None;
+            true
+        } else {
+            *g = Some(gi);
+            false
+        }
+    }
+
     pub(crate) fn step(&mut self) -> bool {
+        if let Some(pc) = &self.plan.punct {
+            return self.step_punctured(pc);
+        }
         loop {
-            let Some(&(start, d)) = self.subs.get(self.s) else { return false };
+            let Some(&(start, d)) = self.plan.subs.get(self.s) else { return false };
             let sub = &mut self.buf[start..start + (1usize << d)];
             if self.level == d {
                 if d == 0 {
@@ -294,27 +362,53 @@ impl<'a> GgmJob<'a> {
                 self.g = None;
                 continue;
             }
-            let w = 1usize << self.level;
-            let last = self.level + 1 == d;
-            if !fast() || w < 16 {
-                ggm_level_in_place(sub, w, last);
+            if Self::group(sub, self.level, self.level + 1 == d, &mut self.g) {
                 self.level += 1;
-                return true;
-            }
-            let g = self.g.unwrap_or(w / 16) - 1;
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: fast() checked; the sub-slice holds 2w ≥ 32g + 32 blocks.
-            unsafe {
-                x86::ggm_group(&RoundKeys::fixed().rk, sub, g, last)
-            };
-            if g == 0 {
-                self.level += 1;
-                self.g = None;
-            } else {
-                self.g = Some(g);
             }
             return true;
         }
+    }
+
+    fn step_punctured(&mut self, pc: &Punctured) -> bool {
+        if self.done {
+            return false;
+        }
+        let d = pc.depth;
+        let buf = &mut self.buf[..1usize << d];
+        let l = self.level;
+        if l == d {
+            // The punctured leaf: c ⊕ every other (lsb-cleared) leaf.
+            let acc = buf.iter().fold(pc.c.0, |a, x| a ^ x.0);
+            buf[pc.alpha] = Block(acc);
+            self.done = true;
+            return true;
+        }
+        if !self.fix {
+            if l == 0 {
+                buf[0] = Block::ZERO;
+                buf[1] = Block::ZERO;
+                self.fix = true;
+            } else if Self::group(buf, l, l + 1 == d, &mut self.g) {
+                self.fix = true;
+            }
+            return true;
+        }
+        // Fix-up of level l (children 0..2^(l+1)): the off-path sibling is
+        // its side's sum minus the known nodes, the path node is 0.
+        let (d, l) = (d as usize, l as usize);
+        let p = if l == 0 { 0 } else { pc.alpha >> (d - l) };
+        let bit = (pc.alpha >> (d - l - 1)) & 1;
+        let sib = 2 * p + (1 - bit);
+        let mut acc = pc.off[l].0 ^ buf[sib].0;
+        for pair in buf[..2 << l].chunks_exact(2) {
+            acc ^= pair[1 - bit].0;
+        }
+        // Last level: the stored children are lsb-cleared, so is the sum.
+        buf[sib] = Block(if l + 1 == d { acc & !1 } else { acc });
+        buf[2 * p + bit] = Block::ZERO;
+        self.fix = false;
+        self.level += 1;
+        true
     }
 }
 
@@ -680,10 +774,35 @@ mod tests {
         crate::ggm::expand_box(&mut want, 12);
         let mut got = vec![Block::ZERO; 1 << 12];
         got[0] = Block(5);
-        let subs = [(0usize, 12u32)];
-        let mut j = GgmJob::new(&mut got, &subs);
+        let plan = Plan { subs: vec![(0usize, 12u32)], punct: None };
+        let mut j = GgmJob::new(&mut got, &plan);
         while j.step() {}
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn punctured_job_matches_reconstruction() {
+        let depth = 9u32;
+        let mut full = vec![Block::ZERO; 1 << depth];
+        full[0] = Block(0xabcdef);
+        let mut sums = vec![[Block::ZERO; 2]; depth as usize];
+        crate::ggm::expand_with_sums(&mut full, depth, &mut sums);
+        for alpha in [0usize, 1, 200, 511] {
+            let mut off = [Block::ZERO; 32];
+            for l in 0..depth as usize {
+                off[l] = sums[l][1 - ((alpha >> (depth as usize - l - 1)) & 1)];
+            }
+            let mut want = vec![Block::ZERO; 1 << depth];
+            crate::ggm::reconstruct_punctured(&mut want, depth, alpha, &off[..depth as usize]);
+            crate::ggm::clear_lsbs(&mut want);
+            let c = Block(77);
+            want[alpha] = Block(want.iter().fold(c.0, |a, x| a ^ x.0));
+            let plan = Plan { subs: Vec::new(), punct: Some(Punctured { depth, alpha, off, c }) };
+            let mut got = vec![Block(5); 1 << depth];
+            let mut j = GgmJob::new(&mut got, &plan);
+            while j.step() {}
+            assert_eq!(got, want, "alpha {alpha}");
+        }
     }
 
     #[test]
