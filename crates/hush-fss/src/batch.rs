@@ -68,13 +68,17 @@ pub struct DcfKeyBatch {
     bits: u32,
     out_bits: u32,
     lanes: u32,
+    /// Tree levels with correction words (n − ν, ν the early-termination
+    /// levels of one-bit keys; n otherwise).
+    depth: u32,
     /// Root seeds, slot order: `s0[g * GROUP + p]`.
     s0: Vec<u128>,
     /// Seed corrections: `scw[(g * bits + i) * GROUP + p]`.
     scw: Vec<u128>,
     /// Value corrections (unless packed): `vcw[((g * bits + i) * GROUP + p) * lanes + l]`.
     vcw: Vec<u64>,
-    /// Leaf corrections: `leaf[(g * GROUP + p) * lanes + l]`.
+    /// Leaf corrections: `leaf[(g * GROUP + p) * lw + l]`, lw = lanes, or 2
+    /// (the 128-bit early-termination table) for one-bit keys.
     leaf: Vec<u64>,
     /// Control-bit corrections, key order, bit n−1−i = level i (the bit of
     /// x consumed at level i).
@@ -183,12 +187,13 @@ impl DcfKeyBatch {
     pub fn with_capacity(n: usize, bits: u32, out_bits: u32, lanes: u32) -> Self {
         let g = n.div_ceil(GROUP) * GROUP;
         let packed = out_bits == 1 && lanes == 1;
-        let nb = bits as usize;
+        let nb = crate::dcf::depth(bits, out_bits, lanes) as usize;
+        let lw = if packed { 2 } else { lanes as usize };
         DcfKeyBatch {
             s0: mem::with_capacity(g),
             scw: mem::with_capacity(g * nb),
             vcw: mem::with_capacity(if packed { 0 } else { g * nb * lanes as usize }),
-            leaf: mem::with_capacity(g * lanes as usize),
+            leaf: mem::with_capacity(g * lw),
             tl: mem::with_capacity(g),
             tr: mem::with_capacity(g),
             vbits: mem::with_capacity(if packed { g } else { 0 }),
@@ -234,6 +239,14 @@ impl DcfKeyBatch {
     fn packed(&self) -> bool {
         self.out_bits == 1 && self.lanes == 1
     }
+    /// u64 words of leaf correction per key.
+    fn lw(&self) -> usize {
+        if self.packed() {
+            2
+        } else {
+            self.lanes as usize
+        }
+    }
 
     /// Appends a key (the offline conversion into the evaluation layout).
     /// Errors if its shape differs from the keys already in the batch.
@@ -243,11 +256,14 @@ impl DcfKeyBatch {
             self.bits = k.bits;
             self.out_bits = k.out_bits;
             self.lanes = k.lanes;
+            self.depth = crate::dcf::depth(k.bits, k.out_bits, k.lanes);
         } else if (k.party, k.bits, k.out_bits, k.lanes) != (self.party, self.bits, self.out_bits, self.lanes) {
             return Err(Error::Header { what: "DcfKeyBatch", reason: "key shape differs from the batch" });
         }
-        let n = self.bits as usize;
+        let n = self.depth as usize;
+        let nu = self.bits - self.depth;
         let nl = self.lanes as usize;
+        let lw = self.lw();
         let packed = self.packed();
         let (g, q) = (self.len / GROUP, self.len % GROUP);
         if q == 0 {
@@ -257,7 +273,7 @@ impl DcfKeyBatch {
             if !packed {
                 self.vcw.resize(self.vcw.len() + z * n * nl, 0);
             }
-            self.leaf.resize(self.leaf.len() + z * nl, 0);
+            self.leaf.resize(self.leaf.len() + z * lw, 0);
             self.tl.resize(self.tl.len() + z, 0);
             self.tr.resize(self.tr.len() + z, 0);
             if packed {
@@ -276,14 +292,15 @@ impl DcfKeyBatch {
                 }
             }
         }
-        for l in 0..nl {
-            self.leaf[(g * GROUP + p) * nl + l] = k.leaf[l];
+        for l in 0..lw {
+            self.leaf[(g * GROUP + p) * lw + l] = k.leaf[l];
         }
+        // Bit n−1−i of x is consumed at level i (i < depth).
         let kq = g * GROUP + q;
-        self.tl[kq] = rev(k.tl, self.bits);
-        self.tr[kq] = rev(k.tr, self.bits);
+        self.tl[kq] = rev(k.tl, self.depth) << nu;
+        self.tr[kq] = rev(k.tr, self.depth) << nu;
         if packed {
-            self.vbits[kq] = rev(k.vbits, self.bits);
+            self.vbits[kq] = rev(k.vbits, self.depth) << nu;
         }
         self.len += 1;
         Ok(())
@@ -350,8 +367,11 @@ pub(crate) fn kernel() -> Kernel {
 
 /// Portable evaluator: the same layout, AES for one group in flight.
 fn portable(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: Option<&mut [u64]>) {
-    let n = b.bits as usize;
+    let n = b.depth as usize;
+    let nb = b.bits as usize;
+    let nu = b.bits - b.depth;
     let nl = b.lanes as usize;
+    let lw = b.lw();
     let packed = b.packed();
     let om = mask(b.out_bits);
     let pi = ggm::pi();
@@ -379,7 +399,7 @@ fn portable(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: 
             s[p] = b.s0[base + p];
         }
         for i in 0..n {
-            let sh = n - 1 - i;
+            let sh = nb - 1 - i;
             for p in 0..GROUP {
                 let d = ((x[p] >> sh) & 1) as u128;
                 buf[2 * p] = Block(s[p] ^ d);
@@ -415,6 +435,21 @@ fn portable(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: 
                 t[p] = c.t ^ ((tsel[p] >> sh) & t[p] & 1);
             }
         }
+        if packed {
+            // Early termination: entry x_low of the node's 2^ν-bit table.
+            for p in 0..GROUP {
+                let q = key_of_slot(p);
+                if q >= m {
+                    continue;
+                }
+                let cw = (b.leaf[(base + p) * 2] as u128) | ((b.leaf[(base + p) * 2 + 1] as u128) << 64);
+                let tab = crate::dcf::leaf_table(s[p]) ^ (cw & (t[p] as u128).wrapping_neg());
+                out0[base + q] = (acc[p][0] ^ (tab >> (x[p] & mask(nu))) as u64) & 1;
+            }
+            s.zeroize();
+            acc.zeroize();
+            continue;
+        }
         let lv: Vec<[u64; 2]> = if nl == 1 {
             s.iter().map(|&sj| [ggm::leaf_one_lane(sj), 0]).collect()
         } else {
@@ -432,7 +467,7 @@ fn portable(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: 
             let tm = t[p].wrapping_neg();
             let mut o = [0u64; 2];
             for l in 0..nl {
-                let v = acc[p][l].wrapping_add(lv[p][l]).wrapping_add(b.leaf[(base + p) * nl + l] & tm);
+                let v = acc[p][l].wrapping_add(lv[p][l]).wrapping_add(b.leaf[(base + p) * lw + l] & tm);
                 o[l] = if party & 1 == 1 { v.wrapping_neg() } else { v } & om;
             }
             out0[base + q] = o[0];
@@ -541,11 +576,13 @@ mod avx {
     /// One-bit outputs: 32 keys (eight seed registers) per pass.
     #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
     pub(super) unsafe fn eval_packed(b: &DcfKeyBatch, party: u8, xs: &[u64], out: &mut [u64]) {
-        let n = b.bits as usize;
+        let n = b.depth as usize;
+        let nb = b.bits as usize;
+        let numask = mask(b.bits - b.depth);
         let rk = round_keys();
         let one_lo = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
         let two_lo = _mm512_set_epi64(0, 2, 0, 2, 0, 2, 0, 2);
-        let one_hi = _mm512_set_epi64(1, 0, 1, 0, 1, 0, 1, 0);
+        let tweak_leaf = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
         let smask = _mm512_set_epi64(-1, !3, -1, !3, -1, !3, -1, !3);
         let ones = _mm512_set1_epi64(1);
         let t_init: u8 = if party & 1 == 1 { 0xff } else { 0 };
@@ -576,7 +613,7 @@ mod avx {
                 for c in 0..8 {
                     prefetch(next.add(i * GROUP + 4 * c));
                 }
-                let m = _mm512_set1_epi64((1u64 << (n - 1 - i)) as i64);
+                let m = _mm512_set1_epi64((1u64 << (nb - 1 - i)) as i64);
                 let mut dm = [0u8; 4];
                 let mut tc = [0u8; 4];
                 let mut vc = [0u8; 4];
@@ -606,15 +643,33 @@ mod avx {
                     acc[w] ^= (vv[2 * w] | (vv[2 * w + 1] << 1)) ^ (vc[w] & tw);
                 }
             }
-            // Leaf: Convert'(s) = bits 64.. of the seed; out_bits = 1 keeps bit 64.
+            // Early-termination leaf: table H_4(s) ⊕ t·CW, entry j = x_low,
+            // fetched per 128-bit lane with two variable qword shifts (the
+            // count ≥ 64 in the other qword yields 0).
+            let mut inp = [_mm512_setzero_si512(); 8];
+            for z in 0..8 {
+                inp[z] = _mm512_xor_si512(s[z], tweak_leaf);
+            }
+            let tab = mmo::<8>(&rk, &inp);
+            let lp = b.leaf.as_ptr().add(base * 2);
+            let mut lb = [0u8; 8];
+            for z in 0..8 {
+                let (w, h) = (z / 2, z & 1);
+                let mut cnt = [0u64; 8];
+                for k in 0..4 {
+                    let j = xg[8 * w + 2 * k + h] & numask;
+                    cnt[2 * k] = j;
+                    cnt[2 * k + 1] = j.wrapping_sub(64);
+                }
+                let k = both(to_seed(t[w], h));
+                let v = _mm512_mask_xor_epi64(tab[z], k, tab[z], ld(lp.add(8 * z)));
+                let r = _mm512_srlv_epi64(v, ld(cnt.as_ptr()));
+                let r = _mm512_xor_si512(r, _mm512_bsrli_epi128::<8>(r));
+                lb[z] = _mm512_test_epi64_mask(r, one_lo);
+            }
             let mut res = [0u8; 4];
             for w in 0..4 {
-                let l0 = (_mm512_test_epi64_mask(s[2 * w], one_hi) >> 1) & 0x55;
-                let l1 = _mm512_test_epi64_mask(s[2 * w + 1], one_hi) & 0xaa;
-                // Leaf corrections in slot order: slot 4z + k ↔ qword 2k-ish
-                // lanes; gather the two seed registers' corrections.
-                let lc = leaf_mask(b, base, w);
-                res[w] = acc[w] ^ l0 ^ l1 ^ (lc & t[w]);
+                res[w] = acc[w] ^ lb[2 * w] ^ (lb[2 * w + 1] << 1);
             }
             let m = GROUP.min(b.len - base);
             for q in 0..m {
@@ -624,20 +679,6 @@ mod avx {
                 s[z] = _mm512_setzero_si512();
             }
         }
-    }
-
-    /// Per-key lane mask (vector w, key order) of bit 0 of the leaf
-    /// corrections of a one-lane group.
-    #[inline(always)]
-    unsafe fn leaf_mask(b: &DcfKeyBatch, base: usize, w: usize) -> u8 {
-        // Slots 4(2w) + k (h = 0) and 4(2w + 1) + k (h = 1), one u64 each.
-        let p = b.leaf.as_ptr().add(base);
-        let mut m = 0u8;
-        for k in 0..4 {
-            m |= ((*p.add(8 * w + k) & 1) as u8) << (2 * k);
-            m |= ((*p.add(8 * w + 4 + k) & 1) as u8) << (2 * k + 1);
-        }
-        m
     }
 
     /// Wider outputs (unpacked, one or two lanes): 16 keys (four seed and

@@ -109,6 +109,28 @@ fn is_packed(out_bits: u32, lanes: u32) -> bool {
     out_bits == 1 && lanes == 1
 }
 
+/// Early termination (packed mode): the tree stops ν = min(ET_NU, n) levels
+/// above the leaves and the last node is expanded into a table of 2^ν
+/// one-bit outputs (one AES block = 128 bits).
+pub(crate) const ET_NU: u32 = 7;
+
+/// Levels ν cut off by early termination for a key of this shape (0 unless
+/// packed).
+#[inline]
+pub(crate) fn et_nu(bits: u32, out_bits: u32, lanes: u32) -> u32 {
+    if is_packed(out_bits, lanes) {
+        bits.min(ET_NU)
+    } else {
+        0
+    }
+}
+
+/// Tree depth (levels with correction words): n − ν.
+#[inline]
+pub(crate) fn depth(bits: u32, out_bits: u32, lanes: u32) -> u32 {
+    bits - et_nu(bits, out_bits, lanes)
+}
+
 /// u64 words per level in `DcfKey::cw`.
 #[inline]
 fn stride(out_bits: u32, lanes: u32) -> usize {
@@ -160,9 +182,10 @@ impl DcfKey {
 
     /// Encoded size of a key with `lanes` output lanes.
     pub fn size_bytes_lanes(bits: u32, out_bits: u32, lanes: u32) -> usize {
-        let n = bits as usize;
+        let d = depth(bits, out_bits, lanes) as usize;
         let lm = (lanes * out_bits) as usize;
-        HEADER + 16 + 16 * n + packed_len(2 * n + n * lm + lm)
+        let leaf = if is_packed(out_bits, lanes) { 1usize << et_nu(bits, out_bits, lanes) } else { lm };
+        HEADER + 16 + 16 * d + packed_len(2 * d + d * lm + leaf)
     }
 
     /// Encoded size of this key.
@@ -180,19 +203,27 @@ impl DcfKey {
         w.bytes(&[TAG_DCF, self.party, self.bits as u8, self.out_bits as u8, self.lanes as u8]);
         w.u128(self.s0);
         let st = stride(self.out_bits, self.lanes);
-        let n = self.bits as usize;
-        for i in 0..n {
+        let d = depth(self.bits, self.out_bits, self.lanes);
+        for i in 0..d as usize {
             w.u128(self.scw(i, st));
         }
-        w.bits(self.tl, self.bits);
-        w.bits(self.tr, self.bits);
-        for i in 0..n {
+        w.bits(self.tl, d);
+        w.bits(self.tr, d);
+        for i in 0..d as usize {
             for l in 0..self.lanes as usize {
                 w.bits(self.vcw(i, l, st), self.out_bits);
             }
         }
-        for l in 0..self.lanes as usize {
-            w.bits(self.leaf[l], self.out_bits);
+        if is_packed(self.out_bits, self.lanes) {
+            let tb = 1u32 << et_nu(self.bits, self.out_bits, self.lanes);
+            w.bits(self.leaf[0], tb.min(64));
+            if tb > 64 {
+                w.bits(self.leaf[1], tb - 64);
+            }
+        } else {
+            for l in 0..self.lanes as usize {
+                w.bits(self.leaf[l], self.out_bits);
+            }
         }
         w.flush_bits();
     }
@@ -232,7 +263,8 @@ impl DcfKey {
         if s0 & seed_ok != 0 {
             return Err(Error::NonCanonical { what: W, reason: "root seed has reserved bits set" });
         }
-        let n = bits as usize;
+        let d = depth(bits, out_bits, lanes);
+        let n = d as usize;
         let st = stride(out_bits, lanes);
         let mut cw = vec![0u64; n * st];
         for i in 0..n {
@@ -243,8 +275,8 @@ impl DcfKey {
             cw[i * st] = s as u64;
             cw[i * st + 1] = (s >> 64) as u64;
         }
-        let tl = r.bits(bits)?;
-        let tr = r.bits(bits)?;
+        let tl = r.bits(d)?;
+        let tr = r.bits(d)?;
         let mut vbits = 0u64;
         for i in 0..n {
             for l in 0..lanes as usize {
@@ -257,8 +289,16 @@ impl DcfKey {
             }
         }
         let mut leaf = [0u64; 2];
-        for l in leaf.iter_mut().take(lanes as usize) {
-            *l = r.bits(out_bits)?;
+        if st == 2 {
+            let tb = 1u32 << et_nu(bits, out_bits, lanes);
+            leaf[0] = r.bits(tb.min(64))?;
+            if tb > 64 {
+                leaf[1] = r.bits(tb - 64)?;
+            }
+        } else {
+            for l in leaf.iter_mut().take(lanes as usize) {
+                *l = r.bits(out_bits)?;
+            }
         }
         r.end_bits()?;
         Ok(DcfKey { party, bits, out_bits, lanes, s0, cw, tl, tr, vbits, leaf })
@@ -304,6 +344,8 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
     let om = mask(out_bits);
     let nl = lanes as usize;
     let n = bits as usize;
+    let nu = et_nu(bits, out_bits, lanes);
+    let d = depth(bits, out_bits, lanes) as usize;
     let s_root = [prg.random_block().0 & smask, prg.random_block().0 & smask];
     let mut s = s_root;
     let mut t = [0u64, 1u64];
@@ -312,7 +354,7 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
     let st = stride(out_bits, lanes);
     let mut cw = Vec::with_capacity(n * st);
     let (mut tl, mut tr, mut vbits) = (0u64, 0u64, 0u64);
-    for i in 0..n {
+    for i in 0..d {
         let a = ((alpha >> (n - 1 - i)) & 1) as usize;
         let (keep, lose) = (a, 1 - a);
         let ch: [[Child; 2]; 2] = ggm::expand_both(s, packed);
@@ -356,11 +398,23 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
             [h as u64, (h >> 64) as u64]
         }
     };
-    let (c0, c1) = (leaf_vals(s[0]), leaf_vals(s[1]));
     let mut leaf = [0u64; 2];
-    for l in 0..nl {
-        let v = c1[l].wrapping_sub(c0[l]).wrapping_sub(va[l]);
-        leaf[l] = if t[1] == 1 { v.wrapping_neg() } else { v } & om;
+    if packed {
+        // Early termination: the 2^ν-entry table over Z_2 (sums are XORs)
+        // CW = Convert(s_0) ⊕ Convert(s_1) ⊕ V_α ⊕ T with T[j] = β·[j < α_low],
+        // so on the α-path (t_0 ⊕ t_1 = 1) the outputs sum to T[x_low].
+        let tmask = table_mask(nu);
+        let (c0, c1) = (leaf_table(s[0]), leaf_table(s[1]));
+        let below = if beta[0] & 1 == 1 { (1u128 << (alpha & mask(nu))) - 1 } else { 0 };
+        let va_all = if va[0] & 1 == 1 { u128::MAX } else { 0 };
+        let cw = (c0 ^ c1 ^ va_all ^ below) & tmask;
+        leaf = [cw as u64, (cw >> 64) as u64];
+    } else {
+        let (c0, c1) = (leaf_vals(s[0]), leaf_vals(s[1]));
+        for l in 0..nl {
+            let v = c1[l].wrapping_sub(c0[l]).wrapping_sub(va[l]);
+            leaf[l] = if t[1] == 1 { v.wrapping_neg() } else { v } & om;
+        }
     }
     let mk = |party: u8, s0: u128| DcfKey {
         party,
@@ -382,6 +436,23 @@ pub(crate) fn gen_lanes(prg: &mut Prg, bits: u32, alpha: u64, beta: [u64; 2], ou
     (k0, k1)
 }
 
+/// Packed leaf table of a node: Convert(s) = H_4(s), 128 one-bit entries
+/// (entry j = bit j).
+#[inline]
+pub(crate) fn leaf_table(seed: u128) -> u128 {
+    ggm::mmo1(Block(seed), ggm::TWEAK_LEAF).0
+}
+
+/// The low 2^ν bits (ν ≤ 7).
+#[inline]
+pub(crate) fn table_mask(nu: u32) -> u128 {
+    if nu >= 7 {
+        u128::MAX
+    } else {
+        (1u128 << (1u32 << nu)) - 1
+    }
+}
+
 /// Evaluates one DCF key at x (reduced mod 2^bits): this party's share of
 /// f_{α,β}(x) in Z_2^out_bits (lane 0).
 ///
@@ -395,13 +466,14 @@ pub(crate) fn eval_lanes(party: u8, key: &DcfKey, x: u64) -> [u64; 2] {
     let n = key.bits as usize;
     let nl = key.lanes as usize;
     let packed = is_packed(key.out_bits, key.lanes);
+    let nu = et_nu(key.bits, key.out_bits, key.lanes);
     let st = stride(key.out_bits, key.lanes);
     let mut s = key.s0;
     let mut t = (party & 1) as u64;
     let mut acc = [0u64; 2];
     let mut blk = [Block::ZERO; 2];
     let mut scratch = [Block::ZERO; 2];
-    for i in 0..n {
+    for i in 0..n - nu as usize {
         let d = (x >> (n - 1 - i)) & 1;
         blk[0] = Block(s ^ d as u128);
         blk[1] = Block(s ^ (ggm::TWEAK_V | d as u128));
@@ -415,6 +487,12 @@ pub(crate) fn eval_lanes(party: u8, key: &DcfKey, x: u64) -> [u64; 2] {
             *a = a.wrapping_add(c.v[l]).wrapping_add(key.vcw(i, l, st) & tm);
         }
         t = c.t ^ (tcw & t);
+    }
+    if packed {
+        // Early termination: entry x_low of this node's table (Z_2: XORs).
+        let j = x & mask(nu);
+        let tab = leaf_table(s) ^ (((key.leaf[1] as u128) << 64 | key.leaf[0] as u128) & ((t as u128).wrapping_neg()));
+        return [(acc[0] ^ (tab >> j) as u64) & 1, 0];
     }
     let lv = if nl == 1 {
         [ggm::leaf_one_lane(s), 0]

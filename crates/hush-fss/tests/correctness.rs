@@ -335,15 +335,20 @@ fn lt_random_and_edges_wide() {
 
 #[test]
 fn key_sizes_pinned() {
-    // DCF, 32-bit inputs: 5 + 16 + 32·16 + ⌈(64 + 32·m + m)/8⌉.
-    assert_eq!(DcfKey::size_bytes(32, 1), 546);
+    // DCF, 32-bit inputs, m-bit outputs: 5 + 16 + 32·16 + ⌈(64 + 32·m + m)/8⌉;
+    // one-bit outputs stop 7 levels early (a 128-entry leaf table):
+    // 5 + 16 + 25·16 + ⌈(3·25 + 128)/8⌉.
+    assert_eq!(DcfKey::size_bytes(32, 1), 447);
     assert_eq!(DcfKey::size_bytes(32, 32), 673);
+    assert_eq!(DcfKey::size_bytes(7, 1), 5 + 16 + 16);
+    assert_eq!(DcfKey::size_bytes(3, 1), 5 + 16 + 1);
     // DReLU on 32-bit values: one 31-bit DCF + 20 bytes.
-    assert_eq!(DreluKey::size_bytes(32, 1), 549);
+    assert_eq!(DreluKey::size_bytes(32, 1), 450);
+    assert_eq!(DreluKey::size_bytes(33, 1), 467);
     assert_eq!(DreluKey::size_bytes(32, 32), 673);
     // ReLU on 32-bit values: one two-lane 31-bit DCF over Z_2^32 × Z_2^32.
     assert_eq!(ReluKey::size_bytes(32), 809);
-    assert_eq!(LtKey::size_bytes(32, 1), 1104);
+    assert_eq!(LtKey::size_bytes(32, 1), 906);
     let mut prg = Prg::new(Block(10));
     for out in [1u32, 32] {
         assert_eq!(dcf_gen(&mut prg, 32, 5, 1, out).0.to_bytes().len(), DcfKey::size_bytes(32, out));
