@@ -12,8 +12,10 @@
 //!
 //! **Kernels.** On x86-64 with AVX-512 (F, BW) and VAES the evaluator keeps
 //! four 128-bit seeds per zmm register and walks a group of 32 keys (one-bit
-//! outputs: eight seed registers, one AES chain each) or 16 keys (wider
-//! outputs: four seed and four value registers) through all n levels:
+//! outputs: eight seed registers, one AES chain each; the tree is n − ν
+//! levels deep and ends in the early-termination table of [`crate::dcf`],
+//! whose entry is picked per key with variable shifts) or 16 keys (wider
+//! outputs: four seed and four value registers) through all its levels:
 //! the fixed-key MMO hash of [`crate::ggm`] with VAES (round keys in
 //! registers), the direction bit xored into each seed under a lane mask,
 //! seed corrections applied with a masked XOR selected by the control bits,
@@ -29,6 +31,11 @@
 //! whose per-key words sit in the odd (h = 1) or even (h = 0) lanes of
 //! per-key vector w: key q = 8w + 2k + h of a group is slot 4(2w + h) + k.
 //! Lane masks then move between the two views with one shift and an AND.
+//!
+//! **Memory.** For 2×10^5 keys the arrays take ~90 MB (one-bit outputs,
+//! 32-bit inputs) to ~200 MB (ReLU); they are requested on transparent huge
+//! pages and scrubbed on drop with one `memset` (see `mem`). Evaluation
+//! prefetches the next group's correction words one level at a time.
 //!
 //! Evaluation time depends only on public data (the number of keys, their
 //! shape and the inputs' count), never on key contents or inputs: both

@@ -17,13 +17,26 @@
 //! making the sum 0 at x = α. The PRG and Convert are those of
 //! [`crate::ggm`] (fixed-key AES, MMO).
 //!
-//! **Key size** (bytes): 5 (header), 16 (root seed), 16·n (seed
-//! corrections) and ⌈(2n + n·L·m + L·m) / 8⌉ (control-bit corrections, value
-//! corrections and leaf, bit-packed) — see [`DcfKey::size_bytes`];
-//! BCGGIKR21 give n(λ + m + 2) + λ + m bits.
+//! **Early termination** (one-bit outputs, G = Z_2): the tree stops
+//! ν = min(7, n) levels early — the optimisation of Boyle, Gilboa and Ishai,
+//! *Function Secret Sharing: Improvements and Extensions*, CCS 2016, for
+//! DPFs, applied here to the DCF. At depth d = n − ν each party expands its
+//! node into a 2^ν-entry table Convert(s) = H_4(s) (one AES block, 128
+//! one-bit entries) and the last correction word is the table
+//! CW = Convert(s_0) ⊕ Convert(s_1) ⊕ V_α ⊕ T, T\[j\] = β·\[j < α mod 2^ν\]:
+//! on the α-path (t_0 ⊕ t_1 = 1) the two outputs at x sum to V_α ⊕ (the
+//! table sum) = T\[x mod 2^ν\] = \[x < α\]·β; off the path the seeds and
+//! control bits are equal and the tables cancel. Still exact for every x.
 //!
-//! **Cost** of one evaluation: 2n AES blocks (n when m = 1), plus one for
-//! the leaf of a two-lane key. Batched evaluation runs on the
+//! **Key size** (bytes): 5 (header), 16 (root seed), 16·d (seed
+//! corrections) and ⌈(2d + d·L·m + leaf) / 8⌉ (control-bit corrections, value
+//! corrections and leaf, bit-packed), with d = n and leaf = L·m bits for
+//! wider outputs, d = n − ν and leaf = 2^ν bits for one-bit outputs — see
+//! [`DcfKey::size_bytes`]; BCGGIKR21 give n(λ + m + 2) + λ + m bits. For
+//! n = 32: 447 bytes (m = 1; 546 without early termination), 673 (m = 32).
+//!
+//! **Cost** of one evaluation: 2n AES blocks, plus one for the leaf of a
+//! two-lane key; n − ν + 1 when m = 1. Batched evaluation runs on the
 //! structure-of-arrays layout of [`crate::batch::DcfKeyBatch`] (AVX-512 +
 //! VAES where available); [`dcf_eval_batch`] converts slices of keys into
 //! it span by span.

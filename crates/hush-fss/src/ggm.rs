@@ -21,14 +21,16 @@
 //!   bit 0, the one-bit value v = bit 1, and the child seed is B with both
 //!   bits cleared (126 bits) — one AES call per level.
 //!
-//! Evaluation needs only the child on the input's path, so an n-level DCF
-//! costs 2n (unpacked) or n (packed) AES blocks per evaluation, plus one for
-//! the leaf of a two-lane key.
+//! Evaluation needs only the child on the input's path, so an n-level
+//! unpacked DCF costs 2n AES blocks per evaluation, plus one for the leaf of
+//! a two-lane key; a packed DCF with early termination (see [`crate::dcf`])
+//! costs n − ν + 1.
 //!
-//! The leaf value of a one-lane key is Convert'(s) = bits 64..127 of the
-//! final seed (uniform: those bits are untouched by the bit clearing); a
-//! two-lane key (m up to 64 per lane) needs 128 bits, so its leaf is
-//! Convert(H_4(s)).
+//! The leaf value of an unpacked one-lane key is Convert'(s) = bits 64..127
+//! of the final seed (uniform: those bits are untouched by the bit
+//! clearing); a two-lane key (m up to 64 per lane) needs 128 bits, so its
+//! leaf is Convert(H_4(s)). A packed key's leaf is the 2^ν-entry one-bit
+//! table H_4(s) (entry j = bit j, ν ≤ 7).
 //!
 //! The tweaks 0..4 are distinct and the seeds have their low two bits clear
 //! in packed mode, so no two hash inputs derived from one seed coincide.
