@@ -82,8 +82,11 @@ pub struct DcfKeyBatch {
     s0: Vec<u128>,
     /// Seed corrections: `scw[(g * bits + i) * GROUP + p]`.
     scw: Vec<u128>,
-    /// Value corrections (unless packed): `vcw[((g * bits + i) * GROUP + p) * lanes + l]`.
+    /// Value corrections of keys with out_bits > 32 (unless packed):
+    /// `vcw[((g * depth + i) * GROUP + p) * lanes + l]`.
     vcw: Vec<u64>,
+    /// The same for out_bits ≤ 32 (narrow: half the memory traffic).
+    vcw32: Vec<u32>,
     /// Leaf corrections: `leaf[(g * GROUP + p) * lw + l]`, lw = lanes, or 2
     /// (the 128-bit early-termination table) for one-bit keys.
     leaf: Vec<u64>,
@@ -100,6 +103,7 @@ impl Zeroize for DcfKeyBatch {
         mem::scrub(&mut self.s0);
         mem::scrub(&mut self.scw);
         mem::scrub(&mut self.vcw);
+        mem::scrub(&mut self.vcw32);
         mem::scrub(&mut self.leaf);
         mem::scrub(&mut self.tl);
         mem::scrub(&mut self.tr);
@@ -112,6 +116,7 @@ impl Zeroize for DcfKeyBatch {
 mod mem {
     /// Plain integer element types (all-zero bytes is a valid value).
     pub(super) trait Plain: Copy {}
+    impl Plain for u32 {}
     impl Plain for u64 {}
     impl Plain for u128 {}
 
@@ -199,7 +204,8 @@ impl DcfKeyBatch {
         DcfKeyBatch {
             s0: mem::with_capacity(g),
             scw: mem::with_capacity(g * nb),
-            vcw: mem::with_capacity(if packed { 0 } else { g * nb * lanes as usize }),
+            vcw: mem::with_capacity(if packed || out_bits <= 32 { 0 } else { g * nb * lanes as usize }),
+            vcw32: mem::with_capacity(if packed || out_bits > 32 { 0 } else { g * nb * lanes as usize }),
             leaf: mem::with_capacity(g * lw),
             tl: mem::with_capacity(g),
             tr: mem::with_capacity(g),
@@ -246,6 +252,19 @@ impl DcfKeyBatch {
     fn packed(&self) -> bool {
         self.out_bits == 1 && self.lanes == 1
     }
+    /// Value corrections stored as u32 (out_bits ≤ 32, reduced already).
+    fn narrow(&self) -> bool {
+        self.out_bits <= 32
+    }
+    /// Value correction at a flat index (portable evaluator).
+    #[inline(always)]
+    fn vcw_at(&self, at: usize) -> u64 {
+        if self.narrow() {
+            self.vcw32[at] as u64
+        } else {
+            self.vcw[at]
+        }
+    }
     /// u64 words of leaf correction per key.
     fn lw(&self) -> usize {
         if self.packed() {
@@ -278,7 +297,11 @@ impl DcfKeyBatch {
             self.s0.resize(self.s0.len() + z, 0);
             self.scw.resize(self.scw.len() + z * n, 0);
             if !packed {
-                self.vcw.resize(self.vcw.len() + z * n * nl, 0);
+                if self.narrow() {
+                    self.vcw32.resize(self.vcw32.len() + z * n * nl, 0);
+                } else {
+                    self.vcw.resize(self.vcw.len() + z * n * nl, 0);
+                }
             }
             self.leaf.resize(self.leaf.len() + z * lw, 0);
             self.tl.resize(self.tl.len() + z, 0);
@@ -295,7 +318,12 @@ impl DcfKeyBatch {
             self.scw[(g * n + i) * GROUP + p] = (lv[0] as u128) | ((lv[1] as u128) << 64);
             if !packed {
                 for l in 0..nl {
-                    self.vcw[((g * n + i) * GROUP + p) * nl + l] = lv[2 + l];
+                    let at = ((g * n + i) * GROUP + p) * nl + l;
+                    if self.narrow() {
+                        self.vcw32[at] = lv[2 + l] as u32;
+                    } else {
+                        self.vcw[at] = lv[2 + l];
+                    }
                 }
             }
         }
@@ -338,7 +366,11 @@ impl DcfKeyBatch {
                 if self.packed() {
                     avx::eval_packed(self, party, xs, out0)
                 } else {
-                    avx::eval_wide(self, party, xs, out0, out1.as_deref_mut())
+                    if self.narrow() {
+                        avx::eval_wide::<true>(self, party, xs, out0, out1.as_deref_mut())
+                    } else {
+                        avx::eval_wide::<false>(self, party, xs, out0, out1.as_deref_mut())
+                    }
                 }
             },
             _ => portable(self, party, xs, out0, out1),
@@ -435,7 +467,7 @@ fn portable(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: 
                     acc[p][0] ^= c.v[0] ^ ((vb[p] >> sh) & t[p] & 1);
                 } else {
                     for l in 0..nl {
-                        let cw = b.vcw[((g * n + i) * GROUP + p) * nl + l];
+                        let cw = b.vcw_at(((g * n + i) * GROUP + p) * nl + l);
                         acc[p][l] = acc[p][l].wrapping_add(c.v[l]).wrapping_add(cw & tm);
                     }
                 }
@@ -691,7 +723,13 @@ mod avx {
     /// Wider outputs (unpacked, one or two lanes): 16 keys (four seed and
     /// four value registers) per pass.
     #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
-    pub(super) unsafe fn eval_wide(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: Option<&mut [u64]>) {
+    pub(super) unsafe fn eval_wide<const NARROW: bool>(
+        b: &DcfKeyBatch,
+        party: u8,
+        xs: &[u64],
+        out0: &mut [u64],
+        mut out1: Option<&mut [u64]>,
+    ) {
         let n = b.bits as usize;
         let nl = b.lanes as usize;
         let rk = round_keys();
@@ -708,7 +746,9 @@ mod avx {
             let base = g * GROUP;
             let xg = group_inputs(xs, base, b.len);
             let scw = b.scw.as_ptr().add(g * n * GROUP);
-            let vcw = b.vcw.as_ptr().add(g * n * vstride);
+            let es = if NARROW { 4 } else { 8 };
+            let vbase: *const u8 = if NARROW { b.vcw32.as_ptr() as *const u8 } else { b.vcw.as_ptr() as *const u8 };
+            let vcw = vbase.add(g * n * vstride * es);
             let mut res = [[0u64; 8]; 8];
             for half in 0..2 {
                 let mut xv = [_mm512_setzero_si512(); 2];
@@ -730,13 +770,13 @@ mod avx {
                 // The same half of the next group, one level per level.
                 let gn = if g + 1 < ng { g + 1 } else { g };
                 let nscw = b.scw.as_ptr().add(gn * n * GROUP + 4 * z0);
-                let nvcw = b.vcw.as_ptr().add(gn * n * vstride + 4 * z0 * nl);
+                let nvcw = vbase.add((gn * n * vstride + 4 * z0 * nl) * es);
                 for i in 0..n {
                     for c in 0..4 {
                         prefetch(nscw.add(i * GROUP + 4 * c));
                     }
-                    for c in 0..nl * 2 {
-                        prefetch(nvcw.add(i * vstride + 8 * c));
+                    for c in 0..(16 * nl * es).div_ceil(64) {
+                        prefetch(nvcw.add(i * vstride * es + 64 * c));
                     }
                     let m = _mm512_set1_epi64((1u64 << (n - 1 - i)) as i64);
                     let mut dm = [0u8; 2];
@@ -752,7 +792,7 @@ mod avx {
                     }
                     let h = mmo::<8>(&rk, &inp);
                     let lvl = scw.add(i * GROUP);
-                    let vl = vcw.add(i * vstride);
+                    let vl = vcw.add(i * vstride * es);
                     let mut tb = [0u8; 4];
                     for z in 0..4 {
                         let zz = z0 + z;
@@ -760,10 +800,11 @@ mod avx {
                         let k = both(to_seed(t[z / 2], z & 1));
                         let sc = _mm512_and_si512(h[z], smask);
                         s[z] = _mm512_mask_xor_epi64(sc, k, sc, ld128(lvl.add(4 * zz)));
-                        let v = if nl == 2 {
-                            ld(vl.add(8 * zz))
-                        } else {
-                            _mm512_maskz_expandloadu_epi64(0x55, vl.add(4 * zz) as *const i64)
+                        let v = match (NARROW, nl == 2) {
+                            (false, true) => ld((vl as *const u64).add(8 * zz)),
+                            (false, false) => _mm512_maskz_expandloadu_epi64(0x55, (vl as *const i64).add(4 * zz)),
+                            (true, true) => _mm512_cvtepu32_epi64(_mm256_loadu_si256((vl as *const u32).add(8 * zz) as *const __m256i)),
+                            (true, false) => _mm512_maskz_expandloadu_epi32(0x1111, (vl as *const i32).add(4 * zz)),
                         };
                         acc[z] = _mm512_add_epi64(acc[z], h[4 + z]);
                         acc[z] = _mm512_mask_add_epi64(acc[z], k, acc[z], v);
