@@ -366,10 +366,12 @@ impl DcfKeyBatch {
                 if self.packed() {
                     avx::eval_packed(self, party, xs, out0)
                 } else {
-                    if self.narrow() {
-                        avx::eval_wide::<true>(self, party, xs, out0, out1.as_deref_mut())
-                    } else {
-                        avx::eval_wide::<false>(self, party, xs, out0, out1.as_deref_mut())
+                    let o1 = out1.as_deref_mut();
+                    match (self.narrow(), self.lanes) {
+                        (true, 1) => avx::eval_wide::<true, 1>(self, party, xs, out0, o1),
+                        (true, _) => avx::eval_wide::<true, 2>(self, party, xs, out0, o1),
+                        (false, 1) => avx::eval_wide::<false, 1>(self, party, xs, out0, o1),
+                        (false, _) => avx::eval_wide::<false, 2>(self, party, xs, out0, o1),
                     }
                 }
             },
@@ -723,7 +725,7 @@ mod avx {
     /// Wider outputs (unpacked, one or two lanes): 16 keys (four seed and
     /// four value registers) per pass.
     #[target_feature(enable = "avx512f,avx512bw,vaes,aes")]
-    pub(super) unsafe fn eval_wide<const NARROW: bool>(
+    pub(super) unsafe fn eval_wide<const NARROW: bool, const LANES: usize>(
         b: &DcfKeyBatch,
         party: u8,
         xs: &[u64],
@@ -731,7 +733,8 @@ mod avx {
         mut out1: Option<&mut [u64]>,
     ) {
         let n = b.bits as usize;
-        let nl = b.lanes as usize;
+        let nl = LANES;
+        debug_assert_eq!(LANES, b.lanes as usize);
         let rk = round_keys();
         let one_lo = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
         let tweak_v = _mm512_set_epi64(0, 2, 0, 2, 0, 2, 0, 2);
