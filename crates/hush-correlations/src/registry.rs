@@ -24,7 +24,9 @@ pub struct SourceConfig {
     pub max_mem: Option<usize>,
     /// Where SilentFlow's trusted module runs.
     pub tee: TeeBackend,
-    /// Kernel fusion (GGM and LPN on two threads) for Ferret and SilentFlow.
+    /// Kernel fusion for Ferret and SilentFlow: GGM expansion and LPN index
+    /// generation interleaved into the LPN reduction on one core per party
+    /// (see `fused.rs`); `false` runs the stages one after another.
     pub fused: bool,
     /// Explicit LPN parameters (tests); overrides `max_mem`.
     pub params: Option<LpnParams>,
@@ -51,7 +53,7 @@ impl SourceConfig {
 pub const MEM_OVERHEAD: usize = 64 << 20;
 
 /// The LPN parameter set for `cfg`: explicit, else the largest Ferret set
-/// whose batch (n + k blocks) plus [`MEM_OVERHEAD`] fits `max_mem`.
+/// whose streaming working set ([`LpnParams::batch_bytes`]) plus [`MEM_OVERHEAD`] fits `max_mem`.
 pub fn params_for(cfg: &SourceConfig) -> Result<LpnParams> {
     if let Some(p) = cfg.params {
         return Ok(p);
