@@ -143,7 +143,16 @@ pub(crate) unsafe fn prefetch_first(base: &[Block], offs: &[u32]) {
 /// many rows (~22 instructions and ~10 cache misses each) fit in the
 /// out-of-order window together, so the AES units work while the loads
 /// wait on L3 (SilentFlow §IV kernel fusion, at instruction level).
-pub(crate) const BG_EVERY: usize = 8;
+///
+/// It must also give the background enough slots: per h = 13 tree (8192
+/// rows, 16 chunks of SUB) the next chunks' index AES takes 16 × 40 steps
+/// and the next tree's GGM ~515–560 steps, ~1200 in all. At 8 rows
+/// (1024 slots) ~170 GGM steps per tree were left over and ran after the
+/// reduction, outside the shadow of its misses (counted: ~2·10^5 steps per
+/// party per 10^7 COTs, ~7–10 ms); at 6 (1365 slots) none are. Even, so
+/// that the two-row loop keeps rows paired.
+pub(crate) const BG_EVERY: usize = 6;
+const _: () = assert!(BG_EVERY.is_multiple_of(2));
 
 /// `out[j] = src[j] ⊕ XOR_l base[offs[10j + l] / 16]` (`src` None: `out`
 /// itself), interleaving `bg()` (one step of independent AES work; returns
