@@ -21,11 +21,8 @@
 //!   reduction reads the leaf, XORs the D gathered entries and writes
 //!   leaf ⊕ A·v **straight into the caller's buffer** with non-temporal
 //!   stores, so the outputs neither pass through a batch buffer nor evict
-//!   the k-vector — the receiver too: its choice bits (the outputs' lsbs)
-//!   are taken from the registers before the store (`mul_add_bg`'s
-//!   `lsbs`), so its 16 MB request buffers never pass through L3 either
-//!   (storing them normally evicted the k-vectors: 0.165 → 0.131 s median
-//!   wall for 10^7 COTs, both parties);
+//!   the k-vector (the receiver, which reads its outputs' lsbs as choice
+//!   bits, stores normally and takes the bits per tree while it is in L2);
 //! * rows are produced only when the caller asks for them (the batch is a
 //!   stream), so there is no n-block buffer at all: a party holds the
 //!   k-vector, the next batch's k-vector (filled from the batch's last
@@ -96,8 +93,6 @@ pub(crate) struct Batches {
     /// Two trees of GGM leaves (the current one and the next, expanded
     /// while the current one's LPN rows are reduced).
     pair: Vec<Block>,
-    /// The lsbs of one tree's outputs (receiver).
-    tree_bits: Vec<u64>,
     /// Next row of the current batch (None: no batch started).
     pos: Option<usize>,
     pub(crate) batch: u64,
@@ -113,7 +108,6 @@ impl Drop for Batches {
         self.next.zeroize();
         self.scratch.zeroize();
         self.pair.zeroize();
-        self.tree_bits.zeroize();
         self.plan.wipe();
     }
 }
@@ -136,7 +130,6 @@ impl Batches {
             lpn: None,
             plan: Plan::default(),
             pair: Vec::new(),
-            tree_bits: Vec::new(),
             pos: None,
             batch: 0,
             produced: 0,
@@ -162,7 +155,6 @@ impl Batches {
             self.next.zeroize();
             self.scratch.zeroize();
             self.pair.zeroize();
-            self.tree_bits.zeroize();
             self.plan.wipe();
             self.scratch_tree = None;
             trees.end();
@@ -209,7 +201,6 @@ impl Batches {
                 trees.end();
                 self.scratch.zeroize();
                 self.pair.zeroize();
-                self.tree_bits.zeroize();
                 self.plan.wipe();
                 self.scratch_tree = None;
                 self.pos = None;
@@ -235,7 +226,7 @@ impl Batches {
     ) -> Result<()> {
         let p = self.params;
         let l = p.leaves();
-        let Batches { base, next, scratch, scratch_tree, lpn, fused, plan, pair, tree_bits, .. } = self;
+        let Batches { base, next, scratch, scratch_tree, lpn, fused, plan, pair, .. } = self;
         let lpn = lpn.as_ref().expect("batch started");
         let (v, cots) = base.split_at(p.k);
         let dst: &mut [Block] = match dst {
@@ -268,17 +259,11 @@ impl Batches {
                             trees.plant(ch, &p, cots, tree + j + 1, nxt, plan)?;
                         }
                         let mut job = crate::simd::GgmJob::new(nxt, plan);
-                        // Non-temporal stores for both parties: the
-                        // receiver's lsbs come from the registers.
-                        let tb = if bits.is_some() {
-                            tree_bits.resize(l.div_ceil(64), 0);
-                            Some(&mut tree_bits[..])
-                        } else {
-                            None
-                        };
-                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, true, tb, &mut || job.step());
+                        // Non-temporal stores unless the lsbs are read back.
+                        let nt = bits.is_none();
+                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, nt, &mut || job.step());
                         if let Some((w, at)) = bits.as_mut() {
-                            crate::simd::or_bits(tree_bits, l, w, *at + d + j * l);
+                            crate::simd::or_lsbs(t, w, *at + d + j * l);
                         }
                     }
                 } else {

@@ -40,7 +40,6 @@ pub const D: usize = 10;
 /// Rows whose indices are generated per AES batch (their 10·SUB 32-bit
 /// offsets, 20 KiB, stay in L1).
 pub const SUB: usize = 512;
-const _: () = assert!(SUB.is_multiple_of(64));
 /// 32-bit words per row pair: 2·D = 20 words = 5 AES blocks.
 const BLOCKS_PER_PAIR: usize = D / 2;
 
@@ -172,16 +171,12 @@ impl LpnMatrix {
     /// the same way (double-buffered offsets), and `bg` is drained before
     /// returning.
     pub(crate) fn mul_xor_bg(&self, base: &[Block], row0: usize, out: &mut [Block], bg: &mut dyn FnMut() -> bool) {
-        self.mul_add_bg(base, row0, None, out, false, None, bg)
+        self.mul_add_bg(base, row0, None, out, false, bg)
     }
 
     /// out[j] = src[j] ⊕ (A·base)[row0 + j] (`src` None: out itself), as
     /// [`Self::mul_xor_bg`]; with a `src` and `nt` the output is written
     /// with non-temporal stores so that it does not evict the k-vector.
-    /// `lsbs` (⌈len/64⌉ words, overwritten): bit j = lsb of `out[j]`, taken
-    /// from the registers before the store (the receiver's choice bits, so
-    /// that it too can store non-temporally).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn mul_add_bg(
         &self,
         base: &[Block],
@@ -189,7 +184,6 @@ impl LpnMatrix {
         src: Option<&[Block]>,
         out: &mut [Block],
         nt: bool,
-        mut lsbs: Option<&mut [u64]>,
         bg: &mut dyn FnMut() -> bool,
     ) {
         if let Some(s) = src {
@@ -210,8 +204,6 @@ impl LpnMatrix {
         let mut cur = 0;
         for (sb, o) in out.chunks_mut(SUB).enumerate() {
             let so = src.map(|s| &s[sb * SUB..sb * SUB + o.len()]);
-            // SUB is a multiple of 64: chunk sb's bits start at word sb·SUB/64.
-            let lw = lsbs.as_deref_mut().map(|w| &mut w[sb * SUB / 64..]);
             let (a, b) = bufs.split_at_mut(1);
             let (now, next) = if cur == 0 { (&a[0], &mut b[0]) } else { (&b[0], &mut a[0]) };
             // One raw pointer for the job's writes and the reduction's
@@ -237,7 +229,7 @@ impl LpnMatrix {
                 // SAFETY: the offsets come from `offsets`/`OffsetJob` with
                 // k = base.len() (asserted above): each is 16·(an index < k).
                 // `next_ptr` has 10·SUB ≥ 10·PREFETCH_ROWS words.
-                unsafe { crate::simd::gather_rows_bg(base, now, next_ptr, so, o, nt, pf, lw, &mut f) };
+                unsafe { crate::simd::gather_rows_bg(base, now, next_ptr, so, o, nt, pf, &mut f) };
             }
             while job.step() {}
             cur ^= 1;
@@ -326,34 +318,5 @@ mod tests {
         let mut out2 = out.clone();
         m.mul_xor(&base, 10, &mut out2);
         assert!(out2.iter().all(|b| *b == Block::ZERO));
-    }
-
-    #[test]
-    fn register_lsbs_match_outputs() {
-        // Above PREFETCH_ABOVE so the prefetching kernel runs too.
-        for k in [1000usize, (PREFETCH_ABOVE / 16) + 77] {
-            let mut base = vec![Block::ZERO; k];
-            for (i, b) in base.iter_mut().enumerate() {
-                *b = Block((i as u128 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835));
-            }
-            let m = LpnMatrix::new(5, k);
-            for n in [1usize, 63, 64, 65, 777, 2 * SUB + 130] {
-                let src: Vec<Block> = (0..n as u128).map(|i| Block(i * 0x1234_5678_9abc_def1)).collect();
-                let mut want = src.clone();
-                m.mul_xor(&base, 4, &mut want);
-                for nt in [false, true] {
-                    let mut out = vec![Block::ONES; n];
-                    let mut bits = vec![!0u64; n.div_ceil(64)];
-                    m.mul_add_bg(&base, 4, Some(&src), &mut out, nt, Some(&mut bits), &mut || false);
-                    assert_eq!(out, want, "k {k} n {n}");
-                    for (j, w) in want.iter().enumerate() {
-                        assert_eq!((bits[j / 64] >> (j % 64)) & 1, (w.0 & 1) as u64, "k {k} n {n} row {j}");
-                    }
-                    if n % 64 != 0 {
-                        assert_eq!(bits[n / 64] >> (n % 64), 0, "k {k} n {n}: stray bits");
-                    }
-                }
-            }
-        }
     }
 }

@@ -176,7 +176,6 @@ pub(crate) unsafe fn gather_rows_bg(
     out: &mut [Block],
     nt: bool,
     prefetch: bool,
-    mut lsbs: Option<&mut [u64]>,
     bg: &mut dyn FnMut() -> bool,
 ) {
     debug_assert!(src.is_none_or(|s| s.len() == out.len()));
@@ -187,25 +186,22 @@ pub(crate) unsafe fn gather_rows_bg(
         let nt = nt && src.is_some() && (out.as_ptr() as usize).is_multiple_of(16);
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
         let (o, nx, y) = (offs.as_ptr(), next, out.as_mut_ptr());
-        let lp = lsbs.as_mut().map_or(std::ptr::null_mut(), |w| {
-            assert!(w.len() >= n.div_ceil(64));
-            w.as_mut_ptr()
-        });
         static AVX2: OnceLock<bool> = OnceLock::new();
-        let avx2 = *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"));
-        macro_rules! go {
-            ($($nt:literal, $pf:literal, $lb:literal);*) => {
-                match (nt, prefetch, !lp.is_null()) {
-                    $(($nt, $pf, $lb) => if avx2 {
-                        x86::gather_rows_bg::<$nt, $pf, $lb>(base, o, nx, sp, y, lp, n, bg)
-                    } else {
-                        x86::gather_rows_bg_sse2::<$nt, $pf, $lb>(base, o, nx, sp, y, lp, n, bg)
-                    },)*
-                }
-            };
+        if *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2")) {
+            match (nt, prefetch) {
+                (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, bg),
+                (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, bg),
+                (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, bg),
+                (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, bg),
+            }
+        } else {
+            match (nt, prefetch) {
+                (true, true) => x86::gather_rows_bg_sse2::<true, true>(base, o, nx, sp, y, n, bg),
+                (true, false) => x86::gather_rows_bg_sse2::<true, false>(base, o, nx, sp, y, n, bg),
+                (false, true) => x86::gather_rows_bg_sse2::<false, true>(base, o, nx, sp, y, n, bg),
+                (false, false) => x86::gather_rows_bg_sse2::<false, false>(base, o, nx, sp, y, n, bg),
+            }
         }
-        go!(true, true, true; true, true, false; true, false, true; true, false, false;
-            false, true, true; false, true, false; false, false, true; false, false, false);
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -214,10 +210,6 @@ pub(crate) unsafe fn gather_rows_bg(
             out.copy_from_slice(s);
         }
         gather_rows(base, offs, out, true, prefetch);
-        if let Some(w) = lsbs {
-            w[..out.len().div_ceil(64)].fill(0);
-            or_lsbs(out, w, 0);
-        }
         let _ = (nt, bg);
     }
 }
@@ -239,22 +231,6 @@ pub(crate) fn or_lsbs(x: &[Block], words: &mut [u64], at: usize) {
         };
         #[cfg(not(target_arch = "x86_64"))]
         let v = c.iter().enumerate().fold(0u64, |a, (j, b)| a | ((b.0 as u64 & 1) << j));
-        let pos = at + i;
-        let (w, sh) = (pos / 64, pos % 64);
-        words[w] |= v << sh;
-        if sh != 0 && sh + m > 64 {
-            words[w + 1] |= v >> (64 - sh);
-        }
-        i += m;
-    }
-}
-
-/// ORs bits `at..at + nbits` of `words` with bits `0..nbits` of `src`.
-pub(crate) fn or_bits(src: &[u64], nbits: usize, words: &mut [u64], at: usize) {
-    let mut i = 0;
-    while i < nbits {
-        let m = 64.min(nbits - i);
-        let v = if m == 64 { src[i / 64] } else { src[i / 64] & ((1u64 << m) - 1) };
         let pos = at + i;
         let (w, sh) = (pos / 64, pos % 64);
         words[w] |= v << sh;
@@ -636,41 +612,38 @@ mod x86 {
     /// not read again soon and should not evict the k-vector); `PF`:
     /// prefetch PREFETCH_ROWS rows ahead, into `next` for the last rows.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn gather_rows_bg<const NT: bool, const PF: bool, const LB: bool>(
+    pub(super) unsafe fn gather_rows_bg<const NT: bool, const PF: bool>(
         base: &[Block],
         o: *const u32,
         next: *const u32,
         src: *const Block,
         out: *mut Block,
-        lsb: *mut u64,
         n: usize,
         bg: &mut dyn FnMut() -> bool,
     ) {
-        gather_body::<NT, PF, LB>(base, o, next, src, out, lsb, n, bg)
+        gather_body::<NT, PF>(base, o, next, src, out, n, bg)
     }
 
     /// [`gather_rows_bg`] for CPUs without AVX2 (SSE2 only).
-    pub(super) unsafe fn gather_rows_bg_sse2<const NT: bool, const PF: bool, const LB: bool>(
+    pub(super) unsafe fn gather_rows_bg_sse2<const NT: bool, const PF: bool>(
         base: &[Block],
         o: *const u32,
         next: *const u32,
         src: *const Block,
         out: *mut Block,
-        lsb: *mut u64,
         n: usize,
         bg: &mut dyn FnMut() -> bool,
     ) {
-        gather_body::<NT, PF, LB>(base, o, next, src, out, lsb, n, bg)
+        gather_body::<NT, PF>(base, o, next, src, out, n, bg)
     }
 
     #[inline(always)]
-    unsafe fn gather_body<const NT: bool, const PF: bool, const LB: bool>(
+    unsafe fn gather_body<const NT: bool, const PF: bool>(
         base: &[Block],
         o: *const u32,
         next: *const u32,
         src: *const Block,
         out: *mut Block,
-        lsb: *mut u64,
         n: usize,
         bg: &mut dyn FnMut() -> bool,
     ) {
@@ -679,9 +652,6 @@ mod x86 {
         let x = src as *const __m128i;
         let y = out as *mut __m128i;
         let mut j = 0;
-        // LB: the outputs' lsbs, 64 rows per word of `lsb`.
-        let mut acc = 0u64;
-        let lo = |a: __m128i| (_mm_cvtsi128_si64(a) as u64) & 1;
         while j < n {
             let end = (j + super::BG_EVERY).min(n);
             if PF && end + AHEAD <= n {
@@ -699,13 +669,6 @@ mod x86 {
                         _mm_storeu_si128(y.add(j), a0);
                         _mm_storeu_si128(y.add(j + 1), a1);
                     }
-                    if LB {
-                        acc |= (lo(a0) | (lo(a1) << 1)) << (j & 63);
-                        if (j + 2) & 63 == 0 {
-                            *lsb.add(j / 64) = acc;
-                            acc = 0;
-                        }
-                    }
                     j += 2;
                 }
             }
@@ -720,19 +683,9 @@ mod x86 {
                 } else {
                     _mm_storeu_si128(y.add(j), a);
                 }
-                if LB {
-                    acc |= lo(a) << (j & 63);
-                    if (j + 1) & 63 == 0 {
-                        *lsb.add(j / 64) = acc;
-                        acc = 0;
-                    }
-                }
                 j += 1;
             }
             bg();
-        }
-        if LB && n & 63 != 0 {
-            *lsb.add(n / 64) = acc;
         }
         if NT {
             _mm_sfence();
