@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec ./target/release/hush demo "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/hush" demo "$@"
