@@ -25,6 +25,13 @@ pub struct CommonArgs {
     /// (attestation simulated — gives no hardware protection).
     #[arg(long, default_value = "in-process")]
     pub tee: String,
+    /// Per-party memory budget for pre-dealing (e.g. 256MiB; 0 disables):
+    /// the modules deal the next inference's input-independent
+    /// correlations (linear masks, comparison keys) before its input
+    /// arrives; what does not fit is dealt during the online phase. A
+    /// session uses the smaller of the two parties' budgets.
+    #[arg(long, default_value = "256MiB")]
+    pub predeal_mem: String,
 }
 
 /// Fixed-point options (the server's values are used in a session).
@@ -160,7 +167,8 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     if !engine::FAMILIES.contains(&common.proto.as_str()) {
         return Err(Error::Config(format!("unknown protocol family '{}' (choose one of {})", common.proto, engine::FAMILIES.join(", "))));
     }
-    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, ..Default::default() };
+    let predeal_mem = parse_size(&common.predeal_mem)?;
+    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, predeal_mem, ..Default::default() };
     if let Some(f) = fixed {
         o.cfg = FixedConfig::new(f.bits, f.frac)?;
         if f.chunk == 0 {
@@ -238,7 +246,7 @@ fn print_report(json_out: bool, v: &serde_json::Value) {
         return;
     }
     println!(
-        "  online {:.3} s, offline (setup) {:.3} s; bytes client→server {}, server→client {}; rounds {}",
+        "  online {:.3} s, offline (setup + pre-dealing) {:.3} s; bytes client→server {}, server→client {}; rounds {}",
         v["online_s"].as_f64().unwrap_or(0.0),
         v["offline_s"].as_f64().unwrap_or(0.0),
         v["online_bytes_client_to_server"],

@@ -11,6 +11,15 @@
 //!   `hush-2pc` — [`FssNonlinear`] (`fss`, the default) and
 //!   [`TamiNonlinear`] (`tami`).
 //!
+//! **Pre-dealing.** All module dealing is input-independent: the linear
+//! layers' masks and every nonlinear chunk's keys form a deterministic
+//! [`schedule`] per inference. [`predeal`] deals the longest prefix of it
+//! that fits a memory budget *before* the input exists (the sessions in
+//! [`crate::runtime`] call it after setup and after each inference, for
+//! the next one); [`run`] consumes the pre-dealt items in order and deals
+//! the rest on the fly, so with everything pre-dealt the online phase
+//! makes no module crossing.
+//!
 //! Each value is freed after its last reader, so a party holds at most
 //! [`crate::model::Model::peak_live_elems`] activation elements plus one
 //! layer's temporaries; nonlinear layers are processed in chunks of at
@@ -73,17 +82,70 @@ impl TrustedModule for SharedModule {
     }
 }
 
+/// Which nonlinear gate a dealt batch serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    Relu,
+    /// Signed truncation by this many bits.
+    Trunc(u32),
+}
+
+/// Pre-dealt batches of one family, in the order the online run consumes
+/// them: `(gate, elements, batch)`.
+struct Queue<B> {
+    q: std::collections::VecDeque<(Gate, usize, B)>,
+}
+
+impl<B> Queue<B> {
+    fn new() -> Self {
+        Queue { q: Default::default() }
+    }
+    /// The front batch if it serves exactly (gate, n); on a mismatch the
+    /// queue is dropped (both parties see the same mismatch, so they stay in
+    /// lock-step and deal the rest on the fly).
+    fn take(&mut self, g: Gate, n: usize) -> Option<B> {
+        match self.q.front() {
+            Some((gg, nn, _)) if *gg == g && *nn == n => self.q.pop_front().map(|e| e.2),
+            Some(_) => {
+                self.q.clear();
+                None
+            }
+            None => None,
+        }
+    }
+}
+
 /// The nonlinear layer of one party: both parties call the same methods in
 /// the same order with their shares.
 pub trait Nonlinear: Send {
     /// Family name (`fss`, `tami`).
     fn family(&self) -> &'static str;
+    /// One gate in place on additive shares, in chunks; each chunk uses the
+    /// next pre-dealt batch if it matches, else deals on the fly.
+    fn gate(&mut self, ch: &mut dyn Channel, x: &mut [u64], g: Gate) -> Result<()>;
     /// ReLU in place on additive shares.
-    fn relu(&mut self, ch: &mut dyn Channel, x: &mut [u64]) -> Result<()>;
+    fn relu(&mut self, ch: &mut dyn Channel, x: &mut [u64]) -> Result<()> {
+        self.gate(ch, x, Gate::Relu)
+    }
     /// Signed truncation ⌊x / 2^shift⌋ in place on additive shares.
-    fn truncate(&mut self, ch: &mut dyn Channel, x: &mut [u64], shift: u32) -> Result<()>;
+    fn truncate(&mut self, ch: &mut dyn Channel, x: &mut [u64], shift: u32) -> Result<()> {
+        self.gate(ch, x, Gate::Trunc(shift))
+    }
     /// Whether [`Nonlinear::truncate`] is exact (else faithful, error ≤ 1 ulp).
     fn exact_truncation(&self) -> bool;
+    /// Largest number of elements per chunk.
+    fn chunk(&self) -> usize;
+    /// Offline: deals one batch of `n ≤ chunk` elements for `g` and queues it.
+    fn predeal(&mut self, g: Gate, n: usize) -> Result<()>;
+    /// Drops every queued batch.
+    fn clear_predealt(&mut self);
+    /// Queued batches.
+    fn predealt_len(&self) -> usize;
+    /// Estimated bytes one party holds for a batch of `n` elements of `g`:
+    /// a function of public parameters only, identical at both parties
+    /// (the larger of the two parties' shares), so both decide alike what
+    /// fits a pre-dealing budget.
+    fn est_bytes(&self, g: Gate, n: usize) -> u64;
 }
 
 fn tpc(e: hush_2pc::Error) -> Error {
@@ -98,20 +160,19 @@ pub struct FssNonlinear {
     party: u8,
     bits: u32,
     chunk: usize,
+    pre: Queue<hush_2pc::fss::FssBatch>,
 }
 
 impl FssNonlinear {
     pub fn new(module: SharedModule, party: u8, bits: u32, chunk: usize) -> Self {
-        FssNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1) }
+        FssNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1), pre: Queue::new() }
     }
-    fn gate(&mut self, ch: &mut dyn Channel, x: &mut [u64], gate: hush_2pc::fss::FssGate) -> Result<()> {
-        let shape = hush_2pc::fss::FssShape { bits: self.bits, gate };
-        for c in x.chunks_mut(self.chunk) {
-            let b = hush_2pc::fss::deal(&mut self.dealer, self.party, c.len(), shape).map_err(tpc)?;
-            let out = hush_2pc::fss::online(ch, &b, Some(c), true).map_err(tpc)?.arith().map_err(tpc)?;
-            c.copy_from_slice(&out.v);
-        }
-        Ok(())
+    fn shape(&self, g: Gate) -> hush_2pc::fss::FssShape {
+        let gate = match g {
+            Gate::Relu => hush_2pc::fss::FssGate::Relu,
+            Gate::Trunc(f) => hush_2pc::fss::FssGate::Trunc { f },
+        };
+        hush_2pc::fss::FssShape { bits: self.bits, gate }
     }
 }
 
@@ -119,14 +180,40 @@ impl Nonlinear for FssNonlinear {
     fn family(&self) -> &'static str {
         "fss"
     }
-    fn relu(&mut self, ch: &mut dyn Channel, x: &mut [u64]) -> Result<()> {
-        self.gate(ch, x, hush_2pc::fss::FssGate::Relu)
-    }
-    fn truncate(&mut self, ch: &mut dyn Channel, x: &mut [u64], shift: u32) -> Result<()> {
-        self.gate(ch, x, hush_2pc::fss::FssGate::Trunc { f: shift })
+    fn gate(&mut self, ch: &mut dyn Channel, x: &mut [u64], g: Gate) -> Result<()> {
+        let shape = self.shape(g);
+        for c in x.chunks_mut(self.chunk) {
+            let b = match self.pre.take(g, c.len()) {
+                Some(b) => b,
+                None => hush_2pc::fss::deal(&mut self.dealer, self.party, c.len(), shape).map_err(tpc)?,
+            };
+            let out = hush_2pc::fss::online(ch, &b, Some(c), true).map_err(tpc)?.arith().map_err(tpc)?;
+            c.copy_from_slice(&out.v);
+        }
+        Ok(())
     }
     fn exact_truncation(&self) -> bool {
         true
+    }
+    fn chunk(&self) -> usize {
+        self.chunk
+    }
+    fn predeal(&mut self, g: Gate, n: usize) -> Result<()> {
+        let shape = self.shape(g);
+        let b = hush_2pc::fss::deal(&mut self.dealer, self.party, n, shape).map_err(tpc)?;
+        self.pre.q.push_back((g, n, b));
+        Ok(())
+    }
+    fn clear_predealt(&mut self) {
+        self.pre.q.clear();
+    }
+    fn predealt_len(&self) -> usize {
+        self.pre.q.len()
+    }
+    fn est_bytes(&self, g: Gate, n: usize) -> u64 {
+        // key bytes plus the dealt value and offset words (both parties
+        // hold keys of the same size)
+        n as u64 * (self.shape(g).key_bytes() as u64 + 16)
     }
 }
 
@@ -139,19 +226,36 @@ pub struct TamiNonlinear {
     party: u8,
     bits: u32,
     chunk: usize,
+    pre: Queue<hush_2pc::tami::TamiBatch>,
 }
 
 impl TamiNonlinear {
     pub fn new(module: SharedModule, party: u8, bits: u32, chunk: usize) -> Self {
-        TamiNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1) }
+        TamiNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1), pre: Queue::new() }
     }
-    fn gate(&mut self, ch: &mut dyn Channel, x: &mut [u64], flavor: hush_2pc::tami::Flavor) -> Result<()> {
+    fn shape(&self, g: Gate) -> hush_2pc::tami::TamiShape {
+        let flavor = match g {
+            Gate::Relu => hush_2pc::tami::Flavor::Relu,
+            Gate::Trunc(f) => hush_2pc::tami::Flavor::Trunc { f },
+        };
+        hush_2pc::tami::TamiShape::new(self.bits, hush_2pc::tami::DEFAULT_K, hush_2pc::tami::DEFAULT_ARITY, flavor)
+    }
+}
+
+impl Nonlinear for TamiNonlinear {
+    fn family(&self) -> &'static str {
+        "tami"
+    }
+    fn gate(&mut self, ch: &mut dyn Channel, x: &mut [u64], g: Gate) -> Result<()> {
         use hush_transport::ChannelExt;
-        let shape = hush_2pc::tami::TamiShape::new(self.bits, hush_2pc::tami::DEFAULT_K, hush_2pc::tami::DEFAULT_ARITY, flavor);
+        let shape = self.shape(g);
         let cfg = FixedConfig { bits: self.bits, frac: 1 };
         let m = cfg.mask();
         for c in x.chunks_mut(self.chunk) {
-            let b = hush_2pc::tami::deal(&mut self.dealer, self.party, c.len(), shape).map_err(tpc)?;
+            let b = match self.pre.take(g, c.len()) {
+                Some(b) => b,
+                None => hush_2pc::tami::deal(&mut self.dealer, self.party, c.len(), shape).map_err(tpc)?,
+            };
             let out = if self.party == 0 {
                 let d = linear::recv_ring(ch, &cfg, c.len(), "tami: re-masked share x_1 − m")?;
                 let y: Vec<u64> = c.iter().zip(&d).map(|(a, b)| a.wrapping_add(*b) & m).collect();
@@ -166,20 +270,42 @@ impl TamiNonlinear {
         }
         Ok(())
     }
-}
-
-impl Nonlinear for TamiNonlinear {
-    fn family(&self) -> &'static str {
-        "tami"
-    }
-    fn relu(&mut self, ch: &mut dyn Channel, x: &mut [u64]) -> Result<()> {
-        self.gate(ch, x, hush_2pc::tami::Flavor::Relu)
-    }
-    fn truncate(&mut self, ch: &mut dyn Channel, x: &mut [u64], shift: u32) -> Result<()> {
-        self.gate(ch, x, hush_2pc::tami::Flavor::Trunc { f: shift })
-    }
     fn exact_truncation(&self) -> bool {
         false
+    }
+    fn chunk(&self) -> usize {
+        self.chunk
+    }
+    fn predeal(&mut self, g: Gate, n: usize) -> Result<()> {
+        let shape = self.shape(g);
+        let b = hush_2pc::tami::deal(&mut self.dealer, self.party, n, shape).map_err(tpc)?;
+        self.pre.q.push_back((g, n, b));
+        Ok(())
+    }
+    fn clear_predealt(&mut self) {
+        self.pre.q.clear();
+    }
+    fn predealt_len(&self) -> usize {
+        self.pre.q.len()
+    }
+    fn est_bytes(&self, g: Gate, n: usize) -> u64 {
+        // the larger party's share (hush_tee::deal::tami's layout): party 1
+        // holds its input and the leaf tables, both hold the merge subsets
+        // and masks (one bit per element each) and the post-processing words
+        let shape = self.shape(g);
+        let plan = shape.plan();
+        let w = n.div_ceil(64) as u64;
+        let n = n as u64;
+        let mut words = n * (1 + plan.leaves as u64);
+        words += w * plan.levels.iter().map(|l| l.subsets.len() as u64).sum::<u64>();
+        words += w * plan.levels.iter().skip(1).map(|l| l.inputs.len() as u64).sum::<u64>();
+        if shape.has_post() {
+            words += w + n;
+        }
+        if matches!(g, Gate::Relu) {
+            words += n * (1 + self.bits as u64);
+        }
+        8 * words
     }
 }
 
@@ -232,6 +358,139 @@ pub struct Party<'a> {
     pub nl: &'a mut dyn Nonlinear,
     /// Inference number within the session (fresh module masks per run).
     pub batch: u64,
+    /// Linear-layer correlations pre-dealt for this run (see [`predeal`]);
+    /// the pre-dealt nonlinear batches are queued in `nl`.
+    pub pre: &'a mut Predealt,
+}
+
+/// One input-independent correlation of an inference, in the order the
+/// online run consumes them (a deterministic function of the plan and
+/// the chunk size, identical at both parties).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DealItem {
+    Linear { layer: u32, in_len: usize, out_len: usize },
+    Nonlinear { gate: Gate, n: usize },
+}
+
+/// The dealing schedule of one inference: every linear layer's masks and
+/// every nonlinear chunk, in online order.
+pub fn schedule(plan: &Plan, chunk: usize) -> Vec<DealItem> {
+    let chunk = chunk.max(1);
+    let frac = plan.cfg.frac;
+    let mut out = Vec::new();
+    let nl = |out: &mut Vec<DealItem>, gate: Gate, n: usize| {
+        let mut left = n;
+        while left > 0 {
+            let m = left.min(chunk);
+            out.push(DealItem::Nonlinear { gate, n: m });
+            left -= m;
+        }
+    };
+    for st in &plan.steps {
+        match &st.kind {
+            StepKind::Linear { layer, in_len, out_len, op, .. } => {
+                let (i, o) = op.as_ref().map(|op| (op.in_len(), op.out_len())).unwrap_or((*in_len, *out_len));
+                out.push(DealItem::Linear { layer: *layer, in_len: i, out_len: o });
+                nl(&mut out, Gate::Trunc(frac), o);
+            }
+            StepKind::AvgPool { .. } => nl(&mut out, Gate::Trunc(frac), st.out_len),
+            StepKind::Relu => nl(&mut out, Gate::Relu, st.out_len),
+            StepKind::MaxPool { offs, .. } => {
+                // window sizes halve (rounding up) each round of pairs
+                let mut sizes: Vec<usize> = offs.windows(2).map(|w| (w[1] - w[0]) as usize).collect();
+                loop {
+                    let pairs: usize = sizes.iter().map(|s| s / 2).sum();
+                    if pairs == 0 {
+                        break;
+                    }
+                    nl(&mut out, Gate::Relu, pairs);
+                    for s in sizes.iter_mut() {
+                        *s = s.div_ceil(2);
+                    }
+                }
+            }
+            StepKind::AddConst { .. } | StepKind::Add | StepKind::Reshape | StepKind::Concat { .. } => {}
+        }
+    }
+    out
+}
+
+/// A party's pre-dealt correlations for one inference (linear-layer masks
+/// here, nonlinear batches queued in its [`Nonlinear`]) and what
+/// pre-dealing them cost.
+#[derive(Default)]
+pub struct Predealt {
+    linear: std::collections::VecDeque<(u32, u64, hush_tee::linear_deal::LinearResponse)>,
+    /// The inference these correlations are for.
+    pub batch: Option<u64>,
+    /// Items of the schedule pre-dealt (a prefix) and in all.
+    pub items: usize,
+    pub total_items: usize,
+    /// Estimated bytes held (see [`Nonlinear::est_bytes`]).
+    pub est_bytes: u64,
+    /// Wall time of pre-dealing, module crossings it made.
+    pub secs: f64,
+    pub crossings: u64,
+}
+
+impl Predealt {
+    /// The pre-dealt masks of (`layer`, `batch`) if they are next.
+    fn take_linear(&mut self, layer: u32, batch: u64) -> Option<hush_tee::linear_deal::LinearResponse> {
+        match self.linear.front() {
+            Some((l, b, _)) if *l == layer && *b == batch => self.linear.pop_front().map(|e| e.2),
+            Some(_) => {
+                self.linear.clear();
+                None
+            }
+            None => None,
+        }
+    }
+    /// Drops everything held (responses zeroize on drop).
+    pub fn clear(&mut self) {
+        self.linear.clear();
+        self.batch = None;
+        self.items = 0;
+        self.est_bytes = 0;
+    }
+}
+
+/// Offline: deals the longest prefix of inference `batch`'s [`schedule`]
+/// whose estimated size fits `budget` bytes (0 disables) and stores it in
+/// `pre` and `nl`; the rest is dealt on the fly during the run. Both
+/// parties must call this with the same plan, chunk, batch and budget at
+/// the same point of the session (the module's comparison batch numbers
+/// are a per-session counter). Anything still held is dropped first.
+pub fn predeal(plan: &Plan, module: &mut SharedModule, nl: &mut dyn Nonlinear, pre: &mut Predealt, batch: u64, budget: u64) -> Result<()> {
+    let t0 = Instant::now();
+    let m0 = module.stats();
+    pre.clear();
+    nl.clear_predealt();
+    let sched = schedule(plan, nl.chunk());
+    pre.total_items = sched.len();
+    pre.batch = Some(batch);
+    let mut used = 0u64;
+    for it in &sched {
+        let est = match it {
+            DealItem::Linear { in_len, out_len, .. } => 8 * (*in_len + *out_len) as u64,
+            DealItem::Nonlinear { gate, n } => nl.est_bytes(*gate, *n),
+        };
+        if used + est > budget {
+            break;
+        }
+        match it {
+            DealItem::Linear { layer, in_len, out_len } => {
+                let d = linear::deal(module, &plan.cfg, *layer, batch, *in_len, *out_len)?;
+                pre.linear.push_back((*layer, batch, d));
+            }
+            DealItem::Nonlinear { gate, n } => nl.predeal(*gate, *n)?,
+        }
+        used += est;
+        pre.items += 1;
+    }
+    pre.est_bytes = used;
+    pre.secs = t0.elapsed().as_secs_f64();
+    pre.crossings = (module.stats() - m0).crossings;
+    Ok(())
 }
 
 /// Server only: binds every linear layer's weights to its module.
@@ -274,16 +533,23 @@ pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: 
         let y: Vec<u64> = match &st.kind {
             StepKind::Linear { layer, in_len: _, out_len, op, bias, macs: mc } => {
                 let x = vals[st.inputs[0]].as_deref().ok_or_else(|| Error::Protocol("value freed too early".into()))?;
+                let dealt = p.pre.take_linear(*layer, p.batch);
                 let mut y = if server {
                     let op = op.as_ref().expect("server plan has weights");
                     macs = *mc;
-                    let mut y = linear::server(p.ch, &mut p.module, &cfg, *layer, p.batch, op, x)?;
+                    let mut y = match dealt {
+                        Some(d) => linear::server_with(p.ch, &cfg, d, op, x)?,
+                        None => linear::server(p.ch, &mut p.module, &cfg, *layer, p.batch, op, x)?,
+                    };
                     for (v, b) in y.iter_mut().zip(bias.iter()) {
                         *v = v.wrapping_add(*b) & m;
                     }
                     y
                 } else {
-                    linear::client(p.ch, &mut p.module, &cfg, *layer, p.batch, x, *out_len)?
+                    match dealt {
+                        Some(d) => linear::client_with(p.ch, &cfg, d, x, *out_len)?,
+                        None => linear::client(p.ch, &mut p.module, &cfg, *layer, p.batch, x, *out_len)?,
+                    }
                 };
                 p.nl.truncate(p.ch, &mut y, cfg.frac)?;
                 y
@@ -408,6 +674,9 @@ pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: 
         });
         progress(si + 1, total);
     }
+    // whatever was pre-dealt for this run and not used is dropped
+    p.pre.clear();
+    p.nl.clear_predealt();
     let out = vals[plan.output].take().ok_or_else(|| Error::Protocol("output freed".into()))?;
     Ok((out, costs))
 }

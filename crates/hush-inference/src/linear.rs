@@ -77,12 +77,21 @@ pub fn load(module: &mut dyn TrustedModule, layer: u32, op: &LinearOp) -> Result
     Ok(())
 }
 
+/// Either side: this party's correlation of (`layer`, `batch`) from its
+/// module (input-independent: may run before the input exists). Client:
+/// (B, R_C); server: W·B − R_C.
+pub fn deal(module: &mut dyn TrustedModule, cfg: &FixedConfig, layer: u32, batch: u64, in_len: usize, out_len: usize) -> Result<LinearResponse> {
+    linear_call(module, LinearRequest::Deal { layer, batch, bits: cfg.bits, in_len: in_len as u32, out_len: out_len as u32 })
+}
+
 /// Client side of one linear layer: sends F = x_C − B, returns R_C.
 pub fn client(ch: &mut dyn Channel, module: &mut dyn TrustedModule, cfg: &FixedConfig, layer: u32, batch: u64, x_c: &[u64], out_len: usize) -> Result<Vec<u64>> {
-    let mut d = linear_call(
-        module,
-        LinearRequest::Deal { layer, batch, bits: cfg.bits, in_len: x_c.len() as u32, out_len: out_len as u32 },
-    )?;
+    let d = deal(module, cfg, layer, batch, x_c.len(), out_len)?;
+    client_with(ch, cfg, d, x_c, out_len)
+}
+
+/// Client side with an already dealt correlation `d` = (B, R_C).
+pub fn client_with(ch: &mut dyn Channel, cfg: &FixedConfig, mut d: LinearResponse, x_c: &[u64], out_len: usize) -> Result<Vec<u64>> {
     if d.first.len() != x_c.len() || d.second.len() != out_len {
         return Err(Error::Protocol("module: linear masks of the wrong size".into()));
     }
@@ -94,8 +103,13 @@ pub fn client(ch: &mut dyn Channel, module: &mut dyn TrustedModule, cfg: &FixedC
 
 /// Server side of one linear layer: returns W·(x_S + F) + (W·B − R_C).
 pub fn server(ch: &mut dyn Channel, module: &mut dyn TrustedModule, cfg: &FixedConfig, layer: u32, batch: u64, op: &LinearOp, x_s: &[u64]) -> Result<Vec<u64>> {
+    let d = deal(module, cfg, layer, batch, op.in_len(), op.out_len())?;
+    server_with(ch, cfg, d, op, x_s)
+}
+
+/// Server side with an already dealt correlation `d` = W·B − R_C.
+pub fn server_with(ch: &mut dyn Channel, cfg: &FixedConfig, mut d: LinearResponse, op: &LinearOp, x_s: &[u64]) -> Result<Vec<u64>> {
     let (n_in, n_out) = (op.in_len(), op.out_len());
-    let mut d = linear_call(module, LinearRequest::Deal { layer, batch, bits: cfg.bits, in_len: n_in as u32, out_len: n_out as u32 })?;
     if d.first.len() != n_out {
         return Err(Error::Protocol("module: linear correlation of the wrong size".into()));
     }

@@ -6,11 +6,15 @@
 //!    (the public architecture: layer kinds and shapes, no weights) or
 //!    `{"ok":false,"error":…}`;
 //! 3. seed agreement of the two parties' modules (server = party 0 =
-//!    `Sender`), the server binds its linear layers' weights to its module —
-//!    this is the *offline* part (input-independent);
+//!    `Sender`), the server binds its linear layers' weights to its module,
+//!    then both parties *pre-deal* the first inference's correlations
+//!    ([`engine::predeal`], up to the session's pre-dealing budget: the
+//!    smaller of the client's `predeal_mem` in its hello and the server's,
+//!    echoed in the reply) — this is the *offline* part (input-independent);
 //! 4. per inference: client → server `I`, then both run the engine in
 //!    lockstep and the server sends its share of the logits (client only
-//!    reconstructs); `Q` ends the session.
+//!    reconstructs); then both pre-deal the next inference (offline again,
+//!    before its input exists); `Q` ends the session.
 //!
 //! A server session that fails (a client that disconnects, sends garbage,
 //! or times out) ends with an error for that session only: each session has
@@ -44,7 +48,13 @@ pub struct Options {
     pub max_sessions: usize,
     /// Client's peak-memory budget in bytes (checked before running).
     pub max_mem: Option<u64>,
+    /// Per-party budget (bytes, estimated) for correlations pre-dealt
+    /// before an inference's input exists; 0 disables pre-dealing.
+    pub predeal_mem: u64,
 }
+
+/// Default pre-dealing budget per party (256 MiB).
+pub const DEFAULT_PREDEAL_MEM: u64 = 256 << 20;
 
 impl Default for Options {
     fn default() -> Self {
@@ -56,6 +66,7 @@ impl Default for Options {
             profile: NetProfile::none(),
             max_sessions: 64,
             max_mem: None,
+            predeal_mem: DEFAULT_PREDEAL_MEM,
         }
     }
 }
@@ -96,6 +107,14 @@ pub struct PartyReport {
     pub offline_bytes_sent: u64,
     pub offline_bytes_recv: u64,
     pub module: String,
+    /// Pre-dealing for this inference (included in `offline_secs`).
+    pub predeal_secs: f64,
+    pub predeal_items: usize,
+    pub predeal_total_items: usize,
+    pub predeal_est_bytes: u64,
+    pub predeal_crossings: u64,
+    /// The session's pre-dealing budget.
+    pub predeal_mem: u64,
 }
 
 fn totals(layers: &[LayerCost]) -> (u64, u64, u32, u64, f64) {
@@ -121,25 +140,31 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
         return Err(Error::Protocol(msg));
     }
+    // a client that names no budget gets none (it would not pre-deal)
+    let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem);
     let reply = json!({
         "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": opts.chunk,
-        "architecture": model.header_json,
+        "predeal_mem": predeal_mem, "architecture": model.header_json,
     });
     ch.send(reply.to_string().as_bytes())?;
     let mut module = new_module(&opts.tee)?;
     hush_tee::establish(&mut module, ch, ModuleRole::Sender)?;
     engine::load_weights(plan, &mut module)?;
     let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, opts.chunk)?;
+    let mut pre = engine::Predealt::default();
+    engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
     let mut served = 0usize;
     loop {
         let ctl = ch.recv()?;
         match ctl.as_slice() {
             b"Q" => return Ok(served),
             b"I" => {
-                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64 };
+                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre };
                 let (share, _) = engine::run(plan, &mut p, vec![0u64; plan.input_len], |_, _| {})?;
                 linear::send_ring(ch, &plan.cfg, &share)?;
                 served += 1;
+                // offline for the next inference (the client does the same)
+                engine::predeal(plan, &mut module, &mut *nl, &mut pre, served as u64, predeal_mem)?;
             }
             _ => return Err(Error::Protocol("unknown session control message".into())),
         }
@@ -155,10 +180,17 @@ pub struct ClientSession<C: Channel> {
     nl: Box<dyn engine::Nonlinear>,
     next: u64,
     pub proto: String,
+    /// Session setup (hello, seed agreement), without pre-dealing.
     pub offline_secs: f64,
     offline_cost: hush_transport::Cost,
     max_mem: Option<u64>,
     chunk: usize,
+    pre: engine::Predealt,
+    /// The session's pre-dealing budget (the smaller of both parties').
+    pub predeal_mem: u64,
+    /// Whether to pre-deal the next inference after each one (the server
+    /// of [`serve_session`] always does: keep it on with such a server).
+    pub predeal_next: bool,
 }
 
 /// The result of one private inference at the client.
@@ -173,7 +205,7 @@ impl<C: Channel> ClientSession<C> {
     /// Hello, architecture, module seed agreement (the offline part).
     pub fn start(mut ch: C, opts: &Options) -> Result<Self> {
         let t0 = Instant::now();
-        ch.send(json!({"hush": "inference", "version": 1, "proto": opts.proto}).to_string().as_bytes())?;
+        ch.send(json!({"hush": "inference", "version": 1, "proto": opts.proto, "predeal_mem": opts.predeal_mem}).to_string().as_bytes())?;
         let r = recv_json(&mut ch, "server hello")?;
         if r.get("ok").and_then(Value::as_bool) != Some(true) {
             return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
@@ -200,9 +232,28 @@ impl<C: Channel> ClientSession<C> {
         }
         let mut module = new_module(&opts.tee)?;
         hush_tee::establish(&mut module, &mut ch, ModuleRole::Receiver)?;
-        let nl = engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?;
+        let mut nl = engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?;
+        let predeal_mem = r.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem);
+        let offline_secs = t0.elapsed().as_secs_f64();
         let offline_cost = ch.cost();
-        Ok(ClientSession { ch, model, plan, module, nl, next: 0, proto, offline_secs: t0.elapsed().as_secs_f64(), offline_cost, max_mem: opts.max_mem, chunk })
+        let mut pre = engine::Predealt::default();
+        engine::predeal(&plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
+        Ok(ClientSession {
+            ch,
+            model,
+            plan,
+            module,
+            nl,
+            next: 0,
+            proto,
+            offline_secs,
+            offline_cost,
+            max_mem: opts.max_mem,
+            chunk,
+            pre,
+            predeal_mem,
+            predeal_next: true,
+        })
     }
 
     /// Checks an input's shape against the model's (a leading batch
@@ -221,34 +272,65 @@ impl<C: Channel> ClientSession<C> {
         self.check_shape(shape)?;
         let _ = (self.max_mem, self.chunk);
         let xq = self.plan.encode_input(x)?;
+        let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
         let t0 = Instant::now();
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next };
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre };
         let (share, layers) = engine::run(&self.plan, &mut p, xq, progress)?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
+        let online_secs = t0.elapsed().as_secs_f64();
         self.next += 1;
         let m = self.plan.cfg.mask();
         let y: Vec<u64> = share.iter().zip(&theirs).map(|(a, b)| a.wrapping_add(*b) & m).collect();
         let report = PartyReport {
             layers,
-            online_secs: t0.elapsed().as_secs_f64(),
-            offline_secs: self.offline_secs,
+            online_secs,
+            offline_secs: self.offline_secs + pd.0,
             offline_bytes_sent: self.offline_cost.bytes_sent,
             offline_bytes_recv: self.offline_cost.bytes_recv,
             module: self.module.describe(),
+            predeal_secs: pd.0,
+            predeal_items: pd.1,
+            predeal_total_items: pd.2,
+            predeal_est_bytes: pd.3,
+            predeal_crossings: pd.4,
+            predeal_mem: self.predeal_mem,
         };
+        self.after_inference()?;
         Ok(Inference { logits: self.plan.decode(&y), shape: self.model.output_shape().to_vec(), report })
+    }
+
+    /// Offline for the next inference, in lock-step with the server.
+    fn after_inference(&mut self) -> Result<()> {
+        if self.predeal_next {
+            engine::predeal(&self.plan, &mut self.module, &mut *self.nl, &mut self.pre, self.next, self.predeal_mem)?;
+        } else {
+            self.pre = engine::Predealt::default();
+        }
+        Ok(())
+    }
+
+    /// What is pre-dealt for the next inference.
+    pub fn predealt(&self) -> &engine::Predealt {
+        &self.pre
     }
 
     /// The raw ring output of one inference (tests compare it to the reference).
     pub fn infer_ring(&mut self, x: &[u64]) -> Result<Vec<u64>> {
+        Ok(self.infer_ring_costs(x)?.0)
+    }
+
+    /// [`ClientSession::infer_ring`] with the client's per-layer costs.
+    pub fn infer_ring_costs(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next };
-        let (share, _) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre };
+        let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         self.next += 1;
         let m = self.plan.cfg.mask();
-        Ok(share.iter().zip(&theirs).map(|(a, b)| a.wrapping_add(*b) & m).collect())
+        let y = share.iter().zip(&theirs).map(|(a, b)| a.wrapping_add(*b) & m).collect();
+        self.after_inference()?;
+        Ok((y, layers))
     }
 
     /// Ends the session politely.
@@ -312,19 +394,21 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         let mut ch = a;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
-        let _ = hello;
-        let reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": o2.chunk, "architecture": m2.header_json});
+        let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(o2.predeal_mem);
+        let reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": o2.chunk, "predeal_mem": predeal_mem, "architecture": m2.header_json});
         ch.send(reply.to_string().as_bytes())?;
         let mut module = new_module(&o2.tee)?;
         hush_tee::establish(&mut module, &mut ch, ModuleRole::Sender)?;
         engine::load_weights(&p2, &mut module)?;
         let mut nl = engine::make_family(&o2.proto, module.clone(), SERVER, p2.cfg.bits, o2.chunk)?;
+        let mut pre = engine::Predealt::default();
+        engine::predeal(&p2, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
         let ctl = ch.recv()?;
         if ctl != b"I" {
             return Err(Error::Protocol("expected an inference".into()));
         }
         let t = Instant::now();
-        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0 };
+        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre };
         let (share, layers) = engine::run(&p2, &mut p, vec![0u64; p2.input_len], |_, _| {})?;
         linear::send_ring(&mut ch, &p2.cfg, &share)?;
         let secs = t.elapsed().as_secs_f64();
@@ -333,6 +417,9 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
     });
     let client = (|| -> Result<Inference> {
         let mut s = ClientSession::start(b, opts)?;
+        // one inference only: nothing to pre-deal after it (the server
+        // thread above does not either)
+        s.predeal_next = false;
         let r = s.infer(shape, x, progress)?;
         s.close()?;
         Ok(r)
@@ -377,6 +464,12 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "online_s": c.online_secs,
         "server_online_s": run.server_online_secs,
         "offline_s": c.offline_secs,
+        "predeal_s": c.predeal_secs,
+        "predeal_mem": c.predeal_mem,
+        "predeal_items": c.predeal_items,
+        "predeal_total_items": c.predeal_total_items,
+        "predeal_est_bytes": c.predeal_est_bytes,
+        "predeal_module_crossings": c.predeal_crossings,
         "offline_bytes": c.offline_bytes_sent + c.offline_bytes_recv,
         "online_bytes_client_to_server": c_sent,
         "online_bytes_server_to_client": c_recv,
@@ -386,8 +479,10 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "client_module_s": c_msecs,
         "server_module_crossings": s_cross,
         "server_module_s": s_msecs,
-        // Module dealing is input-independent (could run before the input
-        // exists); both parties deal concurrently, so the online time
+        // Module dealing is input-independent: what fits the pre-dealing
+        // budget ran before the input existed (in offline_s); dealing_s is
+        // the dealing left to the online phase (0 when everything was
+        // pre-dealt). Both parties deal concurrently, so the online time
         // without it is estimated as online − the larger module time.
         "dealing_s": c_msecs.max(s_msecs),
         "online_excl_dealing_s": (c.online_secs - c_msecs.max(s_msecs)).max(0.0),

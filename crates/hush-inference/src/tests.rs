@@ -379,3 +379,81 @@ fn server_isolates_failing_sessions() {
     assert!(h.sessions_ok.load(std::sync::atomic::Ordering::SeqCst) >= 4);
     h.shutdown();
 }
+
+/// One session of `n` inferences (server of `serve_session` on a thread):
+/// per inference the ring output, the client's online module crossings,
+/// and what had been pre-dealt for it (items, of how many).
+fn session_runs(m: &Arc<Model>, xs: &[Vec<f64>], server_opts: &Options, client_opts: &Options) -> Vec<(Vec<u64>, u64, usize, usize)> {
+    let (mut a, b) = MemChannel::pair();
+    let (m2, p2, o2) = (m.clone(), Plan::new(m, server_opts.cfg).unwrap(), server_opts.clone());
+    let srv = std::thread::spawn(move || runtime::serve_session(&mut a, &m2, &p2, &o2).unwrap());
+    let mut s = runtime::ClientSession::start(b, client_opts).unwrap();
+    let mut out = Vec::new();
+    for x in xs {
+        let (items, total) = (s.predealt().items, s.predealt().total_items);
+        let xq = s.plan.encode_input(x).unwrap();
+        let (y, layers) = s.infer_ring_costs(&xq).unwrap();
+        out.push((y, layers.iter().map(|l| l.module_crossings).sum(), items, total));
+    }
+    s.close().unwrap();
+    assert_eq!(srv.join().unwrap(), xs.len());
+    out
+}
+
+/// Pre-dealing: with everything within the budget the secure output still
+/// equals the fixed-point reference and the online phase makes no module
+/// crossing, inference after inference (both parties pre-deal the next
+/// one in lock-step); with a small budget the rest is dealt online, and
+/// with 0 nothing is pre-dealt — the output is the same either way.
+#[test]
+fn predealing_keeps_reference_output_and_empties_the_online_module_crossings() {
+    for bytes in [residual_net(), concat_net()] {
+        let m = Arc::new(Model::from_bytes(&bytes).unwrap());
+        let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+        let xs: Vec<Vec<f64>> = (0..3).map(|i| input_for(&m, 20 + i)).collect();
+        let refs: Vec<Vec<u64>> = xs.iter().map(|x| reference::run(&plan, &plan.encode_input(x).unwrap()).unwrap()).collect();
+        let o = opts("fss");
+        // everything fits the default budget
+        for (i, (y, cross, items, total)) in session_runs(&m, &xs, &o, &o).into_iter().enumerate() {
+            assert_eq!(y, refs[i], "{}: inference {i} differs from the reference", m.name);
+            assert_eq!(cross, 0, "{}: inference {i} crossed the module online", m.name);
+            assert!(total > 0 && items == total, "{}: {items} of {total} pre-dealt", m.name);
+        }
+        // a budget for part of the schedule (the client's smaller budget wins)
+        let small = Options { predeal_mem: 300 << 10, ..o.clone() };
+        for (i, (y, cross, items, total)) in session_runs(&m, &xs, &o, &small).into_iter().enumerate() {
+            assert_eq!(y, refs[i], "{}: partial pre-dealing, inference {i}", m.name);
+            assert!(items > 0 && items < total, "{}: {items} of {total} pre-dealt with a small budget", m.name);
+            assert!(cross > 0);
+        }
+        // disabled (the server's 0 wins)
+        let off = Options { predeal_mem: 0, ..o.clone() };
+        for (i, (y, cross, items, _)) in session_runs(&m, &xs, &off, &o).into_iter().enumerate() {
+            assert_eq!(y, refs[i], "{}: without pre-dealing, inference {i}", m.name);
+            assert_eq!(items, 0);
+            assert!(cross > 0);
+        }
+    }
+    // TAMI, and the server's side of a local run: no online crossings either
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let x = input_for(&m, 30);
+    let r = reference::run_f64(&plan, &x).unwrap();
+    for proto in ["fss", "tami"] {
+        let run = runtime::run_local(m.clone(), &m.input_shape.clone(), &x, &opts(proto), false, |_, _| {}).unwrap();
+        let c: u64 = run.inference.report.layers.iter().map(|l| l.module_crossings).sum();
+        let s: u64 = run.server_layers.iter().map(|l| l.module_crossings).sum();
+        assert_eq!((c, s), (0, 0), "{proto}: online module crossings");
+        assert!(run.inference.report.predeal_crossings > 0);
+        let v = runtime::run_json(&m, &run, &opts(proto));
+        assert_eq!(v["dealing_s"].as_f64(), Some(0.0));
+        assert!(v["offline_s"].as_f64().unwrap() >= v["predeal_s"].as_f64().unwrap());
+        if proto == "fss" {
+            assert_eq!(run.inference.logits, r);
+        } else {
+            for (a, b) in run.inference.logits.iter().zip(&r) {
+                assert!((a - b).abs() <= 16.0 / 4096.0, "tami {a} vs reference {b}");
+            }
+        }
+    }
+}
