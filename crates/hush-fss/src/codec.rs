@@ -13,6 +13,10 @@ impl Writer {
     pub fn with_capacity(n: usize) -> Self {
         Writer { buf: Vec::with_capacity(n), acc: 0, nacc: 0 }
     }
+    /// A writer appending to `buf` (take it back from `.buf`).
+    pub fn from_vec(buf: Vec<u8>) -> Self {
+        Writer { buf, acc: 0, nacc: 0 }
+    }
     pub fn bytes(&mut self, b: &[u8]) {
         debug_assert_eq!(self.nacc, 0);
         self.buf.extend_from_slice(b);

@@ -212,6 +212,13 @@ impl DcfKey {
         w.buf
     }
 
+    /// Appends the encoding of [`Self::to_bytes`] to `out` (no temporary).
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::from_vec(std::mem::take(out));
+        self.write(&mut w);
+        *out = w.buf;
+    }
+
     pub(crate) fn write(&self, w: &mut Writer) {
         w.bytes(&[TAG_DCF, self.party, self.bits as u8, self.out_bits as u8, self.lanes as u8]);
         w.u128(self.s0);
@@ -573,4 +580,299 @@ where
     }
     o0.zeroize();
     o1.zeroize();
+}
+
+// ------------------------------------------------------- batched key generation
+
+/// Keys generated together per pass of [`gen_core`]: one AES call per tree
+/// level covers all their seeds (4 or 8 blocks per key; 256 keys keep the
+/// block buffer within L1/L2).
+const GEN_CHUNK: usize = 256;
+
+/// Draws the two root seeds of one key exactly as [`gen_lanes`] does.
+#[inline]
+pub(crate) fn draw_roots(prg: &mut Prg, out_bits: u32, lanes: u32) -> [u128; 2] {
+    let smask = ggm::seed_mask(is_packed(out_bits, lanes));
+    let a = prg.random_block().0 & smask;
+    let b = prg.random_block().0 & smask;
+    [a, b]
+}
+
+/// Batched key generation from pre-drawn root seeds (see [`draw_roots`]):
+/// key j of the output is the pair [`gen_lanes`] returns for `alphas[j]`,
+/// `betas[j]` when its two root draws yield `roots[j]` — the same keys, byte
+/// for byte. The tree is built level by level over chunks of keys, one AES
+/// call per level for all seeds of the chunk. Same preconditions as
+/// [`gen_lanes`] (0 ≤ bits ≤ 64, α < 2^bits).
+#[allow(clippy::needless_range_loop)] // k indexes several per-key arrays
+pub(crate) fn gen_core(
+    bits: u32,
+    out_bits: u32,
+    lanes: u32,
+    roots: &[[u128; 2]],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
+) -> (Vec<DcfKey>, Vec<DcfKey>) {
+    debug_assert!(check_params(bits, out_bits, lanes, 0).is_ok());
+    assert_eq!(roots.len(), alphas.len());
+    assert_eq!(roots.len(), betas.len());
+    let nk = roots.len();
+    let packed = is_packed(out_bits, lanes);
+    let om = mask(out_bits);
+    let nl = lanes as usize;
+    let n = bits as usize;
+    let nu = et_nu(bits, out_bits, lanes);
+    let d = depth(bits, out_bits, lanes) as usize;
+    let st = stride(out_bits, lanes);
+    // Blocks per key and level: 2 parties × 2 directions (× 2 for values).
+    let per = if packed { 2 } else { 4 };
+    let bpk = 2 * per;
+    let cm = GEN_CHUNK.min(nk.max(1));
+    let mut out0 = Vec::with_capacity(nk);
+    let mut out1 = Vec::with_capacity(nk);
+    let mut blk = vec![Block::ZERO; cm * bpk];
+    let mut s = vec![[0u128; 2]; cm];
+    let mut t = vec![[0u64; 2]; cm];
+    let mut va = vec![[0u64; 2]; cm];
+    // Correction words of the chunk, key k at k·dst (flat, no per-level pushes).
+    let dst = d * st;
+    let mut cwf = vec![0u64; cm * dst];
+    let mut tl = vec![0u64; cm];
+    let mut tr = vec![0u64; cm];
+    let mut vb = vec![0u64; cm];
+    let mut base = 0;
+    while base < nk {
+        let m = cm.min(nk - base);
+        for k in 0..m {
+            s[k] = roots[base + k];
+            t[k] = [0, 1];
+            va[k] = [0, 0];
+            tl[k] = 0;
+            tr[k] = 0;
+            vb[k] = 0;
+        }
+        for i in 0..d {
+            for k in 0..m {
+                let o = k * bpk;
+                for b in 0..2 {
+                    let sb = s[k][b];
+                    blk[o + b * per] = Block(sb);
+                    blk[o + b * per + 1] = Block(sb ^ 1);
+                    if !packed {
+                        blk[o + b * per + 2] = Block(sb ^ ggm::TWEAK_V);
+                        blk[o + b * per + 3] = Block(sb ^ (ggm::TWEAK_V + 1));
+                    }
+                }
+            }
+            ggm::pi().encrypt_blocks(&mut blk[..m * bpk]);
+            let sh = n - 1 - i;
+            for k in 0..m {
+                let o = k * bpk;
+                let [s0, s1] = s[k];
+                // MMO: H_c(s) = π(s ⊕ c) ⊕ s ⊕ c; children B[b][d].
+                let b00 = blk[o].0 ^ s0;
+                let b01 = blk[o + 1].0 ^ s0 ^ 1;
+                let b10 = blk[o + per].0 ^ s1;
+                let b11 = blk[o + per + 1].0 ^ s1 ^ 1;
+                let a64 = (alphas[base + k] >> sh) & 1;
+                let am = a64.wrapping_neg();
+                let am128 = ((am as u128) << 64) | am as u128;
+                // keep = α_i, lose = 1 − α_i (branch-free selects).
+                let k0b = b00 ^ ((b00 ^ b01) & am128);
+                let l0b = b00 ^ b01 ^ k0b;
+                let k1b = b10 ^ ((b10 ^ b11) & am128);
+                let l1b = b10 ^ b11 ^ k1b;
+                let smask_lvl = ggm::seed_mask(packed);
+                let s_cw = (l0b ^ l1b) & smask_lvl;
+                let (t0, t1) = t[k].into();
+                let negm = t1.wrapping_neg();
+                let sg = |x: u64| (x ^ negm).wrapping_sub(negm);
+                let cw = &mut cwf[k * dst + i * st..k * dst + (i + 1) * st];
+                cw[0] = s_cw as u64;
+                cw[1] = (s_cw >> 64) as u64;
+                let beta = betas[base + k];
+                let vak = &mut va[k];
+                if packed {
+                    let (vk0, vl0) = (((k0b >> 1) & 1) as u64, ((l0b >> 1) & 1) as u64);
+                    let (vk1, vl1) = (((k1b >> 1) & 1) as u64, ((l1b >> 1) & 1) as u64);
+                    let v = sg(vl1.wrapping_sub(vl0).wrapping_sub(vak[0]).wrapping_add(beta[0] & am)) & om;
+                    vak[0] = vak[0].wrapping_sub(vk1).wrapping_add(vk0).wrapping_add(sg(v));
+                    vb[k] |= v << i;
+                } else {
+                    let w00 = blk[o + 2].0 ^ s0 ^ ggm::TWEAK_V;
+                    let w01 = blk[o + 3].0 ^ s0 ^ (ggm::TWEAK_V + 1);
+                    let w10 = blk[o + per + 2].0 ^ s1 ^ ggm::TWEAK_V;
+                    let w11 = blk[o + per + 3].0 ^ s1 ^ (ggm::TWEAK_V + 1);
+                    let wk0 = w00 ^ ((w00 ^ w01) & am128);
+                    let wl0 = w00 ^ w01 ^ wk0;
+                    let wk1 = w10 ^ ((w10 ^ w11) & am128);
+                    let wl1 = w10 ^ w11 ^ wk1;
+                    for l in 0..nl {
+                        let lane = |w: u128| (w >> (64 * l)) as u64;
+                        let v = sg(lane(wl1).wrapping_sub(lane(wl0)).wrapping_sub(vak[l]).wrapping_add(beta[l] & am)) & om;
+                        vak[l] = vak[l].wrapping_sub(lane(wk1)).wrapping_add(lane(wk0)).wrapping_add(sg(v));
+                        cw[2 + l] = v;
+                    }
+                }
+                let t_l = ((b00 ^ b10) & 1) as u64 ^ a64 ^ 1;
+                let t_r = ((b01 ^ b11) & 1) as u64 ^ a64;
+                tl[k] |= t_l << i;
+                tr[k] |= t_r << i;
+                let t_keep = t_l ^ ((t_l ^ t_r) & am);
+                let m0 = (t0 as u128).wrapping_neg();
+                let m1 = (t1 as u128).wrapping_neg();
+                s[k] = [(k0b & smask_lvl) ^ (s_cw & m0), (k1b & smask_lvl) ^ (s_cw & m1)];
+                t[k] = [(k0b & 1) as u64 ^ (t0 & t_keep), (k1b & 1) as u64 ^ (t1 & t_keep)];
+            }
+        }
+        // Leaves: H_4 of both final seeds (packed table or two-lane values),
+        // one AES call for the chunk; one-lane unpacked leaves need none.
+        let need_leaf_aes = packed || nl == 2;
+        if need_leaf_aes {
+            for k in 0..m {
+                blk[2 * k] = Block(s[k][0] ^ ggm::TWEAK_LEAF);
+                blk[2 * k + 1] = Block(s[k][1] ^ ggm::TWEAK_LEAF);
+            }
+            ggm::pi().encrypt_blocks(&mut blk[..2 * m]);
+            for k in 0..m {
+                blk[2 * k].0 ^= s[k][0] ^ ggm::TWEAK_LEAF;
+                blk[2 * k + 1].0 ^= s[k][1] ^ ggm::TWEAK_LEAF;
+            }
+        }
+        for k in 0..m {
+            let alpha = alphas[base + k];
+            let beta = betas[base + k];
+            let mut leaf = [0u64; 2];
+            if packed {
+                let tmask = table_mask(nu);
+                let (c0, c1) = (blk[2 * k].0, blk[2 * k + 1].0);
+                let below = if beta[0] & 1 == 1 { (1u128 << (alpha & mask(nu))) - 1 } else { 0 };
+                let va_all = if va[k][0] & 1 == 1 { u128::MAX } else { 0 };
+                let cw = (c0 ^ c1 ^ va_all ^ below) & tmask;
+                leaf = [cw as u64, (cw >> 64) as u64];
+            } else {
+                let (c0, c1) = if nl == 1 {
+                    ([ggm::leaf_one_lane(s[k][0]), 0], [ggm::leaf_one_lane(s[k][1]), 0])
+                } else {
+                    let (h0, h1) = (blk[2 * k].0, blk[2 * k + 1].0);
+                    ([h0 as u64, (h0 >> 64) as u64], [h1 as u64, (h1 >> 64) as u64])
+                };
+                for l in 0..nl {
+                    let v = c1[l].wrapping_sub(c0[l]).wrapping_sub(va[k][l]);
+                    leaf[l] = if t[k][1] == 1 { v.wrapping_neg() } else { v } & om;
+                }
+            }
+            let cw = cwf[k * dst..(k + 1) * dst].to_vec();
+            let k0 = DcfKey {
+                party: 0,
+                bits,
+                out_bits,
+                lanes,
+                s0: roots[base + k][0],
+                cw: cw.clone(),
+                tl: tl[k],
+                tr: tr[k],
+                vbits: vb[k],
+                leaf,
+            };
+            let k1 = DcfKey { party: 1, bits, out_bits, lanes, s0: roots[base + k][1], cw, tl: tl[k], tr: tr[k], vbits: vb[k], leaf };
+            leaf.zeroize();
+            out0.push(k0);
+            out1.push(k1);
+        }
+        base += m;
+    }
+    blk.zeroize();
+    cwf.zeroize();
+    s.zeroize();
+    va.zeroize();
+    t.zeroize();
+    tl.zeroize();
+    tr.zeroize();
+    vb.zeroize();
+    (out0, out1)
+}
+
+/// Validates the parameters of a batch of one-lane DCFs.
+fn check_batch(bits: u32, out_bits: u32, alphas: &[u64], betas: &[u64]) -> Result<(), Error> {
+    check_params(bits, out_bits, 1, 1)?;
+    if alphas.len() != betas.len() {
+        return Err(Error::Param { name: "betas", value: betas.len() as u64, reason: "length differs from alphas" });
+    }
+    if let Some(&a) = alphas.iter().find(|&&a| a & !mask(bits) != 0) {
+        return Err(Error::Param { name: "alpha", value: a, reason: "must be below 2^bits" });
+    }
+    Ok(())
+}
+
+/// Batched [`dcf_gen`]: key pair j is exactly what `dcf_gen(prg, bits,
+/// alphas[j], betas[j], out_bits)` would return when called for j = 0, 1, …
+/// in turn on the same PRG (same draws, same order, same bytes), but the AES
+/// work of each tree level is done in one call across many keys. Returns
+/// (party 0's keys, party 1's keys).
+///
+/// Panics on bad parameters or if the slices differ in length (see
+/// [`try_dcf_gen_batch`]).
+pub fn dcf_gen_batch(prg: &mut Prg, bits: u32, alphas: &[u64], betas: &[u64], out_bits: u32) -> (Vec<DcfKey>, Vec<DcfKey>) {
+    try_dcf_gen_batch(prg, bits, alphas, betas, out_bits).expect("dcf_gen_batch: bad parameters")
+}
+
+/// [`dcf_gen_batch`] returning [`Error::Param`] on bad parameters (nothing
+/// is drawn from the PRG then).
+pub fn try_dcf_gen_batch(
+    prg: &mut Prg,
+    bits: u32,
+    alphas: &[u64],
+    betas: &[u64],
+    out_bits: u32,
+) -> Result<(Vec<DcfKey>, Vec<DcfKey>), Error> {
+    let mut r = dcf_gen_batch_multi(prg, &[DcfBatchSpec { bits, out_bits, alphas, betas }])?;
+    Ok(r.pop().expect("one spec"))
+}
+
+/// Party 0's and party 1's keys of a batch.
+pub type DcfKeyVecs = (Vec<DcfKey>, Vec<DcfKey>);
+
+/// One family of a [`dcf_gen_batch_multi`] call: `alphas.len()` one-lane
+/// DCFs of one shape.
+#[derive(Clone, Copy, Debug)]
+pub struct DcfBatchSpec<'a> {
+    pub bits: u32,
+    pub out_bits: u32,
+    pub alphas: &'a [u64],
+    pub betas: &'a [u64],
+}
+
+/// Batched generation of several interleaved families of DCFs: equivalent,
+/// byte for byte, to calling `dcf_gen(prg, s.bits, s.alphas[j], s.betas[j],
+/// s.out_bits)` for j = 0, 1, … and, within each j, for every spec s in
+/// order (e.g. two DCFs per truncation gate). All specs must have the same
+/// number of keys. Returns one (party 0, party 1) pair of key vectors per
+/// spec.
+pub fn dcf_gen_batch_multi(prg: &mut Prg, specs: &[DcfBatchSpec<'_>]) -> Result<Vec<DcfKeyVecs>, Error> {
+    let nk = specs.first().map_or(0, |s| s.alphas.len());
+    for s in specs {
+        check_batch(s.bits, s.out_bits, s.alphas, s.betas)?;
+        if s.alphas.len() != nk {
+            return Err(Error::Param { name: "alphas", value: s.alphas.len() as u64, reason: "specs differ in length" });
+        }
+    }
+    let mut roots: Vec<Vec<[u128; 2]>> = specs.iter().map(|_| Vec::with_capacity(nk)).collect();
+    for _ in 0..nk {
+        for (s, r) in specs.iter().zip(roots.iter_mut()) {
+            r.push(draw_roots(prg, s.out_bits, 1));
+        }
+    }
+    let out = specs
+        .iter()
+        .zip(roots.iter_mut())
+        .map(|(s, r)| {
+            let mut betas: Vec<[u64; 2]> = s.betas.iter().map(|&b| [b, 0]).collect();
+            let keys = gen_core(s.bits, s.out_bits, 1, r, s.alphas, &betas);
+            r.zeroize();
+            betas.zeroize();
+            keys
+        })
+        .collect();
+    Ok(out)
 }

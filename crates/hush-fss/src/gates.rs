@@ -140,12 +140,18 @@ impl DreluKey {
         GATE_HEADER + 16 + DcfKey::size_bytes(bits.saturating_sub(1), out_bits)
     }
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(Self::size_bytes(self.bits, self.out_bits));
+        let mut out = Vec::with_capacity(Self::size_bytes(self.bits, self.out_bits));
+        self.append_to(&mut out);
+        out
+    }
+    /// Appends the encoding of [`Self::to_bytes`] to `out` (no temporary).
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::from_vec(std::mem::take(out));
         w.bytes(&[TAG_DRELU, self.party, self.bits as u8, self.out_bits as u8]);
         w.u64(self.c[0]);
         w.u64(self.c[1]);
         self.dcf.write(&mut w);
-        w.buf
+        *out = w.buf;
     }
     /// Decodes and validates a key; never panics.
     pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
@@ -319,13 +325,19 @@ impl ReluKey {
         GATE_HEADER + 24 + DcfKey::size_bytes_lanes(bits.saturating_sub(1), bits, 2)
     }
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(Self::size_bytes(self.bits));
+        let mut out = Vec::with_capacity(Self::size_bytes(self.bits));
+        self.append_to(&mut out);
+        out
+    }
+    /// Appends the encoding of [`Self::to_bytes`] to `out` (no temporary).
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::from_vec(std::mem::take(out));
         w.bytes(&[TAG_RELU, self.party, self.bits as u8, self.bits as u8]);
         for &e in &self.e {
             w.u64(e);
         }
         self.dcf.write(&mut w);
-        w.buf
+        *out = w.buf;
     }
     /// Decodes and validates a key; never panics.
     pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
@@ -523,12 +535,18 @@ impl LtKey {
         GATE_HEADER + 8 + 2 * DcfKey::size_bytes(bits, out_bits)
     }
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(Self::size_bytes(self.bits, self.out_bits));
+        let mut out = Vec::with_capacity(Self::size_bytes(self.bits, self.out_bits));
+        self.append_to(&mut out);
+        out
+    }
+    /// Appends the encoding of [`Self::to_bytes`] to `out` (no temporary).
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::from_vec(std::mem::take(out));
         w.bytes(&[TAG_LT, self.party, self.bits as u8, self.out_bits as u8]);
         w.u64(self.off);
         self.upper.write(&mut w);
         self.lower.write(&mut w);
-        w.buf
+        *out = w.buf;
     }
     /// Decodes and validates a key; never panics.
     pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
@@ -663,4 +681,174 @@ impl LtBatch {
             *o = off.wrapping_add(*o).wrapping_add(b) & om;
         }
     }
+}
+
+// ------------------------------------------------------- batched key generation
+
+/// Batched [`drelu_gen`]: pair j is exactly what `drelu_gen(prg, bits,
+/// r_in[j], r_out[j], out_bits)` returns when called for j = 0, 1, … in turn
+/// on the same PRG (same draws in the same order, byte-identical keys); the
+/// DCF trees are built level by level across keys (one AES call per level).
+/// Returns (party 0's keys, party 1's keys). Panics on bad parameters or
+/// slices of different lengths (see [`try_drelu_gen_batch`]).
+pub fn drelu_gen_batch(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64], out_bits: u32) -> (Vec<DreluKey>, Vec<DreluKey>) {
+    try_drelu_gen_batch(prg, bits, r_in, r_out, out_bits).expect("drelu_gen_batch: bad parameters")
+}
+
+fn check_len(name: &'static str, got: usize, want: usize) -> Result<(), Error> {
+    if got != want {
+        return Err(Error::Param { name, value: got as u64, reason: "slice length differs from r_in" });
+    }
+    Ok(())
+}
+
+/// [`drelu_gen_batch`] returning [`Error::Param`] on bad parameters (nothing
+/// is drawn from the PRG then).
+pub fn try_drelu_gen_batch(
+    prg: &mut Prg,
+    bits: u32,
+    r_in: &[u64],
+    r_out: &[u64],
+    out_bits: u32,
+) -> Result<(Vec<DreluKey>, Vec<DreluKey>), Error> {
+    check_gate(bits, out_bits)?;
+    check_len("r_out", r_out.len(), r_in.len())?;
+    let n = r_in.len();
+    let m = out_bits;
+    let mut roots = Vec::with_capacity(n);
+    let mut alphas = Vec::with_capacity(n);
+    let mut betas = Vec::with_capacity(n);
+    let mut cs: Vec<[[u64; 2]; 2]> = Vec::with_capacity(n);
+    for j in 0..n {
+        let r = r_in[j] & mask(bits);
+        let r_msb = r >> (bits - 1);
+        alphas.push(r & mask(bits - 1));
+        betas.push([if r_msb == 1 { u64::MAX } else { 1 } & mask(m), 0]);
+        roots.push(dcf::draw_roots(prg, m, 1));
+        let mut off = share(prg, r_msb, m);
+        let mut ro = share(prg, r_out[j], m);
+        let c = |b: usize| {
+            [off[b].wrapping_add(ro[b]) & mask(m), ((b == 0) as u64).wrapping_sub(off[b]).wrapping_add(ro[b]) & mask(m)]
+        };
+        cs.push([c(0), c(1)]);
+        off.zeroize();
+        ro.zeroize();
+    }
+    let (d0, d1) = dcf::gen_core(bits - 1, m, 1, &roots, &alphas, &betas);
+    roots.zeroize();
+    alphas.zeroize();
+    betas.zeroize();
+    let mut k0 = Vec::with_capacity(n);
+    let mut k1 = Vec::with_capacity(n);
+    for ((c, a), b) in cs.iter().zip(d0).zip(d1) {
+        k0.push(DreluKey { party: 0, bits, out_bits, c: c[0], dcf: a });
+        k1.push(DreluKey { party: 1, bits, out_bits, c: c[1], dcf: b });
+    }
+    cs.zeroize();
+    Ok((k0, k1))
+}
+
+/// Batched [`relu_gen`] (same contract as [`drelu_gen_batch`]: byte-identical
+/// to calling [`relu_gen`] for j = 0, 1, … on the same PRG).
+pub fn relu_gen_batch(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64]) -> (Vec<ReluKey>, Vec<ReluKey>) {
+    try_relu_gen_batch(prg, bits, r_in, r_out).expect("relu_gen_batch: bad parameters")
+}
+
+/// [`relu_gen_batch`] returning [`Error::Param`] on bad parameters.
+pub fn try_relu_gen_batch(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64]) -> Result<(Vec<ReluKey>, Vec<ReluKey>), Error> {
+    check_gate(bits, bits)?;
+    check_len("r_out", r_out.len(), r_in.len())?;
+    let n = r_in.len();
+    let nm = mask(bits);
+    let mut roots = Vec::with_capacity(n);
+    let mut alphas = Vec::with_capacity(n);
+    let mut betas = Vec::with_capacity(n);
+    let mut es: Vec<[[u64; 3]; 2]> = Vec::with_capacity(n);
+    for j in 0..n {
+        let r = r_in[j] & nm;
+        let r_msb = r >> (bits - 1);
+        let sgn = if r_msb == 1 { u64::MAX } else { 1 };
+        alphas.push(r & mask(bits - 1));
+        betas.push([sgn & nm, r.wrapping_mul(sgn) & nm]);
+        roots.push(dcf::draw_roots(prg, bits, 2));
+        let mut a = share(prg, r_msb, bits);
+        let mut rr = share(prg, r.wrapping_mul(r_msb), bits);
+        let mut rs = share(prg, r, bits);
+        let mut ro = share(prg, r_out[j], bits);
+        let e = |b: usize| [a[b], ro[b].wrapping_sub(rr[b]) & nm, ro[b].wrapping_add(rr[b]).wrapping_sub(rs[b]) & nm];
+        es.push([e(0), e(1)]);
+        a.zeroize();
+        rr.zeroize();
+        rs.zeroize();
+        ro.zeroize();
+    }
+    let (d0, d1) = dcf::gen_core(bits - 1, bits, 2, &roots, &alphas, &betas);
+    roots.zeroize();
+    alphas.zeroize();
+    betas.zeroize();
+    let mut k0 = Vec::with_capacity(n);
+    let mut k1 = Vec::with_capacity(n);
+    for ((e, a), b) in es.iter().zip(d0).zip(d1) {
+        k0.push(ReluKey { party: 0, bits, e: e[0], dcf: a });
+        k1.push(ReluKey { party: 1, bits, e: e[1], dcf: b });
+    }
+    es.zeroize();
+    Ok((k0, k1))
+}
+
+/// Batched [`lt_gen`] (same contract as [`drelu_gen_batch`]: byte-identical
+/// to calling [`lt_gen`] for j = 0, 1, … on the same PRG).
+pub fn lt_gen_batch(prg: &mut Prg, bits: u32, r_in: &[u64], c: &[u64], r_out: &[u64], out_bits: u32) -> (Vec<LtKey>, Vec<LtKey>) {
+    try_lt_gen_batch(prg, bits, r_in, c, r_out, out_bits).expect("lt_gen_batch: bad parameters")
+}
+
+/// [`lt_gen_batch`] returning [`Error::Param`] on bad parameters (including
+/// a threshold ≥ 2^bits; nothing is drawn from the PRG then).
+pub fn try_lt_gen_batch(
+    prg: &mut Prg,
+    bits: u32,
+    r_in: &[u64],
+    c: &[u64],
+    r_out: &[u64],
+    out_bits: u32,
+) -> Result<(Vec<LtKey>, Vec<LtKey>), Error> {
+    check_gate(bits, out_bits)?;
+    check_len("c", c.len(), r_in.len())?;
+    check_len("r_out", r_out.len(), r_in.len())?;
+    if let Some(&cc) = c.iter().find(|&&cc| cc & !mask(bits) != 0) {
+        return Err(Error::Param { name: "c", value: cc, reason: "threshold must be below 2^bits" });
+    }
+    let n = r_in.len();
+    let m = out_bits;
+    let mut ru = Vec::with_capacity(n);
+    let mut rl = Vec::with_capacity(n);
+    let mut au = Vec::with_capacity(n);
+    let mut al = Vec::with_capacity(n);
+    let mut offs: Vec<[u64; 2]> = Vec::with_capacity(n);
+    for j in 0..n {
+        let r = r_in[j] & mask(bits);
+        let e = r as u128 + c[j] as u128;
+        let wrap = (e >> bits) as u64;
+        au.push((e as u64) & mask(bits));
+        al.push(r);
+        ru.push(dcf::draw_roots(prg, m, 1));
+        rl.push(dcf::draw_roots(prg, m, 1));
+        offs.push(share(prg, wrap.wrapping_add(r_out[j]), m));
+    }
+    let bu = vec![[1u64, 0]; n];
+    let bl = vec![[mask(m), 0]; n];
+    let (u0, u1) = dcf::gen_core(bits, m, 1, &ru, &au, &bu);
+    let (l0, l1) = dcf::gen_core(bits, m, 1, &rl, &al, &bl);
+    ru.zeroize();
+    rl.zeroize();
+    au.zeroize();
+    al.zeroize();
+    let mut k0 = Vec::with_capacity(n);
+    let mut k1 = Vec::with_capacity(n);
+    for ((((o, a0), a1), b0), b1) in offs.iter().zip(u0).zip(u1).zip(l0).zip(l1) {
+        k0.push(LtKey { party: 0, bits, out_bits, off: o[0], upper: a0, lower: b0 });
+        k1.push(LtKey { party: 1, bits, out_bits, off: o[1], upper: a1, lower: b1 });
+    }
+    offs.zeroize();
+    Ok((k0, k1))
 }

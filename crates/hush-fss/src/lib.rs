@@ -18,6 +18,14 @@
 //!   ReLU as a two-piece spline with output coefficients (BCGGIKR21 splines;
 //!   CRISP Alg. 1-2, made exact), and less-than against a dealer-chosen
 //!   threshold (interval containment from two DCFs).
+//! * Batched key generation — [`dcf_gen_batch`], [`dcf_gen_batch_multi`],
+//!   [`drelu_gen_batch`], [`relu_gen_batch`], [`lt_gen_batch`]: many keys
+//!   built level by level, one AES call per tree level over the seeds of a
+//!   chunk of keys and branch-free per-key corrections. Same PRG draws in
+//!   the same order as repeated one-at-a-time generation, hence the same
+//!   keys byte for byte (tested). Callers that serialize and drop keys
+//!   should batch in modest chunks (e.g. 64 gates) to keep the key memory
+//!   hot.
 //! * [`bench`](mod@bench) — throughput measurement the CLI can call.
 //!
 //! ## Exactness
@@ -52,10 +60,13 @@ pub mod gates;
 pub mod ggm;
 
 pub use batch::DcfKeyBatch;
-pub use dcf::{dcf_eval, dcf_eval_batch, dcf_gen, try_dcf_gen, DcfKey};
+pub use dcf::{
+    dcf_eval, dcf_eval_batch, dcf_gen, dcf_gen_batch, dcf_gen_batch_multi, try_dcf_gen, try_dcf_gen_batch, DcfBatchSpec, DcfKey,
+    DcfKeyVecs,
+};
 pub use gates::{
-    drelu_eval, drelu_eval_batch, drelu_gen, lt_eval, lt_eval_batch, lt_gen, relu_eval, relu_eval_batch, relu_gen,
-    DreluBatch, DreluKey, LtBatch, LtKey, ReluBatch, ReluKey,
+    drelu_eval, drelu_eval_batch, drelu_gen, drelu_gen_batch, lt_eval, lt_eval_batch, lt_gen, lt_gen_batch, relu_eval,
+    relu_eval_batch, relu_gen, relu_gen_batch, try_drelu_gen_batch, try_lt_gen_batch, try_relu_gen_batch, DreluBatch, DreluKey, LtBatch, LtKey, ReluBatch, ReluKey,
 };
 
 /// Errors of hush-fss: malformed key bytes and bad parameters.

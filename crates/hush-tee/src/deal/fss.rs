@@ -14,7 +14,9 @@
 use super::{ring_mask, Blob, BlobReader};
 use crate::wire::{Reader, Writer};
 use crate::{Error, Result};
-use hush_fss::{dcf_gen, drelu_gen, lt_gen, relu_gen, DcfKey, DreluKey, LtKey, ReluKey};
+use hush_fss::{
+    dcf_gen_batch_multi, drelu_gen_batch, lt_gen_batch, relu_gen_batch, DcfBatchSpec, DcfKey, DreluKey, LtKey, ReluKey,
+};
 use hush_primitives::{Block, Prg};
 use zeroize::Zeroize;
 
@@ -129,7 +131,15 @@ impl FssShare {
     }
 }
 
+/// Gates whose keys are generated per batched call (bounds the memory of
+/// the keys of both parties held at once).
+const DEAL_CHUNK: usize = 64;
+
 /// The dealer: party `party`'s share of `n` gates.
+///
+/// Keys are generated chunk by chunk with `hush-fss`'s batched generation
+/// (one AES call per tree level across the chunk); the PRG draws happen in
+/// the same order as one-at-a-time generation, so the output is identical.
 pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
     let l = shape.bits;
     let lm = ring_mask(l);
@@ -137,56 +147,193 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
     let mut kprg = Prg::with_nonce(key, 2);
     let mut s = FssShare { vals: Vec::with_capacity(n), offs: Vec::new(), keys: Vec::with_capacity(n * shape.key_bytes()) };
     let p = party as usize;
-    for _ in 0..n {
-        let m = vprg.next_u64() & lm;
-        let r = vprg.next_u64() & lm;
-        let own = |k0: Vec<u8>, k1: Vec<u8>| if p == 0 { k0 } else { k1 };
+    let mut ms: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
+    let mut rs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
+    let mut cs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
+    let mut os: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
+    let mut done = 0;
+    while done < n {
+        let cn = DEAL_CHUNK.min(n - done);
+        ms.clear();
+        rs.clear();
+        cs.clear();
+        os.clear();
+        // The value PRG's draws of the chunk, in per-gate order.
+        for _ in 0..cn {
+            let m = vprg.next_u64() & lm;
+            let r = vprg.next_u64() & lm;
+            ms.push(m);
+            match shape.gate {
+                FssGate::Millionaire if l < 64 => {
+                    let wm = ring_mask(l + 1);
+                    rs.push((r | ((vprg.next_u64() & 1) << l)) & wm);
+                }
+                FssGate::Trunc { .. } => {
+                    rs.push(r);
+                    os.push(vprg.next_u64() & lm);
+                }
+                _ => rs.push(r),
+            }
+        }
         match shape.gate {
             FssGate::Millionaire if l < 64 => {
                 // gt(y, x) = DReLU_{ℓ+1}(y − x − 1): one (ℓ)-bit DCF; party 0's
                 // helper is h = r − x − 1 mod 2^{ℓ+1}, so x̂ = y + h.
                 let wm = ring_mask(l + 1);
-                let r = (r | ((vprg.next_u64() & 1) << l)) & wm;
-                let (k0, k1) = drelu_gen(&mut kprg, l + 1, r, 0, 1);
-                s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
-                s.vals.push(if p == 0 { r.wrapping_sub(m).wrapping_sub(1) & wm } else { m });
+                let zeros = vec![0u64; cn];
+                let (k0, k1) = drelu_gen_batch(&mut kprg, l + 1, &rs, &zeros, 1);
+                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
+                    k.append_to(&mut s.keys);
+                    let (m, r) = (ms[j], rs[j]);
+                    s.vals.push(if p == 0 { r.wrapping_sub(m).wrapping_sub(1) & wm } else { m });
+                }
             }
             FssGate::Millionaire => {
                 // [y < c] with y = x̂ − r; gt(y, x) = 1 ⊕ [y < x + 1] (0 if x is the maximum).
-                let (c, r_out) = if m == lm { (0, 0) } else { (m + 1, 1) };
-                let (k0, k1) = lt_gen(&mut kprg, l, r, c, r_out, 1);
-                s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
-                s.vals.push(if p == 0 { r } else { m });
+                for &m in &ms {
+                    let (c, r_out) = if m == lm { (0, 0) } else { (m + 1, 1) };
+                    cs.push(c);
+                    os.push(r_out);
+                }
+                let (k0, k1) = lt_gen_batch(&mut kprg, l, &rs, &cs, &os, 1);
+                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
+                    k.append_to(&mut s.keys);
+                    s.vals.push(if p == 0 { rs[j] } else { ms[j] });
+                }
             }
             FssGate::Drelu => {
-                let (k0, k1) = drelu_gen(&mut kprg, l, r, 0, 1);
-                s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
-                s.vals.push(if p == 0 { m.wrapping_add(r) & lm } else { m });
+                let zeros = vec![0u64; cn];
+                let (k0, k1) = drelu_gen_batch(&mut kprg, l, &rs, &zeros, 1);
+                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
+                    k.append_to(&mut s.keys);
+                    s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
+                }
             }
             FssGate::Relu => {
-                let (k0, k1) = relu_gen(&mut kprg, l, r, 0);
-                s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
-                s.vals.push(if p == 0 { m.wrapping_add(r) & lm } else { m });
+                let zeros = vec![0u64; cn];
+                let (k0, k1) = relu_gen_batch(&mut kprg, l, &rs, &zeros);
+                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
+                    k.append_to(&mut s.keys);
+                    s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
+                }
             }
             FssGate::Trunc { f } => {
                 // ⌊x'/2^f⌋ = x̂_hi − r_hi − [x̂_lo < r_lo] + 2^{ℓ−f}·[x̂ < r].
-                let (a0, a1) = dcf_gen(&mut kprg, l, r, 1u64 << (l - f), l);
-                let (b0, b1) = dcf_gen(&mut kprg, f, r & ring_mask(f), lm, l);
-                let off0 = vprg.next_u64() & lm;
-                let total = 0u64.wrapping_sub(r >> f).wrapping_sub(1u64 << (l - 1 - f)) & lm;
-                if p == 0 {
-                    s.keys.extend_from_slice(&a0.to_bytes());
-                    s.keys.extend_from_slice(&b0.to_bytes());
-                    s.offs.push(off0);
-                    s.vals.push(m.wrapping_add(r) & lm);
-                } else {
-                    s.keys.extend_from_slice(&a1.to_bytes());
-                    s.keys.extend_from_slice(&b1.to_bytes());
-                    s.offs.push(total.wrapping_sub(off0) & lm);
-                    s.vals.push(m);
+                let mut lo: Vec<u64> = rs.iter().map(|&r| r & ring_mask(f)).collect();
+                let ba = vec![1u64 << (l - f); cn];
+                let bb = vec![lm; cn];
+                let specs = [
+                    DcfBatchSpec { bits: l, out_bits: l, alphas: &rs, betas: &ba },
+                    DcfBatchSpec { bits: f, out_bits: l, alphas: &lo, betas: &bb },
+                ];
+                let mut pairs = dcf_gen_batch_multi(&mut kprg, &specs).expect("truncation DCF parameters");
+                lo.zeroize();
+                let (b0, b1) = pairs.pop().expect("two specs");
+                let (a0, a1) = pairs.pop().expect("two specs");
+                let (ka, kb) = if p == 0 { (a0, b0) } else { (a1, b1) };
+                for j in 0..cn {
+                    let (m, r, off0) = (ms[j], rs[j], os[j]);
+                    let total = 0u64.wrapping_sub(r >> f).wrapping_sub(1u64 << (l - 1 - f)) & lm;
+                    ka[j].append_to(&mut s.keys);
+                    kb[j].append_to(&mut s.keys);
+                    if p == 0 {
+                        s.offs.push(off0);
+                        s.vals.push(m.wrapping_add(r) & lm);
+                    } else {
+                        s.offs.push(total.wrapping_sub(off0) & lm);
+                        s.vals.push(m);
+                    }
+                }
+            }
+        }
+        done += cn;
+    }
+    ms.zeroize();
+    rs.zeroize();
+    cs.zeroize();
+    os.zeroize();
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hush_fss::{dcf_gen, drelu_gen, lt_gen, relu_gen};
+
+    /// The one-gate-at-a-time dealer the batched one replaced.
+    fn deal_reference(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
+        let l = shape.bits;
+        let lm = ring_mask(l);
+        let mut vprg = Prg::with_nonce(key, 1);
+        let mut kprg = Prg::with_nonce(key, 2);
+        let mut s = FssShare::default();
+        let p = party as usize;
+        for _ in 0..n {
+            let m = vprg.next_u64() & lm;
+            let r = vprg.next_u64() & lm;
+            let own = |k0: Vec<u8>, k1: Vec<u8>| if p == 0 { k0 } else { k1 };
+            match shape.gate {
+                FssGate::Millionaire if l < 64 => {
+                    let wm = ring_mask(l + 1);
+                    let r = (r | ((vprg.next_u64() & 1) << l)) & wm;
+                    let (k0, k1) = drelu_gen(&mut kprg, l + 1, r, 0, 1);
+                    s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
+                    s.vals.push(if p == 0 { r.wrapping_sub(m).wrapping_sub(1) & wm } else { m });
+                }
+                FssGate::Millionaire => {
+                    let (c, r_out) = if m == lm { (0, 0) } else { (m + 1, 1) };
+                    let (k0, k1) = lt_gen(&mut kprg, l, r, c, r_out, 1);
+                    s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
+                    s.vals.push(if p == 0 { r } else { m });
+                }
+                FssGate::Drelu => {
+                    let (k0, k1) = drelu_gen(&mut kprg, l, r, 0, 1);
+                    s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
+                    s.vals.push(if p == 0 { m.wrapping_add(r) & lm } else { m });
+                }
+                FssGate::Relu => {
+                    let (k0, k1) = relu_gen(&mut kprg, l, r, 0);
+                    s.keys.extend_from_slice(&own(k0.to_bytes(), k1.to_bytes()));
+                    s.vals.push(if p == 0 { m.wrapping_add(r) & lm } else { m });
+                }
+                FssGate::Trunc { f } => {
+                    let (a0, a1) = dcf_gen(&mut kprg, l, r, 1u64 << (l - f), l);
+                    let (b0, b1) = dcf_gen(&mut kprg, f, r & ring_mask(f), lm, l);
+                    let off0 = vprg.next_u64() & lm;
+                    let total = 0u64.wrapping_sub(r >> f).wrapping_sub(1u64 << (l - 1 - f)) & lm;
+                    if p == 0 {
+                        s.keys.extend_from_slice(&a0.to_bytes());
+                        s.keys.extend_from_slice(&b0.to_bytes());
+                        s.offs.push(off0);
+                        s.vals.push(m.wrapping_add(r) & lm);
+                    } else {
+                        s.keys.extend_from_slice(&a1.to_bytes());
+                        s.keys.extend_from_slice(&b1.to_bytes());
+                        s.offs.push(total.wrapping_sub(off0) & lm);
+                        s.vals.push(m);
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn batched_deal_matches_one_at_a_time() {
+        let gates = [FssGate::Millionaire, FssGate::Drelu, FssGate::Relu, FssGate::Trunc { f: 5 }];
+        for &bits in &[8u32, 32, 64] {
+            for &gate in &gates {
+                let shape = FssShape { bits, gate };
+                for &n in &[0usize, 1, 150] {
+                    for party in 0..2u8 {
+                        let key = Block(0xfeed_0000 + bits as u128);
+                        let a = deal(key, party, n, &shape);
+                        let b = deal_reference(key, party, n, &shape);
+                        assert_eq!(a.to_bytes(), b.to_bytes(), "{shape:?} n {n} party {party}");
+                        assert_eq!(a.keys.len(), n * shape.key_bytes());
+                    }
                 }
             }
         }
     }
-    s
 }
