@@ -5,7 +5,7 @@
 //! `cargo run --release -p hush-correlations --example cot_parts [threads]`
 //! runs the kernels on `threads` threads at once (2 = both parties).
 use hush_correlations::ggm::expand_box;
-use hush_correlations::lpn::{huge_blocks, LpnMatrix, FERRET_MAIN};
+use hush_correlations::lpn::{huge_blocks, LpnMatrix, FERRET_MAIN, LPN_B10};
 use hush_primitives::{Block, Prg};
 use std::time::Instant;
 
@@ -23,29 +23,37 @@ fn timed(name: &str, id: usize, f: impl FnOnce()) {
 }
 
 fn party(id: usize) {
-    let p = FERRET_MAIN;
+    let p = if std::env::var("SET").as_deref() == Ok("b10") { LPN_B10 } else { FERRET_MAIN };
+    // Rows per timed pass: 10^7 (rounded to whole trees).
+    let reps = 10_000_000usize.div_ceil(p.n);
     let mut base = huge_blocks(p.k);
     Prg::new(Block(1 + id as u128)).fill_blocks(&mut base);
     let m = LpnMatrix::new(id as u64, p.k);
     let mut out = huge_blocks(p.n);
     for rep in 0..2 {
         println!("[{id}] rep {rep}");
-        timed("lpn mul (n rows)", id, || {
-            for (i, c) in out.chunks_mut(1 << 16).enumerate() {
-                m.mul(&base, i << 16, c);
+        timed("lpn mul (10^7 rows)", id, || {
+            for _ in 0..reps {
+                for (i, c) in out.chunks_mut(1 << 16).enumerate() {
+                    m.mul(&base, i << 16, c);
+                }
             }
         });
-        timed("ggm expand_box (t trees)", id, || {
-            for (i, tree) in out.chunks_mut(p.leaves()).enumerate() {
-                tree[0] = Block(i as u128);
-                expand_box(tree, p.h);
+        timed("ggm expand_box (10^7 leaves)", id, || {
+            for _ in 0..reps {
+                for (i, tree) in out.chunks_mut(p.leaves()).enumerate() {
+                    tree[0] = Block(i as u128);
+                    expand_box(tree, p.h);
+                }
             }
         });
-        timed("fused per tree (ggm+lpn)", id, || {
-            for (i, tree) in out.chunks_mut(p.leaves()).enumerate() {
-                tree[0] = Block(i as u128);
-                expand_box(tree, p.h);
-                m.mul_xor(&base, i * p.leaves(), tree);
+        timed("per tree ggm then lpn", id, || {
+            for _ in 0..reps {
+                for (i, tree) in out.chunks_mut(p.leaves()).enumerate() {
+                    tree[0] = Block(i as u128);
+                    expand_box(tree, p.h);
+                    m.mul_xor(&base, i * p.leaves(), tree);
+                }
             }
         });
         for kk in [1024usize, 16_384, 65_536, 262_144, 1 << 20] {

@@ -230,7 +230,7 @@ impl SparseTrees for RecvTrees {
         let m = &self.raw[j * per * 16..(j + 1) * per * 16];
         let blk = |x: usize| Block::from_slice(&m[16 * x..16 * x + 16]);
         let _ = tree;
-        let mut pc = Punctured { depth: p.h, alpha: 0, off: [Block::ZERO; 32], c: blk(2 * h) };
+        let mut pc = Punctured { depth: p.h, alpha: 0, off: [Block::ZERO; 32], c: blk(2 * h), known: false };
         for lv in 0..h {
             let b = cots[j * h + lv].lsb() as usize;
             pc.alpha |= (1 - b) << (h - 1 - lv);

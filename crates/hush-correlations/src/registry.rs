@@ -2,7 +2,7 @@
 
 use crate::ferret::{FerretReceiver, FerretSender};
 use crate::iknp::{IknpReceiver, IknpSender};
-use crate::lpn::{LpnParams, FERRET_SETS};
+use crate::lpn::{LpnParams, FERRET_SETS, SILENT_SETS};
 use crate::silentflow::{self, SharedModule, SilentReceiver, SilentSender};
 use hush_tee::{InProcessModule, Module, OutOfProcessModule, TrustedModule};
 use crate::source::{CotReceiver, CotSender};
@@ -52,15 +52,16 @@ impl SourceConfig {
 /// module messages, the caller's buffer of up to 2^20 COTs, code).
 pub const MEM_OVERHEAD: usize = 64 << 20;
 
-/// The LPN parameter set for `cfg`: explicit, else the largest Ferret set
+/// The LPN parameter set for `cfg`: explicit, else the largest set of the
+/// source ([`SILENT_SETS`] for SilentFlow, [`FERRET_SETS`] for Ferret)
 /// whose streaming working set ([`LpnParams::batch_bytes`]) plus [`MEM_OVERHEAD`] fits `max_mem`.
 pub fn params_for(cfg: &SourceConfig) -> Result<LpnParams> {
     if let Some(p) = cfg.params {
         return Ok(p);
     }
-    let Some(m) = cfg.max_mem else { return Ok(FERRET_SETS[0]) };
-    FERRET_SETS
-        .iter()
+    let sets: &[LpnParams] = if cfg.name == "silent" { &SILENT_SETS } else { &FERRET_SETS };
+    let Some(m) = cfg.max_mem else { return Ok(sets[0]) };
+    sets.iter()
         .find(|p| p.batch_bytes() + MEM_OVERHEAD <= m)
         .copied()
         .ok_or_else(|| Error::Invalid(format!("--max-mem {m} bytes is below the smallest batch's needs")))

@@ -15,8 +15,9 @@
 //!     expands the trees; the receiver's module walks the t secret paths and
 //!     releases the off-path seeds level by level, all trees together —
 //!     **h−1 crossings per batch whatever t is** — with the masked punctured
-//!     leaves s_α ⊕ Δ in the last crossing; the receiver's host expands the
-//!     off-path subtrees;
+//!     leaves s_α ⊕ Δ in the last crossing; the receiver's host rebuilds
+//!     each tree level by level from the off-path seeds (the values of the
+//!     h off-path subtrees, with whole-level VAES groups);
 //!   - local LPN expansion y = s ⊕ A·v / z = r ⊕ A·w ([`crate::lpn`]), fused
 //!     with the GGM expansion (§III-C eq. 2, §IV) on the party's one thread
 //!     ([`crate::fused`]: tree j+1's GGM levels run inside tree j's LPN
@@ -120,8 +121,8 @@ impl SparseTrees for SenderTrees {
 /// The receiver's punctured sparse vector: h−1 crossings per batch release
 /// the off-path seeds of all t trees level by level (crossing 1 also the
 /// punctured positions α, crossing h−1 also the leaf level and the masked
-/// punctured leaves); each tree's h off-path subtrees are expanded in
-/// place by the caller (`crate::fused`).
+/// punctured leaves); each tree is rebuilt level by level in place by the
+/// caller (`crate::fused`, a known-siblings [`crate::simd::Punctured`]).
 struct ReceiverTrees {
     module: SharedModule,
     batch: u64,
@@ -174,15 +175,23 @@ impl SparseTrees for ReceiverTrees {
         plan: &mut Plan,
     ) -> Result<()> {
         let (t, h) = (p.t, p.h as usize);
-        let a = self.alphas[i] as usize;
-        // The h off-path subtrees and the punctured leaf tile the tree.
-        out[a] = self.masked[i];
-        for lv in 1..=h {
-            let d = (h - lv) as u32;
-            let sib = (a >> d) ^ 1;
-            out[sib << d] = self.red[(lv - 1) * t + i];
-            plan.subs.push((sib << d, d));
+        let _ = out;
+        // The tree is rebuilt whole level by level (the path node's
+        // children replaced by the released sibling and zero), so that
+        // every level of ≥ 16 nodes runs through the VAES group kernel —
+        // expanding the h off-path subtrees separately spent most of its
+        // time on small levels. The punctured leaf is the masked one.
+        let mut pc = crate::simd::Punctured {
+            depth: p.h,
+            alpha: self.alphas[i] as usize,
+            off: [Block::ZERO; 32],
+            c: self.masked[i],
+            known: true,
+        };
+        for lv in 0..h {
+            pc.off[lv] = self.red[lv * t + i];
         }
+        plan.punct = Some(pc);
         Ok(())
     }
     fn end(&mut self) {

@@ -69,24 +69,52 @@ impl RoundKeys {
 /// Words of counter blocks per kernel step.
 pub(crate) const OFFSET_STEP_BLOCKS: usize = 32;
 
-/// `out[4m + q]` = 16·⌊w·k/2^32⌋ for the 32-bit word q of
-/// AES_key((nonce ‖ c0 + m)), m < `blocks` (a multiple of
-/// [`OFFSET_STEP_BLOCKS`]); `out.len() ≥ 4·blocks`. Requires k < 2^28.
+/// Index words per AES block for a k-vector of `k` entries: 8 (16-bit
+/// words, index = w mod k, exactly uniform) when k is a power of two no
+/// larger than 2^16, else 4 (32-bit words, index = ⌊w·k/2^32⌋).
+#[inline]
+pub(crate) fn words_per_block(k: u32) -> usize {
+    if k.is_power_of_two() && k <= 1 << 16 {
+        8
+    } else {
+        4
+    }
+}
+
+/// The byte offsets of the index words of AES_key((nonce ‖ c0 + m)),
+/// m < `blocks` (a multiple of [`OFFSET_STEP_BLOCKS`]): with
+/// w = [`words_per_block`]`(k)` words per block, `out[w·m + q]` = 16·index
+/// of word q (see [`words_per_block`]); `out.len() ≥ w·blocks`. Requires
+/// k < 2^28.
 pub(crate) fn lpn_offsets(keys: &RoundKeys, aes: &Aes128, nonce: u64, c0: u64, blocks: usize, k: u32, out: &mut [u32]) {
-    assert!(blocks.is_multiple_of(OFFSET_STEP_BLOCKS) && out.len() >= 4 * blocks && k < (1 << 28));
+    let wpb = words_per_block(k);
+    assert!(blocks.is_multiple_of(OFFSET_STEP_BLOCKS) && out.len() >= wpb * blocks && k < (1 << 28) && k > 0);
     #[cfg(target_arch = "x86_64")]
     if fast() {
         // SAFETY: features detected; lengths asserted above.
-        unsafe { x86::lpn_offsets(&keys.rk, nonce, c0, blocks, k, out) };
+        unsafe {
+            if wpb == 8 {
+                x86::lpn_offsets16(&keys.rk, nonce, c0, blocks, k - 1, out)
+            } else {
+                x86::lpn_offsets(&keys.rk, nonce, c0, blocks, k, out)
+            }
+        };
         return;
     }
     let _ = keys;
     let mut c: Vec<Block> = (0..blocks as u64).map(|m| Block(((nonce as u128) << 64) | (c0 + m) as u128)).collect();
     aes.encrypt_blocks(&mut c);
     for (m, x) in c.iter().enumerate() {
-        for q in 0..4 {
-            let w = (x.0 >> (32 * q)) as u32;
-            out[4 * m + q] = (((w as u64 * k as u64) >> 32) as u32) << 4;
+        if wpb == 8 {
+            for q in 0..8 {
+                let w = (x.0 >> (16 * q)) as u32 & 0xffff;
+                out[8 * m + q] = (w & (k - 1)) << 4;
+            }
+        } else {
+            for q in 0..4 {
+                let w = (x.0 >> (32 * q)) as u32;
+                out[4 * m + q] = (((w as u64 * k as u64) >> 32) as u32) << 4;
+            }
         }
     }
 }
@@ -263,10 +291,11 @@ impl OffsetJob<'_> {
             return false;
         }
         let s = OFFSET_STEP_BLOCKS;
-        assert!(4 * (self.done + s) <= self.len);
+        let w = words_per_block(self.k);
+        assert!(w * (self.done + s) <= self.len);
         // SAFETY: in bounds (asserted); `out` is valid for `len` words for
         // the job's lifetime and not otherwise borrowed meanwhile.
-        let o = unsafe { std::slice::from_raw_parts_mut(self.out.add(4 * self.done), 4 * s) };
+        let o = unsafe { std::slice::from_raw_parts_mut(self.out.add(w * self.done), w * s) };
         lpn_offsets(self.keys, self.aes, self.nonce, self.c0 + self.done as u64, s, self.k, o);
         self.done += s;
         true
@@ -282,14 +311,22 @@ pub(crate) struct Plan {
     pub(crate) punct: Option<Punctured>,
 }
 
-/// A punctured tree to rebuild (as [`crate::ggm::reconstruct_punctured`],
-/// then lsbs cleared and the punctured leaf set to c ⊕ all other leaves).
+/// A punctured tree to rebuild level by level (whole levels, so every
+/// level of 16 parents or more runs through the VAES group kernel).
+/// * `known == false` (Ferret's receiver): `off[l]` is the XOR of all
+///   nodes on the off-path side of level l + 1 (as
+///   [`crate::ggm::reconstruct_punctured`]); lsbs are cleared and the
+///   punctured leaf is set to c ⊕ all other leaves.
+/// * `known == true` (SilentFlow's receiver, whose module releases the
+///   off-path seeds themselves): `off[l]` is the off-path sibling at level
+///   l + 1; lsbs are cleared and the punctured leaf is set to `c`.
 pub(crate) struct Punctured {
     pub(crate) depth: u32,
     pub(crate) alpha: usize,
-    /// Off-path sums, level by level (depth ≤ 32).
+    /// Off-path sums or seeds, level by level (depth ≤ 32).
     pub(crate) off: [Block; 32],
     pub(crate) c: Block,
+    pub(crate) known: bool,
 }
 
 impl Plan {
@@ -386,9 +423,13 @@ impl<'a> GgmJob<'a> {
         let buf = &mut self.buf[..1usize << d];
         let l = self.level;
         if l == d {
-            // The punctured leaf: c ⊕ every other (lsb-cleared) leaf.
-            let acc = buf.iter().fold(pc.c.0, |a, x| a ^ x.0);
-            buf[pc.alpha] = Block(acc);
+            if pc.known {
+                buf[pc.alpha] = pc.c;
+            } else {
+                // The punctured leaf: c ⊕ every other (lsb-cleared) leaf.
+                let acc = buf.iter().fold(pc.c.0, |a, x| a ^ x.0);
+                buf[pc.alpha] = Block(acc);
+            }
             self.done = true;
             return true;
         }
@@ -408,6 +449,15 @@ impl<'a> GgmJob<'a> {
         let p = if l == 0 { 0 } else { pc.alpha >> (d - l) };
         let bit = (pc.alpha >> (d - l - 1)) & 1;
         let sib = 2 * p + (1 - bit);
+        if pc.known {
+            // The path node's children are garbage: one is replaced by the
+            // released sibling, the other (the next path node) zeroed.
+            buf[sib] = Block(if l + 1 == d { pc.off[l].0 & !1 } else { pc.off[l].0 });
+            buf[2 * p + bit] = Block::ZERO;
+            self.fix = false;
+            self.level += 1;
+            return true;
+        }
         let mut acc = pc.off[l].0 ^ buf[sib].0;
         for pair in buf[..2 << l].chunks_exact(2) {
             acc ^= pair[1 - bit].0;
@@ -545,6 +595,37 @@ mod x86 {
                 let odd = _mm512_mul_epu32(_mm512_srli_epi64::<32>(x[j]), k16);
                 let w = _mm512_mask_blend_epi32(0xAAAA, even, odd);
                 _mm512_storeu_si512(p.add(4 * (m + 4 * j)) as *mut _, _mm512_and_si512(w, hi_mask));
+            }
+            m += 32;
+        }
+    }
+
+    /// [`super::lpn_offsets`] for k = mask + 1 a power of two ≤ 2^16: the
+    /// 32 16-bit words of each register of four AES blocks, masked and
+    /// scaled to byte offsets (16 at a time).
+    #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
+    pub(super) unsafe fn lpn_offsets16(rk: &[Block; 11], nonce: u64, c0: u64, blocks: usize, mask: u32, out: &mut [u32]) {
+        let keys = keys512(rk);
+        let mut ctr = _mm512_set_epi64(nonce as i64, 3, nonce as i64, 2, nonce as i64, 1, nonce as i64, 0);
+        ctr = _mm512_add_epi64(ctr, _mm512_set_epi64(0, c0 as i64, 0, c0 as i64, 0, c0 as i64, 0, c0 as i64));
+        let four = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+        let m16 = _mm512_set1_epi32((mask << 4) as i32);
+        let p = out.as_mut_ptr();
+        let mut m = 0;
+        while m < blocks {
+            let mut x = [_mm512_setzero_si512(); 8];
+            for j in 0..8 {
+                x[j] = ctr;
+                ctr = _mm512_add_epi64(ctr, four);
+            }
+            aes8(&keys, &mut x);
+            for j in 0..8 {
+                // Words 0..16 (blocks 0, 1) and 16..32 (blocks 2, 3) in order.
+                let lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(x[j]));
+                let hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(x[j]));
+                let q = p.add(8 * (m + 4 * j));
+                _mm512_storeu_si512(q as *mut _, _mm512_and_si512(_mm512_slli_epi32::<4>(lo), m16));
+                _mm512_storeu_si512(q.add(16) as *mut _, _mm512_and_si512(_mm512_slli_epi32::<4>(hi), m16));
             }
             m += 32;
         }
@@ -790,6 +871,35 @@ mod tests {
     }
 
     #[test]
+    fn known_siblings_job_matches_full_tree() {
+        for depth in [2u32, 5, 10] {
+            let n = 1usize << depth;
+            let mut want = vec![Block::ZERO; n];
+            want[0] = Block(0x1234_5678);
+            crate::ggm::expand_box(&mut want, depth);
+            for alpha in [0usize, 1, n / 2 - 1, n / 2, n - 1] {
+                // The off-path siblings, level by level, from a plain expansion.
+                let mut lv = vec![Block::ZERO; n];
+                lv[0] = Block(0x1234_5678);
+                let mut off = [Block::ZERO; 32];
+                for l in 0..depth as usize {
+                    ggm_level_in_place(&mut lv, 1 << l, false);
+                    let path = alpha >> (depth as usize - l - 1);
+                    off[l] = lv[path ^ 1];
+                }
+                let c = Block(0xdead_beef);
+                let plan = Plan { subs: Vec::new(), punct: Some(Punctured { depth, alpha, off, c, known: true }) };
+                let mut got = vec![Block(3); n];
+                let mut j = GgmJob::new(&mut got, &plan);
+                while j.step() {}
+                let mut w = want.clone();
+                w[alpha] = c;
+                assert_eq!(got, w, "depth {depth} alpha {alpha}");
+            }
+        }
+    }
+
+    #[test]
     fn punctured_job_matches_reconstruction() {
         let depth = 9u32;
         let mut full = vec![Block::ZERO; 1 << depth];
@@ -806,7 +916,7 @@ mod tests {
             crate::ggm::clear_lsbs(&mut want);
             let c = Block(77);
             want[alpha] = Block(want.iter().fold(c.0, |a, x| a ^ x.0));
-            let plan = Plan { subs: Vec::new(), punct: Some(Punctured { depth, alpha, off, c }) };
+            let plan = Plan { subs: Vec::new(), punct: Some(Punctured { depth, alpha, off, c, known: false }) };
             let mut got = vec![Block(5); 1 << depth];
             let mut j = GgmJob::new(&mut got, &plan);
             while j.step() {}
@@ -843,5 +953,27 @@ mod tests {
                 assert_eq!(got[4 * m + q], (((w as u64 * k as u64) >> 32) as u32) * 16);
             }
         }
+    }
+
+    #[test]
+    fn offsets16_match_scalar() {
+        let key = Block(78);
+        let aes = Aes128::new(key);
+        let keys = RoundKeys::new(key);
+        for k in [1u32 << 16, 1 << 10, 2] {
+            assert_eq!(words_per_block(k), 8);
+            let mut got = vec![0u32; 8 * 64];
+            lpn_offsets(&keys, &aes, 9, 77, 64, k, &mut got);
+            let mut c: Vec<Block> = (0..64u128).map(|m| Block((9u128 << 64) | (77 + m))).collect();
+            aes.encrypt_blocks(&mut c);
+            for (m, x) in c.iter().enumerate() {
+                for q in 0..8 {
+                    let w = (x.0 >> (16 * q)) as u32 & 0xffff;
+                    assert_eq!(got[8 * m + q], (w % k) * 16, "k {k} block {m} word {q}");
+                }
+            }
+        }
+        assert_eq!(words_per_block(1 << 17), 4);
+        assert_eq!(words_per_block(65_535), 4);
     }
 }

@@ -2,7 +2,7 @@
 //! session, statistical sanity of the choice bits, zero communication after
 //! setup and h−1 module crossings per batch.
 
-use hush_correlations::lpn::{LpnParams, FERRET_MAIN, TEST_INSECURE};
+use hush_correlations::lpn::{LpnParams, FERRET_MAIN, LPN_B10, TEST_INSECURE};
 use hush_correlations::silentflow::{share, stats, SilentReceiver, SilentSender};
 use hush_correlations::{CorrelationSource, CotReceiver, CotSender};
 use hush_primitives::{BitVec, Block, Prg};
@@ -110,6 +110,28 @@ fn silent_full_parameter_set_one_batch() {
     let (s, r) = run_sizes(s, r, a, b, &[FERRET_MAIN.n - FERRET_MAIN.k]);
     assert_eq!(stats(s.module()).crossings, 3 + 1 + 1);
     assert_eq!(stats(r.module()).crossings, 3 + 1 + (FERRET_MAIN.h as u64 - 1));
+}
+
+#[test]
+fn silent_default_parameter_set_across_batches() {
+    // SilentFlow's default set (k = 2^16: 16-bit indices), three batches,
+    // requests that straddle both batch boundaries.
+    let p = LPN_B10;
+    let (s, r, a, b) = setup(p, true, module(5, 0), module(5, 1));
+    let usable = p.n - p.k;
+    let (s, r) = run_sizes(s, r, a, b, &[usable - 1000, 2500, usable + 7]);
+    assert_eq!(s.produced(), 2 * usable as u64 + 1507);
+    assert_eq!(stats(r.module()).crossings, 3 + 1 + 3 * (p.h as u64 - 1));
+    assert_eq!(stats(s.module()).crossings, 3 + 1 + 3);
+}
+
+#[test]
+fn silent_power_of_two_k_small_params_fused_and_unfused() {
+    let p = LpnParams { name: "t-pow2", n: 40 << 6, k: 256, t: 40, h: 6, security_bits: 0 };
+    for fused in [true, false] {
+        let (s, r, a, b) = setup(p, fused, module(6, 0), module(6, 1));
+        run_sizes(s, r, a, b, &[1, 2303, 2304, 5000, 3]);
+    }
 }
 
 #[test]

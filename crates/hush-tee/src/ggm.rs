@@ -34,12 +34,11 @@ pub fn expand_into(parents: &[Block], out: &mut [Block]) {
             o[2 * i] = x;
             o[2 * i + 1] = x ^ RIGHT;
         }
-        let mut tmp = [Block::ZERO; 2 * CHUNK];
-        let t = &mut tmp[..o.len()];
-        t.copy_from_slice(o);
         fixed_key().encrypt_blocks(o);
-        for (a, b) in o.iter_mut().zip(t.iter()) {
-            *a ^= *b;
+        // Feed-forward from the parents (no staging copy of the secrets).
+        for (i, &x) in p.iter().enumerate() {
+            o[2 * i] ^= x;
+            o[2 * i + 1] ^= x ^ RIGHT;
         }
     }
 }

@@ -486,14 +486,18 @@ impl Module {
         let t = trees as usize;
         let h = height as usize;
         let mut red = vec![Block::ZERO; h * t];
+        // All t paths advance one level per pass, the 2t children of a level
+        // in one batched AES call.
+        let mut kids = vec![Block::ZERO; 2 * t];
         for lvl in 1..=h {
+            ggm::expand_into(&nodes, &mut kids);
             for (i, node) in nodes.iter_mut().enumerate() {
                 let bit = ((alphas[i] >> (h - lvl)) & 1) as usize;
-                let c = ggm::children(*node);
-                red[(lvl - 1) * t + i] = c[1 - bit];
-                *node = c[bit];
+                red[(lvl - 1) * t + i] = kids[2 * i + 1 - bit];
+                *node = kids[2 * i + bit];
             }
         }
+        kids.zeroize();
         let masked = nodes.iter().map(|&leaf| Block(leaf.0 & !1) ^ delta).collect();
         nodes.zeroize();
         alphas.zeroize();
