@@ -34,6 +34,10 @@ struct PartyOut {
     setup_s: f64,
     start: Instant,
     end: Instant,
+    /// The party thread's CPU time during generation.
+    cpu_s: f64,
+    /// The CPU the party thread was pinned to.
+    cpu: Option<usize>,
     cost_setup: Cost,
     cost: Cost,
     last: Vec<Block>,
@@ -61,6 +65,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
     let seed = cfg.seed;
     let sender = std::thread::spawn(move || -> Result<PartyOut> {
         mem::enter(0);
+        let cpu = crate::pin_party(0);
         let t = Instant::now();
         let mut r = rng(seed, 0);
         let (mut src, info) = setup_sender_info(&s1, &mut *ca, &mut r)?;
@@ -71,6 +76,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         // clock starts (it is the caller's, not the protocol's).
         let mut q = vec![Block::ONES; n.min(BATCH)];
         b1.wait();
+        let c0 = thread_cpu_s();
         let start = Instant::now();
         let mut done = 0;
         while done < n {
@@ -79,6 +85,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             done += m;
         }
         let end = Instant::now();
+        let cpu_s = thread_cpu_s() - c0;
         let m = info.module.as_ref().map(silentflow::stats).unwrap_or_default() - m0;
         let last = (n - 1) % BATCH + 1;
         q.truncate(last);
@@ -92,6 +99,8 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             setup_s,
             start,
             end,
+            cpu_s,
+            cpu,
             cost_setup,
             cost: ca.cost(),
             last: q,
@@ -101,6 +110,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
     });
     let receiver = std::thread::spawn(move || -> Result<PartyOut> {
         mem::enter(1);
+        let cpu = crate::pin_party(1);
         let t = Instant::now();
         let mut r = rng(seed, 1);
         let (mut src, info) = setup_receiver_info(&s2, &mut *cb, &mut r)?;
@@ -109,6 +119,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         let m0 = info.module.as_ref().map(silentflow::stats).unwrap_or_default();
         let mut t = vec![Block::ONES; n.min(BATCH)];
         b2.wait();
+        let c0 = thread_cpu_s();
         let start = Instant::now();
         let mut ch = BitVec::zeros(0);
         let mut done = 0;
@@ -118,6 +129,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             done += m;
         }
         let end = Instant::now();
+        let cpu_s = thread_cpu_s() - c0;
         let m = info.module.as_ref().map(silentflow::stats).unwrap_or_default() - m0;
         let last = (n - 1) % BATCH + 1;
         t.truncate(last);
@@ -130,6 +142,8 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             setup_s,
             start,
             end,
+            cpu_s,
+            cpu,
             cost_setup,
             cost: cb.cost(),
             last: t,
@@ -164,6 +178,9 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         .set("bits_per_cot", bytes as f64 * 8.0 / n as f64)
         .set("sender_s", s.end.duration_since(s.start).as_secs_f64())
         .set("receiver_s", r.end.duration_since(r.start).as_secs_f64())
+        .set("sender_cpu_s", s.cpu_s)
+        .set("receiver_cpu_s", r.cpu_s)
+        .set("pinning", pinning(s.cpu, r.cpu).as_str())
         .set("sender_bytes_sent", cs.bytes_sent)
         .set("receiver_bytes_sent", cr.bytes_sent)
         .set("setup_bytes", s.cost_setup.bytes_sent + r.cost_setup.bytes_sent)
@@ -215,25 +232,46 @@ const PAPER: &[(&str, [f64; 3])] = &[
 
 /// `hush bench cot --table`: SilentFlow Table III's shape — n COTs (10^7 in
 /// the paper) under LAN / WAN / mobile for SilentFlow, Ferret and IKNP in one
-/// run. Returns every run's record and the printed table (hush's rows with
-/// the speedup of SilentFlow over each, then the paper's rows).
-pub fn cot_table(n: usize, max_mem: Option<usize>, transport: Transport, seed: Option<u64>) -> Result<(Vec<Record>, String)> {
+/// run. Each cell is the median `wall_s` of `repeat` runs (sources
+/// interleaved, so that slow phases of a shared machine hit all of them).
+/// Returns every run's record and the printed table (hush's rows with the
+/// speedup of SilentFlow over each, then the paper's rows).
+pub fn cot_table(
+    n: usize,
+    max_mem: Option<usize>,
+    transport: Transport,
+    seed: Option<u64>,
+    repeat: usize,
+) -> Result<(Vec<Record>, String)> {
     let nets = ["lan", "wan", "mobile"];
     let sources = ["silent", "ferret", "iknp"];
+    let repeat = repeat.max(1);
     let mut recs = Vec::new();
-    let mut wall = [[0f64; 3]; 3];
+    let mut runs = vec![vec![Vec::new(); 3]; 3];
     for (j, net) in nets.iter().enumerate() {
-        for (i, src) in sources.iter().enumerate() {
-            let mut sc = SourceConfig::named(src);
-            sc.max_mem = max_mem;
-            let cfg = CotBench { source: sc, n, profile: crate::profile(net)?, transport, seed };
-            let r = bench_cot(&cfg)?;
-            wall[i][j] = r.f64("wall_s");
-            recs.push(r);
+        for _ in 0..repeat {
+            for (i, src) in sources.iter().enumerate() {
+                let mut sc = SourceConfig::named(src);
+                sc.max_mem = max_mem;
+                let cfg = CotBench { source: sc, n, profile: crate::profile(net)?, transport, seed };
+                let r = bench_cot(&cfg)?;
+                runs[i][j].push(r.f64("wall_s"));
+                recs.push(r);
+            }
+        }
+    }
+    let mut wall = [[0f64; 3]; 3];
+    for i in 0..3 {
+        for j in 0..3 {
+            let v = &mut runs[i][j];
+            v.sort_by(f64::total_cmp);
+            wall[i][j] = v[v.len() / 2];
         }
     }
     let mut out = String::new();
-    out.push_str(&format!("COT generation, n = {n} (seconds, both parties on this machine; one-time setup excluded)\n"));
+    out.push_str(&format!(
+        "COT generation, n = {n} (seconds, median of {repeat} run(s); both parties on this machine; one-time setup excluded)\n"
+    ));
     out.push_str(&format!("{:<26} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "protocol", "LAN", "speedup", "WAN", "speedup", "mobile", "speedup"));
     let names = ["hush SilentFlow (tee)", "hush Ferret", "hush IKNP"];
     for i in 0..3 {
@@ -260,6 +298,14 @@ pub fn cot_table(n: usize, max_mem: Option<usize>, transport: Transport, seed: O
         out.push_str(&format!(" {} {:.1}x", nets[j], fpga[j] / wall[0][j]));
     }
     out.push('\n');
+    if repeat > 1 {
+        out.push_str("hush SilentFlow min-max over the runs:");
+        for j in 0..3 {
+            let v = &runs[0][j];
+            out.push_str(&format!(" {} {:.4}-{:.4}", nets[j], v[0], v[v.len() - 1]));
+        }
+        out.push('\n');
+    }
     Ok((recs, out))
 }
 
@@ -291,5 +337,22 @@ pub fn parse_tee(s: &str) -> Result<hush_correlations::registry::TeeBackend> {
         "in-process" => Ok(TeeBackend::InProcess),
         "out-of-process" => Ok(TeeBackend::OutOfProcess),
         _ => Err(Error::Invalid(format!("unknown --tee '{s}' (auto, in-process, out-of-process)"))),
+    }
+}
+
+/// CPU time of the calling thread (s): a party's compute, against which its
+/// wall time shows how much it waited (peer, network emulation, module,
+/// or another tenant of the machine).
+fn thread_cpu_s() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+fn pinning(s: Option<usize>, r: Option<usize>) -> String {
+    match (s, r) {
+        (Some(a), Some(b)) => format!("party threads pinned: sender to cpu {a}, receiver to cpu {b}"),
+        _ => "party threads not pinned (fewer than 2 cpus, or HUSH_BENCH_NO_PIN set)".to_string(),
     }
 }

@@ -33,6 +33,46 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Pins the calling party thread to CPU `party` (mod the CPUs this process
+/// may use) when there are at least two, so that the two parties of a run
+/// each have a core of their own — as on two machines — instead of waiting
+/// for the scheduler to spread them: threads spawned together start on the
+/// same CPU, and on this 2-core VM both parties were seen time-sharing one
+/// core for tens of milliseconds while the other idled (`perf sched`).
+/// Children spawned afterwards by the thread (SilentFlow's out-of-process
+/// module) inherit the pinning: the module runs while its host waits.
+/// Returns the CPU, or None when not pinned (also when the environment
+/// sets `HUSH_BENCH_NO_PIN`).
+pub fn pin_party(party: usize) -> Option<usize> {
+    if std::env::var_os("HUSH_BENCH_NO_PIN").is_some() {
+        return None;
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain libc calls on a zeroed cpu_set_t we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect();
+        if cpus.len() < 2 {
+            return None;
+        }
+        let cpu = cpus[party % cpus.len()];
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) != 0 {
+            return None;
+        }
+        Some(cpu)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = party;
+        None
+    }
+}
+
 /// Which transport carries a two-party run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {

@@ -102,7 +102,7 @@ struct CotArgs {
     /// SilentFlow Table III: silent, ferret and iknp under lan, wan, mobile in one run.
     #[arg(long)]
     table: bool,
-    /// Repetitions (one JSON line each).
+    /// Repetitions (one JSON line each; with --table each cell is the median of this many runs).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
     /// Seed for all randomness (default: OS randomness).
@@ -157,7 +157,7 @@ fn run() -> Result<(), String> {
             };
             if a.table {
                 let t = Transport::by_name(&a.transport).ok_or("unknown transport (tcp, mem)")?;
-                let (recs, table) = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed).map_err(|e| e.to_string())?;
+                let (recs, table) = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed, a.repeat).map_err(|e| e.to_string())?;
                 if a.json {
                     recs.iter().for_each(|r| println!("{}", r.json()));
                 }

@@ -21,20 +21,23 @@
 //!   reduction reads the leaf, XORs the D gathered entries and writes
 //!   leaf ⊕ A·v **straight into the caller's buffer** with non-temporal
 //!   stores, so the outputs neither pass through a batch buffer nor evict
-//!   the k-vector (the receiver, which reads its outputs' lsbs as choice
-//!   bits, stores normally and takes the bits per tree while it is in L2);
+//!   the k-vector (the receiver's choice bits, its outputs' lsbs, are
+//!   taken from the registers on the way);
 //! * rows are produced only when the caller asks for them (the batch is a
 //!   stream), so there is no n-block buffer at all: a party holds the
 //!   k-vector, the next batch's k-vector (filled from the batch's last
 //!   rows, allocated at setup) and three trees of scratch — ~20 MB at
-//!   FERRET_MAIN instead of ~180 MB, and no page faults after setup;
+//!   FERRET_MAIN instead of ~180 MB, ~2.2 MB at SilentFlow's LPN_B10, and
+//!   no page faults after setup;
 //! * the batch's secrets from the module / peer (tree roots, red seeds,
 //!   SPCOT messages) are taken when the batch starts ([`SparseTrees::begin`])
 //!   and erased when it ends.
 //!
-//! Measured per party on this 2-core machine (10^7 COTs, both parties
-//! running, thread CPU time): ~0.12–0.15 s, of which the D-term reduction
-//! (L3-bound) is about two thirds.
+//! Measured (10^7 COTs, both parties running on this 2-core machine,
+//! profiled with `perf`): at FERRET_MAIN ~0.12–0.15 s per party, about two
+//! thirds of it the L3-bound D-term reduction; at SilentFlow's LPN_B10
+//! ~0.07–0.10 s, of which the (now L2-bound) reduction is ~70 %, the GGM
+//! levels ~8 % and the index AES ~7 %.
 //!
 //! `fused = false` keeps the unfused order as a baseline: all trees of a
 //! request first, then one LPN pass over the same rows.
@@ -93,6 +96,8 @@ pub(crate) struct Batches {
     /// Two trees of GGM leaves (the current one and the next, expanded
     /// while the current one's LPN rows are reduced).
     pair: Vec<Block>,
+    /// One tree's output lsbs (the receiver's choice bits).
+    lsb_tree: Vec<u64>,
     /// Next row of the current batch (None: no batch started).
     pos: Option<usize>,
     pub(crate) batch: u64,
@@ -108,6 +113,7 @@ impl Drop for Batches {
         self.next.zeroize();
         self.scratch.zeroize();
         self.pair.zeroize();
+        self.lsb_tree.zeroize();
         self.plan.wipe();
     }
 }
@@ -130,6 +136,7 @@ impl Batches {
             lpn: None,
             plan: Plan::default(),
             pair: Vec::new(),
+            lsb_tree: Vec::new(),
             pos: None,
             batch: 0,
             produced: 0,
@@ -155,6 +162,7 @@ impl Batches {
             self.next.zeroize();
             self.scratch.zeroize();
             self.pair.zeroize();
+            self.lsb_tree.zeroize();
             self.plan.wipe();
             self.scratch_tree = None;
             trees.end();
@@ -201,6 +209,7 @@ impl Batches {
                 trees.end();
                 self.scratch.zeroize();
                 self.pair.zeroize();
+                self.lsb_tree.zeroize();
                 self.plan.wipe();
                 self.scratch_tree = None;
                 self.pos = None;
@@ -226,7 +235,7 @@ impl Batches {
     ) -> Result<()> {
         let p = self.params;
         let l = p.leaves();
-        let Batches { base, next, scratch, scratch_tree, lpn, fused, plan, pair, .. } = self;
+        let Batches { base, next, scratch, scratch_tree, lpn, fused, plan, pair, lsb_tree, .. } = self;
         let lpn = lpn.as_ref().expect("batch started");
         let (v, cots) = base.split_at(p.k);
         let dst: &mut [Block] = match dst {
@@ -248,6 +257,7 @@ impl Batches {
                     // reduction reads them and streams leaf ⊕ A·v to the
                     // destination with non-temporal stores.
                     pair.resize(2 * l, Block::ZERO);
+                    lsb_tree.resize(l.div_ceil(64), 0);
                     plan.wipe();
                     trees.plant(ch, &p, cots, tree, &mut pair[..l], plan)?;
                     expand_plan(&mut pair[..l], plan);
@@ -259,11 +269,12 @@ impl Batches {
                             trees.plant(ch, &p, cots, tree + j + 1, nxt, plan)?;
                         }
                         let mut job = crate::simd::GgmJob::new(nxt, plan);
-                        // Non-temporal stores unless the lsbs are read back.
-                        let nt = bits.is_none();
-                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, nt, &mut || job.step());
+                        // Non-temporal stores; the receiver's choice bits
+                        // are taken from registers on the way.
+                        let lw = bits.as_ref().map(|_| &mut lsb_tree[..]);
+                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, true, lw, &mut || job.step());
                         if let Some((w, at)) = bits.as_mut() {
-                            crate::simd::or_lsbs(t, w, *at + d + j * l);
+                            crate::simd::or_bits(w, *at + d + j * l, lsb_tree, l);
                         }
                     }
                 } else {

@@ -11,26 +11,31 @@
 //! index generation).
 //!
 //! The matrix-vector product is the memory-bound kernel of both protocols:
-//! every output gathers D random entries of the k-vector (9.4 MB at
-//! FERRET_MAIN, far beyond L2), ~10^8 L3 accesses per party per 10^7 COTs.
+//! every output gathers D random entries of the k-vector, 10^8 random
+//! 16-byte reads per party per 10^7 COTs — L3 misses at FERRET_MAIN (a
+//! 9.4 MB k-vector), L2 hits at SilentFlow's [`LPN_B10`] (1 MiB).
 //! [`LpnMatrix`] (SilentFlow §IV, on a SIMD core):
 //! * batched index generation: the indices of [`SUB`] rows at a time come
-//!   from one fused AES-CTR + multiply-shift kernel (`simd::lpn_offsets`,
-//!   32 VAES blocks in flight, counters never in memory), written as byte
-//!   offsets into the k-vector;
+//!   from one fused AES-CTR kernel (`simd::lpn_offsets`, 32 VAES blocks in
+//!   flight, counters never in memory), written as byte offsets into the
+//!   k-vector;
 //! * vectorized XOR reduction: each row's D loads are independent 128-bit
 //!   loads folded into XORs, with software prefetch 12 rows (120 lines)
-//!   ahead — measured 2× faster than relying on out-of-order execution
-//!   alone here (the reduction is bound by L1 miss slots × L3 latency);
-//! * instruction-level fusion: the reduction waits on L3 most of the time,
-//!   so the next SUB rows' index AES and any caller-supplied AES work (the
-//!   next GGM tree, [`crate::fused`]) are interleaved into it every few rows
-//!   (`mul_xor_bg`).
+//!   ahead for k-vectors beyond L2 — measured 2× faster than relying on
+//!   out-of-order execution alone (the reduction is then bound by L1 miss
+//!   slots × L3 latency);
+//! * instruction-level fusion: the reduction waits on memory most of the
+//!   time, so the next SUB rows' index AES and any caller-supplied AES work
+//!   (the next GGM tree, [`crate::fused`]) are interleaved into it every few
+//!   rows (`mul_xor_bg`).
 //!
-//! The matrix is unchanged by these optimisations: row j's D indices are
-//! still ⌊w·k/2^32⌋ for its words w of AES_{LPN key}(nonce ‖ ctr), i.e. D
-//! uniformly random indices per output from a fixed-key PRG; only the order
-//! in which they are generated and consumed changed.
+//! The matrix: row j's D indices are words D·j .. D·j + D of the stream
+//! AES_{LPN key}(nonce ‖ 0), AES_{LPN key}(nonce ‖ 1), …, read as 32-bit
+//! words w with index ⌊w·k/2^32⌋, or — when k is a power of two ≤ 2^16
+//! (SilentFlow's k = 2^16) — as 16-bit words w with index w mod k, exactly
+//! uniform and half the AES; i.e. D uniformly random indices per output
+//! from a fixed-key PRG, as in Ferret §6.1. The optimisations change only
+//! the order in which they are generated and consumed.
 
 use hush_primitives::aes::Aes128;
 use hush_primitives::Block;
@@ -242,12 +247,16 @@ impl LpnMatrix {
     /// the same way (double-buffered offsets), and `bg` is drained before
     /// returning.
     pub(crate) fn mul_xor_bg(&self, base: &[Block], row0: usize, out: &mut [Block], bg: &mut dyn FnMut() -> bool) {
-        self.mul_add_bg(base, row0, None, out, false, bg)
+        self.mul_add_bg(base, row0, None, out, false, None, bg)
     }
 
     /// out[j] = src[j] ⊕ (A·base)[row0 + j] (`src` None: out itself), as
     /// [`Self::mul_xor_bg`]; with a `src` and `nt` the output is written
     /// with non-temporal stores so that it does not evict the k-vector.
+    /// `lsbs`: receives the lsb of every output (bit j of word j/64; at
+    /// least ⌈out.len()/64⌉ words), taken from registers, so that the
+    /// receiver can store non-temporally too.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn mul_add_bg(
         &self,
         base: &[Block],
@@ -255,6 +264,7 @@ impl LpnMatrix {
         src: Option<&[Block]>,
         out: &mut [Block],
         nt: bool,
+        mut lsbs: Option<&mut [u64]>,
         bg: &mut dyn FnMut() -> bool,
     ) {
         if let Some(s) = src {
@@ -300,7 +310,8 @@ impl LpnMatrix {
                 // SAFETY: the offsets come from `offsets`/`OffsetJob` with
                 // k = base.len() (asserted above): each is 16·(an index < k).
                 // `next_ptr` has 10·SUB ≥ 10·PREFETCH_ROWS words.
-                unsafe { crate::simd::gather_rows_bg(base, now, next_ptr, so, o, nt, pf, &mut f) };
+                let lw = lsbs.as_deref_mut().map(|w| &mut w[sb * SUB / 64..]);
+                unsafe { crate::simd::gather_rows_bg(base, now, next_ptr, so, o, nt, pf, lw, &mut f) };
             }
             while job.step() {}
             cur ^= 1;

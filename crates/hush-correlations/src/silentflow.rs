@@ -27,6 +27,10 @@
 //!   - k outputs of each batch are kept as the next batch's initial
 //!     correlation (Ferret-style bootstrapping), so the module is asked for
 //!     the k-vector only once.
+//! * Parameters: [`crate::lpn::LPN_B10`] (n = 870,400, k = 2^16, t = 850,
+//!   h = 10; 128-bit) unless the caller names another set — small batches
+//!   cost nothing here, and its 1 MiB k-vector keeps the LPN gathers in L2
+//!   (see there).
 //!
 //! The receiver's choice bit of each COT is the lsb of its block (Δ has lsb
 //! 1, the sender's blocks lsb 0).

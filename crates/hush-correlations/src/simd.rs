@@ -204,30 +204,33 @@ pub(crate) unsafe fn gather_rows_bg(
     out: &mut [Block],
     nt: bool,
     prefetch: bool,
+    lsbs: Option<&mut [u64]>,
     bg: &mut dyn FnMut() -> bool,
 ) {
     debug_assert!(src.is_none_or(|s| s.len() == out.len()));
     debug_assert!(offs.len() >= 10 * out.len());
+    assert!(lsbs.as_ref().is_none_or(|w| w.len() >= out.len().div_ceil(64)));
     #[cfg(target_arch = "x86_64")]
     {
         let n = out.len();
         let nt = nt && src.is_some() && (out.as_ptr() as usize).is_multiple_of(16);
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
         let (o, nx, y) = (offs.as_ptr(), next, out.as_mut_ptr());
+        let lp = lsbs.map_or(std::ptr::null_mut(), |w| w.as_mut_ptr());
         static AVX2: OnceLock<bool> = OnceLock::new();
         if *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2")) {
             match (nt, prefetch) {
-                (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, bg),
-                (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, bg),
-                (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, bg),
-                (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, bg),
+                (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, lp, bg),
+                (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, lp, bg),
+                (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, lp, bg),
+                (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, lp, bg),
             }
         } else {
             match (nt, prefetch) {
-                (true, true) => x86::gather_rows_bg_sse2::<true, true>(base, o, nx, sp, y, n, bg),
-                (true, false) => x86::gather_rows_bg_sse2::<true, false>(base, o, nx, sp, y, n, bg),
-                (false, true) => x86::gather_rows_bg_sse2::<false, true>(base, o, nx, sp, y, n, bg),
-                (false, false) => x86::gather_rows_bg_sse2::<false, false>(base, o, nx, sp, y, n, bg),
+                (true, true) => x86::gather_rows_bg_sse2::<true, true>(base, o, nx, sp, y, n, lp, bg),
+                (true, false) => x86::gather_rows_bg_sse2::<true, false>(base, o, nx, sp, y, n, lp, bg),
+                (false, true) => x86::gather_rows_bg_sse2::<false, true>(base, o, nx, sp, y, n, lp, bg),
+                (false, false) => x86::gather_rows_bg_sse2::<false, false>(base, o, nx, sp, y, n, lp, bg),
             }
         }
     }
@@ -238,7 +241,23 @@ pub(crate) unsafe fn gather_rows_bg(
             out.copy_from_slice(s);
         }
         gather_rows(base, offs, out, true, prefetch);
+        if let Some(w) = lsbs {
+            w[..out.len().div_ceil(64)].fill(0);
+            or_lsbs(out, w, 0);
+        }
         let _ = (nt, bg);
+    }
+}
+
+/// ORs bits `0..nbits` of `src` into `dst` at bit offset `at`.
+pub(crate) fn or_bits(dst: &mut [u64], at: usize, src: &[u64], nbits: usize) {
+    let (w0, sh) = (at / 64, at % 64);
+    for (i, &v) in src[..nbits.div_ceil(64)].iter().enumerate() {
+        let v = if (i + 1) * 64 > nbits { v & (u64::MAX >> ((i + 1) * 64 - nbits)) } else { v };
+        dst[w0 + i] |= v << sh;
+        if sh != 0 && v >> (64 - sh) != 0 {
+            dst[w0 + i + 1] |= v >> (64 - sh);
+        }
     }
 }
 
@@ -700,9 +719,10 @@ mod x86 {
         src: *const Block,
         out: *mut Block,
         n: usize,
+        lsb: *mut u64,
         bg: &mut dyn FnMut() -> bool,
     ) {
-        gather_body::<NT, PF>(base, o, next, src, out, n, bg)
+        gather_body::<NT, PF>(base, o, next, src, out, n, lsb, bg)
     }
 
     /// [`gather_rows_bg`] for CPUs without AVX2 (SSE2 only).
@@ -713,9 +733,10 @@ mod x86 {
         src: *const Block,
         out: *mut Block,
         n: usize,
+        lsb: *mut u64,
         bg: &mut dyn FnMut() -> bool,
     ) {
-        gather_body::<NT, PF>(base, o, next, src, out, n, bg)
+        gather_body::<NT, PF>(base, o, next, src, out, n, lsb, bg)
     }
 
     #[inline(always)]
@@ -726,9 +747,26 @@ mod x86 {
         src: *const Block,
         out: *mut Block,
         n: usize,
+        lsb: *mut u64,
         bg: &mut dyn FnMut() -> bool,
     ) {
         const AHEAD: usize = super::PREFETCH_ROWS;
+        // The outputs' lsbs (the receiver's choice bits), 64 rows per word,
+        // taken from the registers before the (non-temporal) stores.
+        let want = !lsb.is_null();
+        let mut acc = 0u64;
+        macro_rules! take {
+            ($j:expr, $a:expr) => {
+                if want {
+                    let j = $j;
+                    acc |= (_mm_cvtsi128_si64($a) as u64 & 1) << (j & 63);
+                    if j & 63 == 63 {
+                        *lsb.add(j >> 6) = acc;
+                        acc = 0;
+                    }
+                }
+            };
+        }
         let b = base.as_ptr() as *const u8;
         let x = src as *const __m128i;
         let y = out as *mut __m128i;
@@ -743,6 +781,8 @@ mod x86 {
                     pf(b, o.add(10 * (j + 1 + AHEAD)));
                     let a0 = _mm_xor_si128(row(b, o.add(10 * j)), _mm_loadu_si128(x.add(j)));
                     let a1 = _mm_xor_si128(row(b, o.add(10 * j + 10)), _mm_loadu_si128(x.add(j + 1)));
+                    take!(j, a0);
+                    take!(j + 1, a1);
                     if NT {
                         _mm_stream_si128(y.add(j), a0);
                         _mm_stream_si128(y.add(j + 1), a1);
@@ -759,6 +799,7 @@ mod x86 {
                     pf(b, if ahead < n { o.add(10 * ahead) } else { next.add(10 * (ahead - n)) });
                 }
                 let a = _mm_xor_si128(row(b, o.add(10 * j)), _mm_loadu_si128(x.add(j)));
+                take!(j, a);
                 if NT {
                     _mm_stream_si128(y.add(j), a);
                 } else {
@@ -767,6 +808,9 @@ mod x86 {
                 j += 1;
             }
             bg();
+        }
+        if want && n & 63 != 0 {
+            *lsb.add(n >> 6) = acc;
         }
         if NT {
             _mm_sfence();
@@ -868,6 +912,31 @@ mod tests {
         let mut j = GgmJob::new(&mut got, &plan);
         while j.step() {}
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn gather_lsbs_and_or_bits() {
+        let k = 1024usize;
+        let base: Vec<Block> = (0..k as u128).map(|i| Block(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) ^ i)).collect();
+        let m = crate::lpn::LpnMatrix::new(4, k);
+        for n in [1usize, 63, 64, 65, 512, 700, 1024] {
+            let src: Vec<Block> = (0..n as u128).map(|i| Block(i * 0x1234_5678_9abc_def1 + 7)).collect();
+            let mut want = src.clone();
+            m.mul_xor(&base, 0, &mut want);
+            let mut got = vec![Block::ZERO; n];
+            let mut bits = vec![u64::MAX; n.div_ceil(64)];
+            m.mul_add_bg(&base, 0, Some(&src), &mut got, true, Some(&mut bits), &mut || false);
+            assert_eq!(got, want, "n {n}");
+            for at in [0usize, 5, 64, 100] {
+                let mut w = vec![0u64; (at + n).div_ceil(64) + 1];
+                or_bits(&mut w, at, &bits, n);
+                for i in 0..w.len() * 64 {
+                    let b = (w[i / 64] >> (i % 64)) & 1 == 1;
+                    let e = i >= at && i < at + n && want[i - at].lsb();
+                    assert_eq!(b, e, "n {n} at {at} bit {i}");
+                }
+            }
+        }
     }
 
     #[test]
