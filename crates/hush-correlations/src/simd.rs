@@ -712,6 +712,7 @@ mod x86 {
     /// not read again soon and should not evict the k-vector); `PF`:
     /// prefetch PREFETCH_ROWS rows ahead, into `next` for the last rows.
     #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn gather_rows_bg<const NT: bool, const PF: bool>(
         base: &[Block],
         o: *const u32,
@@ -726,6 +727,7 @@ mod x86 {
     }
 
     /// [`gather_rows_bg`] for CPUs without AVX2 (SSE2 only).
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn gather_rows_bg_sse2<const NT: bool, const PF: bool>(
         base: &[Block],
         o: *const u32,
@@ -740,6 +742,7 @@ mod x86 {
     }
 
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn gather_body<const NT: bool, const PF: bool>(
         base: &[Block],
         o: *const u32,
