@@ -590,24 +590,36 @@ mod x86 {
         }
     }
 
+    /// Counter blocks (nonce ‖ c0 + i), four per register: qwords (c, nonce) × 4.
+    #[inline(always)]
+    unsafe fn ctr_start(nonce: u64, c0: u64) -> __m512i {
+        let ctr = _mm512_set_epi64(nonce as i64, 3, nonce as i64, 2, nonce as i64, 1, nonce as i64, 0);
+        _mm512_add_epi64(ctr, _mm512_set_epi64(0, c0 as i64, 0, c0 as i64, 0, c0 as i64, 0, c0 as i64))
+    }
+
+    /// AES of the next 32 counter blocks (8 registers in flight); advances `ctr`.
+    #[inline(always)]
+    unsafe fn ctr_aes32(keys: &[__m512i; 11], ctr: &mut __m512i) -> [__m512i; 8] {
+        let four = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+        let mut x = [_mm512_setzero_si512(); 8];
+        for r in x.iter_mut() {
+            *r = *ctr;
+            *ctr = _mm512_add_epi64(*ctr, four);
+        }
+        aes8(keys, &mut x);
+        x
+    }
+
     #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
     pub(super) unsafe fn lpn_offsets(rk: &[Block; 11], nonce: u64, c0: u64, blocks: usize, k: u32, out: &mut [u32]) {
         let keys = keys512(rk);
-        // Four counter blocks per register: qwords (c, nonce) × 4.
-        let mut ctr = _mm512_set_epi64(nonce as i64, 3, nonce as i64, 2, nonce as i64, 1, nonce as i64, 0);
-        ctr = _mm512_add_epi64(ctr, _mm512_set_epi64(0, c0 as i64, 0, c0 as i64, 0, c0 as i64, 0, c0 as i64));
-        let four = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+        let mut ctr = ctr_start(nonce, c0);
         let k16 = _mm512_set1_epi64((k as i64) << 4);
         let hi_mask = _mm512_set1_epi32(!15);
         let p = out.as_mut_ptr();
         let mut m = 0;
         while m < blocks {
-            let mut x = [_mm512_setzero_si512(); 8];
-            for j in 0..8 {
-                x[j] = ctr;
-                ctr = _mm512_add_epi64(ctr, four);
-            }
-            aes8(&keys, &mut x);
+            let x = ctr_aes32(&keys, &mut ctr);
             for j in 0..8 {
                 // ⌊w·16k / 2^32⌋ with the low 4 bits cleared = 16·⌊w·k/2^32⌋.
                 let even = _mm512_srli_epi64::<32>(_mm512_mul_epu32(x[j], k16));
@@ -625,19 +637,12 @@ mod x86 {
     #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
     pub(super) unsafe fn lpn_offsets16(rk: &[Block; 11], nonce: u64, c0: u64, blocks: usize, mask: u32, out: &mut [u32]) {
         let keys = keys512(rk);
-        let mut ctr = _mm512_set_epi64(nonce as i64, 3, nonce as i64, 2, nonce as i64, 1, nonce as i64, 0);
-        ctr = _mm512_add_epi64(ctr, _mm512_set_epi64(0, c0 as i64, 0, c0 as i64, 0, c0 as i64, 0, c0 as i64));
-        let four = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+        let mut ctr = ctr_start(nonce, c0);
         let m16 = _mm512_set1_epi32((mask << 4) as i32);
         let p = out.as_mut_ptr();
         let mut m = 0;
         while m < blocks {
-            let mut x = [_mm512_setzero_si512(); 8];
-            for j in 0..8 {
-                x[j] = ctr;
-                ctr = _mm512_add_epi64(ctr, four);
-            }
-            aes8(&keys, &mut x);
+            let x = ctr_aes32(&keys, &mut ctr);
             for j in 0..8 {
                 // Words 0..16 (blocks 0, 1) and 16..32 (blocks 2, 3) in order.
                 let lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(x[j]));
