@@ -761,16 +761,20 @@ mod x86 {
         const AHEAD: usize = super::PREFETCH_ROWS;
         // The outputs' lsbs (the receiver's choice bits), 64 rows per word,
         // taken from the registers before the (non-temporal) stores.
+        // Shifted into a vector register (3 vector ops a row, off the
+        // scalar ports the gather's address loads use): row j of a word
+        // lands at bit 63 − (j mod 64), reversed when the word is stored.
         let want = !lsb.is_null();
-        let mut acc = 0u64;
+        let one = _mm_set_epi64x(0, 1);
+        let mut acc = _mm_setzero_si128();
         macro_rules! take {
             ($j:expr, $a:expr) => {
                 if want {
                     let j = $j;
-                    acc |= (_mm_cvtsi128_si64($a) as u64 & 1) << (j & 63);
-                    if j & 63 == 63 {
-                        *lsb.add(j >> 6) = acc;
-                        acc = 0;
+                    acc = _mm_or_si128(_mm_slli_epi64::<1>(acc), _mm_and_si128($a, one));
+                    if (j + 1) & 63 == 0 {
+                        *lsb.add(j >> 6) = (_mm_cvtsi128_si64(acc) as u64).reverse_bits();
+                        acc = _mm_setzero_si128();
                     }
                 }
             };
@@ -818,7 +822,8 @@ mod x86 {
             bg();
         }
         if want && n & 63 != 0 {
-            *lsb.add(n >> 6) = acc;
+            // r = n mod 64 rows: row i at bit r − 1 − i before reversal.
+            *lsb.add(n >> 6) = (_mm_cvtsi128_si64(acc) as u64).reverse_bits() >> (64 - (n & 63));
         }
         if NT {
             _mm_sfence();
