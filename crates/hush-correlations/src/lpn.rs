@@ -79,9 +79,11 @@ pub const FERRET_SETS: [LpnParams; 3] = [FERRET_MAIN, FERRET_MID, FERRET_SMALL];
 
 /// SilentFlow's set: n = 870,400 = 850 · 2^10, k = 2^16, t = 850 — the
 /// `ferret_b10` set of emp-ot v1 (`emp-ot/tuning.h`: (t, log k, h) chosen
-/// for ~128-bit security against Gauss, SD/ISD, BJMM, the hybrid attack and
-/// the later regular-noise attacks, per the LPN estimator; the hybrid attack
-/// binds). Why SilentFlow uses it rather than [`FERRET_MAIN`]:
+/// for ~128-bit security against the attacks it lists — Gauss, SD/ISD,
+/// BJMM, the hybrid attack, Esser et al.'s and the AGB-style algebraic
+/// attacks on regular noise — per an LPN estimator, the hybrid attack
+/// binding; a superset of the Ferret paper's §6 analysis). Why SilentFlow
+/// uses it rather than [`FERRET_MAIN`]:
 /// * its batches cost no communication (the trusted modules supply each
 ///   batch's sparse vector), so Ferret's reason for huge batches — amortising
 ///   the k + t·h base COTs over n — is gone;
