@@ -186,6 +186,13 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         .set("setup_bytes", s.cost_setup.bytes_sent + r.cost_setup.bytes_sent)
         .set("setup_rounds", s.cost_setup.rounds.max(r.cost_setup.rounds))
         .set("checked", s.last.len() as u64);
+    match cfg.seed {
+        Some(seed) => rec
+            .set("deterministic", true)
+            .set("seed", seed)
+            .set("security_note", DETERMINISTIC_NOTE),
+        None => rec.set("deterministic", false),
+    };
     if let Some(p) = s.info.params {
         let usable = match cfg.source.name.as_str() {
             "ferret" => p.n - hush_correlations::ferret::reserve(&p),
@@ -201,7 +208,8 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             .set("batches", batches)
             .set("fused", cfg.source.fused);
         if s.info.module.is_some() {
-            rec.set("tee_module", s.info.module_desc.clone().unwrap_or_default())
+            rec.set("tee_note", TEE_NOTE)
+                .set("tee_module", s.info.module_desc.clone().unwrap_or_default())
                 .set("sender_module_crossings", s.crossings)
                 .set("receiver_module_crossings", r.crossings)
                 .set("receiver_crossings_per_batch", r.crossings as f64 / batches as f64)
@@ -220,6 +228,15 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         .set("machine", machine_note());
     Ok(rec)
 }
+
+/// What every record and table of a tee-mode (SilentFlow) run says about
+/// the module on this machine.
+pub const TEE_NOTE: &str = "tee mode: trusted module simulated — gives no hardware protection";
+
+/// What a record of a run with `--seed` says: all randomness (base OTs,
+/// module seeds, Δ, choice bits) derives from the public seed, so anyone
+/// who knows it can recompute every secret of the run.
+pub const DETERMINISTIC_NOTE: &str = "fixed seed: deterministic run, offers no security (every secret is derivable from the seed)";
 
 /// The paper's Table III (seconds for 10^7 COTs), for reference in `--table`.
 const PAPER: &[(&str, [f64; 3])] = &[
@@ -273,6 +290,10 @@ pub fn cot_table(
         "COT generation, n = {n} (seconds, median of {repeat} run(s); both parties on this machine; one-time setup excluded)\n"
     ));
     out.push_str(&format!("{:<26} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "protocol", "LAN", "speedup", "WAN", "speedup", "mobile", "speedup"));
+    out.push_str(&format!("({TEE_NOTE})\n"));
+    if seed.is_some() {
+        out.push_str(&format!("({DETERMINISTIC_NOTE})\n"));
+    }
     let names = ["hush SilentFlow (tee)", "hush Ferret", "hush IKNP"];
     for i in 0..3 {
         let mut line = format!("{:<26}", names[i]);

@@ -528,16 +528,19 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
     let failed = Arc::new(AtomicU64::new(0));
     let active = Arc::new(AtomicUsize::new(0));
     let (st, okc, fc) = (stop.clone(), ok.clone(), failed.clone());
+    // The accept loop only accepts: every connection — its channel set-up,
+    // a refusal when the server is busy, and the session — runs on its own
+    // thread, so a client that connects and then stalls (or is refused)
+    // never blocks the next client.
     let thread = std::thread::spawn(move || {
         let mut next_id = 0u64;
         loop {
-            let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
-            let ch = TcpChannel::accept(&listener, copts);
+            let accepted = listener.accept();
             if st.load(Ordering::SeqCst) {
                 break;
             }
-            let mut ch = match ch {
-                Ok(c) => c,
+            let stream = match accepted {
+                Ok((s, _)) => s,
                 Err(e) => {
                     log(format!("accept failed: {e}"));
                     continue;
@@ -545,16 +548,27 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
             };
             next_id += 1;
             let id = next_id;
-            if active.load(Ordering::SeqCst) >= opts.max_sessions {
-                let _ = ch.recv();
-                let _ = ch.send(json!({"ok": false, "error": "server busy (too many sessions); try again later"}).to_string().as_bytes());
-                fc.fetch_add(1, Ordering::SeqCst);
-                log(format!("session {id}: refused (server busy)"));
-                continue;
-            }
-            active.fetch_add(1, Ordering::SeqCst);
             let (m, p, o, l, okc, fc, act) = (model.clone(), plan.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone());
             std::thread::spawn(move || {
+                let copts = ChannelOptions { profile: o.profile.clone(), ..Default::default() };
+                let mut ch = match TcpChannel::from_stream(stream, copts) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        fc.fetch_add(1, Ordering::SeqCst);
+                        l(format!("session {id}: connection failed: {e}"));
+                        return;
+                    }
+                };
+                if act.fetch_add(1, Ordering::SeqCst) >= o.max_sessions {
+                    act.fetch_sub(1, Ordering::SeqCst);
+                    // Answer the hello with a refusal, waiting briefly.
+                    ch.set_timeout(std::time::Duration::from_secs(5));
+                    let _ = ch.recv();
+                    let _ = ch.send(json!({"ok": false, "error": "server busy (too many sessions); try again later"}).to_string().as_bytes());
+                    fc.fetch_add(1, Ordering::SeqCst);
+                    l(format!("session {id}: refused (server busy)"));
+                    return;
+                }
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_session(&mut ch, &m, &p, &o)));
                 match r {
                     Ok(Ok(n)) => {

@@ -457,3 +457,44 @@ fn predealing_keeps_reference_output_and_empties_the_online_module_crossings() {
         }
     }
 }
+
+/// A server at its session limit refuses new clients without ever blocking
+/// its accept loop on one of them: a connection that stays silent (and so
+/// would wait for its refusal) does not delay the refusal of the next
+/// client, nor the service of a client after a slot frees up.
+#[test]
+fn refused_silent_client_does_not_block_the_accept_loop() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let mut o = opts("fss");
+    o.max_sessions = 1;
+    let h = runtime::serve(m.clone(), "127.0.0.1:0", o.clone(), log_sink()).unwrap();
+    let addr = h.addr.to_string();
+    let x = input_for(&m, 3);
+    let want = reference::run_f64(&plan, &x).unwrap();
+    // A holds the only session slot.
+    let mut a = runtime::connect(&addr, &o).unwrap();
+    // B connects and says nothing.
+    let _b = std::net::TcpStream::connect(&addr).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // C must be refused promptly (the old accept loop waited 60 s on B).
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let (addr, o) = (addr.clone(), o.clone());
+        std::thread::spawn(move || {
+            let r = runtime::connect(&addr, &o).map(|_| ());
+            let _ = tx.send(r.err().map(|e| e.to_string()));
+        });
+    }
+    let refused = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("refusal of C blocked behind a silent client");
+    let e = refused.expect("C must be refused while A holds the only slot");
+    assert!(e.contains("busy"), "{e}");
+    // A still works, then frees the slot; D is served.
+    assert_eq!(a.infer(&[3, 8, 8], &x, |_, _| {}).unwrap().logits, want);
+    a.close().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut d = runtime::connect(&addr, &o).unwrap();
+    assert_eq!(d.infer(&[3, 8, 8], &x, |_, _| {}).unwrap().logits, want);
+    d.close().unwrap();
+    h.shutdown();
+}
