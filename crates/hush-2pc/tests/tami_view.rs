@@ -239,7 +239,53 @@ fn party1_attack(shape: TamiShape, n: usize, seed: u64) {
             ybit_ps.push(0.5);
         }
     }
+    // Second attack on the same view: party 1 unlocks the one table entry
+    // per chunk it can (its table word at ŷ_j XOR the received pad bit),
+    // reads it as if it were the unmasked leaf bit, and reads its own
+    // output share as the comparison result.
+    let nw = n.div_ceil(64);
+    let lv0 = &plan.levels[0];
+    let t0 = lv0.inputs.len();
+    let pads: Vec<u64> = vb.received[n * w..]
+        .chunks_exact(8)
+        .take(nw * t0)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .chain(std::iter::repeat(0))
+        .take(nw * t0)
+        .collect();
+    let (mut leaf_hits, mut leaf_ps, mut out_hits, mut out_ps) = (0usize, Vec::new(), 0usize, Vec::new());
+    for i in 0..n {
+        let xc = threshold(&shape, share.input[i]);
+        let yp = y_prime(&shape, y[i]);
+        let (wi, bi) = (i / 64, i % 64);
+        for (t, &(node, eq)) in lv0.inputs.iter().enumerate() {
+            let (lo, width) = chunks[node as usize];
+            let cm = (1u64 << width) - 1;
+            let u = (yhat[i] >> lo) & cm;
+            let word = share.tables.get(i * nc + node as usize).copied().unwrap_or(0);
+            let read = ((word >> (u + if eq { 32 } else { 0 })) & 1) ^ ((pads[wi * t0 + t] >> bi) & 1);
+            let (yj, xj) = ((yp >> lo) & cm, (xc >> lo) & cm);
+            let truth = if eq { yj == xj } else { yj > xj } as u64;
+            leaf_hits += (read == truth) as usize;
+            leaf_ps.push(0.5);
+        }
+        if matches!(shape.flavor, Flavor::Millionaire | Flavor::Drelu) {
+            let truth = match shape.flavor {
+                Flavor::Millionaire => (yp > xc) as u64,
+                _ => {
+                    let l = shape.bits;
+                    let xv = yp.wrapping_add(share.input[i]) & if l == 64 { u64::MAX } else { (1u64 << l) - 1 };
+                    ((xv >> (l - 1)) & 1) ^ 1
+                }
+            };
+            out_hits += (vb.out[i] == truth) as usize;
+            out_ps.push(0.5);
+        }
+    }
     let tag = format!("{:?} ℓ={} k={}", shape.flavor, shape.bits, shape.k);
+    let d = score(&format!("{tag} party 1 reading unlocked leaf bits"), leaf_hits, &leaf_ps);
+    let e = if out_ps.is_empty() { 0.0 } else { score(&format!("{tag} party 1 reading its output share as the result"), out_hits, &out_ps) };
+    assert!(d.abs() <= 5.0 && e.abs() <= 5.0, "{tag}: party 1's view leaks leaf bits / the result ({d:+.1}, {e:+.1} sd)");
     let a = score(&format!("{tag} party 1 guessing τ chunks"), tau_hits, &tau_ps);
     let b = score(&format!("{tag} party 1 guessing τ chunks that carry an eq leaf"), eqc_hits, &eqc_ps);
     let c = score(&format!("{tag} party 1 guessing bits of y"), ybit_hits, &ybit_ps);
@@ -258,6 +304,8 @@ fn curious_party1_relu_trunc() {
     party1_attack(TamiShape::new(32, 4, 8, Flavor::Relu), 2048, 3);
     party1_attack(TamiShape::new(32, 4, 8, Flavor::Trunc { f: 12 }), 2048, 4);
     party1_attack(TamiShape::new(37, 4, 8, Flavor::Drelu), 2048, 5);
+    party1_attack(TamiShape::new(37, 5, 8, Flavor::Relu), 2048, 6);
+    party1_attack(TamiShape::new(64, 5, 8, Flavor::Millionaire), 2048, 7);
 }
 
 /// Party 0 (y-holder) with its real view: it knows y and everything its

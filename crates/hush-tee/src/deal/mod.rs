@@ -19,7 +19,7 @@
 //! * [`fss`] — FSS gate keys (DCF, BCGGIKR21) via `hush-fss`, with the
 //!   masked-opening helper values.
 //! * [`tami`] — TAMI-MPC's one-round millionaires' (Li et al., §3, eqs. 1-7):
-//!   leaf tables, merge-subset products with Opt#1/Opt#2, and the
+//!   one-time-padded leaf tables, merge-subset products with Opt#1/Opt#2, and the
 //!   bit-to-arithmetic / multiplexer correlations for ReLU and truncation.
 //!
 //! Security: semi-honest; the module is **simulated — gives no hardware
