@@ -172,8 +172,6 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
 
     // 1. Leaf flight A → B: ŷ and A's pad bits S_j[ŷ_j] (A's XOR share of
     //    each opened leaf bit).
-    let chunks = shape.chunks();
-    let nc = chunks.len();
     let mut yhat = vec![0u64; n];
     let mut yv = Vec::new();
     let mut pad_bits = vec![0u64; nw * t0];
@@ -212,7 +210,6 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
         read_leaf_bits(b, &s.tables, &yhat, &mut d0);
         d0.iter_mut().zip(&pad_bits).for_each(|(d, p)| *d ^= p);
     }
-    let _ = nc;
     let mut outs;
     if party == 1 {
         outs = eval_all(levels, 0, party, &d0, &s.subsets[0], nw);
