@@ -7,10 +7,12 @@
 //! x = y + m — and party 0 (A) holds the online value y. The dealing is
 //! described in [`hush_tee::deal::tami`]. Online:
 //!
-//! 1. A → B: ŷ = y ⊕ τ (the leaf, no first round: Table 2's nk bits);
-//! 2. B reads the masked leaf bits d = leaf ⊕ r from its dealt tables at ŷ
-//!    and sends them (Opt#1: A's leaf share is inside the tables, so only
-//!    one direction carries the merge opening); both parties evaluate the
+//! 1. A → B: ŷ = y' ⊕ τ (nk bits) and A's pad bit S_j[ŷ_j] of every opened
+//!    leaf bit (2n − 1 bits, one flight). B holds only the one-time-padded
+//!    tables T ⊕ S, so the pad bits unlock exactly one entry per chunk and
+//!    output bit: d = leaf ⊕ r.
+//! 2. B → A: d (Opt#1: the masks r are inside B's tables, so this single
+//!    direction is the whole merge opening); both parties evaluate the
 //!    merge polynomial locally from their dealt subset-product shares (eqs.
 //!    1-3), each distinct subset product dealt once (Opt#2, eqs. 4-7).
 //!    With more chunks than the merge arity, each further level costs one
@@ -20,9 +22,10 @@
 //!    b = e + (1 − 2e)ρ (truncation) or b·x = e·x + (1 − 2e)·ρx (ReLU,
 //!    ρy from the dealt ρτ_i, see the dealer docs).
 //!
-//! Flights for ℓ ≤ 32 at the default k = 4, arity 8: two (millionaires',
-//! DReLU), three (ReLU, truncation); bits per comparison online: the sent
-//! bits of ŷ (A → B) plus one per opened leaf bit (B → A).
+//! Flights with one merge level (≤ 8 chunks: ℓ ≤ 40 at the default k = 5,
+//! arity 8): two (millionaires', DReLU), three (ReLU, truncation). Bits per
+//! comparison online: A sends the bytes of ŷ plus 2n − 1 pad bits, B sends
+//! 2n − 1 opened bits (ℓ = 32: 62 at k = 4, 58 at k = 5).
 //!
 //! **Truncation** (faithful, full range): with x' = x + 2^{ℓ−1} (A adds the
 //! constant to its share y), ⌊x/2^f⌋ = ⌊x'/2^f⌋ − 2^{ℓ−1−f} exactly for
@@ -31,10 +34,42 @@
 //! a dealt threshold) and the dropped low carry c ∈ {0, 1}: error ≤ 1 ulp,
 //! never a wrap-around blow-up.
 //!
-//! Security: semi-honest; relies on the modules keeping τ, r, m and the
-//! subset products apart (the module is simulated — gives no hardware
-//! protection). Every opened value is masked by a dealt uniform bit or ring
-//! element unknown to its receiver.
+//! ## Security: what each host sees (semi-honest)
+//!
+//! The modules are simulated (no hardware protection); the argument
+//! assumes each module releases only its host's share (see the dealer docs
+//! for why each release is its host's input plus independent uniform
+//! values) and that batches are never dealt twice (the module refuses a
+//! replayed batch number). All masks below are fresh per comparison.
+//!
+//! * **B (party 1)** sees its release (x or m, T ⊕ S, shares of the ∏_U r,
+//!   level ≥ 1 mask shares, ρ/ρm/ρτ shares), then receives ŷ, the pad bits
+//!   S_j[ŷ_j], the level ≥ 1 openings (ℓ > 40 at k = 5), and e (ReLU,
+//!   truncation). ŷ = y' ⊕ τ is uniform: τ enters B's release only through
+//!   T, which is hidden by the pad S. The pad bits are uniform: B's release
+//!   contains S only as T ⊕ S, and the one position per chunk that A
+//!   unlocks yields leaf ⊕ r, uniform because r reaches B only inside
+//!   padded tables or XOR-masked subset products. Level ≥ 1 openings are
+//!   values XOR masks whose other share only A holds; e = b ⊕ ρ with ρ
+//!   hidden from both. A simulator draws all of these uniformly and
+//!   finishes B's output share from them as the protocol does — B's view
+//!   is simulatable from B's input alone (its output share is part of the
+//!   same uniform view).
+//! * **A (party 0)** sees its release (τ, S, subset-product and mask
+//!   shares, ρ shares: independent uniform streams) and receives d =
+//!   leaf ⊕ r (uniform: r enters A's view nowhere else), the level ≥ 1
+//!   openings (masked as above), and e_B = b_B ⊕ ρ_B (uniform: ρ_B is B's).
+//!   A's view is simulatable from y alone.
+//! * **Built on it**: DReLU adds only local XORs of msb bits. ReLU and
+//!   truncation open e = b ⊕ ρ once (ρ fresh, hidden from both) and finish
+//!   with local affine maps of dealt shares. [`crate::nonlinear`] first
+//!   has B send x_1 − m (uniform to A: m is B's fresh dealt mask); MaxPool
+//!   is ⌈log2 window⌉ ReLU batches, each freshly dealt. No value is opened
+//!   twice and no mask is used for two openings.
+//!
+//! `tests/tami_view.rs` plays each curious party with its real view (its
+//! module's releases plus every received message) and checks that
+//! recovering τ, y, leaf bits or the result stays at chance.
 
 use crate::share::{ArithShare, BoolShare};
 use crate::tee::Dealer;
@@ -46,8 +81,11 @@ use hush_tee::deal::tami::{eval_level_word, TamiShare};
 use hush_tee::deal::{DealRequest, MAX_DEAL_N};
 use hush_transport::Channel;
 
-/// Default chunk width and merge arity (one merge round for ℓ ≤ 32).
-pub const DEFAULT_K: u32 = 4;
+/// Default chunk width and merge arity: k = 5 keeps one merge level up to
+/// 40 compared bits (ℓ = 37 DReLU/ReLU/truncation in one level, where k = 4
+/// needs two) and, at ℓ = 32, sends fewer bits (58 vs 62 per comparison)
+/// with fewer dealt bits (fewer subset products outweigh the larger tables).
+pub const DEFAULT_K: u32 = 5;
 pub const DEFAULT_ARITY: u32 = 8;
 
 /// One dealt batch, ready for the online phase.
@@ -132,9 +170,11 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
     let party = b.party;
     let s = &b.share;
 
-    // 1. Leaf flight A → B.
+    // 1. Leaf flight A → B: ŷ and A's pad bits S_j[ŷ_j] (A's XOR share of
+    //    each opened leaf bit).
     let mut yhat = vec![0u64; n];
     let mut yv = Vec::new();
+    let mut pad_bits = vec![0u64; nw * t0];
     if party == 0 {
         let y = y.ok_or_else(|| invalid("party 0 must supply its input"))?;
         if y.len() != n {
@@ -148,12 +188,17 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
         for i in 0..n {
             yhat[i] = (yv[i] ^ s.tau[i]) & sm;
         }
+        read_leaf_bits(b, &s.pad, &yhat, &mut pad_bits);
         let mut msg = Vec::new();
         pack_ring(&yhat, sent, &mut msg);
+        pack_words(&pad_bits, &mut msg);
         wire::send(ch, &msg)?;
     } else {
-        let bytes = wire::recv(ch, STEP_LEAF, n * wire::ring_bytes(sent))?;
-        unpack_ring(STEP_LEAF, &bytes, sent, &mut yhat)?;
+        let yb = n * wire::ring_bytes(sent);
+        let bytes = wire::recv(ch, STEP_LEAF, yb + 8 * nw * t0)?;
+        unpack_ring(STEP_LEAF, &bytes[..yb], sent, &mut yhat)?;
+        unpack_words(STEP_LEAF, &bytes[yb..], &mut pad_bits)?;
+        wire::check_tail(STEP_LEAF, &pad_bits, n, t0)?;
     }
 
     // 2. Level 0: B opens the masked leaf bits.
@@ -161,21 +206,9 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
     let mut d0 = vec![0u64; nw * t0];
     let mut e_peer = vec![0u64; extra];
     if party == 1 {
-        let chunks = shape.chunks();
-        let nc = chunks.len();
-        for i in 0..n {
-            let (wi, bi) = (i / 64, i % 64);
-            let row = &s.tables[i * nc..(i + 1) * nc];
-            for (j, &(lo, width)) in chunks.iter().enumerate() {
-                let u = (yhat[i] >> lo) & ((1u64 << width) - 1);
-                let t = row[j];
-                let [ig, ie] = b.in_idx[j];
-                d0[wi * t0 + ig] |= ((t >> u) & 1) << bi;
-                if ie != usize::MAX {
-                    d0[wi * t0 + ie] |= ((t >> (32 + u)) & 1) << bi;
-                }
-            }
-        }
+        // d = (T ⊕ S)_j[ŷ_j] ⊕ S_j[ŷ_j] = leaf ⊕ r.
+        read_leaf_bits(b, &s.tables, &yhat, &mut d0);
+        d0.iter_mut().zip(&pad_bits).for_each(|(d, p)| *d ^= p);
     }
     let mut outs;
     if party == 1 {
@@ -290,6 +323,28 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
         _ => unreachable!("post only for ReLU and truncation"),
     };
     Ok(TamiOut::Arith(ArithShare::new(ring, out)))
+}
+
+/// Packs bit ŷ_j of each chunk's table word (gt half and, where the merge
+/// uses it, eq half) into `out`, laid out [word][level-0 input].
+fn read_leaf_bits(b: &TamiBatch, words: &[u64], yhat: &[u64], out: &mut [u64]) {
+    let chunks = b.shape.chunks();
+    let nc = chunks.len();
+    let t0 = b.plan.levels[0].inputs.len();
+    out.iter_mut().for_each(|w| *w = 0);
+    for (i, &yh) in yhat.iter().enumerate() {
+        let (wi, bi) = (i / 64, i % 64);
+        let row = &words[i * nc..(i + 1) * nc];
+        for (j, &(lo, width)) in chunks.iter().enumerate() {
+            let u = (yh >> lo) & ((1u64 << width) - 1);
+            let t = row[j];
+            let [ig, ie] = b.in_idx[j];
+            out[wi * t0 + ig] |= ((t >> u) & 1) << bi;
+            if ie != usize::MAX {
+                out[wi * t0 + ie] |= ((t >> (32 + u)) & 1) << bi;
+            }
+        }
+    }
 }
 
 /// Output shares per word per node of level `li`.

@@ -127,18 +127,20 @@ fn tee_cost(n: usize, bits: u32, which: &'static str) -> (Cost, Cost) {
 fn cost_pins() {
     let n = 1024;
     for bits in [16u32, 32] {
-        // TAMI millionaires': leaf + merge in two one-way flights.
+        // TAMI millionaires': leaf + merge in two one-way flights. A sends ŷ
+        // and its pad bit of every opened leaf bit (2·chunks − 1 per
+        // comparison); B sends the opening (one bit per merge input).
         let (a, b) = tee_cost(n, bits, "tami-mill");
         let chunks = (bits as usize).div_ceil(4);
         assert_eq!(a.rounds.max(b.rounds), 2);
-        assert_eq!(a.bytes_sent, (n * (bits as usize).div_ceil(8)) as u64, "leaf: ŷ");
+        assert_eq!(a.bytes_sent, (n * (bits as usize).div_ceil(8) + 8 * (n / 64) * (2 * chunks - 1)) as u64, "leaf: ŷ + pad bits");
         assert_eq!(b.bytes_sent, (8 * (n / 64) * (2 * chunks - 1)) as u64, "merge: one opened bit per input");
         assert_eq!((a.msgs_sent, b.msgs_sent), (1, 1));
     }
     // TAMI ReLU at ℓ = 32: three one-way flights.
     let (a, b) = tee_cost(n, 32, "tami-relu");
     assert_eq!(a.rounds.max(b.rounds), 3);
-    assert_eq!(a.bytes_sent, (n * 4 + 8 * (n / 64)) as u64);
+    assert_eq!(a.bytes_sent, (n * 4 + 8 * (n / 64) * 15 + 8 * (n / 64)) as u64);
     assert_eq!(b.bytes_sent, (8 * (n / 64) * 15 + 8 * (n / 64)) as u64);
     // FSS ReLU: one one-way flight of ℓ bits per element.
     let (a, b) = tee_cost(n, 32, "fss-relu");

@@ -51,11 +51,13 @@ fn run_flavor(shape: TamiShape, xs: Vec<u64>) -> (Vec<u64>, Vec<u64>, Vec<u64>, 
 #[test]
 fn millionaire_random_and_edges() {
     for bits in [16u32, 32, 37, 64] {
-        let shape = TamiShape::new(bits, 4, 8, Flavor::Millionaire);
-        let ys = edge_values(bits, 3000, bits as u64);
-        let (a, b, x, y) = run_flavor(shape, ys);
-        for i in 0..y.len() {
-            assert_eq!((a[i] ^ b[i]) == 1, y[i] > x[i], "bits {bits} i {i} y {} x {}", y[i], x[i]);
+        for k in [2u32, 3, 4, 5] {
+            let shape = TamiShape::new(bits, k, 8, Flavor::Millionaire);
+            let ys = edge_values(bits, 3000, bits as u64);
+            let (a, b, x, y) = run_flavor(shape, ys);
+            for i in 0..y.len() {
+                assert_eq!((a[i] ^ b[i]) == 1, y[i] > x[i], "bits {bits} k {k} i {i} y {} x {}", y[i], x[i]);
+            }
         }
     }
 }
@@ -69,10 +71,12 @@ fn drelu_relu_trunc() {
         for i in 0..x.len() {
             assert_eq!((a[i] ^ b[i]) == 1, !ring.msb(x[i]), "drelu bits {bits} x {}", x[i]);
         }
-        let (a, b, _, x) = run_flavor(TamiShape::new(bits, 4, 8, Flavor::Relu), xs.clone());
-        for i in 0..x.len() {
-            let want = if ring.msb(x[i]) { 0 } else { x[i] };
-            assert_eq!(ring.add(a[i], b[i]), want, "relu bits {bits} x {}", x[i]);
+        for k in [4u32, 5] {
+            let (a, b, _, x) = run_flavor(TamiShape::new(bits, k, 8, Flavor::Relu), xs.clone());
+            for i in 0..x.len() {
+                let want = if ring.msb(x[i]) { 0 } else { x[i] };
+                assert_eq!(ring.add(a[i], b[i]), want, "relu bits {bits} k {k} x {}", x[i]);
+            }
         }
         for f in [1u32, 12.min(bits - 1)] {
             let (a, b, _, x) = run_flavor(TamiShape::new(bits, 4, 8, Flavor::Trunc { f }), xs.clone());

@@ -8,7 +8,10 @@
 //! values with [`Module::derive_key`] under a fresh label. Each kind must
 //! (1) release only the calling host's share, (2) take only
 //! input-independent parameters (sizes, batch numbers) — never online
-//! inputs, and (3) erase its per-batch state once released.
+//! inputs, (3) erase its per-batch state once released, and (4) never
+//! release the same values twice: batch numbers are checked by the module
+//! (strictly increasing per kind, see [`crate::deal`] and
+//! [`crate::linear_deal`]; the SilentFlow kinds require the next batch).
 //!
 //! ## Dealing kinds so far (SilentFlow, §III-B)
 //! * [`Request::CotInit`] — the initial correlation w = v ⊕ u·Δ of length k
@@ -249,6 +252,7 @@ pub struct Module {
     next_batch: u64,
     walk: Option<PendingWalk>,
     linear: crate::linear_deal::LinearState,
+    deal: crate::deal::DealState,
 }
 
 impl std::fmt::Debug for Module {
@@ -288,6 +292,7 @@ impl Module {
             next_batch: 0,
             walk: None,
             linear: Default::default(),
+            deal: Default::default(),
         }
     }
 
@@ -322,7 +327,12 @@ impl Module {
                 self.linear = st;
                 Ok(Response::Linear(r?))
             }
-            Request::Deal(d) => Ok(Response::Dealt(crate::deal::handle(self, d)?)),
+            Request::Deal(d) => {
+                let mut st = std::mem::take(&mut self.deal);
+                let r = crate::deal::handle(self, &mut st, d);
+                self.deal = st;
+                Ok(Response::Dealt(r?))
+            }
         }
     }
 

@@ -245,4 +245,63 @@ fn out_of_process_module_counts_crossings_and_bytes() {
     assert!(st.bytes_from_module >= 256 * 16);
     check_batch(&mut s, &mut r, 0, 50, 8, delta);
     assert_eq!(r.stats().crossings, 4 + 7);
+    // The module process itself refuses a replayed dealing batch.
+    let req = hush_tee::deal::DealRequest::BitTriples { batch: 0, n: 64 };
+    deal(&mut r, req.clone()).unwrap();
+    let e = deal(&mut r, req).unwrap_err().to_string();
+    assert!(e.contains("already dealt"), "{e}");
+}
+
+fn deal(m: &mut dyn TrustedModule, req: hush_tee::deal::DealRequest) -> hush_tee::Result<Vec<u8>> {
+    match m.call(&Request::Deal(req))? {
+        Response::Dealt(ref b) => Ok(b.clone()),
+        r => panic!("unexpected {r:?}"),
+    }
+}
+
+/// The module, not the host, keeps dealing batches fresh: per dealing
+/// kind a batch number is dealt once and must increase; both modules still
+/// derive matching correlations for the batches they deal.
+#[test]
+fn replayed_deal_batches_are_refused() {
+    use hush_tee::deal::tami::{Flavor, TamiShape};
+    use hush_tee::deal::triples::TripleShare;
+    use hush_tee::deal::DealRequest as D;
+    let (mut s, mut r) = pair_in_process(41);
+    let tr = |batch| D::ArithTriples { batch, n: 16, bits: 64 };
+    let (a0, b0) = (deal(&mut s, tr(0)).unwrap(), deal(&mut r, tr(0)).unwrap());
+    let check = |a: &[u8], b: &[u8]| {
+        let (ta, tb) = (TripleShare::from_bytes(a, 16).unwrap(), TripleShare::from_bytes(b, 16).unwrap());
+        for i in 0..16 {
+            assert_eq!(ta.c[i].wrapping_add(tb.c[i]), ta.a[i].wrapping_add(tb.a[i]).wrapping_mul(ta.b[i].wrapping_add(tb.b[i])));
+        }
+    };
+    check(&a0, &b0);
+    // The same batch again — same or other parameters — is refused on both sides.
+    for m in [&mut s as &mut dyn TrustedModule, &mut r] {
+        let e = deal(m, tr(0)).unwrap_err().to_string();
+        assert!(e.contains("already dealt"), "{e}");
+        assert!(deal(m, D::ArithTriples { batch: 0, n: 17, bits: 32 }).is_err());
+    }
+    // Gaps are fine; going back is not.
+    let (a5, b5) = (deal(&mut s, tr(5)).unwrap(), deal(&mut r, tr(5)).unwrap());
+    check(&a5, &b5);
+    assert_ne!(a5, a0);
+    assert!(deal(&mut s, tr(3)).is_err() && deal(&mut r, tr(4)).is_err());
+    // A refused (malformed) request does not consume its batch number.
+    assert!(deal(&mut s, D::ArithTriples { batch: 6, n: 0, bits: 64 }).is_err());
+    assert!(deal(&mut s, tr(6)).is_ok());
+    // Counters are per kind: TAMI batch 0 is still fresh, once.
+    let t = |batch| D::Tami { batch, n: 70, shape: TamiShape::new(32, 4, 8, Flavor::Relu) };
+    deal(&mut r, t(0)).unwrap();
+    let e = deal(&mut r, t(0)).unwrap_err().to_string();
+    assert!(e.contains("tami batch 0 already dealt"), "{e}");
+    assert!(deal(&mut r, D::Tami { batch: 0, n: 70, shape: TamiShape::new(16, 3, 8, Flavor::Millionaire) }).is_err());
+    deal(&mut r, t(1)).unwrap();
+    // FSS and bit triples likewise.
+    deal(&mut s, D::BitTriples { batch: 2, n: 128 }).unwrap();
+    assert!(deal(&mut s, D::BitTriples { batch: 2, n: 128 }).is_err());
+    let f = D::Fss { batch: 9, n: 4, shape: hush_tee::deal::fss::FssShape { bits: 32, gate: hush_tee::deal::fss::FssGate::Relu } };
+    deal(&mut s, f.clone()).unwrap();
+    assert!(deal(&mut s, f).is_err());
 }

@@ -10,16 +10,27 @@
 //!
 //! Party 0's shares are always pure PRG streams (its module expands a few
 //! streams); party 1's module recomputes party 0's streams and derives its
-//! own share from the full dealer output. Because every parameter is part
-//! of the key label, asking twice for the same batch returns the same
-//! values (nothing new), and asking with other parameters gives
-//! independent values.
+//! own share from the full dealer output. Every parameter is part of the
+//! key label, so asking with other parameters gives independent values.
+//!
+//! **Fresh batches, enforced by the module.** The batch number is chosen by
+//! the host (both parties' hosts count their requests in the same order, so
+//! both modules derive the same correlation), but the module itself keeps,
+//! per dealing kind, the last batch it dealt ([`DealState`]) and refuses any
+//! request whose batch is not strictly greater ([`Error::Refused`], "already
+//! dealt or out of order"). A replay — a buggy or malicious host, or two
+//! dealers sharing one module — can therefore never obtain the same r, τ,
+//! pads, triples or keys twice: the same values released twice would let a
+//! host combine two protocol runs under one mask (for TAMI: two ŷ under one
+//! τ, or two unlocked entries of one padded table). Gaps are allowed (one
+//! host counter serves all kinds), and a refused or malformed request does
+//! not consume a batch number.
 //!
 //! * [`triples`] — Beaver triples over Z_2^ℓ and bit-packed AND triples.
 //! * [`fss`] — FSS gate keys (DCF, BCGGIKR21) via `hush-fss`, with the
 //!   masked-opening helper values.
 //! * [`tami`] — TAMI-MPC's one-round millionaires' (Li et al., §3, eqs. 1-7):
-//!   leaf tables, merge-subset products with Opt#1/Opt#2, and the
+//!   one-time-padded leaf tables, merge-subset products with Opt#1/Opt#2, and the
 //!   bit-to-arithmetic / multiplexer correlations for ReLU and truncation.
 //!
 //! Security: semi-honest; the module is **simulated — gives no hardware
@@ -90,10 +101,48 @@ impl DealRequest {
         }
     }
 
+    /// The dealing kind's name (error messages).
+    pub fn kind(&self) -> &'static str {
+        ["arith-triples", "bit-triples", "tami", "fss"][self.kind_index()]
+    }
+
+    fn kind_index(&self) -> usize {
+        match self {
+            DealRequest::ArithTriples { .. } => 0,
+            DealRequest::BitTriples { .. } => 1,
+            DealRequest::Tami { .. } => 2,
+            DealRequest::Fss { .. } => 3,
+        }
+    }
+
+    /// The batch number the host asked for.
+    pub fn batch(&self) -> u64 {
+        match self {
+            DealRequest::ArithTriples { batch, .. }
+            | DealRequest::BitTriples { batch, .. }
+            | DealRequest::Tami { batch, .. }
+            | DealRequest::Fss { batch, .. } => *batch,
+        }
+    }
+
     fn n(&self) -> u32 {
         match self {
             DealRequest::ArithTriples { n, .. } | DealRequest::BitTriples { n, .. } | DealRequest::Tami { n, .. } | DealRequest::Fss { n, .. } => *n,
         }
+    }
+}
+
+/// The module's per-kind freshness state: the last batch dealt of each
+/// dealing kind in this session.
+#[derive(Debug, Default)]
+pub struct DealState {
+    last: [Option<u64>; 4],
+}
+
+impl DealState {
+    /// The last batch dealt of `req`'s kind, if any.
+    pub fn last(&self, req: &DealRequest) -> Option<u64> {
+        self.last[req.kind_index()]
     }
 }
 
@@ -103,8 +152,25 @@ pub fn party_of(role: ModuleRole) -> u8 {
 }
 
 /// The dispatch target of `Request::Deal`: this host's share, encoded.
-pub fn handle(m: &Module, req: &DealRequest) -> Result<Vec<u8>> {
+/// Refuses a batch number that is not strictly greater than the last one
+/// dealt of the same kind; records the batch once the share is released.
+pub fn handle(m: &Module, st: &mut DealState, req: &DealRequest) -> Result<Vec<u8>> {
     let party = party_of(m.deal_role()?);
+    let batch = req.batch();
+    if let Some(last) = st.last(req) {
+        if batch <= last {
+            return Err(Error::Refused(format!(
+                "{} batch {batch} already dealt or out of order (last was {last}); a batch is dealt once",
+                req.kind()
+            )));
+        }
+    }
+    let out = deal_share(m, party, req)?;
+    st.last[req.kind_index()] = Some(batch);
+    Ok(out)
+}
+
+fn deal_share(m: &Module, party: u8, req: &DealRequest) -> Result<Vec<u8>> {
     let n = req.n();
     if n == 0 || n > MAX_DEAL_N {
         return Err(Error::Refused(format!("dealing batch of {n} out of range 1..={MAX_DEAL_N}")));

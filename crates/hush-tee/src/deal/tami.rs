@@ -6,24 +6,41 @@
 //! party 0 ("A", the y-holder) holds the online value y. The comparison is
 //! gt = 1{y' > x'} on L-bit values split into chunks of k bits.
 //!
-//! **Leaf (F_Comp, §3.1), no first round.** The dealer gives A a uniform
-//! mask τ and B, per chunk j, the table T_j[u] = (gt(u ⊕ τ_j, x'_j),
-//! eq(u ⊕ τ_j, x'_j)) ⊕ (r_gt,j, r_eq,j) for all 2^k values u. Online, A
-//! sends ŷ = y ⊕ τ (L bits: Table 2's `nk`) and B reads the *masked* leaf
-//! bits d = leaf ⊕ r at ŷ_j. Because A's leaf share is input-independent it
-//! is folded into the table — this is Opt#1: only B → A carries the opening
-//! of the merge inputs. (VISION.md's variant in which A sends all 2^k
-//! masked table entries costs n·2^{k+1} bits instead of nk; the dealt-mask
-//! form here gives the same one flight with the paper's bit count.)
+//! **Leaf (F_Comp, §3.1): a one-time-padded table, no first round.** Per
+//! comparison and chunk j the dealer draws the mask τ_j, the merge masks
+//! r = (r_gt,j, r_eq,j) and a uniform pad S_j (one bit per table position:
+//! 2^k gt positions, and 2^k eq positions where the merge uses eq_j). It
+//! gives A (τ, S) and B the padded table T_j ⊕ S_j, where
+//! T_j[u] = (gt(u ⊕ τ_j, x'_j), eq(u ⊕ τ_j, x'_j)) ⊕ r. Online A sends
+//! ŷ = y' ⊕ τ and its pad bits S_j[ŷ_j] in one flight; B reads
+//! d = (T ⊕ S)_j[ŷ_j] ⊕ S_j[ŷ_j] = leaf(y'_j, x'_j) ⊕ r — exactly one
+//! entry of T per chunk and output bit — and sends d (the merge opening).
+//!
+//! This replaces the first leaf, in which B held the unpadded T_j: with
+//! x'_j known, the eq half (one-hot at x'_j ⊕ τ_j or its complement) and
+//! the gt half gave B τ_j, hence y = ŷ ⊕ τ (`tests/tami_view.rs` in
+//! hush-2pc recovered τ for every chunk that carries an eq leaf). VISION.md
+//! describes a second safe leaf — A sends all 2^k entries
+//! m_i = leaf(y_j, i) ⊕ V[i] of a dealt table V and B gets V[x_j] — which
+//! needs no ŷ but costs A 2^k bits per chunk and output bit (255 bits per
+//! 32-bit comparison at k = 4: 240 table bits plus the 15-bit opening). The
+//! padded table gives the same one A-flight + one opening with
+//! nk + 2(2n − 1) bits (62 at ℓ = 32, k = 4; 58 at k = 5); the price
+//! against the paper's nk + (n − 1)-style count is that A's share of each
+//! opened leaf bit (its pad bit) depends on ŷ and travels, one bit per
+//! opened leaf bit, in the same flight as ŷ — no extra round.
 //!
 //! **Merge (F_PolyMult, §3.2, eqs. 1-3).** gt = ⊕_i gt_i ∏_{j>i} eq_j. With
 //! d_t = v_t ⊕ r_t public, every monomial ∏_{t∈M} v_t equals
 //! ⊕_{U⊆M} (∏_{t∈M∖U} d_t)·(∏_{t∈U} r_t), so each party finishes locally from
-//! XOR-shares of the subset products ∏_U r_t. **Opt#2 (eqs. 4-7):** a subset
-//! product is dealt once per distinct subset U, however many monomials
-//! contain it ([`Level::subsets`]). The number of subsets grows as 2^{arity},
-//! so chunks are merged `arity` at a time; each further level is one more
-//! (simultaneous) opening with XOR-shared masks r'.
+//! XOR-shares of the subset products ∏_U r_t. **Opt#1**: the level-0 masks r
+//! are inside B's table, so no mask share is exchanged: A's pad bits ride
+//! on its leaf flight and B's flight is the opening d itself (one opened
+//! bit per merge input, one direction). **Opt#2 (eqs.
+//! 4-7):** a subset product is dealt once per distinct subset U, however
+//! many monomials contain it ([`Level::subsets`]). The number of subsets
+//! grows as 2^{arity}, so chunks are merged `arity` at a time; each further
+//! level is one more (simultaneous) opening with XOR-shared masks r'.
 //!
 //! **Post-processing.** ReLU and truncation need the comparison bit b in
 //! arithmetic form. The dealer adds a bit ρ (XOR-shared and
@@ -31,7 +48,27 @@
 //! 2e)·ρ. For ReLU the dealer also shares ρ·m and ρ·τ_i (each bit i of τ):
 //! ρ·y = ŷ·ρ + Σ_i 2^i (1 − 2ŷ_i)·ρτ_i is then linear in dealt shares with
 //! public coefficients, so z = b·x = e·x + (1 − 2e)·(ρy + ρm) needs no
-//! further opening.
+//! further opening. (This is why ŷ = y ⊕ τ stays: it is the leaf index
+//! and the public coefficient of the ReLU product.)
+//!
+//! ## What each host receives from its module, and why it is safe
+//!
+//! Every value below is fresh per comparison and per batch (the module
+//! refuses to deal a batch number twice, see [`super::DealRequest`]).
+//! * **A (party 0)**: τ (ℓ uniform bits), the pads S (uniform), its
+//!   subset-product shares and level ≥ 1 mask shares (pure PRG streams),
+//!   and for ReLU/truncation its XOR share of ρ and arithmetic shares of ρ,
+//!   ρ·m, ρ·τ_i (pure streams). All are independent uniform values that do
+//!   not depend on B's x/m, on r, or on any of B's shares.
+//! * **B (party 1)**: its dealt input x or m (its own input), the padded
+//!   tables T ⊕ S, its subset-product shares ∏_U r ⊕ (A's stream), its
+//!   level ≥ 1 mask shares, and ρ_B, ρ − ρ_A, ρm − (A's stream),
+//!   ρτ_i − (A's stream). T ⊕ S is uniform because S is uniform and A's
+//!   alone; every other value is a fixed function minus (or XOR) an
+//!   independent uniform stream that only A's module releases. So B's
+//!   release is its input plus independent uniform values: it reveals
+//!   nothing about τ, r or ρ. B can unpad a table entry only with the pad
+//!   bit A sends for it, i.e. one entry per chunk and output bit.
 
 use super::{ring_mask, stream, Blob, BlobReader};
 use crate::wire::{Reader, Writer};
@@ -314,8 +351,11 @@ pub struct TamiShare {
     pub tau: Vec<u64>,
     /// B: its dealt input (x for the millionaires', else the mask m).
     pub input: Vec<u64>,
-    /// B: leaf tables, `n × chunks` words (gt bits at 0.., eq bits at 32..).
+    /// B: padded leaf tables T ⊕ S, `n × chunks` words (gt bits at 0..,
+    /// eq bits at 32..).
     pub tables: Vec<u64>,
+    /// A: the table pads S, same layout as `tables`.
+    pub pad: Vec<u64>,
     /// Per level: subset-product shares, layout [word][subset].
     pub subsets: Vec<Vec<u64>>,
     /// Per level ≥ 1: this party's XOR share of the opening masks r', [word][input].
@@ -335,6 +375,7 @@ impl Drop for TamiShare {
         self.tau.zeroize();
         self.input.zeroize();
         self.tables.zeroize();
+        self.pad.zeroize();
         self.subsets.iter_mut().for_each(|v| v.zeroize());
         self.masks.iter_mut().for_each(|v| v.zeroize());
         self.rho_bits.zeroize();
@@ -349,7 +390,7 @@ fn layout(party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Vec<usize> {
     let w = n.div_ceil(64);
     let a = party == 0;
     let c = plan.leaves;
-    let mut v = vec![if a { n } else { 0 }, if a { 0 } else { n }, if a { 0 } else { n * c }];
+    let mut v = vec![if a { n } else { 0 }, if a { 0 } else { n }, if a { 0 } else { n * c }, if a { n * c } else { 0 }];
     for l in &plan.levels {
         v.push(w * l.subsets.len());
     }
@@ -368,7 +409,7 @@ fn layout(party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Vec<usize> {
 impl TamiShare {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = Blob::new();
-        b.put(&self.tau).put(&self.input).put(&self.tables);
+        b.put(&self.tau).put(&self.input).put(&self.tables).put(&self.pad);
         for s in &self.subsets {
             b.put(s);
         }
@@ -388,6 +429,7 @@ impl TamiShare {
         s.tau = r.take(next())?;
         s.input = r.take(next())?;
         s.tables = r.take(next())?;
+        s.pad = r.take(next())?;
         for _ in &plan.levels {
             s.subsets.push(r.take(next())?);
         }
@@ -408,6 +450,7 @@ impl TamiShare {
         8 * (self.tau.len()
             + self.input.len()
             + self.tables.len()
+            + self.pad.len()
             + self.subsets.iter().map(Vec::len).sum::<usize>()
             + self.masks.iter().map(Vec::len).sum::<usize>()
             + self.rho_bits.len()
@@ -424,19 +467,25 @@ pub fn dealt_bits_per_cmp(shape: &TamiShape) -> (usize, usize) {
     let l = shape.bits as usize;
     let sub = plan.subset_bits();
     let masks: usize = plan.levels.iter().skip(1).map(|lv| lv.inputs.len()).sum();
-    let tables: usize = shape.chunks().iter().map(|&(_, w)| 2usize << w).sum();
+    // Table bits: the gt half of every chunk, the eq half where the merge uses eq_j.
+    let mut has_eq = vec![false; plan.leaves];
+    for &(node, eq) in &plan.levels[0].inputs {
+        has_eq[node as usize] |= eq;
+    }
+    let tables: usize = shape.chunks().iter().zip(&has_eq).map(|(&(_, w), &e)| (1usize << w) * (1 + e as usize)).sum();
     let post = match shape.flavor {
         Flavor::Relu => 1 + l * (l + 2),
         Flavor::Trunc { .. } => 1 + l,
         _ => 0,
     };
-    (shape.sent_bits() as usize + sub + masks + post, l + tables + sub + masks + post)
+    (shape.sent_bits() as usize + tables + sub + masks + post, l + tables + sub + masks + post)
 }
 
 // Stream nonces.
 const S_TAU: u64 = 1;
 const S_INPUT: u64 = 2;
 const S_R1: u64 = 3;
+const S_PAD: u64 = 4;
 const S_SUB_A: u64 = 16;
 const S_MASK_A: u64 = 32;
 const S_MASK_B: u64 = 48;
@@ -504,6 +553,24 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
         v
     };
     let rho_a = if post { clip(stream(key, S_RHO_A, w)) } else { Vec::new() };
+    // A's table pads S: uniform bits on exactly the table positions B holds
+    // (gt half always, eq half where the merge uses eq_j).
+    let chunks = shape.chunks();
+    let nc = chunks.len();
+    let lv0 = &plan.levels[0];
+    let t0 = lv0.inputs.len();
+    let mut in_idx = vec![[usize::MAX; 2]; nc];
+    for (t, &(node, eq)) in lv0.inputs.iter().enumerate() {
+        in_idx[node as usize][eq as usize] = t;
+    }
+    let mut pad = stream(key, S_PAD, n * nc);
+    for (q, p) in pad.iter_mut().enumerate() {
+        let j = q % nc;
+        let width = chunks[j].1;
+        let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
+        let eq_mask = if in_idx[j][1] == usize::MAX { 0 } else { full << 32 };
+        *p &= full | eq_mask;
+    }
     let ring = |nonce: u64, len: usize| -> Vec<u64> {
         let mut v = stream(key, nonce, len);
         v.iter_mut().for_each(|x| *x &= lm);
@@ -514,6 +581,7 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
     let rhotau_a = if relu { ring(S_RHOTAU_A, n * l as usize) } else { Vec::new() };
     if party == 0 {
         s.tau = tau;
+        s.pad = pad;
         s.subsets = sub_a;
         s.masks = mask_a;
         s.rho_bits = rho_a;
@@ -525,13 +593,6 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
     // Party 1: the whole dealer output.
     let mut input = stream(key, S_INPUT, n);
     input.iter_mut().for_each(|x| *x &= lm);
-    let chunks = shape.chunks();
-    let lv0 = &plan.levels[0];
-    let t0 = lv0.inputs.len();
-    let mut in_idx = vec![[usize::MAX; 2]; chunks.len()];
-    for (t, &(node, eq)) in lv0.inputs.iter().enumerate() {
-        in_idx[node as usize][eq as usize] = t;
-    }
     let r1 = clip_words(stream(key, S_R1, w * t0), t0, tail);
     let mut tables = vec![0u64; n * chunks.len()];
     for i in 0..n {
@@ -556,7 +617,7 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
             } else if (r1[wi * t0 + ie] >> bi) & 1 == 1 {
                 eq ^= full;
             }
-            tables[i * chunks.len() + j] = gt | (eq << 32);
+            tables[i * nc + j] = (gt | (eq << 32)) ^ pad[i * nc + j];
         }
     }
     // Subset products, level by level.
