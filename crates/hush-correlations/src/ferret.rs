@@ -27,9 +27,9 @@
 //!   its rows are produced.
 //! * Bootstrapping (Ferret §5 "bootstrapping"): the last k + t·h outputs
 //!   become the next iteration's base. Setup runs IKNP for the base of the
-//!   smallest parameter set and climbs the ladder
-//!   FERRET_SMALL → FERRET_MID → FERRET_MAIN (crate::lpn), each iteration's
-//!   output covering the next set's base.
+//!   smallest parameter set and climbs the ladder IKNP → LPN_B10 → the
+//!   chosen set (crate::lpn; LPN_B10 is emp-ot v1's `ferret_b10`), the
+//!   LPN_B10 iteration's output covering the next set's base.
 //!
 //! Parameters: crate::lpn::FERRET_MAIN (n = 10,608,640, k = 589,824,
 //! t = 1,295, h = 13, ≥128-bit LPN security per Ferret's analysis) yields
@@ -44,7 +44,7 @@ use crate::fused::{whole_batch, Batches, Plan, SparseTrees};
 use crate::ggm::{clear_lsbs, expand_with_sums};
 use crate::simd::Punctured;
 use crate::iknp::{IknpReceiver, IknpSender};
-use crate::lpn::{LpnParams, FERRET_MAIN, FERRET_MID, FERRET_SMALL};
+use crate::lpn::{LpnParams, FERRET_MAIN, LPN_B10, LPN_B11, LPN_B12, LPN_B13};
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::Result;
 use hush_primitives::hash::tccr_hash_tweaks;
@@ -52,12 +52,15 @@ use hush_primitives::{BitVec, Block, Prg};
 use hush_transport::{Channel, ChannelExt};
 use zeroize::Zeroize;
 
-/// The bootstrapping ladder ending in `main` (smallest first).
+/// The bootstrapping ladder ending in `main` (smallest first): every
+/// published set is reached from IKNP through [`LPN_B10`], whose n covers
+/// the base (k + t·h) of each of them (checked by a test in `crate::lpn`).
 pub fn ladder(main: LpnParams) -> Vec<LpnParams> {
     match main.name {
-        "ferret-main" => vec![FERRET_SMALL, FERRET_MID, FERRET_MAIN],
-        "ferret-mid" => vec![FERRET_SMALL, FERRET_MID],
-        "ferret-small" => vec![FERRET_SMALL],
+        "ferret-main" => vec![LPN_B10, FERRET_MAIN],
+        "lpn-b13" => vec![LPN_B10, LPN_B13],
+        "lpn-b12" => vec![LPN_B10, LPN_B12],
+        "lpn-b11" => vec![LPN_B10, LPN_B11],
         "test-insecure" => vec![crate::lpn::TEST_INSECURE_PRE, main],
         _ => vec![main],
     }
