@@ -8,6 +8,18 @@
 //! * [`b2a`]: bit-to-arithmetic, b = b_0 ⊕ b_1 = b_0 + b_1 − 2·b_0·b_1
 //!   with one arithmetic product.
 //!
+//! **View.** A party sees the peer's half of the openings e = x − a,
+//! f = y − b (and the same over GF(2)). With a fresh triple per element,
+//! the peer's a and b shares are uniform and unknown to it, so the openings
+//! are uniform and simulated; a triple must never be used twice (two
+//! openings x − a and x' − a give x − x'), which the callers ensure by
+//! consuming triples in order. [`b2a`] is one such product. Triples from
+//! [`crate::tee::Dealer`]: each module releases its own host's (a, b, c)
+//! share only, fresh per batch (the batch number is in the key label).
+//! Gilboa's corrections τ = h_1 − h_0 − a·2^j are masked by the random
+//! pad of the OT the peer did not choose; AND triples from ROTs reveal
+//! nothing beyond the ROT outputs.
+//!
 //! Triple sources ([`TripleSource`]):
 //! * [`crate::tee::Dealer`] — `tee` mode: each party's module derives its
 //!   share from the synchronized seed; no communication.

@@ -18,6 +18,31 @@
 //! the `*_online` functions only derandomise.
 //!
 //! Security: semi-honest, from the OT extension's security.
+//!
+//! **What each host sees, and why it is simulatable** (no module; all of it
+//! received messages and the host's own COT outputs):
+//! * party 1 (the x-holder, OT receiver): its ROTs (choice c, pad p_c per
+//!   leaf OT); party 0's 2^k masked 2-bit messages per chunk; the merge's
+//!   AND openings; the mux messages. The messages at entries other than its
+//!   own are masked by pads of the ROT it did not choose (OT security: they
+//!   are simulated by random bits); the entry it decodes is
+//!   leaf(y_j, x_j) ⊕ s with s a fresh random 2-bit share of party 0, so
+//!   it is uniform whatever y is. The AND openings d = u ⊕ a, e = v ⊕ b use
+//!   a fresh triple (a, b) per gate, uniform to the party that does not
+//!   hold the other half of the triple. The mux messages are pads of the
+//!   unchosen OT or (b ⊕ v)·x − r with party 0's fresh r: uniform. So the
+//!   view is simulated from party 1's input and its output share (which is
+//!   itself uniform: XOR-/additively masked by party 0's fresh shares).
+//! * party 0 (the y-holder, OT sender): party 1's k-bit shifts
+//!   u = x_j ⊕ c (c the random choice of a fresh ROT, hidden from party 0
+//!   by the OT extension: uniform), the AND openings (fresh triples) and
+//!   the mux corrections d = b ⊕ c (c fresh ROT choice): all uniform.
+//! * Nothing is reused: every leaf, AND and mux consumes its own ROTs and
+//!   triples from [`prepare`] (`pre.used` advances; the mux OTs are
+//!   per-element), and s and r are drawn fresh per element.
+//!   `cf2_receiver_view_is_independent_of_the_senders_input` (in this
+//!   file's tests) plays party 1 with its real view and fails if the
+//!   decoded leaves depend on y.
 
 use crate::beaver::{and, OtSession, TripleShare, TripleSource};
 use crate::share::{ArithShare, BoolShare};

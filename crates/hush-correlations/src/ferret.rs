@@ -36,6 +36,24 @@
 //! 10,001,981 COTs per iteration. The receiver's choice bit is the lsb of its
 //! block (Δ has lsb 1).
 //!
+//! **What each host sees.** No module; the view is the base COTs and the
+//! messages.
+//! * Receiver: per tree and level, (K_0 ⊕ H(τ, q), K_1 ⊕ H(τ, q ⊕ Δ)) and
+//!   c = Δ ⊕ ⊕_j s_j. It holds t = q ⊕ b·Δ, i.e. H(τ, q ⊕ b·Δ) only: the
+//!   other pad is H(τ, q ⊕ ¬b·Δ), pseudorandom without Δ (tweakable
+//!   correlation robustness), so it learns the off-path sum of its side
+//!   and nothing of the other; c is masked by the punctured leaf s_α, which
+//!   it cannot compute (GGM puncturing). Hence neither s_α nor Δ: its view
+//!   is simulated from its own COT outputs. A Δ shared across trees and
+//!   iterations is fine because every hash has a unique tweak (iteration,
+//!   index).
+//! * Sender: receives nothing in an iteration (one flight S → R); the
+//!   punctured positions α are fixed by the receiver's base COT choice
+//!   bits, hidden from it by the base COTs (IKNP, then earlier iterations).
+//! * The base COTs of each iteration are the previous iteration's reserved
+//!   outputs, never reused. The view arguments of the base COTs are in
+//!   [`crate::iknp`]; `tests/views.rs` checks IKNP's.
+//!
 //! A corrupted message (wrong length, bad frame) is an error; the erroring
 //! side refuses all further work, and once the caller drops its channel the
 //! peer's next operation fails too.
