@@ -95,6 +95,11 @@ pub struct OtSession {
     pub send: Box<dyn CotSender>,
     pub recv: Box<dyn CotReceiver>,
     pub name: String,
+    /// This party's private randomness for the protocols run on the
+    /// session (Gilboa's a, CF2's output shares and mux masks), seeded from
+    /// the `rng` given to [`OtSession::setup`] — callers outside tests pass
+    /// OS randomness there.
+    pub(crate) rng: Prg,
 }
 
 impl OtSession {
@@ -109,7 +114,7 @@ impl OtSession {
             let s = setup_sender(cfg, ch, rng)?;
             (s, r)
         };
-        Ok(OtSession { party, send, recv, name: cfg.name.clone() })
+        Ok(OtSession { party, send, recv, name: cfg.name.clone(), rng: Prg::new(rng.random_block()) })
     }
 
     /// `n` random OTs in each direction: (as sender: m0, m1; as receiver:
@@ -144,8 +149,7 @@ impl TripleSource for OtSession {
         let m = mask(bits);
         let ((m0, m1), (c, mc)) = self.rots(ch, n * l)?;
         // As sender: a random, corrections τ.
-        let mut rng = Prg::from_os();
-        let a: Vec<u64> = (0..n).map(|_| rng.next_u64() & m).collect();
+        let a: Vec<u64> = (0..n).map(|_| self.rng.next_u64() & m).collect();
         let mut tau = vec![0u64; n * l];
         let mut my_cross_s = vec![0u64; n];
         for i in 0..n {
