@@ -9,7 +9,7 @@ use hush_inference::linear;
 use hush_inference::FixedConfig;
 use hush_primitives::{Block, Prg};
 use hush_tee::linear_deal::LinearOp;
-use hush_tee::{InProcessModule, Module, ModuleRole, TrustedModule};
+use hush_tee::{InProcessModule, Module, ModuleRole};
 use hush_transport::{Channel, Cost, MemChannel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
