@@ -8,6 +8,18 @@
 //! * [`b2a`]: bit-to-arithmetic, b = b_0 ⊕ b_1 = b_0 + b_1 − 2·b_0·b_1
 //!   with one arithmetic product.
 //!
+//! **View.** A party sees the peer's half of the openings e = x − a,
+//! f = y − b (and the same over GF(2)). With a fresh triple per element,
+//! the peer's a and b shares are uniform and unknown to it, so the openings
+//! are uniform and simulated; a triple must never be used twice (two
+//! openings x − a and x' − a give x − x'), which the callers ensure by
+//! consuming triples in order. [`b2a`] is one such product. Triples from
+//! [`crate::tee::Dealer`]: each module releases its own host's (a, b, c)
+//! share only, fresh per batch (the batch number is in the key label).
+//! Gilboa's corrections τ = h_1 − h_0 − a·2^j are masked by the random
+//! pad of the OT the peer did not choose; AND triples from ROTs reveal
+//! nothing beyond the ROT outputs.
+//!
 //! Triple sources ([`TripleSource`]):
 //! * [`crate::tee::Dealer`] — `tee` mode: each party's module derives its
 //!   share from the synchronized seed; no communication.
@@ -83,6 +95,11 @@ pub struct OtSession {
     pub send: Box<dyn CotSender>,
     pub recv: Box<dyn CotReceiver>,
     pub name: String,
+    /// This party's private randomness for the protocols run on the
+    /// session (Gilboa's a, CF2's output shares and mux masks), seeded from
+    /// the `rng` given to [`OtSession::setup`] — callers outside tests pass
+    /// OS randomness there.
+    pub(crate) rng: Prg,
 }
 
 impl OtSession {
@@ -97,7 +114,7 @@ impl OtSession {
             let s = setup_sender(cfg, ch, rng)?;
             (s, r)
         };
-        Ok(OtSession { party, send, recv, name: cfg.name.clone() })
+        Ok(OtSession { party, send, recv, name: cfg.name.clone(), rng: Prg::new(rng.random_block()) })
     }
 
     /// `n` random OTs in each direction: (as sender: m0, m1; as receiver:
@@ -132,8 +149,7 @@ impl TripleSource for OtSession {
         let m = mask(bits);
         let ((m0, m1), (c, mc)) = self.rots(ch, n * l)?;
         // As sender: a random, corrections τ.
-        let mut rng = Prg::from_os();
-        let a: Vec<u64> = (0..n).map(|_| rng.next_u64() & m).collect();
+        let a: Vec<u64> = (0..n).map(|_| self.rng.next_u64() & m).collect();
         let mut tau = vec![0u64; n * l];
         let mut my_cross_s = vec![0u64; n];
         for i in 0..n {

@@ -27,6 +27,27 @@
 //! Security: semi-honest; each key alone hides its function (PRG security
 //! of fixed-key AES), x̂ is uniform to both parties since r is used once;
 //! relies on the (simulated — gives no hardware protection) modules.
+//!
+//! **What each host sees, and why it is simulatable.**
+//! * Party 0's module releases its key k_0 and h (h = m + r, or for the
+//!   millionaires' r − x − 1 resp. r): h is uniform to party 0 because r
+//!   is uniform and independent of m; k_0 alone is pseudorandom (BCGGIKR
+//!   key privacy) and reveals neither r nor the gate's threshold. In the
+//!   general form it also receives x_1 − m: uniform because m is uniform,
+//!   fresh per element and never released to party 0.
+//! * Party 1's module releases its key k_1 and m (its share of the
+//!   activation or its own comparison input); it receives x̂ = x + r. Since
+//!   r is fresh per element and per dealing (the batch number is part of
+//!   the dealing's key label, [`crate::tee::Dealer::next_batch`]) and never
+//!   released to party 1, x̂ − m is uniform whatever x is; k_1 alone is
+//!   pseudorandom.
+//! * Each party's output is a share masked by the other key's share, so the
+//!   view (key, own dealt value, x̂) is simulated from its input and output
+//!   by sampling the key from the key-privacy simulator and x̂ uniformly.
+//! * Tests: `tests/views.rs` (`fss_opened_value_is_independent_of_the_input`,
+//!   `fss_general_form_party0_view_is_independent_of_party1_share`) play
+//!   the curious party with its real view; both fail if r or m is fixed or
+//!   the batch number is reused.
 
 use crate::share::{ArithShare, BoolShare};
 use crate::tee::Dealer;

@@ -7,6 +7,11 @@
 //! Local operations need no communication; opening is one simultaneous
 //! exchange (one round). [`FixedPoint`] is the signed fixed-point encoding
 //! (two's complement in Z_2^ℓ with `frac` fraction bits).
+//!
+//! **View.** Local operations send nothing; opening reveals the value
+//! being opened (the protocol's output) and nothing else: the peer's share
+//! is determined by the value and one's own share. Fresh sharings use a
+//! uniform mask per element.
 
 use crate::wire::{self, mask, pack_ring, pack_words, tail, unpack_ring, unpack_words};
 use crate::{invalid, Party, Result};

@@ -6,7 +6,7 @@ use hush_primitives::{Block, Prg};
 use std::time::Instant;
 
 fn main() {
-    let p = if std::env::args().nth(2).is_some() { hush_correlations::lpn::FERRET_MID } else { FERRET_MAIN };
+    let p = if std::env::args().nth(2).is_some() { hush_correlations::lpn::LPN_B11 } else { FERRET_MAIN };
     let reps = if std::env::args().nth(2).is_some() { 19 } else { 1 };
     let mut base = if std::env::args().nth(1).is_some() { hush_correlations::lpn::huge_blocks(p.k) } else { vec![Block::ZERO; p.k] };
     Prg::new(Block(1)).fill_blocks(&mut base);

@@ -27,14 +27,32 @@
 //!   its rows are produced.
 //! * Bootstrapping (Ferret §5 "bootstrapping"): the last k + t·h outputs
 //!   become the next iteration's base. Setup runs IKNP for the base of the
-//!   smallest parameter set and climbs the ladder
-//!   FERRET_SMALL → FERRET_MID → FERRET_MAIN (crate::lpn), each iteration's
-//!   output covering the next set's base.
+//!   smallest parameter set and climbs the ladder IKNP → LPN_B10 → the
+//!   chosen set (crate::lpn; LPN_B10 is emp-ot v1's `ferret_b10`), the
+//!   LPN_B10 iteration's output covering the next set's base.
 //!
 //! Parameters: crate::lpn::FERRET_MAIN (n = 10,608,640, k = 589,824,
 //! t = 1,295, h = 13, ≥128-bit LPN security per Ferret's analysis) yields
 //! 10,001,981 COTs per iteration. The receiver's choice bit is the lsb of its
 //! block (Δ has lsb 1).
+//!
+//! **What each host sees.** No module; the view is the base COTs and the
+//! messages.
+//! * Receiver: per tree and level, (K_0 ⊕ H(τ, q), K_1 ⊕ H(τ, q ⊕ Δ)) and
+//!   c = Δ ⊕ ⊕_j s_j. It holds t = q ⊕ b·Δ, i.e. H(τ, q ⊕ b·Δ) only: the
+//!   other pad is H(τ, q ⊕ ¬b·Δ), pseudorandom without Δ (tweakable
+//!   correlation robustness), so it learns the off-path sum of its side
+//!   and nothing of the other; c is masked by the punctured leaf s_α, which
+//!   it cannot compute (GGM puncturing). Hence neither s_α nor Δ: its view
+//!   is simulated from its own COT outputs. A Δ shared across trees and
+//!   iterations is fine because every hash has a unique tweak (iteration,
+//!   index).
+//! * Sender: receives nothing in an iteration (one flight S → R); the
+//!   punctured positions α are fixed by the receiver's base COT choice
+//!   bits, hidden from it by the base COTs (IKNP, then earlier iterations).
+//! * The base COTs of each iteration are the previous iteration's reserved
+//!   outputs, never reused. The view arguments of the base COTs are in
+//!   [`crate::iknp`]; `tests/views.rs` checks IKNP's.
 //!
 //! A corrupted message (wrong length, bad frame) is an error; the erroring
 //! side refuses all further work, and once the caller drops its channel the
@@ -44,7 +62,7 @@ use crate::fused::{whole_batch, Batches, Plan, SparseTrees};
 use crate::ggm::{clear_lsbs, expand_with_sums};
 use crate::simd::Punctured;
 use crate::iknp::{IknpReceiver, IknpSender};
-use crate::lpn::{LpnParams, FERRET_MAIN, FERRET_MID, FERRET_SMALL};
+use crate::lpn::{LpnParams, FERRET_MAIN, LPN_B10, LPN_B11, LPN_B12, LPN_B13};
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::Result;
 use hush_primitives::hash::tccr_hash_tweaks;
@@ -52,12 +70,15 @@ use hush_primitives::{BitVec, Block, Prg};
 use hush_transport::{Channel, ChannelExt};
 use zeroize::Zeroize;
 
-/// The bootstrapping ladder ending in `main` (smallest first).
+/// The bootstrapping ladder ending in `main` (smallest first): every
+/// published set is reached from IKNP through [`LPN_B10`], whose n covers
+/// the base (k + t·h) of each of them (checked by a test in `crate::lpn`).
 pub fn ladder(main: LpnParams) -> Vec<LpnParams> {
     match main.name {
-        "ferret-main" => vec![FERRET_SMALL, FERRET_MID, FERRET_MAIN],
-        "ferret-mid" => vec![FERRET_SMALL, FERRET_MID],
-        "ferret-small" => vec![FERRET_SMALL],
+        "ferret-main" => vec![LPN_B10, FERRET_MAIN],
+        "lpn-b13" => vec![LPN_B10, LPN_B13],
+        "lpn-b12" => vec![LPN_B10, LPN_B12],
+        "lpn-b11" => vec![LPN_B10, LPN_B11],
         "test-insecure" => vec![crate::lpn::TEST_INSECURE_PRE, main],
         _ => vec![main],
     }

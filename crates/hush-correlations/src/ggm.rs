@@ -20,6 +20,12 @@
 //!   level, the XOR of the left and of the right children.
 //! * [`reconstruct_punctured`] — Ferret receiver: rebuilds all leaves but
 //!   the punctured one from the per-level off-path sums.
+//!
+//! View: the host-side trees are either the sender's own (from roots it
+//! was given) or a receiver's punctured tree rebuilt from off-path values,
+//! which determine every leaf but the punctured one; that leaf depends on
+//! the path seeds, which no host but the sender's learns. The protocols'
+//! view arguments are in [`crate::silentflow`] and [`crate::ferret`].
 
 use hush_primitives::Block;
 #[cfg(test)]

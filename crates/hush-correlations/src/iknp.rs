@@ -13,6 +13,16 @@
 //! Costs: 128 bits per COT from R to S, one round per batch (the chunks of a
 //! batch are one flight); setup = base OT (2 rounds, 32·129 bytes).
 //! The work is streamed in chunks of [`CHUNK`] COTs so memory stays small.
+//!
+//! **What each host sees.** Sender: from the base OTs k_j^{Δ_j} only, and
+//! the matrix u with columns u_j = G(k_j^0) ⊕ G(k_j^1) ⊕ r; G(k_j^{1−Δ_j})
+//! is pseudorandom to it (it lacks that key), so u_j is uniform whatever the
+//! choice bits r are, and every batch draws new output from the PRG streams
+//! (never reused). Receiver: both base keys and nothing else (no message
+//! to it in an extension), so it learns nothing of Δ beyond what its own
+//! COTs t_i = q_i ⊕ r_i·Δ say (nothing: q_i is unknown to it). Test:
+//! `tests/views.rs` (`iknp_sender_view_is_independent_of_the_choice_bits`:
+//! all-zero vs all-one choices, χ² on the received matrix; fails if u = r).
 
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::{base_ot, Result};

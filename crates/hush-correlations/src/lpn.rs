@@ -60,25 +60,68 @@ pub struct LpnParams {
     pub security_bits: u32,
 }
 
-/// Ferret's regular-noise parameter sets for ≥128-bit LPN security, as
-/// analysed in the Ferret paper (CCS 2020, §6, Table 2 methodology: the
-/// attacks of §6 — Pooled Gauss, SD/ISD, BKW, low-weight parity checks —
-/// for regular noise) and as published with the reference implementation
-/// (emp-ot `ferret/constants.h`): the main iteration and the two
-/// bootstrapping sets that take IKNP's output up to it. Each set's n covers
-/// the next set's k + t·h base COTs.
+/// Ferret's main regular-noise set: n = 10,608,640 = 1,295 · 2^13,
+/// k = 589,824, t = 1,295 (one iteration yields 10,001,981 COTs).
+///
+/// Source, transcribed exactly: emp-ot `emp-ot/ferret/constants.h`,
+/// `N_REG`/`K_REG`/`T_REG`/`BIN_SZ_REG`, introduced in commit
+/// 9f374d4e54039c26fd6c3eb15fc5720cbb74b21b (2020-09-28, "new parameter")
+/// and shipped unchanged in the releases 0.1.0 … 0.2.3 (e.g. tag 0.2.3 =
+/// fd98de43c81014671fa4b956be669054ad6cc210); Ferret (CCS 2020) §6 is the
+/// analysis it was chosen by (Pooled Gauss, SD/ISD, BKW, low-weight parity
+/// checks on regular noise). emp-ot replaced it on its main line in
+/// d37a4484deb929728ea2a2e8604379603644dd35 (2022) and, in v1, by
+/// [`LPN_B13`]-style sets chosen with a newer estimator that also covers
+/// the hybrid and algebraic attacks on regular noise, which take larger t at
+/// comparable n and k; the 128-bit claim here is the 2020 analysis's.
+///
+/// Bootstrapping: emp-ot 0.2.x fed this set from one setup iteration
+/// (`N_PRE_REG` …, n = 649,728, k = 36,288, t = 1,269, h = 9); hush climbs
+/// IKNP → [`LPN_B10`] → FERRET_MAIN instead ([`crate::ferret::ladder`]),
+/// every step a published set: LPN_B10's n = 870,400 covers this set's
+/// k + t·h = 606,659 base COTs (hush's Ferret is semi-honest: no 128 COTs
+/// for the malicious check).
 pub const FERRET_MAIN: LpnParams =
     LpnParams { name: "ferret-main", n: 10_608_640, k: 589_824, t: 1_295, h: 13, security_bits: 128 };
-pub const FERRET_MID: LpnParams =
-    LpnParams { name: "ferret-mid", n: 607_232, k: 69_454, t: 593, h: 10, security_bits: 128 };
-pub const FERRET_SMALL: LpnParams =
-    LpnParams { name: "ferret-small", n: 75_520, k: 8_911, t: 590, h: 7, security_bits: 128 };
 
-/// Ladders of parameter sets, largest first.
-pub const FERRET_SETS: [LpnParams; 3] = [FERRET_MAIN, FERRET_MID, FERRET_SMALL];
+/// emp-ot v1's ladder, transcribed exactly from `emp-ot/tuning.h` at tag
+/// v1.0.0-alpha.1 (commit 03acb042b98e82fd5fd0da33babd44801f8ec082;
+/// `PrimalLPNParameter(t, log k, tree depth h)`, n = t·2^h, k = 2^log k):
+/// `ferret_b13 = (1900, 19, 13)`, `ferret_b12 = (1520, 18, 12)`,
+/// `ferret_b11 = (1170, 17, 11)`, `ferret_b10 = (850, 16, 10)` ([`LPN_B10`]),
+/// "selected to give ~128-bit security against the published regular-LPN
+/// attacks (Gauss / SD-ISD / BJMM / hybrid / esser / agb2) per the
+/// lpnestimator", the hybrid attack binding. (b10–b12 entered in
+/// 1d0339738f81 and dcbafffc3510, b13's t = 1900 in 7a7e8c7f9c5d.)
+///
+/// Each set's base is k + t·h COTs, which [`LPN_B10`]'s n = 870,400 covers
+/// for every set up to b13 (548,988), so every ladder is IKNP → LPN_B10 →
+/// the set.
+pub const LPN_B13: LpnParams =
+    LpnParams { name: "lpn-b13", n: 1_900 << 13, k: 1 << 19, t: 1_900, h: 13, security_bits: 128 };
+/// See [`LPN_B13`]: emp-ot v1 `ferret_b12`, n = 6,225,920.
+pub const LPN_B12: LpnParams =
+    LpnParams { name: "lpn-b12", n: 1_520 << 12, k: 1 << 18, t: 1_520, h: 12, security_bits: 128 };
+/// See [`LPN_B13`]: emp-ot v1 `ferret_b11`, n = 2,396,160.
+pub const LPN_B11: LpnParams =
+    LpnParams { name: "lpn-b11", n: 1_170 << 11, k: 1 << 17, t: 1_170, h: 11, security_bits: 128 };
 
-/// SilentFlow's set: n = 870,400 = 850 · 2^10, k = 2^16, t = 850 — the
-/// `ferret_b10` set of emp-ot v1 (`emp-ot/tuning.h`: (t, log k, h) chosen
+/// Ferret's sets, largest batch first (the `--max-mem` selection takes the
+/// first whose working set fits). Earlier versions of hush had two
+/// bootstrapping sets here, (n, k, t, h) = (607,232, 69,454, 593, 10) and
+/// (75,520, 8,911, 590, 7), cited as the Ferret paper / emp-ot
+/// `constants.h`. They occur only in emp-ot commit
+/// 4c87334dcf58ae7f298fe645357abf8b2a5156ed (2021-09-15, "dual lpn") on the
+/// unmerged branch `ferret-setup`, with no security analysis stated, in no
+/// release and not in the paper; they were replaced by the published sets
+/// above.
+pub const FERRET_SETS: [LpnParams; 5] = [FERRET_MAIN, LPN_B13, LPN_B12, LPN_B11, LPN_B10];
+
+/// SilentFlow's set: n = 870,400 = 850 · 2^10, k = 2^16, t = 850, h = 10 —
+/// the `ferret_b10 = PrimalLPNParameter(850, 16, 10)` set of emp-ot v1
+/// (`emp-ot/tuning.h` at tag v1.0.0-alpha.1, commit
+/// 03acb042b98e82fd5fd0da33babd44801f8ec082; see [`LPN_B13`]) — also the
+/// first step of every Ferret ladder. (t, log k, h) chosen
 /// for ~128-bit security against the attacks it lists — Gauss, SD/ISD,
 /// BJMM, the hybrid attack, Esser et al.'s and the AGB-style algebraic
 /// attacks on regular noise — per an LPN estimator, the hybrid attack
@@ -374,9 +417,30 @@ mod tests {
         for p in FERRET_SETS.iter().chain([&TEST_INSECURE, &TEST_INSECURE_PRE]) {
             p.validate().unwrap();
         }
-        // Each Ferret set's output covers the next larger set's base COTs.
-        assert!(FERRET_SMALL.n >= FERRET_MID.k + FERRET_MID.t * FERRET_MID.h as usize);
-        assert!(FERRET_MID.n >= FERRET_MAIN.k + FERRET_MAIN.t * FERRET_MAIN.h as usize);
+        // The published values, exactly (see the sets' doc comments).
+        let v = |p: &LpnParams| (p.n, p.k, p.t, p.h);
+        assert_eq!(v(&FERRET_MAIN), (10_608_640, 589_824, 1_295, 13));
+        assert_eq!(v(&LPN_B13), (15_564_800, 524_288, 1_900, 13));
+        assert_eq!(v(&LPN_B12), (6_225_920, 262_144, 1_520, 12));
+        assert_eq!(v(&LPN_B11), (2_396_160, 131_072, 1_170, 11));
+        assert_eq!(v(&LPN_B10), (870_400, 65_536, 850, 10));
+        // Every Ferret ladder is IKNP → LPN_B10 → the set: LPN_B10's output
+        // covers each set's base COTs (k + t·h), with LPN_B10's own reserve
+        // kept back.
+        let reserve = |p: &LpnParams| p.k + p.t * p.h as usize;
+        for p in FERRET_SETS {
+            let steps = crate::ferret::ladder(p);
+            assert_eq!(steps.last(), Some(&p), "{}", p.name);
+            assert_eq!(steps[0], LPN_B10, "{}", p.name);
+            for w in steps.windows(2) {
+                assert!(w[0].n >= reserve(&w[1]), "{} → {}", w[0].name, w[1].name);
+            }
+        }
+        assert!(LPN_B10.n - reserve(&LPN_B10) >= reserve(&LPN_B13));
+        // Largest working set first (the --max-mem selection takes the first that fits).
+        for w in FERRET_SETS.windows(2) {
+            assert!(w[0].batch_bytes() > w[1].batch_bytes(), "{} {}", w[0].name, w[1].name);
+        }
         assert!(TEST_INSECURE_PRE.n >= TEST_INSECURE.k + TEST_INSECURE.t * TEST_INSECURE.h as usize);
         assert!(FERRET_MAIN.n - FERRET_MAIN.k - FERRET_MAIN.t * 13 >= 10_000_000);
         for p in SILENT_SETS {

@@ -32,6 +32,34 @@
 //!   cost nothing here, and its 1 MiB k-vector keeps the LPN gathers in L2
 //!   (see there).
 //!
+//! **What each host sees, and why it reveals nothing of the peer's side.**
+//! Nothing crosses the channel after setup, so a host's view is its
+//! module's releases (and the setup's handshake, which carries no
+//! correlation).
+//! * Sender host: Δ and v (its own COT share), and per batch the t GGM
+//!   roots. The roots are fresh seed-derived values independent of the
+//!   punctured positions α; α (the receiver's noise positions, hence its
+//!   choice bits) is derived and used inside the modules and released only
+//!   to the receiver. So the sender's view is a function of its own output
+//!   and is simulatable from it.
+//! * Receiver host: w = v ⊕ u·Δ (uniform, as v is), α, for each tree the h
+//!   off-path seeds (siblings of the path) and the masked punctured leaf
+//!   s_α ⊕ Δ. The off-path seeds give every leaf but s_α (GGM puncturing:
+//!   s_α depends on the path seeds, which are not released, and is
+//!   pseudorandom given the siblings); s_α ⊕ Δ is one-time-padded by the
+//!   pseudorandom s_α, so neither s_α nor Δ follows. Δ is otherwise only
+//!   in the sender's module and host. The view is the receiver's own COT
+//!   output (z, choice bits) before LPN, so it is simulatable from it.
+//! * Freshness: each batch's trees come from a per-batch key (the batch
+//!   number is part of the label) and each batch's base k-vector is the
+//!   previous batch's reserved outputs, never an earlier one.
+//! * Test: `tests/views.rs` (`silentflow_views_hide_delta_and_the_punctured_leaves`)
+//!   computes the sender's true s_α from the released roots and checks that
+//!   neither s_α nor Δ is in the receiver's real view, that w and the
+//!   masked leaves are unbiased in every bit but the public lsb, and that
+//!   the sender's module never released α; it fails if the masked leaf is
+//!   released unmasked or v = 0.
+//!
 //! The receiver's choice bit of each COT is the lsb of its block (Δ has lsb
 //! 1, the sender's blocks lsb 0).
 

@@ -4,7 +4,7 @@
 //! messages as errors on both sides.
 
 use hush_correlations::ferret::{reserve, FerretReceiver, FerretSender};
-use hush_correlations::lpn::{LpnParams, FERRET_MAIN, FERRET_MID, TEST_INSECURE};
+use hush_correlations::lpn::{LpnParams, FERRET_MAIN, LPN_B11, TEST_INSECURE};
 use hush_correlations::{CorrelationSource, CotReceiver, CotSender};
 use hush_primitives::{BitVec, Block, Prg};
 use hush_transport::{Channel, MemChannel};
@@ -73,7 +73,7 @@ fn ferret_cot_relation_small_params() {
 
 #[test]
 fn ferret_cot_relation_real_params() {
-    check(FERRET_MID, true, &[100_001, 1_000_003]);
+    check(LPN_B11, true, &[100_001, 1_000_003, 2_300_000]);
 }
 
 #[test]

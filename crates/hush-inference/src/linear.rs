@@ -13,6 +13,26 @@
 //! server's module keeping B from the server host (attestation simulated —
 //! gives no hardware protection); the server's module holds W, the server's
 //! own secret; no online value of the client enters any module.
+//!
+//! **What each host sees, and why it is simulatable.**
+//! * Server host: W (its own), W·B − R_C from its module, and F = x_C − B.
+//!   B is uniform, fresh per (layer, inference) and never leaves the
+//!   server's module, so F is uniform whatever x_C is; W·B − R_C is
+//!   uniform because R_C is (and R_C never reaches the server). Its output
+//!   share W·x − R_C is likewise uniform. Simulator: uniform F and uniform
+//!   W·B − R_C.
+//! * Client host: B and R_C from its module — functions of the seed only,
+//!   not of W — and **no message**: the server sends nothing in a linear
+//!   layer. Its view is independent of W outright.
+//! * Freshness: the engine passes the inference number as `batch` and each
+//!   linear layer its own `layer` id; the module derives B and R_C under
+//!   the label (layer, batch, ring, shape) and refuses a (layer, batch) it
+//!   has dealt before or an older batch, and a second weight load
+//!   (`hush_tee::linear_deal`), so B is never reused even by a host that
+//!   tries.
+//! * Tests: `tests/linear_views.rs` (server's view vs the client's share,
+//!   χ² on F and W·F + (W·B − R_C); client's view vs W, exact equality);
+//!   the first fails with B fixed or with the batch left out of B's label.
 
 use crate::fixed::FixedConfig;
 use crate::{Error, Result};

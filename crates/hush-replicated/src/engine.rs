@@ -27,6 +27,15 @@
 //! The hot loops are plain word loops over slices; they are compiled a
 //! second time with AVX-512 (or AVX2) enabled and chosen at run time, with
 //! the portable version always available.
+//!
+//! **View.** The engine adds nothing to a party's view beyond
+//! [`crate::araki`]'s: its input pairs and one r_{i−1} per AND gate, in a
+//! fixed order that depends on the circuit only (layers, slots and stream
+//! interleaving are public). Each AND's α uses a distinct PRF input (job
+//! nonce, word index), so no mask is reused across gates, chunks or
+//! streams. See [`crate::araki`] for why that view is uniform, and
+//! `tests/protocol.rs` (`single_party_view_is_uniform`) for the
+//! statistical test on the real views (`local::eval_local` with views).
 
 use crate::araki::{and_finish, and_local, PartyKeys};
 use crate::bristol::{Circuit, Gate};

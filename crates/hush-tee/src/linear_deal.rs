@@ -32,6 +32,15 @@
 //! be loaded only once: otherwise a server host could obtain W·B − R_C and
 //! W'·B − R_C for the same B and learn (W − W')·B.
 //!
+//! **What each host sees.** The server host: W·B − R_C per (layer, batch)
+//! (uniform: R_C is uniform and stays in the modules and the client), and
+//! the client's F = x_C − B (uniform: B is uniform, fresh per (layer,
+//! batch) and never released to it). The client host: B and R_C, functions
+//! of the seed and (layer, batch, ring, shape) only — never of W — and no
+//! message from the server. So each host's view is simulated from its own
+//! input and output share; `hush-inference`'s `tests/linear_views.rs`
+//! plays each host with its real view.
+//!
 //! The kernels here ([`LinearOp::apply`]) are also what the server host uses
 //! for its own W·(x_S + F), so the two sides compute the same map.
 
