@@ -38,23 +38,38 @@
 //! protocol and benchmark gets it for free.
 
 mod frame;
+mod link;
 mod memory;
 mod meter;
 mod profile;
 mod tcp;
+pub mod tls;
 mod transcript;
 
 pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEADER_LEN};
 pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
-pub use tcp::{tcp_pair_loopback, TcpChannel};
+pub use tcp::{tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
+pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
 pub use transcript::Transcript;
 
 use std::time::Duration;
 
 /// Default time a `recv` waits for the peer before giving up.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time `connect` keeps retrying a refused connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lower bound of the default inbound buffering limit (see
+/// [`ChannelOptions::max_buffered`]).
+pub const MIN_DEFAULT_BUFFERED: usize = 256 << 20;
+
+fn fmt_fps(fps: &[tls::Fingerprint]) -> String {
+    if fps.is_empty() {
+        return "(no fingerprint)".into();
+    }
+    fps.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" or ")
+}
 
 /// Errors of the transport layer. Every way a peer can misbehave maps to one
 /// of these; none of them panics.
@@ -76,6 +91,31 @@ pub enum Error {
     WrongLength { what: &'static str, expected: usize, got: usize },
     #[error("channel closed after an earlier error")]
     Closed,
+    #[error("peer sent message depth {depth}, which leaves no room for a next round (depth overflow)")]
+    DepthOverflow { depth: u32 },
+    #[error(
+        "peer sent more than {cap} bytes while this side was still sending (both sides sending at once beyond the \
+         buffering limit; raise ChannelOptions::max_buffered)"
+    )]
+    BufferLimit { cap: usize },
+    #[error("could not connect to {addr}: connection refused")]
+    ConnectRefused { addr: String },
+    #[error("peer {peer} runs with TLS but this side was started with --insecure (plaintext)")]
+    PeerWantsTls { peer: String },
+    #[error("peer {peer} runs plaintext (--insecure) but this side requires TLS")]
+    PeerIsPlaintext { peer: String },
+    #[error("peer {peer} does not speak the hush protocol (unexpected greeting)")]
+    NotHush { peer: String },
+    #[error("connection setup with peer {peer} failed: {msg}")]
+    Setup { peer: String, msg: String },
+    #[error("TLS with peer {peer}: {msg}")]
+    Tls { peer: String, msg: String },
+    #[error("peer {peer} presented {got} but --pin expects {}; our identity is {ours}", fmt_fps(expected))]
+    PinMismatch { peer: String, expected: Vec<tls::Fingerprint>, got: tls::Fingerprint, ours: tls::Fingerprint },
+    #[error("invalid fingerprint {input:?}: {reason} (expected \"sha256:\" followed by 64 hex digits)")]
+    InvalidFingerprint { input: String, reason: &'static str },
+    #[error("identity {path}: {msg}")]
+    Identity { path: String, msg: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -89,11 +129,36 @@ pub struct ChannelOptions {
     pub timeout: Duration,
     /// Emulated network.
     pub profile: NetProfile,
+    /// How long `connect` keeps retrying while nothing listens at the
+    /// address (the peer may still be starting up); then
+    /// [`Error::ConnectRefused`].
+    pub connect_timeout: Duration,
+    /// Largest number of bytes buffered from the peer ahead of `recv`
+    /// (`None`: max(256 MiB, 4 × `max_frame`)). Bytes are buffered while this
+    /// side is blocked sending (so that two parties sending large messages at
+    /// once never deadlock) and, with an emulated profile, read ahead by the
+    /// I/O thread. Exceeding it while sending is [`Error::BufferLimit`].
+    pub max_buffered: Option<usize>,
+}
+
+impl ChannelOptions {
+    /// The effective inbound buffering limit.
+    pub fn buffer_cap(&self) -> usize {
+        self.max_buffered
+            .unwrap_or_else(|| MIN_DEFAULT_BUFFERED.max(self.max_frame.saturating_mul(4)))
+            .max(self.max_frame.saturating_add(HEADER_LEN))
+    }
 }
 
 impl Default for ChannelOptions {
     fn default() -> Self {
-        Self { max_frame: DEFAULT_MAX_FRAME, timeout: DEFAULT_TIMEOUT, profile: NetProfile::none() }
+        Self {
+            max_frame: DEFAULT_MAX_FRAME,
+            timeout: DEFAULT_TIMEOUT,
+            profile: NetProfile::none(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_buffered: None,
+        }
     }
 }
 
