@@ -260,3 +260,5 @@ impl<C: Channel + ?Sized> ChannelExt for C {}
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_link;
