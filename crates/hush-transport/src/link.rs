@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 const READ_CHUNK: usize = 256 << 10;
 /// Plaintext handed to rustls per call (it encrypts into records of 16 KiB).
 const TLS_CHUNK: usize = 64 << 10;
+/// Bytes read per wake-up while a send is blocked, before trying to write again.
+const FAIR_SHARE: usize = 1 << 20;
 /// Inbound buffers larger than this are released once drained.
 const KEEP_BUF: usize = 4 << 20;
 
@@ -344,12 +346,6 @@ impl Link {
         }
     }
 
-    /// Reads everything available now into the inbound buffer.
-    pub(crate) fn fill_all(&mut self) -> Result<()> {
-        while self.fill()? {}
-        Ok(())
-    }
-
     /// Pushes `out` to the socket without blocking.
     pub(crate) fn push(&mut self, out: &mut Outgoing<'_>) -> Result<Progress> {
         if self.tls.is_none() {
@@ -387,9 +383,13 @@ impl Link {
     /// whatever the peer sends meanwhile into the inbound buffer. `Ok(false)`
     /// on timeout.
     pub(crate) fn wait_send(&mut self, deadline: Instant) -> Result<bool> {
-        // Records already read but not yet decrypted would never raise POLLIN.
+        // Records already read but not yet decrypted would never raise
+        // POLLIN: process them (a bounded amount) before sleeping.
         if self.raw.len() > 0 {
-            self.fill_all()?;
+            self.fill_some()?;
+            if self.raw.len() > 0 {
+                return Ok(true);
+            }
         }
         let ev = if self.eof { POLLOUT } else { POLLOUT | POLLIN };
         let re = poll_fd(self.fd, ev, deadline)?;
@@ -397,9 +397,17 @@ impl Link {
             return Ok(false);
         }
         if re & (POLLIN | libc::POLLHUP | libc::POLLERR) != 0 && !self.eof {
-            self.fill_all()?;
+            self.fill_some()?;
         }
         Ok(true)
+    }
+
+    /// Reads what is available, but at most about [`FAIR_SHARE`] bytes, so
+    /// that a blocked send gets back to writing as soon as it can.
+    fn fill_some(&mut self) -> Result<()> {
+        let start = self.recvd;
+        while self.recvd - start < FAIR_SHARE as u64 && self.fill()? {}
+        Ok(())
     }
 
     /// Waits until the socket is readable (and flushes pending TLS records

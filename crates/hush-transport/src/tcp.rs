@@ -437,8 +437,11 @@ fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
             }
         }
         // Read and decode what is there.
-        let r: Result<bool> = (|| {
+        let r: Result<Step> = (|| {
             let mut link = lock(&sh.link);
+            // Hold the lock for a bounded amount of reading, so a blocked
+            // `send` gets its turn.
+            let start = link.recvd;
             loop {
                 let progressed = link.fill()?;
                 let mut full = false;
@@ -454,19 +457,22 @@ fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
                 }
                 if full {
                     let _ = link.flush_tls();
-                    return Ok(false);
+                    return Ok(Step::More);
                 }
                 if link.eof() {
-                    return Ok(true);
+                    return Ok(Step::Eof);
                 }
                 if !progressed {
                     let _ = link.flush_tls();
-                    return Ok(false);
+                    return Ok(Step::Idle);
+                }
+                if link.recvd - start >= 1 << 20 {
+                    return Ok(Step::More);
                 }
             }
         })();
         match r {
-            Ok(true) => {
+            Ok(Step::Eof) => {
                 let got = lock(&sh.link).inbound().len();
                 let e = match pending {
                     Some((_, hdr, _)) => Error::Truncated { expected: hdr.len, got },
@@ -476,7 +482,11 @@ fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
                 finish(e, &sh);
                 return;
             }
-            Ok(false) => {}
+            Ok(Step::More) => {
+                std::thread::yield_now();
+                continue;
+            }
+            Ok(Step::Idle) => {}
             Err(e) => {
                 // Broken framing: close so the peer learns of it.
                 let _ = lock(&sh.link).sock().shutdown(Shutdown::Both);
@@ -484,17 +494,17 @@ fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
                 return;
             }
         }
-        if lock(&sh.inbox).bytes >= cap {
-            continue;
-        }
-        match poll_fd(sh.fd, crate::link::POLLIN, Instant::now() + TICK) {
-            Ok(_) => {}
-            Err(e) => {
-                finish(e, &sh);
-                return;
-            }
+        if let Err(e) = poll_fd(sh.fd, crate::link::POLLIN, Instant::now() + TICK) {
+            finish(e, &sh);
+            return;
         }
     }
+}
+
+enum Step {
+    Eof,
+    Idle,
+    More,
 }
 
 /// Decodes the next complete frame from the link's inbound buffer, if any.
