@@ -285,10 +285,14 @@ impl Link {
         }
         let mut src = self.raw.data();
         let before = src.len();
-        match conn.read_tls(&mut src) {
-            Ok(_) => {}
-            // rustls' plaintext queue is full: the caller must drain it first.
-            Err(_) => return Ok(Progress::Done),
+        if let Err(e) = conn.read_tls(&mut src) {
+            // Either rustls' plaintext queue is full (the caller drains it
+            // and comes back) or the records are unacceptable.
+            return match conn.process_new_packets() {
+                Ok(st) if st.plaintext_bytes_to_read() > 0 => Ok(Progress::Done),
+                Ok(_) => Err(Error::Tls { peer: self.peer.clone(), msg: format!("reading TLS records: {e}") }),
+                Err(te) => Err(self.tls_error(te)),
+            };
         }
         let used = before - src.len();
         self.raw.consume(used);

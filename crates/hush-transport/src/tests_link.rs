@@ -514,14 +514,42 @@ fn tls_server_keeps_serving_while_a_client_is_silent() {
 }
 
 #[test]
-fn ca_check_is_a_clear_not_implemented_error() {
-    let id = Arc::new(Identity::generate().unwrap());
-    let sec = tls_with(&id, PeerCheck::Ca(b"-----BEGIN CERTIFICATE-----".to_vec()), false);
-    let ((rs, _), (rc, tc)) = setup_both(LinkSecurity::ephemeral_any().unwrap(), sec);
+fn tls_ca_check_accepts_issued_certs_and_refuses_others() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issue = || {
+        let k = KeyPair::generate().unwrap();
+        let c = CertificateParams::new(vec!["hush".to_string()]).unwrap().signed_by(&k, &ca, &ca_key).unwrap();
+        Arc::new(Identity::from_der(c.der().to_vec(), k.serialize_der()).unwrap())
+    };
+    let ca_pem = ca.pem().into_bytes();
+    let (ia, ib) = (issue(), issue());
+    let sa = tls_with(&ia, PeerCheck::Ca(ca_pem.clone()), true);
+    let sb = tls_with(&ib, PeerCheck::Ca(ca_pem.clone()), false);
+    let (mut a, mut b) = tcp_pair_loopback_with(opts(10), &sa, &sb).unwrap();
+    assert_eq!(a.peer_fingerprint(), Some(ib.fingerprint()));
+    assert_eq!(b.peer_fingerprint(), Some(ia.fingerprint()));
+    a.send(b"ca").unwrap();
+    assert_eq!(b.recv().unwrap(), b"ca");
+    // A self-signed client is refused by the CA-checking server; both sides error.
+    let rogue = Arc::new(Identity::generate().unwrap());
+    let ((rs, ts), (rc, tc)) = setup_both(sa.clone(), tls_with(&rogue, PeerCheck::AnyPeer, false));
+    let es = rs.err().expect("server refuses");
+    assert!(es.to_string().contains(&rogue.fingerprint().to_string()), "{es}");
+    assert!(rc.is_err());
+    assert!(ts < WITHIN && tc < WITHIN);
+    // A self-signed server is refused by a CA-checking client.
+    let ((rs, _), (rc, _)) = setup_both(tls_with(&rogue, PeerCheck::AnyPeer, false), sb);
+    assert!(rc.is_err() && rs.is_err());
+    // A CA file without certificates is a clear configuration error.
+    let bad = tls_with(&ia, PeerCheck::Ca(b"no pem here".to_vec()), false);
+    let ((rs, _), (rc, _)) = setup_both(LinkSecurity::ephemeral_any().unwrap(), bad);
     let e = rc.err().unwrap();
-    assert!(e.to_string().contains("not implemented"), "{e}");
+    assert!(e.to_string().contains("CA file"), "{e}");
     assert!(rs.is_err());
-    assert!(tc < WITHIN);
 }
 
 #[test]

@@ -164,12 +164,25 @@ impl Identity {
         let key = Zeroizing::new(key.secret_pkcs8_der().to_vec());
         let cert = CertificateDer::from_pem_slice(&cert_pem)
             .map_err(|e| id_err(&cp, format!("not a PEM certificate: {e}")))?;
+        Identity::checked(cert, key).map_err(|msg| id_err(dir, msg))
+    }
+
+    /// An identity from a DER certificate and its PKCS#8 DER private key
+    /// (e.g. a certificate issued by your own CA, for [`PeerCheck::Ca`]).
+    /// Checks that the key belongs to the certificate.
+    pub fn from_der(cert_der: Vec<u8>, pkcs8_key_der: Vec<u8>) -> Result<Identity> {
+        let key = Zeroizing::new(pkcs8_key_der);
+        Identity::checked(CertificateDer::from(cert_der), key)
+            .map_err(|msg| Error::Identity { path: "(in memory)".into(), msg })
+    }
+
+    fn checked(cert: CertificateDer<'static>, key: Zeroizing<Vec<u8>>) -> std::result::Result<Identity, String> {
         let id = Identity { cert, key };
         let signer = rustls::crypto::ring::sign::any_supported_type(&id.private_key())
-            .map_err(|e| id_err(&kp, format!("unsupported private key: {e}")))?;
+            .map_err(|e| format!("unsupported private key: {e}"))?;
         match rustls::sign::CertifiedKey::new(vec![id.cert.clone()], signer).keys_match() {
             Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(id),
-            Err(_) => Err(id_err(dir, format!("{KEY_FILE} does not belong to {CERT_FILE}"))),
+            Err(_) => Err(format!("the private key ({KEY_FILE}) does not belong to the certificate ({CERT_FILE})")),
         }
     }
 
@@ -250,8 +263,10 @@ pub enum PeerCheck {
     /// Accept any peer certificate (server side without client auth, or
     /// ephemeral loopback runs). The peer's fingerprint is still recorded.
     AnyPeer,
-    /// Peer certificate must chain to this CA (PEM file contents). **Not
-    /// implemented**: using it is a clear error at connection setup.
+    /// Peer certificate must chain to this CA (PEM file contents, one or
+    /// more certificates), verified by webpki including validity dates. The
+    /// peer's certificate must name the DNS name `hush` (the fixed SNI), as
+    /// [`Identity::generate`] certificates do. Fingerprints are recorded too.
     Ca(Vec<u8>),
 }
 
@@ -306,19 +321,26 @@ struct PeerVerifier {
     check: PeerCheck,
     seen: Arc<Mutex<Option<Fingerprint>>>,
     algs: WebPkiSupportedAlgorithms,
+    /// `PeerCheck::Ca`: webpki verifiers for the CA's roots.
+    ca_server: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    ca_client: Option<Arc<dyn ClientCertVerifier>>,
 }
 
 impl PeerVerifier {
+    fn record(&self, ee: &CertificateDer<'_>) {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(Fingerprint::of_der(ee));
+    }
+
     fn check_cert(&self, ee: &CertificateDer<'_>) -> std::result::Result<(), rustls::Error> {
         let fp = Fingerprint::of_der(ee);
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(fp);
+        self.record(ee);
         match &self.check {
             PeerCheck::AnyPeer => Ok(()),
             PeerCheck::Pinned(list) if list.contains(&fp) => Ok(()),
             PeerCheck::Pinned(_) => {
                 Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
             }
-            PeerCheck::Ca(_) => Err(rustls::Error::General("CA verification is not implemented".into())),
+            PeerCheck::Ca(_) => Err(rustls::Error::General("internal: CA verifier missing".into())),
         }
     }
 }
@@ -327,11 +349,15 @@ impl ServerCertVerifier for PeerVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        if let Some(v) = &self.ca_server {
+            self.record(end_entity);
+            return v.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+        }
         self.check_cert(end_entity).map(|_| ServerCertVerified::assertion())
     }
     fn verify_tls12_signature(
@@ -368,9 +394,13 @@ impl ClientCertVerifier for PeerVerifier {
     fn verify_client_cert(
         &self,
         end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
     ) -> std::result::Result<ClientCertVerified, rustls::Error> {
+        if let Some(v) = &self.ca_client {
+            self.record(end_entity);
+            return v.verify_client_cert(end_entity, intermediates, now);
+        }
         self.check_cert(end_entity).map(|_| ClientCertVerified::assertion())
     }
     fn verify_tls12_signature(
@@ -403,12 +433,42 @@ pub(crate) enum Role {
 
 fn new_connection(t: &TlsSettings, role: Role, seen: Arc<Mutex<Option<Fingerprint>>>) -> std::result::Result<rustls::Connection, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let s = |e: rustls::Error| format!("TLS configuration: {e}");
+    let (mut ca_server, mut ca_client) = (None, None);
+    if let PeerCheck::Ca(pem) = &t.peer {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(pem) {
+            let c = c.map_err(|e| format!("the CA file is not valid PEM: {e}"))?;
+            roots.add(c).map_err(|e| format!("the CA file holds an unusable certificate: {e}"))?;
+        }
+        if roots.is_empty() {
+            return Err("the CA file holds no certificate".into());
+        }
+        let roots = Arc::new(roots);
+        match role {
+            Role::Client => {
+                ca_server = Some(
+                    rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                        .build()
+                        .map_err(|e| format!("CA verifier: {e}"))?,
+                )
+            }
+            Role::Server => {
+                ca_client = Some(
+                    rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+                        .build()
+                        .map_err(|e| format!("CA verifier: {e}"))?,
+                )
+            }
+        }
+    }
     let verifier = Arc::new(PeerVerifier {
         check: t.peer.clone(),
         seen,
         algs: provider.signature_verification_algorithms,
+        ca_server,
+        ca_client,
     });
-    let s = |e: rustls::Error| format!("TLS configuration: {e}");
     Ok(match role {
         Role::Client => {
             let mut cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -470,12 +530,17 @@ pub(crate) fn establish(
 ) -> Result<TcpChannel> {
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let setup = |msg: String| Error::Setup { peer: peer.clone(), msg };
-    if let LinkSecurity::Tls(TlsSettings { peer: PeerCheck::Ca(_), .. }) = sec {
-        let _ = stream.shutdown(std::net::Shutdown::Both);
-        return Err(Error::Tls {
-            peer,
-            msg: "PeerCheck::Ca (CA-based verification) is not implemented; pin the peer's fingerprint instead".into(),
-        });
+    // 0. TLS configuration (a bad one fails before anything is sent).
+    let seen = Arc::new(Mutex::new(None));
+    let mut conn = None;
+    if let LinkSecurity::Tls(t) = sec {
+        match new_connection(t, role, seen.clone()) {
+            Ok(c) => conn = Some(c),
+            Err(msg) => {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                return Err(Error::Tls { peer, msg });
+            }
+        }
     }
     // 1. Greeting.
     let ours = if sec.is_tls() { MAGIC_TLS } else { MAGIC_PLAIN };
@@ -518,13 +583,8 @@ pub(crate) fn establish(
         LinkSecurity::Tls(t) => t,
     };
     // 2. TLS handshake and ready exchange.
-    let seen = Arc::new(Mutex::new(None));
-    let conn = match new_connection(t, role, seen.clone()) {
-        Ok(c) => c,
-        Err(msg) => return fail(&stream, Error::Tls { peer, msg }),
-    };
     let ctl = stream.try_clone()?;
-    let mut link = Link::new(stream, Some(conn), cap, peer.clone())?;
+    let mut link = Link::new(stream, conn, cap, peer.clone())?;
     link.sent += 8;
     link.recvd += 8;
     let r = (|| {
