@@ -3,7 +3,24 @@
 //! Every protocol in hush talks through the [`Channel`] trait: framed
 //! messages between exactly two endpoints, with cost accounting built in.
 //! Two implementations exist: [`MemChannel`] (a connected in-memory pair for
-//! tests and single-process benchmarks) and [`TcpChannel`].
+//! tests and single-process benchmarks) and [`TcpChannel`], plaintext or
+//! TLS 1.3 with pinned identities ([`LinkSecurity`], module [`tls`]).
+//!
+//! ## Connections
+//! [`TcpChannel::connect_with`] / [`TcpChannel::from_accepted`] (and
+//! [`TcpChannel::accept_with`], [`tcp_pair_loopback_with`]) set a connection
+//! up in three steps: TCP connect (retried while refused, up to
+//! [`ChannelOptions::connect_timeout`], then [`Error::ConnectRefused`]), an
+//! 8-byte mode greeting so that a plaintext/TLS mismatch is a clear error on
+//! both sides, and under TLS the handshake (deadline [`HANDSHAKE_TIMEOUT`]).
+//! The older [`TcpChannel::connect`], [`TcpChannel::accept`] and
+//! [`tcp_pair_loopback`] are the plaintext (`--insecure`) case of the same;
+//! [`TcpChannel::from_stream`] wraps a stream as is (plaintext, no greeting).
+//!
+//! Channels are full duplex: a `send` that cannot complete because the peer
+//! is itself busy sending keeps reading the peer's bytes into a bounded
+//! buffer ([`ChannelOptions::max_buffered`]), so two parties may send large
+//! messages at the same time without deadlocking.
 //!
 //! ## Frames
 //! A frame on the wire is a 20-byte header followed by the payload:
@@ -14,7 +31,10 @@
 //! [`Error::Truncated`], a checksum mismatch is [`Error::Garbled`]. After any
 //! such error the receiving endpoint closes the connection, so the peer's
 //! next operation fails too (it sees [`Error::Disconnected`]). A peer that
-//! goes silent yields [`Error::Timeout`] after the channel's timeout.
+//! goes silent yields [`Error::Timeout`] after the channel's timeout. A depth
+//! of `u32::MAX` is [`Error::DepthOverflow`] (there would be no next round),
+//! and the emulated delay a peer announces is capped by what this side's own
+//! profile could produce (see [`NetProfile`] below).
 //!
 //! ## Rounds
 //! **Definition (used everywhere in hush).** A *round* is one sequential
@@ -35,7 +55,19 @@
 //! link of the profile's bandwidth (frames queue behind each other) and the
 //! receiver delivers each frame only after its transmission time plus the
 //! one-way latency. The emulation is applied by the channel itself, so every
-//! protocol and benchmark gets it for free.
+//! protocol and benchmark gets it for free. The receiver never trusts the
+//! sender's announced delay beyond `latency + transmission time of all
+//! bytes received so far` under its own profile (nor beyond its receive
+//! timeout); with profile `none` announced delays are ignored. Over TCP an
+//! I/O thread stamps each frame's real arrival time, so time the application
+//! spends computing overlaps the emulated transfer as it would on a real
+//! link.
+//!
+//! ## Cost
+//! [`Cost`] counts payload bytes (`bytes_*`, what protocols are charged
+//! for), frames (`wire_bytes_*`, payload + 20-byte headers) and what crossed
+//! the socket (`socket_bytes_*`: frames + greeting + TLS handshake and
+//! record overhead), so benchmarks can report TLS overhead separately.
 
 mod frame;
 mod link;

@@ -508,7 +508,7 @@ fn tls_server_keeps_serving_while_a_client_is_silent() {
     assert!(first.is_ok(), "{first:?}");
     // The silent one fails after the handshake deadline, not later.
     let second = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    let (msg, el) = second.err().expect("silent client must fail");
+    let (msg, el) = second.expect_err("silent client must fail");
     assert!(msg.contains("greeting"), "{msg}");
     assert!(el >= Duration::from_secs(4) && el < WITHIN, "{el:?}");
 }
