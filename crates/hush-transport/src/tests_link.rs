@@ -570,3 +570,25 @@ fn tls_peer_disconnect_and_garbled_frame() {
         assert!(t.elapsed() < FIVE_S);
     }
 }
+
+#[test]
+fn emulated_latency_overlaps_computation() {
+    // Arrival is stamped by the I/O thread when the frame arrives, not when
+    // `recv` is called: time spent computing counts towards the emulated
+    // latency, as on a real link (plaintext and TLS).
+    let p = NetProfile { name: "slow".into(), bandwidth_bps: None, latency: Duration::from_secs(2) };
+    for sec in [LinkSecurity::Insecure, LinkSecurity::ephemeral_any().unwrap()] {
+        let o = ChannelOptions { profile: p.clone(), ..opts(30) };
+        let (mut a, mut b) = tcp_pair_loopback_with(o, &sec, &sec).unwrap();
+        a.send(b"x").unwrap();
+        thread::sleep(Duration::from_millis(2500)); // "computing"
+        let t = Instant::now();
+        assert_eq!(b.recv().unwrap(), b"x");
+        assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+        // And the latency is still applied to a frame that arrives now.
+        let t = Instant::now();
+        a.send(b"y").unwrap();
+        assert_eq!(b.recv().unwrap(), b"y");
+        assert!(t.elapsed() >= Duration::from_secs(2));
+    }
+}

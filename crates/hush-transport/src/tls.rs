@@ -42,9 +42,10 @@
 //!
 //! ## Secrets
 //! The private key DER held by [`Identity`] is zeroized on drop, as are the
-//! PEM text buffers of `load`/`save`. rustls and ring keep their own parsed
-//! copy of the key for the lifetime of a connection's configuration (outside
-//! hush's control). Nothing here logs key material.
+//! PEM text buffers of `load`/`save` and rcgen's copy after generation. The
+//! signing key is parsed by ring once per identity straight from that
+//! buffer; ring's parsed form lives as long as the identity (its memory is
+//! outside hush's control). Nothing here logs key material.
 
 use crate::link::Link;
 use crate::tcp::TcpChannel;
@@ -126,6 +127,9 @@ impl std::str::FromStr for Fingerprint {
 pub struct Identity {
     cert: CertificateDer<'static>,
     key: Zeroizing<Vec<u8>>,
+    /// The certificate with ring's parsed signing key, built once from a
+    /// borrowed view of `key` (no unzeroized copy of the DER is made).
+    certified: Arc<rustls::sign::CertifiedKey>,
 }
 
 impl std::fmt::Debug for Identity {
@@ -149,7 +153,10 @@ impl Identity {
         dn.push(rcgen::DnType::CommonName, "hush");
         params.distinguished_name = dn;
         let cert = params.self_signed(&kp).map_err(gen_err)?;
-        Ok(Identity { cert: cert.der().clone(), key: Zeroizing::new(kp.serialize_der()) })
+        let key = Zeroizing::new(kp.serialize_der());
+        let mut kp = kp;
+        zeroize::Zeroize::zeroize(&mut kp);
+        Identity::checked(cert.der().clone(), key).map_err(|msg| Error::Identity { path: "(new)".into(), msg })
     }
 
     /// Loads `DIR/identity.key` (PKCS#8 PEM) and `DIR/identity.crt` (PEM) and
@@ -177,11 +184,14 @@ impl Identity {
     }
 
     fn checked(cert: CertificateDer<'static>, key: Zeroizing<Vec<u8>>) -> std::result::Result<Identity, String> {
-        let id = Identity { cert, key };
-        let signer = rustls::crypto::ring::sign::any_supported_type(&id.private_key())
+        let borrowed = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(&key[..]));
+        let signer = rustls::crypto::ring::sign::any_supported_type(&borrowed)
             .map_err(|e| format!("unsupported private key: {e}"))?;
-        match rustls::sign::CertifiedKey::new(vec![id.cert.clone()], signer).keys_match() {
-            Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(id),
+        let certified = rustls::sign::CertifiedKey::new(vec![cert.clone()], signer);
+        match certified.keys_match() {
+            Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {
+                Ok(Identity { cert, key, certified: Arc::new(certified) })
+            }
             Err(_) => Err(format!("the private key ({KEY_FILE}) does not belong to the certificate ({CERT_FILE})")),
         }
     }
@@ -224,10 +234,6 @@ impl Identity {
     /// The certificate (DER).
     pub fn cert_der(&self) -> &[u8] {
         &self.cert
-    }
-
-    fn private_key(&self) -> PrivateKeyDer<'static> {
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key.to_vec()))
     }
 }
 
@@ -476,8 +482,7 @@ fn new_connection(t: &TlsSettings, role: Role, seen: Arc<Mutex<Option<Fingerprin
                 .map_err(s)?
                 .dangerous()
                 .with_custom_certificate_verifier(verifier)
-                .with_client_auth_cert(vec![t.identity.cert.clone()], t.identity.private_key())
-                .map_err(s)?;
+                .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(t.identity.certified.clone())));
             cfg.resumption = rustls::client::Resumption::disabled();
             let name = ServerName::try_from(SNI).map_err(|e| e.to_string())?;
             rustls::ClientConnection::new(Arc::new(cfg), name).map_err(s)?.into()
@@ -491,7 +496,7 @@ fn new_connection(t: &TlsSettings, role: Role, seen: Arc<Mutex<Option<Fingerprin
             } else {
                 b.with_no_client_auth()
             };
-            let mut cfg = b.with_single_cert(vec![t.identity.cert.clone()], t.identity.private_key()).map_err(s)?;
+            let mut cfg = b.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(t.identity.certified.clone())));
             cfg.send_tls13_tickets = 0;
             rustls::ServerConnection::new(Arc::new(cfg)).map_err(s)?.into()
         }
