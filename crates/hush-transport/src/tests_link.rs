@@ -592,3 +592,42 @@ fn emulated_latency_overlaps_computation() {
         assert!(t.elapsed() >= Duration::from_secs(2));
     }
 }
+
+#[test]
+fn silent_server_fails_setup_within_the_deadline() {
+    for sec in [LinkSecurity::Insecure, LinkSecurity::ephemeral_any().unwrap()] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let h = thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let _ = rx.recv_timeout(Duration::from_secs(30)); // silent until the client gave up
+            drop(s);
+        });
+        let t = Instant::now();
+        let e = TcpChannel::connect_with(addr, opts(60), &sec).err().expect("silent server");
+        tx.send(()).unwrap();
+        assert!(matches!(e, Error::Setup { .. }) && e.to_string().contains("greeting"), "{e}");
+        assert!(t.elapsed() >= Duration::from_secs(4) && t.elapsed() < WITHIN, "{:?}", t.elapsed());
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn tls_server_silent_after_greeting_fails_handshake_within_the_deadline() {
+    // Greets as TLS, then never answers the ClientHello.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let h = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.write_all(b"HUSHTLS1").unwrap();
+        let _ = rx.recv_timeout(Duration::from_secs(30));
+    });
+    let t = Instant::now();
+    let e = TcpChannel::connect_with(addr, opts(60), &LinkSecurity::ephemeral_any().unwrap()).err().unwrap();
+    tx.send(()).unwrap();
+    assert!(matches!(e, Error::Setup { .. }) && e.to_string().contains("handshake"), "{e}");
+    assert!(t.elapsed() < WITHIN, "{:?}", t.elapsed());
+    h.join().unwrap();
+}

@@ -166,9 +166,10 @@ impl Identity {
         let cp = dir.join(CERT_FILE);
         let key_pem = Zeroizing::new(std::fs::read(&kp).map_err(|e| id_err(&kp, format!("cannot read: {e}")))?);
         let cert_pem = std::fs::read(&cp).map_err(|e| id_err(&cp, format!("cannot read: {e}")))?;
-        let key = PrivatePkcs8KeyDer::from_pem_slice(&key_pem)
+        let mut parsed = PrivatePkcs8KeyDer::from_pem_slice(&key_pem)
             .map_err(|e| id_err(&kp, format!("not a PKCS#8 private key in PEM (\"PRIVATE KEY\"): {e}")))?;
-        let key = Zeroizing::new(key.secret_pkcs8_der().to_vec());
+        let key = Zeroizing::new(parsed.secret_pkcs8_der().to_vec());
+        zeroize::Zeroize::zeroize(&mut parsed);
         let cert = CertificateDer::from_pem_slice(&cert_pem)
             .map_err(|e| id_err(&cp, format!("not a PEM certificate: {e}")))?;
         Identity::checked(cert, key).map_err(|msg| id_err(dir, msg))
