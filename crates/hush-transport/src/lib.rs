@@ -3,7 +3,24 @@
 //! Every protocol in hush talks through the [`Channel`] trait: framed
 //! messages between exactly two endpoints, with cost accounting built in.
 //! Two implementations exist: [`MemChannel`] (a connected in-memory pair for
-//! tests and single-process benchmarks) and [`TcpChannel`].
+//! tests and single-process benchmarks) and [`TcpChannel`], plaintext or
+//! TLS 1.3 with pinned identities ([`LinkSecurity`], module [`tls`]).
+//!
+//! ## Connections
+//! [`TcpChannel::connect_with`] / [`TcpChannel::from_accepted`] (and
+//! [`TcpChannel::accept_with`], [`tcp_pair_loopback_with`]) set a connection
+//! up in three steps: TCP connect (retried while refused, up to
+//! [`ChannelOptions::connect_timeout`], then [`Error::ConnectRefused`]), an
+//! 8-byte mode greeting so that a plaintext/TLS mismatch is a clear error on
+//! both sides, and under TLS the handshake (deadline [`HANDSHAKE_TIMEOUT`]).
+//! The older [`TcpChannel::connect`], [`TcpChannel::accept`] and
+//! [`tcp_pair_loopback`] are the plaintext (`--insecure`) case of the same;
+//! [`TcpChannel::from_stream`] wraps a stream as is (plaintext, no greeting).
+//!
+//! Channels are full duplex: a `send` that cannot complete because the peer
+//! is itself busy sending keeps reading the peer's bytes into a bounded
+//! buffer ([`ChannelOptions::max_buffered`]), so two parties may send large
+//! messages at the same time without deadlocking.
 //!
 //! ## Frames
 //! A frame on the wire is a 20-byte header followed by the payload:
@@ -14,7 +31,10 @@
 //! [`Error::Truncated`], a checksum mismatch is [`Error::Garbled`]. After any
 //! such error the receiving endpoint closes the connection, so the peer's
 //! next operation fails too (it sees [`Error::Disconnected`]). A peer that
-//! goes silent yields [`Error::Timeout`] after the channel's timeout.
+//! goes silent yields [`Error::Timeout`] after the channel's timeout. A depth
+//! of `u32::MAX` is [`Error::DepthOverflow`] (there would be no next round),
+//! and the emulated delay a peer announces is capped by what this side's own
+//! profile could produce (see [`NetProfile`] below).
 //!
 //! ## Rounds
 //! **Definition (used everywhere in hush).** A *round* is one sequential
@@ -35,26 +55,53 @@
 //! link of the profile's bandwidth (frames queue behind each other) and the
 //! receiver delivers each frame only after its transmission time plus the
 //! one-way latency. The emulation is applied by the channel itself, so every
-//! protocol and benchmark gets it for free.
+//! protocol and benchmark gets it for free. The receiver never trusts the
+//! sender's announced delay beyond `latency + transmission time of all
+//! bytes received so far` under its own profile (nor beyond its receive
+//! timeout); with profile `none` announced delays are ignored. Over TCP an
+//! I/O thread stamps each frame's real arrival time, so time the application
+//! spends computing overlaps the emulated transfer as it would on a real
+//! link.
+//!
+//! ## Cost
+//! [`Cost`] counts payload bytes (`bytes_*`, what protocols are charged
+//! for), frames (`wire_bytes_*`, payload + 20-byte headers) and what crossed
+//! the socket (`socket_bytes_*`: frames + greeting + TLS handshake and
+//! record overhead), so benchmarks can report TLS overhead separately.
 
 mod frame;
+mod link;
 mod memory;
 mod meter;
 mod profile;
 mod tcp;
+pub mod tls;
 mod transcript;
 
 pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEADER_LEN};
 pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
-pub use tcp::{tcp_pair_loopback, TcpChannel};
+pub use tcp::{tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
+pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
 pub use transcript::Transcript;
 
 use std::time::Duration;
 
 /// Default time a `recv` waits for the peer before giving up.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time `connect` keeps retrying a refused connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lower bound of the default inbound buffering limit (see
+/// [`ChannelOptions::max_buffered`]).
+pub const MIN_DEFAULT_BUFFERED: usize = 256 << 20;
+
+fn fmt_fps(fps: &[tls::Fingerprint]) -> String {
+    if fps.is_empty() {
+        return "(no fingerprint)".into();
+    }
+    fps.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" or ")
+}
 
 /// Errors of the transport layer. Every way a peer can misbehave maps to one
 /// of these; none of them panics.
@@ -76,6 +123,31 @@ pub enum Error {
     WrongLength { what: &'static str, expected: usize, got: usize },
     #[error("channel closed after an earlier error")]
     Closed,
+    #[error("peer sent message depth {depth}, which leaves no room for a next round (depth overflow)")]
+    DepthOverflow { depth: u32 },
+    #[error(
+        "peer sent more than {cap} bytes while this side was still sending (both sides sending at once beyond the \
+         buffering limit; raise ChannelOptions::max_buffered)"
+    )]
+    BufferLimit { cap: usize },
+    #[error("could not connect to {addr}: connection refused")]
+    ConnectRefused { addr: String },
+    #[error("peer {peer} runs with TLS but this side was started with --insecure (plaintext)")]
+    PeerWantsTls { peer: String },
+    #[error("peer {peer} runs plaintext (--insecure) but this side requires TLS")]
+    PeerIsPlaintext { peer: String },
+    #[error("peer {peer} does not speak the hush protocol (unexpected greeting)")]
+    NotHush { peer: String },
+    #[error("connection setup with peer {peer} failed: {msg}")]
+    Setup { peer: String, msg: String },
+    #[error("TLS with peer {peer}: {msg}")]
+    Tls { peer: String, msg: String },
+    #[error("peer {peer} presented {got} but --pin expects {}; our identity is {ours}", fmt_fps(expected))]
+    PinMismatch { peer: String, expected: Vec<tls::Fingerprint>, got: tls::Fingerprint, ours: tls::Fingerprint },
+    #[error("invalid fingerprint {input:?}: {reason} (expected \"sha256:\" followed by 64 hex digits)")]
+    InvalidFingerprint { input: String, reason: &'static str },
+    #[error("identity {path}: {msg}")]
+    Identity { path: String, msg: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -89,11 +161,36 @@ pub struct ChannelOptions {
     pub timeout: Duration,
     /// Emulated network.
     pub profile: NetProfile,
+    /// How long `connect` keeps retrying while nothing listens at the
+    /// address (the peer may still be starting up); then
+    /// [`Error::ConnectRefused`].
+    pub connect_timeout: Duration,
+    /// Largest number of bytes buffered from the peer ahead of `recv`
+    /// (`None`: max(256 MiB, 4 × `max_frame`)). Bytes are buffered while this
+    /// side is blocked sending (so that two parties sending large messages at
+    /// once never deadlock) and, with an emulated profile, read ahead by the
+    /// I/O thread. Exceeding it while sending is [`Error::BufferLimit`].
+    pub max_buffered: Option<usize>,
+}
+
+impl ChannelOptions {
+    /// The effective inbound buffering limit.
+    pub fn buffer_cap(&self) -> usize {
+        self.max_buffered
+            .unwrap_or_else(|| MIN_DEFAULT_BUFFERED.max(self.max_frame.saturating_mul(4)))
+            .max(self.max_frame.saturating_add(HEADER_LEN))
+    }
 }
 
 impl Default for ChannelOptions {
     fn default() -> Self {
-        Self { max_frame: DEFAULT_MAX_FRAME, timeout: DEFAULT_TIMEOUT, profile: NetProfile::none() }
+        Self {
+            max_frame: DEFAULT_MAX_FRAME,
+            timeout: DEFAULT_TIMEOUT,
+            profile: NetProfile::none(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_buffered: None,
+        }
     }
 }
 
@@ -195,3 +292,5 @@ impl<C: Channel + ?Sized> ChannelExt for C {}
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_link;

@@ -3,7 +3,7 @@
 
 use crate::frame::{decode_frame, encode_frame};
 use crate::meter::{Cost, RoundClock};
-use crate::profile::{wait_delivery, LinkShaper};
+use crate::profile::{wait_delivery, DelayBound, LinkShaper};
 use crate::{Channel, ChannelOptions, Error, Result, HEADER_LEN};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ pub struct MemChannel {
     rx: Option<Receiver<(Instant, Vec<u8>)>>,
     opts: ChannelOptions,
     shaper: LinkShaper,
+    bound: DelayBound,
     clock: RoundClock,
     cost: Cost,
 }
@@ -35,6 +36,7 @@ impl MemChannel {
             tx: Some(tx),
             rx: Some(rx),
             shaper: LinkShaper::new(opts.profile.clone()),
+            bound: DelayBound::new(opts.profile.clone()),
             opts: opts.clone(),
             clock: RoundClock::default(),
             cost: Cost::default(),
@@ -67,6 +69,7 @@ impl Channel for MemChannel {
         tx.send((Instant::now(), frame)).map_err(|_| Error::Disconnected)?;
         self.cost.bytes_sent += payload.len() as u64;
         self.cost.wire_bytes_sent += (payload.len() + HEADER_LEN) as u64;
+        self.cost.socket_bytes_sent += (payload.len() + HEADER_LEN) as u64;
         self.cost.msgs_sent += 1;
         Ok(())
     }
@@ -89,10 +92,15 @@ impl Channel for MemChannel {
                 return Err(e);
             }
         };
-        wait_delivery(arrived, hdr.delay_ns.min(self.opts.timeout.as_nanos() as u64));
-        self.clock.on_recv(hdr.depth);
+        if let Err(e) = self.clock.on_recv(hdr.depth) {
+            self.close();
+            return Err(e);
+        }
+        let delay = self.bound.clamp(buf.len(), hdr.delay_ns, self.opts.timeout);
+        wait_delivery(arrived, delay);
         self.cost.bytes_recv += hdr.len as u64;
         self.cost.wire_bytes_recv += buf.len() as u64;
+        self.cost.socket_bytes_recv += buf.len() as u64;
         self.cost.msgs_recv += 1;
         let mut buf = buf;
         buf.drain(..HEADER_LEN);

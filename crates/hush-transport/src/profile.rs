@@ -69,7 +69,7 @@ impl LinkShaper {
             _ => now,
         };
         let tx = match self.profile.bandwidth_bps {
-            Some(bps) => Duration::from_nanos(((wire_len as u128 * 8 * 1_000_000_000) / bps as u128) as u64),
+            Some(bps) => Duration::from_nanos(tx_ns(wire_len as u64, bps)),
             None => Duration::ZERO,
         };
         let done = start + tx;
@@ -78,12 +78,56 @@ impl LinkShaper {
     }
 }
 
+/// Transmission time of `bytes` at `bps` in nanoseconds (saturating).
+fn tx_ns(bytes: u64, bps: u64) -> u64 {
+    let ns = (bytes as u128 * 8 * 1_000_000_000) / bps.max(1) as u128;
+    ns.min(u64::MAX as u128) as u64
+}
+
+/// Receiver-side bound on the emulated delay a peer announces in a frame
+/// header (`delay_ns` is peer-supplied, hence untrusted).
+///
+/// The sender computes `delay = (time until its virtual link is free after
+/// this frame) + latency`. Its link can only be busy with frames it has
+/// already sent, all of which this endpoint has received (TCP and the
+/// in-memory queue are in order), so with *our own* profile the largest
+/// delay a correct peer can announce for a frame is
+/// `latency + transmission time of every wire byte received so far,
+/// this frame included`. A larger value is clamped to that bound, and the
+/// result is further capped by the channel's receive timeout, so a peer can
+/// never make `recv` sleep longer than it could stay silent anyway. With our
+/// profile `none`, peer delays are ignored.
+#[derive(Debug)]
+pub(crate) struct DelayBound {
+    profile: NetProfile,
+    wire_recv: u64,
+}
+
+impl DelayBound {
+    pub(crate) fn new(profile: NetProfile) -> Self {
+        Self { profile, wire_recv: 0 }
+    }
+    /// Records a received frame of `wire_len` bytes and returns its delay
+    /// clamped as described above.
+    pub(crate) fn clamp(&mut self, wire_len: usize, delay_ns: u64, timeout: Duration) -> u64 {
+        self.wire_recv = self.wire_recv.saturating_add(wire_len as u64);
+        if self.profile.is_none() {
+            return 0;
+        }
+        let lat = self.profile.latency.as_nanos().min(u64::MAX as u128) as u64;
+        let tx = self.profile.bandwidth_bps.map_or(0, |bps| tx_ns(self.wire_recv, bps));
+        let bound = lat.saturating_add(tx);
+        let t = timeout.as_nanos().min(u64::MAX as u128) as u64;
+        delay_ns.min(bound).min(t)
+    }
+}
+
 /// Sleeps until `arrived + delay_ns` (receiver side of the emulation).
 pub(crate) fn wait_delivery(arrived: Instant, delay_ns: u64) {
     if delay_ns == 0 {
         return;
     }
-    let at = arrived + Duration::from_nanos(delay_ns);
+    let Some(at) = arrived.checked_add(Duration::from_nanos(delay_ns)) else { return };
     let now = Instant::now();
     if at > now {
         std::thread::sleep(at - now);

@@ -1,113 +1,239 @@
-//! TCP channel.
+//! TCP channel (plaintext or TLS 1.3, see [`crate::tls`]).
 //!
-//! Two receive paths:
-//! * **direct** (profile `none`): `recv` reads the frame from the socket
-//!   itself, with the socket's read timeout as the silence timeout, and can
-//!   read straight into a caller's buffer — no extra thread, no copy;
-//! * **emulated** (any other profile): a reader thread pulls frames off the
-//!   socket as soon as they arrive, so the emulated latency is measured from
-//!   the real arrival time, and queues them for `recv`.
+//! Every connection runs over a [`Link`](crate::link): a non-blocking socket
+//! driven by `poll(2)`, with rustls on top when the link is secured. Two
+//! ways to drive it:
+//! * **direct** (profile `none`): everything happens in the caller's thread.
+//!   `recv` reads the frame itself (the silence timeout is the `poll`
+//!   timeout) and `recv_exact_into` reads the body straight into the caller's
+//!   buffer once the inbound buffer is empty. `send` pushes bytes until the
+//!   socket is full and then waits for writability *or* readability,
+//!   reading the peer's bytes into the bounded inbound buffer meanwhile —
+//!   so two parties that send large messages at the same time never
+//!   deadlock, and no extra thread or copy is paid on the one-way bulk path;
+//! * **emulated** (any other profile): an I/O thread reads and decodes
+//!   frames as soon as they arrive and stamps their arrival time, so the
+//!   emulated latency and bandwidth are measured from the real arrival time
+//!   even while the application is computing (stamping on decode in `recv`
+//!   would overcharge every message that arrived during a computation). The
+//!   thread and the caller share the link behind a mutex held only for
+//!   non-blocking steps; under TLS the same rustls state machine serves both.
+//!   The read-ahead queue is bounded by the same limit; while the caller is
+//!   blocked sending and the queue is full, the channel fails with
+//!   [`Error::BufferLimit`] instead of deadlocking.
 //!
 //! Either way frames are validated before use and any framing error closes
 //! the connection, so the peer's next operation fails too.
+//!
+//! The peer-announced emulated delay of each frame is bounded by what this
+//! endpoint's own profile could produce (see `DelayBound` in `profile.rs`):
+//! `latency + transmission time of all wire bytes received so far`, and by
+//! the receive timeout.
 
 use crate::frame::{decode_header, verify, write_header, FrameHeader};
+use crate::link::{io_err, poll_fd, Link, Outgoing, Progress, POLLOUT};
 use crate::meter::{Cost, RoundClock};
-use crate::profile::{wait_delivery, LinkShaper};
+use crate::profile::{wait_delivery, DelayBound, LinkShaper};
+use crate::tls::{self, Fingerprint, LinkSecurity, Role};
 use crate::{Channel, ChannelOptions, Error, Result, HEADER_LEN};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::RawFd;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-type Incoming = Result<(Instant, FrameHeader, Vec<u8>)>;
-
-/// Frames read ahead of `recv` before the reader thread blocks.
-const READ_AHEAD: usize = 8;
 /// Payloads up to this size are copied next to the header and written with
 /// one system call.
 const COALESCE: usize = 64 << 10;
+/// How often blocked waits of the emulated path re-check shared state.
+const TICK: Duration = Duration::from_millis(50);
 
-/// A framed, metered TCP connection to one peer.
+type Frame = (Instant, FrameHeader, Vec<u8>);
+
+/// Frames read ahead by the I/O thread (emulated mode).
+#[derive(Default)]
+struct Inbox {
+    frames: VecDeque<Frame>,
+    /// Payload bytes queued.
+    bytes: usize,
+    /// Why the I/O thread stopped (reported once).
+    end: Option<Error>,
+    finished: bool,
+    /// The caller is blocked in `send` waiting for the socket.
+    send_blocked: bool,
+    /// The I/O thread gave up because the queue was full while the caller
+    /// was blocked sending.
+    overflow: bool,
+    stop: bool,
+}
+
+struct Shared {
+    link: Mutex<Link>,
+    inbox: Mutex<Inbox>,
+    cv: Condvar,
+    fd: RawFd,
+    cap: usize,
+}
+
+enum Io {
+    Direct(Box<Link>),
+    Emulated(Arc<Shared>),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A framed, metered TCP connection to one peer, plaintext or TLS 1.3.
 pub struct TcpChannel {
-    stream: TcpStream,
-    /// Emulated mode only.
-    rx: Option<Receiver<Incoming>>,
+    io: Io,
+    /// A handle on the same socket, for shutdown from any state.
+    ctl: TcpStream,
     opts: ChannelOptions,
     shaper: LinkShaper,
+    bound: DelayBound,
     clock: RoundClock,
     cost: Cost,
     closed: bool,
     scratch: Vec<u8>,
+    peer: String,
+    peer_fp: Option<Fingerprint>,
 }
 
 impl TcpChannel {
-    /// Wraps a connected stream.
+    /// Wraps a connected stream **as is: plaintext, no greeting, no
+    /// authentication** (both ends must use `from_stream`, e.g. after an
+    /// application-level hello). Prefer [`TcpChannel::connect_with`] /
+    /// [`TcpChannel::from_accepted`].
     pub fn from_stream(stream: TcpStream, opts: ChannelOptions) -> Result<Self> {
-        stream.set_nodelay(true)?;
-        stream.set_write_timeout(Some(opts.timeout))?;
-        let rx = if opts.profile.is_none() {
-            stream.set_read_timeout(Some(opts.timeout))?;
-            None
+        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+        let link = Link::new(stream, None, opts.buffer_cap(), peer.clone())?;
+        Self::from_link(link, opts, peer, None)
+    }
+
+    pub(crate) fn from_link(link: Link, opts: ChannelOptions, peer: String, peer_fp: Option<Fingerprint>) -> Result<Self> {
+        let ctl = link.sock().try_clone()?;
+        let io = if opts.profile.is_none() {
+            Io::Direct(Box::new(link))
         } else {
-            let rs = stream.try_clone()?;
-            let (tx, rx) = sync_channel::<Incoming>(READ_AHEAD);
-            let max = opts.max_frame;
-            std::thread::Builder::new()
-                .name("hush-tcp-reader".into())
-                .spawn(move || reader_loop(rs, max, tx))?;
-            Some(rx)
+            let sh = Arc::new(Shared {
+                fd: link.fd(),
+                link: Mutex::new(link),
+                inbox: Mutex::new(Inbox::default()),
+                cv: Condvar::new(),
+                cap: opts.buffer_cap(),
+            });
+            let sh2 = sh.clone();
+            let (max, cap) = (opts.max_frame, opts.buffer_cap());
+            std::thread::Builder::new().name("hush-tcp-io".into()).spawn(move || io_loop(sh2, max, cap))?;
+            Io::Emulated(sh)
         };
         Ok(Self {
+            io,
+            ctl,
             shaper: LinkShaper::new(opts.profile.clone()),
-            stream,
-            rx,
+            bound: DelayBound::new(opts.profile.clone()),
             opts,
             clock: RoundClock::default(),
             cost: Cost::default(),
             closed: false,
             scratch: Vec::new(),
+            peer,
+            peer_fp,
         })
     }
 
-    /// Connects to `addr`, retrying until the timeout (the peer may still be
-    /// starting up).
+    /// Connects to `addr` **in plaintext** (no authentication, no
+    /// encryption): the same as [`TcpChannel::connect_with`] with
+    /// [`LinkSecurity::Insecure`]. Retries while nothing listens there, for
+    /// up to `opts.connect_timeout`.
     pub fn connect(addr: impl ToSocketAddrs + Clone, opts: ChannelOptions) -> Result<Self> {
-        let deadline = Instant::now() + opts.timeout;
-        loop {
-            match TcpStream::connect(addr.clone()) {
-                Ok(s) => return Self::from_stream(s, opts),
-                Err(e) if Instant::now() < deadline
-                    && matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset) =>
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) if Instant::now() >= deadline => {
-                    return Err(if e.kind() == ErrorKind::ConnectionRefused {
-                        Error::Timeout(opts.timeout)
-                    } else {
-                        Error::Io(e)
-                    })
-                }
-                Err(e) => return Err(Error::Io(e)),
-            }
+        let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
+        let name = addrs.first().map(|a| a.to_string()).unwrap_or_else(|| "(no address)".into());
+        let s = connect_addrs(&addrs, &name, &opts)?;
+        tls::establish(s, opts, &LinkSecurity::Insecure, Role::Client, name)
+    }
+
+    /// Connects to `addr` with the given link security: TCP connect (retried
+    /// while refused, for up to `opts.connect_timeout`), then the mode
+    /// greeting and, under TLS, the handshake (bounded by
+    /// [`crate::HANDSHAKE_TIMEOUT`]). The client side of TLS.
+    pub fn connect_with(
+        addr: impl ToSocketAddrs + Clone + std::fmt::Display,
+        opts: ChannelOptions,
+        sec: &LinkSecurity,
+    ) -> Result<TcpChannel> {
+        let name = addr.to_string();
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| Error::Setup { peer: name.clone(), msg: format!("cannot resolve address: {e}") })?
+            .collect();
+        let s = connect_addrs(&addrs, &name, &opts)?;
+        tls::establish(s, opts, sec, Role::Client, name)
+    }
+
+    /// Accepts one connection on `listener` **in plaintext** (the same as
+    /// [`TcpChannel::accept_with`] with [`LinkSecurity::Insecure`]). Note
+    /// that the greeting is read in the calling thread (≤ 5 s for a silent
+    /// client); servers should accept and call [`TcpChannel::from_accepted`]
+    /// in a per-connection thread.
+    pub fn accept(listener: &TcpListener, opts: ChannelOptions) -> Result<Self> {
+        Self::accept_with(listener, opts, &LinkSecurity::Insecure)
+    }
+
+    /// Server side on an already accepted stream: the mode greeting and, under
+    /// TLS, the handshake (deadline [`crate::HANDSHAKE_TIMEOUT`]). Call it from
+    /// a per-connection thread so a server's accept loop never blocks on a
+    /// client.
+    pub fn from_accepted(stream: TcpStream, opts: ChannelOptions, sec: &LinkSecurity) -> Result<TcpChannel> {
+        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+        tls::establish(stream, opts, sec, Role::Server, peer)
+    }
+
+    /// `listener.accept()` + [`TcpChannel::from_accepted`].
+    pub fn accept_with(listener: &TcpListener, opts: ChannelOptions, sec: &LinkSecurity) -> Result<TcpChannel> {
+        let (s, _) = listener.accept()?;
+        Self::from_accepted(s, opts, sec)
+    }
+
+    /// The peer's certificate fingerprint (TLS links; `None` in plaintext).
+    pub fn peer_fingerprint(&self) -> Option<Fingerprint> {
+        self.peer_fp
+    }
+
+    /// The peer's address as used in error messages.
+    pub fn peer_addr_string(&self) -> String {
+        self.peer.clone()
+    }
+
+    /// Whether this link runs TLS.
+    pub fn is_tls(&self) -> bool {
+        match &self.io {
+            Io::Direct(l) => l.tls().is_some(),
+            Io::Emulated(sh) => lock(&sh.link).tls().is_some(),
         }
     }
 
-    /// Accepts one connection on `listener`.
-    pub fn accept(listener: &TcpListener, opts: ChannelOptions) -> Result<Self> {
-        let (s, _) = listener.accept()?;
-        Self::from_stream(s, opts)
-    }
-
-    /// Test hook: writes raw bytes to the socket (to play a broken peer).
+    /// Test hook: writes raw bytes to the link (inside TLS when secured), to
+    /// play a broken peer.
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        self.stream.write_all(bytes).map_err(io_err)
+        let mut out = Outgoing::new(bytes, &[]);
+        let t = self.opts.timeout;
+        write_out(&mut self.io, &mut out, t)
     }
 
     /// Closes the connection; the peer sees a disconnect.
     pub fn shutdown(&mut self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
+        match &mut self.io {
+            Io::Direct(l) => l.close_notify(),
+            Io::Emulated(sh) => {
+                lock(&sh.inbox).stop = true;
+                sh.cv.notify_all();
+                lock(&sh.link).close_notify();
+            }
+        }
+        let _ = self.ctl.shutdown(Shutdown::Both);
         self.closed = true;
     }
 
@@ -119,100 +245,295 @@ impl TcpChannel {
         })
     }
 
-    /// Direct mode: reads one header.
-    fn read_header(&mut self) -> Result<FrameHeader> {
+    /// Direct mode: reads and decodes one header.
+    fn read_header(link: &mut Link, opts: &ChannelOptions) -> Result<(FrameHeader, [u8; HEADER_LEN])> {
+        link.fill_to(HEADER_LEN, opts.timeout)?;
+        let d = link.inbound();
+        if d.len() < HEADER_LEN {
+            return Err(if d.is_empty() {
+                Error::Disconnected
+            } else {
+                Error::Truncated { expected: HEADER_LEN, got: d.len() }
+            });
+        }
         let mut h = [0u8; HEADER_LEN];
-        let got = read_full(&mut self.stream, &mut h).map_err(io_err)?;
-        if got == 0 {
-            return Err(Error::Disconnected);
-        }
-        if got < HEADER_LEN {
-            return Err(Error::Truncated { expected: HEADER_LEN, got });
-        }
-        let hdr = decode_header(&h, self.opts.max_frame)?;
-        self.scratch.clear();
-        self.scratch.extend_from_slice(&h);
-        Ok(hdr)
+        h.copy_from_slice(&d[..HEADER_LEN]);
+        let hdr = decode_header(&h, opts.max_frame)?;
+        link.consume(HEADER_LEN);
+        Ok((hdr, h))
     }
 
     /// Direct mode: reads and verifies the body of `hdr` into `out`.
-    fn read_body(&mut self, hdr: &FrameHeader, out: &mut [u8]) -> Result<()> {
-        let n = read_full(&mut self.stream, out).map_err(io_err)?;
+    fn read_body(link: &mut Link, opts: &ChannelOptions, hdr: &FrameHeader, h: &[u8], out: &mut [u8]) -> Result<()> {
+        let n = link.read_exact(out, opts.timeout)?;
         if n < hdr.len {
             return Err(Error::Truncated { expected: hdr.len, got: n });
         }
-        verify(&self.scratch[..HEADER_LEN], out, hdr)
+        verify(h, out, hdr)
     }
 
-    fn account_recv(&mut self, hdr: &FrameHeader) {
-        self.clock.on_recv(hdr.depth);
+    /// Emulated mode: the next frame from the I/O thread, delivered at its
+    /// emulated arrival time.
+    fn next_frame(&mut self) -> Result<(FrameHeader, Vec<u8>)> {
+        let Io::Emulated(sh) = &self.io else { unreachable!("emulated mode only") };
+        let deadline = Instant::now() + self.opts.timeout;
+        let frame = {
+            let mut st = lock(&sh.inbox);
+            loop {
+                if let Some(f) = st.frames.pop_front() {
+                    st.bytes -= f.2.len();
+                    sh.cv.notify_all();
+                    break Ok(f);
+                }
+                if let Some(e) = st.end.take() {
+                    break Err(e);
+                }
+                if st.finished {
+                    break Err(Error::Disconnected);
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    break Err(Error::Timeout(self.opts.timeout));
+                }
+                st = sh.cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        };
+        let (arrived, hdr, body) = frame?;
+        let delay = self.bound.clamp(hdr.len + HEADER_LEN, hdr.delay_ns, self.opts.timeout);
+        wait_delivery(arrived, delay);
+        Ok((hdr, body))
+    }
+
+    fn account_recv(&mut self, hdr: &FrameHeader) -> Result<()> {
+        self.clock.on_recv(hdr.depth)?;
         self.cost.bytes_recv += hdr.len as u64;
         self.cost.wire_bytes_recv += (hdr.len + HEADER_LEN) as u64;
         self.cost.msgs_recv += 1;
+        Ok(())
     }
 }
 
-fn io_err(e: std::io::Error) -> Error {
-    match e.kind() {
-        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::UnexpectedEof => {
-            Error::Disconnected
-        }
-        ErrorKind::WouldBlock | ErrorKind::TimedOut => Error::Timeout(Duration::ZERO),
-        _ => Error::Io(e),
+/// TCP connect with retries while refused, up to `opts.connect_timeout`.
+fn connect_addrs(addrs: &[SocketAddr], name: &str, opts: &ChannelOptions) -> Result<TcpStream> {
+    if addrs.is_empty() {
+        return Err(Error::Setup { peer: name.into(), msg: "the address resolved to nothing".into() });
     }
-}
-
-/// Reads exactly `buf.len()` bytes; `Ok(n < len)` means EOF after `n` bytes.
-fn read_full(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut off = 0;
-    while off < buf.len() {
-        match s.read(&mut buf[off..]) {
-            Ok(0) => return Ok(off),
-            Ok(n) => off += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(off)
-}
-
-fn reader_loop(mut s: TcpStream, max_frame: usize, tx: std::sync::mpsc::SyncSender<Incoming>) {
+    let deadline = Instant::now() + opts.connect_timeout;
     loop {
-        let mut h = [0u8; HEADER_LEN];
-        let got = match read_full(&mut s, &mut h) {
-            Ok(n) => n,
-            Err(e) => {
-                let _ = tx.send(Err(io_err(e)));
+        let mut last = None;
+        for a in addrs {
+            let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+            match TcpStream::connect_timeout(a, left) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        let e = last.expect("at least one address");
+        let retry = matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset | ErrorKind::TimedOut);
+        if !retry {
+            return Err(Error::Io(e));
+        }
+        if Instant::now() >= deadline {
+            return Err(match e.kind() {
+                ErrorKind::TimedOut => Error::Setup {
+                    peer: name.into(),
+                    msg: format!("could not connect within {:?}: connection timed out", opts.connect_timeout),
+                },
+                _ => Error::ConnectRefused { addr: name.into() },
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now())));
+    }
+}
+
+/// Pushes `out` completely (direct: reading meanwhile; emulated: the I/O
+/// thread reads). `timeout` bounds each wait without progress.
+fn write_out(io: &mut Io, out: &mut Outgoing<'_>, timeout: Duration) -> Result<()> {
+    match io {
+        Io::Direct(link) => loop {
+            match link.push(out)? {
+                Progress::Done => return Ok(()),
+                Progress::Blocked => {
+                    if !link.wait_send(Instant::now() + timeout)? {
+                        return Err(Error::Timeout(timeout));
+                    }
+                }
+            }
+        },
+        Io::Emulated(sh) => {
+            let r = write_emulated(sh, out, timeout);
+            let mut st = lock(&sh.inbox);
+            st.send_blocked = false;
+            match r {
+                Err(_) if st.overflow => Err(Error::BufferLimit { cap: sh.cap }),
+                r => r,
+            }
+        }
+    }
+}
+
+fn write_emulated(sh: &Shared, out: &mut Outgoing<'_>, timeout: Duration) -> Result<()> {
+    let mut deadline = Instant::now() + timeout;
+    loop {
+        if lock(&sh.link).push(out)? == Progress::Done {
+            return Ok(());
+        }
+        {
+            let mut st = lock(&sh.inbox);
+            if st.overflow {
+                return Err(Error::BufferLimit { cap: sh.cap });
+            }
+            if !st.send_blocked {
+                st.send_blocked = true;
+                sh.cv.notify_all();
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Error::Timeout(timeout));
+        }
+        let re = poll_fd(sh.fd, POLLOUT, deadline.min(now + TICK))?;
+        if re != 0 {
+            deadline = Instant::now() + timeout;
+        }
+    }
+}
+
+/// The I/O thread of an emulated channel: reads, decodes and stamps frames.
+fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
+    let mut pending: Option<(Instant, FrameHeader, [u8; HEADER_LEN])> = None;
+    let finish = |e: Error, sh: &Shared| {
+        let mut st = lock(&sh.inbox);
+        if st.end.is_none() && !st.finished {
+            st.end = Some(e);
+        }
+        st.finished = true;
+        sh.cv.notify_all();
+    };
+    loop {
+        // Back-pressure: wait while the queue is full, unless the caller is
+        // stuck sending (then waiting could deadlock both parties).
+        {
+            let mut st = lock(&sh.inbox);
+            loop {
+                if st.stop {
+                    st.finished = true;
+                    sh.cv.notify_all();
+                    return;
+                }
+                if st.bytes < cap {
+                    break;
+                }
+                if st.send_blocked {
+                    st.overflow = true;
+                    st.end = Some(Error::BufferLimit { cap });
+                    st.finished = true;
+                    sh.cv.notify_all();
+                    drop(st);
+                    let _ = lock(&sh.link).sock().shutdown(Shutdown::Both);
+                    return;
+                }
+                st = sh.cv.wait_timeout(st, TICK).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        }
+        // Read and decode what is there.
+        let r: Result<Step> = (|| {
+            let mut link = lock(&sh.link);
+            // Hold the lock for a bounded amount of reading, so a blocked
+            // `send` gets its turn.
+            let start = link.recvd;
+            loop {
+                let progressed = link.fill()?;
+                let mut full = false;
+                while let Some(f) = next_decoded(&mut link, &mut pending, max_frame)? {
+                    let mut st = lock(&sh.inbox);
+                    st.bytes += f.2.len();
+                    st.frames.push_back(f);
+                    full = st.bytes >= cap;
+                    sh.cv.notify_all();
+                    if full {
+                        break;
+                    }
+                }
+                if full {
+                    let _ = link.flush_tls();
+                    return Ok(Step::More);
+                }
+                if link.eof() {
+                    return Ok(Step::Eof);
+                }
+                if !progressed {
+                    let _ = link.flush_tls();
+                    return Ok(Step::Idle);
+                }
+                if link.recvd - start >= 1 << 20 {
+                    return Ok(Step::More);
+                }
+            }
+        })();
+        match r {
+            Ok(Step::Eof) => {
+                let got = lock(&sh.link).inbound().len();
+                let e = match pending {
+                    Some((_, hdr, _)) => Error::Truncated { expected: hdr.len, got },
+                    None if got > 0 => Error::Truncated { expected: HEADER_LEN, got },
+                    None => Error::Disconnected,
+                };
+                finish(e, &sh);
                 return;
             }
-        };
-        if got == 0 {
-            let _ = tx.send(Err(Error::Disconnected));
-            return;
-        }
-        let arrived = Instant::now();
-        let res = (|| {
-            if got < HEADER_LEN {
-                return Err(Error::Truncated { expected: HEADER_LEN, got });
+            Ok(Step::More) => {
+                std::thread::yield_now();
+                continue;
             }
-            let hdr = decode_header(&h, max_frame)?;
-            let mut body = vec![0u8; hdr.len];
-            let n = read_full(&mut s, &mut body).map_err(io_err)?;
-            if n < hdr.len {
-                return Err(Error::Truncated { expected: hdr.len, got: n });
-            }
-            verify(&h, &body, &hdr)?;
-            Ok((arrived, hdr, body))
-        })();
-        let failed = res.is_err();
-        if tx.send(res).is_err() || failed {
-            if failed {
+            Ok(Step::Idle) => {}
+            Err(e) => {
                 // Broken framing: close so the peer learns of it.
-                let _ = s.shutdown(Shutdown::Both);
+                let _ = lock(&sh.link).sock().shutdown(Shutdown::Both);
+                finish(e, &sh);
+                return;
             }
+        }
+        if let Err(e) = poll_fd(sh.fd, crate::link::POLLIN, Instant::now() + TICK) {
+            finish(e, &sh);
             return;
         }
     }
+}
+
+enum Step {
+    Eof,
+    Idle,
+    More,
+}
+
+/// Decodes the next complete frame from the link's inbound buffer, if any.
+fn next_decoded(
+    link: &mut Link,
+    pending: &mut Option<(Instant, FrameHeader, [u8; HEADER_LEN])>,
+    max_frame: usize,
+) -> Result<Option<Frame>> {
+    if pending.is_none() {
+        let d = link.inbound();
+        if d.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let mut h = [0u8; HEADER_LEN];
+        h.copy_from_slice(&d[..HEADER_LEN]);
+        let hdr = decode_header(&h, max_frame)?;
+        link.consume(HEADER_LEN);
+        *pending = Some((Instant::now(), hdr, h));
+    }
+    let (arrived, hdr, h) = pending.expect("set above");
+    let d = link.inbound();
+    if d.len() < hdr.len {
+        return Ok(None);
+    }
+    let body = d[..hdr.len].to_vec();
+    link.consume(hdr.len);
+    *pending = None;
+    verify(&h, &body, &hdr)?;
+    Ok(Some((arrived, hdr, body)))
 }
 
 impl Channel for TcpChannel {
@@ -227,19 +548,20 @@ impl Channel for TcpChannel {
         let delay = self.shaper.delay_for(payload.len() + HEADER_LEN);
         let mut h = [0u8; HEADER_LEN];
         write_header(&mut h, payload, depth, delay);
+        let t = self.opts.timeout;
         let r = if payload.len() <= COALESCE {
             let mut buf = std::mem::take(&mut self.scratch);
             buf.clear();
             buf.extend_from_slice(&h);
             buf.extend_from_slice(payload);
-            let r = self.stream.write_all(&buf);
+            let r = write_out(&mut self.io, &mut Outgoing::new(&buf, &[]), t);
             self.scratch = buf;
             r
         } else {
-            self.stream.write_all(&h).and_then(|_| self.stream.write_all(payload))
+            write_out(&mut self.io, &mut Outgoing::new(&h, payload), t)
         };
         if let Err(e) = r {
-            return self.fail(io_err(e));
+            return self.fail(e);
         }
         self.cost.bytes_sent += payload.len() as u64;
         self.cost.wire_bytes_sent += (payload.len() + HEADER_LEN) as u64;
@@ -251,57 +573,40 @@ impl Channel for TcpChannel {
         if self.closed {
             return Err(Error::Closed);
         }
-        let Some(rx) = self.rx.as_ref() else {
-            let r = self.read_header().and_then(|hdr| {
+        let r = match &mut self.io {
+            Io::Direct(link) => Self::read_header(link, &self.opts).and_then(|(hdr, h)| {
                 let mut body = vec![0u8; hdr.len];
-                self.read_body(&hdr, &mut body).map(|_| (hdr, body))
-            });
-            return match r {
-                Ok((hdr, body)) => {
-                    self.account_recv(&hdr);
-                    Ok(body)
-                }
-                Err(e) => self.fail(e),
-            };
+                Self::read_body(link, &self.opts, &hdr, &h, &mut body).map(|_| (hdr, body))
+            }),
+            Io::Emulated(_) => self.next_frame(),
         };
-        let r = match rx.recv_timeout(self.opts.timeout) {
-            Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => return self.fail(Error::Timeout(self.opts.timeout)),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::Disconnected),
-        };
-        match r {
-            Ok((arrived, hdr, body)) => {
-                wait_delivery(arrived, hdr.delay_ns.min(self.opts.timeout.as_nanos() as u64));
-                self.account_recv(&hdr);
-                Ok(body)
-            }
+        match r.and_then(|(hdr, body)| self.account_recv(&hdr).map(|_| body)) {
+            Ok(body) => Ok(body),
             Err(e) => self.fail(e),
         }
     }
 
     fn recv_exact_into(&mut self, what: &'static str, out: &mut [u8]) -> Result<()> {
-        if self.rx.is_some() {
-            let m = self.recv()?;
-            if m.len() != out.len() {
-                return self.fail(Error::WrongLength { what, expected: out.len(), got: m.len() });
-            }
-            out.copy_from_slice(&m);
-            return Ok(());
-        }
         if self.closed {
             return Err(Error::Closed);
         }
-        let r = self.read_header().and_then(|hdr| {
-            if hdr.len != out.len() {
-                return Err(Error::WrongLength { what, expected: out.len(), got: hdr.len });
-            }
-            self.read_body(&hdr, out).map(|_| hdr)
-        });
-        match r {
-            Ok(hdr) => {
-                self.account_recv(&hdr);
-                Ok(())
-            }
+        let r = match &mut self.io {
+            Io::Emulated(_) => self.next_frame().and_then(|(hdr, m)| {
+                if m.len() != out.len() {
+                    return Err(Error::WrongLength { what, expected: out.len(), got: m.len() });
+                }
+                out.copy_from_slice(&m);
+                Ok(hdr)
+            }),
+            Io::Direct(link) => Self::read_header(link, &self.opts).and_then(|(hdr, h)| {
+                if hdr.len != out.len() {
+                    return Err(Error::WrongLength { what, expected: out.len(), got: hdr.len });
+                }
+                Self::read_body(link, &self.opts, &hdr, &h, out).map(|_| hdr)
+            }),
+        };
+        match r.and_then(|hdr| self.account_recv(&hdr)) {
+            Ok(()) => Ok(()),
             Err(e) => self.fail(e),
         }
     }
@@ -309,6 +614,15 @@ impl Channel for TcpChannel {
     fn cost(&self) -> Cost {
         let mut c = self.cost;
         c.rounds = self.clock.rounds();
+        let (s, r) = match &self.io {
+            Io::Direct(l) => (l.sent, l.recvd),
+            Io::Emulated(sh) => {
+                let l = lock(&sh.link);
+                (l.sent, l.recvd)
+            }
+        };
+        c.socket_bytes_sent = s;
+        c.socket_bytes_recv = r;
         c
     }
 
@@ -318,27 +632,44 @@ impl Channel for TcpChannel {
 
     fn set_timeout(&mut self, timeout: Duration) {
         self.opts.timeout = timeout;
-        let _ = self.stream.set_write_timeout(Some(timeout));
-        if self.rx.is_none() {
-            let _ = self.stream.set_read_timeout(Some(timeout));
-        }
     }
 }
 
 impl Drop for TcpChannel {
     fn drop(&mut self) {
-        // Also ends the reader thread (its read fails once the socket is shut).
-        let _ = self.stream.shutdown(Shutdown::Both);
+        // Also ends the I/O thread (its poll wakes once the socket is shut).
+        if !self.closed {
+            self.shutdown();
+        }
     }
 }
 
-/// Two TCP channels connected over 127.0.0.1 (for benchmarks and tests).
+/// Two **plaintext** TCP channels connected over 127.0.0.1 (for benchmarks
+/// and tests); `a` is the accepting side.
 pub fn tcp_pair_loopback(opts: ChannelOptions) -> Result<(TcpChannel, TcpChannel)> {
+    tcp_pair_loopback_with(opts, &LinkSecurity::Insecure, &LinkSecurity::Insecure)
+}
+
+/// Two TCP channels connected over 127.0.0.1: `a` accepts with `sec_a` (the
+/// TLS server), `b` connects with `sec_b` (the TLS client).
+pub fn tcp_pair_loopback_with(
+    opts: ChannelOptions,
+    sec_a: &LinkSecurity,
+    sec_b: &LinkSecurity,
+) -> Result<(TcpChannel, TcpChannel)> {
     let l = TcpListener::bind("127.0.0.1:0")?;
     let addr = l.local_addr()?;
     let o2 = opts.clone();
-    let t = std::thread::spawn(move || TcpChannel::connect(addr, o2));
-    let a = TcpChannel::accept(&l, opts)?;
-    let b = t.join().map_err(|_| Error::Disconnected)??;
-    Ok((a, b))
+    let sb = sec_b.clone();
+    let t = std::thread::spawn(move || TcpChannel::connect_with(addr, o2, &sb));
+    let a = TcpChannel::accept_with(&l, opts, sec_a);
+    let b = t.join().map_err(|_| Error::Disconnected)?;
+    Ok((a?, b?))
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<TcpChannel>();
+    let _ = io_err;
 }

@@ -201,8 +201,31 @@ fn connect_to_nothing_fails_within_timeout() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     drop(l);
-    let r = TcpChannel::connect(addr, opts_timeout(200));
-    assert!(r.is_err());
+    let o = ChannelOptions { connect_timeout: Duration::from_millis(300), ..opts_timeout(200) };
+    let t = Instant::now();
+    let e = TcpChannel::connect(addr, o.clone()).err().expect("nothing listens");
+    assert!(matches!(&e, Error::ConnectRefused { .. }), "{e:?}");
+    assert_eq!(e.to_string(), format!("could not connect to {addr}: connection refused"));
+    let e = TcpChannel::connect_with(addr, o, &LinkSecurity::Insecure).err().expect("nothing listens");
+    assert!(matches!(&e, Error::ConnectRefused { .. }), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn connect_retries_until_the_listener_appears() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    let h = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        let l = TcpListener::bind(addr).unwrap();
+        let mut a = TcpChannel::accept(&l, ChannelOptions::default()).unwrap();
+        a.send(b"late").unwrap();
+    });
+    let o = ChannelOptions { connect_timeout: Duration::from_secs(10), ..Default::default() };
+    let mut b = TcpChannel::connect(addr, o).unwrap();
+    assert_eq!(b.recv().unwrap(), b"late");
+    h.join().unwrap();
 }
 
 #[test]
