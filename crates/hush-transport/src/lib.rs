@@ -42,6 +42,8 @@ mod memory;
 mod meter;
 mod profile;
 mod tcp;
+pub mod tls;
+pub mod peering;
 mod transcript;
 
 pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEADER_LEN};
@@ -49,6 +51,8 @@ pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
 pub use tcp::{tcp_pair_loopback, TcpChannel};
+pub use peering::{LinkConfig, LinkFlags, Pins, INSECURE_WARNING};
+pub use tls::{tcp_pair_loopback_with, Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings};
 pub use transcript::Transcript;
 
 use std::time::Duration;
@@ -76,6 +80,8 @@ pub enum Error {
     WrongLength { what: &'static str, expected: usize, got: usize },
     #[error("channel closed after an earlier error")]
     Closed,
+    #[error("{0}")]
+    Config(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
