@@ -89,15 +89,28 @@ class Server:
 
     Each client connection is an independent session on its own thread; a
     failing session never disturbs the others. ``addr`` is where it listens.
+
+    Links are TLS 1.3: the server presents ``identity`` (a folder written by
+    ``hush keygen``; an ephemeral identity by default) and clients pin its
+    :attr:`fingerprint`. ``pins`` (a list of ``"sha256:<hex>"``) restricts
+    the server to clients presenting those certificates. ``insecure=True``
+    serves plaintext, unauthenticated links.
     """
 
     def __init__(self, model, listen: str = "127.0.0.1:0", proto: str = "fss", net: str = "none",
-                 bits: int = 37, frac: int = 12):
-        self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac)
+                 bits: int = 37, frac: int = 12, identity=None, pins=(), insecure: bool = False):
+        self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
+                                identity=None if identity is None else str(identity), pins=list(pins),
+                                insecure=insecure)
 
     @property
     def addr(self) -> str:
         return self._s.addr
+
+    @property
+    def fingerprint(self):
+        """``"sha256:<hex>"`` of the server's certificate (None if insecure)."""
+        return self._s.fingerprint
 
     def sessions(self):
         """(sessions ended well, sessions failed)."""
@@ -114,10 +127,19 @@ class Server:
 
 
 class Client:
-    """A client session with a :class:`Server`: the input stays with the client."""
+    """A client session with a :class:`Server`: the input stays with the client.
 
-    def __init__(self, addr: str, proto: str = "fss", net: str = "none"):
-        self._c = _native.connect(addr, proto=proto, net=net)
+    ``pin`` is the server's fingerprint (``"sha256:<hex>"``, as printed by
+    ``hush serve`` or :attr:`Server.fingerprint`); the TLS 1.3 link is
+    refused if the server presents another certificate. ``identity`` is the
+    client's own (for servers that pin clients). ``insecure=True`` connects
+    in plaintext to a server started with ``insecure=True``.
+    """
+
+    def __init__(self, addr: str, proto: str = "fss", net: str = "none", pin=None, identity=None,
+                 insecure: bool = False):
+        self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
+                                  identity=None if identity is None else str(identity), insecure=insecure)
 
     @property
     def input_shape(self):

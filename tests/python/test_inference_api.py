@@ -42,18 +42,35 @@ def test_tami_and_fss_agree_on_the_prediction():
 
 def test_server_and_clients():
     with hush.Server(MODEL) as srv:
+        assert srv.fingerprint.startswith("sha256:") and len(srv.fingerprint) == 7 + 64
         for x, label in _samples()[:3]:
-            with hush.Client(srv.addr) as c:
+            with hush.Client(srv.addr, pin=srv.fingerprint) as c:
                 assert c.input_shape
                 logits, rep = c.infer(x, report=True)
                 assert int(np.argmax(logits)) == label
                 assert rep["bytes_sent"] > 0
         # A client with the wrong input shape gets a clear error; the server keeps serving.
-        with hush.Client(srv.addr) as bad:
+        with hush.Client(srv.addr, pin=srv.fingerprint) as bad:
             with pytest.raises(ValueError, match="shape"):
                 bad.infer(np.zeros((3, 3)))
-        with hush.Client(srv.addr) as c:
+        with hush.Client(srv.addr, pin=srv.fingerprint) as c:
             x, label = _samples()[0]
+            assert int(np.argmax(c.infer(x))) == label
+        # No pin, a wrong pin, or plaintext against this TLS server: refused.
+        with pytest.raises(ValueError, match="pin"):
+            hush.Client(srv.addr)
+        wrong = "sha256:" + "00" * 32
+        with pytest.raises(RuntimeError, match=wrong):
+            hush.Client(srv.addr, pin=wrong)
+        with pytest.raises(RuntimeError, match="TLS"):
+            hush.Client(srv.addr, insecure=True)
+
+
+def test_insecure_server_and_client():
+    with hush.Server(MODEL, insecure=True) as srv:
+        assert srv.fingerprint is None
+        x, label = _samples()[1]
+        with hush.Client(srv.addr, insecure=True) as c:
             assert int(np.argmax(c.infer(x))) == label
 
 

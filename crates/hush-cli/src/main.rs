@@ -33,6 +33,14 @@ enum Cmd {
     Node(hush_replicated::cli::NodeArgs),
     /// Share inputs with three nodes, run a circuit, reconstruct the output.
     Job(hush_replicated::cli::JobArgs),
+    /// Make a party identity for TLS links: DIR/identity.key (private,
+    /// mode 0600) and DIR/identity.crt (self-signed); prints its fingerprint,
+    /// which peers pin with --pin.
+    Keygen {
+        /// Folder to write identity.key and identity.crt into (created; existing files are not overwritten).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// Boolean circuits: run all three parties in this process, or inspect a circuit.
     Circuit {
         #[command(subcommand)]
@@ -140,6 +148,11 @@ fn run() -> Result<(), String> {
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a)),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
+        Cmd::Keygen { out } => {
+            let fp = hush_transport::peering::keygen(&out).map_err(|e| format!("keygen: {e}"))?;
+            println!("fingerprint {fp}");
+            Ok(())
+        }
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
         Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
         Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_2pc::bench::bench_nonlinear_main(a).map_err(|e| e.to_string()),

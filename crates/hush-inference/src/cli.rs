@@ -6,7 +6,7 @@ use crate::model::{Model, Post};
 use crate::runtime::{self, Options};
 use crate::{engine, npy, reference, Error, FixedConfig, Plan, Result};
 use clap::Args;
-use hush_transport::{MemChannel, NetProfile};
+use hush_transport::{LinkConfig, LinkFlags, MemChannel, NetProfile};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +32,31 @@ pub struct CommonArgs {
     /// session uses the smaller of the two parties' budgets.
     #[arg(long, default_value = "256MiB")]
     pub predeal_mem: String,
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+fn resolve_link(f: &LinkFlags) -> Result<LinkConfig> {
+    LinkConfig::from_flags(f).map_err(|e| Error::Config(e.to_string()))
+}
+
+/// Prints a party's identity line (or the plaintext warning) to stderr.
+pub fn announce_link(cmd: &str, link: &LinkConfig) {
+    eprintln!("{cmd}: {}", link.banner());
+}
+
+/// What a listening party prints at start: `fingerprint sha256:<hex>` as
+/// its own line on stdout (flushed, for scripts that start it and read the
+/// pin to give its peers), or the plaintext warning on stderr.
+pub fn print_identity(cmd: &str, link: &LinkConfig) {
+    use std::io::Write;
+    match link.fingerprint() {
+        Some(fp) => {
+            println!("fingerprint {fp}");
+            let _ = std::io::stdout().flush();
+        }
+        None => eprintln!("{cmd}: {}", link.banner()),
+    }
 }
 
 /// Fixed-point options (the server's values are used in a session).
@@ -136,6 +161,11 @@ pub struct BenchInferArgs {
     /// Also check the secure logits against the plaintext fixed-point reference.
     #[arg(long)]
     pub check: bool,
+    /// Run each repetition twice over TCP, plaintext then TLS, and report
+    /// TLS's overhead (online time and session socket bytes) beside the
+    /// plaintext figures.
+    #[arg(long)]
+    pub tls_overhead: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -168,7 +198,8 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
         return Err(Error::Config(format!("unknown protocol family '{}' (choose one of {})", common.proto, engine::FAMILIES.join(", "))));
     }
     let predeal_mem = parse_size(&common.predeal_mem)?;
-    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, predeal_mem, ..Default::default() };
+    let link = resolve_link(&common.link)?;
+    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, predeal_mem, link, ..Default::default() };
     if let Some(f) = fixed {
         o.cfg = FixedConfig::new(f.bits, f.frac)?;
         if f.chunk == 0 {
@@ -225,6 +256,7 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     let model = Arc::new(Model::load(&a.model)?);
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush serve: {s}"));
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;
+    print_identity("hush serve", &o.link);
     eprintln!(
         "hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, modules {} (attestation {})",
         model.name,
@@ -273,13 +305,14 @@ fn print_report(json_out: bool, v: &serde_json::Value) {
 }
 
 fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_json::Value {
-    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into() };
+    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into(), tls: o.link.is_tls(), session_bytes: 0, session_socket_bytes: 0 };
     runtime::run_json(model, &run, o)
 }
 
 /// `hush infer`: private inference against a server.
 pub fn infer_main(a: InferArgs) -> Result<()> {
     let o = options(&a.common, None, a.max_mem.as_ref())?;
+    announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
     let mut s = runtime::connect(&a.connect, &o)?;
     let items = inputs_of(&s.model, &shape, &x, a.batch)?;
@@ -313,7 +346,7 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
     let plan = Arc::new(Plan::new(&model, o.cfg)?);
     let copts = hush_transport::ChannelOptions { profile: o.profile.clone(), ..Default::default() };
     let (a, b): (Box<dyn hush_transport::Channel>, Box<dyn hush_transport::Channel>) = if tcp {
-        let (a, b) = hush_transport::tcp_pair_loopback(copts)?;
+        let (a, b) = hush_transport::peering::loopback_pair(copts, o.link.is_tls())?;
         (Box::new(a), Box::new(b))
     } else {
         let (a, b) = MemChannel::pair_with(copts);
@@ -346,6 +379,9 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
 /// `hush run`: both parties locally (or a plaintext executor with --exec).
 pub fn run_main(a: RunArgs) -> Result<()> {
     let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    if !o.link.is_tls() {
+        announce_link("hush", &o.link);
+    }
     let model = Arc::new(Model::load(&a.model)?);
     let (shape, x) = npy::read(&a.input)?;
     let items = inputs_of(&model, &shape, &x, a.batch)?;
@@ -395,6 +431,9 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `hush bench infer`: online and offline costs of one model.
 pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
     let o = options(&a.common, Some(&a.fixed), None)?;
+    if !o.link.is_tls() {
+        announce_link("hush", &o.link);
+    }
     let model = Arc::new(crate::zoo::load(&a.model)?);
     let tcp = a.transport == "tcp";
     let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
@@ -402,24 +441,59 @@ pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
         let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
         let shape = model.input_shape.clone();
         let show = !a.json;
-        let run = runtime::run_local(model.clone(), &shape, &x, &o, tcp, |d, n| {
-            if show && (d % 10 == 0 || d == n) {
-                eprint!("\rhush bench infer: layer {d}/{n}");
-                if d == n {
-                    eprintln!();
+        let variants: Vec<Options> = if a.tls_overhead {
+            let plain = Options { link: LinkConfig::insecure(), ..o.clone() };
+            let tls = Options { link: resolve_link(&LinkFlags::default())?, ..o.clone() };
+            vec![plain, tls]
+        } else {
+            vec![o.clone()]
+        };
+        let mut recs = Vec::new();
+        for o in &variants {
+            let tcp = tcp || a.tls_overhead;
+            let run = runtime::run_local(model.clone(), &shape, &x, o, tcp, |d, n| {
+                if show && (d % 10 == 0 || d == n) {
+                    eprint!("\rhush bench infer: layer {d}/{n}");
+                    if d == n {
+                        eprintln!();
+                    }
                 }
+            })?;
+            let mut v = runtime::run_json(&model, &run, o);
+            v["params"] = json!(model.params());
+            v["macs"] = json!(run.server_layers.iter().map(|l| l.macs).sum::<u64>());
+            if a.check {
+                let plan = Plan::new(&model, o.cfg)?;
+                let r = reference::run_f64(&plan, &x)?;
+                let maxdiff = r.iter().zip(&run.inference.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                v["max_abs_diff_vs_reference"] = json!(maxdiff);
             }
-        })?;
-        let mut v = runtime::run_json(&model, &run, &o);
-        v["params"] = json!(model.params());
-        v["macs"] = json!(run.server_layers.iter().map(|l| l.macs).sum::<u64>());
-        if a.check {
-            let plan = Plan::new(&model, o.cfg)?;
-            let r = reference::run_f64(&plan, &x)?;
-            let maxdiff = r.iter().zip(&run.inference.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-            v["max_abs_diff_vs_reference"] = json!(maxdiff);
+            print_report(a.json, &v);
+            recs.push(v);
         }
-        print_report(a.json, &v);
+        if recs.len() == 2 {
+            let f = |r: &serde_json::Value, k: &str| r.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+            let (p, t) = (&recs[0], &recs[1]);
+            let o = json!({
+                "bench": "infer-tls-overhead", "model": model.name, "net": p["net"],
+                "wall_s": f(t, "online_s"), "online_s_tls": f(t, "online_s"), "online_s_plaintext": f(p, "online_s"),
+                "online_time_overhead": f(t, "online_s") / f(p, "online_s") - 1.0,
+                "bytes": f(t, "online_bytes"), "rounds": f(t, "rounds"), "setup_s": f(t, "offline_s"),
+                "session_socket_bytes_tls": f(t, "session_socket_bytes"), "session_socket_bytes_plaintext": f(p, "session_socket_bytes"),
+                "socket_byte_overhead": f(t, "session_socket_bytes") / f(p, "session_socket_bytes") - 1.0,
+            });
+            if a.json {
+                println!("{o}");
+            } else {
+                println!(
+                    "TLS overhead: online {:.4} s vs {:.4} s plaintext ({:+.1} %); session socket bytes {:+.2} %",
+                    f(&o, "online_s_tls"),
+                    f(&o, "online_s_plaintext"),
+                    100.0 * f(&o, "online_time_overhead"),
+                    100.0 * f(&o, "socket_byte_overhead")
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -449,6 +523,9 @@ pub fn models_dir(explicit: Option<&Path>) -> Result<PathBuf> {
 /// `hush demo`: private inference of bundled MNIST samples on the bundled model.
 pub fn demo_main(a: DemoArgs) -> Result<()> {
     let o = options(&a.common, None, None)?;
+    if !o.link.is_tls() {
+        announce_link("hush", &o.link);
+    }
     let dir = models_dir(a.models.as_deref())?;
     let model = Arc::new(Model::load(&dir.join("mnist_cnn.hushm"))?);
     let mut samples: Vec<(PathBuf, Option<u32>)> = std::fs::read_dir(dir.join("samples"))

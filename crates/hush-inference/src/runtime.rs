@@ -26,7 +26,7 @@ use crate::model::Model;
 use crate::plan::Plan;
 use crate::{linear, Error, Result};
 use hush_tee::{InProcessModule, Module, ModuleRole, TrustedModule};
-use hush_transport::{Channel, ChannelOptions, MemChannel, NetProfile, TcpChannel};
+use hush_transport::{Channel, ChannelOptions, LinkConfig, MemChannel, NetProfile, TcpChannel};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -51,6 +51,11 @@ pub struct Options {
     /// Per-party budget (bytes, estimated) for correlations pre-dealt
     /// before an inference's input exists; 0 disables pre-dealing.
     pub predeal_mem: u64,
+    /// LinkConfig security of TCP connections: TLS 1.3 with this party's
+    /// identity and its pins, or plaintext ([`LinkConfig::insecure`], the
+    /// library default; the CLI and Python default to TLS). One-process
+    /// runs over TCP use TLS with ephemeral identities when this is TLS.
+    pub link: LinkConfig,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -67,6 +72,7 @@ impl Default for Options {
             max_sessions: 64,
             max_mem: None,
             predeal_mem: DEFAULT_PREDEAL_MEM,
+            link: LinkConfig::insecure(),
         }
     }
 }
@@ -375,6 +381,14 @@ pub struct LocalRun {
     pub server_layers: Vec<LayerCost>,
     pub server_online_secs: f64,
     pub transport: String,
+    /// Whether the two parties' link was TLS.
+    pub tls: bool,
+    /// The whole session at the server's channel (hello, module seed
+    /// agreement, pre-dealing, inference): payload bytes both ways, and
+    /// what crossed the socket (frame headers, and TLS records with the
+    /// handshake when `tls`).
+    pub session_bytes: u64,
+    pub session_socket_bytes: u64,
 }
 
 /// Runs one private inference of `x` (shape `shape`) on `model` with both
@@ -383,14 +397,14 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
     let plan = Arc::new(Plan::new(&model, opts.cfg)?);
     let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
     let (a, b): (Box<dyn Channel>, Box<dyn Channel>) = if tcp {
-        let (a, b) = hush_transport::tcp_pair_loopback(copts)?;
+        let (a, b) = hush_transport::peering::loopback_pair(copts, opts.link.is_tls())?;
         (Box::new(a), Box::new(b))
     } else {
         let (a, b) = MemChannel::pair_with(copts);
         (Box::new(a), Box::new(b))
     };
     let (m2, p2, o2) = (model.clone(), plan.clone(), opts.clone());
-    let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64)> {
+    let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64, hush_transport::Cost)> {
         let mut ch = a;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
@@ -413,7 +427,7 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         linear::send_ring(&mut ch, &p2.cfg, &share)?;
         let secs = t.elapsed().as_secs_f64();
         let _ = ch.recv(); // Q
-        Ok((layers, secs))
+        Ok((layers, secs, ch.cost()))
     });
     let client = (|| -> Result<Inference> {
         let mut s = ClientSession::start(b, opts)?;
@@ -426,8 +440,21 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
     })();
     let srv = server.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
     let inference = client?;
-    let (server_layers, server_online_secs) = srv?;
-    Ok(LocalRun { inference, server_layers, server_online_secs, transport: if tcp { "tcp" } else { "mem" }.into() })
+    let (server_layers, server_online_secs, sc) = srv?;
+    Ok(LocalRun {
+        inference,
+        server_layers,
+        server_online_secs,
+        transport: if tcp { "tcp" } else { "mem" }.into(),
+        tls: tcp && opts.link.is_tls(),
+        session_bytes: sc.bytes_sent + sc.bytes_recv,
+        session_socket_bytes: socket_bytes(&sc),
+    })
+}
+
+/// Bytes that crossed a channel's socket, both ways.
+fn socket_bytes(c: &hush_transport::Cost) -> u64 {
+    c.socket_bytes_sent + c.socket_bytes_recv
 }
 
 /// A report of a local run as one JSON object.
@@ -459,6 +486,10 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "frac": opts.cfg.frac,
         "net": opts.profile.name,
         "transport": run.transport,
+        "tls": run.tls,
+        "link": if run.tls { "TLS 1.3 (ephemeral identities, both pinned)" } else if run.transport == "tcp" { "plaintext (--insecure)" } else { "in-memory" },
+        "session_bytes": run.session_bytes,
+        "session_socket_bytes": run.session_socket_bytes,
         "tee": c.module,
         "layers": model.nodes.len(),
         "online_s": c.online_secs,
@@ -528,6 +559,7 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
     let failed = Arc::new(AtomicU64::new(0));
     let active = Arc::new(AtomicUsize::new(0));
     let (st, okc, fc) = (stop.clone(), ok.clone(), failed.clone());
+    let sec = opts.link.accept_clients();
     // The accept loop only accepts: every connection — its channel set-up,
     // a refusal when the server is busy, and the session — runs on its own
     // thread, so a client that connects and then stalls (or is refused)
@@ -548,10 +580,12 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
             };
             next_id += 1;
             let id = next_id;
-            let (m, p, o, l, okc, fc, act) = (model.clone(), plan.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone());
+            let (m, p, o, l, okc, fc, act, sec) = (model.clone(), plan.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone(), sec.clone());
             std::thread::spawn(move || {
                 let copts = ChannelOptions { profile: o.profile.clone(), ..Default::default() };
-                let mut ch = match TcpChannel::from_stream(stream, copts) {
+                // Mode preamble and TLS handshake (bounded by the
+                // transport's handshake timeout) on this thread.
+                let mut ch = match TcpChannel::from_accepted(stream, copts, &sec) {
                     Ok(c) => c,
                     Err(e) => {
                         fc.fetch_add(1, Ordering::SeqCst);
@@ -594,6 +628,7 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
 /// Connects to a server and starts a session.
 pub fn connect(addr: &str, opts: &Options) -> Result<ClientSession<TcpChannel>> {
     let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
-    let ch = TcpChannel::connect(addr, copts)?;
+    let sec = opts.link.to_peer(addr)?;
+    let ch = TcpChannel::connect_with(addr, copts, &sec)?;
     ClientSession::start(ch, opts)
 }

@@ -96,6 +96,12 @@ fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<O
     Ok(Options { cfg, proto: proto.to_string(), profile, ..Default::default() })
 }
 
+/// LinkConfig settings from the Python arguments (TLS unless `insecure`).
+fn link_of(identity: Option<String>, pins: Vec<String>, insecure: bool) -> PyResult<hush_transport::LinkConfig> {
+    let flags = hush_transport::LinkFlags { identity: identity.map(Into::into), pins, insecure };
+    hush_transport::LinkConfig::from_flags(&flags).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 fn load_model(bytes: &[u8]) -> PyResult<Model> {
     Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
@@ -129,7 +135,9 @@ fn run_model(
     tcp: bool,
     progress: Option<PyObject>,
 ) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
-    let opts = inference_options(proto, net, bits, frac)?;
+    let mut opts = inference_options(proto, net, bits, frac)?;
+    // Both parties in this process: TLS with ephemeral identities over TCP.
+    opts.link = link_of(None, Vec::new(), false)?;
     let model = Arc::new(load_model(&model_bytes)?);
     let n: usize = model.input_shape.iter().product();
     let ok_shape = shape == model.input_shape || (shape.len() == model.input_shape.len() + 1 && shape[0] == 1 && shape[1..] == model.input_shape[..]);
@@ -155,6 +163,7 @@ fn run_model(
 struct NativeServer {
     handle: std::sync::Mutex<Option<ServerHandle>>,
     addr: String,
+    fingerprint: Option<String>,
 }
 
 #[pymethods]
@@ -162,6 +171,11 @@ impl NativeServer {
     #[getter]
     fn addr(&self) -> String {
         self.addr.clone()
+    }
+    /// "sha256:<hex>" of the server's certificate (None with insecure=True).
+    #[getter]
+    fn fingerprint(&self) -> Option<String> {
+        self.fingerprint.clone()
     }
     /// (sessions that ended well, sessions that failed).
     fn sessions(&self) -> (u64, u64) {
@@ -184,13 +198,16 @@ impl NativeServer {
 }
 
 #[pyfunction]
-#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="fss", net="none", bits=37, frac=12))]
-fn serve(model_bytes: Vec<u8>, listen: &str, proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<NativeServer> {
-    let opts = inference_options(proto, net, bits, frac)?;
+#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="fss", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false))]
+#[allow(clippy::too_many_arguments)]
+fn serve(model_bytes: Vec<u8>, listen: &str, proto: &str, net: &str, bits: u32, frac: u32, identity: Option<String>, pins: Vec<String>, insecure: bool) -> PyResult<NativeServer> {
+    let mut opts = inference_options(proto, net, bits, frac)?;
+    opts.link = link_of(identity, pins, insecure)?;
+    let fingerprint = opts.link.fingerprint().map(|f| f.to_string());
     let model = Arc::new(load_model(&model_bytes)?);
     let h = runtime::serve(model, listen, opts, Arc::new(|_line: String| {})).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     let addr = h.addr.to_string();
-    Ok(NativeServer { handle: std::sync::Mutex::new(Some(h)), addr })
+    Ok(NativeServer { handle: std::sync::Mutex::new(Some(h)), addr, fingerprint })
 }
 
 /// A client session with a model server.
@@ -259,9 +276,15 @@ impl NativeClient {
 }
 
 #[pyfunction]
-#[pyo3(signature = (addr, proto="fss", net="none"))]
-fn connect(py: Python<'_>, addr: &str, proto: &str, net: &str) -> PyResult<NativeClient> {
-    let opts = inference_options(proto, net, 37, 12)?;
+#[pyo3(signature = (addr, proto="fss", net="none", pin=None, identity=None, insecure=false))]
+fn connect(py: Python<'_>, addr: &str, proto: &str, net: &str, pin: Option<String>, identity: Option<String>, insecure: bool) -> PyResult<NativeClient> {
+    if !insecure && pin.is_none() {
+        return Err(PyValueError::new_err(format!(
+            "no pin for {addr}: pass pin=\"sha256:<hex>\" (the server's fingerprint, printed by `hush serve` or Server.fingerprint), or insecure=True on both sides"
+        )));
+    }
+    let mut opts = inference_options(proto, net, 37, 12)?;
+    opts.link = link_of(identity, pin.into_iter().collect(), insecure)?;
     let addr = addr.to_string();
     let s = guarded(py, move || runtime::connect(&addr, &opts).map_err(|e| e.to_string()))?;
     Ok(NativeClient { session: std::sync::Mutex::new(Some(s)) })

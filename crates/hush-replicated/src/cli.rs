@@ -5,7 +5,7 @@
 use crate::bristol::Circuit;
 use crate::error::{Error, Result};
 use crate::service::{run_job, run_node, CircuitSpec, Inputs, NodeConfig, DEFAULT_CHUNK_WORDS};
-use hush_transport::{ChannelOptions, NetProfile};
+use hush_transport::{ChannelOptions, LinkConfig, LinkFlags, NetProfile};
 use std::time::Duration;
 
 fn profile(name: &str) -> Result<NetProfile> {
@@ -40,6 +40,27 @@ pub struct NodeArgs {
     /// Log one line per job.
     #[arg(long)]
     pub verbose: bool,
+    /// TLS identity and pins: a node pins the two other nodes by their
+    /// --peers address (`--pin ADDR=sha256:<hex>`, twice).
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+fn resolve_link(f: &LinkFlags) -> Result<LinkConfig> {
+    LinkConfig::from_flags(f).map_err(|e| Error::Input(e.to_string()))
+}
+
+/// What a party prints at start: `fingerprint sha256:<hex>` on stdout
+/// (flushed), or the plaintext warning on stderr.
+fn print_identity(link: &LinkConfig) {
+    use std::io::Write;
+    match link.fingerprint() {
+        Some(fp) => {
+            println!("fingerprint {fp}");
+            let _ = std::io::stdout().flush();
+        }
+        None => eprintln!("hush: {}", link.banner()),
+    }
 }
 
 /// Runs a compute party (returns only with `--max-jobs` or on a local error).
@@ -52,7 +73,9 @@ pub fn node_main(a: NodeArgs) -> Result<()> {
     let t = Duration::from_secs(a.timeout.max(1));
     let ring = ChannelOptions { timeout: t, profile: profile(&a.net)?, ..Default::default() };
     let client = ChannelOptions { timeout: t, ..Default::default() };
-    run_node(NodeConfig { party: a.party, peers, listen, ring, client, max_jobs: a.max_jobs, verbose: a.verbose })
+    let link = resolve_link(&a.link)?;
+    print_identity(&link);
+    run_node(NodeConfig { party: a.party, peers, listen, ring, client, max_jobs: a.max_jobs, verbose: a.verbose, link })
 }
 
 /// `hush job`: share inputs toward three nodes, run, reconstruct.
@@ -82,6 +105,9 @@ pub struct JobArgs {
     /// Print a JSON object instead of plain hex.
     #[arg(long)]
     pub json: bool,
+    /// TLS identity and pins: `--pin ADDR=sha256:<hex>` for each of the three nodes.
+    #[command(flatten)]
+    pub link: LinkFlags,
 }
 
 fn default_words(instances: u64) -> usize {
@@ -96,7 +122,11 @@ pub fn job_main(a: JobArgs) -> Result<()> {
     let bits = c.inputs_from_hex(&a.inputs)?;
     let words = a.chunk_words.unwrap_or_else(|| default_words(a.repeat));
     let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
-    let r = run_job(&nodes, &spec, a.repeat.max(1), words, a.streams.clamp(1, 8), &Inputs::Fixed(bits), &opts)?;
+    let link = resolve_link(&a.link)?;
+    if !link.is_tls() {
+        eprintln!("hush job: {}", link.banner());
+    }
+    let r = run_job(&nodes, &spec, a.repeat.max(1), words, a.streams.clamp(1, 8), &Inputs::Fixed(bits), &opts, &link)?;
     let first = r.output_bits(0);
     for k in 1..r.instances {
         if r.output_bits(k) != first {

@@ -32,7 +32,7 @@ use crate::engine::{recv_words, run_streams, send_words, Evaluator, Program, MAX
 use crate::error::{Error, Result};
 use crate::prf::{os_seed, Prf};
 use crate::share::{next, prev};
-use hush_transport::{Channel, ChannelExt, ChannelOptions, Cost, TcpChannel};
+use hush_transport::{Channel, ChannelExt, ChannelOptions, Cost, Fingerprint, LinkConfig, LinkSecurity, TcpChannel};
 use std::collections::VecDeque;
 use std::net::TcpListener;
 use std::sync::mpsc;
@@ -61,6 +61,9 @@ pub struct NodeConfig {
     pub max_jobs: Option<u64>,
     /// Print one line per job to stderr.
     pub verbose: bool,
+    /// LinkConfig security: TLS 1.3 with this node's identity, pinning the two
+    /// other nodes by address (required), or plaintext.
+    pub link: LinkConfig,
 }
 
 enum Incoming {
@@ -79,8 +82,11 @@ fn hello(kind: u8, party: usize) -> [u8; 7] {
 }
 
 /// Connects to `addr` (retrying while it is not up yet, until the
-/// options' timeout), writes the hello preamble and wraps the stream.
-fn connect_with_hello(addr: &str, kind: u8, party: usize, opts: &ChannelOptions) -> std::io::Result<TcpChannel> {
+/// options' timeout), writes the hello preamble, then runs the link's
+/// security (mode preamble, TLS handshake with `sec`'s pin) on the stream.
+/// The hello is unauthenticated; the acceptor checks the claimed role
+/// against the certificate the TLS handshake authenticated.
+fn connect_with_hello(addr: &str, kind: u8, party: usize, opts: &ChannelOptions, sec: &LinkSecurity) -> std::io::Result<TcpChannel> {
     use std::io::{ErrorKind, Write};
     let deadline = Instant::now() + opts.timeout;
     let mut s = loop {
@@ -96,7 +102,7 @@ fn connect_with_hello(addr: &str, kind: u8, party: usize, opts: &ChannelOptions)
         }
     };
     s.write_all(&hello(kind, party))?;
-    TcpChannel::from_stream(s, opts.clone()).map_err(|e| std::io::Error::other(e.to_string()))
+    TcpChannel::from_connected(s, opts.clone(), sec, addr).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// Reads the hello preamble of an accepted stream.
@@ -130,6 +136,9 @@ pub struct NodeStats {
     pub rounds: u64,
     pub chunks: u64,
     pub eval_s: f64,
+    /// What crossed this node's sockets during the job (ring links sent,
+    /// client link both ways), frame headers and TLS records included.
+    pub socket_bytes: u64,
 }
 
 impl NodeStats {
@@ -137,7 +146,7 @@ impl NodeStats {
         serde_json::json!({
             "party": self.party, "ring_bytes_sent": self.ring_bytes_sent, "ring_bytes_recv": self.ring_bytes_recv,
             "client_bytes_recv": self.client_bytes_recv, "client_bytes_sent": self.client_bytes_sent,
-            "rounds": self.rounds, "chunks": self.chunks, "eval_s": self.eval_s,
+            "rounds": self.rounds, "chunks": self.chunks, "eval_s": self.eval_s, "socket_bytes": self.socket_bytes,
         })
         .to_string()
     }
@@ -153,6 +162,7 @@ impl NodeStats {
             rounds: u("rounds"),
             chunks: u("chunks"),
             eval_s: v.get("eval_s").and_then(|x| x.as_f64()).unwrap_or(0.0),
+            socket_bytes: u("socket_bytes"),
         })
     }
 }
@@ -164,27 +174,61 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
     if cfg.party > 2 {
         return Err(Error::Input(format!("--party must be 0, 1 or 2, got {}", cfg.party)));
     }
+    if cfg.link.is_tls() {
+        for j in (0..3).filter(|&j| j != cfg.party) {
+            if cfg.link.pins().for_addr(&cfg.peers[j]).is_none() {
+                return Err(Error::Input(format!(
+                    "no pin for party {j} at {}: pass --pin {}=sha256:<hex> (each node prints its fingerprint at start), or --insecure on every node and job",
+                    cfg.peers[j], cfg.peers[j]
+                )));
+            }
+        }
+    }
     let listener = TcpListener::bind(&cfg.listen).map_err(|e| Error::Local(format!("cannot listen on {}: {e}", cfg.listen)))?;
     let (tx, rx) = mpsc::channel::<Incoming>();
     let copts = cfg.client.clone();
     let ropts = cfg.ring.clone();
+    // Every caller presents a certificate (job submitters an ephemeral one);
+    // a caller claiming to be a ring peer must present that peer's pin.
+    let sec = cfg.link.accept_any_authenticated();
+    let peer_pins: [Option<Fingerprint>; 3] = std::array::from_fn(|j| if j == cfg.party { None } else { cfg.link.pins().for_addr(&cfg.peers[j]) });
+    let tls = cfg.link.is_tls();
+    let me = cfg.party;
     std::thread::Builder::new()
         .name("hush3-accept".into())
         .spawn(move || {
             for s in listener.incoming() {
                 let Ok(mut s) = s else { continue };
                 let tx = tx.clone();
-                let (copts, ropts) = (copts.clone(), ropts.clone());
+                let (copts, ropts, sec) = (copts.clone(), ropts.clone(), sec.clone());
                 std::thread::spawn(move || {
-                    let msg = match read_hello(&mut s) {
-                        Ok((0, from)) => TcpChannel::from_stream(s, ropts).map(|ch| Incoming::Peer { from, ch }),
-                        Ok((2, _)) => Ok(Incoming::Reset),
-                        Ok(_) => TcpChannel::from_stream(s, copts).map(Incoming::Client),
-                        Err(_) => return,
+                    let from_addr = s.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+                    let Ok((kind, from)) = read_hello(&mut s) else { return };
+                    let opts = if kind == 1 { copts } else { ropts };
+                    let ch = match TcpChannel::from_accepted(s, opts, &sec) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            eprintln!("hush node {me}: refused a connection from {from_addr}: {e}");
+                            return;
+                        }
                     };
-                    if let Ok(m) = msg {
-                        let _ = tx.send(m);
+                    if kind != 1 && tls {
+                        let got = ch.peer_fingerprint();
+                        if got.is_none() || got != peer_pins[from] {
+                            let got = got.map(|f| f.to_string()).unwrap_or_else(|| "no certificate".into());
+                            let want = peer_pins[from].map(|f| f.to_string()).unwrap_or_else(|| "nothing (no pin)".into());
+                            eprintln!(
+                                "hush node {me}: refused a ring connection from {from_addr} claiming to be party {from}: it presented {got}, party {from} is pinned to {want}"
+                            );
+                            return;
+                        }
                     }
+                    let msg = match kind {
+                        0 => Incoming::Peer { from, ch },
+                        2 => Incoming::Reset,
+                        _ => Incoming::Client(ch),
+                    };
+                    let _ = tx.send(msg);
                 });
             }
         })
@@ -270,7 +314,8 @@ fn establish_ring(
     clients: &mut VecDeque<TcpChannel>,
 ) -> Result<Ring> {
     let i = cfg.party;
-    let mut to_next = connect_with_hello(&cfg.peers[next(i)], 0, i, &cfg.ring)
+    let sec_next = cfg.link.to_peer(&cfg.peers[next(i)]).map_err(|e| Error::Input(e.to_string()))?;
+    let mut to_next = connect_with_hello(&cfg.peers[next(i)], 0, i, &cfg.ring, &sec_next)
         .map_err(|e| Error::protocol("ring setup", format!("connect to the next party at {}: {e}", cfg.peers[next(i)])))?;
     let mut from_prev = match pending_prev.take() {
         Some(c) => c,
@@ -293,7 +338,9 @@ fn establish_ring(
                     // The previous party may sit idle on a stale ring: ask it
                     // to rebuild (best effort).
                     let quick = ChannelOptions { timeout: Duration::from_millis(500), ..cfg.ring.clone() };
-                    let _ = connect_with_hello(&cfg.peers[prev(i)], 2, i, &quick);
+                    if let Ok(sec) = cfg.link.to_peer(&cfg.peers[prev(i)]) {
+                        let _ = connect_with_hello(&cfg.peers[prev(i)], 2, i, &quick, &sec);
+                    }
                     next_reset = now + Duration::from_secs(3);
                 }
             }
@@ -463,6 +510,7 @@ fn serve_job(cfg: &NodeConfig, ring: &mut Ring, client: &mut TcpChannel, cache: 
         rounds: rounds + 1,
         chunks: nchunks,
         eval_s,
+        socket_bytes: d.socket_bytes_sent + (c1 - c0).socket_bytes_recv + (c1 - c0).socket_bytes_sent,
     };
     client.send(&[2]).map_err(Error::transport("statistics to the client"))?;
     client.send(stats.to_json().as_bytes()).map_err(Error::transport("statistics to the client"))?;
@@ -528,6 +576,7 @@ pub fn run_job(
     streams: usize,
     inputs: &Inputs,
     opts: &ChannelOptions,
+    link: &LinkConfig,
 ) -> Result<JobResult> {
     if streams == 0 || streams > MAX_STREAMS {
         return Err(Error::Input(format!("{streams} streams (allowed 1..={MAX_STREAMS})")));
@@ -553,7 +602,8 @@ pub fn run_job(
     // Connect to all three first, so a missing node fails before any work.
     let mut chans = Vec::with_capacity(3);
     for (i, addr) in nodes.iter().enumerate() {
-        let ch = connect_with_hello(addr, 1, i, opts).map_err(|e| Error::Protocol {
+        let sec = link.to_peer(addr).map_err(|e| Error::Input(e.to_string()))?;
+        let ch = connect_with_hello(addr, 1, i, opts, &sec).map_err(|e| Error::Protocol {
             step: "connect to a node",
             msg: format!("party {i} at {addr}: {e}"),
         })?;

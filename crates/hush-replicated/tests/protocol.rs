@@ -5,7 +5,9 @@ use hush_replicated::araki::PartyKeys;
 use hush_replicated::local::eval_local;
 use hush_replicated::service::{run_job, CircuitSpec, Inputs};
 use hush_replicated::{Circuit, Error, Evaluator, Program};
-use hush_transport::{tcp_pair_loopback, ChannelOptions};
+use hush_transport::{tcp_pair_loopback, ChannelOptions, Fingerprint, Identity, LinkConfig, Pins};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -125,15 +127,48 @@ fn free_ports() -> Vec<u16> {
     ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
-fn spawn_node(i: usize, addrs: &[String; 3]) -> Node {
-    Node(
-        Command::new(env!("CARGO_BIN_EXE_hush3"))
-            .args(["node", "--party", &i.to_string(), "--peers", &addrs.join(","), "--timeout", "10"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
+/// Identities of three nodes, in a temporary folder.
+struct Ids {
+    dir: PathBuf,
+    fps: [Fingerprint; 3],
+}
+
+impl Ids {
+    fn new(tag: &str) -> Ids {
+        let dir = std::env::temp_dir().join(format!("hush-test-3pc-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let fps = std::array::from_fn(|i| hush_transport::peering::keygen(&dir.join(format!("node{i}"))).unwrap());
+        Ids { dir, fps }
+    }
+    fn pin(&self, addrs: &[String; 3], j: usize) -> String {
+        format!("{}={}", addrs[j], self.fps[j])
+    }
+    /// The job submitter's link: an ephemeral identity pinning all three.
+    fn job_link(&self, addrs: &[String; 3]) -> LinkConfig {
+        let pins: Vec<String> = (0..3).map(|j| self.pin(addrs, j)).collect();
+        LinkConfig::with_identity(Arc::new(Identity::generate().unwrap()), Pins::parse(&pins).unwrap())
+    }
+}
+
+impl Drop for Ids {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Node `i` over TLS with identity folder `id_dir`, pinning the others.
+fn spawn_node_as(i: usize, addrs: &[String; 3], ids: &Ids, id_dir: &std::path::Path, stderr: Stdio) -> Node {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hush3"));
+    cmd.args(["node", "--party", &i.to_string(), "--peers", &addrs.join(","), "--timeout", "10"]);
+    cmd.args(["--identity", id_dir.to_str().unwrap()]);
+    for j in (0..3).filter(|&j| j != i) {
+        cmd.args(["--pin", &ids.pin(addrs, j)]);
+    }
+    Node(cmd.stdout(Stdio::null()).stderr(stderr).spawn().unwrap())
+}
+
+fn spawn_node(i: usize, addrs: &[String; 3], ids: &Ids) -> Node {
+    spawn_node_as(i, addrs, ids, &ids.dir.join(format!("node{i}")), Stdio::null())
 }
 
 /// Three node processes: a job gives FIPS-197; killing a node makes the
@@ -143,12 +178,14 @@ fn spawn_node(i: usize, addrs: &[String; 3]) -> Node {
 fn three_node_service_and_node_loss() {
     let ports = free_ports();
     let addrs: [String; 3] = std::array::from_fn(|i| format!("127.0.0.1:{}", ports[i]));
-    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(spawn_node(i, &addrs))).collect();
+    let ids = Ids::new("loss");
+    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(spawn_node(i, &addrs, &ids))).collect();
+    let link = ids.job_link(&addrs);
     let c = Circuit::builtin("aes128").unwrap();
     let bits = c.inputs_from_hex(&["000102030405060708090a0b0c0d0e0f".into(), "00112233445566778899aabbccddeeff".into()]).unwrap();
     let spec = CircuitSpec::Builtin("aes128".into());
     let opts = ChannelOptions { timeout: Duration::from_secs(10), ..Default::default() };
-    let job = |n: u64, streams: usize| run_job(&addrs, &spec, n, 2, streams, &Inputs::Fixed(bits.clone()), &opts);
+    let job = |n: u64, streams: usize| run_job(&addrs, &spec, n, 2, streams, &Inputs::Fixed(bits.clone()), &opts, &link);
     let r = job(300, 2).unwrap();
     for k in [0, 150, 299] {
         assert_eq!(c.outputs_to_hex(&r.output_bits(k)), vec!["69c4e0d86a7b0430d8cdb78070b4c55a"]);
@@ -167,7 +204,7 @@ fn three_node_service_and_node_loss() {
     assert!(msg.contains("party 2") || msg.contains("disconnected") || msg.contains("connect"), "{msg}");
 
     // Parties 0 and 1 kept running: restart 2 and run again.
-    nodes[2] = Some(spawn_node(2, &addrs));
+    nodes[2] = Some(spawn_node(2, &addrs, &ids));
     let mut ok = None;
     for _ in 0..20 {
         match job(64, 1) {
@@ -180,4 +217,68 @@ fn three_node_service_and_node_loss() {
     }
     let r = ok.expect("service recovers after the node restarts");
     assert_eq!(c.outputs_to_hex(&r.output_bits(0)), vec!["69c4e0d86a7b0430d8cdb78070b4c55a"]);
+}
+
+/// Over TLS with pinned peers: a node started with another identity than
+/// the one its peers pin is refused by them (they log the refusal naming
+/// both fingerprints) and jobs fail with a clear error; a job submitter
+/// with a wrong pin for a node, or running plaintext, is refused too.
+#[test]
+fn three_node_service_refuses_wrong_identities() {
+    let ports = free_ports();
+    let addrs: [String; 3] = std::array::from_fn(|i| format!("127.0.0.1:{}", ports[i]));
+    let ids = Ids::new("wrong");
+    let c = Circuit::builtin("aes128").unwrap();
+    let bits = c.inputs_from_hex(&["000102030405060708090a0b0c0d0e0f".into(), "00112233445566778899aabbccddeeff".into()]).unwrap();
+    let spec = CircuitSpec::Builtin("aes128".into());
+    let opts = ChannelOptions { timeout: Duration::from_secs(5), ..Default::default() };
+
+    // Party 2 runs with an identity nobody pinned.
+    let rogue = ids.dir.join("rogue");
+    hush_transport::peering::keygen(&rogue).unwrap();
+    // Party 2 connects to party 0 (its next): party 0 refuses it.
+    let n0 = spawn_node_as(0, &addrs, &ids, &ids.dir.join("node0"), Stdio::piped());
+    let n1 = spawn_node(1, &addrs, &ids);
+    let n2 = spawn_node_as(2, &addrs, &ids, &rogue, Stdio::null());
+    let link = ids.job_link(&addrs);
+    // The submitter pins party 2's real identity: its connection to the rogue node is refused.
+    let e = run_job(&addrs, &spec, 64, 1, 1, &Inputs::Fixed(bits.clone()), &opts, &link).err().expect("rogue node refused").to_string();
+    assert!(e.contains("party 2") && e.contains(&ids.fps[2].to_string()), "{e}");
+    // A submitter that pins the rogue identity gets through to the node, but the
+    // ring never forms: party 1 refuses the rogue party 2 (pinned to another key).
+    let mut pins: Vec<String> = (0..2).map(|j| ids.pin(&addrs, j)).collect();
+    pins.push(format!("{}={}", addrs[2], Identity::load(&rogue).unwrap().fingerprint()));
+    let rogue_link = LinkConfig::with_identity(Arc::new(Identity::generate().unwrap()), Pins::parse(&pins).unwrap());
+    let r = run_job(&addrs, &spec, 64, 1, 1, &Inputs::Fixed(bits.clone()), &opts, &rogue_link);
+    assert!(r.is_err(), "a ring with a rogue node must not run jobs");
+    drop(n1);
+    drop(n2);
+    let mut n0 = n0;
+    let _ = n0.0.kill();
+    let out = n0.0.wait_with_output_stderr();
+    assert!(out.contains("refused a ring connection") && out.contains(&ids.fps[2].to_string()), "node 0 log: {out}");
+    // Plaintext submitter against TLS nodes: refused naming the mode.
+    let n: Vec<Node> = (0..3).map(|i| spawn_node(i, &addrs, &ids)).collect();
+    let e = run_job(&addrs, &spec, 64, 1, 1, &Inputs::Fixed(bits.clone()), &opts, &LinkConfig::insecure()).err().expect("plaintext refused").to_string();
+    assert!(e.contains("TLS"), "{e}");
+    // And the honest, pinned submitter works.
+    let r = run_job(&addrs, &spec, 64, 1, 1, &Inputs::Fixed(bits), &opts, &link).unwrap();
+    assert_eq!(c.outputs_to_hex(&r.output_bits(0)), vec!["69c4e0d86a7b0430d8cdb78070b4c55a"]);
+    drop(n);
+}
+
+trait StderrOf {
+    fn wait_with_output_stderr(&mut self) -> String;
+}
+
+impl StderrOf for Child {
+    fn wait_with_output_stderr(&mut self) -> String {
+        use std::io::Read;
+        let _ = self.wait();
+        let mut s = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
 }

@@ -76,6 +76,7 @@ mod meter;
 mod profile;
 mod tcp;
 pub mod tls;
+pub mod peering;
 mod transcript;
 
 pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEADER_LEN};
@@ -84,6 +85,7 @@ pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
 pub use tcp::{tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
 pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
+pub use peering::{LinkConfig, LinkFlags, Pins, INSECURE_WARNING};
 pub use transcript::Transcript;
 
 use std::time::Duration;
@@ -148,6 +150,8 @@ pub enum Error {
     InvalidFingerprint { input: String, reason: &'static str },
     #[error("identity {path}: {msg}")]
     Identity { path: String, msg: String },
+    #[error("{0}")]
+    Config(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

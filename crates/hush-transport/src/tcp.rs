@@ -173,6 +173,15 @@ impl TcpChannel {
         tls::establish(s, opts, sec, Role::Client, name)
     }
 
+    /// Client side on a stream this side connected itself (for protocols
+    /// that write their own preamble before the link's set-up, as the 3PC
+    /// service's hello): the mode greeting and, under TLS, the handshake
+    /// with `sec`'s pins (deadline [`crate::HANDSHAKE_TIMEOUT`]). `peer`
+    /// names the peer in errors.
+    pub fn from_connected(stream: TcpStream, opts: ChannelOptions, sec: &LinkSecurity, peer: &str) -> Result<TcpChannel> {
+        tls::establish(stream, opts, sec, Role::Client, peer.to_string())
+    }
+
     /// Accepts one connection on `listener` **in plaintext** (the same as
     /// [`TcpChannel::accept_with`] with [`LinkSecurity::Insecure`]). Note
     /// that the greeting is read in the calling thread (≤ 5 s for a silent
