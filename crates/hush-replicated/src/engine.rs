@@ -25,9 +25,8 @@
 //!   one round per AND layer.
 //!
 //! The hot loops are plain word loops over slices; they are compiled a
-//! second time with AVX-512 (or AVX2) enabled and chosen by the SIMD level
-//! (`hush_primitives::simd::level`, `HUSH_SIMD`) when the evaluator is
-//! created, with the portable version always available.
+//! second time with AVX-512 (or AVX2) enabled and chosen at run time, with
+//! the portable version always available.
 
 use crate::araki::{and_finish, and_local, PartyKeys};
 use crate::bristol::{Circuit, Gate};
