@@ -362,6 +362,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
         rec.set("note", "maxpool: general-form shares; tee dealing happens inside the timed online phase");
     }
     rec.set("machine", machine_note());
+    hush_bench::machine_fields(&mut rec);
     Ok(rec)
 }
 

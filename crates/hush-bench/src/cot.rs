@@ -226,6 +226,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         .set("process_vm_hwm_bytes", mem::vm_hwm().unwrap_or(0))
         .set("peak_mem_method", mem::METHOD)
         .set("machine", machine_note());
+    crate::machine_fields(&mut rec);
     Ok(rec)
 }
 

@@ -6,12 +6,17 @@
 //! `wall_s` (the whole protocol, both parties, excluding one-time setup),
 //! `setup_s`, `bytes` (payload bytes, both directions) and `rounds`.
 //! On the development machine both parties share its 2 cores; every record
-//! says so in `machine`.
+//! says so in `machine`, and carries `cpu`, `simd` (the SIMD level the
+//! kernels ran at, see [`simd`]), `l2_bytes` and `l3_bytes`
+//! ([`machine_fields`]).
 
 pub mod aes;
 pub mod cot;
+mod machine;
 mod record;
 
+pub use hush_primitives::simd;
+pub use machine::{cache_bytes, cpu_model, machine_fields};
 pub use record::Record;
 
 use hush_transport::{ChannelOptions, MemChannel, NetProfile, TcpChannel};

@@ -139,6 +139,7 @@ fn emit(r: &Record, json: bool) {
 
 fn run() -> Result<(), String> {
     let cli = Cli::parse();
+    hush_bench::simd::check_env().map_err(|e| e.to_string())?;
     match cli.cmd {
         Cmd::Demo(a) => inference(hush_inference::cli::demo_main(a)),
         Cmd::DemoCot(a) => demo(a),

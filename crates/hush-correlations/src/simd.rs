@@ -16,31 +16,29 @@
 //!   registers (8 VAES registers in flight), no staging copies; the
 //!   last level may clear the leaves' lsbs on the way out.
 //!
-//! Selected once at run time (avx512f + avx512bw + vaes + aes); `HUSH_AES=soft|aesni` forces the
-//! portable paths (as for `hush_primitives::aes`).
+//! Which variant runs is decided per call by [`hush_primitives::simd::level`]
+//! (`HUSH_SIMD=avx512|avx2|portable`):
+//!
+//! | kernel | avx512 | avx2 | portable |
+//! |---|---|---|---|
+//! | [`lpn_offsets`] | fused VAES CTR + 16-lane index math | AES-NI CTR ([`Aes128`]) + scalar index math | soft AES + scalar index math |
+//! | [`gather_rows_bg`] | AVX2-compiled (VEX) 128-bit loads, prefetch, NT stores | the same | plain Rust loop, no prefetch |
+//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI (8 blocks in flight) on 16-parent batches | soft AES, same batches |
+//! | [`or_lsbs`] | AVX-512 test-mask + `pext` | scalar | scalar |
+//!
+//! Only the AVX-512 level has dedicated kernels for the AES-bound parts;
+//! the avx2 level runs the portable code with AES-NI underneath.
 
 use hush_primitives::aes::{fixed_key, Aes128, FIXED_KEY};
+use hush_primitives::simd::{self, Level};
 use hush_primitives::Block;
 use std::sync::OnceLock;
 
-/// Whether the AVX-512 + VAES kernels run on this CPU.
+/// Whether the AVX-512 + VAES kernels run now (level avx512: avx512f +
+/// avx512bw + vaes + aes + bmi2).
+#[inline]
 pub(crate) fn fast() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| {
-        if matches!(std::env::var("HUSH_AES").as_deref(), Ok("soft") | Ok("aesni")) {
-            return false;
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("vaes")
-                && std::arch::is_x86_feature_detected!("aes")
-                && std::arch::is_x86_feature_detected!("bmi2")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        false
-    })
+    cfg!(target_arch = "x86_64") && simd::level() == Level::Avx512
 }
 
 /// Expanded round keys of an AES-128 key (public keys only: the LPN key and
@@ -53,9 +51,11 @@ pub(crate) struct RoundKeys {
 impl RoundKeys {
     pub(crate) fn new(key: Block) -> Self {
         let mut rk = [Block::ZERO; 11];
+        // On what the CPU has, not on the (overridable) current level: the
+        // fixed keys are cached for the process.
         #[cfg(target_arch = "x86_64")]
-        if fast() {
-            // SAFETY: aes detected by fast().
+        if simd::detected() >= Level::Avx2 {
+            // SAFETY: level avx2 includes aes.
             rk = unsafe { x86::expand_key(key) };
         }
         RoundKeys { rk }
@@ -102,18 +102,24 @@ pub(crate) fn lpn_offsets(keys: &RoundKeys, aes: &Aes128, nonce: u64, c0: u64, b
         return;
     }
     let _ = keys;
-    let mut c: Vec<Block> = (0..blocks as u64).map(|m| Block(((nonce as u128) << 64) | (c0 + m) as u128)).collect();
-    aes.encrypt_blocks(&mut c);
-    for (m, x) in c.iter().enumerate() {
-        if wpb == 8 {
-            for q in 0..8 {
-                let w = (x.0 >> (16 * q)) as u32 & 0xffff;
-                out[8 * m + q] = (w & (k - 1)) << 4;
-            }
-        } else {
-            for q in 0..4 {
-                let w = (x.0 >> (32 * q)) as u32;
-                out[4 * m + q] = (((w as u64 * k as u64) >> 32) as u32) << 4;
+    let mut c = [Block::ZERO; OFFSET_STEP_BLOCKS];
+    for s in (0..blocks).step_by(OFFSET_STEP_BLOCKS) {
+        for (m, b) in c.iter_mut().enumerate() {
+            *b = Block(((nonce as u128) << 64) | (c0 + (s + m) as u64) as u128);
+        }
+        aes.encrypt_blocks(&mut c);
+        for (i, x) in c.iter().enumerate() {
+            let m = s + i;
+            if wpb == 8 {
+                for q in 0..8 {
+                    let w = (x.0 >> (16 * q)) as u32 & 0xffff;
+                    out[8 * m + q] = (w & (k - 1)) << 4;
+                }
+            } else {
+                for q in 0..4 {
+                    let w = (x.0 >> (32 * q)) as u32;
+                    out[4 * m + q] = (((w as u64 * k as u64) >> 32) as u32) << 4;
+                }
             }
         }
     }
@@ -125,29 +131,19 @@ pub(crate) const PREFETCH_ROWS: usize = 12;
 
 /// For each row j: `out[j] (^)= XOR_l base[offs[10j + l] / 16]`.
 ///
-/// # Safety
-/// Every offset `offs[..10·out.len()]` must be a multiple of 16 below
-/// `16·base.len()` — true by construction for [`lpn_offsets`] with
-/// k = base.len() (16·⌊w·k/2^32⌋ < 16k), so the hot loop carries no
-/// bounds checks (a checking pass cost ~10% of the product).
-#[cfg(not(target_arch = "x86_64"))]
-pub(crate) unsafe fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: bool, prefetch: bool) {
+/// The portable kernel (no intrinsics, no prefetch). Every offset is a
+/// multiple of 16 below `16·base.len()` by construction ([`lpn_offsets`]
+/// with k = base.len(): 16·⌊w·k/2^32⌋ < 16k); the x86 kernels rely on that
+/// and carry no bounds checks (a checking pass cost ~10% of the product),
+/// this one still checks (cheap next to its scalar loop).
+pub(crate) fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block], xor: bool) {
     debug_assert!(offs.len() >= 10 * out.len());
-    debug_assert!(offs[..10 * out.len()].iter().all(|&o| o % 16 == 0 && (o as usize) < 16 * base.len()));
-    #[cfg(target_arch = "x86_64")]
-    {
-        x86::gather_rows(base, offs, out, xor, prefetch);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = prefetch;
-        for (j, y) in out.iter_mut().enumerate() {
-            let a = offs[10 * j..10 * j + 10].iter().fold(Block::ZERO, |a, &o| a ^ base[(o >> 4) as usize]);
-            if xor {
-                *y ^= a;
-            } else {
-                *y = a;
-            }
+    for (j, y) in out.iter_mut().enumerate() {
+        let a = offs[10 * j..10 * j + 10].iter().fold(Block::ZERO, |a, &o| a ^ base[(o >> 4) as usize]);
+        if xor {
+            *y ^= a;
+        } else {
+            *y = a;
         }
     }
 }
@@ -161,7 +157,9 @@ pub(crate) unsafe fn gather_rows(base: &[Block], offs: &[u32], out: &mut [Block]
 pub(crate) unsafe fn prefetch_first(base: &[Block], offs: &[u32]) {
     debug_assert!(offs.len() >= 10 * PREFETCH_ROWS);
     #[cfg(target_arch = "x86_64")]
-    x86::prefetch_first(base, offs.as_ptr());
+    if simd::level() >= Level::Avx2 {
+        x86::prefetch_first(base, offs.as_ptr());
+    }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (base, offs);
 }
@@ -191,10 +189,10 @@ const _: () = assert!(BG_EVERY.is_multiple_of(2));
 /// chunk's offsets).
 ///
 /// # Safety
-/// As [`gather_rows`]; `next` points to `10·PREFETCH_ROWS` readable
-/// offsets (used only as prefetch hints: any values are harmless, and `bg`
-/// may be writing them through the same raw pointer); `src`, if given, has
-/// `out.len()` blocks.
+/// The offsets as in [`gather_rows`] (not bounds-checked here); `next`
+/// points to `10·PREFETCH_ROWS` readable offsets (used only as prefetch
+/// hints: any values are harmless, and `bg` may be writing them through
+/// the same raw pointer); `src`, if given, has `out.len()` blocks.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gather_rows_bg(
     base: &[Block],
@@ -211,41 +209,38 @@ pub(crate) unsafe fn gather_rows_bg(
     debug_assert!(offs.len() >= 10 * out.len());
     assert!(lsbs.as_ref().is_none_or(|w| w.len() >= out.len().div_ceil(64)));
     #[cfg(target_arch = "x86_64")]
-    {
+    if simd::level() >= Level::Avx2 {
         let n = out.len();
         let nt = nt && src.is_some() && (out.as_ptr() as usize).is_multiple_of(16);
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
         let (o, nx, y) = (offs.as_ptr(), next, out.as_mut_ptr());
         let lp = lsbs.map_or(std::ptr::null_mut(), |w| w.as_mut_ptr());
-        static AVX2: OnceLock<bool> = OnceLock::new();
-        if *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2")) {
-            match (nt, prefetch) {
-                (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, lp, bg),
-                (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, lp, bg),
-                (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, lp, bg),
-                (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, lp, bg),
-            }
-        } else {
-            match (nt, prefetch) {
-                (true, true) => x86::gather_rows_bg_sse2::<true, true>(base, o, nx, sp, y, n, lp, bg),
-                (true, false) => x86::gather_rows_bg_sse2::<true, false>(base, o, nx, sp, y, n, lp, bg),
-                (false, true) => x86::gather_rows_bg_sse2::<false, true>(base, o, nx, sp, y, n, lp, bg),
-                (false, false) => x86::gather_rows_bg_sse2::<false, false>(base, o, nx, sp, y, n, lp, bg),
-            }
+        // SAFETY: level ≥ avx2 (the kernel is compiled for avx2); the
+        // caller's contract covers the offsets, `next` and `src`.
+        match (nt, prefetch) {
+            (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, lp, bg),
+            (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, lp, bg),
+            (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, lp, bg),
+            (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, lp, bg),
         }
+        return;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = next;
-        if let Some(s) = src {
-            out.copy_from_slice(s);
-        }
-        gather_rows(base, offs, out, true, prefetch);
-        if let Some(w) = lsbs {
-            w[..out.len().div_ceil(64)].fill(0);
-            or_lsbs(out, w, 0);
-        }
-        let _ = (nt, bg);
+    // Portable: the same rows, `bg` every BG_EVERY rows.
+    let _ = (next, nt, prefetch);
+    if let Some(s) = src {
+        out.copy_from_slice(s);
+    }
+    let n = out.len();
+    let mut j = 0;
+    while j < n {
+        let end = (j + BG_EVERY).min(n);
+        gather_rows(base, &offs[10 * j..], &mut out[j..end], true);
+        j = end;
+        bg();
+    }
+    if let Some(w) = lsbs {
+        w[..n.div_ceil(64)].fill(0);
+        or_lsbs(out, w, 0);
     }
 }
 
@@ -731,21 +726,6 @@ mod x86 {
         gather_body::<NT, PF>(base, o, next, src, out, n, lsb, bg)
     }
 
-    /// [`gather_rows_bg`] for CPUs without AVX2 (SSE2 only).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn gather_rows_bg_sse2<const NT: bool, const PF: bool>(
-        base: &[Block],
-        o: *const u32,
-        next: *const u32,
-        src: *const Block,
-        out: *mut Block,
-        n: usize,
-        lsb: *mut u64,
-        bg: &mut dyn FnMut() -> bool,
-    ) {
-        gather_body::<NT, PF>(base, o, next, src, out, n, lsb, bg)
-    }
-
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn gather_body<const NT: bool, const PF: bool>(
@@ -877,6 +857,97 @@ mod x86 {
 mod tests {
     use super::*;
     use hush_primitives::aes::fixed_key;
+
+    /// Everything the kernels of this module compute, at the current level.
+    fn all_outputs() -> Vec<Vec<u8>> {
+        fn bytes<T: Copy>(v: &[T]) -> Vec<u8> {
+            // SAFETY: plain integers / blocks, fully initialised.
+            unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }.to_vec()
+        }
+        let mut outs = Vec::new();
+        // LPN index generation, 32-bit and 16-bit words.
+        let key = Block(0x1357_9bdf);
+        let aes = Aes128::new(key);
+        let keys = RoundKeys::new(key);
+        for k in [589_824u32, 1 << 10, 3] {
+            let mut o = vec![0u32; 8 * 96];
+            lpn_offsets(&keys, &aes, 11, 1 << 40, 96, k, &mut o);
+            outs.push(bytes(&o));
+        }
+        // The D-term gather with src, lsbs, NT stores; small (L2) and
+        // large (prefetching) k-vectors.
+        for (k, n) in [(4096usize, 700usize), (1 << 18, 2100)] {
+            let base: Vec<Block> = (0..k as u128).map(|i| Block(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) ^ (i << 64))).collect();
+            let m = crate::lpn::LpnMatrix::new(7, k);
+            let src: Vec<Block> = (0..n as u128).map(|i| Block(i * 0x1234_5678_9abc_def1 + 3)).collect();
+            let mut got = vec![Block::ZERO; n];
+            let mut bits = vec![u64::MAX; n.div_ceil(64)];
+            let mut bgs = 0;
+            m.mul_add_bg(&base, 4, Some(&src), &mut got, true, Some(&mut bits), &mut || {
+                bgs += 1;
+                bgs < 50
+            });
+            outs.push(bytes(&got));
+            outs.push(bytes(&bits));
+            let mut x = src.clone();
+            m.mul_xor(&base, 0, &mut x);
+            outs.push(bytes(&x));
+        }
+        // GGM levels of every width class, with and without lsb clearing.
+        for w in [1usize, 3, 15, 16, 17, 32, 33, 100, 256] {
+            for clear in [false, true] {
+                let mut buf = vec![Block::ZERO; 2 * w];
+                for i in 0..w {
+                    buf[i] = Block((i as u128 + 1) * 0x9e37_79b9_7f4a_7c15 ^ ((w as u128) << 90));
+                }
+                ggm_level_in_place(&mut buf, w, clear);
+                outs.push(bytes(&buf));
+            }
+        }
+        // Whole trees: interleaved job, known-siblings and punctured plans.
+        let mut t = vec![Block::ZERO; 1 << 11];
+        t[0] = Block(0xfeed);
+        t[1 << 10] = Block(0xbeef);
+        let plan = Plan { subs: vec![(0usize, 10u32), (1 << 10, 10)], punct: None };
+        let mut j = GgmJob::new(&mut t, &plan);
+        while j.step() {}
+        outs.push(bytes(&t));
+        let mut e = vec![Block::ZERO; 1 << 9];
+        e[0] = Block(0xabc);
+        crate::ggm::expand_box(&mut e, 9);
+        outs.push(bytes(&e));
+        for known in [false, true] {
+            let mut off = [Block::ZERO; 32];
+            for (l, o) in off.iter_mut().enumerate().take(9) {
+                *o = Block(0x5555_0000 + l as u128);
+            }
+            let plan = Plan { subs: Vec::new(), punct: Some(Punctured { depth: 9, alpha: 300, off, c: Block(9), known }) };
+            let mut g = vec![Block(1); 1 << 9];
+            let mut j = GgmJob::new(&mut g, &plan);
+            while j.step() {}
+            outs.push(bytes(&g));
+        }
+        // Choice-bit extraction.
+        let x: Vec<Block> = (0..300u128).map(|i| Block(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) >> 3)).collect();
+        let mut w = vec![0u64; 6];
+        or_lsbs(&x, &mut w, 5);
+        outs.push(bytes(&w));
+        outs
+    }
+
+    /// Every SIMD level this CPU supports computes exactly what the
+    /// portable level does, kernel by kernel.
+    #[test]
+    fn every_level_matches_portable() {
+        let want = simd::with_level(Level::Portable, all_outputs).unwrap();
+        simd::for_each_level("hush-correlations simd", |l| {
+            let got = all_outputs();
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(g == w, "level {l}: output {i} differs from the portable level");
+            }
+        });
+    }
 
     #[test]
     fn round_keys_match_primitive_aes() {

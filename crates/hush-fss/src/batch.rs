@@ -20,7 +20,8 @@
 //! registers), the direction bit xored into each seed under a lane mask,
 //! seed corrections applied with a masked XOR selected by the control bits,
 //! control and one-bit value corrections handled as 8-bit lane masks. Elsewhere
-//! a portable evaluator runs the same layout with AES for a group in flight.
+//! (SIMD level avx2 or portable, see [`hush_primitives::simd`]) a portable
+//! evaluator runs the same layout with AES for a group in flight.
 //! Both compute exactly the function of the scalar [`crate::dcf_eval`]
 //! (BCGGIKR21 §3 Eval), bit for bit; the tests compare them.
 //!
@@ -46,6 +47,7 @@
 
 use crate::dcf::DcfKey;
 use crate::{ggm, mask, Error};
+use hush_primitives::simd::{self, Level};
 use hush_primitives::Block;
 use zeroize::Zeroize;
 
@@ -360,9 +362,9 @@ impl DcfKeyBatch {
         }
         match k {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Kernel::Avx512` is only produced after run-time
-            // detection of avx512f, avx512bw, vaes and aes (see `kernel`).
-            Kernel::Avx512 => unsafe {
+            // SAFETY: the AVX-512 kernel runs only when the CPU has level
+            // avx512 (avx512f, avx512bw, vaes, aes; see `kernel`).
+            Kernel::Avx512 if Level::Avx512.supported() => unsafe {
                 if self.packed() {
                     avx::eval_packed(self, party, xs, out0)
                 } else {
@@ -388,22 +390,16 @@ pub(crate) enum Kernel {
     Portable,
 }
 
-/// The evaluator for this CPU (detected once).
+/// The evaluator for the current SIMD level
+/// ([`hush_primitives::simd::level`]): avx512 runs the AVX-512/VAES
+/// kernels; avx2 and portable run the portable evaluator, whose AES is
+/// `hush_primitives::aes` at that level (AES-NI, resp. software).
 pub(crate) fn kernel() -> Kernel {
-    static K: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
-    *K.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("vaes")
-                && std::arch::is_x86_feature_detected!("aes")
-            {
-                return Kernel::Avx512;
-            }
-        }
+    if cfg!(target_arch = "x86_64") && simd::level() == Level::Avx512 {
+        Kernel::Avx512
+    } else {
         Kernel::Portable
-    })
+    }
 }
 
 /// Portable evaluator: the same layout, AES for one group in flight.
@@ -901,22 +897,30 @@ mod tests {
             xs.push(x | (prg.next_u64() & !m));
         }
         let b = DcfKeyBatch::from_keys(&keys).unwrap();
-        let mut kernels = vec![Kernel::Portable];
-        if kernel() == Kernel::Avx512 {
-            kernels.push(Kernel::Avx512);
-        }
-        for k in kernels {
+        let eval = || {
             let mut o0 = vec![0u64; n];
             let mut o1 = vec![0u64; n];
-            b.eval_with(k, party, &xs, &mut o0, Some(&mut o1));
+            b.eval(party, &xs, &mut o0, Some(&mut o1));
+            (o0, o1)
+        };
+        // The portable level is the reference; every level must match it
+        // bit for bit (and the scalar evaluator).
+        let (p0, p1) = simd::with_level(Level::Portable, eval).unwrap();
+        simd::for_each_level("dcf batch", |l| {
+            let k = kernel();
+            let (o0, o1) = eval();
+            assert_eq!(o0, p0, "level {l} ({k:?}) bits {bits} out {out_bits} lanes {lanes}: lane 0 differs from portable");
+            if lanes == 2 {
+                assert_eq!(o1, p1, "level {l} ({k:?}) bits {bits} out {out_bits} lanes {lanes}: lane 1 differs from portable");
+            }
             for j in 0..n {
                 let want = eval_lanes(party, &keys[j], xs[j] & m);
-                assert_eq!(o0[j], want[0], "{k:?} bits {bits} out {out_bits} lanes {lanes} key {j} lane 0");
+                assert_eq!(o0[j], want[0], "{l} {k:?} bits {bits} out {out_bits} lanes {lanes} key {j} lane 0");
                 if lanes == 2 {
-                    assert_eq!(o1[j], want[1], "{k:?} bits {bits} out {out_bits} lanes {lanes} key {j} lane 1");
+                    assert_eq!(o1[j], want[1], "{l} {k:?} bits {bits} out {out_bits} lanes {lanes} key {j} lane 1");
                 }
             }
-        }
+        });
     }
 
     #[test]

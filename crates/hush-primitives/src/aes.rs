@@ -1,19 +1,23 @@
 //! AES-128 with the CPU's AES instructions.
 //!
-//! Three back ends, chosen once at run time:
-//! * `vaes`: AVX-512 VAES, four blocks per instruction and eight registers
-//!   (32 blocks) in flight — the software counterpart of TAMI-MPC §4.2's
-//!   pipelined AES cores: independent blocks interleaved so the AES units
-//!   never wait on a dependency;
-//! * `aesni`: 128-bit AES-NI, eight blocks in flight;
-//! * `soft`: RustCrypto `aes` (constant-time bitsliced fallback; it also uses
-//!   AES-NI itself when present).
+//! Three back ends, one per [`crate::simd::Level`] (see [`backend`]):
+//! * `vaes` (level avx512): AVX-512 VAES, four blocks per instruction and
+//!   eight registers (32 blocks) in flight — the software counterpart of
+//!   TAMI-MPC §4.2's pipelined AES cores: independent blocks interleaved so
+//!   the AES units never wait on a dependency;
+//! * `aesni` (level avx2): 128-bit AES-NI (VEX-encoded), eight blocks in
+//!   flight;
+//! * `soft` (level portable): RustCrypto `aes` (constant-time fixsliced
+//!   software AES; note that the `aes` crate detects AES-NI on its own
+//!   unless built with `--cfg aes_force_soft`, so on x86-64 this back end
+//!   is "no intrinsics of ours", not necessarily no AES instructions).
 //!
 //! The round keys are expanded once per key; in the SIMD loops they stay in
 //! registers. [`fixed_key`] is the public fixed-key permutation π used by
 //! the hashes and the PRG-based GGM trees.
 
 use crate::block::Block;
+use crate::simd::{self, Level};
 use std::sync::OnceLock;
 use zeroize::Zeroize;
 
@@ -26,6 +30,23 @@ pub enum Backend {
 }
 
 impl Backend {
+    fn rank(self) -> u8 {
+        match self {
+            Backend::Soft => 0,
+            Backend::AesNi => 1,
+            Backend::Vaes => 2,
+        }
+    }
+
+    /// The slower of `self` and `other`.
+    fn min_with(self, other: Backend) -> Backend {
+        if other.rank() < self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Backend::Vaes => "vaes-avx512",
@@ -35,34 +56,21 @@ impl Backend {
     }
 }
 
-static BACKEND: OnceLock<Backend> = OnceLock::new();
-
-/// The back end selected for this CPU. Setting `HUSH_AES=soft|aesni`
-/// forces a slower one (for tests of the fallback paths).
-pub fn backend() -> Backend {
-    *BACKEND.get_or_init(|| {
-        let forced = std::env::var("HUSH_AES").ok();
-        #[cfg(target_arch = "x86_64")]
-        {
-            let aesni = std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("sse2");
-            let vaes = aesni
-                && std::arch::is_x86_feature_detected!("vaes")
-                && std::arch::is_x86_feature_detected!("avx512f");
-            match forced.as_deref() {
-                Some("soft") => return Backend::Soft,
-                Some("aesni") if aesni => return Backend::AesNi,
-                _ => {}
-            }
-            if vaes {
-                return Backend::Vaes;
-            }
-            if aesni {
-                return Backend::AesNi;
-            }
+impl Backend {
+    /// The back end of a SIMD level.
+    pub fn for_level(l: Level) -> Backend {
+        match l {
+            Level::Avx512 => Backend::Vaes,
+            Level::Avx2 => Backend::AesNi,
+            Level::Portable => Backend::Soft,
         }
-        let _ = forced;
-        Backend::Soft
-    })
+    }
+}
+
+/// The back end of the current SIMD level ([`crate::simd::level`]; set
+/// `HUSH_SIMD=avx2|portable` to force a slower one).
+pub fn backend() -> Backend {
+    Backend::for_level(simd::level())
 }
 
 /// An AES-128 key with its expanded round keys.
@@ -98,13 +106,20 @@ impl Aes128 {
 
     /// Encrypts `data` in place, many blocks in flight.
     pub fn encrypt_blocks(&self, data: &mut [Block]) {
-        match backend() {
+        self.encrypt_blocks_with(backend(), data)
+    }
+
+    /// [`Self::encrypt_blocks`] on a given back end (tests, benchmarks).
+    /// A back end whose level this CPU lacks runs the best one it has.
+    pub fn encrypt_blocks_with(&self, b: Backend, data: &mut [Block]) {
+        let b = Backend::for_level(simd::detected()).min_with(b);
+        match b {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the back end was selected only after run-time detection
-            // of avx512f + vaes + aes.
+            // SAFETY: `min_with` keeps only back ends of levels the CPU has;
+            // level avx512 includes avx512f + vaes + aes.
             Backend::Vaes => unsafe { x86::enc_vaes(&self.rk, data) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: selected only after run-time detection of aes + sse2.
+            // SAFETY: as above; level avx2 includes aes + avx2.
             Backend::AesNi => unsafe { x86::enc_aesni(&self.rk, data) },
             _ => self.encrypt_soft(data),
         }
@@ -205,7 +220,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// AES-NI, eight blocks in flight.
-    #[target_feature(enable = "aes,sse2")]
+    #[target_feature(enable = "aes,avx2")]
     pub(super) unsafe fn enc_aesni(rk: &[Block; 11], data: &mut [Block]) {
         let mut k = [_mm_setzero_si128(); 11];
         for i in 0..11 {
@@ -241,7 +256,7 @@ mod x86 {
 
     /// VAES with AVX-512: 4 blocks per register, 8 registers (32 blocks) in
     /// flight.
-    #[target_feature(enable = "aes,sse2,avx512f,vaes")]
+    #[target_feature(enable = "aes,avx2,avx512f,vaes")]
     pub(super) unsafe fn enc_vaes(rk: &[Block; 11], data: &mut [Block]) {
         let mut k = [_mm512_setzero_si512(); 11];
         for i in 0..11 {
@@ -310,22 +325,76 @@ mod tests {
         assert!(s.iter().all(|&b| b == ct));
     }
 
-    #[test]
-    fn simd_matches_soft_on_random_lengths() {
-        let a = Aes128::new(Block(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210));
-        for n in [0usize, 1, 3, 4, 5, 31, 32, 33, 100, 1000] {
-            let v: Vec<Block> = (0..n as u128).map(|i| Block(i.wrapping_mul(0x9e3779b97f4a7c15f39cc0605cedc835))).collect();
-            let mut x = v.clone();
-            a.encrypt_blocks(&mut x);
-            let mut y = v.clone();
-            a.encrypt_soft(&mut y);
-            assert_eq!(x, y, "n={n}");
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("aes") {
-                let mut z = v.clone();
-                unsafe { x86::enc_aesni(&a.rk, &mut z) };
-                assert_eq!(z, y);
-            }
+    /// FIPS-197 AES-128 written from the specification, byte by byte (no
+    /// intrinsics, no tables but the S-box): the reference every back end
+    /// is compared with.
+    fn reference(rk: &[Block; 11], b: Block) -> Block {
+        fn xt(a: u8) -> u8 {
+            (a << 1) ^ if a & 0x80 != 0 { 0x1b } else { 0 }
         }
+        let sb = sbox();
+        let mut s = b.to_bytes();
+        let ark = |s: &mut [u8; 16], k: Block| {
+            for (x, y) in s.iter_mut().zip(k.to_bytes()) {
+                *x ^= y;
+            }
+        };
+        ark(&mut s, rk[0]);
+        for r in 1..11 {
+            for x in s.iter_mut() {
+                *x = sb[*x as usize];
+            }
+            let t = s;
+            for row in 0..4 {
+                for c in 0..4 {
+                    s[row + 4 * c] = t[row + 4 * ((c + row) % 4)];
+                }
+            }
+            if r < 10 {
+                for c in 0..4 {
+                    let a: [u8; 4] = s[4 * c..4 * c + 4].try_into().unwrap();
+                    let all = a[0] ^ a[1] ^ a[2] ^ a[3];
+                    for row in 0..4 {
+                        s[4 * c + row] = a[row] ^ all ^ xt(a[row] ^ a[(row + 1) % 4]);
+                    }
+                }
+            }
+            ark(&mut s, rk[r]);
+        }
+        Block::from_bytes(s)
+    }
+
+    #[test]
+    fn reference_matches_fips197() {
+        let key = Block::from_bytes(hex16("000102030405060708090a0b0c0d0e0f"));
+        let pt = Block::from_bytes(hex16("00112233445566778899aabbccddeeff"));
+        assert_eq!(reference(&expand_key(key), pt), Block::from_bytes(hex16("69c4e0d86a7b0430d8cdb78070b4c55a")));
+    }
+
+    /// Every SIMD level this CPU has (VAES, AES-NI, soft) against the
+    /// specification, on lengths around every kernel's step and tail.
+    #[test]
+    fn every_level_matches_reference() {
+        let a = Aes128::new(Block(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210));
+        let lens = [0usize, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 36, 63, 64, 65, 100, 1000];
+        let v: Vec<Block> = (0..1000u128).map(|i| Block(i.wrapping_mul(0x9e3779b97f4a7c15f39cc0605cedc835) ^ (i << 100))).collect();
+        let want: Vec<Block> = v.iter().map(|&b| reference(&a.rk, b)).collect();
+        crate::simd::for_each_level("aes", |l| {
+            assert_eq!(backend(), Backend::for_level(l));
+            for &n in &lens {
+                let mut x = v[..n].to_vec();
+                a.encrypt_blocks(&mut x);
+                assert_eq!(x, want[..n], "level {l} n={n}");
+                let mut y = v[..n].to_vec();
+                a.encrypt_blocks_with(Backend::for_level(l), &mut y);
+                assert_eq!(y, want[..n], "level {l} explicit n={n}");
+                // A sub-slice (other start, other tail length).
+                if n > 1 {
+                    let mut z = v[..n].to_vec();
+                    a.encrypt_blocks(&mut z[1..]);
+                    assert_eq!(z[1..], want[1..n], "level {l} offset n={n}");
+                }
+            }
+        });
     }
 }

@@ -7,8 +7,9 @@
 //! bit-packed Boolean vectors ([`bitvec`]), bit-matrix transposition
 //! ([`transpose`]) and OS randomness plus zeroizing secrets ([`rand`]).
 //!
-//! SIMD code lives in small leaf modules, selected at run time with a
-//! portable fallback that always compiles (RustCrypto `aes`).
+//! SIMD code lives in small leaf modules; which variant runs is decided in
+//! one place, [`simd::level`] (detected once, `HUSH_SIMD` to lower it), with
+//! a portable fallback that always compiles (RustCrypto `aes`).
 
 pub mod aes;
 pub mod bitvec;
@@ -18,6 +19,7 @@ pub mod prf;
 pub mod prg;
 pub mod rand;
 pub mod ring;
+pub mod simd;
 pub mod transpose;
 
 pub use bitvec::BitVec;

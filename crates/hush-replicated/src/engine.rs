@@ -304,17 +304,33 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    /// The variant of the current SIMD level ([`hush_primitives::simd::level`]).
     pub fn detect() -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx512f") {
-                return Kernel::Avx512;
-            }
-            if std::is_x86_feature_detected!("avx2") {
-                return Kernel::Avx2;
-            }
+        Kernel::for_level(hush_primitives::simd::level())
+    }
+
+    /// The variant compiled for SIMD level `l` (each level has its own).
+    pub fn for_level(l: hush_primitives::simd::Level) -> Kernel {
+        use hush_primitives::simd::Level;
+        match l {
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx512 => Kernel::Avx512,
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx2 => Kernel::Avx2,
+            _ => Kernel::Portable,
         }
-        Kernel::Portable
+    }
+
+    /// Whether this CPU runs the variant.
+    pub fn supported(self) -> bool {
+        use hush_primitives::simd::Level;
+        match self {
+            Kernel::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => Level::Avx2.supported(),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => Level::Avx512.supported(),
+        }
     }
 }
 
@@ -489,9 +505,17 @@ impl<'p> Evaluator<'p> {
         })
     }
 
-    /// Forces a kernel variant (benchmarks, tests).
+    /// Forces a kernel variant (benchmarks, tests); one this CPU lacks
+    /// is ignored (the kernels rely on the CPU having their features).
     pub fn set_kernel(&mut self, k: Kernel) {
-        self.kernel = k;
+        if k.supported() {
+            self.kernel = k;
+        }
+    }
+
+    /// The kernel variant in use.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
     }
 
     /// Rounds spent so far: one per AND layer evaluated. (The ring uses two

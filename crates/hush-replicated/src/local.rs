@@ -78,6 +78,7 @@ pub fn eval_local(prog: &Program, words: usize, input: &[u64], seed: Option<[u8;
     let (n1, p2) = MemChannel::pair();
     let (n2, p0) = MemChannel::pair();
     let ends = [(n0, p0), (n1, p1), (n2, p2)];
+    let level = hush_primitives::simd::level();
     let results: Vec<Result<(Vec<u64>, Cost, Vec<u8>)>> = std::thread::scope(|sc| {
         let handles: Vec<_> = ends
             .into_iter()
@@ -86,21 +87,26 @@ pub fn eval_local(prog: &Program, words: usize, input: &[u64], seed: Option<[u8;
                 let my_in = &party_in[i];
                 let own = keys[i];
                 sc.spawn(move || -> Result<(Vec<u64>, Cost, Vec<u8>)> {
-                    let mut from_prev = Recording { inner: from_prev, received: Vec::new() };
-                    let k = PartyKeys::setup(i, own, &mut to_next, &mut from_prev)?;
-                    from_prev.received.clear();
-                    let c0 = to_next.cost() + from_prev.cost();
-                    let mut ev = Evaluator::new(prog, words)?;
-                    let mut out = vec![0u64; prog.n_out * words];
-                    ev.eval_chunk(&k, nonce, 0, my_in, &mut out, &mut to_next, &mut from_prev)?;
-                    let mut c1 = to_next.cost() + from_prev.cost();
-                    c1.rounds = c0.rounds + ev.rounds() as u32;
-                    let mut view = Vec::new();
-                    if record_views {
-                        view.extend(my_in.iter().flat_map(|w| w.to_le_bytes()));
-                        view.extend_from_slice(&from_prev.received);
-                    }
-                    Ok((out, c1 - c0, view))
+                    // The caller's SIMD level (maybe a `with_level`
+                    // override of its thread) applies to the parties too.
+                    let party = || -> Result<(Vec<u64>, Cost, Vec<u8>)> {
+                        let mut from_prev = Recording { inner: from_prev, received: Vec::new() };
+                        let k = PartyKeys::setup(i, own, &mut to_next, &mut from_prev)?;
+                        from_prev.received.clear();
+                        let c0 = to_next.cost() + from_prev.cost();
+                        let mut ev = Evaluator::new(prog, words)?;
+                        let mut out = vec![0u64; prog.n_out * words];
+                        ev.eval_chunk(&k, nonce, 0, my_in, &mut out, &mut to_next, &mut from_prev)?;
+                        let mut c1 = to_next.cost() + from_prev.cost();
+                        c1.rounds = c0.rounds + ev.rounds() as u32;
+                        let mut view = Vec::new();
+                        if record_views {
+                            view.extend(my_in.iter().flat_map(|w| w.to_le_bytes()));
+                            view.extend_from_slice(&from_prev.received);
+                        }
+                        Ok((out, c1 - c0, view))
+                    };
+                    hush_primitives::simd::with_level(level, party).unwrap_or_else(|e| Err(Error::Local(e.to_string())))
                 })
             })
             .collect();
