@@ -135,3 +135,29 @@ fn keygen_identity_is_used_by_serve() {
     assert!(ok && text.contains("class 4"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server given `--pin` requires client certificates and serves only
+/// the pinned clients.
+#[test]
+fn server_with_client_pins_requires_a_pinned_client() {
+    let base = std::env::temp_dir().join(format!("hush-clientpin-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let (srv_dir, cli_dir) = (base.join("server"), base.join("client"));
+    let keygen = |d: &PathBuf| {
+        let o = Command::new(HUSH).args(["keygen", "--out", d.to_str().unwrap()]).output().unwrap();
+        assert!(o.status.success());
+        String::from_utf8_lossy(&o.stdout).trim().strip_prefix("fingerprint ").unwrap().to_string()
+    };
+    let (srv_fp, cli_fp) = (keygen(&srv_dir), keygen(&cli_dir));
+    let addr = free_addr();
+    let (_srv, served) = serve(&addr, &["--identity", srv_dir.to_str().unwrap(), "--pin", &cli_fp]);
+    assert_eq!(served.unwrap(), srv_fp);
+    // the pinned client is served
+    let (ok, text, _) = infer(&addr, &["--pin", &srv_fp, "--identity", cli_dir.to_str().unwrap()]);
+    assert!(ok && text.contains("class 4"), "{text}");
+    // a client with another (ephemeral) identity is refused, promptly
+    let (ok, text, el) = infer(&addr, &["--pin", &srv_fp]);
+    assert!(!ok, "{text}");
+    assert!(el < LIVENESS, "took {el:?}");
+    let _ = std::fs::remove_dir_all(&base);
+}
