@@ -350,34 +350,8 @@ mod tests {
     use crate::beaver::OtSession;
     use hush_correlations::registry::SourceConfig;
     use hush_primitives::Prg;
-    use hush_transport::{Cost, MemChannel};
+    use hush_transport::{MemChannel, Recording};
     use std::sync::{Arc, Mutex};
-
-    /// Keeps a copy of every message this party receives.
-    struct Recorder {
-        inner: MemChannel,
-        got: Arc<Mutex<Vec<Vec<u8>>>>,
-    }
-
-    impl Channel for Recorder {
-        fn send(&mut self, p: &[u8]) -> hush_transport::Result<()> {
-            self.inner.send(p)
-        }
-        fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
-            let m = self.inner.recv()?;
-            self.got.lock().unwrap().push(m.clone());
-            Ok(m)
-        }
-        fn cost(&self) -> Cost {
-            self.inner.cost()
-        }
-        fn max_frame(&self) -> usize {
-            self.inner.max_frame()
-        }
-        fn set_timeout(&mut self, t: std::time::Duration) {
-            self.inner.set_timeout(t)
-        }
-    }
 
     const N: usize = 4096;
     const BITS: u32 = 16;
@@ -396,7 +370,7 @@ mod tests {
             millionaire_online(&mut a, 0, &mut pre, &vec![y; N]).unwrap();
         });
         let got = Arc::new(Mutex::new(Vec::new()));
-        let mut b = Recorder { inner: b, got: got.clone() };
+        let mut b = Recording::with_log(b, got.clone());
         let mut s = OtSession::setup(&mut b, 1, &SourceConfig::named("iknp"), &mut Prg::new(Block(seed + 1))).unwrap();
         let mut pre = prepare(&mut s, &mut b, 1, N, BITS, K, 0).unwrap();
         got.lock().unwrap().clear();

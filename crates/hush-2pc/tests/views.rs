@@ -9,36 +9,9 @@ use hush_2pc::fss::{self, FssGate, FssShape};
 use hush_2pc::tee::Dealer;
 use hush_primitives::{Block, Prg};
 use hush_tee::{InProcessModule, Module};
-use hush_transport::{Channel, Cost, MemChannel};
+use hush_transport::{Channel, MemChannel, Recording};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-/// A channel that keeps a copy of every message this party receives: the
-/// network part of its view.
-struct Recorder<C: Channel> {
-    inner: C,
-    got: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl<C: Channel> Channel for Recorder<C> {
-    fn send(&mut self, payload: &[u8]) -> hush_transport::Result<()> {
-        self.inner.send(payload)
-    }
-    fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
-        let m = self.inner.recv()?;
-        self.got.lock().unwrap().push(m.clone());
-        Ok(m)
-    }
-    fn cost(&self) -> Cost {
-        self.inner.cost()
-    }
-    fn max_frame(&self) -> usize {
-        self.inner.max_frame()
-    }
-    fn set_timeout(&mut self, t: Duration) {
-        self.inner.set_timeout(t)
-    }
-}
 
 /// A dealer whose module randomness is fixed (seed agreement included).
 fn dealer(ch: &mut dyn Channel, party: u8, seed: u128) -> Dealer {
@@ -77,7 +50,7 @@ const PER: usize = 1024;
 fn party1_view_masked(y: u64, seed: u128) -> Vec<Vec<u64>> {
     let (ca, cb) = MemChannel::pair();
     let got = Arc::new(Mutex::new(Vec::new()));
-    let mut cb = Recorder { inner: cb, got: got.clone() };
+    let mut cb = Recording::with_log(cb, got.clone());
     let shape = FssShape { bits: BITS, gate: FssGate::Drelu };
     let t0 = std::thread::spawn(move || {
         let mut ca = ca;
@@ -155,7 +128,7 @@ fn fss_general_form_party0_view_is_independent_of_party1_share() {
     let view = |x1: u64, seed: u128| -> Vec<u64> {
         let (ca, cb) = MemChannel::pair();
         let got = Arc::new(Mutex::new(Vec::new()));
-        let mut ca = Recorder { inner: ca, got: got.clone() };
+        let mut ca = Recording::with_log(ca, got.clone());
         let shape = FssShape { bits: BITS, gate: FssGate::Relu };
         let t1 = std::thread::spawn(move || {
             let mut cb = cb;

@@ -11,11 +11,10 @@ use hush_correlations::silentflow::{share, SilentReceiver, SilentSender};
 use hush_correlations::{CotReceiver, CotSender};
 use hush_primitives::{BitVec, Block, Prg};
 use hush_tee::{InProcessModule, Module, ModuleStats, Request, Response, TrustedModule};
-use hush_transport::{Channel, Cost, MemChannel};
+use hush_transport::{Channel, MemChannel, Recording as Recorded};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
 
 /// What a host got from its module, copied out of each response.
 #[derive(Default)]
@@ -161,38 +160,12 @@ fn silentflow_views_hide_delta_and_the_punctured_leaves() {
     bits_balanced("receiver's masked leaves", &rv.masked.concat());
 }
 
-/// A channel that keeps a copy of every message this party receives.
-struct Recorder<C: Channel> {
-    inner: C,
-    got: Arc<Mutex<Vec<u8>>>,
-}
-
-impl<C: Channel> Channel for Recorder<C> {
-    fn send(&mut self, payload: &[u8]) -> hush_transport::Result<()> {
-        self.inner.send(payload)
-    }
-    fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
-        let m = self.inner.recv()?;
-        self.got.lock().unwrap().extend_from_slice(&m);
-        Ok(m)
-    }
-    fn cost(&self) -> Cost {
-        self.inner.cost()
-    }
-    fn max_frame(&self) -> usize {
-        self.inner.max_frame()
-    }
-    fn set_timeout(&mut self, t: Duration) {
-        self.inner.set_timeout(t)
-    }
-}
-
 /// The IKNP sender's received matrix u for `batches` batches of `m` COTs
 /// with every choice bit equal to `choice`.
 fn iknp_sender_view(choice: bool, seed: u128, batches: usize, m: usize) -> Vec<Vec<u8>> {
     let (a, mut b) = MemChannel::pair();
     let got = Arc::new(Mutex::new(Vec::new()));
-    let mut a = Recorder { inner: a, got: got.clone() };
+    let mut a = Recorded::with_log(a, got.clone());
     let hs = thread::spawn(move || {
         let mut s = IknpSender::setup(&mut a, &mut Prg::new(Block(seed))).unwrap();
         let mut out = Vec::new();
@@ -200,7 +173,7 @@ fn iknp_sender_view(choice: bool, seed: u128, batches: usize, m: usize) -> Vec<V
             got.lock().unwrap().clear();
             let mut q = vec![Block::ZERO; m];
             s.send_cots(&mut a, &mut q).unwrap();
-            out.push(got.lock().unwrap().clone());
+            out.push(got.lock().unwrap().concat());
         }
         out
     });

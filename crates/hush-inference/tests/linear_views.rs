@@ -10,35 +10,9 @@ use hush_inference::FixedConfig;
 use hush_primitives::{Block, Prg};
 use hush_tee::linear_deal::LinearOp;
 use hush_tee::{InProcessModule, Module, ModuleRole};
-use hush_transport::{Channel, Cost, MemChannel};
+use hush_transport::{Channel, MemChannel, Recording};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-/// Keeps a copy of every message this party receives.
-struct Recorder<C: Channel> {
-    inner: C,
-    got: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl<C: Channel> Channel for Recorder<C> {
-    fn send(&mut self, payload: &[u8]) -> hush_transport::Result<()> {
-        self.inner.send(payload)
-    }
-    fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
-        let m = self.inner.recv()?;
-        self.got.lock().unwrap().push(m.clone());
-        Ok(m)
-    }
-    fn cost(&self) -> Cost {
-        self.inner.cost()
-    }
-    fn max_frame(&self) -> usize {
-        self.inner.max_frame()
-    }
-    fn set_timeout(&mut self, t: Duration) {
-        self.inner.set_timeout(t)
-    }
-}
 
 const N_IN: usize = 64;
 const N_OUT: usize = 16;
@@ -72,7 +46,7 @@ fn session(op: LinearOp, x_c: Vec<u64>, x_s: Vec<u64>, seeds: (u128, u128)) -> V
     let cfg = cfg();
     let (ca, cb) = MemChannel::pair();
     let got = Arc::new(Mutex::new(Vec::new()));
-    let mut sch = Recorder { inner: ca, got: got.clone() };
+    let mut sch = Recording::with_log(ca, got.clone());
     let client = std::thread::spawn(move || {
         let mut ch = cb;
         let mut m = InProcessModule::new(Module::with_rng(Prg::new(Block(seeds.1))));

@@ -74,6 +74,7 @@ mod link;
 mod memory;
 mod meter;
 mod profile;
+mod recording;
 mod tcp;
 pub mod tls;
 pub mod peering;
@@ -83,6 +84,7 @@ pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEA
 pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
+pub use recording::{Recording, ViewLog};
 pub use tcp::{tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
 pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
 pub use peering::{LinkConfig, LinkFlags, Pins, INSECURE_WARNING};
