@@ -170,6 +170,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         .set("n", n as u64)
         .set("net", cfg.profile.name.as_str())
         .set("transport", cfg.transport.name())
+        .set("link", crate::link_note(cfg.transport))
         .set("wall_s", wall)
         .set("setup_s", s.setup_s.max(r.setup_s))
         .set("bytes", bytes)

@@ -119,6 +119,17 @@ pub fn connect_pair(t: Transport, profile: NetProfile) -> Result<ChannelPair> {
     })
 }
 
+/// What a one-process protocol benchmark's link is: both parties are
+/// threads of this process, so their loopback link is plaintext (TLS is
+/// measured where it matters, beside plaintext: `hush bench infer
+/// --tls-overhead`, `hush bench aes3 --tls-overhead`).
+pub fn link_note(t: Transport) -> &'static str {
+    match t {
+        Transport::Tcp => "plaintext TCP loopback between two threads of one process (no TLS)",
+        Transport::Mem => "in-memory channel pair (no TLS)",
+    }
+}
+
 /// Parses a network profile name with a helpful error.
 pub fn profile(name: &str) -> Result<NetProfile> {
     NetProfile::by_name(name)
