@@ -159,8 +159,12 @@ pub fn job_main(a: JobArgs) -> Result<()> {
 pub enum CircuitCmd {
     /// Evaluate a circuit securely with all three parties in this process.
     Run(CircuitRunArgs),
-    /// Validate a circuit and print its sizes.
+    /// Validate a circuit and print its sizes: AND gates, depth, bytes per instance.
     Info(CircuitInfoArgs),
+    /// Print a circuit (built-in or generated) as Bristol Fashion text.
+    Export(CircuitExportArgs),
+    /// List the built-in circuit names.
+    List,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -181,21 +185,62 @@ pub struct CircuitInfoArgs {
     /// Bristol Fashion file or built-in name.
     #[arg(long)]
     pub circuit: String,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CircuitExportArgs {
+    /// Built-in name (e.g. aes128-expanded, lt64) or file.
+    #[arg(long)]
+    pub circuit: String,
 }
 
 pub fn circuit_main(cmd: CircuitCmd) -> Result<()> {
     match cmd {
         CircuitCmd::Run(a) => circuit_run_main(a),
+        CircuitCmd::Export(a) => {
+            print!("{}", crate::gen::to_bristol(&Circuit::load(&a.circuit)?));
+            Ok(())
+        }
+        CircuitCmd::List => {
+            for n in Circuit::builtin_names() {
+                let c = Circuit::builtin(n).expect("listed");
+                println!("{n:<18} inputs {:?} outputs {:?} ANDs {} depth {}", c.inputs, c.outputs, c.and_count(), c.and_depth());
+            }
+            Ok(())
+        }
         CircuitCmd::Info(a) => {
             let c = Circuit::load(&a.circuit)?;
             let p = crate::Program::compile(&c);
-            println!(
-                "{}",
-                serde_json::json!({
-                    "circuit": c.name, "inputs": c.inputs, "outputs": c.outputs, "gates": c.gates.len(),
-                    "wires": c.num_wires, "and_gates": c.and_count(), "and_depth": c.and_depth(), "live_slots": p.nslots,
-                })
-            );
+            let (n_in, n_out, ands) = (c.num_input_wires() as f64, c.num_output_wires() as f64, c.and_count() as f64);
+            // Per instance: each party sends one bit per AND to the next
+            // party; a data holder sends each party 2 bits per input wire
+            // (x_i, a_i); each party sends the output party 1 bit per
+            // output wire (a_i).
+            let v = serde_json::json!({
+                "circuit": c.name, "inputs": c.inputs, "outputs": c.outputs, "gates": c.gates.len(),
+                "wires": c.num_wires, "and_gates": c.and_count(), "and_depth": c.and_depth(), "live_slots": p.nslots,
+                "ring_bytes_per_instance_per_party": ands / 8.0,
+                "ring_bytes_per_instance_total": 3.0 * ands / 8.0,
+                "input_bytes_per_instance": 3.0 * 2.0 * n_in / 8.0,
+                "output_bytes_per_instance": 3.0 * n_out / 8.0,
+                "rounds": c.and_depth(),
+            });
+            if a.json {
+                println!("{v}");
+            } else {
+                println!("circuit {}: inputs {:?}, outputs {:?}", c.name, c.inputs, c.outputs);
+                println!("  {:<44}{:>12}", "gates", c.gates.len());
+                println!("  {:<44}{:>12}", "AND gates", c.and_count());
+                println!("  {:<44}{:>12}", "AND depth (rounds)", c.and_depth());
+                println!("  {:<44}{:>12}", "live slots (evaluator working set, wires)", p.nslots);
+                println!("  {:<44}{:>12.1}", "ring bytes / instance / party (ANDs/8)", ands / 8.0);
+                println!("  {:<44}{:>12.1}", "ring bytes / instance, all three links", 3.0 * ands / 8.0);
+                println!("  {:<44}{:>12.1}", "input bytes / instance (to 3 nodes)", 3.0 * 2.0 * n_in / 8.0);
+                println!("  {:<44}{:>12.1}", "output bytes / instance (from 3 nodes)", 3.0 * n_out / 8.0);
+            }
             Ok(())
         }
     }

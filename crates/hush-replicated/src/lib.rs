@@ -34,6 +34,7 @@ pub mod bristol;
 pub mod cli;
 pub mod engine;
 mod error;
+pub mod gen;
 pub mod local;
 pub mod prf;
 pub mod service;

@@ -386,7 +386,7 @@ pub enum CircuitSpec {
 impl CircuitSpec {
     /// A built-in name or a path read into text.
     pub fn from_arg(s: &str) -> Result<Self> {
-        if Circuit::builtin_text(s).is_some() {
+        if Circuit::is_builtin(s) {
             Ok(CircuitSpec::Builtin(s.to_string()))
         } else {
             let text = crate::bristol::read_circuit_text(s)?;
