@@ -39,6 +39,7 @@ pub mod local;
 pub mod prf;
 pub mod service;
 pub mod share;
+pub mod store;
 
 pub use bristol::Circuit;
 pub use engine::{Evaluator, Program};
