@@ -33,6 +33,10 @@ enum Cmd {
     Node(hush_replicated::cli::NodeArgs),
     /// Share inputs with three nodes, run a circuit, reconstruct the output.
     Job(hush_replicated::cli::JobArgs),
+    /// Data owner: upload shares of a named input to the three nodes (stored encrypted, access list by fingerprint).
+    Share(hush_replicated::cli::ShareArgs),
+    /// Output party: collect and reconstruct a job's result from the three nodes.
+    Fetch(hush_replicated::cli::FetchArgs),
     /// Make a party identity for TLS links: DIR/identity.key (private,
     /// mode 0600) and DIR/identity.crt (self-signed); prints its fingerprint,
     /// which peers pin with --pin.
@@ -75,6 +79,9 @@ enum BenchCmd {
     Cot(CotArgs),
     /// Secure AES-128 with three node processes over loopback (Araki et al.).
     Aes3(hush_replicated::cli::BenchAes3Args),
+    /// Secure AES/s by threads per node with three node processes, beside Araki et al. Table I.
+    #[command(name = "3pc")]
+    ThreePc(hush_replicated::cli::Bench3pcArgs),
     /// Two-party comparison layer: millionaires', DReLU, ReLU, MaxPool, truncation
     /// in the CrypTFlow2, TAMI-MPC and FSS families.
     Nonlinear(hush_2pc::bench::NonlinearArgs),
@@ -149,6 +156,8 @@ fn run() -> Result<(), String> {
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a)),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
+        Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
+        Cmd::Fetch(a) => replicated(hush_replicated::cli::fetch_main(a)),
         Cmd::Keygen { out } => {
             let fp = hush_transport::peering::keygen(&out).map_err(|e| format!("keygen: {e}"))?;
             println!("fingerprint {fp}");
@@ -156,6 +165,7 @@ fn run() -> Result<(), String> {
         }
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
         Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
+        Cmd::Bench(BenchCmd::ThreePc(a)) => replicated(hush_replicated::cli::bench_3pc_main(a)),
         Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_2pc::bench::bench_nonlinear_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Aes { json, batch, seconds }) => {
             if batch == 0 || !(seconds > 0.0) {

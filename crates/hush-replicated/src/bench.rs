@@ -11,7 +11,7 @@
 //! instances against software AES.
 
 use crate::error::{Error, Result};
-use crate::service::{random_input_bits, run_job, CircuitSpec, Inputs, DEFAULT_CHUNK_WORDS};
+use crate::service::{random_input_bits, share_input, submit_job, Acl, CircuitSpec, InputSource, Inputs, JobSpec, DEFAULT_CHUNK_WORDS};
 use aes::cipher::{BlockEncrypt, KeyInit};
 use hush_transport::{ChannelOptions, Fingerprint, Identity, LinkConfig, Pins};
 use std::sync::Arc;
@@ -51,6 +51,19 @@ pub struct BenchAes3Args {
     /// socket bytes) beside the plaintext figures.
     #[arg(long)]
     pub tls_overhead: bool,
+    /// aes128 (Bristol aes_128.txt, key expansion in the circuit, 6,400
+    /// ANDs) or aes128-expanded (pre-expanded key, 5,120 ANDs).
+    #[arg(long, default_value = "aes128")]
+    pub circuit: String,
+    /// Threads per node (job lanes); nodes run with --threads this.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Key handling: `stored` (one secret key, uploaded once with `hush
+    /// share` semantics, used by every instance — the datacenter case; needs
+    /// TLS) or `inline` (a fresh random key per instance, shared with the
+    /// plaintext).
+    #[arg(long, default_value = "stored")]
+    pub key: String,
 }
 
 /// Identities of a benchmark's three nodes (in a temporary folder that is
@@ -116,7 +129,7 @@ fn free_ports() -> Result<[u16; 3]> {
 
 /// Starts three node processes of `exe` on loopback; they exit after
 /// `jobs` jobs (and are killed when the handle drops).
-fn spawn_nodes(exe: &PathBuf, net: &str, jobs: u64, ids: Option<&RunIdentities>) -> Result<(Nodes, [String; 3])> {
+fn spawn_nodes(exe: &PathBuf, net: &str, jobs: u64, ids: Option<&RunIdentities>, threads: usize) -> Result<(Nodes, [String; 3])> {
     let ports = free_ports()?;
     let addrs: [String; 3] = ports.map(|p| format!("127.0.0.1:{p}"));
     let peers = addrs.join(",");
@@ -127,6 +140,8 @@ fn spawn_nodes(exe: &PathBuf, net: &str, jobs: u64, ids: Option<&RunIdentities>)
             Some(ids) => {
                 link_args.push("--identity".into());
                 link_args.push(ids.dirs[i].display().to_string());
+                link_args.push("--store".into());
+                link_args.push(ids.dir.join(format!("store{i}")).display().to_string());
                 for p in ids.pins(&addrs, Some(i)) {
                     link_args.push("--pin".into());
                     link_args.push(p);
@@ -136,7 +151,7 @@ fn spawn_nodes(exe: &PathBuf, net: &str, jobs: u64, ids: Option<&RunIdentities>)
         }
         let child = Command::new(exe)
             .args(["node", "--party", &i.to_string(), "--peers", &peers, "--listen", addr, "--net", net])
-            .args(["--max-jobs", &jobs.to_string()])
+            .args(["--max-jobs", &jobs.to_string(), "--threads", &threads.to_string()])
             .args(&link_args)
             .stderr(Stdio::null())
             .stdin(Stdio::null())
@@ -169,10 +184,21 @@ pub fn bench_aes3_main(a: BenchAes3Args) -> Result<()> {
         (None, Some(p)) => PathBuf::from(p),
         (None, None) => std::env::current_exe().map_err(|e| Error::Local(e.to_string()))?,
     };
-    let c = crate::Circuit::builtin("aes128").expect("built in");
+    let cname = match a.circuit.as_str() {
+        "aes128" | "aes_128" | "aes-128" => "aes128",
+        "aes128-expanded" | "aes128_expanded" => "aes128-expanded",
+        o => return Err(Error::Input(format!("--circuit {o:?}: aes128 or aes128-expanded"))),
+    };
+    if a.key != "stored" && a.key != "inline" {
+        return Err(Error::Input("--key: stored or inline".into()));
+    }
+    if a.key == "stored" && (a.insecure || a.tls_overhead) {
+        return Err(Error::Input("--key stored needs TLS identities: use --key inline with --insecure/--tls-overhead".into()));
+    }
+    let c = crate::Circuit::builtin(cname).expect("built in");
     let and_per_aes = c.and_count();
     let depth = c.and_depth();
-    let spec = CircuitSpec::Builtin("aes128".into());
+    let spec = CircuitSpec::Builtin(cname.into());
     let words = a.chunk_words.clamp(1, crate::service::MAX_CHUNK_WORDS);
 
     let modes: Vec<bool> = if a.tls_overhead { vec![false, true] } else { vec![!a.insecure] };
@@ -214,7 +240,8 @@ fn measure(a: &BenchAes3Args, exe: &PathBuf, tls: bool, spec: &CircuitSpec, word
     let opts = ChannelOptions { timeout: Duration::from_secs(120), ..Default::default() };
     let t_setup = Instant::now();
     let ids = if tls { Some(RunIdentities::new()?) } else { None };
-    let (_nodes, addrs) = spawn_nodes(exe, &a.net, 2, ids.as_ref())?;
+    let threads = a.threads.clamp(1, crate::service::MAX_LANES);
+    let (_nodes, addrs) = spawn_nodes(exe, &a.net, 2, ids.as_ref(), threads)?;
     let link = match &ids {
         Some(ids) => {
             let pins = Pins::parse(&ids.pins(&addrs, None)).map_err(|e| Error::Local(e.to_string()))?;
@@ -222,22 +249,50 @@ fn measure(a: &BenchAes3Args, exe: &PathBuf, tls: bool, spec: &CircuitSpec, word
         }
         None => LinkConfig::insecure(),
     };
-    let warm = run_job(&addrs, spec, 64 * words as u64, words, 1, &Inputs::Random(crate::prf::os_seed()?), &opts, &link)?;
+    let expanded = matches!(spec, CircuitSpec::Builtin(n) if n == "aes128-expanded");
+    let stored = a.key == "stored";
+    // One secret key for the whole run (stored mode): uploaded once.
+    let key = crate::prf::os_seed()?;
+    let mut sources = Vec::new();
+    if stored {
+        let kbits = if expanded {
+            crate::bristol::value_bits_from_hex(&crate::gen::aes128_expanded_key_hex(&key), 1408)
+        } else {
+            crate::bristol::value_bits_from_hex(&key.iter().map(|b| format!("{b:02x}")).collect::<String>(), 128)
+        }
+        .map_err(Error::Input)?;
+        share_input(&addrs, "bench-key", &kbits, &Acl::default(), &opts, &link)?;
+        sources = vec![InputSource::Stored("bench-key".into()), InputSource::Inline];
+    }
+    let key_bits = if expanded { 1408 } else { 128 };
+    let inline_bits = if stored { 128 } else { key_bits + 128 };
+    let job = |n: u64, streams: usize, lanes: usize, seed: [u8; 16]| {
+        let js = JobSpec { circuit: spec.clone(), instances: n, words, streams, lanes, sources: sources.clone(), output_to: None };
+        submit_job(&addrs, &js, &Inputs::Random(seed), &opts, &link)
+    };
+    let warm = job(64 * words as u64 * threads as u64, 1, threads, crate::prf::os_seed()?)?;
     let _ = warm;
     let setup_s = t_setup.elapsed().as_secs_f64();
 
     let seed = crate::prf::os_seed()?;
-    let r = run_job(&addrs, spec, a.n, words, a.streams, &Inputs::Random(seed), &opts, &link)?;
+    let r = job(a.n, a.streams, threads, seed)?;
     // Check a sample against software AES.
     let mut checked = 0u64;
     let step = (a.n / a.verify.max(1)).max(1);
     let mut k = 0u64;
     while k < a.n && checked < a.verify {
-        let inp = random_input_bits(seed, 256, words, k);
-        let hex = crate::bristol::value_bits_to_hex(&inp[..128]);
-        let key = hex_to_bytes(&hex);
-        let pt = hex_to_bytes(&crate::bristol::value_bits_to_hex(&inp[128..]));
-        let want = aes_ref(&key, &pt);
+        let inp = random_input_bits(seed, inline_bits, words, k);
+        let pt_bits = &inp[inline_bits - 128..];
+        let pt = hex_to_bytes(&crate::bristol::value_bits_to_hex(pt_bits));
+        let want = if stored {
+            aes_ref(&key, &pt)
+        } else if expanded {
+            // Independent random round keys: the reference is the circuit in plaintext.
+            let c = crate::Circuit::builtin("aes128-expanded").expect("built in");
+            hex_to_bytes(&crate::bristol::value_bits_to_hex(&c.eval_plain(&inp)?))
+        } else {
+            aes_ref(&hex_to_bytes(&crate::bristol::value_bits_to_hex(&inp[..128])), &pt)
+        };
         let got = hex_to_bytes(&crate::bristol::value_bits_to_hex(&r.output_bits(k)));
         if got != want {
             return Err(Error::Protocol { step: "bench verification", msg: format!("instance {k}: secure AES disagrees with software AES") });
@@ -255,7 +310,10 @@ fn measure(a: &BenchAes3Args, exe: &PathBuf, tls: bool, spec: &CircuitSpec, word
     let aes_per_s = a.n as f64 / r.wall_s;
     let eval_s = r.stats.iter().map(|s| s.eval_s).fold(0.0, f64::max);
     let socket_bytes: u64 = r.stats.iter().map(|s| s.socket_bytes).sum();
+    let gbps_per_link = bytes_per_party as f64 * 8.0 / r.wall_s / 1e9;
     Ok(serde_json::json!({
+                "circuit_name": spec_name(spec), "threads": threads, "key": a.key,
+                "gbps_per_link": gbps_per_link,
                 "bench": "aes3", "n": a.n, "net": a.net, "parties": 3, "processes": 3,
                 "tls": tls, "link": if tls { "TLS 1.3, every node pinned" } else { "plaintext (--insecure)" },
                 "socket_bytes": socket_bytes,
@@ -265,7 +323,7 @@ fn measure(a: &BenchAes3Args, exe: &PathBuf, tls: bool, spec: &CircuitSpec, word
                 "bytes": bytes, "bytes_per_party": bytes_per_party,
                 "bytes_per_aes_per_party": bytes_per_party as f64 / a.n as f64,
                 "input_output_bytes": client_bytes, "rounds": rounds, "verified": checked,
-                "circuit": "Bristol aes_128.txt (key expansion included)",
+                "circuit": if expanded { "aes128-expanded (aes_128.txt with the key schedule removed; key input = 11 round keys)" } else { "Bristol aes_128.txt (key expansion included)" },
     }))
 }
 
@@ -277,7 +335,11 @@ fn print_record(a: &BenchAes3Args, rec: &serde_json::Value) {
     } else {
         println!("hush bench aes3: {} AES-128 evaluations, three processes over loopback (net {}, {})", a.n, a.net, rec["link"].as_str().unwrap_or(""));
         println!("  {:<26}{:>14.0}", "AES / s", aes_per_s);
+        println!("  {:<26}{:>14}", "circuit", rec["circuit_name"].as_str().unwrap_or(""));
+        println!("  {:<26}{:>14}", "threads per node", f("threads"));
+        println!("  {:<26}{:>14}", "key", rec["key"].as_str().unwrap_or(""));
         println!("  {:<26}{:>14.3e}", "AND gates / s", aes_per_s * and_per_aes);
+        println!("  {:<26}{:>14.3}", "Gbps per ring link", f("gbps_per_link"));
         println!("  {:<26}{:>14.3}", "wall s (setup excluded)", f("wall_s"));
         println!("  {:<26}{:>14.3}", "setup s", f("setup_s"));
         println!("  {:<26}{:>14}", "AND gates per AES", and_per_aes);
@@ -288,4 +350,95 @@ fn print_record(a: &BenchAes3Args, rec: &serde_json::Value) {
         println!("  {:<26}{:>14}", "rounds", f("rounds"));
         println!("  {:<26}{:>14}", "verified vs software AES", f("verified"));
     }
+}
+
+fn spec_name(s: &CircuitSpec) -> String {
+    match s {
+        CircuitSpec::Builtin(n) => n.clone(),
+        CircuitSpec::Text(_) => "file".into(),
+    }
+}
+
+/// Araki et al. (CCS 2016) as re-analysed in the datacenter paper, Table
+/// I: cores per server, AES/s, Gbps per server (key-expanded AES, 5,440
+/// ANDs; 20-core Xeon servers, 10 Gbps).
+pub const ARAKI_TABLE_I: &[(usize, f64, f64)] =
+    &[(1, 100_103.0, 0.572), (5, 530_408.0, 2.99), (10, 975_237.0, 5.47), (16, 1_242_310.0, 6.95), (20, 1_324_117.0, 7.38)];
+
+/// `hush bench 3pc`: AES/s by threads per node, beside Araki Table I.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Bench3pcArgs {
+    /// Print the table (Araki Table I's shape).
+    #[arg(long)]
+    pub table: bool,
+    /// Threads per node to measure (default: 1 .. all cores).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// AES evaluations per measurement.
+    #[arg(long, default_value_t = 1 << 18)]
+    pub n: u64,
+    /// Repetitions per cell (the table shows min–max and median).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// aes128-expanded (default, as in the paper) or aes128.
+    #[arg(long, default_value = "aes128-expanded")]
+    pub circuit: String,
+    #[arg(long, default_value_t = 2)]
+    pub streams: usize,
+    #[arg(long)]
+    pub exe: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bench_3pc_main(a: Bench3pcArgs) -> Result<()> {
+    let cores = crate::service::all_cores();
+    let threads = if a.threads.is_empty() { (1..=cores).collect() } else { a.threads.clone() };
+    let mut rows = Vec::new();
+    for &t in &threads {
+        let mut rates = Vec::new();
+        let mut gbps = Vec::new();
+        for _ in 0..a.repeat.max(1) {
+            let b = BenchAes3Args {
+                n: a.n, net: "none".into(), json: true, chunk_words: DEFAULT_CHUNK_WORDS, streams: a.streams, exe: a.exe.clone(), verify: 16,
+                insecure: false, tls_overhead: false, circuit: a.circuit.clone(), threads: t, key: "stored".into(),
+            };
+            let exe = match (&b.exe, std::env::var_os("HUSH_EXE")) {
+                (Some(p), _) => p.clone(),
+                (None, Some(p)) => PathBuf::from(p),
+                (None, None) => std::env::current_exe().map_err(|e| Error::Local(e.to_string()))?,
+            };
+            let c = crate::Circuit::builtin(&a.circuit).ok_or_else(|| Error::Input(format!("no circuit {}", a.circuit)))?;
+            let rec = measure(&b, &exe, true, &CircuitSpec::Builtin(a.circuit.clone()), DEFAULT_CHUNK_WORDS, c.and_count(), c.and_depth())?;
+            if a.json {
+                println!("{rec}");
+            }
+            rates.push(rec["aes_per_s"].as_f64().unwrap_or(0.0));
+            gbps.push(rec["gbps_per_link"].as_f64().unwrap_or(0.0));
+        }
+        rates.sort_by(|x, y| x.total_cmp(y));
+        gbps.sort_by(|x, y| x.total_cmp(y));
+        rows.push((t, rates, gbps));
+    }
+    if a.table || !a.json {
+        println!("hush bench 3pc: {} , three node processes on one machine ({} cores shared by all three), TLS 1.3, key stored", a.circuit, cores);
+        println!("{:>7} | {:>26} | {:>10} || {:>7} {:>12} {:>10}", "threads", "hush AES/s  median [min-max]", "Gbps/link", "cores", "Araki AES/s", "Gbps/serv");
+        let n = rows.len().max(ARAKI_TABLE_I.len());
+        for k in 0..n {
+            let left = rows.get(k).map(|(t, r, g)| {
+                format!("{:>7} | {:>10.0} [{:>6.0}-{:>6.0}] | {:>10.3}", t, r[r.len() / 2], r[0], r[r.len() - 1], g[g.len() / 2])
+            });
+            let right = ARAKI_TABLE_I.get(k).map(|(c, r, g)| format!("{:>7} {:>12.0} {:>10.3}", c, r, g));
+            println!("{:<56} || {}", left.unwrap_or_default(), right.unwrap_or_default());
+        }
+        if let Some((t1, r1, _)) = rows.first() {
+            let per = r1[r1.len() / 2] / *t1 as f64;
+            println!(
+                "projection: {:.0} AES/s per node thread here -> x20 threads per node (3 x 20 cores, one node per machine) ~ {:.2e} AES/s if it scaled linearly (Araki: 1.32e6 on 20 cores)",
+                per,
+                per * 20.0
+            );
+        }
+    }
+    Ok(())
 }

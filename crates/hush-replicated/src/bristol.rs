@@ -45,6 +45,8 @@ const BUILTINS: &[(&str, &str)] = &[
     ("sub64", include_str!("../circuits/sub64.txt")),
     ("neg64", include_str!("../circuits/neg64.txt")),
     ("zero_equal", include_str!("../circuits/zero_equal.txt")),
+    ("mult64", include_str!("../circuits/mult64.txt")),
+    ("sha256", include_str!("../circuits/sha256.txt")),
 ];
 
 /// One gate, with wire numbers as in the file.
@@ -253,23 +255,43 @@ impl Circuit {
         Ok(Circuit { name: name.to_string(), num_wires: nwires, inputs, outputs, gates, header_gates: ngates })
     }
 
-    /// Names of the built-in circuits.
+    /// Names of the built-in circuits (bundled files, then circuits
+    /// generated in code: [`crate::gen`]).
     pub fn builtin_names() -> Vec<&'static str> {
-        BUILTINS.iter().map(|(n, _)| *n).collect()
+        BUILTINS.iter().map(|(n, _)| *n).chain(crate::gen::GENERATED.iter().copied()).collect()
     }
 
-    /// A built-in circuit by name (`aes128`, `adder64`, ...), if any.
+    fn builtin_key(name: &str) -> &str {
+        match name {
+            "aes_128" | "aes-128" => "aes128",
+            "mult_64" | "mul64" => "mult64",
+            "sha-256" | "sha_256" => "sha256",
+            n => n,
+        }
+    }
+
+    /// A built-in circuit by name (`aes128`, `aes128-expanded`, `adder64`,
+    /// `mult64`, `lt64`, `sha256`, ...), if any.
     pub fn builtin(name: &str) -> Option<Circuit> {
-        let key = if name == "aes_128" || name == "aes-128" { "aes128" } else { name };
+        let key = Self::builtin_key(name);
+        if let Some(c) = crate::gen::generated(key) {
+            return Some(c);
+        }
         BUILTINS
             .iter()
             .find(|(n, _)| *n == key)
             .map(|(n, text)| Circuit::parse(n, text).expect("built-in circuits are valid"))
     }
 
-    /// The text of a built-in circuit (sent to nodes instead of a file).
+    /// Whether `name` names a built-in circuit (nodes resolve it locally).
+    pub fn is_builtin(name: &str) -> bool {
+        let key = Self::builtin_key(name);
+        crate::gen::generated_name(key) || BUILTINS.iter().any(|(n, _)| *n == key)
+    }
+
+    /// The text of a bundled circuit file (None for generated circuits).
     pub fn builtin_text(name: &str) -> Option<&'static str> {
-        let key = if name == "aes_128" || name == "aes-128" { "aes128" } else { name };
+        let key = Self::builtin_key(name);
         BUILTINS.iter().find(|(n, _)| *n == key).map(|(_, t)| *t)
     }
 

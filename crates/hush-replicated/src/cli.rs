@@ -4,7 +4,7 @@
 
 use crate::bristol::Circuit;
 use crate::error::{Error, Result};
-use crate::service::{run_job, run_node, CircuitSpec, Inputs, NodeConfig, DEFAULT_CHUNK_WORDS};
+use crate::service::{all_cores, fetch_result, job_control, run_node, share_input, submit_job, Acl, CircuitSpec, InputSource, Inputs, JobSpec, NodeConfig, DEFAULT_CHUNK_WORDS};
 use hush_transport::{ChannelOptions, LinkConfig, LinkFlags, NetProfile};
 use std::time::Duration;
 
@@ -40,6 +40,15 @@ pub struct NodeArgs {
     /// Log one line per job.
     #[arg(long)]
     pub verbose: bool,
+    /// Folder of this node's encrypted store (stored inputs, result
+    /// shares; key file node.key made on first start, mode 0600). Without
+    /// it the node runs inline jobs only.
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<std::path::PathBuf>,
+    /// Threads (job lanes) this node runs at once; party 0 admits jobs
+    /// fairly (round-robin over submitters) within this. Default: all cores.
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// TLS identity and pins: a node pins the two other nodes by their
     /// --peers address (`--pin ADDR=sha256:<hex>`, twice).
     #[command(flatten)]
@@ -75,21 +84,39 @@ pub fn node_main(a: NodeArgs) -> Result<()> {
     let client = ChannelOptions { timeout: t, ..Default::default() };
     let link = resolve_link(&a.link)?;
     print_identity(&link);
-    run_node(NodeConfig { party: a.party, peers, listen, ring, client, max_jobs: a.max_jobs, verbose: a.verbose, link })
+    let threads = a.threads.unwrap_or_else(all_cores).max(1);
+    run_node(NodeConfig { party: a.party, peers, listen, ring, client, max_jobs: a.max_jobs, verbose: a.verbose, link, store: a.store, threads })
 }
 
-/// `hush job`: share inputs toward three nodes, run, reconstruct.
+/// `hush job`: run a circuit on three nodes, on inline inputs (shared by
+/// the submitter) and/or stored inputs; outputs to the submitter or, with
+/// `--output-to`, to an output party's store at the nodes.
 #[derive(clap::Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct JobArgs {
+    #[command(subcommand)]
+    pub action: Option<JobAction>,
     /// The three nodes' addresses, in party order: A,B,C.
     #[arg(long, value_delimiter = ',', required = true)]
     pub nodes: Vec<String>,
-    /// Bristol Fashion file or built-in name (aes128, adder64, sub64, neg64, zero_equal).
-    #[arg(long)]
-    pub circuit: String,
-    /// One hex string per circuit input, natural byte order (AES: KEY then PLAINTEXT).
+    /// Bristol Fashion file or built-in name (`hush circuit list`).
+    #[arg(long, required = true)]
+    pub circuit: Option<String>,
+    /// One hex string per inline circuit input, natural byte order (AES: KEY then PLAINTEXT).
     #[arg(long = "input", num_args = 1)]
     pub inputs: Vec<String>,
+    /// One source per circuit input value: a stored input's name, or `-`
+    /// for the next --input (default: all inline).
+    #[arg(long = "inputs", value_delimiter = ',')]
+    pub sources: Vec<String>,
+    /// The output party's fingerprint (sha256:<hex>): the nodes keep the
+    /// result as shares until it fetches them (`hush fetch`); the submitter
+    /// sees only the job id.
+    #[arg(long)]
+    pub output_to: Option<String>,
+    /// Lanes: threads per node for this job (chunks split round-robin).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// Evaluate this many instances of the inputs at once (fresh shares each).
     #[arg(long, default_value_t = 1)]
     pub repeat: u64,
@@ -114,19 +141,120 @@ fn default_words(instances: u64) -> usize {
     (instances.div_ceil(64) as usize).clamp(1, DEFAULT_CHUNK_WORDS)
 }
 
-/// Runs one job and prints the outputs (one hex string per output value).
-pub fn job_main(a: JobArgs) -> Result<()> {
+/// `hush job status|cancel`.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum JobAction {
+    /// State of a job (or, without --id, of all your jobs) at each node.
+    Status(JobControlArgs),
+    /// Cancel a job you submitted (queued or running) at every node.
+    Cancel(JobControlArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct JobControlArgs {
+    /// The three nodes' addresses, in party order: A,B,C.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub nodes: Vec<String>,
+    /// Job id (hex, as printed by `hush job`).
+    #[arg(long)]
+    pub id: Option<String>,
+    #[arg(long, default_value_t = 20)]
+    pub timeout: u64,
+    /// TLS identity (the submitter's or output party's) and pins of the three nodes.
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+fn parse_job_id(s: &str) -> Result<u64> {
+    u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).map_err(|_| Error::Input(format!("job id {s:?}: expected hex")))
+}
+
+fn job_control_main(a: JobControlArgs, cancel: bool) -> Result<()> {
     let nodes = three(&a.nodes, "--nodes")?;
-    let spec = CircuitSpec::from_arg(&a.circuit)?;
+    let id = match &a.id {
+        Some(s) => parse_job_id(s)?,
+        None if cancel => return Err(Error::Input("cancel needs --id".into())),
+        None => 0,
+    };
+    let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
+    let link = resolve_link(&a.link)?;
+    let mut failed = None;
+    for (i, r) in job_control(&nodes, id, cancel, &opts, &link).into_iter().enumerate() {
+        match r {
+            Ok(v) => println!("{v}"),
+            Err(e) => {
+                eprintln!("party {i}: {e}");
+                failed = Some(e);
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// Runs one job and prints the outputs (one hex string per output value),
+/// or with `--output-to` the job id.
+pub fn job_main(a: JobArgs) -> Result<()> {
+    match a.action {
+        Some(JobAction::Status(c)) => return job_control_main(c, false),
+        Some(JobAction::Cancel(c)) => return job_control_main(c, true),
+        None => {}
+    }
+    let nodes = three(&a.nodes, "--nodes")?;
+    let spec = CircuitSpec::from_arg(a.circuit.as_deref().ok_or_else(|| Error::Input("--circuit is required".into()))?)?;
     let c = spec.circuit()?;
-    let bits = c.inputs_from_hex(&a.inputs)?;
+    let (sources, bits) = if a.sources.is_empty() {
+        (Vec::new(), c.inputs_from_hex(&a.inputs)?)
+    } else {
+        if a.sources.len() != c.inputs.len() {
+            return Err(Error::Input(format!("--inputs names {} sources; circuit {} takes {} input values", a.sources.len(), c.name, c.inputs.len())));
+        }
+        let mut hexes = a.inputs.iter();
+        let mut bits = Vec::new();
+        let mut src = Vec::new();
+        for (k, (s, &w)) in a.sources.iter().zip(&c.inputs).enumerate() {
+            if s == "-" {
+                let h = hexes.next().ok_or_else(|| Error::Input(format!("input {}: `-` needs an --input", k + 1)))?;
+                bits.extend(crate::bristol::value_bits_from_hex(h, w).map_err(|e| Error::Input(format!("input {}: {e}", k + 1)))?);
+                src.push(InputSource::Inline);
+            } else {
+                crate::store::check_name(s)?;
+                src.push(InputSource::Stored(s.clone()));
+            }
+        }
+        if hexes.next().is_some() {
+            return Err(Error::Input("more --input values than `-` in --inputs".into()));
+        }
+        (src, bits)
+    };
+    let output_to = match &a.output_to {
+        Some(f) => Some(f.parse::<hush_transport::Fingerprint>().map_err(|e| Error::Input(format!("--output-to: {e}")))?),
+        None => None,
+    };
     let words = a.chunk_words.unwrap_or_else(|| default_words(a.repeat));
     let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
     let link = resolve_link(&a.link)?;
     if !link.is_tls() {
         eprintln!("hush job: {}", link.banner());
     }
-    let r = run_job(&nodes, &spec, a.repeat.max(1), words, a.streams.clamp(1, 8), &Inputs::Fixed(bits), &opts, &link)?;
+    let js = JobSpec {
+        circuit: spec,
+        instances: a.repeat.max(1),
+        words,
+        streams: a.streams.clamp(1, 8),
+        lanes: a.threads.max(1),
+        sources,
+        output_to,
+    };
+    let r = submit_job(&nodes, &js, &Inputs::Fixed(bits), &opts, &link)?;
+    if let Some(to) = output_to {
+        if a.json {
+            println!("{}", serde_json::json!({ "job": format!("{:016x}", r.job_id), "output_to": to.to_string(), "instances": r.instances, "wall_s": r.wall_s }));
+        } else {
+            println!("job {:016x}", r.job_id);
+            eprintln!("result stored as shares at the three nodes for {to}: `hush fetch --job {:016x}` with that identity", r.job_id);
+        }
+        return Ok(());
+    }
     let first = r.output_bits(0);
     for k in 1..r.instances {
         if r.output_bits(k) != first {
@@ -159,8 +287,12 @@ pub fn job_main(a: JobArgs) -> Result<()> {
 pub enum CircuitCmd {
     /// Evaluate a circuit securely with all three parties in this process.
     Run(CircuitRunArgs),
-    /// Validate a circuit and print its sizes.
+    /// Validate a circuit and print its sizes: AND gates, depth, bytes per instance.
     Info(CircuitInfoArgs),
+    /// Print a circuit (built-in or generated) as Bristol Fashion text.
+    Export(CircuitExportArgs),
+    /// List the built-in circuit names.
+    List,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -181,21 +313,62 @@ pub struct CircuitInfoArgs {
     /// Bristol Fashion file or built-in name.
     #[arg(long)]
     pub circuit: String,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CircuitExportArgs {
+    /// Built-in name (e.g. aes128-expanded, lt64) or file.
+    #[arg(long)]
+    pub circuit: String,
 }
 
 pub fn circuit_main(cmd: CircuitCmd) -> Result<()> {
     match cmd {
         CircuitCmd::Run(a) => circuit_run_main(a),
+        CircuitCmd::Export(a) => {
+            print!("{}", crate::gen::to_bristol(&Circuit::load(&a.circuit)?));
+            Ok(())
+        }
+        CircuitCmd::List => {
+            for n in Circuit::builtin_names() {
+                let c = Circuit::builtin(n).expect("listed");
+                println!("{n:<18} inputs {:?} outputs {:?} ANDs {} depth {}", c.inputs, c.outputs, c.and_count(), c.and_depth());
+            }
+            Ok(())
+        }
         CircuitCmd::Info(a) => {
             let c = Circuit::load(&a.circuit)?;
             let p = crate::Program::compile(&c);
-            println!(
-                "{}",
-                serde_json::json!({
-                    "circuit": c.name, "inputs": c.inputs, "outputs": c.outputs, "gates": c.gates.len(),
-                    "wires": c.num_wires, "and_gates": c.and_count(), "and_depth": c.and_depth(), "live_slots": p.nslots,
-                })
-            );
+            let (n_in, n_out, ands) = (c.num_input_wires() as f64, c.num_output_wires() as f64, c.and_count() as f64);
+            // Per instance: each party sends one bit per AND to the next
+            // party; a data holder sends each party 2 bits per input wire
+            // (x_i, a_i); each party sends the output party 1 bit per
+            // output wire (a_i).
+            let v = serde_json::json!({
+                "circuit": c.name, "inputs": c.inputs, "outputs": c.outputs, "gates": c.gates.len(),
+                "wires": c.num_wires, "and_gates": c.and_count(), "and_depth": c.and_depth(), "live_slots": p.nslots,
+                "ring_bytes_per_instance_per_party": ands / 8.0,
+                "ring_bytes_per_instance_total": 3.0 * ands / 8.0,
+                "input_bytes_per_instance": 3.0 * 2.0 * n_in / 8.0,
+                "output_bytes_per_instance": 3.0 * n_out / 8.0,
+                "rounds": c.and_depth(),
+            });
+            if a.json {
+                println!("{v}");
+            } else {
+                println!("circuit {}: inputs {:?}, outputs {:?}", c.name, c.inputs, c.outputs);
+                println!("  {:<44}{:>12}", "gates", c.gates.len());
+                println!("  {:<44}{:>12}", "AND gates", c.and_count());
+                println!("  {:<44}{:>12}", "AND depth (rounds)", c.and_depth());
+                println!("  {:<44}{:>12}", "live slots (evaluator working set, wires)", p.nslots);
+                println!("  {:<44}{:>12.1}", "ring bytes / instance / party (ANDs/8)", ands / 8.0);
+                println!("  {:<44}{:>12.1}", "ring bytes / instance, all three links", 3.0 * ands / 8.0);
+                println!("  {:<44}{:>12.1}", "input bytes / instance (to 3 nodes)", 3.0 * 2.0 * n_in / 8.0);
+                println!("  {:<44}{:>12.1}", "output bytes / instance (from 3 nodes)", 3.0 * n_out / 8.0);
+            }
             Ok(())
         }
     }
@@ -216,4 +389,91 @@ pub fn circuit_run_main(a: CircuitRunArgs) -> Result<()> {
     Ok(())
 }
 
-pub use crate::bench::{bench_aes3_main, BenchAes3Args};
+pub use crate::bench::{bench_3pc_main, bench_aes3_main, Bench3pcArgs, BenchAes3Args};
+
+/// `hush share`: upload replicated shares of a named input to the three nodes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShareArgs {
+    /// The three nodes' addresses, in party order: A,B,C.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub nodes: Vec<String>,
+    /// Name under which the nodes store the input (1-64 of A-Z a-z 0-9 . _ -).
+    #[arg(long)]
+    pub name: String,
+    /// The value: hex (natural byte order), or a file whose bytes are the value.
+    #[arg(long)]
+    pub input: String,
+    /// Width in bits (default: 8 × bytes).
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Fingerprints (sha256:<hex>, or `any`) allowed to submit jobs using
+    /// this input; you (the owner) always may.
+    #[arg(long = "allow-job", value_delimiter = ',')]
+    pub allow_job: Vec<String>,
+    /// Fingerprints (or `any`) allowed to receive results computed from
+    /// this input; you always may.
+    #[arg(long = "allow-output", value_delimiter = ',')]
+    pub allow_output: Vec<String>,
+    #[arg(long, default_value_t = 20)]
+    pub timeout: u64,
+    /// TLS identity (the owner's: `--identity DIR`) and pins of the three nodes.
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+pub fn share_main(a: ShareArgs) -> Result<()> {
+    let nodes = three(&a.nodes, "--nodes")?;
+    let hexv = if std::path::Path::new(&a.input).is_file() {
+        let b = std::fs::read(&a.input).map_err(|e| Error::File { what: format!("reading {}", a.input), err: e })?;
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    } else {
+        a.input.trim().trim_start_matches("0x").to_string()
+    };
+    let width = a.width.unwrap_or(hexv.len() / 2 * 8);
+    let bits = crate::bristol::value_bits_from_hex(&hexv, width).map_err(|e| Error::Input(format!("--input: {e}")))?;
+    let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
+    let link = resolve_link(&a.link)?;
+    share_input(&nodes, &a.name, &bits, &Acl { users: a.allow_job, recipients: a.allow_output }, &opts, &link)?;
+    eprintln!("stored {:?} ({width} bits) at the three nodes; owner {}", a.name, link.fingerprint().map(|f| f.to_string()).unwrap_or_default());
+    Ok(())
+}
+
+/// `hush fetch`: as the output party, collect and reconstruct a job's result.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FetchArgs {
+    /// The three nodes' addresses, in party order: A,B,C.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub nodes: Vec<String>,
+    /// Job id (hex, as printed by `hush job`).
+    #[arg(long)]
+    pub job: String,
+    /// Print every instance (default: instance 0, and a check that all agree when inputs were stored).
+    #[arg(long)]
+    pub all: bool,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value_t = 20)]
+    pub timeout: u64,
+    /// TLS identity (the output party's: `--identity DIR`) and pins of the three nodes.
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+pub fn fetch_main(a: FetchArgs) -> Result<()> {
+    let nodes = three(&a.nodes, "--nodes")?;
+    let id = parse_job_id(&a.job)?;
+    let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
+    let link = resolve_link(&a.link)?;
+    let f = fetch_result(&nodes, id, &opts, &link)?;
+    let c = Circuit { name: f.circuit.clone(), num_wires: 0, inputs: vec![], outputs: f.outputs.clone(), gates: vec![], header_gates: 0 };
+    let n = if a.all { f.result.instances } else { 1 };
+    let rows: Vec<Vec<String>> = (0..n).map(|k| c.outputs_to_hex(&f.result.output_bits(k))).collect();
+    if a.json {
+        println!("{}", serde_json::json!({ "job": format!("{id:016x}"), "circuit": f.circuit, "instances": f.result.instances, "outputs": rows }));
+    } else {
+        for r in rows {
+            println!("{}", r.join(" "));
+        }
+    }
+    Ok(())
+}

@@ -693,6 +693,25 @@ pub fn run_streams(
     keys: &PartyKeys,
     nonce: u64,
     nchunks: u64,
+    input: impl FnMut(u64, &mut [u64]) -> Result<()>,
+    output: impl FnMut(u64, &[u64]) -> Result<()>,
+    to_next: &mut dyn Channel,
+    from_prev: &mut dyn Channel,
+) -> Result<()> {
+    run_streams_lane(evs, keys, nonce, (0, 1), nchunks, input, output, to_next, from_prev)
+}
+
+/// [`run_streams`] for one lane of a job split over several threads: the
+/// lane's local chunk `c` (what `input`/`output` see) is the job's chunk
+/// `lane.0 + c × lane.1`, and that global index addresses the `α` stream,
+/// so lanes of one job never share correlated randomness.
+#[allow(clippy::too_many_arguments)]
+pub fn run_streams_lane(
+    evs: &mut [Evaluator<'_>],
+    keys: &PartyKeys,
+    nonce: u64,
+    lane: (u64, u64),
+    nchunks: u64,
     mut input: impl FnMut(u64, &mut [u64]) -> Result<()>,
     mut output: impl FnMut(u64, &[u64]) -> Result<()>,
     to_next: &mut dyn Channel,
@@ -713,6 +732,7 @@ pub fn run_streams(
         ev: &mut Evaluator<'_>,
         keys: &PartyKeys,
         nonce: u64,
+        lane: (u64, u64),
         nchunks: u64,
         next_chunk: &mut u64,
         inbuf: &mut [u64],
@@ -730,7 +750,7 @@ pub fn run_streams(
             let c = *next_chunk;
             *next_chunk += 1;
             input(c, inbuf)?;
-            ev.begin(nonce, c, inbuf)?;
+            ev.begin(nonce, lane.0 + c * lane.1, inbuf)?;
             if ev.advance(keys, to_next)? {
                 return Ok(Some(c));
             }
@@ -740,7 +760,7 @@ pub fn run_streams(
         Ok(None)
     }
     for s in 0..k {
-        chunk_of[s] = start(&mut evs[s], keys, nonce, nchunks, &mut next_chunk, &mut inbuf, &mut outbuf, &mut input, &mut output, to_next)?;
+        chunk_of[s] = start(&mut evs[s], keys, nonce, lane, nchunks, &mut next_chunk, &mut inbuf, &mut outbuf, &mut input, &mut output, to_next)?;
     }
     while chunk_of.iter().any(|c| c.is_some()) {
         for s in 0..k {
@@ -750,7 +770,7 @@ pub fn run_streams(
             if !ev.advance(keys, to_next)? {
                 ev.outputs(&mut outbuf)?;
                 output(c, &outbuf)?;
-                chunk_of[s] = start(ev, keys, nonce, nchunks, &mut next_chunk, &mut inbuf, &mut outbuf, &mut input, &mut output, to_next)?;
+                chunk_of[s] = start(ev, keys, nonce, lane, nchunks, &mut next_chunk, &mut inbuf, &mut outbuf, &mut input, &mut output, to_next)?;
             }
         }
     }

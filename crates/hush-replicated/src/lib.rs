@@ -34,10 +34,12 @@ pub mod bristol;
 pub mod cli;
 pub mod engine;
 mod error;
+pub mod gen;
 pub mod local;
 pub mod prf;
 pub mod service;
 pub mod share;
+pub mod store;
 
 pub use bristol::Circuit;
 pub use engine::{Evaluator, Program};

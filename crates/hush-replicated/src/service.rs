@@ -1,51 +1,89 @@
-//! The three-node service: compute parties (`hush node`) connected in a
-//! ring over TCP, and a client (`hush job`) that plays data holder and
-//! output party.
+//! The three-node service: compute parties (`hush node`), data owners
+//! (`hush share`), job submitters (`hush job`) and output parties
+//! (`hush fetch`), all over TLS 1.3 with pinned identities.
+//!
+//! ## Roles and identities
+//! Every party is known by the SHA-256 fingerprint of its certificate
+//! (`hush keygen`; nodes pin each other by address, clients pin all three
+//! nodes, nodes learn a client's fingerprint from its TLS client
+//! certificate). Access control is by fingerprint, so it needs TLS: a
+//! plaintext (`--insecure`) node refuses stored inputs and stored results.
+//!
+//! * **Data owner** (`hush share`): shares a named value into replicated
+//!   shares and sends each node its pair. The uploader's fingerprint is the
+//!   input's *owner*; with it go two lists set by the owner: `users` (who
+//!   may submit jobs reading the input) and `recipients` (who may receive
+//!   results computed from it). The owner is implicitly in both; `any`
+//!   allows everyone. Only the owner may replace a name.
+//! * **Submitter** (`hush job`): names a circuit and, per circuit input,
+//!   a stored input or inline data it shares itself; `--output-to FP`
+//!   names the output party. Every node checks, for every stored input,
+//!   that the submitter is a user and the output party (the submitter
+//!   itself without `--output-to`) a recipient; a refusal is a clear error
+//!   naming the input and fingerprints, from each node independently.
+//! * **Output party** (`hush fetch --job ID`): a job run with `--output-to`
+//!   leaves each node's share of the outputs in its store (encrypted at
+//!   rest, [`crate::store`]); only a client presenting the output party's
+//!   certificate gets them, and it alone reconstructs. A node holds one
+//!   share `a_i = x_{i−1} ⊕ v` with `x_{i−1}` uniform to it, so no node —
+//!   and not the submitter, which only gets acknowledgements — sees the
+//!   result. The job ID is the 64-bit id the submitter chose (printed by
+//!   `hush job`), the output party the fingerprint it names.
 //!
 //! ## Connections
-//! Every connection to a node starts with a hello frame: `HUSH3`, a kind
-//! byte (0 = ring peer, 1 = client) and the sender's party index. Party `i`
-//! connects to party `i+1` and accepts party `i−1`; once both ring links
-//! are up the pair of PRF keys is agreed ([`PartyKeys::setup`]) — once per
-//! ring session, not per job.
+//! Every connection to a node starts with a hello (`HUSH3`, kind: 0 ring,
+//! 1 client; party index), then TLS; a ring caller must present the pin
+//! of the party it claims to be. The first frame says what the connection
+//! is for: ring links carry (job id, lane); client links a request:
+//! `HJB2` job header (JSON), `HLAN` an extra lane of a job, `HSHR` a
+//! share upload, `HFET` a fetch, `HSTA` status, `HCAN` cancel.
 //!
-//! ## A job
-//! 1. The client sends each node the job header: magic `HJOB`, job id,
-//!    number of instances, chunk width in words, and the circuit (a built-in
-//!    name or the full Bristol text).
-//! 2. The nodes check over the ring that they run the same job (id,
-//!    sizes, circuit digest, job sequence number); a mismatch fails the job.
-//! 3. Per chunk of `64 × words` instances the client sends each node its
-//!    input pairs `(x_i, a_i)`; the node evaluates ([`Evaluator`]) and
-//!    answers with a status frame (`0`, or `1` + message) and its output
-//!    halves `a_i`, which the client XORs (reconstruction, Fig. 1).
-//! 4. The node closes with a statistics frame (JSON).
+//! ## Jobs, concurrency and lanes
+//! Each job has its own ring links, one set per *lane*; a job split over
+//! `L` lanes runs `L` threads per node, chunk `c` on lane `c mod L`, each
+//! lane with its own client link and ring links. Many jobs run at once.
+//! **Fair scheduling:** party 0 admits jobs — per-submitter FIFO queues
+//! served round-robin, as long as the running jobs' lanes fit its
+//! `--threads` — and the order propagates: parties 1 and 2 start a job's
+//! lane when their predecessor's ring link for it arrives, so all three
+//! run the same set of jobs and no cross-node wait can deadlock.
+//! `hush job status|cancel` query or stop a job (submitter or output party
+//! only).
 //!
-//! A node that loses a peer or its client fails the job, tells the client
-//! (if it still can), drops its ring links — so the other nodes fail fast
-//! instead of waiting for a timeout — and re-establishes the ring for the
-//! next job. It never exits because of a peer.
+//! **Domain separation.** Each lane agrees fresh PRF keys
+//! ([`PartyKeys::setup`], random per node and lane), and the PRF input of
+//! every AND is (job id, global chunk × ANDs × words + gate offset): no
+//! correlated randomness is reused across jobs, lanes or chunks. Nodes
+//! refuse a job id they have seen.
+//!
+//! A node that loses a peer or its client fails that job (its links are
+//! dropped, so the other nodes fail fast), tells the client, and keeps
+//! serving; stored inputs are untouched by jobs.
 
 use crate::araki::PartyKeys;
 use crate::bristol::Circuit;
-use crate::engine::{recv_words, run_streams, send_words, Evaluator, Program, MAX_STREAMS};
+use crate::engine::{recv_words, run_streams_lane, send_words, words_as_bytes, words_as_bytes_mut, Evaluator, Program, MAX_STREAMS};
 use crate::error::{Error, Result};
 use crate::prf::{os_seed, Prf};
 use crate::share::{next, prev};
+use crate::store::{check_name, Store};
 use hush_transport::{Channel, ChannelExt, ChannelOptions, Cost, Fingerprint, LinkConfig, LinkSecurity, TcpChannel};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::TcpListener;
-use std::sync::mpsc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const HELLO: &[u8; 5] = b"HUSH3";
-const JOB_MAGIC: &[u8; 4] = b"HJOB";
 /// Largest number of instances one job may ask for.
 pub const MAX_INSTANCES: u64 = 1 << 34;
 /// Largest chunk width (words per share half).
 pub const MAX_CHUNK_WORDS: usize = 1 << 16;
 /// Default chunk width: 4096 instances keep a party's live wires in L2.
 pub const DEFAULT_CHUNK_WORDS: usize = 64;
+/// Largest number of lanes (threads per node) of one job.
+pub const MAX_LANES: usize = 64;
 
 /// How a node runs.
 #[derive(Clone, Debug)]
@@ -64,13 +102,17 @@ pub struct NodeConfig {
     /// LinkConfig security: TLS 1.3 with this node's identity, pinning the two
     /// other nodes by address (required), or plaintext.
     pub link: LinkConfig,
+    /// Folder of the encrypted store (stored inputs and results); `None`:
+    /// inline jobs only.
+    pub store: Option<PathBuf>,
+    /// Lanes (threads) of running jobs this node admits at once (party 0
+    /// schedules for the ring).
+    pub threads: usize,
 }
 
-enum Incoming {
-    Peer { from: usize, ch: TcpChannel },
-    Client(TcpChannel),
-    /// A party waiting to rebuild the ring asks us to rebuild ours.
-    Reset,
+/// The cores of this machine.
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 fn hello(kind: u8, party: usize) -> [u8; 7] {
@@ -112,17 +154,518 @@ fn read_hello(s: &mut std::net::TcpStream) -> std::io::Result<(u8, usize)> {
     let mut h = [0u8; 7];
     s.read_exact(&mut h)?;
     s.set_read_timeout(None)?;
-    if &h[..5] != HELLO || h[5] > 2 || h[6] > 2 {
+    if &h[..5] != HELLO || h[5] > 1 || h[6] > 2 {
         return Err(std::io::Error::other("not a hush 3PC peer or client"));
     }
     Ok((h[5], h[6] as usize))
 }
 
-struct Ring {
-    to_next: TcpChannel,
-    from_prev: TcpChannel,
-    keys: PartyKeys,
-    jobs: u64,
+/// Where links wait for the job thread that takes them: ring links from
+/// the previous party (kind 0) and extra client lanes (kind 1), by (job,
+/// lane, kind).
+#[derive(Default)]
+struct Hub {
+    m: Mutex<HashMap<(u64, u32, u8), (TcpChannel, Instant)>>,
+    cv: Condvar,
+}
+
+impl Hub {
+    fn put(&self, key: (u64, u32, u8), ch: TcpChannel) {
+        let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
+        // Links nobody claimed for 10 minutes are dropped.
+        m.retain(|_, (_, t)| t.elapsed() < Duration::from_secs(600));
+        m.insert(key, (ch, Instant::now()));
+        self.cv.notify_all();
+    }
+    fn take(&self, key: (u64, u32, u8), deadline: Instant, cancel: &AtomicBool) -> Option<TcpChannel> {
+        let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some((ch, _)) = m.remove(&key) {
+                return Some(ch);
+            }
+            let now = Instant::now();
+            if now >= deadline || cancel.load(Ordering::Relaxed) {
+                return None;
+            }
+            m = self.cv.wait_timeout(m, (deadline - now).min(Duration::from_millis(200))).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+    fn forget(&self, job: u64) {
+        self.m.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| k.0 != job);
+    }
+}
+
+/// Party 0's admission queue: per-submitter FIFO queues served
+/// round-robin; a job is admitted when its lanes fit (or nothing runs).
+struct Sched {
+    m: Mutex<SchedState>,
+    cv: Condvar,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct SchedState {
+    used: usize,
+    queues: BTreeMap<String, VecDeque<(u64, usize)>>,
+    turn: VecDeque<String>,
+    granted: HashSet<u64>,
+}
+
+impl Sched {
+    fn dispatch(&self, s: &mut SchedState) {
+        while let Some(sub) = s.turn.front().cloned() {
+            let Some(&(job, lanes)) = s.queues.get(&sub).and_then(|q| q.front()) else {
+                s.turn.pop_front();
+                s.queues.remove(&sub);
+                continue;
+            };
+            if s.used > 0 && s.used + lanes > self.capacity {
+                break;
+            }
+            s.used += lanes;
+            s.granted.insert(job);
+            s.turn.pop_front();
+            let q = s.queues.get_mut(&sub).expect("present");
+            q.pop_front();
+            if q.is_empty() {
+                s.queues.remove(&sub);
+            } else {
+                s.turn.push_back(sub);
+            }
+            self.cv.notify_all();
+        }
+    }
+    fn acquire(&self, sub: &str, job: u64, lanes: usize, cancel: &AtomicBool, deadline: Instant) -> Result<()> {
+        let mut s = self.m.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.queues.contains_key(sub) {
+            s.turn.push_back(sub.to_string());
+        }
+        s.queues.entry(sub.to_string()).or_default().push_back((job, lanes));
+        loop {
+            self.dispatch(&mut s);
+            if s.granted.remove(&job) {
+                return Ok(());
+            }
+            if cancel.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                for q in s.queues.values_mut() {
+                    q.retain(|&(j, _)| j != job);
+                }
+                return Err(if cancel.load(Ordering::Relaxed) {
+                    Error::protocol("job", "cancelled while queued")
+                } else {
+                    Error::protocol("job", "not admitted in time (the node is busy)")
+                });
+            }
+            s = self.cv.wait_timeout(s, Duration::from_millis(200)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+    fn release(&self, lanes: usize) {
+        let mut s = self.m.lock().unwrap_or_else(|e| e.into_inner());
+        s.used = s.used.saturating_sub(lanes);
+        self.dispatch(&mut s);
+        self.cv.notify_all();
+    }
+}
+
+#[derive(Clone, Debug)]
+enum JobState {
+    Queued,
+    Running,
+    Done,
+    Failed(String),
+    Cancelled,
+}
+
+struct JobInfo {
+    submitter: Option<Fingerprint>,
+    output_to: Option<Fingerprint>,
+    circuit: String,
+    nchunks: u64,
+    done: Arc<AtomicU64>,
+    cancel: Arc<AtomicBool>,
+    state: JobState,
+    started: Instant,
+}
+
+struct Shared {
+    cfg: NodeConfig,
+    store: Option<Store>,
+    /// Serialises read-modify-write of stored inputs.
+    store_lock: Mutex<()>,
+    hub: Hub,
+    jobs: Mutex<HashMap<u64, JobInfo>>,
+    sched: Sched,
+    programs: Mutex<HashMap<[u8; 32], Arc<(Program, Circuit)>>>,
+    handled: Mutex<u64>,
+    handled_cv: Condvar,
+}
+
+fn sha256(parts: &[&[u8]]) -> [u8; 32] {
+    let mut c = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        c.update(&(p.len() as u64).to_le_bytes());
+        c.update(p);
+    }
+    c.finish().as_ref().try_into().expect("32 bytes")
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+fn unhex(s: &str) -> Result<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return Err(Error::Input("odd-length hex".into()));
+    }
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| Error::Input("not hex".into()))).collect()
+}
+
+/// Status frame: `0` (+ payload) ok, `1` + message refused/failed.
+fn ok_frame(payload: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8];
+    m.extend_from_slice(payload);
+    m
+}
+fn err_frame(party: usize, e: &Error) -> Vec<u8> {
+    let mut m = vec![1u8];
+    m.extend_from_slice(format!("party {party}: {e}").as_bytes());
+    m
+}
+/// Reads a status frame: the payload, or the node's refusal as an error.
+fn read_status(ch: &mut TcpChannel, party: usize, step: &'static str) -> Result<Vec<u8>> {
+    let st = ch.recv().map_err(|e| Error::Protocol { step: "node reported", msg: format!("party {party}: connection lost during {step} ({e})") })?;
+    match st.first() {
+        Some(0) => Ok(st[1..].to_vec()),
+        Some(1) => Err(Error::Protocol { step: "node reported", msg: String::from_utf8_lossy(&st[1..]).into_owned() }),
+        _ => Err(Error::protocol(step, format!("party {party}: unexpected frame of {} bytes", st.len()))),
+    }
+}
+
+/// Runs a compute party until `max_jobs` jobs have been handled (forever
+/// by default). Peer failures end the current job, never the node.
+pub fn run_node(cfg: NodeConfig) -> Result<()> {
+    keep_heap_warm();
+    if cfg.party > 2 {
+        return Err(Error::Input(format!("--party must be 0, 1 or 2, got {}", cfg.party)));
+    }
+    if cfg.link.is_tls() {
+        for j in (0..3).filter(|&j| j != cfg.party) {
+            if cfg.link.pins().for_addr(&cfg.peers[j]).is_none() {
+                return Err(Error::Input(format!(
+                    "no pin for party {j} at {}: pass --pin {}=sha256:<hex> (each node prints its fingerprint at start), or --insecure on every node and job",
+                    cfg.peers[j], cfg.peers[j]
+                )));
+            }
+        }
+    }
+    let store = match &cfg.store {
+        Some(d) => Some(Store::open(d)?),
+        None => None,
+    };
+    let listener = TcpListener::bind(&cfg.listen).map_err(|e| Error::Local(format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let sec = cfg.link.accept_any_authenticated();
+    let peer_pins: [Option<Fingerprint>; 3] = std::array::from_fn(|j| if j == cfg.party { None } else { cfg.link.pins().for_addr(&cfg.peers[j]) });
+    let shared = Arc::new(Shared {
+        sched: Sched { m: Mutex::new(SchedState::default()), cv: Condvar::new(), capacity: cfg.threads.max(1) },
+        cfg,
+        store,
+        store_lock: Mutex::new(()),
+        hub: Hub::default(),
+        jobs: Mutex::new(HashMap::new()),
+        programs: Mutex::new(HashMap::new()),
+        handled: Mutex::new(0),
+        handled_cv: Condvar::new(),
+    });
+    let sh = shared.clone();
+    std::thread::Builder::new()
+        .name("hush3-accept".into())
+        .spawn(move || {
+            for s in listener.incoming() {
+                let Ok(mut s) = s else { continue };
+                let (sh, sec) = (sh.clone(), sec.clone());
+                std::thread::spawn(move || {
+                    let me = sh.cfg.party;
+                    let from_addr = s.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+                    let Ok((kind, from)) = read_hello(&mut s) else { return };
+                    let opts = if kind == 1 { sh.cfg.client.clone() } else { sh.cfg.ring.clone() };
+                    let mut ch = match TcpChannel::from_accepted(s, opts, &sec) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            eprintln!("hush node {me}: refused a connection from {from_addr}: {e}");
+                            return;
+                        }
+                    };
+                    if kind == 0 {
+                        if sh.cfg.link.is_tls() {
+                            let got = ch.peer_fingerprint();
+                            if got.is_none() || got != peer_pins[from] {
+                                let got = got.map(|f| f.to_string()).unwrap_or_else(|| "no certificate".into());
+                                let want = peer_pins[from].map(|f| f.to_string()).unwrap_or_else(|| "nothing (no pin)".into());
+                                eprintln!(
+                                    "hush node {me}: refused a ring connection from {from_addr} claiming to be party {from}: it presented {got}, party {from} is pinned to {want}"
+                                );
+                                return;
+                            }
+                        }
+                        if from != prev(me) {
+                            return;
+                        }
+                        let Ok(f) = ch.recv_exact("ring link (job, lane)", 12) else { return };
+                        let job = u64::from_le_bytes(f[..8].try_into().unwrap());
+                        let lane = u32::from_le_bytes(f[8..].try_into().unwrap());
+                        sh.hub.put((job, lane, 0), ch);
+                        return;
+                    }
+                    handle_client(&sh, ch);
+                });
+            }
+        })
+        .map_err(|e| Error::Local(e.to_string()))?;
+    let mut h = shared.handled.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if shared.cfg.max_jobs.is_some_and(|m| *h >= m) {
+            return Ok(());
+        }
+        h = shared.handled_cv.wait(h).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
+    let me = sh.cfg.party;
+    let Ok(first) = ch.recv() else { return };
+    if first.len() < 4 {
+        return;
+    }
+    let body = &first[4..];
+    let r = match &first[..4] {
+        b"HJB2" => {
+            let r = serve_job(sh, &mut ch, body);
+            *sh.handled.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            sh.handled_cv.notify_all();
+            if let Err(e) = &r {
+                eprintln!("hush node {me}: job failed: {e}");
+                let _ = ch.send(&err_frame(me, e));
+            }
+            return;
+        }
+        b"HLAN" if body.len() == 12 => {
+            let job = u64::from_le_bytes(body[..8].try_into().unwrap());
+            let lane = u32::from_le_bytes(body[8..].try_into().unwrap());
+            sh.hub.put((job, lane, 1), ch);
+            return;
+        }
+        b"HSHR" => handle_share(sh, &ch, body),
+        b"HFET" => match handle_fetch(sh, &mut ch, body) {
+            Ok(()) => return,
+            Err(e) => Err(e),
+        },
+        b"HSTA" => handle_status(sh, &ch, body),
+        b"HCAN" => handle_cancel(sh, &ch, body),
+        _ => Err(Error::protocol("request", "unknown request")),
+    };
+    match r {
+        Ok(payload) => {
+            let _ = ch.send(&ok_frame(&payload));
+        }
+        Err(e) => {
+            if sh.cfg.verbose {
+                eprintln!("hush node {me}: refused a request: {e}");
+            }
+            let _ = ch.send(&err_frame(me, &e));
+        }
+    }
+}
+
+fn need_acl(sh: &Shared, ch: &TcpChannel, what: &str) -> Result<(Fingerprint, &'static ())> {
+    let fp = ch.peer_fingerprint().ok_or_else(|| {
+        Error::protocol("access control", format!("{what} needs TLS identities (this node or its caller runs --insecure)"))
+    })?;
+    if sh.store.is_none() {
+        return Err(Error::protocol("access control", format!("{what}: this node runs without --store")));
+    }
+    Ok((fp, &()))
+}
+
+/// A stored input as kept (encrypted) by one node.
+struct InputRecord {
+    owner: Fingerprint,
+    users: Vec<String>,
+    recipients: Vec<String>,
+    width: usize,
+    /// Upload id: the same at all three nodes for one upload.
+    upload: String,
+    x: Vec<bool>,
+    a: Vec<bool>,
+}
+
+fn bits_to_hex(b: &[bool]) -> String {
+    let mut bytes = vec![0u8; b.len().div_ceil(8)];
+    for (i, &v) in b.iter().enumerate() {
+        bytes[i / 8] |= (v as u8) << (i % 8);
+    }
+    hex(&bytes)
+}
+fn hex_to_bits(s: &str, n: usize) -> Result<Vec<bool>> {
+    let bytes = unhex(s)?;
+    if bytes.len() != n.div_ceil(8) {
+        return Err(Error::protocol("stored input", "share length does not match the width"));
+    }
+    Ok((0..n).map(|i| (bytes[i / 8] >> (i % 8)) & 1 == 1).collect())
+}
+
+impl InputRecord {
+    fn to_json(&self, name: &str) -> Vec<u8> {
+        serde_json::json!({
+            "name": name, "owner": self.owner.to_string(), "users": self.users, "recipients": self.recipients,
+            "width": self.width, "upload": self.upload, "x": bits_to_hex(&self.x), "a": bits_to_hex(&self.a),
+        })
+        .to_string()
+        .into_bytes()
+    }
+    fn from_json(b: &[u8]) -> Result<Self> {
+        let v: serde_json::Value = serde_json::from_slice(b).map_err(|e| Error::protocol("stored input", e.to_string()))?;
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+        let list = |k: &str| -> Vec<String> {
+            v.get(k).and_then(|x| x.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+        };
+        let width = v.get("width").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+        Ok(InputRecord {
+            owner: s("owner").parse().map_err(|_| Error::protocol("stored input", "bad owner"))?,
+            users: list("users"),
+            recipients: list("recipients"),
+            width,
+            upload: s("upload"),
+            x: hex_to_bits(&s("x"), width)?,
+            a: hex_to_bits(&s("a"), width)?,
+        })
+    }
+    fn allows(list: &[String], owner: &Fingerprint, who: &Fingerprint) -> bool {
+        who == owner || list.iter().any(|e| e == "any" || e.parse::<Fingerprint>().ok().as_ref() == Some(who))
+    }
+}
+
+fn parse_fp_list(v: &serde_json::Value, k: &str) -> Result<Vec<String>> {
+    let Some(a) = v.get(k).and_then(|x| x.as_array()) else { return Ok(Vec::new()) };
+    a.iter()
+        .map(|x| {
+            let s = x.as_str().ok_or_else(|| Error::Input(format!("{k}: not a string")))?;
+            if s != "any" {
+                s.parse::<Fingerprint>().map_err(|e| Error::Input(format!("{k}: {s:?}: {e}")))?;
+            }
+            Ok(s.to_string())
+        })
+        .collect()
+}
+
+fn handle_share(sh: &Shared, ch: &TcpChannel, body: &[u8]) -> Result<Vec<u8>> {
+    let (owner, _) = need_acl(sh, ch, "stored inputs")?;
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| Error::protocol("share", e.to_string()))?;
+    let name = v.get("name").and_then(|x| x.as_str()).unwrap_or("").to_string();
+    check_name(&name)?;
+    let width = v.get("width").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+    if width == 0 || width > 1 << 24 {
+        return Err(Error::Input(format!("width {width} out of range")));
+    }
+    let rec = InputRecord {
+        owner,
+        users: parse_fp_list(&v, "users")?,
+        recipients: parse_fp_list(&v, "recipients")?,
+        width,
+        upload: v.get("upload").and_then(|x| x.as_str()).unwrap_or("").to_string(),
+        x: hex_to_bits(v.get("x").and_then(|x| x.as_str()).unwrap_or(""), width)?,
+        a: hex_to_bits(v.get("a").and_then(|x| x.as_str()).unwrap_or(""), width)?,
+    };
+    let store = sh.store.as_ref().expect("checked");
+    let _g = sh.store_lock.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(old) = store.get("inputs", &name)? {
+        let old = InputRecord::from_json(&old)?;
+        if old.owner != owner {
+            return Err(Error::protocol("access control", format!("input {name:?} belongs to {}; only its owner may replace it", old.owner)));
+        }
+    }
+    store.put("inputs", &name, &rec.to_json(&name))?;
+    if sh.cfg.verbose {
+        eprintln!("hush node {}: stored input {name:?} ({width} bits) for owner {owner}", sh.cfg.party);
+    }
+    Ok(Vec::new())
+}
+
+fn handle_fetch(sh: &Shared, ch: &mut TcpChannel, body: &[u8]) -> Result<()> {
+    let (who, _) = need_acl(sh, ch, "fetching results")?;
+    let job = u64::from_le_bytes(body.try_into().map_err(|_| Error::protocol("fetch", "bad request"))?);
+    let name = format!("{job:016x}");
+    let rec = sh.store.as_ref().expect("checked").get("results", &name)?;
+    let Some(rec) = rec else {
+        let state = sh.jobs.lock().unwrap_or_else(|e| e.into_inner()).get(&job).map(|j| format!("{:?}", j.state));
+        return Err(Error::protocol("fetch", format!("no stored result for job {name}{}", state.map(|s| format!(" (job state: {s})")).unwrap_or_default())));
+    };
+    if rec.len() < 4 {
+        return Err(Error::protocol("fetch", "corrupt result record"));
+    }
+    let mlen = u32::from_le_bytes(rec[..4].try_into().unwrap()) as usize;
+    let meta: serde_json::Value = serde_json::from_slice(&rec[4..4 + mlen]).map_err(|e| Error::protocol("fetch", e.to_string()))?;
+    let to = meta.get("output_to").and_then(|x| x.as_str()).unwrap_or("");
+    if to != who.to_string() {
+        return Err(Error::protocol("access control", format!("the result of job {name} is for {to}, not for {who}")));
+    }
+    ch.send(&ok_frame(&rec[4..4 + mlen])).map_err(Error::transport("result to the output party"))?;
+    ch.send_chunked(&rec[4 + mlen..]).map_err(Error::transport("result to the output party"))?;
+    Ok(())
+}
+
+fn job_json(id: u64, j: &JobInfo) -> serde_json::Value {
+    let (state, msg) = match &j.state {
+        JobState::Queued => ("queued", String::new()),
+        JobState::Running => ("running", String::new()),
+        JobState::Done => ("done", String::new()),
+        JobState::Failed(m) => ("failed", m.clone()),
+        JobState::Cancelled => ("cancelled", String::new()),
+    };
+    serde_json::json!({
+        "job": format!("{id:016x}"), "state": state, "error": msg, "circuit": j.circuit,
+        "chunks_done": j.done.load(Ordering::Relaxed), "chunks": j.nchunks, "age_s": j.started.elapsed().as_secs_f64(),
+        "submitter": j.submitter.map(|f| f.to_string()), "output_to": j.output_to.map(|f| f.to_string()),
+    })
+}
+
+fn may_see(j: &JobInfo, who: Option<Fingerprint>) -> bool {
+    match who {
+        Some(w) => j.submitter == Some(w) || j.output_to == Some(w),
+        None => j.submitter.is_none(),
+    }
+}
+
+fn handle_status(sh: &Shared, ch: &TcpChannel, body: &[u8]) -> Result<Vec<u8>> {
+    let who = ch.peer_fingerprint();
+    let job = u64::from_le_bytes(body.try_into().map_err(|_| Error::protocol("status", "bad request"))?);
+    let jobs = sh.jobs.lock().unwrap_or_else(|e| e.into_inner());
+    let list: Vec<serde_json::Value> = if job == 0 {
+        let mut v: Vec<_> = jobs.iter().filter(|(_, j)| may_see(j, who)).map(|(id, j)| (j.started, job_json(*id, j))).collect();
+        v.sort_by_key(|x| x.0);
+        v.into_iter().map(|x| x.1).collect()
+    } else {
+        match jobs.get(&job) {
+            Some(j) if may_see(j, who) => vec![job_json(job, j)],
+            Some(_) => return Err(Error::protocol("access control", format!("job {job:016x} is not yours"))),
+            None => return Err(Error::protocol("status", format!("no job {job:016x} on this node"))),
+        }
+    };
+    Ok(serde_json::json!({ "party": sh.cfg.party, "jobs": list }).to_string().into_bytes())
+}
+
+fn handle_cancel(sh: &Shared, ch: &TcpChannel, body: &[u8]) -> Result<Vec<u8>> {
+    let who = ch.peer_fingerprint();
+    let job = u64::from_le_bytes(body.try_into().map_err(|_| Error::protocol("cancel", "bad request"))?);
+    let jobs = sh.jobs.lock().unwrap_or_else(|e| e.into_inner());
+    match jobs.get(&job) {
+        Some(j) if j.submitter == who => {
+            j.cancel.store(true, Ordering::Relaxed);
+            sh.sched.cv.notify_all();
+            sh.hub.cv.notify_all();
+            Ok(Vec::new())
+        }
+        Some(_) => Err(Error::protocol("access control", format!("job {job:016x} was submitted by another identity"))),
+        None => Err(Error::protocol("cancel", format!("no job {job:016x} on this node"))),
+    }
 }
 
 /// Per-node statistics of one job (sent to the client as JSON).
@@ -142,6 +685,15 @@ pub struct NodeStats {
 }
 
 impl NodeStats {
+    fn add(&mut self, o: &NodeStats) {
+        self.ring_bytes_sent += o.ring_bytes_sent;
+        self.ring_bytes_recv += o.ring_bytes_recv;
+        self.client_bytes_recv += o.client_bytes_recv;
+        self.client_bytes_sent += o.client_bytes_sent;
+        self.rounds += o.rounds;
+        self.chunks += o.chunks;
+        self.socket_bytes += o.socket_bytes;
+    }
     fn to_json(&self) -> String {
         serde_json::json!({
             "party": self.party, "ring_bytes_sent": self.ring_bytes_sent, "ring_bytes_recv": self.ring_bytes_recv,
@@ -167,215 +719,6 @@ impl NodeStats {
     }
 }
 
-/// Runs a compute party until `max_jobs` jobs have been handled (forever
-/// by default). Peer failures end the current job, never the node.
-pub fn run_node(cfg: NodeConfig) -> Result<()> {
-    keep_heap_warm();
-    if cfg.party > 2 {
-        return Err(Error::Input(format!("--party must be 0, 1 or 2, got {}", cfg.party)));
-    }
-    if cfg.link.is_tls() {
-        for j in (0..3).filter(|&j| j != cfg.party) {
-            if cfg.link.pins().for_addr(&cfg.peers[j]).is_none() {
-                return Err(Error::Input(format!(
-                    "no pin for party {j} at {}: pass --pin {}=sha256:<hex> (each node prints its fingerprint at start), or --insecure on every node and job",
-                    cfg.peers[j], cfg.peers[j]
-                )));
-            }
-        }
-    }
-    let listener = TcpListener::bind(&cfg.listen).map_err(|e| Error::Local(format!("cannot listen on {}: {e}", cfg.listen)))?;
-    let (tx, rx) = mpsc::channel::<Incoming>();
-    let copts = cfg.client.clone();
-    let ropts = cfg.ring.clone();
-    // Every caller presents a certificate (job submitters an ephemeral one);
-    // a caller claiming to be a ring peer must present that peer's pin.
-    let sec = cfg.link.accept_any_authenticated();
-    let peer_pins: [Option<Fingerprint>; 3] = std::array::from_fn(|j| if j == cfg.party { None } else { cfg.link.pins().for_addr(&cfg.peers[j]) });
-    let tls = cfg.link.is_tls();
-    let me = cfg.party;
-    std::thread::Builder::new()
-        .name("hush3-accept".into())
-        .spawn(move || {
-            for s in listener.incoming() {
-                let Ok(mut s) = s else { continue };
-                let tx = tx.clone();
-                let (copts, ropts, sec) = (copts.clone(), ropts.clone(), sec.clone());
-                std::thread::spawn(move || {
-                    let from_addr = s.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
-                    let Ok((kind, from)) = read_hello(&mut s) else { return };
-                    let opts = if kind == 1 { copts } else { ropts };
-                    let ch = match TcpChannel::from_accepted(s, opts, &sec) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            eprintln!("hush node {me}: refused a connection from {from_addr}: {e}");
-                            return;
-                        }
-                    };
-                    if kind != 1 && tls {
-                        let got = ch.peer_fingerprint();
-                        if got.is_none() || got != peer_pins[from] {
-                            let got = got.map(|f| f.to_string()).unwrap_or_else(|| "no certificate".into());
-                            let want = peer_pins[from].map(|f| f.to_string()).unwrap_or_else(|| "nothing (no pin)".into());
-                            eprintln!(
-                                "hush node {me}: refused a ring connection from {from_addr} claiming to be party {from}: it presented {got}, party {from} is pinned to {want}"
-                            );
-                            return;
-                        }
-                    }
-                    let msg = match kind {
-                        0 => Incoming::Peer { from, ch },
-                        2 => Incoming::Reset,
-                        _ => Incoming::Client(ch),
-                    };
-                    let _ = tx.send(msg);
-                });
-            }
-        })
-        .map_err(|e| Error::Local(e.to_string()))?;
-    node_loop(cfg, rx)
-}
-
-fn node_loop(cfg: NodeConfig, rx: mpsc::Receiver<Incoming>) -> Result<()> {
-    let mut ring: Option<Ring> = None;
-    let mut pending_prev: Option<TcpChannel> = None;
-    let mut clients: VecDeque<TcpChannel> = VecDeque::new();
-    let mut jobs = 0u64;
-    let mut program_cache: Option<(u64, Program, Circuit)> = None;
-    loop {
-        if cfg.max_jobs.is_some_and(|m| jobs >= m) {
-            return Ok(());
-        }
-        if ring.is_none() {
-            match establish_ring(&cfg, &rx, &mut pending_prev, &mut clients) {
-                Ok(r) => ring = Some(r),
-                Err(e) => {
-                    if cfg.verbose {
-                        eprintln!("hush node {}: ring not ready: {e}", cfg.party);
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
-                }
-            }
-        }
-        let client = match clients.pop_front() {
-            Some(c) => c,
-            None => match rx.recv() {
-                Ok(Incoming::Client(c)) => c,
-                Ok(Incoming::Reset) => {
-                    ring = None;
-                    continue;
-                }
-                Ok(Incoming::Peer { from, ch }) => {
-                    if from == prev(cfg.party) {
-                        // The previous party rebuilt its ring: ours is stale.
-                        ring = None;
-                        pending_prev = Some(ch);
-                    }
-                    continue;
-                }
-                Err(_) => return Err(Error::Local("listener stopped".into())),
-            },
-        };
-        jobs += 1;
-        let mut client = client;
-        let r = ring.as_mut().expect("ring established above");
-        let t0 = Instant::now();
-        match serve_job(&cfg, r, &mut client, &mut program_cache) {
-            Ok(stats) => {
-                r.jobs += 1;
-                if cfg.verbose {
-                    eprintln!(
-                        "hush node {}: job done in {:.3}s ({} chunks, {} bytes to next)",
-                        cfg.party,
-                        t0.elapsed().as_secs_f64(),
-                        stats.chunks,
-                        stats.ring_bytes_sent
-                    );
-                }
-            }
-            Err(e) => {
-                eprintln!("hush node {}: job failed: {e}", cfg.party);
-                let mut m = vec![1u8];
-                m.extend_from_slice(format!("party {}: {e}", cfg.party).as_bytes());
-                let _ = client.send(&m);
-                // Drop the ring so the other parties fail fast; rebuild it
-                // before the next job.
-                ring = None;
-            }
-        }
-    }
-}
-
-fn establish_ring(
-    cfg: &NodeConfig,
-    rx: &mpsc::Receiver<Incoming>,
-    pending_prev: &mut Option<TcpChannel>,
-    clients: &mut VecDeque<TcpChannel>,
-) -> Result<Ring> {
-    let i = cfg.party;
-    let sec_next = cfg.link.to_peer(&cfg.peers[next(i)]).map_err(|e| Error::Input(e.to_string()))?;
-    let mut to_next = connect_with_hello(&cfg.peers[next(i)], 0, i, &cfg.ring, &sec_next)
-        .map_err(|e| Error::protocol("ring setup", format!("connect to the next party at {}: {e}", cfg.peers[next(i)])))?;
-    let mut from_prev = match pending_prev.take() {
-        Some(c) => c,
-        None => {
-            let deadline = Instant::now() + cfg.ring.timeout;
-            let mut next_reset = Instant::now() + Duration::from_secs(1);
-            loop {
-                match rx.recv_timeout(Duration::from_millis(200)) {
-                    Ok(Incoming::Peer { from, ch }) if from == prev(i) => break ch,
-                    Ok(Incoming::Peer { .. }) | Ok(Incoming::Reset) => continue,
-                    Ok(Incoming::Client(c)) => clients.push_back(c),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return Err(Error::Local("listener stopped".into())),
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    return Err(Error::protocol("ring setup", "the previous party did not connect in time"));
-                }
-                if now >= next_reset {
-                    // The previous party may sit idle on a stale ring: ask it
-                    // to rebuild (best effort).
-                    let quick = ChannelOptions { timeout: Duration::from_millis(500), ..cfg.ring.clone() };
-                    if let Ok(sec) = cfg.link.to_peer(&cfg.peers[prev(i)]) {
-                        let _ = connect_with_hello(&cfg.peers[prev(i)], 2, i, &quick, &sec);
-                    }
-                    next_reset = now + Duration::from_secs(3);
-                }
-            }
-        }
-    };
-    // Take the newest connection of the previous party if several queued.
-    while let Ok(m) = rx.try_recv() {
-        match m {
-            Incoming::Peer { from, ch } if from == prev(i) => from_prev = ch,
-            Incoming::Peer { .. } | Incoming::Reset => {}
-            Incoming::Client(c) => clients.push_back(c),
-        }
-    }
-    let keys = PartyKeys::setup(i, os_seed()?, &mut to_next, &mut from_prev)?;
-    Ok(Ring { to_next, from_prev, keys, jobs: 0 })
-}
-
-/// FNV-1a, for the cross-check of circuit texts between nodes.
-fn digest(bytes: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-struct JobHeader {
-    job_id: u64,
-    instances: u64,
-    words: usize,
-    streams: usize,
-    circuit: CircuitSpec,
-}
-
 /// How a job names its circuit.
 #[derive(Clone, Debug)]
 pub enum CircuitSpec {
@@ -386,7 +729,7 @@ pub enum CircuitSpec {
 impl CircuitSpec {
     /// A built-in name or a path read into text.
     pub fn from_arg(s: &str) -> Result<Self> {
-        if Circuit::builtin_text(s).is_some() {
+        if Circuit::is_builtin(s) {
             Ok(CircuitSpec::Builtin(s.to_string()))
         } else {
             let text = crate::bristol::read_circuit_text(s)?;
@@ -402,119 +745,479 @@ impl CircuitSpec {
     }
 }
 
-fn encode_header(h: &JobHeader) -> Vec<u8> {
-    let mut m = JOB_MAGIC.to_vec();
-    m.extend_from_slice(&h.job_id.to_le_bytes());
-    m.extend_from_slice(&h.instances.to_le_bytes());
-    m.extend_from_slice(&(h.words as u32).to_le_bytes());
-    m.push(h.streams as u8);
-    match &h.circuit {
-        CircuitSpec::Builtin(n) => {
-            m.push(0);
-            m.extend_from_slice(n.as_bytes());
-        }
-        CircuitSpec::Text(t) => {
-            m.push(1);
-            m.extend_from_slice(t.as_bytes());
-        }
+
+/// Where one circuit input value of a job comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputSource {
+    /// A stored input (one instance, used by every instance of the job).
+    Stored(String),
+    /// Shared by the submitter, fresh per instance ([`Inputs`]).
+    Inline,
+}
+
+/// What a submitter asks for.
+#[derive(Clone, Debug)]
+pub struct JobSpec {
+    pub circuit: CircuitSpec,
+    pub instances: u64,
+    /// Instances per chunk = 64 × words.
+    pub words: usize,
+    /// Chunks in flight per lane (1..=8).
+    pub streams: usize,
+    /// Lanes: threads per node (chunks split round-robin).
+    pub lanes: usize,
+    /// One per circuit input value; empty = all inline.
+    pub sources: Vec<InputSource>,
+    /// The output party; `None`: the submitter receives the outputs.
+    pub output_to: Option<Fingerprint>,
+}
+
+impl JobSpec {
+    pub fn inline(circuit: CircuitSpec, instances: u64, words: usize, streams: usize) -> JobSpec {
+        JobSpec { circuit, instances, words, streams, lanes: 1, sources: Vec::new(), output_to: None }
     }
+}
+
+struct JobHeader {
+    job_id: u64,
+    instances: u64,
+    words: usize,
+    streams: usize,
+    lanes: usize,
+    circuit: CircuitSpec,
+    sources: Vec<InputSource>,
+    output_to: Option<Fingerprint>,
+}
+
+fn encode_header(h: &JobHeader) -> Vec<u8> {
+    let circuit = match &h.circuit {
+        CircuitSpec::Builtin(n) => serde_json::json!({ "builtin": n }),
+        CircuitSpec::Text(t) => serde_json::json!({ "text": t }),
+    };
+    let sources: Vec<serde_json::Value> = h
+        .sources
+        .iter()
+        .map(|s| match s {
+            InputSource::Stored(n) => serde_json::json!({ "stored": n }),
+            InputSource::Inline => serde_json::json!("inline"),
+        })
+        .collect();
+    let mut m = b"HJB2".to_vec();
+    m.extend_from_slice(
+        serde_json::json!({
+            "job_id": h.job_id, "instances": h.instances, "words": h.words, "streams": h.streams, "lanes": h.lanes,
+            "circuit": circuit, "inputs": sources, "output_to": h.output_to.map(|f| f.to_string()),
+        })
+        .to_string()
+        .as_bytes(),
+    );
     m
 }
 
 fn decode_header(m: &[u8]) -> Result<JobHeader> {
     const STEP: &str = "job header";
-    if m.len() < 26 || &m[..4] != JOB_MAGIC {
-        return Err(Error::protocol(STEP, "not a job header"));
-    }
-    let job_id = u64::from_le_bytes(m[4..12].try_into().unwrap());
-    let instances = u64::from_le_bytes(m[12..20].try_into().unwrap());
-    let words = u32::from_le_bytes(m[20..24].try_into().unwrap()) as usize;
+    let v: serde_json::Value = serde_json::from_slice(m).map_err(|e| Error::protocol(STEP, e.to_string()))?;
+    let u = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| Error::protocol(STEP, format!("missing {k}")));
+    let (job_id, instances, words, streams, lanes) = (u("job_id")?, u("instances")?, u("words")? as usize, u("streams")? as usize, u("lanes")? as usize);
     if instances == 0 || instances > MAX_INSTANCES {
         return Err(Error::protocol(STEP, format!("{instances} instances (allowed 1..={MAX_INSTANCES})")));
     }
     if words == 0 || words > MAX_CHUNK_WORDS {
         return Err(Error::protocol(STEP, format!("chunk of {words} words (allowed 1..={MAX_CHUNK_WORDS})")));
     }
-    let streams = m[24] as usize;
     if streams == 0 || streams > MAX_STREAMS {
         return Err(Error::protocol(STEP, format!("{streams} streams (allowed 1..={MAX_STREAMS})")));
     }
-    let text = std::str::from_utf8(&m[26..]).map_err(|_| Error::protocol(STEP, "circuit is not UTF-8"))?;
-    let circuit = match m[25] {
-        0 => CircuitSpec::Builtin(text.to_string()),
-        1 => CircuitSpec::Text(text.to_string()),
-        k => return Err(Error::protocol(STEP, format!("unknown circuit kind {k}"))),
+    let nchunks = instances.div_ceil(64 * words as u64);
+    if lanes == 0 || lanes > MAX_LANES || lanes as u64 > nchunks {
+        return Err(Error::protocol(STEP, format!("{lanes} lanes for {nchunks} chunks (allowed 1..={MAX_LANES}, at most one per chunk)")));
+    }
+    let c = v.get("circuit").ok_or_else(|| Error::protocol(STEP, "missing circuit"))?;
+    let circuit = if let Some(n) = c.get("builtin").and_then(|x| x.as_str()) {
+        CircuitSpec::Builtin(n.to_string())
+    } else if let Some(t) = c.get("text").and_then(|x| x.as_str()) {
+        CircuitSpec::Text(t.to_string())
+    } else {
+        return Err(Error::protocol(STEP, "bad circuit"));
     };
-    Ok(JobHeader { job_id, instances, words, streams, circuit })
+    let mut sources = Vec::new();
+    for s in v.get("inputs").and_then(|x| x.as_array()).into_iter().flatten() {
+        sources.push(match s.get("stored").and_then(|x| x.as_str()) {
+            Some(n) => {
+                check_name(n)?;
+                InputSource::Stored(n.to_string())
+            }
+            None => InputSource::Inline,
+        });
+    }
+    let output_to = match v.get("output_to").and_then(|x| x.as_str()) {
+        Some(s) => Some(s.parse::<Fingerprint>().map_err(|e| Error::protocol(STEP, format!("output_to: {e}")))?),
+        None => None,
+    };
+    Ok(JobHeader { job_id, instances, words, streams, lanes, circuit, sources, output_to })
 }
 
-fn serve_job(cfg: &NodeConfig, ring: &mut Ring, client: &mut TcpChannel, cache: &mut Option<(u64, Program, Circuit)>) -> Result<NodeStats> {
-    let c0 = client.cost();
-    let hdr_bytes = client.recv().map_err(Error::transport("job header"))?;
-    let hdr = decode_header(&hdr_bytes)?;
-    let cdigest = digest(&hdr_bytes[25..]);
-    if cache.as_ref().map(|c| c.0) != Some(cdigest) {
-        let c = hdr.circuit.circuit()?;
-        let p = Program::compile(&c);
-        *cache = Some((cdigest, p, c));
-    }
-    let (_, prog, _) = cache.as_ref().expect("filled above");
-    // Same job everywhere? (id, sizes, circuit, position in the session)
-    let mut check = Vec::with_capacity(48);
-    for v in [hdr.job_id, hdr.instances, hdr.words as u64, hdr.streams as u64, cdigest, ring.jobs] {
-        check.extend_from_slice(&v.to_le_bytes());
-    }
-    ring.to_next.send(&check).map_err(Error::transport("job check (send to the next party)"))?;
-    let theirs = ring
-        .from_prev
-        .recv_exact("job check (from the previous party)", check.len())
-        .map_err(Error::transport("job check (receive from the previous party)"))?;
-    if theirs != check {
-        return Err(Error::protocol("job check", "the previous party runs a different job (concurrent clients?)"));
-    }
-    let words = hdr.words;
-    let chunk_inst = 64 * words as u64;
-    let nchunks = hdr.instances.div_ceil(chunk_inst);
-    let k = hdr.streams.min(nchunks as usize).max(1);
-    let mut evs = (0..k).map(|_| Evaluator::new(prog, words)).collect::<Result<Vec<_>>>()?;
-    let r0 = ring.to_next.cost() + ring.from_prev.cost();
-    let t = Instant::now();
-    let Ring { to_next, from_prev, keys, jobs } = ring;
-    let client_cell = std::cell::RefCell::new(&mut *client);
-    run_streams(
-        &mut evs,
-        keys,
-        *jobs,
-        nchunks,
-        |_, buf| recv_words(*client_cell.borrow_mut(), "input shares", buf).map_err(Error::transport("input shares from the client")),
-        |_, out| {
-            let mut cl = client_cell.borrow_mut();
-            cl.send(&[0]).map_err(Error::transport("output status to the client"))?;
-            let mut o = out.to_vec();
-            send_words(*cl, &mut o).map_err(Error::transport("output shares to the client"))
-        },
-        to_next,
-        from_prev,
-    )?;
-    let eval_s = t.elapsed().as_secs_f64();
-    let rounds: u64 = evs.iter().map(|e| e.rounds()).sum();
-    let r1 = ring.to_next.cost() + ring.from_prev.cost();
-    let c1 = client.cost();
-    let d: Cost = r1 - r0;
-    let stats = NodeStats {
-        party: cfg.party,
-        ring_bytes_sent: d.bytes_sent,
-        ring_bytes_recv: d.bytes_recv,
-        client_bytes_recv: (c1 - c0).bytes_recv,
-        client_bytes_sent: (c1 - c0).bytes_sent,
-        rounds: rounds + 1,
-        chunks: nchunks,
-        eval_s,
-        socket_bytes: d.socket_bytes_sent + (c1 - c0).socket_bytes_recv + (c1 - c0).socket_bytes_sent,
+/// Per input wire of the circuit: this node's stored pair bits, or the
+/// index of the inline wire in the client's per-chunk message.
+enum WireSrc {
+    Stored(bool, bool),
+    Inline(usize),
+}
+
+fn program_for(sh: &Shared, spec: &CircuitSpec) -> Result<Arc<(Program, Circuit)>> {
+    let key = match spec {
+        CircuitSpec::Builtin(n) => sha256(&[b"builtin", n.as_bytes()]),
+        CircuitSpec::Text(t) => sha256(&[b"text", t.as_bytes()]),
     };
+    if let Some(p) = sh.programs.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(p.clone());
+    }
+    let c = spec.circuit()?;
+    let p = Arc::new((Program::compile(&c), c));
+    let mut m = sh.programs.lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() > 16 {
+        m.clear();
+    }
+    m.insert(key, p.clone());
+    Ok(p)
+}
+
+fn set_state(sh: &Shared, job: u64, st: JobState) {
+    if let Some(j) = sh.jobs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&job) {
+        j.state = st;
+    }
+}
+
+fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Result<()> {
+    let me = sh.cfg.party;
+    let hdr = decode_header(hdr_bytes)?;
+    let submitter = client.peer_fingerprint();
+    let pc = program_for(sh, &hdr.circuit)?;
+    let (prog, circ) = (&pc.0, &pc.1);
+    let words = hdr.words;
+    // Input sources and access control.
+    let sources = if hdr.sources.is_empty() { vec![InputSource::Inline; circ.inputs.len()] } else { hdr.sources.clone() };
+    if sources.len() != circ.inputs.len() {
+        return Err(Error::protocol("job header", format!("{} input sources for a circuit with {} input values", sources.len(), circ.inputs.len())));
+    }
+    let uses_store = sources.iter().any(|s| matches!(s, InputSource::Stored(_)));
+    if (uses_store || hdr.output_to.is_some()) && submitter.is_none() {
+        return Err(Error::protocol("access control", "stored inputs and --output-to need TLS identities"));
+    }
+    if (uses_store || hdr.output_to.is_some()) && sh.store.is_none() {
+        return Err(Error::protocol("access control", "this node runs without --store"));
+    }
+    let mut wires = Vec::with_capacity(prog.n_in);
+    let mut n_inline = 0usize;
+    let mut uploads = Vec::new();
+    for (s, &width) in sources.iter().zip(&circ.inputs) {
+        match s {
+            InputSource::Inline => {
+                for _ in 0..width {
+                    wires.push(WireSrc::Inline(n_inline));
+                    n_inline += 1;
+                }
+            }
+            InputSource::Stored(name) => {
+                let rec = sh.store.as_ref().expect("checked").get("inputs", name)?;
+                let rec = InputRecord::from_json(&rec.ok_or_else(|| Error::protocol("job", format!("no stored input {name:?} on this node")))?)?;
+                let sub = submitter.expect("checked");
+                if !InputRecord::allows(&rec.users, &rec.owner, &sub) {
+                    return Err(Error::protocol(
+                        "access control",
+                        format!("input {name:?} (owner {}) does not allow jobs from {sub}", rec.owner),
+                    ));
+                }
+                let receiver = hdr.output_to.unwrap_or(sub);
+                if !InputRecord::allows(&rec.recipients, &rec.owner, &receiver) {
+                    return Err(Error::protocol(
+                        "access control",
+                        format!("input {name:?} (owner {}) does not allow results to go to {receiver}", rec.owner),
+                    ));
+                }
+                if rec.width != width {
+                    return Err(Error::protocol("job", format!("stored input {name:?} has {} bits, the circuit input {width}", rec.width)));
+                }
+                uploads.push(rec.upload.clone());
+                for k in 0..width {
+                    wires.push(WireSrc::Stored(rec.x[k], rec.a[k]));
+                }
+            }
+        }
+    }
+    let nchunks = hdr.instances.div_ceil(64 * words as u64);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    {
+        let mut jobs = sh.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let id_name = format!("{:016x}", hdr.job_id);
+        let stored_result = sh.store.as_ref().map(|s| s.list("results").contains(&id_name)).unwrap_or(false);
+        if hdr.job_id == 0 || jobs.contains_key(&hdr.job_id) || stored_result {
+            return Err(Error::protocol("job header", format!("job id {id_name} was used before")));
+        }
+        // Forget old finished jobs beyond 4096.
+        if jobs.len() > 4096 {
+            let mut fin: Vec<(Instant, u64)> = jobs.iter().filter(|(_, j)| !matches!(j.state, JobState::Queued | JobState::Running)).map(|(k, j)| (j.started, *k)).collect();
+            fin.sort();
+            for (_, k) in fin.iter().take(fin.len() / 2) {
+                jobs.remove(k);
+            }
+        }
+        jobs.insert(
+            hdr.job_id,
+            JobInfo {
+                submitter,
+                output_to: hdr.output_to,
+                circuit: circ.name.clone(),
+                nchunks,
+                done: done.clone(),
+                cancel: cancel.clone(),
+                state: JobState::Queued,
+                started: Instant::now(),
+            },
+        );
+    }
+    // What every node must agree on: the header, and the uploads of the
+    // stored inputs (all three hold shares of the same upload).
+    let mut check = sha256(&[hdr_bytes, uploads.join(",").as_bytes()]).to_vec();
+    check.extend_from_slice(&hdr.job_id.to_le_bytes());
+    let queue_deadline = Instant::now() + sh.cfg.ring.timeout.max(Duration::from_secs(10)) * 10;
+    let sub_name = submitter.map(|f| f.to_string()).unwrap_or_default();
+    if me == 0 {
+        if let Err(e) = sh.sched.acquire(&sub_name, hdr.job_id, hdr.lanes, &cancel, queue_deadline) {
+            set_state(sh, hdr.job_id, if cancel.load(Ordering::Relaxed) { JobState::Cancelled } else { JobState::Failed(e.to_string()) });
+            return Err(e);
+        }
+    }
+    set_state(sh, hdr.job_id, JobState::Running);
+    let t0 = Instant::now();
+    let result_buf: Option<Mutex<Vec<u64>>> = hdr.output_to.map(|_| Mutex::new(vec![0u64; nchunks as usize * prog.n_out * words]));
+    let lanes = hdr.lanes;
+    // Run the lanes; each returns its stats and (for lanes > 0) its client link.
+    let outcomes: Vec<Result<(NodeStats, Option<TcpChannel>)>> = std::thread::scope(|sc| {
+        let mut hs = Vec::new();
+        let mut client0 = Some(&mut *client);
+        for l in 0..lanes {
+            let c0 = if l == 0 { client0.take() } else { None };
+            let (hdr, wires, cancel, done, result_buf, check, sh) = (&hdr, &wires, &cancel, &done, &result_buf, &check, &**sh);
+            hs.push(sc.spawn(move || {
+                run_lane(sh, hdr, prog, wires, n_inline, l, c0, cancel, done, result_buf.as_ref(), check, queue_deadline, submitter)
+            }));
+        }
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Local("lane thread panicked".into())))).collect()
+    });
+    if me == 0 {
+        sh.sched.release(lanes);
+    }
+    sh.hub.forget(hdr.job_id);
+    let first_err = outcomes.iter().find_map(|r| r.as_ref().err()).map(|e| e.to_string());
+    if let Some(msg) = first_err {
+        let e = if cancel.load(Ordering::Relaxed) { Error::protocol("job", "cancelled") } else { Error::protocol("job", msg.clone()) };
+        for (ch, _) in outcomes.into_iter().filter_map(|r| r.ok()).filter_map(|(_, c)| c.map(|c| (c, ()))) {
+            let mut ch = ch;
+            let _ = ch.send(&err_frame(me, &e));
+        }
+        set_state(sh, hdr.job_id, if cancel.load(Ordering::Relaxed) { JobState::Cancelled } else { JobState::Failed(msg) });
+        return Err(e);
+    }
+    // Store the result share before anyone is told the job is done.
+    if let (Some(buf), Some(to)) = (result_buf, hdr.output_to) {
+        let outs = buf.into_inner().unwrap_or_else(|e| e.into_inner());
+        let meta = serde_json::json!({
+            "job": format!("{:016x}", hdr.job_id), "party": me, "output_to": to.to_string(),
+            "submitter": submitter.map(|f| f.to_string()), "circuit": circ.name, "outputs": circ.outputs,
+            "instances": hdr.instances, "words": words, "n_out": prog.n_out,
+        })
+        .to_string();
+        let mut rec = (meta.len() as u32).to_le_bytes().to_vec();
+        rec.extend_from_slice(meta.as_bytes());
+        rec.extend_from_slice(words_as_bytes(&outs));
+        if let Err(e) = sh.store.as_ref().expect("checked").put("results", &format!("{:016x}", hdr.job_id), &rec) {
+            set_state(sh, hdr.job_id, JobState::Failed(e.to_string()));
+            return Err(e);
+        }
+    }
+    set_state(sh, hdr.job_id, JobState::Done);
+    let mut all = NodeStats { party: me, ..Default::default() };
+    let mut lane_chs = Vec::new();
+    for (st, ch) in outcomes.into_iter().flatten() {
+        all.add(&st);
+        if let Some(ch) = ch {
+            lane_chs.push((st, ch));
+        }
+    }
+    all.eval_s = t0.elapsed().as_secs_f64();
+    // Lane 0 reports the whole node; other lanes just close.
     client.send(&[2]).map_err(Error::transport("statistics to the client"))?;
-    client.send(stats.to_json().as_bytes()).map_err(Error::transport("statistics to the client"))?;
-    Ok(stats)
+    client.send(all.to_json().as_bytes()).map_err(Error::transport("statistics to the client"))?;
+    for (_, mut ch) in lane_chs {
+        let _ = ch.send(&[2]);
+        let _ = ch.send(b"{}");
+    }
+    if sh.cfg.verbose {
+        eprintln!("hush node {me}: job {:016x} done in {:.3}s ({nchunks} chunks, {lanes} lanes)", hdr.job_id, t0.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_lane(
+    sh: &Shared,
+    hdr: &JobHeader,
+    prog: &Program,
+    wires: &[WireSrc],
+    n_inline: usize,
+    lane: usize,
+    client0: Option<&mut TcpChannel>,
+    cancel: &AtomicBool,
+    done: &AtomicU64,
+    result_buf: Option<&Mutex<Vec<u64>>>,
+    check: &[u8],
+    queue_deadline: Instant,
+    submitter: Option<Fingerprint>,
+) -> Result<(NodeStats, Option<TcpChannel>)> {
+    let me = sh.cfg.party;
+    let i = me;
+    let job = hdr.job_id;
+    let l32 = lane as u32;
+    let deadline = Instant::now() + sh.cfg.client.timeout;
+    let mut own_client = None;
+    let client: &mut TcpChannel = match client0 {
+        Some(c) => c,
+        None => {
+            let c = sh.hub.take((job, l32, 1), deadline, cancel).ok_or_else(|| Error::protocol("job lanes", format!("lane {lane}: the client did not connect")))?;
+            if c.peer_fingerprint() != submitter {
+                return Err(Error::protocol("access control", format!("lane {lane} connected by another identity than the submitter")));
+            }
+            own_client = Some(c);
+            own_client.as_mut().expect("set")
+        }
+    };
+    let mut lane_result = || -> Result<NodeStats> {
+        // Ring links of this lane: party 0 starts (it admitted the job), the
+        // others follow their predecessor.
+        let connect_next = || -> Result<TcpChannel> {
+            let addr = &sh.cfg.peers[next(i)];
+            let sec = sh.cfg.link.to_peer(addr).map_err(|e| Error::Input(e.to_string()))?;
+            let mut ch = connect_with_hello(addr, 0, i, &sh.cfg.ring, &sec)
+                .map_err(|e| Error::protocol("ring setup", format!("connect to the next party at {addr}: {e}")))?;
+            let mut f = job.to_le_bytes().to_vec();
+            f.extend_from_slice(&l32.to_le_bytes());
+            ch.send(&f).map_err(Error::transport("ring setup (job, lane)"))?;
+            Ok(ch)
+        };
+        let take_prev = |dl: Instant| -> Result<TcpChannel> {
+            sh.hub.take((job, l32, 0), dl, cancel).ok_or_else(|| {
+                if cancel.load(Ordering::Relaxed) {
+                    Error::protocol("job", "cancelled")
+                } else {
+                    Error::protocol("ring setup", format!("party {} did not join the job in time", prev(i)))
+                }
+            })
+        };
+        let (mut to_next, mut from_prev) = if i == 0 {
+            let n = connect_next()?;
+            (n, take_prev(Instant::now() + sh.cfg.ring.timeout)?)
+        } else {
+            // Waits while party 0 has the job queued.
+            let p = take_prev(queue_deadline)?;
+            (connect_next()?, p)
+        };
+        let keys = PartyKeys::setup(i, os_seed()?, &mut to_next, &mut from_prev)?;
+        to_next.send(check).map_err(Error::transport("job check (send to the next party)"))?;
+        let theirs = from_prev.recv_exact("job check", check.len()).map_err(Error::transport("job check (from the previous party)"))?;
+        if theirs != check {
+            return Err(Error::protocol(
+                "job check",
+                "the previous party runs a different job (different header or different uploads of a stored input: re-share it)",
+            ));
+        }
+        let c0 = client.cost();
+        let r0 = to_next.cost() + from_prev.cost();
+        let words = hdr.words;
+        let w2 = 2 * words;
+        let nchunks = hdr.instances.div_ceil(64 * words as u64);
+        let lanes = hdr.lanes as u64;
+        let my_chunks = (nchunks - lane as u64).div_ceil(lanes);
+        let k = hdr.streams.min(my_chunks as usize).max(1);
+        let mut evs = (0..k).map(|_| Evaluator::new(prog, words)).collect::<Result<Vec<_>>>()?;
+        // Template: stored wires broadcast to every instance.
+        let mut template = vec![0u64; prog.n_in * w2];
+        for (w, src) in wires.iter().enumerate() {
+            if let WireSrc::Stored(x, a) = *src {
+                template[w * w2..][..words].fill(0u64.wrapping_sub(x as u64));
+                template[w * w2 + words..][..words].fill(0u64.wrapping_sub(a as u64));
+            }
+        }
+        let mut inline = vec![0u64; n_inline * w2];
+        let client_cell = std::cell::RefCell::new(&mut *client);
+        let n_out = prog.n_out;
+        let t = Instant::now();
+        run_streams_lane(
+            &mut evs,
+            &keys,
+            job,
+            (lane as u64, lanes),
+            my_chunks,
+            |_, buf| {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(Error::protocol("job", "cancelled"));
+                }
+                if n_inline > 0 {
+                    recv_words(*client_cell.borrow_mut(), "input shares", &mut inline).map_err(Error::transport("input shares from the client"))?;
+                }
+                buf.copy_from_slice(&template);
+                for (w, src) in wires.iter().enumerate() {
+                    if let WireSrc::Inline(s) = *src {
+                        buf[w * w2..][..w2].copy_from_slice(&inline[s * w2..][..w2]);
+                    }
+                }
+                Ok(())
+            },
+            |c, out| {
+                let g = lane as u64 + c * lanes;
+                let mut cl = client_cell.borrow_mut();
+                match result_buf {
+                    Some(rb) => {
+                        rb.lock().unwrap_or_else(|e| e.into_inner())[g as usize * n_out * words..][..n_out * words].copy_from_slice(out);
+                        cl.send(&[0]).map_err(Error::transport("chunk acknowledgement to the client"))?;
+                    }
+                    None => {
+                        cl.send(&[0]).map_err(Error::transport("output status to the client"))?;
+                        let mut o = out.to_vec();
+                        send_words(*cl, &mut o).map_err(Error::transport("output shares to the client"))?;
+                    }
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            },
+            &mut to_next,
+            &mut from_prev,
+        )?;
+        let eval_s = t.elapsed().as_secs_f64();
+        let rounds: u64 = evs.iter().map(|e| e.rounds()).sum();
+        let d: Cost = (to_next.cost() + from_prev.cost()) - r0;
+        let c1 = client.cost();
+        Ok(NodeStats {
+            party: me,
+            ring_bytes_sent: d.bytes_sent,
+            ring_bytes_recv: d.bytes_recv,
+            client_bytes_recv: (c1 - c0).bytes_recv,
+            client_bytes_sent: (c1 - c0).bytes_sent,
+            rounds: rounds + 1,
+            chunks: my_chunks,
+            eval_s,
+            socket_bytes: d.socket_bytes_sent + (c1 - c0).socket_bytes_recv + (c1 - c0).socket_bytes_sent,
+        })
+    };
+    let r = lane_result();
+    match r {
+        Ok(st) => Ok((st, own_client)),
+        Err(e) => {
+            let _ = client.send(&err_frame(me, &e));
+            Err(e)
+        }
+    }
 }
 
 /// Where a job's inputs come from.
@@ -541,13 +1244,17 @@ pub fn random_input_bits(seed: [u8; 16], n_in: usize, words: usize, k: u64) -> V
         .collect()
 }
 
+
 /// What a job returns to its client.
 pub struct JobResult {
+    pub job_id: u64,
     pub instances: u64,
     pub words: usize,
     pub n_out: usize,
-    /// Reconstructed outputs, chunk by chunk, each `n_out × words` words.
+    /// Reconstructed outputs, chunk by chunk, each `n_out × words` words
+    /// (empty when the outputs went to an output party's store).
     pub outputs: Vec<u64>,
+    /// Per node (lanes summed).
     pub stats: Vec<NodeStats>,
     /// Client-observed time from sending the job to the last output.
     pub wall_s: f64,
@@ -565,8 +1272,8 @@ impl JobResult {
     }
 }
 
-/// The client's view of a job: shares inputs toward the three nodes,
-/// collects and reconstructs the outputs.
+/// The client's view of an all-inline job toward three nodes: shares
+/// inputs, collects and reconstructs the outputs.
 #[allow(clippy::too_many_arguments)]
 pub fn run_job(
     nodes: &[String; 3],
@@ -578,64 +1285,117 @@ pub fn run_job(
     opts: &ChannelOptions,
     link: &LinkConfig,
 ) -> Result<JobResult> {
+    submit_job(nodes, &JobSpec::inline(circuit.clone(), instances, words, streams), inputs, opts, link)
+}
+
+fn connect_node(nodes: &[String; 3], i: usize, opts: &ChannelOptions, link: &LinkConfig) -> Result<TcpChannel> {
+    let addr = &nodes[i];
+    let sec = link.to_peer(addr).map_err(|e| Error::Input(e.to_string()))?;
+    connect_with_hello(addr, 1, i, opts, &sec).map_err(|e| Error::Protocol { step: "connect to a node", msg: format!("party {i} at {addr}: {e}") })
+}
+
+/// Submits a job: `inputs` gives the bits of the inline input values only
+/// (in order), stored values come from the nodes' stores.
+pub fn submit_job(nodes: &[String; 3], spec: &JobSpec, inputs: &Inputs, opts: &ChannelOptions, link: &LinkConfig) -> Result<JobResult> {
+    let (instances, words, streams) = (spec.instances, spec.words, spec.streams);
     if streams == 0 || streams > MAX_STREAMS {
         return Err(Error::Input(format!("{streams} streams (allowed 1..={MAX_STREAMS})")));
     }
-    let c = circuit.circuit()?;
+    let c = spec.circuit.circuit()?;
     if instances == 0 || instances > MAX_INSTANCES || words == 0 || words > MAX_CHUNK_WORDS {
         return Err(Error::Input("instances or chunk width out of range".into()));
     }
+    let sources = if spec.sources.is_empty() { vec![InputSource::Inline; c.inputs.len()] } else { spec.sources.clone() };
+    if sources.len() != c.inputs.len() {
+        return Err(Error::Input(format!("circuit {} takes {} input values, {} sources given", c.name, c.inputs.len(), sources.len())));
+    }
+    let n_in: usize = sources.iter().zip(&c.inputs).filter(|(s, _)| **s == InputSource::Inline).map(|(_, w)| *w).sum();
     if let Inputs::Fixed(b) = inputs {
-        if b.len() != c.num_input_wires() {
-            return Err(Error::Input(format!("{} input bits for a circuit with {} input wires", b.len(), c.num_input_wires())));
+        if b.len() != n_in {
+            return Err(Error::Input(format!("{} inline input bits for {} inline input wires", b.len(), n_in)));
         }
     }
-    let n_in = c.num_input_wires();
     let n_out = c.num_output_wires();
+    let nchunks = instances.div_ceil(64 * words as u64);
+    let lanes = spec.lanes.clamp(1, MAX_LANES).min(nchunks as usize);
     let mut seeds = [[0u8; 16]; 2];
     for s in &mut seeds {
         *s = os_seed()?;
     }
-    let job_id = u64::from_le_bytes(os_seed()?[..8].try_into().unwrap());
-    let header = encode_header(&JobHeader { job_id, instances, words, streams, circuit: circuit.clone() });
-    let nchunks = instances.div_ceil(64 * words as u64);
-    // Connect to all three first, so a missing node fails before any work.
-    let mut chans = Vec::with_capacity(3);
-    for (i, addr) in nodes.iter().enumerate() {
-        let sec = link.to_peer(addr).map_err(|e| Error::Input(e.to_string()))?;
-        let ch = connect_with_hello(addr, 1, i, opts, &sec).map_err(|e| Error::Protocol {
-            step: "connect to a node",
-            msg: format!("party {i} at {addr}: {e}"),
-        })?;
-        chans.push(ch);
+    let job_id = loop {
+        let id = u64::from_le_bytes(os_seed()?[..8].try_into().unwrap());
+        if id != 0 {
+            break id;
+        }
+    };
+    let header = encode_header(&JobHeader {
+        job_id,
+        instances,
+        words,
+        streams,
+        lanes,
+        circuit: spec.circuit.clone(),
+        sources,
+        output_to: spec.output_to,
+    });
+    let to_store = spec.output_to.is_some();
+    // Connect everything first, so a missing node fails before any work.
+    let mut chans: Vec<Vec<TcpChannel>> = Vec::new();
+    for i in 0..3 {
+        let mut v = Vec::new();
+        for l in 0..lanes {
+            let mut ch = connect_node(nodes, i, opts, link)?;
+            if l > 0 {
+                let mut m = b"HLAN".to_vec();
+                m.extend_from_slice(&job_id.to_le_bytes());
+                m.extend_from_slice(&(l as u32).to_le_bytes());
+                ch.send(&m).map_err(Error::transport("lane to a node"))?;
+            }
+            v.push(ch);
+        }
+        chans.push(v);
     }
     let t0 = Instant::now();
-    let results: Vec<Result<(Vec<u64>, NodeStats, Cost)>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = chans
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut ch)| {
+    type LaneOut = Result<(usize, usize, Vec<u64>, Option<NodeStats>, Cost)>;
+    let results: Vec<LaneOut> = std::thread::scope(|sc| {
+        let mut hs = Vec::new();
+        for (i, v) in chans.into_iter().enumerate() {
+            for (l, mut ch) in v.into_iter().enumerate() {
                 let header = &header;
-                sc.spawn(move || client_party(i, &mut ch, header, n_in, n_out, words, nchunks, streams, &seeds, inputs))
-            })
-            .collect();
+                let seeds = &seeds;
+                hs.push(sc.spawn(move || -> LaneOut {
+                    if l == 0 {
+                        ch.send(header).map_err(Error::transport("job header to a node"))?;
+                    }
+                    let chunks: Vec<u64> = (l as u64..nchunks).step_by(lanes).collect();
+                    let (o, st) = client_party(i, &mut ch, n_in, n_out, words, &chunks, streams, seeds, inputs, to_store, l == 0)?;
+                    Ok((i, l, o, st, ch.cost()))
+                }));
+            }
+        }
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Local("client thread panicked".into())))).collect()
     });
     let wall_s = t0.elapsed().as_secs_f64();
-    let mut shares = Vec::new();
-    let mut stats = Vec::new();
+    let mut shares = vec![vec![0u64; if to_store { 0 } else { nchunks as usize * n_out * words }]; 3];
+    let mut stats: Vec<NodeStats> = (0..3).map(|i| NodeStats { party: i, ..Default::default() }).collect();
     let mut client_cost = Cost::default();
     let mut first_err = None;
     for r in results {
         match r {
-            Ok((o, s, c)) => {
-                shares.push(o);
-                stats.push(s);
-                client_cost = client_cost + c;
+            Ok((i, l, o, st, cost)) => {
+                if !to_store {
+                    for (k, c) in (l as u64..nchunks).step_by(lanes).enumerate() {
+                        shares[i][c as usize * n_out * words..][..n_out * words].copy_from_slice(&o[k * n_out * words..][..n_out * words]);
+                    }
+                }
+                if let Some(st) = st {
+                    stats[i] = st;
+                }
+                client_cost = client_cost + cost;
             }
             Err(e) => {
                 // Prefer a node's own report over a follow-on disconnect.
-                let is_report = matches!(e, Error::Protocol { step: "node reported", .. });
+                let is_report = matches!(&e, Error::Protocol { step: "node reported", msg } if !msg.contains("connection lost"));
                 if first_err.is_none() || is_report {
                     first_err = Some(e);
                 }
@@ -645,24 +1405,24 @@ pub fn run_job(
     if let Some(e) = first_err {
         return Err(e);
     }
-    let outputs = crate::share::reconstruct([&shares[0], &shares[1], &shares[2]]);
-    Ok(JobResult { instances, words, n_out, outputs, stats, wall_s, client_cost })
+    let outputs = if to_store { Vec::new() } else { crate::share::reconstruct([&shares[0], &shares[1], &shares[2]]) };
+    Ok(JobResult { job_id, instances, words, n_out, outputs, stats, wall_s, client_cost })
 }
 
 #[allow(clippy::too_many_arguments)]
 fn client_party(
     i: usize,
     ch: &mut TcpChannel,
-    header: &[u8],
     n_in: usize,
     n_out: usize,
     words: usize,
-    nchunks: u64,
+    chunks: &[u64],
     streams: usize,
     seeds: &[[u8; 16]; 2],
     inputs: &Inputs,
-) -> Result<(Vec<u64>, NodeStats, Cost)> {
-    ch.send(header).map_err(Error::transport("job header to a node"))?;
+    to_store: bool,
+    lane0: bool,
+) -> Result<(Vec<u64>, Option<NodeStats>)> {
     let px = [Prf::new(seeds[0]), Prf::new(seeds[1])];
     let pv = match inputs {
         Inputs::Random(s) => Some(Prf::new(*s)),
@@ -693,36 +1453,167 @@ fn client_party(
             }
         }
     };
-    let mut outputs = vec![0u64; nchunks as usize * n_out * words];
-    let window = streams as u64 + 1;
-    let mut sent = 0u64;
+    let nchunks = chunks.len();
+    let mut outputs = vec![0u64; if to_store { 0 } else { nchunks * n_out * words }];
+    let window = streams + 1;
+    let mut sent = 0usize;
+    let send = |ch: &mut TcpChannel, msg: &mut [u64]| -> Result<()> {
+        if n_in > 0 {
+            send_words(ch, msg).map_err(Error::transport("input shares to a node"))?;
+        }
+        Ok(())
+    };
     while sent < nchunks.min(window) {
-        build(sent, &mut msg);
-        send_words(ch, &mut msg).map_err(Error::transport("input shares to a node"))?;
+        build(chunks[sent], &mut msg);
+        send(ch, &mut msg)?;
         sent += 1;
     }
     for c in 0..nchunks {
-        let st = ch.recv().map_err(|e| Error::Protocol { step: "node reported", msg: format!("party {i}: connection lost ({e})") })?;
-        match st.first() {
-            Some(0) if st.len() == 1 => {}
-            Some(1) => return Err(Error::Protocol { step: "node reported", msg: String::from_utf8_lossy(&st[1..]).into_owned() }),
-            _ => return Err(Error::protocol("output status", format!("party {i}: unexpected frame of {} bytes", st.len()))),
+        read_status(ch, i, "output status")?;
+        if !to_store {
+            let o = &mut outputs[c * n_out * words..][..n_out * words];
+            recv_words(ch, "output shares", o).map_err(Error::transport("output shares from a node"))?;
         }
-        let o = &mut outputs[c as usize * n_out * words..][..n_out * words];
-        recv_words(ch, "output shares", o).map_err(Error::transport("output shares from a node"))?;
         if sent < nchunks {
-            build(sent, &mut msg);
-            send_words(ch, &mut msg).map_err(Error::transport("input shares to a node"))?;
+            build(chunks[sent], &mut msg);
+            send(ch, &mut msg)?;
             sent += 1;
         }
     }
     let st = ch.recv().map_err(Error::transport("statistics from a node"))?;
-    if st.first() != Some(&2) {
-        return Err(Error::protocol("statistics", "unexpected frame"));
+    match st.first() {
+        Some(2) => {}
+        Some(1) => return Err(Error::Protocol { step: "node reported", msg: String::from_utf8_lossy(&st[1..]).into_owned() }),
+        _ => return Err(Error::protocol("statistics", "unexpected frame")),
     }
     let js = ch.recv().map_err(Error::transport("statistics from a node"))?;
-    let stats = NodeStats::from_json(&js)?;
-    Ok((outputs, stats, ch.cost()))
+    let stats = if lane0 { Some(NodeStats::from_json(&js)?) } else { None };
+    Ok((outputs, stats))
+}
+
+/// Access lists of a stored input (fingerprints, or `any`); the owner is
+/// implicitly in both.
+#[derive(Clone, Debug, Default)]
+pub struct Acl {
+    /// Who may submit jobs reading the input.
+    pub users: Vec<String>,
+    /// Who may receive results computed from it.
+    pub recipients: Vec<String>,
+}
+
+/// `hush share`: replicated shares of one `bits.len()`-bit value, stored
+/// under `name` at the three nodes with `acl`; the caller (its TLS
+/// identity) becomes the owner.
+pub fn share_input(nodes: &[String; 3], name: &str, bits: &[bool], acl: &Acl, opts: &ChannelOptions, link: &LinkConfig) -> Result<()> {
+    check_name(name)?;
+    if !link.is_tls() {
+        return Err(Error::Input("stored inputs need TLS identities (not --insecure)".into()));
+    }
+    for f in acl.users.iter().chain(&acl.recipients) {
+        if f != "any" {
+            f.parse::<Fingerprint>().map_err(|e| Error::Input(format!("{f:?}: {e}")))?;
+        }
+    }
+    let n = bits.len();
+    let mut rng = crate::prf::Prg::from_os()?;
+    let mut r = vec![0u64; n.div_ceil(64) * 2];
+    rng.fill_words(&mut r);
+    let bit = |w: &[u64], k: usize| (w[k / 64] >> (k % 64)) & 1 == 1;
+    let (r0, r1) = r.split_at(n.div_ceil(64));
+    let x: [Vec<bool>; 3] = [(0..n).map(|k| bit(r0, k)).collect(), (0..n).map(|k| bit(r1, k)).collect(), (0..n).map(|k| bit(r0, k) ^ bit(r1, k)).collect()];
+    let upload = hex(&os_seed()?);
+    let mut chans = Vec::new();
+    for i in 0..3 {
+        chans.push(connect_node(nodes, i, opts, link)?);
+    }
+    for (i, ch) in chans.iter_mut().enumerate() {
+        let a: Vec<bool> = (0..n).map(|k| x[prev(i)][k] ^ bits[k]).collect();
+        let body = serde_json::json!({
+            "name": name, "width": n, "users": acl.users, "recipients": acl.recipients, "upload": upload,
+            "x": bits_to_hex(&x[i]), "a": bits_to_hex(&a),
+        });
+        let mut m = b"HSHR".to_vec();
+        m.extend_from_slice(body.to_string().as_bytes());
+        ch.send(&m).map_err(Error::transport("share to a node"))?;
+    }
+    let mut first_err = None;
+    for (i, ch) in chans.iter_mut().enumerate() {
+        if let Err(e) = read_status(ch, i, "share") {
+            first_err.get_or_insert(e);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// What an output party fetched.
+pub struct Fetched {
+    pub job_id: u64,
+    pub circuit: String,
+    /// Widths of the output values.
+    pub outputs: Vec<usize>,
+    pub result: JobResult,
+}
+
+/// `hush fetch`: the output party collects the three shares of a job's
+/// result and reconstructs it.
+pub fn fetch_result(nodes: &[String; 3], job_id: u64, opts: &ChannelOptions, link: &LinkConfig) -> Result<Fetched> {
+    let mut metas = Vec::new();
+    let mut shares = Vec::new();
+    for i in 0..3 {
+        let mut ch = connect_node(nodes, i, opts, link)?;
+        let mut m = b"HFET".to_vec();
+        m.extend_from_slice(&job_id.to_le_bytes());
+        ch.send(&m).map_err(Error::transport("fetch request"))?;
+        let meta = read_status(&mut ch, i, "fetch")?;
+        let v: serde_json::Value = serde_json::from_slice(&meta).map_err(|e| Error::protocol("fetch", e.to_string()))?;
+        let u = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+        let len = (u("instances").div_ceil(64 * u("words").max(1)) * u("n_out") * u("words")) as usize;
+        let mut w = vec![0u64; len];
+        ch.recv_chunked_into("result share", words_as_bytes_mut(&mut w)).map_err(Error::transport("result share"))?;
+        metas.push(v);
+        shares.push(w);
+    }
+    let key = |v: &serde_json::Value| (v["job"].clone(), v["circuit"].clone(), v["outputs"].clone(), v["instances"].clone(), v["words"].clone(), v["n_out"].clone());
+    if metas.iter().any(|m| key(m) != key(&metas[0])) {
+        return Err(Error::protocol("fetch", "the three nodes describe the result differently"));
+    }
+    let m = &metas[0];
+    let u = |k: &str| m.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+    let outputs = crate::share::reconstruct([&shares[0], &shares[1], &shares[2]]);
+    Ok(Fetched {
+        job_id,
+        circuit: m["circuit"].as_str().unwrap_or("").to_string(),
+        outputs: m["outputs"].as_array().map(|a| a.iter().filter_map(|x| x.as_u64().map(|x| x as usize)).collect()).unwrap_or_default(),
+        result: JobResult {
+            job_id,
+            instances: u("instances"),
+            words: u("words") as usize,
+            n_out: u("n_out") as usize,
+            outputs,
+            stats: Vec::new(),
+            wall_s: 0.0,
+            client_cost: Cost::default(),
+        },
+    })
+}
+
+/// `hush job status` (`job_id` 0: all of the caller's jobs) and `hush job
+/// cancel`: one JSON answer per node.
+pub fn job_control(nodes: &[String; 3], job_id: u64, cancel: bool, opts: &ChannelOptions, link: &LinkConfig) -> Vec<Result<serde_json::Value>> {
+    (0..3)
+        .map(|i| {
+            let mut ch = connect_node(nodes, i, opts, link)?;
+            let mut m = if cancel { b"HCAN".to_vec() } else { b"HSTA".to_vec() };
+            m.extend_from_slice(&job_id.to_le_bytes());
+            ch.send(&m).map_err(Error::transport("job control request"))?;
+            let r = read_status(&mut ch, i, "job control")?;
+            if r.is_empty() {
+                Ok(serde_json::json!({ "party": i, "cancelled": format!("{job_id:016x}") }))
+            } else {
+                serde_json::from_slice(&r).map_err(|e| Error::protocol("job control", e.to_string()))
+            }
+        })
+        .collect()
 }
 
 /// The transport allocates a fresh buffer per received frame; with glibc's

@@ -236,9 +236,11 @@ fn three_node_service_refuses_wrong_identities() {
     // Party 2 runs with an identity nobody pinned.
     let rogue = ids.dir.join("rogue");
     hush_transport::peering::keygen(&rogue).unwrap();
-    // Party 2 connects to party 0 (its next): party 0 refuses it.
-    let n0 = spawn_node_as(0, &addrs, &ids, &ids.dir.join("node0"), Stdio::piped());
-    let n1 = spawn_node(1, &addrs, &ids);
+    // Party 1 connects to party 2 (its next) for a job's ring link and
+    // refuses the rogue certificate (party 2 never gets a ring link from
+    // it, so it never reaches party 0).
+    let n0 = spawn_node(0, &addrs, &ids);
+    let n1 = spawn_node_as(1, &addrs, &ids, &ids.dir.join("node1"), Stdio::piped());
     let n2 = spawn_node_as(2, &addrs, &ids, &rogue, Stdio::null());
     let link = ids.job_link(&addrs);
     // The submitter pins party 2's real identity: its connection to the rogue node is refused.
@@ -251,12 +253,12 @@ fn three_node_service_refuses_wrong_identities() {
     let rogue_link = LinkConfig::with_identity(Arc::new(Identity::generate().unwrap()), Pins::parse(&pins).unwrap());
     let r = run_job(&addrs, &spec, 64, 1, 1, &Inputs::Fixed(bits.clone()), &opts, &rogue_link);
     assert!(r.is_err(), "a ring with a rogue node must not run jobs");
-    drop(n1);
+    drop(n0);
     drop(n2);
-    let mut n0 = n0;
-    let _ = n0.0.kill();
-    let out = n0.0.wait_with_output_stderr();
-    assert!(out.contains("refused a ring connection") && out.contains(&ids.fps[2].to_string()), "node 0 log: {out}");
+    let mut n1 = n1;
+    let _ = n1.0.kill();
+    let out = n1.0.wait_with_output_stderr();
+    assert!(out.contains("connect to the next party") && out.contains(&ids.fps[2].to_string()), "node 1 log: {out}");
     // Plaintext submitter against TLS nodes: refused naming the mode.
     let n: Vec<Node> = (0..3).map(|i| spawn_node(i, &addrs, &ids)).collect();
     let e = run_job(&addrs, &spec, 64, 1, 1, &Inputs::Fixed(bits.clone()), &opts, &LinkConfig::insecure()).err().expect("plaintext refused").to_string();
