@@ -21,13 +21,12 @@
 //!
 //! | kernel | avx512 | avx2 | portable |
 //! |---|---|---|---|
-//! | [`lpn_offsets`] | fused VAES CTR + 16-lane index math | AES-NI CTR ([`Aes128`]) + scalar index math | soft AES + scalar index math |
+//! | [`lpn_offsets`] | fused VAES CTR (32 blocks in flight) + 16-lane index math | fused AES-NI CTR (8 blocks in flight) + 8-lane AVX2 index math | soft AES + scalar index math |
 //! | [`gather_rows_bg`] | AVX2-compiled (VEX) 128-bit loads, prefetch, NT stores | the same | plain Rust loop, no prefetch |
-//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI (8 blocks in flight) on 16-parent batches | soft AES, same batches |
+//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI, 4 parents (8 blocks) in flight, 16-parent groups per job step | soft AES, 16-parent batches |
 //! | [`or_lsbs`] | AVX-512 test-mask + `pext` | scalar | scalar |
 //!
-//! Only the AVX-512 level has dedicated kernels for the AES-bound parts;
-//! the avx2 level runs the portable code with AES-NI underneath.
+//! The fused kernels never put counters or (x, x ⊕ 1) pairs in memory.
 
 use hush_primitives::aes::{fixed_key, Aes128, FIXED_KEY};
 use hush_primitives::simd::{self, Level};
