@@ -21,7 +21,8 @@
 //!   k-vector;
 //! * vectorized XOR reduction: each row's D loads are independent 128-bit
 //!   loads folded into XORs, with software prefetch 12 rows (120 lines)
-//!   ahead for k-vectors beyond L2 — measured 2× faster than relying on
+//!   ahead for k-vectors beyond the L2 detected at run time — measured
+//!   2× faster than relying on
 //!   out-of-order execution alone (the reduction is then bound by L1 miss
 //!   slots × L3 latency);
 //! * instruction-level fusion: the reduction waits on memory most of the
@@ -317,7 +318,7 @@ impl LpnMatrix {
         }
         assert_eq!(base.len(), self.k);
         assert!((row0 * D).is_multiple_of(self.wpb), "row0 must be a multiple of 4 (of 2 for 32-bit indices)");
-        let pf = self.k * 16 > PREFETCH_ABOVE;
+        let pf = self.k * 16 > prefetch_above();
         let n = out.len();
         let mut guard = self.bufs.borrow_mut();
         let bufs = &mut **guard;
@@ -379,9 +380,15 @@ impl LpnMatrix {
     }
 }
 
-/// Prefetch only when the k-vector is larger than this (L2-resident vectors
-/// gain nothing from it).
-const PREFETCH_ABOVE: usize = 2 << 20;
+/// Prefetch only when the k-vector is larger than this: one core's L2 as
+/// detected at run time ([`hush_primitives::cache::l2_bytes`]), 2 MiB when
+/// unknown. An L2-resident vector gains nothing from software prefetch
+/// (measured: [`LPN_B10`]'s 1 MiB vector in a 1 MiB L2 runs ~10 % slower
+/// with it), one that spills to L3 — the same vector in a 512 KiB L2 (Zen 2),
+/// or FERRET_MAIN's 9.4 MB anywhere — is bound by L3 latency without it.
+fn prefetch_above() -> usize {
+    hush_primitives::cache::l2_bytes().map_or(2 << 20, |b| b as usize)
+}
 
 /// A zeroed vector of `n` blocks whose pages the kernel is asked to back
 /// with transparent huge pages (random gathers into the k-vector otherwise

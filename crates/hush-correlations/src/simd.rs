@@ -21,13 +21,12 @@
 //!
 //! | kernel | avx512 | avx2 | portable |
 //! |---|---|---|---|
-//! | [`lpn_offsets`] | fused VAES CTR + 16-lane index math | AES-NI CTR ([`Aes128`]) + scalar index math | soft AES + scalar index math |
+//! | [`lpn_offsets`] | fused VAES CTR (32 blocks in flight) + 16-lane index math | fused AES-NI CTR (8 blocks in flight) + 8-lane AVX2 index math | soft AES + scalar index math |
 //! | [`gather_rows_bg`] | AVX2-compiled (VEX) 128-bit loads, prefetch, NT stores | the same | plain Rust loop, no prefetch |
-//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI (8 blocks in flight) on 16-parent batches | soft AES, same batches |
+//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI, 4 parents (8 blocks) in flight, 16-parent groups per job step | soft AES, 16-parent batches |
 //! | [`or_lsbs`] | AVX-512 test-mask + `pext` | scalar | scalar |
 //!
-//! Only the AVX-512 level has dedicated kernels for the AES-bound parts;
-//! the avx2 level runs the portable code with AES-NI underneath.
+//! The fused kernels never put counters or (x, x ⊕ 1) pairs in memory.
 
 use hush_primitives::aes::{fixed_key, Aes128, FIXED_KEY};
 use hush_primitives::simd::{self, Level};
@@ -39,6 +38,12 @@ use std::sync::OnceLock;
 #[inline]
 pub(crate) fn fast() -> bool {
     cfg!(target_arch = "x86_64") && simd::level() == Level::Avx512
+}
+
+/// Whether the AVX2 + AES-NI kernels run now (level avx2 exactly).
+#[inline]
+pub(crate) fn avx2() -> bool {
+    cfg!(target_arch = "x86_64") && simd::level() == Level::Avx2
 }
 
 /// Expanded round keys of an AES-128 key (public keys only: the LPN key and
@@ -97,6 +102,18 @@ pub(crate) fn lpn_offsets(keys: &RoundKeys, aes: &Aes128, nonce: u64, c0: u64, b
                 x86::lpn_offsets16(&keys.rk, nonce, c0, blocks, k - 1, out)
             } else {
                 x86::lpn_offsets(&keys.rk, nonce, c0, blocks, k, out)
+            }
+        };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: level avx2 = avx2 + aes detected; lengths asserted above.
+        unsafe {
+            if wpb == 8 {
+                x86::lpn_offsets16_avx2(&keys.rk, nonce, c0, blocks, k - 1, out)
+            } else {
+                x86::lpn_offsets_avx2(&keys.rk, nonce, c0, blocks, k, out)
             }
         };
         return;
@@ -387,15 +404,20 @@ impl<'a> GgmJob<'a> {
     /// true when the level is complete.
     fn group(sub: &mut [Block], level: u32, last: bool, g: &mut Option<usize>) -> bool {
         let w = 1usize << level;
-        if !fast() || w < 16 {
+        if !(fast() || avx2()) || w < 16 {
             ggm_level_in_place(sub, w, last);
             return true;
         }
         let gi = g.unwrap_or(w / 16) - 1;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: fast() checked; the sub-slice holds 2w ≥ 32·gi + 32 blocks.
+        // SAFETY: level avx512 (fast) or avx2 checked; the sub-slice holds
+        // 2w ≥ 32·gi + 32 blocks.
         unsafe {
-            x86::ggm_group(&RoundKeys::fixed().rk, sub, gi, last)
+            if fast() {
+                x86::ggm_group(&RoundKeys::fixed().rk, sub, gi, last)
+            } else {
+                x86::ggm_group_aesni(&RoundKeys::fixed().rk, sub, gi, last)
+            }
         };
         if gi == 0 {
             *g = None;
@@ -498,6 +520,14 @@ pub(crate) fn ggm_level_in_place(buf: &mut [Block], w: usize, clear_lsb: bool) {
         // children at ≥ 2·lo ≥ lo + 16 or, for lo = 0, after the loads).
         hi = unsafe { x86::ggm_level(&RoundKeys::fixed().rk, buf, w, clear_lsb) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: level avx2 = avx2 + aes detected; the kernel does every
+        // parent, back to front in groups of four (each group's parents are
+        // loaded before its children are stored).
+        unsafe { x86::ggm_level_aesni(&RoundKeys::fixed().rk, buf, w, clear_lsb) };
+        hi = 0;
+    }
     // Remaining parents [0, hi), back to front.
     let m = if clear_lsb { !1u128 } else { !0 };
     let mut i = hi;
@@ -582,6 +612,160 @@ mod x86 {
         }
         for j in 0..8 {
             x[j] = _mm512_aesenclast_epi128(x[j], k[10]);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn keys128(rk: &[Block; 11]) -> [__m128i; 11] {
+        let mut k = [_mm_setzero_si128(); 11];
+        for i in 0..11 {
+            k[i] = ld(&rk[i]);
+        }
+        k
+    }
+
+    /// AES-128 of eight independent blocks (AES-NI, all eight in flight).
+    #[inline(always)]
+    unsafe fn aes8x(k: &[__m128i; 11], x: &mut [__m128i; 8]) {
+        for j in 0..8 {
+            x[j] = _mm_xor_si128(x[j], k[0]);
+        }
+        for r in 1..10 {
+            for j in 0..8 {
+                x[j] = _mm_aesenc_si128(x[j], k[r]);
+            }
+        }
+        for j in 0..8 {
+            x[j] = _mm_aesenclast_si128(x[j], k[10]);
+        }
+    }
+
+    /// AES of the next 8 counter blocks (nonce ‖ c), advancing `ctr`
+    /// (qwords (c, nonce)).
+    #[inline(always)]
+    unsafe fn ctr_aes8(keys: &[__m128i; 11], ctr: &mut __m128i) -> [__m128i; 8] {
+        let one = _mm_set_epi64x(0, 1);
+        let mut x = [_mm_setzero_si128(); 8];
+        for r in x.iter_mut() {
+            *r = *ctr;
+            *ctr = _mm_add_epi64(*ctr, one);
+        }
+        aes8x(keys, &mut x);
+        x
+    }
+
+    /// [`super::lpn_offsets`] at level avx2, 32-bit words: AES-NI CTR with
+    /// eight blocks in flight, ⌊w·k/2^32⌋·16 of eight words per AVX2 step.
+    #[target_feature(enable = "aes,avx2")]
+    pub(super) unsafe fn lpn_offsets_avx2(rk: &[Block; 11], nonce: u64, c0: u64, blocks: usize, k: u32, out: &mut [u32]) {
+        let keys = keys128(rk);
+        let mut ctr = _mm_set_epi64x(nonce as i64, c0 as i64);
+        let k16 = _mm256_set1_epi64x((k as i64) << 4);
+        let hi_mask = _mm256_set1_epi32(!15);
+        let p = out.as_mut_ptr();
+        debug_assert!(out.len() >= 4 * blocks && blocks.is_multiple_of(8));
+        let mut m = 0;
+        while m < blocks {
+            let x = ctr_aes8(&keys, &mut ctr);
+            for j in 0..4 {
+                // Blocks 2j, 2j+1: words in order.
+                let v = _mm256_set_m128i(x[2 * j + 1], x[2 * j]);
+                let even = _mm256_srli_epi64::<32>(_mm256_mul_epu32(v, k16));
+                let odd = _mm256_mul_epu32(_mm256_srli_epi64::<32>(v), k16);
+                let w = _mm256_blend_epi32::<0xAA>(even, odd);
+                _mm256_storeu_si256(p.add(4 * (m + 2 * j)) as *mut __m256i, _mm256_and_si256(w, hi_mask));
+            }
+            m += 8;
+        }
+    }
+
+    /// [`super::lpn_offsets`] at level avx2, k = mask + 1 a power of two
+    /// ≤ 2^16: the eight 16-bit words of each block, widened, scaled and
+    /// masked in one AVX2 step.
+    #[target_feature(enable = "aes,avx2")]
+    pub(super) unsafe fn lpn_offsets16_avx2(rk: &[Block; 11], nonce: u64, c0: u64, blocks: usize, mask: u32, out: &mut [u32]) {
+        let keys = keys128(rk);
+        let mut ctr = _mm_set_epi64x(nonce as i64, c0 as i64);
+        let m16 = _mm256_set1_epi32((mask << 4) as i32);
+        let p = out.as_mut_ptr();
+        debug_assert!(out.len() >= 8 * blocks && blocks.is_multiple_of(8));
+        let mut m = 0;
+        while m < blocks {
+            let x = ctr_aes8(&keys, &mut ctr);
+            for j in 0..8 {
+                let w = _mm256_slli_epi32::<4>(_mm256_cvtepu16_epi32(x[j]));
+                _mm256_storeu_si256(p.add(8 * (m + j)) as *mut __m256i, _mm256_and_si256(w, m16));
+            }
+            m += 8;
+        }
+    }
+
+    /// Children of the four parents at `src` (in registers before any
+    /// store) into `dst[0..8]`: G(x) = (π(x) ⊕ x, π(x⊕1) ⊕ x ⊕ 1).
+    #[inline(always)]
+    unsafe fn ggm4(keys: &[__m128i; 11], src: *const Block, dst: *mut Block, mask: __m128i) {
+        let right = _mm_set_epi64x(0, 1);
+        let mut x = [_mm_setzero_si128(); 8];
+        for i in 0..4 {
+            let p = _mm_loadu_si128(src.add(i) as *const __m128i);
+            x[2 * i] = p;
+            x[2 * i + 1] = _mm_xor_si128(p, right);
+        }
+        let inp = x;
+        aes8x(keys, &mut x);
+        let d = dst as *mut __m128i;
+        for j in 0..8 {
+            _mm_storeu_si128(d.add(j), _mm_and_si128(_mm_xor_si128(x[j], inp[j]), mask));
+        }
+    }
+
+    /// Parents 16g..16g+16 → children 32g..32g+32 with AES-NI, four
+    /// parents (eight blocks) in flight, back to front (each four's
+    /// children overwrite only parents already consumed).
+    #[target_feature(enable = "aes,avx2")]
+    pub(super) unsafe fn ggm_group_aesni(rk: &[Block; 11], buf: &mut [Block], g: usize, clear_lsb: bool) {
+        assert!(buf.len() >= 32 * g + 32);
+        let keys = keys128(rk);
+        let mask = if clear_lsb { _mm_set_epi64x(-1, -2) } else { _mm_set1_epi64x(-1) };
+        let b = buf.as_mut_ptr();
+        for q in (0..4).rev() {
+            let p0 = 16 * g + 4 * q;
+            ggm4(&keys, b.add(p0), b.add(2 * p0), mask);
+        }
+    }
+
+    /// One whole level in place with AES-NI (parents [0, w) → children
+    /// [0, 2w)), four parents in flight, back to front; the first w mod 4
+    /// parents one at a time.
+    #[target_feature(enable = "aes,avx2")]
+    pub(super) unsafe fn ggm_level_aesni(rk: &[Block; 11], buf: &mut [Block], w: usize, clear_lsb: bool) {
+        assert!(buf.len() >= 2 * w);
+        let keys = keys128(rk);
+        let mask = if clear_lsb { _mm_set_epi64x(-1, -2) } else { _mm_set1_epi64x(-1) };
+        let right = _mm_set_epi64x(0, 1);
+        let b = buf.as_mut_ptr();
+        let rem = w % 4;
+        let mut p0 = w;
+        while p0 >= rem + 4 {
+            p0 -= 4;
+            ggm4(&keys, b.add(p0), b.add(2 * p0), mask);
+        }
+        // Parents rem-1 .. 0 (children 2i, 2i+1 overwrite only parents ≥ i).
+        for i in (0..rem).rev() {
+            let p = _mm_loadu_si128(b.add(i) as *const __m128i);
+            let mut x = [p, _mm_xor_si128(p, right)];
+            for v in x.iter_mut() {
+                *v = _mm_xor_si128(*v, keys[0]);
+            }
+            for r in 1..10 {
+                for v in x.iter_mut() {
+                    *v = _mm_aesenc_si128(*v, keys[r]);
+                }
+            }
+            let d = b.add(2 * i) as *mut __m128i;
+            _mm_storeu_si128(d, _mm_and_si128(_mm_xor_si128(_mm_aesenclast_si128(x[0], keys[10]), p), mask));
+            let q = _mm_xor_si128(p, right);
+            _mm_storeu_si128(d.add(1), _mm_and_si128(_mm_xor_si128(_mm_aesenclast_si128(x[1], keys[10]), q), mask));
         }
     }
 

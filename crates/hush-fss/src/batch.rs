@@ -19,8 +19,11 @@
 //! the fixed-key MMO hash of [`crate::ggm`] with VAES (round keys in
 //! registers), the direction bit xored into each seed under a lane mask,
 //! seed corrections applied with a masked XOR selected by the control bits,
-//! control and one-bit value corrections handled as 8-bit lane masks. Elsewhere
-//! (SIMD level avx2 or portable, see [`hush_primitives::simd`]) a portable
+//! control and one-bit value corrections handled as 8-bit lane masks. At
+//! SIMD level avx2 (see [`hush_primitives::simd`]) an AES-NI evaluator walks
+//! the same layout with eight AES blocks in flight (eight keys per level
+//! for one-bit outputs, four keys' seed and value blocks otherwise), control
+//! and value bits in scalar registers; at level portable a portable
 //! evaluator runs the same layout with AES for a group in flight.
 //! Both compute exactly the function of the scalar [`crate::dcf_eval`]
 //! (BCGGIKR21 §3 Eval), bit for bit; the tests compare them.
@@ -377,6 +380,16 @@ impl DcfKeyBatch {
                     }
                 }
             },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the AES-NI kernel runs only when the CPU has level
+            // avx2 (avx2, aes).
+            Kernel::Avx2 if Level::Avx2.supported() => unsafe {
+                if self.packed() {
+                    aesni::eval_packed(self, party, xs, out0)
+                } else {
+                    aesni::eval_wide(self, party, xs, out0, out1)
+                }
+            },
             _ => portable(self, party, xs, out0, out1),
         }
     }
@@ -387,18 +400,23 @@ impl DcfKeyBatch {
 pub(crate) enum Kernel {
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx512,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
     Portable,
 }
 
 /// The evaluator for the current SIMD level
 /// ([`hush_primitives::simd::level`]): avx512 runs the AVX-512/VAES
-/// kernels; avx2 and portable run the portable evaluator, whose AES is
-/// `hush_primitives::aes` at that level (AES-NI, resp. software).
+/// kernels, avx2 the AES-NI kernels (eight keys in flight), portable the
+/// portable evaluator (whose AES is `hush_primitives::aes`'s software one).
 pub(crate) fn kernel() -> Kernel {
-    if cfg!(target_arch = "x86_64") && simd::level() == Level::Avx512 {
-        Kernel::Avx512
-    } else {
-        Kernel::Portable
+    if !cfg!(target_arch = "x86_64") {
+        return Kernel::Portable;
+    }
+    match simd::level() {
+        Level::Avx512 => Kernel::Avx512,
+        Level::Avx2 => Kernel::Avx2,
+        Level::Portable => Kernel::Portable,
     }
 }
 
@@ -516,6 +534,299 @@ fn portable(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: 
         acc.zeroize();
     }
     buf.zeroize();
+}
+
+/// The AES-NI evaluator (SIMD level avx2): the layout of the batch, one
+/// group of 32 keys at a time in slot order, each level's fixed-key MMO
+/// hashes eight keys (eight AES blocks) in flight, the per-key control and
+/// value bits in scalar registers (branch-free, as the AVX-512 kernels).
+#[cfg(target_arch = "x86_64")]
+mod aesni {
+    use super::{key_of_slot, DcfKeyBatch, GROUP};
+    use crate::{ggm, mask};
+    use std::arch::x86_64::*;
+
+    /// AES-128 round keys of [`ggm::FSS_AES_KEY`].
+    #[inline(always)]
+    unsafe fn round_keys() -> [__m128i; 11] {
+        #[inline(always)]
+        unsafe fn step(k: __m128i, a: __m128i) -> __m128i {
+            let a = _mm_shuffle_epi32::<0xff>(a);
+            let mut k = k;
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            k = _mm_xor_si128(k, _mm_slli_si128::<4>(k));
+            _mm_xor_si128(k, a)
+        }
+        let mut r = [_mm_setzero_si128(); 11];
+        r[0] = _mm_loadu_si128(ggm::FSS_AES_KEY.0.to_le_bytes().as_ptr() as *const __m128i);
+        r[1] = step(r[0], _mm_aeskeygenassist_si128::<0x01>(r[0]));
+        r[2] = step(r[1], _mm_aeskeygenassist_si128::<0x02>(r[1]));
+        r[3] = step(r[2], _mm_aeskeygenassist_si128::<0x04>(r[2]));
+        r[4] = step(r[3], _mm_aeskeygenassist_si128::<0x08>(r[3]));
+        r[5] = step(r[4], _mm_aeskeygenassist_si128::<0x10>(r[4]));
+        r[6] = step(r[5], _mm_aeskeygenassist_si128::<0x20>(r[5]));
+        r[7] = step(r[6], _mm_aeskeygenassist_si128::<0x40>(r[6]));
+        r[8] = step(r[7], _mm_aeskeygenassist_si128::<0x80>(r[7]));
+        r[9] = step(r[8], _mm_aeskeygenassist_si128::<0x1b>(r[8]));
+        r[10] = step(r[9], _mm_aeskeygenassist_si128::<0x36>(r[9]));
+        r
+    }
+
+    /// MMO of `Z` blocks: π(x) ⊕ x, rounds interleaved (all in flight).
+    #[inline(always)]
+    unsafe fn mmo<const Z: usize>(rk: &[__m128i; 11], inp: &[__m128i; Z]) -> [__m128i; Z] {
+        let mut x = [_mm_setzero_si128(); Z];
+        for z in 0..Z {
+            x[z] = _mm_xor_si128(inp[z], rk[0]);
+        }
+        for r in 1..10 {
+            for z in 0..Z {
+                x[z] = _mm_aesenc_si128(x[z], rk[r]);
+            }
+        }
+        for z in 0..Z {
+            x[z] = _mm_xor_si128(_mm_aesenclast_si128(x[z], rk[10]), inp[z]);
+        }
+        x
+    }
+
+    #[inline(always)]
+    fn prefetch<T>(p: *const T) {
+        // SAFETY: a hint; never faults whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) }
+    }
+
+    #[inline(always)]
+    unsafe fn ld(p: *const u128) -> __m128i {
+        _mm_loadu_si128(p as *const __m128i)
+    }
+
+    /// A 128-bit all-ones mask if `t` (0 or 1) is 1.
+    #[inline(always)]
+    unsafe fn tmask(t: u64) -> __m128i {
+        _mm_set1_epi64x(t.wrapping_neg() as i64)
+    }
+
+    /// Per-slot inputs and selected control-bit corrections of group `g`
+    /// (`vb`: the packed value-bit corrections).
+    #[inline(always)]
+    fn slot_words(b: &DcfKeyBatch, xs: &[u64], base: usize, packed: bool) -> ([u64; GROUP], [u64; GROUP], [u64; GROUP]) {
+        let m = GROUP.min(b.len - base);
+        let mut x = [0u64; GROUP];
+        let mut tsel = [0u64; GROUP];
+        let mut vb = [0u64; GROUP];
+        for p in 0..GROUP {
+            let q = key_of_slot(p);
+            if q < m {
+                x[p] = xs[base + q];
+                tsel[p] = (b.tl[base + q] & !x[p]) | (b.tr[base + q] & x[p]);
+                if packed {
+                    vb[p] = b.vbits[base + q];
+                }
+            }
+        }
+        (x, tsel, vb)
+    }
+
+    /// One-bit outputs (packed layout): per level one MMO per key.
+    #[target_feature(enable = "avx2,aes")]
+    pub(super) unsafe fn eval_packed(b: &DcfKeyBatch, party: u8, xs: &[u64], out: &mut [u64]) {
+        let n = b.depth as usize;
+        let nb = b.bits as usize;
+        let numask = mask(b.bits - b.depth);
+        let rk = round_keys();
+        let smask = _mm_set_epi64x(-1, !3);
+        let tweak_leaf = _mm_set_epi64x(0, ggm::TWEAK_LEAF as i64);
+        let t0 = (party & 1) as u64;
+        let ng = b.len.div_ceil(GROUP);
+        for g in 0..ng {
+            let base = g * GROUP;
+            let (x, tsel, vb) = slot_words(b, xs, base, true);
+            let mut s = [_mm_setzero_si128(); GROUP];
+            for p in 0..GROUP {
+                s[p] = ld(b.s0.as_ptr().add(base + p));
+            }
+            let mut t = [t0; GROUP];
+            let mut acc = [0u64; GROUP];
+            let scw = b.scw.as_ptr().add(g * n * GROUP);
+            let next = b.scw.as_ptr().add(if g + 1 < ng { (g + 1) * n * GROUP } else { g * n * GROUP });
+            for i in 0..n {
+                for c in 0..8 {
+                    prefetch(next.add(i * GROUP + 4 * c));
+                }
+                let sh = nb - 1 - i;
+                let lvl = scw.add(i * GROUP);
+                for c in 0..GROUP / 8 {
+                    let mut inp = [_mm_setzero_si128(); 8];
+                    for j in 0..8 {
+                        let p = 8 * c + j;
+                        inp[j] = _mm_xor_si128(s[p], _mm_cvtsi64_si128(((x[p] >> sh) & 1) as i64));
+                    }
+                    let h = mmo::<8>(&rk, &inp);
+                    for j in 0..8 {
+                        let p = 8 * c + j;
+                        let lo = _mm_cvtsi128_si64(h[j]) as u64;
+                        let tp = t[p];
+                        s[p] = _mm_xor_si128(_mm_and_si128(h[j], smask), _mm_and_si128(ld(lvl.add(p)), tmask(tp)));
+                        acc[p] ^= (lo >> 1) ^ ((vb[p] >> sh) & tp);
+                        t[p] = (lo & 1) ^ ((tsel[p] >> sh) & tp & 1);
+                    }
+                }
+            }
+            // Early-termination leaf: bit x_low of H_4(s) ⊕ t·CW.
+            let lp = b.leaf.as_ptr().add(base * 2) as *const u128;
+            let m = GROUP.min(b.len - base);
+            for c in 0..GROUP / 8 {
+                let mut inp = [_mm_setzero_si128(); 8];
+                for j in 0..8 {
+                    inp[j] = _mm_xor_si128(s[8 * c + j], tweak_leaf);
+                }
+                let tab = mmo::<8>(&rk, &inp);
+                for j in 0..8 {
+                    let p = 8 * c + j;
+                    let v = _mm_xor_si128(tab[j], _mm_and_si128(ld(lp.add(p)), tmask(t[p])));
+                    let lo = _mm_cvtsi128_si64(v) as u64;
+                    let hi = _mm_extract_epi64::<1>(v) as u64;
+                    let e = x[p] & numask;
+                    let w = lo ^ ((lo ^ hi) & ((e >> 6) & 1).wrapping_neg());
+                    let q = key_of_slot(p);
+                    if q < m {
+                        out[base + q] = (acc[p] ^ (w >> (e & 63))) & 1;
+                    }
+                }
+            }
+            for p in 0..GROUP {
+                s[p] = _mm_setzero_si128();
+            }
+            std::hint::black_box(&s);
+        }
+    }
+
+    /// Wider outputs (one or two lanes): per level two MMOs per key (seed
+    /// and value blocks), four keys (eight blocks) in flight.
+    #[target_feature(enable = "avx2,aes")]
+    pub(super) unsafe fn eval_wide(b: &DcfKeyBatch, party: u8, xs: &[u64], out0: &mut [u64], mut out1: Option<&mut [u64]>) {
+        let n = b.bits as usize;
+        let nl = b.lanes as usize;
+        let lw = b.lw();
+        let om = mask(b.out_bits);
+        let rk = round_keys();
+        let smask = _mm_set_epi64x(-1, !1);
+        let tweak_v = _mm_set_epi64x(0, ggm::TWEAK_V as i64);
+        let tweak_leaf = _mm_set_epi64x(0, ggm::TWEAK_LEAF as i64);
+        let t0 = (party & 1) as u64;
+        let narrow = b.out_bits <= 32;
+        let es = if narrow { 4 } else { 8 };
+        let vbase: *const u8 = if narrow { b.vcw32.as_ptr() as *const u8 } else { b.vcw.as_ptr() as *const u8 };
+        let vstride = GROUP * nl;
+        let ng = b.len.div_ceil(GROUP);
+        for g in 0..ng {
+            let base = g * GROUP;
+            let (x, tsel, _) = slot_words(b, xs, base, false);
+            let mut s = [_mm_setzero_si128(); GROUP];
+            for p in 0..GROUP {
+                s[p] = ld(b.s0.as_ptr().add(base + p));
+            }
+            let mut t = [t0; GROUP];
+            let mut acc = [_mm_setzero_si128(); GROUP];
+            let scw = b.scw.as_ptr().add(g * n * GROUP);
+            let gn = if g + 1 < ng { g + 1 } else { g };
+            let nscw = b.scw.as_ptr().add(gn * n * GROUP);
+            let nvcw = vbase.add(gn * n * vstride * es);
+            for i in 0..n {
+                for c in 0..8 {
+                    prefetch(nscw.add(i * GROUP + 4 * c));
+                }
+                for c in 0..(GROUP * nl * es).div_ceil(64) {
+                    prefetch(nvcw.add(i * vstride * es + 64 * c));
+                }
+                let sh = n - 1 - i;
+                let lvl = scw.add(i * GROUP);
+                let vl = vbase.add(((g * n + i) * vstride) * es);
+                for c in 0..GROUP / 4 {
+                    let mut inp = [_mm_setzero_si128(); 8];
+                    for j in 0..4 {
+                        let p = 4 * c + j;
+                        let a = _mm_xor_si128(s[p], _mm_cvtsi64_si128(((x[p] >> sh) & 1) as i64));
+                        inp[2 * j] = a;
+                        inp[2 * j + 1] = _mm_xor_si128(a, tweak_v);
+                    }
+                    let h = mmo::<8>(&rk, &inp);
+                    for j in 0..4 {
+                        let p = 4 * c + j;
+                        let hs = h[2 * j];
+                        let tp = t[p];
+                        let tm = tmask(tp);
+                        let lo = _mm_cvtsi128_si64(hs) as u64;
+                        s[p] = _mm_xor_si128(_mm_and_si128(hs, smask), _mm_and_si128(ld(lvl.add(p)), tm));
+                        let cw = if narrow {
+                            let q = (vl as *const u32).add(p * nl);
+                            if nl == 2 {
+                                _mm_set_epi64x(*q.add(1) as i64, *q as i64)
+                            } else {
+                                _mm_cvtsi64_si128(*q as i64)
+                            }
+                        } else {
+                            let q = (vl as *const u64).add(p * nl);
+                            if nl == 2 {
+                                _mm_loadu_si128(q as *const __m128i)
+                            } else {
+                                _mm_cvtsi64_si128(*q as i64)
+                            }
+                        };
+                        acc[p] = _mm_add_epi64(_mm_add_epi64(acc[p], h[2 * j + 1]), _mm_and_si128(cw, tm));
+                        t[p] = (lo & 1) ^ ((tsel[p] >> sh) & tp & 1);
+                    }
+                }
+            }
+            // Leaf: H_4(s) (two lanes) or the seed's high word (one lane).
+            let lp = b.leaf.as_ptr().add(base * lw);
+            let m = GROUP.min(b.len - base);
+            for c in 0..GROUP / 8 {
+                let lv = if nl == 2 {
+                    let mut inp = [_mm_setzero_si128(); 8];
+                    for j in 0..8 {
+                        inp[j] = _mm_xor_si128(s[8 * c + j], tweak_leaf);
+                    }
+                    mmo::<8>(&rk, &inp)
+                } else {
+                    let mut o = [_mm_setzero_si128(); 8];
+                    for j in 0..8 {
+                        o[j] = _mm_srli_si128::<8>(s[8 * c + j]);
+                    }
+                    o
+                };
+                for j in 0..8 {
+                    let p = 8 * c + j;
+                    let tm = tmask(t[p]);
+                    let cw = if nl == 2 {
+                        _mm_loadu_si128(lp.add(p * 2) as *const __m128i)
+                    } else {
+                        _mm_cvtsi64_si128(*lp.add(p) as i64)
+                    };
+                    let mut a = _mm_add_epi64(_mm_add_epi64(acc[p], lv[j]), _mm_and_si128(cw, tm));
+                    if party & 1 == 1 {
+                        a = _mm_sub_epi64(_mm_setzero_si128(), a);
+                    }
+                    let q = key_of_slot(p);
+                    if q < m {
+                        out0[base + q] = _mm_cvtsi128_si64(a) as u64 & om;
+                        if let Some(o1) = out1.as_deref_mut() {
+                            // One lane: lane 1 is 0, as in the portable evaluator.
+                            o1[base + q] = if nl == 2 { _mm_extract_epi64::<1>(a) as u64 & om } else { 0 };
+                        }
+                    }
+                }
+            }
+            for p in 0..GROUP {
+                s[p] = _mm_setzero_si128();
+                acc[p] = _mm_setzero_si128();
+            }
+            std::hint::black_box(&s);
+            std::hint::black_box(&acc);
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

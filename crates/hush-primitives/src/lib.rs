@@ -14,6 +14,7 @@
 pub mod aes;
 pub mod bitvec;
 pub mod block;
+pub mod cache;
 pub mod hash;
 pub mod prf;
 pub mod prg;
