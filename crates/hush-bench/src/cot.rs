@@ -23,6 +23,10 @@ pub struct CotBench {
     pub transport: Transport,
     /// Seed for all randomness (deterministic runs); OS randomness if None.
     pub seed: Option<u64>,
+    /// Run both parties at this SIMD level instead of the process's
+    /// (`--table`'s avx2 column); None = the process level (`HUSH_SIMD` or
+    /// the best the CPU has).
+    pub level: Option<hush_primitives::simd::Level>,
 }
 
 struct PartyOut {
@@ -63,7 +67,8 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
     let (b1, b2) = (barrier.clone(), barrier);
     let (s1, s2) = (cfg.source.clone(), cfg.source.clone());
     let seed = cfg.seed;
-    let sender = std::thread::spawn(move || -> Result<PartyOut> {
+    let level = cfg.level;
+    let sender = std::thread::spawn(move || at_level(level, move || -> Result<PartyOut> {
         mem::enter(0);
         let cpu = crate::pin_party(0);
         let t = Instant::now();
@@ -107,8 +112,8 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             choices: None,
             delta,
         })
-    });
-    let receiver = std::thread::spawn(move || -> Result<PartyOut> {
+    }));
+    let receiver = std::thread::spawn(move || at_level(level, move || -> Result<PartyOut> {
         mem::enter(1);
         let cpu = crate::pin_party(1);
         let t = Instant::now();
@@ -150,7 +155,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
             choices: Some(ch),
             delta: None,
         })
-    });
+    }));
     let s = sender.join().map_err(|_| Error::Panic)??;
     let r = receiver.join().map_err(|_| Error::Panic)??;
     // Check the COT relation on every output of the last batch.
@@ -228,7 +233,18 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         .set("peak_mem_method", mem::METHOD)
         .set("machine", machine_note());
     crate::machine_fields(&mut rec);
+    if let Some(l) = cfg.level {
+        rec.set("simd", l.name());
+    }
     Ok(rec)
+}
+
+/// Runs `f` at SIMD level `l` on this thread (the process level if None).
+fn at_level<R>(l: Option<hush_primitives::simd::Level>, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    match l {
+        Some(l) => hush_primitives::simd::with_level(l, f).map_err(|e| Error::Invalid(e.to_string()))?,
+        None => f(),
+    }
 }
 
 /// What every record and table of a tee-mode (SilentFlow) run says about
@@ -272,7 +288,7 @@ pub fn cot_table(
             for (i, src) in sources.iter().enumerate() {
                 let mut sc = SourceConfig::named(src);
                 sc.max_mem = max_mem;
-                let cfg = CotBench { source: sc, n, profile: crate::profile(net)?, transport, seed };
+                let cfg = CotBench { source: sc, n, profile: crate::profile(net)?, transport, seed, level: None };
                 let r = bench_cot(&cfg)?;
                 runs[i][j].push(r.f64("wall_s"));
                 recs.push(r);
@@ -291,11 +307,11 @@ pub fn cot_table(
     out.push_str(&format!(
         "COT generation, n = {n} (seconds, median of {repeat} run(s); both parties on this machine; one-time setup excluded)\n"
     ));
-    out.push_str(&format!("{:<26} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "protocol", "LAN", "speedup", "WAN", "speedup", "mobile", "speedup"));
     out.push_str(&format!("({TEE_NOTE})\n"));
     if seed.is_some() {
         out.push_str(&format!("({DETERMINISTIC_NOTE})\n"));
     }
+    out.push_str(&format!("{:<26} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "protocol", "LAN", "speedup", "WAN", "speedup", "mobile", "speedup"));
     let names = ["hush SilentFlow (tee)", "hush Ferret", "hush IKNP"];
     for i in 0..3 {
         let mut line = format!("{:<26}", names[i]);
@@ -326,6 +342,44 @@ pub fn cot_table(
         for j in 0..3 {
             let v = &runs[0][j];
             out.push_str(&format!(" {} {:.4}-{:.4}", nets[j], v[0], v[v.len() - 1]));
+        }
+        out.push('\n');
+    }
+    // Compute-bound comparison across SIMD levels in the same run: `none`
+    // at the process level and, where the CPU has more, forced to AVX2.
+    use hush_primitives::simd::{self, Level};
+    let native = simd::process_level();
+    let mut levels = vec![native];
+    if native > Level::Avx2 && Level::Avx2.supported() {
+        levels.push(Level::Avx2);
+    }
+    let mut none = vec![vec![0f64; levels.len()]; 3];
+    for (li, &l) in levels.iter().enumerate() {
+        for (i, src) in sources.iter().enumerate() {
+            let mut v = Vec::new();
+            for _ in 0..repeat {
+                let mut sc = SourceConfig::named(src);
+                sc.max_mem = max_mem;
+                let cfg = CotBench { source: sc, n, profile: crate::profile("none")?, transport, seed, level: Some(l) };
+                let r = bench_cot(&cfg)?;
+                v.push(r.f64("wall_s"));
+                recs.push(r);
+            }
+            v.sort_by(f64::total_cmp);
+            none[i][li] = v[v.len() / 2];
+        }
+    }
+    out.push_str(&format!("\nnet none (compute-bound), by SIMD level, same run (seconds, median of {repeat}):\n"));
+    out.push_str(&format!("{:<26}", "protocol"));
+    for l in &levels {
+        out.push_str(&format!(" {:>9} {:>9}", l.name(), "speedup"));
+    }
+    out.push('\n');
+    for i in 0..3 {
+        out.push_str(&format!("{:<26}", names[i]));
+        for li in 0..levels.len() {
+            let sp = if i == 0 { "-".to_string() } else { format!("{:.2}x", none[i][li] / none[0][li]) };
+            out.push_str(&format!(" {:>9.4} {:>9}", none[i][li], sp));
         }
         out.push('\n');
     }

@@ -204,7 +204,7 @@ fn run() -> Result<(), String> {
 fn cot_cfg(source: &str, n: usize, net: &str, transport: &str, seed: Option<u64>) -> Result<CotBench, String> {
     let profile = hush_bench::profile(net).map_err(|e| e.to_string())?;
     let transport = Transport::by_name(transport).ok_or_else(|| format!("unknown transport '{transport}' (tcp, mem)"))?;
-    Ok(CotBench { source: SourceConfig::named(source), n, profile, transport, seed })
+    Ok(CotBench { source: SourceConfig::named(source), n, profile, transport, seed, level: None })
 }
 
 fn demo(a: DemoArgs) -> Result<(), String> {

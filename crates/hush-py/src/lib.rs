@@ -59,7 +59,7 @@ fn bench_cot(py: Python<'_>, n: usize, source: &str, net: &str, transport: &str,
     let profile = hush_bench::profile(net).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let transport = Transport::by_name(transport)
         .ok_or_else(|| PyValueError::new_err(format!("unknown transport '{transport}' (tcp, mem)")))?;
-    let cfg = CotBench { source: SourceConfig::named(source), n, profile, transport, seed };
+    let cfg = CotBench { source: SourceConfig::named(source), n, profile, transport, seed, level: None };
     let r = guarded(py, || hush_bench::cot::bench_cot(&cfg).map_err(|e| e.to_string()))?;
     to_py(py, &r)
 }
