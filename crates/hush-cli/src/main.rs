@@ -50,6 +50,8 @@ enum Cmd {
         #[command(subcommand)]
         cmd: hush_replicated::cli::CircuitCmd,
     },
+    /// Vertical logistic regression (CAESAR: secret sharing + Paillier), one party.
+    Train(hush_lr::cli::TrainArgs),
 }
 
 #[derive(Args)]
@@ -87,6 +89,10 @@ enum BenchCmd {
     Nonlinear(hush_2pc::bench::NonlinearArgs),
     /// Private inference of a benchmark model (online and offline split).
     Infer(hush_inference::cli::BenchInferArgs),
+    /// Paillier (DJN, CRT, fixed base) µs/op on one core.
+    Paillier(hush_lr::cli::BenchPaillierArgs),
+    /// Vertical sparse logistic regression, both parties in this process.
+    Lr(hush_lr::cli::BenchLrArgs),
 }
 
 #[derive(Args)]
@@ -164,6 +170,17 @@ fn run() -> Result<(), String> {
             Ok(())
         }
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
+        Cmd::Train(a) => hush_lr::cli::train_main(a).map_err(|e| e.to_string()),
+        Cmd::Bench(BenchCmd::Paillier(a)) => {
+            let r = hush_lr::cli::bench_paillier(a.bits, a.iters, a.window).map_err(|e| e.to_string())?;
+            emit(&r, a.json);
+            Ok(())
+        }
+        Cmd::Bench(BenchCmd::Lr(a)) => {
+            let r = hush_lr::cli::bench_lr(&a).map_err(|e| e.to_string())?;
+            emit(&r, a.json);
+            Ok(())
+        }
         Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
         Cmd::Bench(BenchCmd::ThreePc(a)) => replicated(hush_replicated::cli::bench_3pc_main(a)),
         Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_2pc::bench::bench_nonlinear_main(a).map_err(|e| e.to_string()),

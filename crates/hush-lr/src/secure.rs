@@ -1,0 +1,380 @@
+//! The two-party training protocol (see the crate docs for the steps).
+//!
+//! Messages per mini-batch of b samples, d_L + d_F features (both flights
+//! of a step go at once, so each step is one round):
+//! * forward: Enc(share of the peer's weights) (d_peer ciphertexts each
+//!   way), then ⌈b / slots⌉ packed ciphertexts each way;
+//! * sigmoid (cubic): two Beaver openings of 2·b words each;
+//! * backward: Enc(share of e) (b ciphertexts each way), then
+//!   ⌈d / slots⌉ packed ciphertexts each way;
+//! * triples: generated per epoch (2·n of them, the labels party holds the
+//!   key), 2 rounds.
+
+use crate::{batches, Error, Result, Sigmoid, TrainConfig, FRAC, XBITS};
+use hush_paillier::proto::{self, Triples};
+use hush_paillier::sparse::Csr;
+use hush_paillier::{KeyPair, PublicKey};
+use hush_transport::{Channel, ChannelExt};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::time::Instant;
+
+/// Which data a party holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Holds labels (and some features); party 0 of the sharing.
+    Labels,
+    /// Holds features only; party 1.
+    Features,
+}
+
+impl Role {
+    pub fn parse(s: &str) -> Result<Role> {
+        match s {
+            "labels" => Ok(Role::Labels),
+            "features" => Ok(Role::Features),
+            _ => Err(Error::Config(format!("--role {s:?} (labels or features)"))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Labels => "labels",
+            Role::Features => "features",
+        }
+    }
+}
+
+/// A party's shares of the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelShares {
+    pub role: Role,
+    /// Share of the weights of this party's own features.
+    pub own: Vec<u64>,
+    /// Share of the weights of the peer's features.
+    pub peer: Vec<u64>,
+}
+
+/// Costs and timings of a run.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub wall_s: f64,
+    pub setup_s: f64,
+    pub triple_s: f64,
+    pub epoch_s: Vec<f64>,
+    pub bytes: u64,
+    pub rounds: u32,
+}
+
+fn fx(v: f64) -> u64 {
+    (v * (1u64 << FRAC) as f64).round() as i64 as u64
+}
+
+/// Decodes a fixed-point ring element.
+pub fn unfx(v: u64) -> f64 {
+    v as i64 as f64 / (1u64 << FRAC) as f64
+}
+
+/// SecureML local truncation by `f` bits.
+fn trunc(x: u64, p0: bool, f: u32) -> u64 {
+    if p0 {
+        ((x as i64) >> f) as u64
+    } else {
+        (((x.wrapping_neg()) as i64) >> f).wrapping_neg() as u64
+    }
+}
+
+fn bits_of(d: usize) -> u32 {
+    64 - (d.max(1) as u64).leading_zeros()
+}
+
+/// Public bound on |row · share| for rows of at most `nnz` entries.
+fn value_bits(nnz: usize) -> u32 {
+    64 + XBITS + bits_of(nnz)
+}
+
+fn words(v: &[u64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn exchange<C: Channel + ?Sized>(ch: &mut C, v: &[u64], what: &'static str) -> Result<Vec<u64>> {
+    ch.send_chunked(&words(v))?;
+    let mut b = vec![0u8; v.len() * 8];
+    ch.recv_chunked_into(what, &mut b)?;
+    Ok(b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
+}
+
+/// One session: keys, the peer's key, the party's data.
+pub struct Session<'a, C: Channel + ?Sized> {
+    ch: &'a mut C,
+    role: Role,
+    kp: KeyPair,
+    peer: PublicKey,
+    d_peer: usize,
+    n: usize,
+    cfg: TrainConfig,
+    rng: StdRng,
+    pub setup_s: f64,
+}
+
+const MAGIC: &[u8; 8] = b"hushLR01";
+
+impl<'a, C: Channel + ?Sized> Session<'a, C> {
+    /// Handshake: checks roles, sample counts and hyper-parameters agree,
+    /// exchanges feature counts and Paillier public keys.
+    pub fn start(ch: &'a mut C, role: Role, n: usize, d_own: usize, cfg: &TrainConfig) -> Result<Self> {
+        let t0 = Instant::now();
+        let mut rng = StdRng::from_entropy();
+        let mut hello = Vec::new();
+        hello.extend_from_slice(MAGIC);
+        hello.push(role as u8);
+        for v in [n as u64, d_own as u64, cfg.epochs as u64, cfg.batch as u64, cfg.key_bits as u64, cfg.order_seed] {
+            hello.extend_from_slice(&v.to_le_bytes());
+        }
+        hello.extend_from_slice(&cfg.lr.to_bits().to_le_bytes());
+        hello.extend_from_slice(&cfg.l2.to_bits().to_le_bytes());
+        hello.push(cfg.sigmoid as u8);
+        ch.send(&hello)?;
+        let peer_hello = ch.recv()?;
+        if peer_hello.len() != hello.len() || &peer_hello[..8] != MAGIC {
+            return Err(Error::Peer("the peer does not run `hush train` of this version (unexpected greeting)".into()));
+        }
+        let u = |i: usize| u64::from_le_bytes(peer_hello[9 + 8 * i..17 + 8 * i].try_into().unwrap());
+        if peer_hello[8] == role as u8 {
+            return Err(Error::Peer(format!("both parties have --role {}", role.name())));
+        }
+        if u(0) != n as u64 {
+            return Err(Error::Peer(format!("sample counts differ: {n} here, {} at the peer", u(0))));
+        }
+        let d_peer = u(1) as usize;
+        if d_peer > crate::data::MAX_COLS {
+            return Err(Error::Peer(format!("peer claims {d_peer} features")));
+        }
+        let mine: Vec<u64> = (2..8).map(|i| u64::from_le_bytes(hello[9 + 8 * i..17 + 8 * i].try_into().unwrap())).collect();
+        let theirs: Vec<u64> = (2..8).map(u).collect();
+        if mine != theirs || peer_hello[hello.len() - 1] != hello[hello.len() - 1] {
+            return Err(Error::Peer(
+                "hyper-parameters differ between the parties (epochs, batch, bits, seed, lr, l2 and sigmoid must agree)"
+                    .into(),
+            ));
+        }
+        let kp = KeyPair::generate(cfg.key_bits, &mut rng)?;
+        let peer = proto::exchange_keys(ch, &kp, 8)?;
+        if peer.bits() != cfg.key_bits {
+            return Err(Error::Peer(format!("peer key has {} bits, expected {}", peer.bits(), cfg.key_bits)));
+        }
+        Ok(Session { ch, role, kp, peer, d_peer, n, cfg: cfg.clone(), rng, setup_s: t0.elapsed().as_secs_f64() })
+    }
+
+    fn p0(&self) -> bool {
+        self.role == Role::Labels
+    }
+
+    /// Triples for `count` multiplications (the labels party owns the key).
+    fn triples(&mut self, count: usize) -> Result<Triples> {
+        Ok(match self.role {
+            Role::Labels => proto::triples_owner(self.ch, &self.kp, count, &mut self.rng)?,
+            Role::Features => proto::triples_helper(self.ch, &self.peer, count, &mut self.rng)?,
+        })
+    }
+
+    /// Shares of X_batch·θ (scale 2^FRAC) for both blocks.
+    fn forward(&mut self, xb: &Csr, m: &ModelShares) -> Result<Vec<u64>> {
+        let b = xb.rows;
+        let local = xb.matvec_ring(&m.own);
+        proto::s2h_owner(self.ch, &self.kp, &m.peer, &mut self.rng)?;
+        let cts = proto::recv_cts(self.ch, &self.peer, xb.cols, "encrypted model share")?;
+        let peer = self.peer.clone();
+        let ev = proto::h2s_eval_with(self.ch, &peer, b, value_bits(xb.cols), &mut self.rng, |r| {
+            Ok(xb.row_enc(&peer, &cts, r))
+        })?;
+        let ow = proto::h2s_owner(self.ch, &self.kp, b, value_bits(self.d_peer))?;
+        let p0 = self.p0();
+        Ok((0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect())
+    }
+
+    fn beaver(&mut self, x: &[u64], y: &[u64], t: &Triples, off: usize) -> Result<Vec<u64>> {
+        let k = x.len();
+        let mut de = Vec::with_capacity(2 * k);
+        for i in 0..k {
+            de.push(x[i].wrapping_sub(t.a[off + i]));
+            de.push(y[i].wrapping_sub(t.b[off + i]));
+        }
+        let pe = exchange(self.ch, &de, "beaver openings")?;
+        let p0 = self.p0();
+        Ok((0..k)
+            .map(|i| {
+                let d = de[2 * i].wrapping_add(pe[2 * i]);
+                let e = de[2 * i + 1].wrapping_add(pe[2 * i + 1]);
+                let mut z = t.c[off + i].wrapping_add(d.wrapping_mul(t.b[off + i])).wrapping_add(e.wrapping_mul(t.a[off + i]));
+                if p0 {
+                    z = z.wrapping_add(d.wrapping_mul(e));
+                }
+                trunc(z, p0, FRAC)
+            })
+            .collect())
+    }
+
+    fn sigmoid(&mut self, z: &[u64], t: &Triples, off: usize) -> Result<Vec<u64>> {
+        let p0 = self.p0();
+        let half = if p0 { fx(0.5) } else { 0 };
+        match self.cfg.sigmoid {
+            Sigmoid::Linear => Ok(z.iter().map(|&v| trunc(v, p0, 2).wrapping_add(half)).collect()),
+            Sigmoid::Cubic => {
+                let w = self.beaver(z, z, t, off)?;
+                let c1 = if p0 { fx(0.197) } else { 0 };
+                let c3 = fx(0.004);
+                let u: Vec<u64> = w.iter().map(|&v| c1.wrapping_sub(trunc(v.wrapping_mul(c3), p0, FRAC))).collect();
+                let y = self.beaver(z, &u, t, off + z.len())?;
+                Ok(y.into_iter().map(|v| v.wrapping_add(half)).collect())
+            }
+        }
+    }
+
+    /// Shares of Xᵀe for both blocks: (own-feature gradient, peer-feature gradient).
+    fn backward(&mut self, xb: &Csr, e: &[u64]) -> Result<(Vec<u64>, Vec<u64>)> {
+        let xt = xb.transpose();
+        let b = xb.rows;
+        let local = xt.matvec_ring(e);
+        proto::s2h_owner(self.ch, &self.kp, e, &mut self.rng)?;
+        let cts = proto::recv_cts(self.ch, &self.peer, b, "encrypted error share")?;
+        let peer = self.peer.clone();
+        let ev = proto::h2s_eval_with(self.ch, &peer, xt.rows, value_bits(b), &mut self.rng, |r| {
+            Ok(xt.row_enc(&peer, &cts, r))
+        })?;
+        let ow = proto::h2s_owner(self.ch, &self.kp, self.d_peer, value_bits(b))?;
+        let g_own = (0..xt.rows).map(|j| local[j].wrapping_add(ev[j])).collect();
+        Ok((g_own, ow))
+    }
+
+    fn update(&self, theta: &mut [u64], g: &[u64], b: usize) {
+        let p0 = self.p0();
+        let k = fx(self.cfg.lr / b as f64);
+        let k2 = fx(self.cfg.lr * self.cfg.l2);
+        for (t, &g) in theta.iter_mut().zip(g) {
+            let g = trunc(g, p0, FRAC);
+            let mut step = trunc(g.wrapping_mul(k), p0, FRAC);
+            if k2 != 0 {
+                step = step.wrapping_add(trunc(t.wrapping_mul(k2), p0, FRAC));
+            }
+            *t = t.wrapping_sub(step);
+        }
+    }
+
+    /// Trains from zero shares; `x` is this party's fixed-point data,
+    /// `labels` (0/1) only at the labels party.
+    pub fn train(&mut self, x: &Csr, labels: Option<&[f64]>, report: &mut Report) -> Result<ModelShares> {
+        if x.rows != self.n {
+            return Err(Error::Data(format!("{} rows, handshake said {}", x.rows, self.n)));
+        }
+        if (self.role == Role::Labels) != labels.is_some() {
+            return Err(Error::Config("labels must be given to the labels party only".into()));
+        }
+        let mut m = ModelShares { role: self.role, own: vec![0; x.cols], peer: vec![0; self.d_peer] };
+        let p0 = self.p0();
+        for ep in 0..self.cfg.epochs {
+            let te = Instant::now();
+            let t = if self.cfg.sigmoid == Sigmoid::Cubic { self.triples(2 * self.n)? } else { Triples::default() };
+            report.triple_s += te.elapsed().as_secs_f64();
+            let mut off = 0;
+            for batch in batches(self.n, self.cfg.batch as usize, ep, self.cfg.order_seed) {
+                let xb = x.select_rows(&batch);
+                let z = self.forward(&xb, &m)?;
+                let mut e = self.sigmoid(&z, &t, off)?;
+                off += 2 * batch.len();
+                if p0 {
+                    let y = labels.unwrap();
+                    for (k, &i) in batch.iter().enumerate() {
+                        e[k] = e[k].wrapping_sub(fx(y[i]));
+                    }
+                }
+                let (g_own, g_peer) = self.backward(&xb, &e)?;
+                self.update(&mut m.own, &g_own, batch.len());
+                self.update(&mut m.peer, &g_peer, batch.len());
+            }
+            report.epoch_s.push(te.elapsed().as_secs_f64());
+        }
+        Ok(m)
+    }
+
+    /// Shares of z = X·θ for prediction rows, opened to the labels party
+    /// (which gets Some(z)); the model stays shared.
+    pub fn predict(&mut self, x: &Csr, m: &ModelShares) -> Result<Option<Vec<f64>>> {
+        let z = self.forward(x, m)?;
+        match self.role {
+            Role::Features => {
+                self.ch.send_chunked(&words(&z))?;
+                Ok(None)
+            }
+            Role::Labels => {
+                let mut b = vec![0u8; z.len() * 8];
+                self.ch.recv_chunked_into("prediction shares", &mut b)?;
+                Ok(Some(
+                    b.chunks_exact(8)
+                        .zip(&z)
+                        .map(|(c, &s)| unfx(u64::from_le_bytes(c.try_into().unwrap()).wrapping_add(s)))
+                        .collect(),
+                ))
+            }
+        }
+    }
+}
+
+/// Opens the model to both parties: (weights of the labels party's
+/// features, weights of the features party's features).
+pub fn reveal<C: Channel + ?Sized>(ch: &mut C, m: &ModelShares) -> Result<(Vec<f64>, Vec<f64>)> {
+    let mut mine = m.own.clone();
+    mine.extend_from_slice(&m.peer);
+    let theirs = exchange(ch, &mine, "model shares")?;
+    let (d_own, d_peer) = (m.own.len(), m.peer.len());
+    let own: Vec<f64> = (0..d_own).map(|j| unfx(m.own[j].wrapping_add(theirs[d_peer + j]))).collect();
+    let peer: Vec<f64> = (0..d_peer).map(|j| unfx(m.peer[j].wrapping_add(theirs[j]))).collect();
+    Ok(match m.role {
+        Role::Labels => (own, peer),
+        Role::Features => (peer, own),
+    })
+}
+
+/// Writes the model shares (and the opened model, if any) as JSON,
+/// atomically (temporary file in the same folder, fsync, rename).
+pub fn save_model(path: &std::path::Path, m: &ModelShares, opened: Option<&(Vec<f64>, Vec<f64>)>) -> Result<()> {
+    let mut o = serde_json::Map::new();
+    o.insert("format".into(), "hush-lr-shares-v1".into());
+    o.insert("role".into(), m.role.name().into());
+    o.insert("frac_bits".into(), FRAC.into());
+    o.insert("own_share".into(), m.own.iter().map(|v| v.to_string()).collect::<Vec<_>>().into());
+    o.insert("peer_share".into(), m.peer.iter().map(|v| v.to_string()).collect::<Vec<_>>().into());
+    if let Some((l, f)) = opened {
+        o.insert("weights_labels_party".into(), l.clone().into());
+        o.insert("weights_features_party".into(), f.clone().into());
+    }
+    let text = serde_json::Value::Object(o).to_string();
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|s| s.to_str()).unwrap_or("model"), std::process::id()));
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Reads model shares written by [`save_model`].
+pub fn load_model(path: &std::path::Path) -> Result<ModelShares> {
+    let bad = |m: &str| Error::Data(format!("{}: {m}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(&e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
+    if v["format"] != "hush-lr-shares-v1" {
+        return Err(bad("not a hush-lr model file"));
+    }
+    let role = Role::parse(v["role"].as_str().unwrap_or(""))?;
+    let arr = |k: &str| -> Result<Vec<u64>> {
+        v[k].as_array()
+            .ok_or_else(|| bad(&format!("missing {k}")))?
+            .iter()
+            .map(|x| x.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| bad(&format!("bad entry in {k}"))))
+            .collect()
+    };
+    Ok(ModelShares { role, own: arr("own_share")?, peer: arr("peer_share")? })
+}

@@ -1,0 +1,518 @@
+//! Keys, encryption, decryption and homomorphic operations.
+
+use crate::fixedbase::FixedBase;
+use crate::wipe::wipe_all;
+use crate::{short_exponent_bits, Error, Result};
+use rand::{CryptoRng, RngCore};
+use rug::integer::{IsPrime, Order};
+use rug::Integer;
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// Default fixed-base window (bits).
+pub const DEFAULT_WINDOW: u32 = 8;
+
+/// A Paillier ciphertext (an element of Z*_{n²}).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ciphertext(pub(crate) Integer);
+
+impl Ciphertext {
+    /// The underlying integer.
+    pub fn as_integer(&self) -> &Integer {
+        &self.0
+    }
+}
+
+/// A uniformly random integer in [0, 2^bits).
+pub(crate) fn random_bits<R: RngCore + ?Sized>(rng: &mut R, bits: u32) -> Integer {
+    let bytes = bits.div_ceil(8) as usize;
+    let mut buf = vec![0u8; bytes];
+    rng.fill_bytes(&mut buf);
+    let mut x = Integer::from_digits(&buf, Order::Lsf);
+    x.keep_bits_mut(bits);
+    buf.iter_mut().for_each(|b| *b = 0);
+    x
+}
+
+/// A uniformly random integer in [0, bound) (rejection sampling).
+pub(crate) fn random_below<R: RngCore + ?Sized>(rng: &mut R, bound: &Integer) -> Integer {
+    let bits = bound.significant_bits();
+    loop {
+        let x = random_bits(rng, bits);
+        if x < *bound {
+            return x;
+        }
+    }
+}
+
+struct PublicInner {
+    n: Integer,
+    n2: Integer,
+    hs: Integer,
+    n_bits: u32,
+    a_bits: u32,
+    ct_bytes: usize,
+    table: FixedBase,
+}
+
+/// A public key: n, h_s and the fixed-base table of h_s mod n².
+#[derive(Clone)]
+pub struct PublicKey(Arc<PublicInner>);
+
+impl std::fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PublicKey({} bits)", self.0.n_bits)
+    }
+}
+
+fn check_bits(bits: u32) -> Result<()> {
+    if bits == 2048 || bits == 3072 || bits == 1024 {
+        Ok(())
+    } else {
+        Err(Error::KeySize(bits))
+    }
+}
+
+impl PublicKey {
+    /// Builds a public key from n and h_s (validated) with a fixed-base
+    /// table of window `w`.
+    pub fn new(n: Integer, hs: Integer, w: u32) -> Result<PublicKey> {
+        let n_bits = n.significant_bits();
+        check_bits(n_bits).map_err(|_| Error::Malformed {
+            what: "public key",
+            reason: format!("modulus of {n_bits} bits (2048 or 3072 expected)"),
+        })?;
+        if n.is_even() {
+            return Err(Error::Malformed { what: "public key", reason: "even modulus".into() });
+        }
+        let n2 = Integer::from(n.square_ref());
+        if hs.cmp0() != Ordering::Greater || hs >= n2 || Integer::from(hs.gcd_ref(&n)) != 1 {
+            return Err(Error::Malformed { what: "public key", reason: "h_s is not a unit mod n²".into() });
+        }
+        let a_bits = short_exponent_bits(n_bits);
+        let table = FixedBase::new(&hs, &n2, a_bits, w, false);
+        let ct_bytes = (2 * n_bits).div_ceil(8) as usize;
+        Ok(PublicKey(Arc::new(PublicInner { n, n2, hs, n_bits, a_bits, ct_bytes, table })))
+    }
+
+    /// The modulus n.
+    pub fn n(&self) -> &Integer {
+        &self.0.n
+    }
+    /// n².
+    pub fn n2(&self) -> &Integer {
+        &self.0.n2
+    }
+    /// Size of n in bits.
+    pub fn bits(&self) -> u32 {
+        self.0.n_bits
+    }
+    /// Encoded size of one ciphertext in bytes.
+    pub fn ct_bytes(&self) -> usize {
+        self.0.ct_bytes
+    }
+    /// Bits of the short DJN exponent.
+    pub fn short_exponent_bits(&self) -> u32 {
+        self.0.a_bits
+    }
+    /// Bytes of the public fixed-base table.
+    pub fn table_bytes(&self) -> usize {
+        self.0.table.table_bytes()
+    }
+
+    /// Serialises (n, h_s): 4-byte bit length, then n and h_s big-endian at
+    /// fixed widths.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(4 + 3 * self.0.ct_bytes / 2);
+        out.extend_from_slice(&self.0.n_bits.to_le_bytes());
+        push_fixed(&mut out, &self.0.n, self.0.ct_bytes / 2);
+        push_fixed(&mut out, &self.0.hs, self.0.ct_bytes);
+        out
+    }
+
+    /// Parses and validates a public key sent by the peer.
+    pub fn from_bytes(b: &[u8], w: u32) -> Result<PublicKey> {
+        let bad = |r: &str| Error::Malformed { what: "public key", reason: r.to_string() };
+        if b.len() < 4 {
+            return Err(bad("too short"));
+        }
+        let bits = u32::from_le_bytes(b[..4].try_into().unwrap());
+        check_bits(bits).map_err(|_| bad(&format!("unsupported key size {bits}")))?;
+        let nb = (bits as usize).div_ceil(8);
+        if b.len() != 4 + 3 * nb {
+            return Err(bad(&format!("length {} (expected {})", b.len(), 4 + 3 * nb)));
+        }
+        let n = Integer::from_digits(&b[4..4 + nb], Order::Msf);
+        let hs = Integer::from_digits(&b[4 + nb..], Order::Msf);
+        if n.significant_bits() != bits {
+            return Err(bad("modulus size does not match its header"));
+        }
+        PublicKey::new(n, hs, w)
+    }
+
+    /// Encodes a signed integer as a plaintext (negative values as n − |m|).
+    pub fn encode(&self, m: &Integer) -> Result<Integer> {
+        let half = Integer::from(&self.0.n >> 1);
+        if Integer::from(m.abs_ref()) >= half {
+            return Err(Error::PlaintextRange(format!("|m| must be below n/2 ({} bits)", self.0.n_bits - 1)));
+        }
+        Ok(if m.cmp0() == Ordering::Less { Integer::from(m + &self.0.n) } else { m.clone() })
+    }
+
+    /// Decodes a plaintext in [0, n) to the centred signed integer.
+    pub fn decode_signed(&self, m: &Integer) -> Integer {
+        let half = Integer::from(&self.0.n >> 1);
+        if *m > half {
+            Integer::from(m - &self.0.n)
+        } else {
+            m.clone()
+        }
+    }
+
+    fn check_plain(&self, m: &Integer) -> Result<()> {
+        if m.cmp0() == Ordering::Less || *m >= self.0.n {
+            return Err(Error::PlaintextRange("plaintext must be in [0, n)".into()));
+        }
+        Ok(())
+    }
+
+    /// h_s^a mod n² for a fresh short exponent a (the randomiser of an
+    /// encryption, fixed-base table).
+    pub fn random_factor<R: RngCore + CryptoRng + ?Sized>(&self, rng: &mut R) -> Integer {
+        let a = random_bits(rng, self.0.a_bits);
+        self.0.table.pow(&a)
+    }
+
+    /// Encrypts m ∈ [0, n) with the public key only (fixed base mod n²).
+    pub fn encrypt<R: RngCore + CryptoRng + ?Sized>(&self, m: &Integer, rng: &mut R) -> Result<Ciphertext> {
+        self.check_plain(m)?;
+        let mut c = self.random_factor(rng);
+        let mut g = Integer::from(m * &self.0.n);
+        g += 1;
+        c *= &g;
+        c %= &self.0.n2;
+        Ok(Ciphertext(c))
+    }
+
+    /// Encrypts a signed 64-bit value.
+    pub fn encrypt_i64<R: RngCore + CryptoRng + ?Sized>(&self, m: i64, rng: &mut R) -> Ciphertext {
+        self.encrypt(&self.encode(&Integer::from(m)).unwrap(), rng).unwrap()
+    }
+
+    /// Multiplies by a fresh encryption of zero.
+    pub fn rerandomize<R: RngCore + CryptoRng + ?Sized>(&self, c: &Ciphertext, rng: &mut R) -> Ciphertext {
+        let mut r = self.random_factor(rng);
+        r *= &c.0;
+        r %= &self.0.n2;
+        Ciphertext(r)
+    }
+
+    /// Enc(m1 + m2).
+    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Ciphertext {
+        let mut c = Integer::from(&a.0 * &b.0);
+        c %= &self.0.n2;
+        Ciphertext(c)
+    }
+
+    /// In place: a ← Enc(m_a + m_b).
+    pub fn add_assign(&self, a: &mut Ciphertext, b: &Ciphertext) {
+        a.0 *= &b.0;
+        a.0 %= &self.0.n2;
+    }
+
+    /// Enc(m + k) for a signed plaintext k (no rerandomisation).
+    pub fn add_plain(&self, a: &Ciphertext, k: &Integer) -> Ciphertext {
+        let mut g = Integer::from(k * &self.0.n);
+        g += 1;
+        g %= &self.0.n2; // handles negative k (rug's % keeps the sign)
+        if g.cmp0() == Ordering::Less {
+            g += &self.0.n2;
+        }
+        g *= &a.0;
+        g %= &self.0.n2;
+        Ciphertext(g)
+    }
+
+    /// Enc(−m).
+    pub fn neg(&self, a: &Ciphertext) -> Ciphertext {
+        Ciphertext(Integer::from(a.0.invert_ref(&self.0.n2).expect("ciphertexts are units")))
+    }
+
+    /// Enc(k·m) for a signed plaintext k (short k: cost ∝ |k| bits).
+    pub fn mul_plain(&self, a: &Ciphertext, k: &Integer) -> Ciphertext {
+        match k.cmp0() {
+            Ordering::Equal => Ciphertext(Integer::from(1)),
+            Ordering::Greater => Ciphertext(Integer::from(a.0.pow_mod_ref(k, &self.0.n2).unwrap())),
+            Ordering::Less => {
+                let inv = self.neg(a);
+                let e = Integer::from(k.abs_ref());
+                Ciphertext(Integer::from(inv.0.pow_mod_ref(&e, &self.0.n2).unwrap()))
+            }
+        }
+    }
+
+    /// Enc(k·m) for a signed 64-bit k.
+    pub fn mul_i64(&self, a: &Ciphertext, k: i64) -> Ciphertext {
+        self.mul_plain(a, &Integer::from(k))
+    }
+
+    /// Checks a ciphertext received from the peer: 0 < c < n² and a unit.
+    pub fn validate(&self, c: &Integer, what: &'static str) -> Result<()> {
+        if c.cmp0() != Ordering::Greater {
+            return Err(Error::BadCiphertext { what, reason: "zero (not in Z*_{n²})" });
+        }
+        if *c >= self.0.n2 {
+            return Err(Error::BadCiphertext { what, reason: "not below n² (out of range)" });
+        }
+        if Integer::from(c.gcd_ref(&self.0.n)) != 1 {
+            return Err(Error::BadCiphertext { what, reason: "not a unit mod n² (shares a factor with n)" });
+        }
+        Ok(())
+    }
+
+    /// Appends the fixed-width big-endian encoding of `c`.
+    pub fn write_ct(&self, c: &Ciphertext, out: &mut Vec<u8>) {
+        push_fixed(out, &c.0, self.0.ct_bytes);
+    }
+
+    /// Encodes ciphertexts back to back.
+    pub fn encode_cts(&self, cts: &[Ciphertext]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(cts.len() * self.0.ct_bytes);
+        for c in cts {
+            self.write_ct(c, &mut out);
+        }
+        out
+    }
+
+    /// Parses and validates `count` ciphertexts; `b` must be exactly
+    /// `count · ct_bytes` long.
+    pub fn decode_cts(&self, b: &[u8], count: usize, what: &'static str) -> Result<Vec<Ciphertext>> {
+        let l = self.0.ct_bytes;
+        if Some(b.len()) != count.checked_mul(l) {
+            return Err(Error::Malformed {
+                what,
+                reason: format!("{} bytes for {count} ciphertexts of {l} bytes", b.len()),
+            });
+        }
+        b.chunks_exact(l)
+            .map(|ch| {
+                let c = Integer::from_digits(ch, Order::Msf);
+                self.validate(&c, what)?;
+                Ok(Ciphertext(c))
+            })
+            .collect()
+    }
+}
+
+fn modulo(t: &mut Integer, m: &Integer) {
+    *t %= m;
+    if t.cmp0() == Ordering::Less {
+        *t += m;
+    }
+}
+
+fn push_fixed(out: &mut Vec<u8>, x: &Integer, len: usize) {
+    let d = x.to_digits::<u8>(Order::Msf);
+    assert!(d.len() <= len);
+    out.resize(out.len() + len - d.len(), 0);
+    out.extend_from_slice(&d);
+}
+
+/// A key pair: the public key plus the CRT secrets and secret tables.
+pub struct KeyPair {
+    pk: PublicKey,
+    p: Integer,
+    q: Integer,
+    p2: Integer,
+    q2: Integer,
+    /// (p²)^{-1} mod q²
+    p2_inv: Integer,
+    /// p^{-1} mod q
+    p_inv: Integer,
+    /// L_p(g^{p-1} mod p²)^{-1} mod p = (−q)^{-1} mod p
+    hp: Integer,
+    hq: Integer,
+    pm1: Integer,
+    qm1: Integer,
+    tp: FixedBase,
+    tq: FixedBase,
+}
+
+impl Drop for KeyPair {
+    fn drop(&mut self) {
+        wipe_all([
+            &mut self.p,
+            &mut self.q,
+            &mut self.p2,
+            &mut self.q2,
+            &mut self.p2_inv,
+            &mut self.p_inv,
+            &mut self.hp,
+            &mut self.hq,
+            &mut self.pm1,
+            &mut self.qm1,
+        ]);
+    }
+}
+
+fn gen_prime<R: RngCore + ?Sized>(bits: u32, rng: &mut R) -> Integer {
+    loop {
+        let mut c = random_bits(rng, bits);
+        c.set_bit(bits - 1, true);
+        c.set_bit(bits - 2, true);
+        c.set_bit(0, true);
+        c.set_bit(1, true); // ≡ 3 mod 4
+        if c.is_probably_prime(32) != IsPrime::No {
+            return c;
+        }
+    }
+}
+
+impl KeyPair {
+    /// Generates a key of `bits` (2048 or 3072; 1024 for tests) with the
+    /// default window.
+    pub fn generate<R: RngCore + CryptoRng + ?Sized>(bits: u32, rng: &mut R) -> Result<KeyPair> {
+        Self::generate_with_window(bits, DEFAULT_WINDOW, rng)
+    }
+
+    /// Generates a key with fixed-base tables of window `w`.
+    pub fn generate_with_window<R: RngCore + CryptoRng + ?Sized>(bits: u32, w: u32, rng: &mut R) -> Result<KeyPair> {
+        check_bits(bits)?;
+        loop {
+            let p = gen_prime(bits / 2, rng);
+            let q = gen_prime(bits / 2, rng);
+            if p == q {
+                continue;
+            }
+            let n = Integer::from(&p * &q);
+            if n.significant_bits() != bits {
+                continue;
+            }
+            let pm1 = Integer::from(&p - 1);
+            let qm1 = Integer::from(&q - 1);
+            if Integer::from(pm1.gcd_ref(&qm1)) != 2 {
+                continue;
+            }
+            // h_s = −x^{2n} mod n² for a random unit x
+            let x = loop {
+                let x = random_below(rng, &n);
+                if x > 1 && Integer::from(x.gcd_ref(&n)) == 1 {
+                    break x;
+                }
+            };
+            let n2 = Integer::from(n.square_ref());
+            let e = Integer::from(&n * 2);
+            let xe = Integer::from(x.pow_mod_ref(&e, &n2).unwrap());
+            let hs = Integer::from(&n2 - &xe);
+            return Ok(Self::from_primes(p, q, hs, w));
+        }
+    }
+
+    fn from_primes(p: Integer, q: Integer, hs: Integer, w: u32) -> KeyPair {
+        let n = Integer::from(&p * &q);
+        let pk = PublicKey::new(n, hs.clone(), w).expect("generated key is valid");
+        let p2 = Integer::from(p.square_ref());
+        let q2 = Integer::from(q.square_ref());
+        let p2_inv = Integer::from(p2.invert_ref(&q2).unwrap());
+        let p_inv = Integer::from(p.invert_ref(&q).unwrap());
+        let hp = Integer::from(Integer::from(&p - Integer::from(&q % &p)).invert_ref(&p).unwrap());
+        let hq = Integer::from(Integer::from(&q - Integer::from(&p % &q)).invert_ref(&q).unwrap());
+        let a_bits = pk.short_exponent_bits();
+        let tp = FixedBase::new(&hs, &p2, a_bits, w, true);
+        let tq = FixedBase::new(&hs, &q2, a_bits, w, true);
+        let pm1 = Integer::from(&p - 1);
+        let qm1 = Integer::from(&q - 1);
+        KeyPair { pk, p, q, p2, q2, p2_inv, p_inv, hp, hq, pm1, qm1, tp, tq }
+    }
+
+    /// The public key.
+    pub fn public(&self) -> &PublicKey {
+        &self.pk
+    }
+
+    /// Bytes of the two secret fixed-base tables.
+    pub fn table_bytes(&self) -> usize {
+        self.tp.table_bytes() + self.tq.table_bytes()
+    }
+
+    /// Encrypts m ∈ [0, n) with CRT (two half-size fixed-base products).
+    pub fn encrypt<R: RngCore + CryptoRng + ?Sized>(&self, m: &Integer, rng: &mut R) -> Result<Ciphertext> {
+        self.pk.check_plain(m)?;
+        let a = random_bits(rng, self.pk.short_exponent_bits());
+        let mn = Integer::from(m * self.pk.n());
+        let mut cp = self.tp.pow(&a);
+        let mut gp = Integer::from(&mn % &self.p2);
+        gp += 1;
+        cp *= &gp;
+        cp %= &self.p2;
+        let mut cq = self.tq.pow(&a);
+        let mut gq = Integer::from(&mn % &self.q2);
+        gq += 1;
+        cq *= &gq;
+        cq %= &self.q2;
+        Ok(Ciphertext(self.crt_n2(cp, cq)))
+    }
+
+    /// Encrypts a signed 64-bit value (CRT).
+    pub fn encrypt_i64<R: RngCore + CryptoRng + ?Sized>(&self, m: i64, rng: &mut R) -> Ciphertext {
+        self.encrypt(&self.pk.encode(&Integer::from(m)).unwrap(), rng).unwrap()
+    }
+
+    /// Encrypts an unsigned 64-bit value (CRT).
+    pub fn encrypt_u64<R: RngCore + CryptoRng + ?Sized>(&self, m: u64, rng: &mut R) -> Ciphertext {
+        self.encrypt(&Integer::from(m), rng).unwrap()
+    }
+
+    fn crt_n2(&self, cp: Integer, cq: Integer) -> Integer {
+        // c = cp + p²·((cq − cp)·p^{-2} mod q²)
+        let mut t = cq - &cp;
+        t *= &self.p2_inv;
+        modulo(&mut t, &self.q2);
+        t *= &self.p2;
+        t += cp;
+        t
+    }
+
+    /// Decrypts (CRT): m_p = L_p(c^{p−1} mod p²)·h_p mod p, likewise mod q,
+    /// recombined mod n. The ciphertext must have been validated.
+    pub fn decrypt(&self, c: &Ciphertext) -> Integer {
+        let mp = self.half_dec(&c.0, &self.p, &self.p2, &self.pm1, &self.hp);
+        let mq = self.half_dec(&c.0, &self.q, &self.q2, &self.qm1, &self.hq);
+        // m = mp + p·((mq − mp)·p^{-1} mod q)
+        let mut t = mq - &mp;
+        t *= &self.p_inv;
+        modulo(&mut t, &self.q);
+        t *= &self.p;
+        t += mp;
+        t
+    }
+
+    fn half_dec(&self, c: &Integer, p: &Integer, p2: &Integer, pm1: &Integer, hp: &Integer) -> Integer {
+        let cp = Integer::from(c % p2);
+        let mut x = cp.pow_mod(pm1, p2).expect("unit");
+        x -= 1;
+        x.div_exact_mut(p);
+        x *= hp;
+        x %= p;
+        x
+    }
+
+    /// Decrypts to the centred signed value.
+    pub fn decrypt_signed(&self, c: &Ciphertext) -> Integer {
+        self.pk.decode_signed(&self.decrypt(c))
+    }
+
+    /// Reference decryption without CRT (m = L(c^λ mod n²)·λ^{-1} mod n),
+    /// for tests.
+    pub fn decrypt_no_crt(&self, c: &Ciphertext) -> Integer {
+        let lambda = Integer::from(&self.pm1 * &self.qm1) >> 1u32;
+        let n = self.pk.n();
+        let mut x = Integer::from(c.0.pow_mod_ref(&lambda, self.pk.n2()).unwrap());
+        x -= 1;
+        x.div_exact_mut(n);
+        let mu = Integer::from(lambda.invert_ref(n).unwrap());
+        x *= mu;
+        x %= n;
+        x
+    }
+}

@@ -1,0 +1,256 @@
+//! Hybrid protocols over a [`Channel`]: conversions between additive shares
+//! over Z_{2^64} and Paillier ciphertexts (SHAPER App. C, after FZT+21),
+//! Beaver triples from Paillier, and the sparse-matrix × encrypted-vector
+//! product.
+//!
+//! Roles: the **owner** holds the key pair; the **evaluator** holds only the
+//! owner's public key and computes on ciphertexts.
+//!
+//! * [`s2h_owner`]/[`s2h_eval`] (shares → ciphertext, SHAPER's Algorithm 4,
+//!   which the paper labels "H2S"): the owner sends Enc(x₁); the evaluator
+//!   adds x₂ in plaintext and holds Enc(x₁ + x₂) (≡ x mod 2^64). 1 round.
+//! * [`h2s_eval`]/[`h2s_owner`] (ciphertext → shares, the paper's
+//!   Algorithm 5, labelled "S2H" there): the evaluator masks each value
+//!   with r ∈ [2^b, 2^b + 2^(b+σ)), packs [`Packing::slots`] masked values
+//!   per ciphertext, **rerandomises** (the paper's step sends c·g^{−r}
+//!   alone, which would let the owner, who knows the randomness of the
+//!   ciphertexts it sent, strip h_s-powers that depend on the evaluator's
+//!   plaintexts) and streams the packed ciphertexts in frames of
+//!   `STREAM_CHUNK` as they are computed; the owner decrypts each frame on
+//!   arrival. Shares: owner (v + r) mod 2^64, evaluator −r mod 2^64.
+//!   1 round.
+//! * [`triples_owner`]/[`triples_helper`]: Beaver triples c = a·b over
+//!   Z_{2^64} with no dealer (cross terms a₀b₁ + a₁b₀ through Paillier and
+//!   h2s). 2 rounds.
+//!
+//! Every ciphertext received is validated ([`PublicKey::decode_cts`]) and
+//! every message length is computed locally before anything is received.
+
+use crate::key::{random_bits, Ciphertext, KeyPair, PublicKey};
+use crate::pack::Packing;
+use crate::sparse::{multi_exp, Csr};
+use crate::{Error, Result, SIGMA};
+use hush_transport::{Channel, ChannelExt};
+use rand::{CryptoRng, RngCore};
+use rug::Integer;
+
+/// Packed ciphertexts per frame when streaming h2s.
+pub const STREAM_CHUNK: usize = 16;
+
+/// Sends ciphertexts as one flight (frames of at most max_frame bytes).
+pub fn send_cts<C: Channel + ?Sized>(ch: &mut C, pk: &PublicKey, cts: &[Ciphertext]) -> Result<()> {
+    ch.send_chunked(&pk.encode_cts(cts))?;
+    Ok(())
+}
+
+/// Receives and validates exactly `count` ciphertexts under `pk`.
+pub fn recv_cts<C: Channel + ?Sized>(
+    ch: &mut C,
+    pk: &PublicKey,
+    count: usize,
+    what: &'static str,
+) -> Result<Vec<Ciphertext>> {
+    let len = count
+        .checked_mul(pk.ct_bytes())
+        .ok_or_else(|| Error::Malformed { what, reason: "size overflow".into() })?;
+    let mut buf = vec![0u8; len];
+    ch.recv_chunked_into(what, &mut buf)?;
+    pk.decode_cts(&buf, count, what)
+}
+
+/// Encrypts u64 values (as integers in [0, 2^64)) with CRT.
+pub fn encrypt_u64s<R: RngCore + CryptoRng + ?Sized>(kp: &KeyPair, xs: &[u64], rng: &mut R) -> Vec<Ciphertext> {
+    xs.iter().map(|&x| kp.encrypt_u64(x, rng)).collect()
+}
+
+/// Exchanges public keys (both parties call it). Returns the peer's key.
+pub fn exchange_keys<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, window: u32) -> Result<PublicKey> {
+    ch.send(&kp.public().to_bytes())?;
+    let b = ch.recv()?;
+    if b.len() > 4 + 3 * 3072 / 8 {
+        return Err(Error::Malformed { what: "public key", reason: format!("{} bytes", b.len()) });
+    }
+    PublicKey::from_bytes(&b, window)
+}
+
+/// s2h, owner side: sends Enc(x₁).
+pub fn s2h_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    kp: &KeyPair,
+    x1: &[u64],
+    rng: &mut R,
+) -> Result<()> {
+    send_cts(ch, kp.public(), &encrypt_u64s(kp, x1, rng))
+}
+
+/// s2h, evaluator side: receives Enc(x₁) and returns Enc(x₁ + x₂).
+pub fn s2h_eval<C: Channel + ?Sized>(ch: &mut C, owner: &PublicKey, x2: &[u64]) -> Result<Vec<Ciphertext>> {
+    let cts = recv_cts(ch, owner, x2.len(), "s2h ciphertexts")?;
+    Ok(cts.iter().zip(x2).map(|(c, &x)| owner.add_plain(c, &Integer::from(x))).collect())
+}
+
+/// The packing used by h2s for values below 2^value_bits under `pk`.
+pub fn h2s_packing(pk: &PublicKey, value_bits: u32) -> Result<Packing> {
+    Packing::new(value_bits, SIGMA, pk.bits())
+}
+
+/// Masks, packs and rerandomises one group of ciphertexts; returns the
+/// packed ciphertext and the evaluator's shares (−r mod 2^64).
+fn h2s_pack_one<R: RngCore + CryptoRng + ?Sized>(
+    owner: &PublicKey,
+    pack: &Packing,
+    group: &[Ciphertext],
+    rng: &mut R,
+) -> Result<(Ciphertext, Vec<u64>)> {
+    let base = Integer::from(1) << pack.value_bits;
+    let masks: Vec<Integer> = group.iter().map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
+    let shares = masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()).collect();
+    let packed = pack.pack(owner, group)?;
+    let packed = owner.add_plain(&packed, &pack.pack_plain(&masks));
+    Ok((owner.rerandomize(&packed, rng), shares))
+}
+
+/// h2s, evaluator side: turns ciphertexts of signed values |v| < 2^value_bits
+/// into shares; returns the evaluator's shares. Streams frames of
+/// [`STREAM_CHUNK`] packed ciphertexts.
+pub fn h2s_eval<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    owner: &PublicKey,
+    cts: &[Ciphertext],
+    value_bits: u32,
+    rng: &mut R,
+) -> Result<Vec<u64>> {
+    h2s_eval_with(ch, owner, cts.len(), value_bits, rng, |i| Ok(cts[i].clone()))
+}
+
+/// h2s, evaluator side, with ciphertexts produced on demand by `make(i)`
+/// (so computing the next group overlaps the owner's decryption of the
+/// previous frames).
+pub fn h2s_eval_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    owner: &PublicKey,
+    count: usize,
+    value_bits: u32,
+    rng: &mut R,
+    mut make: impl FnMut(usize) -> Result<Ciphertext>,
+) -> Result<Vec<u64>> {
+    let pack = h2s_packing(owner, value_bits)?;
+    let mut shares = Vec::with_capacity(count);
+    let mut frame = Vec::new();
+    let mut in_frame = 0;
+    let groups = pack.packed_len(count);
+    for g in 0..groups {
+        let lo = g * pack.slots;
+        let hi = (lo + pack.slots).min(count);
+        let group: Vec<Ciphertext> = (lo..hi).map(&mut make).collect::<Result<_>>()?;
+        let (c, s) = h2s_pack_one(owner, &pack, &group, rng)?;
+        shares.extend(s);
+        owner.write_ct(&c, &mut frame);
+        in_frame += 1;
+        if in_frame == STREAM_CHUNK || g + 1 == groups {
+            ch.send_chunked(&frame)?;
+            frame.clear();
+            in_frame = 0;
+        }
+    }
+    Ok(shares)
+}
+
+/// h2s, owner side: receives the packed ciphertexts frame by frame,
+/// decrypts and unpacks; returns the owner's shares.
+pub fn h2s_owner<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, count: usize, value_bits: u32) -> Result<Vec<u64>> {
+    let pk = kp.public();
+    let pack = h2s_packing(pk, value_bits)?;
+    let groups = pack.packed_len(count);
+    let mut out = Vec::with_capacity(count);
+    let mut g = 0;
+    while g < groups {
+        let in_frame = STREAM_CHUNK.min(groups - g);
+        let cts = recv_cts(ch, pk, in_frame, "h2s packed ciphertexts")?;
+        for c in &cts {
+            let lo = g * pack.slots;
+            let k = pack.slots.min(count - lo);
+            let m = kp.decrypt(c);
+            for v in pack.unpack(&m, k).map_err(|e| Error::Malformed { what: "h2s", reason: e.to_string() })? {
+                out.push(v.to_u64_wrapping());
+            }
+            g += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Beaver triples over Z_{2^64}: c₀ + c₁ = (a₀ + a₁)(b₀ + b₁).
+#[derive(Clone, Debug, Default)]
+pub struct Triples {
+    pub a: Vec<u64>,
+    pub b: Vec<u64>,
+    pub c: Vec<u64>,
+}
+
+/// Triple generation, key-owner side (2 rounds).
+pub fn triples_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    kp: &KeyPair,
+    count: usize,
+    rng: &mut R,
+) -> Result<Triples> {
+    let a: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
+    let b: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
+    let mut cts = Vec::with_capacity(2 * count);
+    for i in 0..count {
+        cts.push(kp.encrypt_u64(a[i], rng));
+        cts.push(kp.encrypt_u64(b[i], rng));
+    }
+    send_cts(ch, kp.public(), &cts)?;
+    let s = h2s_owner(ch, kp, count, 130)?;
+    let c = (0..count).map(|i| a[i].wrapping_mul(b[i]).wrapping_add(s[i])).collect();
+    Ok(Triples { a, b, c })
+}
+
+/// Triple generation, helper side (holds only the owner's public key).
+pub fn triples_helper<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    owner: &PublicKey,
+    count: usize,
+    rng: &mut R,
+) -> Result<Triples> {
+    let a: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
+    let b: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
+    let cts = recv_cts(ch, owner, 2 * count, "triple ciphertexts")?;
+    let n2 = owner.n2().clone();
+    let s = h2s_eval_with(ch, owner, count, 130, rng, |i| {
+        // Enc(a₀·b₁ + b₀·a₁)
+        let t = [(&cts[2 * i].0, b[i]), (&cts[2 * i + 1].0, a[i])];
+        Ok(Ciphertext(multi_exp(&t, &n2).unwrap()))
+    })?;
+    let c = (0..count).map(|i| a[i].wrapping_mul(b[i]).wrapping_add(s[i])).collect();
+    Ok(Triples { a, b, c })
+}
+
+/// X · s where the key owner holds the share vector s (u64, length
+/// X.cols) and the evaluator holds the sparse X: owner side. Sends Enc(s),
+/// then receives its shares of X·s (X.rows values below 2^value_bits).
+pub fn matvec_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    kp: &KeyPair,
+    s: &[u64],
+    rows: usize,
+    value_bits: u32,
+    rng: &mut R,
+) -> Result<Vec<u64>> {
+    s2h_owner(ch, kp, s, rng)?;
+    h2s_owner(ch, kp, rows, value_bits)
+}
+
+/// Evaluator side of [`matvec_owner`]: receives Enc(s), computes X·Enc(s)
+/// row by row (work ∝ nnz) while streaming the packed results.
+pub fn matvec_eval<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    owner: &PublicKey,
+    x: &Csr,
+    rng: &mut R,
+) -> Result<Vec<u64>> {
+    let cts = recv_cts(ch, owner, x.cols, "encrypted vector")?;
+    h2s_eval_with(ch, owner, x.rows, x.product_bits(), rng, |r| Ok(x.row_enc(owner, &cts, r)))
+}

@@ -1,0 +1,283 @@
+use crate::proto::*;
+use crate::sparse::Csr;
+use crate::*;
+use hush_transport::{Channel, MemChannel};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::OnceLock;
+
+fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+fn key1024() -> &'static KeyPair {
+    static K: OnceLock<KeyPair> = OnceLock::new();
+    K.get_or_init(|| KeyPair::generate(1024, &mut rng(1)).unwrap())
+}
+
+fn roundtrip(kp: &KeyPair, r: &mut StdRng) {
+    let pk = kp.public();
+    for m in [Integer::from(0), Integer::from(1), Integer::from(pk.n() - 1u32), Integer::from(u64::MAX)] {
+        let c = kp.encrypt(&m, r).unwrap();
+        pk.validate(c.as_integer(), "t").unwrap();
+        assert_eq!(kp.decrypt(&c), m);
+        let c2 = pk.encrypt(&m, r).unwrap();
+        assert_eq!(kp.decrypt(&c2), m);
+        assert_eq!(kp.decrypt_no_crt(&c2), m);
+    }
+    for _ in 0..5 {
+        let m = crate::key::random_below(r, pk.n());
+        assert_eq!(kp.decrypt(&kp.encrypt(&m, r).unwrap()), m);
+    }
+    assert!(kp.encrypt(pk.n(), r).is_err());
+    assert!(kp.encrypt(&Integer::from(-1), r).is_err());
+}
+
+#[test]
+fn roundtrip_2048() {
+    let mut r = rng(2);
+    let kp = KeyPair::generate(2048, &mut r).unwrap();
+    assert_eq!(kp.public().bits(), 2048);
+    roundtrip(&kp, &mut r);
+}
+
+#[test]
+fn roundtrip_3072() {
+    let mut r = rng(3);
+    let kp = KeyPair::generate(3072, &mut r).unwrap();
+    assert_eq!(kp.public().bits(), 3072);
+    roundtrip(&kp, &mut r);
+}
+
+#[test]
+fn rejects_other_sizes() {
+    assert!(matches!(KeyPair::generate(1536, &mut rng(0)), Err(Error::KeySize(1536))));
+}
+
+#[test]
+fn homomorphic_ops() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(4);
+    for _ in 0..20 {
+        let a: i64 = r.gen_range(-1_000_000_000..1_000_000_000);
+        let b: i64 = r.gen_range(-1_000_000_000..1_000_000_000);
+        let k: i64 = r.gen_range(-100_000..100_000);
+        let ca = kp.encrypt_i64(a, &mut r);
+        let cb = pk.encrypt_i64(b, &mut r);
+        assert_eq!(kp.decrypt_signed(&pk.add(&ca, &cb)), a + b);
+        assert_eq!(kp.decrypt_signed(&pk.add_plain(&ca, &Integer::from(b))), a + b);
+        assert_eq!(kp.decrypt_signed(&pk.mul_i64(&ca, k)), a as i128 as i64 * k);
+        assert_eq!(kp.decrypt_signed(&pk.neg(&ca)), -a);
+        assert_eq!(kp.decrypt_signed(&pk.rerandomize(&ca, &mut r)), a);
+        assert_ne!(pk.rerandomize(&ca, &mut r), ca);
+    }
+    let c = kp.encrypt_i64(7, &mut r);
+    assert_eq!(kp.decrypt(&pk.mul_i64(&c, 0)), 0);
+}
+
+#[test]
+fn fixed_base_matches_powm() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(5);
+    for w in [1, 3, 4, 7, 8, 11] {
+        let base = crate::key::random_below(&mut r, pk.n2());
+        let fb = FixedBase::new(&base, pk.n2(), 200, w, false);
+        for bits in [0u32, 1, 7, 64, 199, 200] {
+            let e = crate::key::random_bits(&mut r, bits);
+            assert_eq!(fb.pow(&e), Integer::from(base.pow_mod_ref(&e, pk.n2()).unwrap()), "w={w} bits={bits}");
+        }
+    }
+}
+
+#[test]
+fn malformed_ciphertexts_are_rejected() {
+    let kp = key1024();
+    let pk = kp.public();
+    let l = pk.ct_bytes();
+    let good = pk.encode_cts(&[kp.encrypt_u64(5, &mut rng(6))]);
+    assert_eq!(pk.decode_cts(&good, 1, "t").unwrap().len(), 1);
+    // zero
+    let e = pk.decode_cts(&vec![0u8; l], 1, "t").unwrap_err();
+    assert!(e.to_string().contains("zero"), "{e}");
+    // ≥ n²
+    let e = pk.decode_cts(&vec![0xffu8; l], 1, "t").unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    let n2 = pk.encode_cts(&[crate::key::Ciphertext(pk.n2().clone() - 0u32)]);
+    assert!(pk.decode_cts(&n2, 1, "t").unwrap_err().to_string().contains("out of range"));
+    // multiple of a factor of n: n itself
+    let e = pk.decode_cts(&pk.encode_cts(&[crate::key::Ciphertext(pk.n().clone())]), 1, "t").unwrap_err();
+    assert!(e.to_string().contains("not a unit"), "{e}");
+    // wrong length
+    let e = pk.decode_cts(&good[1..], 1, "t").unwrap_err();
+    assert!(matches!(e, Error::Malformed { .. }), "{e}");
+    // public keys
+    assert!(PublicKey::from_bytes(&[1, 2, 3], 4).is_err());
+    let mut pkb = pk.to_bytes();
+    assert!(PublicKey::from_bytes(&pkb, 4).is_ok());
+    pkb[1] = 5;
+    assert!(PublicKey::from_bytes(&pkb, 4).is_err());
+}
+
+#[test]
+fn malformed_ciphertext_over_channel() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let (mut a, mut b) = MemChannel::pair();
+    let l = pk.ct_bytes();
+    a.send(&vec![0xffu8; l]).unwrap();
+    let e = recv_cts(&mut b, &pk, 1, "h2s packed ciphertexts").unwrap_err();
+    assert!(e.to_string().contains("h2s packed ciphertexts") && e.to_string().contains("out of range"), "{e}");
+    a.send(&vec![1u8; l - 1]).unwrap();
+    let mut b2 = b;
+    assert!(recv_cts(&mut b2, &pk, 1, "x").is_err());
+}
+
+#[test]
+fn packing_slot_boundaries() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(7);
+    let value_bits = 100;
+    let p = Packing::new(value_bits, SIGMA, pk.bits()).unwrap();
+    assert_eq!(p.slot_bits, 141);
+    assert_eq!(p.slots, (1024 - 2) / 141);
+    assert!(p.slots as u32 * p.slot_bits <= pk.bits() - 2);
+    // extreme masked values in every slot: 0 and 2^slot_bits − 1
+    let maxv = (Integer::from(1) << p.slot_bits) - 1u32;
+    for pattern in 0..4 {
+        let vals: Vec<Integer> = (0..p.slots)
+            .map(|k| if (k + pattern) % 2 == 0 { maxv.clone() } else { Integer::from(0) })
+            .collect();
+        let cts: Vec<_> = vals.iter().map(|v| kp.encrypt(v, &mut r).unwrap()).collect();
+        let packed = p.pack(pk, &cts).unwrap();
+        assert_eq!(p.unpack(&kp.decrypt(&packed), vals.len()).unwrap(), vals);
+        // fewer values than slots
+        let packed = p.pack(pk, &cts[..1]).unwrap();
+        assert_eq!(p.unpack(&kp.decrypt(&packed), 1).unwrap(), vals[..1]);
+    }
+    assert!(p.pack(pk, &[]).is_err());
+    let too_many: Vec<_> = (0..=p.slots).map(|_| kp.encrypt_u64(1, &mut r)).collect();
+    assert!(p.pack(pk, &too_many).is_err());
+    // overflow detected on unpack
+    assert!(p.unpack(&(Integer::from(1) << p.slot_bits), 1).is_err());
+    assert!(Packing::new(2000, SIGMA, 1024).is_err());
+}
+
+fn run2<A: Send, B: Send>(
+    fa: impl FnOnce(&mut MemChannel) -> A + Send,
+    fb: impl FnOnce(&mut MemChannel) -> B + Send,
+) -> (A, B, hush_transport::Cost) {
+    let (mut ca, mut cb) = MemChannel::pair();
+    let (a, b) = std::thread::scope(|s| {
+        let h = s.spawn(move || fb(&mut cb));
+        let a = fa(&mut ca);
+        (a, h.join().unwrap())
+    });
+    let cost = ca.cost();
+    (a, b, cost)
+}
+
+#[test]
+fn h2s_random_and_edges() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let mut r = rng(8);
+    let bits = 80u32;
+    let mut vals: Vec<i128> = vec![0, 1, -1, (1i128 << bits) - 1, -((1i128 << bits) - 1)];
+    for _ in 0..40 {
+        vals.push(r.gen_range(-(1i128 << bits) + 1..(1i128 << bits)));
+    }
+    let cts: Vec<_> = vals.iter().map(|&v| pk.encrypt(&pk.encode(&Integer::from(v)).unwrap(), &mut r).unwrap()).collect();
+    let n = vals.len();
+    let (s_owner, s_eval, cost) = run2(
+        |ch| h2s_owner(ch, kp, n, bits).unwrap(),
+        |ch| h2s_eval(ch, &pk, &cts, bits, &mut rng(9)).unwrap(),
+    );
+    for i in 0..n {
+        assert_eq!(s_owner[i].wrapping_add(s_eval[i]), vals[i] as u64, "value {i}");
+    }
+    // cost pin: ceil(45 / 8 slots) = 6 packed ciphertexts of 256 bytes, one round
+    let pack = h2s_packing(&pk, bits).unwrap();
+    assert_eq!(pack.slots, 8);
+    assert_eq!(cost.bytes_sent + cost.bytes_recv, 6 * 256);
+    assert_eq!(cost.rounds, 1);
+}
+
+#[test]
+fn s2h_then_h2s() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let mut r = rng(10);
+    let x: Vec<u64> = (0..20).map(|_| r.gen()).collect();
+    let x1: Vec<u64> = (0..20).map(|_| r.gen()).collect();
+    let x2: Vec<u64> = x.iter().zip(&x1).map(|(a, b)| a.wrapping_sub(*b)).collect();
+    let (_, cts, cost) = run2(|ch| s2h_owner(ch, kp, &x1, &mut rng(11)).unwrap(), |ch| s2h_eval(ch, &pk, &x2).unwrap());
+    assert_eq!(cost.rounds, 1);
+    assert_eq!(cost.bytes_sent, 20 * 256);
+    for i in 0..20 {
+        assert_eq!(kp.decrypt(&cts[i]).to_u64_wrapping(), x[i]);
+    }
+    let (a, b, _) =
+        run2(|ch| h2s_owner(ch, kp, 20, 66).unwrap(), |ch| h2s_eval(ch, &pk, &cts, 66, &mut rng(12)).unwrap());
+    for i in 0..20 {
+        assert_eq!(a[i].wrapping_add(b[i]), x[i]);
+    }
+}
+
+#[test]
+fn triples_are_correct() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let n = 37;
+    let (t0, t1, cost) = run2(
+        |ch| triples_owner(ch, kp, n, &mut rng(13)).unwrap(),
+        |ch| triples_helper(ch, &pk, n, &mut rng(14)).unwrap(),
+    );
+    for i in 0..n {
+        let a = t0.a[i].wrapping_add(t1.a[i]);
+        let b = t0.b[i].wrapping_add(t1.b[i]);
+        assert_eq!(t0.c[i].wrapping_add(t1.c[i]), a.wrapping_mul(b));
+    }
+    assert_eq!(cost.rounds, 2);
+    let slots = h2s_packing(&pk, 130).unwrap().slots;
+    assert_eq!(cost.bytes_sent + cost.bytes_recv, ((2 * n + n.div_ceil(slots)) * 256) as u64);
+}
+
+#[test]
+fn sparse_matvec_enc_matches_plain() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let mut r = rng(15);
+    let (rows, cols) = (30, 50);
+    let mut t = vec![];
+    for i in 0..rows {
+        for _ in 0..r.gen_range(0..6) {
+            t.push((i, r.gen_range(0..cols), r.gen_range(-70000i64..70000)));
+        }
+    }
+    t.push((3, 7, i64::from(i32::MIN) * 2));
+    let x = Csr::from_triplets(rows, cols, t);
+    let xt = x.transpose();
+    assert_eq!(xt.transpose(), x);
+    let s: Vec<u64> = (0..cols).map(|_| r.gen()).collect();
+    let expect = x.matvec_ring(&s);
+    let (a, b, cost) = run2(
+        |ch| matvec_owner(ch, kp, &s, rows, x.product_bits(), &mut rng(16)).unwrap(),
+        |ch| matvec_eval(ch, &pk, &x, &mut rng(17)).unwrap(),
+    );
+    for i in 0..rows {
+        assert_eq!(a[i].wrapping_add(b[i]), expect[i], "row {i}");
+    }
+    assert_eq!(cost.rounds, 2);
+}
+
+#[test]
+fn transport_error_is_reported() {
+    let kp = key1024();
+    let (mut a, b) = MemChannel::pair();
+    drop(b);
+    let e = h2s_owner(&mut a, kp, 3, 64).unwrap_err();
+    assert!(matches!(e, Error::Transport(_)), "{e}");
+}
