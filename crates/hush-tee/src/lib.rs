@@ -27,10 +27,15 @@
 //! * [`ggm`] — the GGM length-doubling PRG shared by the module and the hosts.
 //! * [`backend`] — in-process and out-of-process backends, crossing counts.
 //! * [`wire`] — the length-checked codec for requests and responses.
+//! * [`dealer`] — dealer mode: the same module code as a service on a third
+//!   host (`hush dealer`), one module per (session, role), and the parties'
+//!   [`DealerModule`] backend over TLS. Trusted not to collude with either
+//!   party; real protection on ordinary machines, no hardware needed.
 
 pub mod attest;
 pub mod backend;
 pub mod deal;
+pub mod dealer;
 pub mod ggm;
 pub mod handshake;
 pub mod linear_deal;
@@ -38,6 +43,7 @@ pub mod module;
 pub mod wire;
 
 pub use backend::{InProcessModule, ModuleStats, OutOfProcessModule, TrustedModule};
+pub use dealer::DealerModule;
 pub use handshake::establish;
 pub use module::{Module, ModuleRole, Request, Response};
 
@@ -59,6 +65,9 @@ pub enum Error {
     Malformed(String),
     #[error("module process: {0}")]
     Process(String),
+    /// The dealer service (dealer mode) is unreachable or went away.
+    #[error("{0} (dealer mode: the dealer service is needed for the whole session)")]
+    Dealer(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
