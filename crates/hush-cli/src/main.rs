@@ -26,6 +26,10 @@ enum Cmd {
     Infer(hush_inference::cli::InferArgs),
     /// Private inference with both parties in this process.
     Run(hush_inference::cli::RunArgs),
+    /// The dealer service of dealer mode: deals each session's correlations
+    /// to its two parties over TLS (prints its fingerprint at start);
+    /// trusted not to collude with either party.
+    Dealer(hush_inference::cli::DealerArgs),
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -145,6 +149,7 @@ fn run() -> Result<(), String> {
         Cmd::Serve(a) => inference(hush_inference::cli::serve_main(a)),
         Cmd::Infer(a) => inference(hush_inference::cli::infer_main(a)),
         Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
+        Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a)),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),

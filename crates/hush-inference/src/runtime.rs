@@ -163,7 +163,7 @@ fn server_provider(opts: &Options) -> Result<Provider> {
         Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
         Mode::Dealer { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
-            let m = hush_tee::DealerModule::connect(addr, &dealer_link(opts, addr, *pin)?, &sid, ModuleRole::Sender)?;
+            let m = hush_tee::DealerModule::connect_profiled(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, &sid, ModuleRole::Sender)?;
             let fp = m.dealer_fingerprint();
             Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })
         }
@@ -232,7 +232,7 @@ fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
                     }
                 }
             }
-            let m = hush_tee::DealerModule::connect(addr, &sec, &sid, ModuleRole::Receiver).map_err(|e| match e {
+            let m = hush_tee::DealerModule::connect_profiled(addr, &sec, &opts.profile, &sid, ModuleRole::Receiver).map_err(|e| match e {
                 hush_tee::Error::Refused(r) => Error::Tee(hush_tee::Error::Refused(format!(
                     "{r} — the session was not opened at {addr} (does the server use the same dealer?) or its client role was taken by someone else; nothing was sent"
                 ))),
@@ -380,6 +380,9 @@ impl<C: Channel> ClientSession<C> {
     /// Hello, architecture, module seed agreement (the offline part).
     pub fn start(mut ch: C, opts: &Options) -> Result<Self> {
         let t0 = Instant::now();
+        if let Mode::Dealer { addr, pin } = &opts.mode {
+            dealer_link(opts, addr, *pin)?; // a missing dealer pin fails before the server does any work
+        }
         ch.send(json!({"hush": "inference", "version": 1, "proto": opts.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()}).to_string().as_bytes())?;
         let r = recv_json(&mut ch, "server hello")?;
         if r.get("ok").and_then(Value::as_bool) != Some(true) {

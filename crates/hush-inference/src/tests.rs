@@ -578,7 +578,7 @@ fn operator_suite_is_bit_identical_on_all_three_providers() {
 fn mode_mismatch_is_refused_naming_both_modes() {
     let dealer = start_dealer(None);
     let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
-    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let _plan = Plan::new(&m, FixedConfig::default()).unwrap();
     for (server, client) in [(opts("fss"), Options { mode: dealer_mode(&dealer), ..opts("fss") }), (Options { mode: dealer_mode(&dealer), ..opts("fss") }, opts("fss"))] {
         let (mut a, b) = MemChannel::pair();
         let (m2, p2, o2) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), server.clone());

@@ -102,9 +102,13 @@ pub fn parse_session_hex(s: &str) -> Result<SessionId> {
     Ok(id)
 }
 
+/// How long a party keeps retrying to reach a dealer that does not listen
+/// (it may still be starting); then the session fails naming the dealer.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Channel options of dealer links: frames as large as a module message.
 pub fn channel_options() -> ChannelOptions {
-    ChannelOptions { max_frame: MAX_MODULE_FRAME + 64, ..Default::default() }
+    ChannelOptions { max_frame: MAX_MODULE_FRAME + 64, connect_timeout: CONNECT_TIMEOUT, ..Default::default() }
 }
 
 /// The dealer service's settings.
@@ -354,8 +358,15 @@ impl DealerModule {
     /// (receiver) `session`. A refusal comes back as [`Error::Refused`]
     /// with the dealer's reason.
     pub fn connect(addr: &str, sec: &LinkSecurity, session: &SessionId, role: ModuleRole) -> Result<Self> {
+        Self::connect_profiled(addr, sec, &hush_transport::NetProfile::none(), session, role)
+    }
+
+    /// [`DealerModule::connect`] over an emulated network `profile`
+    /// (benchmarks: the dealer link as slow as the parties' link).
+    pub fn connect_profiled(addr: &str, sec: &LinkSecurity, profile: &hush_transport::NetProfile, session: &SessionId, role: ModuleRole) -> Result<Self> {
         let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
-        let mut ch = TcpChannel::connect_with(addr, channel_options(), sec).map_err(lost)?;
+        let opts = ChannelOptions { profile: profile.clone(), ..channel_options() };
+        let mut ch = TcpChannel::connect_with(addr, opts, sec).map_err(lost)?;
         ch.send(&encode_join(session, role)).map_err(lost)?;
         ch.set_timeout(JOIN_TIMEOUT);
         let r = Response::decode(&ch.recv().map_err(lost)?)?;
