@@ -81,37 +81,6 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     Ok(())
 }
 
-/// A dealer service started in this process for a local run in dealer mode
-/// (`hush run`, `demo`, `bench infer` without --dealer); stops when dropped.
-pub struct LocalDealer(Option<hush_tee::dealer::DealerHandle>);
-
-impl Drop for LocalDealer {
-    fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            h.shutdown();
-        }
-    }
-}
-
-/// For local runs: when `o` is in dealer mode without an address, starts a
-/// dealer on loopback (TLS with an ephemeral identity, pinned, unless the
-/// parties are --insecure) and points `o` at it.
-pub fn local_dealer(o: &mut Options, common: &CommonArgs) -> Result<LocalDealer> {
-    if common.mode != "dealer" || common.dealer.is_some() {
-        return Ok(LocalDealer(None));
-    }
-    let (sec, pin) = if o.link.is_tls() {
-        let id = Arc::new(hush_transport::Identity::generate().map_err(|e| Error::Config(e.to_string()))?);
-        let fp = id.fingerprint();
-        let sec = hush_transport::LinkSecurity::Tls(hush_transport::TlsSettings { identity: id, peer: hush_transport::PeerCheck::AnyPeer, require_client_cert: false });
-        (sec, Some(fp))
-    } else {
-        (hush_transport::LinkSecurity::Insecure, None)
-    };
-    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec), Arc::new(|_| {}))?;
-    o.mode = runtime::Mode::Dealer { addr: h.addr.to_string(), pin };
-    Ok(LocalDealer(Some(h)))
-}
 
 fn resolve_link(f: &LinkFlags) -> Result<LinkConfig> {
     LinkConfig::from_flags(f).map_err(|e| Error::Config(e.to_string()))
@@ -480,7 +449,7 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
 /// `hush run`: both parties locally (or a plaintext executor with --exec).
 pub fn run_main(a: RunArgs) -> Result<()> {
     let mut o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
-    let _dealer = local_dealer(&mut o, &a.common)?;
+    let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);
     }
@@ -533,7 +502,7 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `hush bench infer`: online and offline costs of one model.
 pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
     let mut o = options(&a.common, Some(&a.fixed), None)?;
-    let _dealer = local_dealer(&mut o, &a.common)?;
+    let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);
     }
@@ -626,7 +595,7 @@ pub fn models_dir(explicit: Option<&Path>) -> Result<PathBuf> {
 /// `hush demo`: private inference of bundled MNIST samples on the bundled model.
 pub fn demo_main(a: DemoArgs) -> Result<()> {
     let mut o = options(&a.common, None, None)?;
-    let _dealer = local_dealer(&mut o, &a.common)?;
+    let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);
     }

@@ -143,6 +143,38 @@ fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
     Ok(SharedModule::new(m))
 }
 
+/// A dealer service started in this process for a local run in dealer
+/// mode (both parties here, no `--dealer` given); stops when dropped.
+pub struct LocalDealer(Option<hush_tee::dealer::DealerHandle>);
+
+impl Drop for LocalDealer {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.shutdown();
+        }
+    }
+}
+
+/// For local runs: when `o` is in dealer mode with an empty address,
+/// starts a dealer on loopback (TLS with an ephemeral identity, pinned,
+/// unless the parties are insecure) and points `o` at it.
+pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
+    match &o.mode {
+        Mode::Dealer { addr, .. } if addr.is_empty() => {}
+        _ => return Ok(LocalDealer(None)),
+    }
+    let (sec, pin) = if o.link.is_tls() {
+        let id = Arc::new(hush_transport::Identity::generate()?);
+        let fp = id.fingerprint();
+        (hush_transport::LinkSecurity::Tls(hush_transport::TlsSettings { identity: id, peer: hush_transport::PeerCheck::AnyPeer, require_client_cert: false }), Some(fp))
+    } else {
+        (hush_transport::LinkSecurity::Insecure, None)
+    };
+    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec), Arc::new(|_| {}))?;
+    o.mode = Mode::Dealer { addr: h.addr.to_string(), pin };
+    Ok(LocalDealer(Some(h)))
+}
+
 /// A party's correlation provider for one session, before the hello
 /// exchange is over: the module, and in dealer mode the session.
 struct Provider {
