@@ -20,7 +20,7 @@
 //!   keys (needs the `hush-fss` crate; see its docs).
 //! * [`nonlinear`] — one interface over the families: DReLU, ReLU, MaxPool,
 //!   faithful truncation.
-//! * [`bench`] — `hush bench nonlinear`.
+//! (`hush bench nonlinear` lives in `hush-bench`'s `nonlinear` module: harnesses sit above the protocols.)
 //!
 //! **Parties.** Party 0 ("A") is the holder of online inputs in TAMI's
 //! setting (the client, the y-holder); party 1 ("B") is the holder of
@@ -34,7 +34,6 @@
 //! to a module.
 
 pub mod beaver;
-pub mod bench;
 pub mod cf2;
 pub mod fss;
 pub mod nonlinear;

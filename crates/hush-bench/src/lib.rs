@@ -10,6 +10,7 @@
 
 pub mod aes;
 pub mod cot;
+pub mod nonlinear;
 mod record;
 
 pub use record::Record;

@@ -81,7 +81,7 @@ enum BenchCmd {
     Aes3(hush_replicated::cli::BenchAes3Args),
     /// Two-party comparison layer: millionaires', DReLU, ReLU, MaxPool, truncation
     /// in the CrypTFlow2, TAMI-MPC and FSS families.
-    Nonlinear(hush_2pc::bench::NonlinearArgs),
+    Nonlinear(hush_bench::nonlinear::NonlinearArgs),
     /// Private inference of a benchmark model (online and offline split).
     Infer(hush_inference::cli::BenchInferArgs),
 }
@@ -132,6 +132,10 @@ fn replicated(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
     r.map_err(|e| e.to_string())
 }
 
+/// How `bench infer` counts each party's peak heap.
+const INFER_MEM_METHOD: &str = "counting global allocator: live heap bytes attributed to the allocating party's thread, high-water mark above its level at the session's start \
+(messages are charged to the sending party); module processes, the dealer and helper threads are not counted";
+
 fn emit(r: &Record, json: bool) {
     if json {
         println!("{}", r.json());
@@ -150,7 +154,10 @@ fn run() -> Result<(), String> {
         Cmd::Infer(a) => inference(hush_inference::cli::infer_main(a)),
         Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
-        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a)),
+        Cmd::Bench(BenchCmd::Infer(a)) => {
+            let probe = hush_inference::runtime::MemProbe { enter: hush_bench::cot::mem::enter, peak: hush_bench::cot::mem::peak, method: INFER_MEM_METHOD };
+            inference(hush_inference::cli::bench_infer_main(a, Some(probe)))
+        }
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Keygen { out } => {
@@ -160,7 +167,7 @@ fn run() -> Result<(), String> {
         }
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
         Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
-        Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_2pc::bench::bench_nonlinear_main(a).map_err(|e| e.to_string()),
+        Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_bench::nonlinear::bench_nonlinear_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Aes { json, batch, seconds }) => {
             if batch == 0 || !(seconds > 0.0) {
                 return Err("--batch and --seconds must be positive".into());

@@ -374,7 +374,7 @@ fn print_report(json_out: bool, v: &serde_json::Value) {
 }
 
 fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_json::Value {
-    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into(), tls: o.link.is_tls(), session_bytes: 0, session_socket_bytes: 0 };
+    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into(), tls: o.link.is_tls(), session_bytes: 0, session_socket_bytes: 0, peak_mem: None };
     runtime::run_json(model, &run, o)
 }
 
@@ -500,7 +500,9 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 }
 
 /// `hush bench infer`: online and offline costs of one model.
-pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
+/// `probe` measures each party's peak heap (the `hush` binary passes
+/// hush-bench's counting allocator).
+pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
     let mut o = options(&a.common, Some(&a.fixed), None)?;
     let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
@@ -523,15 +525,18 @@ pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
         let mut recs = Vec::new();
         for o in &variants {
             let tcp = tcp || a.tls_overhead;
-            let run = runtime::run_local(model.clone(), &shape, &x, o, tcp, |d, n| {
+            let run = runtime::run_local_probed(model.clone(), &shape, &x, o, tcp, |d, n| {
                 if show && (d % 10 == 0 || d == n) {
                     eprint!("\rhush bench infer: layer {d}/{n}");
                     if d == n {
                         eprintln!();
                     }
                 }
-            })?;
+            }, probe)?;
             let mut v = runtime::run_json(&model, &run, o);
+            if let Some(p) = probe {
+                v["peak_mem_method"] = json!(p.method);
+            }
             v["params"] = json!(model.params());
             v["macs"] = json!(run.server_layers.iter().map(|l| l.macs).sum::<u64>());
             if a.check {
@@ -547,7 +552,7 @@ pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
             let f = |r: &serde_json::Value, k: &str| r.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
             let (p, t) = (&recs[0], &recs[1]);
             let o = json!({
-                "bench": "infer-tls-overhead", "model": model.name, "net": p["net"],
+                "bench": "infer-tls-overhead", "model": model.name, "net": p["net"], "mode": p["mode"],
                 "wall_s": f(t, "online_s"), "online_s_tls": f(t, "online_s"), "online_s_plaintext": f(p, "online_s"),
                 "online_time_overhead": f(t, "online_s") / f(p, "online_s") - 1.0,
                 "bytes": f(t, "online_bytes"), "rounds": f(t, "rounds"), "setup_s": f(t, "offline_s"),

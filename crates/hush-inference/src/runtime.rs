@@ -593,11 +593,40 @@ pub struct LocalRun {
     /// handshake when `tls`).
     pub session_bytes: u64,
     pub session_socket_bytes: u64,
+    /// Peak heap of (server, client) during the session, when measured
+    /// with a [`MemProbe`].
+    pub peak_mem: Option<(i64, i64)>,
+}
+
+/// A per-thread heap meter (the counting allocator of `hush-bench`,
+/// handed in by the `hush` binary): `enter(party)` tags the calling thread
+/// and restarts its high-water mark, `peak(party)` reads it.
+#[derive(Clone, Copy)]
+pub struct MemProbe {
+    pub enter: fn(usize),
+    pub peak: fn(usize) -> i64,
+    /// How the meter counts (reported with the figures).
+    pub method: &'static str,
 }
 
 /// Runs one private inference of `x` (shape `shape`) on `model` with both
 /// parties in this process.
 pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, tcp: bool, progress: impl FnMut(usize, usize)) -> Result<LocalRun> {
+    run_local_probed(model, shape, x, opts, tcp, progress, None)
+}
+
+/// [`run_local`] measuring each party's peak heap with `probe` (server =
+/// party 0 on its thread, client = party 1 on the calling thread; module
+/// processes and the dealer are not counted).
+pub fn run_local_probed(
+    model: Arc<Model>,
+    shape: &[usize],
+    x: &[f64],
+    opts: &Options,
+    tcp: bool,
+    progress: impl FnMut(usize, usize),
+    probe: Option<MemProbe>,
+) -> Result<LocalRun> {
     let plan = Arc::new(Plan::new(&model, opts.cfg)?);
     let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
     let (a, b): (Box<dyn Channel>, Box<dyn Channel>) = if tcp {
@@ -608,7 +637,10 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         (Box::new(a), Box::new(b))
     };
     let (m2, p2, o2) = (model.clone(), plan.clone(), opts.clone());
-    let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64, hush_transport::Cost)> {
+    let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64, hush_transport::Cost, i64)> {
+        if let Some(p) = probe {
+            (p.enter)(SERVER as usize);
+        }
         let mut ch = a;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
@@ -633,8 +665,12 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         linear::send_ring(&mut ch, &p2.cfg, &share)?;
         let secs = t.elapsed().as_secs_f64();
         let _ = ch.recv(); // Q
-        Ok((layers, secs, ch.cost()))
+        let peak = probe.map(|p| (p.peak)(SERVER as usize)).unwrap_or(0);
+        Ok((layers, secs, ch.cost(), peak))
     });
+    if let Some(p) = probe {
+        (p.enter)(CLIENT as usize);
+    }
     let client = (|| -> Result<Inference> {
         let mut s = ClientSession::start(b, opts)?;
         // one inference only: nothing to pre-deal after it (the server
@@ -644,9 +680,10 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         s.close()?;
         Ok(r)
     })();
+    let client_peak = probe.map(|p| (p.peak)(CLIENT as usize)).unwrap_or(0);
     let srv = server.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
     let inference = client?;
-    let (server_layers, server_online_secs, sc) = srv?;
+    let (server_layers, server_online_secs, sc, server_peak) = srv?;
     Ok(LocalRun {
         inference,
         server_layers,
@@ -655,6 +692,7 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         tls: tcp && opts.link.is_tls(),
         session_bytes: sc.bytes_sent + sc.bytes_recv,
         session_socket_bytes: socket_bytes(&sc),
+        peak_mem: probe.map(|_| (server_peak, client_peak)),
     })
 }
 
@@ -684,8 +722,14 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
             v
         })
         .collect();
-    json!({
+    let mut v = json!({
         "bench": "infer",
+        // the record contract of every `hush bench` record: the online
+        // phase's wall time and payload bytes, rounds, and setup (session
+        // set-up and pre-dealing) time
+        "wall_s": c.online_secs,
+        "bytes": c_sent + c_recv,
+        "setup_s": c.offline_secs,
         "model": model.name,
         "proto": opts.proto,
         "bits": opts.cfg.bits,
@@ -725,7 +769,12 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "dealing_s": c_msecs.max(s_msecs),
         "online_excl_dealing_s": (c.online_secs - c_msecs.max(s_msecs)).max(0.0),
         "per_layer": layers,
-    })
+    });
+    if let Some((s, cl)) = run.peak_mem {
+        v["server_peak_mem_bytes"] = json!(s);
+        v["client_peak_mem_bytes"] = json!(cl);
+    }
+    v
 }
 
 /// A running TCP server (many concurrent sessions).
