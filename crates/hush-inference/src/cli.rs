@@ -60,6 +60,9 @@ pub struct DealerArgs {
     /// (its state is erased).
     #[arg(long, default_value_t = 600)]
     pub idle_timeout: u64,
+    /// Most sessions held at once (more are refused with an error).
+    #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
     /// With --pin, only parties presenting a pinned certificate are served.
     #[command(flatten)]
     pub link: LinkFlags,
@@ -70,6 +73,7 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     let link = resolve_link(&a.link)?;
     let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients());
     cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
+    cfg.max_sessions = a.max_sessions.max(1);
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);

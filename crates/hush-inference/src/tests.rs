@@ -619,3 +619,39 @@ fn dealer_that_disappears_mid_session_ends_both_parties_with_a_clear_error() {
     assert!(se.contains("dealer"), "server: {se}");
     assert!(t.elapsed() < std::time::Duration::from_secs(15), "{:?}", t.elapsed());
 }
+
+/// One dealer serves several concurrent sessions of a TCP server in dealer
+/// mode; every client gets the reference output and the dealer keeps
+/// nothing afterwards.
+#[test]
+fn dealer_serves_concurrent_sessions_and_keeps_nothing() {
+    let dealer = start_dealer(None);
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let o = Options { mode: dealer_mode(&dealer), ..opts("fss") };
+    let srv = runtime::serve(m.clone(), "127.0.0.1:0", o.clone(), log_sink()).unwrap();
+    let addr = srv.addr.to_string();
+    let clients: Vec<_> = (0..4u128)
+        .map(|i| {
+            let (m, o, addr) = (m.clone(), o.clone(), addr.clone());
+            std::thread::spawn(move || {
+                let x = input_for(&m, 100 + i);
+                let mut s = runtime::connect(&addr, &o).unwrap();
+                let y = s.infer(&m.input_shape.clone(), &x, |_, _| {}).unwrap().logits;
+                s.close().unwrap();
+                (x, y)
+            })
+        })
+        .collect();
+    for c in clients {
+        let (x, y) = c.join().unwrap();
+        assert_eq!(y, reference::run_f64(&plan, &x).unwrap());
+    }
+    let t = std::time::Instant::now();
+    while dealer.live_sessions() > 0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "dealer kept sessions after they ended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    srv.shutdown();
+    dealer.shutdown();
+}

@@ -78,6 +78,9 @@ pub const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a session's connection may stay silent before the dealer ends it.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Default bound on the sessions a dealer holds at once.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+
 /// A fresh random session id (OS randomness).
 pub fn new_session_id() -> SessionId {
     let mut id = [0u8; 32];
@@ -118,6 +121,8 @@ pub struct DealerConfig {
     pub link: LinkSecurity,
     /// A connection silent this long is ended (and its module erased).
     pub idle_timeout: Duration,
+    /// Most sessions held at once; opening one more is refused.
+    pub max_sessions: usize,
     /// **INSECURE, tests only**: every session gets this seed instead of
     /// a fresh random one, so that outputs can be compared bit for bit
     /// with other providers. No `hush` command sets it.
@@ -126,7 +131,7 @@ pub struct DealerConfig {
 
 impl DealerConfig {
     pub fn new(link: LinkSecurity) -> Self {
-        DealerConfig { link, idle_timeout: DEFAULT_IDLE_TIMEOUT, insecure_test_seed: None }
+        DealerConfig { link, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, insecure_test_seed: None }
     }
 }
 
@@ -242,6 +247,9 @@ fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &Deal
         ModuleRole::Sender => {
             if t.sessions.contains_key(session) {
                 return Err("session already opened (its sender role is claimed)".into());
+            }
+            if t.sessions.len() >= cfg.max_sessions {
+                return Err(format!("dealer busy ({} sessions, the most it holds); try again later", cfg.max_sessions));
             }
             let mut seed = Zeroizing::new([0u8; 32]);
             match cfg.insecure_test_seed {

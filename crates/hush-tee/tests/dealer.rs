@@ -144,3 +144,19 @@ fn fixed_test_seed_is_refused_outside_insecure_test_mode() {
     let e = hush_tee::OutOfProcessModule::spawn_path(path).unwrap().call(&req).unwrap_err();
     assert!(e.to_string().contains("insecure test mode"), "{e}");
 }
+
+#[test]
+fn dealer_bounds_the_sessions_it_holds() {
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone());
+    cfg.max_sessions = 2;
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
+    let a = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    let _b = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    let e = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).err().expect("third session must be refused");
+    assert!(e.to_string().contains("dealer busy"), "{e}");
+    drop(a);
+    wait_for("a slot to free up", || h.live_sessions() == 1);
+    join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    h.shutdown();
+}
