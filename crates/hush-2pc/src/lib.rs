@@ -20,6 +20,10 @@
 //!   keys (needs the `hush-fss` crate; see its docs).
 //! * [`nonlinear`] — one interface over the families: DReLU, ReLU, MaxPool,
 //!   faithful truncation.
+//! * [`deal`] — the dealing kinds this layer consumes, described once
+//!   (triples, TAMI tables; FSS keys are described in `hush_fss::deal`),
+//!   and [`deal::kinds`], what every provider (module, module process —
+//!   the `hush-tee-module` binary built here — and dealer service) serves.
 //! (`hush bench nonlinear` lives in `hush-bench`'s `nonlinear` module: harnesses sit above the protocols.)
 //!
 //! **Parties.** Party 0 ("A") is the holder of online inputs in TAMI's
@@ -35,6 +39,7 @@
 
 pub mod beaver;
 pub mod cf2;
+pub mod deal;
 pub mod fss;
 pub mod nonlinear;
 pub mod share;
@@ -54,6 +59,8 @@ pub enum Error {
     Correlations(#[from] hush_correlations::Error),
     #[error("trusted module: {0}")]
     Tee(#[from] hush_tee::Error),
+    #[error("dealt share: {0}")]
+    Deal(#[from] hush_deal::Error),
     #[error("malformed message in {step}: {why}")]
     Malformed { step: &'static str, why: String },
     #[error("invalid argument: {0}")]

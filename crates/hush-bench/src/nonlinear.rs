@@ -356,7 +356,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
                 "relu" => tami::Flavor::Relu,
                 _ => tami::Flavor::Trunc { f: a.frac },
             };
-            let (d0, d1) = hush_tee::deal::tami::dealt_bits_per_cmp(&tami::TamiShape::new(a.bits, a.k, a.arity, flavor));
+            let (d0, d1) = hush_2pc::deal::tami::dealt_bits_per_cmp(&tami::TamiShape::new(a.bits, a.k, a.arity, flavor));
             rec.set("dealt_bits_per_op_party0", d0 as u64).set("dealt_bits_per_op_party1", d1 as u64);
         }
     }

@@ -71,7 +71,7 @@ pub struct DealerArgs {
 /// `hush dealer`: serve correlations to many concurrent sessions until killed.
 pub fn dealer_main(a: DealerArgs) -> Result<()> {
     let link = resolve_link(&a.link)?;
-    let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients());
+    let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients(), hush_2pc::deal::kinds());
     cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
     cfg.max_sessions = a.max_sessions.max(1);
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));

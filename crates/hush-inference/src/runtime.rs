@@ -134,8 +134,8 @@ impl Default for Options {
 
 fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
     let m: Box<dyn TrustedModule> = match (kind, test_seed) {
-        ("in-process", false) => Box::new(InProcessModule::new(Module::new())),
-        ("in-process", true) => Box::new(InProcessModule::new(Module::new().insecure_test_mode())),
+        ("in-process", false) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))),
+        ("in-process", true) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()).insecure_test_mode())),
         ("out-of-process", false) => Box::new(hush_tee::OutOfProcessModule::spawn()?),
         ("out-of-process", true) => Box::new(hush_tee::OutOfProcessModule::spawn_insecure_test()?),
         (other, _) => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
@@ -170,7 +170,7 @@ pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
     } else {
         (hush_transport::LinkSecurity::Insecure, None)
     };
-    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec), Arc::new(|_| {}))?;
+    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec, hush_2pc::deal::kinds()), Arc::new(|_| {}))?;
     o.mode = Mode::Dealer { addr: h.addr.to_string(), pin };
     Ok(LocalDealer(Some(h)))
 }

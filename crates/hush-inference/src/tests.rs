@@ -506,7 +506,7 @@ fn refused_silent_client_does_not_block_the_accept_loop() {
 const TEST_SEED: [u8; 32] = [0x5e; 32];
 
 fn start_dealer(seed: Option<[u8; 32]>) -> hush_tee::dealer::DealerHandle {
-    let mut cfg = hush_tee::dealer::DealerConfig::new(hush_transport::LinkSecurity::Insecure);
+    let mut cfg = hush_tee::dealer::DealerConfig::new(hush_transport::LinkSecurity::Insecure, hush_2pc::deal::kinds());
     cfg.insecure_test_seed = seed;
     hush_tee::dealer::serve("127.0.0.1:0", cfg, log_sink()).unwrap()
 }

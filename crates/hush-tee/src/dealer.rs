@@ -5,10 +5,10 @@
 //! ## What runs where
 //! * [`serve`] runs the service. For each *session* it makes a fresh
 //!   32-byte seed from OS randomness and hosts one [`Module`] per role
-//!   ([`Module::with_session_seed`]): the same code, request kinds and
-//!   checks as a party's own module in tee mode, so the dealer deals
-//!   exactly what the two modules deal in tee mode, and the online
-//!   protocol does not change.
+//!   ([`Module::with_session_seed`]) serving the same dealing kinds
+//!   ([`DealerConfig::kinds`]): the same code, descriptions and checks as a
+//!   party's own module in tee mode, so the dealer deals exactly what the
+//!   two modules deal in tee mode, and the online protocol does not change.
 //! * [`DealerModule`] is the parties' backend: a third [`TrustedModule`]
 //!   whose crossings are requests over a TLS 1.3 connection to the dealer
 //!   (pinned by its fingerprint, which `hush dealer` prints at start).
@@ -119,6 +119,9 @@ pub fn channel_options() -> ChannelOptions {
 pub struct DealerConfig {
     /// TLS with the dealer's identity (clients anonymous), or plaintext.
     pub link: LinkSecurity,
+    /// The dealing kinds served (e.g. `hush_2pc::deal::kinds()`), besides
+    /// the module's own stateful kinds (SilentFlow, linear layers).
+    pub kinds: crate::deal::Kinds,
     /// A connection silent this long is ended (and its module erased).
     pub idle_timeout: Duration,
     /// Most sessions held at once; opening one more is refused.
@@ -130,8 +133,8 @@ pub struct DealerConfig {
 }
 
 impl DealerConfig {
-    pub fn new(link: LinkSecurity) -> Self {
-        DealerConfig { link, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, insecure_test_seed: None }
+    pub fn new(link: LinkSecurity, kinds: crate::deal::Kinds) -> Self {
+        DealerConfig { link, kinds, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, insecure_test_seed: None }
     }
 }
 
@@ -326,7 +329,7 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Re
             return Ok(format!("refused a {}: {e}", role_name(role)));
         }
     };
-    let mut module = Module::with_session_seed(role, &seed);
+    let mut module = Module::with_session_seed(role, &seed).with_kinds(cfg.kinds.clone());
     drop(seed);
     let served = (|| -> Result<u64> {
         ch.send(&Response::Established.encode())?;

@@ -1,11 +1,12 @@
 //! The trusted module: a state machine driven by [`Request`]s.
 //!
-//! **Adding a dealing kind.** Later correlations (comparison tables, FSS
-//! keys, Beaver triples, linear-layer masks) are dealt from the same
-//! synchronized seed: add a [`Request`] variant (and, if needed, a
-//! [`Response`] variant), its codec arm in [`Request::encode`] /
-//! [`Request::decode`], and a dispatch arm in [`Module::handle`] that derives
-//! values with [`Module::derive_key`] under a fresh label. Each kind must
+//! **Adding a dealing kind.** A stateless two-party kind (triples, tables,
+//! keys) is a [`hush_deal::Description`] written next to the protocol that
+//! consumes it and registered with the providers ([`Module::with_kinds`],
+//! the dealer service); it travels as [`Request::Deal`] and is dispatched
+//! by [`crate::deal`]. A kind with module state (the SilentFlow walk, the
+//! linear layers' loaded weights) is a [`Request`] variant with its own
+//! dispatch arm in [`Module::handle`]. Each kind must
 //! (1) release only the calling host's share, (2) take only
 //! input-independent parameters (sizes, batch numbers) — never online
 //! inputs, (3) erase its per-batch state once released, and (4) never
@@ -268,6 +269,8 @@ pub struct Module {
     walk: Option<PendingWalk>,
     linear: crate::linear_deal::LinearState,
     deal: crate::deal::DealState,
+    /// The stateless dealing kinds this module serves.
+    kinds: crate::deal::Kinds,
     /// Whether [`Request::InsecureTestSeed`] is honoured (tests only).
     insecure_test_seed: bool,
 }
@@ -310,8 +313,15 @@ impl Module {
             walk: None,
             linear: Default::default(),
             deal: Default::default(),
+            kinds: Default::default(),
             insecure_test_seed: false,
         }
+    }
+
+    /// This module serving `kinds` (e.g. `hush_2pc::deal::kinds()`).
+    pub fn with_kinds(mut self, kinds: crate::deal::Kinds) -> Self {
+        self.kinds = kinds;
+        self
     }
 
     /// A module whose session seed was made by someone it trusts rather
@@ -378,7 +388,8 @@ impl Module {
             }
             Request::Deal(d) => {
                 let mut st = std::mem::take(&mut self.deal);
-                let r = crate::deal::handle(self, &mut st, d);
+                let kinds = self.kinds.clone();
+                let r = crate::deal::handle(self, &kinds, &mut st, d);
                 self.deal = st;
                 Ok(Response::Dealt(r?))
             }

@@ -2,8 +2,8 @@
 //! (taken role, unknown session, the other role's shares), erasure after
 //! the session, and a dealer that disappears.
 
-use hush_tee::deal::triples::TripleShare;
-use hush_tee::deal::DealRequest;
+use hush_2pc::deal::triples::TripleShare;
+use hush_2pc::deal::triples::ArithTriples;
 use hush_tee::dealer::{self, DealerConfig, DealerHandle, SessionId};
 use hush_tee::{DealerModule, Error, ModuleRole, Request, Response, TrustedModule};
 use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
@@ -26,7 +26,7 @@ fn tls() -> Tls {
 }
 
 fn start(t: &Tls) -> DealerHandle {
-    dealer::serve("127.0.0.1:0", DealerConfig::new(t.dealer.clone()), Arc::new(|_| {})).unwrap()
+    dealer::serve("127.0.0.1:0", DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds()), Arc::new(|_| {})).unwrap()
 }
 
 fn join(h: &DealerHandle, t: &Tls, s: &SessionId, role: ModuleRole) -> hush_tee::Result<DealerModule> {
@@ -34,7 +34,7 @@ fn join(h: &DealerHandle, t: &Tls, s: &SessionId, role: ModuleRole) -> hush_tee:
 }
 
 fn triples(m: &mut DealerModule, batch: u64, n: u32) -> TripleShare {
-    match &m.call(&Request::Deal(DealRequest::ArithTriples { batch, n, bits: 64 })).unwrap() {
+    match &m.call(&Request::Deal(ArithTriples::request(batch, n, 64))).unwrap() {
         Response::Dealt(b) => TripleShare::from_bytes(b, n as usize).unwrap(),
         r => panic!("{r:?}"),
     }
@@ -79,7 +79,7 @@ fn dealer_pairs_roles_refuses_intruders_and_forgets_sessions() {
     let e = s.call(&Request::GgmLevel { batch: 0, trees: 1, height: 4, level: 1 }).unwrap_err();
     assert!(e.to_string().contains("receiver's share"), "{e}");
     // a replayed batch is refused as in tee mode; seed agreement requests too
-    assert!(c.call(&Request::Deal(DealRequest::ArithTriples { batch: 1, n: 100, bits: 64 })).is_err());
+    assert!(c.call(&Request::Deal(ArithTriples::request(1, 100, 64))).is_err());
     assert!(c.call(&Request::Hello { role: ModuleRole::Sender }).is_err());
     // a second session is independent
     let sid2 = dealer::new_session_id();
@@ -125,7 +125,7 @@ fn dealer_that_disappears_ends_both_parties_with_a_clear_error() {
     h.kill();
     let t0 = Instant::now();
     for m in [&mut s, &mut c] {
-        let e = m.call(&Request::Deal(DealRequest::ArithTriples { batch: 2, n: 10, bits: 64 })).unwrap_err();
+        let e = m.call(&Request::Deal(ArithTriples::request(2, 10, 64))).unwrap_err();
         assert!(matches!(e, Error::Dealer(_)) && e.to_string().contains("dealer at") && e.to_string().contains("lost"), "{e}");
     }
     assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
@@ -148,7 +148,7 @@ fn fixed_test_seed_is_refused_outside_insecure_test_mode() {
 #[test]
 fn dealer_bounds_the_sessions_it_holds() {
     let t = tls();
-    let mut cfg = DealerConfig::new(t.dealer.clone());
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
     cfg.max_sessions = 2;
     let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
     let a = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
