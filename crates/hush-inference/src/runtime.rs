@@ -238,6 +238,20 @@ fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, ro
     }
 }
 
+/// In dealer mode a peer that vanishes has usually lost the dealer too:
+/// when a session fails, probe this party's own dealer connection (with a
+/// request every established module refuses harmlessly) and, if the dealer
+/// is gone, say so rather than only "peer disconnected".
+fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Error {
+    if *mode == Mode::Tee || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
+        return e;
+    }
+    match module.call(&Request::Hello { role: ModuleRole::Sender }) {
+        Err(hush_tee::Error::Dealer(m)) => Error::Tee(hush_tee::Error::Dealer(format!("{m}; the session ended ({e})"))),
+        _ => e,
+    }
+}
+
 /// Client side: the provider the server's reply calls for.
 fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
     let theirs = reply.get("mode").and_then(Value::as_str).unwrap_or("tee");
@@ -361,7 +375,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
     let mut pre = engine::Predealt::default();
     engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
     let mut served = 0usize;
-    loop {
+    let r = (|| loop {
         let ctl = ch.recv()?;
         match ctl.as_slice() {
             b"Q" => return Ok(served),
@@ -375,7 +389,8 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
             }
             _ => return Err(Error::Protocol("unknown session control message".into())),
         }
-    }
+    })();
+    r.map_err(|e| diagnose(&mut module, &opts.mode, e))
 }
 
 /// The client's side of a session.
@@ -398,6 +413,7 @@ pub struct ClientSession<C: Channel> {
     /// Whether to pre-deal the next inference after each one (the server
     /// of [`serve_session`] always does: keep it on with such a server).
     pub predeal_next: bool,
+    mode: Mode,
 }
 
 /// The result of one private inference at the client.
@@ -463,6 +479,7 @@ impl<C: Channel> ClientSession<C> {
             pre,
             predeal_mem,
             predeal_next: true,
+            mode: opts.mode.clone(),
         })
     }
 
@@ -480,6 +497,10 @@ impl<C: Channel> ClientSession<C> {
     /// One private inference; `progress(done, total)` after each layer.
     pub fn infer(&mut self, shape: &[usize], x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
         self.check_shape(shape)?;
+        self.infer_checked(x, progress).map_err(|e| diagnose(&mut self.module, &self.mode, e))
+    }
+
+    fn infer_checked(&mut self, x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
         let _ = (self.max_mem, self.chunk);
         let xq = self.plan.encode_input(x)?;
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
@@ -532,6 +553,10 @@ impl<C: Channel> ClientSession<C> {
 
     /// [`ClientSession::infer_ring`] with the client's per-layer costs.
     pub fn infer_ring_costs(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+        self.infer_ring_inner(x).map_err(|e| diagnose(&mut self.module, &self.mode, e))
+    }
+
+    fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
         self.ch.send(b"I")?;
         let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre };
         let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
