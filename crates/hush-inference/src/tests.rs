@@ -612,10 +612,10 @@ fn dealer_that_disappears_mid_session_ends_both_parties_with_a_clear_error() {
     assert_eq!(dealer.live_sessions(), 1);
     dealer.kill();
     let t = std::time::Instant::now();
-    let e = s.infer(&m.input_shape.clone(), &x, |_, _| {}).err().expect("the dealer is gone").to_string();
+    let e = s.infer(&m.input_shape.clone(), &x, |_, _| {}).expect_err("the dealer is gone").to_string();
     assert!(e.contains("dealer at") && e.contains("lost"), "client: {e}");
     drop(s);
-    let se = srv.join().unwrap().err().expect("the server's session must fail too").to_string();
+    let se = srv.join().unwrap().expect_err("the server's session must fail too").to_string();
     assert!(se.contains("dealer"), "server: {se}");
     assert!(t.elapsed() < std::time::Duration::from_secs(15), "{:?}", t.elapsed());
 }
