@@ -67,7 +67,7 @@ def _progress_arg(progress, label):
 
 
 def run(model, x, proto: str = "fss", net: str = "none", bits: int = 37, frac: int = 12,
-        progress=False, report: bool = False):
+        progress=False, report: bool = False, mode: str = "tee"):
     """Private inference of ``x`` on ``model`` with both parties in this process.
 
     ``model`` is a path to a ``.hushm`` or ``.onnx`` file; ``x`` a numpy array of
@@ -75,11 +75,16 @@ def run(model, x, proto: str = "fss", net: str = "none", bits: int = 37, frac: i
     the logits as a numpy array (softmax/argmax, if the model ends with one, is
     applied by the caller to these revealed logits), or ``(logits, report)``
     with ``report=True``. ``progress=True`` shows a progress bar.
+
+    ``mode`` is the trust mode: ``"tee"`` (the parties' trusted modules;
+    attestation simulated, no hardware protection) or ``"dealer"`` (a dealer
+    service, started in this process here, trusted not to collude with
+    either party).
     """
     xa = np.ascontiguousarray(x, dtype=np.float64)
     logits, shape, rep = _native.run_model(
         _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
-        bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"))
+        bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode)
     out = np.asarray(logits, dtype=np.float64).reshape(shape)
     return (out, json.loads(rep)) if report else out
 
@@ -95,13 +100,18 @@ class Server:
     :attr:`fingerprint`. ``pins`` (a list of ``"sha256:<hex>"``) restricts
     the server to clients presenting those certificates. ``insecure=True``
     serves plaintext, unauthenticated links.
+
+    ``mode="dealer"`` takes correlations from the ``hush dealer`` service at
+    ``dealer`` (pinned to ``dealer_pin``, the fingerprint it prints) instead
+    of trusted modules; clients must use the same mode.
     """
 
     def __init__(self, model, listen: str = "127.0.0.1:0", proto: str = "fss", net: str = "none",
-                 bits: int = 37, frac: int = 12, identity=None, pins=(), insecure: bool = False):
+                 bits: int = 37, frac: int = 12, identity=None, pins=(), insecure: bool = False,
+                 mode: str = "tee", dealer=None, dealer_pin=None):
         self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
                                 identity=None if identity is None else str(identity), pins=list(pins),
-                                insecure=insecure)
+                                insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin)
 
     @property
     def addr(self) -> str:
@@ -133,13 +143,16 @@ class Client:
     ``hush serve`` or :attr:`Server.fingerprint`); the TLS 1.3 link is
     refused if the server presents another certificate. ``identity`` is the
     client's own (for servers that pin clients). ``insecure=True`` connects
-    in plaintext to a server started with ``insecure=True``.
+    in plaintext to a server started with ``insecure=True``. ``mode``,
+    ``dealer`` and ``dealer_pin`` as for :class:`Server` (the server refuses
+    a client of another mode).
     """
 
     def __init__(self, addr: str, proto: str = "fss", net: str = "none", pin=None, identity=None,
-                 insecure: bool = False):
+                 insecure: bool = False, mode: str = "tee", dealer=None, dealer_pin=None):
         self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
-                                  identity=None if identity is None else str(identity), insecure=insecure)
+                                  identity=None if identity is None else str(identity), insecure=insecure,
+                                  mode=mode, dealer=dealer, dealer_pin=dealer_pin)
 
     @property
     def input_shape(self):

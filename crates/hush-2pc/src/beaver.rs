@@ -36,8 +36,9 @@ use hush_correlations::ot::{rot_recv, rot_send};
 use hush_correlations::registry::{setup_receiver, setup_sender, SourceConfig};
 use hush_correlations::{CotReceiver, CotSender};
 use hush_primitives::{BitVec, Block, Prg, Ring};
-pub use hush_tee::deal::triples::TripleShare;
-use hush_tee::deal::{DealRequest, MAX_DEAL_N};
+pub use crate::deal::triples::TripleShare;
+use crate::deal::triples::{ArithTriples, BitTriples};
+use hush_deal::MAX_DEAL_N;
 use hush_transport::Channel;
 
 /// Where Beaver triples come from.
@@ -59,7 +60,7 @@ impl TripleSource for Dealer {
         while done < n {
             let m = (n - done).min(MAX_DEAL_N as usize);
             let batch = self.next_batch();
-            let b = self.deal(DealRequest::ArithTriples { batch, n: m as u32, bits })?;
+            let b = self.deal(ArithTriples::request(batch, m as u32, bits))?;
             let p = TripleShare::from_bytes(&b, m)?;
             t.a.extend_from_slice(&p.a);
             t.b.extend_from_slice(&p.b);
@@ -75,7 +76,7 @@ impl TripleSource for Dealer {
         while done < n {
             let m = (n - done).min(MAX_DEAL_N as usize);
             let batch = self.next_batch();
-            let b = self.deal(DealRequest::BitTriples { batch, n: m as u32 })?;
+            let b = self.deal(BitTriples::request(batch, m as u32))?;
             let p = TripleShare::from_bytes(&b, m.div_ceil(64))?;
             t.a.extend_from_slice(&p.a);
             t.b.extend_from_slice(&p.b);

@@ -3,7 +3,7 @@
 //! Computation", Eurocrypt 2021): DCF-based less-than (millionaires'),
 //! DReLU and ReLU (spline with output coefficients) from `hush-fss`, and an
 //! exact truncation from two DCFs, all with keys the modules generate from
-//! the synchronized seed ([`hush_tee::deal::fss`]).
+//! the synchronized seed ([`hush_fss::deal`]).
 //!
 //! **Online: one one-way message.** For x = y + m with m dealt to party 1
 //! (the masked form after a module-dealt linear layer, or the x-holder's
@@ -55,9 +55,8 @@ use crate::wire::{self, mask, pack_ring, unpack_ring};
 use crate::{invalid, Party, Result};
 use hush_fss::{DcfKey, DcfKeyBatch, DreluBatch, DreluKey, LtBatch, LtKey, ReluBatch, ReluKey};
 use hush_primitives::Ring;
-pub use hush_tee::deal::fss::{FssGate, FssShape};
-use hush_tee::deal::fss::FssShare;
-use hush_tee::deal::DealRequest;
+pub use hush_fss::deal::{FssGate, FssShape};
+use hush_fss::deal::{FssKeys, FssShare};
 use hush_transport::Channel;
 
 /// Elements per module crossing (bounds the size of one release).
@@ -123,7 +122,7 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
     while done < n {
         let m = (n - done).min(DEAL_CHUNK);
         let batch = dealer.next_batch();
-        let bytes = dealer.deal(DealRequest::Fss { batch, n: m as u32, shape })?;
+        let bytes = dealer.deal(FssKeys::request(batch, m as u32, &shape))?;
         dealt += bytes.len();
         let s = FssShare::from_bytes(&bytes, m, &shape)?;
         vals.extend_from_slice(&s.vals);

@@ -20,7 +20,11 @@
 //!   keys (needs the `hush-fss` crate; see its docs).
 //! * [`nonlinear`] — one interface over the families: DReLU, ReLU, MaxPool,
 //!   faithful truncation.
-//! * [`bench`] — `hush bench nonlinear`.
+//! * [`deal`] — the dealing kinds this layer consumes, described once
+//!   (triples, TAMI tables; FSS keys are described in `hush_fss::deal`),
+//!   and [`deal::kinds`], what every provider (module, module process —
+//!   the `hush-tee-module` binary built here — and dealer service) serves.
+//! (`hush bench nonlinear` lives in `hush-bench`'s `nonlinear` module: harnesses sit above the protocols.)
 //!
 //! **Parties.** Party 0 ("A") is the holder of online inputs in TAMI's
 //! setting (the client, the y-holder); party 1 ("B") is the holder of
@@ -34,8 +38,8 @@
 //! to a module.
 
 pub mod beaver;
-pub mod bench;
 pub mod cf2;
+pub mod deal;
 pub mod fss;
 pub mod nonlinear;
 pub mod share;
@@ -55,6 +59,8 @@ pub enum Error {
     Correlations(#[from] hush_correlations::Error),
     #[error("trusted module: {0}")]
     Tee(#[from] hush_tee::Error),
+    #[error("dealt share: {0}")]
+    Deal(#[from] hush_deal::Error),
     #[error("malformed message in {step}: {why}")]
     Malformed { step: &'static str, why: String },
     #[error("invalid argument: {0}")]

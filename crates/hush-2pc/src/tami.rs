@@ -5,7 +5,7 @@
 //! Party 1 (B, the x-holder) holds an input-independent value its module
 //! dealt — the comparison input x, or the mask m of a masked activation
 //! x = y + m — and party 0 (A) holds the online value y. The dealing is
-//! described in [`hush_tee::deal::tami`]. Online:
+//! described in [`crate::deal::tami`]. Online:
 //!
 //! 1. A → B: ŷ = y' ⊕ τ (nk bits) and A's pad bit S_j[ŷ_j] of every opened
 //!    leaf bit (2n − 1 bits, one flight). B holds only the one-time-padded
@@ -76,9 +76,9 @@ use crate::tee::Dealer;
 use crate::wire::{self, mask, pack_ring, pack_words, unpack_ring, unpack_words};
 use crate::{invalid, malformed, Party, Result};
 use hush_primitives::Ring;
-pub use hush_tee::deal::tami::{Flavor, Plan, TamiShape};
-use hush_tee::deal::tami::{eval_level_word, TamiShare};
-use hush_tee::deal::{DealRequest, MAX_DEAL_N};
+pub use crate::deal::tami::{Flavor, Plan, TamiShape};
+use crate::deal::tami::{eval_level_word, TamiShare, TamiTables};
+use hush_deal::MAX_DEAL_N;
 use hush_transport::Channel;
 
 /// Default chunk width and merge arity: k = 5 keeps one merge level up to
@@ -117,7 +117,7 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: TamiShape) -> Re
         return Err(invalid(format!("TAMI batch of {n} out of range 1..={MAX_DEAL_N}")));
     }
     let batch = dealer.next_batch();
-    let bytes = dealer.deal(DealRequest::Tami { batch, n: n as u32, shape })?;
+    let bytes = dealer.deal(TamiTables::request(batch, n as u32, &shape))?;
     let plan = shape.plan();
     let share = TamiShare::from_bytes(&bytes, party, n, &shape, &plan)?;
     let mut in_idx = vec![[usize::MAX; 2]; plan.leaves];
@@ -348,7 +348,7 @@ fn read_leaf_bits(b: &TamiBatch, words: &[u64], yhat: &[u64], out: &mut [u64]) {
 }
 
 /// Output shares per word per node of level `li`.
-fn eval_all(levels: &[hush_tee::deal::tami::Level], li: usize, party: Party, d: &[u64], sub: &[u64], nw: usize) -> Vec<Vec<(u64, u64)>> {
+fn eval_all(levels: &[crate::deal::tami::Level], li: usize, party: Party, d: &[u64], sub: &[u64], nw: usize) -> Vec<Vec<(u64, u64)>> {
     let lv = &levels[li];
     let ti = lv.inputs.len();
     let ns = lv.subsets.len();

@@ -1,13 +1,13 @@
 //! Host side of `tee` mode: asks this party's trusted module for its share
-//! of a dealing kind (`hush_tee::deal`), in batches of at most
-//! [`hush_tee::deal::MAX_DEAL_N`] elements per crossing, and counts the
+//! of a dealing kind (described in `hush_2pc::deal`, served by any provider), in batches of at most
+//! [`hush_deal::MAX_DEAL_N`] elements per crossing, and counts the
 //! bytes the module dealt.
 //!
 //! Both parties must request the same kinds in the same order: the batch
 //! number is a per-session counter, part of the key label.
 
 use crate::Result;
-use hush_tee::deal::DealRequest;
+use hush_deal::DealRequest;
 use hush_tee::{Request, Response, TrustedModule};
 use hush_transport::Channel;
 
@@ -36,7 +36,7 @@ impl Dealer {
     /// An in-process module with OS randomness (simulated attestation —
     /// gives no hardware protection), seed agreement included.
     pub fn in_process(ch: &mut dyn Channel, party: crate::Party) -> Result<Self> {
-        let m = hush_tee::InProcessModule::new(hush_tee::Module::new());
+        let m = hush_tee::InProcessModule::new(hush_tee::Module::new().with_kinds(crate::deal::kinds()));
         Self::establish(Box::new(m), ch, party)
     }
 

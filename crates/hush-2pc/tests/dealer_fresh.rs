@@ -26,11 +26,11 @@ impl TrustedModule for Shared {
 fn established_pair() -> (Shared, Shared) {
     let (mut a, mut b) = MemChannel::pair();
     let h = std::thread::spawn(move || {
-        let mut m = Shared(Arc::new(Mutex::new(InProcessModule::new(Module::new()))));
+        let mut m = Shared(Arc::new(Mutex::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds())))));
         hush_tee::establish(&mut m, &mut a, ModuleRole::Sender).unwrap();
         m
     });
-    let mut r = Shared(Arc::new(Mutex::new(InProcessModule::new(Module::new()))));
+    let mut r = Shared(Arc::new(Mutex::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds())))));
     hush_tee::establish(&mut r, &mut b, ModuleRole::Receiver).unwrap();
     (h.join().unwrap(), r)
 }
@@ -62,7 +62,7 @@ fn two_dealers_sharing_a_module_never_get_the_same_values() {
         let mut d3 = Dealer::new(Box::new(m.clone()));
         let mut releases = Vec::new();
         for batch in 0..8u64 {
-            if let Ok(bytes) = d3.deal(hush_tee::deal::DealRequest::Tami { batch, n: 100, shape }) {
+            if let Ok(bytes) = d3.deal(hush_2pc::deal::tami::TamiTables::request(batch, 100, &shape)) {
                 releases.push((batch, bytes));
             }
         }
@@ -74,6 +74,6 @@ fn two_dealers_sharing_a_module_never_get_the_same_values() {
             }
         }
         // and d1 continuing is refused until it passes the others.
-        assert!(d1.deal(hush_tee::deal::DealRequest::Tami { batch: 3, n: 100, shape }).is_err());
+        assert!(d1.deal(hush_2pc::deal::tami::TamiTables::request(3, 100, &shape)).is_err());
     }
 }

@@ -5,7 +5,8 @@ use hush_2pc::share::{open_arith, open_bool, share_arith, share_bool, ArithShare
 use hush_2pc::tee::Dealer;
 use hush_correlations::registry::SourceConfig;
 use hush_primitives::{Block, Prg, Ring};
-use hush_tee::deal::DealRequest;
+use hush_2pc::deal::tami::TamiTables;
+use hush_2pc::deal::triples::ArithTriples;
 use hush_transport::Channel;
 
 fn exercise(ch: &mut dyn Channel, p: u8, src: &mut dyn TripleSource, x: ArithShare, y: ArithShare, a: BoolShare, b: BoolShare) -> (Vec<u64>, BoolShare, Vec<u64>) {
@@ -69,14 +70,14 @@ fn fixed_point_roundtrip() {
 /// TAMI batch holds no tables, no dealt input and no party-1 values.
 #[test]
 fn module_releases_only_own_share() {
-    let req = DealRequest::Tami { batch: 0, n: 100, shape: hush_2pc::tami::TamiShape::new(32, 4, 8, hush_2pc::tami::Flavor::Relu) };
+    let req = TamiTables::request(0, 100, &hush_2pc::tami::TamiShape::new(32, 4, 8, hush_2pc::tami::Flavor::Relu));
     let r2 = req.clone();
     let (a, b) = run_tee(move |_ch, d| d.deal(req).unwrap(), move |_ch, d| d.deal(r2).unwrap());
     assert_ne!(a, b);
     let shape = hush_2pc::tami::TamiShape::new(32, 4, 8, hush_2pc::tami::Flavor::Relu);
     let plan = shape.plan();
-    let sa = hush_tee::deal::tami::TamiShare::from_bytes(&a, 0, 100, &shape, &plan).unwrap();
-    let sb = hush_tee::deal::tami::TamiShare::from_bytes(&b, 1, 100, &shape, &plan).unwrap();
+    let sa = hush_2pc::deal::tami::TamiShare::from_bytes(&a, 0, 100, &shape, &plan).unwrap();
+    let sb = hush_2pc::deal::tami::TamiShare::from_bytes(&b, 1, 100, &shape, &plan).unwrap();
     assert!(sa.tables.is_empty() && sa.input.is_empty());
     assert!(sb.tau.is_empty() && sb.pad.is_empty(), "party 1 never gets τ or the table pads");
     // Shares differ from the peer's (no value released twice).
@@ -84,11 +85,11 @@ fn module_releases_only_own_share() {
     assert_ne!(sa.rho, sb.rho);
     // Triples: party 0 and party 1 get different, consistent shares.
     let (ta, tb) = run_tee(
-        |_ch, d| d.deal(DealRequest::ArithTriples { batch: 0, n: 10, bits: 64 }).unwrap(),
-        |_ch, d| d.deal(DealRequest::ArithTriples { batch: 0, n: 10, bits: 64 }).unwrap(),
+        |_ch, d| d.deal(ArithTriples::request(0, 10, 64)).unwrap(),
+        |_ch, d| d.deal(ArithTriples::request(0, 10, 64)).unwrap(),
     );
-    let ta = hush_tee::deal::triples::TripleShare::from_bytes(&ta, 10).unwrap();
-    let tb = hush_tee::deal::triples::TripleShare::from_bytes(&tb, 10).unwrap();
+    let ta = hush_2pc::deal::triples::TripleShare::from_bytes(&ta, 10).unwrap();
+    let tb = hush_2pc::deal::triples::TripleShare::from_bytes(&tb, 10).unwrap();
     for i in 0..10 {
         assert_ne!(ta.a[i], tb.a[i]);
         assert_eq!(ta.c[i].wrapping_add(tb.c[i]), ta.a[i].wrapping_add(tb.a[i]).wrapping_mul(ta.b[i].wrapping_add(tb.b[i])));

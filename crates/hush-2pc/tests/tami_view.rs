@@ -21,7 +21,7 @@ mod common;
 use hush_2pc::tami::{self, Flavor, TamiShape};
 use hush_2pc::tee::Dealer;
 use hush_primitives::{Block, Prg};
-use hush_tee::deal::tami::{threshold, TamiShare};
+use hush_2pc::deal::tami::{threshold, TamiShare};
 use hush_tee::{InProcessModule, Module, ModuleStats, Request, Response, TrustedModule};
 use hush_transport::{Channel, Cost, MemChannel};
 use std::sync::{Arc, Mutex};
@@ -102,7 +102,7 @@ fn run_recorded(shape: TamiShape, n: usize, seed: u64) -> (View, View, Vec<u64>,
         let mlog: Log = Default::default();
         let clog: Log = Default::default();
         let mut ch = RecChannel { inner: ch, log: clog.clone() };
-        let module = RecModule { inner: InProcessModule::new(Module::new()), log: mlog.clone() };
+        let module = RecModule { inner: InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds())), log: mlog.clone() };
         let mut d = Dealer::establish(Box::new(module), &mut ch, p).expect("seed agreement");
         mlog.lock().unwrap().clear();
         let b = tami::deal(&mut d, p, n, shape).unwrap();

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 /// A dealer whose module randomness is fixed (seed agreement included).
 fn dealer(ch: &mut dyn Channel, party: u8, seed: u128) -> Dealer {
-    let m = InProcessModule::new(Module::with_rng(Prg::new(Block(seed))));
+    let m = InProcessModule::new(Module::with_rng(Prg::new(Block(seed))).with_kinds(hush_2pc::deal::kinds()));
     Dealer::establish(Box::new(m), ch, party).expect("seed agreement")
 }
 
@@ -83,7 +83,7 @@ fn party1_view_masked(y: u64, seed: u128) -> Vec<Vec<u64>> {
 /// repeats between dealings (a reused r would repeat it).
 ///
 /// Checked to fail (local, uncommitted edits): with the dealer's r fixed to
-/// a constant in `hush_tee::deal::fss`, d is the constant y + r and χ² on
+/// a constant in `hush_fss::deal`, d is the constant y + r and χ² on
 /// the high bits is 32,768; with the batch number pinned to 0 in
 /// `hush_2pc::fss::deal` (every dealing reuses the same r and m), χ² is
 /// ~259 and every d repeats between dealings.
@@ -122,7 +122,7 @@ fn fss_opened_value_is_independent_of_the_input() {
 /// Since h = m + r with r independent of m, x_1 − m is uniform to party 0
 /// whatever x_1: two very different x_1 give the same distribution.
 /// Checked to fail (local, uncommitted edits): with m fixed to a constant
-/// in `hush_tee::deal::fss`, and with the batch number pinned to 0.
+/// in `hush_fss::deal`, and with the batch number pinned to 0.
 #[test]
 fn fss_general_form_party0_view_is_independent_of_party1_share() {
     let view = |x1: u64, seed: u128| -> Vec<u64> {

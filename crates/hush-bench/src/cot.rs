@@ -1,7 +1,7 @@
 //! `hush bench cot`: n COTs from a named source, both parties in this
 //! process, over loopback TCP (or memory) with an emulated network.
 
-mod mem;
+pub mod mem;
 
 use crate::{connect_pair, machine_note, Error, Record, Result, Transport};
 use hush_correlations::registry::{setup_receiver_info, setup_sender_info, SetupInfo, SourceConfig};

@@ -13,6 +13,7 @@
 pub mod aes;
 pub mod cot;
 mod machine;
+pub mod nonlinear;
 mod record;
 
 pub use hush_primitives::simd;

@@ -26,6 +26,10 @@ enum Cmd {
     Infer(hush_inference::cli::InferArgs),
     /// Private inference with both parties in this process.
     Run(hush_inference::cli::RunArgs),
+    /// The dealer service of dealer mode: deals each session's correlations
+    /// to its two parties over TLS (prints its fingerprint at start);
+    /// trusted not to collude with either party.
+    Dealer(hush_inference::cli::DealerArgs),
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -86,7 +90,7 @@ enum BenchCmd {
     ThreePc(hush_replicated::cli::Bench3pcArgs),
     /// Two-party comparison layer: millionaires', DReLU, ReLU, MaxPool, truncation
     /// in the CrypTFlow2, TAMI-MPC and FSS families.
-    Nonlinear(hush_2pc::bench::NonlinearArgs),
+    Nonlinear(hush_bench::nonlinear::NonlinearArgs),
     /// Private inference of a benchmark model (online and offline split).
     Infer(hush_inference::cli::BenchInferArgs),
     /// Paillier (DJN, CRT, fixed base) µs/op on one core.
@@ -141,6 +145,10 @@ fn replicated(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
     r.map_err(|e| e.to_string())
 }
 
+/// How `bench infer` counts each party's peak heap.
+const INFER_MEM_METHOD: &str = "counting global allocator: live heap bytes attributed to the allocating party's thread, high-water mark above its level at the session's start \
+(messages are charged to the sending party); module processes, the dealer and helper threads are not counted";
+
 fn emit(r: &Record, json: bool) {
     if json {
         println!("{}", r.json());
@@ -159,7 +167,11 @@ fn run() -> Result<(), String> {
         Cmd::Serve(a) => inference(hush_inference::cli::serve_main(a)),
         Cmd::Infer(a) => inference(hush_inference::cli::infer_main(a)),
         Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
-        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a)),
+        Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
+        Cmd::Bench(BenchCmd::Infer(a)) => {
+            let probe = hush_inference::runtime::MemProbe { enter: hush_bench::cot::mem::enter, peak: hush_bench::cot::mem::peak, method: INFER_MEM_METHOD };
+            inference(hush_inference::cli::bench_infer_main(a, Some(probe)))
+        }
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
@@ -183,7 +195,7 @@ fn run() -> Result<(), String> {
         }
         Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
         Cmd::Bench(BenchCmd::ThreePc(a)) => replicated(hush_replicated::cli::bench_3pc_main(a)),
-        Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_2pc::bench::bench_nonlinear_main(a).map_err(|e| e.to_string()),
+        Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_bench::nonlinear::bench_nonlinear_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Aes { json, batch, seconds }) => {
             if batch == 0 || !(seconds > 0.0) {
                 return Err("--batch and --seconds must be positive".into());

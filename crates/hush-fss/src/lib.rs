@@ -56,6 +56,7 @@ pub mod batch;
 pub mod bench;
 mod codec;
 pub mod dcf;
+pub mod deal;
 pub mod gates;
 pub mod ggm;
 

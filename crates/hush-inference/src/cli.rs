@@ -32,9 +32,59 @@ pub struct CommonArgs {
     /// session uses the smaller of the two parties' budgets.
     #[arg(long, default_value = "256MiB")]
     pub predeal_mem: String,
+    /// Trust mode: tee (each party's trusted module; attestation simulated —
+    /// gives no hardware protection) or dealer (a `hush dealer` service on a
+    /// third host, trusted not to collude with either party). Both parties
+    /// must use the same mode.
+    #[arg(long, default_value = "tee")]
+    pub mode: String,
+    /// Dealer mode: where `hush dealer` listens (HOST:PORT). `hush run`,
+    /// `demo` and `bench infer` start a dealer in this process when omitted.
+    #[arg(long, value_name = "ADDR")]
+    pub dealer: Option<String>,
+    /// Dealer mode: the dealer's fingerprint (sha256:<hex>, printed by
+    /// `hush dealer` at start); required with TLS (the default).
+    #[arg(long, value_name = "sha256:HEX")]
+    pub dealer_pin: Option<String>,
     #[command(flatten)]
     pub link: LinkFlags,
 }
+
+/// `hush dealer`: the dealer service of dealer mode.
+#[derive(Args, Clone, Debug)]
+pub struct DealerArgs {
+    /// Address to listen on, e.g. 0.0.0.0:7100.
+    #[arg(long, default_value = "127.0.0.1:7100")]
+    pub listen: String,
+    /// Close a session's connection after this many seconds of silence
+    /// (its state is erased).
+    #[arg(long, default_value_t = 600)]
+    pub idle_timeout: u64,
+    /// Most sessions held at once (more are refused with an error).
+    #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
+    /// With --pin, only parties presenting a pinned certificate are served.
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+/// `hush dealer`: serve correlations to many concurrent sessions until killed.
+pub fn dealer_main(a: DealerArgs) -> Result<()> {
+    let link = resolve_link(&a.link)?;
+    let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients(), hush_2pc::deal::kinds());
+    cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
+    cfg.max_sessions = a.max_sessions.max(1);
+    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));
+    let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
+    print_identity("hush dealer", &link);
+    eprintln!(
+        "hush dealer: dealing on {} (dealer mode: one module per session and role, nothing kept after a session; trusted not to collude with either party)",
+        h.addr
+    );
+    h.wait();
+    Ok(())
+}
+
 
 fn resolve_link(f: &LinkFlags) -> Result<LinkConfig> {
     LinkConfig::from_flags(f).map_err(|e| Error::Config(e.to_string()))
@@ -199,7 +249,16 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     }
     let predeal_mem = parse_size(&common.predeal_mem)?;
     let link = resolve_link(&common.link)?;
-    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, predeal_mem, link, ..Default::default() };
+    // dealer mode without --dealer: a local dealer is filled in by local_dealer()
+    let mode = if common.mode == "dealer" && common.dealer.is_none() {
+        if common.dealer_pin.is_some() {
+            return Err(Error::Config("--dealer-pin needs --dealer ADDR".into()));
+        }
+        runtime::Mode::Dealer { addr: String::new(), pin: None }
+    } else {
+        runtime::Mode::from_flags(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?
+    };
+    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, predeal_mem, link, mode, ..Default::default() };
     if let Some(f) = fixed {
         o.cfg = FixedConfig::new(f.bits, f.frac)?;
         if f.chunk == 0 {
@@ -250,7 +309,22 @@ fn describe_prediction(post: Post, logits: &[f64]) -> String {
 }
 
 /// `hush serve`: serve the model to many concurrent clients until killed.
+fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
+    if common.mode == "dealer" && common.dealer.is_none() {
+        return Err(Error::Config(format!("{cmd} --mode dealer needs --dealer ADDR (where `hush dealer` listens) and --dealer-pin sha256:<hex>")));
+    }
+    Ok(())
+}
+
+fn mode_line(o: &Options) -> String {
+    match &o.mode {
+        runtime::Mode::Tee => format!("tee mode, modules {} (attestation {})", o.tee, hush_tee::SIMULATED_NOTE),
+        runtime::Mode::Dealer { addr, .. } => format!("dealer mode, dealer at {addr} (trusted not to collude with either party)"),
+    }
+}
+
 pub fn serve_main(a: ServeArgs) -> Result<()> {
+    needs_dealer_addr(&a.common, "hush serve")?;
     let o = options(&a.common, Some(&a.fixed), None)?;
     let o = Options { max_sessions: a.max_sessions, ..o };
     let model = Arc::new(Model::load(&a.model)?);
@@ -258,15 +332,14 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;
     print_identity("hush serve", &o.link);
     eprintln!(
-        "hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, modules {} (attestation {})",
+        "hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, {}",
         model.name,
         model.nodes.len(),
         model.input_shape,
         h.addr,
         o.cfg.bits,
         o.cfg.frac,
-        o.tee,
-        hush_tee::SIMULATED_NOTE
+        mode_line(&o)
     );
     h.wait();
     Ok(())
@@ -305,12 +378,13 @@ fn print_report(json_out: bool, v: &serde_json::Value) {
 }
 
 fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_json::Value {
-    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into(), tls: o.link.is_tls(), session_bytes: 0, session_socket_bytes: 0 };
+    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into(), tls: o.link.is_tls(), session_bytes: 0, session_socket_bytes: 0, peak_mem: None };
     runtime::run_json(model, &run, o)
 }
 
 /// `hush infer`: private inference against a server.
 pub fn infer_main(a: InferArgs) -> Result<()> {
+    needs_dealer_addr(&a.common, "hush infer")?;
     let o = options(&a.common, None, a.max_mem.as_ref())?;
     announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
@@ -378,7 +452,8 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
 
 /// `hush run`: both parties locally (or a plaintext executor with --exec).
 pub fn run_main(a: RunArgs) -> Result<()> {
-    let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    let mut o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);
     }
@@ -429,8 +504,11 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 }
 
 /// `hush bench infer`: online and offline costs of one model.
-pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
-    let o = options(&a.common, Some(&a.fixed), None)?;
+/// `probe` measures each party's peak heap (the `hush` binary passes
+/// hush-bench's counting allocator).
+pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+    let mut o = options(&a.common, Some(&a.fixed), None)?;
+    let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);
     }
@@ -451,15 +529,18 @@ pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
         let mut recs = Vec::new();
         for o in &variants {
             let tcp = tcp || a.tls_overhead;
-            let run = runtime::run_local(model.clone(), &shape, &x, o, tcp, |d, n| {
+            let run = runtime::run_local_probed(model.clone(), &shape, &x, o, tcp, |d, n| {
                 if show && (d % 10 == 0 || d == n) {
                     eprint!("\rhush bench infer: layer {d}/{n}");
                     if d == n {
                         eprintln!();
                     }
                 }
-            })?;
+            }, probe)?;
             let mut v = runtime::run_json(&model, &run, o);
+            if let Some(p) = probe {
+                v["peak_mem_method"] = json!(p.method);
+            }
             v["params"] = json!(model.params());
             v["macs"] = json!(run.server_layers.iter().map(|l| l.macs).sum::<u64>());
             if a.check {
@@ -475,7 +556,7 @@ pub fn bench_infer_main(a: BenchInferArgs) -> Result<()> {
             let f = |r: &serde_json::Value, k: &str| r.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
             let (p, t) = (&recs[0], &recs[1]);
             let o = json!({
-                "bench": "infer-tls-overhead", "model": model.name, "net": p["net"],
+                "bench": "infer-tls-overhead", "model": model.name, "net": p["net"], "mode": p["mode"],
                 "wall_s": f(t, "online_s"), "online_s_tls": f(t, "online_s"), "online_s_plaintext": f(p, "online_s"),
                 "online_time_overhead": f(t, "online_s") / f(p, "online_s") - 1.0,
                 "bytes": f(t, "online_bytes"), "rounds": f(t, "rounds"), "setup_s": f(t, "offline_s"),
@@ -522,7 +603,8 @@ pub fn models_dir(explicit: Option<&Path>) -> Result<PathBuf> {
 
 /// `hush demo`: private inference of bundled MNIST samples on the bundled model.
 pub fn demo_main(a: DemoArgs) -> Result<()> {
-    let o = options(&a.common, None, None)?;
+    let mut o = options(&a.common, None, None)?;
+    let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);
     }
@@ -539,7 +621,7 @@ pub fn demo_main(a: DemoArgs) -> Result<()> {
         .collect();
     samples.sort();
     if !a.json {
-        println!("hush demo: private inference in tee mode — the client keeps its image, the server keeps its model.");
+        println!("hush demo: private inference in {} mode — the client keeps its image, the server keeps its model.", o.mode.name());
         println!(
             "  model '{}' ({} layers, {} parameters), {} nonlinear family, ring 2^{} with {} fraction bits, net {}, TCP loopback",
             model.name,
@@ -550,7 +632,7 @@ pub fn demo_main(a: DemoArgs) -> Result<()> {
             o.cfg.frac,
             o.profile.name
         );
-        println!("  trusted modules: attestation {}", hush_tee::SIMULATED_NOTE);
+        println!("  {}", mode_line(&o));
         println!();
         println!("  {:<28} {:>10} {:>18} {:>10} {:>10} {:>12} {:>7}", "sample", "true label", "private prediction", "online s", "offline s", "bytes", "rounds");
     }

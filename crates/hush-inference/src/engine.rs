@@ -289,7 +289,7 @@ impl Nonlinear for TamiNonlinear {
         self.pre.q.len()
     }
     fn est_bytes(&self, g: Gate, n: usize) -> u64 {
-        // the larger party's share (hush_tee::deal::tami's layout): party 1
+        // the larger party's share (hush_2pc::deal::tami's layout): party 1
         // holds its input and the leaf tables, both hold the merge subsets
         // and masks (one bit per element each) and the post-processing words
         let shape = self.shape(g);

@@ -5,8 +5,13 @@
 //! 2. server → client: `{"ok":true,"bits","frac","proto","chunk","architecture"}`
 //!    (the public architecture: layer kinds and shapes, no weights) or
 //!    `{"ok":false,"error":…}`;
+//!    Both carry the trust `mode` (`tee` or `dealer`); a server refuses a
+//!    client of another mode, naming both. In dealer mode the server has
+//!    already opened a session at its dealer and the reply carries the
+//!    session id and the dealer's fingerprint (see [`Mode`]);
 //! 3. seed agreement of the two parties' modules (server = party 0 =
-//!    `Sender`), the server binds its linear layers' weights to its module,
+//!    `Sender`) in tee mode, or the client joins the server's dealer
+//!    session in dealer mode; the server binds its linear layers' weights to its module,
 //!    then both parties *pre-deal* the first inference's correlations
 //!    ([`engine::predeal`], up to the session's pre-dealing budget: the
 //!    smaller of the client's `predeal_mem` in its hello and the server's,
@@ -25,17 +30,60 @@ use crate::fixed::FixedConfig;
 use crate::model::Model;
 use crate::plan::Plan;
 use crate::{linear, Error, Result};
-use hush_tee::{InProcessModule, Module, ModuleRole, TrustedModule};
-use hush_transport::{Channel, ChannelOptions, LinkConfig, MemChannel, NetProfile, TcpChannel};
+use hush_tee::{InProcessModule, Module, ModuleRole, Request, Response, TrustedModule};
+use hush_transport::{Channel, ChannelOptions, Fingerprint, LinkConfig, MemChannel, NetProfile, TcpChannel};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Where the correlations come from (VISION.md "Trust modes").
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Each party's trusted module (simulated attestation — gives no
+    /// hardware protection); the modules agree a seed over the parties' link.
+    #[default]
+    Tee,
+    /// The dealer service at `addr` (`hush dealer`), reached over TLS with
+    /// the dealer pinned to `pin` (else to a `--pin ADDR=` entry for
+    /// `addr`). Trusted not to collude with either party; see
+    /// [`hush_tee::dealer`] for what it can and cannot learn.
+    Dealer { addr: String, pin: Option<Fingerprint> },
+}
+
+impl Mode {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Tee => "tee",
+            Mode::Dealer { .. } => "dealer",
+        }
+    }
+
+    /// From `--mode`, `--dealer` and `--dealer-pin`.
+    pub fn from_flags(mode: &str, dealer: Option<&str>, pin: Option<&str>) -> Result<Mode> {
+        match mode {
+            "tee" => {
+                if dealer.is_some() || pin.is_some() {
+                    return Err(Error::Config("--dealer and --dealer-pin need --mode dealer".into()));
+                }
+                Ok(Mode::Tee)
+            }
+            "dealer" => {
+                let addr = dealer.ok_or_else(|| Error::Config("--mode dealer needs --dealer ADDR (where `hush dealer` listens)".into()))?;
+                let pin = pin.map(|p| p.trim().parse::<Fingerprint>().map_err(|e| Error::Config(format!("--dealer-pin: {e}")))).transpose()?;
+                Ok(Mode::Dealer { addr: addr.to_string(), pin })
+            }
+            m => Err(Error::Config(format!("--mode {m}: choose tee or dealer"))),
+        }
+    }
+}
+
 /// Options shared by both parties (the server's values win in a session).
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// Trust mode: the parties' modules (`tee`) or a dealer service.
+    pub mode: Mode,
     pub cfg: FixedConfig,
     /// Nonlinear family: `fss` (default) or `tami`.
     pub proto: String,
@@ -56,6 +104,11 @@ pub struct Options {
     /// library default; the CLI and Python default to TLS). One-process
     /// runs over TCP use TLS with ephemeral identities when this is TLS.
     pub link: LinkConfig,
+    /// **INSECURE, tests only**: in tee mode both parties' modules install
+    /// this seed instead of agreeing one (the modules are started in their
+    /// insecure test mode), so that providers can be compared bit for bit.
+    /// Both parties must set the same value. Not reachable from the CLI.
+    pub insecure_test_seed: Option<[u8; 32]>,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -73,17 +126,167 @@ impl Default for Options {
             max_mem: None,
             predeal_mem: DEFAULT_PREDEAL_MEM,
             link: LinkConfig::insecure(),
+            mode: Mode::Tee,
+            insecure_test_seed: None,
         }
     }
 }
 
-fn new_module(kind: &str) -> Result<SharedModule> {
-    let m: Box<dyn TrustedModule> = match kind {
-        "in-process" => Box::new(InProcessModule::new(Module::new())),
-        "out-of-process" => Box::new(hush_tee::OutOfProcessModule::spawn()?),
-        other => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
+fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
+    let m: Box<dyn TrustedModule> = match (kind, test_seed) {
+        ("in-process", false) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))),
+        ("in-process", true) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()).insecure_test_mode())),
+        ("out-of-process", false) => Box::new(hush_tee::OutOfProcessModule::spawn()?),
+        ("out-of-process", true) => Box::new(hush_tee::OutOfProcessModule::spawn_insecure_test()?),
+        (other, _) => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
     };
     Ok(SharedModule::new(m))
+}
+
+/// A dealer service started in this process for a local run in dealer
+/// mode (both parties here, no `--dealer` given); stops when dropped.
+pub struct LocalDealer(Option<hush_tee::dealer::DealerHandle>);
+
+impl Drop for LocalDealer {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.shutdown();
+        }
+    }
+}
+
+/// For local runs: when `o` is in dealer mode with an empty address,
+/// starts a dealer on loopback (TLS with an ephemeral identity, pinned,
+/// unless the parties are insecure) and points `o` at it.
+pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
+    match &o.mode {
+        Mode::Dealer { addr, .. } if addr.is_empty() => {}
+        _ => return Ok(LocalDealer(None)),
+    }
+    let (sec, pin) = if o.link.is_tls() {
+        let id = Arc::new(hush_transport::Identity::generate()?);
+        let fp = id.fingerprint();
+        (hush_transport::LinkSecurity::Tls(hush_transport::TlsSettings { identity: id, peer: hush_transport::PeerCheck::AnyPeer, require_client_cert: false }), Some(fp))
+    } else {
+        (hush_transport::LinkSecurity::Insecure, None)
+    };
+    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec, hush_2pc::deal::kinds()), Arc::new(|_| {}))?;
+    o.mode = Mode::Dealer { addr: h.addr.to_string(), pin };
+    Ok(LocalDealer(Some(h)))
+}
+
+/// A party's correlation provider for one session, before the hello
+/// exchange is over: the module, and in dealer mode the session.
+struct Provider {
+    module: SharedModule,
+    /// Dealer mode: the session id and the dealer's fingerprint.
+    dealer: Option<(hush_tee::dealer::SessionId, Option<Fingerprint>)>,
+}
+
+fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
+    opts.link.to_service(addr, pin, "--dealer-pin").map_err(|e| Error::Config(e.to_string()))
+}
+
+/// Server side, before its hello reply: in dealer mode, opens a fresh
+/// session at the dealer (so the session's sender role is claimed before
+/// its id leaves this process).
+fn server_provider(opts: &Options) -> Result<Provider> {
+    match &opts.mode {
+        Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
+        Mode::Dealer { addr, pin } => {
+            let sid = hush_tee::dealer::new_session_id();
+            let m = hush_tee::DealerModule::connect_profiled(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, &sid, ModuleRole::Sender)?;
+            let fp = m.dealer_fingerprint();
+            Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })
+        }
+    }
+}
+
+/// The hello-reply fields describing the server's mode.
+fn mode_fields(reply: &mut Value, opts: &Options, p: &Provider) {
+    reply["mode"] = json!(opts.mode.name());
+    if let Some((sid, fp)) = &p.dealer {
+        reply["dealer_session"] = json!(hush_tee::dealer::session_hex(sid));
+        reply["dealer_fingerprint"] = json!(fp.map(|f| f.to_string()));
+    }
+}
+
+/// Checks the client's mode against the server's; the refusal names both.
+fn check_client_mode(hello: &Value, opts: &Options) -> std::result::Result<(), String> {
+    let theirs = hello.get("mode").and_then(Value::as_str).unwrap_or("tee");
+    if theirs != opts.mode.name() {
+        return Err(format!(
+            "trust mode mismatch: the client runs --mode {theirs}, this server runs --mode {} (both parties must use the same mode)",
+            opts.mode.name()
+        ));
+    }
+    Ok(())
+}
+
+/// Completes a party's provider after the hello exchange: tee-mode seed
+/// agreement over `ch` (or the test seed); nothing more in dealer mode.
+fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, role: ModuleRole) -> Result<()> {
+    if opts.mode != Mode::Tee {
+        return Ok(());
+    }
+    match opts.insecure_test_seed {
+        Some(seed) => match module.call(&Request::InsecureTestSeed { role, seed })? {
+            Response::Established => Ok(()),
+            _ => Err(Error::Protocol("module: unexpected answer to the test seed".into())),
+        },
+        None => Ok(hush_tee::establish(module, ch, role)?),
+    }
+}
+
+/// In dealer mode a peer that vanishes has usually lost the dealer too:
+/// when a session fails, probe this party's own dealer connection (with a
+/// request every established module refuses harmlessly) and, if the dealer
+/// is gone, say so rather than only "peer disconnected".
+fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Error {
+    if *mode == Mode::Tee || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
+        return e;
+    }
+    match module.call(&Request::Hello { role: ModuleRole::Sender }) {
+        Err(hush_tee::Error::Dealer(m)) => Error::Tee(hush_tee::Error::Dealer(format!("{m}; the session ended ({e})"))),
+        _ => e,
+    }
+}
+
+/// Client side: the provider the server's reply calls for.
+fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
+    let theirs = reply.get("mode").and_then(Value::as_str).unwrap_or("tee");
+    if theirs != opts.mode.name() {
+        return Err(Error::Peer(format!("trust mode mismatch: the server runs --mode {theirs}, this client runs --mode {}", opts.mode.name())));
+    }
+    match &opts.mode {
+        Mode::Tee => new_module(&opts.tee, opts.insecure_test_seed.is_some()),
+        Mode::Dealer { addr, pin } => {
+            let sid = reply
+                .get("dealer_session")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::Protocol("server hello (dealer mode) lacks the dealer session".into()))?;
+            let sid = hush_tee::dealer::parse_session_hex(sid)?;
+            let sec = dealer_link(opts, addr, *pin)?;
+            let server_dealer = reply.get("dealer_fingerprint").and_then(Value::as_str).map(str::to_string);
+            if let (Some(theirs), hush_transport::LinkSecurity::Tls(t)) = (&server_dealer, &sec) {
+                if let hush_transport::PeerCheck::Pinned(p) = &t.peer {
+                    if !p.iter().any(|f| f.to_string() == *theirs) {
+                        return Err(Error::Config(format!(
+                            "dealer mismatch: the server uses the dealer {theirs}, this client's dealer pin is {} (both parties must use the same dealer)",
+                            p.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", ")
+                        )));
+                    }
+                }
+            }
+            let m = hush_tee::DealerModule::connect_profiled(addr, &sec, &opts.profile, &sid, ModuleRole::Receiver).map_err(|e| match e {
+                hush_tee::Error::Refused(r) => Error::Tee(hush_tee::Error::Refused(format!(
+                    "{r} — the session was not opened at {addr} (does the server use the same dealer?) or its client role was taken by someone else; nothing was sent"
+                ))),
+                e => e.into(),
+            })?;
+            Ok(SharedModule::new(Box::new(m)))
+        }
+    }
 }
 
 fn recv_json(ch: &mut dyn Channel, what: &str) -> Result<Value> {
@@ -146,21 +349,33 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
         return Err(Error::Protocol(msg));
     }
+    if let Err(msg) = check_client_mode(&hello, opts) {
+        let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
+        return Err(Error::Protocol(msg));
+    }
     // a client that names no budget gets none (it would not pre-deal)
     let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem);
-    let reply = json!({
+    let provider = match server_provider(opts) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = ch.send(json!({"ok": false, "error": format!("the server cannot provide correlations: {e}")}).to_string().as_bytes());
+            return Err(e);
+        }
+    };
+    let mut reply = json!({
         "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": opts.chunk,
         "predeal_mem": predeal_mem, "architecture": model.header_json,
     });
+    mode_fields(&mut reply, opts, &provider);
     ch.send(reply.to_string().as_bytes())?;
-    let mut module = new_module(&opts.tee)?;
-    hush_tee::establish(&mut module, ch, ModuleRole::Sender)?;
+    let mut module = provider.module;
+    establish(&mut module, ch, opts, ModuleRole::Sender)?;
     engine::load_weights(plan, &mut module)?;
     let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, opts.chunk)?;
     let mut pre = engine::Predealt::default();
     engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
     let mut served = 0usize;
-    loop {
+    let r = (|| loop {
         let ctl = ch.recv()?;
         match ctl.as_slice() {
             b"Q" => return Ok(served),
@@ -174,7 +389,8 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
             }
             _ => return Err(Error::Protocol("unknown session control message".into())),
         }
-    }
+    })();
+    r.map_err(|e| diagnose(&mut module, &opts.mode, e))
 }
 
 /// The client's side of a session.
@@ -197,6 +413,7 @@ pub struct ClientSession<C: Channel> {
     /// Whether to pre-deal the next inference after each one (the server
     /// of [`serve_session`] always does: keep it on with such a server).
     pub predeal_next: bool,
+    mode: Mode,
 }
 
 /// The result of one private inference at the client.
@@ -211,7 +428,10 @@ impl<C: Channel> ClientSession<C> {
     /// Hello, architecture, module seed agreement (the offline part).
     pub fn start(mut ch: C, opts: &Options) -> Result<Self> {
         let t0 = Instant::now();
-        ch.send(json!({"hush": "inference", "version": 1, "proto": opts.proto, "predeal_mem": opts.predeal_mem}).to_string().as_bytes())?;
+        if let Mode::Dealer { addr, pin } = &opts.mode {
+            dealer_link(opts, addr, *pin)?; // a missing dealer pin fails before the server does any work
+        }
+        ch.send(json!({"hush": "inference", "version": 1, "proto": opts.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()}).to_string().as_bytes())?;
         let r = recv_json(&mut ch, "server hello")?;
         if r.get("ok").and_then(Value::as_bool) != Some(true) {
             return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
@@ -236,8 +456,8 @@ impl<C: Channel> ClientSession<C> {
                 )));
             }
         }
-        let mut module = new_module(&opts.tee)?;
-        hush_tee::establish(&mut module, &mut ch, ModuleRole::Receiver)?;
+        let mut module = client_provider(opts, &r)?;
+        establish(&mut module, &mut ch, opts, ModuleRole::Receiver)?;
         let mut nl = engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?;
         let predeal_mem = r.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem);
         let offline_secs = t0.elapsed().as_secs_f64();
@@ -259,6 +479,7 @@ impl<C: Channel> ClientSession<C> {
             pre,
             predeal_mem,
             predeal_next: true,
+            mode: opts.mode.clone(),
         })
     }
 
@@ -276,6 +497,10 @@ impl<C: Channel> ClientSession<C> {
     /// One private inference; `progress(done, total)` after each layer.
     pub fn infer(&mut self, shape: &[usize], x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
         self.check_shape(shape)?;
+        self.infer_checked(x, progress).map_err(|e| diagnose(&mut self.module, &self.mode, e))
+    }
+
+    fn infer_checked(&mut self, x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
         let _ = (self.max_mem, self.chunk);
         let xq = self.plan.encode_input(x)?;
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
@@ -328,6 +553,10 @@ impl<C: Channel> ClientSession<C> {
 
     /// [`ClientSession::infer_ring`] with the client's per-layer costs.
     pub fn infer_ring_costs(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+        self.infer_ring_inner(x).map_err(|e| diagnose(&mut self.module, &self.mode, e))
+    }
+
+    fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
         self.ch.send(b"I")?;
         let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre };
         let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
@@ -389,11 +618,40 @@ pub struct LocalRun {
     /// handshake when `tls`).
     pub session_bytes: u64,
     pub session_socket_bytes: u64,
+    /// Peak heap of (server, client) during the session, when measured
+    /// with a [`MemProbe`].
+    pub peak_mem: Option<(i64, i64)>,
+}
+
+/// A per-thread heap meter (the counting allocator of `hush-bench`,
+/// handed in by the `hush` binary): `enter(party)` tags the calling thread
+/// and restarts its high-water mark, `peak(party)` reads it.
+#[derive(Clone, Copy)]
+pub struct MemProbe {
+    pub enter: fn(usize),
+    pub peak: fn(usize) -> i64,
+    /// How the meter counts (reported with the figures).
+    pub method: &'static str,
 }
 
 /// Runs one private inference of `x` (shape `shape`) on `model` with both
 /// parties in this process.
 pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, tcp: bool, progress: impl FnMut(usize, usize)) -> Result<LocalRun> {
+    run_local_probed(model, shape, x, opts, tcp, progress, None)
+}
+
+/// [`run_local`] measuring each party's peak heap with `probe` (server =
+/// party 0 on its thread, client = party 1 on the calling thread; module
+/// processes and the dealer are not counted).
+pub fn run_local_probed(
+    model: Arc<Model>,
+    shape: &[usize],
+    x: &[f64],
+    opts: &Options,
+    tcp: bool,
+    progress: impl FnMut(usize, usize),
+    probe: Option<MemProbe>,
+) -> Result<LocalRun> {
     let plan = Arc::new(Plan::new(&model, opts.cfg)?);
     let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
     let (a, b): (Box<dyn Channel>, Box<dyn Channel>) = if tcp {
@@ -404,15 +662,20 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         (Box::new(a), Box::new(b))
     };
     let (m2, p2, o2) = (model.clone(), plan.clone(), opts.clone());
-    let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64, hush_transport::Cost)> {
+    let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64, hush_transport::Cost, i64)> {
+        if let Some(p) = probe {
+            (p.enter)(SERVER as usize);
+        }
         let mut ch = a;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
         let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(o2.predeal_mem);
-        let reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": o2.chunk, "predeal_mem": predeal_mem, "architecture": m2.header_json});
+        let provider = server_provider(&o2)?;
+        let mut reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": o2.chunk, "predeal_mem": predeal_mem, "architecture": m2.header_json});
+        mode_fields(&mut reply, &o2, &provider);
         ch.send(reply.to_string().as_bytes())?;
-        let mut module = new_module(&o2.tee)?;
-        hush_tee::establish(&mut module, &mut ch, ModuleRole::Sender)?;
+        let mut module = provider.module;
+        establish(&mut module, &mut ch, &o2, ModuleRole::Sender)?;
         engine::load_weights(&p2, &mut module)?;
         let mut nl = engine::make_family(&o2.proto, module.clone(), SERVER, p2.cfg.bits, o2.chunk)?;
         let mut pre = engine::Predealt::default();
@@ -427,8 +690,12 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         linear::send_ring(&mut ch, &p2.cfg, &share)?;
         let secs = t.elapsed().as_secs_f64();
         let _ = ch.recv(); // Q
-        Ok((layers, secs, ch.cost()))
+        let peak = probe.map(|p| (p.peak)(SERVER as usize)).unwrap_or(0);
+        Ok((layers, secs, ch.cost(), peak))
     });
+    if let Some(p) = probe {
+        (p.enter)(CLIENT as usize);
+    }
     let client = (|| -> Result<Inference> {
         let mut s = ClientSession::start(b, opts)?;
         // one inference only: nothing to pre-deal after it (the server
@@ -438,9 +705,10 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         s.close()?;
         Ok(r)
     })();
+    let client_peak = probe.map(|p| (p.peak)(CLIENT as usize)).unwrap_or(0);
     let srv = server.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
     let inference = client?;
-    let (server_layers, server_online_secs, sc) = srv?;
+    let (server_layers, server_online_secs, sc, server_peak) = srv?;
     Ok(LocalRun {
         inference,
         server_layers,
@@ -449,6 +717,7 @@ pub fn run_local(model: Arc<Model>, shape: &[usize], x: &[f64], opts: &Options, 
         tls: tcp && opts.link.is_tls(),
         session_bytes: sc.bytes_sent + sc.bytes_recv,
         session_socket_bytes: socket_bytes(&sc),
+        peak_mem: probe.map(|_| (server_peak, client_peak)),
     })
 }
 
@@ -478,8 +747,14 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
             v
         })
         .collect();
-    json!({
+    let mut v = json!({
         "bench": "infer",
+        // the record contract of every `hush bench` record: the online
+        // phase's wall time and payload bytes, rounds, and setup (session
+        // set-up and pre-dealing) time
+        "wall_s": c.online_secs,
+        "bytes": c_sent + c_recv,
+        "setup_s": c.offline_secs,
         "model": model.name,
         "proto": opts.proto,
         "bits": opts.cfg.bits,
@@ -490,6 +765,7 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "link": if run.tls { "TLS 1.3 (ephemeral identities, both pinned)" } else if run.transport == "tcp" { "plaintext (--insecure)" } else { "in-memory" },
         "session_bytes": run.session_bytes,
         "session_socket_bytes": run.session_socket_bytes,
+        "mode": opts.mode.name(),
         "tee": c.module,
         "layers": model.nodes.len(),
         "online_s": c.online_secs,
@@ -518,7 +794,12 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "dealing_s": c_msecs.max(s_msecs),
         "online_excl_dealing_s": (c.online_secs - c_msecs.max(s_msecs)).max(0.0),
         "per_layer": layers,
-    })
+    });
+    if let Some((s, cl)) = run.peak_mem {
+        v["server_peak_mem_bytes"] = json!(s);
+        v["client_peak_mem_bytes"] = json!(cl);
+    }
+    v
 }
 
 /// A running TCP server (many concurrent sessions).

@@ -498,3 +498,160 @@ fn refused_silent_client_does_not_block_the_accept_loop() {
     d.close().unwrap();
     h.shutdown();
 }
+
+// ---------------------------------------------------------------------
+// Providers: the same operator suite on the in-process module, the module
+// process and the dealer service, equal bit for bit for the same seed.
+
+const TEST_SEED: [u8; 32] = [0x5e; 32];
+
+fn start_dealer(seed: Option<[u8; 32]>) -> hush_tee::dealer::DealerHandle {
+    let mut cfg = hush_tee::dealer::DealerConfig::new(hush_transport::LinkSecurity::Insecure, hush_2pc::deal::kinds());
+    cfg.insecure_test_seed = seed;
+    hush_tee::dealer::serve("127.0.0.1:0", cfg, log_sink()).unwrap()
+}
+
+fn dealer_mode(h: &hush_tee::dealer::DealerHandle) -> runtime::Mode {
+    runtime::Mode::Dealer { addr: h.addr.to_string(), pin: None }
+}
+
+/// The three providers, all with the session seed `seed` (insecure, tests only).
+fn provider_opts(proto: &str, seed: [u8; 32], dealer: &hush_tee::dealer::DealerHandle) -> Vec<(&'static str, Options)> {
+    let base = Options { insecure_test_seed: Some(seed), ..opts(proto) };
+    vec![
+        ("in-process module", base.clone()),
+        ("module process", Options { tee: "out-of-process".into(), ..base.clone() }),
+        ("dealer service", Options { mode: dealer_mode(dealer), insecure_test_seed: None, ..base }),
+    ]
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn operator_suite_is_bit_identical_on_all_three_providers() {
+    let dealer = start_dealer(Some(TEST_SEED));
+    let other_seed = start_dealer(Some([0x77; 32]));
+    let mut models: Vec<(String, Vec<u8>)> = operator_models().into_iter().map(|(n, b)| (n.to_string(), b)).collect();
+    models.push(("residual".into(), residual_net()));
+    models.push(("concat".into(), concat_net()));
+    let mut seed_matters = false;
+    for (name, bytes) in &models {
+        let m = Arc::new(Model::from_bytes(bytes).unwrap());
+        let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+        let x = input_for(&m, 5);
+        for proto in ["fss", "tami"] {
+            let mut outs = Vec::new();
+            for (prov, o) in provider_opts(proto, TEST_SEED, &dealer) {
+                let run = runtime::run_local(m.clone(), &m.input_shape.clone(), &x, &o, false, |_, _| {}).unwrap_or_else(|e| panic!("{name}/{proto} on {prov}: {e}"));
+                if prov == "dealer service" {
+                    assert!(run.inference.report.module.contains("dealer service"), "{}", run.inference.report.module);
+                }
+                outs.push((prov, bits(&run.inference.logits)));
+            }
+            for (prov, o) in &outs[1..] {
+                assert_eq!(o, &outs[0].1, "{name}/{proto}: {prov} differs from {}", outs[0].0);
+            }
+            if proto == "fss" {
+                assert_eq!(outs[0].1, bits(&reference::run_f64(&plan, &x).unwrap()), "{name}: fss must equal the reference");
+            } else {
+                // TAMI's truncation is faithful, not exact: its output depends
+                // on the dealt randomness, so the comparison above has power.
+                let o = Options { mode: dealer_mode(&other_seed), ..opts(proto) };
+                let r = runtime::run_local(m.clone(), &m.input_shape.clone(), &x, &o, false, |_, _| {}).unwrap();
+                seed_matters |= bits(&r.inference.logits) != outs[0].1;
+            }
+        }
+    }
+    assert!(seed_matters, "no model's TAMI output depends on the seed: the provider comparison would be vacuous");
+    let t = std::time::Instant::now();
+    while dealer.live_sessions() + other_seed.live_sessions() > 0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "dealer kept sessions after they ended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    dealer.shutdown();
+    other_seed.shutdown();
+}
+
+#[test]
+fn mode_mismatch_is_refused_naming_both_modes() {
+    let dealer = start_dealer(None);
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let _plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    for (server, client) in [(opts("fss"), Options { mode: dealer_mode(&dealer), ..opts("fss") }), (Options { mode: dealer_mode(&dealer), ..opts("fss") }, opts("fss"))] {
+        let (mut a, b) = MemChannel::pair();
+        let (m2, p2, o2) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), server.clone());
+        let srv = std::thread::spawn(move || runtime::serve_session(&mut a, &m2, &p2, &o2));
+        let e = runtime::ClientSession::start(b, &client).err().expect("mismatch must be refused").to_string();
+        assert!(e.contains("mode mismatch") && e.contains("--mode tee") && e.contains("--mode dealer"), "{e}");
+        let se = srv.join().unwrap().unwrap_err().to_string();
+        assert!(se.contains("mode mismatch"), "{se}");
+    }
+    let t = std::time::Instant::now();
+    while dealer.live_sessions() > 0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "dealer kept the refused session");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    dealer.shutdown();
+}
+
+#[test]
+fn dealer_that_disappears_mid_session_ends_both_parties_with_a_clear_error() {
+    let dealer = start_dealer(None);
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let o = Options { mode: dealer_mode(&dealer), ..opts("fss") };
+    let (mut a, b) = MemChannel::pair();
+    let (m2, p2, o2) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), o.clone());
+    let srv = std::thread::spawn(move || runtime::serve_session(&mut a, &m2, &p2, &o2));
+    let mut s = runtime::ClientSession::start(b, &o).unwrap();
+    let x = input_for(&m, 6);
+    let y = s.infer(&m.input_shape.clone(), &x, |_, _| {}).unwrap();
+    assert_eq!(y.logits, reference::run_f64(&plan, &x).unwrap());
+    assert_eq!(dealer.live_sessions(), 1);
+    dealer.kill();
+    let t = std::time::Instant::now();
+    let e = s.infer(&m.input_shape.clone(), &x, |_, _| {}).expect_err("the dealer is gone").to_string();
+    assert!(e.contains("dealer at") && e.contains("lost"), "client: {e}");
+    drop(s);
+    let se = srv.join().unwrap().expect_err("the server's session must fail too").to_string();
+    assert!(se.contains("dealer"), "server: {se}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(15), "{:?}", t.elapsed());
+}
+
+/// One dealer serves several concurrent sessions of a TCP server in dealer
+/// mode; every client gets the reference output and the dealer keeps
+/// nothing afterwards.
+#[test]
+fn dealer_serves_concurrent_sessions_and_keeps_nothing() {
+    let dealer = start_dealer(None);
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let o = Options { mode: dealer_mode(&dealer), ..opts("fss") };
+    let srv = runtime::serve(m.clone(), "127.0.0.1:0", o.clone(), log_sink()).unwrap();
+    let addr = srv.addr.to_string();
+    let clients: Vec<_> = (0..4u128)
+        .map(|i| {
+            let (m, o, addr) = (m.clone(), o.clone(), addr.clone());
+            std::thread::spawn(move || {
+                let x = input_for(&m, 100 + i);
+                let mut s = runtime::connect(&addr, &o).unwrap();
+                let y = s.infer(&m.input_shape.clone(), &x, |_, _| {}).unwrap().logits;
+                s.close().unwrap();
+                (x, y)
+            })
+        })
+        .collect();
+    for c in clients {
+        let (x, y) = c.join().unwrap();
+        assert_eq!(y, reference::run_f64(&plan, &x).unwrap());
+    }
+    let t = std::time::Instant::now();
+    while dealer.live_sessions() > 0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "dealer kept sessions after they ended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    srv.shutdown();
+    dealer.shutdown();
+}

@@ -87,6 +87,18 @@ fn cot_sources() -> Vec<&'static str> {
     hush_correlations::registry::SOURCES.to_vec()
 }
 
+/// The trust mode from `mode`, `dealer` and `dealer_pin` (dealer mode
+/// without an address: a dealer started in this process, for `run` only).
+fn mode_of(mode: &str, dealer: Option<&str>, dealer_pin: Option<&str>, local_ok: bool) -> PyResult<runtime::Mode> {
+    if mode == "dealer" && dealer.is_none() {
+        if !local_ok {
+            return Err(PyValueError::new_err("mode=\"dealer\" needs dealer=\"HOST:PORT\" (where `hush dealer` listens) and dealer_pin=\"sha256:<hex>\""));
+        }
+        return Ok(runtime::Mode::Dealer { addr: String::new(), pin: None });
+    }
+    runtime::Mode::from_flags(mode, dealer, dealer_pin).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<Options> {
     let cfg = FixedConfig::new(bits, frac).map_err(|e| PyValueError::new_err(e.to_string()))?;
     if proto != "fss" && proto != "tami" {
@@ -117,11 +129,12 @@ fn progress_fn(cb: Option<PyObject>) -> impl FnMut(usize, usize) + Send {
     }
 }
 
-/// Private inference with both parties in this process (tee mode). Takes a
+/// Private inference with both parties in this process (tee mode, or
+/// dealer mode with a dealer started in this process). Takes a
 /// hush model file's bytes and a flat float64 input with its shape; returns
 /// (flat logits, output shape, report as JSON text).
 #[pyfunction]
-#[pyo3(signature = (model_bytes, data, shape, proto="fss", net="none", bits=37, frac=12, tcp=true, progress=None))]
+#[pyo3(signature = (model_bytes, data, shape, proto="fss", net="none", bits=37, frac=12, tcp=true, progress=None, mode="tee"))]
 #[allow(clippy::too_many_arguments)]
 fn run_model(
     py: Python<'_>,
@@ -134,10 +147,12 @@ fn run_model(
     frac: u32,
     tcp: bool,
     progress: Option<PyObject>,
+    mode: &str,
 ) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
     let mut opts = inference_options(proto, net, bits, frac)?;
     // Both parties in this process: TLS with ephemeral identities over TCP.
     opts.link = link_of(None, Vec::new(), false)?;
+    opts.mode = mode_of(mode, None, None, true)?;
     let model = Arc::new(load_model(&model_bytes)?);
     let n: usize = model.input_shape.iter().product();
     let ok_shape = shape == model.input_shape || (shape.len() == model.input_shape.len() + 1 && shape[0] == 1 && shape[1..] == model.input_shape[..]);
@@ -151,6 +166,8 @@ fn run_model(
     let prog = progress_fn(progress);
     let (logits, report) = guarded(py, move || {
         let ins = model.input_shape.clone();
+        let mut opts = opts;
+        let _dealer = runtime::local_dealer(&mut opts).map_err(|e| e.to_string())?;
         let run = runtime::run_local(model.clone(), &ins, &data, &opts, tcp, prog).map_err(|e| e.to_string())?;
         let v = runtime::run_json(&model, &run, &opts);
         Ok((run.inference.logits, v.to_string()))
@@ -198,11 +215,25 @@ impl NativeServer {
 }
 
 #[pyfunction]
-#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="fss", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false))]
+#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="fss", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false, mode="tee", dealer=None, dealer_pin=None))]
 #[allow(clippy::too_many_arguments)]
-fn serve(model_bytes: Vec<u8>, listen: &str, proto: &str, net: &str, bits: u32, frac: u32, identity: Option<String>, pins: Vec<String>, insecure: bool) -> PyResult<NativeServer> {
+fn serve(
+    model_bytes: Vec<u8>,
+    listen: &str,
+    proto: &str,
+    net: &str,
+    bits: u32,
+    frac: u32,
+    identity: Option<String>,
+    pins: Vec<String>,
+    insecure: bool,
+    mode: &str,
+    dealer: Option<String>,
+    dealer_pin: Option<String>,
+) -> PyResult<NativeServer> {
     let mut opts = inference_options(proto, net, bits, frac)?;
     opts.link = link_of(identity, pins, insecure)?;
+    opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
     let fingerprint = opts.link.fingerprint().map(|f| f.to_string());
     let model = Arc::new(load_model(&model_bytes)?);
     let h = runtime::serve(model, listen, opts, Arc::new(|_line: String| {})).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
@@ -276,8 +307,20 @@ impl NativeClient {
 }
 
 #[pyfunction]
-#[pyo3(signature = (addr, proto="fss", net="none", pin=None, identity=None, insecure=false))]
-fn connect(py: Python<'_>, addr: &str, proto: &str, net: &str, pin: Option<String>, identity: Option<String>, insecure: bool) -> PyResult<NativeClient> {
+#[pyo3(signature = (addr, proto="fss", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None))]
+#[allow(clippy::too_many_arguments)]
+fn connect(
+    py: Python<'_>,
+    addr: &str,
+    proto: &str,
+    net: &str,
+    pin: Option<String>,
+    identity: Option<String>,
+    insecure: bool,
+    mode: &str,
+    dealer: Option<String>,
+    dealer_pin: Option<String>,
+) -> PyResult<NativeClient> {
     if !insecure && pin.is_none() {
         return Err(PyValueError::new_err(format!(
             "no pin for {addr}: pass pin=\"sha256:<hex>\" (the server's fingerprint, printed by `hush serve` or Server.fingerprint), or insecure=True on both sides"
@@ -285,6 +328,7 @@ fn connect(py: Python<'_>, addr: &str, proto: &str, net: &str, pin: Option<Strin
     }
     let mut opts = inference_options(proto, net, 37, 12)?;
     opts.link = link_of(identity, pin.into_iter().collect(), insecure)?;
+    opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
     let addr = addr.to_string();
     let s = guarded(py, move || runtime::connect(&addr, &opts).map_err(|e| e.to_string()))?;
     Ok(NativeClient { session: std::sync::Mutex::new(Some(s)) })

@@ -115,8 +115,20 @@ impl OutOfProcessModule {
         Self::spawn_path(&module_binary()?)
     }
 
+    /// **INSECURE, tests only**: the module binary started with
+    /// `--insecure-test-seed`, so that it honours
+    /// [`Request::InsecureTestSeed`](crate::Request::InsecureTestSeed).
+    pub fn spawn_insecure_test() -> Result<Self> {
+        Self::spawn_with_args(&module_binary()?, &["--insecure-test-seed"])
+    }
+
     pub fn spawn_path(path: &std::path::Path) -> Result<Self> {
+        Self::spawn_with_args(path, &[])
+    }
+
+    fn spawn_with_args(path: &std::path::Path, args: &[&str]) -> Result<Self> {
         let mut child = Command::new(path)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -74,6 +74,12 @@ impl Drop for SessionKeys {
 }
 
 impl SessionKeys {
+    /// A session from a seed made elsewhere (the dealer service, or a
+    /// fixed test seed); the seed is copied and erased with the session.
+    pub(crate) fn from_seed(seed: &[u8; 32]) -> Self {
+        SessionKeys { seed: *seed }
+    }
+
     /// A 128-bit key for `label`, derived from the seed.
     pub fn derive(&self, label: &str) -> Block {
         let k = hmac(&self.seed, &[b"hush-tee derive ", label.as_bytes()]);

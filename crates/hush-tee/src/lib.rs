@@ -23,21 +23,34 @@
 //!   randomness, key confirmation (SilentFlow §III-B "Shared Seed
 //!   Generation").
 //! * [`module`] — the module itself: the [`Request`] kinds and their
-//!   dispatch (the one place where later dealing kinds are added).
+//!   dispatch; the stateful kinds (SilentFlow, [`linear_deal`]).
+//! * [`deal`] — the module as a provider of the stateless dealing kinds,
+//!   which are described once next to their protocols
+//!   (`hush_deal::Description`: triples and TAMI tables in `hush-2pc`, FSS
+//!   keys in `hush-fss`) and handed to the module ([`Module::with_kinds`]);
+//!   this crate depends on no protocol crate. The module binary
+//!   (`hush-tee-module`) is built in `hush-2pc`, where all kinds are linked.
 //! * [`ggm`] — the GGM length-doubling PRG shared by the module and the hosts.
 //! * [`backend`] — in-process and out-of-process backends, crossing counts.
-//! * [`wire`] — the length-checked codec for requests and responses.
+//! * [`wire`] — the length-checked codec for requests and responses
+//!   (from `hush-deal`).
+//! * [`dealer`] — dealer mode: the same module code as a service on a third
+//!   host (`hush dealer`), one module per (session, role), and the parties'
+//!   [`DealerModule`] backend over TLS. Trusted not to collude with either
+//!   party; real protection on ordinary machines, no hardware needed.
 
 pub mod attest;
 pub mod backend;
 pub mod deal;
+pub mod dealer;
 pub mod ggm;
 pub mod handshake;
 pub mod linear_deal;
 pub mod module;
-pub mod wire;
+pub use hush_deal::wire;
 
 pub use backend::{InProcessModule, ModuleStats, OutOfProcessModule, TrustedModule};
+pub use dealer::DealerModule;
 pub use handshake::establish;
 pub use module::{Module, ModuleRole, Request, Response};
 
@@ -57,8 +70,13 @@ pub enum Error {
     Refused(String),
     #[error("malformed module message: {0}")]
     Malformed(String),
+    #[error("{0}")]
+    Deal(#[from] hush_deal::Error),
     #[error("module process: {0}")]
     Process(String),
+    /// The dealer service (dealer mode) is unreachable or went away.
+    #[error("{0} (dealer mode: the dealer service is needed for the whole session)")]
+    Dealer(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -1,11 +1,12 @@
 //! The trusted module: a state machine driven by [`Request`]s.
 //!
-//! **Adding a dealing kind.** Later correlations (comparison tables, FSS
-//! keys, Beaver triples, linear-layer masks) are dealt from the same
-//! synchronized seed: add a [`Request`] variant (and, if needed, a
-//! [`Response`] variant), its codec arm in [`Request::encode`] /
-//! [`Request::decode`], and a dispatch arm in [`Module::handle`] that derives
-//! values with [`Module::derive_key`] under a fresh label. Each kind must
+//! **Adding a dealing kind.** A stateless two-party kind (triples, tables,
+//! keys) is a [`hush_deal::Description`] written next to the protocol that
+//! consumes it and registered with the providers ([`Module::with_kinds`],
+//! the dealer service); it travels as [`Request::Deal`] and is dispatched
+//! by [`crate::deal`]. A kind with module state (the SilentFlow walk, the
+//! linear layers' loaded weights) is a [`Request`] variant with its own
+//! dispatch arm in [`Module::handle`]. Each kind must
 //! (1) release only the calling host's share, (2) take only
 //! input-independent parameters (sizes, batch numbers) — never online
 //! inputs, (3) erase its per-batch state once released, and (4) never
@@ -89,6 +90,15 @@ pub enum Request {
     /// A two-party dealing kind (Beaver/AND triples, TAMI comparison
     /// batches, ...): see [`crate::deal`].
     Deal(crate::deal::DealRequest),
+    /// **INSECURE, tests only.** Installs a host-chosen session seed instead
+    /// of running seed agreement, so that the same protocol run on
+    /// different providers (in-process module, module process, dealer
+    /// service) can be compared bit for bit. A module refuses it unless it
+    /// was created with [`Module::insecure_test_mode`] (the module binary:
+    /// only when started with `--insecure-test-seed`, which no `hush`
+    /// command passes). A host that picks its modules' seed knows the peer's
+    /// shares: never use it outside tests.
+    InsecureTestSeed { role: ModuleRole, seed: [u8; 32] },
 }
 
 /// What the module releases.
@@ -155,6 +165,11 @@ impl Request {
                 d.encode(&mut w);
                 &mut w
             }
+            Request::InsecureTestSeed { role, seed } => {
+                w.u8(250).u8(role.byte());
+                w.0.extend_from_slice(seed);
+                &mut w
+            }
         };
         w.0
     }
@@ -170,6 +185,7 @@ impl Request {
             12 => Request::GgmLevel { batch: r.u64()?, trees: r.u32()?, height: r.u32()?, level: r.u32()? },
             30 => Request::Linear(crate::linear_deal::LinearRequest::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Request::Deal(crate::deal::DealRequest::decode(&mut r)?),
+            250 => Request::InsecureTestSeed { role: ModuleRole::from_byte(r.u8()?)?, seed: r.array32()? },
             t => return Err(Error::Malformed(format!("unknown request kind {t}"))),
         };
         r.finish()?;
@@ -253,6 +269,10 @@ pub struct Module {
     walk: Option<PendingWalk>,
     linear: crate::linear_deal::LinearState,
     deal: crate::deal::DealState,
+    /// The stateless dealing kinds this module serves.
+    kinds: crate::deal::Kinds,
+    /// Whether [`Request::InsecureTestSeed`] is honoured (tests only).
+    insecure_test_seed: bool,
 }
 
 impl std::fmt::Debug for Module {
@@ -293,7 +313,35 @@ impl Module {
             walk: None,
             linear: Default::default(),
             deal: Default::default(),
+            kinds: Default::default(),
+            insecure_test_seed: false,
         }
+    }
+
+    /// This module serving `kinds` (e.g. `hush_2pc::deal::kinds()`).
+    pub fn with_kinds(mut self, kinds: crate::deal::Kinds) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// A module whose session seed was made by someone it trusts rather
+    /// than agreed with a peer module: the dealer service (dealer mode,
+    /// [`crate::dealer`]) makes one seed per session and hosts one module
+    /// per role with it. Seed agreement requests are refused by such a
+    /// module (it is already established); everything else — which role's
+    /// share it releases, freshness of batches, erasure — is as in tee mode.
+    pub fn with_session_seed(role: ModuleRole, seed: &[u8; 32]) -> Self {
+        let mut m = Self::new();
+        m.role = Some(role);
+        m.keys = Some(SessionKeys::from_seed(seed));
+        m
+    }
+
+    /// **INSECURE, tests only**: a module that honours
+    /// [`Request::InsecureTestSeed`] (see there).
+    pub fn insecure_test_mode(mut self) -> Self {
+        self.insecure_test_seed = true;
+        self
     }
 
     /// Names the attestation backend (always says when it is simulated).
@@ -327,9 +375,21 @@ impl Module {
                 self.linear = st;
                 Ok(Response::Linear(r?))
             }
+            Request::InsecureTestSeed { role, seed } => {
+                if !self.insecure_test_seed {
+                    return Err(Error::Refused("fixed test seeds are refused: this module was not started in insecure test mode".into()));
+                }
+                if self.role.is_some() {
+                    return Err(Error::Refused("seed agreement already started".into()));
+                }
+                self.role = Some(*role);
+                self.keys = Some(SessionKeys::from_seed(seed));
+                Ok(Response::Established)
+            }
             Request::Deal(d) => {
                 let mut st = std::mem::take(&mut self.deal);
-                let r = crate::deal::handle(self, &mut st, d);
+                let kinds = self.kinds.clone();
+                let r = crate::deal::handle(self, &kinds, &mut st, d);
                 self.deal = st;
                 Ok(Response::Dealt(r?))
             }

@@ -179,6 +179,21 @@ impl LinkConfig {
         Ok(LinkSecurity::Tls(TlsSettings { identity: id.clone(), peer: PeerCheck::Pinned(vec![pin]), require_client_cert: false }))
     }
 
+    /// Settings for connecting to a service at `addr` other than the
+    /// command's peer (the dealer of dealer mode): TLS pinned to `pin`
+    /// (`--dealer-pin`), else to an `--pin ADDR=sha256:<hex>` entry for
+    /// exactly `addr` (never the bare peer pin); an error naming `flag`
+    /// when neither is given. Plaintext when this party is `--insecure`.
+    pub fn to_service(&self, addr: &str, pin: Option<Fingerprint>, flag: &str) -> Result<LinkSecurity> {
+        let Some(id) = &self.identity else { return Ok(LinkSecurity::Insecure) };
+        let pin = pin.or_else(|| self.pins.by_addr.iter().find(|(a, _)| a == addr).map(|(_, f)| *f)).ok_or_else(|| {
+            Error::Config(format!(
+                "no pin for {addr}: pass {flag} sha256:<hex> (it prints its fingerprint at start), or run every party with --insecure"
+            ))
+        })?;
+        Ok(LinkSecurity::Tls(TlsSettings { identity: id.clone(), peer: PeerCheck::Pinned(vec![pin]), require_client_cert: false }))
+    }
+
     /// Settings for connecting to `addr` accepting any certificate (used
     /// only where the caller checks the peer's fingerprint itself).
     pub fn to_any_peer(&self) -> LinkSecurity {

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
         Cmd::Infer(a) => cli::infer_main(a),
         Cmd::Run(a) => cli::run_main(a),
         Cmd::Demo(a) => cli::demo_main(a),
-        Cmd::Bench(a) => cli::bench_infer_main(a),
+        Cmd::Bench(a) => cli::bench_infer_main(a, None),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -54,7 +54,7 @@
 //! ## What each host receives from its module, and why it is safe
 //!
 //! Every value below is fresh per comparison and per batch (the module
-//! refuses to deal a batch number twice, see [`super::DealRequest`]).
+//! refuses to deal a batch number twice, see the providers).
 //! * **A (party 0)**: τ (ℓ uniform bits), the pads S (uniform), its
 //!   subset-product shares and level ≥ 1 mask shares (pure PRG streams),
 //!   and for ReLU/truncation its XOR share of ρ and arithmetic shares of ρ,
@@ -70,9 +70,8 @@
 //!   nothing about τ, r or ρ. B can unpad a table entry only with the pad
 //!   bit A sends for it, i.e. one entry per chunk and output bit.
 
-use super::{ring_mask, stream, Blob, BlobReader};
-use crate::wire::{Reader, Writer};
-use crate::{Error, Result};
+use hush_deal::wire::{Reader, Writer};
+use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
 use hush_primitives::Block;
 use std::collections::BTreeMap;
 use zeroize::Zeroize;
@@ -678,6 +677,41 @@ fn clip_words(mut v: Vec<u64>, per_word: usize, tail: u64) -> Vec<u64> {
         }
     }
     v
+}
+
+/// The TAMI-MPC comparison dealing kind (see the module docs).
+pub struct TamiTables;
+
+/// The one instance providers register.
+pub static TAMI_TABLES: TamiTables = TamiTables;
+
+impl TamiTables {
+    pub const KIND: &'static str = "2pc/tami";
+
+    /// The request for one comparison batch of `n` elements of `shape`.
+    pub fn request(batch: u64, n: u32, shape: &TamiShape) -> DealRequest {
+        let mut w = Writer::default();
+        shape.encode(&mut w);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+
+    fn shape(params: &[u8]) -> Result<TamiShape> {
+        let s = hush_deal::parse_params(params, "TAMI parameters", TamiShape::decode)?;
+        s.validate().map_err(Error::Refused)?;
+        Ok(s)
+    }
+}
+
+impl Description for TamiTables {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        Ok(format!("{}/{batch}/{n}/{}", Self::KIND, Self::shape(params)?.label()))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        Ok(deal(key, party, n as usize, &Self::shape(params)?).to_bytes())
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! Seed agreement, dealing and the release rules of the trusted module,
-//! through its public API, over both backends.
+//! through its public API, over both backends. (Here rather than in
+//! `hush-tee`: the module binary and the dealing kinds it serves are built
+//! in this crate.)
 
 use hush_primitives::{Block, Prg};
 use hush_tee::attest::{Report, SimulatedAttester, Verifier};
@@ -10,11 +12,11 @@ use std::thread;
 fn pair_in_process(seed: u64) -> (InProcessModule, InProcessModule) {
     let (mut a, mut b) = MemChannel::pair();
     let h = thread::spawn(move || {
-        let mut m = InProcessModule::new(Module::with_rng(Prg::with_nonce(Block(seed as u128), 0)));
+        let mut m = InProcessModule::new(Module::with_rng(Prg::with_nonce(Block(seed as u128), 0)).with_kinds(hush_2pc::deal::kinds()));
         establish(&mut m, &mut a, ModuleRole::Sender).unwrap();
         m
     });
-    let mut r = InProcessModule::new(Module::with_rng(Prg::with_nonce(Block(seed as u128), 1)));
+    let mut r = InProcessModule::new(Module::with_rng(Prg::with_nonce(Block(seed as u128), 1)).with_kinds(hush_2pc::deal::kinds()));
     establish(&mut r, &mut b, ModuleRole::Receiver).unwrap();
     assert_eq!(b.cost().rounds, 2);
     (h.join().unwrap(), r)
@@ -246,13 +248,13 @@ fn out_of_process_module_counts_crossings_and_bytes() {
     check_batch(&mut s, &mut r, 0, 50, 8, delta);
     assert_eq!(r.stats().crossings, 4 + 7);
     // The module process itself refuses a replayed dealing batch.
-    let req = hush_tee::deal::DealRequest::BitTriples { batch: 0, n: 64 };
+    let req = hush_2pc::deal::triples::BitTriples::request(0, 64);
     deal(&mut r, req.clone()).unwrap();
     let e = deal(&mut r, req).unwrap_err().to_string();
     assert!(e.contains("already dealt"), "{e}");
 }
 
-fn deal(m: &mut dyn TrustedModule, req: hush_tee::deal::DealRequest) -> hush_tee::Result<Vec<u8>> {
+fn deal(m: &mut dyn TrustedModule, req: hush_deal::DealRequest) -> hush_tee::Result<Vec<u8>> {
     match m.call(&Request::Deal(req))? {
         Response::Dealt(ref b) => Ok(b.clone()),
         r => panic!("unexpected {r:?}"),
@@ -264,11 +266,11 @@ fn deal(m: &mut dyn TrustedModule, req: hush_tee::deal::DealRequest) -> hush_tee
 /// derive matching correlations for the batches they deal.
 #[test]
 fn replayed_deal_batches_are_refused() {
-    use hush_tee::deal::tami::{Flavor, TamiShape};
-    use hush_tee::deal::triples::TripleShare;
-    use hush_tee::deal::DealRequest as D;
+    use hush_2pc::deal::tami::{Flavor, TamiShape, TamiTables};
+    use hush_2pc::deal::triples::{ArithTriples, BitTriples, TripleShare};
+    use hush_fss::deal::FssKeys;
     let (mut s, mut r) = pair_in_process(41);
-    let tr = |batch| D::ArithTriples { batch, n: 16, bits: 64 };
+    let tr = |batch| ArithTriples::request(batch, 16, 64);
     let (a0, b0) = (deal(&mut s, tr(0)).unwrap(), deal(&mut r, tr(0)).unwrap());
     let check = |a: &[u8], b: &[u8]| {
         let (ta, tb) = (TripleShare::from_bytes(a, 16).unwrap(), TripleShare::from_bytes(b, 16).unwrap());
@@ -281,7 +283,7 @@ fn replayed_deal_batches_are_refused() {
     for m in [&mut s as &mut dyn TrustedModule, &mut r] {
         let e = deal(m, tr(0)).unwrap_err().to_string();
         assert!(e.contains("already dealt"), "{e}");
-        assert!(deal(m, D::ArithTriples { batch: 0, n: 17, bits: 32 }).is_err());
+        assert!(deal(m, ArithTriples::request(0, 17, 32)).is_err());
     }
     // Gaps are fine; going back is not.
     let (a5, b5) = (deal(&mut s, tr(5)).unwrap(), deal(&mut r, tr(5)).unwrap());
@@ -289,19 +291,19 @@ fn replayed_deal_batches_are_refused() {
     assert_ne!(a5, a0);
     assert!(deal(&mut s, tr(3)).is_err() && deal(&mut r, tr(4)).is_err());
     // A refused (malformed) request does not consume its batch number.
-    assert!(deal(&mut s, D::ArithTriples { batch: 6, n: 0, bits: 64 }).is_err());
+    assert!(deal(&mut s, ArithTriples::request(6, 0, 64)).is_err());
     assert!(deal(&mut s, tr(6)).is_ok());
     // Counters are per kind: TAMI batch 0 is still fresh, once.
-    let t = |batch| D::Tami { batch, n: 70, shape: TamiShape::new(32, 4, 8, Flavor::Relu) };
+    let t = |batch| TamiTables::request(batch, 70, &TamiShape::new(32, 4, 8, Flavor::Relu));
     deal(&mut r, t(0)).unwrap();
     let e = deal(&mut r, t(0)).unwrap_err().to_string();
-    assert!(e.contains("tami batch 0 already dealt"), "{e}");
-    assert!(deal(&mut r, D::Tami { batch: 0, n: 70, shape: TamiShape::new(16, 3, 8, Flavor::Millionaire) }).is_err());
+    assert!(e.contains("2pc/tami batch 0 already dealt"), "{e}");
+    assert!(deal(&mut r, TamiTables::request(0, 70, &TamiShape::new(16, 3, 8, Flavor::Millionaire))).is_err());
     deal(&mut r, t(1)).unwrap();
     // FSS and bit triples likewise.
-    deal(&mut s, D::BitTriples { batch: 2, n: 128 }).unwrap();
-    assert!(deal(&mut s, D::BitTriples { batch: 2, n: 128 }).is_err());
-    let f = D::Fss { batch: 9, n: 4, shape: hush_tee::deal::fss::FssShape { bits: 32, gate: hush_tee::deal::fss::FssGate::Relu } };
+    deal(&mut s, BitTriples::request(2, 128)).unwrap();
+    assert!(deal(&mut s, BitTriples::request(2, 128)).is_err());
+    let f = FssKeys::request(9, 4, &hush_fss::deal::FssShape { bits: 32, gate: hush_fss::deal::FssGate::Relu });
     deal(&mut s, f.clone()).unwrap();
     assert!(deal(&mut s, f).is_err());
 }

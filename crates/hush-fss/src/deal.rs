@@ -10,13 +10,16 @@
 //! x̂ = y + h = x + r alone; party 1's input-independent contribution came
 //! from the module. For general shares (x_0, x_1), party 1 additionally
 //! sends x_1 − m in the same round.
+//!
+//! This is the one description of the kind ([`FSS_KEYS`], `"2pc/fss"`):
+//! the trusted modules and the dealer service serve it, `hush-2pc`'s FSS
+//! gates consume it.
 
-use super::{ring_mask, Blob, BlobReader};
-use crate::wire::{Reader, Writer};
-use crate::{Error, Result};
-use hush_fss::{
+use crate::{
     dcf_gen_batch_multi, drelu_gen_batch, lt_gen_batch, relu_gen_batch, DcfBatchSpec, DcfKey, DreluKey, LtKey, ReluKey,
 };
+use hush_deal::wire::{Reader, Writer};
+use hush_deal::{ring_mask, Blob, BlobReader, DealRequest, Description, Error, Result};
 use hush_primitives::{Block, Prg};
 use zeroize::Zeroize;
 
@@ -258,7 +261,7 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hush_fss::{dcf_gen, drelu_gen, lt_gen, relu_gen};
+    use crate::{dcf_gen, drelu_gen, lt_gen, relu_gen};
 
     /// The one-gate-at-a-time dealer the batched one replaced.
     fn deal_reference(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
@@ -335,5 +338,40 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+/// The FSS-keys dealing kind (see the module docs).
+pub struct FssKeys;
+
+/// The one instance providers register.
+pub static FSS_KEYS: FssKeys = FssKeys;
+
+impl FssKeys {
+    pub const KIND: &'static str = "2pc/fss";
+
+    /// The request for one batch of `n` keys of `shape`.
+    pub fn request(batch: u64, n: u32, shape: &FssShape) -> DealRequest {
+        let mut w = Writer::default();
+        shape.encode(&mut w);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+
+    fn shape(params: &[u8]) -> Result<FssShape> {
+        let s = hush_deal::parse_params(params, "FSS parameters", FssShape::decode)?;
+        s.validate().map_err(Error::Refused)?;
+        Ok(s)
+    }
+}
+
+impl Description for FssKeys {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        Ok(format!("{}/{batch}/{n}/{}", Self::KIND, Self::shape(params)?.label()))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        Ok(deal(key, party, n as usize, &Self::shape(params)?).to_bytes())
     }
 }

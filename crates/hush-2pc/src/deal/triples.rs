@@ -3,8 +3,8 @@
 //! 64 per word. Party 0's shares are PRG streams; party 1's module
 //! recomputes them and sets c_1 = (a_0 + a_1)(b_0 + b_1) − c_0.
 
-use super::{ring_mask, stream, Blob, BlobReader};
-use crate::Result;
+use hush_deal::wire::{Reader, Writer};
+use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
 use hush_primitives::Block;
 use zeroize::Zeroize;
 
@@ -80,4 +80,68 @@ pub fn deal_bits(key: Block, party: u8, n: usize) -> TripleShare {
     let (a1, b1) = (clip(stream(key, A1, w)), clip(stream(key, B1, w)));
     let c1 = (0..w).map(|i| ((a0[i] ^ a1[i]) & (b0[i] ^ b1[i])) ^ c0[i]).collect();
     TripleShare { a: a1, b: b1, c: c1 }
+}
+
+/// Arithmetic Beaver triples over Z_2^bits (parameter: `bits`, 1..=64).
+pub struct ArithTriples;
+/// Bit-packed AND triples (no parameters).
+pub struct BitTriples;
+
+pub static ARITH_TRIPLES: ArithTriples = ArithTriples;
+pub static BIT_TRIPLES: BitTriples = BitTriples;
+
+impl ArithTriples {
+    pub const KIND: &'static str = "2pc/arith-triples";
+
+    pub fn request(batch: u64, n: u32, bits: u32) -> DealRequest {
+        let mut w = Writer::default();
+        w.u32(bits);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+
+    fn bits(params: &[u8]) -> Result<u32> {
+        let bits = hush_deal::parse_params(params, "triple parameters", |r: &mut Reader<'_>| r.u32())?;
+        if !(1..=64).contains(&bits) {
+            return Err(Error::Refused(format!("ring width {bits} out of range 1..=64")));
+        }
+        Ok(bits)
+    }
+}
+
+impl Description for ArithTriples {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        Ok(format!("{}/{batch}/{n}/{}", Self::KIND, Self::bits(params)?))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        Ok(deal_arith(key, party, n as usize, Self::bits(params)?).to_bytes())
+    }
+}
+
+impl BitTriples {
+    pub const KIND: &'static str = "2pc/bit-triples";
+
+    pub fn request(batch: u64, n: u32) -> DealRequest {
+        DealRequest::new(Self::KIND, batch, n, Vec::new())
+    }
+
+    fn no_params(params: &[u8]) -> Result<()> {
+        hush_deal::parse_params(params, "AND-triple parameters", |_| Ok(()))
+    }
+}
+
+impl Description for BitTriples {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        Self::no_params(params)?;
+        Ok(format!("{}/{batch}/{n}", Self::KIND))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        Self::no_params(params)?;
+        Ok(deal_bits(key, party, n as usize).to_bytes())
+    }
 }

@@ -9,12 +9,12 @@
 //! (base OTs, seed agreement) is excluded from both. Both parties share this
 //! machine's cores. Targets are documented in the issue, not enforced here.
 
-use crate::beaver::OtSession;
-use crate::nonlinear::{PoolShape, Proto, Session};
-use crate::share::{ArithShare, BoolShare};
-use crate::tee::Dealer;
-use crate::{cf2, fss, tami, Error, Result};
-use hush_bench::{connect_pair, machine_note, Record, Transport};
+use crate::{connect_pair, machine_note, Record, Transport};
+use hush_2pc::beaver::OtSession;
+use hush_2pc::nonlinear::{PoolShape, Proto, Session};
+use hush_2pc::share::{ArithShare, BoolShare};
+use hush_2pc::tee::Dealer;
+use hush_2pc::{cf2, fss, tami, Error, Result};
 use hush_correlations::registry::SourceConfig;
 use hush_primitives::{Block, Prg, Ring};
 use hush_transport::{Channel, Cost};
@@ -82,6 +82,8 @@ impl Default for NonlinearArgs {
 }
 
 struct PartyOut {
+    /// One-time setup (base OTs, or module seed agreement).
+    setup_s: f64,
     offline_s: f64,
     start: Instant,
     end: Instant,
@@ -107,12 +109,14 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
     let mut rng = Prg::from_os();
     let mut inputs = Prg::with_nonce(Block(0x5eed), p as u64);
     let lm = ring.mask();
-    // Setup (excluded).
+    // Setup (excluded from wall_s, reported as setup_s).
+    let ts = Instant::now();
     let (mut dealer, mut ot) = (None, None);
     match proto {
         Proto::Cf2 => ot = Some(OtSession::setup(ch, p, &SourceConfig::named(&a.source), &mut rng)?),
         _ => dealer = Some(Dealer::in_process(ch, p)?),
     }
+    let setup_s = ts.elapsed().as_secs_f64();
     let mut inp: Vec<u64> = (0..n).map(|_| inputs.next_u64() & lm).collect();
     if a.op == "maxpool" {
         // MaxPool's valid range |x| < 2^(ℓ−2): share in-range plaintexts.
@@ -234,7 +238,7 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
     drop(pre);
     let c2 = ch.cost();
     let (dealt, crossings) = dealer.as_ref().map_or((0, 0), |d| (d.dealt_bytes, d.stats().crossings));
-    Ok(PartyOut { offline_s, start, end, offline: c1 - c0, online: c2 - c1, dealt, crossings, out, inp })
+    Ok(PartyOut { setup_s, offline_s, start, end, offline: c1 - c0, online: c2 - c1, dealt, crossings, out, inp })
 }
 
 /// MaxPool benchmark shape: channels of 16×16, 2×2 windows, stride 2.
@@ -266,7 +270,7 @@ fn check(a: &NonlinearArgs, proto: Proto, s: &PartyOut, r: &PartyOut) -> Result<
         }
         "relu" => {
             for i in 0..n {
-                if ring.add(s.out[i], r.out[i]) != crate::share::reference::relu(ring, x[i]) {
+                if ring.add(s.out[i], r.out[i]) != hush_2pc::share::reference::relu(ring, x[i]) {
                     return Err(bad("relu", i));
                 }
             }
@@ -308,7 +312,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
     if a.op == "maxpool" && a.n % 256 != 0 {
         return Err(Error::Invalid("maxpool: --n must be a multiple of 256 (16×16 channels)".into()));
     }
-    let profile = hush_bench::profile(&a.net).map_err(|e| Error::Invalid(e.to_string()))?;
+    let profile = crate::profile(&a.net).map_err(|e| Error::Invalid(e.to_string()))?;
     let transport = Transport::by_name(&a.transport).ok_or_else(|| Error::Invalid("--transport mem or tcp".into()))?;
     let (mut ca, mut cb) = connect_pair(transport, profile).map_err(|e| Error::Bench(e.to_string()))?;
     let barrier = Arc::new(Barrier::new(2));
@@ -333,6 +337,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
         .set("bytes", bytes)
         .set("rounds", s.online.rounds.max(r.online.rounds) as u64)
         .set("bits_per_op", bytes as f64 * 8.0 / a.n as f64)
+        .set("setup_s", s.setup_s.max(r.setup_s))
         .set("offline_s", s.offline_s.max(r.offline_s))
         .set("offline_bytes", s.offline.bytes_sent + r.offline.bytes_sent)
         .set("dealt_bytes", s.dealt + r.dealt)
@@ -351,7 +356,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
                 "relu" => tami::Flavor::Relu,
                 _ => tami::Flavor::Trunc { f: a.frac },
             };
-            let (d0, d1) = hush_tee::deal::tami::dealt_bits_per_cmp(&tami::TamiShape::new(a.bits, a.k, a.arity, flavor));
+            let (d0, d1) = hush_2pc::deal::tami::dealt_bits_per_cmp(&tami::TamiShape::new(a.bits, a.k, a.arity, flavor));
             rec.set("dealt_bits_per_op_party0", d0 as u64).set("dealt_bits_per_op_party1", d1 as u64);
         }
     }
@@ -362,7 +367,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
         rec.set("note", "maxpool: general-form shares; tee dealing happens inside the timed online phase");
     }
     rec.set("machine", machine_note());
-    hush_bench::machine_fields(&mut rec);
+    crate::machine_fields(&mut rec);
     Ok(rec)
 }
 

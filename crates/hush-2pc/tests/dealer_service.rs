@@ -1,0 +1,162 @@
+//! Dealer mode's service: pairing of the two roles of a session, refusals
+//! (taken role, unknown session, the other role's shares), erasure after
+//! the session, and a dealer that disappears.
+
+use hush_2pc::deal::triples::TripleShare;
+use hush_2pc::deal::triples::ArithTriples;
+use hush_tee::dealer::{self, DealerConfig, DealerHandle, SessionId};
+use hush_tee::{DealerModule, Error, ModuleRole, Request, Response, TrustedModule};
+use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Tls {
+    dealer: LinkSecurity,
+    party: LinkSecurity,
+}
+
+fn tls() -> Tls {
+    let d = Arc::new(Identity::generate().unwrap());
+    let p = Arc::new(Identity::generate().unwrap());
+    let fp = d.fingerprint();
+    Tls {
+        dealer: LinkSecurity::Tls(TlsSettings { identity: d, peer: PeerCheck::AnyPeer, require_client_cert: false }),
+        party: LinkSecurity::Tls(TlsSettings { identity: p, peer: PeerCheck::Pinned(vec![fp]), require_client_cert: false }),
+    }
+}
+
+fn start(t: &Tls) -> DealerHandle {
+    dealer::serve("127.0.0.1:0", DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds()), Arc::new(|_| {})).unwrap()
+}
+
+fn join(h: &DealerHandle, t: &Tls, s: &SessionId, role: ModuleRole) -> hush_tee::Result<DealerModule> {
+    DealerModule::connect(&h.addr.to_string(), &t.party, s, role)
+}
+
+fn triples(m: &mut DealerModule, batch: u64, n: u32) -> TripleShare {
+    match &m.call(&Request::Deal(ArithTriples::request(batch, n, 64))).unwrap() {
+        Response::Dealt(b) => TripleShare::from_bytes(b, n as usize).unwrap(),
+        r => panic!("{r:?}"),
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn dealer_pairs_roles_refuses_intruders_and_forgets_sessions() {
+    let t = tls();
+    let h = start(&t);
+    let sid = dealer::new_session_id();
+    // unknown session: a receiver cannot join what no server opened
+    let e = join(&h, &t, &sid, ModuleRole::Receiver).err().expect("unknown session must be refused");
+    assert!(matches!(e, Error::Refused(_)) && e.to_string().contains("unknown session"), "{e}");
+    let mut s = join(&h, &t, &sid, ModuleRole::Sender).unwrap();
+    assert!(s.describe().contains("dealer service") && s.describe().contains("sha256:"), "{}", s.describe());
+    let mut c = join(&h, &t, &sid, ModuleRole::Receiver).unwrap();
+    assert_eq!(h.live_sessions(), 1);
+    // matching correlations: c = a·b over Z_2^64
+    let (t0, t1) = (triples(&mut s, 1, 100), triples(&mut c, 1, 100));
+    for i in 0..100 {
+        let (a, b) = (t0.a[i].wrapping_add(t1.a[i]), t0.b[i].wrapping_add(t1.b[i]));
+        assert_eq!(a.wrapping_mul(b), t0.c[i].wrapping_add(t1.c[i]));
+    }
+    assert_ne!(t0.a, t1.a);
+    // a third connection claiming a taken role is refused, either role
+    for role in [ModuleRole::Sender, ModuleRole::Receiver] {
+        let e = join(&h, &t, &sid, role).err().expect("taken role must be refused");
+        assert!(e.to_string().contains("claimed"), "{e}");
+    }
+    // each connection is bound to its role: the receiver cannot get the
+    // sender's GGM roots, the sender cannot get the receiver's paths
+    let e = c.call(&Request::GgmRoots { batch: 0, trees: 1, height: 4 }).unwrap_err();
+    assert!(e.to_string().contains("sender's share"), "{e}");
+    let e = s.call(&Request::GgmLevel { batch: 0, trees: 1, height: 4, level: 1 }).unwrap_err();
+    assert!(e.to_string().contains("receiver's share"), "{e}");
+    // a replayed batch is refused as in tee mode; seed agreement requests too
+    assert!(c.call(&Request::Deal(ArithTriples::request(1, 100, 64))).is_err());
+    assert!(c.call(&Request::Hello { role: ModuleRole::Sender }).is_err());
+    // a second session is independent
+    let sid2 = dealer::new_session_id();
+    let mut s2 = join(&h, &t, &sid2, ModuleRole::Sender).unwrap();
+    assert_ne!(triples(&mut s2, 1, 100).a, t0.a);
+    assert_eq!(h.live_sessions(), 2);
+    drop(s2);
+    drop(s);
+    drop(c);
+    wait_for("the dealer to erase both sessions", || h.live_sessions() == 0);
+    // the ended session's id is unknown now
+    let e = join(&h, &t, &sid, ModuleRole::Receiver).err().expect("ended session");
+    assert!(e.to_string().contains("unknown session"), "{e}");
+    h.shutdown();
+}
+
+#[test]
+fn dealer_refuses_unpinned_or_wrong_pin_and_garbage() {
+    let t = tls();
+    let h = start(&t);
+    let other = tls();
+    let sid = dealer::new_session_id();
+    let e = join(&h, &other, &sid, ModuleRole::Sender).err().expect("wrong pin");
+    assert!(e.to_string().contains("--pin expects") || e.to_string().contains("presented"), "{e}");
+    // a plaintext party against a TLS dealer
+    let e = DealerModule::connect(&h.addr.to_string(), &LinkSecurity::Insecure, &sid, ModuleRole::Sender).err().expect("plaintext");
+    assert!(e.to_string().contains("TLS"), "{e}");
+    assert_eq!(h.live_sessions(), 0);
+    h.shutdown();
+}
+
+#[test]
+fn dealer_that_disappears_ends_both_parties_with_a_clear_error() {
+    let t = tls();
+    let h = start(&t);
+    let sid = dealer::new_session_id();
+    let mut s = join(&h, &t, &sid, ModuleRole::Sender).unwrap();
+    let mut c = join(&h, &t, &sid, ModuleRole::Receiver).unwrap();
+    triples(&mut s, 1, 10);
+    triples(&mut c, 1, 10);
+    s.set_timeout(Duration::from_secs(5));
+    c.set_timeout(Duration::from_secs(5));
+    h.kill();
+    let t0 = Instant::now();
+    for m in [&mut s, &mut c] {
+        let e = m.call(&Request::Deal(ArithTriples::request(2, 10, 64))).unwrap_err();
+        assert!(matches!(e, Error::Dealer(_)) && e.to_string().contains("dealer at") && e.to_string().contains("lost"), "{e}");
+    }
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn fixed_test_seed_is_refused_outside_insecure_test_mode() {
+    use hush_tee::{InProcessModule, Module};
+    let req = Request::InsecureTestSeed { role: ModuleRole::Sender, seed: [7; 32] };
+    let e = InProcessModule::new(Module::new()).call(&req).unwrap_err();
+    assert!(e.to_string().contains("not started in insecure test mode"), "{e}");
+    let mut m = InProcessModule::new(Module::new().insecure_test_mode());
+    assert!(matches!(m.call(&req).unwrap(), Response::Established));
+    // and the module binary without its test flag refuses it too
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_hush-tee-module"));
+    let e = hush_tee::OutOfProcessModule::spawn_path(path).unwrap().call(&req).unwrap_err();
+    assert!(e.to_string().contains("insecure test mode"), "{e}");
+}
+
+#[test]
+fn dealer_bounds_the_sessions_it_holds() {
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+    cfg.max_sessions = 2;
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
+    let a = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    let _b = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    let e = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).err().expect("third session must be refused");
+    assert!(e.to_string().contains("dealer busy"), "{e}");
+    drop(a);
+    wait_for("a slot to free up", || h.live_sessions() == 1);
+    join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    h.shutdown();
+}

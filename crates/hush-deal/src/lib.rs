@@ -1,0 +1,191 @@
+//! # hush-deal — one description per correlation, many providers
+//!
+//! VISION.md "Trust modes": every correlation (Beaver/AND triples, TAMI
+//! tables, FSS keys, ...) is described **once**, next to the protocol that
+//! consumes it, as a pure function from a key derived from the session
+//! seed and public parameters to the two parties' shares: a
+//! [`Description`]. Providers serve the descriptions they are given
+//! ([`Kinds`]): the trusted module (`hush-tee`, in process or as its own
+//! process) and the dealer service of dealer mode host the same
+//! descriptions, so the same request gives the same share whoever serves
+//! it. Protocol code asks for a [`DealRequest`] through its provider handle
+//! and never knows which provider answers.
+//!
+//! This crate owns what descriptions and providers share: the trait, the
+//! request and its codec ([`wire`]), the kind registry, and the byte form of
+//! dealt shares ([`Blob`]). It depends on nothing protocol-specific, so the
+//! providers do not depend on the protocols either.
+//!
+//! **Rules for a description** (checked by review, stated in each kind's
+//! doc comment): `deal` takes only input-independent parameters (sizes,
+//! ring widths, gate shapes); it returns exactly one party's share; the
+//! share reveals nothing beyond itself; every parameter that changes the
+//! output is part of the key label, so different parameters give
+//! independent values. Providers add the rest: one release per (kind,
+//! batch), the seed never leaves them.
+
+pub mod wire;
+
+use hush_primitives::{Block, Prg};
+use wire::{Reader, Writer};
+
+/// Errors of descriptions and of the request codec.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("malformed dealing message: {0}")]
+    Malformed(String),
+    #[error("dealing request refused: {0}")]
+    Refused(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Largest batch (elements, or bits for AND triples) one request may deal.
+pub const MAX_DEAL_N: u32 = 1 << 20;
+/// Largest parameter block of a request.
+pub const MAX_PARAMS: usize = 4096;
+
+/// A dealing kind: how both parties' shares of one batch follow from a key.
+pub trait Description: Send + Sync {
+    /// The kind's name, e.g. `"2pc/tami"`: how requests name it and the
+    /// first part of its key labels.
+    fn kind(&self) -> &'static str;
+    /// The key label of a batch: kind, batch and every parameter.
+    /// Malformed or out-of-range parameters are refused here.
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String>;
+    /// `party`'s share (0 = the module role `Sender`, 1 = `Receiver`) of
+    /// `n` elements, as bytes: a pure function of `key` and the parameters.
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>>;
+}
+
+/// A request for one batch of a dealing kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DealRequest {
+    pub kind: String,
+    pub batch: u64,
+    pub n: u32,
+    /// The kind's encoded parameters (see its description).
+    pub params: Vec<u8>,
+}
+
+impl DealRequest {
+    pub fn new(kind: &str, batch: u64, n: u32, params: Vec<u8>) -> Self {
+        DealRequest { kind: kind.to_string(), batch, n, params }
+    }
+
+    pub fn encode(&self, w: &mut Writer) {
+        w.bytes(self.kind.as_bytes()).u64(self.batch).u32(self.n).bytes(&self.params);
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let kind = String::from_utf8(r.bytes(64)?).map_err(|_| Error::Malformed("dealing kind is not UTF-8".into()))?;
+        Ok(DealRequest { kind, batch: r.u64()?, n: r.u32()?, params: r.bytes(MAX_PARAMS)? })
+    }
+}
+
+/// The descriptions a provider serves, by kind name.
+#[derive(Clone, Default)]
+pub struct Kinds(Vec<&'static dyn Description>);
+
+impl Kinds {
+    pub fn new(kinds: &[&'static dyn Description]) -> Self {
+        Kinds(kinds.to_vec())
+    }
+    pub fn find(&self, kind: &str) -> Option<&'static dyn Description> {
+        self.0.iter().copied().find(|d| d.kind() == kind)
+    }
+    pub fn names(&self) -> Vec<&'static str> {
+        self.0.iter().map(|d| d.kind()).collect()
+    }
+}
+
+impl std::fmt::Debug for Kinds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kinds({:?})", self.names())
+    }
+}
+
+/// `n` words of the PRG stream `nonce` under `key`.
+pub fn stream(key: Block, nonce: u64, n: usize) -> Vec<u64> {
+    let mut prg = Prg::with_nonce(key, nonce);
+    let mut bytes = vec![0u8; n * 8];
+    prg.fill_bytes(&mut bytes);
+    let v = bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+    zeroize::Zeroize::zeroize(&mut bytes);
+    v
+}
+
+/// Ring mask for `bits` (1..=64).
+#[inline]
+pub fn ring_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// Length-prefixed u64 arrays: the byte form of every dealt share.
+pub struct Blob(pub Vec<u8>);
+
+impl Blob {
+    pub fn new() -> Self {
+        Blob(Vec::new())
+    }
+    pub fn put(&mut self, v: &[u64]) -> &mut Self {
+        self.0.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        for x in v {
+            self.0.extend_from_slice(&x.to_le_bytes());
+        }
+        self
+    }
+}
+
+impl Default for Blob {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Reads the arrays written by [`Blob`], checking every length.
+pub struct BlobReader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> BlobReader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        BlobReader { buf }
+    }
+    /// The next array, which must have exactly `expect` words.
+    pub fn take(&mut self, expect: usize) -> Result<Vec<u64>> {
+        if self.buf.len() < 8 {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let n = u64::from_le_bytes(self.buf[..8].try_into().expect("8 bytes")) as usize;
+        if n != expect {
+            return Err(Error::Malformed(format!("dealt share: array of {n} words, expected {expect}")));
+        }
+        let need = n.checked_mul(8).and_then(|b| b.checked_add(8)).ok_or_else(|| Error::Malformed("dealt share: size".into()))?;
+        if self.buf.len() < need {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let v = self.buf[8..need].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        self.buf = &self.buf[need..];
+        Ok(v)
+    }
+    pub fn finish(self) -> Result<()> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Malformed(format!("dealt share: {} trailing bytes", self.buf.len())))
+        }
+    }
+}
+
+/// Parses a whole parameter block with `f` (trailing bytes are an error).
+pub fn parse_params<T>(params: &[u8], what: &'static str, f: impl FnOnce(&mut Reader<'_>) -> Result<T>) -> Result<T> {
+    let mut r = Reader::new(params, what);
+    let v = f(&mut r)?;
+    r.finish()?;
+    Ok(v)
+}

@@ -1,0 +1,134 @@
+//! The module as a provider of dealing kinds.
+//!
+//! The kinds themselves are described once, next to the protocols that
+//! consume them ([`hush_deal::Description`]: triples and TAMI tables in
+//! `hush-2pc`, FSS keys in `hush-fss`); a module serves the [`Kinds`] it
+//! was created with ([`crate::Module::with_kinds`]), as does the dealer
+//! service. What the module adds to a description:
+//!
+//! * **the key**: `derive_key(label)` from the synchronized seed, where the
+//!   label (from the description) names the kind, the batch and every
+//!   parameter, so both parties' modules compute the same correlation
+//!   without talking and different parameters give independent values;
+//! * **its own host's share only**: party 0 = [`ModuleRole::Sender`],
+//!   party 1 = [`ModuleRole::Receiver`], one crossing per batch; requests
+//!   carry only sizes, batch numbers and shapes, never online data;
+//! * **fresh batches, enforced**: the batch number is chosen by the host
+//!   (both hosts count their requests in the same order), but the module
+//!   keeps, per dealing kind, the last batch it dealt ([`DealState`]) and
+//!   refuses any request whose batch is not strictly greater ("already
+//!   dealt or out of order"). A replay — a buggy or malicious host, or two
+//!   users sharing one module — can therefore never obtain the same r, τ,
+//!   pads, triples or keys twice: the same values released twice would let
+//!   a host combine two protocol runs under one mask (for TAMI: two ŷ under
+//!   one τ, or two unlocked entries of one padded table). Gaps are allowed
+//!   (one host counter serves all kinds), and a refused or malformed
+//!   request does not consume a batch number.
+//!
+//! Security: semi-honest; the module is **simulated — gives no hardware
+//! protection** (see the crate docs).
+
+use crate::module::{Module, ModuleRole};
+use crate::{Error, Result};
+pub use hush_deal::{Blob, BlobReader, DealRequest, Description, Kinds, MAX_DEAL_N};
+use std::collections::HashMap;
+
+/// The module's per-kind freshness state: the last batch dealt of each
+/// dealing kind in this session.
+#[derive(Debug, Default)]
+pub struct DealState {
+    last: HashMap<&'static str, u64>,
+}
+
+impl DealState {
+    /// The last batch dealt of `kind`, if any.
+    pub fn last(&self, kind: &str) -> Option<u64> {
+        self.last.get(kind).copied()
+    }
+}
+
+/// Party index of a module role (0 = sender = "A", 1 = receiver = "B").
+pub fn party_of(role: ModuleRole) -> u8 {
+    role.byte()
+}
+
+/// The dispatch target of `Request::Deal`: this host's share, encoded.
+/// Refuses an unknown kind, a batch size out of range, and a batch number
+/// that is not strictly greater than the last one dealt of the same kind;
+/// records the batch once the share is released.
+pub fn handle(m: &Module, kinds: &Kinds, st: &mut DealState, req: &DealRequest) -> Result<Vec<u8>> {
+    let party = party_of(m.deal_role()?);
+    let d = kinds.find(&req.kind).ok_or_else(|| {
+        Error::Refused(format!("unknown dealing kind '{}' (this provider serves {})", req.kind, kinds.names().join(", ")))
+    })?;
+    let kind = d.kind();
+    if let Some(last) = st.last(kind) {
+        if req.batch <= last {
+            return Err(Error::Refused(format!(
+                "{kind} batch {} already dealt or out of order (last was {last}); a batch is dealt once",
+                req.batch
+            )));
+        }
+    }
+    if req.n == 0 || req.n > MAX_DEAL_N {
+        return Err(Error::Refused(format!("dealing batch of {} out of range 1..={MAX_DEAL_N}", req.n)));
+    }
+    let key = m.derive_key(&d.label(req.batch, req.n, &req.params)?)?;
+    let out = d.deal(key, party, req.n, &req.params)?;
+    st.last.insert(kind, req.batch);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{InProcessModule, Request, Response, TrustedModule};
+    use hush_primitives::Block;
+
+    /// A toy kind: party p gets n words of the key's stream p.
+    struct Toy;
+    static TOY: Toy = Toy;
+    impl Description for Toy {
+        fn kind(&self) -> &'static str {
+            "test/toy"
+        }
+        fn label(&self, batch: u64, n: u32, params: &[u8]) -> hush_deal::Result<String> {
+            if !params.is_empty() {
+                return Err(hush_deal::Error::Refused("toy takes no parameters".into()));
+            }
+            Ok(format!("test/toy/{batch}/{n}"))
+        }
+        fn deal(&self, key: Block, party: u8, n: u32, _: &[u8]) -> hush_deal::Result<Vec<u8>> {
+            let mut b = Blob::new();
+            b.put(&hush_deal::stream(key, party as u64, n as usize));
+            Ok(b.0)
+        }
+    }
+
+    fn module(role: crate::ModuleRole, kinds: Kinds) -> InProcessModule {
+        InProcessModule::new(Module::with_session_seed(role, &[3; 32]).with_kinds(kinds))
+    }
+
+    fn deal(m: &mut InProcessModule, kind: &str, batch: u64, params: Vec<u8>) -> crate::Result<Vec<u8>> {
+        match m.call(&Request::Deal(DealRequest::new(kind, batch, 4, params)))? {
+            Response::Dealt(ref b) => Ok(b.clone()),
+            r => panic!("unexpected {r:?}"),
+        }
+    }
+
+    #[test]
+    fn module_serves_registered_kinds_once_per_batch_and_only_its_role() {
+        let mut s = module(ModuleRole::Sender, Kinds::new(&[&TOY]));
+        let mut r = module(ModuleRole::Receiver, Kinds::new(&[&TOY]));
+        let (a, b) = (deal(&mut s, "test/toy", 1, vec![]).unwrap(), deal(&mut r, "test/toy", 1, vec![]).unwrap());
+        assert_ne!(a, b, "each role gets its own share");
+        let e = deal(&mut s, "test/toy", 1, vec![]).unwrap_err().to_string();
+        assert!(e.contains("test/toy batch 1 already dealt"), "{e}");
+        // refused parameters do not consume the batch number
+        assert!(deal(&mut s, "test/toy", 2, vec![1]).is_err());
+        assert!(deal(&mut s, "test/toy", 2, vec![]).is_ok());
+        // a provider serves only what it was given
+        let e = deal(&mut module(ModuleRole::Sender, Kinds::default()), "test/toy", 1, vec![]).unwrap_err().to_string();
+        assert!(e.contains("unknown dealing kind 'test/toy'"), "{e}");
+    }
+}

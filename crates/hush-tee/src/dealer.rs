@@ -1,0 +1,430 @@
+//! Dealer mode: the module's code as a service on a third host
+//! (`hush dealer --listen ADDR`), the trusted-third-party model of CrypTen
+//! and SPU. VISION.md "Trust modes", row `dealer`.
+//!
+//! ## What runs where
+//! * [`serve`] runs the service. For each *session* it makes a fresh
+//!   32-byte seed from OS randomness and hosts one [`Module`] per role
+//!   ([`Module::with_session_seed`]) serving the same dealing kinds
+//!   ([`DealerConfig::kinds`]): the same code, descriptions and checks as a
+//!   party's own module in tee mode, so the dealer deals exactly what the
+//!   two modules deal in tee mode, and the online protocol does not change.
+//! * [`DealerModule`] is the parties' backend: a third [`TrustedModule`]
+//!   whose crossings are requests over a TLS 1.3 connection to the dealer
+//!   (pinned by its fingerprint, which `hush dealer` prints at start).
+//!
+//! ## Sessions
+//! The two parties agree a fresh random [`SessionId`] over their own TLS
+//! link (the server makes it and sends it in its hello reply). Then:
+//! 1. the **server** (party 0, [`ModuleRole::Sender`]) connects and
+//!    *opens* the session — before it tells the client the id; opening an
+//!    id that exists is refused;
+//! 2. the **client** (party 1, [`ModuleRole::Receiver`]) connects and
+//!    *joins* it; joining an unknown session, or a session whose receiver
+//!    is already claimed, is refused;
+//! 3. each connection is bound to the one (session, role) it claimed: its
+//!    requests only ever reach that role's module, which releases only that
+//!    role's shares (asking for the other role's shares is refused by the
+//!    module exactly as in tee mode);
+//! 4. when a connection ends (closed, broken, or silent beyond the idle
+//!    timeout) its module is dropped — the seed and all per-batch state are
+//!    zeroized — and when both have ended the session's seed is dropped
+//!    from the table. The dealer keeps nothing after a session.
+//!
+//! ## Why a third party cannot get a session's correlations
+//! A session's shares are only released to the connection that claimed the
+//! role. The server claims the sender role *before* the id leaves the
+//! server, so nobody can claim it first. The id is 256 random bits sent only
+//! over the parties' TLS link (pinned server), so a third party cannot
+//! guess it to claim the receiver role before the client; and if anyone
+//! (even a malicious server, who knows the id) claims the receiver role
+//! first, the client's own join is refused and the client aborts before its
+//! input is used — first-come role binding turns a stolen role into a clean
+//! failure, never into a silent leak. The parties' links to the dealer are
+//! TLS with the dealer pinned, so a network attacker can neither read the
+//! shares nor impersonate the dealer.
+//!
+//! ## What the dealer can do
+//! Everything, if it is malicious or colludes: it makes the seed, so it
+//! knows both parties' shares of every correlation, and for module-dealt
+//! linear layers it holds the server's weights (as the server's own module
+//! does in tee mode). With the server it learns the client's input; with the
+//! client it learns the model. The trust assumption is that it colludes
+//! with neither party. It never sees online messages (masked activations,
+//! the parties' shares of activations, the output).
+
+use crate::backend::MAX_MODULE_FRAME;
+use crate::module::{Module, ModuleRole, Request, Response};
+use crate::{Error, Result, TrustedModule};
+use crate::backend::ModuleStats;
+use hush_primitives::Prg;
+use hush_transport::{Channel, ChannelOptions, Fingerprint, LinkSecurity, TcpChannel};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zeroize::{Zeroize, Zeroizing};
+
+/// A session's id: 256 random bits made by the server, shared only with
+/// its client over their TLS link.
+pub type SessionId = [u8; 32];
+
+/// First bytes of a party's join message.
+const MAGIC: &[u8] = b"hush-dealer v1";
+
+/// How long the dealer waits for a connection's join message.
+pub const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a session's connection may stay silent before the dealer ends it.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Default bound on the sessions a dealer holds at once.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+
+/// A fresh random session id (OS randomness).
+pub fn new_session_id() -> SessionId {
+    let mut id = [0u8; 32];
+    Prg::from_os().fill_bytes(&mut id);
+    id
+}
+
+/// Lower-case hex of a session id (carried in the parties' hello).
+pub fn session_hex(id: &SessionId) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses [`session_hex`].
+pub fn parse_session_hex(s: &str) -> Result<SessionId> {
+    if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(Error::Malformed("dealer session id: expected 64 hex digits".into()));
+    }
+    let mut id = [0u8; 32];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| Error::Malformed("dealer session id".into()))?;
+    }
+    Ok(id)
+}
+
+/// How long a party keeps retrying to reach a dealer that does not listen
+/// (it may still be starting); then the session fails naming the dealer.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Channel options of dealer links: frames as large as a module message.
+pub fn channel_options() -> ChannelOptions {
+    ChannelOptions { max_frame: MAX_MODULE_FRAME + 64, connect_timeout: CONNECT_TIMEOUT, ..Default::default() }
+}
+
+/// The dealer service's settings.
+#[derive(Clone)]
+pub struct DealerConfig {
+    /// TLS with the dealer's identity (clients anonymous), or plaintext.
+    pub link: LinkSecurity,
+    /// The dealing kinds served (e.g. `hush_2pc::deal::kinds()`), besides
+    /// the module's own stateful kinds (SilentFlow, linear layers).
+    pub kinds: crate::deal::Kinds,
+    /// A connection silent this long is ended (and its module erased).
+    pub idle_timeout: Duration,
+    /// Most sessions held at once; opening one more is refused.
+    pub max_sessions: usize,
+    /// **INSECURE, tests only**: every session gets this seed instead of
+    /// a fresh random one, so that outputs can be compared bit for bit
+    /// with other providers. No `hush` command sets it.
+    pub insecure_test_seed: Option<[u8; 32]>,
+}
+
+impl DealerConfig {
+    pub fn new(link: LinkSecurity, kinds: crate::deal::Kinds) -> Self {
+        DealerConfig { link, kinds, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, insecure_test_seed: None }
+    }
+}
+
+/// One session's entry: its seed until both roles' connections are gone.
+struct Slot {
+    seed: Zeroizing<[u8; 32]>,
+    receiver_claimed: bool,
+    live_connections: u8,
+}
+
+#[derive(Default)]
+struct Table {
+    sessions: HashMap<SessionId, Slot>,
+}
+
+/// A running dealer service.
+pub struct DealerHandle {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    table: Arc<Mutex<Table>>,
+    conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DealerHandle {
+    /// Sessions with at least one live connection (0 once every session has ended).
+    pub fn live_sessions(&self) -> usize {
+        self.table.lock().map(|t| t.sessions.len()).unwrap_or(0)
+    }
+
+    /// Stops accepting and waits for the accept loop; running sessions
+    /// finish on their own.
+    pub fn shutdown(mut self) {
+        self.stop_accepting();
+    }
+
+    /// The dealer disappears: stops accepting and breaks every live
+    /// connection at once (tests of a dealer that dies mid-session).
+    pub fn kill(mut self) {
+        self.stop_accepting();
+        if let Ok(c) = self.conns.lock() {
+            for (_, s) in c.iter() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    /// Blocks until the accept loop ends (never, unless it fails).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    fn stop_accepting(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the dealer service on `addr`; each connection runs on its own
+/// thread. `log` gets one line per session event (never a secret).
+pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Sync>) -> Result<DealerHandle> {
+    let listener = TcpListener::bind(addr).map_err(|e| Error::Process(format!("dealer: listen on {addr}: {e}")))?;
+    let local = listener.local_addr().map_err(|e| Error::Process(e.to_string()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let table = Arc::new(Mutex::new(Table::default()));
+    let conns: Arc<Mutex<Vec<(u64, TcpStream)>>> = Arc::new(Mutex::new(Vec::new()));
+    let (st, tb, cs) = (stop.clone(), table.clone(), conns.clone());
+    let thread = std::thread::spawn(move || {
+        let mut next = 0u64;
+        loop {
+            let accepted = listener.accept();
+            if st.load(Ordering::SeqCst) {
+                break;
+            }
+            let stream = match accepted {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    log(format!("accept failed: {e}"));
+                    continue;
+                }
+            };
+            next += 1;
+            let id = next;
+            if let (Ok(clone), Ok(mut c)) = (stream.try_clone(), cs.lock()) {
+                c.push((id, clone));
+            }
+            let (tb, cs, cfg, log) = (tb.clone(), cs.clone(), cfg.clone(), log.clone());
+            std::thread::spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connection(stream, &tb, &cfg)));
+                match r {
+                    Ok(Ok(line)) => log(format!("connection {id}: {line}")),
+                    Ok(Err(e)) => log(format!("connection {id}: {e}")),
+                    Err(_) => log(format!("connection {id}: internal error (panic caught); other sessions unaffected")),
+                }
+                if let Ok(mut c) = cs.lock() {
+                    c.retain(|(i, _)| *i != id);
+                }
+            });
+        }
+    });
+    Ok(DealerHandle { addr: local, stop, table, conns, thread: Some(thread) })
+}
+
+/// Claims (session, role) in the table; returns the session's seed.
+fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &DealerConfig) -> std::result::Result<Zeroizing<[u8; 32]>, String> {
+    let mut t = table.lock().map_err(|_| "dealer table poisoned".to_string())?;
+    match role {
+        ModuleRole::Sender => {
+            if t.sessions.contains_key(session) {
+                return Err("session already opened (its sender role is claimed)".into());
+            }
+            if t.sessions.len() >= cfg.max_sessions {
+                return Err(format!("dealer busy ({} sessions, the most it holds); try again later", cfg.max_sessions));
+            }
+            let mut seed = Zeroizing::new([0u8; 32]);
+            match cfg.insecure_test_seed {
+                Some(s) => seed.copy_from_slice(&s),
+                None => Prg::from_os().fill_bytes(&mut *seed),
+            }
+            t.sessions.insert(*session, Slot { seed: seed.clone(), receiver_claimed: false, live_connections: 1 });
+            Ok(seed)
+        }
+        ModuleRole::Receiver => {
+            let slot = t.sessions.get_mut(session).ok_or_else(|| "unknown session (no server opened it at this dealer)".to_string())?;
+            if slot.receiver_claimed {
+                return Err("the receiver role of this session is already claimed".into());
+            }
+            slot.receiver_claimed = true;
+            slot.live_connections += 1;
+            Ok(slot.seed.clone())
+        }
+    }
+}
+
+fn release(table: &Mutex<Table>, session: &SessionId) {
+    if let Ok(mut t) = table.lock() {
+        let gone = match t.sessions.get_mut(session) {
+            Some(s) => {
+                s.live_connections -= 1;
+                s.live_connections == 0
+            }
+            None => false,
+        };
+        if gone {
+            t.sessions.remove(session); // Zeroizing erases the seed
+        }
+    }
+}
+
+fn encode_join(session: &SessionId, role: ModuleRole) -> Vec<u8> {
+    let mut m = MAGIC.to_vec();
+    m.push(role.byte());
+    m.extend_from_slice(session);
+    m
+}
+
+fn decode_join(m: &[u8]) -> Result<(SessionId, ModuleRole)> {
+    if m.len() != MAGIC.len() + 33 || &m[..MAGIC.len()] != MAGIC {
+        return Err(Error::Malformed("not a hush dealer join message (v1)".into()));
+    }
+    let role = ModuleRole::from_byte(m[MAGIC.len()])?;
+    Ok((m[MAGIC.len() + 1..].try_into().expect("32 bytes"), role))
+}
+
+fn role_name(r: ModuleRole) -> &'static str {
+    match r {
+        ModuleRole::Sender => "sender (server)",
+        ModuleRole::Receiver => "receiver (client)",
+    }
+}
+
+/// One party's connection: join, then requests until it ends.
+fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Result<String> {
+    let mut ch = TcpChannel::from_accepted(stream, channel_options(), &cfg.link)?;
+    ch.set_timeout(JOIN_TIMEOUT);
+    let (session, role) = match decode_join(&ch.recv()?) {
+        Ok(j) => j,
+        Err(e) => {
+            let _ = ch.send(&Response::Error(e.to_string()).encode());
+            return Err(e);
+        }
+    };
+    let seed = match claim(table, &session, role, cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = ch.send(&Response::Error(format!("dealer refused the {}: {e}", role_name(role))).encode());
+            return Ok(format!("refused a {}: {e}", role_name(role)));
+        }
+    };
+    let mut module = Module::with_session_seed(role, &seed).with_kinds(cfg.kinds.clone());
+    drop(seed);
+    let served = (|| -> Result<u64> {
+        ch.send(&Response::Established.encode())?;
+        ch.set_timeout(cfg.idle_timeout);
+        let mut n = 0u64;
+        loop {
+            let mut req = match ch.recv() {
+                Ok(r) => r,
+                Err(hush_transport::Error::Disconnected) => return Ok(n),
+                Err(e) => return Err(e.into()),
+            };
+            let resp = module.handle_bytes(&req);
+            req.zeroize();
+            ch.send(&resp)?;
+            n += 1;
+        }
+    })();
+    drop(module); // erases the seed and per-batch state
+    release(table, &session);
+    match served {
+        Ok(n) => Ok(format!("{} ended after {n} request(s); its state is erased", role_name(role))),
+        Err(e) => Err(Error::Process(format!("{} ended with an error: {e}; its state is erased", role_name(role)))),
+    }
+}
+
+/// A party's module in dealer mode: its crossings are requests to the
+/// dealer service over a TLS connection bound to (session, role).
+pub struct DealerModule {
+    ch: TcpChannel,
+    addr: String,
+    role: ModuleRole,
+    stats: ModuleStats,
+}
+
+impl DealerModule {
+    /// Connects to the dealer at `addr` and opens (sender) or joins
+    /// (receiver) `session`. A refusal comes back as [`Error::Refused`]
+    /// with the dealer's reason.
+    pub fn connect(addr: &str, sec: &LinkSecurity, session: &SessionId, role: ModuleRole) -> Result<Self> {
+        Self::connect_profiled(addr, sec, &hush_transport::NetProfile::none(), session, role)
+    }
+
+    /// [`DealerModule::connect`] over an emulated network `profile`
+    /// (benchmarks: the dealer link as slow as the parties' link).
+    pub fn connect_profiled(addr: &str, sec: &LinkSecurity, profile: &hush_transport::NetProfile, session: &SessionId, role: ModuleRole) -> Result<Self> {
+        let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
+        let opts = ChannelOptions { profile: profile.clone(), ..channel_options() };
+        let mut ch = TcpChannel::connect_with(addr, opts, sec).map_err(lost)?;
+        ch.send(&encode_join(session, role)).map_err(lost)?;
+        ch.set_timeout(JOIN_TIMEOUT);
+        let r = Response::decode(&ch.recv().map_err(lost)?)?;
+        match &r {
+            Response::Established => {}
+            Response::Error(e) => return Err(Error::Refused(e.clone())),
+            _ => return Err(Error::Malformed("dealer: unexpected reply to the join".into())),
+        }
+        ch.set_timeout(hush_transport::DEFAULT_TIMEOUT);
+        Ok(DealerModule { ch, addr: addr.to_string(), role, stats: ModuleStats::default() })
+    }
+
+    /// The dealer's certificate fingerprint (None when plaintext).
+    pub fn dealer_fingerprint(&self) -> Option<Fingerprint> {
+        self.ch.peer_fingerprint()
+    }
+
+    /// How long to wait for the dealer's answer to one request.
+    pub fn set_timeout(&mut self, t: Duration) {
+        self.ch.set_timeout(t);
+    }
+}
+
+impl TrustedModule for DealerModule {
+    fn call(&mut self, req: &Request) -> Result<Response> {
+        let q = req.encode();
+        let addr = &self.addr;
+        let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr} lost: {e}"));
+        self.ch.send(&q).map_err(lost)?;
+        let r = self.ch.recv().map_err(lost)?;
+        self.stats.crossings += 1;
+        self.stats.bytes_to_module += q.len() as u64;
+        self.stats.bytes_from_module += r.len() as u64;
+        let resp = Response::decode(&r)?;
+        if let Response::Error(e) = &resp {
+            return Err(Error::Refused(e.clone()));
+        }
+        Ok(resp)
+    }
+    fn stats(&self) -> ModuleStats {
+        self.stats
+    }
+    fn describe(&self) -> String {
+        let link = match self.dealer_fingerprint() {
+            Some(f) => format!("TLS 1.3, dealer {f}"),
+            None => "plaintext (--insecure)".into(),
+        };
+        format!("dealer service at {} ({}, {link}); trusted not to collude with either party", self.addr, role_name(self.role))
+    }
+}
