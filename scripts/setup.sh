@@ -7,6 +7,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust stable via rustup)" >&2; exit 1; }
+# GMP headers and library (Paillier, through the `rug` crate with the system
+# GMP): part of this machine kind's image; installed where missing.
+if [ ! -e /usr/include/gmp.h ] && [ ! -e "/usr/include/$(uname -m)-linux-gnu/gmp.h" ]; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        echo "setup: installing libgmp-dev" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgmp-dev >/dev/null
+    else
+        echo "setup: libgmp-dev is missing (apt-get install libgmp-dev)" >&2
+        exit 1
+    fi
+fi
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv" >&2
