@@ -28,7 +28,7 @@ run_one() {
   # resume an earlier session's queue when there is one
   local input="$seeds/$t"; [ -d "$out/default/queue" ] && input=-
   AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 AFL_QUIET=1 \
-    HUSH_FUZZ_TARGET=$t timeout $((secs + 60)) cargo afl fuzz -i "$input" -o "$out" -V "$secs" -t 10000 "$bin" >"$out/afl.log" 2>&1 || true
+    HUSH_FUZZ_TARGET=$t timeout $((secs + 60)) cargo afl fuzz -i "$input" -o "$out" -V "$secs" -t 10000 "$bin" >"$root/fuzz/out/$t.log" 2>&1 || true
   local st="$out/default/fuzzer_stats"
   if [ -f "$st" ]; then
     printf '%-24s execs %-10s edges %-6s map %-8s crashes %-3s hangs %s\n' "$t" \
@@ -36,7 +36,7 @@ run_one() {
       "$(awk -F' *: ' '/^bitmap_cvg/{print $2}' "$st")" "$(awk -F' *: ' '/^saved_crashes/{print $2}' "$st")" \
       "$(awk -F' *: ' '/^saved_hangs/{print $2}' "$st")"
   else
-    echo "$t: afl did not start; see $out/afl.log"; tail -5 "$out/afl.log"
+    echo "$t: afl did not start; see fuzz/out/$t.log"; tail -5 "$root/fuzz/out/$t.log"
   fi
 }
 if [ "$1" = all ]; then for t in $targets; do run_one "$t" "$2"; done; else run_one "$1" "$2"; fi
