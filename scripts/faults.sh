@@ -14,7 +14,7 @@ status=0
 for spec in "hush-transport faults_tcp" "hush-correlations faults" "hush-2pc faults" "hush-inference faults" "hush-replicated faults"; do
   set -- $spec
   cargo test --release -q -p "$1" --test "$2" -- --nocapture --test-threads 1 >"$log" 2>&1 || status=1
-  grep -E '^(faults |  [a-z-]+ +correct|  VIOLATION)' "$log" || true
+  grep -E '(faults [a-z0-9-]+: |^  [a-z-]+ +correct|  VIOLATION)' "$log" | sed -E 's/^test [a-z0-9_]+ \.\.\. //' || true
   if [ $status -ne 0 ]; then grep -E 'panicked|FAILED|error' "$log" | head -20; fi
 done
 rm -f "$log"
