@@ -43,6 +43,15 @@
 //!   `cf2_receiver_view_is_independent_of_the_senders_input` (in this
 //!   file's tests) plays party 1 with its real view and fails if the
 //!   decoded leaves depend on y.
+//!
+//! **Integrity in transit.** This protocol is semi-honest and has no
+//! integrity check of its own: a message altered in transit to another
+//! message of the right length (a flipped bit, a duplicated or reordered
+//! message) is accepted and yields a wrong result. Corruption in transit
+//! is caught by the transport (CRC32 on every frame, AEAD under TLS), not
+//! by the protocol; a wrong length, a truncation, a closed link or a silent
+//! peer is an error on both sides. Measured under fault injection in
+//! `crates/hush-2pc/tests/faults.rs` (see `hush_transport::faulty`).
 
 use crate::beaver::{and, OtSession, TripleShare, TripleSource};
 use crate::share::{ArithShare, BoolShare};

@@ -70,6 +70,15 @@
 //! `tests/tami_view.rs` plays each curious party with its real view (its
 //! module's releases plus every received message) and checks that
 //! recovering τ, y, leaf bits or the result stays at chance.
+//!
+//! **Integrity in transit.** This protocol is semi-honest and has no
+//! integrity check of its own: a message altered in transit to another
+//! message of the right length (a flipped bit, a duplicated or reordered
+//! message) is accepted and yields a wrong result. Corruption in transit
+//! is caught by the transport (CRC32 on every frame, AEAD under TLS), not
+//! by the protocol; a wrong length, a truncation, a closed link or a silent
+//! peer is an error on both sides. Measured under fault injection in
+//! `crates/hush-2pc/tests/faults.rs` (see `hush_transport::faulty`).
 
 use crate::share::{ArithShare, BoolShare};
 use crate::tee::Dealer;

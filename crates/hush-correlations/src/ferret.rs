@@ -57,6 +57,15 @@
 //! A corrupted message (wrong length, bad frame) is an error; the erroring
 //! side refuses all further work, and once the caller drops its channel the
 //! peer's next operation fails too.
+//!
+//! **Integrity in transit.** This protocol is semi-honest and has no
+//! integrity check of its own: a message altered in transit to another
+//! message of the right length (a flipped bit, a duplicated or reordered
+//! message) is accepted and yields a wrong output (COTs that break the relation). Corruption in transit
+//! is caught by the transport (CRC32 on every frame, AEAD under TLS), not
+//! by the protocol; a wrong length, a truncation, a closed link or a silent
+//! peer is an error on both sides. Measured under fault injection in
+//! `crates/hush-correlations/tests/faults.rs` (see `hush_transport::faulty`).
 
 use crate::fused::{whole_batch, Batches, Plan, SparseTrees};
 use crate::ggm::{clear_lsbs, expand_with_sums};

@@ -23,6 +23,15 @@
 //! COTs t_i = q_i ⊕ r_i·Δ say (nothing: q_i is unknown to it). Test:
 //! `tests/views.rs` (`iknp_sender_view_is_independent_of_the_choice_bits`:
 //! all-zero vs all-one choices, χ² on the received matrix; fails if u = r).
+//!
+//! **Integrity in transit.** This protocol is semi-honest and has no
+//! integrity check of its own: a message altered in transit to another
+//! message of the right length (a flipped bit, a duplicated or reordered
+//! message) is accepted and yields a wrong output (COTs that break the relation). Corruption in transit
+//! is caught by the transport (CRC32 on every frame, AEAD under TLS), not
+//! by the protocol; a wrong length, a truncation, a closed link or a silent
+//! peer is an error on both sides. Measured under fault injection in
+//! `crates/hush-correlations/tests/faults.rs` (see `hush_transport::faulty`).
 
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::{base_ot, Result};

@@ -47,7 +47,8 @@ impl FixedConfig {
         Ok(c)
     }
     pub fn validate(&self) -> Result<()> {
-        if self.bits > 64 || self.frac == 0 || 2 * self.frac + 2 > self.bits {
+        // u64: 2·frac + 2 must not wrap (frac may come from a peer's hello)
+        if self.bits > 64 || self.frac == 0 || 2 * self.frac as u64 + 2 > self.bits as u64 {
             return Err(Error::Config(format!(
                 "fixed point ℓ = {} bits with {} fraction bits: need 1 ≤ frac and 2·frac + 2 ≤ ℓ ≤ 64",
                 self.bits, self.frac
