@@ -437,7 +437,8 @@ impl<C: Channel> ClientSession<C> {
             return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
         }
         let field = |k: &str| r.get(k).and_then(Value::as_u64).ok_or_else(|| Error::Protocol(format!("server hello lacks {k}")));
-        let cfg = FixedConfig::new(field("bits")? as u32, field("frac")? as u32)?;
+        let small = |k: &str| field(k).and_then(|v| u32::try_from(v).map_err(|_| Error::Protocol(format!("server hello: {k} = {v} out of range"))));
+        let cfg = FixedConfig::new(small("bits")?, small("frac")?)?;
         let chunk = field("chunk")? as usize;
         if chunk == 0 || chunk > 1 << 24 {
             return Err(Error::Protocol(format!("server hello: chunk {chunk} out of range")));
