@@ -69,6 +69,7 @@
 //! the socket (`socket_bytes_*`: frames + greeting + TLS handshake and
 //! record overhead), so benchmarks can report TLS overhead separately.
 
+pub mod client_profile;
 mod frame;
 mod link;
 mod memory;
@@ -84,6 +85,7 @@ pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEA
 pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
+pub use client_profile::{ClientProfile, CpuLimit, Throttled};
 pub use recording::{Recording, ViewLog};
 pub use tcp::{tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
 pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
