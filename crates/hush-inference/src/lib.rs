@@ -51,6 +51,8 @@ pub mod zoo;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_mem;
 
 pub use fixed::FixedConfig;
 pub use model::Model;

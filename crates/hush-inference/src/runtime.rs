@@ -460,14 +460,22 @@ pub struct Inference {
 
 impl<C: Channel> ClientSession<C> {
     /// Hello, architecture, module seed agreement (the offline part).
-    pub fn start(mut ch: C, opts: &Options) -> Result<Self> {
+    /// With `opts.max_mem` and an installed heap meter the budget is
+    /// enforced as measured peak.
+    pub fn start(ch: C, opts: &Options) -> Result<Self> {
+        Self::start_probed(ch, opts, mem_probe())
+    }
+
+    /// [`ClientSession::start`] with this heap meter (none: the budget
+    /// only chooses the sizes).
+    pub fn start_probed(mut ch: C, opts: &Options, probe: Option<MemProbe>) -> Result<Self> {
         let t0 = Instant::now();
         if let Mode::Dealer { addr, pin } = &opts.mode {
             dealer_link(opts, addr, *pin)?; // a missing dealer pin fails before the server does any work
         }
         // the heap meter counts this party from here (its thread; an
         // in-process module runs on it too)
-        let probe = if opts.max_mem.is_some() { mem_probe() } else { None };
+        let probe = if opts.max_mem.is_some() { probe } else { None };
         if let Some(p) = probe {
             (p.enter)(CLIENT as usize);
         }
@@ -772,7 +780,7 @@ pub fn run_local_probed(
     let client_profile_method = limit.method().to_string();
     let mut mem_fit = None;
     let client = (|| -> Result<Inference> {
-        let mut s = ClientSession::start(Throttled { inner: b, limit }, opts)?;
+        let mut s = ClientSession::start_probed(Throttled { inner: b, limit }, opts, probe)?;
         mem_fit = s.mem_fit;
         // one inference only: nothing to pre-deal after it (the server
         // thread above does not either)

@@ -117,7 +117,10 @@ pub struct CpuLimit {
     tid: u64,
 }
 
-const PERIOD_US: u64 = 100_000;
+/// The quota's period: short, so that a run shorter than a period (a small
+/// model's whole inference) is throttled too — CFS lets a cgroup burst
+/// through its quota within one period.
+const PERIOD_US: u64 = 10_000;
 
 fn tid() -> u64 {
     // SAFETY: gettid has no arguments and cannot fail.
