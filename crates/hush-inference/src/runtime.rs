@@ -1,7 +1,11 @@
 //! Party runtime: sessions between a server (model owner) and a client.
 //!
 //! ## Session protocol (over any [`Channel`])
-//! 1. client → server: hello JSON `{"hush":"inference","version":1,"proto":…}`;
+//! 1. client → server: hello JSON `{"hush":"inference","version":1,"proto":…}`,
+//!    with `max_mem` when the client has a memory budget: the server then
+//!    fits its chunk size and the pre-dealing budget to it
+//!    ([`crate::budget::fit`]); the client refuses, naming the model's
+//!    floor, a budget it cannot meet, before it sends anything else;
 //! 2. server → client: `{"ok":true,"bits","frac","proto","chunk","architecture"}`
 //!    (the public architecture: layer kinds and shapes, no weights) or
 //!    `{"ok":false,"error":…}`;

@@ -98,3 +98,28 @@ fn measured_peak_above_the_budget_stops_the_run() {
         r => panic!("expected the guard to stop the run, got {:?}", r.map(|_| ())),
     }
 }
+
+/// Against a real server session, the server fits its chunk and
+/// pre-dealing to the budget the client states, and the output is still
+/// the fixed-point reference's, bit for bit.
+#[test]
+fn server_fits_the_session_to_the_clients_budget() {
+    let m = model("minionn-mnist");
+    let plan = Plan::new(&m, Default::default()).unwrap();
+    let budget = 24u64 << 20;
+    let fit = budget::fit(&m, &plan, "fss", 1 << 16, 256 << 20, budget).unwrap();
+    assert!(fit.chunk < 1 << 16, "24 MiB should call for smaller fss chunks: {fit:?}");
+    let (mut a, b) = MemChannel::pair();
+    let (m2, p2) = (m.clone(), Plan::new(&m, Default::default()).unwrap());
+    let srv = std::thread::spawn(move || runtime::serve_session(&mut a, &m2, &p2, &Options::default()).unwrap());
+    let o = Options { max_mem: Some(budget), ..Default::default() };
+    let mut s = runtime::ClientSession::start(b, &o).unwrap();
+    assert_eq!(s.chunk, fit.chunk);
+    assert_eq!(s.predeal_mem, fit.predeal_mem);
+    assert_eq!(s.mem_fit.unwrap().estimate, fit.estimate);
+    let x: Vec<f64> = (0..m.input_len()).map(|i| ((i * 7919) % 200) as f64 / 100.0 - 1.0).collect();
+    let r = s.infer(&m.input_shape.clone(), &x, |_, _| {}).unwrap();
+    s.close().unwrap();
+    assert_eq!(srv.join().unwrap(), 1);
+    assert_eq!(r.logits, crate::reference::run_f64(&plan, &x).unwrap());
+}
