@@ -154,7 +154,7 @@ fn replicated(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
 
 /// How `bench infer` counts each party's peak heap.
 const INFER_MEM_METHOD: &str = "counting global allocator: live heap bytes attributed to the allocating party's thread until freed (by any thread), high-water mark above its level at the session's start \
-(messages are charged to the sending party; an in-process module runs on its party's thread and is counted); module processes, the dealer and helper threads (an emulated network's TCP I/O threads) are not counted";
+(messages are charged to the sending party; an in-process module runs on its party's thread and is counted); a TCP channel's I/O thread counts for the party whose thread made the channel; module processes and the dealer are not counted";
 
 fn infer_probe() -> hush_inference::runtime::MemProbe {
     hush_inference::runtime::MemProbe { enter: hush_bench::cot::mem::enter, peak: hush_bench::cot::mem::peak, method: INFER_MEM_METHOD }
@@ -174,6 +174,8 @@ fn run() -> Result<(), String> {
     hush_bench::simd::check_env().map_err(|e| e.to_string())?;
     // every inference client with --max-mem enforces it as measured peak
     hush_inference::runtime::install_mem_probe(infer_probe());
+    // a TCP channel's I/O thread counts for the party that made the channel
+    hush_transport::set_io_thread_init(hush_bench::cot::mem::current_tag, hush_bench::cot::mem::set_tag);
     match cli.cmd {
         Cmd::Demo(a) => inference(hush_inference::cli::demo_main(a)),
         Cmd::DemoCot(a) => demo(a),

@@ -735,19 +735,24 @@ pub fn run_local_probed(
     }
     let probe = probe.or_else(mem_probe);
     let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
-    let (a, b): (Box<dyn Channel>, Box<dyn Channel>) = if tcp {
-        let (a, b) = hush_transport::peering::loopback_pair(copts, opts.link.is_tls())?;
-        (Box::new(a), Box::new(b))
+    // Over TCP each party makes its own end on its own thread, after the
+    // heap meter has tagged it, so that a channel's I/O thread (emulated
+    // networks) counts for the party that owns it.
+    let (a, b, wake) = if tcp {
+        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::Io(format!("loopback listener: {e}")))?;
+        let addr = l.local_addr().map_err(|e| Error::Io(e.to_string()))?;
+        let (sa, sb) = loopback_security(opts.link.is_tls())?;
+        (End::Accept(l, copts.clone(), sa), End::Connect(addr, copts, sb), Some(addr))
     } else {
         let (a, b) = MemChannel::pair_with(copts);
-        (Box::new(a), Box::new(b))
+        (End::Ready(Box::new(a)), End::Ready(Box::new(b)), None)
     };
     let (m2, p2, o2) = (model.clone(), plan.clone(), opts.clone());
     let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64, hush_transport::Cost, i64)> {
         if let Some(p) = probe {
             (p.enter)(SERVER as usize);
         }
-        let mut ch = a;
+        let mut ch = a.open()?;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
         let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(o2.predeal_mem);
@@ -784,6 +789,12 @@ pub fn run_local_probed(
     let client_profile_method = limit.method().to_string();
     let mut mem_fit = None;
     let client = (|| -> Result<Inference> {
+        let b = b.open().inspect_err(|_| {
+            // wake the server's accept so that it fails too
+            if let Some(addr) = wake {
+                let _ = std::net::TcpStream::connect(addr);
+            }
+        })?;
         let mut s = ClientSession::start_probed(Throttled { inner: b, limit }, opts, probe)?;
         mem_fit = s.mem_fit;
         // one inference only: nothing to pre-deal after it (the server
@@ -810,6 +821,37 @@ pub fn run_local_probed(
         mem_fit,
         client_profile_method,
     })
+}
+
+/// One party's end of a local run's link, made on that party's thread.
+enum End {
+    Ready(Box<dyn Channel>),
+    Accept(TcpListener, ChannelOptions, hush_transport::LinkSecurity),
+    Connect(SocketAddr, ChannelOptions, hush_transport::LinkSecurity),
+}
+
+impl End {
+    fn open(self) -> Result<Box<dyn Channel>> {
+        Ok(match self {
+            End::Ready(c) => c,
+            End::Accept(l, o, s) => Box::new(TcpChannel::accept_with(&l, o, &s)?),
+            End::Connect(a, o, s) => Box::new(TcpChannel::connect_with(a, o, &s)?),
+        })
+    }
+}
+
+/// A loopback link's two ends' security: TLS with ephemeral identities
+/// pinned to each other (as `hush_transport::peering::loopback_pair`), or
+/// plaintext.
+fn loopback_security(tls: bool) -> Result<(hush_transport::LinkSecurity, hush_transport::LinkSecurity)> {
+    use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
+    if !tls {
+        return Ok((LinkSecurity::Insecure, LinkSecurity::Insecure));
+    }
+    let (a, b) = (Arc::new(Identity::generate()?), Arc::new(Identity::generate()?));
+    let sa = LinkSecurity::Tls(TlsSettings { identity: a.clone(), peer: PeerCheck::Pinned(vec![b.fingerprint()]), require_client_cert: true });
+    let sb = LinkSecurity::Tls(TlsSettings { identity: b, peer: PeerCheck::Pinned(vec![a.fingerprint()]), require_client_cert: false });
+    Ok((sa, sb))
 }
 
 /// Bytes that crossed a channel's socket, both ways.
@@ -919,7 +961,7 @@ pub fn client_mem_counts(opts: &Options, tcp: bool) -> String {
         (Mode::Dealer { .. }, _) => s.push_str("; not the dealer (a third party, threads of this process in local runs)"),
     }
     if tcp && !opts.profile.is_none() {
-        s.push_str("; not the emulated network's I/O thread read-ahead (untagged_peak_mem_bytes, both parties')");
+        s.push_str(", and its channel's I/O thread (frames read ahead), when the heap meter tags it (the hush binary does)");
     }
     s
 }

@@ -1,8 +1,9 @@
 //! Per-party peak heap for `hush bench cot` and `hush bench infer`: a
 //! counting global allocator that attributes every allocation to the party
 //! tag of the allocating thread (0 = sender/server, 1 = receiver/client,
-//! 2 = untagged: helper threads such as the fused LPN worker or a TCP
-//! channel's I/O thread, reported separately). A free is charged to the
+//! 2 = untagged: helper threads such as the fused LPN worker, reported
+//! separately; the `hush` binary has a TCP channel's I/O thread take the
+//! tag of the thread that made the channel, see [`set_tag`]). A free is charged to the
 //! tag that *allocated* the block (a header remembers it), so a channel
 //! message allocated by the sending party stays charged to it until the
 //! receiving party frees it — an upper bound for the sending side — and
@@ -107,6 +108,17 @@ pub fn enter(party: usize) {
         PEAK[i].store(c, Ordering::Relaxed);
         BASE[i].store(c, Ordering::Relaxed);
     }
+}
+
+/// The calling thread's tag (2 = untagged).
+pub fn current_tag() -> usize {
+    tag()
+}
+
+/// Tags the calling thread as `t` without restarting any mark (for helper
+/// threads working for a party, such as a channel's I/O thread).
+pub fn set_tag(t: usize) {
+    let _ = TAG.try_with(|c| c.set(t.min(2)));
 }
 
 /// High-water mark of `party`'s live bytes above its level at [`enter`].
