@@ -291,11 +291,17 @@ impl CpuLimit {
 impl Drop for CpuLimit {
     fn drop(&mut self) {
         if let How::Cgroup { dir, back } = &self.how {
-            // move the thread back (only works from any thread in v1 and v2
-            // alike, by id), then remove the cgroup once it is empty
+            // move the thread back (by id: works from any thread, v1 and v2
+            // alike), and anything it spawned that is still in the cgroup
+            // (a module process that outlives the limit by a moment), then
+            // remove the empty cgroup
             let _ = write(back, &self.tid.to_string());
+            let list = if back.ends_with("cgroup.threads") { "cgroup.threads" } else { "tasks" };
             for _ in 0..50 {
-                if std::fs::remove_dir(dir).is_ok() {
+                for t in std::fs::read_to_string(dir.join(list)).unwrap_or_default().split_whitespace() {
+                    let _ = write(back, t);
+                }
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
