@@ -7,7 +7,7 @@ use crate::{connect_pair, machine_note, Error, Record, Result, Transport};
 use hush_correlations::registry::{setup_receiver_info, setup_sender_info, SetupInfo, SourceConfig};
 use hush_correlations::silentflow;
 use hush_primitives::{BitVec, Block, Prg};
-use hush_transport::{Channel, Cost, NetProfile};
+use hush_transport::{Channel, ClientProfile, Cost, CpuLimit, NetProfile, Throttled};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
@@ -31,6 +31,8 @@ pub struct CotBench {
 
 struct PartyOut {
     info: SetupInfo,
+    /// How the client profile's CPU limit was enforced on this party.
+    limit_method: String,
     /// Module crossings / bytes (to+from) during generation (after setup).
     crossings: u64,
     module_bytes: u64,
@@ -58,10 +60,24 @@ fn rng(seed: Option<u64>, party: u64) -> Prg {
 
 /// Runs the benchmark and checks the COT relation on the last batch.
 pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
+    bench_cot_profiled(cfg, &ClientProfile::none())
+}
+
+/// [`bench_cot`] with the receiver (the client's side, as in inference)
+/// under a weak-client profile: its thread's CPU share limited (see
+/// [`hush_transport::client_profile`]) and the profile's memory as the
+/// per-party `max_mem` budget unless a smaller one is set.
+pub fn bench_cot_profiled(cfg: &CotBench, client: &ClientProfile) -> Result<Record> {
+    let mut cfg = cfg.clone();
+    if let Some(m) = client.mem {
+        cfg.source.max_mem = Some(cfg.source.max_mem.map_or(m as usize, |b| b.min(m as usize)));
+    }
+    let cfg = &cfg;
+    let share = client.cpu_share();
     if cfg.n == 0 {
         return Err(Error::Invalid("--n must be at least 1".into()));
     }
-    let (mut ca, mut cb) = connect_pair(cfg.transport, cfg.profile.clone())?;
+    let (mut ca, cb) = connect_pair(cfg.transport, cfg.profile.clone())?;
     let barrier = Arc::new(Barrier::new(2));
     let n = cfg.n;
     let (b1, b2) = (barrier.clone(), barrier);
@@ -98,6 +114,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         drop(src);
         Ok(PartyOut {
             info,
+            limit_method: "none".into(),
             crossings: m.crossings,
             module_bytes: m.bytes_to_module + m.bytes_from_module,
             peak_mem: mem::peak(0),
@@ -116,6 +133,12 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
     let receiver = std::thread::spawn(move || at_level(level, move || -> Result<PartyOut> {
         mem::enter(1);
         let cpu = crate::pin_party(1);
+        // the client profile's CPU limit on this thread (and what it spawns,
+        // such as a module process), lifted when the channel is dropped
+        let limit = CpuLimit::apply(share);
+        let limit_method = limit.method().to_string();
+        let mut cb = Throttled { inner: cb, limit };
+        let cb: &mut dyn Channel = &mut cb;
         let t = Instant::now();
         let mut r = rng(seed, 1);
         let (mut src, info) = setup_receiver_info(&s2, &mut *cb, &mut r)?;
@@ -141,6 +164,7 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
         drop(src);
         Ok(PartyOut {
             info,
+            limit_method,
             crossings: m.crossings,
             module_bytes: m.bytes_to_module + m.bytes_from_module,
             peak_mem: mem::peak(1),
@@ -226,6 +250,10 @@ pub fn bench_cot(cfg: &CotBench) -> Result<Record> {
     if let Some(m) = cfg.source.max_mem {
         rec.set("max_mem_bytes", m as u64);
     }
+    rec.set("client_profile", client.name)
+        .set("client_profile_desc", client.describe().as_str())
+        .set("client_profile_method", r.limit_method.as_str())
+        .set("client_party", "receiver");
     rec.set("sender_peak_mem_bytes", s.peak_mem)
         .set("receiver_peak_mem_bytes", r.peak_mem)
         .set("untagged_peak_bytes", mem::peak(2))

@@ -133,6 +133,13 @@ struct CotArgs {
     /// Seed for all randomness (default: OS randomness).
     #[arg(long)]
     seed: Option<u64>,
+    /// Weak-client profile for the receiver (the client's side): weak
+    /// (TAMI-MPC's 800 MHz, 512 MB client), tiny (SilentFlow's 500 MHz,
+    /// 256 MB) or none. Limits its thread's CPU share (cgroup quota, else a
+    /// duty-cycle throttle) and sets --max-mem to the profile's memory
+    /// unless smaller.
+    #[arg(long, default_value = "none")]
+    client_profile: String,
     #[arg(long)]
     json: bool,
 }
@@ -146,8 +153,12 @@ fn replicated(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
 }
 
 /// How `bench infer` counts each party's peak heap.
-const INFER_MEM_METHOD: &str = "counting global allocator: live heap bytes attributed to the allocating party's thread, high-water mark above its level at the session's start \
-(messages are charged to the sending party); module processes, the dealer and helper threads are not counted";
+const INFER_MEM_METHOD: &str = "counting global allocator: live heap bytes attributed to the allocating party's thread until freed (by any thread), high-water mark above its level at the session's start \
+(messages are charged to the sending party; an in-process module runs on its party's thread and is counted); a TCP channel's I/O thread counts for the party whose thread made the channel; module processes and the dealer are not counted";
+
+fn infer_probe() -> hush_inference::runtime::MemProbe {
+    hush_inference::runtime::MemProbe { enter: hush_bench::cot::mem::enter, peak: hush_bench::cot::mem::peak, method: INFER_MEM_METHOD }
+}
 
 fn emit(r: &Record, json: bool) {
     if json {
@@ -161,6 +172,10 @@ fn emit(r: &Record, json: bool) {
 fn run() -> Result<(), String> {
     let cli = Cli::parse();
     hush_bench::simd::check_env().map_err(|e| e.to_string())?;
+    // every inference client with --max-mem enforces it as measured peak
+    hush_inference::runtime::install_mem_probe(infer_probe());
+    // a TCP channel's I/O thread counts for the party that made the channel
+    hush_transport::set_io_thread_init(hush_bench::cot::mem::current_tag, hush_bench::cot::mem::set_tag);
     match cli.cmd {
         Cmd::Demo(a) => inference(hush_inference::cli::demo_main(a)),
         Cmd::DemoCot(a) => demo(a),
@@ -168,10 +183,7 @@ fn run() -> Result<(), String> {
         Cmd::Infer(a) => inference(hush_inference::cli::infer_main(a)),
         Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
-        Cmd::Bench(BenchCmd::Infer(a)) => {
-            let probe = hush_inference::runtime::MemProbe { enter: hush_bench::cot::mem::enter, peak: hush_bench::cot::mem::peak, method: INFER_MEM_METHOD };
-            inference(hush_inference::cli::bench_infer_main(a, Some(probe)))
-        }
+        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
@@ -208,7 +220,12 @@ fn run() -> Result<(), String> {
                 Some(m) => Some(hush_bench::cot::parse_size(m).map_err(|e| e.to_string())?),
                 None => None,
             };
+            let client = hush_transport::ClientProfile::by_name(&a.client_profile)
+                .ok_or_else(|| format!("--client-profile {}: choose one of {}", a.client_profile, hush_transport::ClientProfile::names().join(", ")))?;
             if a.table {
+                if client.name != "none" {
+                    return Err("--client-profile applies to single runs, not --table".into());
+                }
                 let t = Transport::by_name(&a.transport).ok_or("unknown transport (tcp, mem)")?;
                 let (recs, table) = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed, a.repeat).map_err(|e| e.to_string())?;
                 if a.json {
@@ -222,7 +239,7 @@ fn run() -> Result<(), String> {
             cfg.source.fused = !a.unfused;
             cfg.source.tee = hush_bench::cot::parse_tee(&a.tee).map_err(|e| e.to_string())?;
             for _ in 0..a.repeat.max(1) {
-                let r = hush_bench::cot::bench_cot(&cfg).map_err(|e| e.to_string())?;
+                let r = hush_bench::cot::bench_cot_profiled(&cfg, &client).map_err(|e| e.to_string())?;
                 emit(&r, a.json);
             }
             Ok(())

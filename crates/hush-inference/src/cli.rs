@@ -180,6 +180,12 @@ pub struct RunArgs {
     pub common: CommonArgs,
     #[command(flatten)]
     pub fixed: FixedArgs,
+    /// Weak-client profile for the client party: weak (TAMI-MPC's 800 MHz,
+    /// 512 MB client), tiny (SilentFlow's 500 MHz, 256 MB) or none. Limits
+    /// the client thread's CPU share (cgroup quota, else a duty-cycle
+    /// throttle) and sets --max-mem to the profile's memory unless smaller.
+    #[arg(long, default_value = "none")]
+    pub client_profile: String,
     /// secure (two parties), reference (plaintext fixed point) or float (f64).
     #[arg(long, default_value = "secure")]
     pub exec: String,
@@ -189,6 +195,9 @@ pub struct RunArgs {
     /// Transport between the two local parties: mem or tcp (loopback).
     #[arg(long, default_value = "tcp")]
     pub transport: String,
+    /// Client peak-memory budget, e.g. 512MiB: chunk and pre-dealing sizes
+    /// are fitted to it, a budget below the model's floor is refused before
+    /// anything is sent, and it is enforced as measured peak.
     #[arg(long)]
     pub max_mem: Option<String>,
     #[arg(long)]
@@ -206,6 +215,15 @@ pub struct BenchInferArgs {
     pub fixed: FixedArgs,
     #[arg(long, default_value = "tcp")]
     pub transport: String,
+    /// Client peak-memory budget, e.g. 512MiB: chunk and pre-dealing sizes
+    /// are fitted to it, a budget below the model's floor is refused before
+    /// anything is sent, and the client's measured peak is enforced.
+    #[arg(long)]
+    pub max_mem: Option<String>,
+    /// Weak-client profile for the client party: weak (TAMI-MPC's 800 MHz,
+    /// 512 MB client), tiny (SilentFlow's 500 MHz, 256 MB) or none.
+    #[arg(long, default_value = "none")]
+    pub client_profile: String,
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
     /// Also check the secure logits against the plaintext fixed-point reference.
@@ -269,6 +287,18 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     if let Some(m) = max_mem {
         o.max_mem = Some(parse_size(m)?);
     }
+    Ok(o)
+}
+
+/// Applies `--client-profile`: its CPU share (at run time) and its memory
+/// as the client's budget, unless `--max-mem` is smaller.
+fn with_profile(mut o: Options, name: &str) -> Result<Options> {
+    let p = hush_transport::ClientProfile::by_name(name)
+        .ok_or_else(|| Error::Config(format!("--client-profile {name}: choose one of {}", hush_transport::ClientProfile::names().join(", "))))?;
+    if let Some(m) = p.mem {
+        o.max_mem = Some(o.max_mem.map_or(m, |b| b.min(m)));
+    }
+    o.client_profile = p;
     Ok(o)
 }
 
@@ -378,7 +408,19 @@ fn print_report(json_out: bool, v: &serde_json::Value) {
 }
 
 fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_json::Value {
-    let run = runtime::LocalRun { inference: inf.clone(), server_layers: Vec::new(), server_online_secs: 0.0, transport: "tcp".into(), tls: o.link.is_tls(), session_bytes: 0, session_socket_bytes: 0, peak_mem: None };
+    let run = runtime::LocalRun {
+        inference: inf.clone(),
+        server_layers: Vec::new(),
+        server_online_secs: 0.0,
+        transport: "tcp".into(),
+        tls: o.link.is_tls(),
+        session_bytes: 0,
+        session_socket_bytes: 0,
+        peak_mem: None,
+        untagged_peak_mem: None,
+        mem_fit: None,
+        client_profile_method: "none".into(),
+    };
     runtime::run_json(model, &run, o)
 }
 
@@ -418,6 +460,10 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
         return Ok((vec![run.inference.logits], Some(v)));
     }
     let plan = Arc::new(Plan::new(&model, o.cfg)?);
+    if let Some(b) = o.max_mem {
+        // below the floor: refused before any channel exists
+        crate::budget::fit(&model, &plan, &o.proto, o.chunk, o.predeal_mem, b)?;
+    }
     let copts = hush_transport::ChannelOptions { profile: o.profile.clone(), ..Default::default() };
     let (a, b): (Box<dyn hush_transport::Channel>, Box<dyn hush_transport::Channel>) = if tcp {
         let (a, b) = hush_transport::peering::loopback_pair(copts, o.link.is_tls())?;
@@ -431,13 +477,17 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
         let mut a = a;
         runtime::serve_session(&mut a, &m2, &p2, &o2)
     });
+    let limit = hush_transport::CpuLimit::apply(o.client_profile.cpu_share());
+    let method = limit.method().to_string();
     let res = (|| -> Result<(Vec<Vec<f64>>, Option<serde_json::Value>)> {
-        let mut s = runtime::ClientSession::start(b, o)?;
+        let mut s = runtime::ClientSession::start(hush_transport::Throttled { inner: b, limit }, o)?;
         let mut outs = Vec::with_capacity(items.len());
         let mut last = None;
         for (i, it) in items.iter().enumerate() {
             let r = s.infer(&model.input_shape, it, |_, _| {})?;
-            last = Some(client_json(&model, &r, o));
+            let mut v = client_json(&model, &r, o);
+            v["client_profile_method"] = json!(method);
+            last = Some(v);
             outs.push(r.logits);
             progress(i + 1, items.len());
         }
@@ -452,7 +502,8 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
 
 /// `hush run`: both parties locally (or a plaintext executor with --exec).
 pub fn run_main(a: RunArgs) -> Result<()> {
-    let mut o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    let mut o = with_profile(o, &a.client_profile)?;
     let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);
@@ -468,12 +519,6 @@ pub fn run_main(a: RunArgs) -> Result<()> {
         }
         "float" => items.iter().map(|it| crate::float_ref::run(&model, it)).collect::<Result<_>>()?,
         "secure" => {
-            if let Some(budget) = o.max_mem {
-                let need = runtime::client_peak_estimate(&model, o.chunk);
-                if need > budget {
-                    return Err(Error::Config(format!("the client needs about {} MiB for this model, above --max-mem", need >> 20)));
-                }
-            }
             let tcp = match a.transport.as_str() {
                 "tcp" => true,
                 "mem" => false,
@@ -507,7 +552,11 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `probe` measures each party's peak heap (the `hush` binary passes
 /// hush-bench's counting allocator).
 pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
-    let mut o = options(&a.common, Some(&a.fixed), None)?;
+    let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    let mut o = with_profile(o, &a.client_profile)?;
+    if let Some(p) = probe {
+        runtime::install_mem_probe(p);
+    }
     let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
         announce_link("hush", &o.link);

@@ -168,11 +168,7 @@ impl FssNonlinear {
         FssNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1), pre: Queue::new() }
     }
     fn shape(&self, g: Gate) -> hush_2pc::fss::FssShape {
-        let gate = match g {
-            Gate::Relu => hush_2pc::fss::FssGate::Relu,
-            Gate::Trunc(f) => hush_2pc::fss::FssGate::Trunc { f },
-        };
-        hush_2pc::fss::FssShape { bits: self.bits, gate }
+        fss_shape(self.bits, g)
     }
 }
 
@@ -211,9 +207,7 @@ impl Nonlinear for FssNonlinear {
         self.pre.q.len()
     }
     fn est_bytes(&self, g: Gate, n: usize) -> u64 {
-        // key bytes plus the dealt value and offset words (both parties
-        // hold keys of the same size)
-        n as u64 * (self.shape(g).key_bytes() as u64 + 16)
+        fss_est_bytes(self.bits, g, n)
     }
 }
 
@@ -234,11 +228,7 @@ impl TamiNonlinear {
         TamiNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1), pre: Queue::new() }
     }
     fn shape(&self, g: Gate) -> hush_2pc::tami::TamiShape {
-        let flavor = match g {
-            Gate::Relu => hush_2pc::tami::Flavor::Relu,
-            Gate::Trunc(f) => hush_2pc::tami::Flavor::Trunc { f },
-        };
-        hush_2pc::tami::TamiShape::new(self.bits, hush_2pc::tami::DEFAULT_K, hush_2pc::tami::DEFAULT_ARITY, flavor)
+        tami_shape(self.bits, g)
     }
 }
 
@@ -289,23 +279,59 @@ impl Nonlinear for TamiNonlinear {
         self.pre.q.len()
     }
     fn est_bytes(&self, g: Gate, n: usize) -> u64 {
-        // the larger party's share (hush_2pc::deal::tami's layout): party 1
-        // holds its input and the leaf tables, both hold the merge subsets
-        // and masks (one bit per element each) and the post-processing words
-        let shape = self.shape(g);
-        let plan = shape.plan();
-        let w = n.div_ceil(64) as u64;
-        let n = n as u64;
-        let mut words = n * (1 + plan.leaves as u64);
-        words += w * plan.levels.iter().map(|l| l.subsets.len() as u64).sum::<u64>();
-        words += w * plan.levels.iter().skip(1).map(|l| l.inputs.len() as u64).sum::<u64>();
-        if shape.has_post() {
-            words += w + n;
-        }
-        if matches!(g, Gate::Relu) {
-            words += n * (1 + self.bits as u64);
-        }
-        8 * words
+        tami_est_bytes(self.bits, g, n)
+    }
+}
+
+fn fss_shape(bits: u32, g: Gate) -> hush_2pc::fss::FssShape {
+    let gate = match g {
+        Gate::Relu => hush_2pc::fss::FssGate::Relu,
+        Gate::Trunc(f) => hush_2pc::fss::FssGate::Trunc { f },
+    };
+    hush_2pc::fss::FssShape { bits, gate }
+}
+
+/// [`Nonlinear::est_bytes`] of the `fss` family: key bytes plus the dealt
+/// value and offset words (both parties hold keys of the same size).
+pub fn fss_est_bytes(bits: u32, g: Gate, n: usize) -> u64 {
+    n as u64 * (fss_shape(bits, g).key_bytes() as u64 + 16)
+}
+
+fn tami_shape(bits: u32, g: Gate) -> hush_2pc::tami::TamiShape {
+    let flavor = match g {
+        Gate::Relu => hush_2pc::tami::Flavor::Relu,
+        Gate::Trunc(f) => hush_2pc::tami::Flavor::Trunc { f },
+    };
+    hush_2pc::tami::TamiShape::new(bits, hush_2pc::tami::DEFAULT_K, hush_2pc::tami::DEFAULT_ARITY, flavor)
+}
+
+/// [`Nonlinear::est_bytes`] of the `tami` family.
+pub fn tami_est_bytes(bits: u32, g: Gate, n: usize) -> u64 {
+    // the larger party's share (hush_2pc::deal::tami's layout): party 1
+    // holds its input and the leaf tables, both hold the merge subsets
+    // and masks (one bit per element each) and the post-processing words
+    let shape = tami_shape(bits, g);
+    let plan = shape.plan();
+    let w = n.div_ceil(64) as u64;
+    let n = n as u64;
+    let mut words = n * (1 + plan.leaves as u64);
+    words += w * plan.levels.iter().map(|l| l.subsets.len() as u64).sum::<u64>();
+    words += w * plan.levels.iter().skip(1).map(|l| l.inputs.len() as u64).sum::<u64>();
+    if shape.has_post() {
+        words += w + n;
+    }
+    if matches!(g, Gate::Relu) {
+        words += n * (1 + bits as u64);
+    }
+    8 * words
+}
+
+/// [`Nonlinear::est_bytes`] of a family by name, without a module.
+pub fn family_est_bytes(proto: &str, bits: u32, g: Gate, n: usize) -> Result<u64> {
+    match proto {
+        "fss" => Ok(fss_est_bytes(bits, g, n)),
+        "tami" => Ok(tami_est_bytes(bits, g, n)),
+        other => Err(Error::Config(format!("unknown protocol family '{other}' (choose one of {})", FAMILIES.join(", ")))),
     }
 }
 
@@ -361,6 +387,39 @@ pub struct Party<'a> {
     /// Linear-layer correlations pre-dealt for this run (see [`predeal`]);
     /// the pre-dealt nonlinear batches are queued in `nl`.
     pub pre: &'a mut Predealt,
+    /// The client's measured memory budget, checked after every layer.
+    pub guard: Option<MemGuard>,
+}
+
+/// A party's memory budget enforced as *measured* peak: after every layer
+/// (and every pre-dealt item) the party's high-water mark, read from a
+/// per-party heap meter, is compared with the budget, and the run stops
+/// with [`Error::Memory`] if it was exceeded — the estimate that chose the
+/// chunk size and pre-dealing budget was wrong — instead of going on.
+#[derive(Clone, Copy)]
+pub struct MemGuard {
+    /// Reads the party's high-water mark (bytes) since the session began.
+    pub peak: fn(usize) -> i64,
+    pub tag: usize,
+    pub budget: u64,
+    /// What the estimate said the peak would be.
+    pub estimate: u64,
+}
+
+impl MemGuard {
+    pub fn check(&self, at: &str) -> Result<()> {
+        let p = (self.peak)(self.tag).max(0) as u64;
+        if p > self.budget {
+            return Err(Error::Memory(format!(
+                "the client's measured peak heap reached {:.1} MiB at {at}, above --max-mem {:.1} MiB (estimated {:.1} MiB): stopped rather than exceed the budget; \
+                 try a smaller --chunk or --predeal-mem, or a larger --max-mem",
+                p as f64 / 1048576.0,
+                self.budget as f64 / 1048576.0,
+                self.estimate as f64 / 1048576.0
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// One input-independent correlation of an inference, in the order the
@@ -461,6 +520,11 @@ impl Predealt {
 /// the same point of the session (the module's comparison batch numbers
 /// are a per-session counter). Anything still held is dropped first.
 pub fn predeal(plan: &Plan, module: &mut SharedModule, nl: &mut dyn Nonlinear, pre: &mut Predealt, batch: u64, budget: u64) -> Result<()> {
+    predeal_guarded(plan, module, nl, pre, batch, budget, None)
+}
+
+/// [`predeal`], checking `guard` after every item dealt.
+pub fn predeal_guarded(plan: &Plan, module: &mut SharedModule, nl: &mut dyn Nonlinear, pre: &mut Predealt, batch: u64, budget: u64, guard: Option<&MemGuard>) -> Result<()> {
     let t0 = Instant::now();
     let m0 = module.stats();
     pre.clear();
@@ -486,6 +550,9 @@ pub fn predeal(plan: &Plan, module: &mut SharedModule, nl: &mut dyn Nonlinear, p
         }
         used += est;
         pre.items += 1;
+        if let Some(g) = guard {
+            g.check(&format!("pre-dealing item {} of {}", pre.items, pre.total_items))?;
+        }
     }
     pre.est_bytes = used;
     pre.secs = t0.elapsed().as_secs_f64();
@@ -672,6 +739,9 @@ pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: 
             module_bytes: dm.bytes_to_module + dm.bytes_from_module,
             macs,
         });
+        if let Some(g) = &p.guard {
+            g.check(&format!("layer '{}' ({} of {total})", st.name, si + 1))?;
+        }
         progress(si + 1, total);
     }
     // whatever was pre-dealt for this run and not used is dropped

@@ -17,6 +17,8 @@
 //! * [`float_ref`] — an f64 executor (for comparison with onnxruntime).
 //! * [`linear`] — the module-dealt linear-layer protocol (one one-way
 //!   client→server message of the activation's size per linear layer).
+//! * [`budget`] — the client's memory budget: estimate, floor, and the
+//!   chunk and pre-dealing sizes that fit `--max-mem`.
 //! * [`engine`] — layer-by-layer secure execution with per-layer metering;
 //!   the [`engine::Nonlinear`] trait and the `fss`/`tami` families.
 //! * [`runtime`] — sessions: `serve` (many concurrent, isolated client
@@ -34,6 +36,7 @@
 //! server's module holds the server's own weights W to compute W·B − R_C;
 //! no online value of the client ever enters a module.
 
+pub mod budget;
 pub mod cli;
 pub mod engine;
 pub mod fixed;
@@ -48,6 +51,8 @@ pub mod zoo;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_mem;
 
 pub use fixed::FixedConfig;
 pub use model::Model;
@@ -79,6 +84,10 @@ pub enum Error {
     /// An error of the comparison layer (hush-2pc).
     #[error("nonlinear layer: {0}")]
     Nonlinear(String),
+    /// A memory budget (`--max-mem`) that cannot be met: below the model's
+    /// floor (refused before anything is sent), or exceeded as measured.
+    #[error("memory budget: {0}")]
+    Memory(String),
     #[error("i/o: {0}")]
     Io(String),
 }

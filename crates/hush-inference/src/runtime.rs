@@ -1,7 +1,11 @@
 //! Party runtime: sessions between a server (model owner) and a client.
 //!
 //! ## Session protocol (over any [`Channel`])
-//! 1. client → server: hello JSON `{"hush":"inference","version":1,"proto":…}`;
+//! 1. client → server: hello JSON `{"hush":"inference","version":1,"proto":…}`,
+//!    with `max_mem` when the client has a memory budget: the server then
+//!    fits its chunk size and the pre-dealing budget to it
+//!    ([`crate::budget::fit`]); the client refuses, naming the model's
+//!    floor, a budget it cannot meet, before it sends anything else;
 //! 2. server → client: `{"ok":true,"bits","frac","proto","chunk","architecture"}`
 //!    (the public architecture: layer kinds and shapes, no weights) or
 //!    `{"ok":false,"error":…}`;
@@ -31,7 +35,7 @@ use crate::model::Model;
 use crate::plan::Plan;
 use crate::{linear, Error, Result};
 use hush_tee::{InProcessModule, Module, ModuleRole, Request, Response, TrustedModule};
-use hush_transport::{Channel, ChannelOptions, Fingerprint, LinkConfig, MemChannel, NetProfile, TcpChannel};
+use hush_transport::{Channel, ChannelOptions, ClientProfile, CpuLimit, Fingerprint, LinkConfig, MemChannel, NetProfile, TcpChannel, Throttled};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -94,8 +98,17 @@ pub struct Options {
     pub profile: NetProfile,
     /// Most concurrent sessions a server runs (more are refused).
     pub max_sessions: usize,
-    /// Client's peak-memory budget in bytes (checked before running).
+    /// Client's peak-memory budget in bytes: the chunk size and
+    /// pre-dealing budget are fitted to it ([`crate::budget::fit`]), a
+    /// budget below the model's floor is refused before the client sends
+    /// anything of its input, and — when a heap meter is installed
+    /// ([`install_mem_probe`]) — it is enforced as measured peak.
     pub max_mem: Option<u64>,
+    /// The weak-client profile the client party runs under (CPU share and
+    /// memory; see [`hush_transport::client_profile`]). Applied by the
+    /// local runs ([`run_local`], `hush run`, `hush bench infer`) to the
+    /// client's thread.
+    pub client_profile: ClientProfile,
     /// Per-party budget (bytes, estimated) for correlations pre-dealt
     /// before an inference's input exists; 0 disables pre-dealing.
     pub predeal_mem: u64,
@@ -128,6 +141,7 @@ impl Default for Options {
             link: LinkConfig::insecure(),
             mode: Mode::Tee,
             insecure_test_seed: None,
+            client_profile: ClientProfile::none(),
         }
     }
 }
@@ -297,14 +311,33 @@ fn recv_json(ch: &mut dyn Channel, what: &str) -> Result<Value> {
     serde_json::from_slice(&b).map_err(|e| Error::Protocol(format!("{what}: not JSON ({e})")))
 }
 
-/// Estimated peak memory of the client (bytes) for a plan: live
-/// activation shares plus one layer's masks and message, plus one chunk of
-/// dealt comparison keys (≈ 1 KiB per element upper bound).
-pub fn client_peak_estimate(model: &Model, chunk: usize) -> u64 {
-    let live = model.peak_live_elems() as u64 * 8;
-    let biggest = model.nodes.iter().map(|n| n.shape.iter().product::<usize>()).max().unwrap_or(0) as u64;
-    let largest_in = (0..=model.nodes.len()).map(|v| model.shape(v).iter().product::<usize>()).max().unwrap_or(0) as u64;
-    live + (2 * largest_in + biggest) * 8 + chunk as u64 * 1024
+/// The heap meter of this process, if the binary installed one (the
+/// `hush` binary installs hush-bench's counting allocator).
+static PROBE: std::sync::OnceLock<MemProbe> = std::sync::OnceLock::new();
+
+/// Installs the process's per-party heap meter: clients with a `max_mem`
+/// then enforce it as measured peak (see [`engine::MemGuard`]).
+pub fn install_mem_probe(p: MemProbe) {
+    let _ = PROBE.set(p);
+}
+
+/// The installed heap meter.
+pub fn mem_probe() -> Option<MemProbe> {
+    PROBE.get().copied()
+}
+
+/// The server's choice of chunk and pre-dealing budget for a client that
+/// states a memory budget in its hello (`max_mem`): [`crate::budget::fit`]
+/// on the model; a budget below the floor leaves the server's values (the
+/// client refuses, naming the floor).
+fn fit_for_client(model: &Model, plan: &Plan, proto: &str, hello: &Value, chunk: usize, predeal_mem: u64) -> (usize, u64) {
+    match hello.get("max_mem").and_then(Value::as_u64) {
+        Some(b) => match crate::budget::fit(model, plan, proto, chunk, predeal_mem, b) {
+            Ok(f) => (f.chunk, f.predeal_mem),
+            Err(_) => (chunk, predeal_mem),
+        },
+        None => (chunk, predeal_mem),
+    }
 }
 
 /// Summary of one party's inference.
@@ -362,8 +395,9 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
             return Err(e);
         }
     };
+    let (chunk, predeal_mem) = fit_for_client(model, plan, &proto, &hello, opts.chunk, predeal_mem);
     let mut reply = json!({
-        "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": opts.chunk,
+        "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": chunk,
         "predeal_mem": predeal_mem, "architecture": model.header_json,
     });
     mode_fields(&mut reply, opts, &provider);
@@ -371,7 +405,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
     let mut module = provider.module;
     establish(&mut module, ch, opts, ModuleRole::Sender)?;
     engine::load_weights(plan, &mut module)?;
-    let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, opts.chunk)?;
+    let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, chunk)?;
     let mut pre = engine::Predealt::default();
     engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
     let mut served = 0usize;
@@ -380,7 +414,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         match ctl.as_slice() {
             b"Q" => return Ok(served),
             b"I" => {
-                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre };
+                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre, guard: None };
                 let (share, _) = engine::run(plan, &mut p, vec![0u64; plan.input_len], |_, _| {})?;
                 linear::send_ring(ch, &plan.cfg, &share)?;
                 served += 1;
@@ -405,8 +439,12 @@ pub struct ClientSession<C: Channel> {
     /// Session setup (hello, seed agreement), without pre-dealing.
     pub offline_secs: f64,
     offline_cost: hush_transport::Cost,
-    max_mem: Option<u64>,
-    chunk: usize,
+    /// The memory budget's fit (chunk, pre-dealing, estimate, floor), when
+    /// the client has a budget.
+    pub mem_fit: Option<crate::budget::MemFit>,
+    /// Enforces the budget as measured peak (a heap meter is installed).
+    guard: Option<engine::MemGuard>,
+    pub chunk: usize,
     pre: engine::Predealt,
     /// The session's pre-dealing budget (the smaller of both parties').
     pub predeal_mem: u64,
@@ -426,12 +464,30 @@ pub struct Inference {
 
 impl<C: Channel> ClientSession<C> {
     /// Hello, architecture, module seed agreement (the offline part).
-    pub fn start(mut ch: C, opts: &Options) -> Result<Self> {
+    /// With `opts.max_mem` and an installed heap meter the budget is
+    /// enforced as measured peak.
+    pub fn start(ch: C, opts: &Options) -> Result<Self> {
+        Self::start_probed(ch, opts, mem_probe())
+    }
+
+    /// [`ClientSession::start`] with this heap meter (none: the budget
+    /// only chooses the sizes).
+    pub fn start_probed(mut ch: C, opts: &Options, probe: Option<MemProbe>) -> Result<Self> {
         let t0 = Instant::now();
         if let Mode::Dealer { addr, pin } = &opts.mode {
             dealer_link(opts, addr, *pin)?; // a missing dealer pin fails before the server does any work
         }
-        ch.send(json!({"hush": "inference", "version": 1, "proto": opts.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()}).to_string().as_bytes())?;
+        // the heap meter counts this party from here (its thread; an
+        // in-process module runs on it too)
+        let probe = if opts.max_mem.is_some() { probe } else { None };
+        if let Some(p) = probe {
+            (p.enter)(CLIENT as usize);
+        }
+        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()});
+        if let Some(b) = opts.max_mem {
+            hello["max_mem"] = json!(b);
+        }
+        ch.send(hello.to_string().as_bytes())?;
         let r = recv_json(&mut ch, "server hello")?;
         if r.get("ok").and_then(Value::as_bool) != Some(true) {
             return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
@@ -447,24 +503,37 @@ impl<C: Channel> ClientSession<C> {
         let arch = r.get("architecture").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello lacks the architecture".into()))?;
         let model = Model::from_architecture(arch)?;
         let plan = Plan::new(&model, cfg)?;
-        if let Some(budget) = opts.max_mem {
-            let need = client_peak_estimate(&model, chunk);
-            if need > budget {
-                return Err(Error::Config(format!(
-                    "the client needs about {} MiB for this model (live activations and one layer's masks), above --max-mem {} MiB",
-                    need >> 20,
-                    budget >> 20
-                )));
+        let predeal_mem = r.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem);
+        // the budget: refused below the floor (before this client sends
+        // anything more, let alone its input); the server's chunk and
+        // pre-dealing budget must fit it
+        let mem_fit = match opts.max_mem {
+            Some(budget) => {
+                let f = crate::budget::fit(&model, &plan, &proto, chunk, predeal_mem, budget)?;
+                let est = crate::budget::client_estimate(&model, &plan, &proto, chunk, predeal_mem)?;
+                if est > budget {
+                    return Err(Error::Memory(format!(
+                        "the server's chunk {chunk} and pre-dealing budget {} MiB need about {:.1} MiB at this client, above --max-mem {:.1} MiB",
+                        predeal_mem >> 20,
+                        est as f64 / 1048576.0,
+                        budget as f64 / 1048576.0
+                    )));
+                }
+                Some(crate::budget::MemFit { chunk, predeal_mem, estimate: est, ..f })
             }
-        }
+            None => None,
+        };
+        let guard = match (probe, mem_fit) {
+            (Some(p), Some(f)) => Some(engine::MemGuard { peak: p.peak, tag: CLIENT as usize, budget: f.budget, estimate: f.estimate }),
+            _ => None,
+        };
         let mut module = client_provider(opts, &r)?;
         establish(&mut module, &mut ch, opts, ModuleRole::Receiver)?;
         let mut nl = engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?;
-        let predeal_mem = r.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem);
         let offline_secs = t0.elapsed().as_secs_f64();
         let offline_cost = ch.cost();
         let mut pre = engine::Predealt::default();
-        engine::predeal(&plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
+        engine::predeal_guarded(&plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem, guard.as_ref())?;
         Ok(ClientSession {
             ch,
             model,
@@ -475,7 +544,8 @@ impl<C: Channel> ClientSession<C> {
             proto,
             offline_secs,
             offline_cost,
-            max_mem: opts.max_mem,
+            mem_fit,
+            guard,
             chunk,
             pre,
             predeal_mem,
@@ -502,12 +572,11 @@ impl<C: Channel> ClientSession<C> {
     }
 
     fn infer_checked(&mut self, x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
-        let _ = (self.max_mem, self.chunk);
         let xq = self.plan.encode_input(x)?;
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
         let t0 = Instant::now();
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre };
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard };
         let (share, layers) = engine::run(&self.plan, &mut p, xq, progress)?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         let online_secs = t0.elapsed().as_secs_f64();
@@ -535,7 +604,7 @@ impl<C: Channel> ClientSession<C> {
     /// Offline for the next inference, in lock-step with the server.
     fn after_inference(&mut self) -> Result<()> {
         if self.predeal_next {
-            engine::predeal(&self.plan, &mut self.module, &mut *self.nl, &mut self.pre, self.next, self.predeal_mem)?;
+            engine::predeal_guarded(&self.plan, &mut self.module, &mut *self.nl, &mut self.pre, self.next, self.predeal_mem, self.guard.as_ref())?;
         } else {
             self.pre = engine::Predealt::default();
         }
@@ -559,7 +628,7 @@ impl<C: Channel> ClientSession<C> {
 
     fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre };
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard };
         let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         self.next += 1;
@@ -622,6 +691,13 @@ pub struct LocalRun {
     /// Peak heap of (server, client) during the session, when measured
     /// with a [`MemProbe`].
     pub peak_mem: Option<(i64, i64)>,
+    /// Peak heap of untagged threads (TCP I/O threads of an emulated
+    /// network, a local dealer's threads), when measured.
+    pub untagged_peak_mem: Option<i64>,
+    /// The client's memory budget fit, when it had a budget.
+    pub mem_fit: Option<crate::budget::MemFit>,
+    /// How the client profile's CPU limit was enforced.
+    pub client_profile_method: String,
 }
 
 /// A per-thread heap meter (the counting allocator of `hush-bench`,
@@ -654,31 +730,42 @@ pub fn run_local_probed(
     probe: Option<MemProbe>,
 ) -> Result<LocalRun> {
     let plan = Arc::new(Plan::new(&model, opts.cfg)?);
+    if let Some(b) = opts.max_mem {
+        // below the floor: refused before any channel exists
+        crate::budget::fit(&model, &plan, &opts.proto, opts.chunk, opts.predeal_mem, b)?;
+    }
+    let probe = probe.or_else(mem_probe);
     let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
-    let (a, b): (Box<dyn Channel>, Box<dyn Channel>) = if tcp {
-        let (a, b) = hush_transport::peering::loopback_pair(copts, opts.link.is_tls())?;
-        (Box::new(a), Box::new(b))
+    // Over TCP each party makes its own end on its own thread, after the
+    // heap meter has tagged it, so that a channel's I/O thread (emulated
+    // networks) counts for the party that owns it.
+    let (a, b, wake) = if tcp {
+        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::Io(format!("loopback listener: {e}")))?;
+        let addr = l.local_addr().map_err(|e| Error::Io(e.to_string()))?;
+        let (sa, sb) = loopback_security(opts.link.is_tls())?;
+        (End::Accept(l, copts.clone(), sa), End::Connect(addr, copts, sb), Some(addr))
     } else {
         let (a, b) = MemChannel::pair_with(copts);
-        (Box::new(a), Box::new(b))
+        (End::Ready(Box::new(a)), End::Ready(Box::new(b)), None)
     };
     let (m2, p2, o2) = (model.clone(), plan.clone(), opts.clone());
     let server = std::thread::spawn(move || -> Result<(Vec<LayerCost>, f64, hush_transport::Cost, i64)> {
         if let Some(p) = probe {
             (p.enter)(SERVER as usize);
         }
-        let mut ch = a;
+        let mut ch = a.open()?;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
         let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(o2.predeal_mem);
+        let (chunk, predeal_mem) = fit_for_client(&m2, &p2, &o2.proto, &hello, o2.chunk, predeal_mem);
         let provider = server_provider(&o2)?;
-        let mut reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": o2.chunk, "predeal_mem": predeal_mem, "architecture": m2.header_json});
+        let mut reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": chunk, "predeal_mem": predeal_mem, "architecture": m2.header_json});
         mode_fields(&mut reply, &o2, &provider);
         ch.send(reply.to_string().as_bytes())?;
         let mut module = provider.module;
         establish(&mut module, &mut ch, &o2, ModuleRole::Sender)?;
         engine::load_weights(&p2, &mut module)?;
-        let mut nl = engine::make_family(&o2.proto, module.clone(), SERVER, p2.cfg.bits, o2.chunk)?;
+        let mut nl = engine::make_family(&o2.proto, module.clone(), SERVER, p2.cfg.bits, chunk)?;
         let mut pre = engine::Predealt::default();
         engine::predeal(&p2, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
         let ctl = ch.recv()?;
@@ -686,7 +773,7 @@ pub fn run_local_probed(
             return Err(Error::Protocol("expected an inference".into()));
         }
         let t = Instant::now();
-        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre };
+        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre, guard: None };
         let (share, layers) = engine::run(&p2, &mut p, vec![0u64; p2.input_len], |_, _| {})?;
         linear::send_ring(&mut ch, &p2.cfg, &share)?;
         let secs = t.elapsed().as_secs_f64();
@@ -697,8 +784,20 @@ pub fn run_local_probed(
     if let Some(p) = probe {
         (p.enter)(CLIENT as usize);
     }
+    // the client profile's CPU limit on this (the client's) thread, lifted
+    // when `limit` goes out of scope with the channel
+    let limit = CpuLimit::apply(opts.client_profile.cpu_share());
+    let client_profile_method = limit.method().to_string();
+    let mut mem_fit = None;
     let client = (|| -> Result<Inference> {
-        let mut s = ClientSession::start(b, opts)?;
+        let b = b.open().inspect_err(|_| {
+            // wake the server's accept so that it fails too
+            if let Some(addr) = wake {
+                let _ = std::net::TcpStream::connect(addr);
+            }
+        })?;
+        let mut s = ClientSession::start_probed(Throttled { inner: b, limit }, opts, probe)?;
+        mem_fit = s.mem_fit;
         // one inference only: nothing to pre-deal after it (the server
         // thread above does not either)
         s.predeal_next = false;
@@ -719,7 +818,41 @@ pub fn run_local_probed(
         session_bytes: sc.bytes_sent + sc.bytes_recv,
         session_socket_bytes: socket_bytes(&sc),
         peak_mem: probe.map(|_| (server_peak, client_peak)),
+        untagged_peak_mem: probe.map(|p| (p.peak)(2)),
+        mem_fit,
+        client_profile_method,
     })
+}
+
+/// One party's end of a local run's link, made on that party's thread.
+enum End {
+    Ready(Box<dyn Channel>),
+    Accept(TcpListener, ChannelOptions, hush_transport::LinkSecurity),
+    Connect(SocketAddr, ChannelOptions, hush_transport::LinkSecurity),
+}
+
+impl End {
+    fn open(self) -> Result<Box<dyn Channel>> {
+        Ok(match self {
+            End::Ready(c) => c,
+            End::Accept(l, o, s) => Box::new(TcpChannel::accept_with(&l, o, &s)?),
+            End::Connect(a, o, s) => Box::new(TcpChannel::connect_with(a, o, &s)?),
+        })
+    }
+}
+
+/// A loopback link's two ends' security: TLS with ephemeral identities
+/// pinned to each other (as `hush_transport::peering::loopback_pair`), or
+/// plaintext.
+fn loopback_security(tls: bool) -> Result<(hush_transport::LinkSecurity, hush_transport::LinkSecurity)> {
+    use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
+    if !tls {
+        return Ok((LinkSecurity::Insecure, LinkSecurity::Insecure));
+    }
+    let (a, b) = (Arc::new(Identity::generate()?), Arc::new(Identity::generate()?));
+    let sa = LinkSecurity::Tls(TlsSettings { identity: a.clone(), peer: PeerCheck::Pinned(vec![b.fingerprint()]), require_client_cert: true });
+    let sb = LinkSecurity::Tls(TlsSettings { identity: b, peer: PeerCheck::Pinned(vec![a.fingerprint()]), require_client_cert: false });
+    Ok((sa, sb))
 }
 
 /// Bytes that crossed a channel's socket, both ways.
@@ -799,8 +932,39 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
     if let Some((s, cl)) = run.peak_mem {
         v["server_peak_mem_bytes"] = json!(s);
         v["client_peak_mem_bytes"] = json!(cl);
+        // the contract's per-party key: the client's (the bounded party)
+        v["peak_mem_bytes"] = json!(cl);
+        v["untagged_peak_mem_bytes"] = json!(run.untagged_peak_mem);
+        v["client_peak_mem_counts"] = json!(client_mem_counts(opts, run.transport == "tcp"));
     }
+    v["chunk"] = json!(run.mem_fit.map(|f| f.chunk).unwrap_or(opts.chunk));
+    if let Some(f) = run.mem_fit {
+        v["max_mem_bytes"] = json!(f.budget);
+        v["max_mem_floor_bytes"] = json!(f.floor);
+        v["client_mem_estimate_bytes"] = json!(f.estimate);
+        v["max_mem_enforced"] = json!(if run.peak_mem.is_some() { "measured peak, checked after every layer and pre-dealt item" } else { "estimate only (no heap meter in this process)" });
+        if let Some((_, cl)) = run.peak_mem {
+            v["within_max_mem"] = json!((cl.max(0) as u64) <= f.budget);
+        }
+    }
+    v["client_profile"] = json!(opts.client_profile.name);
+    v["client_profile_desc"] = json!(opts.client_profile.describe());
+    v["client_profile_method"] = json!(run.client_profile_method);
     v
+}
+
+/// What the client's measured peak counts, for records.
+pub fn client_mem_counts(opts: &Options, tcp: bool) -> String {
+    let mut s = String::from("the client thread's heap: session, plan, activations, masks, dealt correlations, its messages");
+    match (&opts.mode, opts.tee.as_str()) {
+        (Mode::Tee, "in-process") => s.push_str(", and its in-process module"),
+        (Mode::Tee, _) => s.push_str("; not its out-of-process module (another process)"),
+        (Mode::Dealer { .. }, _) => s.push_str("; not the dealer (a third party, threads of this process in local runs)"),
+    }
+    if tcp && !opts.profile.is_none() {
+        s.push_str(", and its channel's I/O thread (frames read ahead), when the heap meter tags it (the hush binary does)");
+    }
+    s
 }
 
 /// A running TCP server (many concurrent sessions).

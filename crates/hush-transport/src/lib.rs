@@ -69,6 +69,7 @@
 //! the socket (`socket_bytes_*`: frames + greeting + TLS handshake and
 //! record overhead), so benchmarks can report TLS overhead separately.
 
+pub mod client_profile;
 pub mod faulty;
 mod frame;
 mod link;
@@ -85,8 +86,9 @@ pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEA
 pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
+pub use client_profile::{ClientProfile, CpuLimit, Throttled};
 pub use recording::{Recording, ViewLog};
-pub use tcp::{tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
+pub use tcp::{set_io_thread_init, tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
 pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
 pub use peering::{LinkConfig, LinkFlags, Pins, INSECURE_WARNING};
 pub use transcript::Transcript;

@@ -126,7 +126,13 @@ impl TcpChannel {
             });
             let sh2 = sh.clone();
             let (max, cap) = (opts.max_frame, opts.buffer_cap());
-            std::thread::Builder::new().name("hush-tcp-io".into()).spawn(move || io_loop(sh2, max, cap))?;
+            let init = IO_THREAD_INIT.get().map(|(get, set)| (get(), *set));
+            std::thread::Builder::new().name("hush-tcp-io".into()).spawn(move || {
+                if let Some((ctx, set)) = init {
+                    set(ctx);
+                }
+                io_loop(sh2, max, cap)
+            })?;
             Io::Emulated(sh)
         };
         Ok(Self {
@@ -657,6 +663,17 @@ impl Drop for TcpChannel {
 /// and tests); `a` is the accepting side.
 pub fn tcp_pair_loopback(opts: ChannelOptions) -> Result<(TcpChannel, TcpChannel)> {
     tcp_pair_loopback_with(opts, &LinkSecurity::Insecure, &LinkSecurity::Insecure)
+}
+
+/// Per-thread context handed from the thread that creates a channel to its
+/// I/O thread (emulated mode): `(get, set)`, e.g. a heap meter's party
+/// tag, so that what the I/O thread allocates (frames read ahead) is
+/// charged to the party that owns the channel.
+static IO_THREAD_INIT: std::sync::OnceLock<(fn() -> usize, fn(usize))> = std::sync::OnceLock::new();
+
+/// Installs the I/O-thread context hook (first call wins).
+pub fn set_io_thread_init(get: fn() -> usize, set: fn(usize)) {
+    let _ = IO_THREAD_INIT.set((get, set));
 }
 
 /// Two TCP channels connected over 127.0.0.1: `a` accepts with `sec_a` (the

@@ -1,0 +1,150 @@
+//! The client's memory budget (`--max-mem`): estimate, floor and fit.
+//!
+//! The client runs the model layer by layer (each value freed after its
+//! last reader), each nonlinear gate in chunks of at most `chunk` elements
+//! whose correlations are dealt, used and dropped one chunk at a time, each
+//! linear layer's masks dealt for that layer only, and pre-deals the next
+//! inference's correlations up to a budget. Its peak heap is therefore
+//!
+//! ```text
+//! plan + live activations + the largest one-step transient + pre-dealt
+//! ```
+//!
+//! where a step's transient is, for a linear layer, its masks and message
+//! (and, while the module deals them, the module's copies), and for a
+//! nonlinear chunk, its dealt key material (×3: the module's copy, its
+//! encoded response and the decoded batch) and online messages.
+//! [`client_estimate`] computes this from public parameters; [`fit`]
+//! picks the largest chunk (halving from the configured one) and the
+//! largest pre-dealing budget that fit `--max-mem`, and refuses a budget
+//! below the model's [`floor`] (the estimate at [`MIN_CHUNK`] without
+//! pre-dealing). The estimate only chooses parameters: the budget is
+//! *enforced* as measured peak by [`crate::engine::MemGuard`].
+
+use crate::engine::{family_est_bytes, Gate};
+use crate::model::Model;
+use crate::plan::{Plan, StepKind};
+use crate::{Error, Result};
+
+/// Smallest nonlinear chunk the fit goes down to.
+pub const MIN_CHUNK: usize = 1024;
+
+/// Fixed allowance: the session's own structures, channel buffers, the
+/// module's state (in-process module) and allocator slack.
+const BASE: u64 = 8 << 20;
+
+/// What the budget fit chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemFit {
+    pub budget: u64,
+    pub chunk: usize,
+    pub predeal_mem: u64,
+    /// Estimated client peak with these parameters.
+    pub estimate: u64,
+    /// The model's floor (see [`floor`]).
+    pub floor: u64,
+}
+
+fn nl_bytes(proto: &str, bits: u32, g: Gate, n: usize, chunk: usize) -> Result<u64> {
+    let c = n.min(chunk.max(1));
+    if c == 0 {
+        return Ok(0);
+    }
+    // dealt material ×3 (module copy, encoded response, decoded batch) and
+    // the chunk's online vectors and messages
+    Ok(3 * family_est_bytes(proto, bits, g, c)? + 64 * c as u64)
+}
+
+/// Estimated peak heap (bytes) of the client for `plan` (the client's
+/// plan: no weights) with nonlinear chunks of `chunk` elements and a
+/// pre-dealing budget of `predeal` bytes.
+pub fn client_estimate(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64) -> Result<u64> {
+    let bits = plan.cfg.bits;
+    let frac = plan.cfg.frac;
+    let mut plan_bytes = 0u64;
+    let mut transient = 0u64;
+    for st in &plan.steps {
+        let out = st.out_len as u64;
+        let t = match &st.kind {
+            StepKind::Linear { in_len, out_len, .. } => {
+                let (i, o) = (*in_len as u64, *out_len as u64);
+                // dealing: masks B, R_C (module copy, encoded, decoded);
+                // online: masks, F, its packed message and frame, output
+                let lin = (24 * (i + o)).max(8 * (i + o) + 8 * i + 16 * i + 8 * o);
+                lin + nl_bytes(proto, bits, Gate::Trunc(frac), *out_len, chunk)?
+            }
+            StepKind::AvgPool { offs, idx, consts } => {
+                plan_bytes += 4 * (offs.len() + idx.len()) as u64 + 8 * consts.len() as u64;
+                8 * out + nl_bytes(proto, bits, Gate::Trunc(frac), st.out_len, chunk)?
+            }
+            StepKind::MaxPool { offs, idx } => {
+                plan_bytes += 4 * (offs.len() + idx.len()) as u64;
+                // candidates, window offsets, pair differences, next round
+                let cand = idx.len() as u64;
+                8 * (2 * cand + cand / 2) + 8 * offs.len() as u64 + nl_bytes(proto, bits, Gate::Relu, idx.len() / 2, chunk)?
+            }
+            StepKind::Relu => 8 * out + nl_bytes(proto, bits, Gate::Relu, st.out_len, chunk)?,
+            StepKind::AddConst { .. } | StepKind::Add | StepKind::Reshape | StepKind::Concat { .. } => 8 * out,
+        };
+        transient = transient.max(t);
+    }
+    let live = 8 * model.peak_live_elems() as u64;
+    // the encoded input and the architecture text, held for the session
+    let held = 8 * plan.input_len as u64 + 2 * model.header_json.len() as u64;
+    Ok(BASE + plan_bytes + held + live + transient + predeal)
+}
+
+/// The smallest budget this model can run in: the estimate at
+/// [`MIN_CHUNK`] without pre-dealing.
+pub fn floor(model: &Model, plan: &Plan, proto: &str) -> Result<u64> {
+    client_estimate(model, plan, proto, MIN_CHUNK, 0)
+}
+
+/// Picks the chunk and pre-dealing budget for a client budget of `budget`
+/// bytes, starting from the configured `chunk` and `predeal`: the largest
+/// chunk (halving, not below [`MIN_CHUNK`]) whose estimate without
+/// pre-dealing takes at most half the budget (else the largest that fits
+/// at all), then as much pre-dealing as the rest allows. A budget below
+/// the floor is an error naming the floor.
+pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, budget: u64) -> Result<MemFit> {
+    let fl = floor(model, plan, proto)?;
+    if budget < fl {
+        return Err(Error::Memory(format!(
+            "--max-mem {:.1} MiB is below the floor of model '{}' for the client ({:.1} MiB: live activations, one layer's masks and one {}-element chunk of {} correlations, no pre-dealing); nothing was sent",
+            budget as f64 / 1048576.0,
+            model.name,
+            fl as f64 / 1048576.0,
+            MIN_CHUNK,
+            proto
+        )));
+    }
+    let mut cands = Vec::new();
+    let mut c = chunk.max(1);
+    loop {
+        cands.push(c);
+        if c <= MIN_CHUNK {
+            break;
+        }
+        c = (c / 2).max(MIN_CHUNK);
+    }
+    let mut pick = None;
+    for &c in &cands {
+        let e = client_estimate(model, plan, proto, c, 0)?;
+        if e <= budget / 2 {
+            pick = Some((c, e));
+            break;
+        }
+    }
+    if pick.is_none() {
+        for &c in &cands {
+            let e = client_estimate(model, plan, proto, c, 0)?;
+            if e <= budget {
+                pick = Some((c, e));
+                break;
+            }
+        }
+    }
+    let (chunk, e0) = pick.unwrap_or((MIN_CHUNK.min(chunk.max(1)), fl));
+    let predeal_mem = predeal.min(budget.saturating_sub(e0));
+    Ok(MemFit { budget, chunk, predeal_mem, estimate: e0 + predeal_mem, floor: fl })
+}
