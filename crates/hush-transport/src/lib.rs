@@ -79,6 +79,7 @@ mod recording;
 mod tcp;
 pub mod tls;
 pub mod peering;
+pub mod notice;
 mod transcript;
 
 pub use frame::{decode_header, encode_frame, FrameHeader, DEFAULT_MAX_FRAME, HEADER_LEN};
@@ -86,7 +87,8 @@ pub use memory::MemChannel;
 pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
 pub use recording::{Recording, ViewLog};
-pub use tcp::{tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
+pub use tcp::{connect_retrying, tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
+pub use notice::{clear_connect_notice, set_connect_notice};
 pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
 pub use peering::{LinkConfig, LinkFlags, Pins, INSECURE_WARNING};
 pub use transcript::Transcript;
