@@ -16,21 +16,28 @@ Benchmarks: :func:`bench_cot`, :func:`bench_aes`; names: :func:`net_profiles`,
 file) and ``hush.models`` (benchmark model builders).
 """
 
-import json
-import os
-import sys
+import json as _json
+import os as _os
+import sys as _sys
+import typing as _t
 
-import numpy as np
+import numpy as _np
 
 from . import _native
 from ._native import __version__, bench_aes, bench_cot, cot_sources, net_profiles
 
 __all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run"]
 
+# A path to a model file (``.hushm`` or ``.onnx``) or an identity folder.
+_PathLike = _t.Union[str, "_os.PathLike[str]"]
+# ``True`` for a progress bar on stderr, ``False``/``None`` for none, or a
+# callable ``f(done, total)`` called after each layer.
+_ProgressArg = _t.Union[bool, None, _t.Callable[[int, int], _t.Any]]
 
-def _model_bytes(model) -> bytes:
+
+def _model_bytes(model: _PathLike) -> bytes:
     """Bytes of a hush model file from a path to a .hushm or .onnx file."""
-    path = os.fspath(model)
+    path = _os.fspath(model)
     if path.lower().endswith(".onnx"):
         import onnx
 
@@ -41,7 +48,7 @@ def _model_bytes(model) -> bytes:
         return f.read()
 
 
-class _Progress:
+class _ProgressBar:
     """Prints a one-line progress bar on stderr (layers done / total)."""
 
     def __init__(self, label: str):
@@ -50,15 +57,15 @@ class _Progress:
     def __call__(self, done: int, total: int) -> None:
         width = 30
         fill = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}")
+        _sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}")
         if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+            _sys.stderr.write("\n")
+        _sys.stderr.flush()
 
 
-def _progress_arg(progress, label):
+def _progress_arg(progress: _ProgressArg, label: str) -> _t.Optional[_t.Callable[[int, int], _t.Any]]:
     if progress is True:
-        return _Progress(label)
+        return _ProgressBar(label)
     if progress in (None, False):
         return None
     if callable(progress):
@@ -66,8 +73,8 @@ def _progress_arg(progress, label):
     raise TypeError("progress must be True, False/None, or a callable f(done, total)")
 
 
-def run(model, x, proto: str = "fss", net: str = "none", bits: int = 37, frac: int = 12,
-        progress=False, report: bool = False, mode: str = "tee"):
+def run(model: _PathLike, x: _t.Any, proto: str = "fss", net: str = "none", bits: int = 37, frac: int = 12,
+        progress: _ProgressArg = False, report: bool = False, mode: str = "tee") -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
     """Private inference of ``x`` on ``model`` with both parties in this process.
 
     ``model`` is a path to a ``.hushm`` or ``.onnx`` file; ``x`` a numpy array of
@@ -81,12 +88,12 @@ def run(model, x, proto: str = "fss", net: str = "none", bits: int = 37, frac: i
     service, started in this process here, trusted not to collude with
     either party).
     """
-    xa = np.ascontiguousarray(x, dtype=np.float64)
+    xa = _np.ascontiguousarray(x, dtype=_np.float64)
     logits, shape, rep = _native.run_model(
         _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
         bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode)
-    out = np.asarray(logits, dtype=np.float64).reshape(shape)
-    return (out, json.loads(rep)) if report else out
+    out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
+    return (out, _json.loads(rep)) if report else out
 
 
 class Server:
@@ -106,33 +113,37 @@ class Server:
     of trusted modules; clients must use the same mode.
     """
 
-    def __init__(self, model, listen: str = "127.0.0.1:0", proto: str = "fss", net: str = "none",
-                 bits: int = 37, frac: int = 12, identity=None, pins=(), insecure: bool = False,
-                 mode: str = "tee", dealer=None, dealer_pin=None):
+    def __init__(self, model: _PathLike, listen: str = "127.0.0.1:0", proto: str = "fss", net: str = "none",
+                 bits: int = 37, frac: int = 12, identity: _t.Optional[_PathLike] = None, pins: _t.Sequence[str] = (),
+                 insecure: bool = False, mode: str = "tee", dealer: _t.Optional[str] = None,
+                 dealer_pin: _t.Optional[str] = None) -> None:
         self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
                                 identity=None if identity is None else str(identity), pins=list(pins),
                                 insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin)
 
     @property
     def addr(self) -> str:
+        """``"HOST:PORT"`` where the server listens (the port is resolved when
+        ``listen`` asked for port 0)."""
         return self._s.addr
 
     @property
-    def fingerprint(self):
+    def fingerprint(self) -> _t.Optional[str]:
         """``"sha256:<hex>"`` of the server's certificate (None if insecure)."""
         return self._s.fingerprint
 
-    def sessions(self):
+    def sessions(self) -> _t.Tuple[int, int]:
         """(sessions ended well, sessions failed)."""
         return self._s.sessions()
 
     def shutdown(self) -> None:
+        """Stops accepting clients and waits for the accept loop to end."""
         self._s.shutdown()
 
-    def __enter__(self):
+    def __enter__(self) -> "Server":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: _t.Any) -> None:
         self.shutdown()
 
 
@@ -146,31 +157,41 @@ class Client:
     in plaintext to a server started with ``insecure=True``. ``mode``,
     ``dealer`` and ``dealer_pin`` as for :class:`Server` (the server refuses
     a client of another mode).
+
+    ``connect_timeout`` (seconds; default 30) is how long the client keeps
+    retrying while nothing listens at ``addr``; then ``RuntimeError("...
+    could not connect to ADDR: connection refused")``.
     """
 
-    def __init__(self, addr: str, proto: str = "fss", net: str = "none", pin=None, identity=None,
-                 insecure: bool = False, mode: str = "tee", dealer=None, dealer_pin=None):
+    def __init__(self, addr: str, proto: str = "fss", net: str = "none", pin: _t.Optional[str] = None,
+                 identity: _t.Optional[_PathLike] = None, insecure: bool = False, mode: str = "tee",
+                 dealer: _t.Optional[str] = None, dealer_pin: _t.Optional[str] = None,
+                 connect_timeout: _t.Optional[float] = None) -> None:
         self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
                                   identity=None if identity is None else str(identity), insecure=insecure,
-                                  mode=mode, dealer=dealer, dealer_pin=dealer_pin)
+                                  mode=mode, dealer=dealer, dealer_pin=dealer_pin,
+                                  connect_timeout=connect_timeout)
 
     @property
-    def input_shape(self):
+    def input_shape(self) -> _t.Tuple[int, ...]:
+        """The model's input shape, as the server announced it (no batch dimension)."""
         return tuple(self._c.input_shape)
 
-    def infer(self, x, progress=False, report: bool = False):
+    def infer(self, x: _t.Any, progress: _ProgressArg = False,
+              report: bool = False) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
         """Private inference of one input; returns logits (and a cost report)."""
-        xa = np.ascontiguousarray(x, dtype=np.float64)
+        xa = _np.ascontiguousarray(x, dtype=_np.float64)
         logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
                                            progress=_progress_arg(progress, "hush.Client.infer"))
-        out = np.asarray(logits, dtype=np.float64).reshape(shape)
-        return (out, json.loads(rep)) if report else out
+        out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
+        return (out, _json.loads(rep)) if report else out
 
     def close(self) -> None:
+        """Ends the session (the server sees a clean end)."""
         self._c.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: _t.Any) -> None:
         self.close()

@@ -41,6 +41,7 @@ pub mod beaver;
 pub mod cf2;
 pub mod deal;
 pub mod fss;
+pub mod module_process;
 pub mod nonlinear;
 pub mod share;
 pub mod tami;

@@ -1,10 +1,11 @@
 //! The `hush` command line. Each subcommand is a thin layer over a library
-//! crate; nothing protocol-specific lives here.
+//! crate; nothing protocol-specific lives here. Compiled as the module
+//! `app` of the `hush_cli` library (see `lib.rs`); the binary is
+//! `src/bin/hush.rs`.
 
 use clap::{Args, Parser, Subcommand};
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
-use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(name = "hush", version, about = "Private machine learning with secure multi-party computation, made fast by trusted acceleration")]
@@ -169,8 +170,7 @@ fn emit(r: &Record, json: bool) {
     }
 }
 
-fn run() -> Result<(), String> {
-    let cli = Cli::parse();
+fn run(cli: Cli) -> Result<(), String> {
     hush_bench::simd::check_env().map_err(|e| e.to_string())?;
     // every inference client with --max-mem enforces it as measured peak
     hush_inference::runtime::install_mem_probe(infer_probe());
@@ -273,12 +273,31 @@ fn demo(a: DemoArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
+/// The connection notice of every command (see `hush_transport::notice`).
+fn print_connect_notice(msg: &str) {
+    eprintln!("hush: {msg}");
+}
+
+/// Parses `args` and runs the command; the exit status (see
+/// `hush_cli::run_with_args`).
+pub(crate) fn run_with_args<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code().clamp(0, 255) as u8;
+        }
+    };
+    hush_transport::set_connect_notice(print_connect_notice);
+    match run(cli) {
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("hush: error: {e}");
-            ExitCode::FAILURE
+            1
         }
     }
 }

@@ -209,7 +209,7 @@ fn server_provider(opts: &Options) -> Result<Provider> {
         Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
         Mode::Dealer { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
-            let m = hush_tee::DealerModule::connect_profiled(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, &sid, ModuleRole::Sender)?;
+            let m = hush_tee::DealerModule::connect_timed(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender)?;
             let fp = m.dealer_fingerprint();
             Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })
         }
@@ -292,7 +292,7 @@ fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
                     }
                 }
             }
-            let m = hush_tee::DealerModule::connect_profiled(addr, &sec, &opts.profile, &sid, ModuleRole::Receiver).map_err(|e| match e {
+            let m = hush_tee::DealerModule::connect_timed(addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Receiver).map_err(|e| match e {
                 hush_tee::Error::Refused(r) => Error::Tee(hush_tee::Error::Refused(format!(
                     "{r} — the session was not opened at {addr} (does the server use the same dealer?) or its client role was taken by someone else; nothing was sent"
                 ))),
@@ -1073,7 +1073,7 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
 
 /// Connects to a server and starts a session.
 pub fn connect(addr: &str, opts: &Options) -> Result<ClientSession<TcpChannel>> {
-    let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
+    let copts = ChannelOptions { profile: opts.profile.clone(), connect_timeout: opts.link.connect_timeout(), ..Default::default() };
     let sec = opts.link.to_peer(addr)?;
     let ch = TcpChannel::connect_with(addr, copts, &sec)?;
     ClientSession::start(ch, opts)

@@ -87,7 +87,7 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
     }
     let x = ds.to_fixed()?;
     let link = LinkConfig::from_flags(&a.link)?;
-    let opts = ChannelOptions::default();
+    let opts = link.channel_options(ChannelOptions::default());
     let mut ch = match (&a.listen, &a.peer) {
         (Some(addr), None) => {
             let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Config(format!("cannot listen at {addr}: {e}")))?;

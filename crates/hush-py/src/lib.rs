@@ -110,7 +110,7 @@ fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<O
 
 /// LinkConfig settings from the Python arguments (TLS unless `insecure`).
 fn link_of(identity: Option<String>, pins: Vec<String>, insecure: bool) -> PyResult<hush_transport::LinkConfig> {
-    let flags = hush_transport::LinkFlags { identity: identity.map(Into::into), pins, insecure };
+    let flags = hush_transport::LinkFlags { identity: identity.map(Into::into), pins, insecure, ..Default::default() };
     hush_transport::LinkConfig::from_flags(&flags).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
@@ -307,7 +307,7 @@ impl NativeClient {
 }
 
 #[pyfunction]
-#[pyo3(signature = (addr, proto="fss", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None))]
+#[pyo3(signature = (addr, proto="fss", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None))]
 #[allow(clippy::too_many_arguments)]
 fn connect(
     py: Python<'_>,
@@ -320,6 +320,7 @@ fn connect(
     mode: &str,
     dealer: Option<String>,
     dealer_pin: Option<String>,
+    connect_timeout: Option<f64>,
 ) -> PyResult<NativeClient> {
     if !insecure && pin.is_none() {
         return Err(PyValueError::new_err(format!(
@@ -328,10 +329,36 @@ fn connect(
     }
     let mut opts = inference_options(proto, net, 37, 12)?;
     opts.link = link_of(identity, pin.into_iter().collect(), insecure)?;
+    if let Some(t) = connect_timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(PyValueError::new_err("connect_timeout must be a positive number of seconds"));
+        }
+        opts.link = opts.link.with_connect_timeout(std::time::Duration::from_secs_f64(t));
+    }
     opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
     let addr = addr.to_string();
     let s = guarded(py, move || runtime::connect(&addr, &opts).map_err(|e| e.to_string()))?;
     Ok(NativeClient { session: std::sync::Mutex::new(Some(s)) })
+}
+
+/// The `hush` command line (`argv` as `sys.argv`: the program name first);
+/// returns the exit status. Runs without the GIL; a Rust panic is status 101.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.allow_threads(|| match catch_unwind(AssertUnwindSafe(|| hush_cli::run_with_args(argv))) {
+        Ok(code) => code as i32,
+        Err(_) => {
+            eprintln!("hush: internal error (Rust panic)");
+            101
+        }
+    })
+}
+
+/// The out-of-process trusted module (`hush-tee-module`) on this process's
+/// stdin/stdout; `args` after the program name. Returns the exit status.
+#[pyfunction]
+fn tee_module_main(py: Python<'_>, args: Vec<String>) -> i32 {
+    py.allow_threads(|| catch_unwind(AssertUnwindSafe(|| hush_2pc::module_process::module_main(args))).unwrap_or(101))
 }
 
 #[pymodule]
@@ -344,6 +371,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_model, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add_function(wrap_pyfunction!(connect, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(tee_module_main, m)?)?;
     m.add_class::<NativeServer>()?;
     m.add_class::<NativeClient>()?;
     Ok(())

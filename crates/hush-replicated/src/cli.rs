@@ -80,9 +80,9 @@ pub fn node_main(a: NodeArgs) -> Result<()> {
     }
     let listen = a.listen.clone().unwrap_or_else(|| peers[a.party].clone());
     let t = Duration::from_secs(a.timeout.max(1));
-    let ring = ChannelOptions { timeout: t, profile: profile(&a.net)?, ..Default::default() };
-    let client = ChannelOptions { timeout: t, ..Default::default() };
     let link = resolve_link(&a.link)?;
+    let ring = ChannelOptions { timeout: t, profile: profile(&a.net)?, connect_timeout: link.connect_timeout(), ..Default::default() };
+    let client = ChannelOptions { timeout: t, connect_timeout: link.connect_timeout(), ..Default::default() };
     print_identity(&link);
     let threads = a.threads.unwrap_or_else(all_cores).max(1);
     run_node(NodeConfig { party: a.party, peers, listen, ring, client, max_jobs: a.max_jobs, verbose: a.verbose, link, store: a.store, threads })
@@ -176,8 +176,8 @@ fn job_control_main(a: JobControlArgs, cancel: bool) -> Result<()> {
         None if cancel => return Err(Error::Input("cancel needs --id".into())),
         None => 0,
     };
-    let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
     let link = resolve_link(&a.link)?;
+    let opts = link.channel_options(ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() });
     let mut failed = None;
     for (i, r) in job_control(&nodes, id, cancel, &opts, &link).into_iter().enumerate() {
         match r {
@@ -231,8 +231,8 @@ pub fn job_main(a: JobArgs) -> Result<()> {
         None => None,
     };
     let words = a.chunk_words.unwrap_or_else(|| default_words(a.repeat));
-    let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
     let link = resolve_link(&a.link)?;
+    let opts = link.channel_options(ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() });
     if !link.is_tls() {
         eprintln!("hush job: {}", link.banner());
     }
@@ -431,8 +431,8 @@ pub fn share_main(a: ShareArgs) -> Result<()> {
     };
     let width = a.width.unwrap_or(hexv.len() / 2 * 8);
     let bits = crate::bristol::value_bits_from_hex(&hexv, width).map_err(|e| Error::Input(format!("--input: {e}")))?;
-    let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
     let link = resolve_link(&a.link)?;
+    let opts = link.channel_options(ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() });
     share_input(&nodes, &a.name, &bits, &Acl { users: a.allow_job, recipients: a.allow_output }, &opts, &link)?;
     eprintln!("stored {:?} ({width} bits) at the three nodes; owner {}", a.name, link.fingerprint().map(|f| f.to_string()).unwrap_or_default());
     Ok(())
@@ -462,8 +462,8 @@ pub struct FetchArgs {
 pub fn fetch_main(a: FetchArgs) -> Result<()> {
     let nodes = three(&a.nodes, "--nodes")?;
     let id = parse_job_id(&a.job)?;
-    let opts = ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() };
     let link = resolve_link(&a.link)?;
+    let opts = link.channel_options(ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() });
     let f = fetch_result(&nodes, id, &opts, &link)?;
     let c = Circuit { name: f.circuit.clone(), num_wires: 0, inputs: vec![], outputs: f.outputs.clone(), gates: vec![], header_gates: 0 };
     let n = if a.all { f.result.instances } else { 1 };

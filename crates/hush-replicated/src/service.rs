@@ -124,25 +124,18 @@ fn hello(kind: u8, party: usize) -> [u8; 7] {
 }
 
 /// Connects to `addr` (retrying while it is not up yet, until the
-/// options' timeout), writes the hello preamble, then runs the link's
-/// security (mode preamble, TLS handshake with `sec`'s pin) on the stream.
-/// The hello is unauthenticated; the acceptor checks the claimed role
-/// against the certificate the TLS handshake authenticated.
+/// options' `connect_timeout`, `--connect-timeout`; then "could not
+/// connect to ADDR: connection refused"), writes the hello preamble, then
+/// runs the link's security (mode preamble, TLS handshake with `sec`'s
+/// pin) on the stream. The hello is unauthenticated; the acceptor checks
+/// the claimed role against the certificate the TLS handshake
+/// authenticated.
 fn connect_with_hello(addr: &str, kind: u8, party: usize, opts: &ChannelOptions, sec: &LinkSecurity) -> std::io::Result<TcpChannel> {
-    use std::io::{ErrorKind, Write};
-    let deadline = Instant::now() + opts.timeout;
-    let mut s = loop {
-        match std::net::TcpStream::connect(addr) {
-            Ok(s) => break s,
-            Err(e)
-                if Instant::now() < deadline
-                    && matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset | ErrorKind::TimedOut) =>
-            {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            Err(e) => return Err(e),
-        }
-    };
+    use std::io::Write;
+    let mut s = hush_transport::connect_retrying(addr, opts).map_err(|e| match e {
+        hush_transport::Error::Io(e) => e,
+        e => std::io::Error::other(e.to_string()),
+    })?;
     s.write_all(&hello(kind, party))?;
     TcpChannel::from_connected(s, opts.clone(), sec, addr).map_err(|e| std::io::Error::other(e.to_string()))
 }

@@ -375,8 +375,22 @@ impl DealerModule {
     /// [`DealerModule::connect`] over an emulated network `profile`
     /// (benchmarks: the dealer link as slow as the parties' link).
     pub fn connect_profiled(addr: &str, sec: &LinkSecurity, profile: &hush_transport::NetProfile, session: &SessionId, role: ModuleRole) -> Result<Self> {
+        Self::connect_timed(addr, sec, profile, None, session, role)
+    }
+
+    /// [`DealerModule::connect_profiled`] retrying a refused connection for
+    /// `connect_timeout` (`--connect-timeout`; None: [`CONNECT_TIMEOUT`]).
+    pub fn connect_timed(
+        addr: &str,
+        sec: &LinkSecurity,
+        profile: &hush_transport::NetProfile,
+        connect_timeout: Option<Duration>,
+        session: &SessionId,
+        role: ModuleRole,
+    ) -> Result<Self> {
         let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
-        let opts = ChannelOptions { profile: profile.clone(), ..channel_options() };
+        let base = channel_options();
+        let opts = ChannelOptions { profile: profile.clone(), connect_timeout: connect_timeout.unwrap_or(base.connect_timeout), ..base };
         let mut ch = TcpChannel::connect_with(addr, opts, sec).map_err(lost)?;
         ch.send(&encode_join(session, role)).map_err(lost)?;
         ch.set_timeout(JOIN_TIMEOUT);

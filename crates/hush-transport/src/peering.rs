@@ -24,6 +24,7 @@ use crate::tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The warning every command prints when run with `--insecure`.
 pub const INSECURE_WARNING: &str = "WARNING: --insecure: links are plaintext and unauthenticated — anyone on the network can read shares and impersonate peers";
@@ -49,6 +50,12 @@ pub struct LinkFlags {
     /// unless this is given.
     #[cfg_attr(feature = "clap", arg(long))]
     pub insecure: bool,
+    /// Seconds to keep retrying a connection while nothing listens at the
+    /// peer's address (it may still be starting; a line says so once), then
+    /// fail with "could not connect to ADDR: connection refused" (default:
+    /// 30 for peers, 5 for a dealer).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "SECS"))]
+    pub connect_timeout: Option<u64>,
 }
 
 /// Parsed pins: per address, plus unlabelled ones.
@@ -116,6 +123,7 @@ fn parse_fp(fp: &str, whole: &str) -> Result<Fingerprint> {
 pub struct LinkConfig {
     identity: Option<Arc<Identity>>,
     pins: Pins,
+    connect_timeout: Option<Duration>,
 }
 
 impl LinkConfig {
@@ -123,27 +131,56 @@ impl LinkConfig {
     /// identity) unless `--insecure`.
     pub fn from_flags(f: &LinkFlags) -> Result<LinkConfig> {
         let pins = Pins::parse(&f.pins)?;
+        let connect_timeout = match f.connect_timeout {
+            Some(0) => return Err(Error::Config("--connect-timeout must be at least 1 second".into())),
+            Some(s) => Some(Duration::from_secs(s)),
+            None => None,
+        };
         if f.insecure {
             if f.identity.is_some() || !pins.is_empty() {
                 return Err(Error::Config("--insecure cannot be combined with --identity or --pin".into()));
             }
-            return Ok(LinkConfig { identity: None, pins });
+            return Ok(LinkConfig { identity: None, pins, connect_timeout });
         }
         let id = match &f.identity {
             Some(dir) => Identity::load(dir)?,
             None => Identity::generate()?,
         };
-        Ok(LinkConfig { identity: Some(Arc::new(id)), pins })
+        Ok(LinkConfig { identity: Some(Arc::new(id)), pins, connect_timeout })
     }
 
     /// Plaintext links.
     pub fn insecure() -> LinkConfig {
-        LinkConfig { identity: None, pins: Pins::default() }
+        LinkConfig { identity: None, pins: Pins::default(), connect_timeout: None }
     }
 
     /// TLS with `identity` and explicit pins (tests, local runs).
     pub fn with_identity(identity: Arc<Identity>, pins: Pins) -> LinkConfig {
-        LinkConfig { identity: Some(identity), pins }
+        LinkConfig { identity: Some(identity), pins, connect_timeout: None }
+    }
+
+    /// The same settings with `--connect-timeout` set to `t`.
+    pub fn with_connect_timeout(mut self, t: Duration) -> LinkConfig {
+        self.connect_timeout = Some(t);
+        self
+    }
+
+    /// `--connect-timeout` as given (None: each kind of connection keeps
+    /// its own default).
+    pub fn connect_timeout_flag(&self) -> Option<Duration> {
+        self.connect_timeout
+    }
+
+    /// How long connections to peers keep retrying while refused:
+    /// `--connect-timeout`, else [`crate::DEFAULT_CONNECT_TIMEOUT`].
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout.unwrap_or(crate::DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// `opts` with this party's connect timeout (see
+    /// [`LinkConfig::connect_timeout`]).
+    pub fn channel_options(&self, opts: crate::ChannelOptions) -> crate::ChannelOptions {
+        crate::ChannelOptions { connect_timeout: self.connect_timeout(), ..opts }
     }
 
     pub fn is_tls(&self) -> bool {

@@ -328,12 +328,26 @@ impl TcpChannel {
     }
 }
 
+/// A plain TCP stream to `addr` (resolved once), retried while refused
+/// for up to `opts.connect_timeout`, with one notice through the hook of
+/// [`crate::set_connect_notice`] when the first attempt is refused; then
+/// [`Error::ConnectRefused`]. For protocols that write their own preamble
+/// before the link's set-up ([`TcpChannel::from_connected`]).
+pub fn connect_retrying(addr: &str, opts: &ChannelOptions) -> Result<TcpStream> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| Error::Setup { peer: addr.into(), msg: format!("cannot resolve address: {e}") })?
+        .collect();
+    connect_addrs(&addrs, addr, opts)
+}
+
 /// TCP connect with retries while refused, up to `opts.connect_timeout`.
 fn connect_addrs(addrs: &[SocketAddr], name: &str, opts: &ChannelOptions) -> Result<TcpStream> {
     if addrs.is_empty() {
         return Err(Error::Setup { peer: name.into(), msg: "the address resolved to nothing".into() });
     }
     let deadline = Instant::now() + opts.connect_timeout;
+    let mut noticed = false;
     loop {
         let mut last = None;
         for a in addrs {
@@ -356,6 +370,10 @@ fn connect_addrs(addrs: &[SocketAddr], name: &str, opts: &ChannelOptions) -> Res
                 },
                 _ => Error::ConnectRefused { addr: name.into() },
             });
+        }
+        if !noticed {
+            noticed = true;
+            crate::notice::connect_notice(&crate::notice::waiting_line(name));
         }
         std::thread::sleep(Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now())));
     }
