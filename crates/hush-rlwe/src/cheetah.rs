@@ -41,7 +41,7 @@
 //! centered): D = G·N·2^{ℓ−1}·22 + 21(2N+1) + 1 bounds every term but f,
 //! and F = ⌈log2 D⌉ + κ. Correctness needs F + ℓ + 4 ≤ ⌊log2 q⌋ (checked per
 //! layer, with a clear error otherwise); after switching to 2^k the error is
-//! < 2^{k−ℓ−2} + (N+1)(1/2 + 2^−60) < 2^{k−ℓ−1}, so decryption is always exact.
+//! < 2^{k−ℓ−2} + (N+1)(1/2 + L·2^−32) < 2^{k−ℓ−1}, so decryption is always exact.
 //!
 //! ## What each party sees, and why it is simulatable
 //! * **Server**: the public key and seeded ciphertexts Enc_s(x̂_C) under the
@@ -637,6 +637,8 @@ impl HeServer {
         let mut down = Vec::new();
         let tm = (1u64 << cfg.bits) - 1;
         let flood_span = 1u128 << (bud.flood_log + 1);
+        let sw = ctx.switcher(bud.k);
+        let enc = ctx.encoder(cfg.bits);
         for r in 0..lay.rows {
             let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..lay.tiles).map(|_| (ctx.zero(), ctx.zero())).collect();
             for g in 0..lay.groups {
@@ -654,15 +656,14 @@ impl HeServer {
                 ctx.intt(&mut a);
                 let nd = lay.needed(r, t);
                 // − encode(r_S) on the needed coefficients
-                let mut rs = vec![0u64; ctx.n];
                 for &(j, o) in &nd {
                     let v = self.prg.next_u64() & tm;
-                    rs[j as usize] = v;
                     y_s[o as usize] = v;
+                    for (i, &p) in ctx.primes().iter().enumerate() {
+                        let x = &mut b[i * ctx.n + j as usize];
+                        *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
+                    }
                 }
-                let enc = ctx.encode(cfg.bits, &rs);
-                ctx.sub_assign(&mut b, &enc);
-                rs.zeroize();
                 // re-randomise with a fresh Enc_pk(0)
                 let (zb, za) = self.pk.encrypt_zero(&ctx, &mut self.prg);
                 ctx.add_assign(&mut b, &zb);
@@ -677,8 +678,8 @@ impl HeServer {
                     }
                 }
                 if cfg.mod_switch {
-                    pack_into((0..ctx.n).map(|j| ctx.mod_switch_coeff(&a, j, bud.k)), bud.k, &mut down);
-                    pack_into(nd.iter().map(|&(j, _)| ctx.mod_switch_coeff(&b, j as usize, bud.k)), bud.k, &mut down);
+                    pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
+                    pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
                 } else {
                     for (i, w) in residue_bits(&ctx).into_iter().enumerate() {
                         pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), w, &mut down);

@@ -51,6 +51,64 @@ pub fn pow_mod(mut b: u64, mut e: u64, p: u64) -> u64 {
 fn inv_mod(a: u64, p: u64) -> u64 {
     pow_mod(a, p - 2, p)
 }
+/// Multiplication by a fixed w mod p (Shoup: w' = ⌊w·2^64/p⌋), p < 2^63.
+#[derive(Clone, Copy)]
+pub struct ShoupMul {
+    w: u64,
+    w_shoup: u64,
+    p: u64,
+}
+impl ShoupMul {
+    pub fn new(w: u64, p: u64) -> ShoupMul {
+        let w = w % p;
+        ShoupMul { w, w_shoup: (((w as u128) << 64) / p as u128) as u64, p }
+    }
+    #[inline]
+    pub fn mul(&self, x: u64) -> u64 {
+        let q = ((x as u128 * self.w_shoup as u128) >> 64) as u64;
+        let r = x.wrapping_mul(self.w).wrapping_sub(q.wrapping_mul(self.p));
+        if r >= self.p {
+            r - self.p
+        } else {
+            r
+        }
+    }
+}
+
+/// Exact ⌊y·2^k/p⌋ and a 32-bit fraction of (y·2^k mod p)/p for y < p,
+/// from precomputed reciprocals (no division on the hot path).
+#[derive(Clone, Copy)]
+struct ScaleDiv {
+    p: u64,
+    k: u32,
+    /// ⌊2^{k+64}/p⌋ split in 64-bit halves.
+    m_hi: u64,
+    m_lo: u64,
+    /// ⌊2^96/p⌋.
+    f: u64,
+}
+impl ScaleDiv {
+    fn new(p: u64, k: u32) -> ScaleDiv {
+        // 2^{k+64}/p with k ≤ 63 and p ≥ 2^32: < 2^96, computed as (2^{k+64} − 1)/p (p odd: same floor)
+        let num = if k + 64 == 128 { u128::MAX } else { (1u128 << (k + 64)) - 1 };
+        let m = num / p as u128;
+        ScaleDiv { p, k, m_hi: (m >> 64) as u64, m_lo: m as u64, f: ((1u128 << 96) / p as u128) as u64 }
+    }
+    /// (quotient mod 2^128, fraction·2^32)
+    #[inline]
+    fn apply(&self, y: u64) -> (u128, u64) {
+        let y128 = y as u128;
+        let mut q = y128 * self.m_hi as u128 + ((y128 * self.m_lo as u128) >> 64);
+        let full = y128 << self.k; // y < 2^62, k ≤ 63: < 2^125
+        let mut r = full - q * self.p as u128;
+        while r >= self.p as u128 {
+            r -= self.p as u128;
+            q += 1;
+        }
+        (q, ((r * self.f as u128) >> 64) as u64)
+    }
+}
+
 /// A signed value (|v| < 2^127) reduced into [0, p).
 #[inline]
 pub fn reduce_i128(v: i128, p: u64) -> u64 {
@@ -68,6 +126,29 @@ pub struct Context {
     q_hat_inv: Vec<u64>,
     /// p_0^{-1} mod p_1 (two-prime CRT of decryption).
     p0_inv_mod_p1: u64,
+    q_hat_inv_shoup: Vec<ShoupMul>,
+}
+
+/// Encodes single values (see [`Context::encode_into`]).
+pub struct Encoder {
+    qt: u64,
+    tmask: u64,
+    bits: u32,
+    tinv: Vec<ShoupMul>,
+    primes: Vec<u64>,
+}
+impl Encoder {
+    /// The residue mod p_i of round(q·x/2^ℓ).
+    #[inline]
+    pub fn residue(&self, i: usize, x: u64) -> u64 {
+        Context::encode_one(self.qt, self.tmask, self.bits, x, &self.tinv[i], self.primes[i])
+    }
+}
+
+/// Modulus switching of many coefficients to one 2^k (precomputed).
+pub struct Switcher {
+    k: u32,
+    divs: Vec<ScaleDiv>,
 }
 
 impl Context {
@@ -83,8 +164,8 @@ impl Context {
         }
         let mut plans = Vec::with_capacity(params.primes.len());
         for (i, &p) in params.primes.iter().enumerate() {
-            if p >= 1 << 62 || params.primes[..i].contains(&p) {
-                return Err(Error::Params(format!("prime {p:#x}: must be distinct and below 2^62")));
+            if p >= 1 << 62 || p < 1 << 40 || params.primes[..i].contains(&p) {
+                return Err(Error::Params(format!("prime {p:#x}: must be distinct and in [2^40, 2^62)")));
             }
             plans.push(Plan::try_new(n, p).ok_or_else(|| Error::Params(format!("{p:#x} is not an NTT-friendly prime for N = {n}")))?);
         }
@@ -104,7 +185,8 @@ impl Context {
             })
             .collect();
         let p0_inv_mod_p1 = inv_mod(params.primes[0] % params.primes[1], params.primes[1]);
-        Ok(Context { n, plans, q_mod_2_64, q_hat_inv, p0_inv_mod_p1, params })
+        let q_hat_inv_shoup = params.primes.iter().zip(&q_hat_inv).map(|(&p, &w)| ShoupMul::new(w, p)).collect();
+        Ok(Context { n, plans, q_mod_2_64, q_hat_inv, p0_inv_mod_p1, q_hat_inv_shoup, params })
     }
 
     pub fn primes(&self) -> &[u64] {
@@ -167,7 +249,7 @@ impl Context {
         let mut out = self.zero();
         for (i, &p) in self.primes().iter().enumerate() {
             for (o, &x) in out[i * self.n..(i + 1) * self.n].iter_mut().zip(v) {
-                *o = reduce_i128(x as i128, p);
+                *o = if x >= 0 { x as u64 % p } else { (p - ((x.unsigned_abs()) % p)) % p };
             }
         }
         out
@@ -219,14 +301,32 @@ impl Context {
         let tmask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
         let qt = self.q_mod_2_64 & tmask;
         for (i, &p) in self.primes().iter().enumerate() {
-            let tinv = inv_mod(pow_mod(2, bits as u64, p), p);
+            let tinv = ShoupMul::new(inv_mod(pow_mod(2, bits as u64, p), p), p);
             for (o, &x) in out[i * self.n..(i + 1) * self.n].iter_mut().zip(m) {
-                let k = qt.wrapping_mul(x) & tmask;
-                let up = (bits > 0 && (k >> (bits - 1)) & 1 == 1) as u64;
-                *o = add_mod(mul_mod(p - (k % p), tinv, p) % p, up, p);
+                *o = Self::encode_one(qt, tmask, bits, x, &tinv, p);
             }
         }
     }
+    #[inline]
+    fn encode_one(qt: u64, tmask: u64, bits: u32, x: u64, tinv: &ShoupMul, p: u64) -> u64 {
+        let k = qt.wrapping_mul(x) & tmask;
+        let up = ((k >> (bits - 1)) & 1) as u64;
+        let kr = if k >= p { k % p } else { k };
+        add_mod(tinv.mul(if kr == 0 { 0 } else { p - kr }), up, p)
+    }
+
+    /// A precomputed encoder of single values for plaintext modulus 2^bits.
+    pub fn encoder(&self, bits: u32) -> Encoder {
+        let tmask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        Encoder {
+            qt: self.q_mod_2_64 & tmask,
+            tmask,
+            bits,
+            tinv: self.primes().iter().map(|&p| ShoupMul::new(inv_mod(pow_mod(2, bits as u64, p), p), p)).collect(),
+            primes: self.primes().to_vec(),
+        }
+    }
+
     pub fn encode(&self, bits: u32, m: &[u64]) -> Vec<u64> {
         let mut out = self.zero();
         self.encode_into(bits, m, &mut out);
@@ -251,6 +351,28 @@ impl Context {
         let v = int.wrapping_add((frac + (1u128 << 63)) >> 64);
         let m = if k == 128 { u128::MAX } else { (1u128 << k) - 1 };
         (v & m) as u64
+    }
+
+    /// A modulus switcher to 2^k (k ≤ 63), for [`Context::switch`].
+    pub fn switcher(&self, k: u32) -> Switcher {
+        assert!(k <= 63);
+        Switcher { k, divs: self.primes().iter().map(|&p| ScaleDiv::new(p, k)).collect() }
+    }
+
+    /// round(2^k·x/q) mod 2^k of coefficient j, as [`Context::mod_switch_coeff`]
+    /// but with precomputed reciprocals (32 guard bits: error < L·2^−32).
+    #[inline]
+    pub fn switch(&self, sw: &Switcher, a: &[u64], j: usize) -> u64 {
+        let mut int = 0u128;
+        let mut frac = 0u64 as u128;
+        for (i, d) in sw.divs.iter().enumerate() {
+            let y = self.q_hat_inv_shoup[i].mul(a[i * self.n + j]);
+            let (q, f) = d.apply(y);
+            int = int.wrapping_add(q);
+            frac += f as u128;
+        }
+        let v = int.wrapping_add((frac + (1u128 << 31)) >> 32);
+        (v as u64) & ((1u64 << sw.k) - 1)
     }
 
     /// The first two residues of a value, CRT-combined and centered:

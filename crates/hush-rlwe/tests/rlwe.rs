@@ -154,3 +154,25 @@ fn encoding_is_exact_rounding() {
         }
     }
 }
+
+#[test]
+fn fast_switch_agrees_with_the_reference_switch() {
+    for p in [Params::insecure_test_n256(), Params::he128_n8192_wide(), Params::he128_n4096()] {
+        let ctx = Context::new(p).unwrap();
+        let mut prg = Prg::new(Block(42));
+        for k in [17u32, 53, 63] {
+            let sw = ctx.switcher(k);
+            let mut diff = 0;
+            for _ in 0..8 {
+                let a = ctx.uniform(&mut prg);
+                for j in 0..ctx.n {
+                    let (x, y) = (ctx.switch(&sw, &a, j), ctx.mod_switch_coeff(&a, j, k));
+                    let d = x.wrapping_sub(y) & ((1u64 << k) - 1);
+                    assert!(d == 0 || d == 1 || d == (1u64 << k) - 1, "k {k}: {x} vs {y}");
+                    diff += (d != 0) as usize;
+                }
+            }
+            assert!(diff <= 2, "k {k}: {diff} roundings differ");
+        }
+    }
+}
