@@ -158,8 +158,8 @@ pub struct Layout {
     pub tiles: usize,
     /// Output row groups (FC: row blocks; conv: output channels).
     pub rows: usize,
-    /// FC: (n_i, n_o); conv: (C_b, H_b, W_b) and tile grid.
-    blk: [usize; 3],
+    /// FC: (n_i, n_o, 0, 0); conv: (C_b, H_b, W_b, M_b) and the tile grid.
+    blk: [usize; 4],
     tiles_w: usize,
 }
 
@@ -169,6 +169,10 @@ impl Layout {
     }
     pub fn out_cts(&self) -> usize {
         self.rows * self.tiles
+    }
+    /// FC: [n_i, n_o, 0, 0]; conv: [C_b, H_b, W_b, M_b] (M_b output channels per product).
+    pub fn blocking(&self) -> [usize; 4] {
+        self.blk
     }
     /// Polynomial products the server computes (each for b and a).
     pub fn products(&self) -> usize {
@@ -189,7 +193,7 @@ impl Layout {
                     let (g, r) = (n_in.div_ceil(ni), n_out.div_ceil(no));
                     let c = cost(g, r, g * r);
                     if best.as_ref().is_none_or(|(b, _)| c < *b) {
-                        best = Some((c, Layout { shape: shape.clone(), n, groups: g, tiles: 1, rows: r, blk: [ni, no, 0], tiles_w: 1 }));
+                        best = Some((c, Layout { shape: shape.clone(), n, groups: g, tiles: 1, rows: r, blk: [ni, no, 0, 0], tiles_w: 1 }));
                     }
                 }
                 Ok(best.expect("n_in ≥ 1").1)
@@ -209,9 +213,13 @@ impl Layout {
                         }
                         let (th, tw) = (ho1.div_ceil(hb - kh + 1), wo1.div_ceil(wb - kw + 1));
                         let (g, t) = (c_in.div_ceil(cb), th * tw);
-                        let c = cost(g * t, c_out * t, c_out * g * t);
+                        // output channels per product: x̂·ŵ_m has degree < stride_m = span + O + 1,
+                        // so M_b channels at offsets m·stride_m fit without overlap or wrap if M_b·stride_m ≤ N
+                        let mb = c_out.min((n / conv_stride_m(cb, hb, wb, kh, kw)).max(1));
+                        let rows = c_out.div_ceil(mb);
+                        let c = cost(g * t, rows * t, rows * g * t);
                         if best.as_ref().is_none_or(|(b, _)| c < *b) {
-                            best = Some((c, Layout { shape: shape.clone(), n, groups: g, tiles: t, rows: c_out, blk: [cb, hb, wb], tiles_w: tw }));
+                            best = Some((c, Layout { shape: shape.clone(), n, groups: g, tiles: t, rows, blk: [cb, hb, wb, mb], tiles_w: tw }));
                         }
                     }
                 }
@@ -234,7 +242,7 @@ impl Layout {
                 }
             }
             Shape::Conv { c_in, h, w, kh, kw, pads, .. } => {
-                let [cb, hb, wb] = self.blk;
+                let [cb, hb, wb, _] = self.blk;
                 let (oi, oj) = self.tile_origin(t, kh, kw);
                 for c in 0..cb {
                     let ch = g * cb + c;
@@ -260,7 +268,7 @@ impl Layout {
     }
 
     fn tile_origin(&self, t: usize, kh: usize, kw: usize) -> (usize, usize) {
-        let [_, hb, wb] = self.blk;
+        let [_, hb, wb, _] = self.blk;
         ((t / self.tiles_w) * (hb - kh + 1), (t % self.tiles_w) * (wb - kw + 1))
     }
 
@@ -272,7 +280,7 @@ impl Layout {
         let mut p = vec![0i64; self.n];
         match self.shape {
             Shape::Fc { n_in, n_out } => {
-                let [ni, no, _] = self.blk;
+                let [ni, no, _, _] = self.blk;
                 for i in 0..no {
                     let row = r * no + i;
                     if row >= n_out {
@@ -286,17 +294,24 @@ impl Layout {
                     }
                 }
             }
-            Shape::Conv { c_in, kh, kw, .. } => {
-                let [cb, hb, wb] = self.blk;
+            Shape::Conv { c_in, c_out, kh, kw, .. } => {
+                let [cb, hb, wb, mb] = self.blk;
                 let o = (cb - 1) * hb * wb + (kh - 1) * wb + (kw - 1);
-                for c in 0..cb {
-                    let ch = g * cb + c;
-                    if ch >= c_in {
+                let sm = conv_stride_m(cb, hb, wb, kh, kw);
+                for mm in 0..mb {
+                    let m = r * mb + mm;
+                    if m >= c_out {
                         break;
                     }
-                    for l in 0..kh {
-                        for l2 in 0..kw {
-                            p[o - c * hb * wb - l * wb - l2] = sgn(wt[((r * c_in + ch) * kh + l) * kw + l2]);
+                    for c in 0..cb {
+                        let ch = g * cb + c;
+                        if ch >= c_in {
+                            break;
+                        }
+                        for l in 0..kh {
+                            for l2 in 0..kw {
+                                p[mm * sm + o - c * hb * wb - l * wb - l2] = sgn(wt[((m * c_in + ch) * kh + l) * kw + l2]);
+                            }
                         }
                     }
                 }
@@ -310,7 +325,7 @@ impl Layout {
         let mut out = Vec::new();
         match self.shape {
             Shape::Fc { n_out, .. } => {
-                let [ni, no, _] = self.blk;
+                let [ni, no, _, _] = self.blk;
                 for i in 0..no {
                     let row = r * no + i;
                     if row < n_out {
@@ -318,12 +333,18 @@ impl Layout {
                     }
                 }
             }
-            Shape::Conv { h, w, kh, kw, stride, pads, .. } => {
-                let [cb, hb, wb] = self.blk;
-                let o = (cb - 1) * hb * wb + (kh - 1) * wb + (kw - 1);
+            Shape::Conv { h, w, c_out, kh, kw, stride, pads, .. } => {
+                let [cb, hb, wb, mb] = self.blk;
                 let (ho1, wo1) = (h + pads[0] + pads[2] - kh + 1, w + pads[1] + pads[3] - kw + 1);
                 let (oh, ow) = self.shape.conv_out();
                 let (oi, oj) = self.tile_origin(t, kh, kw);
+                let sm = conv_stride_m(cb, hb, wb, kh, kw);
+                for mm in 0..mb {
+                let m = r * mb + mm;
+                if m >= c_out {
+                    break;
+                }
+                let o = mm * sm + (cb - 1) * hb * wb + (kh - 1) * wb + (kw - 1);
                 for i in 0..hb - kh + 1 {
                     let gi = oi + i;
                     if gi >= ho1 {
@@ -338,14 +359,21 @@ impl Layout {
                             break;
                         }
                         if gj % stride[1] == 0 {
-                            out.push(((o + i * wb + j) as u32, (r * oh * ow + (gi / stride[0]) * ow + gj / stride[1]) as u32));
+                            out.push(((o + i * wb + j) as u32, (m * oh * ow + (gi / stride[0]) * ow + gj / stride[1]) as u32));
                         }
                     }
+                }
                 }
             }
         }
         out
     }
+}
+
+/// Spacing of packed output channels in a conv product (see [`Layout`]).
+fn conv_stride_m(cb: usize, hb: usize, wb: usize, kh: usize, kw: usize) -> usize {
+    let o = (cb - 1) * hb * wb + (kh - 1) * wb + (kw - 1);
+    cb * hb * wb + o
 }
 
 /// Protocol settings both parties must agree on (checked at setup).
@@ -383,9 +411,12 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
         return Err(Error::Params(format!("ℓ = {l} outside 1..={MAX_BITS}")));
     }
     let d = groups as f64 * n * 2f64.powi(l as i32 - 1) * 22.0 + 21.0 * (2.0 * n + 1.0) + 1.0;
-    let flood_log = d.log2().ceil() as u32 + 1 + cfg.flood_bits;
+    let flood_log = d.log2().ceil() as u32 + cfg.flood_bits;
     let log_q = ctx.params.log_q().floor() as u32;
-    if flood_log + l + 4 > log_q || flood_log > 120 {
+    if flood_log > 125 {
+        return Err(Error::Params(format!("flooding bound 2^{flood_log} exceeds the implementation's 2^125 (κ = {})", cfg.flood_bits)));
+    }
+    if flood_log + l + 4 > log_q {
         return Err(Error::Params(format!(
             "parameters {} (log q = {log_q}) cannot hold ℓ = {l} with κ = {} flooding bits over {groups} input ciphertexts \
              (needs log q ≥ {}); use a larger set such as he128-n8192",

@@ -117,10 +117,18 @@ fn conv_matches_plaintext() {
         conv(40, 3, 3, 2, 1, 1, [0; 4]), // 1x1, many channels
         conv(3, 11, 11, 2, 7, 2, [3; 4]), // ResNet-style stem (7x7 stride 2 pad 3)
         Shape::Conv { c_in: 2, h: 6, w: 10, c_out: 2, kh: 2, kw: 3, stride: [1, 2], pads: [0, 1, 1, 0] },
+        conv(1, 6, 6, 8, 3, 1, [0; 4]),   // small input, many output channels: packed products
+        conv(2, 5, 5, 7, 3, 2, [1; 4]),
     ];
+    let ctx = Context::new(p()).unwrap();
+    let mut packed = 0;
     for (i, s) in shapes.into_iter().enumerate() {
+        let (lay, _) = plan(&ctx, &Config::new(37), &s).unwrap();
+        packed += (lay.blocking()[3] > 1) as usize;
+        eprintln!("{s:?}: blocking {:?}, {} in / {} out ciphertexts", lay.blocking(), lay.in_cts(), lay.out_cts());
         check(p(), 37, s, 200 + i as u128);
     }
+    assert!(packed >= 2, "several output channels per product covered");
 }
 
 #[test]
@@ -340,7 +348,12 @@ fn cost_pins() {
     let p = Params::he128_n8192;
     let fc = check(p(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 1);
     assert_eq!((fc.bytes_c2s, fc.bytes_s2c, fc.rounds), (184_336, 54_272 + 67, 2), "FC 100→10");
-    let cv = check(p(), 37, Shape::Conv { c_in: 16, h: 12, w: 12, c_out: 16, kh: 5, kw: 5, stride: [1, 1], pads: [0; 4] }, 2);
-    // one input ciphertext (16·12·12 = 2304 ≤ 8192), one response per output channel with 8·8 = 64 needed coefficients
-    assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (184_336, 16 * (54_272 + 424)), "conv 16x12x12 → 16x8x8");
+    let sh = Shape::Conv { c_in: 16, h: 12, w: 12, c_out: 16, kh: 5, kw: 5, stride: [1, 1], pads: [0; 4] };
+    let cv = check(p(), 37, sh.clone(), 2);
+    // the cheapest blocking: 8 channels per input ciphertext (2 uploads), 3 output channels per
+    // product (6 responses); 16·8·8 = 1024 needed coefficients of 53 bits in all
+    let ctx = Context::new(p()).unwrap();
+    let (lay, _) = plan(&ctx, &Config::new(37), &sh).unwrap();
+    assert_eq!((lay.blocking(), lay.in_cts(), lay.out_cts()), ([8, 12, 12, 3], 2, 6));
+    assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (2 * 184_336, 6 * 54_272 + 1024 * 53 / 8), "conv 16x12x12 → 16x8x8");
 }
