@@ -357,3 +357,53 @@ fn cost_pins() {
     assert_eq!((lay.blocking(), lay.in_cts(), lay.out_cts()), ([8, 12, 12, 3], 2, 6));
     assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (2 * 184_336, 6 * 54_272 + 1024 * 53 / 8), "conv 16x12x12 → 16x8x8");
 }
+
+// ---- the server's view ----------------------------------------------------
+
+/// The server's view of a layer: the bytes of the uploaded ciphertexts.
+/// With the client's share all zero or all 2^ℓ − 1, the b residues (top 4
+/// bits of each 60-bit residue, and the low 4 bits) are distributed alike:
+/// a broken encryption (b = encode(m) + e without −a·s) fails at once.
+fn server_view(x_c: u64, seed: u128) -> Vec<u64> {
+    let ctx = Arc::new(Context::new(Params::insecure_test_n256()).unwrap());
+    let sh = Shape::Fc { n_in: 256, n_out: 1 };
+    let (mut ca, cb) = MemChannel::pair();
+    let got = hush_transport::Recording::new(cb);
+    let log = got.log();
+    let mut cb = got;
+    let cfg = Config::new(37);
+    let h = std::thread::spawn(move || {
+        let mut s = HeServer::setup(&mut cb, ctx.clone(), cfg, Prg::new(Block(seed))).unwrap();
+        for _ in 0..8 {
+            s.linear(&mut cb, &Shape::Fc { n_in: 256, n_out: 1 }, &[3; 256], &[0; 256]).unwrap();
+        }
+    });
+    let mut c = HeClient::setup(&mut ca, Arc::new(Context::new(Params::insecure_test_n256()).unwrap()), cfg, Prg::new(Block(seed + 1))).unwrap();
+    for _ in 0..8 {
+        c.linear(&mut ca, &sh, &[x_c; 256]).unwrap();
+    }
+    h.join().unwrap();
+    let msgs = log.lock().unwrap().clone();
+    // skip the setup message; each upload is one ciphertext: 16-byte seed + 3·256 residues of 60 bits
+    let mut out = Vec::new();
+    for m in &msgs[1..] {
+        let (v, _) = hush_rlwe::wire::unpack(&m[16..], 3 * 256, 60, u64::MAX, "view").unwrap();
+        out.extend(v);
+    }
+    out
+}
+
+#[test]
+fn server_view_is_independent_of_the_client_share() {
+    let (a, b) = (server_view(0, 1), server_view(mask(37), 1));
+    assert_eq!(a.len(), 8 * 768);
+    let h = |v: &[u64], f: &dyn Fn(u64) -> usize| {
+        let mut c = vec![0u64; 16];
+        v.iter().for_each(|&x| c[f(x)] += 1);
+        c
+    };
+    let top = |x: u64| (x >> 56) as usize & 15;
+    let low = |x: u64| x as usize & 15;
+    let (ct, cl) = (chi2(&h(&a, &top), &h(&b, &top)), chi2(&h(&a, &low), &h(&b, &low)));
+    assert!(ct < 45.0 && cl < 45.0, "χ² top {ct:.1}, low {cl:.1} (15 dof)");
+}
