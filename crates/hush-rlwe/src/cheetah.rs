@@ -16,8 +16,11 @@
 //!   ŵ = Σ K[m,c,l,l']·X^{O − c·H_bW_b − l·W_b − l'} with
 //!   O = (C_b−1)·H_bW_b + (h−1)·W_b + (w'−1). Coefficient O + i·W_b + j of
 //!   x̂·ŵ is the stride-1 output at (i, j) of the tile; channel groups
-//!   accumulate; a stride keeps every s-th position. The tile shape is chosen
-//!   to minimise bytes (search over C_b, H_b).
+//!   accumulate. Several output channels share one product when the tile
+//!   is small (M_b of them at offsets m·(span + O + 1), M_b·(span + O + 1) ≤ N).
+//!   A stride s > 1 is first turned into a stride-1 conv over s×s phase
+//!   images (both parties, locally), so no coefficient is spent on skipped
+//!   positions. The blocking is chosen to minimise bytes (search over C_b, H_b).
 //!
 //! ## Protocol (semi-honest; the client holds the secret key)
 //! Setup, once per session: client → server: parameter id, ℓ, κ and the
@@ -144,6 +147,91 @@ impl Shape {
             Shape::Fc { n_in, n_out } => n_in * n_out,
             Shape::Conv { c_in, c_out, kh, kw, .. } => c_out * c_in * kh * kw,
         }
+    }
+}
+
+/// A strided convolution as an equivalent stride-1 convolution without
+/// padding (both parties transform locally, before encoding): with stride
+/// s, the padded input splits into s×s phase images x^{(a,b)}[c,i,j] =
+/// x_pad[c, s·i+a, s·j+b] and the kernel into K^{(a,b)}[m,c,l,l'] =
+/// K[m,c, s·l+a, s·l'+b]; y = Σ_{a,b} conv_1(x^{(a,b)}, K^{(a,b)}), i.e. one
+/// stride-1 conv over C·p_h·p_w channels (p = min(s, kernel): phases the
+/// kernel never reaches are dropped, so a 1×1 stride-2 conv just
+/// subsamples). Only the needed outputs are computed — no response
+/// coefficients are spent on the positions a stride skips.
+#[derive(Clone, Debug)]
+struct Destride {
+    inner: Shape,
+    pa: usize,
+    pb: usize,
+}
+
+fn destride(shape: &Shape) -> Option<Destride> {
+    match *shape {
+        Shape::Conv { c_in, c_out, kh, kw, stride, .. } if stride != [1, 1] => {
+            let (oh, ow) = shape.conv_out();
+            let (pa, pb) = (stride[0].min(kh), stride[1].min(kw));
+            let (kh2, kw2) = (kh.div_ceil(stride[0]), kw.div_ceil(stride[1]));
+            Some(Destride {
+                inner: Shape::Conv { c_in: c_in * pa * pb, h: oh + kh2 - 1, w: ow + kw2 - 1, c_out, kh: kh2, kw: kw2, stride: [1, 1], pads: [0; 4] },
+                pa,
+                pb,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl Destride {
+    fn input(&self, shape: &Shape, x: &[u64]) -> Vec<u64> {
+        let (Shape::Conv { c_in, h, w, stride, pads, .. }, Shape::Conv { h: hs, w: ws, .. }) = (shape, &self.inner) else { unreachable!() };
+        let mut out = vec![0u64; self.inner.in_len()];
+        for c in 0..*c_in {
+            for a in 0..self.pa {
+                for b in 0..self.pb {
+                    let ch = (c * self.pa + a) * self.pb + b;
+                    for i in 0..*hs {
+                        let yi = (stride[0] * i + a).wrapping_sub(pads[0]);
+                        if yi >= *h {
+                            continue;
+                        }
+                        for j in 0..*ws {
+                            let xj = (stride[1] * j + b).wrapping_sub(pads[1]);
+                            if xj < *w {
+                                out[(ch * hs + i) * ws + j] = x[(c * h + yi) * w + xj];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+    fn weights(&self, shape: &Shape, wt: &[u64]) -> Vec<u64> {
+        let (Shape::Conv { c_in, c_out, kh, kw, stride, .. }, Shape::Conv { c_in: ci2, kh: kh2, kw: kw2, .. }) = (shape, &self.inner) else { unreachable!() };
+        let mut out = vec![0u64; self.inner.weight_len()];
+        for m in 0..*c_out {
+            for c in 0..*c_in {
+                for a in 0..self.pa {
+                    for b in 0..self.pb {
+                        let ch = (c * self.pa + a) * self.pb + b;
+                        for l in 0..*kh2 {
+                            let u = stride[0] * l + a;
+                            if u >= *kh {
+                                continue;
+                            }
+                            for l2 in 0..*kw2 {
+                                let v = stride[1] * l2 + b;
+                                if v < *kw {
+                                    out[((m * ci2 + ch) * kh2 + l) * kw2 + l2] = wt[((m * c_in + c) * kh + u) * kw + v];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -462,6 +550,10 @@ fn bytes_down_needed(ctx: &Context, cfg: &Config, k: u32, count: usize) -> usize
 
 /// The layout and budget of `shape` under `ctx`/`cfg` (both parties).
 pub fn plan(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(Layout, Budget)> {
+    shape.validate()?;
+    if let Some(d) = destride(shape) {
+        return plan(ctx, cfg, &d.inner);
+    }
     let k0 = budget(ctx, cfg, 1)?.k;
     let lay = Layout::new(shape, ctx.n, bytes_up(ctx), bytes_down_fixed(ctx, cfg, k0))?;
     let b = budget(ctx, cfg, lay.groups)?;
@@ -515,7 +607,21 @@ impl HeClient {
         Ok((y, nv))
     }
 
-    fn linear_inner(&mut self, ch: &mut dyn Channel, shape: &Shape, x_c: &[u64], mut noise: Option<&mut NoiseView>) -> Result<Vec<u64>> {
+    fn linear_inner(&mut self, ch: &mut dyn Channel, shape: &Shape, x_c: &[u64], noise: Option<&mut NoiseView>) -> Result<Vec<u64>> {
+        shape.validate()?;
+        if x_c.len() != shape.in_len() {
+            return Err(Error::Shape(format!("input share has {} elements, the layer takes {}", x_c.len(), shape.in_len())));
+        }
+        if let Some(d) = destride(shape) {
+            let mut xt = d.input(shape, x_c);
+            let y = self.linear_inner(ch, &d.inner, &xt, noise);
+            xt.zeroize();
+            return y;
+        }
+        self.linear_stride1(ch, shape, x_c, noise)
+    }
+
+    fn linear_stride1(&mut self, ch: &mut dyn Channel, shape: &Shape, x_c: &[u64], mut noise: Option<&mut NoiseView>) -> Result<Vec<u64>> {
         let ctx = self.ctx.clone();
         let cfg = self.cfg;
         let (lay, bud) = plan(&ctx, &cfg, shape)?;
@@ -630,6 +736,27 @@ impl HeServer {
 
     /// Server side of one layer: returns its share y_S = r_S.
     pub fn linear(&mut self, ch: &mut dyn Channel, shape: &Shape, weights: &[u64], x_s: &[u64]) -> Result<Vec<u64>> {
+        shape.validate()?;
+        if weights.len() != shape.weight_len() || x_s.len() != shape.in_len() {
+            return Err(Error::Shape(format!(
+                "weights/input share of {}/{} elements, the layer takes {}/{}",
+                weights.len(),
+                x_s.len(),
+                shape.weight_len(),
+                shape.in_len()
+            )));
+        }
+        if let Some(d) = destride(shape) {
+            let (mut xt, mut wt) = (d.input(shape, x_s), d.weights(shape, weights));
+            let y = self.linear_stride1(ch, &d.inner, &wt, &xt);
+            xt.zeroize();
+            wt.zeroize();
+            return y;
+        }
+        self.linear_stride1(ch, shape, weights, x_s)
+    }
+
+    fn linear_stride1(&mut self, ch: &mut dyn Channel, shape: &Shape, weights: &[u64], x_s: &[u64]) -> Result<Vec<u64>> {
         let ctx = self.ctx.clone();
         let cfg = self.cfg;
         let flood = self.flood;

@@ -119,6 +119,8 @@ fn conv_matches_plaintext() {
         Shape::Conv { c_in: 2, h: 6, w: 10, c_out: 2, kh: 2, kw: 3, stride: [1, 2], pads: [0, 1, 1, 0] },
         conv(1, 6, 6, 8, 3, 1, [0; 4]),   // small input, many output channels: packed products
         conv(2, 5, 5, 7, 3, 2, [1; 4]),
+        conv(2, 4, 4, 6, 3, 1, [1; 4]),
+        conv(4, 9, 9, 3, 1, 2, [0; 4]), // 1x1 stride 2 (ResNet downsampling skip)
     ];
     let ctx = Context::new(p()).unwrap();
     let mut packed = 0;
