@@ -16,7 +16,7 @@ use std::time::Instant;
 #[derive(clap::Args, Clone, Debug)]
 pub struct HeLinearArgs {
     /// minionn-mnist (its 2 convs + 2 FCs), minionn-cifar (7 convs + FC),
-    /// resnet-conv (ResNet-50's 3×3 conv, 64×56×56 → 64) or resnet-stem
+    /// resnet50 (all 53 convs + FC), resnet-conv (ResNet-50's 3×3 conv, 64×56×56 → 64) or resnet-stem
     /// (7×7 stride 2, 3×224×224 → 64).
     #[arg(long, default_value = "minionn-mnist")]
     pub layers: String,
@@ -37,6 +37,29 @@ fn conv(c_in: usize, h: usize, c_out: usize, k: usize, s: usize, p: usize) -> Sh
     Shape::Conv { c_in, h, w: h, c_out, kh: k, kw: k, stride: [s, s], pads: [p; 4] }
 }
 
+/// Every conv and the FC of ResNet-50 at 224×224 (the shapes of `hush_inference::zoo::resnet50`).
+fn resnet50() -> Vec<Shape> {
+    let mut v = vec![conv(3, 224, 64, 7, 2, 3)];
+    let (mut c, mut h) = (64, 56);
+    for (i, (blocks, width)) in [(3, 64), (4, 128), (6, 256), (3, 512)].into_iter().enumerate() {
+        for j in 0..blocks {
+            let s = if j == 0 && i > 0 { 2 } else { 1 };
+            let out = width * 4;
+            v.push(conv(c, h, width, 1, 1, 0));
+            v.push(conv(width, h, width, 3, s, 1));
+            let h2 = (h + 2 - 3) / s + 1;
+            v.push(conv(width, h2, out, 1, 1, 0));
+            if s != 1 || c != out {
+                v.push(conv(c, h, out, 1, s, 0));
+            }
+            c = out;
+            h = h2;
+        }
+    }
+    v.push(Shape::Fc { n_in: 2048, n_out: 1000 });
+    v
+}
+
 /// The layer shapes of a named set.
 pub fn layer_set(name: &str) -> Result<Vec<Shape>> {
     Ok(match name {
@@ -52,8 +75,9 @@ pub fn layer_set(name: &str) -> Result<Vec<Shape>> {
             Shape::Fc { n_in: 1024, n_out: 10 },
         ],
         "resnet-conv" => vec![conv(64, 56, 64, 3, 1, 1)],
+        "resnet50" => resnet50(),
         "resnet-stem" => vec![conv(3, 224, 64, 7, 2, 3)],
-        _ => return Err(Error::Invalid(format!("unknown layer set '{name}' (minionn-mnist, minionn-cifar, resnet-conv, resnet-stem)"))),
+        _ => return Err(Error::Invalid(format!("unknown layer set '{name}' (minionn-mnist, minionn-cifar, resnet50, resnet-conv, resnet-stem)"))),
     })
 }
 
@@ -104,7 +128,7 @@ fn reference(shape: &Shape, w: &[u64], x: &[u64], m: u64) -> Vec<u64> {
 /// Runs the layer set once and returns its record.
 pub fn bench_he_linear(a: &HeLinearArgs) -> Result<Record> {
     let shapes = layer_set(&a.layers)?;
-    let note = machine_note(); // before pinning this thread
+    let note = machine_note();
     let p = params(&a.params)?;
     let ctx = Arc::new(Context::new(p.clone()).map_err(|e| Error::Invalid(e.to_string()))?);
     let cfg = Config::new(a.bits);
@@ -119,7 +143,9 @@ pub fn bench_he_linear(a: &HeLinearArgs) -> Result<Record> {
     let (mut cc, mut cs) = connect_pair(Transport::Mem, profile(&a.net)?)?;
     let (ctx2, shapes2, ws2) = (ctx.clone(), shapes.clone(), ws.clone());
     let srv = std::thread::spawn(move || -> std::result::Result<(Vec<Vec<u64>>, f64), String> {
-        crate::pin_party(1);
+        // not pinned: the server's rows run on rayon's pool over all cores
+        // (the client waits meanwhile); threads spawned from a pinned thread
+        // would inherit its single CPU
         let mut s = HeServer::setup(&mut cs, ctx2, cfg, Prg::from_os()).map_err(|e| e.to_string())?;
         let mut cpu = 0.0;
         let mut out = Vec::new();
@@ -130,7 +156,6 @@ pub fn bench_he_linear(a: &HeLinearArgs) -> Result<Record> {
         }
         Ok((out, cpu))
     });
-    crate::pin_party(0);
     let t_setup = Instant::now();
     let mut c = HeClient::setup(&mut cc, ctx.clone(), cfg, Prg::from_os()).map_err(|e| Error::Invalid(e.to_string()))?;
     let setup_s = t_setup.elapsed().as_secs_f64();

@@ -78,6 +78,7 @@ use crate::wire::{pack_into, packed_len, unpack};
 use crate::{Error, Result};
 use hush_primitives::Prg;
 use hush_transport::{Channel, ChannelExt};
+use rayon::prelude::*;
 use std::sync::Arc;
 use zeroize::Zeroize;
 
@@ -363,9 +364,16 @@ impl Layout {
     /// The weight polynomial of (row group r, input group g), centered
     /// signed coefficients (|w| ≤ 2^{ℓ−1}).
     pub fn weight_poly(&self, r: usize, g: usize, wt: &[u64], bits: u32) -> Vec<i64> {
+        let mut p = vec![0i64; self.n];
+        self.weight_terms(r, g, wt, bits, |pos, v| p[pos] = v);
+        p
+    }
+
+    /// Visits the (position, centered value) of every weight-polynomial
+    /// slot of (r, g) that the shape can fill (zeros included).
+    pub fn weight_terms(&self, r: usize, g: usize, wt: &[u64], bits: u32, mut put: impl FnMut(usize, i64)) {
         let sh = 64 - bits;
         let sgn = |v: u64| ((v << sh) as i64) >> sh;
-        let mut p = vec![0i64; self.n];
         match self.shape {
             Shape::Fc { n_in, n_out } => {
                 let [ni, no, _, _] = self.blk;
@@ -377,7 +385,7 @@ impl Layout {
                     for j in 0..ni {
                         let col = g * ni + j;
                         if col < n_in {
-                            p[i * ni + ni - 1 - j] = sgn(wt[row * n_in + col]);
+                            put(i * ni + ni - 1 - j, sgn(wt[row * n_in + col]));
                         }
                     }
                 }
@@ -398,14 +406,13 @@ impl Layout {
                         }
                         for l in 0..kh {
                             for l2 in 0..kw {
-                                p[mm * sm + o - c * hb * wb - l * wb - l2] = sgn(wt[((m * c_in + ch) * kh + l) * kw + l2]);
+                                put(mm * sm + o - c * hb * wb - l * wb - l2, sgn(wt[((m * c_in + ch) * kh + l) * kw + l2]));
                             }
                         }
                     }
                 }
             }
         }
-        p
     }
 
     /// Needed coefficients of output ciphertext (r, t): (coefficient, output index).
@@ -792,61 +799,86 @@ impl HeServer {
         }
         drop(up);
         let mut y_s = vec![0u64; shape.out_len()];
-        let mut down = Vec::new();
         let tm = (1u64 << cfg.bits) - 1;
         let flood_span = 1u128 << (bud.flood_log + 1);
         let sw = ctx.switcher(bud.k);
         let enc = ctx.encoder(cfg.bits);
-        for r in 0..lay.rows {
-            let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..lay.tiles).map(|_| (ctx.zero(), ctx.zero())).collect();
-            for g in 0..lay.groups {
-                let mut w = ctx.from_signed(&lay.weight_poly(r, g, weights, cfg.bits));
-                ctx.ntt(&mut w);
-                for (t, (ab, aa)) in acc.iter_mut().enumerate() {
-                    let (cb, ca) = &cts[g * lay.tiles + t];
-                    ctx.mul_acc(ab, cb, &w);
-                    ctx.mul_acc(aa, ca, &w);
+        // rows are independent: computed in parallel (rayon), each with its
+        // own PRG stream derived from one fresh per-layer seed
+        let layer_seed = self.prg.random_block();
+        let pk = &self.pk;
+        let cts = &cts;
+        let lay = &lay;
+        let per_row: Vec<(Vec<u8>, Vec<(u32, u64)>)> = (0..lay.rows)
+            .into_par_iter()
+            .map(|r| {
+                let mut prg = Prg::with_nonce(layer_seed, r as u64);
+                let mut down = Vec::new();
+                let mut shares = Vec::new();
+                let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..lay.tiles).map(|_| (ctx.zero(), ctx.zero())).collect();
+                let mut w = ctx.zero();
+                for g in 0..lay.groups {
+                    w.iter_mut().for_each(|v| *v = 0);
+                    lay.weight_terms(r, g, weights, cfg.bits, |pos, v| {
+                        for (i, &p) in ctx.primes().iter().enumerate() {
+                            w[i * ctx.n + pos] = if v >= 0 { v as u64 % p } else { p - (v.unsigned_abs() % p) };
+                        }
+                    });
+                    ctx.ntt(&mut w);
+                    for (t, (ab, aa)) in acc.iter_mut().enumerate() {
+                        let (cb, ca) = &cts[g * lay.tiles + t];
+                        ctx.mul_acc(ab, cb, &w);
+                        ctx.mul_acc(aa, ca, &w);
+                    }
                 }
                 w.zeroize();
-            }
-            for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
-                ctx.intt(&mut b);
-                ctx.intt(&mut a);
-                let nd = lay.needed(r, t);
-                // − encode(r_S) on the needed coefficients
-                for &(j, o) in &nd {
-                    let v = self.prg.next_u64() & tm;
-                    y_s[o as usize] = v;
-                    for (i, &p) in ctx.primes().iter().enumerate() {
-                        let x = &mut b[i * ctx.n + j as usize];
-                        *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
+                for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
+                    ctx.intt(&mut b);
+                    ctx.intt(&mut a);
+                    let nd = lay.needed(r, t);
+                    // − encode(r_S) on the needed coefficients
+                    for &(j, o) in &nd {
+                        let v = prg.next_u64() & tm;
+                        shares.push((o, v));
+                        for (i, &p) in ctx.primes().iter().enumerate() {
+                            let x = &mut b[i * ctx.n + j as usize];
+                            *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
+                        }
                     }
+                    // re-randomise with a fresh Enc_pk(0)
+                    let (zb, za) = pk.encrypt_zero(&ctx, &mut prg);
+                    ctx.add_assign(&mut b, &zb);
+                    ctx.add_assign(&mut a, &za);
+                    // flood the needed coefficients
+                    for &(j, _) in nd.iter().filter(|_| flood) {
+                        let f = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) % flood_span;
+                        let f = f as i128 - (flood_span / 2) as i128;
+                        for (i, &p) in ctx.primes().iter().enumerate() {
+                            let x = &mut b[i * ctx.n + j as usize];
+                            *x = crate::ring::add_mod(*x, reduce_i128(f, p), p);
+                        }
+                    }
+                    if cfg.mod_switch {
+                        pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
+                        pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
+                    } else {
+                        for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
+                            pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), wd, &mut down);
+                        }
+                        for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
+                            pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), wd, &mut down);
+                        }
+                    }
+                    b.zeroize();
                 }
-                // re-randomise with a fresh Enc_pk(0)
-                let (zb, za) = self.pk.encrypt_zero(&ctx, &mut self.prg);
-                ctx.add_assign(&mut b, &zb);
-                ctx.add_assign(&mut a, &za);
-                // flood the needed coefficients
-                for &(j, _) in nd.iter().filter(|_| flood) {
-                    let f = ((self.prg.next_u64() as u128) | ((self.prg.next_u64() as u128) << 64)) % flood_span;
-                    let f = f as i128 - (flood_span / 2) as i128;
-                    for (i, &p) in ctx.primes().iter().enumerate() {
-                        let x = &mut b[i * ctx.n + j as usize];
-                        *x = crate::ring::add_mod(*x, reduce_i128(f, p), p);
-                    }
-                }
-                if cfg.mod_switch {
-                    pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
-                    pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
-                } else {
-                    for (i, w) in residue_bits(&ctx).into_iter().enumerate() {
-                        pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), w, &mut down);
-                    }
-                    for (i, w) in residue_bits(&ctx).into_iter().enumerate() {
-                        pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), w, &mut down);
-                    }
-                }
-                b.zeroize();
+                (down, shares)
+            })
+            .collect();
+        let mut down = Vec::with_capacity(per_row.iter().map(|r| r.0.len()).sum());
+        for (bytes, shares) in per_row {
+            down.extend_from_slice(&bytes);
+            for (o, v) in shares {
+                y_s[o as usize] = v;
             }
         }
         ch.send_chunked(&down)?;
