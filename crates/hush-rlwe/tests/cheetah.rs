@@ -294,7 +294,8 @@ fn malformed_ciphertexts_are_clean_errors() {
     }
     let e = server_err(bad, true);
     assert!(e.to_string().contains("out of range"), "{e}");
-    // nonzero padding bits are refused as well (60-bit residues: 256·60 bits is whole bytes, so use a bad seed length instead)
+    // a bare seed (or less): every 16-byte seed is valid by construction, so a
+    // "bad seed" can only be a missing or cut one — a length error
     let e = server_err(good[..10].to_vec(), true);
     assert!(matches!(e, Error::Transport(_)), "{e}");
     // setup: not a hello / a hello with other parameters / a bad key
