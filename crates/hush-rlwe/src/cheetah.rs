@@ -73,7 +73,7 @@
 //! wrong length, out-of-range residues or a parameter mismatch are errors.
 
 use crate::he::{residue_bits, PublicKey, SecretKey, SeededCt};
-use crate::ring::{reduce_i128, Context};
+use crate::ring::{mul_mod, pow_mod, Context};
 use crate::wire::{pack_into, packed_len, unpack};
 use crate::{Error, Result};
 use hush_primitives::Prg;
@@ -84,7 +84,9 @@ use zeroize::Zeroize;
 
 /// Default statistical flooding parameter κ (bits per revealed coefficient).
 pub const DEFAULT_FLOOD_BITS: u32 = 64;
-/// Largest ℓ: the switched modulus 2^k, k = ℓ + ⌈log2(N+1)⌉ + 2, must fit 64 bits.
+/// Largest ℓ accepted at all: the switched modulus 2^k, k = ℓ + ⌈log2(N+1)⌉ + 2,
+/// must stay below 2^64 (so ℓ ≤ 47 at N = 8192, ≤ 48 at N = 4096), and
+/// flooding must fit q (F + ℓ + 4 ≤ ⌊log2 q⌋, checked per layer by [`budget`]).
 pub const MAX_BITS: u32 = 48;
 
 /// A linear layer's public shape. Weights (server) are ℓ-bit ring
@@ -508,8 +510,8 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     let d = groups as f64 * n * 2f64.powi(l as i32 - 1) * 22.0 + 21.0 * (2.0 * n + 1.0) + 1.0;
     let flood_log = d.log2().ceil() as u32 + cfg.flood_bits;
     let log_q = ctx.params.log_q().floor() as u32;
-    if flood_log > 125 {
-        return Err(Error::Params(format!("flooding bound 2^{flood_log} exceeds the implementation's 2^125 (κ = {})", cfg.flood_bits)));
+    if flood_log > 250 {
+        return Err(Error::Params(format!("flooding bound 2^{flood_log} exceeds the implementation's 2^250 (κ = {})", cfg.flood_bits)));
     }
     if flood_log + l + 4 > log_q {
         return Err(Error::Params(format!(
@@ -800,7 +802,11 @@ impl HeServer {
         drop(up);
         let mut y_s = vec![0u64; shape.out_len()];
         let tm = (1u64 << cfg.bits) - 1;
-        let flood_span = 1u128 << (bud.flood_log + 1);
+        // f = U − 2^F with U uniform on F + 1 bits (a 256-bit integer hi·2^128 + lo),
+        // reduced per prime: (hi mod p)·(2^128 mod p) + lo mod p − 2^F mod p
+        let fb = bud.flood_log + 1;
+        let (hi_mask, lo_mask) = if fb >= 128 { ((1u128 << (fb - 128)) - 1, u128::MAX) } else { (0, (1u128 << fb) - 1) };
+        let flood_c: Vec<(u64, u64)> = ctx.primes().iter().map(|&p| (mul_mod(pow_mod(2, 64, p), pow_mod(2, 64, p), p), pow_mod(2, bud.flood_log as u64, p))).collect();
         let sw = ctx.switcher(bud.k);
         let enc = ctx.encoder(cfg.bits);
         // rows are independent: computed in parallel (rayon), each with its
@@ -851,11 +857,13 @@ impl HeServer {
                     ctx.add_assign(&mut a, &za);
                     // flood the needed coefficients
                     for &(j, _) in nd.iter().filter(|_| flood) {
-                        let f = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) % flood_span;
-                        let f = f as i128 - (flood_span / 2) as i128;
+                        let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & lo_mask;
+                        let hi = if hi_mask != 0 { ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & hi_mask } else { 0 };
                         for (i, &p) in ctx.primes().iter().enumerate() {
+                            let (two128, two_f) = flood_c[i];
+                            let u = crate::ring::add_mod(mul_mod((hi % p as u128) as u64, two128, p), (lo % p as u128) as u64, p);
                             let x = &mut b[i * ctx.n + j as usize];
-                            *x = crate::ring::add_mod(*x, reduce_i128(f, p), p);
+                            *x = crate::ring::add_mod(*x, crate::ring::sub_mod(u, two_f, p), p);
                         }
                     }
                     if cfg.mod_switch {

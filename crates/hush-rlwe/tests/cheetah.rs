@@ -138,6 +138,14 @@ fn real_128_bit_parameters() {
     // N = 8192, log q ≈ 180 (HE standard, 128 bits): one FC and one conv
     check(Params::he128_n8192(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 1);
     check(Params::he128_n8192(), 37, Shape::Conv { c_in: 3, h: 16, w: 16, c_out: 4, kh: 3, kw: 3, stride: [1, 1], pads: [1; 4] }, 2);
+    // ℓ = 44 over 16 accumulated ciphertexts: flooding of 2^129 (beyond 128-bit integers)
+    let ctx = Context::new(Params::he128_n8192()).unwrap();
+    let sh = Shape::Fc { n_in: 16 * 8192, n_out: 1 };
+    let (lay, bud) = plan(&ctx, &Config::new(44), &sh).unwrap();
+    assert_eq!((lay.groups, bud.flood_log, bud.k), (16, 129, 60));
+    check(Params::he128_n8192(), 44, sh, 3);
+    check(Params::he128_n8192(), 47, Shape::Fc { n_in: 30, n_out: 5 }, 4);
+    assert!(matches!(plan(&ctx, &Config::new(48), &Shape::Fc { n_in: 30, n_out: 5 }), Err(Error::Params(_))));
     // N = 4096 (log q < 109) holds only small ℓ at κ = 64 over one ciphertext … and says so otherwise
     let ctx = Context::new(Params::he128_n4096()).unwrap();
     assert!(matches!(plan(&ctx, &Config::new(37), &Shape::Fc { n_in: 10, n_out: 10 }), Err(Error::Params(_))));
@@ -409,4 +417,48 @@ fn server_view_is_independent_of_the_client_share() {
     let low = |x: u64| x as usize & 15;
     let (ct, cl) = (chi2(&h(&a, &top), &h(&b, &top)), chi2(&h(&a, &low), &h(&b, &low)));
     assert!(ct < 45.0 && cl < 45.0, "χ² top {ct:.1}, low {cl:.1} (15 dof)");
+}
+
+#[test]
+fn random_bytes_of_the_right_length_never_panic() {
+    // a hostile server answers with random bytes of exactly the expected
+    // length; a hostile client uploads random bytes of the right length.
+    // Either side ends with a result or a clean error, never a panic.
+    let sh = Shape::Fc { n_in: 40, n_out: 7 };
+    let ctx = Context::new(Params::insecure_test_n256()).unwrap();
+    let cfg = Config::new(37);
+    let (lay, bud) = plan(&ctx, &cfg, &sh).unwrap();
+    let resp_len: usize = (0..lay.rows).map(|r| hush_rlwe::wire::packed_len(ctx.n, bud.k) + hush_rlwe::wire::packed_len(lay.needed(r, 0).len(), bud.k)).sum();
+    let up_len = lay.in_cts() * hush_rlwe::he::SeededCt::wire_len(&ctx);
+    for seed in 0..20u128 {
+        let mut prg = Prg::new(Block(seed));
+        let mut junk = vec![0u8; resp_len.max(up_len)];
+        prg.fill_bytes(&mut junk);
+        let (mut c, mut ca, mut cb) = setup_pair(cfg);
+        let j2 = junk[..resp_len].to_vec();
+        let h = std::thread::spawn(move || {
+            let _ = cb.recv();
+            cb.send_chunked(&j2).unwrap();
+            cb
+        });
+        let _ = c.linear(&mut ca, &sh, &[1; 40]); // Ok (garbage share) or a clean error
+        drop(h.join());
+        // the server side: random residues below every p_i form a valid ciphertext
+        // (of an unknown message), others are refused
+        let ctx2 = Arc::new(Context::new(Params::insecure_test_n256()).unwrap());
+        let (mut ca, mut cb) = MemChannel::pair();
+        let up = junk[..up_len].to_vec();
+        let c2 = ctx2.clone();
+        let h = std::thread::spawn(move || {
+            let _c = HeClient::setup(&mut ca, c2, cfg, Prg::new(Block(1))).unwrap();
+            ca.send_chunked(&up).unwrap();
+            ca
+        });
+        let mut s = HeServer::setup(&mut cb, ctx2, cfg, Prg::new(Block(2))).unwrap();
+        match s.linear(&mut cb, &sh, &[1; 280], &[0; 40]) {
+            Ok(y) => assert_eq!(y.len(), 7),
+            Err(e) => assert!(e.to_string().contains("out of range"), "{e}"),
+        }
+        drop(h.join());
+    }
 }
