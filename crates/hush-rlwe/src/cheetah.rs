@@ -34,6 +34,7 @@
 //!    needed coefficients; modulus switch to 2^k; server → client: a' (all
 //!    N coefficients) and b' of the **needed coefficients only** (k bits each).
 //! 3. client decrypts y_C = W·x − r_S; the server's share is y_S = r_S.
+//!
 //! Cost: 2 rounds (one flight each way) per layer.
 //!
 //! ## Noise and flooding (all bounds public: from N, ℓ, κ and the shape)

@@ -164,7 +164,7 @@ impl Context {
         }
         let mut plans = Vec::with_capacity(params.primes.len());
         for (i, &p) in params.primes.iter().enumerate() {
-            if p >= 1 << 62 || p < 1 << 40 || params.primes[..i].contains(&p) {
+            if !(1 << 40..1 << 62).contains(&p) || params.primes[..i].contains(&p) {
                 return Err(Error::Params(format!("prime {p:#x}: must be distinct and in [2^40, 2^62)")));
             }
             plans.push(Plan::try_new(n, p).ok_or_else(|| Error::Params(format!("{p:#x} is not an NTT-friendly prime for N = {n}")))?);
@@ -258,7 +258,7 @@ impl Context {
     /// Uniform polynomial mod q from a seed (rejection sampling per prime;
     /// the a-part of a seeded ciphertext).
     pub fn uniform_from_seed(&self, seed: Block) -> Vec<u64> {
-        let mut prg = Prg::with_nonce(seed, 0x5eed_a);
+        let mut prg = Prg::with_nonce(seed, 0x0005_eeda);
         let mut out = self.zero();
         for (i, &p) in self.primes().iter().enumerate() {
             let mask = u64::MAX >> p.leading_zeros();
@@ -310,7 +310,7 @@ impl Context {
     #[inline]
     fn encode_one(qt: u64, tmask: u64, bits: u32, x: u64, tinv: &ShoupMul, p: u64) -> u64 {
         let k = qt.wrapping_mul(x) & tmask;
-        let up = ((k >> (bits - 1)) & 1) as u64;
+        let up = (k >> (bits - 1)) & 1;
         let kr = if k >= p { k % p } else { k };
         add_mod(tinv.mul(if kr == 0 { 0 } else { p - kr }), up, p)
     }
