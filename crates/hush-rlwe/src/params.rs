@@ -1,9 +1,12 @@
 //! Parameter sets (written down here and in the crate docs).
 //!
 //! Security source: the Homomorphic Encryption Security Standard
-//! (Albrecht et al., HomomorphicEncryption.org, 2018), Table 1 for a
+//! (Albrecht et al., HomomorphicEncryption.org, 2018), its table for a
 //! uniform ternary secret and error of standard deviation σ ≈ 3.2, 128-bit
-//! classical security: log q ≤ 109 for N = 4096, log q ≤ 218 for N = 8192.
+//! classical security: log q ≤ 109 for N = 4096, log q ≤ 218 for N = 8192
+//! (the bounds SEAL uses too). The standard's figures assume a discrete
+//! Gaussian error; hush uses a centered binomial of the same variance
+//! (σ ≈ 3.24), a common substitution the standard does not cover by itself.
 //! hush samples the secret uniformly from {−1, 0, 1} and errors from the
 //! centered binomial distribution with η = 21 (σ = √(η/2) ≈ 3.24, exact
 //! bound |e| ≤ 21) — see [`crate::ring::ERR_ETA`].
