@@ -153,7 +153,9 @@ impl PublicKey {
     /// (u·b_pk + e_1, u·a_pk + e_2), u ternary, e_1, e_2 binomial. Its
     /// noise u·e_pk + e_1 + e_2·s is at most 21·(2N + 1).
     pub fn encrypt_zero(&self, ctx: &Context, prg: &mut Prg) -> (Vec<u64>, Vec<u64>) {
-        let mut u = ctx.from_signed(&ctx.sample_ternary(prg));
+        let mut ut = ctx.sample_ternary(prg);
+        let mut u = ctx.from_signed(&ut);
+        ut.zeroize();
         ctx.ntt(&mut u);
         let mut zb = ctx.mul(&u, &self.b_ntt);
         let mut za = ctx.mul(&u, &self.a_ntt);

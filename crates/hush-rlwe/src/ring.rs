@@ -279,7 +279,22 @@ impl Context {
     }
     /// Uniform ternary coefficients in {−1, 0, 1}.
     pub fn sample_ternary(&self, prg: &mut Prg) -> Vec<i64> {
-        (0..self.n).map(|_| prg.gen_below(3) as i64 - 1).collect()
+        // two random bits per draw, 3 rejected: exactly uniform on {−1, 0, 1}
+        let mut out = Vec::with_capacity(self.n);
+        let (mut word, mut left) = (0u64, 0u32);
+        while out.len() < self.n {
+            if left == 0 {
+                word = prg.next_u64();
+                left = 32;
+            }
+            let d = word & 3;
+            word >>= 2;
+            left -= 1;
+            if d < 3 {
+                out.push(d as i64 - 1);
+            }
+        }
+        out
     }
     /// Centered binomial (η = [`ERR_ETA`]) coefficients.
     pub fn sample_error(&self, prg: &mut Prg) -> Vec<i64> {
