@@ -48,6 +48,7 @@ fn every_bench_record_carries_the_contract_keys() {
     check(&["nonlinear", "--op", "relu", "--proto", "fss", "--n", "2000"]);
     check(&["nonlinear", "--op", "millionaire", "--proto", "cf2", "--n", "2000"]);
     check(&["aes", "--seconds", "0.05"]);
+    check(&["he-linear", "--layers", "minionn-mnist"]);
     check(&["aes3", "--n", "4096", "--verify", "8"]);
     let model = repo().join("models/mnist_cnn.hushm");
     for mode in ["tee", "dealer"] {

@@ -41,6 +41,7 @@ pub mod cli;
 pub mod engine;
 pub mod fixed;
 pub mod float_ref;
+pub mod he_linear;
 pub mod linear;
 pub mod model;
 pub mod npy;

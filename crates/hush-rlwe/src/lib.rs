@@ -1,0 +1,52 @@
+//! # hush-rlwe — RLWE for linear layers, and Cheetah's HE linear layers
+//!
+//! The lattice-HE layer of hush's `interactive` (and `silent`) modes: the
+//! linear layers of private inference without any trusted party.
+//!
+//! * [`params`] — the parameter sets, from the Homomorphic Encryption
+//!   Security Standard at 128 bits (N = 4096, log q ≤ 109; N = 8192,
+//!   log q ≤ 218), and one **insecure test-only** set (N = 256).
+//! * [`ring`] — R_q = Z_q[X]/(X^N+1) in RNS on `tfhe-ntt`'s negacyclic NTT
+//!   (no NTT of our own), ternary secrets, centered-binomial errors
+//!   (η = 21, σ ≈ 3.24), Cheetah's exact encoding round(q·m/2^ℓ) for the
+//!   plaintext ring Z_2^ℓ — the ring of hush's shares — and modulus
+//!   switching to 2^k.
+//! * [`he`] — keys, seeded ciphertexts (the seed of a travels, not a),
+//!   public-key re-randomisation, decryption of switched responses.
+//! * [`cheetah`] — Cheetah's HomConv/HomFC coefficient encodings and the
+//!   two-party linear-layer protocol over a [`hush_transport::Channel`],
+//!   with noise flooding for circuit privacy; its doc comment states each
+//!   party's view.
+//! * [`wire`] — bit-packed residues with range checks.
+//!
+//! The crate sits at the protocol layer and depends only on transport and
+//! primitives, so a CKKS layer (malicious-client inference) can reuse
+//! [`ring`] and [`params`].
+
+pub mod cheetah;
+pub mod he;
+pub mod params;
+pub mod ring;
+pub mod wire;
+
+pub use cheetah::{Config, HeClient, HeServer, Layout, Shape};
+pub use params::Params;
+pub use ring::Context;
+
+/// Errors of the RLWE layer. A peer's malformed bytes are [`Error::Malformed`]
+/// (or a transport error for a wrong length), never a panic.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("transport: {0}")]
+    Transport(#[from] hush_transport::Error),
+    #[error("RLWE parameters: {0}")]
+    Params(String),
+    #[error("linear layer shape: {0}")]
+    Shape(String),
+    #[error("malformed {what}: {why}")]
+    Malformed { what: &'static str, why: String },
+    #[error("parameter mismatch with the peer: {0}")]
+    Mismatch(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
