@@ -28,7 +28,11 @@
 //! * instruction-level fusion: the reduction waits on memory most of the
 //!   time, so the next SUB rows' index AES and any caller-supplied AES work
 //!   (the next GGM tree, [`crate::fused`]) are interleaved into it every few
-//!   rows (`mul_xor_bg`).
+//!   rows (`mul_xor_bg`). At level avx2 (AES-NI) the index AES is instead
+//!   inlined into the gather loop itself and the next product's first
+//!   chunk is computed by this one's last (`ready`), while the GGM levels
+//!   run between chunks — interleaving AES-NI steps the VAES way was
+//!   measured slower (see `simd::AVX2_IX_ROWS`).
 //!
 //! The matrix: row j's D indices are words D·j .. D·j + D of the stream
 //! AES_{LPN key}(nonce ‖ 0), AES_{LPN key}(nonce ‖ 1), …, read as 32-bit

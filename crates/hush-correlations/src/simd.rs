@@ -22,8 +22,8 @@
 //! | kernel | avx512 | avx2 | portable |
 //! |---|---|---|---|
 //! | [`lpn_offsets`] | fused VAES CTR (32 blocks in flight) + 16-lane index math | fused AES-NI CTR (8 blocks in flight) + 8-lane AVX2 index math | soft AES + scalar index math |
-//! | [`gather_rows_bg`] | AVX2-compiled (VEX) 128-bit loads, prefetch, NT stores | the same | plain Rust loop, no prefetch |
-//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI, 4 parents (8 blocks) in flight, 16-parent groups per job step | soft AES, 16-parent batches |
+//! | [`gather_rows_bg`] | AVX2-compiled (VEX) 128-bit loads, prefetch, NT stores | the same, with the next chunk's index AES-NI fused into the row loop ([`InlineIdx`]) | plain Rust loop, no prefetch |
+//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI, 4 parents (8 blocks) in flight, a whole level per job step (not interleaved: see [`AVX2_IX_ROWS`]) | soft AES, 16-parent batches |
 //! | [`or_lsbs`] | AVX-512 test-mask + `pext` | scalar | scalar |
 //!
 //! The fused kernels never put counters or (x, x ⊕ 1) pairs in memory.
