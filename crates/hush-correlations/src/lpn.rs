@@ -28,7 +28,11 @@
 //! * instruction-level fusion: the reduction waits on memory most of the
 //!   time, so the next SUB rows' index AES and any caller-supplied AES work
 //!   (the next GGM tree, [`crate::fused`]) are interleaved into it every few
-//!   rows (`mul_xor_bg`).
+//!   rows (`mul_xor_bg`). At level avx2 (AES-NI) the index AES is instead
+//!   inlined into the gather loop itself and the next product's first
+//!   chunk is computed by this one's last (`ready`), while the GGM levels
+//!   run between chunks — interleaving AES-NI steps the VAES way was
+//!   measured slower (see `simd::AVX2_IX_ROWS`).
 //!
 //! The matrix: row j's D indices are words D·j .. D·j + D of the stream
 //! AES_{LPN key}(nonce ‖ 0), AES_{LPN key}(nonce ‖ 1), …, read as 32-bit
@@ -209,6 +213,10 @@ pub struct LpnMatrix {
     /// zeroed 40 KiB stack array per call cost ~10% of a small tree's
     /// product).
     bufs: RefCell<Box<[[u32; SUB * D]; 2]>>,
+    /// `(row, i)`: `bufs[i]` already holds the offsets of rows
+    /// row .. row + SUB, computed in the background of the previous
+    /// product (the next tree's first chunk, fused into this tree's last).
+    ready: std::cell::Cell<Option<(usize, usize)>>,
 }
 
 /// The public key of the index generator (any fixed public value works:
@@ -226,6 +234,7 @@ impl LpnMatrix {
             k,
             wpb: crate::simd::words_per_block(k as u32),
             bufs: RefCell::new(Box::new([[0u32; SUB * D]; 2])),
+            ready: std::cell::Cell::new(None),
         }
     }
 
@@ -320,16 +329,27 @@ impl LpnMatrix {
         assert!((row0 * D).is_multiple_of(self.wpb), "row0 must be a multiple of 4 (of 2 for 32-bit indices)");
         let pf = self.k * 16 > prefetch_above();
         let n = out.len();
+        let lvl = hush_primitives::simd::level();
         let mut guard = self.bufs.borrow_mut();
         let bufs = &mut **guard;
+        let mut cur = 0;
+        let carried = self.ready.take();
         if n > 0 {
-            self.offsets(row0, SUB.min(n), &mut bufs[0]);
+            match carried {
+                Some((r, i)) if r == row0 => cur = i,
+                _ => self.offsets(row0, SUB.min(n), &mut bufs[0]),
+            }
             if pf {
                 // SAFETY: 10·SUB ≥ 10·PREFETCH_ROWS offsets (hints only).
-                unsafe { crate::simd::prefetch_first(base, &bufs[0]) };
+                unsafe { crate::simd::prefetch_first(base, &bufs[cur]) };
             }
         }
-        let mut cur = 0;
+        // The last chunk also computes the first chunk of the rows that
+        // follow (the next tree's, in `crate::fused`), for the next call.
+        let end = row0 + n;
+        let avx2 = lvl == hush_primitives::simd::Level::Avx2;
+        let carry = avx2 && n > 0 && (end * D).is_multiple_of(self.wpb);
+        let chunks = n.div_ceil(SUB);
         for (sb, o) in out.chunks_mut(SUB).enumerate() {
             let so = src.map(|s| &s[sb * SUB..sb * SUB + o.len()]);
             let (a, b) = bufs.split_at_mut(1);
@@ -339,7 +359,8 @@ impl LpnMatrix {
             // rows, whose offsets the job computes in its first step).
             let next_ptr = next.as_mut_ptr();
             let nr0 = (sb + 1) * SUB;
-            let next_rows = n.saturating_sub(nr0).min(SUB);
+            let last = sb + 1 == chunks;
+            let (nr0, next_rows) = if last && carry { (n, SUB) } else { (nr0, n.saturating_sub(nr0).min(SUB)) };
             let mut job = crate::simd::OffsetJob {
                 keys: &self.keys,
                 aes: &self.aes,
@@ -351,16 +372,33 @@ impl LpnMatrix {
                 out: next_ptr,
                 len: SUB * D,
             };
+            // Level avx2: the next offsets' AES inside the gather loop.
+            let inline = avx2;
+            let ix = crate::simd::InlineIdx {
+                keys: &self.keys,
+                aes: &self.aes,
+                nonce: self.nonce,
+                c0: job.c0,
+                blocks: job.blocks,
+                k: self.k as u32,
+                out: next_ptr,
+            };
+            if inline {
+                job.blocks = 0;
+            }
             {
                 let mut f = || job.step() || bg();
                 // SAFETY: the offsets come from `offsets`/`OffsetJob` with
                 // k = base.len() (asserted above): each is 16·(an index < k).
                 // `next_ptr` has 10·SUB ≥ 10·PREFETCH_ROWS words.
                 let lw = lsbs.as_deref_mut().map(|w| &mut w[sb * SUB / 64..]);
-                unsafe { crate::simd::gather_rows_bg(base, now, next_ptr, so, o, nt, pf, lw, &mut f) };
+                unsafe { crate::simd::gather_rows_bg(base, now, next_ptr, so, o, nt, pf, lw, &mut f, inline.then_some(&ix)) };
             }
             while job.step() {}
             cur ^= 1;
+        }
+        if carry {
+            self.ready.set(Some((end, cur)));
         }
         while bg() {}
     }
@@ -487,6 +525,28 @@ mod tests {
             let mut out2 = out.clone();
             m.mul_xor(&base, 12, &mut out2);
             assert!(out2.iter().all(|b| *b == Block::ZERO), "k {k}");
+        }
+    }
+
+    #[test]
+    fn consecutive_products_match_reference_rows_at_every_level() {
+        // Consecutive products reuse the offsets the previous one computed
+        // for their first chunk (level avx2); a product at other rows, or
+        // one after it, must not.
+        for k in [1usize << 16, 1000] {
+            let base: Vec<Block> = (0..k as u128).map(|i| Block(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) ^ 7)).collect();
+            hush_primitives::simd::for_each_level("consecutive LPN products", |l| {
+                let m = LpnMatrix::new(9, k);
+                let spans = [(0usize, 1024usize), (1024, 1024), (2048, 300), (2348, 700), (0, 100), (4000, 1), (4001 + 3, 513)];
+                for (r0, len) in spans {
+                    let mut out = vec![Block::ZERO; len];
+                    m.mul(&base, r0, &mut out);
+                    for (j, y) in out.iter().enumerate() {
+                        let want = m.row(r0 + j).iter().fold(Block::ZERO, |a, &i| a ^ base[i]);
+                        assert_eq!(*y, want, "level {l} k {k} rows {r0}+{j}");
+                    }
+                }
+            });
         }
     }
 

@@ -22,8 +22,8 @@
 //! | kernel | avx512 | avx2 | portable |
 //! |---|---|---|---|
 //! | [`lpn_offsets`] | fused VAES CTR (32 blocks in flight) + 16-lane index math | fused AES-NI CTR (8 blocks in flight) + 8-lane AVX2 index math | soft AES + scalar index math |
-//! | [`gather_rows_bg`] | AVX2-compiled (VEX) 128-bit loads, prefetch, NT stores | the same | plain Rust loop, no prefetch |
-//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI, 4 parents (8 blocks) in flight, 16-parent groups per job step | soft AES, 16-parent batches |
+//! | [`gather_rows_bg`] | AVX2-compiled (VEX) 128-bit loads, prefetch, NT stores | the same, with the next chunk's index AES-NI fused into the row loop ([`InlineIdx`]) | plain Rust loop, no prefetch |
+//! | [`ggm_level_in_place`], [`GgmJob`] | VAES, 32 children per step | AES-NI, 4 parents (8 blocks) in flight, a whole level per job step (not interleaved: see [`AVX2_IX_ROWS`]) | soft AES, 16-parent batches |
 //! | [`or_lsbs`] | AVX-512 test-mask + `pext` | scalar | scalar |
 //!
 //! The fused kernels never put counters or (x, x ⊕ 1) pairs in memory.
@@ -197,6 +197,22 @@ pub(crate) unsafe fn prefetch_first(base: &[Block], offs: &[u32]) {
 pub(crate) const BG_EVERY: usize = 6;
 const _: () = assert!(BG_EVERY.is_multiple_of(2));
 
+/// Level avx2 (AES-NI: one 128-bit block per instruction, so a 32-block
+/// step is ~450 instructions, the whole out-of-order window): the VAES
+/// schedule above does not carry over. Measured at `HUSH_SIMD=avx2`
+/// (10^7 SilentFlow COTs, per-party CPU time), interleaving background
+/// steps every 2–32 rows was 3–15 % *slower* than none, whatever the step
+/// size (8, 16 or 32 blocks; 4–16 GGM parents). So at avx2:
+/// * the next chunk's index AES is fused into the gather loop itself
+///   ([`InlineIdx`]: 8 AES-NI CTR blocks every [`AVX2_IX_ROWS`] rows,
+///   inline, no call), and the last chunk of a product computes the next
+///   product's first chunk (`LpnMatrix`'s carried offsets) — all of the
+///   index AES then runs in the shadow of the L2 gathers;
+/// * the GGM levels are not interleaved: `bg` runs once per chunk, each
+///   call a whole level ([`ggm_level_in_place`]), the rest after the
+///   product.
+pub(crate) const AVX2_IX_ROWS: usize = 4;
+
 /// `out[j] = src[j] ⊕ XOR_l base[offs[10j + l] / 16]` (`src` None: `out`
 /// itself), interleaving `bg()` (one step of independent AES work; returns
 /// false once it has none) every [`BG_EVERY`] rows. With a separate `src`
@@ -221,8 +237,12 @@ pub(crate) unsafe fn gather_rows_bg(
     prefetch: bool,
     lsbs: Option<&mut [u64]>,
     bg: &mut dyn FnMut() -> bool,
+    ix: Option<&InlineIdx<'_>>,
 ) {
     debug_assert!(src.is_none_or(|s| s.len() == out.len()));
+    if let Some(ix) = ix {
+        assert!(ix.blocks.is_multiple_of(OFFSET_STEP_BLOCKS) && ix.k > 0 && ix.k < (1 << 28));
+    }
     debug_assert!(offs.len() >= 10 * out.len());
     assert!(lsbs.as_ref().is_none_or(|w| w.len() >= out.len().div_ceil(64)));
     #[cfg(target_arch = "x86_64")]
@@ -232,13 +252,26 @@ pub(crate) unsafe fn gather_rows_bg(
         let sp = src.map_or(out.as_ptr(), |s| s.as_ptr());
         let (o, nx, y) = (offs.as_ptr(), next, out.as_mut_ptr());
         let lp = lsbs.map_or(std::ptr::null_mut(), |w| w.as_mut_ptr());
+        let ev = if simd::level() == Level::Avx2 { usize::MAX } else { BG_EVERY };
+        if let Some(ix) = ix {
+            let r = AVX2_IX_ROWS;
+            // SAFETY: as below; level ≥ avx2 includes aes; `ix.out` as
+            // documented at InlineIdx.
+            match (nt, prefetch) {
+                (true, true) => x86::gather_rows_ix::<true, true>(base, o, nx, sp, y, n, lp, ev, bg, ix, r),
+                (true, false) => x86::gather_rows_ix::<true, false>(base, o, nx, sp, y, n, lp, ev, bg, ix, r),
+                (false, true) => x86::gather_rows_ix::<false, true>(base, o, nx, sp, y, n, lp, ev, bg, ix, r),
+                (false, false) => x86::gather_rows_ix::<false, false>(base, o, nx, sp, y, n, lp, ev, bg, ix, r),
+            }
+            return;
+        }
         // SAFETY: level ≥ avx2 (the kernel is compiled for avx2); the
         // caller's contract covers the offsets, `next` and `src`.
         match (nt, prefetch) {
-            (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, lp, bg),
-            (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, lp, bg),
-            (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, lp, bg),
-            (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, lp, bg),
+            (true, true) => x86::gather_rows_bg::<true, true>(base, o, nx, sp, y, n, lp, ev, bg),
+            (true, false) => x86::gather_rows_bg::<true, false>(base, o, nx, sp, y, n, lp, ev, bg),
+            (false, true) => x86::gather_rows_bg::<false, true>(base, o, nx, sp, y, n, lp, ev, bg),
+            (false, false) => x86::gather_rows_bg::<false, false>(base, o, nx, sp, y, n, lp, ev, bg),
         }
         return;
     }
@@ -259,6 +292,27 @@ pub(crate) unsafe fn gather_rows_bg(
         w[..n.div_ceil(64)].fill(0);
         or_lsbs(out, w, 0);
     }
+    if let Some(ix) = ix {
+        let wpb = words_per_block(ix.k);
+        // SAFETY: the caller's contract on `ix.out`.
+        let o = std::slice::from_raw_parts_mut(ix.out, wpb * ix.blocks);
+        lpn_offsets(ix.keys, ix.aes, ix.nonce, ix.c0, ix.blocks, ix.k, o);
+    }
+}
+
+/// The next chunk's LPN index generation, to be fused into
+/// [`gather_rows_bg`] (level avx2): the offsets of AES blocks
+/// c0 .. c0 + `blocks` (a multiple of [`OFFSET_STEP_BLOCKS`]) as
+/// [`lpn_offsets`] writes them, into `out` (≥ w·blocks words, w =
+/// [`words_per_block`]`(k)`, written through this pointer only).
+pub(crate) struct InlineIdx<'a> {
+    pub(crate) keys: &'a RoundKeys,
+    pub(crate) aes: &'a Aes128,
+    pub(crate) nonce: u64,
+    pub(crate) c0: u64,
+    pub(crate) blocks: usize,
+    pub(crate) k: u32,
+    pub(crate) out: *mut u32,
 }
 
 /// ORs bits `0..nbits` of `src` into `dst` at bit offset `at`.
@@ -321,8 +375,8 @@ impl OffsetJob<'_> {
         if self.done >= self.blocks {
             return false;
         }
-        let s = OFFSET_STEP_BLOCKS;
         let w = words_per_block(self.k);
+        let s = OFFSET_STEP_BLOCKS;
         assert!(w * (self.done + s) <= self.len);
         // SAFETY: in bounds (asserted); `out` is valid for `len` words for
         // the job's lifetime and not otherwise borrowed meanwhile.
@@ -393,31 +447,31 @@ pub(crate) struct GgmJob<'a> {
     /// Punctured mode: the level just expanded still needs its fix-up.
     fix: bool,
     done: bool,
+    /// The SIMD level, read once per job.
+    lvl: Level,
 }
 
 impl<'a> GgmJob<'a> {
     pub(crate) fn new(buf: &'a mut [Block], plan: &'a Plan) -> Self {
-        GgmJob { buf, plan, s: 0, level: 0, g: None, fix: false, done: false }
+        GgmJob { buf, plan, s: 0, level: 0, g: None, fix: false, done: false, lvl: simd::level() }
     }
 
     /// One group of level `self.level` of `sub` (parents 2^level); returns
     /// true when the level is complete.
-    fn group(sub: &mut [Block], level: u32, last: bool, g: &mut Option<usize>) -> bool {
+    fn group(sub: &mut [Block], level: u32, last: bool, g: &mut Option<usize>, lvl: Level) -> bool {
         let w = 1usize << level;
-        if !(fast() || avx2()) || w < 16 {
+        // Level avx2 runs whole levels (see [`AVX2_IX_ROWS`]: interleaving
+        // AES-NI steps into the gather only slowed it down).
+        if !cfg!(target_arch = "x86_64") || lvl != Level::Avx512 || w < 16 {
             ggm_level_in_place(sub, w, last);
             return true;
         }
         let gi = g.unwrap_or(w / 16) - 1;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: level avx512 (fast) or avx2 checked; the sub-slice holds
-        // 2w ≥ 32·gi + 32 blocks.
+        // SAFETY: level avx512 checked; the sub-slice holds 2w ≥ 32·gi + 32
+        // blocks.
         unsafe {
-            if fast() {
-                x86::ggm_group(&RoundKeys::fixed().rk, sub, gi, last)
-            } else {
-                x86::ggm_group_aesni(&RoundKeys::fixed().rk, sub, gi, last)
-            }
+            x86::ggm_group(&RoundKeys::fixed().rk, sub, gi, last)
         };
         if gi == 0 {
             *g = None;
@@ -444,7 +498,7 @@ impl<'a> GgmJob<'a> {
                 self.g = None;
                 continue;
             }
-            if Self::group(sub, self.level, self.level + 1 == d, &mut self.g) {
+            if Self::group(sub, self.level, self.level + 1 == d, &mut self.g, self.lvl) {
                 self.level += 1;
             }
             return true;
@@ -474,7 +528,7 @@ impl<'a> GgmJob<'a> {
                 buf[0] = Block::ZERO;
                 buf[1] = Block::ZERO;
                 self.fix = true;
-            } else if Self::group(buf, l, l + 1 == d, &mut self.g) {
+            } else if Self::group(buf, l, l + 1 == d, &mut self.g, self.lvl) {
                 self.fix = true;
             }
             return true;
@@ -723,21 +777,6 @@ mod x86 {
     /// parents (eight blocks) in flight, back to front (each four's
     /// children overwrite only parents already consumed).
     #[target_feature(enable = "aes,avx2")]
-    pub(super) unsafe fn ggm_group_aesni(rk: &[Block; 11], buf: &mut [Block], g: usize, clear_lsb: bool) {
-        assert!(buf.len() >= 32 * g + 32);
-        let keys = keys128(rk);
-        let mask = if clear_lsb { _mm_set_epi64x(-1, -2) } else { _mm_set1_epi64x(-1) };
-        let b = buf.as_mut_ptr();
-        for q in (0..4).rev() {
-            let p0 = 16 * g + 4 * q;
-            ggm4(&keys, b.add(p0), b.add(2 * p0), mask);
-        }
-    }
-
-    /// One whole level in place with AES-NI (parents [0, w) → children
-    /// [0, 2w)), four parents in flight, back to front; the first w mod 4
-    /// parents one at a time.
-    #[target_feature(enable = "aes,avx2")]
     pub(super) unsafe fn ggm_level_aesni(rk: &[Block; 11], buf: &mut [Block], w: usize, clear_lsb: bool) {
         assert!(buf.len() >= 2 * w);
         let keys = keys128(rk);
@@ -905,9 +944,70 @@ mod x86 {
         out: *mut Block,
         n: usize,
         lsb: *mut u64,
+        every: usize,
         bg: &mut dyn FnMut() -> bool,
     ) {
-        gather_body::<NT, PF>(base, o, next, src, out, n, lsb, bg)
+        gather_body::<NT, PF>(base, o, next, src, out, n, lsb, every, bg, usize::MAX, &mut || {})
+    }
+
+    /// [`gather_rows_bg`] with the next chunk's index generation fused into
+    /// the row loop (level avx2): 8 AES-NI CTR blocks of index words every
+    /// `ix_rows` rows, straight from registers into `ixo`, no call — the
+    /// AES of the next rows' indices runs in the shadow of this chunk's L2
+    /// gathers. Whatever is left is finished before returning. `wide`:
+    /// 16-bit words (index = w & mask, `k` = mask), else 32-bit
+    /// multiply-shift (`k` = k).
+    #[target_feature(enable = "aes,avx2")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gather_rows_ix<const NT: bool, const PF: bool>(
+        base: &[Block],
+        o: *const u32,
+        next: *const u32,
+        src: *const Block,
+        out: *mut Block,
+        n: usize,
+        lsb: *mut u64,
+        every: usize,
+        bg: &mut dyn FnMut() -> bool,
+        ix: &super::InlineIdx<'_>,
+        ix_rows: usize,
+    ) {
+        let keys = keys128(&ix.keys.rk);
+        let mut ctr = _mm_set_epi64x(ix.nonce as i64, ix.c0 as i64);
+        let wide = super::words_per_block(ix.k) == 8;
+        let mut left = ix.blocks / 8;
+        let mut op = ix.out;
+        let m16 = _mm256_set1_epi32(((ix.k.wrapping_sub(1)) << 4) as i32);
+        let k16 = _mm256_set1_epi64x((ix.k as i64) << 4);
+        let hi_mask = _mm256_set1_epi32(!15);
+        let mut hook = || {
+            if left == 0 {
+                return;
+            }
+            left -= 1;
+            let x = ctr_aes8(&keys, &mut ctr);
+            if wide {
+                for j in 0..8 {
+                    let w = _mm256_slli_epi32::<4>(_mm256_cvtepu16_epi32(x[j]));
+                    _mm256_storeu_si256(op.add(8 * j) as *mut __m256i, _mm256_and_si256(w, m16));
+                }
+                op = op.add(64);
+            } else {
+                for j in 0..4 {
+                    let v = _mm256_set_m128i(x[2 * j + 1], x[2 * j]);
+                    let even = _mm256_srli_epi64::<32>(_mm256_mul_epu32(v, k16));
+                    let odd = _mm256_mul_epu32(_mm256_srli_epi64::<32>(v), k16);
+                    let w = _mm256_blend_epi32::<0xAA>(even, odd);
+                    _mm256_storeu_si256(op.add(8 * j) as *mut __m256i, _mm256_and_si256(w, hi_mask));
+                }
+                op = op.add(32);
+            }
+        };
+        gather_body::<NT, PF>(base, o, next, src, out, n, lsb, every, bg, ix_rows.max(1), &mut hook);
+        // The rest (the hook does nothing once all blocks are done).
+        for _ in 0..ix.blocks / 8 {
+            hook();
+        }
     }
 
     #[inline(always)]
@@ -920,8 +1020,12 @@ mod x86 {
         out: *mut Block,
         n: usize,
         lsb: *mut u64,
+        every: usize,
         bg: &mut dyn FnMut() -> bool,
+        ix_rows: usize,
+        ix: &mut impl FnMut(),
     ) {
+        let mut ix_cnt = ix_rows;
         const AHEAD: usize = super::PREFETCH_ROWS;
         // The outputs' lsbs (the receiver's choice bits), 64 rows per word,
         // taken from the registers before the (non-temporal) stores.
@@ -948,7 +1052,7 @@ mod x86 {
         let y = out as *mut __m128i;
         let mut j = 0;
         while j < n {
-            let end = (j + super::BG_EVERY).min(n);
+            let end = j.saturating_add(every).min(n);
             if PF && end + AHEAD <= n {
                 // Steady state (the prefetch rows are in this chunk), two
                 // rows per iteration: ~5% less CPU than one.
@@ -967,6 +1071,11 @@ mod x86 {
                         _mm_storeu_si128(y.add(j + 1), a1);
                     }
                     j += 2;
+                    ix_cnt = ix_cnt.saturating_sub(2);
+                    if ix_cnt == 0 {
+                        ix_cnt = ix_rows;
+                        ix();
+                    }
                 }
             }
             while j < end {
@@ -982,6 +1091,11 @@ mod x86 {
                     _mm_storeu_si128(y.add(j), a);
                 }
                 j += 1;
+                ix_cnt -= 1;
+                if ix_cnt == 0 {
+                    ix_cnt = ix_rows;
+                    ix();
+                }
             }
             bg();
         }
