@@ -14,6 +14,12 @@
 //! (and, while the module deals them, the module's copies), and for a
 //! nonlinear chunk, its dealt key material (×3: the module's copy, its
 //! encoded response and the decoded batch) and online messages.
+//! What is not pre-dealt is dealt during the run by a look-ahead worker
+//! ([`crate::engine`] "Look-ahead") while the party evaluates, so the
+//! estimate adds [`lookahead_bytes`]: its queue (at most
+//! [`crate::engine::lookahead_cap`]) and the transient of the item it is
+//! dealing (the module's copy and the encoded response beyond the decoded
+//! item the queue counts).
 //! [`client_estimate`] computes this from public parameters; [`fit`]
 //! picks the largest chunk (halving from the configured one) and the
 //! largest pre-dealing budget that fit `--max-mem`, and refuses a budget
@@ -55,6 +61,18 @@ fn nl_bytes(proto: &str, bits: u32, g: Gate, n: usize, chunk: usize) -> Result<u
     Ok(3 * family_est_bytes(proto, bits, g, c)? + 64 * c as u64)
 }
 
+/// The look-ahead worker's share of the client's peak: its queue cap plus
+/// two more copies of the largest item (dealing transient). Counted
+/// whether or not the run ends up needing the worker (public parameters
+/// only, so both parties' fits agree).
+pub fn lookahead_bytes(plan: &Plan, proto: &str, chunk: usize) -> Result<u64> {
+    let mut max_item = 0u64;
+    for it in crate::engine::schedule(plan, chunk) {
+        max_item = max_item.max(crate::engine::item_est_bytes(proto, plan.cfg.bits, &it)?);
+    }
+    Ok(crate::engine::lookahead_cap(max_item) + 2 * max_item)
+}
+
 /// Estimated peak heap (bytes) of the client for `plan` (the client's
 /// plan: no weights) with nonlinear chunks of `chunk` elements and a
 /// pre-dealing budget of `predeal` bytes.
@@ -91,7 +109,8 @@ pub fn client_estimate(model: &Model, plan: &Plan, proto: &str, chunk: usize, pr
     let live = 8 * model.peak_live_elems() as u64;
     // the encoded input and the architecture text, held for the session
     let held = 8 * plan.input_len as u64 + 2 * model.header_json.len() as u64;
-    Ok(BASE + plan_bytes + held + live + transient + predeal)
+    let ahead = lookahead_bytes(plan, proto, chunk)?;
+    Ok(BASE + plan_bytes + held + live + transient + ahead + predeal)
 }
 
 /// The smallest budget this model can run in: the estimate at
