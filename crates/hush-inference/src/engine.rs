@@ -464,6 +464,8 @@ pub struct Party<'a> {
     pub pre: &'a mut Predealt,
     /// The client's measured memory budget, checked after every layer.
     pub guard: Option<MemGuard>,
+    /// Deal what is not pre-dealt on a look-ahead worker (see [`run`]).
+    pub lookahead: bool,
 }
 
 /// A party's memory budget enforced as *measured* peak: after every layer
@@ -656,17 +658,10 @@ pub fn load_weights(plan: &Plan, module: &mut SharedModule) -> Result<()> {
 /// party's heap-meter tag (its allocations count towards `--max-mem`, see
 /// [`crate::budget`]); an error it meets is handed to the party's thread
 /// at the item it failed on, which returns it (the worker stops; nothing
-/// waits for it). [`set_lookahead`] turns it off process-wide.
-static LOOKAHEAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
-/// Turns the online look-ahead on or off for this process (default on;
-/// `HUSH_LOOKAHEAD=0` in the environment turns it off).
-pub fn set_lookahead(on: bool) {
-    LOOKAHEAD.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
+/// waits for it). [`Party::lookahead`] turns it off (so does
+/// `HUSH_LOOKAHEAD=0` in the environment).
 fn lookahead_on() -> bool {
-    LOOKAHEAD.load(std::sync::atomic::Ordering::Relaxed) && std::env::var("HUSH_LOOKAHEAD").map(|v| v != "0").unwrap_or(true)
+    std::env::var("HUSH_LOOKAHEAD").map(|v| v != "0").unwrap_or(true)
 }
 
 /// Items of the largest size the look-ahead queue holds.
@@ -851,7 +846,7 @@ impl Drop for Lookahead {
 
 /// Starts the look-ahead for the items of this run not pre-dealt, if any.
 fn start_lookahead(plan: &Plan, p: &mut Party<'_>) -> Option<Feed> {
-    if !lookahead_on() {
+    if !p.lookahead || !lookahead_on() {
         return None;
     }
     let sched = schedule(plan, p.nl.chunk());
@@ -877,7 +872,7 @@ fn start_lookahead(plan: &Plan, p: &mut Party<'_>) -> Option<Feed> {
 /// Runs the plan on this party's input share; returns its share of the
 /// logits and the per-layer costs. `progress(done, total)` is called after
 /// each layer. What is not pre-dealt is dealt by a look-ahead worker
-/// overlapping evaluation (see [`set_lookahead`]).
+/// overlapping evaluation (see [`Party::lookahead`]).
 pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, progress: impl FnMut(usize, usize)) -> Result<(Vec<u64>, Vec<LayerCost>)> {
     let feed = start_lookahead(plan, p);
     if let Some(f) = &feed {
