@@ -659,13 +659,14 @@ pub fn load_weights(plan: &Plan, module: &mut SharedModule) -> Result<()> {
 /// [`crate::budget`]); an error it meets is handed to the party's thread
 /// at the item it failed on, which returns it (the worker stops; nothing
 /// waits for it). [`Party::lookahead`] turns it off (so does
-/// `HUSH_LOOKAHEAD=0` in the environment).
-fn lookahead_on() -> bool {
+/// `HUSH_LOOKAHEAD=0` in the environment, read here).
+pub fn lookahead_env() -> bool {
     std::env::var("HUSH_LOOKAHEAD").map(|v| v != "0").unwrap_or(true)
 }
 
-/// Items of the largest size the look-ahead queue holds.
-pub const LOOKAHEAD_ITEMS: u64 = 2;
+/// Items of the largest size the look-ahead queue holds (1: double
+/// buffering — the worker deals item k+1 while the party uses item k).
+pub const LOOKAHEAD_ITEMS: u64 = 1;
 
 /// Estimated bytes one party holds for a dealt item (as [`predeal`] counts).
 pub fn item_est_bytes(proto: &str, bits: u32, it: &DealItem) -> Result<u64> {
@@ -846,7 +847,7 @@ impl Drop for Lookahead {
 
 /// Starts the look-ahead for the items of this run not pre-dealt, if any.
 fn start_lookahead(plan: &Plan, p: &mut Party<'_>) -> Option<Feed> {
-    if !p.lookahead || !lookahead_on() {
+    if !p.lookahead || !lookahead_env() {
         return None;
     }
     let sched = schedule(plan, p.nl.chunk());

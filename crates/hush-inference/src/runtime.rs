@@ -527,7 +527,10 @@ impl<C: Channel> ClientSession<C> {
                         budget as f64 / 1048576.0
                     )));
                 }
-                Some(crate::budget::MemFit { chunk, predeal_mem, estimate: est, ..f })
+                // the look-ahead where the rest of the budget holds it
+                let la = crate::budget::lookahead_bytes(&plan, &proto, chunk)?;
+                let lookahead = if est + la <= budget { la } else { 0 };
+                Some(crate::budget::MemFit { chunk, predeal_mem, lookahead, estimate: est + lookahead, ..f })
             }
             None => None,
         };
@@ -558,7 +561,7 @@ impl<C: Channel> ClientSession<C> {
             pre,
             predeal_mem,
             predeal_next: true,
-            lookahead: opts.lookahead,
+            lookahead: opts.lookahead && mem_fit.map_or(true, |f| f.lookahead > 0),
             mode: opts.mode.clone(),
         })
     }
@@ -947,10 +950,12 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         v["client_peak_mem_counts"] = json!(client_mem_counts(opts, run.transport == "tcp"));
     }
     v["chunk"] = json!(run.mem_fit.map(|f| f.chunk).unwrap_or(opts.chunk));
+    v["lookahead"] = json!(opts.lookahead && engine::lookahead_env() && run.mem_fit.map_or(true, |f| f.lookahead > 0));
     if let Some(f) = run.mem_fit {
         v["max_mem_bytes"] = json!(f.budget);
         v["max_mem_floor_bytes"] = json!(f.floor);
         v["client_mem_estimate_bytes"] = json!(f.estimate);
+        v["lookahead_mem_bytes"] = json!(f.lookahead);
         v["max_mem_enforced"] = json!(if run.peak_mem.is_some() { "measured peak, checked after every layer and pre-dealt item" } else { "estimate only (no heap meter in this process)" });
         if let Some((_, cl)) = run.peak_mem {
             v["within_max_mem"] = json!((cl.max(0) as u64) <= f.budget);
