@@ -875,11 +875,14 @@ fn start_lookahead(plan: &Plan, p: &mut Party<'_>) -> Option<Feed> {
 /// each layer. What is not pre-dealt is dealt by a look-ahead worker
 /// overlapping evaluation (see [`Party::lookahead`]).
 pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, progress: impl FnMut(usize, usize)) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+    // module statistics from before the worker starts: what it deals
+    // before the first layer begins is charged to the first layer
+    let start = (p.module.stats(), p.module.busy_secs());
     let feed = start_lookahead(plan, p);
     if let Some(f) = &feed {
         p.nl.set_feed(Some(f.clone()));
     }
-    let r = run_inner(plan, p, input_share, progress, feed.as_ref());
+    let r = run_inner(plan, p, input_share, progress, feed.as_ref(), start);
     p.nl.set_feed(None);
     if let Some(f) = feed {
         f.stop(r.is_ok());
@@ -891,7 +894,7 @@ pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, progress: impl
     r
 }
 
-fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: impl FnMut(usize, usize), feed: Option<&Feed>) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: impl FnMut(usize, usize), feed: Option<&Feed>, start: (ModuleStats, f64)) -> Result<(Vec<u64>, Vec<LayerCost>)> {
     let cfg = plan.cfg;
     let m = cfg.mask();
     if input_share.len() != plan.input_len {
@@ -908,8 +911,7 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
     for (si, st) in plan.steps.iter().enumerate() {
         let t0 = Instant::now();
         let c0 = p.ch.cost();
-        let m0 = p.module.stats();
-        let b0 = p.module.busy_secs();
+        let (m0, b0) = if si == 0 { start } else { (p.module.stats(), p.module.busy_secs()) };
         let get = |vals: &Vec<Option<Vec<u64>>>, i: usize| -> Result<Vec<u64>> {
             vals[i].clone().ok_or_else(|| Error::Protocol(format!("value {i} freed too early")))
         };
