@@ -14,6 +14,13 @@
 //! (and, while the module deals them, the module's copies), and for a
 //! nonlinear chunk, its dealt key material (×3: the module's copy, its
 //! encoded response and the decoded batch) and online messages.
+//! What is not pre-dealt is dealt during the run by a look-ahead worker
+//! ([`crate::engine`] "Look-ahead") while the party evaluates; it needs
+//! [`lookahead_bytes`] more: one reserved item (queued or being dealt, at
+//! most [`crate::engine::lookahead_cap`]) and the transient of the item it
+//! deals (the module's copy and the encoded response beyond the decoded
+//! item). [`fit`] grants it out of what the chunk leaves, before
+//! pre-dealing, and turns it off when the budget cannot hold it.
 //! [`client_estimate`] computes this from public parameters; [`fit`]
 //! picks the largest chunk (halving from the configured one) and the
 //! largest pre-dealing budget that fit `--max-mem`, and refuses a budget
@@ -39,6 +46,10 @@ pub struct MemFit {
     pub budget: u64,
     pub chunk: usize,
     pub predeal_mem: u64,
+    /// Bytes granted to the online look-ahead ([`lookahead_bytes`]); 0:
+    /// the budget cannot hold it, the client deals each item just before
+    /// its use.
+    pub lookahead: u64,
     /// Estimated client peak with these parameters.
     pub estimate: u64,
     /// The model's floor (see [`floor`]).
@@ -53,6 +64,17 @@ fn nl_bytes(proto: &str, bits: u32, g: Gate, n: usize, chunk: usize) -> Result<u
     // dealt material ×3 (module copy, encoded response, decoded batch) and
     // the chunk's online vectors and messages
     Ok(3 * family_est_bytes(proto, bits, g, c)? + 64 * c as u64)
+}
+
+/// The look-ahead worker's share of the client's peak: its queue cap plus
+/// two more copies of the largest item (dealing transient), from public
+/// parameters only (so both parties' fits agree).
+pub fn lookahead_bytes(plan: &Plan, proto: &str, chunk: usize) -> Result<u64> {
+    let mut max_item = 0u64;
+    for it in crate::engine::schedule(plan, chunk) {
+        max_item = max_item.max(crate::engine::item_est_bytes(proto, plan.cfg.bits, &it)?);
+    }
+    Ok(crate::engine::lookahead_cap(max_item) + 2 * max_item)
 }
 
 /// Estimated peak heap (bytes) of the client for `plan` (the client's
@@ -104,7 +126,8 @@ pub fn floor(model: &Model, plan: &Plan, proto: &str) -> Result<u64> {
 /// bytes, starting from the configured `chunk` and `predeal`: the largest
 /// chunk (halving, not below [`MIN_CHUNK`]) whose estimate without
 /// pre-dealing takes at most half the budget (else the largest that fits
-/// at all), then as much pre-dealing as the rest allows. A budget below
+/// at all), then the look-ahead if it fits ([`lookahead_bytes`]), then as
+/// much pre-dealing as the rest allows. A budget below
 /// the floor is an error naming the floor.
 pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, budget: u64) -> Result<MemFit> {
     let fl = floor(model, plan, proto)?;
@@ -145,6 +168,8 @@ pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, 
         }
     }
     let (chunk, e0) = pick.unwrap_or((MIN_CHUNK.min(chunk.max(1)), fl));
-    let predeal_mem = predeal.min(budget.saturating_sub(e0));
-    Ok(MemFit { budget, chunk, predeal_mem, estimate: e0 + predeal_mem, floor: fl })
+    let la = lookahead_bytes(plan, proto, chunk)?;
+    let lookahead = if e0 + la <= budget { la } else { 0 };
+    let predeal_mem = predeal.min(budget.saturating_sub(e0 + lookahead));
+    Ok(MemFit { budget, chunk, predeal_mem, lookahead, estimate: e0 + lookahead + predeal_mem, floor: fl })
 }

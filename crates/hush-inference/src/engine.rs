@@ -49,33 +49,65 @@ pub const CLIENT: u8 = 1;
 /// Default largest number of elements per nonlinear chunk.
 pub const DEFAULT_CHUNK: usize = 1 << 16;
 
-/// One module shared by several users in one party (the linear layers and
-/// the comparison dealer); counts time spent inside calls.
+/// One module shared by several users in one party (the linear layers,
+/// the comparison dealer and the look-ahead worker); counts time spent
+/// inside calls. Its statistics are cached after every call, so reading
+/// them never waits for a call in progress on another thread (the
+/// look-ahead worker's).
 #[derive(Clone)]
 pub struct SharedModule {
     inner: Arc<Mutex<Box<dyn TrustedModule>>>,
+    stats: Arc<Mutex<ModuleStats>>,
     busy_ns: Arc<std::sync::atomic::AtomicU64>,
+    ahead_ns: Arc<std::sync::atomic::AtomicU64>,
+}
+
+thread_local! {
+    /// Set on a look-ahead worker thread: its module time is counted apart
+    /// (it overlaps the online phase instead of adding to it).
+    static AHEAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl SharedModule {
     pub fn new(m: Box<dyn TrustedModule>) -> Self {
-        SharedModule { inner: Arc::new(Mutex::new(m)), busy_ns: Arc::new(Default::default()) }
+        let st = m.stats();
+        SharedModule { inner: Arc::new(Mutex::new(m)), stats: Arc::new(Mutex::new(st)), busy_ns: Arc::new(Default::default()), ahead_ns: Arc::new(Default::default()) }
     }
-    /// Seconds spent inside module calls so far.
+    /// Seconds the party's own thread spent inside module calls, or
+    /// waiting for the look-ahead worker's, so far.
     pub fn busy_secs(&self) -> f64 {
         self.busy_ns.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
+    }
+    /// Seconds the look-ahead worker spent inside module calls so far.
+    pub fn ahead_secs(&self) -> f64 {
+        self.ahead_ns.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
+    }
+    fn add_busy(&self, ns: u64) {
+        self.busy_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
 impl TrustedModule for SharedModule {
     fn call(&mut self, req: &Request) -> hush_tee::Result<Response> {
         let t = Instant::now();
-        let r = self.inner.lock().map_err(|_| hush_tee::Error::Process("module lock poisoned".into()))?.call(req);
-        self.busy_ns.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        let r = {
+            let mut m = self.inner.lock().map_err(|_| hush_tee::Error::Process("module lock poisoned".into()))?;
+            let r = m.call(req);
+            if let Ok(mut s) = self.stats.lock() {
+                *s = m.stats();
+            }
+            r
+        };
+        let ns = t.elapsed().as_nanos() as u64;
+        if AHEAD.with(|a| a.get()) {
+            self.ahead_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            self.busy_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+        }
         r
     }
     fn stats(&self) -> ModuleStats {
-        self.inner.lock().map(|m| m.stats()).unwrap_or_default()
+        self.stats.lock().map(|s| *s).unwrap_or_default()
     }
     fn describe(&self) -> String {
         self.inner.lock().map(|m| m.describe()).unwrap_or_else(|_| "module (poisoned)".into())
@@ -146,6 +178,21 @@ pub trait Nonlinear: Send {
     /// (the larger of the two parties' shares), so both decide alike what
     /// fits a pre-dealing budget.
     fn est_bytes(&self, g: Gate, n: usize) -> u64;
+    /// A handle that deals this family's batches on another thread (the
+    /// look-ahead worker): it shares this family's dealer, so batch
+    /// numbers continue one sequence whichever thread deals.
+    fn batch_dealer(&self) -> BatchDealer;
+    /// Installs (or, with `None`, removes) the look-ahead feed the chunks
+    /// not pre-dealt are taken from, in schedule order.
+    fn set_feed(&mut self, feed: Option<Feed>);
+}
+
+/// Deals one batch of a family off the party's thread, type-erased (see
+/// [`Nonlinear::batch_dealer`]).
+pub type BatchDealer = Box<dyn FnMut(Gate, usize) -> Result<Box<dyn std::any::Any + Send>> + Send>;
+
+fn lock_dealer(d: &Mutex<hush_2pc::tee::Dealer>) -> Result<std::sync::MutexGuard<'_, hush_2pc::tee::Dealer>> {
+    d.lock().map_err(|_| Error::Nonlinear("dealer lock poisoned (a look-ahead worker panicked)".into()))
 }
 
 fn tpc(e: hush_2pc::Error) -> Error {
@@ -156,7 +203,8 @@ fn tpc(e: hush_2pc::Error) -> Error {
 /// keys — ReLU spline gate and exact two-DCF truncation; general shares,
 /// one simultaneous exchange per chunk.
 pub struct FssNonlinear {
-    dealer: hush_2pc::tee::Dealer,
+    dealer: Arc<Mutex<hush_2pc::tee::Dealer>>,
+    feed: Option<Feed>,
     party: u8,
     bits: u32,
     chunk: usize,
@@ -165,7 +213,7 @@ pub struct FssNonlinear {
 
 impl FssNonlinear {
     pub fn new(module: SharedModule, party: u8, bits: u32, chunk: usize) -> Self {
-        FssNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1), pre: Queue::new() }
+        FssNonlinear { dealer: Arc::new(Mutex::new(hush_2pc::tee::Dealer::new(Box::new(module)))), feed: None, party, bits, chunk: chunk.max(1), pre: Queue::new() }
     }
     fn shape(&self, g: Gate) -> hush_2pc::fss::FssShape {
         fss_shape(self.bits, g)
@@ -181,7 +229,10 @@ impl Nonlinear for FssNonlinear {
         for c in x.chunks_mut(self.chunk) {
             let b = match self.pre.take(g, c.len()) {
                 Some(b) => b,
-                None => hush_2pc::fss::deal(&mut self.dealer, self.party, c.len(), shape).map_err(tpc)?,
+                None => match &self.feed {
+                    Some(f) => f.take_batch::<hush_2pc::fss::FssBatch>(g, c.len())?,
+                    None => hush_2pc::fss::deal(&mut *lock_dealer(&self.dealer)?, self.party, c.len(), shape).map_err(tpc)?,
+                },
             };
             let out = hush_2pc::fss::online(ch, &b, Some(c), true).map_err(tpc)?.arith().map_err(tpc)?;
             c.copy_from_slice(&out.v);
@@ -196,7 +247,7 @@ impl Nonlinear for FssNonlinear {
     }
     fn predeal(&mut self, g: Gate, n: usize) -> Result<()> {
         let shape = self.shape(g);
-        let b = hush_2pc::fss::deal(&mut self.dealer, self.party, n, shape).map_err(tpc)?;
+        let b = hush_2pc::fss::deal(&mut *lock_dealer(&self.dealer)?, self.party, n, shape).map_err(tpc)?;
         self.pre.q.push_back((g, n, b));
         Ok(())
     }
@@ -209,6 +260,16 @@ impl Nonlinear for FssNonlinear {
     fn est_bytes(&self, g: Gate, n: usize) -> u64 {
         fss_est_bytes(self.bits, g, n)
     }
+    fn batch_dealer(&self) -> BatchDealer {
+        let (d, party, bits) = (self.dealer.clone(), self.party, self.bits);
+        Box::new(move |g, n| {
+            let b = hush_2pc::fss::deal(&mut *lock_dealer(&d)?, party, n, fss_shape(bits, g)).map_err(tpc)?;
+            Ok(Box::new(b) as Box<dyn std::any::Any + Send>)
+        })
+    }
+    fn set_feed(&mut self, feed: Option<Feed>) {
+        self.feed = feed;
+    }
 }
 
 /// The `tami` family: hush-2pc's TAMI-MPC one-round millionaires' with
@@ -216,7 +277,8 @@ impl Nonlinear for FssNonlinear {
 /// party 1): party 1 first sends x_1 − m (one message), then the TAMI
 /// flights run. Truncation is faithful (error ≤ 1 ulp), not exact.
 pub struct TamiNonlinear {
-    dealer: hush_2pc::tee::Dealer,
+    dealer: Arc<Mutex<hush_2pc::tee::Dealer>>,
+    feed: Option<Feed>,
     party: u8,
     bits: u32,
     chunk: usize,
@@ -225,7 +287,7 @@ pub struct TamiNonlinear {
 
 impl TamiNonlinear {
     pub fn new(module: SharedModule, party: u8, bits: u32, chunk: usize) -> Self {
-        TamiNonlinear { dealer: hush_2pc::tee::Dealer::new(Box::new(module)), party, bits, chunk: chunk.max(1), pre: Queue::new() }
+        TamiNonlinear { dealer: Arc::new(Mutex::new(hush_2pc::tee::Dealer::new(Box::new(module)))), feed: None, party, bits, chunk: chunk.max(1), pre: Queue::new() }
     }
     fn shape(&self, g: Gate) -> hush_2pc::tami::TamiShape {
         tami_shape(self.bits, g)
@@ -244,7 +306,10 @@ impl Nonlinear for TamiNonlinear {
         for c in x.chunks_mut(self.chunk) {
             let b = match self.pre.take(g, c.len()) {
                 Some(b) => b,
-                None => hush_2pc::tami::deal(&mut self.dealer, self.party, c.len(), shape).map_err(tpc)?,
+                None => match &self.feed {
+                    Some(f) => f.take_batch::<hush_2pc::tami::TamiBatch>(g, c.len())?,
+                    None => hush_2pc::tami::deal(&mut *lock_dealer(&self.dealer)?, self.party, c.len(), shape).map_err(tpc)?,
+                },
             };
             let out = if self.party == 0 {
                 let d = linear::recv_ring(ch, &cfg, c.len(), "tami: re-masked share x_1 − m")?;
@@ -268,7 +333,7 @@ impl Nonlinear for TamiNonlinear {
     }
     fn predeal(&mut self, g: Gate, n: usize) -> Result<()> {
         let shape = self.shape(g);
-        let b = hush_2pc::tami::deal(&mut self.dealer, self.party, n, shape).map_err(tpc)?;
+        let b = hush_2pc::tami::deal(&mut *lock_dealer(&self.dealer)?, self.party, n, shape).map_err(tpc)?;
         self.pre.q.push_back((g, n, b));
         Ok(())
     }
@@ -280,6 +345,16 @@ impl Nonlinear for TamiNonlinear {
     }
     fn est_bytes(&self, g: Gate, n: usize) -> u64 {
         tami_est_bytes(self.bits, g, n)
+    }
+    fn batch_dealer(&self) -> BatchDealer {
+        let (d, party, bits) = (self.dealer.clone(), self.party, self.bits);
+        Box::new(move |g, n| {
+            let b = hush_2pc::tami::deal(&mut *lock_dealer(&d)?, party, n, tami_shape(bits, g)).map_err(tpc)?;
+            Ok(Box::new(b) as Box<dyn std::any::Any + Send>)
+        })
+    }
+    fn set_feed(&mut self, feed: Option<Feed>) {
+        self.feed = feed;
     }
 }
 
@@ -389,6 +464,8 @@ pub struct Party<'a> {
     pub pre: &'a mut Predealt,
     /// The client's measured memory budget, checked after every layer.
     pub guard: Option<MemGuard>,
+    /// Deal what is not pre-dealt on a look-ahead worker (see [`run`]).
+    pub lookahead: bool,
 }
 
 /// A party's memory budget enforced as *measured* peak: after every layer
@@ -571,10 +648,253 @@ pub fn load_weights(plan: &Plan, module: &mut SharedModule) -> Result<()> {
     Ok(())
 }
 
+/// **Look-ahead.** What is not pre-dealt is dealt during the online phase.
+/// Rather than deal an item and then evaluate it, one after the other,
+/// [`run`] starts a worker thread that deals the rest of the [`schedule`]
+/// in order — the same order as without it, so both parties' modules see
+/// the same requests item by item — into a queue of at most
+/// [`lookahead_cap`] bytes, while the party's thread evaluates: online ≈
+/// max(evaluation, dealing) instead of their sum. The worker takes the
+/// party's heap-meter tag (its allocations count towards `--max-mem`, see
+/// [`crate::budget`]); an error it meets is handed to the party's thread
+/// at the item it failed on, which returns it (the worker stops; nothing
+/// waits for it). [`Party::lookahead`] turns it off (so does
+/// `HUSH_LOOKAHEAD=0` in the environment, read here).
+pub fn lookahead_env() -> bool {
+    std::env::var("HUSH_LOOKAHEAD").map(|v| v != "0").unwrap_or(true)
+}
+
+/// Items of the largest size the look-ahead queue holds (1: double
+/// buffering — the worker deals item k+1 while the party uses item k).
+pub const LOOKAHEAD_ITEMS: u64 = 1;
+
+/// Estimated bytes one party holds for a dealt item (as [`predeal`] counts).
+pub fn item_est_bytes(proto: &str, bits: u32, it: &DealItem) -> Result<u64> {
+    match it {
+        DealItem::Linear { in_len, out_len, .. } => Ok(8 * (*in_len + *out_len) as u64),
+        DealItem::Nonlinear { gate, n } => family_est_bytes(proto, bits, *gate, *n),
+    }
+}
+
+/// Byte cap of the look-ahead queue for a schedule whose largest item is
+/// `max_item` bytes: [`LOOKAHEAD_ITEMS`] such items (a single larger item
+/// is let through when the queue is empty).
+pub fn lookahead_cap(max_item: u64) -> u64 {
+    LOOKAHEAD_ITEMS * max_item
+}
+
+/// A dealt item handed from the look-ahead worker.
+pub enum Dealt {
+    Linear(hush_tee::linear_deal::LinearResponse),
+    Batch(Box<dyn std::any::Any + Send>),
+}
+
+type Ahead = Result<(DealItem, u64, Dealt)>;
+
+/// Bytes reserved by the worker (from the start of dealing an item until
+/// the party's thread takes it) and the stop flag.
+struct Credit {
+    st: Mutex<(u64, bool)>,
+    cv: std::sync::Condvar,
+}
+
+impl Credit {
+    /// Waits until `est` more bytes fit `cap` (or nothing is reserved);
+    /// false once stopped.
+    fn acquire(&self, est: u64, cap: u64) -> bool {
+        let Ok(mut g) = self.st.lock() else { return false };
+        loop {
+            if g.1 {
+                return false;
+            }
+            if g.0 == 0 || g.0 + est <= cap {
+                g.0 += est;
+                return true;
+            }
+            g = match self.cv.wait(g) {
+                Ok(g) => g,
+                Err(_) => return false,
+            };
+        }
+    }
+    fn release(&self, est: u64) {
+        if let Ok(mut g) = self.st.lock() {
+            g.0 = g.0.saturating_sub(est);
+        }
+        self.cv.notify_all();
+    }
+    fn stop(&self) {
+        if let Ok(mut g) = self.st.lock() {
+            g.1 = true;
+        }
+        self.cv.notify_all();
+    }
+}
+
+/// The party's end of a look-ahead worker (see [`run`]).
+pub struct Lookahead {
+    rx: Mutex<std::sync::mpsc::Receiver<Ahead>>,
+    credit: Arc<Credit>,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    module: SharedModule,
+    /// Byte cap of the queue.
+    pub cap: u64,
+    /// Items the worker deals.
+    pub items: usize,
+}
+
+/// A shared handle on a [`Lookahead`].
+pub type Feed = Arc<Lookahead>;
+
+impl Lookahead {
+    /// Starts a worker dealing `items` (with their estimated sizes) in
+    /// order, for inference `batch`.
+    fn start(cfg: FixedConfig, batch: u64, module: SharedModule, mut deal_nl: BatchDealer, items: Vec<(DealItem, u64)>, cap: u64) -> Option<Lookahead> {
+        let (tx, rx) = std::sync::mpsc::channel::<Ahead>();
+        let credit = Arc::new(Credit { st: Mutex::new((0, false)), cv: Default::default() });
+        let cr = credit.clone();
+        let mut m = module.clone();
+        let n = items.len();
+        let ctx = hush_transport::helper_thread_context();
+        let h = std::thread::Builder::new()
+            .name("hush-lookahead".into())
+            .spawn(move || {
+                if let Some((c, set)) = ctx {
+                    set(c);
+                }
+                AHEAD.with(|a| a.set(true));
+                for (it, est) in items {
+                    if !cr.acquire(est, cap) {
+                        return;
+                    }
+                    let r = match &it {
+                        DealItem::Linear { layer, in_len, out_len } => linear::deal(&mut m, &cfg, *layer, batch, *in_len, *out_len).map(Dealt::Linear),
+                        DealItem::Nonlinear { gate, n } => deal_nl(*gate, *n).map(Dealt::Batch),
+                    };
+                    match r {
+                        Ok(d) => {
+                            if tx.send(Ok((it, est, d))).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            })
+            .ok()?;
+        Some(Lookahead { rx: Mutex::new(rx), credit, worker: Mutex::new(Some(h)), module, cap, items: n })
+    }
+
+    /// The next dealt item, which must be `want`; waiting for it counts as
+    /// module time of the party (dealing the online phase waited for).
+    fn take(&self, want: &DealItem) -> Result<Dealt> {
+        let t = Instant::now();
+        let r = match self.rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return Err(Error::Protocol("look-ahead queue poisoned".into())),
+        };
+        self.module.add_busy(t.elapsed().as_nanos() as u64);
+        match r {
+            Ok(Ok((it, est, d))) => {
+                self.credit.release(est);
+                if &it != want {
+                    return Err(Error::Protocol(format!("look-ahead out of step: the run needs {want:?}, the worker dealt {it:?}")));
+                }
+                Ok(d)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Protocol("the look-ahead dealing worker ended before dealing the next item".into())),
+        }
+    }
+
+    /// The next nonlinear batch, of type `B`, for (`g`, `n`).
+    pub fn take_batch<B: 'static>(&self, g: Gate, n: usize) -> Result<B> {
+        match self.take(&DealItem::Nonlinear { gate: g, n })? {
+            Dealt::Batch(b) => b.downcast::<B>().map(|b| *b).map_err(|_| Error::Protocol("look-ahead: batch of another family".into())),
+            Dealt::Linear(_) => Err(Error::Protocol("look-ahead: linear masks where a nonlinear batch was due".into())),
+        }
+    }
+
+    fn take_linear(&self, want: &DealItem) -> Result<hush_tee::linear_deal::LinearResponse> {
+        match self.take(want)? {
+            Dealt::Linear(d) => Ok(d),
+            Dealt::Batch(_) => Err(Error::Protocol("look-ahead: a nonlinear batch where linear masks were due".into())),
+        }
+    }
+
+    /// Stops the worker: joined if `join` (it has dealt everything, so it
+    /// ends at once) or if it already ended, else left to end by itself
+    /// (an error path must not wait on a module call in progress).
+    fn stop(&self, join: bool) {
+        self.credit.stop();
+        let h = self.worker.lock().ok().and_then(|mut w| w.take());
+        if let Some(h) = h {
+            if join || h.is_finished() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Drop for Lookahead {
+    fn drop(&mut self) {
+        self.stop(false);
+    }
+}
+
+/// Starts the look-ahead for the items of this run not pre-dealt, if any.
+fn start_lookahead(plan: &Plan, p: &mut Party<'_>) -> Option<Feed> {
+    if !p.lookahead || !lookahead_env() {
+        return None;
+    }
+    let sched = schedule(plan, p.nl.chunk());
+    let skip = if p.pre.batch == Some(p.batch) {
+        p.pre.items
+    } else if p.pre.linear.is_empty() && p.nl.predealt_len() == 0 {
+        0
+    } else {
+        return None;
+    };
+    let est = |it: &DealItem| match it {
+        DealItem::Linear { in_len, out_len, .. } => 8 * (*in_len + *out_len) as u64,
+        DealItem::Nonlinear { gate, n } => p.nl.est_bytes(*gate, *n),
+    };
+    let max_item = sched.iter().map(est).max().unwrap_or(0);
+    let rest: Vec<(DealItem, u64)> = sched.iter().skip(skip).map(|it| (it.clone(), est(it))).collect();
+    if rest.is_empty() {
+        return None;
+    }
+    Lookahead::start(plan.cfg, p.batch, p.module.clone(), p.nl.batch_dealer(), rest, lookahead_cap(max_item)).map(Arc::new)
+}
+
 /// Runs the plan on this party's input share; returns its share of the
 /// logits and the per-layer costs. `progress(done, total)` is called after
-/// each layer.
-pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: impl FnMut(usize, usize)) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+/// each layer. What is not pre-dealt is dealt by a look-ahead worker
+/// overlapping evaluation (see [`Party::lookahead`]).
+pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, progress: impl FnMut(usize, usize)) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+    // module statistics from before the worker starts: what it deals
+    // before the first layer begins is charged to the first layer
+    let start = (p.module.stats(), p.module.busy_secs());
+    let feed = start_lookahead(plan, p);
+    if let Some(f) = &feed {
+        p.nl.set_feed(Some(f.clone()));
+    }
+    let r = run_inner(plan, p, input_share, progress, feed.as_ref(), start);
+    p.nl.set_feed(None);
+    if let Some(f) = feed {
+        f.stop(r.is_ok());
+    }
+    if r.is_err() {
+        p.pre.clear();
+        p.nl.clear_predealt();
+    }
+    r
+}
+
+fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: impl FnMut(usize, usize), feed: Option<&Feed>, start: (ModuleStats, f64)) -> Result<(Vec<u64>, Vec<LayerCost>)> {
     let cfg = plan.cfg;
     let m = cfg.mask();
     if input_share.len() != plan.input_len {
@@ -591,16 +911,24 @@ pub fn run(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress: 
     for (si, st) in plan.steps.iter().enumerate() {
         let t0 = Instant::now();
         let c0 = p.ch.cost();
-        let m0 = p.module.stats();
-        let b0 = p.module.busy_secs();
+        let (m0, b0) = if si == 0 { start } else { (p.module.stats(), p.module.busy_secs()) };
         let get = |vals: &Vec<Option<Vec<u64>>>, i: usize| -> Result<Vec<u64>> {
             vals[i].clone().ok_or_else(|| Error::Protocol(format!("value {i} freed too early")))
         };
         let mut macs = 0u64;
         let y: Vec<u64> = match &st.kind {
-            StepKind::Linear { layer, in_len: _, out_len, op, bias, macs: mc } => {
+            StepKind::Linear { layer, in_len, out_len, op, bias, macs: mc } => {
                 let x = vals[st.inputs[0]].as_deref().ok_or_else(|| Error::Protocol("value freed too early".into()))?;
-                let dealt = p.pre.take_linear(*layer, p.batch);
+                let dealt = match p.pre.take_linear(*layer, p.batch) {
+                    Some(d) => Some(d),
+                    None => match feed {
+                        Some(f) => {
+                            let (i, o) = op.as_ref().map(|op| (op.in_len(), op.out_len())).unwrap_or((*in_len, *out_len));
+                            Some(f.take_linear(&DealItem::Linear { layer: *layer, in_len: i, out_len: o })?)
+                        }
+                        None => None,
+                    },
+                };
                 let mut y = if server {
                     let op = op.as_ref().expect("server plan has weights");
                     macs = *mc;

@@ -112,6 +112,11 @@ pub struct Options {
     /// Per-party budget (bytes, estimated) for correlations pre-dealt
     /// before an inference's input exists; 0 disables pre-dealing.
     pub predeal_mem: u64,
+    /// Deal what is not pre-dealt on a look-ahead worker overlapping the
+    /// online evaluation (see [`engine::run`]); off deals each item just
+    /// before it is used. Local to a party (the dealing order is the same
+    /// either way). Default on; `HUSH_LOOKAHEAD=0` turns it off.
+    pub lookahead: bool,
     /// LinkConfig security of TCP connections: TLS 1.3 with this party's
     /// identity and its pins, or plaintext ([`LinkConfig::insecure`], the
     /// library default; the CLI and Python default to TLS). One-process
@@ -138,6 +143,7 @@ impl Default for Options {
             max_sessions: 64,
             max_mem: None,
             predeal_mem: DEFAULT_PREDEAL_MEM,
+            lookahead: true,
             link: LinkConfig::insecure(),
             mode: Mode::Tee,
             insecure_test_seed: None,
@@ -414,7 +420,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         match ctl.as_slice() {
             b"Q" => return Ok(served),
             b"I" => {
-                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre, guard: None };
+                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre, guard: None, lookahead: opts.lookahead };
                 let (share, _) = engine::run(plan, &mut p, vec![0u64; plan.input_len], |_, _| {})?;
                 linear::send_ring(ch, &plan.cfg, &share)?;
                 served += 1;
@@ -451,6 +457,8 @@ pub struct ClientSession<C: Channel> {
     /// Whether to pre-deal the next inference after each one (the server
     /// of [`serve_session`] always does: keep it on with such a server).
     pub predeal_next: bool,
+    /// See [`Options::lookahead`].
+    pub lookahead: bool,
     mode: Mode,
 }
 
@@ -519,7 +527,10 @@ impl<C: Channel> ClientSession<C> {
                         budget as f64 / 1048576.0
                     )));
                 }
-                Some(crate::budget::MemFit { chunk, predeal_mem, estimate: est, ..f })
+                // the look-ahead where the rest of the budget holds it
+                let la = crate::budget::lookahead_bytes(&plan, &proto, chunk)?;
+                let lookahead = if est + la <= budget { la } else { 0 };
+                Some(crate::budget::MemFit { chunk, predeal_mem, lookahead, estimate: est + lookahead, ..f })
             }
             None => None,
         };
@@ -550,6 +561,7 @@ impl<C: Channel> ClientSession<C> {
             pre,
             predeal_mem,
             predeal_next: true,
+            lookahead: opts.lookahead && mem_fit.map_or(true, |f| f.lookahead > 0),
             mode: opts.mode.clone(),
         })
     }
@@ -576,7 +588,7 @@ impl<C: Channel> ClientSession<C> {
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
         let t0 = Instant::now();
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard };
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead };
         let (share, layers) = engine::run(&self.plan, &mut p, xq, progress)?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         let online_secs = t0.elapsed().as_secs_f64();
@@ -628,7 +640,7 @@ impl<C: Channel> ClientSession<C> {
 
     fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard };
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead };
         let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         self.next += 1;
@@ -773,7 +785,7 @@ pub fn run_local_probed(
             return Err(Error::Protocol("expected an inference".into()));
         }
         let t = Instant::now();
-        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre, guard: None };
+        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre, guard: None, lookahead: o2.lookahead };
         let (share, layers) = engine::run(&p2, &mut p, vec![0u64; p2.input_len], |_, _| {})?;
         linear::send_ring(&mut ch, &p2.cfg, &share)?;
         let secs = t.elapsed().as_secs_f64();
@@ -938,10 +950,12 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         v["client_peak_mem_counts"] = json!(client_mem_counts(opts, run.transport == "tcp"));
     }
     v["chunk"] = json!(run.mem_fit.map(|f| f.chunk).unwrap_or(opts.chunk));
+    v["lookahead"] = json!(opts.lookahead && engine::lookahead_env() && run.mem_fit.map_or(true, |f| f.lookahead > 0));
     if let Some(f) = run.mem_fit {
         v["max_mem_bytes"] = json!(f.budget);
         v["max_mem_floor_bytes"] = json!(f.floor);
         v["client_mem_estimate_bytes"] = json!(f.estimate);
+        v["lookahead_mem_bytes"] = json!(f.lookahead);
         v["max_mem_enforced"] = json!(if run.peak_mem.is_some() { "measured peak, checked after every layer and pre-dealt item" } else { "estimate only (no heap meter in this process)" });
         if let Some((_, cl)) = run.peak_mem {
             v["within_max_mem"] = json!((cl.max(0) as u64) <= f.budget);

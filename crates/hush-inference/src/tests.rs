@@ -655,3 +655,76 @@ fn dealer_serves_concurrent_sessions_and_keeps_nothing() {
     srv.shutdown();
     dealer.shutdown();
 }
+
+// ---------------------------------------------------------------------
+// Look-ahead: what is not pre-dealt is dealt by a worker overlapping the
+// online evaluation, in the same order as without it.
+
+/// With the look-ahead on or off, with nothing or part of the schedule
+/// pre-dealt, on the in-process module and on the dealer service (same
+/// seed), with small chunks (many items, a queue that fills up): the
+/// outputs are equal bit for bit, and the runs did deal online.
+#[test]
+fn lookahead_keeps_outputs_bit_identical() {
+    let dealer = start_dealer(Some(TEST_SEED));
+    for bytes in [residual_net(), concat_net()] {
+        let m = Arc::new(Model::from_bytes(&bytes).unwrap());
+        let x = input_for(&m, 41);
+        for proto in ["fss", "tami"] {
+            let mut outs: Vec<(String, Vec<u64>)> = Vec::new();
+            for (prov, base) in provider_opts(proto, TEST_SEED, &dealer).into_iter().filter(|(p, _)| *p != "module process") {
+                for predeal in [0u64, 20 << 10] {
+                    for ahead in [false, true] {
+                        let o = Options { chunk: 40, predeal_mem: predeal, lookahead: ahead, ..base.clone() };
+                        let run = runtime::run_local(m.clone(), &m.input_shape.clone(), &x, &o, false, |_, _| {}).unwrap_or_else(|e| panic!("{}/{proto}/{prov}: {e}", m.name));
+                        let c: u64 = run.inference.report.layers.iter().map(|l| l.module_crossings).sum();
+                        let s: u64 = run.server_layers.iter().map(|l| l.module_crossings).sum();
+                        assert!(c > 0 && s > 0, "{}/{proto}/{prov}: nothing dealt online ({c}, {s})", m.name);
+                        outs.push((format!("{prov}, predeal {predeal}, look-ahead {ahead}"), bits(&run.inference.logits)));
+                    }
+                }
+            }
+            for (what, o) in &outs[1..] {
+                assert_eq!(o, &outs[0].1, "{}/{proto}: {what} differs from {}", m.name, outs[0].0);
+            }
+        }
+    }
+    dealer.shutdown();
+}
+
+/// The dealer dies while the client's look-ahead worker is dealing ahead
+/// (killed after the first layer, with nothing pre-dealt and many small
+/// items left): both parties end with a clear error naming the dealer,
+/// promptly — no hang, no panic.
+#[test]
+fn dealer_dying_during_lookahead_ends_both_parties_with_a_clear_error() {
+    for proto in ["fss", "tami"] {
+        let dealer = Arc::new(std::sync::Mutex::new(Some(start_dealer(None))));
+        let mode = dealer_mode(dealer.lock().unwrap().as_ref().unwrap());
+        let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+        let o = Options { mode, predeal_mem: 0, chunk: 16, ..opts(proto) };
+        let (mut a, b) = MemChannel::pair();
+        let (m2, p2, o2) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), o.clone());
+        let srv = std::thread::spawn(move || runtime::serve_session(&mut a, &m2, &p2, &o2));
+        let mut s = runtime::ClientSession::start(b, &o).unwrap();
+        let x = input_for(&m, 7);
+        let t = std::time::Instant::now();
+        let d2 = dealer.clone();
+        let e = s
+            .infer(&m.input_shape.clone(), &x, move |done, _| {
+                if done == 1 {
+                    if let Some(d) = d2.lock().unwrap().take() {
+                        d.kill();
+                    }
+                }
+            })
+            .expect_err("the dealer is gone")
+            .to_string();
+        assert!(dealer.lock().unwrap().is_none(), "{proto}: the dealer was not killed during the run");
+        assert!(e.contains("dealer"), "{proto}: client: {e}");
+        drop(s);
+        let se = srv.join().unwrap().expect_err("the server's session must fail too").to_string();
+        assert!(se.contains("dealer"), "{proto}: server: {se}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(15), "{proto}: {:?}", t.elapsed());
+    }
+}

@@ -26,7 +26,12 @@ fn fit_stays_within_budget_and_refuses_below_the_floor() {
                 let f = budget::fit(&m, &plan, proto, 1 << 16, 256 << 20, b).unwrap();
                 assert!(f.estimate <= b, "{name} {proto}: estimate {} above budget {b}", f.estimate);
                 assert!(f.chunk >= budget::MIN_CHUNK && f.chunk <= 1 << 16);
-                assert_eq!(budget::client_estimate(&m, &plan, proto, f.chunk, f.predeal_mem).unwrap(), f.estimate);
+                assert_eq!(budget::client_estimate(&m, &plan, proto, f.chunk, f.predeal_mem).unwrap() + f.lookahead, f.estimate);
+                // the look-ahead is granted all or nothing, before pre-dealing
+                assert!(f.lookahead == 0 || f.lookahead == budget::lookahead_bytes(&plan, proto, f.chunk).unwrap());
+                if b >= 64 << 20 {
+                    assert!(f.lookahead > 0, "{name} {proto}: no look-ahead within {b}");
+                }
             }
             // a larger budget never gets less pre-dealing
             let a = budget::fit(&m, &plan, proto, 1 << 16, 256 << 20, 64 << 20).unwrap();

@@ -89,7 +89,7 @@ pub use meter::{Cost, RoundClock};
 pub use profile::NetProfile;
 pub use client_profile::{ClientProfile, CpuLimit, Throttled};
 pub use recording::{Recording, ViewLog};
-pub use tcp::{connect_retrying, set_io_thread_init, tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
+pub use tcp::{connect_retrying, helper_thread_context, set_io_thread_init, tcp_pair_loopback, tcp_pair_loopback_with, TcpChannel};
 pub use notice::{clear_connect_notice, set_connect_notice};
 pub use tls::{Fingerprint, Identity, LinkSecurity, PeerCheck, TlsSettings, HANDSHAKE_TIMEOUT};
 pub use peering::{LinkConfig, LinkFlags, Pins, INSECURE_WARNING};

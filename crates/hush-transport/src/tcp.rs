@@ -694,6 +694,13 @@ pub fn set_io_thread_init(get: fn() -> usize, set: fn(usize)) {
     let _ = IO_THREAD_INIT.set((get, set));
 }
 
+/// The context hook of [`set_io_thread_init`] read on the calling thread:
+/// `(context, set)` for another helper thread that works for the same
+/// party (e.g. a look-ahead dealing worker) to take with `set(context)`.
+pub fn helper_thread_context() -> Option<(usize, fn(usize))> {
+    IO_THREAD_INIT.get().map(|(get, set)| (get(), *set))
+}
+
 /// Two TCP channels connected over 127.0.0.1: `a` accepts with `sec_a` (the
 /// TLS server), `b` connects with `sec_b` (the TLS client).
 pub fn tcp_pair_loopback_with(
