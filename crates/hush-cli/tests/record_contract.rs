@@ -50,6 +50,8 @@ fn every_bench_record_carries_the_contract_keys() {
     check(&["aes", "--seconds", "0.05"]);
     check(&["he-linear", "--layers", "minionn-mnist"]);
     check(&["aes3", "--n", "4096", "--verify", "8"]);
+    let recs = check(&["aes3", "--n", "4096", "--verify", "8", "--tls-overhead"]);
+    assert!(recs.iter().any(|r| r["bench"] == "aes3-tls-overhead"));
     let model = repo().join("models/mnist_cnn.hushm");
     for mode in ["tee", "dealer"] {
         let recs = check(&["infer", "--model", model.to_str().unwrap(), "--mode", mode]);

@@ -61,8 +61,10 @@ pub struct BenchAes3Args {
     /// Key handling: `stored` (one secret key, uploaded once with `hush
     /// share` semantics, used by every instance — the datacenter case; needs
     /// TLS) or `inline` (a fresh random key per instance, shared with the
-    /// plaintext).
-    #[arg(long, default_value = "stored")]
+    /// plaintext); `auto` (default) = `stored` over TLS, `inline` with
+    /// `--insecure` or `--tls-overhead` (so that both runs compare the same
+    /// work).
+    #[arg(long, default_value = "auto")]
     pub key: String,
 }
 
@@ -175,7 +177,7 @@ fn hex_to_bytes(s: &str) -> Vec<u8> {
 }
 
 /// Runs the benchmark and prints the result.
-pub fn bench_aes3_main(a: BenchAes3Args) -> Result<()> {
+pub fn bench_aes3_main(mut a: BenchAes3Args) -> Result<()> {
     if a.n == 0 {
         return Err(Error::Input("--n must be positive".into()));
     }
@@ -189,8 +191,11 @@ pub fn bench_aes3_main(a: BenchAes3Args) -> Result<()> {
         "aes128-expanded" | "aes128_expanded" => "aes128-expanded",
         o => return Err(Error::Input(format!("--circuit {o:?}: aes128 or aes128-expanded"))),
     };
+    if a.key == "auto" {
+        a.key = if a.insecure || a.tls_overhead { "inline" } else { "stored" }.into();
+    }
     if a.key != "stored" && a.key != "inline" {
-        return Err(Error::Input("--key: stored or inline".into()));
+        return Err(Error::Input("--key: stored, inline or auto".into()));
     }
     if a.key == "stored" && (a.insecure || a.tls_overhead) {
         return Err(Error::Input("--key stored needs TLS identities: use --key inline with --insecure/--tls-overhead".into()));
