@@ -25,6 +25,18 @@
 //!
 //! Every ciphertext received is validated ([`PublicKey::decode_cts`]) and
 //! every message length is computed locally before anything is received.
+//!
+//! ## What each host sees (semi-honest)
+//! * **Evaluator**: only ciphertexts under the owner's key (and, in the
+//!   triples, its own values): simulatable by encryptions of zero under the
+//!   DCR assumption (DJN's short-exponent variant).
+//! * **Owner**: in s2h it only sends. In h2s and in the triples' cross
+//!   terms it decrypts v + r with r uniform on [2^b, 2^b + 2^(b+σ)) for
+//!   |v| < 2^b, which is within statistical distance 2^−σ (σ = [`SIGMA`] =
+//!   40) of r alone, so its view is simulatable from its output share; the
+//!   evaluator rerandomises every ciphertext it returns, so their
+//!   randomness carries nothing of the evaluator's plaintexts. Test:
+//!   `h2s_owner_view_is_independent_of_the_value`.
 
 use crate::key::{random_bits, Ciphertext, KeyPair, PublicKey};
 use crate::pack::Packing;

@@ -281,3 +281,35 @@ fn transport_error_is_reported() {
     let e = h2s_owner(&mut a, kp, 3, 64).unwrap_err();
     assert!(matches!(e, Error::Transport(_)), "{e}");
 }
+
+/// The curious key owner's view of h2s: the values it decrypts are v + r
+/// with r uniform on an interval 2^σ times wider than v's range, so its
+/// shares look the same whatever v is. Low-nibble histograms of the owner's
+/// shares are uniform (χ², 15 dof) for v = 0 and for v = 2^20 − 1, and the
+/// two agree (two-sample χ²). Fails if the mask r were fixed or zero (all
+/// shares would carry v's nibble).
+#[test]
+fn h2s_owner_view_is_independent_of_the_value() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let bits = 20u32;
+    let n = 2048;
+    let hist = |v: u64, seed: u64| -> [f64; 16] {
+        let ct = pk.encrypt(&pk.encode(&Integer::from(v)).unwrap(), &mut rng(seed)).unwrap();
+        let cts = vec![ct; n];
+        let (owner, _, _) = run2(|ch| h2s_owner(ch, kp, n, bits).unwrap(), |ch| h2s_eval(ch, &pk, &cts, bits, &mut rng(seed + 1)).unwrap());
+        let mut h = [0f64; 16];
+        for s in owner {
+            h[(s & 15) as usize] += 1.0;
+        }
+        h
+    };
+    let (h0, h1) = (hist(0, 40), hist((1 << bits) - 1, 50));
+    let e = n as f64 / 16.0;
+    for h in [&h0, &h1] {
+        let chi: f64 = h.iter().map(|o| (o - e) * (o - e) / e).sum();
+        assert!(chi < 50.0, "owner's shares not uniform: χ² = {chi}");
+    }
+    let two: f64 = h0.iter().zip(&h1).map(|(a, b)| if a + b > 0.0 { (a - b) * (a - b) / (a + b) } else { 0.0 }).sum();
+    assert!(two < 50.0, "owner's shares depend on the value: χ² = {two}");
+}
