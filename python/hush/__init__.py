@@ -73,7 +73,7 @@ def _progress_arg(progress: _ProgressArg, label: str) -> _t.Optional[_t.Callable
     raise TypeError("progress must be True, False/None, or a callable f(done, total)")
 
 
-def run(model: _PathLike, x: _t.Any, proto: str = "fss", net: str = "none", bits: int = 37, frac: int = 12,
+def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bits: int = 37, frac: int = 12,
         progress: _ProgressArg = False, report: bool = False, mode: str = "tee") -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
     """Private inference of ``x`` on ``model`` with both parties in this process.
 
@@ -84,9 +84,12 @@ def run(model: _PathLike, x: _t.Any, proto: str = "fss", net: str = "none", bits
     with ``report=True``. ``progress=True`` shows a progress bar.
 
     ``mode`` is the trust mode: ``"tee"`` (the parties' trusted modules;
-    attestation simulated, no hardware protection) or ``"dealer"`` (a dealer
+    attestation simulated, no hardware protection), ``"dealer"`` (a dealer
     service, started in this process here, trusted not to collude with
-    either party).
+    either party), ``"interactive"`` (cryptography only: HE linear layers
+    and cf2 comparisons on Ferret COTs) or ``"silent"`` (HE linear layers,
+    cf2 on SilentFlow COTs from the simulated modules). ``proto="auto"``
+    picks ``fss`` in tee/dealer mode and ``cf2`` in interactive/silent mode.
     """
     xa = _np.ascontiguousarray(x, dtype=_np.float64)
     logits, shape, rep = _native.run_model(
@@ -113,7 +116,7 @@ class Server:
     of trusted modules; clients must use the same mode.
     """
 
-    def __init__(self, model: _PathLike, listen: str = "127.0.0.1:0", proto: str = "fss", net: str = "none",
+    def __init__(self, model: _PathLike, listen: str = "127.0.0.1:0", proto: str = "auto", net: str = "none",
                  bits: int = 37, frac: int = 12, identity: _t.Optional[_PathLike] = None, pins: _t.Sequence[str] = (),
                  insecure: bool = False, mode: str = "tee", dealer: _t.Optional[str] = None,
                  dealer_pin: _t.Optional[str] = None) -> None:
@@ -163,7 +166,7 @@ class Client:
     could not connect to ADDR: connection refused")``.
     """
 
-    def __init__(self, addr: str, proto: str = "fss", net: str = "none", pin: _t.Optional[str] = None,
+    def __init__(self, addr: str, proto: str = "auto", net: str = "none", pin: _t.Optional[str] = None,
                  identity: _t.Optional[_PathLike] = None, insecure: bool = False, mode: str = "tee",
                  dealer: _t.Optional[str] = None, dealer_pin: _t.Optional[str] = None,
                  connect_timeout: _t.Optional[float] = None) -> None:

@@ -15,8 +15,10 @@ use std::time::Instant;
 /// Options every party shares.
 #[derive(Args, Clone, Debug)]
 pub struct CommonArgs {
-    /// Nonlinear protocol family: fss (FSS gates, default) or tami (TAMI-MPC).
-    #[arg(long, default_value = "fss")]
+    /// Nonlinear protocol family: auto (fss in tee/dealer mode, cf2 in
+    /// interactive/silent mode), fss (FSS gates) or tami (TAMI-MPC) in
+    /// tee/dealer mode, cf2 (CrypTFlow2 on COTs) in interactive/silent mode.
+    #[arg(long, default_value = "auto")]
     pub proto: String,
     /// Network profile to emulate: none, lan, wan, mobile.
     #[arg(long, default_value = "none")]
@@ -33,11 +35,24 @@ pub struct CommonArgs {
     #[arg(long, default_value = "256MiB")]
     pub predeal_mem: String,
     /// Trust mode: tee (each party's trusted module; attestation simulated —
-    /// gives no hardware protection) or dealer (a `hush dealer` service on a
-    /// third host, trusted not to collude with either party). Both parties
-    /// must use the same mode.
+    /// gives no hardware protection), dealer (a `hush dealer` service on a
+    /// third host, trusted not to collude with either party), interactive
+    /// (cryptography only: Cheetah HE linear layers, cf2 on Ferret COTs) or
+    /// silent (HE linear layers, cf2 on SilentFlow COTs from the modules).
+    /// Both parties must use the same mode.
     #[arg(long, default_value = "tee")]
     pub mode: String,
+    /// Interactive/silent modes: the RLWE parameter set of the HE linear
+    /// layers (he128-n8192: N = 8192, log q ≈ 180, 128-bit HE standard;
+    /// he128-n8192-wide). The server's choice wins.
+    #[arg(long, default_value = crate::he_linear::DEFAULT_PARAMS)]
+    pub he_params: String,
+    /// Interactive/silent modes: the COT source's LPN set (interactive:
+    /// ferret-main, lpn-b13, lpn-b12, lpn-b11, lpn-b10; silent: lpn-b10).
+    /// Default: the server picks the largest that a client's --max-mem
+    /// holds. The server's choice wins.
+    #[arg(long)]
+    pub cot_set: Option<String>,
     /// Dealer mode: where `hush dealer` listens (HOST:PORT). `hush run`,
     /// `demo` and `bench infer` start a dealer in this process when omitted.
     #[arg(long, value_name = "ADDR")]
@@ -262,9 +277,6 @@ pub fn parse_size(s: &str) -> Result<u64> {
 fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
     let profile = NetProfile::by_name(&common.net)
         .ok_or_else(|| Error::Config(format!("unknown network profile '{}' (choose one of {})", common.net, NetProfile::names().join(", "))))?;
-    if !engine::FAMILIES.contains(&common.proto.as_str()) {
-        return Err(Error::Config(format!("unknown protocol family '{}' (choose one of {})", common.proto, engine::FAMILIES.join(", "))));
-    }
     let predeal_mem = parse_size(&common.predeal_mem)?;
     let link = resolve_link(&common.link)?;
     // dealer mode without --dealer: a local dealer is filled in by local_dealer()
@@ -276,7 +288,25 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     } else {
         runtime::Mode::from_flags(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?
     };
-    let mut o = Options { proto: common.proto.clone(), tee: common.tee.clone(), profile, predeal_mem, link, mode, ..Default::default() };
+    crate::he_linear::params_by_name(&common.he_params)?;
+    let mut o = Options {
+        proto: common.proto.clone(),
+        tee: common.tee.clone(),
+        profile,
+        predeal_mem,
+        link,
+        mode,
+        he_params: common.he_params.clone(),
+        cot_set: common.cot_set.clone(),
+        ..Default::default()
+    };
+    o.resolve_family()?;
+    if o.cot_set.is_some() && !o.mode.he() {
+        return Err(Error::Config(format!("--cot-set applies to --mode interactive and silent, not --mode {}", o.mode.name())));
+    }
+    if o.cot_set.is_some() {
+        runtime::cot_set_for(&o, None)?;
+    }
     if let Some(f) = fixed {
         o.cfg = FixedConfig::new(f.bits, f.frac)?;
         if f.chunk == 0 {
@@ -350,6 +380,13 @@ fn mode_line(o: &Options) -> String {
     match &o.mode {
         runtime::Mode::Tee => format!("tee mode, modules {} (attestation {})", o.tee, hush_tee::SIMULATED_NOTE),
         runtime::Mode::Dealer { addr, .. } => format!("dealer mode, dealer at {addr} (trusted not to collude with either party)"),
+        runtime::Mode::Interactive => format!("interactive mode: cryptography only — HE linear layers ({}), cf2 comparisons on Ferret COTs", o.he_params),
+        runtime::Mode::Silent => format!(
+            "silent mode: HE linear layers ({}), cf2 comparisons on SilentFlow COTs from the modules ({}, attestation {})",
+            o.he_params,
+            o.tee,
+            hush_tee::SIMULATED_NOTE
+        ),
     }
 }
 

@@ -358,6 +358,85 @@ impl Nonlinear for TamiNonlinear {
     }
 }
 
+/// The `cf2` family: CrypTFlow2's millionaires' and the DReLU / ReLU /
+/// truncation built on it ([`hush_2pc::nonlinear::Session`]) on a COT
+/// session — Ferret in `interactive` mode (cryptography only), SilentFlow
+/// COTs from the parties' modules in `silent` mode. Nothing is dealt: each
+/// chunk's ROTs and AND triples are made from fresh COTs over the channel
+/// when the chunk runs (so they count in the online phase), and there is
+/// nothing to pre-deal or look ahead. Truncation is faithful (error ≤ 1
+/// ulp, SCI's wrap-bit construction, valid on the whole signed ring), not
+/// exact. What each party sees: see [`hush_2pc::cf2`] (every leaf, AND and
+/// mux consumes its own fresh correlations).
+pub struct Cf2Nonlinear {
+    session: hush_2pc::nonlinear::Session,
+    bits: u32,
+    chunk: usize,
+}
+
+impl Cf2Nonlinear {
+    pub fn new(ot: hush_2pc::beaver::OtSession, party: u8, bits: u32, chunk: usize) -> Self {
+        Cf2Nonlinear { session: hush_2pc::nonlinear::Session::interactive(party, ot), bits, chunk: chunk.max(1) }
+    }
+    fn ring(&self) -> Result<hush_primitives::Ring> {
+        hush_primitives::Ring::new(self.bits).ok_or_else(|| Error::Config(format!("cf2: ring width {} outside 1..=64", self.bits)))
+    }
+}
+
+impl Nonlinear for Cf2Nonlinear {
+    fn family(&self) -> &'static str {
+        "cf2"
+    }
+    fn gate(&mut self, ch: &mut dyn Channel, x: &mut [u64], g: Gate) -> Result<()> {
+        let r = self.ring()?;
+        for c in x.chunks_mut(self.chunk) {
+            let a = hush_2pc::share::ArithShare::new(r, c.to_vec());
+            let out = match g {
+                Gate::Relu => self.session.relu(ch, &a),
+                Gate::Trunc(f) => self.session.trunc(ch, &a, f),
+            }
+            .map_err(tpc)?;
+            c.copy_from_slice(&out.v);
+        }
+        Ok(())
+    }
+    fn exact_truncation(&self) -> bool {
+        false
+    }
+    fn chunk(&self) -> usize {
+        self.chunk
+    }
+    fn predeal(&mut self, _g: Gate, _n: usize) -> Result<()> {
+        Err(Error::Config("the cf2 family makes its correlations over the channel when a chunk runs; there is nothing to pre-deal".into()))
+    }
+    fn clear_predealt(&mut self) {}
+    fn predealt_len(&self) -> usize {
+        0
+    }
+    fn est_bytes(&self, g: Gate, n: usize) -> u64 {
+        cf2_est_bytes(self.bits, g, n)
+    }
+    fn batch_dealer(&self) -> BatchDealer {
+        Box::new(|_, _| Err(Error::Config("the cf2 family has no dealer (nothing to look ahead)".into())))
+    }
+    fn set_feed(&mut self, _feed: Option<Feed>) {}
+}
+
+/// [`Nonlinear::est_bytes`] of the `cf2` family: what one chunk's
+/// correlations hold at the larger party (party 0, the 1-of-2^k sender:
+/// 2^k pads per leaf), plus AND triples and mux ROTs.
+pub fn cf2_est_bytes(bits: u32, g: Gate, n: usize) -> u64 {
+    let k = hush_2pc::cf2::DEFAULT_K as u64;
+    let width = match g {
+        Gate::Relu => bits.saturating_sub(1),
+        Gate::Trunc(_) => bits,
+    } as u64;
+    let nc = width.div_ceil(k).max(1);
+    // leaf pads (16-byte blocks), the merge's AND triples (3 words per 64),
+    // the mux ROTs (4 blocks), output and input vectors
+    n as u64 * (16 * nc * (1 << k) + 2 * nc * 3 / 8 + 64 + 32)
+}
+
 fn fss_shape(bits: u32, g: Gate) -> hush_2pc::fss::FssShape {
     let gate = match g {
         Gate::Relu => hush_2pc::fss::FssGate::Relu,
@@ -406,12 +485,18 @@ pub fn family_est_bytes(proto: &str, bits: u32, g: Gate, n: usize) -> Result<u64
     match proto {
         "fss" => Ok(fss_est_bytes(bits, g, n)),
         "tami" => Ok(tami_est_bytes(bits, g, n)),
+        "cf2" => Ok(cf2_est_bytes(bits, g, n)),
         other => Err(Error::Config(format!("unknown protocol family '{other}' (choose one of {})", FAMILIES.join(", ")))),
     }
 }
 
-/// The families `--proto` accepts.
+/// The families `--proto` accepts with module-dealt correlations (`tee`
+/// and `dealer` modes).
 pub const FAMILIES: &[&str] = &["fss", "tami"];
+
+/// The families of the modes with HE linear layers (`interactive`,
+/// `silent`): the comparisons run on COTs.
+pub const HE_FAMILIES: &[&str] = &["cf2"];
 
 /// Builds a party's nonlinear family by name.
 pub fn make_family(name: &str, module: SharedModule, party: u8, bits: u32, chunk: usize) -> Result<Box<dyn Nonlinear>> {
@@ -466,6 +551,11 @@ pub struct Party<'a> {
     pub guard: Option<MemGuard>,
     /// Deal what is not pre-dealt on a look-ahead worker (see [`run`]).
     pub lookahead: bool,
+    /// The HE linear layers (`interactive` and `silent` modes): when set,
+    /// every weighted linear layer runs Cheetah's protocol
+    /// ([`crate::he_linear`]) instead of the module-dealt one, and nothing
+    /// of the linear layers is dealt.
+    pub he: Option<&'a mut crate::he_linear::HeLinear>,
 }
 
 /// A party's memory budget enforced as *measured* peak: after every layer
@@ -919,6 +1009,14 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
         let y: Vec<u64> = match &st.kind {
             StepKind::Linear { layer, in_len, out_len, op, bias, macs: mc } => {
                 let x = vals[st.inputs[0]].as_deref().ok_or_else(|| Error::Protocol("value freed too early".into()))?;
+                if let Some(he) = p.he.as_deref_mut() {
+                    if server {
+                        macs = *mc;
+                    }
+                    let mut y = he.linear(p.ch, si, op.as_ref(), bias, cfg.bits, x)?;
+                    p.nl.truncate(p.ch, &mut y, cfg.frac)?;
+                    y
+                } else {
                 let dealt = match p.pre.take_linear(*layer, p.batch) {
                     Some(d) => Some(d),
                     None => match feed {
@@ -948,6 +1046,7 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
                 };
                 p.nl.truncate(p.ch, &mut y, cfg.frac)?;
                 y
+                }
             }
             StepKind::AvgPool { offs, idx, consts } => {
                 let x = vals[st.inputs[0]].as_deref().ok_or_else(|| Error::Protocol("value freed too early".into()))?;

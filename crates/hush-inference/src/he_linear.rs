@@ -1,22 +1,34 @@
 //! The HE linear layers (Cheetah, [`hush_rlwe::cheetah`]) for the
-//! inference engine's linear steps: the public shape of a step for either
-//! party (the client from the architecture it received, the server from
-//! its compiled op) and one layer on shares. Not yet reachable from
-//! `--mode`: this is the piece the `interactive` and `silent` modes will
-//! call in place of the module-dealt [`crate::linear`] path.
+//! inference engine's linear steps in the `interactive` and `silent`
+//! modes: the public shape of a step for either party (the client from the
+//! architecture it received, the server from its compiled op), one layer
+//! on shares, and [`HeLinear`], a party's HE session with the shapes of
+//! every linear step, which [`crate::engine::run`] calls in place of the
+//! module-dealt [`crate::linear`] path.
 //!
 //! y = W·x + bias over Z_2^ℓ, x = x_C + x_S: the HE protocol gives
 //! y_C = W·x − r_S to the client and r_S to the server; the server adds the
 //! bias to its share; truncation follows in the nonlinear layer as today.
 
 use crate::model::{Model, Op};
+use crate::plan::{Plan, StepKind};
 use crate::{Error, Result};
 use hush_rlwe::cheetah::{HeClient, HeServer, Shape};
 use hush_tee::linear_deal::LinearOp;
 use hush_transport::Channel;
 
-/// The HE shape of a server-side op (Conv and Dense; a per-channel Scale —
-/// an unfolded BatchNorm — has no HE encoding yet and is an error).
+/// The HE shape of a per-channel Scale (an unfolded BatchNorm) over
+/// `channels` × `inner` elements: a 1×1 convolution of `channels` input and
+/// output channels over a `inner` × 1 image whose kernel is diagonal
+/// ([`weights_of`] places the scales on the diagonal). Costs a C×C
+/// convolution instead of C multiplications — models should fold BatchNorm
+/// into the preceding convolution (`python -m hush.onnx_import` does).
+fn scale_shape(channels: usize, inner: usize) -> Shape {
+    Shape::Conv { c_in: channels, h: inner, w: 1, c_out: channels, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4] }
+}
+
+/// The HE shape of a server-side op (Conv, Dense, and a per-channel Scale
+/// as a diagonal 1×1 convolution, see [`scale_shape`]).
 pub fn shape_of_op(op: &LinearOp) -> Result<Shape> {
     match op {
         LinearOp::Conv { c_in, h, w, c_out, kh, kw, stride, pads, .. } => Ok(Shape::Conv {
@@ -30,14 +42,24 @@ pub fn shape_of_op(op: &LinearOp) -> Result<Shape> {
             pads: pads.map(|p| p as usize),
         }),
         LinearOp::Dense { n_in, n_out, .. } => Ok(Shape::Fc { n_in: *n_in as usize, n_out: *n_out as usize }),
-        LinearOp::Scale { .. } => Err(Error::Config("HE linear layers: per-channel Scale (unfolded BatchNorm) is not supported; fold it into the conv".into())),
+        LinearOp::Scale { channels, inner, .. } => Ok(scale_shape(*channels as usize, *inner as usize)),
     }
 }
 
-/// The server's weights of an op (ℓ-bit ring elements, in the layout [`Shape`] expects).
-pub fn weights_of(op: &LinearOp) -> &[u64] {
+/// The server's weights of an op (ℓ-bit ring elements, in the layout
+/// [`Shape`] expects; a Scale's on the diagonal of its 1×1 kernel).
+/// (An owned diagonal is the caller's to zeroize.)
+pub fn weights_of(op: &LinearOp) -> std::borrow::Cow<'_, [u64]> {
     match op {
-        LinearOp::Conv { weight, .. } | LinearOp::Dense { weight, .. } | LinearOp::Scale { weight, .. } => weight,
+        LinearOp::Conv { weight, .. } | LinearOp::Dense { weight, .. } => std::borrow::Cow::Borrowed(weight),
+        LinearOp::Scale { channels, weight, .. } => {
+            let c = *channels as usize;
+            let mut d = vec![0u64; c * c];
+            for (i, w) in weight.iter().enumerate().take(c) {
+                d[i * c + i] = *w;
+            }
+            std::borrow::Cow::Owned(d)
+        }
     }
 }
 
@@ -51,7 +73,14 @@ pub fn shape_of_node(model: &Model, i: usize) -> Result<Shape> {
             Ok(Shape::Conv { c_in: s[1], h: in_shape[1], w: in_shape[2], c_out: s[0], kh: s[2], kw: s[3], stride: *stride, pads: *pads })
         }
         Op::Dense { .. } => Ok(Shape::Fc { n_in: in_shape.iter().product(), n_out: n.shape.iter().product() }),
-        Op::Scale { .. } => Err(Error::Model(format!("node '{}': Scale has no HE encoding yet", n.name))),
+        Op::Scale { .. } => {
+            let c = *in_shape.first().ok_or_else(|| Error::Model(format!("node '{}': Scale of a scalar", n.name)))?;
+            let total: usize = in_shape.iter().product();
+            if c == 0 || total % c != 0 {
+                return Err(Error::Model(format!("node '{}': Scale over {total} elements in {c} channels", n.name)));
+            }
+            Ok(scale_shape(c, total / c))
+        }
         other => Err(Error::Model(format!("node '{}': {} is not a weighted linear layer", n.name, other.kind()))),
     }
 }
@@ -72,7 +101,12 @@ pub fn client(he_c: &mut HeClient, ch: &mut dyn Channel, shape: &Shape, x_c: &[u
 /// Server side of one linear step: its share of W·x + bias.
 pub fn server(he_s: &mut HeServer, ch: &mut dyn Channel, op: &LinearOp, bias: &[u64], bits: u32, x_s: &[u64]) -> Result<Vec<u64>> {
     let shape = shape_of_op(op)?;
-    let mut y = he_s.linear(ch, &shape, weights_of(op), x_s).map_err(he)?;
+    let w = weights_of(op);
+    let r = he_s.linear(ch, &shape, &w, x_s).map_err(he);
+    if let std::borrow::Cow::Owned(mut d) = w {
+        zeroize::Zeroize::zeroize(&mut d);
+    }
+    let mut y = r?;
     let m = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
     if bias.len() != y.len() {
         return Err(Error::Model(format!("bias of {} elements for {} outputs", bias.len(), y.len())));
@@ -81,4 +115,76 @@ pub fn server(he_s: &mut HeServer, ch: &mut dyn Channel, op: &LinearOp, bias: &[
         *v = v.wrapping_add(*b) & m;
     }
     Ok(y)
+}
+
+/// The RLWE parameter sets a session may use, by name (`--he-params`):
+/// the HE standard's 128-bit sets, and the insecure N = 256 test set.
+pub fn params_by_name(name: &str) -> Result<hush_rlwe::Params> {
+    use hush_rlwe::Params;
+    let all = [Params::he128_n8192(), Params::he128_n8192_wide(), Params::he128_n4096(), Params::insecure_test_n256()];
+    all.into_iter().find(|p| p.name == name).ok_or_else(|| {
+        Error::Config(format!("unknown HE parameter set '{name}' (choose he128-n8192, he128-n8192-wide or he128-n4096)"))
+    })
+}
+
+/// The default parameter set: N = 8192, log q ≈ 180 (HE standard, 128 bits).
+pub const DEFAULT_PARAMS: &str = "he128-n8192";
+
+/// One party's side of the HE session.
+pub enum Side {
+    /// Holds the secret key.
+    Client(Box<HeClient>),
+    /// Holds the client's public key and the weights.
+    Server(Box<HeServer>),
+}
+
+/// A party's HE linear layers for one session: the RLWE session and the
+/// public shape of every linear step of the plan (both parties derive the
+/// same shapes from the public architecture).
+pub struct HeLinear {
+    side: Side,
+    shapes: Vec<Option<Shape>>,
+}
+
+impl HeLinear {
+    /// From a session and the model (the client's: architecture only).
+    pub fn new(side: Side, model: &Model, plan: &Plan) -> Result<HeLinear> {
+        let mut shapes = Vec::with_capacity(plan.steps.len());
+        for (i, st) in plan.steps.iter().enumerate() {
+            shapes.push(match &st.kind {
+                StepKind::Linear { op, .. } => {
+                    let sh = shape_of_node(model, i)?;
+                    if let Some(op) = op {
+                        if shape_of_op(op)? != sh {
+                            return Err(Error::Model(format!("node '{}': compiled op and architecture disagree on the HE shape", st.name)));
+                        }
+                    }
+                    Some(sh)
+                }
+                _ => None,
+            });
+        }
+        Ok(HeLinear { side, shapes })
+    }
+
+    /// The parameter set in use.
+    pub fn params_name(&self) -> &'static str {
+        match &self.side {
+            Side::Client(c) => c.ctx.params.name,
+            Side::Server(s) => s.ctx.params.name,
+        }
+    }
+
+    /// Linear step `step` on this party's share `x`: the client's share of
+    /// W·x, or the server's share of W·x + bias (the server passes its op).
+    pub fn linear(&mut self, ch: &mut dyn Channel, step: usize, op: Option<&LinearOp>, bias: &[u64], bits: u32, x: &[u64]) -> Result<Vec<u64>> {
+        let shape = self.shapes.get(step).and_then(|s| s.as_ref()).ok_or_else(|| Error::Protocol(format!("step {step} is not an HE linear layer")))?;
+        match &mut self.side {
+            Side::Client(c) => client(c, ch, shape, x),
+            Side::Server(s) => {
+                let op = op.ok_or_else(|| Error::Config("the server needs the model weights".into()))?;
+                server(s, ch, op, bias, bits, x)
+            }
+        }
+    }
 }

@@ -53,6 +53,8 @@ pub mod zoo;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_he;
+#[cfg(test)]
 mod tests_mem;
 
 pub use fixed::FixedConfig;

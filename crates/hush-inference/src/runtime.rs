@@ -54,6 +54,15 @@ pub enum Mode {
     /// `addr`). Trusted not to collude with either party; see
     /// [`hush_tee::dealer`] for what it can and cannot learn.
     Dealer { addr: String, pin: Option<Fingerprint> },
+    /// Cryptography only: Cheetah's HE linear layers ([`crate::he_linear`],
+    /// the client holds the RLWE secret key) and the `cf2` comparisons on
+    /// Ferret COTs. No trusted party of any kind.
+    Interactive,
+    /// SilentFlow's end-to-end configuration (Table IV): the same HE linear
+    /// layers, and `cf2` on COTs the parties' modules expand silently from
+    /// an agreed seed (simulated attestation — gives no hardware
+    /// protection: the COT correlations then rest on the simulation).
+    Silent,
 }
 
 impl Mode {
@@ -61,7 +70,46 @@ impl Mode {
         match self {
             Mode::Tee => "tee",
             Mode::Dealer { .. } => "dealer",
+            Mode::Interactive => "interactive",
+            Mode::Silent => "silent",
         }
+    }
+
+    /// Whether the linear layers are HE (`interactive`, `silent`) rather
+    /// than module-dealt (`tee`, `dealer`).
+    pub fn he(&self) -> bool {
+        matches!(self, Mode::Interactive | Mode::Silent)
+    }
+
+    /// The nonlinear families this mode runs (`--proto`).
+    pub fn families(&self) -> &'static [&'static str] {
+        if self.he() {
+            engine::HE_FAMILIES
+        } else {
+            engine::FAMILIES
+        }
+    }
+
+    /// The family `--proto auto` means in this mode.
+    pub fn default_family(&self) -> &'static str {
+        if self.he() {
+            "cf2"
+        } else {
+            "fss"
+        }
+    }
+
+    /// Checks `proto` against the mode (`auto` is resolved by the caller).
+    pub fn check_family(&self, proto: &str) -> Result<()> {
+        if self.families().contains(&proto) {
+            return Ok(());
+        }
+        let known = engine::FAMILIES.contains(&proto) || engine::HE_FAMILIES.contains(&proto);
+        Err(Error::Config(if known {
+            format!("--proto {proto} does not run in --mode {} (this mode runs {})", self.name(), self.families().join(", "))
+        } else {
+            format!("unknown protocol family '{proto}' (--mode {} runs {})", self.name(), self.families().join(", "))
+        }))
     }
 
     /// From `--mode`, `--dealer` and `--dealer-pin`.
@@ -78,7 +126,13 @@ impl Mode {
                 let pin = pin.map(|p| p.trim().parse::<Fingerprint>().map_err(|e| Error::Config(format!("--dealer-pin: {e}")))).transpose()?;
                 Ok(Mode::Dealer { addr: addr.to_string(), pin })
             }
-            m => Err(Error::Config(format!("--mode {m}: choose tee or dealer"))),
+            "interactive" | "silent" => {
+                if dealer.is_some() || pin.is_some() {
+                    return Err(Error::Config(format!("--dealer and --dealer-pin need --mode dealer, not --mode {mode}")));
+                }
+                Ok(if mode == "silent" { Mode::Silent } else { Mode::Interactive })
+            }
+            m => Err(Error::Config(format!("--mode {m}: choose tee, dealer, interactive or silent"))),
         }
     }
 }
@@ -127,6 +181,12 @@ pub struct Options {
     /// insecure test mode), so that providers can be compared bit for bit.
     /// Both parties must set the same value. Not reachable from the CLI.
     pub insecure_test_seed: Option<[u8; 32]>,
+    /// HE modes: the RLWE parameter set (the server's choice wins; a client
+    /// accepts an insecure test set only if it names the same one).
+    pub he_params: String,
+    /// HE modes: the COT source's LPN set by name (the server's choice
+    /// wins); `None`: the server picks ([`cot_set_for`]).
+    pub cot_set: Option<String>,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -148,8 +208,171 @@ impl Default for Options {
             mode: Mode::Tee,
             insecure_test_seed: None,
             client_profile: ClientProfile::none(),
+            he_params: crate::he_linear::DEFAULT_PARAMS.into(),
+            cot_set: None,
         }
     }
+}
+
+impl Options {
+    /// Resolves `proto = "auto"` to the mode's default family and checks
+    /// that the family runs in the mode (`fss`/`tami` in tee and dealer
+    /// modes, `cf2` in the HE modes).
+    pub fn resolve_family(&mut self) -> Result<()> {
+        if self.proto == "auto" {
+            self.proto = self.mode.default_family().to_string();
+        }
+        self.mode.check_family(&self.proto)
+    }
+}
+
+/// The LPN sets a mode's COT source may use: Ferret's ladder in
+/// `interactive` mode, SilentFlow's set in `silent` mode.
+fn cot_sets(mode: &Mode) -> &'static [hush_correlations::lpn::LpnParams] {
+    if *mode == Mode::Silent {
+        &hush_correlations::lpn::SILENT_SETS
+    } else {
+        &hush_correlations::lpn::FERRET_SETS
+    }
+}
+
+/// The server's choice of LPN set for a session: `opts.cot_set` if given;
+/// else, for a client with a memory budget, the largest set whose two
+/// sources' working sets (one per direction) take at most a quarter of it;
+/// else the mode's first (largest) set.
+pub fn cot_set_for(opts: &Options, client_max_mem: Option<u64>) -> Result<&'static str> {
+    let sets = cot_sets(&opts.mode);
+    if let Some(n) = &opts.cot_set {
+        return sets.iter().find(|p| p.name == n).map(|p| p.name).ok_or_else(|| {
+            Error::Config(format!("COT set '{n}' is not one of --mode {}'s ({})", opts.mode.name(), sets.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
+        });
+    }
+    Ok(match client_max_mem {
+        Some(b) => sets.iter().find(|p| 2 * p.batch_bytes() as u64 <= b / 4).unwrap_or(&sets[sets.len() - 1]).name,
+        None => sets[0].name,
+    })
+}
+
+/// The module slot of the HE modes, which have no trusted module for the
+/// engine (silent mode's modules live inside its COT source): every call
+/// is refused, naming the mode.
+struct NoModule(&'static str);
+
+impl TrustedModule for NoModule {
+    fn call(&mut self, _req: &Request) -> hush_tee::Result<Response> {
+        Err(hush_tee::Error::Refused(format!("--mode {} deals nothing through a module (HE linear layers, cf2 on COTs)", self.0)))
+    }
+    fn stats(&self) -> hush_tee::ModuleStats {
+        Default::default()
+    }
+    fn describe(&self) -> String {
+        match self.0 {
+            "silent" => format!("SilentFlow modules inside the COT source (attestation {})", hush_tee::SIMULATED_NOTE),
+            _ => "none (cryptography only)".into(),
+        }
+    }
+}
+
+/// A party's HE-mode session after the hello: COTs in both directions
+/// (Ferret, or SilentFlow with modules), then the RLWE keys (client →
+/// server). Returns the `cf2` family on the COTs and the HE linear layers.
+#[allow(clippy::too_many_arguments)]
+fn he_session(ch: &mut dyn Channel, party: u8, mode: &Mode, tee: &str, cot_set: &str, he_params: &str, model: &Model, plan: &Plan, chunk: usize) -> Result<(Box<dyn engine::Nonlinear>, crate::he_linear::HeLinear)> {
+    use hush_correlations::registry::{SourceConfig, TeeBackend};
+    use hush_primitives::Prg;
+    let set = *cot_sets(mode).iter().find(|p| p.name == cot_set).ok_or_else(|| Error::Protocol(format!("COT set '{cot_set}' is not one of --mode {}'s", mode.name())))?;
+    let mut sc = SourceConfig::named(if *mode == Mode::Silent { "silent" } else { "ferret" });
+    sc.params = Some(set);
+    sc.tee = match tee {
+        "in-process" => TeeBackend::InProcess,
+        "out-of-process" => TeeBackend::OutOfProcess,
+        other => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
+    };
+    let mut rng = Prg::from_os();
+    let ot = hush_2pc::beaver::OtSession::setup(ch, party, &sc, &mut rng).map_err(|e| Error::Nonlinear(format!("COT setup ({}): {e}", sc.name)))?;
+    let params = crate::he_linear::params_by_name(he_params)?;
+    let ctx = std::sync::Arc::new(hush_rlwe::Context::new(params).map_err(|e| Error::Config(e.to_string()))?);
+    let hcfg = hush_rlwe::cheetah::Config::new(plan.cfg.bits);
+    let he_err = |e: hush_rlwe::Error| match e {
+        hush_rlwe::Error::Transport(t) => Error::Transport(t),
+        hush_rlwe::Error::Malformed { .. } | hush_rlwe::Error::Mismatch(_) => Error::Protocol(format!("HE setup: {e}")),
+        other => Error::Config(format!("HE setup: {other}")),
+    };
+    let side = if party == CLIENT {
+        crate::he_linear::Side::Client(Box::new(hush_rlwe::cheetah::HeClient::setup(ch, ctx, hcfg, Prg::from_os()).map_err(he_err)?))
+    } else {
+        crate::he_linear::Side::Server(Box::new(hush_rlwe::cheetah::HeServer::setup(ch, ctx, hcfg, Prg::from_os()).map_err(he_err)?))
+    };
+    let he = crate::he_linear::HeLinear::new(side, model, plan)?;
+    let nl: Box<dyn engine::Nonlinear> = Box::new(engine::Cf2Nonlinear::new(ot, party, plan.cfg.bits, chunk));
+    Ok((nl, he))
+}
+
+/// A server's state for one session after the hello exchange.
+struct ServerSession {
+    module: SharedModule,
+    nl: Box<dyn engine::Nonlinear>,
+    he: Option<crate::he_linear::HeLinear>,
+    pre: engine::Predealt,
+    predeal_mem: u64,
+}
+
+/// Server side of a session's set-up: checks the client's hello (family,
+/// mode), opens the correlation provider, replies, and completes the set-up
+/// (seed agreement and weights in tee mode, COTs and HE keys in the HE
+/// modes, pre-dealing of the first inference). A refusal is sent to the
+/// client as `{"ok":false,…}` before the error is returned.
+fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options, hello: &Value) -> Result<ServerSession> {
+    let refuse = |ch: &mut dyn Channel, msg: String| -> Error {
+        let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
+        Error::Protocol(msg)
+    };
+    if let Err(msg) = check_client_mode(hello, opts) {
+        return Err(refuse(ch, msg));
+    }
+    let proto = hello.get("proto").and_then(Value::as_str).unwrap_or(&opts.proto).to_string();
+    if !opts.mode.families().contains(&proto.as_str()) {
+        return Err(refuse(ch, format!("protocol family '{proto}' is not offered (this server runs --mode {} with {})", opts.mode.name(), opts.mode.families().join(", "))));
+    }
+    // a client that names no budget gets none (it would not pre-deal);
+    // the HE modes deal nothing
+    let predeal_mem = if opts.mode.he() { 0 } else { hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem) };
+    let provider = match server_provider(opts) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = ch.send(json!({"ok": false, "error": format!("the server cannot provide correlations: {e}")}).to_string().as_bytes());
+            return Err(e);
+        }
+    };
+    let (chunk, predeal_mem) = fit_for_client(model, plan, &proto, hello, opts.chunk, predeal_mem);
+    let mut reply = json!({
+        "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": chunk,
+        "predeal_mem": predeal_mem, "architecture": model.header_json,
+    });
+    mode_fields(&mut reply, opts, &provider);
+    let cot_set = if opts.mode.he() {
+        let c = match cot_set_for(opts, hello.get("max_mem").and_then(Value::as_u64)) {
+            Ok(c) => c,
+            Err(e) => return Err(refuse(ch, e.to_string())),
+        };
+        reply["cot_set"] = json!(c);
+        reply["he_params"] = json!(opts.he_params);
+        Some(c)
+    } else {
+        None
+    };
+    ch.send(reply.to_string().as_bytes())?;
+    let mut module = provider.module;
+    if let Some(c) = cot_set {
+        let (nl, he) = he_session(ch, SERVER, &opts.mode, &opts.tee, c, &opts.he_params, model, plan, chunk)?;
+        return Ok(ServerSession { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0 });
+    }
+    establish(&mut module, ch, opts, ModuleRole::Sender)?;
+    engine::load_weights(plan, &mut module)?;
+    let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, chunk)?;
+    let mut pre = engine::Predealt::default();
+    engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
+    Ok(ServerSession { module, nl, he: None, pre, predeal_mem })
 }
 
 fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
@@ -213,6 +436,7 @@ fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<h
 fn server_provider(opts: &Options) -> Result<Provider> {
     match &opts.mode {
         Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
+        Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
         Mode::Dealer { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
             let m = hush_tee::DealerModule::connect_timed(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender)?;
@@ -263,7 +487,7 @@ fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, ro
 /// request every established module refuses harmlessly) and, if the dealer
 /// is gone, say so rather than only "peer disconnected".
 fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Error {
-    if *mode == Mode::Tee || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
+    if !matches!(mode, Mode::Dealer { .. }) || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
         return e;
     }
     match module.call(&Request::Hello { role: ModuleRole::Sender }) {
@@ -280,6 +504,7 @@ fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
     }
     match &opts.mode {
         Mode::Tee => new_module(&opts.tee, opts.insecure_test_seed.is_some()),
+        Mode::Interactive | Mode::Silent => Ok(SharedModule::new(Box::new(NoModule(opts.mode.name())))),
         Mode::Dealer { addr, pin } => {
             let sid = reply
                 .get("dealer_session")
@@ -382,50 +607,21 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         let _ = ch.send(json!({"ok": false, "error": "not a hush inference client (version 1)"}).to_string().as_bytes());
         return Err(Error::Protocol("client hello: not a hush inference client".into()));
     }
-    let proto = hello.get("proto").and_then(Value::as_str).unwrap_or(&opts.proto).to_string();
-    if !engine::FAMILIES.contains(&proto.as_str()) {
-        let msg = format!("unknown protocol family '{proto}' (server offers {})", engine::FAMILIES.join(", "));
-        let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
-        return Err(Error::Protocol(msg));
-    }
-    if let Err(msg) = check_client_mode(&hello, opts) {
-        let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
-        return Err(Error::Protocol(msg));
-    }
-    // a client that names no budget gets none (it would not pre-deal)
-    let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem);
-    let provider = match server_provider(opts) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = ch.send(json!({"ok": false, "error": format!("the server cannot provide correlations: {e}")}).to_string().as_bytes());
-            return Err(e);
-        }
-    };
-    let (chunk, predeal_mem) = fit_for_client(model, plan, &proto, &hello, opts.chunk, predeal_mem);
-    let mut reply = json!({
-        "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": chunk,
-        "predeal_mem": predeal_mem, "architecture": model.header_json,
-    });
-    mode_fields(&mut reply, opts, &provider);
-    ch.send(reply.to_string().as_bytes())?;
-    let mut module = provider.module;
-    establish(&mut module, ch, opts, ModuleRole::Sender)?;
-    engine::load_weights(plan, &mut module)?;
-    let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, chunk)?;
-    let mut pre = engine::Predealt::default();
-    engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
+    let ServerSession { mut module, mut nl, mut he, mut pre, predeal_mem } = server_open(ch, model, plan, opts, &hello)?;
     let mut served = 0usize;
     let r = (|| loop {
         let ctl = ch.recv()?;
         match ctl.as_slice() {
             b"Q" => return Ok(served),
             b"I" => {
-                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre, guard: None, lookahead: opts.lookahead };
+                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre, guard: None, lookahead: opts.lookahead && he.is_none(), he: he.as_mut() };
                 let (share, _) = engine::run(plan, &mut p, vec![0u64; plan.input_len], |_, _| {})?;
                 linear::send_ring(ch, &plan.cfg, &share)?;
                 served += 1;
                 // offline for the next inference (the client does the same)
-                engine::predeal(plan, &mut module, &mut *nl, &mut pre, served as u64, predeal_mem)?;
+                if he.is_none() {
+                    engine::predeal(plan, &mut module, &mut *nl, &mut pre, served as u64, predeal_mem)?;
+                }
             }
             _ => return Err(Error::Protocol("unknown session control message".into())),
         }
@@ -460,6 +656,11 @@ pub struct ClientSession<C: Channel> {
     /// See [`Options::lookahead`].
     pub lookahead: bool,
     mode: Mode,
+    /// HE modes: the HE linear layers (the client holds the secret key).
+    he: Option<crate::he_linear::HeLinear>,
+    /// HE modes: the COT set and RLWE parameters the server chose.
+    pub cot_set: Option<String>,
+    pub he_params: Option<String>,
 }
 
 /// The result of one private inference at the client.
@@ -539,12 +740,27 @@ impl<C: Channel> ClientSession<C> {
             _ => None,
         };
         let mut module = client_provider(opts, &r)?;
-        establish(&mut module, &mut ch, opts, ModuleRole::Receiver)?;
-        let mut nl = engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?;
+        opts.mode.check_family(&proto).map_err(|e| Error::Peer(format!("the server chose a family this client cannot run: {e}")))?;
+        let (mut nl, he, cot_set, he_params) = if opts.mode.he() {
+            let cot = r.get("cot_set").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the COT set".into()))?.to_string();
+            let hp = r.get("he_params").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the HE parameters".into()))?.to_string();
+            let params = crate::he_linear::params_by_name(&hp)?;
+            if !params.secure && hp != opts.he_params {
+                return Err(Error::Peer(format!("the server asks for the insecure HE parameter set '{hp}'; refused (this client uses {})", opts.he_params)));
+            }
+            let (nl, he) = he_session(&mut ch, CLIENT, &opts.mode, &opts.tee, &cot, &hp, &model, &plan, chunk)?;
+            (nl, Some(he), Some(cot), Some(hp))
+        } else {
+            establish(&mut module, &mut ch, opts, ModuleRole::Receiver)?;
+            (engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?, None, None, None)
+        };
+        let predeal_mem = if opts.mode.he() { 0 } else { predeal_mem };
         let offline_secs = t0.elapsed().as_secs_f64();
         let offline_cost = ch.cost();
         let mut pre = engine::Predealt::default();
-        engine::predeal_guarded(&plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem, guard.as_ref())?;
+        if he.is_none() {
+            engine::predeal_guarded(&plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem, guard.as_ref())?;
+        }
         Ok(ClientSession {
             ch,
             model,
@@ -561,8 +777,11 @@ impl<C: Channel> ClientSession<C> {
             pre,
             predeal_mem,
             predeal_next: true,
-            lookahead: opts.lookahead && mem_fit.map_or(true, |f| f.lookahead > 0),
+            lookahead: opts.lookahead && mem_fit.map_or(true, |f| f.lookahead > 0) && he.is_none(),
             mode: opts.mode.clone(),
+            he,
+            cot_set,
+            he_params,
         })
     }
 
@@ -588,7 +807,7 @@ impl<C: Channel> ClientSession<C> {
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
         let t0 = Instant::now();
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead };
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
         let (share, layers) = engine::run(&self.plan, &mut p, xq, progress)?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         let online_secs = t0.elapsed().as_secs_f64();
@@ -615,7 +834,7 @@ impl<C: Channel> ClientSession<C> {
 
     /// Offline for the next inference, in lock-step with the server.
     fn after_inference(&mut self) -> Result<()> {
-        if self.predeal_next {
+        if self.predeal_next && self.he.is_none() {
             engine::predeal_guarded(&self.plan, &mut self.module, &mut *self.nl, &mut self.pre, self.next, self.predeal_mem, self.guard.as_ref())?;
         } else {
             self.pre = engine::Predealt::default();
@@ -640,7 +859,7 @@ impl<C: Channel> ClientSession<C> {
 
     fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead };
+        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
         let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         self.next += 1;
@@ -768,24 +987,13 @@ pub fn run_local_probed(
         let mut ch = a.open()?;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
-        let predeal_mem = hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(o2.predeal_mem);
-        let (chunk, predeal_mem) = fit_for_client(&m2, &p2, &o2.proto, &hello, o2.chunk, predeal_mem);
-        let provider = server_provider(&o2)?;
-        let mut reply = json!({"ok": true, "bits": p2.cfg.bits, "frac": p2.cfg.frac, "proto": o2.proto, "chunk": chunk, "predeal_mem": predeal_mem, "architecture": m2.header_json});
-        mode_fields(&mut reply, &o2, &provider);
-        ch.send(reply.to_string().as_bytes())?;
-        let mut module = provider.module;
-        establish(&mut module, &mut ch, &o2, ModuleRole::Sender)?;
-        engine::load_weights(&p2, &mut module)?;
-        let mut nl = engine::make_family(&o2.proto, module.clone(), SERVER, p2.cfg.bits, chunk)?;
-        let mut pre = engine::Predealt::default();
-        engine::predeal(&p2, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
+        let ServerSession { module, mut nl, mut he, mut pre, .. } = server_open(&mut *ch, &m2, &p2, &o2, &hello)?;
         let ctl = ch.recv()?;
         if ctl != b"I" {
             return Err(Error::Protocol("expected an inference".into()));
         }
         let t = Instant::now();
-        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre, guard: None, lookahead: o2.lookahead };
+        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre, guard: None, lookahead: o2.lookahead && he.is_none(), he: he.as_mut() };
         let (share, layers) = engine::run(&p2, &mut p, vec![0u64; p2.input_len], |_, _| {})?;
         linear::send_ring(&mut ch, &p2.cfg, &share)?;
         let secs = t.elapsed().as_secs_f64();
@@ -974,6 +1182,9 @@ pub fn client_mem_counts(opts: &Options, tcp: bool) -> String {
         (Mode::Tee, "in-process") => s.push_str(", and its in-process module"),
         (Mode::Tee, _) => s.push_str("; not its out-of-process module (another process)"),
         (Mode::Dealer { .. }, _) => s.push_str("; not the dealer (a third party, threads of this process in local runs)"),
+        (Mode::Interactive, _) => s.push_str(", its RLWE keys and ciphertexts, and its COT sources (Ferret, both directions)"),
+        (Mode::Silent, "in-process") => s.push_str(", its RLWE keys and ciphertexts, and its COT sources with their in-process SilentFlow modules"),
+        (Mode::Silent, _) => s.push_str(", its RLWE keys and ciphertexts, and its COT sources; not their out-of-process modules"),
     }
     if tcp && !opts.profile.is_none() {
         s.push_str(", and its channel's I/O thread (frames read ahead), when the heap meter tags it (the hush binary does)");

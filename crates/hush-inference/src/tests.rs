@@ -25,7 +25,7 @@ fn conv(b: &mut Builder, p: &mut Prg, x: V, co: usize, k: usize, s: usize, pad: 
 }
 
 /// One model per operator (plus the layers needed around it).
-fn operator_models() -> Vec<(&'static str, Vec<u8>)> {
+pub(crate) fn operator_models() -> Vec<(&'static str, Vec<u8>)> {
     let mut p = Prg::new(Block(77));
     let mut out = Vec::new();
     {
@@ -91,7 +91,7 @@ fn operator_models() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// A small residual network (conv-relu-conv + skip, maxpool, GAP, dense).
-fn residual_net() -> Vec<u8> {
+pub(crate) fn residual_net() -> Vec<u8> {
     let mut p = Prg::new(Block(5));
     let (mut b, x) = Builder::new("resnet-mini", &[3, 8, 8]);
     let c0 = conv(&mut b, &mut p, x, 4, 3, 1, 1);
@@ -111,7 +111,7 @@ fn residual_net() -> Vec<u8> {
 }
 
 /// A small Concat network (SqueezeNet-style fire module).
-fn concat_net() -> Vec<u8> {
+pub(crate) fn concat_net() -> Vec<u8> {
     let mut p = Prg::new(Block(6));
     let (mut b, x) = Builder::new("fire-mini", &[3, 9, 9]);
     let c0 = conv(&mut b, &mut p, x, 6, 3, 2, 0);
@@ -131,7 +131,7 @@ fn concat_net() -> Vec<u8> {
     b.finish(y)
 }
 
-fn input_for(m: &Model, seed: u128) -> Vec<f64> {
+pub(crate) fn input_for(m: &Model, seed: u128) -> Vec<f64> {
     let mut p = Prg::new(Block(seed));
     rnd(&mut p, m.input_len(), 2.0).into_iter().map(|v| v as f64).collect()
 }

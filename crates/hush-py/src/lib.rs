@@ -101,8 +101,8 @@ fn mode_of(mode: &str, dealer: Option<&str>, dealer_pin: Option<&str>, local_ok:
 
 fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<Options> {
     let cfg = FixedConfig::new(bits, frac).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if proto != "fss" && proto != "tami" {
-        return Err(PyValueError::new_err(format!("proto '{proto}': choose fss or tami")));
+    if !["auto", "fss", "tami", "cf2"].contains(&proto) {
+        return Err(PyValueError::new_err(format!("proto '{proto}': choose auto, fss, tami (tee, dealer) or cf2 (interactive, silent)")));
     }
     let profile = hush_bench::profile(net).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(Options { cfg, proto: proto.to_string(), profile, ..Default::default() })
@@ -134,7 +134,7 @@ fn progress_fn(cb: Option<PyObject>) -> impl FnMut(usize, usize) + Send {
 /// hush model file's bytes and a flat float64 input with its shape; returns
 /// (flat logits, output shape, report as JSON text).
 #[pyfunction]
-#[pyo3(signature = (model_bytes, data, shape, proto="fss", net="none", bits=37, frac=12, tcp=true, progress=None, mode="tee"))]
+#[pyo3(signature = (model_bytes, data, shape, proto="auto", net="none", bits=37, frac=12, tcp=true, progress=None, mode="tee"))]
 #[allow(clippy::too_many_arguments)]
 fn run_model(
     py: Python<'_>,
@@ -153,6 +153,7 @@ fn run_model(
     // Both parties in this process: TLS with ephemeral identities over TCP.
     opts.link = link_of(None, Vec::new(), false)?;
     opts.mode = mode_of(mode, None, None, true)?;
+    opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let model = Arc::new(load_model(&model_bytes)?);
     let n: usize = model.input_shape.iter().product();
     let ok_shape = shape == model.input_shape || (shape.len() == model.input_shape.len() + 1 && shape[0] == 1 && shape[1..] == model.input_shape[..]);
@@ -215,7 +216,7 @@ impl NativeServer {
 }
 
 #[pyfunction]
-#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="fss", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false, mode="tee", dealer=None, dealer_pin=None))]
+#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="auto", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false, mode="tee", dealer=None, dealer_pin=None))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     model_bytes: Vec<u8>,
@@ -234,6 +235,7 @@ fn serve(
     let mut opts = inference_options(proto, net, bits, frac)?;
     opts.link = link_of(identity, pins, insecure)?;
     opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
+    opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let fingerprint = opts.link.fingerprint().map(|f| f.to_string());
     let model = Arc::new(load_model(&model_bytes)?);
     let h = runtime::serve(model, listen, opts, Arc::new(|_line: String| {})).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
@@ -307,7 +309,7 @@ impl NativeClient {
 }
 
 #[pyfunction]
-#[pyo3(signature = (addr, proto="fss", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None))]
+#[pyo3(signature = (addr, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None))]
 #[allow(clippy::too_many_arguments)]
 fn connect(
     py: Python<'_>,
@@ -336,6 +338,7 @@ fn connect(
         opts.link = opts.link.with_connect_timeout(std::time::Duration::from_secs_f64(t));
     }
     opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
+    opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let addr = addr.to_string();
     let s = guarded(py, move || runtime::connect(&addr, &opts).map_err(|e| e.to_string()))?;
     Ok(NativeClient { session: std::sync::Mutex::new(Some(s)) })

@@ -1,0 +1,201 @@
+//! Tests of the HE modes (`interactive`: Cheetah HE linear layers + cf2 on
+//! Ferret COTs; `silent`: the same with SilentFlow COTs from the modules):
+//! every operator, the residual and Concat nets and the bundled MNIST
+//! model against the plaintext fixed-point reference (within the faithful
+//! truncation's bound), with the insecure N = 256 test set for speed and
+//! the real 128-bit set (N = 8192) on the bundled model; refusals of
+//! mismatched modes, families and parameter sets; costs.
+
+use crate::model::Model;
+use crate::runtime::{self, Mode, Options};
+use crate::tests::{concat_net, input_for, operator_models, residual_net};
+use crate::{reference, FixedConfig, Plan};
+use hush_transport::MemChannel;
+use std::sync::Arc;
+
+/// One ulp at the default 12 fraction bits.
+const ULP: f64 = 1.0 / 4096.0;
+
+fn he_opts(mode: Mode) -> Options {
+    Options {
+        proto: "cf2".into(),
+        mode,
+        chunk: 1000,
+        he_params: "INSECURE-test-n256".into(),
+        cot_set: Some("lpn-b10".into()),
+        ..Default::default()
+    }
+}
+
+fn secure(m: &Arc<Model>, x: &[f64], o: &Options) -> runtime::LocalRun {
+    let shape = m.input_shape.clone();
+    runtime::run_local(m.clone(), &shape, x, o, false, |_, _| {}).unwrap_or_else(|e| panic!("{} in {} mode: {e}", m.name, o.mode.name()))
+}
+
+/// Secure logits within `ulps` of the reference's, element by element.
+fn within(name: &str, s: &[f64], r: &[f64], ulps: f64) {
+    assert_eq!(s.len(), r.len(), "{name}: output length");
+    for (i, (a, b)) in s.iter().zip(r).enumerate() {
+        assert!((a - b).abs() <= ulps * ULP, "{name}: output {i}: secure {a} vs reference {b} (bound {ulps} ulps)");
+    }
+}
+
+/// cf2's truncation is faithful (SCI's wrap-bit construction: error ≤ 1
+/// ulp per truncation), the HE linear layers are exact: every operator's
+/// output is within a few ulps of the reference, in both HE modes. Fails
+/// if a linear layer is wrong (errors of whole units) or a ReLU/MaxPool
+/// picks the wrong branch.
+#[test]
+fn he_modes_within_truncation_bound_for_every_operator() {
+    for mode in [Mode::Interactive, Mode::Silent] {
+        let o = he_opts(mode.clone());
+        for (name, bytes) in operator_models() {
+            let m = Arc::new(Model::from_bytes(&bytes).unwrap());
+            let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+            let x = input_for(&m, 11);
+            let r = reference::run_f64(&plan, &x).unwrap();
+            let run = secure(&m, &x, &o);
+            within(&format!("{name} ({})", mode.name()), &run.inference.logits, &r, 4.0);
+            // nothing is dealt in the HE modes: no module crossing anywhere
+            assert!(run.inference.report.layers.iter().all(|l| l.module_crossings == 0), "{name}");
+        }
+    }
+}
+
+#[test]
+fn he_modes_within_truncation_bound_residual_and_concat_nets() {
+    for mode in [Mode::Interactive, Mode::Silent] {
+        for bytes in [residual_net(), concat_net()] {
+            let m = Arc::new(Model::from_bytes(&bytes).unwrap());
+            let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+            let x = input_for(&m, 12);
+            let r = reference::run_f64(&plan, &x).unwrap();
+            let run = secure(&m, &x, &he_opts(mode.clone()));
+            within(&format!("{} ({})", m.name, mode.name()), &run.inference.logits, &r, 16.0);
+        }
+    }
+}
+
+/// The bundled MNIST model with the real 128-bit parameter set (N = 8192,
+/// log q ≈ 180) in interactive mode, over TLS on loopback: logits within
+/// the bound and the same prediction as the reference.
+#[test]
+fn bundled_mnist_model_interactive_with_the_real_parameter_set() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/mnist_cnn.hushm");
+    let m = Arc::new(Model::load(&root).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let mut p = hush_primitives::Prg::new(hush_primitives::Block(9));
+    let x: Vec<f64> = (0..m.input_len()).map(|_| (p.next_u64() % 1001) as f64 / 1000.0).collect();
+    let r = reference::run_f64(&plan, &x).unwrap();
+    let o = Options { he_params: crate::he_linear::DEFAULT_PARAMS.into(), cot_set: None, chunk: crate::engine::DEFAULT_CHUNK, ..he_opts(Mode::Interactive) };
+    let shape = m.input_shape.clone();
+    let run = runtime::run_local(m.clone(), &shape, &x, &o, true, |_, _| {}).unwrap();
+    within("mnist_cnn (interactive, he128-n8192)", &run.inference.logits, &r, 16.0);
+    assert_eq!(runtime::argmax(&run.inference.logits), runtime::argmax(&r));
+    let v = runtime::run_json(&m, &run, &o);
+    assert_eq!(v["mode"], "interactive");
+    assert_eq!(v["proto"], "cf2");
+}
+
+/// Two inferences in one session (the COT sessions and HE keys are reused,
+/// the correlations are not): both within the bound.
+#[test]
+fn he_session_serves_several_inferences() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let o = he_opts(Mode::Interactive);
+    let (mut a, b) = MemChannel::pair();
+    let (m2, p2, o2) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), o.clone());
+    let srv = std::thread::spawn(move || runtime::serve_session(&mut a, &m2, &p2, &o2));
+    let mut c = runtime::ClientSession::start(b, &o).unwrap();
+    assert_eq!(c.cot_set.as_deref(), Some("lpn-b10"));
+    for seed in [21u128, 22, 23] {
+        let x = input_for(&m, seed);
+        let r = reference::run_f64(&plan, &x).unwrap();
+        let got = c.infer(&m.input_shape.clone(), &x, |_, _| {}).unwrap();
+        within("resnet-mini, repeated", &got.logits, &r, 16.0);
+    }
+    c.close().unwrap();
+    assert_eq!(srv.join().unwrap().unwrap(), 3);
+}
+
+#[test]
+fn he_mode_mismatches_are_refused_naming_both() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let tee = Options { proto: "fss".into(), chunk: 1000, ..Default::default() };
+    let pairs = [
+        (he_opts(Mode::Interactive), tee.clone(), "--mode interactive", "--mode tee"),
+        (tee.clone(), he_opts(Mode::Silent), "--mode tee", "--mode silent"),
+        (he_opts(Mode::Silent), he_opts(Mode::Interactive), "--mode silent", "--mode interactive"),
+    ];
+    for (server, client, a, b) in pairs {
+        let (mut ca, cb) = MemChannel::pair();
+        let (m2, p2, o2) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), server.clone());
+        let srv = std::thread::spawn(move || runtime::serve_session(&mut ca, &m2, &p2, &o2));
+        let e = runtime::ClientSession::start(cb, &client).err().expect("mismatch must be refused").to_string();
+        assert!(e.contains("mode mismatch") && e.contains(a) && e.contains(b), "{e}");
+        assert!(srv.join().unwrap().is_err());
+    }
+}
+
+/// A server that asks for the insecure test parameters is refused by a
+/// client that did not choose them itself; families and modes that do not
+/// go together are configuration errors.
+#[test]
+fn insecure_he_parameters_and_wrong_families_are_refused() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let server = he_opts(Mode::Interactive);
+    let client = Options { he_params: crate::he_linear::DEFAULT_PARAMS.into(), ..he_opts(Mode::Interactive) };
+    let (mut ca, cb) = MemChannel::pair();
+    let (m2, p2, o2) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), server.clone());
+    let srv = std::thread::spawn(move || runtime::serve_session(&mut ca, &m2, &p2, &o2));
+    let e = runtime::ClientSession::start(cb, &client).err().expect("insecure parameters must be refused").to_string();
+    assert!(e.contains("insecure HE parameter set 'INSECURE-test-n256'"), "{e}");
+    assert!(srv.join().unwrap().is_err());
+
+    for (mode, proto) in [(Mode::Interactive, "fss"), (Mode::Silent, "tami"), (Mode::Tee, "cf2")] {
+        let mut o = Options { mode: mode.clone(), proto: proto.into(), ..Default::default() };
+        let e = o.resolve_family().unwrap_err().to_string();
+        assert!(e.contains(&format!("--proto {proto} does not run in --mode {}", mode.name())), "{e}");
+    }
+    for (mode, want) in [(Mode::Interactive, "cf2"), (Mode::Silent, "cf2"), (Mode::Tee, "fss")] {
+        let mut o = Options { mode, proto: "auto".into(), ..Default::default() };
+        o.resolve_family().unwrap();
+        assert_eq!(o.proto, want);
+    }
+    assert!(crate::he_linear::params_by_name("he128-n1024").is_err());
+    let bad = Options { cot_set: Some("ferret-main".into()), ..he_opts(Mode::Silent) };
+    assert!(runtime::cot_set_for(&bad, None).unwrap_err().to_string().contains("not one of --mode silent's"));
+}
+
+/// Per-layer costs of the HE modes: a dense layer's client → server bytes
+/// are its seeded ciphertexts (seed + b per input polynomial) plus the cf2
+/// truncation's traffic (COT extension included), which depends only on
+/// the 4 outputs: so two layers of 16 and 600 inputs (1 and 3 input
+/// polynomials at N = 256) differ by exactly two seeded ciphertexts.
+#[test]
+fn he_linear_layer_costs() {
+    let mut p = hush_primitives::Prg::new(hush_primitives::Block(3));
+    let mk = |n_in: usize, p: &mut hush_primitives::Prg| {
+        let (mut b, x) = crate::model::Builder::new("dense", &[n_in]);
+        let w: Vec<f32> = (0..n_in * 4).map(|_| ((p.next_u64() % 200) as f32 - 100.0) / 400.0).collect();
+        let y = b.dense(x, 4, &w, &[0.0; 4]);
+        Arc::new(Model::from_bytes(&b.finish(y)).unwrap())
+    };
+    let o = he_opts(Mode::Interactive);
+    let ctx = hush_rlwe::Context::new(hush_rlwe::Params::insecure_test_n256()).unwrap();
+    let ct = hush_rlwe::he::SeededCt::wire_len(&ctx) as u64;
+    let mut sent = Vec::new();
+    for n_in in [16usize, 600] {
+        let m = mk(n_in, &mut p);
+        let x = input_for(&m, 5);
+        let run = secure(&m, &x, &o);
+        let r = reference::run_f64(&Plan::new(&m, FixedConfig::default()).unwrap(), &x).unwrap();
+        within("dense", &run.inference.logits, &r, 2.0);
+        let l = &run.inference.report.layers[0];
+        assert_eq!(l.kind, "linear");
+        assert!(l.bytes_sent >= ct, "n_in {n_in}: {} bytes sent, one upload alone is {ct}", l.bytes_sent);
+        sent.push(l.bytes_sent);
+    }
+    assert_eq!(sent[1] - sent[0], 2 * ct, "client → server bytes of 16- and 600-input layers: {sent:?}, seeded ciphertext {ct} bytes");
+}
