@@ -249,6 +249,21 @@ pub struct BenchInferArgs {
     /// plaintext figures.
     #[arg(long)]
     pub tls_overhead: bool,
+    /// Print TAMI-MPC Table 4's and SilentFlow Table IV's shape: models ×
+    /// modes × networks, online and total time, bytes, rounds, with the
+    /// papers' figures beside (and what is and is not like for like).
+    #[arg(long)]
+    pub table: bool,
+    /// With --table: the models (comma-separated).
+    #[arg(long, default_value = "minionn-mnist,minionn-cifar")]
+    pub models: String,
+    /// With --table: the modes (comma-separated; dealer mode runs a dealer
+    /// in this process).
+    #[arg(long, default_value = "tee,dealer,interactive,silent")]
+    pub modes: String,
+    /// With --table: the network profiles (comma-separated).
+    #[arg(long, default_value = "lan,wan,mobile")]
+    pub nets: String,
     #[arg(long)]
     pub json: bool,
 }
@@ -589,6 +604,9 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `probe` measures each party's peak heap (the `hush` binary passes
 /// hush-bench's counting allocator).
 pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+    if a.table {
+        return bench_infer_table(a, probe);
+    }
     let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
     let mut o = with_profile(o, &a.client_profile)?;
     if let Some(p) = probe {
@@ -661,6 +679,119 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// The papers' end-to-end figures (seconds; LAN, WAN, mobile) for a model:
+/// (source, configuration, the hush mode it is beside, figures).
+fn paper_rows(model: &str) -> Vec<(&'static str, &'static str, &'static str, [f64; 3])> {
+    match model {
+        "squeezenet" => vec![
+            ("TAMI T4", "Cheetah (CPU)", "interactive", [101.0, 203.0, 317.0]),
+            ("TAMI T4", "Cheetah + TAMI-MPC (FPGA)", "tee", [23.0, 43.0, 64.0]),
+            ("SF T IV", "Cheetah (CPU)", "interactive", [129.0, 209.0, 285.0]),
+            ("SF T IV", "Cheetah + SilentFlow (FPGA)", "silent", [38.0, 52.0, 60.0]),
+        ],
+        "resnet50" => vec![
+            ("TAMI T4", "Cheetah (CPU)", "interactive", [168.0, 381.0, 525.0]),
+            ("TAMI T4", "Cheetah + TAMI-MPC (FPGA)", "tee", [88.0, 97.0, 108.0]),
+            ("SF T IV", "Cheetah (CPU)", "interactive", [500.0, 795.0, 1013.0]),
+            ("SF T IV", "Cheetah + SilentFlow (FPGA)", "silent", [145.0, 216.0, 256.0]),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// `hush bench infer --table`: models × modes × networks.
+fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+    if let Some(p) = probe {
+        runtime::install_mem_probe(p);
+    }
+    let list = |s: &str| s.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect::<Vec<_>>();
+    let (models, modes, nets) = (list(&a.models), list(&a.modes), list(&a.nets));
+    let net_idx = |n: &str| match n {
+        "lan" => Some(0),
+        "wan" => Some(1),
+        "mobile" => Some(2),
+        _ => None,
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())).unwrap_or_default();
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for name in &models {
+        let model = Arc::new(crate::zoo::load(name)?);
+        let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
+        let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
+        for mode in &modes {
+            for net in &nets {
+                let mut common = a.common.clone();
+                common.mode = mode.clone();
+                common.net = net.clone();
+                common.dealer = None;
+                common.dealer_pin = None;
+                if mode == "interactive" || mode == "silent" {
+                    if a.common.proto != "cf2" {
+                        common.proto = "auto".into();
+                    }
+                } else if a.common.proto == "cf2" {
+                    common.proto = "auto".into();
+                }
+                let o = options(&common, Some(&a.fixed), a.max_mem.as_ref())?;
+                let mut o = with_profile(o, &a.client_profile)?;
+                let _dealer = runtime::local_dealer(&mut o)?;
+                if !a.json {
+                    eprint!("\rhush bench infer --table: {name} {mode} {net} ...            ");
+                }
+                let run = runtime::run_local_probed(model.clone(), &model.input_shape.clone(), &x, &o, true, |_, _| {}, probe)?;
+                let mut v = runtime::run_json(&model, &run, &o);
+                v["cpu"] = json!(cpu);
+                v["total_s"] = json!(v["online_s"].as_f64().unwrap_or(0.0) + v["offline_s"].as_f64().unwrap_or(0.0));
+                v.as_object_mut().map(|m| m.remove("per_layer"));
+                if a.json {
+                    println!("{v}");
+                }
+                rows.push(v);
+            }
+        }
+    }
+    if a.json {
+        return Ok(());
+    }
+    eprintln!();
+    println!("hush bench infer --table — both parties on this machine ({cpu}), TCP loopback with TLS, emulated networks; one run per cell");
+    println!("{:<14} {:<12} {:<5} {:<7} {:>10} {:>10} {:>11} {:>7}", "model", "mode", "proto", "net", "online s", "total s", "online MB", "rounds");
+    for v in &rows {
+        println!(
+            "{:<14} {:<12} {:<5} {:<7} {:>10.2} {:>10.2} {:>11.1} {:>7}",
+            v["model"].as_str().unwrap_or(""),
+            v["mode"].as_str().unwrap_or(""),
+            v["proto"].as_str().unwrap_or(""),
+            v["net"].as_str().unwrap_or(""),
+            v["online_s"].as_f64().unwrap_or(0.0),
+            v["total_s"].as_f64().unwrap_or(0.0),
+            v["online_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            v["rounds"]
+        );
+    }
+    let mut any = false;
+    for name in &models {
+        for (src, cfg, beside, f) in paper_rows(name) {
+            if !any {
+                println!("\npapers' end-to-end seconds (TAMI-MPC Table 4, SilentFlow Table IV), beside hush's total s:");
+                println!("{:<14} {:<9} {:<28} {:<12} {:<7} {:>9} {:>9}", "model", "source", "configuration", "hush mode", "net", "paper s", "hush s");
+                any = true;
+            }
+            for net in &nets {
+                let Some(i) = net_idx(net) else { continue };
+                let ours = rows.iter().find(|v| v["model"].as_str() == Some(name.as_str()) && v["mode"] == beside && v["net"].as_str() == Some(net.as_str())).and_then(|v| v["total_s"].as_f64());
+                println!("{:<14} {:<9} {:<28} {:<12} {:<7} {:>9.0} {:>9}", name, src, cfg, beside, net, f[i], ours.map(|s| format!("{s:.1}")).unwrap_or_else(|| "-".into()));
+            }
+        }
+    }
+    if any {
+        println!("like for like? interactive vs Cheetah (CPU): yes in protocol (HE linear layers, CrypTFlow2-style comparisons on Ferret), not in machine (both parties on 2 shared cores here, no weak client unless --client-profile);");
+        println!("silent vs Cheetah + SilentFlow: same protocol shape, but the modules are simulated in software here, not FPGAs; tee vs Cheetah + TAMI-MPC: NOT like for like —");
+        println!("hush's tee mode deals the linear layers from the modules (no HE), the paper runs Cheetah's HE linear layers.");
     }
     Ok(())
 }

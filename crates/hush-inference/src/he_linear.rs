@@ -6,6 +6,39 @@
 //! every linear step, which [`crate::engine::run`] calls in place of the
 //! module-dealt [`crate::linear`] path.
 //!
+//! ## What each host sees in the HE modes, and why it is safe
+//! An inference in `interactive`/`silent` mode is a sequence of two kinds
+//! of sub-protocol on additive shares over Z_2^ℓ, each fed only with shares
+//! that are uniform to the other party:
+//! * **HE linear layers** (this module, [`hush_rlwe::cheetah`]): the server
+//!   sees RLWE ciphertexts under the client's key (pseudorandom under RLWE
+//!   at the HE standard's 128-bit parameters); the client sees, after
+//!   decryption, y_C = W·x − r_S with r_S the server's fresh uniform
+//!   output share, plus ciphertext noise flooded by 2^κ (κ = 64) beyond its
+//!   public worst-case bound — statistically independent of W given y_C
+//!   (the flooding argument and its χ² test are in `hush_rlwe::cheetah`).
+//! * **cf2 comparisons** ([`hush_2pc::cf2`], [`crate::engine::Cf2Nonlinear`]):
+//!   each side's view is simulated from its input share and output share
+//!   (OT security of the COT source; fresh ROTs, triples and output masks
+//!   for every leaf, AND and mux — see that module's view argument).
+//!
+//! Every output share a sub-protocol hands on is re-randomised by the
+//! other party's fresh randomness (r_S here, cf2's output masks), so the
+//! sequential composition of semi-honest sub-protocols is simulatable from
+//! each party's input and output: the client learns the logits (its
+//! output) and the public architecture, the server learns nothing.
+//! **What the modes trust.** `interactive`: nothing beyond the hardness of
+//! RLWE and the OT extension's assumptions (Ferret: LPN with regular noise
+//! at the sets in `hush_correlations::lpn`). `silent`: the same for the HE
+//! part, but the COTs come from the parties' modules (seed agreement bound
+//! to the transcript), so the cf2 part rests on each module keeping its
+//! correlations from its host — on these machines the modules are
+//! **simulated — gives no hardware protection**. Semi-honest parties in
+//! both; a malicious client is a later issue (CRISP).
+//! Tests that play the curious party: the flooding test and the
+//! server-view test in `hush-rlwe`, the cf2 receiver-view test in
+//! `hush-2pc` (both fail against deliberately broken builds).
+//!
 //! y = W·x + bias over Z_2^ℓ, x = x_C + x_S: the HE protocol gives
 //! y_C = W·x − r_S to the client and r_S to the server; the server adds the
 //! bias to its share; truncation follows in the nonlinear layer as today.
