@@ -353,6 +353,82 @@ pub fn trunc_finish(party: Party, ring: Ring, x: &[u64], f: u32, z: &ArithShare)
     ArithShare { ring, v }
 }
 
+const STEP_TNN_D: &str = "CF2 truncation (known sign): receiver's choice corrections";
+const STEP_TNN_Y: &str = "CF2 truncation (known sign): sender's masked messages";
+
+/// ⌊x / 2^f⌋ for x **known to be non-negative** (x < 2^{ℓ−1}, e.g. a ReLU's
+/// output), error ≤ 1 ulp — the truncation with known MSB of SCI/Cheetah
+/// (Huang et al. 2022, §5: truncate after ReLU, where the sign is known).
+///
+/// With x = x_0 + x_1 mod 2^ℓ and x < 2^{ℓ−1}, the wrap of x_0 + x_1 over
+/// 2^ℓ is w = msb(x_0) ∨ msb(x_1) (both 0: no wrap; one set: the sum is at
+/// least 2^{ℓ−1} and x is not, so it wrapped; both set: it wrapped), so
+/// ⌊x/2^f⌋ = ⌊x_0/2^f⌋ + ⌊x_1/2^f⌋ − w·2^{ℓ−f} + c, c ∈ {0, 1} the carry of
+/// the low bits (dropped: faithful). Additive shares of −w·2^{ℓ−f} from one
+/// random OT per element, party 0 the sender: party 1 sends d = msb(x_1) ⊕
+/// c (c its ROT choice), party 0 answers y_v = ((msb(x_0) ∨ v)·(−2^{ℓ−f}) −
+/// r) ⊕ pad_{v ⊕ d} for v ∈ {0, 1} and keeps r. Two one-way flights, 1 + 2ℓ
+/// bits per element — against a millionaires' on ℓ bits for a general
+/// truncation.
+///
+/// **What each party sees.** Party 0: d, the choice bit masked by the
+/// ROT's random choice c (hidden from party 0 by the OT extension):
+/// uniform. Party 1: y_{msb(x_1)} ⊕ pad_c = w·(−2^{ℓ−f}) − r, uniform by
+/// party 0's fresh r; the other y is masked by the pad of the choice it did
+/// not make (OT security): uniform. So each view is simulated from the
+/// party's input and output share. The caller must guarantee the sign
+/// (for a negative x the result is wrong, not a leak: the messages do not
+/// depend on it).
+pub fn trunc_nonneg(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, x: &ArithShare, f: u32) -> Result<ArithShare> {
+    let ring = x.ring;
+    let l = ring.bits();
+    if f == 0 || f >= l {
+        return Err(invalid(format!("truncation by {f} bits of a {l}-bit ring")));
+    }
+    let n = x.len();
+    let c_neg = ring.neg(1u64 << (l - f));
+    if party == 0 {
+        let mut p0 = vec![Block::ZERO; n];
+        let mut p1 = vec![Block::ZERO; n];
+        hush_correlations::ot::rot_send(&mut *ot.send, ch, &mut p0, &mut p1)?;
+        let dmsg = wire::recv(ch, STEP_TNN_D, n.div_ceil(8))?;
+        let d = unpack_bits(STEP_TNN_D, &dmsg, 1, n)?;
+        let mut ys = Vec::with_capacity(2 * n);
+        let mut v_out = Vec::with_capacity(n);
+        for i in 0..n {
+            let r = ot.rng.next_u64() & ring.mask();
+            let m0 = ring.msb(x.v[i]) as u64;
+            for v in 0..2u64 {
+                let m = ring.sub(ring.mul(m0 | v, c_neg), r);
+                let pad = if v ^ d[i] == 0 { p0[i] } else { p1[i] };
+                ys.push((m ^ pad.lo()) & ring.mask());
+            }
+            v_out.push(ring.add(x.v[i] >> f, r));
+        }
+        let mut msg = Vec::new();
+        pack_ring(&ys, l, &mut msg);
+        wire::send(ch, &msg)?;
+        Ok(ArithShare { ring, v: v_out })
+    } else {
+        let mut c = hush_primitives::BitVec::zeros(n);
+        let mut pc = vec![Block::ZERO; n];
+        hush_correlations::ot::rot_recv(&mut *ot.recv, ch, &mut c, &mut pc)?;
+        let d: Vec<u64> = (0..n).map(|i| ring.msb(x.v[i]) as u64 ^ c.get(i) as u64).collect();
+        wire::send(ch, &pack_bits(&d, 1))?;
+        let bytes = wire::recv(ch, STEP_TNN_Y, wire::ring_bytes(l) * 2 * n)?;
+        let mut py = vec![0u64; 2 * n];
+        unpack_ring(STEP_TNN_Y, &bytes, l, &mut py)?;
+        let v = (0..n)
+            .map(|i| {
+                let m1 = ring.msb(x.v[i]) as usize;
+                let z = (py[2 * i + m1] ^ pc[i].lo()) & ring.mask();
+                ring.add(x.v[i] >> f, z)
+            })
+            .collect();
+        Ok(ArithShare { ring, v })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

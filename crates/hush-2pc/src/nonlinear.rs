@@ -168,6 +168,19 @@ impl Session {
         }
     }
 
+    /// ⌊x / 2^f⌋ of an x known to be non-negative (a ReLU's output), error
+    /// ≤ 1 ulp: `cf2` only ([`cf2::trunc_nonneg`]: one random OT per
+    /// element instead of a millionaires').
+    pub fn trunc_nonneg(&mut self, ch: &mut dyn Channel, x: &ArithShare, f: u32) -> Result<ArithShare> {
+        match self.proto {
+            Proto::Cf2 => {
+                let party = self.party;
+                cf2::trunc_nonneg(self.ot()?, ch, party, x, f)
+            }
+            _ => self.trunc(ch, x, f),
+        }
+    }
+
     /// Max pooling over `shape` (layout [channel][row][column]).
     pub fn maxpool(&mut self, ch: &mut dyn Channel, x: &ArithShare, shape: &PoolShape) -> Result<ArithShare> {
         let windows = shape.windows()?;

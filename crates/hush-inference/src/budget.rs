@@ -27,6 +27,15 @@
 //! below the model's [`floor`] (the estimate at [`MIN_CHUNK`] without
 //! pre-dealing). The estimate only chooses parameters: the budget is
 //! *enforced* as measured peak by [`crate::engine::MemGuard`].
+//!
+//! **HE modes** (family `cf2`: `interactive`, `silent`): nothing is dealt
+//! or pre-dealt; a linear layer's transient is its HE messages (all input
+//! ciphertexts up, all responses down, [`hush_rlwe::cheetah::layer_bytes`]
+//! at the default N = 8192 set), a nonlinear chunk's is its COT-derived
+//! ROTs and triples; on top the two COT sources (one per direction) hold
+//! their LPN batches: the server picks the set so that they take at most a
+//! quarter of the budget ([`crate::runtime::cot_set_for`]), and the floor
+//! counts the smallest set's.
 
 use crate::engine::{family_est_bytes, Gate};
 use crate::model::Model;
@@ -54,6 +63,34 @@ pub struct MemFit {
     pub estimate: u64,
     /// The model's floor (see [`floor`]).
     pub floor: u64,
+}
+
+/// The HE session's context and keys at the client (NTT tables, secret
+/// key, public key, the decryption temporaries), with slack.
+const HE_BASE: u64 = 8 << 20;
+
+/// Bytes the client's two COT sources hold for the LPN set the server
+/// picks for a client budget of `budget` (HE modes).
+pub fn cot_bytes(budget: Option<u64>) -> u64 {
+    let sets = &hush_correlations::lpn::FERRET_SETS;
+    let pick = match budget {
+        Some(b) => sets.iter().find(|p| 2 * p.batch_bytes() as u64 <= b / 4).unwrap_or(&sets[sets.len() - 1]),
+        None => &sets[0],
+    };
+    2 * pick.batch_bytes() as u64 + 2 * hush_correlations::registry::MEM_OVERHEAD as u64 / 8
+}
+
+/// A linear layer's HE messages at the client (upload + response, and
+/// the response's decoded words), at the default parameter set.
+fn he_layer_bytes(model: &Model, plan: &Plan, step: usize) -> Result<u64> {
+    static CTX: std::sync::OnceLock<Option<hush_rlwe::Context>> = std::sync::OnceLock::new();
+    let ctx = CTX
+        .get_or_init(|| hush_rlwe::Context::new(hush_rlwe::Params::he128_n8192()).ok())
+        .as_ref()
+        .ok_or_else(|| Error::Config("HE parameters unavailable".into()))?;
+    let shape = crate::he_linear::shape_of_node(model, step)?;
+    let (up, down) = hush_rlwe::cheetah::layer_bytes(ctx, &hush_rlwe::cheetah::Config::new(plan.cfg.bits), &shape).map_err(|e| Error::Config(e.to_string()))?;
+    Ok((up + 2 * down) as u64 + 3 * 8 * ctx.n as u64 * ctx.params.primes.len() as u64)
 }
 
 fn nl_bytes(proto: &str, bits: u32, g: Gate, n: usize, chunk: usize) -> Result<u64> {
@@ -85,14 +122,16 @@ pub fn client_estimate(model: &Model, plan: &Plan, proto: &str, chunk: usize, pr
     let frac = plan.cfg.frac;
     let mut plan_bytes = 0u64;
     let mut transient = 0u64;
-    for st in &plan.steps {
+    let he = proto == "cf2";
+    for (si, st) in plan.steps.iter().enumerate() {
         let out = st.out_len as u64;
         let t = match &st.kind {
             StepKind::Linear { in_len, out_len, .. } => {
                 let (i, o) = (*in_len as u64, *out_len as u64);
                 // dealing: masks B, R_C (module copy, encoded, decoded);
-                // online: masks, F, its packed message and frame, output
-                let lin = (24 * (i + o)).max(8 * (i + o) + 8 * i + 16 * i + 8 * o);
+                // online: masks, F, its packed message and frame, output;
+                // HE modes: the layer's ciphertexts instead
+                let lin = if he { 8 * (i + o) + he_layer_bytes(model, plan, si)? } else { (24 * (i + o)).max(8 * (i + o) + 8 * i + 16 * i + 8 * o) };
                 lin + nl_bytes(proto, bits, Gate::Trunc(frac), *out_len, chunk)?
             }
             StepKind::AvgPool { offs, idx, consts } => {
@@ -113,13 +152,23 @@ pub fn client_estimate(model: &Model, plan: &Plan, proto: &str, chunk: usize, pr
     let live = 8 * model.peak_live_elems() as u64;
     // the encoded input and the architecture text, held for the session
     let held = 8 * plan.input_len as u64 + 2 * model.header_json.len() as u64;
-    Ok(BASE + plan_bytes + held + live + transient + predeal)
+    let he_fixed = if he { HE_BASE } else { 0 };
+    Ok(BASE + he_fixed + plan_bytes + held + live + transient + predeal)
+}
+
+/// [`client_estimate`] plus, in the HE modes, the COT sources' batches for
+/// a client budget of `budget`.
+pub fn client_estimate_total(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, budget: Option<u64>) -> Result<u64> {
+    let e = client_estimate(model, plan, proto, chunk, predeal)?;
+    Ok(if proto == "cf2" { e + cot_bytes(budget) } else { e })
 }
 
 /// The smallest budget this model can run in: the estimate at
 /// [`MIN_CHUNK`] without pre-dealing.
 pub fn floor(model: &Model, plan: &Plan, proto: &str) -> Result<u64> {
-    client_estimate(model, plan, proto, MIN_CHUNK, 0)
+    let e = client_estimate(model, plan, proto, MIN_CHUNK, 0)?;
+    // HE modes: the smallest LPN set's batches at both sources
+    Ok(if proto == "cf2" { e + cot_bytes(Some(0)) } else { e })
 }
 
 /// Picks the chunk and pre-dealing budget for a client budget of `budget`
@@ -141,6 +190,9 @@ pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, 
             proto
         )));
     }
+    // HE modes: the COT sources take their share first (see cot_bytes)
+    let full = budget;
+    let budget = if proto == "cf2" { budget.saturating_sub(cot_bytes(Some(budget))) } else { budget };
     let mut cands = Vec::new();
     let mut c = chunk.max(1);
     loop {
@@ -168,6 +220,10 @@ pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, 
         }
     }
     let (chunk, e0) = pick.unwrap_or((MIN_CHUNK.min(chunk.max(1)), fl));
+    if proto == "cf2" {
+        // nothing is dealt: no look-ahead, no pre-dealing
+        return Ok(MemFit { budget: full, chunk, predeal_mem: 0, lookahead: 0, estimate: e0 + cot_bytes(Some(full)), floor: fl });
+    }
     let la = lookahead_bytes(plan, proto, chunk)?;
     let lookahead = if e0 + la <= budget { la } else { 0 };
     let predeal_mem = predeal.min(budget.saturating_sub(e0 + lookahead));

@@ -165,6 +165,20 @@ pub trait Nonlinear: Send {
     }
     /// Whether [`Nonlinear::truncate`] is exact (else faithful, error ≤ 1 ulp).
     fn exact_truncation(&self) -> bool;
+    /// Whether the engine should run a linear layer's truncation after the
+    /// ReLU that alone reads it ([`Nonlinear::relu_trunc`]): ReLU(⌊x/2^f⌋)
+    /// = ⌊ReLU(x)/2^f⌋ exactly, and a truncation of a known non-negative
+    /// value is cheaper in some families. Off by default (the dealing
+    /// schedule of the dealt families assumes truncation first).
+    fn fuses_relu_trunc(&self) -> bool {
+        false
+    }
+    /// ReLU then signed truncation by `shift`, in place (see
+    /// [`Nonlinear::fuses_relu_trunc`]).
+    fn relu_trunc(&mut self, ch: &mut dyn Channel, x: &mut [u64], shift: u32) -> Result<()> {
+        self.relu(ch, x)?;
+        self.truncate(ch, x, shift)
+    }
     /// Largest number of elements per chunk.
     fn chunk(&self) -> usize;
     /// Offline: deals one batch of `n ≤ chunk` elements for `g` and queues it.
@@ -402,6 +416,22 @@ impl Nonlinear for Cf2Nonlinear {
     }
     fn exact_truncation(&self) -> bool {
         false
+    }
+    fn fuses_relu_trunc(&self) -> bool {
+        true
+    }
+    /// ReLU (a millionaires' and a multiplexer), then the known-sign
+    /// truncation of its non-negative output ([`hush_2pc::cf2::trunc_nonneg`],
+    /// one random OT per element) instead of a second millionaires'.
+    fn relu_trunc(&mut self, ch: &mut dyn Channel, x: &mut [u64], shift: u32) -> Result<()> {
+        let r = self.ring()?;
+        for c in x.chunks_mut(self.chunk) {
+            let a = hush_2pc::share::ArithShare::new(r, c.to_vec());
+            let y = self.session.relu(ch, &a).map_err(tpc)?;
+            let t = self.session.trunc_nonneg(ch, &y, shift).map_err(tpc)?;
+            c.copy_from_slice(&t.v);
+        }
+        Ok(())
     }
     fn chunk(&self) -> usize {
         self.chunk
@@ -935,6 +965,16 @@ impl Drop for Lookahead {
     }
 }
 
+/// Whether step `si + 1` is a ReLU and the only reader of step `si`'s
+/// output (value `si + 1`).
+fn relu_reads_only(plan: &Plan, si: usize) -> bool {
+    let v = si + 1;
+    match plan.steps.get(si + 1) {
+        Some(next) => matches!(next.kind, StepKind::Relu) && next.inputs == [v] && plan.last_use.get(v) == Some(&(si + 1)),
+        None => false,
+    }
+}
+
 /// Starts the look-ahead for the items of this run not pre-dealt, if any.
 fn start_lookahead(plan: &Plan, p: &mut Party<'_>) -> Option<Feed> {
     if !p.lookahead || !lookahead_env() {
@@ -998,6 +1038,10 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
     vals.push(Some(input_share));
     let mut costs = Vec::with_capacity(plan.steps.len());
     let total = plan.steps.len();
+    // a linear step whose only reader is the next step, a ReLU, leaves its
+    // truncation to that ReLU when the family fuses them (value id)
+    let fuse = p.nl.fuses_relu_trunc();
+    let mut pending_trunc: Option<usize> = None;
     for (si, st) in plan.steps.iter().enumerate() {
         let t0 = Instant::now();
         let c0 = p.ch.cost();
@@ -1014,7 +1058,11 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
                         macs = *mc;
                     }
                     let mut y = he.linear(p.ch, si, op.as_ref(), bias, cfg.bits, x)?;
-                    p.nl.truncate(p.ch, &mut y, cfg.frac)?;
+                    if fuse && relu_reads_only(plan, si) {
+                        pending_trunc = Some(si + 1);
+                    } else {
+                        p.nl.truncate(p.ch, &mut y, cfg.frac)?;
+                    }
                     y
                 } else {
                 let dealt = match p.pre.take_linear(*layer, p.batch) {
@@ -1080,7 +1128,11 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
             }
             StepKind::Relu => {
                 let mut y = get(&vals, st.inputs[0])?;
-                p.nl.relu(p.ch, &mut y)?;
+                if pending_trunc.take() == Some(st.inputs[0]) {
+                    p.nl.relu_trunc(p.ch, &mut y, cfg.frac)?;
+                } else {
+                    p.nl.relu(p.ch, &mut y)?;
+                }
                 y
             }
             StepKind::MaxPool { offs, idx } => {

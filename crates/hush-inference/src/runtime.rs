@@ -719,7 +719,7 @@ impl<C: Channel> ClientSession<C> {
         let mem_fit = match opts.max_mem {
             Some(budget) => {
                 let f = crate::budget::fit(&model, &plan, &proto, chunk, predeal_mem, budget)?;
-                let est = crate::budget::client_estimate(&model, &plan, &proto, chunk, predeal_mem)?;
+                let est = crate::budget::client_estimate_total(&model, &plan, &proto, chunk, predeal_mem, Some(budget))?;
                 if est > budget {
                     return Err(Error::Memory(format!(
                         "the server's chunk {chunk} and pre-dealing budget {} MiB need about {:.1} MiB at this client, above --max-mem {:.1} MiB",
@@ -729,7 +729,7 @@ impl<C: Channel> ClientSession<C> {
                     )));
                 }
                 // the look-ahead where the rest of the budget holds it
-                let la = crate::budget::lookahead_bytes(&plan, &proto, chunk)?;
+                let la = if opts.mode.he() { 0 } else { crate::budget::lookahead_bytes(&plan, &proto, chunk)? };
                 let lookahead = if est + la <= budget { la } else { 0 };
                 Some(crate::budget::MemFit { chunk, predeal_mem, lookahead, estimate: est + lookahead, ..f })
             }

@@ -199,3 +199,28 @@ fn he_linear_layer_costs() {
     }
     assert_eq!(sent[1] - sent[0], 2 * ct, "client → server bytes of 16- and 600-input layers: {sent:?}, seeded ciphertext {ct} bytes");
 }
+
+/// A linear layer read only by a ReLU leaves its truncation to the ReLU
+/// (cf2's known-sign truncation after ReLU): the linear step then sends
+/// exactly its seeded ciphertexts and nothing else, and the output stays
+/// within the bound.
+#[test]
+fn linear_then_relu_truncates_after_the_relu() {
+    let mut p = hush_primitives::Prg::new(hush_primitives::Block(4));
+    let (mut b, x) = crate::model::Builder::new("dense-relu", &[40]);
+    let w: Vec<f32> = (0..40 * 6).map(|_| ((p.next_u64() % 200) as f32 - 100.0) / 300.0).collect();
+    let y = b.dense(x, 6, &w, &[0.1, -0.1, 0.0, 0.2, -0.3, 0.05]);
+    let r = b.relu(y);
+    let m = Arc::new(Model::from_bytes(&b.finish(r)).unwrap());
+    let ctx = hush_rlwe::Context::new(hush_rlwe::Params::insecure_test_n256()).unwrap();
+    let ct = hush_rlwe::he::SeededCt::wire_len(&ctx) as u64;
+    for seed in [1u128, 2, 3] {
+        let x = input_for(&m, seed);
+        let run = secure(&m, &x, &he_opts(Mode::Interactive));
+        let rf = reference::run_f64(&Plan::new(&m, FixedConfig::default()).unwrap(), &x).unwrap();
+        within("dense→relu", &run.inference.logits, &rf, 2.0);
+        let l = &run.inference.report.layers;
+        assert_eq!((l[0].kind, l[1].kind), ("linear", "relu"));
+        assert_eq!(l[0].bytes_sent, ct, "the linear step sends its one seeded ciphertext only");
+    }
+}

@@ -570,6 +570,14 @@ pub fn plan(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(Layout, Budge
     Ok((lay, b))
 }
 
+/// The client's messages of one layer, in bytes: (its upload, at most the
+/// server's response). Public (from the shape and parameters): memory
+/// budgets use it.
+pub fn layer_bytes(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(usize, usize)> {
+    let (lay, bud) = plan(ctx, cfg, shape)?;
+    Ok((lay.in_cts() * bytes_up(ctx), lay.out_cts() * (bytes_down_fixed(ctx, cfg, bud.k) + bytes_down_needed(ctx, cfg, bud.k, ctx.n))))
+}
+
 /// Client side of a session: holds the secret key.
 pub struct HeClient {
     pub ctx: Arc<Context>,
@@ -828,7 +836,7 @@ impl HeServer {
                     w.iter_mut().for_each(|v| *v = 0);
                     lay.weight_terms(r, g, weights, cfg.bits, |pos, v| {
                         for (i, &p) in ctx.primes().iter().enumerate() {
-                            w[i * ctx.n + pos] = if v >= 0 { v as u64 % p } else { p - (v.unsigned_abs() % p) };
+                            w[i * ctx.n + pos] = crate::ring::signed_residue(v, p);
                         }
                     });
                     ctx.ntt(&mut w);
@@ -840,8 +848,13 @@ impl HeServer {
                 }
                 w.zeroize();
                 for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
+                    // re-randomise with a fresh Enc_pk(0): u·pk added in NTT
+                    // form, its errors after the inverse transform
+                    let (e1, e2) = pk.add_zero_ntt(&ctx, &mut prg, &mut b, &mut a);
                     ctx.intt(&mut b);
                     ctx.intt(&mut a);
+                    ctx.add_signed(&mut b, &e1);
+                    ctx.add_signed(&mut a, &e2);
                     let nd = lay.needed(r, t);
                     // − encode(r_S) on the needed coefficients
                     for &(j, o) in &nd {
@@ -852,10 +865,6 @@ impl HeServer {
                             *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
                         }
                     }
-                    // re-randomise with a fresh Enc_pk(0)
-                    let (zb, za) = pk.encrypt_zero(&ctx, &mut prg);
-                    ctx.add_assign(&mut b, &zb);
-                    ctx.add_assign(&mut a, &za);
                     // flood the needed coefficients
                     for &(j, _) in nd.iter().filter(|_| flood) {
                         let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & lo_mask;

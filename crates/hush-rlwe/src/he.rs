@@ -152,6 +152,23 @@ impl PublicKey {
     /// A fresh public-key encryption of zero, coefficient form:
     /// (u·b_pk + e_1, u·a_pk + e_2), u ternary, e_1, e_2 binomial. Its
     /// noise u·e_pk + e_1 + e_2·s is at most 21·(2N + 1).
+    /// Adds a fresh public-key encryption of zero to an accumulator pair
+    /// (b, a) that is still in NTT form: acc += u·(b_pk, a_pk) there (one
+    /// NTT of u instead of [`PublicKey::encrypt_zero`]'s NTT and two
+    /// inverse NTTs); returns the errors (e_1, e_2) for the caller to add
+    /// after its inverse NTT ([`Context::add_signed`]). Same distribution
+    /// as `encrypt_zero` added after the transform.
+    pub fn add_zero_ntt(&self, ctx: &Context, prg: &mut Prg, acc_b: &mut [u64], acc_a: &mut [u64]) -> (Vec<i64>, Vec<i64>) {
+        let mut ut = ctx.sample_ternary(prg);
+        let mut u = ctx.from_signed(&ut);
+        ut.zeroize();
+        ctx.ntt(&mut u);
+        ctx.mul_acc(acc_b, &u, &self.b_ntt);
+        ctx.mul_acc(acc_a, &u, &self.a_ntt);
+        u.zeroize();
+        (ctx.sample_error(prg), ctx.sample_error(prg))
+    }
+
     pub fn encrypt_zero(&self, ctx: &Context, prg: &mut Prg) -> (Vec<u64>, Vec<u64>) {
         let mut ut = ctx.sample_ternary(prg);
         let mut u = ctx.from_signed(&ut);

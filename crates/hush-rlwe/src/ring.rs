@@ -249,10 +249,19 @@ impl Context {
         let mut out = self.zero();
         for (i, &p) in self.primes().iter().enumerate() {
             for (o, &x) in out[i * self.n..(i + 1) * self.n].iter_mut().zip(v) {
-                *o = if x >= 0 { x as u64 % p } else { (p - ((x.unsigned_abs()) % p)) % p };
+                *o = signed_residue(x, p);
             }
         }
         out
+    }
+
+    /// acc += v (small signed coefficients) in coefficient form.
+    pub fn add_signed(&self, acc: &mut [u64], v: &[i64]) {
+        for (i, &p) in self.primes().iter().enumerate() {
+            for (o, &x) in acc[i * self.n..(i + 1) * self.n].iter_mut().zip(v) {
+                *o = add_mod(*o, signed_residue(x, p), p);
+            }
+        }
     }
 
     /// Uniform polynomial mod q from a seed (rejection sampling per prime;
@@ -420,5 +429,25 @@ impl Context {
         self.plans[1].inv(&mut t1);
         let m = if k == 64 { u64::MAX } else { (1u64 << k) - 1 };
         t0.iter().zip(&t1).map(|(&x, &y)| (self.crt2_centered(x, y) as u64) & m).collect()
+    }
+}
+
+/// x mod p for a signed x: no division when |x| < p (every caller's
+/// values: ternary, binomial errors, centered ℓ-bit weights), else `%`.
+#[inline]
+pub fn signed_residue(x: i64, p: u64) -> u64 {
+    let m = x.unsigned_abs();
+    if m < p {
+        if x >= 0 {
+            m
+        } else if m == 0 {
+            0
+        } else {
+            p - m
+        }
+    } else if x >= 0 {
+        m % p
+    } else {
+        (p - m % p) % p
     }
 }
