@@ -57,7 +57,7 @@ use crate::beaver::{and, OtSession, TripleShare, TripleSource};
 use crate::share::{ArithShare, BoolShare};
 use crate::wire::{self, mask, pack_ring, unpack_ring};
 use crate::{invalid, malformed, Party, Result};
-use hush_correlations::ot::{rot1n_recv, rot1n_send};
+use hush_correlations::ot::{rot1n_recv, rot1n_send_lsb};
 use hush_primitives::{Block, Ring};
 use hush_transport::Channel;
 
@@ -104,8 +104,9 @@ pub struct Cf2Pre {
     pub n: usize,
     pub bits: u32,
     pub k: u32,
-    /// Party 0: pads[i * 2^k + v]; party 1: pads[i] with choices.
-    pads: Vec<Block>,
+    /// The low 2 bits of the leaf OTs' pads (all a leaf message needs):
+    /// party 0: pads[i * 2^k + v]; party 1: pads[i] with choices.
+    pads: Vec<u8>,
     choices: Vec<u8>,
     triples: TripleShare,
     used: usize,
@@ -149,13 +150,15 @@ pub fn prepare(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, n: usize,
     let nn = 1usize << k;
     // All chunks use k-bit OTs (a short top chunk just has fewer live values).
     let (pads, choices) = if party == 0 {
-        let mut pads = vec![Block::ZERO; n * nc * nn];
-        rot1n_send(&mut *ot.send, ch, k as usize, n * nc, &mut pads)?;
+        let mut pads = vec![0u8; n * nc * nn];
+        rot1n_send_lsb(&mut *ot.send, ch, k as usize, n * nc, 2, &mut pads)?;
         (pads, Vec::new())
     } else {
         let mut ch_ = vec![0u8; n * nc];
-        let mut pads = vec![Block::ZERO; n * nc];
-        rot1n_recv(&mut *ot.recv, ch, k as usize, &mut ch_, &mut pads)?;
+        let mut full = vec![Block::ZERO; n * nc];
+        rot1n_recv(&mut *ot.recv, ch, k as usize, &mut ch_, &mut full)?;
+        let pads = full.iter().map(|b| b.lo() as u8 & 3).collect();
+        zeroize::Zeroize::zeroize(&mut full);
         (pads, ch_)
     };
     let triples = ot.bit_triples(ch, party, merge_ands(nc).max(1) * n.div_ceil(64) * 64)?;
@@ -201,7 +204,7 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
         for i in 0..n {
             for (j, &(lo, w)) in cs.iter().enumerate() {
                 let xj = ((input[i] >> lo) & mask(w)) as usize;
-                let v = msgs[(i * nc + j) * nn + xj] ^ (pre.pads[i * nc + j].lo() & 3);
+                let v = msgs[(i * nc + j) * nn + xj] ^ (pre.pads[i * nc + j] as u64);
                 gt[j].words[i / 64] |= (v & 1) << (i % 64);
                 eq[j].words[i / 64] |= ((v >> 1) & 1) << (i % 64);
             }
@@ -222,7 +225,7 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
                 for v in 0..nn as u64 {
                     let live = v <= mask(w);
                     let m = if live { ((yj > v) as u64) | (((yj == v) as u64) << 1) } else { 0 };
-                    out[base + v as usize] = (m ^ s ^ pre.pads[base + (v ^ uij) as usize].lo()) & 3;
+                    out[base + v as usize] = (m ^ s ^ pre.pads[base + (v ^ uij) as usize] as u64) & 3;
                 }
             }
         }
@@ -469,7 +472,7 @@ mod tests {
             .enumerate()
             .map(|(j, &(lo, w))| {
                 let xj = ((X >> lo) & mask(w)) as usize;
-                let v: Vec<u64> = (0..N).map(|i| m[(i * nc + j) * nn + xj] ^ (pre.pads[i * nc + j].lo() & 3)).collect();
+                let v: Vec<u64> = (0..N).map(|i| m[(i * nc + j) * nn + xj] ^ (pre.pads[i * nc + j] as u64)).collect();
                 [v.iter().map(|x| (x & 1) as u8).collect(), v.iter().map(|x| ((x >> 1) & 1) as u8).collect()]
             })
             .collect()

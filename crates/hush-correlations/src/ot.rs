@@ -129,6 +129,26 @@ pub fn rot1n_send<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: u
     if pads.len() != n * nn {
         return Err(Error::Invalid(format!("pads buffer has {} entries, need {}", pads.len(), n * nn)));
     }
+    rot1n_send_with(src, ch, k, n, |i, x, pad| pads[i * nn + x] = pad)
+}
+
+/// [`rot1n_send`] keeping only the low `bits` ≤ 8 bits of every pad
+/// (`out[i * 2^k + x]`): the same pads (their low bits), without holding
+/// n·2^k full blocks — for protocols whose messages are that short (the
+/// millionaires' leaves: 2 bits).
+pub fn rot1n_send_lsb<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: usize, n: usize, bits: u32, out: &mut [u8]) -> Result<()> {
+    check_k(k)?;
+    let nn = 1usize << k;
+    if out.len() != n * nn || !(1..=8).contains(&bits) {
+        return Err(Error::Invalid(format!("pads buffer has {} entries, need {} (bits {bits} of 1..=8)", out.len(), n * nn)));
+    }
+    let m = ((1u16 << bits) - 1) as u8;
+    rot1n_send_with(src, ch, k, n, |i, x, pad| out[i * nn + x] = pad.lo() as u8 & m)
+}
+
+/// The sender's pads, handed to `put(instance, index, pad)` group by group.
+fn rot1n_send_with<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: usize, n: usize, mut put: impl FnMut(usize, usize, Block)) -> Result<()> {
+    let nn = 1usize << k;
     let g = src.produced();
     let mut q = vec![Block::ZERO; n * k];
     src.send_cots(ch, &mut q)?;
@@ -161,7 +181,7 @@ pub fn rot1n_send<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: u
                 for j in 0..k {
                     acc ^= hs[base + j];
                 }
-                pads[i * nn + x] = acc;
+                put(i, x, acc);
             }
         }
     }

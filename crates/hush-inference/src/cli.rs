@@ -133,9 +133,11 @@ pub struct FixedArgs {
     /// Fraction bits.
     #[arg(long, default_value_t = 12)]
     pub frac: u32,
-    /// Largest nonlinear batch (elements): bounds dealt key material per step.
-    #[arg(long, default_value_t = engine::DEFAULT_CHUNK)]
-    pub chunk: usize,
+    /// Largest nonlinear batch (elements): bounds dealt key material per
+    /// step (default 65536; 262144 for cf2 in the interactive and silent
+    /// modes, whose chunks cost sequential flights).
+    #[arg(long)]
+    pub chunk: Option<usize>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -324,10 +326,11 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     }
     if let Some(f) = fixed {
         o.cfg = FixedConfig::new(f.bits, f.frac)?;
-        if f.chunk == 0 {
+        let chunk = f.chunk.unwrap_or(if o.mode.he() { engine::CF2_DEFAULT_CHUNK } else { engine::DEFAULT_CHUNK });
+        if chunk == 0 {
             return Err(Error::Config("--chunk must be positive".into()));
         }
-        o.chunk = f.chunk;
+        o.chunk = chunk;
     }
     if let Some(m) = max_mem {
         o.max_mem = Some(parse_size(m)?);

@@ -453,8 +453,11 @@ impl Nonlinear for Cf2Nonlinear {
 }
 
 /// [`Nonlinear::est_bytes`] of the `cf2` family: what one chunk's
-/// correlations hold at the larger party (party 0, the 1-of-2^k sender:
-/// 2^k pads per leaf), plus AND triples and mux ROTs.
+/// correlations take at the larger party while they are made: the leaf
+/// OTs' k COTs per chunk and their hashes (16-byte blocks, party 1), the
+/// kept pads (one byte each; party 0 keeps 2^k per leaf), the merge's AND
+/// triples, the multiplexer's ROTs (3 blocks per direction), the chunk's
+/// vectors.
 pub fn cf2_est_bytes(bits: u32, g: Gate, n: usize) -> u64 {
     let k = hush_2pc::cf2::DEFAULT_K as u64;
     let width = match g {
@@ -462,10 +465,14 @@ pub fn cf2_est_bytes(bits: u32, g: Gate, n: usize) -> u64 {
         Gate::Trunc(_) => bits,
     } as u64;
     let nc = width.div_ceil(k).max(1);
-    // leaf pads (16-byte blocks), the merge's AND triples (3 words per 64),
-    // the mux ROTs (4 blocks), output and input vectors
-    n as u64 * (16 * nc * (1 << k) + 2 * nc * 3 / 8 + 64 + 32)
+    n as u64 * (2 * 16 * k * nc + nc * (1 << k) + 2 * nc + 6 * 16 + 64)
 }
+
+/// Default nonlinear chunk of the `cf2` family (HE modes): larger than the
+/// dealt families' ([`DEFAULT_CHUNK`]) — each chunk costs cf2 about ten
+/// sequential flights, and its correlations take ~1.5 KB per element
+/// ([`cf2_est_bytes`]) while they are made.
+pub const CF2_DEFAULT_CHUNK: usize = 1 << 18;
 
 fn fss_shape(bits: u32, g: Gate) -> hush_2pc::fss::FssShape {
     let gate = match g {

@@ -218,9 +218,14 @@ impl Options {
     /// Resolves `proto = "auto"` to the mode's default family and checks
     /// that the family runs in the mode (`fss`/`tami` in tee and dealer
     /// modes, `cf2` in the HE modes).
+    /// In the HE modes, a chunk left at the dealt families' default
+    /// ([`engine::DEFAULT_CHUNK`]) becomes cf2's ([`engine::CF2_DEFAULT_CHUNK`]).
     pub fn resolve_family(&mut self) -> Result<()> {
         if self.proto == "auto" {
             self.proto = self.mode.default_family().to_string();
+        }
+        if self.mode.he() && self.chunk == engine::DEFAULT_CHUNK {
+            self.chunk = engine::CF2_DEFAULT_CHUNK;
         }
         self.mode.check_family(&self.proto)
     }
