@@ -81,3 +81,23 @@ def test_bad_model_and_arguments():
         hush.run(MODEL, np.zeros((2, 2)))
     with pytest.raises(ValueError):
         hush.run(MODEL, _samples()[0][0], proto="nope")
+
+
+def test_he_modes_run_and_serve():
+    """interactive (HE linear layers + cf2 on Ferret) and silent (cf2 on module COTs)."""
+    x, label = _samples()[2]
+    fss = hush.run(MODEL, x)
+    for mode in ("interactive", "silent"):
+        logits, rep = hush.run(MODEL, x, mode=mode, report=True)
+        assert rep["mode"] == mode and rep["proto"] == "cf2"
+        assert int(np.argmax(logits)) == label
+        # cf2's truncation is faithful (<= 1 ulp each): close to the exact fss run
+        assert np.max(np.abs(logits - fss)) < 0.05
+    with hush.Server(MODEL, mode="interactive") as srv:
+        with hush.Client(srv.addr, pin=srv.fingerprint, mode="interactive") as c:
+            assert int(np.argmax(c.infer(x))) == label
+        with pytest.raises(Exception, match="mode mismatch"):
+            with hush.Client(srv.addr, pin=srv.fingerprint) as c:
+                c.infer(x)
+    with pytest.raises(ValueError, match="does not run in --mode interactive"):
+        hush.run(MODEL, x, mode="interactive", proto="tami")

@@ -66,6 +66,15 @@ pub const DEFAULT_K: u32 = 4;
 /// Packs `width`-bit values densely (LSB first).
 pub fn pack_bits(v: &[u64], width: u32) -> Vec<u8> {
     let total = v.len() * width as usize;
+    if matches!(width, 1 | 2 | 4 | 8) {
+        // whole values per byte: no value straddles a byte
+        let per = 8 / width as usize;
+        let m = ((1u16 << width) - 1) as u8;
+        return v
+            .chunks(per)
+            .map(|c| c.iter().enumerate().fold(0u8, |b, (t, &x)| b | ((x as u8 & m) << (t * width as usize))))
+            .collect();
+    }
     let mut out = vec![0u8; total.div_ceil(8)];
     let mut pos = 0usize;
     for &x in v {
@@ -86,6 +95,11 @@ pub fn unpack_bits(step: &'static str, b: &[u8], width: u32, n: usize) -> Result
     }
     if total % 8 != 0 && b[b.len() - 1] >> (total % 8) != 0 {
         return Err(malformed(step, "padding bits set"));
+    }
+    if matches!(width, 1 | 2 | 4 | 8) {
+        let per = 8 / width as usize;
+        let m = ((1u16 << width) - 1) as u8;
+        return Ok((0..n).map(|i| ((b[i / per] >> ((i % per) * width as usize)) & m) as u64).collect());
     }
     let mut out = vec![0u64; n];
     let mut pos = 0usize;
@@ -127,13 +141,15 @@ fn chunks(bits: u32, k: u32) -> Vec<(u32, u32)> {
     (0..bits.div_ceil(k)).map(|j| (j * k, k.min(bits - j * k))).collect()
 }
 
-/// AND gates of the merge tree per comparison.
+/// AND gates of the merge tree per comparison: two per pair (gt and eq),
+/// except one for the lowest pair of every level, whose eq nobody reads
+/// (the lowest node's eq only ever feeds its own eq).
 fn merge_ands(nc: usize) -> usize {
     let mut nodes = nc;
     let mut ands = 0;
     while nodes > 1 {
         let pairs = nodes / 2;
-        ands += 2 * pairs;
+        ands += 2 * pairs - 1;
         nodes -= pairs;
     }
     ands
@@ -199,12 +215,16 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
             }
         }
         wire::send(ch, &pack_bits(&u, k))?;
-        let bytes = wire::recv(ch, STEP_MSG, (n * nc * nn * 2).div_ceil(8))?;
-        let msgs = unpack_bits(STEP_MSG, &bytes, 2, n * nc * nn)?;
+        // the lowest chunk's messages carry gt only (1 bit), the others gt, eq
+        let (l0, l1) = ((n * nn).div_ceil(8), (n * (nc - 1) * nn * 2).div_ceil(8));
+        let bytes = wire::recv(ch, STEP_MSG, l0 + l1)?;
+        let low = unpack_bits(STEP_MSG, &bytes[..l0], 1, n * nn)?;
+        let msgs = unpack_bits(STEP_MSG, &bytes[l0..], 2, n * (nc - 1) * nn)?;
         for i in 0..n {
             for (j, &(lo, w)) in cs.iter().enumerate() {
                 let xj = ((input[i] >> lo) & mask(w)) as usize;
-                let v = msgs[(i * nc + j) * nn + xj] ^ (pre.pads[i * nc + j] as u64);
+                let m = if j == 0 { low[i * nn + xj] } else { msgs[(i * (nc - 1) + j - 1) * nn + xj] };
+                let v = m ^ (pre.pads[i * nc + j] as u64);
                 gt[j].words[i / 64] |= (v & 1) << (i % 64);
                 eq[j].words[i / 64] |= ((v >> 1) & 1) << (i % 64);
             }
@@ -213,7 +233,8 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
         let bytes = wire::recv(ch, STEP_SHIFT, (n * nc * k as usize).div_ceil(8))?;
         let u = unpack_bits(STEP_SHIFT, &bytes, k, n * nc)?;
         let rng = &mut pre.rng;
-        let mut out = vec![0u64; n * nc * nn];
+        let mut out = vec![0u64; n * (nc - 1) * nn];
+        let mut out0 = vec![0u64; n * nn];
         for i in 0..n {
             for (j, &(lo, w)) in cs.iter().enumerate() {
                 let yj = (input[i] >> lo) & mask(w);
@@ -225,11 +246,18 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
                 for v in 0..nn as u64 {
                     let live = v <= mask(w);
                     let m = if live { ((yj > v) as u64) | (((yj == v) as u64) << 1) } else { 0 };
-                    out[base + v as usize] = (m ^ s ^ pre.pads[base + (v ^ uij) as usize] as u64) & 3;
+                    let val = (m ^ s ^ pre.pads[base + (v ^ uij) as usize] as u64) & 3;
+                    if j == 0 {
+                        out0[i * nn + v as usize] = val & 1;
+                    } else {
+                        out[(i * (nc - 1) + j - 1) * nn + v as usize] = val;
+                    }
                 }
             }
         }
-        wire::send(ch, &pack_bits(&out, 2))?;
+        let mut msg = pack_bits(&out0, 1);
+        msg.extend_from_slice(&pack_bits(&out, 2));
+        wire::send(ch, &msg)?;
     }
     // AND-tree merge: pairs (lo = 2p, hi = 2p + 1), one Beaver round per level.
     let mut nodes: Vec<(BoolShare, BoolShare)> = gt.into_iter().zip(eq).collect();
@@ -243,8 +271,11 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
             let (_ghi, ehi) = &nodes[2 * p + 1];
             xa.extend_from_slice(&ehi.words);
             xb.extend_from_slice(&glo.words);
-            xa.extend_from_slice(&ehi.words);
-            xb.extend_from_slice(&elo.words);
+            // the lowest pair's eq is never read: no AND for it
+            if p > 0 {
+                xa.extend_from_slice(&ehi.words);
+                xb.extend_from_slice(&elo.words);
+            }
         }
         let cnt = xa.len();
         let t = TripleShare {
@@ -257,10 +288,11 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
         let mut next = Vec::with_capacity(nodes.len() - pairs);
         for p in 0..pairs {
             let (ghi, _) = &nodes[2 * p + 1];
-            let prod_g = &z.words[(2 * p) * w..(2 * p + 1) * w];
-            let prod_e = &z.words[(2 * p + 1) * w..(2 * p + 2) * w];
+            // slots: pair 0 has gt only, pair p > 0 has gt at 2p − 1, eq at 2p
+            let gs = if p == 0 { 0 } else { 2 * p - 1 };
+            let prod_g = &z.words[gs * w..(gs + 1) * w];
             let g = BoolShare::new(n, ghi.words.iter().zip(prod_g).map(|(a, b)| a ^ b).collect());
-            let e = BoolShare::new(n, prod_e.to_vec());
+            let e = if p == 0 { BoolShare::zeros(n) } else { BoolShare::new(n, z.words[(2 * p) * w..(2 * p + 1) * w].to_vec()) };
             next.push((g, e));
         }
         if nodes.len() % 2 == 1 {
@@ -274,8 +306,40 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
 const STEP_MUX_D: &str = "CF2 mux: receiver's choice corrections";
 const STEP_MUX_Y: &str = "CF2 mux: sender's masked messages";
 
+/// Correlated OT from a random OT, sender side (Asharov et al.'s COT, as
+/// SCI and Cheetah use for their multiplexers): for the receiver's
+/// correction d = b ⊕ c (c its ROT choice) and a correlation δ, the sender
+/// keeps r' = lo(pad_d) and sends y = lo(pad_{1⊕d}) − r' − δ; a receiver of
+/// choice b then holds r' + b·δ ([`cot_receive`]). One ℓ-bit message per OT
+/// instead of two.
+fn cot_send(ring: Ring, m0: &Block, m1: &Block, d: u64, delta: u64) -> (u64, u64) {
+    let (pd, pnd) = if d == 0 { (m0, m1) } else { (m1, m0) };
+    let r = pd.lo() & ring.mask();
+    (r, ring.sub(ring.sub(pnd.lo() & ring.mask(), r), delta))
+}
+
+/// Receiver side of [`cot_send`]: with choice b and its ROT pad (of index
+/// c = b ⊕ d), r' + b·δ.
+fn cot_receive(ring: Ring, b: bool, pad: &Block, y: u64) -> u64 {
+    let p = pad.lo() & ring.mask();
+    if b {
+        ring.sub(p, y)
+    } else {
+        p
+    }
+}
+
 /// Online multiplexer z = b·x (b XOR-shared, x additively shared) with one
-/// derandomised 1-of-2 OT per element in each direction: two rounds.
+/// correlated OT per element in each direction: each party P sends
+/// d = b_P ⊕ c, then, as sender, one ℓ-bit message for the correlation
+/// δ_P = (1 − 2·b_P)·x_P; two rounds, 2 + 2ℓ bits per element.
+///
+/// Why: the peer's share of b·x_P is b_P·x_P + b_{1−P}·δ_P = (b_P ⊕
+/// b_{1−P})·x_P; as sender P keeps b_P·x_P − r' and hands the peer r' +
+/// b_{1−P}·δ_P. Views: d is masked by the fresh ROT choice c; the one
+/// message is masked by the pad of the index the receiver did not choose
+/// (its own known pad gives r' or r' + δ, both uniform since r' is the
+/// other pad): simulated by uniform values.
 pub fn mux_online(ch: &mut dyn Channel, _party: Party, pre: &mut Cf2Pre, b: &BoolShare, x: &ArithShare) -> Result<ArithShare> {
     let n = b.n;
     let ring = x.ring;
@@ -288,28 +352,22 @@ pub fn mux_online(ch: &mut dyn Channel, _party: Party, pre: &mut Cf2Pre, b: &Boo
     let d: Vec<u64> = (0..n).map(|i| (b.get(i) ^ mp.c[i]) as u64).collect();
     let peer = wire::exchange(ch, STEP_MUX_D, &pack_bits(&d, 1))?;
     let pd = unpack_bits(STEP_MUX_D, &peer, 1, n)?;
-    // Round 2: as sender, y_v = ((b ⊕ v)·x − r) ⊕ pad_{v ⊕ d}.
-    let r: Vec<u64> = (0..n).map(|_| pre.rng.next_u64() & ring.mask()).collect();
-    let mut ys = Vec::with_capacity(2 * n);
+    // Round 2: as sender, one message for δ = (1 − 2·b)·x.
+    let mut keep = Vec::with_capacity(n);
+    let mut ys = Vec::with_capacity(n);
     for i in 0..n {
-        for v in 0..2u64 {
-            let sel = (b.get(i) as u64) ^ v;
-            let m = ring.sub(ring.mul(sel, x.v[i]), r[i]);
-            let pad = if v ^ pd[i] == 0 { mp.m0[i] } else { mp.m1[i] };
-            ys.push((m ^ pad.lo()) & ring.mask());
-        }
+        let bi = b.get(i) as u64;
+        let delta = if bi == 1 { ring.neg(x.v[i]) } else { x.v[i] };
+        let (r, y) = cot_send(ring, &mp.m0[i], &mp.m1[i], pd[i], delta);
+        keep.push(ring.sub(ring.mul(bi, x.v[i]), r));
+        ys.push(y);
     }
     let mut msg = Vec::new();
     pack_ring(&ys, l, &mut msg);
     let peer = wire::exchange(ch, STEP_MUX_Y, &msg)?;
-    let mut py = vec![0u64; 2 * n];
+    let mut py = vec![0u64; n];
     unpack_ring(STEP_MUX_Y, &peer, l, &mut py)?;
-    let v = (0..n)
-        .map(|i| {
-            let got = (py[2 * i + b.get(i) as usize] ^ mp.mc[i].lo()) & ring.mask();
-            ring.add(r[i], got)
-        })
-        .collect();
+    let v = (0..n).map(|i| ring.add(keep[i], cot_receive(ring, b.get(i), &mp.mc[i], py[i]))).collect();
     Ok(ArithShare { ring, v })
 }
 
@@ -370,15 +428,16 @@ const STEP_TNN_Y: &str = "CF2 truncation (known sign): sender's masked messages"
 /// the low bits (dropped: faithful). Additive shares of −w·2^{ℓ−f} from one
 /// random OT per element, party 0 the sender: party 1 sends d = msb(x_1) ⊕
 /// c (c its ROT choice), party 0 answers y_v = ((msb(x_0) ∨ v)·(−2^{ℓ−f}) −
-/// r) ⊕ pad_{v ⊕ d} for v ∈ {0, 1} and keeps r. Two one-way flights, 1 + 2ℓ
-/// bits per element — against a millionaires' on ℓ bits for a general
-/// truncation.
+/// r) for v ∈ {0, 1} as one correlated OT (δ = M_1 − M_0, one ℓ-bit
+/// message, [`cot_send`]) and keeps r. Two one-way flights, 1 + ℓ bits per
+/// element — against a millionaires' on ℓ bits for a general truncation.
 ///
 /// **What each party sees.** Party 0: d, the choice bit masked by the
 /// ROT's random choice c (hidden from party 0 by the OT extension):
-/// uniform. Party 1: y_{msb(x_1)} ⊕ pad_c = w·(−2^{ℓ−f}) − r, uniform by
-/// party 0's fresh r; the other y is masked by the pad of the choice it did
-/// not make (OT security): uniform. So each view is simulated from the
+/// uniform. Party 1: the one message y = pad_{1⊕d} − r' − δ, of which it
+/// can unmask r' + msb(x_1)·δ = w·(−2^{ℓ−f}) − r with r = r' + … fresh
+/// (r' is a pad of a fresh ROT, hidden by the pad it did not choose): a
+/// uniform value whatever w is. So each view is simulated from the
 /// party's input and output share. The caller must guarantee the sign
 /// (for a negative x the result is wrong, not a leak: the messages do not
 /// depend on it).
@@ -396,21 +455,20 @@ pub fn trunc_nonneg(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, x: &
         hush_correlations::ot::rot_send(&mut *ot.send, ch, &mut p0, &mut p1)?;
         let dmsg = wire::recv(ch, STEP_TNN_D, n.div_ceil(8))?;
         let d = unpack_bits(STEP_TNN_D, &dmsg, 1, n)?;
-        let mut ys = Vec::with_capacity(2 * n);
+        let mut ys = Vec::with_capacity(n);
         let mut v_out = Vec::with_capacity(n);
         for i in 0..n {
-            let r = ot.rng.next_u64() & ring.mask();
+            // M_v = (m0 ∨ v)·(−2^{ℓ−f}) − r: M_1 − M_0 = (1 − m0)·(−2^{ℓ−f})
             let m0 = ring.msb(x.v[i]) as u64;
-            for v in 0..2u64 {
-                let m = ring.sub(ring.mul(m0 | v, c_neg), r);
-                let pad = if v ^ d[i] == 0 { p0[i] } else { p1[i] };
-                ys.push((m ^ pad.lo()) & ring.mask());
-            }
-            v_out.push(ring.add(x.v[i] >> f, r));
+            let (r, y) = cot_send(ring, &p0[i], &p1[i], d[i], ring.mul(1 - m0, c_neg));
+            ys.push(y);
+            v_out.push(ring.add(x.v[i] >> f, ring.sub(ring.mul(m0, c_neg), r)));
         }
         let mut msg = Vec::new();
         pack_ring(&ys, l, &mut msg);
         wire::send(ch, &msg)?;
+        zeroize::Zeroize::zeroize(&mut p0);
+        zeroize::Zeroize::zeroize(&mut p1);
         Ok(ArithShare { ring, v: v_out })
     } else {
         let mut c = hush_primitives::BitVec::zeros(n);
@@ -418,16 +476,11 @@ pub fn trunc_nonneg(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, x: &
         hush_correlations::ot::rot_recv(&mut *ot.recv, ch, &mut c, &mut pc)?;
         let d: Vec<u64> = (0..n).map(|i| ring.msb(x.v[i]) as u64 ^ c.get(i) as u64).collect();
         wire::send(ch, &pack_bits(&d, 1))?;
-        let bytes = wire::recv(ch, STEP_TNN_Y, wire::ring_bytes(l) * 2 * n)?;
-        let mut py = vec![0u64; 2 * n];
+        let bytes = wire::recv(ch, STEP_TNN_Y, wire::ring_bytes(l) * n)?;
+        let mut py = vec![0u64; n];
         unpack_ring(STEP_TNN_Y, &bytes, l, &mut py)?;
-        let v = (0..n)
-            .map(|i| {
-                let m1 = ring.msb(x.v[i]) as usize;
-                let z = (py[2 * i + m1] ^ pc[i].lo()) & ring.mask();
-                ring.add(x.v[i] >> f, z)
-            })
-            .collect();
+        let v = (0..n).map(|i| ring.add(x.v[i] >> f, cot_receive(ring, ring.msb(x.v[i]), &pc[i], py[i]))).collect();
+        zeroize::Zeroize::zeroize(&mut pc);
         Ok(ArithShare { ring, v })
     }
 }
@@ -467,12 +520,24 @@ mod tests {
         let cs = chunks(BITS, K);
         let (nc, nn) = (cs.len(), 1usize << K);
         let msgs = got.lock().unwrap()[0].clone();
-        let m = unpack_bits(STEP_MSG, &msgs, 2, N * nc * nn).unwrap();
+        let l0 = (N * nn).div_ceil(8);
+        let low = unpack_bits(STEP_MSG, &msgs[..l0], 1, N * nn).unwrap();
+        let m = unpack_bits(STEP_MSG, &msgs[l0..], 2, N * (nc - 1) * nn).unwrap();
         cs.iter()
             .enumerate()
             .map(|(j, &(lo, w))| {
                 let xj = ((X >> lo) & mask(w)) as usize;
-                let v: Vec<u64> = (0..N).map(|i| m[(i * nc + j) * nn + xj] ^ (pre.pads[i * nc + j] as u64)).collect();
+                // the lowest chunk carries gt only: its "eq" column repeats gt
+                let v: Vec<u64> = (0..N)
+                    .map(|i| {
+                        let pad = pre.pads[i * nc + j] as u64;
+                        if j == 0 {
+                            (low[i * nn + xj] ^ pad) & 1 | (((low[i * nn + xj] ^ pad) & 1) << 1)
+                        } else {
+                            m[(i * (nc - 1) + j - 1) * nn + xj] ^ pad
+                        }
+                    })
+                    .collect();
                 [v.iter().map(|x| (x & 1) as u8).collect(), v.iter().map(|x| ((x >> 1) & 1) as u8).collect()]
             })
             .collect()
@@ -499,4 +564,42 @@ mod tests {
             }
         }
     }
+
+    /// The multiplexer's curious receiver (party 1), from its real view:
+    /// what it unmasks from party 0's one message per element with its own
+    /// ROT pad is r' + b_1·δ_0 — uniform, whatever party 0's x_0 and b_0
+    /// are. With x_0 and b_0 fixed, the values it unmasks are (nearly) all
+    /// distinct and their top bit is balanced; a sender whose r' were not a
+    /// fresh pad would show one or two values.
+    #[test]
+    fn mux_receiver_view_is_masked() {
+        let ring = Ring::new(32).unwrap();
+        let n = 4096;
+        let (a, b) = MemChannel::pair();
+        let t0 = std::thread::spawn(move || {
+            let mut a = a;
+            let mut s = OtSession::setup(&mut a, 0, &SourceConfig::named("iknp"), &mut Prg::new(Block(11))).unwrap();
+            let mut pre = prepare(&mut s, &mut a, 0, 1, 2, 1, n).unwrap();
+            mux_online(&mut a, 0, &mut pre, &BoolShare::zeros(n), &ArithShare::new(ring, vec![0x1234_5678; n])).unwrap();
+        });
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut b = Recording::with_log(b, got.clone());
+        let mut s = OtSession::setup(&mut b, 1, &SourceConfig::named("iknp"), &mut Prg::new(Block(12))).unwrap();
+        let mut pre = prepare(&mut s, &mut b, 1, 1, 2, 1, n).unwrap();
+        got.lock().unwrap().clear();
+        let b1 = BoolShare::from_bools(&vec![true; n]);
+        mux_online(&mut b, 1, &mut pre, &b1, &ArithShare::new(ring, vec![7; n])).unwrap();
+        t0.join().unwrap();
+        let msgs = got.lock().unwrap().clone();
+        let mut y = vec![0u64; n];
+        unpack_ring(STEP_MUX_Y, &msgs[1], 32, &mut y).unwrap();
+        let mp = pre.mux.as_ref().unwrap();
+        let seen: Vec<u64> = (0..n).map(|i| cot_receive(ring, true, &mp.mc[i], y[i])).collect();
+        let distinct: std::collections::HashSet<u64> = seen.iter().copied().collect();
+        assert!(distinct.len() > n * 99 / 100, "only {} distinct values", distinct.len());
+        let top = seen.iter().filter(|v| (*v >> 31) & 1 == 1).count() as f64;
+        let z = (top - n as f64 / 2.0) / (n as f64 / 4.0).sqrt();
+        assert!(z.abs() < 6.0, "top bit z = {z:.1}");
+    }
+
 }

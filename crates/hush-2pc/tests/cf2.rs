@@ -96,10 +96,10 @@ fn cf2_trunc_nonneg() {
             assert!(got == want || got == want.wrapping_sub(1) & ring.mask(), "ℓ {bits} f {f}: x {} → {got}, want {want} (or one less)", xs[i]);
         }
         // party 0 (the IKNP sender, which sends nothing to extend) sends
-        // exactly two ring words per element; party 1 its n choice
+        // exactly one ring word per element (a correlated OT); party 1 its n choice
         // corrections on top of the IKNP extension matrix
         let w = (bits as u64).div_ceil(8);
-        assert_eq!(ca.bytes_sent, 2 * w * n as u64, "{ca:?}");
+        assert_eq!(ca.bytes_sent, w * n as u64, "{ca:?}");
         assert!(cb.bytes_sent >= (n as u64).div_ceil(8), "{cb:?}");
     }
 }

@@ -163,10 +163,12 @@ fn cf2_cost_pin() {
     let (a, b) = run(move |ch| f(ch, 0), move |ch| f(ch, 1));
     // 2 leaf rounds + log2(8) = 3 AND rounds.
     assert_eq!(a.rounds.max(b.rounds), 5);
-    // Leaf: k = 4 bits of shift per chunk; 16 two-bit messages per chunk.
-    let merge = 2 * 8 * (n / 64) * (2 * 4 + 2 * 2 + 2 * 1);
+    // Leaf: k = 4 bits of shift per chunk; 16 two-bit messages per chunk,
+    // one-bit (gt only) for the lowest chunk. Merge: two ANDs per pair but
+    // one for each level's lowest pair (its eq is never read).
+    let merge = 2 * 8 * (n / 64) * ((2 * 4 - 1) + (2 * 2 - 1) + (2 * 1 - 1));
     assert_eq!(b.bytes_sent, (n * 8 * 4 / 8 + merge) as u64);
-    assert_eq!(a.bytes_sent, (n * 8 * 16 * 2 / 8 + merge) as u64);
+    assert_eq!(a.bytes_sent, (n * 16 / 8 + n * 7 * 16 * 2 / 8 + merge) as u64);
 }
 
 /// A cheating peer sends a wrong-length or garbled message: the honest

@@ -53,7 +53,7 @@ fn every_bench_record_carries_the_contract_keys() {
     let recs = check(&["aes3", "--n", "4096", "--verify", "8", "--tls-overhead"]);
     assert!(recs.iter().any(|r| r["bench"] == "aes3-tls-overhead"));
     let model = repo().join("models/mnist_cnn.hushm");
-    for mode in ["tee", "dealer"] {
+    for mode in ["tee", "dealer", "interactive", "silent"] {
         let recs = check(&["infer", "--model", model.to_str().unwrap(), "--mode", mode]);
         let r = &recs[0];
         assert_eq!(r["mode"], mode);
@@ -65,4 +65,8 @@ fn every_bench_record_carries_the_contract_keys() {
     }
     let recs = check(&["infer", "--model", model.to_str().unwrap(), "--tls-overhead"]);
     assert!(recs.iter().any(|r| r["bench"] == "infer-tls-overhead"));
+    // the table's records (one per model × mode × net)
+    let recs = check(&["infer", "--table", "--models", model.to_str().unwrap(), "--modes", "tee,interactive", "--nets", "lan"]);
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| r["total_s"].as_f64().is_some() && r["cpu"].is_string()));
 }
