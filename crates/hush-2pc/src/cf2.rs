@@ -57,7 +57,7 @@ use crate::beaver::{and, OtSession, TripleShare, TripleSource};
 use crate::share::{ArithShare, BoolShare};
 use crate::wire::{self, mask, pack_ring, unpack_ring};
 use crate::{invalid, malformed, Party, Result};
-use hush_correlations::ot::{rot1n_recv, rot1n_send_lsb};
+use hush_correlations::ot::{rot1n_recv_lsb, rot1n_send_lsb};
 use hush_primitives::{Block, Ring};
 use hush_transport::Channel;
 
@@ -171,10 +171,8 @@ pub fn prepare(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, n: usize,
         (pads, Vec::new())
     } else {
         let mut ch_ = vec![0u8; n * nc];
-        let mut full = vec![Block::ZERO; n * nc];
-        rot1n_recv(&mut *ot.recv, ch, k as usize, &mut ch_, &mut full)?;
-        let pads = full.iter().map(|b| b.lo() as u8 & 3).collect();
-        zeroize::Zeroize::zeroize(&mut full);
+        let mut pads = vec![0u8; n * nc];
+        rot1n_recv_lsb(&mut *ot.recv, ch, k as usize, 2, &mut ch_, &mut pads)?;
         (pads, ch_)
     };
     let triples = ot.bit_triples(ch, party, merge_ands(nc).max(1) * n.div_ceil(64) * 64)?;

@@ -214,30 +214,55 @@ pub fn rot1n_recv<R: CotReceiver + ?Sized>(
     if choices.len() != n {
         return Err(Error::Invalid("choices and out differ in length".into()));
     }
+    rot1n_recv_with(src, ch, k, choices, |i, pad| out[i] = pad)
+}
+
+/// [`rot1n_recv`] keeping only the low `bits` ≤ 8 bits of each pad.
+pub fn rot1n_recv_lsb<R: CotReceiver + ?Sized>(src: &mut R, ch: &mut dyn Channel, k: usize, bits: u32, choices: &mut [u8], out: &mut [u8]) -> Result<()> {
+    check_k(k)?;
+    if choices.len() != out.len() || !(1..=8).contains(&bits) {
+        return Err(Error::Invalid(format!("choices ({}) and out ({}) differ in length, or bits {bits} outside 1..=8", choices.len(), out.len())));
+    }
+    let m = ((1u16 << bits) - 1) as u8;
+    rot1n_recv_with(src, ch, k, choices, |i, pad| out[i] = pad.lo() as u8 & m)
+}
+
+/// The receiver's choices and pads, the pads handed to `put(instance,
+/// pad)`; hashing runs a group of instances at a time (bounded scratch).
+fn rot1n_recv_with<R: CotReceiver + ?Sized>(src: &mut R, ch: &mut dyn Channel, k: usize, choices: &mut [u8], mut put: impl FnMut(usize, Block)) -> Result<()> {
+    let n = choices.len();
     let g = src.produced();
     let mut bits = BitVec::zeros(n * k);
     let mut t = vec![Block::ZERO; n * k];
     src.recv_cots(ch, &mut bits, &mut t)?;
-    let mut tw = Vec::with_capacity(n * k);
-    for i in 0..n {
-        let mut c = 0usize;
-        for j in 0..k {
-            c |= (bits.get(i * k + j) as usize) << j;
+    const GROUP: usize = 256;
+    let mut tw = Vec::with_capacity(GROUP * k);
+    let mut hs = vec![Block::ZERO; GROUP * k];
+    for start in (0..n).step_by(GROUP) {
+        let end = (start + GROUP).min(n);
+        tw.clear();
+        for i in start..end {
+            let mut c = 0usize;
+            for j in 0..k {
+                c |= (bits.get(i * k + j) as usize) << j;
+            }
+            choices[i] = c as u8;
+            for j in 0..k {
+                tw.push(tweak_n(g + (i * k + j) as u64, c));
+            }
         }
-        choices[i] = c as u8;
-        for j in 0..k {
-            tw.push(tweak_n(g + (i * k + j) as u64, c));
+        let m = (end - start) * k;
+        tccr_hash_tweaks(&tw, &t[start * k..end * k], &mut hs[..m]);
+        for i in start..end {
+            let mut acc = Block::ZERO;
+            for j in 0..k {
+                acc ^= hs[(i - start) * k + j];
+            }
+            put(i, acc);
         }
     }
-    let mut hs = vec![Block::ZERO; n * k];
-    tccr_hash_tweaks(&tw, &t, &mut hs);
-    for i in 0..n {
-        let mut acc = Block::ZERO;
-        for j in 0..k {
-            acc ^= hs[i * k + j];
-        }
-        out[i] = acc;
-    }
+    zeroize::Zeroize::zeroize(&mut t);
+    zeroize::Zeroize::zeroize(&mut hs);
     Ok(())
 }
 

@@ -99,8 +99,10 @@ fn nl_bytes(proto: &str, bits: u32, g: Gate, n: usize, chunk: usize) -> Result<u
         return Ok(0);
     }
     // dealt material ×3 (module copy, encoded response, decoded batch) and
-    // the chunk's online vectors and messages
-    Ok(3 * family_est_bytes(proto, bits, g, c)? + 64 * c as u64)
+    // the chunk's online vectors and messages; cf2 makes its correlations
+    // in place (its estimate already counts their transient)
+    let copies = if proto == "cf2" { 1 } else { 3 };
+    Ok(copies * family_est_bytes(proto, bits, g, c)? + 64 * c as u64)
 }
 
 /// The look-ahead worker's share of the client's peak: its queue cap plus

@@ -454,7 +454,8 @@ impl Nonlinear for Cf2Nonlinear {
 
 /// [`Nonlinear::est_bytes`] of the `cf2` family: what one chunk's
 /// correlations take at the larger party while they are made: the leaf
-/// OTs' k COTs per chunk and their hashes (16-byte blocks, party 1), the
+/// OTs' k COTs per chunk (16-byte blocks; their hashes are made a small
+/// group at a time) with slack for the COT source's output buffer, the
 /// kept pads (one byte each; party 0 keeps 2^k per leaf), the merge's AND
 /// triples, the multiplexer's ROTs (3 blocks per direction), the chunk's
 /// vectors.
