@@ -593,6 +593,9 @@ pub struct PartyReport {
     pub predeal_crossings: u64,
     /// The session's pre-dealing budget.
     pub predeal_mem: u64,
+    /// HE modes: the COT source's LPN set and the RLWE parameter set.
+    pub cot_set: Option<String>,
+    pub he_params: Option<String>,
 }
 
 fn totals(layers: &[LayerCost]) -> (u64, u64, u32, u64, f64) {
@@ -832,6 +835,8 @@ impl<C: Channel> ClientSession<C> {
             predeal_est_bytes: pd.3,
             predeal_crossings: pd.4,
             predeal_mem: self.predeal_mem,
+            cot_set: self.cot_set.clone(),
+            he_params: self.he_params.clone(),
         };
         self.after_inference()?;
         Ok(Inference { logits: self.plan.decode(&y), shape: self.model.output_shape().to_vec(), report })
@@ -1173,6 +1178,11 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         if let Some((_, cl)) = run.peak_mem {
             v["within_max_mem"] = json!((cl.max(0) as u64) <= f.budget);
         }
+    }
+    if let (Some(c), Some(h)) = (&c.cot_set, &c.he_params) {
+        v["cot_set"] = json!(c);
+        v["he_params"] = json!(h);
+        v["cot_source"] = json!(if opts.mode == Mode::Silent { "silent (SilentFlow, module-expanded)" } else { "ferret" });
     }
     v["client_profile"] = json!(opts.client_profile.name);
     v["client_profile_desc"] = json!(opts.client_profile.describe());

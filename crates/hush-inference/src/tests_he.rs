@@ -95,6 +95,8 @@ fn bundled_mnist_model_interactive_with_the_real_parameter_set() {
     let v = runtime::run_json(&m, &run, &o);
     assert_eq!(v["mode"], "interactive");
     assert_eq!(v["proto"], "cf2");
+    assert_eq!(v["he_params"], "he128-n8192");
+    assert_eq!(v["cot_set"], "ferret-main");
 }
 
 /// Two inferences in one session (the COT sessions and HE keys are reused,
