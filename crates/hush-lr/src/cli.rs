@@ -35,6 +35,9 @@ pub struct TrainArgs {
     pub batch: u32,
     #[arg(long, default_value_t = 0.5)]
     pub lr: f64,
+    /// Epoch e uses lr / (1 + lr_decay·e).
+    #[arg(long, default_value_t = 0.0)]
+    pub lr_decay: f64,
     /// L2 regularisation λ.
     #[arg(long, default_value_t = 0.0)]
     pub l2: f64,
@@ -73,6 +76,7 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
         epochs: a.epochs,
         batch: a.batch,
         lr: a.lr,
+        lr_decay: a.lr_decay,
         l2: a.l2,
         sigmoid: Sigmoid::parse(&a.sigmoid)?,
         key_bits: a.bits,
@@ -198,6 +202,26 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
 
 #[derive(clap::Args, Debug)]
 pub struct BenchLrArgs {
+    /// A real data set instead of synthetic data: `breast_cancer`
+    /// (scikit-learn's, read through the environment's Python; features
+    /// 0–14 and the labels at one party, 15–29 at the other; prints
+    /// `accuracy` on the held-out half beside `sklearn_accuracy` and
+    /// `plaintext_accuracy`).
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Held-out fraction of --dataset (stratified split, seeded by --seed).
+    #[arg(long, default_value_t = 0.5)]
+    pub test_fraction: f64,
+    /// Learning rate (default 0.5 synthetic, 1.0 breast_cancer).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Epoch e uses lr / (1 + lr_decay·e) (default 0 synthetic, 1 breast_cancer).
+    #[arg(long)]
+    pub lr_decay: Option<f64>,
+    /// L2 regularisation λ (default 0 synthetic, 0.03 breast_cancer;
+    /// scikit-learn gets C = 1/(λ·n_train) on the same columns).
+    #[arg(long)]
+    pub l2: Option<f64>,
     #[arg(long, default_value_t = 2000)]
     pub samples: usize,
     /// Features of the labels party and of the features party: A,B.
@@ -206,10 +230,12 @@ pub struct BenchLrArgs {
     /// Fraction of non-zero entries.
     #[arg(long, default_value_t = 0.02)]
     pub density: f64,
-    #[arg(long, default_value_t = 1)]
-    pub epochs: u32,
-    #[arg(long, default_value_t = 256)]
-    pub batch: u32,
+    /// Epochs (default 1 synthetic, 20 breast_cancer).
+    #[arg(long)]
+    pub epochs: Option<u32>,
+    /// Batch size (default 256 synthetic, 32 breast_cancer).
+    #[arg(long)]
+    pub batch: Option<u32>,
     #[arg(long, default_value_t = 2048)]
     pub bits: u32,
     #[arg(long, default_value = "cubic")]
@@ -223,16 +249,38 @@ pub struct BenchLrArgs {
     pub json: bool,
 }
 
+/// What [`run_pair_test`] returns: both parties' shares, the labels
+/// party's report, bytes and rounds, and the opened held-out scores z.
+pub type PairRun = (crate::secure::ModelShares, crate::secure::ModelShares, Report, u64, u32, Option<Vec<f64>>);
+
 /// Runs both parties of a training in this process (one thread each).
 pub fn run_pair<A: Channel + 'static, B: Channel + 'static>(
-    mut ca: A,
-    mut cb: B,
+    ca: A,
+    cb: B,
     dl: &Dataset,
     df: &Dataset,
     cfg: &TrainConfig,
 ) -> Result<(crate::secure::ModelShares, crate::secure::ModelShares, Report, u64, u32)> {
+    let (ml, mf, rep, bytes, rounds, _) = run_pair_test(ca, cb, dl, df, None, cfg)?;
+    Ok((ml, mf, rep, bytes, rounds))
+}
+
+/// [`run_pair`], then (if `test` = (labels party's rows, features party's
+/// rows) is given) the shared model scores the held-out rows in the same
+/// session, z opened to the labels party only. `bytes`/`rounds` cover the
+/// training only.
+pub fn run_pair_test<A: Channel + 'static, B: Channel + 'static>(
+    mut ca: A,
+    mut cb: B,
+    dl: &Dataset,
+    df: &Dataset,
+    test: Option<(&Dataset, &Dataset)>,
+    cfg: &TrainConfig,
+) -> Result<PairRun> {
     let xl = dl.to_fixed()?;
     let xf = df.to_fixed()?;
+    let tl = test.map(|(t, _)| t.to_fixed()).transpose()?;
+    let tf = test.map(|(_, t)| t.to_fixed()).transpose()?;
     let (n, d_l, d_f) = (dl.len(), dl.cols, df.cols);
     let labels = dl.labels.clone();
     let t0 = Instant::now();
@@ -241,23 +289,198 @@ pub fn run_pair<A: Channel + 'static, B: Channel + 'static>(
         let mut rep = Report::default();
         let mut s = Session::start(&mut cb, Role::Features, n, d_f, &cfg2)?;
         let m = s.train(&xf, None, &mut rep)?;
+        if let Some(tf) = &tf {
+            s.predict(tf, &m)?;
+        }
         Ok(m)
     });
     let mut rep = Report::default();
+    let mut cost = (0, 0);
     let res = (|| -> Result<_> {
         let mut s = Session::start(&mut ca, Role::Labels, n, d_l, cfg)?;
         rep.setup_s = s.setup_s;
-        s.train(&xl, Some(&labels), &mut rep)
+        let m = s.train(&xl, Some(&labels), &mut rep)?;
+        rep.wall_s = t0.elapsed().as_secs_f64();
+        let c = s.cost();
+        cost = (c.bytes_sent + c.bytes_recv, c.rounds);
+        let z = match &tl {
+            Some(tl) => s.predict(tl, &m)?,
+            None => None,
+        };
+        Ok((m, z))
     })();
     let mf = h.join().map_err(|_| Error::Peer("features thread panicked".into()))?;
-    let ml = res?;
+    let (ml, z) = res?;
     let mf = mf?;
-    rep.wall_s = t0.elapsed().as_secs_f64();
-    let c = ca.cost();
-    Ok((ml, mf, rep, c.bytes_sent + c.bytes_recv, c.rounds))
+    Ok((ml, mf, rep, cost.0, cost.1, z))
+}
+
+/// The Python that `--dataset` uses: `HUSH_PYTHON`, else the active
+/// virtual environment's (`$VIRTUAL_ENV/bin/python`).
+pub fn python() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HUSH_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
+        let p = PathBuf::from(v).join("bin").join("python");
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(Error::Config(
+        "--dataset needs Python with scikit-learn: activate the environment (. .venv/bin/activate) or set HUSH_PYTHON"
+            .into(),
+    ))
+}
+
+/// Loads scikit-learn's breast_cancer (shipped inside the package, no
+/// network), splits it (stratified, `seed`), and fits scikit-learn's
+/// LogisticRegression on the same preprocessed columns as ours: every
+/// column scaled to [−1, 1] by the training rows' min/max, a constant-1
+/// column, `fit_intercept=False` (so the intercept is regularised as ours
+/// is), C = 1/(λ·n_train) (our loss is the mean log-loss + λ/2·‖θ‖²).
+const BREAST_CANCER_PY: &str = r#"
+import json, sys
+import numpy as np
+import sklearn
+from sklearn.datasets import load_breast_cancer
+from sklearn.model_selection import train_test_split
+from sklearn.linear_model import LogisticRegression
+seed, lam, test = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+X, y = load_breast_cancer(return_X_y=True)
+Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test, random_state=seed, stratify=y)
+lo, hi = Xtr.min(0), Xtr.max(0)
+span = np.where(hi > lo, hi - lo, 1.0)
+f = lambda A: np.hstack([np.where(hi > lo, 2 * (A - lo) / span - 1, 0.0), np.ones((len(A), 1))])
+m = LogisticRegression(C=1.0 / (lam * len(ytr)), fit_intercept=False, max_iter=100000, tol=1e-10).fit(f(Xtr), ytr)
+acc = float((m.predict(f(Xte)) == yte).mean())
+json.dump({"x_train": Xtr.tolist(), "y_train": ytr.tolist(), "x_test": Xte.tolist(), "y_test": yte.tolist(),
+           "sklearn_accuracy": acc, "sklearn_version": sklearn.__version__}, sys.stdout)
+"#;
+
+/// breast_cancer as (train, test) data sets (raw values) + scikit-learn's
+/// held-out accuracy and version.
+pub fn breast_cancer(seed: u64, l2: f64, test_fraction: f64) -> Result<(Dataset, Dataset, f64, String)> {
+    if !(l2 > 0.0) {
+        return Err(Error::Config("--dataset breast_cancer needs --l2 > 0 (scikit-learn's C = 1/(λ·n))".into()));
+    }
+    if !(test_fraction > 0.0 && test_fraction < 1.0) {
+        return Err(Error::Config(format!("--test-fraction {test_fraction} (between 0 and 1)")));
+    }
+    let py = python()?;
+    let out = std::process::Command::new(&py)
+        .args(["-c", BREAST_CANCER_PY, &(seed % (1 << 31)).to_string(), &l2.to_string(), &test_fraction.to_string()])
+        .output()
+        .map_err(|e| Error::Config(format!("cannot run {} ({e}); set HUSH_PYTHON to a Python with scikit-learn", py.display())))?;
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stderr);
+        let line = msg.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        return Err(Error::Config(format!("{} could not load breast_cancer with scikit-learn: {line}", py.display())));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| Error::Data(format!("breast_cancer from {}: {e}", py.display())))?;
+    let rows = |k: &str| -> Result<Vec<Vec<(usize, f64)>>> {
+        let a = v[k].as_array().ok_or_else(|| Error::Data(format!("breast_cancer: no {k}")))?;
+        a.iter()
+            .map(|r| {
+                let r = r.as_array().filter(|r| r.len() == 30).ok_or_else(|| Error::Data("breast_cancer: rows of 30".into()))?;
+                r.iter()
+                    .enumerate()
+                    .map(|(c, x)| x.as_f64().map(|x| (c, x)).ok_or_else(|| Error::Data("breast_cancer: a value".into())))
+                    .filter(|r| !matches!(r, Ok((_, x)) if *x == 0.0))
+                    .collect()
+            })
+            .collect()
+    };
+    let labels = |k: &str| -> Result<Vec<f64>> {
+        v[k].as_array()
+            .ok_or_else(|| Error::Data(format!("breast_cancer: no {k}")))?
+            .iter()
+            .map(|y| y.as_f64().filter(|y| *y == 0.0 || *y == 1.0).ok_or_else(|| Error::Data("breast_cancer: a label".into())))
+            .collect()
+    };
+    let train = Dataset { rows: rows("x_train")?, cols: 30, labels: labels("y_train")? };
+    let test = Dataset { rows: rows("x_test")?, cols: 30, labels: labels("y_test")? };
+    if train.rows.len() != train.labels.len() || test.rows.len() != test.labels.len() || train.is_empty() || test.is_empty() {
+        return Err(Error::Data("breast_cancer: inconsistent split".into()));
+    }
+    let acc = v["sklearn_accuracy"].as_f64().ok_or_else(|| Error::Data("breast_cancer: no sklearn_accuracy".into()))?;
+    Ok((train, test, acc, v["sklearn_version"].as_str().unwrap_or("?").to_string()))
+}
+
+/// One party's columns [lo, hi) of train and test, scaled to [−1, 1] by
+/// that party's own training rows (plus the intercept column at the labels
+/// party): what each party would do locally before `hush train`.
+fn party_columns(train: &Dataset, test: &Dataset, lo: usize, hi: usize, intercept: bool) -> (Dataset, Dataset) {
+    let (a, b) = (train.columns(lo, hi), test.columns(lo, hi));
+    let sc = a.range_scaler();
+    let (a, b) = (a.scale_sym(&sc), b.scale_sym(&sc));
+    if intercept {
+        (with_intercept(&a), with_intercept(&b))
+    } else {
+        (a, b)
+    }
+}
+
+fn channel_pair(transport: &str) -> Result<(Box<dyn Channel>, Box<dyn Channel>)> {
+    Ok(match transport {
+        "mem" => {
+            let (x, y) = MemChannel::pair();
+            (Box::new(x), Box::new(y))
+        }
+        "tcp" => {
+            let (x, y) = hush_transport::peering::loopback_pair(ChannelOptions::default(), true)?;
+            (Box::new(x), Box::new(y))
+        }
+        t => return Err(Error::Config(format!("--transport {t:?} (mem or tcp)"))),
+    })
+}
+
+fn bench_breast_cancer(a: &BenchLrArgs) -> Result<Record> {
+    let cfg = TrainConfig {
+        epochs: a.epochs.unwrap_or(20),
+        batch: a.batch.unwrap_or(32),
+        lr: a.lr.unwrap_or(1.0),
+        lr_decay: a.lr_decay.unwrap_or(1.0),
+        l2: a.l2.unwrap_or(0.03),
+        sigmoid: Sigmoid::parse(&a.sigmoid)?,
+        key_bits: a.bits,
+        order_seed: a.seed,
+    };
+    let (train, test, sk_acc, sk_version) = breast_cancer(a.seed, cfg.l2, a.test_fraction)?;
+    let (dl, tl) = party_columns(&train, &test, 0, 15, true);
+    let (df, tf) = party_columns(&train, &test, 15, 30, false);
+    let (x, y) = channel_pair(&a.transport)?;
+    let (_, _, rep, bytes, rounds, z) = run_pair_test(x, y, &dl, &df, Some((&tl, &tf)), &cfg)?;
+    let z = z.ok_or_else(|| Error::Peer("no held-out scores".into()))?;
+    let ok = z.iter().zip(&test.labels).filter(|(z, y)| (**z > 0.0) == (**y > 0.5)).count();
+    let acc = ok as f64 / test.len() as f64;
+    // the same mini-batch algorithm in plaintext on the joined columns
+    let wp = crate::plain::train(&dl.hjoin(&df), &cfg);
+    let plain_acc = crate::accuracy(&tl.hjoin(&tf), &wp, 0.0);
+    let mut r = Record::new("lr");
+    r.set("wall_s", rep.wall_s - rep.setup_s).set("bytes", bytes).set("rounds", rounds).set("setup_s", rep.setup_s);
+    r.set("dataset", "breast_cancer").set("samples_train", train.len()).set("samples_test", test.len());
+    r.set("features_labels", 15).set("features_other", 15).set("intercept", "labels party");
+    r.set("accuracy", acc).set("sklearn_accuracy", sk_acc).set("plaintext_accuracy", plain_acc);
+    r.set("accuracy_scope", "held-out split, secure prediction with the shared model (z opened to the labels party)");
+    r.set("sklearn_version", sk_version).set("sklearn_model", "LogisticRegression(C=1/(l2*n_train), fit_intercept=False, lbfgs) on the same columns incl. the constant one");
+    r.set("preprocessing", "each party scales its columns to [-1,1] by its training rows' min/max");
+    r.set("split", format!("sklearn train_test_split(test_size={}, stratify=y, random_state={})", a.test_fraction, a.seed % (1 << 31)));
+    r.set("epochs", cfg.epochs).set("batch", cfg.batch).set("lr", cfg.lr).set("lr_decay", cfg.lr_decay).set("l2", cfg.l2);
+    r.set("bits", a.bits).set("sigmoid", cfg.sigmoid.name()).set("transport", a.transport.clone()).set("path", hush_paillier::backend());
+    r.set("epoch_s", rep.epoch_s.iter().sum::<f64>() / rep.epoch_s.len().max(1) as f64).set("triple_s", rep.triple_s);
+    r.set("threads_per_party", 1);
+    hush_bench::machine_fields(&mut r);
+    Ok(r)
 }
 
 pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
+    match a.dataset.as_deref() {
+        None => {}
+        Some("breast_cancer") => return bench_breast_cancer(a),
+        Some(d) => return Err(Error::Config(format!("--dataset {d:?} (only breast_cancer)"))),
+    }
     let (fa, fb) = a
         .features
         .split_once(',')
@@ -267,30 +490,22 @@ pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
     let dl = ds.columns(0, fa);
     let df = ds.columns(fa, fa + fb);
     let cfg = TrainConfig {
-        epochs: a.epochs,
-        batch: a.batch,
-        lr: 0.5,
-        l2: 0.0,
+        epochs: a.epochs.unwrap_or(1),
+        batch: a.batch.unwrap_or(256),
+        lr: a.lr.unwrap_or(0.5),
+        lr_decay: a.lr_decay.unwrap_or(0.0),
+        l2: a.l2.unwrap_or(0.0),
         sigmoid: Sigmoid::parse(&a.sigmoid)?,
         key_bits: a.bits,
         order_seed: a.seed,
     };
     let nnz: usize = ds.rows.iter().map(|r| r.len()).sum();
-    let (_, _, rep, bytes, rounds) = match a.transport.as_str() {
-        "mem" => {
-            let (x, y) = MemChannel::pair();
-            run_pair(x, y, &dl, &df, &cfg)?
-        }
-        "tcp" => {
-            let (x, y) = hush_transport::peering::loopback_pair(ChannelOptions::default(), true)?;
-            run_pair(x, y, &dl, &df, &cfg)?
-        }
-        t => return Err(Error::Config(format!("--transport {t:?} (mem or tcp)"))),
-    };
+    let (x, y) = channel_pair(&a.transport)?;
+    let (_, _, rep, bytes, rounds) = run_pair(x, y, &dl, &df, &cfg)?;
     let mut r = Record::new("lr");
     r.set("wall_s", rep.wall_s - rep.setup_s).set("bytes", bytes).set("rounds", rounds).set("setup_s", rep.setup_s);
     r.set("samples", a.samples).set("features_labels", fa).set("features_other", fb).set("density", a.density);
-    r.set("nnz", nnz).set("epochs", a.epochs).set("batch", a.batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name());
+    r.set("nnz", nnz).set("epochs", cfg.epochs).set("batch", cfg.batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name());
     r.set("epoch_s", rep.epoch_s.iter().sum::<f64>() / rep.epoch_s.len().max(1) as f64);
     r.set("triple_s", rep.triple_s).set("transport", a.transport.clone()).set("path", hush_paillier::backend());
     r.set("threads_per_party", 1);

@@ -116,7 +116,7 @@ pub struct Session<'a, C: Channel + ?Sized> {
     pub setup_s: f64,
 }
 
-const MAGIC: &[u8; 8] = b"hushLR01";
+const MAGIC: &[u8; 8] = b"hushLR02";
 
 impl<'a, C: Channel + ?Sized> Session<'a, C> {
     /// Handshake: checks roles, sample counts and hyper-parameters agree,
@@ -132,6 +132,7 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         }
         hello.extend_from_slice(&cfg.lr.to_bits().to_le_bytes());
         hello.extend_from_slice(&cfg.l2.to_bits().to_le_bytes());
+        hello.extend_from_slice(&cfg.lr_decay.to_bits().to_le_bytes());
         hello.push(cfg.sigmoid as u8);
         ch.send(&hello)?;
         let peer_hello = ch.recv()?;
@@ -149,11 +150,11 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         if d_peer > crate::data::MAX_COLS {
             return Err(Error::Peer(format!("peer claims {d_peer} features")));
         }
-        let mine: Vec<u64> = (2..8).map(|i| u64::from_le_bytes(hello[9 + 8 * i..17 + 8 * i].try_into().unwrap())).collect();
-        let theirs: Vec<u64> = (2..8).map(u).collect();
+        let mine: Vec<u64> = (2..9).map(|i| u64::from_le_bytes(hello[9 + 8 * i..17 + 8 * i].try_into().unwrap())).collect();
+        let theirs: Vec<u64> = (2..9).map(u).collect();
         if mine != theirs || peer_hello[hello.len() - 1] != hello[hello.len() - 1] {
             return Err(Error::Peer(
-                "hyper-parameters differ between the parties (epochs, batch, bits, seed, lr, l2 and sigmoid must agree)"
+                "hyper-parameters differ between the parties (epochs, batch, bits, seed, lr, lr-decay, l2 and sigmoid must agree)"
                     .into(),
             ));
         }
@@ -163,6 +164,11 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
             return Err(Error::Peer(format!("peer key has {} bits, expected {}", peer.bits(), cfg.key_bits)));
         }
         Ok(Session { ch, role, kp, peer, d_peer, n, cfg: cfg.clone(), rng, setup_s: t0.elapsed().as_secs_f64() })
+    }
+
+    /// Bytes and rounds on the channel so far.
+    pub fn cost(&self) -> hush_transport::Cost {
+        self.ch.cost()
     }
 
     fn p0(&self) -> bool {
@@ -246,10 +252,10 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         Ok((g_own, ow))
     }
 
-    fn update(&self, theta: &mut [u64], g: &[u64], b: usize) {
+    fn update(&self, theta: &mut [u64], g: &[u64], b: usize, eta: f64) {
         let p0 = self.p0();
-        let k = fx(self.cfg.lr / b as f64);
-        let k2 = fx(self.cfg.lr * self.cfg.l2);
+        let k = fx(eta / b as f64);
+        let k2 = fx(eta * self.cfg.l2);
         for (t, &g) in theta.iter_mut().zip(g) {
             let g = trunc(g, p0, FRAC);
             let mut step = trunc(g.wrapping_mul(k), p0, FRAC);
@@ -288,8 +294,9 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
                     }
                 }
                 let (g_own, g_peer) = self.backward(&xb, &e)?;
-                self.update(&mut m.own, &g_own, batch.len());
-                self.update(&mut m.peer, &g_peer, batch.len());
+                let eta = self.cfg.lr_at(ep);
+                self.update(&mut m.own, &g_own, batch.len(), eta);
+                self.update(&mut m.peer, &g_peer, batch.len(), eta);
             }
             report.epoch_s.push(te.elapsed().as_secs_f64());
         }

@@ -5,7 +5,7 @@ use crate::*;
 use hush_transport::MemChannel;
 
 fn cfg(sig: Sigmoid) -> TrainConfig {
-    TrainConfig { epochs: 4, batch: 32, lr: 1.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3 }
+    TrainConfig { epochs: 4, batch: 32, lr: 1.0, lr_decay: 0.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3 }
 }
 
 fn open(ml: &ModelShares, mf: &ModelShares) -> (Vec<f64>, Vec<f64>) {
@@ -50,7 +50,7 @@ fn planted_signs_recovered_and_matches_plaintext() {
 fn sparse_planted_model() {
     // sparse rows (density 0.1 of 40 features)
     let (ds, wstar) = synthetic(600, 40, 0.1, 12);
-    let c = TrainConfig { epochs: 3, batch: 64, lr: 2.0, sigmoid: Sigmoid::Linear, ..cfg(Sigmoid::Linear) };
+    let c = TrainConfig { epochs: 3, batch: 64, lr: 2.0, lr_decay: 0.5, sigmoid: Sigmoid::Linear, ..cfg(Sigmoid::Linear) };
     let (w, wp) = split_run(&ds, 15, &c);
     let agree = (0..40).filter(|&j| (w[j] > 0.0) == (wstar[j] > 0.0)).count();
     assert!(agree >= 38, "sign agreement {agree}/40");
@@ -174,4 +174,29 @@ fn model_file_roundtrip_atomic() {
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn range_scaling_and_join() {
+    // column 0 dense in [2, 6]; column 1 sparse (implicit zeros) in {0, 4}
+    let d = Dataset::parse_libsvm("1 1:2 2:4\n0 1:6\n1 1:4\n", "t").unwrap();
+    let sc = d.range_scaler();
+    assert_eq!(sc, vec![(2.0, 6.0), (0.0, 4.0)]);
+    let s = d.scale_sym(&sc);
+    assert_eq!(s.rows[0], vec![(0, -1.0), (1, 1.0)]);
+    assert_eq!(s.rows[1], vec![(0, 1.0), (1, -1.0)]);
+    assert_eq!(s.rows[2], vec![(1, -1.0)]);
+    // a constant column becomes 0
+    let c = Dataset::parse_libsvm("1 1:3\n0 1:3\n", "t").unwrap();
+    assert!(c.scale_sym(&c.range_scaler()).rows.iter().all(|r| r.is_empty()));
+    let j = d.hjoin(&c.columns(0, 1).subset(&[0, 1, 0]));
+    assert_eq!(j.cols, 3);
+    assert_eq!(j.rows[1], vec![(0, 6.0), (2, 3.0)]);
+}
+
+#[test]
+fn learning_rate_decay() {
+    let c = TrainConfig { lr: 1.0, lr_decay: 0.5, ..Default::default() };
+    assert_eq!(c.lr_at(0), 1.0);
+    assert_eq!(c.lr_at(2), 0.5);
 }
