@@ -16,10 +16,15 @@ pub struct TrainArgs {
     /// labels (holds the labels and some features) or features.
     #[arg(long)]
     pub role: String,
-    /// This party's data: libsvm/svmlight text, samples aligned by line with
-    /// the peer's file (the features party's labels are ignored).
+    /// This party's data: libsvm/svmlight text or a SciPy sparse .npz (CSR,
+    /// `scipy.sparse.save_npz`), samples aligned by row with the peer's file
+    /// (the features party's labels are ignored).
     #[arg(long)]
     pub data: PathBuf,
+    /// Labels for a .npz --data (labels party): .npy (0/1 or -1/+1) or text,
+    /// one per line.
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
     /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
     #[arg(long, conflicts_with = "peer")]
     pub listen: Option<String>,
@@ -60,6 +65,28 @@ pub struct TrainArgs {
     pub link: LinkFlags,
 }
 
+/// Opens the link to the peer: listen (prints the fingerprint and the
+/// address) or connect.
+pub fn connect(listen: Option<&str>, peer: Option<&str>, flags: &LinkFlags) -> Result<TcpChannel> {
+    let link = LinkConfig::from_flags(flags)?;
+    let opts = link.channel_options(ChannelOptions::default());
+    Ok(match (listen, peer) {
+        (Some(addr), None) => {
+            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Config(format!("cannot listen at {addr}: {e}")))?;
+            println!("{}", link.banner());
+            println!("listening {}", l.local_addr()?);
+            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
+        }
+        (None, Some(addr)) => {
+            if !link.is_tls() {
+                eprintln!("{}", hush_transport::INSECURE_WARNING);
+            }
+            TcpChannel::connect_with(addr, opts, &link.to_peer(addr)?)?
+        }
+        _ => return Err(Error::Config("give exactly one of --listen ADDR or --peer ADDR".into())),
+    })
+}
+
 /// Adds a constant column of ones.
 pub fn with_intercept(ds: &Dataset) -> Dataset {
     let mut d = ds.clone();
@@ -85,34 +112,22 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
     if a.bits != 2048 && a.bits != 3072 {
         return Err(Error::Config(format!("--bits {} (2048 or 3072)", a.bits)));
     }
-    let mut ds = Dataset::load(&a.data)?;
+    let (mut ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
+    if role == Role::Labels && !has_labels {
+        return Err(Error::Config(format!("the labels party needs labels: give --labels FILE with the .npz {}", a.data.display())));
+    }
     if role == Role::Labels && a.intercept {
         ds = with_intercept(&ds);
     }
     let x = ds.to_fixed()?;
-    let link = LinkConfig::from_flags(&a.link)?;
-    let opts = link.channel_options(ChannelOptions::default());
-    let mut ch = match (&a.listen, &a.peer) {
-        (Some(addr), None) => {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Config(format!("cannot listen at {addr}: {e}")))?;
-            println!("{}", link.banner());
-            println!("listening {}", l.local_addr()?);
-            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
-        }
-        (None, Some(addr)) => {
-            if !link.is_tls() {
-                eprintln!("{}", hush_transport::INSECURE_WARNING);
-            }
-            TcpChannel::connect_with(addr.as_str(), opts, &link.to_peer(addr)?)?
-        }
-        _ => return Err(Error::Config("give exactly one of --listen ADDR or --peer ADDR".into())),
-    };
+    let mut ch = connect(a.listen.as_deref(), a.peer.as_deref(), &a.link)?;
     let t0 = Instant::now();
     let mut rep = Report::default();
     let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, &cfg)?;
     rep.setup_s = s.setup_s;
     let labels = (role == Role::Labels).then_some(ds.labels.as_slice());
-    let m = s.train(&x, labels, &mut rep)?;
+    let mut m = s.train(&x, labels, &mut rep)?;
+    m.intercept = role == Role::Labels && a.intercept;
     let opened = if a.reveal { Some(reveal(&mut ch, &m)?) } else { None };
     save_model(&a.out, &m, opened.as_ref())?;
     let c = ch.cost();
@@ -124,6 +139,126 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
         c.rounds,
         a.out.display()
     );
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PredictArgs {
+    /// This party's model file from `hush train` (its role is read from it).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Rows to score: this party's columns (libsvm or .npz), samples aligned
+    /// by row with the peer's file. Without --listen/--peer: whole rows
+    /// (the labels party's columns, then the features party's) scored
+    /// locally with the revealed model.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Labels for a .npz --data (only used to report accuracy).
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
+    /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
+    #[arg(long, conflicts_with = "peer")]
+    pub listen: Option<String>,
+    /// ... or connect to the peer at this address (needs --pin sha256:<hex>).
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// Where the labels party (or a local run) writes the scores: CSV with
+    /// a header `score,probability,prediction` (z = θ·x, σ(z), 1[z > 0]),
+    /// one line per row, written atomically.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Paillier modulus bits of this session: 2048 or 3072 (both agree).
+    #[arg(long, default_value_t = 2048)]
+    pub bits: u32,
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+fn scores_csv(z: &[f64]) -> String {
+    let mut s = String::from("score,probability,prediction\n");
+    for &z in z {
+        s.push_str(&format!("{z},{},{}\n", 1.0 / (1.0 + (-z).exp()), u8::from(z > 0.0)));
+    }
+    s
+}
+
+fn acc_note(has: bool, z: &[f64], labels: &[f64]) -> String {
+    if has {
+        format!(" (accuracy against the data's labels {:.4})", accuracy_of(z, labels))
+    } else {
+        String::new()
+    }
+}
+
+fn accuracy_of(z: &[f64], labels: &[f64]) -> f64 {
+    z.iter().zip(labels).filter(|(z, y)| (**z > 0.0) == (**y > 0.5)).count() as f64 / z.len().max(1) as f64
+}
+
+/// Pads a data set's column count up to `want` (trailing all-zero columns
+/// are invisible in libsvm) or refuses more columns than the model has.
+fn fit_columns(mut ds: Dataset, want: usize, what: &str) -> Result<Dataset> {
+    if ds.cols > want {
+        return Err(Error::Data(format!("{what} has {} columns but the model has weights for {want}", ds.cols)));
+    }
+    ds.cols = want;
+    Ok(ds)
+}
+
+/// `hush predict`: with the peer (shared model; the labels party gets the
+/// scores, the features party learns nothing), or locally from a revealed
+/// model.
+pub fn predict_main(a: PredictArgs) -> Result<()> {
+    let m = crate::secure::load_model(&a.model)?;
+    let (ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
+    if a.listen.is_none() && a.peer.is_none() {
+        let op = crate::secure::load_opened(&a.model)?.ok_or_else(|| {
+            Error::Config(format!(
+                "{} holds model shares only (both parties must train with --reveal to score alone): give --listen or --peer to score with the peer",
+                a.model.display()
+            ))
+        })?;
+        let d_l = op.labels.len() - usize::from(op.intercept);
+        let ds = fit_columns(ds, d_l + op.features.len(), "--data")?;
+        let (l, f) = (ds.columns(0, d_l), ds.columns(d_l, ds.cols));
+        let l = if op.intercept { with_intercept(&l) } else { l };
+        let mut w = op.labels.clone();
+        w.extend(&op.features);
+        let j = l.hjoin(&f);
+        let z: Vec<f64> = j.rows.iter().map(|r| r.iter().map(|&(c, v)| w[c] * v).sum()).collect();
+        let out = a.out.as_ref().ok_or_else(|| Error::Config("--out FILE is needed to write the scores".into()))?;
+        crate::secure::write_atomic(out, scores_csv(&z).as_bytes())?;
+        eprintln!("scored {} rows with the revealed model{}; written to {}", z.len(), acc_note(has_labels, &z, &ds.labels), out.display());
+        return Ok(());
+    }
+    if a.bits != 2048 && a.bits != 3072 {
+        return Err(Error::Config(format!("--bits {} (2048 or 3072)", a.bits)));
+    }
+    if m.role == Role::Labels && a.out.is_none() {
+        return Err(Error::Config("the labels party receives the scores: give --out FILE".into()));
+    }
+    let width = m.own.len() - usize::from(m.intercept);
+    let ds = fit_columns(ds, width, "--data")?;
+    let ds = if m.intercept { with_intercept(&ds) } else { ds };
+    let x = ds.to_fixed()?;
+    let mut ch = connect(a.listen.as_deref(), a.peer.as_deref(), &a.link)?;
+    let cfg = TrainConfig { key_bits: a.bits, ..TrainConfig::default() };
+    let mut s = Session::start(&mut ch, m.role, ds.len(), m.own.len(), &cfg)?;
+    if s.peer_features() != m.peer.len() {
+        return Err(Error::Peer(format!(
+            "the peer's model covers {} features but {} holds shares for {} (model files from different trainings?)",
+            s.peer_features(),
+            a.model.display(),
+            m.peer.len()
+        )));
+    }
+    let z = s.predict(&x, &m)?;
+    match (z, &a.out) {
+        (Some(z), Some(out)) => {
+            crate::secure::write_atomic(out, scores_csv(&z).as_bytes())?;
+            eprintln!("scored {} rows with the shared model{}; written to {}", z.len(), acc_note(has_labels, &z, &ds.labels), out.display());
+        }
+        _ => eprintln!("scored {} rows with the shared model; the scores went to the labels party", ds.len()),
+    }
     Ok(())
 }
 

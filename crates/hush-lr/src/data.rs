@@ -207,6 +207,35 @@ impl Dataset {
     }
 }
 
+/// Reads a party's data: SciPy sparse `.npz` (by its zip signature) with
+/// labels from `labels` if given, or libsvm text (labels inline; `labels`
+/// must then be absent). Returns the data and whether it carries labels.
+pub fn load_with_labels(path: &std::path::Path, labels: Option<&std::path::Path>) -> Result<(Dataset, bool)> {
+    let name = path.display().to_string();
+    let mut head = [0u8; 4];
+    let is_zip = {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(|e| Error::Data(format!("{name}: {e}")))?;
+        f.read(&mut head).map_err(|e| Error::Data(format!("{name}: {e}")))? == 4 && head == *b"PK\x03\x04"
+    };
+    if is_zip {
+        let b = crate::npz::read_limited(path)?;
+        let mut ds = crate::npz::parse_csr_npz(&b, &name)?;
+        Ok(match labels {
+            Some(l) => {
+                ds.labels = crate::npz::load_labels(l, ds.len())?;
+                (ds, true)
+            }
+            None => (ds, false),
+        })
+    } else {
+        if labels.is_some() {
+            return Err(Error::Config(format!("--labels is for .npz data; {name} is libsvm text, which carries its labels")));
+        }
+        Ok((Dataset::load(path)?, true))
+    }
+}
+
 /// Synthetic sparse data with a planted model, generated as documented:
 /// `n` samples × `d` features; each entry is non-zero independently with
 /// probability `density`, its value uniform in [−1, 1]; the planted model

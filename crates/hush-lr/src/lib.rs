@@ -24,6 +24,7 @@
 
 pub mod cli;
 pub mod data;
+pub mod npz;
 pub mod plain;
 pub mod secure;
 
