@@ -55,7 +55,8 @@ pub struct TrainArgs {
     /// Add a constant-1 intercept column (labels party; default on).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub intercept: bool,
-    /// Open the trained model to both parties and store it beside the shares.
+    /// Open the trained model to both parties and store it beside the
+    /// shares (both parties must pass it; checked before training).
     #[arg(long)]
     pub reveal: bool,
     /// Seed of the batch order (both parties must agree).
@@ -67,8 +68,7 @@ pub struct TrainArgs {
 
 /// Opens the link to the peer: listen (prints the fingerprint and the
 /// address) or connect.
-pub fn connect(listen: Option<&str>, peer: Option<&str>, flags: &LinkFlags) -> Result<TcpChannel> {
-    let link = LinkConfig::from_flags(flags)?;
+pub fn connect(listen: Option<&str>, peer: Option<&str>, link: &LinkConfig) -> Result<TcpChannel> {
     let opts = link.channel_options(ChannelOptions::default());
     Ok(match (listen, peer) {
         (Some(addr), None) => {
@@ -108,38 +108,76 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
         sigmoid: Sigmoid::parse(&a.sigmoid)?,
         key_bits: a.bits,
         order_seed: a.seed,
+        reveal: a.reveal,
     };
-    if a.bits != 2048 && a.bits != 3072 {
-        return Err(Error::Config(format!("--bits {} (2048 or 3072)", a.bits)));
-    }
-    let (mut ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
-    if role == Role::Labels && !has_labels {
-        return Err(Error::Config(format!("the labels party needs labels: give --labels FILE with the .npz {}", a.data.display())));
-    }
-    if role == Role::Labels && a.intercept {
-        ds = with_intercept(&ds);
-    }
-    let x = ds.to_fixed()?;
-    let mut ch = connect(a.listen.as_deref(), a.peer.as_deref(), &a.link)?;
-    let t0 = Instant::now();
-    let mut rep = Report::default();
-    let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, &cfg)?;
-    rep.setup_s = s.setup_s;
-    let labels = (role == Role::Labels).then_some(ds.labels.as_slice());
-    let mut m = s.train(&x, labels, &mut rep)?;
-    m.intercept = role == Role::Labels && a.intercept;
-    let opened = if a.reveal { Some(reveal(&mut ch, &m)?) } else { None };
-    save_model(&a.out, &m, opened.as_ref())?;
-    let c = ch.cost();
+    let (ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
+    let link = LinkConfig::from_flags(&a.link)?;
+    let o = train_party(ds, has_labels, role, &cfg, a.intercept, a.listen.as_deref(), a.peer.as_deref(), &link, Some(&a.out))?;
     eprintln!(
         "trained {} epochs in {:.2} s ({} bytes, {} rounds); shares written to {}",
         a.epochs,
-        t0.elapsed().as_secs_f64(),
-        c.bytes_sent + c.bytes_recv,
-        c.rounds,
+        o.report.wall_s,
+        o.bytes,
+        o.rounds,
         a.out.display()
     );
     Ok(())
+}
+
+/// What one party's [`train_party`] ends with.
+pub struct PartyOutcome {
+    pub shares: crate::secure::ModelShares,
+    /// The opened model, if both parties chose to reveal.
+    pub opened: Option<crate::secure::Opened>,
+    pub report: Report,
+    pub bytes: u64,
+    pub rounds: u32,
+}
+
+/// One party of a training over TCP (the `hush train` command and
+/// `hush.train_vertical`): checks the inputs, connects, trains, reveals
+/// if `cfg.reveal` (both parties must agree; checked in the handshake),
+/// and writes the model file atomically to `out` if given.
+#[allow(clippy::too_many_arguments)]
+pub fn train_party(
+    mut ds: Dataset,
+    has_labels: bool,
+    role: Role,
+    cfg: &TrainConfig,
+    intercept: bool,
+    listen: Option<&str>,
+    peer: Option<&str>,
+    link: &LinkConfig,
+    out: Option<&std::path::Path>,
+) -> Result<PartyOutcome> {
+    if cfg.key_bits != 2048 && cfg.key_bits != 3072 {
+        return Err(Error::Config(format!("--bits {} (2048 or 3072)", cfg.key_bits)));
+    }
+    if cfg.epochs == 0 || cfg.batch == 0 || !cfg.lr.is_finite() || !cfg.l2.is_finite() || !cfg.lr_decay.is_finite() || cfg.l2 < 0.0 || cfg.lr_decay < 0.0 {
+        return Err(Error::Config("epochs and batch must be positive; lr, l2 and lr-decay finite, l2 and lr-decay not negative".into()));
+    }
+    if role == Role::Labels && !has_labels {
+        return Err(Error::Config("the labels party needs labels (give --labels FILE with .npz data)".into()));
+    }
+    if role == Role::Labels && intercept {
+        ds = with_intercept(&ds);
+    }
+    let x = ds.to_fixed()?;
+    let mut ch = connect(listen, peer, link)?;
+    let t0 = Instant::now();
+    let mut rep = Report::default();
+    let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, cfg)?;
+    rep.setup_s = s.setup_s;
+    let labels = (role == Role::Labels).then_some(ds.labels.as_slice());
+    let mut m = s.train(&x, labels, &mut rep)?;
+    m.intercept = role == Role::Labels && intercept;
+    let opened = if cfg.reveal { Some(reveal(&mut ch, &m)?) } else { None };
+    if let Some(out) = out {
+        save_model(out, &m, opened.as_ref())?;
+    }
+    rep.wall_s = t0.elapsed().as_secs_f64();
+    let c = ch.cost();
+    Ok(PartyOutcome { shares: m, opened, report: rep, bytes: c.bytes_sent + c.bytes_recv, rounds: c.rounds })
 }
 
 #[derive(clap::Args, Debug)]
@@ -240,7 +278,7 @@ pub fn predict_main(a: PredictArgs) -> Result<()> {
     let ds = fit_columns(ds, width, "--data")?;
     let ds = if m.intercept { with_intercept(&ds) } else { ds };
     let x = ds.to_fixed()?;
-    let mut ch = connect(a.listen.as_deref(), a.peer.as_deref(), &a.link)?;
+    let mut ch = connect(a.listen.as_deref(), a.peer.as_deref(), &LinkConfig::from_flags(&a.link)?)?;
     let cfg = TrainConfig { key_bits: a.bits, ..TrainConfig::default() };
     let mut s = Session::start(&mut ch, m.role, ds.len(), m.own.len(), &cfg)?;
     if s.peer_features() != m.peer.len() {
@@ -581,6 +619,7 @@ fn bench_breast_cancer(a: &BenchLrArgs) -> Result<Record> {
         sigmoid: Sigmoid::parse(&a.sigmoid)?,
         key_bits: a.bits,
         order_seed: a.seed,
+        reveal: false,
     };
     let (train, test, sk_acc, sk_version) = breast_cancer(a.seed, cfg.l2, a.test_fraction)?;
     let (dl, tl) = party_columns(&train, &test, 0, 15, true);
@@ -633,6 +672,7 @@ pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
         sigmoid: Sigmoid::parse(&a.sigmoid)?,
         key_bits: a.bits,
         order_seed: a.seed,
+        reveal: false,
     };
     let nnz: usize = ds.rows.iter().map(|r| r.len()).sum();
     let (x, y) = channel_pair(&a.transport)?;

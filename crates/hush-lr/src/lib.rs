@@ -95,13 +95,15 @@ pub struct TrainConfig {
     pub l2: f64,
     pub sigmoid: Sigmoid,
     pub key_bits: u32,
-    /// Seed of the batch order (the labels party's is used).
+    /// Seed of the batch order (both parties must agree).
     pub order_seed: u64,
+    /// Open the model at the end (both parties must agree).
+    pub reveal: bool,
 }
 
 impl Default for TrainConfig {
     fn default() -> Self {
-        TrainConfig { epochs: 10, batch: 64, lr: 0.5, lr_decay: 0.0, l2: 0.0, sigmoid: Sigmoid::Cubic, key_bits: 2048, order_seed: 1 }
+        TrainConfig { epochs: 10, batch: 64, lr: 0.5, lr_decay: 0.0, l2: 0.0, sigmoid: Sigmoid::Cubic, key_bits: 2048, order_seed: 1, reveal: false }
     }
 }
 

@@ -318,9 +318,6 @@ pub fn parse_csr_npz(b: &[u8], name: &str) -> Result<Dataset> {
     }
     let indptr = indptr_a.to_index(&format!("{name}: indptr"))?;
     let nnz = *indptr.last().unwrap();
-    if indptr[0] != 0 || indptr.windows(2).any(|w| w[0] > w[1]) || nnz > MAX_NNZ {
-        return Err(bad("indptr does not start at 0 and increase".into()));
-    }
     let indices_a = get("indices")?;
     let data_a = get("data")?;
     if indices_a.shape != [nnz] || data_a.shape != [nnz] {
@@ -328,6 +325,31 @@ pub fn parse_csr_npz(b: &[u8], name: &str) -> Result<Dataset> {
     }
     let indices = indices_a.to_index(&format!("{name}: indices"))?;
     let data = data_a.to_f64(&format!("{name}: data"))?;
+    from_csr(rows, cols, &indptr, &indices, &data, name)
+}
+
+/// A data set from CSR arrays (labels all 0), validated as untrusted:
+/// sizes first, then indptr monotone from 0, indices in range, values
+/// finite; unsorted indices are sorted and duplicates summed (SciPy's
+/// meaning).
+pub fn from_csr(rows: u64, cols: u64, indptr: &[u64], indices: &[u64], data: &[f64], name: &str) -> Result<Dataset> {
+    let bad = |m: String| Error::Data(format!("{name}: {m}"));
+    if rows == 0 || rows > MAX_ROWS {
+        return Err(bad(format!("{rows} rows (1 to {MAX_ROWS})")));
+    }
+    if cols > MAX_COLS as u64 {
+        return Err(bad(format!("{cols} columns, above the limit {MAX_COLS}")));
+    }
+    if indptr.len() as u64 != rows + 1 {
+        return Err(bad(format!("indptr has {} entries, expected {}", indptr.len(), rows + 1)));
+    }
+    let nnz = *indptr.last().unwrap();
+    if indptr[0] != 0 || indptr.windows(2).any(|w| w[0] > w[1]) || nnz > MAX_NNZ {
+        return Err(bad("indptr does not start at 0 and increase".into()));
+    }
+    if indices.len() as u64 != nnz || data.len() as u64 != nnz {
+        return Err(bad(format!("indices ({}) and data ({}) must both have indptr's last entry ({nnz}) entries", indices.len(), data.len())));
+    }
     let mut out = Vec::with_capacity(rows as usize);
     for r in 0..rows as usize {
         let (a, z) = (indptr[r] as usize, indptr[r + 1] as usize);
@@ -359,6 +381,21 @@ pub fn parse_csr_npz(b: &[u8], name: &str) -> Result<Dataset> {
     Ok(Dataset { rows: out, cols: cols as usize, labels: vec![0.0; n] })
 }
 
+/// Labels 0/1 or −1/+1 (as 0/1), checked.
+pub fn check_labels(raw: Vec<f64>, n: usize, name: &str) -> Result<Vec<f64>> {
+    if raw.len() != n {
+        return Err(Error::Data(format!("{name}: {} labels for {n} rows", raw.len())));
+    }
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, y)| match y {
+            y if y == 1.0 => Ok(1.0),
+            y if y == 0.0 || y == -1.0 => Ok(0.0),
+            y => Err(Error::Data(format!("{name}: label {y} at row {i} (expected 0/1 or -1/+1)"))),
+        })
+        .collect()
+}
+
 /// Labels from `.npy` (1-D, numeric) or text (one per line); 0/1 or −1/+1.
 pub fn load_labels(path: &std::path::Path, n: usize) -> Result<Vec<f64>> {
     let name = path.display().to_string();
@@ -378,15 +415,5 @@ pub fn load_labels(path: &std::path::Path, n: usize) -> Result<Vec<f64>> {
             .map(|(i, l)| l.parse::<f64>().map_err(|_| Error::Data(format!("{name}:{}: {l:?} is not a number", i + 1))))
             .collect::<Result<_>>()?
     };
-    if raw.len() != n {
-        return Err(Error::Data(format!("{name}: {} labels for {n} rows", raw.len())));
-    }
-    raw.into_iter()
-        .enumerate()
-        .map(|(i, y)| match y {
-            y if y == 1.0 => Ok(1.0),
-            y if y == 0.0 || y == -1.0 => Ok(0.0),
-            y => Err(Error::Data(format!("{name}: label {y} at row {i} (expected 0/1 or -1/+1)"))),
-        })
-        .collect()
+    check_labels(raw, n, &name)
 }

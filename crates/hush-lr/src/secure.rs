@@ -146,6 +146,7 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         hello.extend_from_slice(&cfg.lr.to_bits().to_le_bytes());
         hello.extend_from_slice(&cfg.l2.to_bits().to_le_bytes());
         hello.extend_from_slice(&cfg.lr_decay.to_bits().to_le_bytes());
+        hello.push(cfg.reveal as u8);
         hello.push(cfg.sigmoid as u8);
         ch.send(&hello)?;
         let peer_hello = ch.recv()?;
@@ -165,6 +166,12 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         }
         let mine: Vec<u64> = (2..9).map(|i| u64::from_le_bytes(hello[9 + 8 * i..17 + 8 * i].try_into().unwrap())).collect();
         let theirs: Vec<u64> = (2..9).map(u).collect();
+        if peer_hello[hello.len() - 2] != hello[hello.len() - 2] {
+            return Err(Error::Peer(format!(
+                "{} asked to reveal the model at the end and the other did not (--reveal must be given to both or neither)",
+                if cfg.reveal { "this party" } else { "the peer" }
+            )));
+        }
         if mine != theirs || peer_hello[hello.len() - 1] != hello[hello.len() - 1] {
             return Err(Error::Peer(
                 "hyper-parameters differ between the parties (epochs, batch, bits, seed, lr, lr-decay, l2 and sigmoid must agree)"

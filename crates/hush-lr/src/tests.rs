@@ -5,7 +5,7 @@ use crate::*;
 use hush_transport::MemChannel;
 
 fn cfg(sig: Sigmoid) -> TrainConfig {
-    TrainConfig { epochs: 4, batch: 32, lr: 1.0, lr_decay: 0.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3 }
+    TrainConfig { epochs: 4, batch: 32, lr: 1.0, lr_decay: 0.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3, reveal: false }
 }
 
 fn open(ml: &ModelShares, mf: &ModelShares) -> (Vec<f64>, Vec<f64>) {
@@ -137,6 +137,15 @@ fn handshake_mismatches() {
     assert!(run(Role::Labels, Role::Labels, 10, 10, 1.0).contains("both parties"));
     assert!(run(Role::Labels, Role::Features, 10, 11, 1.0).contains("sample counts differ"));
     assert!(run(Role::Labels, Role::Features, 10, 10, 0.3).contains("hyper-parameters differ"));
+    // reveal must be agreed before training
+    let (mut ca, mut cb) = MemChannel::pair();
+    let h = std::thread::spawn(move || {
+        let c = TrainConfig { reveal: true, ..cfg(Sigmoid::Linear) };
+        Session::start(&mut cb, Role::Features, 10, 2, &c).err().map(|e| e.to_string()).unwrap_or_default()
+    });
+    let e = Session::start(&mut ca, Role::Labels, 10, 2, &cfg(Sigmoid::Linear)).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("the peer asked to reveal"), "{e}");
+    assert!(h.join().unwrap().contains("this party asked to reveal"));
 }
 
 #[test]
