@@ -174,3 +174,20 @@ def test_revealed_model_scores_alone_like_the_shared_one(tmp_path):
     # the shared-model predict refuses mismatched model files and data
     p = _hush("predict", "--model", str(tmp_path / "a.json"), "--data", str(tmp_path / "whole.svm"), "--listen", "127.0.0.1:0", "--out", str(tmp_path / "y.csv"))
     assert p.returncode != 0 and "columns but the model has weights for 3" in p.stderr, p.stderr
+
+
+def test_bench_lr_table_is_labelled_extrapolated():
+    # small basis (1 batch of 8 samples, 1024-bit keys: shape only, no figure is checked)
+    p = _hush("bench", "lr", "--table", "--batch", "8", "--measure-batches", "1", "--bits", "1024", "--json", env=_env())
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    cells = [r for r in recs if r["bench"] == "lr_table"]
+    assert [r["samples"] for r in cells] == [100_000, 200_000, 400_000, 600_000, 800_000, 1_000_000]
+    for r in cells:
+        assert r["extrapolated"] is True and "extrapolated" in r["basis"] and r["measured_samples"] == 8
+        assert r["features_labels"] == 30_000 and r["features_other"] == 70_000 and r["density"] == 0.0002
+        assert r["epoch_min"] > 0 and r["path"] and r["cpu"]
+    # linear in samples
+    assert abs(cells[-1]["epoch_min"] / cells[0]["epoch_min"] - 10) < 1e-6
+    basis = recs[-1]
+    assert basis["bench"] == "lr" and basis["samples"] == 8 and basis["features_other"] == 70_000

@@ -397,6 +397,16 @@ pub struct BenchLrArgs {
     pub l2: Option<f64>,
     #[arg(long, default_value_t = 2000)]
     pub samples: usize,
+    /// SHAPER Table 6's shape: one epoch at 2·10^5 … 10^6 samples,
+    /// 30,000 + 70,000 features, density 0.02 % (--samples, --features and
+    /// --density are ignored). Each cell is extrapolated from one measured
+    /// epoch of --measure-batches batches (cost per epoch is linear in the
+    /// number of batches) and labelled so.
+    #[arg(long)]
+    pub table: bool,
+    /// Batches in the measured epoch of --table.
+    #[arg(long, default_value_t = 2)]
+    pub measure_batches: usize,
     /// Features of the labels party and of the features party: A,B.
     #[arg(long, default_value = "30,70")]
     pub features: String,
@@ -649,7 +659,111 @@ fn bench_breast_cancer(a: &BenchLrArgs) -> Result<Record> {
     Ok(r)
 }
 
+/// SHAPER Table 6 (minutes, whole training; the number of epochs is not
+/// stated there): CAESAR on CPU with Paillier and with OU, SHAPER on FPGA.
+const SHAPER_TABLE6: [(usize, f64, f64, f64); 5] =
+    [(200_000, 615.0, 66.0, 11.0), (400_000, 1239.0, 133.0, 17.0), (600_000, 1862.0, 200.0, 23.0), (800_000, 2477.0, 266.0, 28.0), (1_000_000, 3101.0, 333.0, 33.0)];
+
+fn bench_lr_table(a: &BenchLrArgs) -> Result<Record> {
+    let (fa, fb, density) = (30_000usize, 70_000usize, 0.0002);
+    let batch = a.batch.unwrap_or(4096);
+    if a.measure_batches == 0 || batch == 0 {
+        return Err(Error::Config("--measure-batches and --batch must be positive".into()));
+    }
+    let n_meas = a.measure_batches * batch as usize;
+    let (ds, _) = synthetic(n_meas, fa + fb, density, a.seed);
+    let (dl, df) = (ds.columns(0, fa), ds.columns(fa, fa + fb));
+    let nnz: usize = ds.rows.iter().map(|r| r.len()).sum();
+    let cfg = TrainConfig {
+        epochs: 1,
+        batch,
+        lr: a.lr.unwrap_or(0.5),
+        lr_decay: 0.0,
+        l2: a.l2.unwrap_or(0.0),
+        sigmoid: Sigmoid::parse(&a.sigmoid)?,
+        key_bits: a.bits,
+        order_seed: a.seed,
+        reveal: false,
+    };
+    let (x, y) = channel_pair(&a.transport)?;
+    let (_, _, rep, bytes, rounds) = run_pair(x, y, &dl, &df, &cfg)?;
+    let epoch_meas = rep.epoch_s.first().copied().unwrap_or(rep.wall_s - rep.setup_s);
+    let per_sample = epoch_meas / n_meas as f64;
+    let bytes_per_sample = bytes as f64 / n_meas as f64;
+    let label = format!(
+        "extrapolated: one epoch measured at {n_meas} samples ({} batches of {batch}), scaled linearly in samples",
+        a.measure_batches
+    );
+    let mut text = String::new();
+    text.push_str(&format!(
+        "vertical LR, one epoch, {fa} + {fb} features, density 0.02 %, batch {batch}, Paillier-{} ({}), {} sigmoid, both parties on this machine ({}, loopback {}), minutes\n",
+        a.bits,
+        hush_paillier::backend(),
+        cfg.sigmoid.name(),
+        hush_bench::cpu_model(),
+        if a.transport == "tcp" { "TLS" } else { "in-memory" }
+    ));
+    text.push_str(&format!("{:<34}", "design / samples"));
+    let cols: Vec<usize> = std::iter::once(100_000).chain(SHAPER_TABLE6.iter().map(|c| c.0)).collect();
+    for n in &cols {
+        text.push_str(&format!("{:>10}", format!("{}K", n / 1000)));
+    }
+    text.push('\n');
+    let mut recs = Vec::new();
+    text.push_str(&format!("{:<34}", "hush, per epoch (extrapolated)"));
+    for &n in &cols {
+        let min = per_sample * n as f64 / 60.0;
+        text.push_str(&format!("{:>10.1}", min));
+        let mut r = Record::new("lr_table");
+        r.set("samples", n).set("features_labels", fa).set("features_other", fb).set("density", density);
+        r.set("batch", batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name()).set("path", hush_paillier::backend());
+        r.set("epoch_min", min).set("bytes_per_epoch", bytes_per_sample * n as f64);
+        r.set("comm_min_at_40mbps", bytes_per_sample * n as f64 * 8.0 / 40e6 / 60.0);
+        r.set("extrapolated", true).set("basis", label.clone()).set("measured_samples", n_meas);
+        r.set("threads_per_party", 1).set("transport", a.transport.clone());
+        hush_bench::machine_fields(&mut r);
+        recs.push(r);
+    }
+    text.push('\n');
+    text.push_str(&format!("{:<34}", "  of which triples (extrapolated)"));
+    for &n in &cols {
+        text.push_str(&format!("{:>10.1}", rep.triple_s / n_meas as f64 * n as f64 / 60.0));
+    }
+    text.push('\n');
+    text.push_str(&format!("{:<34}", "  bytes at 40 Mbps, if not hidden"));
+    for &n in &cols {
+        text.push_str(&format!("{:>10.1}", bytes_per_sample * n as f64 * 8.0 / 40e6 / 60.0));
+    }
+    text.push('\n');
+    for (name, k) in [("CAESAR Paillier, CPU (paper, total)", 1), ("CAESAR OU, CPU (paper, total)", 2), ("SHAPER, FPGA (paper, total)", 3)] {
+        text.push_str(&format!("{name:<34}{:>10}", "-"));
+        for c in SHAPER_TABLE6 {
+            text.push_str(&format!("{:>10.0}", [c.1, c.2, c.3][k - 1]));
+        }
+        text.push('\n');
+    }
+    text.push_str(&format!("({label}; the paper's rows are whole trainings, 40 Mbps / 40 ms, epochs not stated)\n"));
+    if a.json {
+        for r in &recs {
+            println!("{}", r.json());
+        }
+    } else {
+        print!("{text}");
+    }
+    let mut r = Record::new("lr");
+    r.set("wall_s", rep.wall_s - rep.setup_s).set("bytes", bytes).set("rounds", rounds).set("setup_s", rep.setup_s);
+    r.set("samples", n_meas).set("features_labels", fa).set("features_other", fb).set("density", density).set("nnz", nnz);
+    r.set("epochs", 1).set("batch", batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name()).set("epoch_s", epoch_meas);
+    r.set("triple_s", rep.triple_s).set("transport", a.transport.clone()).set("path", hush_paillier::backend());
+    r.set("threads_per_party", 1).set("table_basis", "the measured epoch the table rows are extrapolated from");
+    hush_bench::machine_fields(&mut r);
+    Ok(r)
+}
+
 pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
+    if a.table {
+        return bench_lr_table(a);
+    }
     match a.dataset.as_deref() {
         None => {}
         Some("breast_cancer") => return bench_breast_cancer(a),
