@@ -342,6 +342,10 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     let dec = time_us(iters, |i| {
         std::hint::black_box(kp.decrypt(&cts[i]));
     });
+    let dec_batch = time_us(iters.div_ceil(8), |i| {
+        let lo = (8 * i).min(iters);
+        std::hint::black_box(kp.decrypt_batch(&cts[lo..(lo + 8).min(iters)]));
+    }) / 8.0;
     let dec_iters = (iters / 10).max(3);
     let dec_nocrt = time_us(dec_iters, |i| {
         std::hint::black_box(kp.decrypt_no_crt(&cts[i]));
@@ -366,6 +370,7 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     r.set("bits", bits).set("path", hush_paillier::backend()).set("gmp_version", hush_paillier::gmp_version());
     r.set("threads", 1).set("window", window).set("short_exponent_bits", pk.short_exponent_bits());
     r.set("enc_us", enc).set("enc_public_us", enc_pub).set("dec_us", dec).set("dec_no_crt_us", dec_nocrt);
+    r.set("dec_batch_us", dec_batch).set("dec_batch_path", hush_paillier::dec_batch_path());
     r.set("ct_pt_us", ctpt64).set("ct_pt_20bit_us", ctpt20).set("ct_ct_us", add).set("validate_us", val);
     r.set("table_bytes_public", pk.table_bytes()).set("table_bytes_secret", kp.table_bytes());
     r.set("iters", iters);

@@ -30,8 +30,11 @@
 //! # Big integers
 //!
 //! GMP through `rug` (system GMP: see the crate README section in the
-//! workspace README). The GMP path is the only one; which path ran is
-//! reported as `"gmp"` by [`backend`].
+//! workspace README). Where the CPU has AVX-512 IFMA, batched decryption
+//! ([`KeyPair::decrypt_batch`], eight ciphertexts per call of
+//! [`ifma::MontCtx::pow8`]) runs on a hand-written 52-bit-limb Montgomery
+//! exponentiation instead, tested equal to GMP; `HUSH_PAILLIER=gmp` forces
+//! GMP everywhere. [`backend`] says which path ran.
 //!
 //! # Secrets
 //!
@@ -43,6 +46,7 @@
 //! allocator. The short exponents a are not wiped after use.
 
 mod fixedbase;
+pub mod ifma;
 mod key;
 mod pack;
 pub mod proto;
@@ -55,9 +59,25 @@ pub use pack::Packing;
 pub use rug::Integer;
 
 /// Which big-integer path runs the arithmetic (reported in benchmark
-/// records).
+/// records): `"gmp"`, or `"gmp+ifma-dec"` where batched decryption
+/// ([`KeyPair::decrypt_batch`], used by h2s) runs on AVX-512 IFMA.
 pub fn backend() -> &'static str {
-    "gmp"
+    if ifma::available() {
+        "gmp+ifma-dec"
+    } else {
+        "gmp"
+    }
+}
+
+/// The path of [`KeyPair::decrypt_batch`]: `"ifma"` (eight lanes of
+/// AVX-512 IFMA Montgomery) or `"gmp"` (the CPU lacks IFMA, or
+/// `HUSH_PAILLIER=gmp`).
+pub fn dec_batch_path() -> &'static str {
+    if ifma::available() {
+        "ifma"
+    } else {
+        "gmp"
+    }
 }
 
 /// The GMP version linked.

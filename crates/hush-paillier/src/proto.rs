@@ -179,10 +179,9 @@ pub fn h2s_owner<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, count: usize, va
     while g < groups {
         let in_frame = STREAM_CHUNK.min(groups - g);
         let cts = recv_cts(ch, pk, in_frame, "h2s packed ciphertexts")?;
-        for c in &cts {
+        for m in kp.decrypt_batch(&cts) {
             let lo = g * pack.slots;
             let k = pack.slots.min(count - lo);
-            let m = kp.decrypt(c);
             for v in pack.unpack(&m, k).map_err(|e| Error::Malformed { what: "h2s", reason: e.to_string() })? {
                 out.push(v.to_u64_wrapping());
             }

@@ -313,3 +313,53 @@ fn h2s_owner_view_is_independent_of_the_value() {
     let two: f64 = h0.iter().zip(&h1).map(|(a, b)| if a + b > 0.0 { (a - b) * (a - b) / (a + b) } else { 0.0 }).sum();
     assert!(two < 50.0, "owner's shares depend on the value: χ² = {two}");
 }
+
+fn rand_int(r: &mut StdRng, bits: u32) -> Integer {
+    let words: Vec<u64> = (0..bits.div_ceil(64)).map(|_| r.gen()).collect();
+    let x = Integer::from_digits(&words, rug::integer::Order::Lsf);
+    x.keep_bits(bits)
+}
+
+#[test]
+fn ifma_pow8_equals_gmp() {
+    if !ifma::available() {
+        eprintln!("ifma_pow8_equals_gmp: this CPU has no AVX-512 IFMA (or HUSH_PAILLIER=gmp); the GMP path is the only one here");
+        return;
+    }
+    let mut r = rng(21);
+    for bits in [52u32, 61, 104, 105, 520, 1024, 2047, 2048, 3072, 4096] {
+        let mut m = rand_int(&mut r, bits);
+        m.set_bit(bits - 1, true);
+        m.set_bit(0, true);
+        let ctx = ifma::MontCtx::new(&m).unwrap();
+        let mut bases: Vec<Integer> = (0..8).map(|_| rand_int(&mut r, bits + 3)).collect(); // some ≥ M
+        bases[0] = Integer::from(0);
+        bases[1] = Integer::from(1);
+        bases[2] = Integer::from(&m - 1u32);
+        let refs: Vec<&Integer> = bases.iter().collect();
+        for e in [Integer::from(0), Integer::from(1), Integer::from(31), Integer::from(32), rand_int(&mut r, 64), rand_int(&mut r, bits / 2), rand_int(&mut r, bits)] {
+            let got = ctx.pow8(&refs, &e);
+            for (k, b) in bases.iter().enumerate() {
+                let want = Integer::from(b.pow_mod_ref(&e, &m).unwrap());
+                assert_eq!(got[k], want, "bits {bits} lane {k} e {e}");
+            }
+            // fewer than eight lanes
+            let got3 = ctx.pow8(&refs[..3], &e);
+            assert_eq!(got3, got[..3].to_vec());
+        }
+    }
+    assert!(ifma::MontCtx::new(&Integer::from(100)).is_none());
+    assert!(ifma::MontCtx::new(&Integer::from(101)).is_none()); // too small for two limbs
+}
+
+#[test]
+fn decrypt_batch_equals_decrypt() {
+    let mut r = rng(22);
+    for kp in [key1024(), &KeyPair::generate(2048, &mut r).unwrap()] {
+        let ms: Vec<Integer> = (0..19).map(|i| rand_int(&mut r, 40 + i * 50) % kp.public().n()).collect();
+        let cts: Vec<Ciphertext> = ms.iter().map(|m| kp.public().encrypt(m, &mut r).unwrap()).collect();
+        assert_eq!(kp.decrypt_batch(&cts), ms);
+        assert_eq!(kp.decrypt_batch(&cts[..1]), ms[..1].to_vec());
+        assert!(kp.decrypt_batch(&[]).is_empty());
+    }
+}

@@ -1,0 +1,269 @@
+//! Eight-lane Montgomery exponentiation with AVX-512 IFMA (52-bit limbs),
+//! for the key owner's CRT decryption: eight ciphertexts raised to the same
+//! exponent (p−1) modulo the same modulus (p²) at once, one per 64-bit lane.
+//!
+//! Montgomery multiplication (Montgomery 1985) in the coarsely integrated
+//! operand-scanning order (Koç, Acar, Kaliski 1996), in radix 2^52 with
+//! `vpmadd52luq`/`vpmadd52huq` (the multi-buffer layout of Drucker and
+//! Gueron, "Fast modular squaring with AVX512IFMA", 2019): limb j of the
+//! eight operands sits in one 512-bit register. Limbs of the running sum
+//! are left unnormalised (each 64-bit lane absorbs the < 4N additions of
+//! 52-bit values one multiplication makes) and normalised once at the end;
+//! with R = 2^(52N) > 4M, inputs and outputs stay below 2M, and the last
+//! conditional subtraction is done when converting back. Exponentiation is
+//! left-to-right with a fixed 5-bit window; the window values depend on the
+//! exponent only, the same in every lane. Like the GMP path, this is not
+//! constant time (see the crate docs).
+//!
+//! [`MontCtx::pow8`] is tested against GMP's `pow_mod` (`tests.rs`); GMP is
+//! the fallback where the CPU lacks IFMA or `HUSH_PAILLIER=gmp` is set.
+
+use rug::integer::Order;
+use rug::Integer;
+
+pub const LANES: usize = 8;
+const W: u32 = 5;
+const MASK52: u64 = (1 << 52) - 1;
+
+/// Whether the IFMA path runs: the CPU has AVX-512F + IFMA and
+/// `HUSH_PAILLIER` is not `gmp`.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| {
+            std::env::var("HUSH_PAILLIER").map(|v| v != "gmp").unwrap_or(true)
+                && std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512ifma")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A Montgomery context for one odd modulus M (a secret at the key owner:
+/// its limbs are wiped on drop).
+pub struct MontCtx {
+    /// Limbs (52-bit) per number: R = 2^(52·n) > 4M.
+    n: usize,
+    m: Vec<u64>,
+    /// −M^{-1} mod 2^52
+    mprime: u64,
+    modulus: Integer,
+}
+
+impl Drop for MontCtx {
+    fn drop(&mut self) {
+        for v in self.m.iter_mut() {
+            // SAFETY: a valid &mut u64.
+            unsafe { std::ptr::write_volatile(v, 0) };
+        }
+        crate::wipe::wipe(&mut self.modulus);
+    }
+}
+
+fn to_limbs(x: &Integer, n: usize) -> Vec<u64> {
+    let d = x.to_digits::<u64>(Order::Lsf);
+    let mut out = vec![0u64; n];
+    for (i, o) in out.iter_mut().enumerate() {
+        let bit = 52 * i;
+        let (w, s) = (bit / 64, bit % 64);
+        let lo = d.get(w).copied().unwrap_or(0) >> s;
+        let hi = if s > 12 { d.get(w + 1).copied().unwrap_or(0) << (64 - s) } else { 0 };
+        *o = (lo | hi) & MASK52;
+    }
+    out
+}
+
+fn from_limbs(l: &[u64]) -> Integer {
+    let mut words = vec![0u64; (52 * l.len()).div_ceil(64) + 1];
+    for (i, &v) in l.iter().enumerate() {
+        let bit = 52 * i;
+        let (w, s) = (bit / 64, bit % 64);
+        words[w] |= v << s;
+        if s > 12 {
+            words[w + 1] |= v >> (64 - s);
+        }
+    }
+    Integer::from_digits(&words, Order::Lsf)
+}
+
+impl MontCtx {
+    /// For an odd modulus M of at least 52 bits; `None` otherwise.
+    pub fn new(modulus: &Integer) -> Option<MontCtx> {
+        if modulus.is_even() || modulus.significant_bits() < 52 {
+            return None;
+        }
+        let bits = modulus.significant_bits() as usize;
+        let n = (bits + 2).div_ceil(52);
+        let m = to_limbs(modulus, n);
+        // −M^{-1} mod 2^52 by Newton iteration on the low limb
+        let m0 = m[0];
+        let mut inv: u64 = 1;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(m0.wrapping_mul(inv)));
+        }
+        let mprime = inv.wrapping_neg() & MASK52;
+        Some(MontCtx { n, m, mprime, modulus: modulus.clone() })
+    }
+
+    /// bases[k]^e mod M for eight bases (each reduced mod M first; missing
+    /// lanes are filled with 1 and dropped). `e` ≥ 0.
+    pub fn pow8(&self, bases: &[&Integer], e: &Integer) -> Vec<Integer> {
+        assert!(bases.len() <= LANES && available() && *e >= 0);
+        let n = self.n;
+        let shift = (52 * n) as u32;
+        // to Montgomery form: x·R mod M (GMP), lane-interleaved limbs
+        let mut x = vec![0u64; n * LANES];
+        let mut one = vec![0u64; n * LANES];
+        let r_mod = Integer::from(Integer::from(1) << shift) % &self.modulus;
+        let r_limbs = to_limbs(&r_mod, n);
+        for k in 0..LANES {
+            let b = bases.get(k).map(|b| Integer::from(*b % &self.modulus)).unwrap_or_else(|| Integer::from(1));
+            let bm = Integer::from(b << shift) % &self.modulus;
+            for (j, v) in to_limbs(&bm, n).into_iter().enumerate() {
+                x[j * LANES + k] = v;
+            }
+            for (j, &v) in r_limbs.iter().enumerate() {
+                one[j * LANES + k] = v;
+            }
+        }
+        let bits = e.significant_bits();
+        let win = |i: u32| -> usize { (0..W).fold(0, |a, b| a | (usize::from(i + b < bits && e.get_bit(i + b)) << b)) };
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { pow_ifma(n, &self.m, self.mprime, &x, &one, bits, &win) };
+        (0..bases.len())
+            .map(|k| {
+                let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + k]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= self.modulus {
+                    r -= &self.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bits: u32, win: &dyn Fn(u32) -> usize) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mut xv = Vec::with_capacity(n);
+    let mut onev = Vec::with_capacity(n);
+    let mut mv = Vec::with_capacity(n);
+    for j in 0..n {
+        xv.push(_mm512_loadu_si512(x[j * LANES..].as_ptr() as *const _));
+        onev.push(_mm512_loadu_si512(one[j * LANES..].as_ptr() as *const _));
+        mv.push(_mm512_set1_epi64(m[j] as i64));
+    }
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); n + 1];
+    // table[k] = x^k (Montgomery form), k < 2^W
+    let mut table: Vec<Vec<__m512i>> = Vec::with_capacity(1 << W);
+    table.push(onev);
+    table.push(xv);
+    for k in 2..(1usize << W) {
+        let mut o = vec![_mm512_setzero_si512(); n];
+        montmul(&table[k - 1], &table[1], &mv, mp, &mut t, &mut o);
+        table.push(o);
+    }
+    let mut acc = table[0].clone();
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    let top = bits.div_ceil(W) * W;
+    let mut i = top;
+    let mut first = true;
+    while i > 0 {
+        i -= W;
+        if !first {
+            for _ in 0..W {
+                montmul(&acc, &acc, &mv, mp, &mut t, &mut tmp);
+                std::mem::swap(&mut acc, &mut tmp);
+            }
+        }
+        let w = win(i);
+        if first {
+            acc = table[w].clone();
+            first = false;
+        } else if w != 0 {
+            montmul(&acc, &table[w], &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+    }
+    // out of Montgomery form: acc·1·R^{-1}
+    let mut unit = vec![_mm512_setzero_si512(); n];
+    unit[0] = _mm512_set1_epi64(1);
+    montmul(&acc, &unit, &mv, mp, &mut t, &mut tmp);
+    let mut out = vec![0u64; n * LANES];
+    for j in 0..n {
+        _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
+    }
+    // wipe the table and accumulators (they hold powers of ciphertexts
+    // under a secret modulus: not secret themselves, but cheap to clear)
+    for v in table.iter_mut().flatten().chain(acc.iter_mut()).chain(t.iter_mut()) {
+        std::ptr::write_volatile(v, _mm512_setzero_si512());
+    }
+    out
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn pow_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: u32, _: &dyn Fn(u32) -> usize) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
+/// out = a·b·R^{-1} mod M (< 2M) for a, b < 2M, all limbs normalised to 52 bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn montmul(
+    a: &[std::arch::x86_64::__m512i],
+    b: &[std::arch::x86_64::__m512i],
+    m: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    t: &mut [std::arch::x86_64::__m512i],
+    out: &mut [std::arch::x86_64::__m512i],
+) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let zero = _mm512_setzero_si512();
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    for v in t.iter_mut() {
+        *v = zero;
+    }
+    // t holds the running sum in limbs t[0..n] (t[n] spare). Per limb of
+    // b: q from the low limb, then one pass adds a·b_i + q·M and shifts
+    // down by one limb (four IFMA operations per limb, one load/store).
+    for &bi in b.iter().take(n) {
+        let mut t0 = _mm512_madd52lo_epu64(t[0], a[0], bi);
+        let q = _mm512_madd52lo_epu64(zero, t0, mp);
+        t0 = _mm512_madd52lo_epu64(t0, m[0], q);
+        let carry = _mm512_srli_epi64(t0, 52);
+        let mut v = _mm512_add_epi64(t[1], carry);
+        v = _mm512_madd52lo_epu64(v, a[1], bi);
+        v = _mm512_madd52hi_epu64(v, a[0], bi);
+        v = _mm512_madd52lo_epu64(v, m[1], q);
+        v = _mm512_madd52hi_epu64(v, m[0], q);
+        t[0] = v;
+        for j in 2..n {
+            let mut v = t[j];
+            v = _mm512_madd52lo_epu64(v, a[j], bi);
+            v = _mm512_madd52hi_epu64(v, a[j - 1], bi);
+            v = _mm512_madd52lo_epu64(v, m[j], q);
+            v = _mm512_madd52hi_epu64(v, m[j - 1], q);
+            t[j - 1] = v;
+        }
+        let mut v = t[n];
+        v = _mm512_madd52hi_epu64(v, a[n - 1], bi);
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q);
+        t[n - 1] = v;
+        t[n] = zero;
+    }
+    let mut c = zero;
+    for j in 0..n {
+        let v = _mm512_add_epi64(t[j], c);
+        out[j] = _mm512_and_si512(v, mask);
+        c = _mm512_srli_epi64(v, 52);
+    }
+}
