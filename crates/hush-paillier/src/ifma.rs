@@ -132,8 +132,10 @@ impl MontCtx {
         }
         let bits = e.significant_bits();
         let win = |i: u32| -> usize { (0..W).fold(0, |a, b| a | (usize::from(i + b < bits && e.get_bit(i + b)) << b)) };
+        // e = 2^k (h2s packing): k squarings, no table
+        let squarings = (bits > 0 && e.is_power_of_two()).then(|| bits - 1);
         // SAFETY: available() checked the CPU features.
-        let out = unsafe { pow_ifma(n, &self.m, self.mprime, &x, &one, bits, &win) };
+        let out = unsafe { pow_ifma(n, &self.m, self.mprime, &x, &one, bits, &win, squarings) };
         (0..bases.len())
             .map(|k| {
                 let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + k]).collect();
@@ -149,7 +151,8 @@ impl MontCtx {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
-unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bits: u32, win: &dyn Fn(u32) -> usize) -> Vec<u64> {
+#[allow(clippy::too_many_arguments)]
+unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bits: u32, win: &dyn Fn(u32) -> usize, squarings: Option<u32>) -> Vec<u64> {
     use std::arch::x86_64::*;
     let mut xv = Vec::with_capacity(n);
     let mut onev = Vec::with_capacity(n);
@@ -160,7 +163,16 @@ unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bit
         mv.push(_mm512_set1_epi64(m[j] as i64));
     }
     let mp = _mm512_set1_epi64(mprime as i64);
-    let mut t = vec![_mm512_setzero_si512(); n + 1];
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    if let Some(k) = squarings {
+        let mut acc = xv;
+        for _ in 0..k {
+            montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+        return from_mont(n, &acc, &mv, mp, &mut t, &mut tmp);
+    }
     // table[k] = x^k (Montgomery form), k < 2^W
     let mut table: Vec<Vec<__m512i>> = Vec::with_capacity(1 << W);
     table.push(onev);
@@ -171,7 +183,6 @@ unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bit
         table.push(o);
     }
     let mut acc = table[0].clone();
-    let mut tmp = vec![_mm512_setzero_si512(); n];
     let top = bits.div_ceil(W) * W;
     let mut i = top;
     let mut first = true;
@@ -179,7 +190,7 @@ unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bit
         i -= W;
         if !first {
             for _ in 0..W {
-                montmul(&acc, &acc, &mv, mp, &mut t, &mut tmp);
+                montsqr(&acc, &mv, mp, &mut t, &mut tmp);
                 std::mem::swap(&mut acc, &mut tmp);
             }
         }
@@ -192,25 +203,94 @@ unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bit
             std::mem::swap(&mut acc, &mut tmp);
         }
     }
-    // out of Montgomery form: acc·1·R^{-1}
+    // wipe the table (powers of ciphertexts under a secret modulus: not
+    // secret themselves, but cheap to clear)
+    for v in table.iter_mut().flatten() {
+        std::ptr::write_volatile(v, _mm512_setzero_si512());
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+/// Out of Montgomery form (acc·1·R^{-1}), lane-interleaved limbs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn from_mont(
+    n: usize,
+    acc: &[std::arch::x86_64::__m512i],
+    mv: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    t: &mut [std::arch::x86_64::__m512i],
+    tmp: &mut [std::arch::x86_64::__m512i],
+) -> Vec<u64> {
+    use std::arch::x86_64::*;
     let mut unit = vec![_mm512_setzero_si512(); n];
     unit[0] = _mm512_set1_epi64(1);
-    montmul(&acc, &unit, &mv, mp, &mut t, &mut tmp);
+    montmul(acc, &unit, mv, mp, t, tmp);
     let mut out = vec![0u64; n * LANES];
     for j in 0..n {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
     }
-    // wipe the table and accumulators (they hold powers of ciphertexts
-    // under a secret modulus: not secret themselves, but cheap to clear)
-    for v in table.iter_mut().flatten().chain(acc.iter_mut()).chain(t.iter_mut()) {
+    for v in t.iter_mut() {
         std::ptr::write_volatile(v, _mm512_setzero_si512());
     }
     out
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn pow_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: u32, _: &dyn Fn(u32) -> usize) -> Vec<u64> {
+#[allow(clippy::too_many_arguments)]
+unsafe fn pow_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: u32, _: &dyn Fn(u32) -> usize, _: Option<u32>) -> Vec<u64> {
     unreachable!("available() is false off x86-64")
+}
+
+/// out = a²·R^{-1} mod M (< 2M) for a < 2M: the square by product
+/// scanning with the cross products computed once and doubled (n² − n + 2n
+/// IFMA operations instead of 2n²), then a separate Montgomery reduction.
+/// `t` has at least 2n + 1 limbs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn montsqr(
+    a: &[std::arch::x86_64::__m512i],
+    m: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    t: &mut [std::arch::x86_64::__m512i],
+    out: &mut [std::arch::x86_64::__m512i],
+) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let zero = _mm512_setzero_si512();
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    for v in t.iter_mut().take(2 * n + 1) {
+        *v = zero;
+    }
+    for i in 0..n {
+        let ai = a[i];
+        for j in i + 1..n {
+            t[i + j] = _mm512_madd52lo_epu64(t[i + j], ai, a[j]);
+            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], ai, a[j]);
+        }
+    }
+    for v in t.iter_mut().take(2 * n) {
+        *v = _mm512_add_epi64(*v, *v);
+    }
+    for i in 0..n {
+        t[2 * i] = _mm512_madd52lo_epu64(t[2 * i], a[i], a[i]);
+        t[2 * i + 1] = _mm512_madd52hi_epu64(t[2 * i + 1], a[i], a[i]);
+    }
+    for i in 0..n {
+        let q = _mm512_madd52lo_epu64(zero, t[i], mp);
+        for j in 0..n {
+            t[i + j] = _mm512_madd52lo_epu64(t[i + j], m[j], q);
+            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m[j], q);
+        }
+        t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));
+    }
+    let mut c = zero;
+    for j in 0..n {
+        let v = _mm512_add_epi64(t[n + j], c);
+        out[j] = _mm512_and_si512(v, mask);
+        c = _mm512_srli_epi64(v, 52);
+    }
 }
 
 /// out = a·b·R^{-1} mod M (< 2M) for a, b < 2M, all limbs normalised to 52 bits.

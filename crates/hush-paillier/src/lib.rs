@@ -31,10 +31,11 @@
 //!
 //! GMP through `rug` (system GMP: see the crate README section in the
 //! workspace README). Where the CPU has AVX-512 IFMA, batched decryption
-//! ([`KeyPair::decrypt_batch`], eight ciphertexts per call of
-//! [`ifma::MontCtx::pow8`]) runs on a hand-written 52-bit-limb Montgomery
-//! exponentiation instead, tested equal to GMP; `HUSH_PAILLIER=gmp` forces
-//! GMP everywhere. [`backend`] says which path ran.
+//! ([`KeyPair::decrypt_batch`]) and h2s packing ([`Packing::pack_many`]),
+//! eight ciphertexts per call of [`ifma::MontCtx::pow8`], run on a
+//! hand-written 52-bit-limb Montgomery exponentiation instead, tested equal
+//! to GMP; `HUSH_PAILLIER=gmp` forces GMP everywhere. [`backend`] says
+//! which path ran.
 //!
 //! # Secrets
 //!
@@ -59,11 +60,12 @@ pub use pack::Packing;
 pub use rug::Integer;
 
 /// Which big-integer path runs the arithmetic (reported in benchmark
-/// records): `"gmp"`, or `"gmp+ifma-dec"` where batched decryption
-/// ([`KeyPair::decrypt_batch`], used by h2s) runs on AVX-512 IFMA.
+/// records): `"gmp"`, or `"gmp+ifma"` where batched decryption
+/// ([`KeyPair::decrypt_batch`]) and h2s packing ([`Packing::pack_many`])
+/// run on AVX-512 IFMA (everything else stays on GMP).
 pub fn backend() -> &'static str {
     if ifma::available() {
-        "gmp+ifma-dec"
+        "gmp+ifma"
     } else {
         "gmp"
     }

@@ -51,6 +51,39 @@ impl Packing {
         Ok(Ciphertext(acc))
     }
 
+    /// [`Packing::pack`] of many groups: eight groups of equal length at a
+    /// time in the lanes of the IFMA path (each Horner step is the same
+    /// 2^slot_bits power in every lane), else one by one with GMP.
+    pub fn pack_many(&self, pk: &PublicKey, groups: &[Vec<Ciphertext>]) -> Result<Vec<Ciphertext>> {
+        let ctx = if crate::ifma::available() && groups.len() > 1 { crate::ifma::MontCtx::new(pk.n2()) } else { None };
+        let Some(ctx) = ctx else {
+            return groups.iter().map(|g| self.pack(pk, g)).collect();
+        };
+        let n2 = pk.n2();
+        let two_k = Integer::from(1) << self.slot_bits;
+        let mut out = Vec::with_capacity(groups.len());
+        for chunk in groups.chunks(crate::ifma::LANES) {
+            let len = chunk[0].len();
+            if chunk.len() == 1 || len < 2 || chunk.iter().any(|g| g.len() != len) || len > self.slots {
+                for g in chunk {
+                    out.push(self.pack(pk, g)?);
+                }
+                continue;
+            }
+            let mut accs: Vec<Integer> = chunk.iter().map(|g| g[len - 1].0.clone()).collect();
+            for i in (0..len - 1).rev() {
+                let refs: Vec<&Integer> = accs.iter().collect();
+                accs = ctx.pow8(&refs, &two_k);
+                for (a, g) in accs.iter_mut().zip(chunk) {
+                    *a *= &g[i].0;
+                    *a %= n2;
+                }
+            }
+            out.extend(accs.into_iter().map(Ciphertext));
+        }
+        Ok(out)
+    }
+
     /// Packs plaintexts (the mask sum Σ r_k·2^(k·slot_bits)).
     pub fn pack_plain(&self, vals: &[Integer]) -> Integer {
         let mut acc = Integer::new();

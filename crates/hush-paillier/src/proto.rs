@@ -106,20 +106,25 @@ pub fn h2s_packing(pk: &PublicKey, value_bits: u32) -> Result<Packing> {
     Packing::new(value_bits, SIGMA, pk.bits())
 }
 
-/// Masks, packs and rerandomises one group of ciphertexts; returns the
-/// packed ciphertext and the evaluator's shares (−r mod 2^64).
-fn h2s_pack_one<R: RngCore + CryptoRng + ?Sized>(
+/// Masks, packs and rerandomises groups of ciphertexts; returns the
+/// packed ciphertexts and the evaluator's shares (−r mod 2^64), in order.
+fn h2s_pack_groups<R: RngCore + CryptoRng + ?Sized>(
     owner: &PublicKey,
     pack: &Packing,
-    group: &[Ciphertext],
+    groups: &[Vec<Ciphertext>],
     rng: &mut R,
-) -> Result<(Ciphertext, Vec<u64>)> {
+) -> Result<(Vec<Ciphertext>, Vec<u64>)> {
     let base = Integer::from(1) << pack.value_bits;
-    let masks: Vec<Integer> = group.iter().map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
-    let shares = masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()).collect();
-    let packed = pack.pack(owner, group)?;
-    let packed = owner.add_plain(&packed, &pack.pack_plain(&masks));
-    Ok((owner.rerandomize(&packed, rng), shares))
+    let packed = pack.pack_many(owner, groups)?;
+    let mut shares = Vec::new();
+    let mut out = Vec::with_capacity(groups.len());
+    for (g, p) in groups.iter().zip(packed) {
+        let masks: Vec<Integer> = g.iter().map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
+        shares.extend(masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()));
+        let p = owner.add_plain(&p, &pack.pack_plain(&masks));
+        out.push(owner.rerandomize(&p, rng));
+    }
+    Ok((out, shares))
 }
 
 /// h2s, evaluator side: turns ciphertexts of signed values |v| < 2^value_bits
@@ -151,15 +156,24 @@ pub fn h2s_eval_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     let mut frame = Vec::new();
     let mut in_frame = 0;
     let groups = pack.packed_len(count);
-    for g in 0..groups {
-        let lo = g * pack.slots;
-        let hi = (lo + pack.slots).min(count);
-        let group: Vec<Ciphertext> = (lo..hi).map(&mut make).collect::<Result<_>>()?;
-        let (c, s) = h2s_pack_one(owner, &pack, &group, rng)?;
+    // eight groups at a time (the IFMA packing lanes), frames of STREAM_CHUNK
+    let mut g = 0;
+    while g < groups {
+        let take = crate::ifma::LANES.min(groups - g).min(STREAM_CHUNK - in_frame);
+        let mut batch = Vec::with_capacity(take);
+        for k in g..g + take {
+            let lo = k * pack.slots;
+            let hi = (lo + pack.slots).min(count);
+            batch.push((lo..hi).map(&mut make).collect::<Result<Vec<_>>>()?);
+        }
+        let (cs, s) = h2s_pack_groups(owner, &pack, &batch, rng)?;
         shares.extend(s);
-        owner.write_ct(&c, &mut frame);
-        in_frame += 1;
-        if in_frame == STREAM_CHUNK || g + 1 == groups {
+        for c in &cs {
+            owner.write_ct(c, &mut frame);
+        }
+        in_frame += take;
+        g += take;
+        if in_frame == STREAM_CHUNK || g == groups {
             ch.send_chunked(&frame)?;
             frame.clear();
             in_frame = 0;

@@ -363,3 +363,21 @@ fn decrypt_batch_equals_decrypt() {
         assert!(kp.decrypt_batch(&[]).is_empty());
     }
 }
+
+#[test]
+fn pack_many_equals_pack() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(23);
+    let pack = proto::h2s_packing(pk, 70).unwrap();
+    // 11 full groups (one IFMA chunk of 8, then 3) and a short last group
+    let mut groups: Vec<Vec<Ciphertext>> = (0..11)
+        .map(|_| (0..pack.slots).map(|_| pk.encrypt(&Integer::from(r.gen::<u64>()), &mut r).unwrap()).collect())
+        .collect();
+    groups.push((0..2).map(|_| pk.encrypt(&Integer::from(r.gen::<u32>()), &mut r).unwrap()).collect());
+    let many = pack.pack_many(pk, &groups).unwrap();
+    assert_eq!(many.len(), groups.len());
+    for (g, c) in groups.iter().zip(&many) {
+        assert_eq!(c, &pack.pack(pk, g).unwrap());
+    }
+}
