@@ -215,9 +215,8 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         proto::s2h_owner(self.ch, &self.kp, &m.peer, &mut self.rng)?;
         let cts = proto::recv_cts(self.ch, &self.peer, xb.cols, "encrypted model share")?;
         let peer = self.peer.clone();
-        let ev = proto::h2s_eval_with(self.ch, &peer, b, value_bits(xb.cols), &mut self.rng, |r| {
-            Ok(xb.row_enc(&peer, &cts, r))
-        })?;
+        let mut f = hush_paillier::sparse::row_enc_stream(xb, &peer, &cts);
+        let ev = proto::h2s_eval_with(self.ch, &peer, b, value_bits(xb.cols), &mut self.rng, |r| Ok(f(r)))?;
         let ow = proto::h2s_owner(self.ch, &self.kp, b, value_bits(self.d_peer))?;
         let p0 = self.p0();
         Ok((0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect())
@@ -269,9 +268,8 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         proto::s2h_owner(self.ch, &self.kp, e, &mut self.rng)?;
         let cts = proto::recv_cts(self.ch, &self.peer, b, "encrypted error share")?;
         let peer = self.peer.clone();
-        let ev = proto::h2s_eval_with(self.ch, &peer, xt.rows, value_bits(b), &mut self.rng, |r| {
-            Ok(xt.row_enc(&peer, &cts, r))
-        })?;
+        let mut f = hush_paillier::sparse::row_enc_stream(&xt, &peer, &cts);
+        let ev = proto::h2s_eval_with(self.ch, &peer, xt.rows, value_bits(b), &mut self.rng, |r| Ok(f(r)))?;
         let ow = proto::h2s_owner(self.ch, &self.kp, self.d_peer, value_bits(b))?;
         let g_own = (0..xt.rows).map(|j| local[j].wrapping_add(ev[j])).collect();
         Ok((g_own, ow))

@@ -51,12 +51,15 @@ pub struct MontCtx {
     m: Vec<u64>,
     /// −M^{-1} mod 2^52
     mprime: u64,
+    /// R² mod M and R mod M (52-bit limbs)
+    r2: Vec<u64>,
+    r1: Vec<u64>,
     modulus: Integer,
 }
 
 impl Drop for MontCtx {
     fn drop(&mut self) {
-        for v in self.m.iter_mut() {
+        for v in self.m.iter_mut().chain(self.r2.iter_mut()).chain(self.r1.iter_mut()) {
             // SAFETY: a valid &mut u64.
             unsafe { std::ptr::write_volatile(v, 0) };
         }
@@ -106,7 +109,9 @@ impl MontCtx {
             inv = inv.wrapping_mul(2u64.wrapping_sub(m0.wrapping_mul(inv)));
         }
         let mprime = inv.wrapping_neg() & MASK52;
-        Some(MontCtx { n, m, mprime, modulus: modulus.clone() })
+        let r1 = to_limbs(&(Integer::from(Integer::from(1) << (52 * n) as u32) % modulus), n);
+        let r2 = to_limbs(&(Integer::from(Integer::from(1) << (104 * n) as u32) % modulus), n);
+        Some(MontCtx { n, m, mprime, r2, r1, modulus: modulus.clone() })
     }
 
     /// bases[k]^e mod M for eight bases (each reduced mod M first; missing
@@ -147,6 +152,101 @@ impl MontCtx {
             })
             .collect()
     }
+}
+
+impl MontCtx {
+    /// Π_t b_{k,t}^{e_{k,t}} mod M for up to eight lanes k of terms
+    /// (base, exponent), bases reduced mod M first, by Straus'
+    /// method with 1-bit windows (Straus 1964): one squaring per exponent
+    /// bit, then per term a multiplication kept only in the lanes whose
+    /// exponent has that bit. A lane without terms gives 1.
+    pub fn multi_exp8(&self, lanes: &[Vec<(&Integer, u64)>]) -> Vec<Integer> {
+        assert!(lanes.len() <= LANES && available());
+        let n = self.n;
+        let terms = lanes.iter().map(Vec::len).max().unwrap_or(0);
+        let top = lanes.iter().flatten().map(|t| 64 - t.1.leading_zeros()).max().unwrap_or(0);
+        let mut bases = vec![vec![0u64; n * LANES]; terms];
+        let mut masks = vec![vec![0u8; top as usize]; terms];
+        for (k, lane) in lanes.iter().enumerate() {
+            for (t, (b, e)) in lane.iter().enumerate() {
+                let reduced;
+                let b = if **b >= self.modulus || **b < 0 {
+                    reduced = <(Integer, Integer)>::from(b.div_rem_euc_ref(&self.modulus)).1;
+                    &reduced
+                } else {
+                    *b
+                };
+                for (j, v) in to_limbs(b, n).into_iter().enumerate() {
+                    bases[t][j * LANES + k] = v;
+                }
+                for (i, m) in masks[t].iter_mut().enumerate() {
+                    *m |= (((e >> i) & 1) as u8) << k;
+                }
+            }
+        }
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { multi_ifma(n, &self.m, self.mprime, &self.r2, &self.r1, &bases, &masks) };
+        (0..lanes.len())
+            .map(|k| {
+                let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + k]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= self.modulus {
+                    r -= &self.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn multi_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], r1: &[u64], bases: &[Vec<u64>], masks: &[Vec<u8>]) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mv: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(m[j] as i64)).collect();
+    let r2v: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    // bases to Montgomery form: b·R²·R^{-1}
+    let mut bm: Vec<Vec<__m512i>> = Vec::with_capacity(bases.len());
+    for b in bases {
+        let mut v = Vec::with_capacity(n);
+        for j in 0..n {
+            v.push(_mm512_loadu_si512(b[j * LANES..].as_ptr() as *const _));
+        }
+        let mut o = vec![_mm512_setzero_si512(); n];
+        montmul(&v, &r2v, &mv, mp, &mut t, &mut o);
+        bm.push(o);
+    }
+    let mut acc: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r1[j] as i64)).collect();
+    let top = masks.first().map_or(0, Vec::len);
+    for i in (0..top).rev() {
+        if i + 1 < top {
+            montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+        for (b, mk) in bm.iter().zip(masks) {
+            let k = mk[i];
+            if k == 0 {
+                continue;
+            }
+            montmul(&acc, b, &mv, mp, &mut t, &mut tmp);
+            if k == 0xff {
+                std::mem::swap(&mut acc, &mut tmp);
+            } else {
+                for j in 0..n {
+                    acc[j] = _mm512_mask_blend_epi64(k, acc[j], tmp[j]);
+                }
+            }
+        }
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn multi_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[Vec<u64>], _: &[Vec<u8>]) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -244,10 +244,21 @@ pub fn triples_helper<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     let b: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
     let cts = recv_cts(ch, owner, 2 * count, "triple ciphertexts")?;
     let n2 = owner.n2().clone();
+    let ctx = if crate::ifma::available() { crate::ifma::MontCtx::new(&n2) } else { None };
+    // Enc(a₀·b₁ + b₀·a₁), eight at a time on the IFMA lanes where available
+    let mut cache: (usize, Vec<Ciphertext>) = (0, Vec::new());
     let s = h2s_eval_with(ch, owner, count, 130, rng, |i| {
-        // Enc(a₀·b₁ + b₀·a₁)
-        let t = [(&cts[2 * i].0, b[i]), (&cts[2 * i + 1].0, a[i])];
-        Ok(Ciphertext(multi_exp(&t, &n2).unwrap()))
+        let Some(ctx) = &ctx else {
+            let t = [(&cts[2 * i].0, b[i]), (&cts[2 * i + 1].0, a[i])];
+            return Ok(Ciphertext(multi_exp(&t, &n2).unwrap()));
+        };
+        if i < cache.0 || i >= cache.0 + cache.1.len() {
+            let hi = (i + crate::ifma::LANES).min(count);
+            let lanes: Vec<Vec<(&Integer, u64)>> =
+                (i..hi).map(|j| vec![(&cts[2 * j].0, b[j]), (&cts[2 * j + 1].0, a[j])]).collect();
+            cache = (i, ctx.multi_exp8(&lanes).into_iter().map(Ciphertext).collect());
+        }
+        Ok(cache.1[i - cache.0].clone())
     })?;
     let c = (0..count).map(|i| a[i].wrapping_mul(b[i]).wrapping_add(s[i])).collect();
     Ok(Triples { a, b, c })
@@ -277,5 +288,6 @@ pub fn matvec_eval<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     rng: &mut R,
 ) -> Result<Vec<u64>> {
     let cts = recv_cts(ch, owner, x.cols, "encrypted vector")?;
-    h2s_eval_with(ch, owner, x.rows, x.product_bits(), rng, |r| Ok(x.row_enc(owner, &cts, r)))
+    let mut f = crate::sparse::row_enc_stream(x, owner, &cts);
+    h2s_eval_with(ch, owner, x.rows, x.product_bits(), rng, |r| Ok(f(r)))
 }

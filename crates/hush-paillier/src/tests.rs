@@ -381,3 +381,82 @@ fn pack_many_equals_pack() {
         assert_eq!(c, &pack.pack(pk, g).unwrap());
     }
 }
+
+#[test]
+fn ifma_multi_exp8_equals_gmp() {
+    if !ifma::available() {
+        eprintln!("ifma_multi_exp8_equals_gmp: no AVX-512 IFMA here (or HUSH_PAILLIER=gmp)");
+        return;
+    }
+    let mut r = rng(24);
+    for bits in [130u32, 1024, 2048, 4096] {
+        let mut m = rand_int(&mut r, bits);
+        m.set_bit(bits - 1, true);
+        m.set_bit(0, true);
+        let ctx = ifma::MontCtx::new(&m).unwrap();
+        let pool: Vec<Integer> = (0..40).map(|_| rand_int(&mut r, bits) % &m).collect();
+        for lanes_n in [1usize, 3, 8] {
+            let lanes: Vec<Vec<(&Integer, u64)>> = (0..lanes_n)
+                .map(|k| {
+                    let terms = if k == 1 { 0 } else { r.gen_range(1..15) };
+                    (0..terms)
+                        .map(|t| {
+                            let e = match (k + t) % 4 {
+                                0 => r.gen::<u64>(),
+                                1 => r.gen_range(0..1u64 << 20),
+                                2 => u64::MAX,
+                                _ => r.gen_range(0..3),
+                            };
+                            (&pool[r.gen_range(0..pool.len())], e)
+                        })
+                        .collect()
+                })
+                .collect();
+            let got = ctx.multi_exp8(&lanes);
+            for (k, lane) in lanes.iter().enumerate() {
+                let mut want = Integer::from(1);
+                for (b, e) in lane {
+                    want *= Integer::from(b.pow_mod_ref(&Integer::from(*e), &m).unwrap());
+                    want %= &m;
+                }
+                assert_eq!(got[k], want, "bits {bits} lanes {lanes_n} lane {k}");
+            }
+        }
+        // bases not reduced mod M are reduced first
+        let big = Integer::from(&m + 5u32);
+        let got = ctx.multi_exp8(&[vec![(&big, 3u64)]]);
+        assert_eq!(got[0], Integer::from(125u32) % &m);
+    }
+}
+
+#[test]
+fn rows_enc_equals_row_enc() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(25);
+    let cols = 9;
+    let cts: Vec<Ciphertext> = (0..cols).map(|_| pk.encrypt(&Integer::from(r.gen::<u32>()), &mut r).unwrap()).collect();
+    // rows with positive, negative, mixed and no entries; 21 rows (two full IFMA chunks and a part)
+    let mut t = Vec::new();
+    for row in 0..21usize {
+        for c in 0..cols {
+            if (row * 7 + c * 3) % 4 == 0 {
+                let v = match (row + c) % 3 {
+                    0 => r.gen_range(1..1i64 << 18),
+                    1 => -r.gen_range(1..1i64 << 18),
+                    _ => r.gen_range(-3..4),
+                };
+                t.push((row, c, v));
+            }
+        }
+    }
+    t.retain(|&(row, _, _)| row != 5); // an empty row
+    let x = Csr::from_triplets(21, cols, t);
+    let many = x.rows_enc(pk, &cts, 0..21);
+    let mut f = crate::sparse::row_enc_stream(&x, pk, &cts);
+    for row in 0..21 {
+        let want = x.row_enc(pk, &cts, row);
+        assert_eq!(many[row], want, "row {row}");
+        assert_eq!(f(row), want);
+    }
+}
