@@ -363,12 +363,18 @@ unsafe fn montsqr(
     for v in t.iter_mut().take(2 * n + 1) {
         *v = zero;
     }
-    for i in 0..n {
+    // cross products a_i·a_j (i < j), accumulated by position so each
+    // limb is loaded and stored once per i (no store-to-load chain)
+    for i in 0..n - 1 {
         let ai = a[i];
-        for j in i + 1..n {
-            t[i + j] = _mm512_madd52lo_epu64(t[i + j], ai, a[j]);
-            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], ai, a[j]);
+        t[2 * i + 1] = _mm512_madd52lo_epu64(t[2 * i + 1], ai, a[i + 1]);
+        for j in i + 2..n {
+            let mut v = t[i + j];
+            v = _mm512_madd52lo_epu64(v, ai, a[j]);
+            v = _mm512_madd52hi_epu64(v, ai, a[j - 1]);
+            t[i + j] = v;
         }
+        t[i + n] = _mm512_madd52hi_epu64(t[i + n], ai, a[n - 1]);
     }
     for v in t.iter_mut().take(2 * n) {
         *v = _mm512_add_epi64(*v, *v);
@@ -377,13 +383,22 @@ unsafe fn montsqr(
         t[2 * i] = _mm512_madd52lo_epu64(t[2 * i], a[i], a[i]);
         t[2 * i + 1] = _mm512_madd52hi_epu64(t[2 * i + 1], a[i], a[i]);
     }
+    // Montgomery reduction, one limb of q at a time, fused the same way
     for i in 0..n {
         let q = _mm512_madd52lo_epu64(zero, t[i], mp);
-        for j in 0..n {
-            t[i + j] = _mm512_madd52lo_epu64(t[i + j], m[j], q);
-            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m[j], q);
+        let v0 = _mm512_madd52lo_epu64(t[i], m[0], q);
+        let carry = _mm512_srli_epi64(v0, 52);
+        let mut v = _mm512_add_epi64(t[i + 1], carry);
+        v = _mm512_madd52lo_epu64(v, m[1], q);
+        v = _mm512_madd52hi_epu64(v, m[0], q);
+        t[i + 1] = v;
+        for j in 2..n {
+            let mut v = t[i + j];
+            v = _mm512_madd52lo_epu64(v, m[j], q);
+            v = _mm512_madd52hi_epu64(v, m[j - 1], q);
+            t[i + j] = v;
         }
-        t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(t[i], 52));
+        t[i + n] = _mm512_madd52hi_epu64(t[i + n], m[n - 1], q);
     }
     let mut c = zero;
     for j in 0..n {
