@@ -199,6 +199,79 @@ impl MontCtx {
     }
 }
 
+impl MontCtx {
+    /// Horner packing of up to eight groups of equal length L (one group
+    /// per lane): Π_i c_i^(2^(k·i)) mod M = ((c_{L−1})^(2^k)·c_{L−2})^(2^k)…·c_0,
+    /// all in the Montgomery domain (no GMP division per step).
+    pub fn horner8(&self, groups: &[&[Integer]], k: u32) -> Vec<Integer> {
+        assert!(groups.len() <= LANES && available());
+        let len = groups.first().map_or(0, |g| g.len());
+        assert!(len > 0 && groups.iter().all(|g| g.len() == len), "horner8: groups of equal, non-zero length");
+        let n = self.n;
+        let mut cs = vec![vec![0u64; n * LANES]; len];
+        for (lane, g) in groups.iter().enumerate() {
+            for (i, c) in g.iter().enumerate() {
+                let reduced;
+                let c = if *c >= self.modulus || *c < 0 {
+                    reduced = <(Integer, Integer)>::from(c.div_rem_euc_ref(&self.modulus)).1;
+                    &reduced
+                } else {
+                    c
+                };
+                for (j, v) in to_limbs(c, n).into_iter().enumerate() {
+                    cs[i][j * LANES + lane] = v;
+                }
+            }
+        }
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { horner_ifma(n, &self.m, self.mprime, &self.r2, &cs, k) };
+        (0..groups.len())
+            .map(|lane| {
+                let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + lane]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= self.modulus {
+                    r -= &self.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn horner_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], cs: &[Vec<u64>], k: u32) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mv: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(m[j] as i64)).collect();
+    let r2v: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    let to_mont = |c: &[u64], t: &mut [__m512i], out: &mut Vec<__m512i>| {
+        let v: Vec<__m512i> = (0..n).map(|j| _mm512_loadu_si512(c[j * LANES..].as_ptr() as *const _)).collect();
+        montmul(&v, &r2v, &mv, mp, t, out);
+    };
+    let len = cs.len();
+    let mut acc = vec![_mm512_setzero_si512(); n];
+    to_mont(&cs[len - 1], &mut t, &mut acc);
+    let mut ci = vec![_mm512_setzero_si512(); n];
+    for i in (0..len - 1).rev() {
+        for _ in 0..k {
+            montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+        to_mont(&cs[i], &mut t, &mut ci);
+        montmul(&acc, &ci, &mv, mp, &mut t, &mut tmp);
+        std::mem::swap(&mut acc, &mut tmp);
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn horner_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[Vec<u64>], _: u32) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 unsafe fn multi_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], r1: &[u64], bases: &[Vec<u64>], masks: &[Vec<u8>]) -> Vec<u64> {

@@ -59,8 +59,6 @@ impl Packing {
         let Some(ctx) = ctx else {
             return groups.iter().map(|g| self.pack(pk, g)).collect();
         };
-        let n2 = pk.n2();
-        let two_k = Integer::from(1) << self.slot_bits;
         let mut out = Vec::with_capacity(groups.len());
         for chunk in groups.chunks(crate::ifma::LANES) {
             let len = chunk[0].len();
@@ -70,16 +68,9 @@ impl Packing {
                 }
                 continue;
             }
-            let mut accs: Vec<Integer> = chunk.iter().map(|g| g[len - 1].0.clone()).collect();
-            for i in (0..len - 1).rev() {
-                let refs: Vec<&Integer> = accs.iter().collect();
-                accs = ctx.pow8(&refs, &two_k);
-                for (a, g) in accs.iter_mut().zip(chunk) {
-                    *a *= &g[i].0;
-                    *a %= n2;
-                }
-            }
-            out.extend(accs.into_iter().map(Ciphertext));
+            let ints: Vec<Vec<Integer>> = chunk.iter().map(|g| g.iter().map(|c| c.0.clone()).collect()).collect();
+            let refs: Vec<&[Integer]> = ints.iter().map(Vec::as_slice).collect();
+            out.extend(ctx.horner8(&refs, self.slot_bits).into_iter().map(Ciphertext));
         }
         Ok(out)
     }
