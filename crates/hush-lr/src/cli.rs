@@ -338,6 +338,10 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     let enc_pub = time_us(iters, |i| {
         std::hint::black_box(pk.encrypt(&ms[i], &mut rng).unwrap());
     });
+    let enc_batch = time_us(iters.div_ceil(8), |i| {
+        let lo = (8 * i).min(iters);
+        std::hint::black_box(kp.encrypt_batch(&ms[lo..(lo + 8).min(iters)], &mut rng).unwrap());
+    }) / 8.0;
     let cts: Vec<_> = ms.iter().map(|m| kp.encrypt(m, &mut rng).unwrap()).collect();
     let dec = time_us(iters, |i| {
         std::hint::black_box(kp.decrypt(&cts[i]));
@@ -371,6 +375,7 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     r.set("threads", 1).set("window", window).set("short_exponent_bits", pk.short_exponent_bits());
     r.set("enc_us", enc).set("enc_public_us", enc_pub).set("dec_us", dec).set("dec_no_crt_us", dec_nocrt);
     r.set("dec_batch_us", dec_batch).set("dec_batch_path", hush_paillier::dec_batch_path());
+    r.set("enc_batch_us", enc_batch).set("enc_batch_path", hush_paillier::dec_batch_path());
     r.set("ct_pt_us", ctpt64).set("ct_pt_20bit_us", ctpt20).set("ct_ct_us", add).set("validate_us", val);
     r.set("table_bytes_public", pk.table_bytes()).set("table_bytes_secret", kp.table_bytes());
     r.set("iters", iters);

@@ -238,6 +238,124 @@ impl MontCtx {
     }
 }
 
+/// A fixed-base table ([`crate::FixedBase`]) in the Montgomery domain of a
+/// [`MontCtx`], 52-bit limbs, digit 0 = one: eight exponents' products of
+/// table entries per call, the entries gathered lane by lane. A secret
+/// table (mod p², q²): wiped on drop.
+pub struct FixedTable {
+    n: usize,
+    w: u32,
+    rows: usize,
+    exp_bits: u32,
+    limbs: Vec<u64>,
+}
+
+impl Drop for FixedTable {
+    fn drop(&mut self) {
+        for v in self.limbs.iter_mut() {
+            // SAFETY: a valid &mut u64.
+            unsafe { std::ptr::write_volatile(v, 0) };
+        }
+    }
+}
+
+impl FixedTable {
+    /// From a GMP table of window ≤ 10 bits over the context's modulus.
+    pub fn new(ctx: &MontCtx, fb: &crate::FixedBase) -> Option<FixedTable> {
+        let (rows, modulus) = fb.rows();
+        let w = fb.window();
+        if w > 10 || *modulus != ctx.modulus {
+            return None;
+        }
+        let n = ctx.n;
+        let per = 1usize << w;
+        let mut limbs = vec![0u64; rows.len() * per * n];
+        let shift = (52 * n) as u32;
+        for (i, row) in rows.iter().enumerate() {
+            let base = i * per * n;
+            limbs[base..base + n].copy_from_slice(&ctx.r1);
+            for (d, e) in row.iter().enumerate() {
+                let mut x = Integer::from(e << shift) % &ctx.modulus;
+                let l = to_limbs(&x, n);
+                limbs[base + (d + 1) * n..base + (d + 2) * n].copy_from_slice(&l);
+                crate::wipe::wipe(&mut x);
+            }
+        }
+        Some(FixedTable { n, w, rows: rows.len(), exp_bits: fb.exp_bits(), limbs })
+    }
+
+    /// base^{e_k} mod M for up to eight exponents below 2^exp_bits.
+    pub fn pow8(&self, ctx: &MontCtx, exps: &[Integer]) -> Vec<Integer> {
+        assert!(exps.len() <= LANES && available() && ctx.n == self.n);
+        let mask = (1u64 << self.w) - 1;
+        // digits[i][k]: the window-i digit of lane k's exponent
+        let mut digits = vec![[0u32; LANES]; self.rows];
+        for (k, e) in exps.iter().enumerate() {
+            assert!(*e >= 0 && e.significant_bits() <= self.exp_bits, "exponent out of range");
+            let words = e.to_digits::<u64>(Order::Lsf);
+            for (i, d) in digits.iter_mut().enumerate() {
+                let bit = i as u32 * self.w;
+                let (limb, off) = ((bit / 64) as usize, bit % 64);
+                let mut v = words.get(limb).copied().unwrap_or(0) >> off;
+                if off + self.w > 64 {
+                    v |= words.get(limb + 1).copied().unwrap_or(0) << (64 - off);
+                }
+                d[k] = (v & mask) as u32;
+            }
+        }
+        // SAFETY: available() checked the CPU features; indices stay inside `limbs`.
+        let out = unsafe { fixed_ifma(self.n, &ctx.m, ctx.mprime, self.w, &self.limbs, &digits) };
+        (0..exps.len())
+            .map(|k| {
+                let limbs: Vec<u64> = (0..self.n).map(|j| out[j * LANES + k]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= ctx.modulus {
+                    r -= &ctx.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn fixed_ifma(n: usize, m: &[u64], mprime: u64, w: u32, limbs: &[u64], digits: &[[u32; LANES]]) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mv: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(m[j] as i64)).collect();
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    let mut e = vec![_mm512_setzero_si512(); n];
+    let gather = |i: usize, d: &[u32; LANES], out: &mut [__m512i]| {
+        let mut off = [0i64; LANES];
+        for k in 0..LANES {
+            off[k] = ((((i << w) + d[k] as usize) * n) as i64).min((limbs.len() - n) as i64);
+        }
+        let base = _mm512_loadu_si512(off.as_ptr() as *const _);
+        for (j, o) in out.iter_mut().enumerate().take(n) {
+            let idx = _mm512_add_epi64(base, _mm512_set1_epi64(j as i64));
+            *o = _mm512_i64gather_epi64::<8>(idx, limbs.as_ptr() as *const _);
+        }
+    };
+    let mut acc = vec![_mm512_setzero_si512(); n];
+    gather(0, &digits[0], &mut acc);
+    for (i, d) in digits.iter().enumerate().skip(1) {
+        if d.iter().all(|&x| x == 0) {
+            continue;
+        }
+        gather(i, d, &mut e);
+        montmul(&acc, &e, &mv, mp, &mut t, &mut tmp);
+        std::mem::swap(&mut acc, &mut tmp);
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn fixed_ifma(_: usize, _: &[u64], _: u64, _: u32, _: &[u64], _: &[[u32; LANES]]) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 unsafe fn horner_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], cs: &[Vec<u64>], k: u32) -> Vec<u64> {

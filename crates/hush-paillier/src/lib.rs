@@ -30,11 +30,13 @@
 //! # Big integers
 //!
 //! GMP through `rug` (system GMP: see the crate README section in the
-//! workspace README). Where the CPU has AVX-512 IFMA, batched decryption
-//! ([`KeyPair::decrypt_batch`]) and h2s packing ([`Packing::pack_many`]),
-//! eight ciphertexts per call of [`ifma::MontCtx::pow8`], run on a
-//! hand-written 52-bit-limb Montgomery exponentiation instead, tested equal
-//! to GMP; `HUSH_PAILLIER=gmp` forces GMP everywhere. [`backend`] says
+//! workspace README). Where the CPU has AVX-512 IFMA, the batched paths —
+//! encryption and decryption ([`KeyPair::encrypt_batch`],
+//! [`KeyPair::decrypt_batch`]), h2s packing ([`Packing::pack_many`]), the
+//! triple helper's products and sparse row products
+//! ([`sparse::Csr::rows_enc`]) — run eight ciphertexts at a time on a
+//! hand-written 52-bit-limb Montgomery arithmetic ([`ifma`]), each tested
+//! equal to GMP; `HUSH_PAILLIER=gmp` forces GMP everywhere. [`backend`] says
 //! which path ran.
 //!
 //! # Secrets
@@ -60,9 +62,11 @@ pub use pack::Packing;
 pub use rug::Integer;
 
 /// Which big-integer path runs the arithmetic (reported in benchmark
-/// records): `"gmp"`, or `"gmp+ifma"` where batched decryption
-/// ([`KeyPair::decrypt_batch`]) and h2s packing ([`Packing::pack_many`])
-/// run on AVX-512 IFMA (everything else stays on GMP).
+/// records): `"gmp"`, or `"gmp+ifma"` where batched encryption and
+/// decryption ([`KeyPair::encrypt_batch`], [`KeyPair::decrypt_batch`]), h2s
+/// packing ([`Packing::pack_many`]) and sparse row products
+/// ([`sparse::Csr::rows_enc`]) run on AVX-512 IFMA (single operations stay
+/// on GMP).
 pub fn backend() -> &'static str {
     if ifma::available() {
         "gmp+ifma"
@@ -71,7 +75,7 @@ pub fn backend() -> &'static str {
     }
 }
 
-/// The path of [`KeyPair::decrypt_batch`]: `"ifma"` (eight lanes of
+/// The path of [`KeyPair::decrypt_batch`] and [`KeyPair::encrypt_batch`]: `"ifma"` (eight lanes of
 /// AVX-512 IFMA Montgomery) or `"gmp"` (the CPU lacks IFMA, or
 /// `HUSH_PAILLIER=gmp`).
 pub fn dec_batch_path() -> &'static str {

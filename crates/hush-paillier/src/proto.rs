@@ -72,7 +72,8 @@ pub fn recv_cts<C: Channel + ?Sized>(
 
 /// Encrypts u64 values (as integers in [0, 2^64)) with CRT.
 pub fn encrypt_u64s<R: RngCore + CryptoRng + ?Sized>(kp: &KeyPair, xs: &[u64], rng: &mut R) -> Vec<Ciphertext> {
-    xs.iter().map(|&x| kp.encrypt_u64(x, rng)).collect()
+    let ms: Vec<Integer> = xs.iter().map(|&x| Integer::from(x)).collect();
+    kp.encrypt_batch(&ms, rng).expect("64-bit values are below n")
 }
 
 /// Exchanges public keys (both parties call it). Returns the peer's key.
@@ -222,11 +223,8 @@ pub fn triples_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
 ) -> Result<Triples> {
     let a: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
     let b: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
-    let mut cts = Vec::with_capacity(2 * count);
-    for i in 0..count {
-        cts.push(kp.encrypt_u64(a[i], rng));
-        cts.push(kp.encrypt_u64(b[i], rng));
-    }
+    let ab: Vec<u64> = (0..count).flat_map(|i| [a[i], b[i]]).collect();
+    let cts = encrypt_u64s(kp, &ab, rng);
     send_cts(ch, kp.public(), &cts)?;
     let s = h2s_owner(ch, kp, count, 130)?;
     let c = (0..count).map(|i| a[i].wrapping_mul(b[i]).wrapping_add(s[i])).collect();

@@ -460,3 +460,32 @@ fn rows_enc_equals_row_enc() {
         assert_eq!(f(row), want);
     }
 }
+
+#[test]
+fn encrypt_batch_decrypts_and_fixed_table_equals_gmp() {
+    let mut r = rng(26);
+    for kp in [key1024(), &KeyPair::generate(2048, &mut r).unwrap()] {
+        let pk = kp.public();
+        let ms: Vec<Integer> = (0..19).map(|i| rand_int(&mut r, 10 + 60 * i as u32) % pk.n()).collect();
+        let cts = kp.encrypt_batch(&ms, &mut r).unwrap();
+        for c in &cts {
+            pk.validate(c.as_integer(), "t").unwrap();
+        }
+        assert_eq!(kp.decrypt_batch(&cts), ms);
+        assert_ne!(cts[0], kp.encrypt_batch(&ms[..1], &mut r).unwrap()[0], "fresh randomness");
+        // plaintexts out of range are refused
+        assert!(kp.encrypt_batch(&[Integer::from(pk.n())], &mut r).is_err());
+    }
+    if ifma::available() {
+        // the Montgomery-domain table gives the GMP table's powers
+        let kp = key1024();
+        let (p2, tp) = kp.test_p2_table();
+        let ctx = ifma::MontCtx::new(p2).unwrap();
+        let ft = ifma::FixedTable::new(&ctx, tp).unwrap();
+        let exps: Vec<Integer> = (0..8).map(|k| if k == 0 { Integer::new() } else { rand_int(&mut r, tp.exp_bits() - k) }).collect();
+        let got = ft.pow8(&ctx, &exps);
+        for (e, g) in exps.iter().zip(&got) {
+            assert_eq!(*g, tp.pow(e));
+        }
+    }
+}
