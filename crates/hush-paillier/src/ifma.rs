@@ -109,8 +109,8 @@ impl MontCtx {
             inv = inv.wrapping_mul(2u64.wrapping_sub(m0.wrapping_mul(inv)));
         }
         let mprime = inv.wrapping_neg() & MASK52;
-        let r1 = to_limbs(&(Integer::from(Integer::from(1) << (52 * n) as u32) % modulus), n);
-        let r2 = to_limbs(&(Integer::from(Integer::from(1) << (104 * n) as u32) % modulus), n);
+        let r1 = to_limbs(&((Integer::from(1) << (52 * n) as u32) % modulus), n);
+        let r2 = to_limbs(&((Integer::from(1) << (104 * n) as u32) % modulus), n);
         Some(MontCtx { n, m, mprime, r2, r1, modulus: modulus.clone() })
     }
 
@@ -123,11 +123,11 @@ impl MontCtx {
         // to Montgomery form: x·R mod M (GMP), lane-interleaved limbs
         let mut x = vec![0u64; n * LANES];
         let mut one = vec![0u64; n * LANES];
-        let r_mod = Integer::from(Integer::from(1) << shift) % &self.modulus;
+        let r_mod = (Integer::from(1) << shift) % &self.modulus;
         let r_limbs = to_limbs(&r_mod, n);
         for k in 0..LANES {
             let b = bases.get(k).map(|b| Integer::from(*b % &self.modulus)).unwrap_or_else(|| Integer::from(1));
-            let bm = Integer::from(b << shift) % &self.modulus;
+            let bm = (b << shift) % &self.modulus;
             for (j, v) in to_limbs(&bm, n).into_iter().enumerate() {
                 x[j * LANES + k] = v;
             }
