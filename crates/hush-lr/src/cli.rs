@@ -362,6 +362,23 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     let ctpt20 = time_us(iters, |i| {
         std::hint::black_box(pk.mul_plain(&cts[i], &k20[i]));
     });
+    // ct·pt with 64-bit scalars, eight at a time (Csr::rows_enc, one entry per row)
+    let x = hush_paillier::sparse::Csr::from_triplets(
+        iters,
+        iters,
+        (0..iters).map(|i| (i, i, (k64[i].to_u64_wrapping() >> 1) as i64)).collect(),
+    );
+    let t_b = Instant::now();
+    std::hint::black_box(x.rows_enc(&pk, &cts, 0..iters));
+    let ctpt_batch = t_b.elapsed().as_secs_f64() * 1e6 / iters as f64;
+    let x20 = hush_paillier::sparse::Csr::from_triplets(
+        iters,
+        iters,
+        (0..iters).map(|i| (i, i, k20[i].to_i64_wrapping())).collect(),
+    );
+    let t_b = Instant::now();
+    std::hint::black_box(x20.rows_enc(&pk, &cts, 0..iters));
+    let ctpt20_batch = t_b.elapsed().as_secs_f64() * 1e6 / iters as f64;
     let add = time_us(iters, |i| {
         std::hint::black_box(pk.add(&cts[i], &cts[(i + 1) % iters]));
     });
@@ -376,6 +393,8 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     r.set("enc_us", enc).set("enc_public_us", enc_pub).set("dec_us", dec).set("dec_no_crt_us", dec_nocrt);
     r.set("dec_batch_us", dec_batch).set("dec_batch_path", hush_paillier::dec_batch_path());
     r.set("enc_batch_us", enc_batch).set("enc_batch_path", hush_paillier::dec_batch_path());
+    r.set("ct_pt_batch_us", ctpt_batch).set("ct_pt_batch_bits", 63).set("ct_pt_20bit_batch_us", ctpt20_batch);
+    r.set("ct_pt_batch_path", hush_paillier::dec_batch_path());
     r.set("ct_pt_us", ctpt64).set("ct_pt_20bit_us", ctpt20).set("ct_ct_us", add).set("validate_us", val);
     r.set("table_bytes_public", pk.table_bytes()).set("table_bytes_secret", kp.table_bytes());
     r.set("iters", iters);
