@@ -94,9 +94,10 @@ fn from_limbs(l: &[u64]) -> Integer {
 }
 
 impl MontCtx {
-    /// For an odd modulus M of at least 52 bits; `None` otherwise.
+    /// For an odd modulus M of at least 52 bits on a CPU where [`available`]
+    /// holds; `None` otherwise.
     pub fn new(modulus: &Integer) -> Option<MontCtx> {
-        if modulus.is_even() || modulus.significant_bits() < 52 {
+        if !available() || modulus.is_even() || modulus.significant_bits() < 52 {
             return None;
         }
         let bits = modulus.significant_bits() as usize;
