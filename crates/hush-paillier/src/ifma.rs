@@ -575,8 +575,35 @@ unsafe fn montsqr(
         t[2 * i] = _mm512_madd52lo_epu64(t[2 * i], a[i], a[i]);
         t[2 * i + 1] = _mm512_madd52hi_epu64(t[2 * i + 1], a[i], a[i]);
     }
-    // Montgomery reduction, one limb of q at a time, fused the same way
-    for i in 0..n {
+    // Montgomery reduction, two limbs of q per pass (eight IFMA operations
+    // per load/store), fused the same way; a last single one if n is odd
+    let mut i = 0;
+    while i + 1 < n {
+        let q0 = _mm512_madd52lo_epu64(zero, t[i], mp);
+        let u0 = _mm512_madd52lo_epu64(t[i], m[0], q0);
+        let mut u1 = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(u0, 52));
+        u1 = _mm512_madd52lo_epu64(u1, m[1], q0);
+        u1 = _mm512_madd52hi_epu64(u1, m[0], q0);
+        let q1 = _mm512_madd52lo_epu64(zero, u1, mp);
+        u1 = _mm512_madd52lo_epu64(u1, m[0], q1);
+        t[i + 2] = _mm512_add_epi64(t[i + 2], _mm512_srli_epi64(u1, 52));
+        for r in 2..n {
+            let mut v = t[i + r];
+            v = _mm512_madd52lo_epu64(v, m[r], q0);
+            v = _mm512_madd52hi_epu64(v, m[r - 1], q0);
+            v = _mm512_madd52lo_epu64(v, m[r - 1], q1);
+            v = _mm512_madd52hi_epu64(v, m[r - 2], q1);
+            t[i + r] = v;
+        }
+        let mut v = t[i + n];
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q0);
+        v = _mm512_madd52lo_epu64(v, m[n - 1], q1);
+        v = _mm512_madd52hi_epu64(v, m[n - 2], q1);
+        t[i + n] = v;
+        t[i + n + 1] = _mm512_madd52hi_epu64(t[i + n + 1], m[n - 1], q1);
+        i += 2;
+    }
+    for i in i..n {
         let q = _mm512_madd52lo_epu64(zero, t[i], mp);
         let v0 = _mm512_madd52lo_epu64(t[i], m[0], q);
         let carry = _mm512_srli_epi64(v0, 52);
