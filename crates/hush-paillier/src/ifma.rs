@@ -646,10 +646,52 @@ unsafe fn montmul(
     for v in t.iter_mut() {
         *v = zero;
     }
-    // t holds the running sum in limbs t[0..n] (t[n] spare). Per limb of
-    // b: q from the low limb, then one pass adds a·b_i + q·M and shifts
-    // down by one limb (four IFMA operations per limb, one load/store).
-    for &bi in b.iter().take(n) {
+    // t holds the running sum in limbs t[0..n] (t[n] spare). Two limbs of b
+    // per pass: q0 from the low limb, q1 from the next one after adding
+    // a·b_i + q0·M, then one pass adds both rows and shifts down by two
+    // limbs (eight IFMA operations per load/store).
+    let mut i = 0;
+    while i + 1 < n {
+        let (b0, b1) = (b[i], b[i + 1]);
+        let u0 = _mm512_madd52lo_epu64(t[0], a[0], b0);
+        let q0 = _mm512_madd52lo_epu64(zero, u0, mp);
+        let u0 = _mm512_madd52lo_epu64(u0, m[0], q0);
+        let mut u1 = _mm512_add_epi64(t[1], _mm512_srli_epi64(u0, 52));
+        u1 = _mm512_madd52lo_epu64(u1, a[1], b0);
+        u1 = _mm512_madd52hi_epu64(u1, a[0], b0);
+        u1 = _mm512_madd52lo_epu64(u1, m[1], q0);
+        u1 = _mm512_madd52hi_epu64(u1, m[0], q0);
+        u1 = _mm512_madd52lo_epu64(u1, a[0], b1);
+        let q1 = _mm512_madd52lo_epu64(zero, u1, mp);
+        u1 = _mm512_madd52lo_epu64(u1, m[0], q1);
+        t[2] = _mm512_add_epi64(t[2], _mm512_srli_epi64(u1, 52));
+        for p in 2..n {
+            let mut v = t[p];
+            v = _mm512_madd52lo_epu64(v, a[p], b0);
+            v = _mm512_madd52hi_epu64(v, a[p - 1], b0);
+            v = _mm512_madd52lo_epu64(v, m[p], q0);
+            v = _mm512_madd52hi_epu64(v, m[p - 1], q0);
+            v = _mm512_madd52lo_epu64(v, a[p - 1], b1);
+            v = _mm512_madd52hi_epu64(v, a[p - 2], b1);
+            v = _mm512_madd52lo_epu64(v, m[p - 1], q1);
+            v = _mm512_madd52hi_epu64(v, m[p - 2], q1);
+            t[p - 2] = v;
+        }
+        let mut v = t[n];
+        v = _mm512_madd52hi_epu64(v, a[n - 1], b0);
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q0);
+        v = _mm512_madd52lo_epu64(v, a[n - 1], b1);
+        v = _mm512_madd52hi_epu64(v, a[n - 2], b1);
+        v = _mm512_madd52lo_epu64(v, m[n - 1], q1);
+        v = _mm512_madd52hi_epu64(v, m[n - 2], q1);
+        t[n - 2] = v;
+        let mut v = _mm512_madd52hi_epu64(zero, a[n - 1], b1);
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q1);
+        t[n - 1] = v;
+        t[n] = zero;
+        i += 2;
+    }
+    for &bi in b.iter().take(n).skip(i) {
         let mut t0 = _mm512_madd52lo_epu64(t[0], a[0], bi);
         let q = _mm512_madd52lo_epu64(zero, t0, mp);
         t0 = _mm512_madd52lo_epu64(t0, m[0], q);
