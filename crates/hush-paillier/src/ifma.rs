@@ -557,7 +557,37 @@ unsafe fn montsqr(
     }
     // cross products a_i·a_j (i < j), accumulated by position so each
     // limb is loaded and stored once per i (no store-to-load chain)
-    for i in 0..n - 1 {
+    // rows i, i+1 per pass (edges unrolled; the last rows one at a time)
+    let mut i = 0;
+    while i + 5 <= n {
+        let (x, y) = (a[i], a[i + 1]);
+        t[2 * i + 1] = _mm512_madd52lo_epu64(t[2 * i + 1], x, a[i + 1]);
+        let mut v = t[2 * i + 2];
+        v = _mm512_madd52hi_epu64(v, x, a[i + 1]);
+        v = _mm512_madd52lo_epu64(v, x, a[i + 2]);
+        t[2 * i + 2] = v;
+        let mut v = t[2 * i + 3];
+        v = _mm512_madd52lo_epu64(v, x, a[i + 3]);
+        v = _mm512_madd52hi_epu64(v, x, a[i + 2]);
+        v = _mm512_madd52lo_epu64(v, y, a[i + 2]);
+        t[2 * i + 3] = v;
+        for p in 2 * i + 4..i + n {
+            let mut v = t[p];
+            v = _mm512_madd52lo_epu64(v, x, a[p - i]);
+            v = _mm512_madd52hi_epu64(v, x, a[p - i - 1]);
+            v = _mm512_madd52lo_epu64(v, y, a[p - i - 1]);
+            v = _mm512_madd52hi_epu64(v, y, a[p - i - 2]);
+            t[p] = v;
+        }
+        let mut v = t[i + n];
+        v = _mm512_madd52hi_epu64(v, x, a[n - 1]);
+        v = _mm512_madd52lo_epu64(v, y, a[n - 1]);
+        v = _mm512_madd52hi_epu64(v, y, a[n - 2]);
+        t[i + n] = v;
+        t[i + n + 1] = _mm512_madd52hi_epu64(t[i + n + 1], y, a[n - 1]);
+        i += 2;
+    }
+    for i in i..n - 1 {
         let ai = a[i];
         t[2 * i + 1] = _mm512_madd52lo_epu64(t[2 * i + 1], ai, a[i + 1]);
         for j in i + 2..n {
