@@ -203,13 +203,31 @@ impl Csr {
                 neg.push(q);
             }
             let pv = ctx.multi_exp8(&pos);
-            let nv = if neg.iter().any(|q| !q.is_empty()) { Some(ctx.multi_exp8(&neg)) } else { None };
+            let mut inv: Vec<Option<Integer>> = vec![None; chunk.len()];
+            if neg.iter().any(|q| !q.is_empty()) {
+                // the negative parts' inverses with one inversion (Montgomery's trick)
+                let nv = ctx.multi_exp8(&neg);
+                let ks: Vec<usize> = (0..chunk.len()).filter(|&k| !neg[k].is_empty()).collect();
+                let mut prefix = Vec::with_capacity(ks.len());
+                let mut acc = Integer::from(1);
+                for &k in &ks {
+                    acc *= &nv[k];
+                    acc %= n2;
+                    prefix.push(acc.clone());
+                }
+                let mut rest = acc.invert(n2).expect("unit");
+                for (idx, &k) in ks.iter().enumerate().rev() {
+                    let mut x = if idx == 0 { rest.clone() } else { Integer::from(&rest * &prefix[idx - 1]) % n2 };
+                    x %= n2;
+                    rest *= &nv[k];
+                    rest %= n2;
+                    inv[k] = Some(x);
+                }
+            }
             for (k, mut p) in pv.into_iter().enumerate() {
-                if let Some(nv) = &nv {
-                    if !neg[k].is_empty() {
-                        p *= Integer::from(nv[k].invert_ref(n2).expect("unit"));
-                        p %= n2;
-                    }
+                if let Some(i) = &inv[k] {
+                    p *= i;
+                    p %= n2;
                 }
                 out.push(Ciphertext(p));
             }
