@@ -198,3 +198,63 @@ class Client:
 
     def __exit__(self, *exc: _t.Any) -> None:
         self.close()
+
+
+# ---- vertical logistic regression (hush-lr) ----
+
+def _csr_parts(X: _t.Any) -> _t.Tuple[int, int, list, list, list]:
+    """(rows, cols, indptr, indices, data) of a SciPy sparse matrix or a 2-D array."""
+    if hasattr(X, "tocsr"):
+        c = X.tocsr()
+        rows, cols = c.shape
+        return int(rows), int(cols), c.indptr.tolist(), c.indices.tolist(), _np.asarray(c.data, dtype=_np.float64).tolist()
+    a = _np.asarray(X, dtype=_np.float64)
+    if a.ndim != 2:
+        raise ValueError(f"X must be 2-D (samples x features), got shape {a.shape}")
+    mask = a != 0
+    indptr = _np.concatenate([[0], _np.cumsum(mask.sum(axis=1))])
+    return a.shape[0], a.shape[1], indptr.tolist(), _np.nonzero(mask)[1].tolist(), a[mask].tolist()
+
+
+def train_vertical(role: str, X: _t.Any, y: _t.Any = None, *, listen: _t.Optional[str] = None,
+                   peer: _t.Optional[str] = None, pin: _t.Optional[str] = None,
+                   identity: _t.Optional[_PathLike] = None, insecure: bool = False,
+                   out: _t.Optional[_PathLike] = None, epochs: int = 10, batch: int = 64, lr: float = 0.5,
+                   lr_decay: float = 0.0, l2: float = 0.0, bits: int = 2048, sigmoid: str = "cubic",
+                   intercept: bool = True, reveal: bool = False, seed: int = 1) -> dict:
+    """One party of a vertical logistic-regression training (CAESAR-style:
+    the model stays additively shared, sparse products go through Paillier),
+    the same as ``hush train``.
+
+    ``role`` is ``"labels"`` (holds ``y``, 0/1 or -1/+1, and some feature
+    columns) or ``"features"`` (other columns of the same samples, same row
+    order, no ``y``). ``X`` is a SciPy sparse matrix or a 2-D array. Exactly
+    one of ``listen="HOST:PORT"`` (prints its fingerprint) or
+    ``peer="HOST:PORT"`` with ``pin="sha256:..."``; ``identity`` is a
+    directory from ``hush keygen``. Both parties must pass the same
+    hyper-parameters (checked before training): epoch ``e`` uses
+    ``lr / (1 + lr_decay*e)``; the loss is the mean log-loss +
+    ``l2``/2·‖θ‖²; ``sigmoid`` is ``"cubic"`` (0.5 + 0.197z − 0.004z³) or
+    ``"linear"`` (0.5 + z/4).
+
+    The shares are written to ``out`` (for ``hush predict``); with
+    ``reveal=True`` at both parties the model is opened and returned as
+    ``weights_labels_party`` (intercept last when ``intercept``) and
+    ``weights_features_party``. Returns a dict with ``bytes``, ``rounds``,
+    ``wall_s`` and those weights. Runs without the GIL; errors raise
+    ``ValueError`` (arguments, data) or ``RuntimeError`` (peer, link)."""
+    rows, cols, indptr, indices, data = _csr_parts(X)
+    labels = None
+    if y is not None:
+        ya = _np.asarray(y, dtype=_np.float64)
+        if ya.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {ya.shape}")
+        labels = ya.tolist()
+    return _native.train_vertical(role, rows, cols, indptr, indices, data, labels=labels, listen=listen, peer=peer,
+                                  pin=pin, identity=None if identity is None else str(identity), insecure=insecure,
+                                  out=None if out is None else str(out), epochs=epochs, batch=batch, lr=lr,
+                                  lr_decay=lr_decay, l2=l2, bits=bits, sigmoid=sigmoid, intercept=intercept,
+                                  reveal=reveal, seed=seed)
+
+
+__all__ += ["train_vertical"]

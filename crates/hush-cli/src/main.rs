@@ -57,6 +57,8 @@ enum Cmd {
     },
     /// Vertical logistic regression (CAESAR: secret sharing + Paillier), one party.
     Train(hush_lr::cli::TrainArgs),
+    /// Score rows with a vertical LR model: with the peer (shared model), or alone from a revealed one.
+    Predict(hush_lr::cli::PredictArgs),
 }
 
 #[derive(Args)]
@@ -198,6 +200,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
         Cmd::Train(a) => hush_lr::cli::train_main(a).map_err(|e| e.to_string()),
+        Cmd::Predict(a) => hush_lr::cli::predict_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Paillier(a)) => {
             let r = hush_lr::cli::bench_paillier(a.bits, a.iters, a.window).map_err(|e| e.to_string())?;
             emit(&r, a.json);

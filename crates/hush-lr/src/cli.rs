@@ -16,10 +16,15 @@ pub struct TrainArgs {
     /// labels (holds the labels and some features) or features.
     #[arg(long)]
     pub role: String,
-    /// This party's data: libsvm/svmlight text, samples aligned by line with
-    /// the peer's file (the features party's labels are ignored).
+    /// This party's data: libsvm/svmlight text or a SciPy sparse .npz (CSR,
+    /// `scipy.sparse.save_npz`), samples aligned by row with the peer's file
+    /// (the features party's labels are ignored).
     #[arg(long)]
     pub data: PathBuf,
+    /// Labels for a .npz --data (labels party): .npy (0/1 or -1/+1) or text,
+    /// one per line.
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
     /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
     #[arg(long, conflicts_with = "peer")]
     pub listen: Option<String>,
@@ -35,6 +40,9 @@ pub struct TrainArgs {
     pub batch: u32,
     #[arg(long, default_value_t = 0.5)]
     pub lr: f64,
+    /// Epoch e uses lr / (1 + lr_decay·e).
+    #[arg(long, default_value_t = 0.0)]
+    pub lr_decay: f64,
     /// L2 regularisation λ.
     #[arg(long, default_value_t = 0.0)]
     pub l2: f64,
@@ -47,7 +55,8 @@ pub struct TrainArgs {
     /// Add a constant-1 intercept column (labels party; default on).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub intercept: bool,
-    /// Open the trained model to both parties and store it beside the shares.
+    /// Open the trained model to both parties and store it beside the
+    /// shares (both parties must pass it; checked before training).
     #[arg(long)]
     pub reveal: bool,
     /// Seed of the batch order (both parties must agree).
@@ -55,6 +64,27 @@ pub struct TrainArgs {
     pub seed: u64,
     #[command(flatten)]
     pub link: LinkFlags,
+}
+
+/// Opens the link to the peer: listen (prints the fingerprint and the
+/// address) or connect.
+pub fn connect(listen: Option<&str>, peer: Option<&str>, link: &LinkConfig) -> Result<TcpChannel> {
+    let opts = link.channel_options(ChannelOptions::default());
+    Ok(match (listen, peer) {
+        (Some(addr), None) => {
+            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Config(format!("cannot listen at {addr}: {e}")))?;
+            println!("{}", link.banner());
+            println!("listening {}", l.local_addr()?);
+            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
+        }
+        (None, Some(addr)) => {
+            if !link.is_tls() {
+                eprintln!("{}", hush_transport::INSECURE_WARNING);
+            }
+            TcpChannel::connect_with(addr, opts, &link.to_peer(addr)?)?
+        }
+        _ => return Err(Error::Config("give exactly one of --listen ADDR or --peer ADDR".into())),
+    })
 }
 
 /// Adds a constant column of ones.
@@ -73,53 +103,200 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
         epochs: a.epochs,
         batch: a.batch,
         lr: a.lr,
+        lr_decay: a.lr_decay,
         l2: a.l2,
         sigmoid: Sigmoid::parse(&a.sigmoid)?,
         key_bits: a.bits,
         order_seed: a.seed,
+        reveal: a.reveal,
     };
-    if a.bits != 2048 && a.bits != 3072 {
-        return Err(Error::Config(format!("--bits {} (2048 or 3072)", a.bits)));
-    }
-    let mut ds = Dataset::load(&a.data)?;
-    if role == Role::Labels && a.intercept {
-        ds = with_intercept(&ds);
-    }
-    let x = ds.to_fixed()?;
+    let (ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
     let link = LinkConfig::from_flags(&a.link)?;
-    let opts = link.channel_options(ChannelOptions::default());
-    let mut ch = match (&a.listen, &a.peer) {
-        (Some(addr), None) => {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Config(format!("cannot listen at {addr}: {e}")))?;
-            println!("{}", link.banner());
-            println!("listening {}", l.local_addr()?);
-            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
-        }
-        (None, Some(addr)) => {
-            if !link.is_tls() {
-                eprintln!("{}", hush_transport::INSECURE_WARNING);
-            }
-            TcpChannel::connect_with(addr.as_str(), opts, &link.to_peer(addr)?)?
-        }
-        _ => return Err(Error::Config("give exactly one of --listen ADDR or --peer ADDR".into())),
-    };
-    let t0 = Instant::now();
-    let mut rep = Report::default();
-    let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, &cfg)?;
-    rep.setup_s = s.setup_s;
-    let labels = (role == Role::Labels).then_some(ds.labels.as_slice());
-    let m = s.train(&x, labels, &mut rep)?;
-    let opened = if a.reveal { Some(reveal(&mut ch, &m)?) } else { None };
-    save_model(&a.out, &m, opened.as_ref())?;
-    let c = ch.cost();
+    let o = train_party(ds, has_labels, role, &cfg, a.intercept, a.listen.as_deref(), a.peer.as_deref(), &link, Some(&a.out))?;
     eprintln!(
         "trained {} epochs in {:.2} s ({} bytes, {} rounds); shares written to {}",
         a.epochs,
-        t0.elapsed().as_secs_f64(),
-        c.bytes_sent + c.bytes_recv,
-        c.rounds,
+        o.report.wall_s,
+        o.bytes,
+        o.rounds,
         a.out.display()
     );
+    Ok(())
+}
+
+/// What one party's [`train_party`] ends with.
+pub struct PartyOutcome {
+    pub shares: crate::secure::ModelShares,
+    /// The opened model, if both parties chose to reveal.
+    pub opened: Option<crate::secure::Opened>,
+    pub report: Report,
+    pub bytes: u64,
+    pub rounds: u32,
+}
+
+/// One party of a training over TCP (the `hush train` command and
+/// `hush.train_vertical`): checks the inputs, connects, trains, reveals
+/// if `cfg.reveal` (both parties must agree; checked in the handshake),
+/// and writes the model file atomically to `out` if given.
+#[allow(clippy::too_many_arguments)]
+pub fn train_party(
+    mut ds: Dataset,
+    has_labels: bool,
+    role: Role,
+    cfg: &TrainConfig,
+    intercept: bool,
+    listen: Option<&str>,
+    peer: Option<&str>,
+    link: &LinkConfig,
+    out: Option<&std::path::Path>,
+) -> Result<PartyOutcome> {
+    if cfg.key_bits != 2048 && cfg.key_bits != 3072 {
+        return Err(Error::Config(format!("--bits {} (2048 or 3072)", cfg.key_bits)));
+    }
+    if cfg.epochs == 0 || cfg.batch == 0 || !cfg.lr.is_finite() || !cfg.l2.is_finite() || !cfg.lr_decay.is_finite() || cfg.l2 < 0.0 || cfg.lr_decay < 0.0 {
+        return Err(Error::Config("epochs and batch must be positive; lr, l2 and lr-decay finite, l2 and lr-decay not negative".into()));
+    }
+    if role == Role::Labels && !has_labels {
+        return Err(Error::Config("the labels party needs labels (give --labels FILE with .npz data)".into()));
+    }
+    if role == Role::Labels && intercept {
+        ds = with_intercept(&ds);
+    }
+    let x = ds.to_fixed()?;
+    let mut ch = connect(listen, peer, link)?;
+    let t0 = Instant::now();
+    let mut rep = Report::default();
+    let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, cfg)?;
+    rep.setup_s = s.setup_s;
+    let labels = (role == Role::Labels).then_some(ds.labels.as_slice());
+    let mut m = s.train(&x, labels, &mut rep)?;
+    m.intercept = role == Role::Labels && intercept;
+    let opened = if cfg.reveal { Some(reveal(&mut ch, &m)?) } else { None };
+    if let Some(out) = out {
+        save_model(out, &m, opened.as_ref())?;
+    }
+    rep.wall_s = t0.elapsed().as_secs_f64();
+    let c = ch.cost();
+    Ok(PartyOutcome { shares: m, opened, report: rep, bytes: c.bytes_sent + c.bytes_recv, rounds: c.rounds })
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PredictArgs {
+    /// This party's model file from `hush train` (its role is read from it).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Rows to score: this party's columns (libsvm or .npz), samples aligned
+    /// by row with the peer's file. Without --listen/--peer: whole rows
+    /// (the labels party's columns, then the features party's) scored
+    /// locally with the revealed model.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Labels for a .npz --data (only used to report accuracy).
+    #[arg(long)]
+    pub labels: Option<PathBuf>,
+    /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
+    #[arg(long, conflicts_with = "peer")]
+    pub listen: Option<String>,
+    /// ... or connect to the peer at this address (needs --pin sha256:<hex>).
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// Where the labels party (or a local run) writes the scores: CSV with
+    /// a header `score,probability,prediction` (z = θ·x, σ(z), 1[z > 0]),
+    /// one line per row, written atomically.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Paillier modulus bits of this session: 2048 or 3072 (both agree).
+    #[arg(long, default_value_t = 2048)]
+    pub bits: u32,
+    #[command(flatten)]
+    pub link: LinkFlags,
+}
+
+fn scores_csv(z: &[f64]) -> String {
+    let mut s = String::from("score,probability,prediction\n");
+    for &z in z {
+        s.push_str(&format!("{z},{},{}\n", 1.0 / (1.0 + (-z).exp()), u8::from(z > 0.0)));
+    }
+    s
+}
+
+fn acc_note(has: bool, z: &[f64], labels: &[f64]) -> String {
+    if has {
+        format!(" (accuracy against the data's labels {:.4})", accuracy_of(z, labels))
+    } else {
+        String::new()
+    }
+}
+
+fn accuracy_of(z: &[f64], labels: &[f64]) -> f64 {
+    z.iter().zip(labels).filter(|(z, y)| (**z > 0.0) == (**y > 0.5)).count() as f64 / z.len().max(1) as f64
+}
+
+/// Pads a data set's column count up to `want` (trailing all-zero columns
+/// are invisible in libsvm) or refuses more columns than the model has.
+fn fit_columns(mut ds: Dataset, want: usize, what: &str) -> Result<Dataset> {
+    if ds.cols > want {
+        return Err(Error::Data(format!("{what} has {} columns but the model has weights for {want}", ds.cols)));
+    }
+    ds.cols = want;
+    Ok(ds)
+}
+
+/// `hush predict`: with the peer (shared model; the labels party gets the
+/// scores, the features party learns nothing), or locally from a revealed
+/// model.
+pub fn predict_main(a: PredictArgs) -> Result<()> {
+    let m = crate::secure::load_model(&a.model)?;
+    let (ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
+    if a.listen.is_none() && a.peer.is_none() {
+        let op = crate::secure::load_opened(&a.model)?.ok_or_else(|| {
+            Error::Config(format!(
+                "{} holds model shares only (both parties must train with --reveal to score alone): give --listen or --peer to score with the peer",
+                a.model.display()
+            ))
+        })?;
+        let d_l = op.labels.len() - usize::from(op.intercept);
+        let ds = fit_columns(ds, d_l + op.features.len(), "--data")?;
+        let (l, f) = (ds.columns(0, d_l), ds.columns(d_l, ds.cols));
+        let l = if op.intercept { with_intercept(&l) } else { l };
+        let mut w = op.labels.clone();
+        w.extend(&op.features);
+        let j = l.hjoin(&f);
+        let z: Vec<f64> = j.rows.iter().map(|r| r.iter().map(|&(c, v)| w[c] * v).sum()).collect();
+        let out = a.out.as_ref().ok_or_else(|| Error::Config("--out FILE is needed to write the scores".into()))?;
+        crate::secure::write_atomic(out, scores_csv(&z).as_bytes())?;
+        eprintln!("scored {} rows with the revealed model{}; written to {}", z.len(), acc_note(has_labels, &z, &ds.labels), out.display());
+        return Ok(());
+    }
+    if a.bits != 2048 && a.bits != 3072 {
+        return Err(Error::Config(format!("--bits {} (2048 or 3072)", a.bits)));
+    }
+    if m.role == Role::Labels && a.out.is_none() {
+        return Err(Error::Config("the labels party receives the scores: give --out FILE".into()));
+    }
+    let width = m.own.len() - usize::from(m.intercept);
+    let ds = fit_columns(ds, width, "--data")?;
+    let ds = if m.intercept { with_intercept(&ds) } else { ds };
+    let x = ds.to_fixed()?;
+    let mut ch = connect(a.listen.as_deref(), a.peer.as_deref(), &LinkConfig::from_flags(&a.link)?)?;
+    let cfg = TrainConfig { key_bits: a.bits, ..TrainConfig::default() };
+    let mut s = Session::start(&mut ch, m.role, ds.len(), m.own.len(), &cfg)?;
+    if s.peer_features() != m.peer.len() {
+        return Err(Error::Peer(format!(
+            "the peer's model covers {} features but {} holds shares for {} (model files from different trainings?)",
+            s.peer_features(),
+            a.model.display(),
+            m.peer.len()
+        )));
+    }
+    let z = s.predict(&x, &m)?;
+    match (z, &a.out) {
+        (Some(z), Some(out)) => {
+            crate::secure::write_atomic(out, scores_csv(&z).as_bytes())?;
+            eprintln!("scored {} rows with the shared model{}; written to {}", z.len(), acc_note(has_labels, &z, &ds.labels), out.display());
+        }
+        _ => eprintln!("scored {} rows with the shared model; the scores went to the labels party", ds.len()),
+    }
     Ok(())
 }
 
@@ -161,10 +338,18 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     let enc_pub = time_us(iters, |i| {
         std::hint::black_box(pk.encrypt(&ms[i], &mut rng).unwrap());
     });
+    let enc_batch = time_us(iters.div_ceil(8), |i| {
+        let lo = (8 * i).min(iters);
+        std::hint::black_box(kp.encrypt_batch(&ms[lo..(lo + 8).min(iters)], &mut rng).unwrap());
+    }) / 8.0;
     let cts: Vec<_> = ms.iter().map(|m| kp.encrypt(m, &mut rng).unwrap()).collect();
     let dec = time_us(iters, |i| {
         std::hint::black_box(kp.decrypt(&cts[i]));
     });
+    let dec_batch = time_us(iters.div_ceil(8), |i| {
+        let lo = (8 * i).min(iters);
+        std::hint::black_box(kp.decrypt_batch(&cts[lo..(lo + 8).min(iters)]));
+    }) / 8.0;
     let dec_iters = (iters / 10).max(3);
     let dec_nocrt = time_us(dec_iters, |i| {
         std::hint::black_box(kp.decrypt_no_crt(&cts[i]));
@@ -177,6 +362,23 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     let ctpt20 = time_us(iters, |i| {
         std::hint::black_box(pk.mul_plain(&cts[i], &k20[i]));
     });
+    // ct·pt with 64-bit scalars, eight at a time (Csr::rows_enc, one entry per row)
+    let x = hush_paillier::sparse::Csr::from_triplets(
+        iters,
+        iters,
+        (0..iters).map(|i| (i, i, (k64[i].to_u64_wrapping() >> 1) as i64)).collect(),
+    );
+    let t_b = Instant::now();
+    std::hint::black_box(x.rows_enc(&pk, &cts, 0..iters));
+    let ctpt_batch = t_b.elapsed().as_secs_f64() * 1e6 / iters as f64;
+    let x20 = hush_paillier::sparse::Csr::from_triplets(
+        iters,
+        iters,
+        (0..iters).map(|i| (i, i, k20[i].to_i64_wrapping())).collect(),
+    );
+    let t_b = Instant::now();
+    std::hint::black_box(x20.rows_enc(&pk, &cts, 0..iters));
+    let ctpt20_batch = t_b.elapsed().as_secs_f64() * 1e6 / iters as f64;
     let add = time_us(iters, |i| {
         std::hint::black_box(pk.add(&cts[i], &cts[(i + 1) % iters]));
     });
@@ -189,6 +391,10 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     r.set("bits", bits).set("path", hush_paillier::backend()).set("gmp_version", hush_paillier::gmp_version());
     r.set("threads", 1).set("window", window).set("short_exponent_bits", pk.short_exponent_bits());
     r.set("enc_us", enc).set("enc_public_us", enc_pub).set("dec_us", dec).set("dec_no_crt_us", dec_nocrt);
+    r.set("dec_batch_us", dec_batch).set("dec_batch_path", hush_paillier::dec_batch_path());
+    r.set("enc_batch_us", enc_batch).set("enc_batch_path", hush_paillier::dec_batch_path());
+    r.set("ct_pt_batch_us", ctpt_batch).set("ct_pt_batch_bits", 63).set("ct_pt_20bit_batch_us", ctpt20_batch);
+    r.set("ct_pt_batch_path", hush_paillier::dec_batch_path());
     r.set("ct_pt_us", ctpt64).set("ct_pt_20bit_us", ctpt20).set("ct_ct_us", add).set("validate_us", val);
     r.set("table_bytes_public", pk.table_bytes()).set("table_bytes_secret", kp.table_bytes());
     r.set("iters", iters);
@@ -198,18 +404,50 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
 
 #[derive(clap::Args, Debug)]
 pub struct BenchLrArgs {
+    /// A real data set instead of synthetic data: `breast_cancer`
+    /// (scikit-learn's, read through the environment's Python; features
+    /// 0–14 and the labels at one party, 15–29 at the other; prints
+    /// `accuracy` on the held-out half beside `sklearn_accuracy` and
+    /// `plaintext_accuracy`).
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Held-out fraction of --dataset (stratified split, seeded by --seed).
+    #[arg(long, default_value_t = 0.5)]
+    pub test_fraction: f64,
+    /// Learning rate (default 0.5 synthetic, 1.0 breast_cancer).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Epoch e uses lr / (1 + lr_decay·e) (default 0 synthetic, 1 breast_cancer).
+    #[arg(long)]
+    pub lr_decay: Option<f64>,
+    /// L2 regularisation λ (default 0 synthetic, 0.03 breast_cancer;
+    /// scikit-learn gets C = 1/(λ·n_train) on the same columns).
+    #[arg(long)]
+    pub l2: Option<f64>,
     #[arg(long, default_value_t = 2000)]
     pub samples: usize,
+    /// SHAPER Table 6's shape: one epoch at 2·10^5 … 10^6 samples,
+    /// 30,000 + 70,000 features, density 0.02 % (--samples, --features and
+    /// --density are ignored). Each cell is extrapolated from one measured
+    /// epoch of --measure-batches batches (cost per epoch is linear in the
+    /// number of batches) and labelled so.
+    #[arg(long)]
+    pub table: bool,
+    /// Batches in the measured epoch of --table.
+    #[arg(long, default_value_t = 2)]
+    pub measure_batches: usize,
     /// Features of the labels party and of the features party: A,B.
     #[arg(long, default_value = "30,70")]
     pub features: String,
     /// Fraction of non-zero entries.
     #[arg(long, default_value_t = 0.02)]
     pub density: f64,
-    #[arg(long, default_value_t = 1)]
-    pub epochs: u32,
-    #[arg(long, default_value_t = 256)]
-    pub batch: u32,
+    /// Epochs (default 1 synthetic, 20 breast_cancer).
+    #[arg(long)]
+    pub epochs: Option<u32>,
+    /// Batch size (default 256 synthetic, 32 breast_cancer).
+    #[arg(long)]
+    pub batch: Option<u32>,
     #[arg(long, default_value_t = 2048)]
     pub bits: u32,
     #[arg(long, default_value = "cubic")]
@@ -223,16 +461,38 @@ pub struct BenchLrArgs {
     pub json: bool,
 }
 
+/// What [`run_pair_test`] returns: both parties' shares, the labels
+/// party's report, bytes and rounds, and the opened held-out scores z.
+pub type PairRun = (crate::secure::ModelShares, crate::secure::ModelShares, Report, u64, u32, Option<Vec<f64>>);
+
 /// Runs both parties of a training in this process (one thread each).
 pub fn run_pair<A: Channel + 'static, B: Channel + 'static>(
-    mut ca: A,
-    mut cb: B,
+    ca: A,
+    cb: B,
     dl: &Dataset,
     df: &Dataset,
     cfg: &TrainConfig,
 ) -> Result<(crate::secure::ModelShares, crate::secure::ModelShares, Report, u64, u32)> {
+    let (ml, mf, rep, bytes, rounds, _) = run_pair_test(ca, cb, dl, df, None, cfg)?;
+    Ok((ml, mf, rep, bytes, rounds))
+}
+
+/// [`run_pair`], then (if `test` = (labels party's rows, features party's
+/// rows) is given) the shared model scores the held-out rows in the same
+/// session, z opened to the labels party only. `bytes`/`rounds` cover the
+/// training only.
+pub fn run_pair_test<A: Channel + 'static, B: Channel + 'static>(
+    mut ca: A,
+    mut cb: B,
+    dl: &Dataset,
+    df: &Dataset,
+    test: Option<(&Dataset, &Dataset)>,
+    cfg: &TrainConfig,
+) -> Result<PairRun> {
     let xl = dl.to_fixed()?;
     let xf = df.to_fixed()?;
+    let tl = test.map(|(t, _)| t.to_fixed()).transpose()?;
+    let tf = test.map(|(_, t)| t.to_fixed()).transpose()?;
     let (n, d_l, d_f) = (dl.len(), dl.cols, df.cols);
     let labels = dl.labels.clone();
     let t0 = Instant::now();
@@ -241,23 +501,303 @@ pub fn run_pair<A: Channel + 'static, B: Channel + 'static>(
         let mut rep = Report::default();
         let mut s = Session::start(&mut cb, Role::Features, n, d_f, &cfg2)?;
         let m = s.train(&xf, None, &mut rep)?;
+        if let Some(tf) = &tf {
+            s.predict(tf, &m)?;
+        }
         Ok(m)
     });
     let mut rep = Report::default();
+    let mut cost = (0, 0);
     let res = (|| -> Result<_> {
         let mut s = Session::start(&mut ca, Role::Labels, n, d_l, cfg)?;
         rep.setup_s = s.setup_s;
-        s.train(&xl, Some(&labels), &mut rep)
+        let m = s.train(&xl, Some(&labels), &mut rep)?;
+        rep.wall_s = t0.elapsed().as_secs_f64();
+        let c = s.cost();
+        cost = (c.bytes_sent + c.bytes_recv, c.rounds);
+        let z = match &tl {
+            Some(tl) => s.predict(tl, &m)?,
+            None => None,
+        };
+        Ok((m, z))
     })();
     let mf = h.join().map_err(|_| Error::Peer("features thread panicked".into()))?;
-    let ml = res?;
+    let (ml, z) = res?;
     let mf = mf?;
-    rep.wall_s = t0.elapsed().as_secs_f64();
-    let c = ca.cost();
-    Ok((ml, mf, rep, c.bytes_sent + c.bytes_recv, c.rounds))
+    Ok((ml, mf, rep, cost.0, cost.1, z))
+}
+
+/// The Python that `--dataset` uses: `HUSH_PYTHON`, else the active
+/// virtual environment's (`$VIRTUAL_ENV/bin/python`).
+pub fn python() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HUSH_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
+        let p = PathBuf::from(v).join("bin").join("python");
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(Error::Config(
+        "--dataset needs Python with scikit-learn: activate the environment (. .venv/bin/activate) or set HUSH_PYTHON"
+            .into(),
+    ))
+}
+
+/// Loads scikit-learn's breast_cancer (shipped inside the package, no
+/// network), splits it (stratified, `seed`), and fits scikit-learn's
+/// LogisticRegression on the same preprocessed columns as ours: every
+/// column scaled to [−1, 1] by the training rows' min/max, a constant-1
+/// column, `fit_intercept=False` (so the intercept is regularised as ours
+/// is), C = 1/(λ·n_train) (our loss is the mean log-loss + λ/2·‖θ‖²).
+const BREAST_CANCER_PY: &str = r#"
+import json, sys
+import numpy as np
+import sklearn
+from sklearn.datasets import load_breast_cancer
+from sklearn.model_selection import train_test_split
+from sklearn.linear_model import LogisticRegression
+seed, lam, test = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+X, y = load_breast_cancer(return_X_y=True)
+Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test, random_state=seed, stratify=y)
+lo, hi = Xtr.min(0), Xtr.max(0)
+span = np.where(hi > lo, hi - lo, 1.0)
+f = lambda A: np.hstack([np.where(hi > lo, 2 * (A - lo) / span - 1, 0.0), np.ones((len(A), 1))])
+m = LogisticRegression(C=1.0 / (lam * len(ytr)), fit_intercept=False, max_iter=100000, tol=1e-10).fit(f(Xtr), ytr)
+acc = float((m.predict(f(Xte)) == yte).mean())
+json.dump({"x_train": Xtr.tolist(), "y_train": ytr.tolist(), "x_test": Xte.tolist(), "y_test": yte.tolist(),
+           "sklearn_accuracy": acc, "sklearn_version": sklearn.__version__}, sys.stdout)
+"#;
+
+/// breast_cancer as (train, test) data sets (raw values) + scikit-learn's
+/// held-out accuracy and version.
+pub fn breast_cancer(seed: u64, l2: f64, test_fraction: f64) -> Result<(Dataset, Dataset, f64, String)> {
+    if !(l2 > 0.0) {
+        return Err(Error::Config("--dataset breast_cancer needs --l2 > 0 (scikit-learn's C = 1/(λ·n))".into()));
+    }
+    if !(test_fraction > 0.0 && test_fraction < 1.0) {
+        return Err(Error::Config(format!("--test-fraction {test_fraction} (between 0 and 1)")));
+    }
+    let py = python()?;
+    let out = std::process::Command::new(&py)
+        .args(["-c", BREAST_CANCER_PY, &(seed % (1 << 31)).to_string(), &l2.to_string(), &test_fraction.to_string()])
+        .output()
+        .map_err(|e| Error::Config(format!("cannot run {} ({e}); set HUSH_PYTHON to a Python with scikit-learn", py.display())))?;
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stderr);
+        let line = msg.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        return Err(Error::Config(format!("{} could not load breast_cancer with scikit-learn: {line}", py.display())));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| Error::Data(format!("breast_cancer from {}: {e}", py.display())))?;
+    let rows = |k: &str| -> Result<Vec<Vec<(usize, f64)>>> {
+        let a = v[k].as_array().ok_or_else(|| Error::Data(format!("breast_cancer: no {k}")))?;
+        a.iter()
+            .map(|r| {
+                let r = r.as_array().filter(|r| r.len() == 30).ok_or_else(|| Error::Data("breast_cancer: rows of 30".into()))?;
+                r.iter()
+                    .enumerate()
+                    .map(|(c, x)| x.as_f64().map(|x| (c, x)).ok_or_else(|| Error::Data("breast_cancer: a value".into())))
+                    .filter(|r| !matches!(r, Ok((_, x)) if *x == 0.0))
+                    .collect()
+            })
+            .collect()
+    };
+    let labels = |k: &str| -> Result<Vec<f64>> {
+        v[k].as_array()
+            .ok_or_else(|| Error::Data(format!("breast_cancer: no {k}")))?
+            .iter()
+            .map(|y| y.as_f64().filter(|y| *y == 0.0 || *y == 1.0).ok_or_else(|| Error::Data("breast_cancer: a label".into())))
+            .collect()
+    };
+    let train = Dataset { rows: rows("x_train")?, cols: 30, labels: labels("y_train")? };
+    let test = Dataset { rows: rows("x_test")?, cols: 30, labels: labels("y_test")? };
+    if train.rows.len() != train.labels.len() || test.rows.len() != test.labels.len() || train.is_empty() || test.is_empty() {
+        return Err(Error::Data("breast_cancer: inconsistent split".into()));
+    }
+    let acc = v["sklearn_accuracy"].as_f64().ok_or_else(|| Error::Data("breast_cancer: no sklearn_accuracy".into()))?;
+    Ok((train, test, acc, v["sklearn_version"].as_str().unwrap_or("?").to_string()))
+}
+
+/// One party's columns [lo, hi) of train and test, scaled to [−1, 1] by
+/// that party's own training rows (plus the intercept column at the labels
+/// party): what each party would do locally before `hush train`.
+fn party_columns(train: &Dataset, test: &Dataset, lo: usize, hi: usize, intercept: bool) -> (Dataset, Dataset) {
+    let (a, b) = (train.columns(lo, hi), test.columns(lo, hi));
+    let sc = a.range_scaler();
+    let (a, b) = (a.scale_sym(&sc), b.scale_sym(&sc));
+    if intercept {
+        (with_intercept(&a), with_intercept(&b))
+    } else {
+        (a, b)
+    }
+}
+
+fn channel_pair(transport: &str) -> Result<(Box<dyn Channel>, Box<dyn Channel>)> {
+    Ok(match transport {
+        "mem" => {
+            let (x, y) = MemChannel::pair();
+            (Box::new(x), Box::new(y))
+        }
+        "tcp" => {
+            let (x, y) = hush_transport::peering::loopback_pair(ChannelOptions::default(), true)?;
+            (Box::new(x), Box::new(y))
+        }
+        t => return Err(Error::Config(format!("--transport {t:?} (mem or tcp)"))),
+    })
+}
+
+fn bench_breast_cancer(a: &BenchLrArgs) -> Result<Record> {
+    let cfg = TrainConfig {
+        epochs: a.epochs.unwrap_or(20),
+        batch: a.batch.unwrap_or(32),
+        lr: a.lr.unwrap_or(1.0),
+        lr_decay: a.lr_decay.unwrap_or(1.0),
+        l2: a.l2.unwrap_or(0.03),
+        sigmoid: Sigmoid::parse(&a.sigmoid)?,
+        key_bits: a.bits,
+        order_seed: a.seed,
+        reveal: false,
+    };
+    let (train, test, sk_acc, sk_version) = breast_cancer(a.seed, cfg.l2, a.test_fraction)?;
+    let (dl, tl) = party_columns(&train, &test, 0, 15, true);
+    let (df, tf) = party_columns(&train, &test, 15, 30, false);
+    let (x, y) = channel_pair(&a.transport)?;
+    let (_, _, rep, bytes, rounds, z) = run_pair_test(x, y, &dl, &df, Some((&tl, &tf)), &cfg)?;
+    let z = z.ok_or_else(|| Error::Peer("no held-out scores".into()))?;
+    let ok = z.iter().zip(&test.labels).filter(|(z, y)| (**z > 0.0) == (**y > 0.5)).count();
+    let acc = ok as f64 / test.len() as f64;
+    // the same mini-batch algorithm in plaintext on the joined columns
+    let wp = crate::plain::train(&dl.hjoin(&df), &cfg);
+    let plain_acc = crate::accuracy(&tl.hjoin(&tf), &wp, 0.0);
+    let mut r = Record::new("lr");
+    r.set("wall_s", rep.wall_s - rep.setup_s).set("bytes", bytes).set("rounds", rounds).set("setup_s", rep.setup_s);
+    r.set("dataset", "breast_cancer").set("samples_train", train.len()).set("samples_test", test.len());
+    r.set("features_labels", 15).set("features_other", 15).set("intercept", "labels party");
+    r.set("accuracy", acc).set("sklearn_accuracy", sk_acc).set("plaintext_accuracy", plain_acc);
+    r.set("accuracy_scope", "held-out split, secure prediction with the shared model (z opened to the labels party)");
+    r.set("sklearn_version", sk_version).set("sklearn_model", "LogisticRegression(C=1/(l2*n_train), fit_intercept=False, lbfgs) on the same columns incl. the constant one");
+    r.set("preprocessing", "each party scales its columns to [-1,1] by its training rows' min/max");
+    r.set("split", format!("sklearn train_test_split(test_size={}, stratify=y, random_state={})", a.test_fraction, a.seed % (1 << 31)));
+    r.set("epochs", cfg.epochs).set("batch", cfg.batch).set("lr", cfg.lr).set("lr_decay", cfg.lr_decay).set("l2", cfg.l2);
+    r.set("bits", a.bits).set("sigmoid", cfg.sigmoid.name()).set("transport", a.transport.clone()).set("path", hush_paillier::backend());
+    r.set("epoch_s", rep.epoch_s.iter().sum::<f64>() / rep.epoch_s.len().max(1) as f64).set("triple_s", rep.triple_s);
+    r.set("threads_per_party", 1);
+    hush_bench::machine_fields(&mut r);
+    Ok(r)
+}
+
+/// SHAPER Table 6 (minutes, whole training; the number of epochs is not
+/// stated there): CAESAR on CPU with Paillier and with OU, SHAPER on FPGA.
+const SHAPER_TABLE6: [(usize, f64, f64, f64); 5] =
+    [(200_000, 615.0, 66.0, 11.0), (400_000, 1239.0, 133.0, 17.0), (600_000, 1862.0, 200.0, 23.0), (800_000, 2477.0, 266.0, 28.0), (1_000_000, 3101.0, 333.0, 33.0)];
+
+fn bench_lr_table(a: &BenchLrArgs) -> Result<Record> {
+    let (fa, fb, density) = (30_000usize, 70_000usize, 0.0002);
+    let batch = a.batch.unwrap_or(4096);
+    if a.measure_batches == 0 || batch == 0 {
+        return Err(Error::Config("--measure-batches and --batch must be positive".into()));
+    }
+    let n_meas = a.measure_batches * batch as usize;
+    let (ds, _) = synthetic(n_meas, fa + fb, density, a.seed);
+    let (dl, df) = (ds.columns(0, fa), ds.columns(fa, fa + fb));
+    let nnz: usize = ds.rows.iter().map(|r| r.len()).sum();
+    let cfg = TrainConfig {
+        epochs: 1,
+        batch,
+        lr: a.lr.unwrap_or(0.5),
+        lr_decay: 0.0,
+        l2: a.l2.unwrap_or(0.0),
+        sigmoid: Sigmoid::parse(&a.sigmoid)?,
+        key_bits: a.bits,
+        order_seed: a.seed,
+        reveal: false,
+    };
+    let (x, y) = channel_pair(&a.transport)?;
+    let (_, _, rep, bytes, rounds) = run_pair(x, y, &dl, &df, &cfg)?;
+    let epoch_meas = rep.epoch_s.first().copied().unwrap_or(rep.wall_s - rep.setup_s);
+    let per_sample = epoch_meas / n_meas as f64;
+    let bytes_per_sample = bytes as f64 / n_meas as f64;
+    let label = format!(
+        "extrapolated: one epoch measured at {n_meas} samples ({} batches of {batch}), scaled linearly in samples",
+        a.measure_batches
+    );
+    let mut text = String::new();
+    text.push_str(&format!(
+        "vertical LR, one epoch, {fa} + {fb} features, density 0.02 %, batch {batch}, Paillier-{} ({}), {} sigmoid, both parties on this machine ({}, loopback {}), minutes\n",
+        a.bits,
+        hush_paillier::backend(),
+        cfg.sigmoid.name(),
+        hush_bench::cpu_model(),
+        if a.transport == "tcp" { "TLS" } else { "in-memory" }
+    ));
+    text.push_str(&format!("{:<34}", "design / samples"));
+    let cols: Vec<usize> = std::iter::once(100_000).chain(SHAPER_TABLE6.iter().map(|c| c.0)).collect();
+    for n in &cols {
+        text.push_str(&format!("{:>10}", format!("{}K", n / 1000)));
+    }
+    text.push('\n');
+    let mut recs = Vec::new();
+    text.push_str(&format!("{:<34}", "hush, per epoch (extrapolated)"));
+    for &n in &cols {
+        let min = per_sample * n as f64 / 60.0;
+        text.push_str(&format!("{:>10.1}", min));
+        let mut r = Record::new("lr_table");
+        r.set("samples", n).set("features_labels", fa).set("features_other", fb).set("density", density);
+        r.set("batch", batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name()).set("path", hush_paillier::backend());
+        r.set("epoch_min", min).set("bytes_per_epoch", bytes_per_sample * n as f64);
+        r.set("comm_min_at_40mbps", bytes_per_sample * n as f64 * 8.0 / 40e6 / 60.0);
+        r.set("extrapolated", true).set("basis", label.clone()).set("measured_samples", n_meas);
+        r.set("threads_per_party", 1).set("transport", a.transport.clone());
+        hush_bench::machine_fields(&mut r);
+        recs.push(r);
+    }
+    text.push('\n');
+    text.push_str(&format!("{:<34}", "  of which triples (extrapolated)"));
+    for &n in &cols {
+        text.push_str(&format!("{:>10.1}", rep.triple_s / n_meas as f64 * n as f64 / 60.0));
+    }
+    text.push('\n');
+    text.push_str(&format!("{:<34}", "  bytes at 40 Mbps, if not hidden"));
+    for &n in &cols {
+        text.push_str(&format!("{:>10.1}", bytes_per_sample * n as f64 * 8.0 / 40e6 / 60.0));
+    }
+    text.push('\n');
+    for (name, k) in [("CAESAR Paillier, CPU (paper, total)", 1), ("CAESAR OU, CPU (paper, total)", 2), ("SHAPER, FPGA (paper, total)", 3)] {
+        text.push_str(&format!("{name:<34}{:>10}", "-"));
+        for c in SHAPER_TABLE6 {
+            text.push_str(&format!("{:>10.0}", [c.1, c.2, c.3][k - 1]));
+        }
+        text.push('\n');
+    }
+    text.push_str(&format!("({label}; the paper's rows are whole trainings, 40 Mbps / 40 ms, epochs not stated)\n"));
+    if a.json {
+        for r in &recs {
+            println!("{}", r.json());
+        }
+    } else {
+        print!("{text}");
+    }
+    let mut r = Record::new("lr");
+    r.set("wall_s", rep.wall_s - rep.setup_s).set("bytes", bytes).set("rounds", rounds).set("setup_s", rep.setup_s);
+    r.set("samples", n_meas).set("features_labels", fa).set("features_other", fb).set("density", density).set("nnz", nnz);
+    r.set("epochs", 1).set("batch", batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name()).set("epoch_s", epoch_meas);
+    r.set("triple_s", rep.triple_s).set("transport", a.transport.clone()).set("path", hush_paillier::backend());
+    r.set("threads_per_party", 1).set("table_basis", "the measured epoch the table rows are extrapolated from");
+    hush_bench::machine_fields(&mut r);
+    Ok(r)
 }
 
 pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
+    if a.table {
+        return bench_lr_table(a);
+    }
+    match a.dataset.as_deref() {
+        None => {}
+        Some("breast_cancer") => return bench_breast_cancer(a),
+        Some(d) => return Err(Error::Config(format!("--dataset {d:?} (only breast_cancer)"))),
+    }
     let (fa, fb) = a
         .features
         .split_once(',')
@@ -267,30 +807,23 @@ pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
     let dl = ds.columns(0, fa);
     let df = ds.columns(fa, fa + fb);
     let cfg = TrainConfig {
-        epochs: a.epochs,
-        batch: a.batch,
-        lr: 0.5,
-        l2: 0.0,
+        epochs: a.epochs.unwrap_or(1),
+        batch: a.batch.unwrap_or(256),
+        lr: a.lr.unwrap_or(0.5),
+        lr_decay: a.lr_decay.unwrap_or(0.0),
+        l2: a.l2.unwrap_or(0.0),
         sigmoid: Sigmoid::parse(&a.sigmoid)?,
         key_bits: a.bits,
         order_seed: a.seed,
+        reveal: false,
     };
     let nnz: usize = ds.rows.iter().map(|r| r.len()).sum();
-    let (_, _, rep, bytes, rounds) = match a.transport.as_str() {
-        "mem" => {
-            let (x, y) = MemChannel::pair();
-            run_pair(x, y, &dl, &df, &cfg)?
-        }
-        "tcp" => {
-            let (x, y) = hush_transport::peering::loopback_pair(ChannelOptions::default(), true)?;
-            run_pair(x, y, &dl, &df, &cfg)?
-        }
-        t => return Err(Error::Config(format!("--transport {t:?} (mem or tcp)"))),
-    };
+    let (x, y) = channel_pair(&a.transport)?;
+    let (_, _, rep, bytes, rounds) = run_pair(x, y, &dl, &df, &cfg)?;
     let mut r = Record::new("lr");
     r.set("wall_s", rep.wall_s - rep.setup_s).set("bytes", bytes).set("rounds", rounds).set("setup_s", rep.setup_s);
     r.set("samples", a.samples).set("features_labels", fa).set("features_other", fb).set("density", a.density);
-    r.set("nnz", nnz).set("epochs", a.epochs).set("batch", a.batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name());
+    r.set("nnz", nnz).set("epochs", cfg.epochs).set("batch", cfg.batch).set("bits", a.bits).set("sigmoid", cfg.sigmoid.name());
     r.set("epoch_s", rep.epoch_s.iter().sum::<f64>() / rep.epoch_s.len().max(1) as f64);
     r.set("triple_s", rep.triple_s).set("transport", a.transport.clone()).set("path", hush_paillier::backend());
     r.set("threads_per_party", 1);

@@ -118,6 +118,63 @@ impl Dataset {
         s.iter().map(|&(a, b)| (a / n, ((b / n) - (a / n).powi(2)).max(1e-12).sqrt())).collect()
     }
 
+    /// Per-column (min, max) on this set, counting the implicit zeros of
+    /// sparse rows (for [`Dataset::scale_sym`]).
+    pub fn range_scaler(&self) -> Vec<(f64, f64)> {
+        let mut s = vec![(f64::INFINITY, f64::NEG_INFINITY); self.cols];
+        let mut count = vec![0usize; self.cols];
+        for r in &self.rows {
+            for &(c, v) in r {
+                s[c].0 = s[c].0.min(v);
+                s[c].1 = s[c].1.max(v);
+                count[c] += 1;
+            }
+        }
+        for (c, r) in s.iter_mut().enumerate() {
+            if count[c] < self.len() {
+                r.0 = r.0.min(0.0);
+                r.1 = r.1.max(0.0);
+            }
+        }
+        s
+    }
+
+    /// Applies x ← 2(x − min)/(max − min) − 1 densely (to [−1, 1] on the set
+    /// the constants come from; a constant column becomes 0). Each party
+    /// does this on its own columns, so the vertical split changes nothing.
+    pub fn scale_sym(&self, sc: &[(f64, f64)]) -> Dataset {
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut d = vec![0.0; self.cols];
+                for &(c, v) in r {
+                    d[c] = v;
+                }
+                d.iter()
+                    .enumerate()
+                    .map(|(c, &v)| {
+                        let (lo, hi) = sc[c];
+                        (c, if hi > lo { 2.0 * (v - lo) / (hi - lo) - 1.0 } else { 0.0 })
+                    })
+                    .filter(|&(_, v)| v != 0.0)
+                    .collect()
+            })
+            .collect();
+        Dataset { rows, cols: self.cols, labels: self.labels.clone() }
+    }
+
+    /// Joins the columns of `other` (same samples) after this set's.
+    pub fn hjoin(&self, other: &Dataset) -> Dataset {
+        let rows = self
+            .rows
+            .iter()
+            .zip(&other.rows)
+            .map(|(a, b)| a.iter().copied().chain(b.iter().map(|&(c, v)| (c + self.cols, v))).collect())
+            .collect();
+        Dataset { rows, cols: self.cols + other.cols, labels: self.labels.clone() }
+    }
+
     /// Applies x ← (x − mean)/std densely (for dense data such as
     /// breast_cancer; sparse data should use `scale_only`).
     pub fn standardize(&self, sc: &[(f64, f64)]) -> Dataset {
@@ -147,6 +204,35 @@ impl Dataset {
             }
         }
         Ok(Csr::from_triplets(self.len(), self.cols, t))
+    }
+}
+
+/// Reads a party's data: SciPy sparse `.npz` (by its zip signature) with
+/// labels from `labels` if given, or libsvm text (labels inline; `labels`
+/// must then be absent). Returns the data and whether it carries labels.
+pub fn load_with_labels(path: &std::path::Path, labels: Option<&std::path::Path>) -> Result<(Dataset, bool)> {
+    let name = path.display().to_string();
+    let mut head = [0u8; 4];
+    let is_zip = {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(|e| Error::Data(format!("{name}: {e}")))?;
+        f.read(&mut head).map_err(|e| Error::Data(format!("{name}: {e}")))? == 4 && head == *b"PK\x03\x04"
+    };
+    if is_zip {
+        let b = crate::npz::read_limited(path)?;
+        let mut ds = crate::npz::parse_csr_npz(&b, &name)?;
+        Ok(match labels {
+            Some(l) => {
+                ds.labels = crate::npz::load_labels(l, ds.len())?;
+                (ds, true)
+            }
+            None => (ds, false),
+        })
+    } else {
+        if labels.is_some() {
+            return Err(Error::Config(format!("--labels is for .npz data; {name} is libsvm text, which carries its labels")));
+        }
+        Ok((Dataset::load(path)?, true))
     }
 }
 

@@ -24,6 +24,7 @@
 
 pub mod cli;
 pub mod data;
+pub mod npz;
 pub mod plain;
 pub mod secure;
 
@@ -87,17 +88,29 @@ impl Sigmoid {
 pub struct TrainConfig {
     pub epochs: u32,
     pub batch: u32,
+    /// Learning rate η of epoch 0.
     pub lr: f64,
+    /// Learning-rate decay: epoch e uses η / (1 + lr_decay·e) (0: constant).
+    pub lr_decay: f64,
     pub l2: f64,
     pub sigmoid: Sigmoid,
     pub key_bits: u32,
-    /// Seed of the batch order (the labels party's is used).
+    /// Seed of the batch order (both parties must agree).
     pub order_seed: u64,
+    /// Open the model at the end (both parties must agree).
+    pub reveal: bool,
 }
 
 impl Default for TrainConfig {
     fn default() -> Self {
-        TrainConfig { epochs: 10, batch: 64, lr: 0.5, l2: 0.0, sigmoid: Sigmoid::Cubic, key_bits: 2048, order_seed: 1 }
+        TrainConfig { epochs: 10, batch: 64, lr: 0.5, lr_decay: 0.0, l2: 0.0, sigmoid: Sigmoid::Cubic, key_bits: 2048, order_seed: 1, reveal: false }
+    }
+}
+
+impl TrainConfig {
+    /// The learning rate of epoch `e`: η / (1 + lr_decay·e).
+    pub fn lr_at(&self, epoch: u32) -> f64 {
+        self.lr / (1.0 + self.lr_decay * epoch as f64)
     }
 }
 

@@ -7,6 +7,7 @@ use crate::{batches, TrainConfig};
 pub fn train(ds: &Dataset, cfg: &TrainConfig) -> Vec<f64> {
     let mut w = vec![0.0; ds.cols];
     for ep in 0..cfg.epochs {
+        let eta = cfg.lr_at(ep);
         for b in batches(ds.len(), cfg.batch as usize, ep, cfg.order_seed) {
             let mut g = vec![0.0; ds.cols];
             for &i in &b {
@@ -17,7 +18,7 @@ pub fn train(ds: &Dataset, cfg: &TrainConfig) -> Vec<f64> {
                 }
             }
             for c in 0..ds.cols {
-                w[c] -= cfg.lr * (g[c] / b.len() as f64 + cfg.l2 * w[c]);
+                w[c] -= eta * (g[c] / b.len() as f64 + cfg.l2 * w[c]);
             }
         }
     }

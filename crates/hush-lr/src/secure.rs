@@ -52,6 +52,19 @@ pub struct ModelShares {
     pub own: Vec<u64>,
     /// Share of the weights of the peer's features.
     pub peer: Vec<u64>,
+    /// The last of `own` is the intercept (a constant-1 column the labels
+    /// party appends to its rows); recorded so `hush predict` adds it too.
+    pub intercept: bool,
+}
+
+impl Drop for ModelShares {
+    fn drop(&mut self) {
+        // shares are secrets: wipe them (volatile writes, not elided)
+        for v in self.own.iter_mut().chain(self.peer.iter_mut()) {
+            unsafe { std::ptr::write_volatile(v, 0) };
+        }
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Costs and timings of a run.
@@ -116,7 +129,7 @@ pub struct Session<'a, C: Channel + ?Sized> {
     pub setup_s: f64,
 }
 
-const MAGIC: &[u8; 8] = b"hushLR01";
+const MAGIC: &[u8; 8] = b"hushLR02";
 
 impl<'a, C: Channel + ?Sized> Session<'a, C> {
     /// Handshake: checks roles, sample counts and hyper-parameters agree,
@@ -132,6 +145,8 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         }
         hello.extend_from_slice(&cfg.lr.to_bits().to_le_bytes());
         hello.extend_from_slice(&cfg.l2.to_bits().to_le_bytes());
+        hello.extend_from_slice(&cfg.lr_decay.to_bits().to_le_bytes());
+        hello.push(cfg.reveal as u8);
         hello.push(cfg.sigmoid as u8);
         ch.send(&hello)?;
         let peer_hello = ch.recv()?;
@@ -149,11 +164,17 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         if d_peer > crate::data::MAX_COLS {
             return Err(Error::Peer(format!("peer claims {d_peer} features")));
         }
-        let mine: Vec<u64> = (2..8).map(|i| u64::from_le_bytes(hello[9 + 8 * i..17 + 8 * i].try_into().unwrap())).collect();
-        let theirs: Vec<u64> = (2..8).map(u).collect();
+        let mine: Vec<u64> = (2..9).map(|i| u64::from_le_bytes(hello[9 + 8 * i..17 + 8 * i].try_into().unwrap())).collect();
+        let theirs: Vec<u64> = (2..9).map(u).collect();
+        if peer_hello[hello.len() - 2] != hello[hello.len() - 2] {
+            return Err(Error::Peer(format!(
+                "{} asked to reveal the model at the end and the other did not (--reveal must be given to both or neither)",
+                if cfg.reveal { "this party" } else { "the peer" }
+            )));
+        }
         if mine != theirs || peer_hello[hello.len() - 1] != hello[hello.len() - 1] {
             return Err(Error::Peer(
-                "hyper-parameters differ between the parties (epochs, batch, bits, seed, lr, l2 and sigmoid must agree)"
+                "hyper-parameters differ between the parties (epochs, batch, bits, seed, lr, lr-decay, l2 and sigmoid must agree)"
                     .into(),
             ));
         }
@@ -163,6 +184,16 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
             return Err(Error::Peer(format!("peer key has {} bits, expected {}", peer.bits(), cfg.key_bits)));
         }
         Ok(Session { ch, role, kp, peer, d_peer, n, cfg: cfg.clone(), rng, setup_s: t0.elapsed().as_secs_f64() })
+    }
+
+    /// The peer's feature count (from the handshake).
+    pub fn peer_features(&self) -> usize {
+        self.d_peer
+    }
+
+    /// Bytes and rounds on the channel so far.
+    pub fn cost(&self) -> hush_transport::Cost {
+        self.ch.cost()
     }
 
     fn p0(&self) -> bool {
@@ -184,9 +215,8 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         proto::s2h_owner(self.ch, &self.kp, &m.peer, &mut self.rng)?;
         let cts = proto::recv_cts(self.ch, &self.peer, xb.cols, "encrypted model share")?;
         let peer = self.peer.clone();
-        let ev = proto::h2s_eval_with(self.ch, &peer, b, value_bits(xb.cols), &mut self.rng, |r| {
-            Ok(xb.row_enc(&peer, &cts, r))
-        })?;
+        let mut f = hush_paillier::sparse::row_enc_stream(xb, &peer, &cts);
+        let ev = proto::h2s_eval_with(self.ch, &peer, b, value_bits(xb.cols), &mut self.rng, |r| Ok(f(r)))?;
         let ow = proto::h2s_owner(self.ch, &self.kp, b, value_bits(self.d_peer))?;
         let p0 = self.p0();
         Ok((0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect())
@@ -238,18 +268,17 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         proto::s2h_owner(self.ch, &self.kp, e, &mut self.rng)?;
         let cts = proto::recv_cts(self.ch, &self.peer, b, "encrypted error share")?;
         let peer = self.peer.clone();
-        let ev = proto::h2s_eval_with(self.ch, &peer, xt.rows, value_bits(b), &mut self.rng, |r| {
-            Ok(xt.row_enc(&peer, &cts, r))
-        })?;
+        let mut f = hush_paillier::sparse::row_enc_stream(&xt, &peer, &cts);
+        let ev = proto::h2s_eval_with(self.ch, &peer, xt.rows, value_bits(b), &mut self.rng, |r| Ok(f(r)))?;
         let ow = proto::h2s_owner(self.ch, &self.kp, self.d_peer, value_bits(b))?;
         let g_own = (0..xt.rows).map(|j| local[j].wrapping_add(ev[j])).collect();
         Ok((g_own, ow))
     }
 
-    fn update(&self, theta: &mut [u64], g: &[u64], b: usize) {
+    fn update(&self, theta: &mut [u64], g: &[u64], b: usize, eta: f64) {
         let p0 = self.p0();
-        let k = fx(self.cfg.lr / b as f64);
-        let k2 = fx(self.cfg.lr * self.cfg.l2);
+        let k = fx(eta / b as f64);
+        let k2 = fx(eta * self.cfg.l2);
         for (t, &g) in theta.iter_mut().zip(g) {
             let g = trunc(g, p0, FRAC);
             let mut step = trunc(g.wrapping_mul(k), p0, FRAC);
@@ -269,7 +298,7 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         if (self.role == Role::Labels) != labels.is_some() {
             return Err(Error::Config("labels must be given to the labels party only".into()));
         }
-        let mut m = ModelShares { role: self.role, own: vec![0; x.cols], peer: vec![0; self.d_peer] };
+        let mut m = ModelShares { role: self.role, own: vec![0; x.cols], peer: vec![0; self.d_peer], intercept: false };
         let p0 = self.p0();
         for ep in 0..self.cfg.epochs {
             let te = Instant::now();
@@ -288,8 +317,9 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
                     }
                 }
                 let (g_own, g_peer) = self.backward(&xb, &e)?;
-                self.update(&mut m.own, &g_own, batch.len());
-                self.update(&mut m.peer, &g_peer, batch.len());
+                let eta = self.cfg.lr_at(ep);
+                self.update(&mut m.own, &g_own, batch.len(), eta);
+                self.update(&mut m.peer, &g_peer, batch.len(), eta);
             }
             report.epoch_s.push(te.elapsed().as_secs_f64());
         }
@@ -319,56 +349,104 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
     }
 }
 
-/// Opens the model to both parties: (weights of the labels party's
-/// features, weights of the features party's features).
-pub fn reveal<C: Channel + ?Sized>(ch: &mut C, m: &ModelShares) -> Result<(Vec<f64>, Vec<f64>)> {
+/// The opened model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Opened {
+    /// Weights of the labels party's columns (its intercept last, if any).
+    pub labels: Vec<f64>,
+    /// Weights of the features party's columns.
+    pub features: Vec<f64>,
+    /// Whether the labels party's last weight is an intercept.
+    pub intercept: bool,
+}
+
+/// Opens the model to both parties (with the labels party's intercept
+/// flag, so either can score whole rows alone).
+pub fn reveal<C: Channel + ?Sized>(ch: &mut C, m: &ModelShares) -> Result<Opened> {
     let mut mine = m.own.clone();
     mine.extend_from_slice(&m.peer);
+    mine.push(u64::from(m.intercept));
     let theirs = exchange(ch, &mine, "model shares")?;
+    for v in mine.iter_mut() {
+        unsafe { std::ptr::write_volatile(v, 0) };
+    }
     let (d_own, d_peer) = (m.own.len(), m.peer.len());
+    let flag = theirs[d_own + d_peer];
+    if flag > 1 || (flag == 1 && m.role == Role::Labels) || (m.intercept && m.role != Role::Labels) {
+        return Err(Error::Peer("the peer's intercept flag does not fit the roles".into()));
+    }
     let own: Vec<f64> = (0..d_own).map(|j| unfx(m.own[j].wrapping_add(theirs[d_peer + j]))).collect();
     let peer: Vec<f64> = (0..d_peer).map(|j| unfx(m.peer[j].wrapping_add(theirs[j]))).collect();
+    let intercept = m.intercept || flag == 1;
     Ok(match m.role {
-        Role::Labels => (own, peer),
-        Role::Features => (peer, own),
+        Role::Labels => Opened { labels: own, features: peer, intercept },
+        Role::Features => Opened { labels: peer, features: own, intercept },
     })
 }
 
 /// Writes the model shares (and the opened model, if any) as JSON,
 /// atomically (temporary file in the same folder, fsync, rename).
-pub fn save_model(path: &std::path::Path, m: &ModelShares, opened: Option<&(Vec<f64>, Vec<f64>)>) -> Result<()> {
+pub fn save_model(path: &std::path::Path, m: &ModelShares, opened: Option<&Opened>) -> Result<()> {
     let mut o = serde_json::Map::new();
     o.insert("format".into(), "hush-lr-shares-v1".into());
     o.insert("role".into(), m.role.name().into());
     o.insert("frac_bits".into(), FRAC.into());
+    o.insert("intercept".into(), m.intercept.into());
     o.insert("own_share".into(), m.own.iter().map(|v| v.to_string()).collect::<Vec<_>>().into());
     o.insert("peer_share".into(), m.peer.iter().map(|v| v.to_string()).collect::<Vec<_>>().into());
-    if let Some((l, f)) = opened {
-        o.insert("weights_labels_party".into(), l.clone().into());
-        o.insert("weights_features_party".into(), f.clone().into());
+    if let Some(op) = opened {
+        o.insert("weights_labels_party".into(), op.labels.clone().into());
+        o.insert("weights_features_party".into(), op.features.clone().into());
+        o.insert("intercept_labels_party".into(), op.intercept.into());
     }
     let text = serde_json::Value::Object(o).to_string();
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|s| s.to_str()).unwrap_or("model"), std::process::id()));
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    write_atomic(path, text.as_bytes())
 }
 
-/// Reads model shares written by [`save_model`].
-pub fn load_model(path: &std::path::Path) -> Result<ModelShares> {
+/// Writes a file atomically: a temporary file in the same folder, fsync,
+/// rename (a reader sees the old file or the whole new one).
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|s| s.to_str()).unwrap_or("out"), std::process::id()));
+    let res = (|| -> Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Largest model file accepted (bytes).
+pub const MAX_MODEL_FILE: u64 = 1 << 32;
+
+fn read_model_json(path: &std::path::Path) -> Result<serde_json::Value> {
     let bad = |m: &str| Error::Data(format!("{}: {m}", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| bad(&e.to_string()))?;
+    if meta.len() > MAX_MODEL_FILE {
+        return Err(bad(&format!("{} bytes exceeds the limit", meta.len())));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| bad(&e.to_string()))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
     if v["format"] != "hush-lr-shares-v1" {
         return Err(bad("not a hush-lr model file"));
     }
-    let role = Role::parse(v["role"].as_str().unwrap_or(""))?;
+    if v["frac_bits"].as_u64() != Some(FRAC as u64) {
+        return Err(bad(&format!("frac_bits is not {FRAC}")));
+    }
+    Ok(v)
+}
+
+/// Reads model shares written by [`save_model`].
+pub fn load_model(path: &std::path::Path) -> Result<ModelShares> {
+    let bad = |m: &str| Error::Data(format!("{}: {m}", path.display()));
+    let v = read_model_json(path)?;
+    let role = Role::parse(v["role"].as_str().unwrap_or("")).map_err(|_| bad("role is not labels or features"))?;
     let arr = |k: &str| -> Result<Vec<u64>> {
         v[k].as_array()
             .ok_or_else(|| bad(&format!("missing {k}")))?
@@ -376,5 +454,30 @@ pub fn load_model(path: &std::path::Path) -> Result<ModelShares> {
             .map(|x| x.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| bad(&format!("bad entry in {k}"))))
             .collect()
     };
-    Ok(ModelShares { role, own: arr("own_share")?, peer: arr("peer_share")? })
+    let intercept = v["intercept"].as_bool().unwrap_or(false);
+    let m = ModelShares { role, own: arr("own_share")?, peer: arr("peer_share")?, intercept };
+    if intercept && (role != Role::Labels || m.own.is_empty()) {
+        return Err(bad("intercept recorded at a party without one"));
+    }
+    Ok(m)
+}
+
+/// The opened model stored by [`save_model`] when both parties chose to
+/// reveal; `None` if the file holds shares only.
+pub fn load_opened(path: &std::path::Path) -> Result<Option<Opened>> {
+    let v = read_model_json(path)?;
+    let arr = |k: &str| -> Option<Option<Vec<f64>>> {
+        v.get(k).map(|a| a.as_array().and_then(|a| a.iter().map(|x| x.as_f64()).collect()))
+    };
+    match (arr("weights_labels_party"), arr("weights_features_party")) {
+        (None, None) => Ok(None),
+        (Some(Some(labels)), Some(Some(features))) => {
+            let intercept = v["intercept_labels_party"].as_bool().unwrap_or(false);
+            if intercept && labels.is_empty() {
+                return Err(Error::Data(format!("{}: intercept without a weight", path.display())));
+            }
+            Ok(Some(Opened { labels, features, intercept }))
+        }
+        _ => Err(Error::Data(format!("{}: malformed opened weights", path.display()))),
+    }
 }

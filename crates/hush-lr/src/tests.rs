@@ -5,7 +5,7 @@ use crate::*;
 use hush_transport::MemChannel;
 
 fn cfg(sig: Sigmoid) -> TrainConfig {
-    TrainConfig { epochs: 4, batch: 32, lr: 1.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3 }
+    TrainConfig { epochs: 4, batch: 32, lr: 1.0, lr_decay: 0.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3, reveal: false }
 }
 
 fn open(ml: &ModelShares, mf: &ModelShares) -> (Vec<f64>, Vec<f64>) {
@@ -15,7 +15,7 @@ fn open(ml: &ModelShares, mf: &ModelShares) -> (Vec<f64>, Vec<f64>) {
     let mut ca = ca;
     let a = reveal(&mut ca, ml).unwrap();
     assert_eq!(h.join().unwrap(), a);
-    a
+    (a.labels.clone(), a.features.clone())
 }
 
 fn split_run(ds: &Dataset, split: usize, c: &TrainConfig) -> (Vec<f64>, Vec<f64>) {
@@ -50,7 +50,7 @@ fn planted_signs_recovered_and_matches_plaintext() {
 fn sparse_planted_model() {
     // sparse rows (density 0.1 of 40 features)
     let (ds, wstar) = synthetic(600, 40, 0.1, 12);
-    let c = TrainConfig { epochs: 3, batch: 64, lr: 2.0, sigmoid: Sigmoid::Linear, ..cfg(Sigmoid::Linear) };
+    let c = TrainConfig { epochs: 3, batch: 64, lr: 2.0, lr_decay: 0.5, sigmoid: Sigmoid::Linear, ..cfg(Sigmoid::Linear) };
     let (w, wp) = split_run(&ds, 15, &c);
     let agree = (0..40).filter(|&j| (w[j] > 0.0) == (wstar[j] > 0.0)).count();
     assert!(agree >= 38, "sign agreement {agree}/40");
@@ -137,6 +137,15 @@ fn handshake_mismatches() {
     assert!(run(Role::Labels, Role::Labels, 10, 10, 1.0).contains("both parties"));
     assert!(run(Role::Labels, Role::Features, 10, 11, 1.0).contains("sample counts differ"));
     assert!(run(Role::Labels, Role::Features, 10, 10, 0.3).contains("hyper-parameters differ"));
+    // reveal must be agreed before training
+    let (mut ca, mut cb) = MemChannel::pair();
+    let h = std::thread::spawn(move || {
+        let c = TrainConfig { reveal: true, ..cfg(Sigmoid::Linear) };
+        Session::start(&mut cb, Role::Features, 10, 2, &c).err().map(|e| e.to_string()).unwrap_or_default()
+    });
+    let e = Session::start(&mut ca, Role::Labels, 10, 2, &cfg(Sigmoid::Linear)).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("the peer asked to reveal"), "{e}");
+    assert!(h.join().unwrap().contains("this party asked to reveal"));
 }
 
 #[test]
@@ -168,10 +177,190 @@ fn model_file_roundtrip_atomic() {
     let dir = std::env::temp_dir().join(format!("hush-lr-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("m.json");
-    let m = ModelShares { role: Role::Features, own: vec![1, u64::MAX], peer: vec![7] };
-    save_model(&p, &m, Some(&(vec![0.5], vec![1.0, -1.0]))).unwrap();
+    let m = ModelShares { role: Role::Features, own: vec![1, u64::MAX], peer: vec![7], intercept: false };
+    let op = crate::secure::Opened { labels: vec![0.5, 2.0], features: vec![1.0, -1.0], intercept: true };
+    save_model(&p, &m, Some(&op)).unwrap();
+    assert_eq!(crate::secure::load_opened(&p).unwrap(), Some(op));
     assert_eq!(load_model(&p).unwrap(), m);
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn range_scaling_and_join() {
+    // column 0 dense in [2, 6]; column 1 sparse (implicit zeros) in {0, 4}
+    let d = Dataset::parse_libsvm("1 1:2 2:4\n0 1:6\n1 1:4\n", "t").unwrap();
+    let sc = d.range_scaler();
+    assert_eq!(sc, vec![(2.0, 6.0), (0.0, 4.0)]);
+    let s = d.scale_sym(&sc);
+    assert_eq!(s.rows[0], vec![(0, -1.0), (1, 1.0)]);
+    assert_eq!(s.rows[1], vec![(0, 1.0), (1, -1.0)]);
+    assert_eq!(s.rows[2], vec![(1, -1.0)]);
+    // a constant column becomes 0
+    let c = Dataset::parse_libsvm("1 1:3\n0 1:3\n", "t").unwrap();
+    assert!(c.scale_sym(&c.range_scaler()).rows.iter().all(|r| r.is_empty()));
+    let j = d.hjoin(&c.columns(0, 1).subset(&[0, 1, 0]));
+    assert_eq!(j.cols, 3);
+    assert_eq!(j.rows[1], vec![(0, 6.0), (2, 3.0)]);
+}
+
+#[test]
+fn learning_rate_decay() {
+    let c = TrainConfig { lr: 1.0, lr_decay: 0.5, ..Default::default() };
+    assert_eq!(c.lr_at(0), 1.0);
+    assert_eq!(c.lr_at(2), 0.5);
+}
+
+// ---- SciPy .npz input ----
+
+fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut v = b"\x93NUMPY\x01\x00".to_vec();
+    v.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    v.extend_from_slice(h.as_bytes());
+    v.extend_from_slice(data);
+    v
+}
+
+/// A stored (uncompressed) zip of the given members, as numpy would write
+/// with compression off.
+fn zip_stored(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut cd = Vec::new();
+    for (name, data) in members {
+        let off = out.len() as u32;
+        let mut lh = vec![0x50, 0x4b, 0x03, 0x04, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        lh.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        lh.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        lh.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        lh.extend_from_slice(&0u16.to_le_bytes());
+        lh.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&lh);
+        out.extend_from_slice(data);
+        let mut c = vec![0x50, 0x4b, 0x01, 0x02, 20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        c.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        c.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        c.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        c.extend_from_slice(&[0; 12]);
+        c.extend_from_slice(&off.to_le_bytes());
+        c.extend_from_slice(name.as_bytes());
+        cd.extend_from_slice(&c);
+    }
+    let cd_off = out.len() as u32;
+    out.extend_from_slice(&cd);
+    let mut e = vec![0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0];
+    e.extend_from_slice(&(members.len() as u16).to_le_bytes());
+    e.extend_from_slice(&(members.len() as u16).to_le_bytes());
+    e.extend_from_slice(&(cd.len() as u32).to_le_bytes());
+    e.extend_from_slice(&cd_off.to_le_bytes());
+    e.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&e);
+    out
+}
+
+fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+fn csr_npz(format: &str, shape: [i64; 2], indptr: &[i32], indices: &[i32], data: &[f64]) -> Vec<u8> {
+    zip_stored(&[
+        ("indices.npy", npy("<i4", &[indices.len()], &le(indices, i32::to_le_bytes))),
+        ("indptr.npy", npy("<i4", &[indptr.len()], &le(indptr, i32::to_le_bytes))),
+        ("format.npy", npy(&format!("|S{}", format.len()), &[], format.as_bytes())),
+        ("shape.npy", npy("<i8", &[2], &le(&shape, i64::to_le_bytes))),
+        ("data.npy", npy("<f8", &[data.len()], &le(data, f64::to_le_bytes))),
+    ])
+}
+
+#[test]
+fn npz_csr_parsed_and_canonicalised() {
+    // row 0: columns 2 and 0 (unsorted); row 1: empty; row 2: column 1 twice (summed)
+    let b = csr_npz("csr", [3, 4], &[0, 2, 2, 4], &[2, 0, 1, 1], &[0.5, -1.0, 1.0, 2.0]);
+    let d = crate::npz::parse_csr_npz(&b, "t.npz").unwrap();
+    assert_eq!((d.len(), d.cols), (3, 4));
+    assert_eq!(d.rows[0], vec![(0, -1.0), (2, 0.5)]);
+    assert!(d.rows[1].is_empty());
+    assert_eq!(d.rows[2], vec![(1, 3.0)]);
+    // f32 data and int64 indices (scipy uses either)
+    let b = zip_stored(&[
+        ("indices.npy", npy("<i8", &[1], &le(&[3i64], i64::to_le_bytes))),
+        ("indptr.npy", npy("<i8", &[2], &le(&[0i64, 1], i64::to_le_bytes))),
+        ("format.npy", npy("<U3", &[], &le(&['c' as u32, 's' as u32, 'r' as u32], u32::to_le_bytes))),
+        ("shape.npy", npy("<i8", &[2], &le(&[1i64, 5], i64::to_le_bytes))),
+        ("data.npy", npy("<f4", &[1], &le(&[0.25f32], f32::to_le_bytes))),
+    ]);
+    let d = crate::npz::parse_csr_npz(&b, "t.npz").unwrap();
+    assert_eq!(d.rows[0], vec![(3, 0.25)]);
+    assert_eq!(d.cols, 5);
+}
+
+#[test]
+fn npz_malformed_inputs_are_clear_errors() {
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (csr_npz("csc", [2, 2], &[0, 0, 0], &[], &[]), "CSR"),
+        (csr_npz("csr", [2, 2], &[0, 1, 1], &[2], &[1.0]), "outside the shape"),
+        (csr_npz("csr", [2, 2], &[0, 1, 0], &[0], &[1.0]), "indptr"),
+        (csr_npz("csr", [2, 2], &[0, 1], &[0], &[1.0]), "indptr has shape"),
+        (csr_npz("csr", [2, 2], &[0, 1, 2], &[0], &[1.0, 2.0]), "must both have"),
+        (csr_npz("csr", [1, 2], &[0, 1], &[0], &[f64::NAN]), "not finite"),
+        (csr_npz("csr", [0, 2], &[0], &[], &[]), "rows"),
+        (csr_npz("csr", [1, 1 << 40], &[0, 0], &[], &[]), "columns, above the limit"),
+        (csr_npz("csr", [1, 2], &[0, 1], &[-1], &[1.0]), "negative"),
+        (b"PK\x03\x04 not really a zip".to_vec(), "not a zip archive"),
+        (zip_stored(&[("x.npy", npy("<f8", &[0], &[]))]), "no format.npy"),
+        (zip_stored(&[("format.npy", b"hello".to_vec())]), "not an .npy"),
+        (zip_stored(&[("format.npy", npy("<c16", &[1], &[0; 16]))]), "not supported"),
+        (zip_stored(&[("format.npy", npy("<f8", &[4], &[0; 8]))]), "payload bytes"),
+    ];
+    for (b, want) in cases {
+        let e = crate::npz::parse_csr_npz(&b, "bad.npz").unwrap_err().to_string();
+        assert!(e.contains("bad.npz") && e.contains(want), "{want}: {e}");
+    }
+    // every truncation and many byte flips of a valid file: errors, never a panic
+    let good = csr_npz("csr", [3, 4], &[0, 2, 2, 4], &[2, 0, 1, 1], &[0.5, -1.0, 1.0, 2.0]);
+    for cut in 0..good.len() {
+        assert!(crate::npz::parse_csr_npz(&good[..cut], "t").is_err(), "cut at {cut}");
+    }
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(9);
+    for _ in 0..3000 {
+        let mut b = good.clone();
+        for _ in 0..rand::Rng::gen_range(&mut rng, 1..4) {
+            let i = rand::Rng::gen_range(&mut rng, 0..b.len());
+            b[i] = rand::Rng::gen(&mut rng);
+        }
+        let _ = crate::npz::parse_csr_npz(&b, "t");
+    }
+}
+
+#[test]
+fn npz_labels_file() {
+    let dir = std::env::temp_dir().join(format!("hush-lr-npz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let x = dir.join("x.npz");
+    std::fs::write(&x, csr_npz("csr", [3, 2], &[0, 1, 1, 2], &[0, 1], &[1.0, 2.0])).unwrap();
+    let y = dir.join("y.npy");
+    std::fs::write(&y, npy("<i8", &[3], &le(&[1i64, -1, 0], i64::to_le_bytes))).unwrap();
+    let (d, has) = data::load_with_labels(&x, Some(&y)).unwrap();
+    assert!(has);
+    assert_eq!(d.labels, vec![1.0, 0.0, 0.0]);
+    let (_, has) = data::load_with_labels(&x, None).unwrap();
+    assert!(!has);
+    std::fs::write(&y, "1\n0\n").unwrap();
+    let e = data::load_with_labels(&x, Some(&y)).unwrap_err().to_string();
+    assert!(e.contains("2 labels for 3 rows"), "{e}");
+    std::fs::write(&y, "1\n0\n3\n").unwrap();
+    let e = data::load_with_labels(&x, Some(&y)).unwrap_err().to_string();
+    assert!(e.contains("label 3"), "{e}");
+    let svm = dir.join("a.svm");
+    std::fs::write(&svm, "1 1:1\n").unwrap();
+    let e = data::load_with_labels(&svm, Some(&y)).unwrap_err().to_string();
+    assert!(e.contains("--labels is for .npz"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

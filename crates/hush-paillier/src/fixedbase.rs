@@ -41,6 +41,11 @@ impl FixedBase {
         FixedBase { modulus: modulus.clone(), w, exp_bits, table, secret }
     }
 
+    /// The table rows (`row[d-1] = base^(d·2^(w·i))`) and the modulus.
+    pub(crate) fn rows(&self) -> (&[Vec<Integer>], &Integer) {
+        (&self.table, &self.modulus)
+    }
+
     /// Window width in bits.
     pub fn window(&self) -> u32 {
         self.w

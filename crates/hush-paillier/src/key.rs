@@ -336,6 +336,12 @@ pub struct KeyPair {
     qm1: Integer,
     tp: FixedBase,
     tq: FixedBase,
+    /// IFMA Montgomery contexts for p² and q² (where the CPU has IFMA).
+    mp2: Option<crate::ifma::MontCtx>,
+    mq2: Option<crate::ifma::MontCtx>,
+    /// The secret fixed-base tables in those contexts' Montgomery domains.
+    fp: Option<crate::ifma::FixedTable>,
+    fq: Option<crate::ifma::FixedTable>,
 }
 
 impl Drop for KeyPair {
@@ -422,7 +428,19 @@ impl KeyPair {
         let tq = FixedBase::new(&hs, &q2, a_bits, w, true);
         let pm1 = Integer::from(&p - 1);
         let qm1 = Integer::from(&q - 1);
-        KeyPair { pk, p, q, p2, q2, p2_inv, p_inv, hp, hq, pm1, qm1, tp, tq }
+        let (mp2, mq2) = if crate::ifma::available() {
+            (crate::ifma::MontCtx::new(&p2), crate::ifma::MontCtx::new(&q2))
+        } else {
+            (None, None)
+        };
+        let fp = mp2.as_ref().and_then(|c| crate::ifma::FixedTable::new(c, &tp));
+        let fq = mq2.as_ref().and_then(|c| crate::ifma::FixedTable::new(c, &tq));
+        KeyPair { pk, p, q, p2, q2, p2_inv, p_inv, hp, hq, pm1, qm1, tp, tq, mp2, mq2, fp, fq }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn test_p2_table(&self) -> (&Integer, &FixedBase) {
+        (&self.p2, &self.tp)
     }
 
     /// The public key.
@@ -451,6 +469,38 @@ impl KeyPair {
         cq *= &gq;
         cq %= &self.q2;
         Ok(Ciphertext(self.crt_n2(cp, cq)))
+    }
+
+    /// Encrypts many plaintexts (CRT): eight at a time with the fixed-base
+    /// products on the IFMA lanes ([`crate::ifma::FixedTable::pow8`]) where
+    /// the CPU has IFMA, else one by one. Same distribution as
+    /// [`KeyPair::encrypt`].
+    pub fn encrypt_batch<R: RngCore + CryptoRng + ?Sized>(&self, ms: &[Integer], rng: &mut R) -> Result<Vec<Ciphertext>> {
+        let (Some(mp2), Some(mq2), Some(fp), Some(fq)) = (&self.mp2, &self.mq2, &self.fp, &self.fq) else {
+            return ms.iter().map(|m| self.encrypt(m, rng)).collect();
+        };
+        let mut out = Vec::with_capacity(ms.len());
+        for chunk in ms.chunks(crate::ifma::LANES) {
+            for m in chunk {
+                self.pk.check_plain(m)?;
+            }
+            let a: Vec<Integer> = chunk.iter().map(|_| random_bits(rng, self.pk.short_exponent_bits())).collect();
+            let hp = fp.pow8(mp2, &a);
+            let hq = fq.pow8(mq2, &a);
+            for ((m, mut cp), mut cq) in chunk.iter().zip(hp).zip(hq) {
+                let mn = Integer::from(m * self.pk.n());
+                let mut gp = Integer::from(&mn % &self.p2);
+                gp += 1;
+                cp *= &gp;
+                cp %= &self.p2;
+                let mut gq = Integer::from(&mn % &self.q2);
+                gq += 1;
+                cq *= &gq;
+                cq %= &self.q2;
+                out.push(Ciphertext(self.crt_n2(cp, cq)));
+            }
+        }
+        Ok(out)
     }
 
     /// Encrypts a signed 64-bit value (CRT).
@@ -485,6 +535,45 @@ impl KeyPair {
         t *= &self.p;
         t += mp;
         t
+    }
+
+    /// Decrypts many ciphertexts: eight at a time on the IFMA path (the two
+    /// CRT exponentiations c^{p−1} mod p², c^{q−1} mod q² of eight
+    /// ciphertexts in the lanes of [`crate::ifma::MontCtx::pow8`]), else one
+    /// by one with GMP. Equal to [`KeyPair::decrypt`] on each.
+    pub fn decrypt_batch(&self, cs: &[Ciphertext]) -> Vec<Integer> {
+        let (Some(mp2), Some(mq2)) = (&self.mp2, &self.mq2) else {
+            return cs.iter().map(|c| self.decrypt(c)).collect();
+        };
+        let mut out = Vec::with_capacity(cs.len());
+        for chunk in cs.chunks(crate::ifma::LANES) {
+            if chunk.len() == 1 {
+                out.push(self.decrypt(&chunk[0]));
+                continue;
+            }
+            let bases: Vec<&Integer> = chunk.iter().map(|c| &c.0).collect();
+            let xp = mp2.pow8(&bases, &self.pm1);
+            let xq = mq2.pow8(&bases, &self.qm1);
+            for (xp, xq) in xp.into_iter().zip(xq) {
+                let mp = Self::half_finish(xp, &self.p, &self.hp);
+                let mq = Self::half_finish(xq, &self.q, &self.hq);
+                let mut t = mq - &mp;
+                t *= &self.p_inv;
+                modulo(&mut t, &self.q);
+                t *= &self.p;
+                t += mp;
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    fn half_finish(mut x: Integer, p: &Integer, hp: &Integer) -> Integer {
+        x -= 1;
+        x.div_exact_mut(p);
+        x *= hp;
+        x %= p;
+        x
     }
 
     fn half_dec(&self, c: &Integer, p: &Integer, p2: &Integer, pm1: &Integer, hp: &Integer) -> Integer {

@@ -30,8 +30,14 @@
 //! # Big integers
 //!
 //! GMP through `rug` (system GMP: see the crate README section in the
-//! workspace README). The GMP path is the only one; which path ran is
-//! reported as `"gmp"` by [`backend`].
+//! workspace README). Where the CPU has AVX-512 IFMA, the batched paths —
+//! encryption and decryption ([`KeyPair::encrypt_batch`],
+//! [`KeyPair::decrypt_batch`]), h2s packing ([`Packing::pack_many`]), the
+//! triple helper's products and sparse row products
+//! ([`sparse::Csr::rows_enc`]) — run eight ciphertexts at a time on a
+//! hand-written 52-bit-limb Montgomery arithmetic ([`ifma`]), each tested
+//! equal to GMP; `HUSH_PAILLIER=gmp` forces GMP everywhere. [`backend`] says
+//! which path ran.
 //!
 //! # Secrets
 //!
@@ -43,6 +49,7 @@
 //! allocator. The short exponents a are not wiped after use.
 
 mod fixedbase;
+pub mod ifma;
 mod key;
 mod pack;
 pub mod proto;
@@ -55,9 +62,28 @@ pub use pack::Packing;
 pub use rug::Integer;
 
 /// Which big-integer path runs the arithmetic (reported in benchmark
-/// records).
+/// records): `"gmp"`, or `"gmp+ifma"` where batched encryption and
+/// decryption ([`KeyPair::encrypt_batch`], [`KeyPair::decrypt_batch`]), h2s
+/// packing ([`Packing::pack_many`]) and sparse row products
+/// ([`sparse::Csr::rows_enc`]) run on AVX-512 IFMA (single operations stay
+/// on GMP).
 pub fn backend() -> &'static str {
-    "gmp"
+    if ifma::available() {
+        "gmp+ifma"
+    } else {
+        "gmp"
+    }
+}
+
+/// The path of [`KeyPair::decrypt_batch`] and [`KeyPair::encrypt_batch`]: `"ifma"` (eight lanes of
+/// AVX-512 IFMA Montgomery) or `"gmp"` (the CPU lacks IFMA, or
+/// `HUSH_PAILLIER=gmp`).
+pub fn dec_batch_path() -> &'static str {
+    if ifma::available() {
+        "ifma"
+    } else {
+        "gmp"
+    }
 }
 
 /// The GMP version linked.

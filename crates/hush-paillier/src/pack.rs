@@ -51,6 +51,30 @@ impl Packing {
         Ok(Ciphertext(acc))
     }
 
+    /// [`Packing::pack`] of many groups: eight groups of equal length at a
+    /// time in the lanes of the IFMA path (each Horner step is the same
+    /// 2^slot_bits power in every lane), else one by one with GMP.
+    pub fn pack_many(&self, pk: &PublicKey, groups: &[Vec<Ciphertext>]) -> Result<Vec<Ciphertext>> {
+        let ctx = if crate::ifma::available() && groups.len() > 1 { crate::ifma::MontCtx::new(pk.n2()) } else { None };
+        let Some(ctx) = ctx else {
+            return groups.iter().map(|g| self.pack(pk, g)).collect();
+        };
+        let mut out = Vec::with_capacity(groups.len());
+        for chunk in groups.chunks(crate::ifma::LANES) {
+            let len = chunk[0].len();
+            if chunk.len() == 1 || len < 2 || chunk.iter().any(|g| g.len() != len) || len > self.slots {
+                for g in chunk {
+                    out.push(self.pack(pk, g)?);
+                }
+                continue;
+            }
+            let ints: Vec<Vec<Integer>> = chunk.iter().map(|g| g.iter().map(|c| c.0.clone()).collect()).collect();
+            let refs: Vec<&[Integer]> = ints.iter().map(Vec::as_slice).collect();
+            out.extend(ctx.horner8(&refs, self.slot_bits).into_iter().map(Ciphertext));
+        }
+        Ok(out)
+    }
+
     /// Packs plaintexts (the mask sum Σ r_k·2^(k·slot_bits)).
     pub fn pack_plain(&self, vals: &[Integer]) -> Integer {
         let mut acc = Integer::new();

@@ -72,7 +72,8 @@ pub fn recv_cts<C: Channel + ?Sized>(
 
 /// Encrypts u64 values (as integers in [0, 2^64)) with CRT.
 pub fn encrypt_u64s<R: RngCore + CryptoRng + ?Sized>(kp: &KeyPair, xs: &[u64], rng: &mut R) -> Vec<Ciphertext> {
-    xs.iter().map(|&x| kp.encrypt_u64(x, rng)).collect()
+    let ms: Vec<Integer> = xs.iter().map(|&x| Integer::from(x)).collect();
+    kp.encrypt_batch(&ms, rng).expect("64-bit values are below n")
 }
 
 /// Exchanges public keys (both parties call it). Returns the peer's key.
@@ -106,20 +107,25 @@ pub fn h2s_packing(pk: &PublicKey, value_bits: u32) -> Result<Packing> {
     Packing::new(value_bits, SIGMA, pk.bits())
 }
 
-/// Masks, packs and rerandomises one group of ciphertexts; returns the
-/// packed ciphertext and the evaluator's shares (−r mod 2^64).
-fn h2s_pack_one<R: RngCore + CryptoRng + ?Sized>(
+/// Masks, packs and rerandomises groups of ciphertexts; returns the
+/// packed ciphertexts and the evaluator's shares (−r mod 2^64), in order.
+fn h2s_pack_groups<R: RngCore + CryptoRng + ?Sized>(
     owner: &PublicKey,
     pack: &Packing,
-    group: &[Ciphertext],
+    groups: &[Vec<Ciphertext>],
     rng: &mut R,
-) -> Result<(Ciphertext, Vec<u64>)> {
+) -> Result<(Vec<Ciphertext>, Vec<u64>)> {
     let base = Integer::from(1) << pack.value_bits;
-    let masks: Vec<Integer> = group.iter().map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
-    let shares = masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()).collect();
-    let packed = pack.pack(owner, group)?;
-    let packed = owner.add_plain(&packed, &pack.pack_plain(&masks));
-    Ok((owner.rerandomize(&packed, rng), shares))
+    let packed = pack.pack_many(owner, groups)?;
+    let mut shares = Vec::new();
+    let mut out = Vec::with_capacity(groups.len());
+    for (g, p) in groups.iter().zip(packed) {
+        let masks: Vec<Integer> = g.iter().map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
+        shares.extend(masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()));
+        let p = owner.add_plain(&p, &pack.pack_plain(&masks));
+        out.push(owner.rerandomize(&p, rng));
+    }
+    Ok((out, shares))
 }
 
 /// h2s, evaluator side: turns ciphertexts of signed values |v| < 2^value_bits
@@ -151,15 +157,24 @@ pub fn h2s_eval_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     let mut frame = Vec::new();
     let mut in_frame = 0;
     let groups = pack.packed_len(count);
-    for g in 0..groups {
-        let lo = g * pack.slots;
-        let hi = (lo + pack.slots).min(count);
-        let group: Vec<Ciphertext> = (lo..hi).map(&mut make).collect::<Result<_>>()?;
-        let (c, s) = h2s_pack_one(owner, &pack, &group, rng)?;
+    // eight groups at a time (the IFMA packing lanes), frames of STREAM_CHUNK
+    let mut g = 0;
+    while g < groups {
+        let take = crate::ifma::LANES.min(groups - g).min(STREAM_CHUNK - in_frame);
+        let mut batch = Vec::with_capacity(take);
+        for k in g..g + take {
+            let lo = k * pack.slots;
+            let hi = (lo + pack.slots).min(count);
+            batch.push((lo..hi).map(&mut make).collect::<Result<Vec<_>>>()?);
+        }
+        let (cs, s) = h2s_pack_groups(owner, &pack, &batch, rng)?;
         shares.extend(s);
-        owner.write_ct(&c, &mut frame);
-        in_frame += 1;
-        if in_frame == STREAM_CHUNK || g + 1 == groups {
+        for c in &cs {
+            owner.write_ct(c, &mut frame);
+        }
+        in_frame += take;
+        g += take;
+        if in_frame == STREAM_CHUNK || g == groups {
             ch.send_chunked(&frame)?;
             frame.clear();
             in_frame = 0;
@@ -179,10 +194,9 @@ pub fn h2s_owner<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, count: usize, va
     while g < groups {
         let in_frame = STREAM_CHUNK.min(groups - g);
         let cts = recv_cts(ch, pk, in_frame, "h2s packed ciphertexts")?;
-        for c in &cts {
+        for m in kp.decrypt_batch(&cts) {
             let lo = g * pack.slots;
             let k = pack.slots.min(count - lo);
-            let m = kp.decrypt(c);
             for v in pack.unpack(&m, k).map_err(|e| Error::Malformed { what: "h2s", reason: e.to_string() })? {
                 out.push(v.to_u64_wrapping());
             }
@@ -209,11 +223,8 @@ pub fn triples_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
 ) -> Result<Triples> {
     let a: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
     let b: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
-    let mut cts = Vec::with_capacity(2 * count);
-    for i in 0..count {
-        cts.push(kp.encrypt_u64(a[i], rng));
-        cts.push(kp.encrypt_u64(b[i], rng));
-    }
+    let ab: Vec<u64> = (0..count).flat_map(|i| [a[i], b[i]]).collect();
+    let cts = encrypt_u64s(kp, &ab, rng);
     send_cts(ch, kp.public(), &cts)?;
     let s = h2s_owner(ch, kp, count, 130)?;
     let c = (0..count).map(|i| a[i].wrapping_mul(b[i]).wrapping_add(s[i])).collect();
@@ -231,10 +242,21 @@ pub fn triples_helper<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     let b: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
     let cts = recv_cts(ch, owner, 2 * count, "triple ciphertexts")?;
     let n2 = owner.n2().clone();
+    let ctx = if crate::ifma::available() { crate::ifma::MontCtx::new(&n2) } else { None };
+    // Enc(a₀·b₁ + b₀·a₁), eight at a time on the IFMA lanes where available
+    let mut cache: (usize, Vec<Ciphertext>) = (0, Vec::new());
     let s = h2s_eval_with(ch, owner, count, 130, rng, |i| {
-        // Enc(a₀·b₁ + b₀·a₁)
-        let t = [(&cts[2 * i].0, b[i]), (&cts[2 * i + 1].0, a[i])];
-        Ok(Ciphertext(multi_exp(&t, &n2).unwrap()))
+        let Some(ctx) = &ctx else {
+            let t = [(&cts[2 * i].0, b[i]), (&cts[2 * i + 1].0, a[i])];
+            return Ok(Ciphertext(multi_exp(&t, &n2).unwrap()));
+        };
+        if i < cache.0 || i >= cache.0 + cache.1.len() {
+            let hi = (i + crate::ifma::LANES).min(count);
+            let lanes: Vec<Vec<(&Integer, u64)>> =
+                (i..hi).map(|j| vec![(&cts[2 * j].0, b[j]), (&cts[2 * j + 1].0, a[j])]).collect();
+            cache = (i, ctx.multi_exp8(&lanes).into_iter().map(Ciphertext).collect());
+        }
+        Ok(cache.1[i - cache.0].clone())
     })?;
     let c = (0..count).map(|i| a[i].wrapping_mul(b[i]).wrapping_add(s[i])).collect();
     Ok(Triples { a, b, c })
@@ -264,5 +286,6 @@ pub fn matvec_eval<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     rng: &mut R,
 ) -> Result<Vec<u64>> {
     let cts = recv_cts(ch, owner, x.cols, "encrypted vector")?;
-    h2s_eval_with(ch, owner, x.rows, x.product_bits(), rng, |r| Ok(x.row_enc(owner, &cts, r)))
+    let mut f = crate::sparse::row_enc_stream(x, owner, &cts);
+    h2s_eval_with(ch, owner, x.rows, x.product_bits(), rng, |r| Ok(f(r)))
 }

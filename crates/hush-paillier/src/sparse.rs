@@ -173,6 +173,87 @@ impl Csr {
     }
 }
 
+impl Csr {
+    /// [`Csr::row_enc`] for the rows in `rows`: eight rows at a time in the
+    /// lanes of [`crate::ifma::MontCtx::multi_exp8`] where the CPU has
+    /// IFMA (positive and negative entries as two multi-exponentiations,
+    /// then one inversion per row with negative entries), else row by row.
+    /// Equal to `row_enc` on each row.
+    pub fn rows_enc(&self, pk: &PublicKey, cts: &[Ciphertext], rows: std::ops::Range<usize>) -> Vec<Ciphertext> {
+        let ctx = if crate::ifma::available() && rows.len() > 1 { crate::ifma::MontCtx::new(pk.n2()) } else { None };
+        let Some(ctx) = ctx else {
+            return rows.map(|r| self.row_enc(pk, cts, r)).collect();
+        };
+        let n2 = pk.n2();
+        let mut out = Vec::with_capacity(rows.len());
+        let idx: Vec<usize> = rows.collect();
+        for chunk in idx.chunks(crate::ifma::LANES) {
+            let mut pos: Vec<Vec<(&Integer, u64)>> = Vec::with_capacity(chunk.len());
+            let mut neg: Vec<Vec<(&Integer, u64)>> = Vec::with_capacity(chunk.len());
+            for &r in chunk {
+                let (mut p, mut q) = (vec![], vec![]);
+                for (c, v) in self.row(r) {
+                    if v > 0 {
+                        p.push((&cts[c].0, v as u64));
+                    } else if v < 0 {
+                        q.push((&cts[c].0, v.unsigned_abs()));
+                    }
+                }
+                pos.push(p);
+                neg.push(q);
+            }
+            let pv = ctx.multi_exp8(&pos);
+            let mut inv: Vec<Option<Integer>> = vec![None; chunk.len()];
+            if neg.iter().any(|q| !q.is_empty()) {
+                // the negative parts' inverses with one inversion (Montgomery's trick)
+                let nv = ctx.multi_exp8(&neg);
+                let ks: Vec<usize> = (0..chunk.len()).filter(|&k| !neg[k].is_empty()).collect();
+                let mut prefix = Vec::with_capacity(ks.len());
+                let mut acc = Integer::from(1);
+                for &k in &ks {
+                    acc *= &nv[k];
+                    acc %= n2;
+                    prefix.push(acc.clone());
+                }
+                let mut rest = acc.invert(n2).expect("unit");
+                for (idx, &k) in ks.iter().enumerate().rev() {
+                    let mut x = if idx == 0 { rest.clone() } else { Integer::from(&rest * &prefix[idx - 1]) % n2 };
+                    x %= n2;
+                    rest *= &nv[k];
+                    rest %= n2;
+                    inv[k] = Some(x);
+                }
+            }
+            for (k, mut p) in pv.into_iter().enumerate() {
+                if let Some(i) = &inv[k] {
+                    p *= i;
+                    p %= n2;
+                }
+                out.push(Ciphertext(p));
+            }
+        }
+        out
+    }
+}
+
+/// Row products on demand for `h2s_eval_with`: `f(r)` is
+/// `x.row_enc(pk, cts, r)`, computed [`ROWS_AHEAD`] rows at a time with
+/// [`Csr::rows_enc`] when `r` leaves the cached run (rows are asked for in
+/// order, so this keeps the streaming overlap at that granularity).
+pub fn row_enc_stream<'a>(x: &'a Csr, pk: &'a PublicKey, cts: &'a [Ciphertext]) -> impl FnMut(usize) -> Ciphertext + 'a {
+    let mut cache: (usize, Vec<Ciphertext>) = (0, Vec::new());
+    move |r| {
+        if r < cache.0 || r >= cache.0 + cache.1.len() {
+            let hi = (r + ROWS_AHEAD).min(x.rows);
+            cache = (r, x.rows_enc(pk, cts, r..hi));
+        }
+        cache.1[r - cache.0].clone()
+    }
+}
+
+/// Rows computed per refill of [`row_enc_stream`].
+pub const ROWS_AHEAD: usize = 64;
+
 /// Π b_i^{e_i} mod m (Straus with 1-bit windows); None for no terms.
 pub(crate) fn multi_exp(terms: &[(&Integer, u64)], m: &Integer) -> Option<Integer> {
     if terms.is_empty() {

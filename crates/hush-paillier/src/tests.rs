@@ -313,3 +313,179 @@ fn h2s_owner_view_is_independent_of_the_value() {
     let two: f64 = h0.iter().zip(&h1).map(|(a, b)| if a + b > 0.0 { (a - b) * (a - b) / (a + b) } else { 0.0 }).sum();
     assert!(two < 50.0, "owner's shares depend on the value: χ² = {two}");
 }
+
+fn rand_int(r: &mut StdRng, bits: u32) -> Integer {
+    let words: Vec<u64> = (0..bits.div_ceil(64)).map(|_| r.gen()).collect();
+    let x = Integer::from_digits(&words, rug::integer::Order::Lsf);
+    x.keep_bits(bits)
+}
+
+#[test]
+fn ifma_pow8_equals_gmp() {
+    if !ifma::available() {
+        eprintln!("ifma_pow8_equals_gmp: this CPU has no AVX-512 IFMA (or HUSH_PAILLIER=gmp); the GMP path is the only one here");
+        return;
+    }
+    let mut r = rng(21);
+    for bits in [52u32, 61, 104, 105, 520, 1024, 2047, 2048, 3072, 4096] {
+        let mut m = rand_int(&mut r, bits);
+        m.set_bit(bits - 1, true);
+        m.set_bit(0, true);
+        let ctx = ifma::MontCtx::new(&m).unwrap();
+        let mut bases: Vec<Integer> = (0..8).map(|_| rand_int(&mut r, bits + 3)).collect(); // some ≥ M
+        bases[0] = Integer::from(0);
+        bases[1] = Integer::from(1);
+        bases[2] = Integer::from(&m - 1u32);
+        let refs: Vec<&Integer> = bases.iter().collect();
+        for e in [Integer::from(0), Integer::from(1), Integer::from(31), Integer::from(32), rand_int(&mut r, 64), rand_int(&mut r, bits / 2), rand_int(&mut r, bits)] {
+            let got = ctx.pow8(&refs, &e);
+            for (k, b) in bases.iter().enumerate() {
+                let want = Integer::from(b.pow_mod_ref(&e, &m).unwrap());
+                assert_eq!(got[k], want, "bits {bits} lane {k} e {e}");
+            }
+            // fewer than eight lanes
+            let got3 = ctx.pow8(&refs[..3], &e);
+            assert_eq!(got3, got[..3].to_vec());
+        }
+    }
+    assert!(ifma::MontCtx::new(&Integer::from(100)).is_none());
+    assert!(ifma::MontCtx::new(&Integer::from(101)).is_none()); // too small for two limbs
+}
+
+#[test]
+fn decrypt_batch_equals_decrypt() {
+    let mut r = rng(22);
+    for kp in [key1024(), &KeyPair::generate(2048, &mut r).unwrap()] {
+        let ms: Vec<Integer> = (0..19).map(|i| rand_int(&mut r, 40 + i * 50) % kp.public().n()).collect();
+        let cts: Vec<Ciphertext> = ms.iter().map(|m| kp.public().encrypt(m, &mut r).unwrap()).collect();
+        assert_eq!(kp.decrypt_batch(&cts), ms);
+        assert_eq!(kp.decrypt_batch(&cts[..1]), ms[..1].to_vec());
+        assert!(kp.decrypt_batch(&[]).is_empty());
+    }
+}
+
+#[test]
+fn pack_many_equals_pack() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(23);
+    let pack = proto::h2s_packing(pk, 70).unwrap();
+    // 11 full groups (one IFMA chunk of 8, then 3) and a short last group
+    let mut groups: Vec<Vec<Ciphertext>> = (0..11)
+        .map(|_| (0..pack.slots).map(|_| pk.encrypt(&Integer::from(r.gen::<u64>()), &mut r).unwrap()).collect())
+        .collect();
+    groups.push((0..2).map(|_| pk.encrypt(&Integer::from(r.gen::<u32>()), &mut r).unwrap()).collect());
+    let many = pack.pack_many(pk, &groups).unwrap();
+    assert_eq!(many.len(), groups.len());
+    for (g, c) in groups.iter().zip(&many) {
+        assert_eq!(c, &pack.pack(pk, g).unwrap());
+    }
+}
+
+#[test]
+fn ifma_multi_exp8_equals_gmp() {
+    if !ifma::available() {
+        eprintln!("ifma_multi_exp8_equals_gmp: no AVX-512 IFMA here (or HUSH_PAILLIER=gmp)");
+        return;
+    }
+    let mut r = rng(24);
+    for bits in [130u32, 1024, 2048, 4096] {
+        let mut m = rand_int(&mut r, bits);
+        m.set_bit(bits - 1, true);
+        m.set_bit(0, true);
+        let ctx = ifma::MontCtx::new(&m).unwrap();
+        let pool: Vec<Integer> = (0..40).map(|_| rand_int(&mut r, bits) % &m).collect();
+        for lanes_n in [1usize, 3, 8] {
+            let lanes: Vec<Vec<(&Integer, u64)>> = (0..lanes_n)
+                .map(|k| {
+                    let terms = if k == 1 { 0 } else { r.gen_range(1..15) };
+                    (0..terms)
+                        .map(|t| {
+                            let e = match (k + t) % 4 {
+                                0 => r.gen::<u64>(),
+                                1 => r.gen_range(0..1u64 << 20),
+                                2 => u64::MAX,
+                                _ => r.gen_range(0..3),
+                            };
+                            (&pool[r.gen_range(0..pool.len())], e)
+                        })
+                        .collect()
+                })
+                .collect();
+            let got = ctx.multi_exp8(&lanes);
+            for (k, lane) in lanes.iter().enumerate() {
+                let mut want = Integer::from(1);
+                for (b, e) in lane {
+                    want *= Integer::from(b.pow_mod_ref(&Integer::from(*e), &m).unwrap());
+                    want %= &m;
+                }
+                assert_eq!(got[k], want, "bits {bits} lanes {lanes_n} lane {k}");
+            }
+        }
+        // bases not reduced mod M are reduced first
+        let big = Integer::from(&m + 5u32);
+        let got = ctx.multi_exp8(&[vec![(&big, 3u64)]]);
+        assert_eq!(got[0], Integer::from(125u32) % &m);
+    }
+}
+
+#[test]
+fn rows_enc_equals_row_enc() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(25);
+    let cols = 9;
+    let cts: Vec<Ciphertext> = (0..cols).map(|_| pk.encrypt(&Integer::from(r.gen::<u32>()), &mut r).unwrap()).collect();
+    // rows with positive, negative, mixed and no entries; 21 rows (two full IFMA chunks and a part)
+    let mut t = Vec::new();
+    for row in 0..21usize {
+        for c in 0..cols {
+            if (row * 7 + c * 3) % 4 == 0 {
+                let v = match (row + c) % 3 {
+                    0 => r.gen_range(1..1i64 << 18),
+                    1 => -r.gen_range(1..1i64 << 18),
+                    _ => r.gen_range(-3..4),
+                };
+                t.push((row, c, v));
+            }
+        }
+    }
+    t.retain(|&(row, _, _)| row != 5); // an empty row
+    let x = Csr::from_triplets(21, cols, t);
+    let many = x.rows_enc(pk, &cts, 0..21);
+    let mut f = crate::sparse::row_enc_stream(&x, pk, &cts);
+    for row in 0..21 {
+        let want = x.row_enc(pk, &cts, row);
+        assert_eq!(many[row], want, "row {row}");
+        assert_eq!(f(row), want);
+    }
+}
+
+#[test]
+fn encrypt_batch_decrypts_and_fixed_table_equals_gmp() {
+    let mut r = rng(26);
+    for kp in [key1024(), &KeyPair::generate(2048, &mut r).unwrap()] {
+        let pk = kp.public();
+        let ms: Vec<Integer> = (0..19).map(|i| rand_int(&mut r, 10 + 60 * i as u32) % pk.n()).collect();
+        let cts = kp.encrypt_batch(&ms, &mut r).unwrap();
+        for c in &cts {
+            pk.validate(c.as_integer(), "t").unwrap();
+        }
+        assert_eq!(kp.decrypt_batch(&cts), ms);
+        assert_ne!(cts[0], kp.encrypt_batch(&ms[..1], &mut r).unwrap()[0], "fresh randomness");
+        // plaintexts out of range are refused
+        assert!(kp.encrypt_batch(&[Integer::from(pk.n())], &mut r).is_err());
+    }
+    if ifma::available() {
+        // the Montgomery-domain table gives the GMP table's powers
+        let kp = key1024();
+        let (p2, tp) = kp.test_p2_table();
+        let ctx = ifma::MontCtx::new(p2).unwrap();
+        let ft = ifma::FixedTable::new(&ctx, tp).unwrap();
+        let exps: Vec<Integer> = (0..8).map(|k| if k == 0 { Integer::new() } else { rand_int(&mut r, tp.exp_bits() - k) }).collect();
+        let got = ft.pow8(&ctx, &exps);
+        for (e, g) in exps.iter().zip(&got) {
+            assert_eq!(*g, tp.pow(e));
+        }
+    }
+}

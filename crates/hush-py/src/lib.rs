@@ -364,6 +364,79 @@ fn tee_module_main(py: Python<'_>, args: Vec<String>) -> i32 {
     py.allow_threads(|| catch_unwind(AssertUnwindSafe(|| hush_2pc::module_process::module_main(args))).unwrap_or(101))
 }
 
+/// One party of a vertical logistic-regression training (CAESAR-style,
+/// `hush-lr`) over TCP: this party's rows as CSR arrays, labels at the
+/// labels party. Returns a dict of costs (and the opened model if both
+/// parties chose `reveal`); the shares go to `out` (written atomically).
+#[pyfunction]
+#[pyo3(signature = (role, rows, cols, indptr, indices, data, labels=None, listen=None, peer=None, pin=None, identity=None, insecure=false, out=None, epochs=10, batch=64, lr=0.5, lr_decay=0.0, l2=0.0, bits=2048, sigmoid="cubic", intercept=true, reveal=false, seed=1))]
+#[allow(clippy::too_many_arguments)]
+fn train_vertical(
+    py: Python<'_>,
+    role: &str,
+    rows: u64,
+    cols: u64,
+    indptr: Vec<u64>,
+    indices: Vec<u64>,
+    data: Vec<f64>,
+    labels: Option<Vec<f64>>,
+    listen: Option<String>,
+    peer: Option<String>,
+    pin: Option<String>,
+    identity: Option<String>,
+    insecure: bool,
+    out: Option<String>,
+    epochs: u32,
+    batch: u32,
+    lr: f64,
+    lr_decay: f64,
+    l2: f64,
+    bits: u32,
+    sigmoid: &str,
+    intercept: bool,
+    reveal: bool,
+    seed: u64,
+) -> PyResult<PyObject> {
+    use hush_lr::secure::Role;
+    let bad = |e: hush_lr::Error| PyValueError::new_err(e.to_string());
+    let role = Role::parse(role).map_err(bad)?;
+    let sigmoid = hush_lr::Sigmoid::parse(sigmoid).map_err(bad)?;
+    if listen.is_some() == peer.is_some() {
+        return Err(PyValueError::new_err("give exactly one of listen=ADDR or peer=ADDR"));
+    }
+    if out.is_none() && !reveal {
+        return Err(PyValueError::new_err("give out=PATH for the model shares (or reveal=True): the model would be lost"));
+    }
+    let mut ds = hush_lr::npz::from_csr(rows, cols, &indptr, &indices, &data, "X").map_err(bad)?;
+    let has_labels = labels.is_some();
+    if let Some(y) = labels {
+        ds.labels = hush_lr::npz::check_labels(y, ds.len(), "y").map_err(bad)?;
+    }
+    if role == Role::Features && has_labels {
+        return Err(PyValueError::new_err("y is for the labels party only"));
+    }
+    let link = link_of(identity, pin.into_iter().collect(), insecure)?;
+    let cfg = hush_lr::TrainConfig { epochs, batch, lr, lr_decay, l2, sigmoid, key_bits: bits, order_seed: seed, reveal };
+    let o = guarded(py, move || {
+        hush_lr::cli::train_party(ds, has_labels, role, &cfg, intercept, listen.as_deref(), peer.as_deref(), &link, out.as_deref().map(std::path::Path::new))
+            .map_err(|e| e.to_string())
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("role", o.shares.role.name())?;
+    d.set_item("wall_s", o.report.wall_s)?;
+    d.set_item("setup_s", o.report.setup_s)?;
+    d.set_item("triple_s", o.report.triple_s)?;
+    d.set_item("bytes", o.bytes)?;
+    d.set_item("rounds", o.rounds)?;
+    d.set_item("epochs", o.report.epoch_s.len())?;
+    if let Some(op) = &o.opened {
+        d.set_item("weights_labels_party", op.labels.clone())?;
+        d.set_item("weights_features_party", op.features.clone())?;
+        d.set_item("intercept", op.intercept)?;
+    }
+    Ok(d.into_any().unbind())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -376,6 +449,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(tee_module_main, m)?)?;
+    m.add_function(wrap_pyfunction!(train_vertical, m)?)?;
     m.add_class::<NativeServer>()?;
     m.add_class::<NativeClient>()?;
     Ok(())

@@ -1,0 +1,755 @@
+//! Eight-lane Montgomery exponentiation with AVX-512 IFMA (52-bit limbs),
+//! for the key owner's CRT decryption: eight ciphertexts raised to the same
+//! exponent (p−1) modulo the same modulus (p²) at once, one per 64-bit lane.
+//!
+//! Montgomery multiplication (Montgomery 1985) in the coarsely integrated
+//! operand-scanning order (Koç, Acar, Kaliski 1996), in radix 2^52 with
+//! `vpmadd52luq`/`vpmadd52huq` (the multi-buffer layout of Drucker and
+//! Gueron, "Fast modular squaring with AVX512IFMA", 2019): limb j of the
+//! eight operands sits in one 512-bit register. Limbs of the running sum
+//! are left unnormalised (each 64-bit lane absorbs the < 4N additions of
+//! 52-bit values one multiplication makes) and normalised once at the end;
+//! with R = 2^(52N) > 4M, inputs and outputs stay below 2M, and the last
+//! conditional subtraction is done when converting back. Exponentiation is
+//! left-to-right with a fixed 5-bit window; the window values depend on the
+//! exponent only, the same in every lane. Like the GMP path, this is not
+//! constant time (see the crate docs).
+//!
+//! [`MontCtx::pow8`] is tested against GMP's `pow_mod` (`tests.rs`); GMP is
+//! the fallback where the CPU lacks IFMA or `HUSH_PAILLIER=gmp` is set.
+
+use rug::integer::Order;
+use rug::Integer;
+
+pub const LANES: usize = 8;
+const W: u32 = 5;
+const MASK52: u64 = (1 << 52) - 1;
+
+/// Whether the IFMA path runs: the CPU has AVX-512F + IFMA and
+/// `HUSH_PAILLIER` is not `gmp`.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| {
+            std::env::var("HUSH_PAILLIER").map(|v| v != "gmp").unwrap_or(true)
+                && std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512ifma")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A Montgomery context for one odd modulus M (a secret at the key owner:
+/// its limbs are wiped on drop).
+pub struct MontCtx {
+    /// Limbs (52-bit) per number: R = 2^(52·n) > 4M.
+    n: usize,
+    m: Vec<u64>,
+    /// −M^{-1} mod 2^52
+    mprime: u64,
+    /// R² mod M and R mod M (52-bit limbs)
+    r2: Vec<u64>,
+    r1: Vec<u64>,
+    modulus: Integer,
+}
+
+impl Drop for MontCtx {
+    fn drop(&mut self) {
+        for v in self.m.iter_mut().chain(self.r2.iter_mut()).chain(self.r1.iter_mut()) {
+            // SAFETY: a valid &mut u64.
+            unsafe { std::ptr::write_volatile(v, 0) };
+        }
+        crate::wipe::wipe(&mut self.modulus);
+    }
+}
+
+fn to_limbs(x: &Integer, n: usize) -> Vec<u64> {
+    let d = x.to_digits::<u64>(Order::Lsf);
+    let mut out = vec![0u64; n];
+    for (i, o) in out.iter_mut().enumerate() {
+        let bit = 52 * i;
+        let (w, s) = (bit / 64, bit % 64);
+        let lo = d.get(w).copied().unwrap_or(0) >> s;
+        let hi = if s > 12 { d.get(w + 1).copied().unwrap_or(0) << (64 - s) } else { 0 };
+        *o = (lo | hi) & MASK52;
+    }
+    out
+}
+
+fn from_limbs(l: &[u64]) -> Integer {
+    let mut words = vec![0u64; (52 * l.len()).div_ceil(64) + 1];
+    for (i, &v) in l.iter().enumerate() {
+        let bit = 52 * i;
+        let (w, s) = (bit / 64, bit % 64);
+        words[w] |= v << s;
+        if s > 12 {
+            words[w + 1] |= v >> (64 - s);
+        }
+    }
+    Integer::from_digits(&words, Order::Lsf)
+}
+
+impl MontCtx {
+    /// For an odd modulus M of at least 52 bits on a CPU where [`available`]
+    /// holds; `None` otherwise.
+    pub fn new(modulus: &Integer) -> Option<MontCtx> {
+        if !available() || modulus.is_even() || modulus.significant_bits() < 52 {
+            return None;
+        }
+        let bits = modulus.significant_bits() as usize;
+        let n = (bits + 2).div_ceil(52);
+        let m = to_limbs(modulus, n);
+        // −M^{-1} mod 2^52 by Newton iteration on the low limb
+        let m0 = m[0];
+        let mut inv: u64 = 1;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(m0.wrapping_mul(inv)));
+        }
+        let mprime = inv.wrapping_neg() & MASK52;
+        let r1 = to_limbs(&((Integer::from(1) << (52 * n) as u32) % modulus), n);
+        let r2 = to_limbs(&((Integer::from(1) << (104 * n) as u32) % modulus), n);
+        Some(MontCtx { n, m, mprime, r2, r1, modulus: modulus.clone() })
+    }
+
+    /// bases[k]^e mod M for eight bases (each reduced mod M first; missing
+    /// lanes are filled with 1 and dropped). `e` ≥ 0.
+    pub fn pow8(&self, bases: &[&Integer], e: &Integer) -> Vec<Integer> {
+        assert!(bases.len() <= LANES && available() && *e >= 0);
+        let n = self.n;
+        let shift = (52 * n) as u32;
+        // to Montgomery form: x·R mod M (GMP), lane-interleaved limbs
+        let mut x = vec![0u64; n * LANES];
+        let mut one = vec![0u64; n * LANES];
+        let r_mod = (Integer::from(1) << shift) % &self.modulus;
+        let r_limbs = to_limbs(&r_mod, n);
+        for k in 0..LANES {
+            let b = bases.get(k).map(|b| Integer::from(*b % &self.modulus)).unwrap_or_else(|| Integer::from(1));
+            let bm = (b << shift) % &self.modulus;
+            for (j, v) in to_limbs(&bm, n).into_iter().enumerate() {
+                x[j * LANES + k] = v;
+            }
+            for (j, &v) in r_limbs.iter().enumerate() {
+                one[j * LANES + k] = v;
+            }
+        }
+        let bits = e.significant_bits();
+        let win = |i: u32| -> usize { (0..W).fold(0, |a, b| a | (usize::from(i + b < bits && e.get_bit(i + b)) << b)) };
+        // e = 2^k (h2s packing): k squarings, no table
+        let squarings = (bits > 0 && e.is_power_of_two()).then(|| bits - 1);
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { pow_ifma(n, &self.m, self.mprime, &x, &one, bits, &win, squarings) };
+        (0..bases.len())
+            .map(|k| {
+                let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + k]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= self.modulus {
+                    r -= &self.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+impl MontCtx {
+    /// Π_t b_{k,t}^{e_{k,t}} mod M for up to eight lanes k of terms
+    /// (base, exponent), bases reduced mod M first, by Straus'
+    /// method with 1-bit windows (Straus 1964): one squaring per exponent
+    /// bit, then per term a multiplication kept only in the lanes whose
+    /// exponent has that bit. A lane without terms gives 1.
+    pub fn multi_exp8(&self, lanes: &[Vec<(&Integer, u64)>]) -> Vec<Integer> {
+        assert!(lanes.len() <= LANES && available());
+        let n = self.n;
+        let terms = lanes.iter().map(Vec::len).max().unwrap_or(0);
+        let top = lanes.iter().flatten().map(|t| 64 - t.1.leading_zeros()).max().unwrap_or(0);
+        let mut bases = vec![vec![0u64; n * LANES]; terms];
+        let mut masks = vec![vec![0u8; top as usize]; terms];
+        for (k, lane) in lanes.iter().enumerate() {
+            for (t, (b, e)) in lane.iter().enumerate() {
+                let reduced;
+                let b = if **b >= self.modulus || **b < 0 {
+                    reduced = <(Integer, Integer)>::from(b.div_rem_euc_ref(&self.modulus)).1;
+                    &reduced
+                } else {
+                    *b
+                };
+                for (j, v) in to_limbs(b, n).into_iter().enumerate() {
+                    bases[t][j * LANES + k] = v;
+                }
+                for (i, m) in masks[t].iter_mut().enumerate() {
+                    *m |= (((e >> i) & 1) as u8) << k;
+                }
+            }
+        }
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { multi_ifma(n, &self.m, self.mprime, &self.r2, &self.r1, &bases, &masks) };
+        (0..lanes.len())
+            .map(|k| {
+                let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + k]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= self.modulus {
+                    r -= &self.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+impl MontCtx {
+    /// Horner packing of up to eight groups of equal length L (one group
+    /// per lane): Π_i c_i^(2^(k·i)) mod M = ((c_{L−1})^(2^k)·c_{L−2})^(2^k)…·c_0,
+    /// all in the Montgomery domain (no GMP division per step).
+    pub fn horner8(&self, groups: &[&[Integer]], k: u32) -> Vec<Integer> {
+        assert!(groups.len() <= LANES && available());
+        let len = groups.first().map_or(0, |g| g.len());
+        assert!(len > 0 && groups.iter().all(|g| g.len() == len), "horner8: groups of equal, non-zero length");
+        let n = self.n;
+        let mut cs = vec![vec![0u64; n * LANES]; len];
+        for (lane, g) in groups.iter().enumerate() {
+            for (i, c) in g.iter().enumerate() {
+                let reduced;
+                let c = if *c >= self.modulus || *c < 0 {
+                    reduced = <(Integer, Integer)>::from(c.div_rem_euc_ref(&self.modulus)).1;
+                    &reduced
+                } else {
+                    c
+                };
+                for (j, v) in to_limbs(c, n).into_iter().enumerate() {
+                    cs[i][j * LANES + lane] = v;
+                }
+            }
+        }
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { horner_ifma(n, &self.m, self.mprime, &self.r2, &cs, k) };
+        (0..groups.len())
+            .map(|lane| {
+                let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + lane]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= self.modulus {
+                    r -= &self.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+/// A fixed-base table ([`crate::FixedBase`]) in the Montgomery domain of a
+/// [`MontCtx`], 52-bit limbs, digit 0 = one: eight exponents' products of
+/// table entries per call, the entries gathered lane by lane. A secret
+/// table (mod p², q²): wiped on drop.
+pub struct FixedTable {
+    n: usize,
+    w: u32,
+    rows: usize,
+    exp_bits: u32,
+    limbs: Vec<u64>,
+}
+
+impl Drop for FixedTable {
+    fn drop(&mut self) {
+        for v in self.limbs.iter_mut() {
+            // SAFETY: a valid &mut u64.
+            unsafe { std::ptr::write_volatile(v, 0) };
+        }
+    }
+}
+
+impl FixedTable {
+    /// From a GMP table of window ≤ 10 bits over the context's modulus.
+    pub fn new(ctx: &MontCtx, fb: &crate::FixedBase) -> Option<FixedTable> {
+        let (rows, modulus) = fb.rows();
+        let w = fb.window();
+        if w > 10 || *modulus != ctx.modulus {
+            return None;
+        }
+        let n = ctx.n;
+        let per = 1usize << w;
+        let mut limbs = vec![0u64; rows.len() * per * n];
+        let shift = (52 * n) as u32;
+        for (i, row) in rows.iter().enumerate() {
+            let base = i * per * n;
+            limbs[base..base + n].copy_from_slice(&ctx.r1);
+            for (d, e) in row.iter().enumerate() {
+                let mut x = Integer::from(e << shift) % &ctx.modulus;
+                let l = to_limbs(&x, n);
+                limbs[base + (d + 1) * n..base + (d + 2) * n].copy_from_slice(&l);
+                crate::wipe::wipe(&mut x);
+            }
+        }
+        Some(FixedTable { n, w, rows: rows.len(), exp_bits: fb.exp_bits(), limbs })
+    }
+
+    /// base^{e_k} mod M for up to eight exponents below 2^exp_bits.
+    pub fn pow8(&self, ctx: &MontCtx, exps: &[Integer]) -> Vec<Integer> {
+        assert!(exps.len() <= LANES && available() && ctx.n == self.n);
+        let mask = (1u64 << self.w) - 1;
+        // digits[i][k]: the window-i digit of lane k's exponent
+        let mut digits = vec![[0u32; LANES]; self.rows];
+        for (k, e) in exps.iter().enumerate() {
+            assert!(*e >= 0 && e.significant_bits() <= self.exp_bits, "exponent out of range");
+            let words = e.to_digits::<u64>(Order::Lsf);
+            for (i, d) in digits.iter_mut().enumerate() {
+                let bit = i as u32 * self.w;
+                let (limb, off) = ((bit / 64) as usize, bit % 64);
+                let mut v = words.get(limb).copied().unwrap_or(0) >> off;
+                if off + self.w > 64 {
+                    v |= words.get(limb + 1).copied().unwrap_or(0) << (64 - off);
+                }
+                d[k] = (v & mask) as u32;
+            }
+        }
+        // SAFETY: available() checked the CPU features; indices stay inside `limbs`.
+        let out = unsafe { fixed_ifma(self.n, &ctx.m, ctx.mprime, self.w, &self.limbs, &digits) };
+        (0..exps.len())
+            .map(|k| {
+                let limbs: Vec<u64> = (0..self.n).map(|j| out[j * LANES + k]).collect();
+                let mut r = from_limbs(&limbs);
+                if r >= ctx.modulus {
+                    r -= &ctx.modulus;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn fixed_ifma(n: usize, m: &[u64], mprime: u64, w: u32, limbs: &[u64], digits: &[[u32; LANES]]) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mv: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(m[j] as i64)).collect();
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    let mut e = vec![_mm512_setzero_si512(); n];
+    let gather = |i: usize, d: &[u32; LANES], out: &mut [__m512i]| {
+        let mut off = [0i64; LANES];
+        for k in 0..LANES {
+            off[k] = ((((i << w) + d[k] as usize) * n) as i64).min((limbs.len() - n) as i64);
+        }
+        let base = _mm512_loadu_si512(off.as_ptr() as *const _);
+        for (j, o) in out.iter_mut().enumerate().take(n) {
+            let idx = _mm512_add_epi64(base, _mm512_set1_epi64(j as i64));
+            *o = _mm512_i64gather_epi64::<8>(idx, limbs.as_ptr() as *const _);
+        }
+    };
+    let mut acc = vec![_mm512_setzero_si512(); n];
+    gather(0, &digits[0], &mut acc);
+    for (i, d) in digits.iter().enumerate().skip(1) {
+        if d.iter().all(|&x| x == 0) {
+            continue;
+        }
+        gather(i, d, &mut e);
+        montmul(&acc, &e, &mv, mp, &mut t, &mut tmp);
+        std::mem::swap(&mut acc, &mut tmp);
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn fixed_ifma(_: usize, _: &[u64], _: u64, _: u32, _: &[u64], _: &[[u32; LANES]]) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn horner_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], cs: &[Vec<u64>], k: u32) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mv: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(m[j] as i64)).collect();
+    let r2v: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    let to_mont = |c: &[u64], t: &mut [__m512i], out: &mut Vec<__m512i>| {
+        let v: Vec<__m512i> = (0..n).map(|j| _mm512_loadu_si512(c[j * LANES..].as_ptr() as *const _)).collect();
+        montmul(&v, &r2v, &mv, mp, t, out);
+    };
+    let len = cs.len();
+    let mut acc = vec![_mm512_setzero_si512(); n];
+    to_mont(&cs[len - 1], &mut t, &mut acc);
+    let mut ci = vec![_mm512_setzero_si512(); n];
+    for i in (0..len - 1).rev() {
+        for _ in 0..k {
+            montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+        to_mont(&cs[i], &mut t, &mut ci);
+        montmul(&acc, &ci, &mv, mp, &mut t, &mut tmp);
+        std::mem::swap(&mut acc, &mut tmp);
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn horner_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[Vec<u64>], _: u32) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn multi_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], r1: &[u64], bases: &[Vec<u64>], masks: &[Vec<u8>]) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mv: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(m[j] as i64)).collect();
+    let r2v: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    // bases to Montgomery form: b·R²·R^{-1}
+    let mut bm: Vec<Vec<__m512i>> = Vec::with_capacity(bases.len());
+    for b in bases {
+        let mut v = Vec::with_capacity(n);
+        for j in 0..n {
+            v.push(_mm512_loadu_si512(b[j * LANES..].as_ptr() as *const _));
+        }
+        let mut o = vec![_mm512_setzero_si512(); n];
+        montmul(&v, &r2v, &mv, mp, &mut t, &mut o);
+        bm.push(o);
+    }
+    let mut acc: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r1[j] as i64)).collect();
+    let top = masks.first().map_or(0, Vec::len);
+    for i in (0..top).rev() {
+        if i + 1 < top {
+            montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+        for (b, mk) in bm.iter().zip(masks) {
+            let k = mk[i];
+            if k == 0 {
+                continue;
+            }
+            montmul(&acc, b, &mv, mp, &mut t, &mut tmp);
+            if k == 0xff {
+                std::mem::swap(&mut acc, &mut tmp);
+            } else {
+                for j in 0..n {
+                    acc[j] = _mm512_mask_blend_epi64(k, acc[j], tmp[j]);
+                }
+            }
+        }
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn multi_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[Vec<u64>], _: &[Vec<u8>]) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bits: u32, win: &dyn Fn(u32) -> usize, squarings: Option<u32>) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mut xv = Vec::with_capacity(n);
+    let mut onev = Vec::with_capacity(n);
+    let mut mv = Vec::with_capacity(n);
+    for j in 0..n {
+        xv.push(_mm512_loadu_si512(x[j * LANES..].as_ptr() as *const _));
+        onev.push(_mm512_loadu_si512(one[j * LANES..].as_ptr() as *const _));
+        mv.push(_mm512_set1_epi64(m[j] as i64));
+    }
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
+    let mut tmp = vec![_mm512_setzero_si512(); n];
+    if let Some(k) = squarings {
+        let mut acc = xv;
+        for _ in 0..k {
+            montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+        return from_mont(n, &acc, &mv, mp, &mut t, &mut tmp);
+    }
+    // table[k] = x^k (Montgomery form), k < 2^W
+    let mut table: Vec<Vec<__m512i>> = Vec::with_capacity(1 << W);
+    table.push(onev);
+    table.push(xv);
+    for k in 2..(1usize << W) {
+        let mut o = vec![_mm512_setzero_si512(); n];
+        montmul(&table[k - 1], &table[1], &mv, mp, &mut t, &mut o);
+        table.push(o);
+    }
+    let mut acc = table[0].clone();
+    let top = bits.div_ceil(W) * W;
+    let mut i = top;
+    let mut first = true;
+    while i > 0 {
+        i -= W;
+        if !first {
+            for _ in 0..W {
+                montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+                std::mem::swap(&mut acc, &mut tmp);
+            }
+        }
+        let w = win(i);
+        if first {
+            acc = table[w].clone();
+            first = false;
+        } else if w != 0 {
+            montmul(&acc, &table[w], &mv, mp, &mut t, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+    }
+    // wipe the table (powers of ciphertexts under a secret modulus: not
+    // secret themselves, but cheap to clear)
+    for v in table.iter_mut().flatten() {
+        std::ptr::write_volatile(v, _mm512_setzero_si512());
+    }
+    from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
+}
+
+/// Out of Montgomery form (acc·1·R^{-1}), lane-interleaved limbs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn from_mont(
+    n: usize,
+    acc: &[std::arch::x86_64::__m512i],
+    mv: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    t: &mut [std::arch::x86_64::__m512i],
+    tmp: &mut [std::arch::x86_64::__m512i],
+) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    let mut unit = vec![_mm512_setzero_si512(); n];
+    unit[0] = _mm512_set1_epi64(1);
+    montmul(acc, &unit, mv, mp, t, tmp);
+    let mut out = vec![0u64; n * LANES];
+    for j in 0..n {
+        _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
+    }
+    for v in t.iter_mut() {
+        std::ptr::write_volatile(v, _mm512_setzero_si512());
+    }
+    out
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pow_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: u32, _: &dyn Fn(u32) -> usize, _: Option<u32>) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
+/// out = a²·R^{-1} mod M (< 2M) for a < 2M: the square by product
+/// scanning with the cross products computed once and doubled (n² − n + 2n
+/// IFMA operations instead of 2n²), then a separate Montgomery reduction.
+/// `t` has at least 2n + 1 limbs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn montsqr(
+    a: &[std::arch::x86_64::__m512i],
+    m: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    t: &mut [std::arch::x86_64::__m512i],
+    out: &mut [std::arch::x86_64::__m512i],
+) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let zero = _mm512_setzero_si512();
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    for v in t.iter_mut().take(2 * n + 1) {
+        *v = zero;
+    }
+    // cross products a_i·a_j (i < j), accumulated by position so each
+    // limb is loaded and stored once per i (no store-to-load chain)
+    // rows i, i+1 per pass (edges unrolled; the last rows one at a time)
+    let mut i = 0;
+    while i + 5 <= n {
+        let (x, y) = (a[i], a[i + 1]);
+        t[2 * i + 1] = _mm512_madd52lo_epu64(t[2 * i + 1], x, a[i + 1]);
+        let mut v = t[2 * i + 2];
+        v = _mm512_madd52hi_epu64(v, x, a[i + 1]);
+        v = _mm512_madd52lo_epu64(v, x, a[i + 2]);
+        t[2 * i + 2] = v;
+        let mut v = t[2 * i + 3];
+        v = _mm512_madd52lo_epu64(v, x, a[i + 3]);
+        v = _mm512_madd52hi_epu64(v, x, a[i + 2]);
+        v = _mm512_madd52lo_epu64(v, y, a[i + 2]);
+        t[2 * i + 3] = v;
+        for p in 2 * i + 4..i + n {
+            let mut v = t[p];
+            v = _mm512_madd52lo_epu64(v, x, a[p - i]);
+            v = _mm512_madd52hi_epu64(v, x, a[p - i - 1]);
+            v = _mm512_madd52lo_epu64(v, y, a[p - i - 1]);
+            v = _mm512_madd52hi_epu64(v, y, a[p - i - 2]);
+            t[p] = v;
+        }
+        let mut v = t[i + n];
+        v = _mm512_madd52hi_epu64(v, x, a[n - 1]);
+        v = _mm512_madd52lo_epu64(v, y, a[n - 1]);
+        v = _mm512_madd52hi_epu64(v, y, a[n - 2]);
+        t[i + n] = v;
+        t[i + n + 1] = _mm512_madd52hi_epu64(t[i + n + 1], y, a[n - 1]);
+        i += 2;
+    }
+    for i in i..n - 1 {
+        let ai = a[i];
+        t[2 * i + 1] = _mm512_madd52lo_epu64(t[2 * i + 1], ai, a[i + 1]);
+        for j in i + 2..n {
+            let mut v = t[i + j];
+            v = _mm512_madd52lo_epu64(v, ai, a[j]);
+            v = _mm512_madd52hi_epu64(v, ai, a[j - 1]);
+            t[i + j] = v;
+        }
+        t[i + n] = _mm512_madd52hi_epu64(t[i + n], ai, a[n - 1]);
+    }
+    for v in t.iter_mut().take(2 * n) {
+        *v = _mm512_add_epi64(*v, *v);
+    }
+    for i in 0..n {
+        t[2 * i] = _mm512_madd52lo_epu64(t[2 * i], a[i], a[i]);
+        t[2 * i + 1] = _mm512_madd52hi_epu64(t[2 * i + 1], a[i], a[i]);
+    }
+    // Montgomery reduction, two limbs of q per pass (eight IFMA operations
+    // per load/store), fused the same way; a last single one if n is odd
+    let mut i = 0;
+    while i + 1 < n {
+        let q0 = _mm512_madd52lo_epu64(zero, t[i], mp);
+        let u0 = _mm512_madd52lo_epu64(t[i], m[0], q0);
+        let mut u1 = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64(u0, 52));
+        u1 = _mm512_madd52lo_epu64(u1, m[1], q0);
+        u1 = _mm512_madd52hi_epu64(u1, m[0], q0);
+        let q1 = _mm512_madd52lo_epu64(zero, u1, mp);
+        u1 = _mm512_madd52lo_epu64(u1, m[0], q1);
+        t[i + 2] = _mm512_add_epi64(t[i + 2], _mm512_srli_epi64(u1, 52));
+        for r in 2..n {
+            let mut v = t[i + r];
+            v = _mm512_madd52lo_epu64(v, m[r], q0);
+            v = _mm512_madd52hi_epu64(v, m[r - 1], q0);
+            v = _mm512_madd52lo_epu64(v, m[r - 1], q1);
+            v = _mm512_madd52hi_epu64(v, m[r - 2], q1);
+            t[i + r] = v;
+        }
+        let mut v = t[i + n];
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q0);
+        v = _mm512_madd52lo_epu64(v, m[n - 1], q1);
+        v = _mm512_madd52hi_epu64(v, m[n - 2], q1);
+        t[i + n] = v;
+        t[i + n + 1] = _mm512_madd52hi_epu64(t[i + n + 1], m[n - 1], q1);
+        i += 2;
+    }
+    for i in i..n {
+        let q = _mm512_madd52lo_epu64(zero, t[i], mp);
+        let v0 = _mm512_madd52lo_epu64(t[i], m[0], q);
+        let carry = _mm512_srli_epi64(v0, 52);
+        let mut v = _mm512_add_epi64(t[i + 1], carry);
+        v = _mm512_madd52lo_epu64(v, m[1], q);
+        v = _mm512_madd52hi_epu64(v, m[0], q);
+        t[i + 1] = v;
+        for j in 2..n {
+            let mut v = t[i + j];
+            v = _mm512_madd52lo_epu64(v, m[j], q);
+            v = _mm512_madd52hi_epu64(v, m[j - 1], q);
+            t[i + j] = v;
+        }
+        t[i + n] = _mm512_madd52hi_epu64(t[i + n], m[n - 1], q);
+    }
+    let mut c = zero;
+    for j in 0..n {
+        let v = _mm512_add_epi64(t[n + j], c);
+        out[j] = _mm512_and_si512(v, mask);
+        c = _mm512_srli_epi64(v, 52);
+    }
+}
+
+/// out = a·b·R^{-1} mod M (< 2M) for a, b < 2M, all limbs normalised to 52 bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn montmul(
+    a: &[std::arch::x86_64::__m512i],
+    b: &[std::arch::x86_64::__m512i],
+    m: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    t: &mut [std::arch::x86_64::__m512i],
+    out: &mut [std::arch::x86_64::__m512i],
+) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let zero = _mm512_setzero_si512();
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    for v in t.iter_mut() {
+        *v = zero;
+    }
+    // t holds the running sum in limbs t[0..n] (t[n] spare). Two limbs of b
+    // per pass: q0 from the low limb, q1 from the next one after adding
+    // a·b_i + q0·M, then one pass adds both rows and shifts down by two
+    // limbs (eight IFMA operations per load/store).
+    let mut i = 0;
+    while i + 1 < n {
+        let (b0, b1) = (b[i], b[i + 1]);
+        let u0 = _mm512_madd52lo_epu64(t[0], a[0], b0);
+        let q0 = _mm512_madd52lo_epu64(zero, u0, mp);
+        let u0 = _mm512_madd52lo_epu64(u0, m[0], q0);
+        let mut u1 = _mm512_add_epi64(t[1], _mm512_srli_epi64(u0, 52));
+        u1 = _mm512_madd52lo_epu64(u1, a[1], b0);
+        u1 = _mm512_madd52hi_epu64(u1, a[0], b0);
+        u1 = _mm512_madd52lo_epu64(u1, m[1], q0);
+        u1 = _mm512_madd52hi_epu64(u1, m[0], q0);
+        u1 = _mm512_madd52lo_epu64(u1, a[0], b1);
+        let q1 = _mm512_madd52lo_epu64(zero, u1, mp);
+        u1 = _mm512_madd52lo_epu64(u1, m[0], q1);
+        t[2] = _mm512_add_epi64(t[2], _mm512_srli_epi64(u1, 52));
+        for p in 2..n {
+            let mut v = t[p];
+            v = _mm512_madd52lo_epu64(v, a[p], b0);
+            v = _mm512_madd52hi_epu64(v, a[p - 1], b0);
+            v = _mm512_madd52lo_epu64(v, m[p], q0);
+            v = _mm512_madd52hi_epu64(v, m[p - 1], q0);
+            v = _mm512_madd52lo_epu64(v, a[p - 1], b1);
+            v = _mm512_madd52hi_epu64(v, a[p - 2], b1);
+            v = _mm512_madd52lo_epu64(v, m[p - 1], q1);
+            v = _mm512_madd52hi_epu64(v, m[p - 2], q1);
+            t[p - 2] = v;
+        }
+        let mut v = t[n];
+        v = _mm512_madd52hi_epu64(v, a[n - 1], b0);
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q0);
+        v = _mm512_madd52lo_epu64(v, a[n - 1], b1);
+        v = _mm512_madd52hi_epu64(v, a[n - 2], b1);
+        v = _mm512_madd52lo_epu64(v, m[n - 1], q1);
+        v = _mm512_madd52hi_epu64(v, m[n - 2], q1);
+        t[n - 2] = v;
+        let mut v = _mm512_madd52hi_epu64(zero, a[n - 1], b1);
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q1);
+        t[n - 1] = v;
+        t[n] = zero;
+        i += 2;
+    }
+    for &bi in b.iter().take(n).skip(i) {
+        let mut t0 = _mm512_madd52lo_epu64(t[0], a[0], bi);
+        let q = _mm512_madd52lo_epu64(zero, t0, mp);
+        t0 = _mm512_madd52lo_epu64(t0, m[0], q);
+        let carry = _mm512_srli_epi64(t0, 52);
+        let mut v = _mm512_add_epi64(t[1], carry);
+        v = _mm512_madd52lo_epu64(v, a[1], bi);
+        v = _mm512_madd52hi_epu64(v, a[0], bi);
+        v = _mm512_madd52lo_epu64(v, m[1], q);
+        v = _mm512_madd52hi_epu64(v, m[0], q);
+        t[0] = v;
+        for j in 2..n {
+            let mut v = t[j];
+            v = _mm512_madd52lo_epu64(v, a[j], bi);
+            v = _mm512_madd52hi_epu64(v, a[j - 1], bi);
+            v = _mm512_madd52lo_epu64(v, m[j], q);
+            v = _mm512_madd52hi_epu64(v, m[j - 1], q);
+            t[j - 1] = v;
+        }
+        let mut v = t[n];
+        v = _mm512_madd52hi_epu64(v, a[n - 1], bi);
+        v = _mm512_madd52hi_epu64(v, m[n - 1], q);
+        t[n - 1] = v;
+        t[n] = zero;
+    }
+    let mut c = zero;
+    for j in 0..n {
+        let v = _mm512_add_epi64(t[j], c);
+        out[j] = _mm512_and_si512(v, mask);
+        c = _mm512_srli_epi64(v, 52);
+    }
+}
