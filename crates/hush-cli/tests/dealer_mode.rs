@@ -4,44 +4,15 @@
 //! mode is refused naming both modes; once the dealer is gone, a new
 //! session fails with a clear error naming the dealer.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod common;
+use common::{free_addr, repo, HUSH};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const HUSH: &str = env!("CARGO_BIN_EXE_hush");
 const LIVENESS: Duration = Duration::from_secs(20);
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
-/// Starts a listening `hush` command; returns it with the fingerprint it printed.
-fn listen(args: &[&str], addr: &str) -> (Proc, String) {
-    let mut child = Command::new(HUSH).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let fp = line.trim().strip_prefix("fingerprint ").unwrap_or_else(|| panic!("{args:?}: first line {line:?}")).to_string();
-    assert!(fp.starts_with("sha256:") && fp.len() == 7 + 64, "{fp}");
-    let t = Instant::now();
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(t.elapsed() < LIVENESS, "{args:?} did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Proc(child), fp)
+fn listen(args: &[&str], addr: &str) -> (common::Proc, String) {
+    common::listen(args, addr, LIVENESS)
 }
 
 fn infer(addr: &str, extra: &[&str]) -> (bool, String, Duration) {

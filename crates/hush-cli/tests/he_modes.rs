@@ -4,48 +4,16 @@
 //! 128-bit HE parameters; a client of another mode is refused naming both;
 //! `hush run --mode interactive` gives the same prediction in one process.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+use common::{free_addr, listen, repo, HUSH};
+use std::process::Command;
+use std::time::Duration;
 
-const HUSH: &str = env!("CARGO_BIN_EXE_hush");
 const LIVENESS: Duration = Duration::from_secs(60);
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
-fn serve(mode: &str, addr: &str) -> (Proc, String) {
+fn serve(mode: &str, addr: &str) -> (common::Proc, String) {
     let model = repo().join("models/mnist_cnn.hushm");
-    let mut child = Command::new(HUSH)
-        .args(["serve", "--model", model.to_str().unwrap(), "--listen", addr, "--mode", mode])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let fp = line.trim().strip_prefix("fingerprint ").unwrap_or_else(|| panic!("first line {line:?}")).to_string();
-    let t = Instant::now();
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(t.elapsed() < LIVENESS, "server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Proc(child), fp)
+    listen(&["serve", "--model", model.to_str().unwrap(), "--listen", addr, "--mode", mode], addr, LIVENESS)
 }
 
 fn infer(addr: &str, fp: &str, mode: &str) -> (bool, String) {
