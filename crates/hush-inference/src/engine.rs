@@ -2,7 +2,10 @@
 //! in Z_2^ℓ, one instance per party, in lockstep over a [`Channel`].
 //!
 //! * weighted linear layers (Conv, Gemm/MatMul, unfolded BatchNorm): the
-//!   module-dealt protocol of [`crate::linear`], then truncation;
+//!   module-dealt protocol of [`crate::linear`] (tee, dealer) or Cheetah's
+//!   HE protocol ([`crate::he_linear`], interactive, silent — when
+//!   [`Party::he`] is set), then truncation (in the `cf2` family, after
+//!   the ReLU that alone reads the layer: [`Nonlinear::fuses_relu_trunc`]);
 //! * AveragePool: local window sums times a public constant, then truncation;
 //! * Add, AddConst (server adds), Reshape, Concat: local;
 //! * ReLU, truncation, and MaxPool (a pairwise tree of

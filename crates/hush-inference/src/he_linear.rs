@@ -61,7 +61,7 @@ fn scale_shape(channels: usize, inner: usize) -> Shape {
 }
 
 /// The HE shape of a server-side op (Conv, Dense, and a per-channel Scale
-/// as a diagonal 1×1 convolution, see [`scale_shape`]).
+/// as a diagonal 1×1 convolution).
 pub fn shape_of_op(op: &LinearOp) -> Result<Shape> {
     match op {
         LinearOp::Conv { c_in, h, w, c_out, kh, kw, stride, pads, .. } => Ok(Shape::Conv {

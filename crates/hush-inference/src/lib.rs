@@ -1,10 +1,14 @@
-//! # hush-inference — private two-party inference in `tee` mode
+//! # hush-inference — private two-party inference
 //!
 //! A client with a private input and a server with a private model obtain
 //! the prediction — the client learns the logits, the server learns
-//! nothing — with linear layers from **module-dealt masks** (VISION.md
-//! "Module-dealt linear layers") and nonlinear layers from the comparison
-//! families of `hush-2pc` (`fss` by default, `tami`).
+//! nothing. In `tee` and `dealer` mode the linear layers use
+//! **module-dealt masks** (VISION.md "Module-dealt linear layers") and the
+//! nonlinear layers the dealt comparison families of `hush-2pc` (`fss` by
+//! default, `tami`); in `interactive` and `silent` mode the linear layers
+//! are Cheetah's HE protocol ([`he_linear`]) and the nonlinear layers
+//! CrypTFlow2's `cf2` on COTs (Ferret, or SilentFlow from the modules) —
+//! see [`runtime::Mode`].
 //!
 //! * [`model`] — the model description and its file format (`.hushm`,
 //!   written from ONNX by `python -m hush.onnx_import`); an untrusted-input
@@ -20,7 +24,7 @@
 //! * [`budget`] — the client's memory budget: estimate, floor, and the
 //!   chunk and pre-dealing sizes that fit `--max-mem`.
 //! * [`engine`] — layer-by-layer secure execution with per-layer metering;
-//!   the [`engine::Nonlinear`] trait and the `fss`/`tami` families.
+//!   the [`engine::Nonlinear`] trait and the `fss`/`tami`/`cf2` families.
 //! * [`runtime`] — sessions: `serve` (many concurrent, isolated client
 //!   sessions over TCP), `infer`, and a local two-party run.
 //! * [`cli`] — clap argument structs and `*_main` entry points for the
@@ -34,7 +38,10 @@
 //! server's module, the mask B) from its own host — the module's
 //! attestation is **simulated — gives no hardware protection**. The
 //! server's module holds the server's own weights W to compute W·B − R_C;
-//! no online value of the client ever enters a module.
+//! no online value of the client ever enters a module. `dealer` mode moves
+//! the modules to a third host trusted not to collude; `interactive` mode
+//! trusts no one (RLWE, LPN); `silent` mode trusts the modules for the
+//! comparisons' COTs only (see [`he_linear`] for the HE modes' views).
 
 pub mod budget;
 pub mod cli;
