@@ -69,14 +69,22 @@ pub struct MemFit {
 /// key, public key, the decryption temporaries), with slack.
 const HE_BASE: u64 = 8 << 20;
 
+/// The LPN set of `sets` (largest first) for a client budget: the largest
+/// whose two sources' batches (one per direction) take at most a quarter
+/// of it, else the smallest; without a budget the largest. The server's
+/// choice ([`crate::runtime::cot_set_for`]) and the estimates use this one
+/// rule.
+pub fn cot_set_within(sets: &'static [hush_correlations::lpn::LpnParams], budget: Option<u64>) -> &'static hush_correlations::lpn::LpnParams {
+    match budget {
+        Some(b) => sets.iter().find(|p| 2 * p.batch_bytes() as u64 <= b / 4).unwrap_or(&sets[sets.len() - 1]),
+        None => &sets[0],
+    }
+}
+
 /// Bytes the client's two COT sources hold for the LPN set the server
 /// picks for a client budget of `budget` (HE modes).
 pub fn cot_bytes(budget: Option<u64>) -> u64 {
-    let sets = &hush_correlations::lpn::FERRET_SETS;
-    let pick = match budget {
-        Some(b) => sets.iter().find(|p| 2 * p.batch_bytes() as u64 <= b / 4).unwrap_or(&sets[sets.len() - 1]),
-        None => &sets[0],
-    };
+    let pick = cot_set_within(&hush_correlations::lpn::FERRET_SETS, budget);
     2 * pick.batch_bytes() as u64 + 2 * hush_correlations::registry::MEM_OVERHEAD as u64 / 8
 }
 

@@ -252,10 +252,7 @@ pub fn cot_set_for(opts: &Options, client_max_mem: Option<u64>) -> Result<&'stat
             Error::Config(format!("COT set '{n}' is not one of --mode {}'s ({})", opts.mode.name(), sets.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
         });
     }
-    Ok(match client_max_mem {
-        Some(b) => sets.iter().find(|p| 2 * p.batch_bytes() as u64 <= b / 4).unwrap_or(&sets[sets.len() - 1]).name,
-        None => sets[0].name,
-    })
+    Ok(crate::budget::cot_set_within(sets, client_max_mem).name)
 }
 
 /// The module slot of the HE modes, which have no trusted module for the

@@ -143,6 +143,19 @@ impl Dataset {
     /// the constants come from; a constant column becomes 0). Each party
     /// does this on its own columns, so the vertical split changes nothing.
     pub fn scale_sym(&self, sc: &[(f64, f64)]) -> Dataset {
+        self.map_dense(|c, v| {
+            let (lo, hi) = sc[c];
+            if hi > lo {
+                2.0 * (v - lo) / (hi - lo) - 1.0
+            } else {
+                0.0
+            }
+        })
+    }
+
+    /// Applies `f(column, value)` to every entry of every row, zeros
+    /// included (densely), keeping the non-zero results sparse.
+    fn map_dense(&self, f: impl Fn(usize, f64) -> f64) -> Dataset {
         let rows = self
             .rows
             .iter()
@@ -151,14 +164,7 @@ impl Dataset {
                 for &(c, v) in r {
                     d[c] = v;
                 }
-                d.iter()
-                    .enumerate()
-                    .map(|(c, &v)| {
-                        let (lo, hi) = sc[c];
-                        (c, if hi > lo { 2.0 * (v - lo) / (hi - lo) - 1.0 } else { 0.0 })
-                    })
-                    .filter(|&(_, v)| v != 0.0)
-                    .collect()
+                d.iter().enumerate().map(|(c, &v)| (c, f(c, v))).filter(|&(_, v)| v != 0.0).collect()
             })
             .collect();
         Dataset { rows, cols: self.cols, labels: self.labels.clone() }
@@ -178,18 +184,7 @@ impl Dataset {
     /// Applies x ← (x − mean)/std densely (for dense data such as
     /// breast_cancer; sparse data should use `scale_only`).
     pub fn standardize(&self, sc: &[(f64, f64)]) -> Dataset {
-        let rows = self
-            .rows
-            .iter()
-            .map(|r| {
-                let mut d = vec![0.0; self.cols];
-                for &(c, v) in r {
-                    d[c] = v;
-                }
-                d.iter().enumerate().map(|(c, &v)| (c, (v - sc[c].0) / sc[c].1)).filter(|&(_, v)| v != 0.0).collect()
-            })
-            .collect();
-        Dataset { rows, cols: self.cols, labels: self.labels.clone() }
+        self.map_dense(|c, v| (v - sc[c].0) / sc[c].1)
     }
 
     /// Fixed-point CSR (FRAC fractional bits), values clamped to
