@@ -19,13 +19,15 @@
 //!    simultaneous exchange.
 //! 3. ReLU / truncation only: B appends e_B = b_B ⊕ ρ_B to its flight,
 //!    A returns e = b ⊕ ρ (one bit), and both finish locally:
-//!    b = e + (1 − 2e)ρ (truncation) or b·x = e·x + (1 − 2e)·ρx (ReLU,
-//!    ρy from the dealt ρτ_i, see the dealer docs).
+//!    b = e + (1 − 2e)ρ (truncation) or b·x = e·x + (1 − 2e)·ρx (ReLU:
+//!    A's leaf flight also carries y − s under its dealt mask s, and
+//!    ρx = (y − s)·ρ + ρ(s + m) from dealt shares, see the dealer docs).
 //!
 //! Flights with one merge level (≤ 8 chunks: ℓ ≤ 40 at the default k = 5,
 //! arity 8): two (millionaires', DReLU), three (ReLU, truncation). Bits per
 //! comparison online: A sends the bytes of ŷ plus 2n − 1 pad bits, B sends
-//! 2n − 1 opened bits (ℓ = 32: 62 at k = 4, 58 at k = 5).
+//! 2n − 1 opened bits (ℓ = 32: 62 at k = 4, 58 at k = 5); ReLU adds the
+//! bytes of y − s (ℓ bits) to A's flight.
 //!
 //! **Truncation** (faithful, full range): with x' = x + 2^{ℓ−1} (A adds the
 //! constant to its share y), ⌊x/2^f⌋ = ⌊x'/2^f⌋ − 2^{ℓ−1−f} exactly for
@@ -42,11 +44,13 @@
 //! values) and that batches are never dealt twice (the module refuses a
 //! replayed batch number). All masks below are fresh per comparison.
 //!
-//! * **B (party 1)** sees its release (x or m, T ⊕ S, shares of the ∏_U r,
-//!   level ≥ 1 mask shares, ρ/ρm/ρτ shares), then receives ŷ, the pad bits
-//!   S_j[ŷ_j], the level ≥ 1 openings (ℓ > 40 at k = 5), and e (ReLU,
-//!   truncation). ŷ = y' ⊕ τ is uniform: τ enters B's release only through
-//!   T, which is hidden by the pad S. The pad bits are uniform: B's release
+//! * **B (party 1)** sees its release (x or m, its padded tables, shares
+//!   of the ∏_U r, level ≥ 1 mask shares, ρ and ρ(s + m) shares: all
+//!   uniform streams of its sub-key), then receives ŷ, the pad bits
+//!   S_j[ŷ_j], y − s (ReLU), the level ≥ 1 openings (ℓ > 40 at k = 5), and
+//!   e (ReLU, truncation). ŷ = y' ⊕ τ is uniform: τ does not enter B's
+//!   release at all (it is inside A's pads S = U ⊕ T). y − s is uniform and
+//!   independent of ŷ: s is A's alone and independent of τ. The pad bits are uniform: B's release
 //!   contains S only as T ⊕ S, and the one position per chunk that A
 //!   unlocks yields leaf ⊕ r, uniform because r reaches B only inside
 //!   padded tables or XOR-masked subset products. Level ≥ 1 openings are
@@ -55,8 +59,8 @@
 //!   finishes B's output share from them as the protocol does — B's view
 //!   is simulatable from B's input alone (its output share is part of the
 //!   same uniform view).
-//! * **A (party 0)** sees its release (τ, S, subset-product and mask
-//!   shares, ρ shares: independent uniform streams) and receives d =
+//! * **A (party 0)** sees its release (τ, s, S, subset-product and mask
+//!   shares, ρ shares: independent uniform values, see the dealer docs) and receives d =
 //!   leaf ⊕ r (uniform: r enters A's view nowhere else), the level ≥ 1
 //!   openings (masked as above), and e_B = b_B ⊕ ρ_B (uniform: ρ_B is B's).
 //!   A's view is simulatable from y alone.
@@ -181,8 +185,10 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
 
     // 1. Leaf flight A → B: ŷ and A's pad bits S_j[ŷ_j] (A's XOR share of
     //    each opened leaf bit).
+    let relu = shape.flavor == Flavor::Relu;
     let mut yhat = vec![0u64; n];
     let mut yv = Vec::new();
+    let mut ys: Vec<u64> = Vec::new();
     let mut pad_bits = vec![0u64; nw * t0];
     if party == 0 {
         let y = y.ok_or_else(|| invalid("party 0 must supply its input"))?;
@@ -201,13 +207,24 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
         let mut msg = Vec::new();
         pack_ring(&yhat, sent, &mut msg);
         pack_words(&pad_bits, &mut msg);
+        if relu {
+            // y − s: the public coefficient of ρ·x (see the dealer docs).
+            ys = (0..n).map(|i| yv[i].wrapping_sub(s.smask[i]) & lm).collect();
+            pack_ring(&ys, l, &mut msg);
+        }
         wire::send(ch, &msg)?;
     } else {
         let yb = n * wire::ring_bytes(sent);
-        let bytes = wire::recv(ch, STEP_LEAF, yb + 8 * nw * t0)?;
+        let pb = yb + 8 * nw * t0;
+        let sb = if relu { n * wire::ring_bytes(l) } else { 0 };
+        let bytes = wire::recv(ch, STEP_LEAF, pb + sb)?;
         unpack_ring(STEP_LEAF, &bytes[..yb], sent, &mut yhat)?;
-        unpack_words(STEP_LEAF, &bytes[yb..], &mut pad_bits)?;
+        unpack_words(STEP_LEAF, &bytes[yb..pb], &mut pad_bits)?;
         wire::check_tail(STEP_LEAF, &pad_bits, n, t0)?;
+        if relu {
+            ys = vec![0u64; n];
+            unpack_ring(STEP_LEAF, &bytes[pb..], l, &mut ys)?;
+        }
     }
 
     // 2. Level 0: B opens the masked leaf bits.
@@ -314,14 +331,8 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
         Flavor::Relu => (0..n)
             .map(|i| {
                 let xp = if party == 0 { yv[i] } else { s.input[i] };
-                let yh = yhat[i];
-                let mut ry = ring.mul(yh, s.rho[i]);
-                let rt = &s.rho_tau[i * l as usize..(i + 1) * l as usize];
-                for (bit, &g) in rt.iter().enumerate() {
-                    let t = g << bit;
-                    ry = if (yh >> bit) & 1 == 1 { ry.wrapping_sub(t) } else { ry.wrapping_add(t) };
-                }
-                let rx = ring.add(ry & lm, s.rho_m[i]);
+                // ρ·x = (y − s)·ρ + ρ·(s + m)
+                let rx = ring.add(ring.mul(ys[i], s.rho[i]), s.rho_x[i]);
                 if eb(i) {
                     ring.sub(xp, rx)
                 } else {

@@ -160,3 +160,61 @@ fn dealer_bounds_the_sessions_it_holds() {
     join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
     h.shutdown();
 }
+
+/// Seeded release: a party whose dealer link can expand seeds gets the
+/// 16-byte sub-key of its (client) share of a seeded kind, expands it to
+/// exactly the share the dealer would have sent, and the server's share
+/// still matches it; the one-release-per-batch rule holds for seeded
+/// requests too.
+#[test]
+fn seeded_release_sends_the_client_a_sub_key_that_expands_to_its_share() {
+    use hush_2pc::deal::tami::{Flavor, TamiShape, TamiShare, TamiTables};
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+    cfg.insecure_test_seed = Some([5; 32]); // both sessions get the same seed
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
+    let (sid_a, sid_b) = (dealer::new_session_id(), dealer::new_session_id());
+    let mut sa = join(&h, &t, &sid_a, ModuleRole::Sender).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let mut ca = join(&h, &t, &sid_a, ModuleRole::Receiver).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let _sb = join(&h, &t, &sid_b, ModuleRole::Sender).unwrap();
+    let mut cb = join(&h, &t, &sid_b, ModuleRole::Receiver).unwrap(); // no kinds: full shares
+    let shape = TamiShape::new(37, 5, 8, Flavor::Relu);
+    let n = 4096u32;
+    let deal = |m: &mut DealerModule, batch: u64| match m.call(&Request::Deal(TamiTables::request(batch, n, &shape))).unwrap() {
+        Response::Dealt(ref b) => b.clone(),
+        r => panic!("{r:?}"),
+    };
+    let (before_a, before_b) = (ca.stats().bytes_from_module, cb.stats().bytes_from_module);
+    let seeded = deal(&mut ca, 1);
+    let full = deal(&mut cb, 1);
+    let link_a = ca.stats().bytes_from_module - before_a;
+    let link_b = cb.stats().bytes_from_module - before_b;
+    assert_eq!(seeded, full, "the expanded sub-key is the share, bit for bit");
+    assert!(link_a < 64, "seeded: {link_a} bytes on the client's dealer link");
+    assert!(link_b as usize >= full.len(), "unseeded: the whole share crosses ({link_b} bytes)");
+    // the server's share (computed against the seeded one) completes it:
+    // B's unlocked table bit is the leaf bit for A's ŷ = y ⊕ τ (checked for y = τ, i.e. ŷ = 0)
+    let plan = shape.plan();
+    let a = TamiShare::from_bytes(&deal(&mut sa, 1), 0, n as usize, &shape, &plan).unwrap();
+    let b = TamiShare::from_bytes(&seeded, 1, n as usize, &shape, &plan).unwrap();
+    assert!(a.tables.is_empty() && b.pad.is_empty() && b.smask.is_empty());
+    let differs = a.pad.iter().zip(&b.tables).filter(|(p, u)| p != u).count();
+    assert!(differs > a.pad.len() / 2, "A's pads are U ⊕ T, not B's tables");
+    // ρ: XOR shares and arithmetic shares agree
+    for i in 0..n as usize {
+        let rho = ((a.rho_bits[i / 64] ^ b.rho_bits[i / 64]) >> (i % 64)) & 1;
+        assert_eq!(a.rho[i].wrapping_add(b.rho[i]) & ((1 << 37) - 1), rho);
+        let want = rho.wrapping_mul(a.smask[i].wrapping_add(b.input[i])) & ((1 << 37) - 1);
+        assert_eq!(a.rho_x[i].wrapping_add(b.rho_x[i]) & ((1 << 37) - 1), want);
+    }
+    // seeded triples: the server's full share matches the client's seed
+    let (t0, t1) = (triples(&mut sa, 2, 100), triples(&mut ca, 2, 100));
+    for i in 0..100 {
+        let (x, y) = (t0.a[i].wrapping_add(t1.a[i]), t0.b[i].wrapping_add(t1.b[i]));
+        assert_eq!(x.wrapping_mul(y), t0.c[i].wrapping_add(t1.c[i]));
+    }
+    // a seeded request obeys the one-release-per-batch rule
+    let e = ca.call(&Request::Deal(TamiTables::request(1, n, &shape))).unwrap_err();
+    assert!(e.to_string().contains("already dealt"), "{e}");
+    h.shutdown();
+}

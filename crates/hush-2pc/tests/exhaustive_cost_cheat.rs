@@ -137,10 +137,11 @@ fn cost_pins() {
         assert_eq!(b.bytes_sent, (8 * (n / 64) * (2 * chunks - 1)) as u64, "merge: one opened bit per input");
         assert_eq!((a.msgs_sent, b.msgs_sent), (1, 1));
     }
-    // TAMI ReLU at ℓ = 32: three one-way flights.
+    // TAMI ReLU at ℓ = 32: three one-way flights. A's leaf flight: ŷ (31
+    // compared bits), its pad bits, and y − s (32 bits); then e.
     let (a, b) = tee_cost(n, 32, "tami-relu");
     assert_eq!(a.rounds.max(b.rounds), 3);
-    assert_eq!(a.bytes_sent, (n * 4 + 8 * (n / 64) * 15 + 8 * (n / 64)) as u64);
+    assert_eq!(a.bytes_sent, (n * 4 + 8 * (n / 64) * 15 + n * 4 + 8 * (n / 64)) as u64);
     assert_eq!(b.bytes_sent, (8 * (n / 64) * 15 + 8 * (n / 64)) as u64);
     // FSS ReLU: one one-way flight of ℓ bits per element.
     let (a, b) = tee_cost(n, 32, "fss-relu");

@@ -283,6 +283,43 @@ fn party1_attack(shape: TamiShape, n: usize, seed: u64) {
         }
     }
     let tag = format!("{:?} ℓ={} k={}", shape.flavor, shape.bits, shape.k);
+    if shape.flavor == Flavor::Relu {
+        // ReLU: A's leaf flight ends with y − s (ℓ bits each). Party 1 tries
+        // every ring array of its release as the mask s (and ŷ's τ-free
+        // bits), guessing y = (y − s) + s; each guess must be at chance per bit.
+        let l = shape.bits;
+        let lm = if l == 64 { u64::MAX } else { (1u64 << l) - 1 };
+        let rb = (l as usize).div_ceil(8);
+        // Received: ŷ, pad bits, y − s (the leaf flight), then e (one word per 64).
+        let start = n * w + 8 * nw * t0;
+        assert_eq!(vb.received.len(), start + n * rb + 8 * nw, "party 1 receives ŷ, pad bits, y − s, e");
+        let ys: Vec<u64> = (0..n)
+            .map(|i| {
+                let mut a = [0u8; 8];
+                a[..rb].copy_from_slice(&vb.received[start + i * rb..start + (i + 1) * rb]);
+                u64::from_le_bytes(a) & lm
+            })
+            .collect();
+        let zeros = vec![0u64; n];
+        for (name, cand) in [("0", &zeros), ("input", &share.input), ("rho", &share.rho), ("rho_x", &share.rho_x), ("smask", &share.smask)] {
+            if cand.len() != n {
+                assert!(cand.is_empty(), "{name}: unexpected length");
+                continue;
+            }
+            let (mut hits, mut ps) = (0usize, Vec::new());
+            for i in 0..n {
+                let guess = ys[i].wrapping_add(cand[i]) & lm;
+                let yp = y_prime(&shape, y[i]) & lm;
+                for bit in 0..l {
+                    hits += (((guess ^ yp) >> bit) & 1 == 0) as usize;
+                    ps.push(0.5);
+                }
+            }
+            let z = score(&format!("{tag} party 1 unmasking y − s with its {name}"), hits, &ps);
+            assert!(z.abs() <= 5.0, "{tag}: y − s unmasked by party 1's {name} ({z:+.1} sd)");
+        }
+        assert!(share.smask.is_empty(), "party 1 never gets the mask s");
+    }
     let d = score(&format!("{tag} party 1 reading unlocked leaf bits"), leaf_hits, &leaf_ps);
     let e = if out_ps.is_empty() { 0.0 } else { score(&format!("{tag} party 1 reading its output share as the result"), out_hits, &out_ps) };
     assert!(d.abs() <= 5.0 && e.abs() <= 5.0, "{tag}: party 1's view leaks leaf bits / the result ({d:+.1}, {e:+.1} sd)");

@@ -23,6 +23,28 @@
 //! output is part of the key label, so different parameters give
 //! independent values. Providers add the rest: one release per (kind,
 //! batch), the seed never leaves them.
+//!
+//! **Seeded shares** (the "PRG-compressed" dealing of trusted dealers such
+//! as CrypTen's and SPU's: one party's share is expanded from a short seed,
+//! only the other party's share carries corrections). A kind may make one
+//! party's share — for hush's kinds the client's (party 1) — a pure function
+//! of that party's sub-key `sub_key(key, p)` ([`Description::seeded_party`],
+//! [`Description::expand`]); the other party's share is then computed from
+//! the whole key, which includes that sub-key. A provider that talks over a
+//! network (the dealer service) may then release the 16-byte sub-key
+//! instead of the share, and the party expands it with the same
+//! description, bit for bit what the share would have been.
+//!
+//! *Why releasing the sub-key is safe.* The sub-key is a PRG output under
+//! the batch key with its own nonce; the other party's share and every
+//! dealer-only value (masks that neither party holds) are derived under
+//! other nonces, or from the seeded share itself. By PRG security the
+//! sub-key is a uniform key independent of those other streams, so the
+//! view "sub-key" is simulated by "a uniform key, expanded": it tells the
+//! party exactly its own share (which it can compute from the sub-key) and
+//! nothing else. The correlation's distribution is unchanged: the seeded
+//! share is pseudorandom where a fresh uniform share was before, and each
+//! seeded kind's docs say why every field of it may be uniform.
 
 pub mod wire;
 
@@ -56,6 +78,33 @@ pub trait Description: Send + Sync {
     /// `party`'s share (0 = the module role `Sender`, 1 = `Receiver`) of
     /// `n` elements, as bytes: a pure function of `key` and the parameters.
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>>;
+    /// The party whose share is **seeded**: a pure function of its own
+    /// sub-key [`sub_key`]`(key, party)` and the parameters, computed by
+    /// [`Description::expand`] — `deal(key, p, ..)` must equal
+    /// `expand(sub_key(key, p), ..)` for that party. `None` (the default)
+    /// when both shares need the whole key (e.g. FSS keys, whose correction
+    /// words are common to both). See "Seeded shares" in the crate docs.
+    fn seeded_party(&self) -> Option<u8> {
+        None
+    }
+    /// The seeded party's share from its sub-key alone (see
+    /// [`Description::seeded_party`]).
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let _ = (sub, n, params);
+        Err(Error::Refused(format!("dealing kind '{}' has no seeded share", self.kind())))
+    }
+}
+
+/// Stream nonce of the parties' sub-keys (far above every kind's nonces).
+const SUB_KEY_NONCE: u64 = 1 << 48;
+
+/// Party `party`'s sub-key of a batch key: the key of everything that
+/// party's share of a seeded kind is expanded from (see "Seeded shares").
+pub fn sub_key(key: Block, party: u8) -> Block {
+    let mut v = stream(key, SUB_KEY_NONCE + party as u64, 2);
+    let b = Block::from_u64s(v[0], v[1]);
+    zeroize::Zeroize::zeroize(&mut v);
+    b
 }
 
 /// A request for one batch of a dealing kind.
@@ -139,6 +188,18 @@ impl Blob {
         }
         self
     }
+    /// An array of `bits`-bit ring values (1..=64), ⌈bits/8⌉ bytes each:
+    /// what a dealt ring element costs on a dealer link.
+    pub fn put_ring(&mut self, v: &[u64], bits: u32) -> &mut Self {
+        let rb = bits.div_ceil(8) as usize;
+        self.0.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        self.0.reserve(v.len() * rb);
+        for x in v {
+            debug_assert!(bits >= 64 || x >> bits == 0, "ring value wider than {bits} bits");
+            self.0.extend_from_slice(&x.to_le_bytes()[..rb]);
+        }
+        self
+    }
 }
 
 impl Default for Blob {
@@ -170,6 +231,34 @@ impl<'a> BlobReader<'a> {
             return Err(Error::Malformed("dealt share: truncated".into()));
         }
         let v = self.buf[8..need].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        self.buf = &self.buf[need..];
+        Ok(v)
+    }
+    /// The next array written by [`Blob::put_ring`], which must have
+    /// exactly `expect` values of at most `bits` bits.
+    pub fn take_ring(&mut self, expect: usize, bits: u32) -> Result<Vec<u64>> {
+        let rb = bits.div_ceil(8) as usize;
+        if self.buf.len() < 8 {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let n = u64::from_le_bytes(self.buf[..8].try_into().expect("8 bytes")) as usize;
+        if n != expect {
+            return Err(Error::Malformed(format!("dealt share: array of {n} values, expected {expect}")));
+        }
+        let need = n.checked_mul(rb).and_then(|b| b.checked_add(8)).ok_or_else(|| Error::Malformed("dealt share: size".into()))?;
+        if self.buf.len() < need {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let mut v = Vec::with_capacity(n);
+        for c in self.buf[8..need].chunks_exact(rb) {
+            let mut a = [0u8; 8];
+            a[..rb].copy_from_slice(c);
+            let x = u64::from_le_bytes(a);
+            if bits < 64 && x >> bits != 0 {
+                return Err(Error::Malformed(format!("dealt share: a value wider than {bits} bits")));
+            }
+            v.push(x);
+        }
         self.buf = &self.buf[need..];
         Ok(v)
     }

@@ -441,7 +441,8 @@ fn server_provider(opts: &Options) -> Result<Provider> {
         Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
         Mode::Dealer { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
-            let m = hush_tee::DealerModule::connect_timed(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender)?;
+            let m = hush_tee::DealerModule::connect_timed(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender)?
+                .with_kinds(hush_2pc::deal::kinds());
             let fp = m.dealer_fingerprint();
             Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })
         }
@@ -530,7 +531,8 @@ fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
                     "{r} — the session was not opened at {addr} (does the server use the same dealer?) or its client role was taken by someone else; nothing was sent"
                 ))),
                 e => e.into(),
-            })?;
+            })?
+            .with_kinds(hush_2pc::deal::kinds());
             Ok(SharedModule::new(Box::new(m)))
         }
     }
@@ -1147,6 +1149,10 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "client_module_s": c_msecs,
         "server_module_crossings": s_cross,
         "server_module_s": s_msecs,
+        // bytes across each party's module boundary during the online phase
+        // (dealer mode: its link to the dealer; seeded kinds cross as sub-keys)
+        "client_module_bytes": c.layers.iter().map(|l| l.module_bytes).sum::<u64>(),
+        "server_module_bytes": run.server_layers.iter().map(|l| l.module_bytes).sum::<u64>(),
         // Module dealing is input-independent: what fits the pre-dealing
         // budget ran before the input existed (in offline_s); dealing_s is
         // the dealing left to the online phase (0 when everything was

@@ -57,6 +57,36 @@ pub fn party_of(role: ModuleRole) -> u8 {
 /// that is not strictly greater than the last one dealt of the same kind;
 /// records the batch once the share is released.
 pub fn handle(m: &Module, kinds: &Kinds, st: &mut DealState, req: &DealRequest) -> Result<Vec<u8>> {
+    let (d, party, key) = admit(m, kinds, st, req)?;
+    let out = d.deal(key, party, req.n, &req.params)?;
+    st.last.insert(d.kind(), req.batch);
+    Ok(out)
+}
+
+/// The dispatch target of `Request::DealSeeded`: where the kind's seeded
+/// party ([`Description::seeded_party`]) is this module's, the host's
+/// sub-key ([`hush_deal::sub_key`]) — 16 bytes instead of the share, which
+/// the host expands with the same description; otherwise the share, as
+/// [`handle`]. The same checks and the same one-release-per-batch rule.
+///
+/// Why this releases no more than the share: see "Seeded shares" in
+/// `hush-deal` — the sub-key is a PRG output under the batch key that
+/// determines exactly this party's share, independent of every value the
+/// other party's share or the dealer alone derives.
+pub fn handle_seeded(m: &Module, kinds: &Kinds, st: &mut DealState, req: &DealRequest) -> Result<crate::Response> {
+    let (d, party, key) = admit(m, kinds, st, req)?;
+    let out = if d.seeded_party() == Some(party) {
+        crate::Response::Seed(hush_deal::sub_key(key, party))
+    } else {
+        crate::Response::Dealt(d.deal(key, party, req.n, &req.params)?)
+    };
+    st.last.insert(d.kind(), req.batch);
+    Ok(out)
+}
+
+/// Checks a request (known kind, batch size, fresh batch number, valid
+/// parameters) and derives its batch key.
+fn admit(m: &Module, kinds: &Kinds, st: &DealState, req: &DealRequest) -> Result<(&'static dyn Description, u8, hush_primitives::Block)> {
     let party = party_of(m.deal_role()?);
     let d = kinds.find(&req.kind).ok_or_else(|| {
         Error::Refused(format!("unknown dealing kind '{}' (this provider serves {})", req.kind, kinds.names().join(", ")))
@@ -74,9 +104,17 @@ pub fn handle(m: &Module, kinds: &Kinds, st: &mut DealState, req: &DealRequest) 
         return Err(Error::Refused(format!("dealing batch of {} out of range 1..={MAX_DEAL_N}", req.n)));
     }
     let key = m.derive_key(&d.label(req.batch, req.n, &req.params)?)?;
-    let out = d.deal(key, party, req.n, &req.params)?;
-    st.last.insert(kind, req.batch);
-    Ok(out)
+    Ok((d, party, key))
+}
+
+/// A host's side of a seeded release: its share from the sub-key, with the
+/// description the provider used (`kinds` must be the provider's).
+pub fn expand(kinds: &Kinds, req: &DealRequest, sub: hush_primitives::Block) -> Result<Vec<u8>> {
+    let d = kinds.find(&req.kind).ok_or_else(|| Error::Malformed(format!("a seed for unknown dealing kind '{}'", req.kind)))?;
+    if req.n == 0 || req.n > MAX_DEAL_N {
+        return Err(Error::Malformed(format!("dealing batch of {} out of range", req.n)));
+    }
+    Ok(d.expand(sub, req.n, &req.params)?)
 }
 
 #[cfg(test)]

@@ -362,6 +362,9 @@ pub struct DealerModule {
     addr: String,
     role: ModuleRole,
     stats: ModuleStats,
+    /// The dealing kinds this party can expand from a seed (see
+    /// [`DealerModule::with_kinds`]).
+    kinds: Option<crate::deal::Kinds>,
 }
 
 impl DealerModule {
@@ -401,7 +404,19 @@ impl DealerModule {
             _ => return Err(Error::Malformed("dealer: unexpected reply to the join".into())),
         }
         ch.set_timeout(hush_transport::DEFAULT_TIMEOUT);
-        Ok(DealerModule { ch, addr: addr.to_string(), role, stats: ModuleStats::default() })
+        Ok(DealerModule { ch, addr: addr.to_string(), role, stats: ModuleStats::default(), kinds: None })
+    }
+
+    /// Lets this party expand seeded shares itself: its dealing requests go
+    /// out as [`Request::DealSeeded`], and for a kind whose seeded party is
+    /// this one the dealer answers with the 16-byte sub-key, expanded here
+    /// with `kinds` (the same descriptions the dealer serves) into exactly
+    /// the share it would have sent. For hush's kinds that is the client's
+    /// (party 1's) share of triples and TAMI batches: the client's link to
+    /// the dealer carries 16 bytes per batch instead of the share.
+    pub fn with_kinds(mut self, kinds: crate::deal::Kinds) -> Self {
+        self.kinds = Some(kinds);
+        self
     }
 
     /// The dealer's certificate fingerprint (None when plaintext).
@@ -417,7 +432,11 @@ impl DealerModule {
 
 impl TrustedModule for DealerModule {
     fn call(&mut self, req: &Request) -> Result<Response> {
-        let q = req.encode();
+        let seeded = match (req, &self.kinds) {
+            (Request::Deal(d), Some(_)) => Some(Request::DealSeeded(d.clone())),
+            _ => None,
+        };
+        let q = seeded.as_ref().unwrap_or(req).encode();
         let addr = &self.addr;
         let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr} lost: {e}"));
         self.ch.send(&q).map_err(lost)?;
@@ -426,10 +445,12 @@ impl TrustedModule for DealerModule {
         self.stats.bytes_to_module += q.len() as u64;
         self.stats.bytes_from_module += r.len() as u64;
         let resp = Response::decode(&r)?;
-        if let Response::Error(e) = &resp {
-            return Err(Error::Refused(e.clone()));
+        match (&resp, req, &self.kinds) {
+            (Response::Error(e), _, _) => Err(Error::Refused(e.clone())),
+            (Response::Seed(k), Request::Deal(d), Some(kinds)) => Ok(Response::Dealt(crate::deal::expand(kinds, d, *k)?)),
+            (Response::Seed(_), _, _) => Err(Error::Malformed("dealer: a seed where a share was expected".into())),
+            _ => Ok(resp),
         }
-        Ok(resp)
     }
     fn stats(&self) -> ModuleStats {
         self.stats

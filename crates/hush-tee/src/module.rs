@@ -90,6 +90,11 @@ pub enum Request {
     /// A two-party dealing kind (Beaver/AND triples, TAMI comparison
     /// batches, ...): see [`crate::deal`].
     Deal(crate::deal::DealRequest),
+    /// As [`Request::Deal`], from a host that can expand a seeded share
+    /// itself: where the kind's seeded party is this module's, the answer
+    /// is [`Response::Seed`] (the 16-byte sub-key) instead of the share.
+    /// What the dealer service's parties send; see [`crate::deal`].
+    DealSeeded(crate::deal::DealRequest),
     /// **INSECURE, tests only.** Installs a host-chosen session seed instead
     /// of running seed agreement, so that the same protocol run on
     /// different providers (in-process module, module process, dealer
@@ -118,6 +123,9 @@ pub enum Response {
     Linear(crate::linear_deal::LinearResponse),
     /// This host's share of a [`Request::Deal`] batch (see [`crate::deal`]).
     Dealt(Vec<u8>),
+    /// This host's sub-key of a seeded [`Request::DealSeeded`] batch: its
+    /// share is the kind's `expand` of it (see [`crate::deal`]).
+    Seed(Block),
     /// The module refused or failed (carried across the process boundary).
     Error(String),
 }
@@ -138,6 +146,7 @@ impl Drop for Response {
                 masked.zeroize();
             }
             Response::Dealt(b) => b.zeroize(),
+            Response::Seed(k) => k.zeroize(),
             _ => {}
         }
     }
@@ -165,6 +174,11 @@ impl Request {
                 d.encode(&mut w);
                 &mut w
             }
+            Request::DealSeeded(d) => {
+                w.u8(21);
+                d.encode(&mut w);
+                &mut w
+            }
             Request::InsecureTestSeed { role, seed } => {
                 w.u8(250).u8(role.byte());
                 w.0.extend_from_slice(seed);
@@ -185,6 +199,7 @@ impl Request {
             12 => Request::GgmLevel { batch: r.u64()?, trees: r.u32()?, height: r.u32()?, level: r.u32()? },
             30 => Request::Linear(crate::linear_deal::LinearRequest::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Request::Deal(crate::deal::DealRequest::decode(&mut r)?),
+            21 => Request::DealSeeded(crate::deal::DealRequest::decode(&mut r)?),
             250 => Request::InsecureTestSeed { role: ModuleRole::from_byte(r.u8()?)?, seed: r.array32()? },
             t => return Err(Error::Malformed(format!("unknown request kind {t}"))),
         };
@@ -212,6 +227,7 @@ impl Response {
             }
             Response::Linear(l) => w.u8(30).bytes(&l.encode()),
             Response::Dealt(b) => w.u8(20).bytes(b),
+            Response::Seed(k) => w.u8(21).block(*k),
             Response::Error(e) => w.u8(255).bytes(e.as_bytes()),
         };
         w.0
@@ -229,6 +245,7 @@ impl Response {
             13 => Response::GgmLevel { alphas: r.u32s()?, red: r.blocks()?, leaf_red: r.blocks()?, masked: r.blocks()? },
             30 => Response::Linear(crate::linear_deal::LinearResponse::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Response::Dealt(r.bytes(crate::backend::MAX_MODULE_FRAME)?),
+            21 => Response::Seed(r.block()?),
             255 => Response::Error(String::from_utf8_lossy(&r.bytes(4096)?).into_owned()),
             t => return Err(Error::Malformed(format!("unknown response kind {t}"))),
         };
@@ -392,6 +409,13 @@ impl Module {
                 let r = crate::deal::handle(self, &kinds, &mut st, d);
                 self.deal = st;
                 Ok(Response::Dealt(r?))
+            }
+            Request::DealSeeded(d) => {
+                let mut st = std::mem::take(&mut self.deal);
+                let kinds = self.kinds.clone();
+                let r = crate::deal::handle_seeded(self, &kinds, &mut st, d);
+                self.deal = st;
+                r
             }
         }
     }

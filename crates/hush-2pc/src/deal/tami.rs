@@ -45,30 +45,52 @@
 //! **Post-processing.** ReLU and truncation need the comparison bit b in
 //! arithmetic form. The dealer adds a bit ρ (XOR-shared and
 //! arithmetically shared), and the parties open e = b ⊕ ρ, so b = e + (1 −
-//! 2e)·ρ. For ReLU the dealer also shares ρ·m and ρ·τ_i (each bit i of τ):
-//! ρ·y = ŷ·ρ + Σ_i 2^i (1 − 2ŷ_i)·ρτ_i is then linear in dealt shares with
-//! public coefficients, so z = b·x = e·x + (1 − 2e)·(ρy + ρm) needs no
-//! further opening. (This is why ŷ = y ⊕ τ stays: it is the leaf index
-//! and the public coefficient of the ReLU product.)
+//! 2e)·ρ. For ReLU (z = b·x, x = y + m) the dealer also gives A a uniform
+//! ring mask s and shares ρ·(s + m); A sends y − s (ℓ bits) in its leaf
+//! flight, so ρ·x = (y − s)·ρ + ρ·(s + m) is linear in dealt shares with a
+//! public coefficient and z = e·x + (1 − 2e)·ρx needs no further opening.
+//!
+//! *Deviation (hush's, not the paper's).* Until 2026-11 hush dealt, per
+//! ReLU, shares of ρ·τ_i for each of the ℓ bits of τ and used ŷ = y ⊕ τ as
+//! the public coefficient (ρy = ŷρ + Σ_i 2^i (1 − 2ŷ_i)ρτ_i): no extra
+//! online bits, but ℓ dealt ring elements per ReLU and party — 2×296 bytes
+//! at ℓ = 37, most of what a dealer sent. The mask s costs one dealt word
+//! for A, ℓ − 1 more online bits (ŷ now covers only the ℓ − 1 compared
+//! bits) and no extra flight. Why it is safe: y − s is a one-time pad of y
+//! under s, which only A's release contains (B's release holds ρ·(s + m)
+//! only minus an independent uniform stream), so to B it is a uniform value
+//! independent of ŷ (masked by the independent τ) and of everything else
+//! it sees. `tests/tami_view.rs` tries every array of B's release as s.
+//!
+//! ## Seeded: party 1's share is its sub-key's streams
+//!
+//! Party 1's whole share is PRG streams under its sub-key
+//! ([`hush_deal::sub_key`], [`deal_party1`]): its input m, its padded
+//! tables U (uniform on the table positions), its subset-product and mask
+//! shares, ρ_B, and its arithmetic shares of ρ and ρ·(s + m). Party 0's is
+//! computed against them: the pads S = U ⊕ T, subset products ∏_U r ⊕ (B's
+//! share), ρ − (B's share), ρ·(s + m) − (B's share). Both distributions
+//! equal the unseeded dealing's (U = T ⊕ S is uniform and independent of T
+//! exactly when S is). A dealer service therefore sends the client 16 bytes
+//! per batch, and in tee mode the client's module only runs PRG streams —
+//! the table work is on the server's side.
 //!
 //! ## What each host receives from its module, and why it is safe
 //!
 //! Every value below is fresh per comparison and per batch (the module
 //! refuses to deal a batch number twice, see the providers).
-//! * **A (party 0)**: τ (ℓ uniform bits), the pads S (uniform), its
-//!   subset-product shares and level ≥ 1 mask shares (pure PRG streams),
-//!   and for ReLU/truncation its XOR share of ρ and arithmetic shares of ρ,
-//!   ρ·m, ρ·τ_i (pure streams). All are independent uniform values that do
-//!   not depend on B's x/m, on r, or on any of B's shares.
-//! * **B (party 1)**: its dealt input x or m (its own input), the padded
-//!   tables T ⊕ S, its subset-product shares ∏_U r ⊕ (A's stream), its
-//!   level ≥ 1 mask shares, and ρ_B, ρ − ρ_A, ρm − (A's stream),
-//!   ρτ_i − (A's stream). T ⊕ S is uniform because S is uniform and A's
-//!   alone; every other value is a fixed function minus (or XOR) an
-//!   independent uniform stream that only A's module releases. So B's
-//!   release is its input plus independent uniform values: it reveals
-//!   nothing about τ, r or ρ. B can unpad a table entry only with the pad
-//!   bit A sends for it, i.e. one entry per chunk and output bit.
+//! * **A (party 0)**: τ (uniform), the mask s (uniform), the pads
+//!   S = U ⊕ T (uniform: U is B's uniform stream, independent of T), its
+//!   subset-product shares ∏_U r ⊕ (B's stream), its level ≥ 1 mask shares
+//!   (its own stream), ρ_A (stream), and ρ − (B's stream), ρ(s + m) − (B's
+//!   stream). Each value is a fixed function XOR (or minus) an independent
+//!   uniform stream that only B's release contains, or a fresh stream: A's
+//!   release is independent uniform values, and reveals nothing about m,
+//!   r or ρ.
+//! * **B (party 1)**: its sub-key, i.e. its dealt input m (its own input)
+//!   and the independent uniform streams listed above. Nothing of τ, s, r
+//!   or ρ enters it. B can unpad a table entry only with the pad bit A sends
+//!   for it, i.e. one entry per chunk and output bit.
 
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
@@ -136,12 +158,10 @@ impl TamiShape {
         }
     }
 
-    /// Bits of ŷ that A sends.
+    /// Bits of ŷ that A sends (ReLU also sends y − s, ℓ bits, see
+    /// [`crate::tami`]).
     pub fn sent_bits(&self) -> u32 {
-        match self.flavor {
-            Flavor::Relu => self.bits,
-            _ => self.cmp_bits(),
-        }
+        self.cmp_bits()
     }
 
     /// (lowest bit, width) of each chunk, least significant first.
@@ -363,10 +383,10 @@ pub struct TamiShare {
     pub rho_bits: Vec<u64>,
     /// Post: arithmetic share of ρ.
     pub rho: Vec<u64>,
-    /// ReLU: arithmetic share of ρ·m.
-    pub rho_m: Vec<u64>,
-    /// ReLU: arithmetic shares of ρ·τ_i, layout [element][i].
-    pub rho_tau: Vec<u64>,
+    /// ReLU: arithmetic share of ρ·(s + m).
+    pub rho_x: Vec<u64>,
+    /// ReLU, A only: the additive mask s of the opened y − s.
+    pub smask: Vec<u64>,
 }
 
 impl Drop for TamiShare {
@@ -379,8 +399,8 @@ impl Drop for TamiShare {
         self.masks.iter_mut().for_each(|v| v.zeroize());
         self.rho_bits.zeroize();
         self.rho.zeroize();
-        self.rho_m.zeroize();
-        self.rho_tau.zeroize();
+        self.rho_x.zeroize();
+        self.smask.zeroize();
     }
 }
 
@@ -401,32 +421,36 @@ fn layout(party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Vec<usize> {
     v.push(if post { w } else { 0 });
     v.push(if post { n } else { 0 });
     v.push(if relu { n } else { 0 });
-    v.push(if relu { n * shape.bits as usize } else { 0 });
+    v.push(if relu && a { n } else { 0 });
     v
 }
 
 impl TamiShare {
-    pub fn to_bytes(&self) -> Vec<u8> {
+    /// The byte form: ring values (τ, m, ρ, ρ(s + m), s) at ⌈bits/8⌉ bytes,
+    /// bit words as words.
+    pub fn to_bytes(&self, shape: &TamiShape) -> Vec<u8> {
+        let (l, sb) = (shape.bits, shape.sent_bits());
         let mut b = Blob::new();
-        b.put(&self.tau).put(&self.input).put(&self.tables).put(&self.pad);
+        b.put_ring(&self.tau, sb).put_ring(&self.input, l).put(&self.tables).put(&self.pad);
         for s in &self.subsets {
             b.put(s);
         }
         for m in self.masks.iter().skip(1) {
             b.put(m);
         }
-        b.put(&self.rho_bits).put(&self.rho).put(&self.rho_m).put(&self.rho_tau);
+        b.put(&self.rho_bits).put_ring(&self.rho, l).put_ring(&self.rho_x, l).put_ring(&self.smask, l);
         std::mem::take(&mut b.0)
     }
 
     pub fn from_bytes(buf: &[u8], party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Result<Self> {
+        let (l, sb) = (shape.bits, shape.sent_bits());
         let lens = layout(party, n, shape, plan);
         let mut r = BlobReader::new(buf);
         let mut it = lens.into_iter();
         let mut next = || it.next().expect("layout covers every field");
         let mut s = TamiShare::default();
-        s.tau = r.take(next())?;
-        s.input = r.take(next())?;
+        s.tau = r.take_ring(next(), sb)?;
+        s.input = r.take_ring(next(), l)?;
         s.tables = r.take(next())?;
         s.pad = r.take(next())?;
         for _ in &plan.levels {
@@ -437,14 +461,14 @@ impl TamiShare {
             s.masks.push(r.take(next())?);
         }
         s.rho_bits = r.take(next())?;
-        s.rho = r.take(next())?;
-        s.rho_m = r.take(next())?;
-        s.rho_tau = r.take(next())?;
+        s.rho = r.take_ring(next(), l)?;
+        s.rho_x = r.take_ring(next(), l)?;
+        s.smask = r.take_ring(next(), l)?;
         r.finish()?;
         Ok(s)
     }
 
-    /// Words this share occupies (what the module dealt to this host).
+    /// Bytes this share occupies in memory (u64 words).
     pub fn dealt_bytes(&self) -> usize {
         8 * (self.tau.len()
             + self.input.len()
@@ -454,13 +478,15 @@ impl TamiShare {
             + self.masks.iter().map(Vec::len).sum::<usize>()
             + self.rho_bits.len()
             + self.rho.len()
-            + self.rho_m.len()
-            + self.rho_tau.len())
+            + self.rho_x.len()
+            + self.smask.len())
     }
 }
 
 /// Information-theoretic size of each party's dealt share per comparison,
-/// in bits (what a packed encoding needs): (party 0, party 1).
+/// in bits (what a packed encoding needs): (party 0, party 1). Party 1's
+/// share is seeded, so a dealer that sends its sub-key sends 128 bits per
+/// batch instead.
 pub fn dealt_bits_per_cmp(shape: &TamiShape) -> (usize, usize) {
     let plan = shape.plan();
     let l = shape.bits as usize;
@@ -472,27 +498,28 @@ pub fn dealt_bits_per_cmp(shape: &TamiShape) -> (usize, usize) {
         has_eq[node as usize] |= eq;
     }
     let tables: usize = shape.chunks().iter().zip(&has_eq).map(|(&(_, w), &e)| (1usize << w) * (1 + e as usize)).sum();
-    let post = match shape.flavor {
-        Flavor::Relu => 1 + l * (l + 2),
-        Flavor::Trunc { .. } => 1 + l,
-        _ => 0,
+    let (post_a, post_b) = match shape.flavor {
+        Flavor::Relu => (1 + 3 * l, 1 + 2 * l),
+        Flavor::Trunc { .. } => (1 + l, 1 + l),
+        _ => (0, 0),
     };
-    (shape.sent_bits() as usize + tables + sub + masks + post, l + tables + sub + masks + post)
+    (shape.sent_bits() as usize + tables + sub + masks + post_a, l + tables + sub + masks + post_b)
 }
 
-// Stream nonces.
+// Stream nonces under the batch key (party 0's and dealer-only values).
 const S_TAU: u64 = 1;
-const S_INPUT: u64 = 2;
 const S_R1: u64 = 3;
-const S_PAD: u64 = 4;
-const S_SUB_A: u64 = 16;
+const S_SMASK: u64 = 5;
 const S_MASK_A: u64 = 32;
-const S_MASK_B: u64 = 48;
 const S_RHO_A: u64 = 64;
+// Stream nonces under party 1's sub-key (its seeded share).
+const S_INPUT: u64 = 2;
+const S_TABLE: u64 = 4;
+const S_SUB_B: u64 = 16;
+const S_MASK_B: u64 = 48;
 const S_RHO_B: u64 = 65;
-const S_RHOSH_A: u64 = 66;
-const S_RHOM_A: u64 = 67;
-const S_RHOTAU_A: u64 = 68;
+const S_RHOSH_B: u64 = 66;
+const S_RHOX_B: u64 = 67;
 
 /// Applies the permutation u ↦ u ⊕ t to the positions of the low 2^width bits.
 #[inline]
@@ -528,74 +555,98 @@ fn tail_mask(n: usize) -> u64 {
     }
 }
 
-/// The dealer: party `party`'s share of `n` comparisons.
+/// Per chunk: the level-0 input index of its gt and eq leaf bits
+/// (`usize::MAX` where the merge does not use the eq bit).
+fn leaf_inputs(plan: &Plan) -> Vec<[usize; 2]> {
+    let mut in_idx = vec![[usize::MAX; 2]; plan.leaves];
+    for (t, &(node, eq)) in plan.levels[0].inputs.iter().enumerate() {
+        in_idx[node as usize][eq as usize] = t;
+    }
+    in_idx
+}
+
+/// The table positions a chunk word carries: the gt half always, the eq
+/// half where the merge uses eq_j.
+fn position_mask(width: u32, has_eq: bool) -> u64 {
+    let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
+    full | if has_eq { full << 32 } else { 0 }
+}
+
+/// Party 1's share (B, the client): pure PRG streams under its sub-key
+/// `sub` — its dealt input, its (uniform) padded tables, subset-product and
+/// mask shares, and its shares of ρ, ρ·(s + m). Seeded (see
+/// [`hush_deal::Description::expand`]).
+pub fn deal_party1(sub: Block, n: usize, shape: &TamiShape) -> TamiShare {
+    let plan = shape.plan();
+    let w = n.div_ceil(64);
+    let lm = ring_mask(shape.bits);
+    let tail = tail_mask(n);
+    let chunks = shape.chunks();
+    let nc = chunks.len();
+    let in_idx = leaf_inputs(&plan);
+    let ring = |nonce: u64, len: usize| -> Vec<u64> {
+        let mut v = stream(sub, nonce, len);
+        v.iter_mut().for_each(|x| *x &= lm);
+        v
+    };
+    let mut s = TamiShare::default();
+    s.input = ring(S_INPUT, n);
+    s.tables = stream(sub, S_TABLE, n * nc);
+    for (q, t) in s.tables.iter_mut().enumerate() {
+        let j = q % nc;
+        *t &= position_mask(chunks[j].1, in_idx[j][1] != usize::MAX);
+    }
+    s.subsets = plan.levels.iter().enumerate().map(|(i, lv)| stream(sub, S_SUB_B + i as u64, w * lv.subsets.len())).collect();
+    s.masks = plan
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, lv)| if i == 0 { Vec::new() } else { stream(sub, S_MASK_B + i as u64, w * lv.inputs.len()) })
+        .collect();
+    if shape.has_post() {
+        let mut rb = stream(sub, S_RHO_B, w);
+        if let Some(x) = rb.last_mut() {
+            *x &= tail;
+        }
+        s.rho_bits = rb;
+        s.rho = ring(S_RHOSH_B, n);
+        if shape.flavor == Flavor::Relu {
+            s.rho_x = ring(S_RHOX_B, n);
+        }
+    }
+    s
+}
+
+/// The dealer: party `party`'s share of `n` comparisons. Party 1's share is
+/// [`deal_party1`] under its sub-key; party 0's is computed against it.
 pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
+    let b = deal_party1(hush_deal::sub_key(key, 1), n, shape);
+    if party == 1 {
+        return b;
+    }
     let plan = shape.plan();
     let w = n.div_ceil(64);
     let l = shape.bits;
     let lm = ring_mask(l);
     let tail = tail_mask(n);
-    let mut s = TamiShare::default();
-    let mut tau = stream(key, S_TAU, n);
-    tau.iter_mut().for_each(|t| *t &= ring_mask(shape.sent_bits()));
-    // Party 0: pure streams.
-    let sub_a: Vec<Vec<u64>> =
-        plan.levels.iter().enumerate().map(|(i, lv)| stream(key, S_SUB_A + i as u64, w * lv.subsets.len())).collect();
-    let mask_a: Vec<Vec<u64>> =
-        plan.levels.iter().enumerate().map(|(i, lv)| if i == 0 { Vec::new() } else { stream(key, S_MASK_A + i as u64, w * lv.inputs.len()) }).collect();
-    let post = shape.has_post();
-    let relu = shape.flavor == Flavor::Relu;
-    let clip = |mut v: Vec<u64>| {
-        if let Some(x) = v.last_mut() {
-            *x &= tail;
-        }
-        v
-    };
-    let rho_a = if post { clip(stream(key, S_RHO_A, w)) } else { Vec::new() };
-    // A's table pads S: uniform bits on exactly the table positions B holds
-    // (gt half always, eq half where the merge uses eq_j).
     let chunks = shape.chunks();
     let nc = chunks.len();
     let lv0 = &plan.levels[0];
     let t0 = lv0.inputs.len();
-    let mut in_idx = vec![[usize::MAX; 2]; nc];
-    for (t, &(node, eq)) in lv0.inputs.iter().enumerate() {
-        in_idx[node as usize][eq as usize] = t;
-    }
-    let mut pad = stream(key, S_PAD, n * nc);
-    for (q, p) in pad.iter_mut().enumerate() {
-        let j = q % nc;
-        let width = chunks[j].1;
-        let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
-        let eq_mask = if in_idx[j][1] == usize::MAX { 0 } else { full << 32 };
-        *p &= full | eq_mask;
-    }
-    let ring = |nonce: u64, len: usize| -> Vec<u64> {
-        let mut v = stream(key, nonce, len);
-        v.iter_mut().for_each(|x| *x &= lm);
-        v
-    };
-    let rhosh_a = if post { ring(S_RHOSH_A, n) } else { Vec::new() };
-    let rhom_a = if relu { ring(S_RHOM_A, n) } else { Vec::new() };
-    let rhotau_a = if relu { ring(S_RHOTAU_A, n * l as usize) } else { Vec::new() };
-    if party == 0 {
-        s.tau = tau;
-        s.pad = pad;
-        s.subsets = sub_a;
-        s.masks = mask_a;
-        s.rho_bits = rho_a;
-        s.rho = rhosh_a;
-        s.rho_m = rhom_a;
-        s.rho_tau = rhotau_a;
-        return s;
-    }
-    // Party 1: the whole dealer output.
-    let mut input = stream(key, S_INPUT, n);
-    input.iter_mut().for_each(|x| *x &= lm);
+    let in_idx = leaf_inputs(&plan);
+    let post = shape.has_post();
+    let relu = shape.flavor == Flavor::Relu;
+    let mut s = TamiShare::default();
+    let mut tau = stream(key, S_TAU, n);
+    tau.iter_mut().for_each(|t| *t &= ring_mask(shape.sent_bits()));
+    // Level-0 merge masks r: the dealer's alone (inside B's tables and A's
+    // subset-product shares, never released as such).
     let r1 = clip_words(stream(key, S_R1, w * t0), t0, tail);
-    let mut tables = vec![0u64; n * chunks.len()];
+    // A's pads S = U ⊕ T, where U = B's uniform padded tables and
+    // T_j[u] = (gt(u ⊕ τ_j, x'_j), eq(u ⊕ τ_j, x'_j)) ⊕ r.
+    let mut pad = vec![0u64; n * nc];
     for i in 0..n {
-        let xc = threshold(shape, input[i]);
+        let xc = threshold(shape, b.input[i]);
         let (wi, bi) = (i / 64, i % 64);
         for (j, &(lo, width)) in chunks.iter().enumerate() {
             let cm = (1u64 << width) - 1;
@@ -606,8 +657,7 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
             let mut eq = 1u64 << xj;
             gt = xor_permute(gt, tj, width);
             eq = xor_permute(eq, tj, width);
-            let ig = in_idx[j][0];
-            if (r1[wi * t0 + ig] >> bi) & 1 == 1 {
+            if (r1[wi * t0 + in_idx[j][0]] >> bi) & 1 == 1 {
                 gt ^= full;
             }
             let ie = in_idx[j][1];
@@ -616,10 +666,11 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
             } else if (r1[wi * t0 + ie] >> bi) & 1 == 1 {
                 eq ^= full;
             }
-            tables[i * nc + j] = (gt | (eq << 32)) ^ pad[i * nc + j];
+            pad[i * nc + j] = (gt | (eq << 32)) ^ b.tables[i * nc + j];
         }
     }
-    // Subset products, level by level.
+    // Subset products ∏_U r, level by level, XOR B's shares; level ≥ 1
+    // masks r' = A's stream ⊕ B's stream.
     let mut subsets = Vec::with_capacity(plan.levels.len());
     let mut masks = vec![Vec::new()];
     for (li, lv) in plan.levels.iter().enumerate() {
@@ -627,9 +678,9 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
         let r: Vec<u64> = if li == 0 {
             r1.clone()
         } else {
-            let mb = stream(key, S_MASK_B + li as u64, w * ti);
-            let r = mask_a[li].iter().zip(&mb).map(|(a, b)| a ^ b).collect();
-            masks.push(mb);
+            let ma = stream(key, S_MASK_A + li as u64, w * ti);
+            let r = ma.iter().zip(&b.masks[li]).map(|(a, b)| a ^ b).collect();
+            masks.push(ma);
             r
         };
         let ns = lv.subsets.len();
@@ -643,28 +694,29 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
                     p &= r[wi * ti + t];
                     m &= m - 1;
                 }
-                out[wi * ns + si] = p ^ sub_a[li][wi * ns + si];
+                out[wi * ns + si] = p ^ b.subsets[li][wi * ns + si];
             }
         }
         subsets.push(out);
     }
-    s.input = input;
-    s.tables = tables;
+    s.tau = tau;
+    s.pad = pad;
     s.subsets = subsets;
     s.masks = masks;
     if post {
-        let rho_b = clip(stream(key, S_RHO_B, w));
-        let rho = |i: usize| ((rho_a[i / 64] ^ rho_b[i / 64]) >> (i % 64)) & 1;
-        s.rho = (0..n).map(|i| rho(i).wrapping_sub(rhosh_a[i]) & lm).collect();
-        if relu {
-            s.rho_m = (0..n).map(|i| (rho(i).wrapping_mul(s.input[i])).wrapping_sub(rhom_a[i]) & lm).collect();
-            let lb = l as usize;
-            s.rho_tau = (0..n * lb).map(|q| {
-                let (i, b) = (q / lb, q % lb);
-                (rho(i) & (tau[i] >> b) & 1).wrapping_sub(rhotau_a[q]) & lm
-            }).collect();
+        let mut rho_a = stream(key, S_RHO_A, w);
+        if let Some(x) = rho_a.last_mut() {
+            *x &= tail;
         }
-        s.rho_bits = rho_b;
+        let rho = |i: usize| ((rho_a[i / 64] ^ b.rho_bits[i / 64]) >> (i % 64)) & 1;
+        s.rho = (0..n).map(|i| rho(i).wrapping_sub(b.rho[i]) & lm).collect();
+        if relu {
+            let mut sm = stream(key, S_SMASK, n);
+            sm.iter_mut().for_each(|x| *x &= lm);
+            s.rho_x = (0..n).map(|i| rho(i).wrapping_mul(sm[i].wrapping_add(b.input[i])).wrapping_sub(b.rho_x[i]) & lm).collect();
+            s.smask = sm;
+        }
+        s.rho_bits = rho_a;
     }
     s
 }
@@ -710,7 +762,15 @@ impl Description for TamiTables {
         Ok(format!("{}/{batch}/{n}/{}", Self::KIND, Self::shape(params)?.label()))
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        Ok(deal(key, party, n as usize, &Self::shape(params)?).to_bytes())
+        let shape = Self::shape(params)?;
+        Ok(deal(key, party, n as usize, &shape).to_bytes(&shape))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let shape = Self::shape(params)?;
+        Ok(deal_party1(sub, n as usize, &shape).to_bytes(&shape))
     }
 }
 

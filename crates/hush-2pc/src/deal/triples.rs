@@ -1,7 +1,11 @@
 //! Beaver triples (Beaver, CRYPTO '91) dealt from the synchronized seed:
 //! arithmetic triples c = a·b over Z_2^ℓ and AND triples c = a ∧ b,
-//! 64 per word. Party 0's shares are PRG streams; party 1's module
-//! recomputes them and sets c_1 = (a_0 + a_1)(b_0 + b_1) − c_0.
+//! 64 per word. Party 1's share (a_1, b_1, c_1) is **seeded**: PRG
+//! streams under its sub-key ([`hush_deal::sub_key`]), so the dealer service
+//! can send the client 16 bytes instead of the triples. Party 0's a_0, b_0
+//! are streams under the batch key and c_0 = (a_0 + a_1)(b_0 + b_1) − c_1.
+//! Each party's share alone is uniform (a, b uniform and each c-share
+//! masked by the other's uniform c-share), as in the unseeded dealing.
 
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
@@ -41,45 +45,70 @@ impl TripleShare {
 
 const A0: u64 = 1;
 const B0: u64 = 2;
-const C0: u64 = 3;
+// Party 1's streams, under its sub-key.
 const A1: u64 = 4;
 const B1: u64 = 5;
+const C1: u64 = 6;
 
-/// Arithmetic triples over Z_2^bits.
-pub fn deal_arith(key: Block, party: u8, n: usize, bits: u32) -> TripleShare {
+/// Party 1's (seeded) share of `n` arithmetic triples over Z_2^bits.
+fn arith_party1(sub: Block, n: usize, bits: u32) -> TripleShare {
     let m = ring_mask(bits);
     let red = |mut v: Vec<u64>| {
         v.iter_mut().for_each(|x| *x &= m);
         v
     };
-    let (a0, b0, c0) = (red(stream(key, A0, n)), red(stream(key, B0, n)), red(stream(key, C0, n)));
-    if party == 0 {
-        return TripleShare { a: a0, b: b0, c: c0 };
+    TripleShare { a: red(stream(sub, A1, n)), b: red(stream(sub, B1, n)), c: red(stream(sub, C1, n)) }
+}
+
+/// Arithmetic triples over Z_2^bits.
+pub fn deal_arith(key: Block, party: u8, n: usize, bits: u32) -> TripleShare {
+    let one = arith_party1(hush_deal::sub_key(key, 1), n, bits);
+    if party == 1 {
+        return one;
     }
-    let (a1, b1) = (red(stream(key, A1, n)), red(stream(key, B1, n)));
-    let c1 = (0..n)
-        .map(|i| a0[i].wrapping_add(a1[i]).wrapping_mul(b0[i].wrapping_add(b1[i])).wrapping_sub(c0[i]) & m)
+    let m = ring_mask(bits);
+    let red = |mut v: Vec<u64>| {
+        v.iter_mut().for_each(|x| *x &= m);
+        v
+    };
+    let (a0, b0) = (red(stream(key, A0, n)), red(stream(key, B0, n)));
+    let c0 = (0..n)
+        .map(|i| a0[i].wrapping_add(one.a[i]).wrapping_mul(b0[i].wrapping_add(one.b[i])).wrapping_sub(one.c[i]) & m)
         .collect();
-    TripleShare { a: a1, b: b1, c: c1 }
+    TripleShare { a: a0, b: b0, c: c0 }
+}
+
+fn bit_tail(n: usize) -> u64 {
+    if n % 64 == 0 {
+        u64::MAX
+    } else {
+        (1u64 << (n % 64)) - 1
+    }
+}
+
+fn clip(mut v: Vec<u64>, tail: u64) -> Vec<u64> {
+    if let Some(l) = v.last_mut() {
+        *l &= tail;
+    }
+    v
+}
+
+/// Party 1's (seeded) share of `n` AND triples.
+fn bits_party1(sub: Block, n: usize) -> TripleShare {
+    let (w, tail) = (n.div_ceil(64), bit_tail(n));
+    TripleShare { a: clip(stream(sub, A1, w), tail), b: clip(stream(sub, B1, w), tail), c: clip(stream(sub, C1, w), tail) }
 }
 
 /// `n` AND triples, bit-packed into ceil(n/64) words (tail bits zero).
 pub fn deal_bits(key: Block, party: u8, n: usize) -> TripleShare {
-    let w = n.div_ceil(64);
-    let tail = if n % 64 == 0 { u64::MAX } else { (1u64 << (n % 64)) - 1 };
-    let clip = |mut v: Vec<u64>| {
-        if let Some(l) = v.last_mut() {
-            *l &= tail;
-        }
-        v
-    };
-    let (a0, b0, c0) = (clip(stream(key, A0, w)), clip(stream(key, B0, w)), clip(stream(key, C0, w)));
-    if party == 0 {
-        return TripleShare { a: a0, b: b0, c: c0 };
+    let one = bits_party1(hush_deal::sub_key(key, 1), n);
+    if party == 1 {
+        return one;
     }
-    let (a1, b1) = (clip(stream(key, A1, w)), clip(stream(key, B1, w)));
-    let c1 = (0..w).map(|i| ((a0[i] ^ a1[i]) & (b0[i] ^ b1[i])) ^ c0[i]).collect();
-    TripleShare { a: a1, b: b1, c: c1 }
+    let (w, tail) = (n.div_ceil(64), bit_tail(n));
+    let (a0, b0) = (clip(stream(key, A0, w), tail), clip(stream(key, B0, w), tail));
+    let c0 = (0..w).map(|i| ((a0[i] ^ one.a[i]) & (b0[i] ^ one.b[i])) ^ one.c[i]).collect();
+    TripleShare { a: a0, b: b0, c: c0 }
 }
 
 /// Arithmetic Beaver triples over Z_2^bits (parameter: `bits`, 1..=64).
@@ -118,6 +147,12 @@ impl Description for ArithTriples {
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         Ok(deal_arith(key, party, n as usize, Self::bits(params)?).to_bytes())
     }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        Ok(arith_party1(sub, n as usize, Self::bits(params)?).to_bytes())
+    }
 }
 
 impl BitTriples {
@@ -143,5 +178,12 @@ impl Description for BitTriples {
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         Self::no_params(params)?;
         Ok(deal_bits(key, party, n as usize).to_bytes())
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        Self::no_params(params)?;
+        Ok(bits_party1(sub, n as usize).to_bytes())
     }
 }
