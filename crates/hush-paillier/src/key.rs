@@ -333,7 +333,8 @@ fn push_fixed(out: &mut Vec<u8>, x: &Integer, len: usize) {
 /// generation").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KeyKind {
-    /// Small-subgroup keys (Paillier 1999 §5; Ma, Han, Lei, ACSAC 2021):
+    /// Small-subgroup keys (Paillier 1999, Scheme 3; Ma, Han, Lei, ACSAC
+    /// 2021):
     /// p = 2·α_p·β_p + 1 with α_p, β_p prime and |α_p| =
     /// [`crate::subgroup_bits`]`(|n|)`, h_s of order α_p·α_q; decryption
     /// exponents α_p and α_q. The default.
