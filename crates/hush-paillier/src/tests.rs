@@ -499,9 +499,9 @@ fn encrypt_batch_decrypts_and_fixed_table_equals_gmp() {
 }
 
 /// The structure the small-subgroup security argument and the short
-/// decryption exponent rest on (crate docs, "Key generation"): p = 2·α_p·β_p
-/// + 1 with α_p, β_p prime and |α_p| = subgroup_bits, the same for q with
-/// α_q ≠ α_p, gcd(p − 1, q − 1) = 2, n = pq of the stated size, and h_s of
+/// decryption exponent rest on (crate docs, "Key generation"):
+/// p = 2·α_p·β_p + 1 with α_p, β_p prime and |α_p| = subgroup_bits, the
+/// same for q with α_q ≠ α_p, gcd(p − 1, q − 1) = 2, n = pq of the stated size, and h_s of
 /// order exactly α_p·α_q (mod n and mod n²).
 fn check_subgroup_structure(kp: &KeyPair) {
     let pk = kp.public();
@@ -550,7 +550,7 @@ fn check_decryption_edges(kp: &KeyPair, r: &mut StdRng) {
         Integer::from(n - 1u32),
         Integer::from(n - 2u32),
         Integer::from(n >> 1),
-        Integer::from(Integer::from(n >> 1) + 1u32),
+        Integer::from(n >> 1) + 1u32,
         Integer::from(u64::MAX),
         (Integer::from(1) << (pk.bits() - 2)) - 1u32,
     ];
@@ -632,7 +632,7 @@ fn ciphertexts_outside_the_subgroup_decrypt_like_standard_paillier() {
                 1 => {
                     let rr = crate::key::random_below(&mut r, pk.n());
                     let rn = Integer::from(rr.pow_mod_ref(pk.n(), n2).unwrap());
-                    Integer::from(Integer::from(&m * pk.n()) + 1u32) * rn % n2
+                    (Integer::from(&m * pk.n()) + 1u32) * rn % n2
                 }
                 _ => Integer::from(n2 - pk.encrypt(&m, &mut r).unwrap().as_integer()),
             };
