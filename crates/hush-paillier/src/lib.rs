@@ -20,8 +20,8 @@
 //! [`KeyPair::generate`]) follow Paillier's "Scheme 3" (Eurocrypt 1999,
 //! "reaching almost-quadratic decryption complexity": a base of small
 //! order α, so that decryption raises to α instead of λ) in the DJN form
-//! of Ma, Han and Lei, "Optimized Paillier's
-//! Cryptosystem with Fast Encryption and Decryption" (ACSAC 2021):
+//! of Ma, Han and Lei, "Optimized Paillier's Cryptosystem with Fast
+//! Encryption and Decryption" (ACSAC 2021):
 //!
 //! * p = 2·α_p·β_p + 1 and q = 2·α_q·β_q + 1 with α_p ≠ α_q primes of
 //!   |α| = [`subgroup_bits`] = 2κ + 32 bits (256 for 2048-bit n, 288 for
@@ -39,22 +39,25 @@
 //!
 //! *Assumption.* IND-CPA rests on DCR (as DJN) plus the decisional
 //! small-subgroup assumption of Ma et al.: given (n, h_s), a uniform
-//! element of ⟨h_s⟩ is indistinguishable from a uniform element of the
-//! group {x^{2n}} that a DJN h_s generates; and, as in DJN, h_s^a with a
-//! short a is indistinguishable from a uniform element of ⟨h_s⟩ (⟨h_s⟩
-//! has order ≥ 2^{2|α|−2} ≫ 2^{2κ}, so a ↦ h_s^a is injective on the short
+//! element of ⟨h_s⟩ is indistinguishable from a uniform 2n-th power
+//! x^{2n} mod n²; and, as in DJN, h_s^a with a short a is
+//! indistinguishable from a uniform element of ⟨h_s⟩ (⟨h_s⟩ has order
+//! ≥ 2^{2|α|−2} ≫ 2^{2κ}, so a ↦ h_s^a is injective on the short
 //! exponents; Ma et al. draw a of |α_p·α_q| bits, we keep DJN's 2κ, whose
-//! λ-method bound 2^κ does not depend on the group order). Given both, the
-//! randomiser is indistinguishable from DJN's and the DJN argument applies.
+//! λ-method bound 2^κ does not depend on the group order). The chain:
+//! (1 + n)^m·h_s^a ≈ (1 + n)^m·u, u uniform in ⟨h_s⟩ ≈ (1 + n)^m·x^{2n}
+//! ≈ (by DCR, squared) (1 + n)^m·y² for a uniform unit y mod n², which is
+//! a uniform square whatever m ((1 + n)^m has odd order n).
 //!
 //! *What bounds |α|.* h_s mod n is public and has order α_p·α_q: exactly
 //! the "RSA subgroup pair" of Groth (TCC 2005). Coron, Joux, Mandal,
 //! Naccache and Tibouchi ("Cryptanalysis of the RSA Subgroup Assumption
-//! from TCC 2005", PKC 2011) factor n from such a pair in about 2^{|α|/2}
-//! operations (a collision search mod the unknown p, detected with fast
-//! polynomial evaluation and a gcd with n); this is the best known attack,
-//! so |α| ≥ 2κ is needed (Ma et al. use |α_p| = 2κ = 224 at 2048 bits) and
-//! we add 32 bits: 2^{128} at 2048, 2^{144} at 3072. Generic order finding
+//! from TCC 2005", PKC 2011) factor n from such a pair in roughly
+//! 2^{|α|/2} operations (a baby-step giant-step search for the order α_p
+//! of h_s mod the unknown p, run modulo n with fast multipoint polynomial
+//! evaluation, the hit revealed by a gcd with n); this is the best known
+//! attack, so |α| ≥ 2κ is needed (Ma et al. use |α_p| = 2κ = 224 at 2048
+//! bits) and we add 32 bits: 2^{128} at 2048, 2^{144} at 3072. Generic order finding
 //! on ⟨h_s⟩ costs 2^{|α|}; Pollard's p − 1 fails because p − 1 has the
 //! prime factor α_p (and β_p); factoring n directly (NFS) is unchanged
 //! since p and q keep their full size. Tests check that generated keys have
@@ -79,8 +82,9 @@
 //!
 //! Small-subgroup key generation takes 0.3–1.1 s at 2048 bits and
 //! 1.2–1.4 s at 3072 (standard ones 0.1–0.3 s): β is drawn once and the
-//! short α redrawn until 2·α·β + 1 is prime. The public key format is unchanged (n, h_s), so a
-//! peer needs nothing new and cannot tell the kinds apart.
+//! short α redrawn until 2·α·β + 1 is prime. The public key format is
+//! unchanged (n, h_s), so a peer needs nothing new and cannot tell the
+//! kinds apart.
 //!
 //! **DJN keys** ([`KeyKind::Djn`], [`KeyPair::generate_kind`]): random
 //! p ≡ q ≡ 3 (mod 4) with gcd(p−1, q−1) = 2 and h_s = −x^{2n} mod n² for a
