@@ -669,3 +669,47 @@ fn djn_keys_still_work() {
     assert_eq!(kp.decrypt_batch(&cts), ms);
     assert!(matches!(KeyPair::generate_kind(1536, 8, KeyKind::Subgroup, &mut r), Err(Error::KeySize(1536))));
 }
+
+/// The windowed Straus multi-exponentiation at each window width it picks
+/// (small, 20-bit and 64-bit exponents; a table-size cap), with lanes that
+/// share a digit (one table entry for all) and lanes that differ (entries
+/// blended lane by lane), against GMP.
+#[test]
+fn ifma_multi_exp8_windows_equal_gmp() {
+    assert_eq!(ifma::straus_window(0, 1, 79), 1);
+    assert_eq!(ifma::straus_window(2, 1, 79), 1);
+    assert_eq!(ifma::straus_window(20, 1, 79), 2);
+    assert_eq!(ifma::straus_window(64, 2, 79), 3);
+    assert_eq!(ifma::straus_window(64, 1 << 20, 79), 1, "tables capped");
+    if !ifma::available() {
+        eprintln!("ifma_multi_exp8_windows_equal_gmp: no AVX-512 IFMA here (or HUSH_PAILLIER=gmp)");
+        return;
+    }
+    let kp = key1024();
+    let n2 = kp.public().n2();
+    let ctx = ifma::MontCtx::new(n2).unwrap();
+    let mut r = rng(34);
+    let pool: Vec<Integer> = (0..16).map(|_| crate::key::random_below(&mut r, n2)).collect();
+    for bits in [1u32, 2, 3, 5, 20, 21, 63, 64] {
+        let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        for same in [false, true] {
+            let e0 = r.gen::<u64>() & mask;
+            let lanes: Vec<Vec<(&Integer, u64)>> = (0..8)
+                .map(|k| {
+                    (0..1 + k % 3)
+                        .map(|t| (&pool[(k + 5 * t) % pool.len()], if same { e0 } else { r.gen::<u64>() & mask }))
+                        .collect()
+                })
+                .collect();
+            let got = ctx.multi_exp8(&lanes);
+            for (k, lane) in lanes.iter().enumerate() {
+                let mut want = Integer::from(1);
+                for (b, e) in lane {
+                    want *= Integer::from(b.pow_mod_ref(&Integer::from(*e), n2).unwrap());
+                    want %= n2;
+                }
+                assert_eq!(got[k], want, "bits {bits} same {same} lane {k}");
+            }
+        }
+    }
+}
