@@ -1,6 +1,7 @@
 //! Eight-lane Montgomery exponentiation with AVX-512 IFMA (52-bit limbs),
 //! for the key owner's CRT decryption: eight ciphertexts raised to the same
-//! exponent (p−1) modulo the same modulus (p²) at once, one per 64-bit lane.
+//! exponent (α_p, or p−1 for DJN keys) modulo the same modulus (p²) at
+//! once, one per 64-bit lane.
 //!
 //! Montgomery multiplication (Montgomery 1985) in the coarsely integrated
 //! operand-scanning order (Koç, Acar, Kaliski 1996), in radix 2^52 with

@@ -531,8 +531,8 @@ impl KeyPair {
 
     fn generate_subgroup<R: RngCore + CryptoRng + ?Sized>(bits: u32, w: u32, rng: &mut R) -> KeyPair {
         let a_bits = crate::subgroup_bits(bits);
-        let (p, ap, bp) = gen_subgroup_prime(bits / 2, a_bits, rng);
-        let (q, aq, bq) = loop {
+        let (p, ap, mut bp) = gen_subgroup_prime(bits / 2, a_bits, rng);
+        let (q, aq, mut bq) = loop {
             let (q, aq, bq) = gen_subgroup_prime(bits / 2, a_bits, rng);
             // distinct α's and β's make gcd(p − 1, q − 1) = 2 (all four
             // are odd primes, α's of one size and β's of another)
@@ -543,9 +543,9 @@ impl KeyPair {
         let n = Integer::from(&p * &q);
         debug_assert_eq!(n.significant_bits(), bits);
         // h of order α_p·α_q in Z_n^*: order α_p mod p and α_q mod q, CRT
-        let h_p = order_alpha_element(&p, &bp, rng);
-        let h_q = order_alpha_element(&q, &bq, rng);
-        let p_inv = Integer::from(p.invert_ref(&q).unwrap());
+        let mut h_p = order_alpha_element(&p, &bp, rng);
+        let mut h_q = order_alpha_element(&q, &bq, rng);
+        let mut p_inv = Integer::from(p.invert_ref(&q).unwrap());
         let mut h = Integer::from(&h_q - &h_p);
         h *= &p_inv;
         modulo(&mut h, &q);
@@ -554,6 +554,8 @@ impl KeyPair {
         // h_s = h^n mod n²: the n-th power keeps the order (gcd(n, α_pα_q) = 1)
         let n2 = Integer::from(n.square_ref());
         let hs = Integer::from(h.pow_mod_ref(&n, &n2).unwrap());
+        // h mod p (or β) would reveal p: clear what this function holds
+        wipe_all([&mut h, &mut h_p, &mut h_q, &mut bp, &mut bq, &mut p_inv]);
         Self::from_primes(KeyKind::Subgroup, p, q, ap, aq, hs, w)
     }
 
