@@ -323,7 +323,10 @@ fn time_us(iters: usize, mut f: impl FnMut(usize)) -> f64 {
     t.elapsed().as_secs_f64() * 1e6 / iters as f64
 }
 
-/// µs/op of Paillier on one core.
+/// µs/op of Paillier on one core, with a small-subgroup key (the default
+/// key generation); `dec_djn_us` / `dec_batch_djn_us` time the same
+/// decryptions under a standard DJN key (full exponents) in the same run,
+/// `setup_s` / `setup_djn_s` the two key generations.
 pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     let mut rng = StdRng::from_entropy();
     let t0 = Instant::now();
@@ -350,6 +353,20 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
         let lo = (8 * i).min(iters);
         std::hint::black_box(kp.decrypt_batch(&cts[lo..(lo + 8).min(iters)]));
     }) / 8.0;
+    // the same decryptions under a standard DJN key (full exponents p − 1,
+    // q − 1: the key generation before small-subgroup keys), for comparison
+    let t0 = Instant::now();
+    let djn = KeyPair::generate_kind(bits, window, hush_paillier::KeyKind::Djn, &mut rng)?;
+    let setup_djn = t0.elapsed().as_secs_f64();
+    let cts_djn: Vec<_> = ms.iter().map(|m| djn.public().encrypt(m, &mut rng).unwrap()).collect();
+    let dec_djn = time_us(iters, |i| {
+        std::hint::black_box(djn.decrypt(&cts_djn[i]));
+    });
+    let dec_batch_djn = time_us(iters.div_ceil(8), |i| {
+        let lo = (8 * i).min(iters);
+        std::hint::black_box(djn.decrypt_batch(&cts_djn[lo..(lo + 8).min(iters)]));
+    }) / 8.0;
+    drop(djn);
     let dec_iters = (iters / 10).max(3);
     let dec_nocrt = time_us(dec_iters, |i| {
         std::hint::black_box(kp.decrypt_no_crt(&cts[i]));
@@ -392,6 +409,8 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     r.set("threads", 1).set("window", window).set("short_exponent_bits", pk.short_exponent_bits());
     r.set("enc_us", enc).set("enc_public_us", enc_pub).set("dec_us", dec).set("dec_no_crt_us", dec_nocrt);
     r.set("dec_batch_us", dec_batch).set("dec_batch_path", hush_paillier::dec_batch_path());
+    r.set("key_kind", format!("{:?}", kp.kind()).to_lowercase()).set("dec_exponent_bits", kp.decryption_exponent_bits());
+    r.set("setup_djn_s", setup_djn).set("dec_djn_us", dec_djn).set("dec_batch_djn_us", dec_batch_djn);
     r.set("enc_batch_us", enc_batch).set("enc_batch_path", hush_paillier::dec_batch_path());
     r.set("ct_pt_batch_us", ctpt_batch).set("ct_pt_batch_bits", 63).set("ct_pt_20bit_batch_us", ctpt20_batch);
     r.set("ct_pt_batch_path", hush_paillier::dec_batch_path());

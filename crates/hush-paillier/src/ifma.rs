@@ -1,6 +1,7 @@
 //! Eight-lane Montgomery exponentiation with AVX-512 IFMA (52-bit limbs),
 //! for the key owner's CRT decryption: eight ciphertexts raised to the same
-//! exponent (p−1) modulo the same modulus (p²) at once, one per 64-bit lane.
+//! exponent (α_p, or p−1 for DJN keys) modulo the same modulus (p²) at
+//! once, one per 64-bit lane.
 //!
 //! Montgomery multiplication (Montgomery 1985) in the coarsely integrated
 //! operand-scanning order (Koç, Acar, Kaliski 1996), in radix 2^52 with
@@ -157,17 +158,23 @@ impl MontCtx {
 
 impl MontCtx {
     /// Π_t b_{k,t}^{e_{k,t}} mod M for up to eight lanes k of terms
-    /// (base, exponent), bases reduced mod M first, by Straus'
-    /// method with 1-bit windows (Straus 1964): one squaring per exponent
-    /// bit, then per term a multiplication kept only in the lanes whose
-    /// exponent has that bit. A lane without terms gives 1.
+    /// (base, exponent), bases reduced mod M first, by Straus' method
+    /// (Straus 1964) with w-bit windows: w squarings per window, then per
+    /// term one multiplication by the table entry b_{k,t}^{digit} its lane
+    /// selects (entries picked lane by lane with masked blends), kept only
+    /// in the lanes whose digit is non-zero. Each term's table holds
+    /// b, b², …, b^{2^w − 1}; w minimises table plus window multiplications
+    /// per term ([`straus_window`]). A lane without terms gives 1.
     pub fn multi_exp8(&self, lanes: &[Vec<(&Integer, u64)>]) -> Vec<Integer> {
         assert!(lanes.len() <= LANES && available());
         let n = self.n;
         let terms = lanes.iter().map(Vec::len).max().unwrap_or(0);
         let top = lanes.iter().flatten().map(|t| 64 - t.1.leading_zeros()).max().unwrap_or(0);
+        let w = straus_window(top, terms, n);
+        let windows = top.div_ceil(w) as usize;
+        let dmask = (1u64 << w) - 1;
         let mut bases = vec![vec![0u64; n * LANES]; terms];
-        let mut masks = vec![vec![0u8; top as usize]; terms];
+        let mut digits = vec![vec![[0u8; LANES]; windows]; terms];
         for (k, lane) in lanes.iter().enumerate() {
             for (t, (b, e)) in lane.iter().enumerate() {
                 let reduced;
@@ -180,13 +187,13 @@ impl MontCtx {
                 for (j, v) in to_limbs(b, n).into_iter().enumerate() {
                     bases[t][j * LANES + k] = v;
                 }
-                for (i, m) in masks[t].iter_mut().enumerate() {
-                    *m |= (((e >> i) & 1) as u8) << k;
+                for (i, d) in digits[t].iter_mut().enumerate() {
+                    d[k] = ((e >> (i as u32 * w)) & dmask) as u8;
                 }
             }
         }
         // SAFETY: available() checked the CPU features.
-        let out = unsafe { multi_ifma(n, &self.m, self.mprime, &self.r2, &self.r1, &bases, &masks) };
+        let out = unsafe { multi_ifma(n, &self.m, self.mprime, &self.r2, &self.r1, &bases, &digits, w) };
         (0..lanes.len())
             .map(|k| {
                 let limbs: Vec<u64> = (0..n).map(|j| out[j * LANES + k]).collect();
@@ -198,6 +205,19 @@ impl MontCtx {
             })
             .collect()
     }
+}
+
+/// The Straus window for exponents of `top` bits: the w ∈ 1..=4 with the
+/// fewest multiplications per term, 2^w − 2 to fill the table plus one per
+/// window, ⌈top/w⌉ (ties to the smaller w); narrowed while the tables of
+/// `terms` terms of `n` limbs would exceed 16 MB.
+pub fn straus_window(top: u32, terms: usize, n: usize) -> u32 {
+    let cost = |w: u32| (1u32 << w) - 2 + top.div_ceil(w);
+    let mut w = (1..=4).min_by_key(|&w| (cost(w), w)).unwrap_or(1);
+    while w > 1 && terms.saturating_mul(((1usize << w) - 1) * n * 64) > 16 << 20 {
+        w -= 1;
+    }
+    w
 }
 
 impl MontCtx {
@@ -393,42 +413,88 @@ unsafe fn horner_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[Vec<u64>], _:
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
-unsafe fn multi_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], r1: &[u64], bases: &[Vec<u64>], masks: &[Vec<u8>]) -> Vec<u64> {
+#[allow(clippy::too_many_arguments)]
+unsafe fn multi_ifma(
+    n: usize,
+    m: &[u64],
+    mprime: u64,
+    r2: &[u64],
+    r1: &[u64],
+    bases: &[Vec<u64>],
+    digits: &[Vec<[u8; LANES]>],
+    w: u32,
+) -> Vec<u64> {
     use std::arch::x86_64::*;
     let mv: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(m[j] as i64)).collect();
     let r2v: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
     let mp = _mm512_set1_epi64(mprime as i64);
     let mut t = vec![_mm512_setzero_si512(); 2 * n + 1];
     let mut tmp = vec![_mm512_setzero_si512(); n];
-    // bases to Montgomery form: b·R²·R^{-1}
-    let mut bm: Vec<Vec<__m512i>> = Vec::with_capacity(bases.len());
+    // per term, table[e − 1] = b^e in Montgomery form for e = 1 … 2^w − 1
+    // (b·R²·R^{-1} first; even powers by squaring)
+    let per = (1usize << w) - 1;
+    let mut tables: Vec<Vec<Vec<__m512i>>> = Vec::with_capacity(bases.len());
     for b in bases {
-        let mut v = Vec::with_capacity(n);
-        for j in 0..n {
-            v.push(_mm512_loadu_si512(b[j * LANES..].as_ptr() as *const _));
-        }
+        let v: Vec<__m512i> = (0..n).map(|j| _mm512_loadu_si512(b[j * LANES..].as_ptr() as *const _)).collect();
+        let mut tab: Vec<Vec<__m512i>> = Vec::with_capacity(per);
         let mut o = vec![_mm512_setzero_si512(); n];
         montmul(&v, &r2v, &mv, mp, &mut t, &mut o);
-        bm.push(o);
+        tab.push(o);
+        for e in 2..=per {
+            let mut o = vec![_mm512_setzero_si512(); n];
+            if e % 2 == 0 {
+                montsqr(&tab[e / 2 - 1], &mv, mp, &mut t, &mut o);
+            } else {
+                montmul(&tab[e - 2], &tab[0], &mv, mp, &mut t, &mut o);
+            }
+            tab.push(o);
+        }
+        tables.push(tab);
     }
     let mut acc: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r1[j] as i64)).collect();
-    let top = masks.first().map_or(0, Vec::len);
-    for i in (0..top).rev() {
-        if i + 1 < top {
-            montsqr(&acc, &mv, mp, &mut t, &mut tmp);
-            std::mem::swap(&mut acc, &mut tmp);
+    // the selected entries (lanes whose digit is 0 keep stale, still
+    // reduced, values, and their products are blended away)
+    let mut sel: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r1[j] as i64)).collect();
+    let windows = digits.first().map_or(0, Vec::len);
+    for i in (0..windows).rev() {
+        if i + 1 < windows {
+            for _ in 0..w {
+                montsqr(&acc, &mv, mp, &mut t, &mut tmp);
+                std::mem::swap(&mut acc, &mut tmp);
+            }
         }
-        for (b, mk) in bm.iter().zip(masks) {
-            let k = mk[i];
-            if k == 0 {
+        for (tab, dg) in tables.iter().zip(digits) {
+            let d = &dg[i];
+            // lane masks per digit value
+            let mut by_digit = [0u8; 16];
+            for (k, &dk) in d.iter().enumerate() {
+                by_digit[dk as usize] |= 1 << k;
+            }
+            let nz = !by_digit[0];
+            if nz == 0 {
                 continue;
             }
+            let b: &[__m512i] = match (1..=per).find(|&e| by_digit[e] == nz) {
+                // every multiplying lane wants the same entry
+                Some(e) => &tab[e - 1],
+                None => {
+                    for e in 1..=per {
+                        let k = by_digit[e];
+                        if k != 0 {
+                            for j in 0..n {
+                                sel[j] = _mm512_mask_blend_epi64(k, sel[j], tab[e - 1][j]);
+                            }
+                        }
+                    }
+                    &sel
+                }
+            };
             montmul(&acc, b, &mv, mp, &mut t, &mut tmp);
-            if k == 0xff {
+            if nz == 0xff {
                 std::mem::swap(&mut acc, &mut tmp);
             } else {
                 for j in 0..n {
-                    acc[j] = _mm512_mask_blend_epi64(k, acc[j], tmp[j]);
+                    acc[j] = _mm512_mask_blend_epi64(nz, acc[j], tmp[j]);
                 }
             }
         }
@@ -437,7 +503,8 @@ unsafe fn multi_ifma(n: usize, m: &[u64], mprime: u64, r2: &[u64], r1: &[u64], b
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn multi_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[Vec<u64>], _: &[Vec<u8>]) -> Vec<u64> {
+#[allow(clippy::too_many_arguments)]
+unsafe fn multi_ifma(_: usize, _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[Vec<u64>], _: &[Vec<[u8; LANES]>], _: u32) -> Vec<u64> {
     unreachable!("available() is false off x86-64")
 }
 

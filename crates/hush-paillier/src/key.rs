@@ -99,6 +99,10 @@ impl PublicKey {
     pub fn n(&self) -> &Integer {
         &self.0.n
     }
+    /// h_s, the base of the randomisers.
+    pub fn hs(&self) -> &Integer {
+        &self.0.hs
+    }
     /// n².
     pub fn n2(&self) -> &Integer {
         &self.0.n2
@@ -304,6 +308,13 @@ impl PublicKey {
     }
 }
 
+/// Which CRT half of the key.
+#[derive(Clone, Copy)]
+enum Half {
+    P,
+    Q,
+}
+
 fn modulo(t: &mut Integer, m: &Integer) {
     *t %= m;
     if t.cmp0() == Ordering::Less {
@@ -318,9 +329,26 @@ fn push_fixed(out: &mut Vec<u8>, x: &Integer, len: usize) {
     out.extend_from_slice(&d);
 }
 
+/// How [`KeyPair`] chooses its primes and h_s (see the crate docs, "Key
+/// generation").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// Small-subgroup keys (Paillier 1999, Scheme 3; Ma, Han, Lei, ACSAC
+    /// 2021):
+    /// p = 2·α_p·β_p + 1 with α_p, β_p prime and |α_p| =
+    /// [`crate::subgroup_bits`]`(|n|)`, h_s of order α_p·α_q; decryption
+    /// exponents α_p and α_q. The default.
+    Subgroup,
+    /// Standard DJN keys: random p ≡ q ≡ 3 (mod 4), h_s = −x^{2n};
+    /// decryption exponents p − 1 and q − 1 (the previous key generation,
+    /// kept for comparison and as a reference).
+    Djn,
+}
+
 /// A key pair: the public key plus the CRT secrets and secret tables.
 pub struct KeyPair {
     pk: PublicKey,
+    kind: KeyKind,
     p: Integer,
     q: Integer,
     p2: Integer,
@@ -329,9 +357,17 @@ pub struct KeyPair {
     p2_inv: Integer,
     /// p^{-1} mod q
     p_inv: Integer,
-    /// L_p(g^{p-1} mod p²)^{-1} mod p = (−q)^{-1} mod p
+    /// Decryption exponents: α_p, α_q (small-subgroup keys) or p − 1, q − 1.
+    ep: Integer,
+    eq: Integer,
+    /// (e_p·q)^{-1} mod p and (e_q·p)^{-1} mod q: L_p(c^{e_p} mod p²) =
+    /// m·e_p·q mod p for c = (1 + n)^m·h_s^a.
     hp: Integer,
     hq: Integer,
+    /// (−q)^{-1} mod p and (−p)^{-1} mod q, for the full exponents p − 1,
+    /// q − 1 (the fallback for ciphertexts outside (1 + n)^Z·⟨h_s⟩).
+    hp_full: Integer,
+    hq_full: Integer,
     pm1: Integer,
     qm1: Integer,
     tp: FixedBase,
@@ -353,8 +389,12 @@ impl Drop for KeyPair {
             &mut self.q2,
             &mut self.p2_inv,
             &mut self.p_inv,
+            &mut self.ep,
+            &mut self.eq,
             &mut self.hp,
             &mut self.hq,
+            &mut self.hp_full,
+            &mut self.hq_full,
             &mut self.pm1,
             &mut self.qm1,
         ]);
@@ -374,16 +414,91 @@ fn gen_prime<R: RngCore + ?Sized>(bits: u32, rng: &mut R) -> Integer {
     }
 }
 
+/// A uniformly random integer in [lo, hi) (lo < hi).
+fn random_range<R: RngCore + ?Sized>(rng: &mut R, lo: &Integer, hi: &Integer) -> Integer {
+    random_below(rng, &Integer::from(hi - lo)) + lo
+}
+
+/// A random prime in [lo, hi) (an odd candidate drawn uniformly, kept if
+/// prime).
+fn random_prime_in<R: RngCore + ?Sized>(rng: &mut R, lo: &Integer, hi: &Integer) -> Integer {
+    loop {
+        let mut c = random_range(rng, lo, hi);
+        c.set_bit(0, true);
+        if c < *hi && c.is_probably_prime(32) != IsPrime::No {
+            return c;
+        }
+    }
+}
+
+/// A small-subgroup prime p = 2·α·β + 1 of exactly `bits` bits with
+/// p > √2·2^(bits−1) (so the product of two has exactly 2·bits bits), α
+/// a prime of exactly `a_bits` bits (top two bits set) and β a prime.
+/// Returns (p, α, β).
+///
+/// β is drawn first and α re-drawn until p is prime: α is the short one,
+/// so each try costs a cheap prime search plus one test of p. Ranges:
+/// α ∈ [3·2^(a−2), 2^a), β ∈ [⌊√(2^(2·bits−1))⌋ / (3·2^(a−1)) + 1,
+/// 2^(bits−a−1)), whence √2·2^(bits−1) < p < 2^bits.
+fn gen_subgroup_prime<R: RngCore + ?Sized>(bits: u32, a_bits: u32, rng: &mut R) -> (Integer, Integer, Integer) {
+    let a_lo = Integer::from(3) << (a_bits - 2);
+    let a_hi = Integer::from(1) << a_bits;
+    let root = (Integer::from(1) << (2 * bits - 1)).sqrt();
+    let b_lo = root / (Integer::from(3) << (a_bits - 1)) + 1u32;
+    let b_hi = Integer::from(1) << (bits - a_bits - 1);
+    loop {
+        let beta = random_prime_in(rng, &b_lo, &b_hi);
+        let two_beta = Integer::from(&beta << 1u32);
+        // a fresh β now and then, in case this one is unlucky
+        for _ in 0..20 * bits {
+            let alpha = random_prime_in(rng, &a_lo, &a_hi);
+            let p = Integer::from(&two_beta * &alpha) + 1u32;
+            if p.is_probably_prime(32) != IsPrime::No {
+                debug_assert_eq!(p.significant_bits(), bits);
+                return (p, alpha, beta);
+            }
+        }
+    }
+}
+
+/// An element of order exactly α in Z_p^* for p = 2αβ + 1 (α prime):
+/// x^{2β} for a random x, retried while it is 1.
+fn order_alpha_element<R: RngCore + ?Sized>(p: &Integer, beta: &Integer, rng: &mut R) -> Integer {
+    let e = Integer::from(beta << 1u32);
+    loop {
+        let x = random_below(rng, p);
+        if x < 2 {
+            continue;
+        }
+        let h = Integer::from(x.pow_mod_ref(&e, p).unwrap());
+        if h != 1 {
+            return h;
+        }
+    }
+}
+
 impl KeyPair {
-    /// Generates a key of `bits` (2048 or 3072; 1024 for tests) with the
-    /// default window.
+    /// Generates a small-subgroup key ([`KeyKind::Subgroup`]) of `bits`
+    /// (2048 or 3072; 1024 for tests) with the default window.
     pub fn generate<R: RngCore + CryptoRng + ?Sized>(bits: u32, rng: &mut R) -> Result<KeyPair> {
         Self::generate_with_window(bits, DEFAULT_WINDOW, rng)
     }
 
-    /// Generates a key with fixed-base tables of window `w`.
+    /// Generates a small-subgroup key with fixed-base tables of window `w`.
     pub fn generate_with_window<R: RngCore + CryptoRng + ?Sized>(bits: u32, w: u32, rng: &mut R) -> Result<KeyPair> {
+        Self::generate_kind(bits, w, KeyKind::Subgroup, rng)
+    }
+
+    /// Generates a key of the given kind with fixed-base tables of window `w`.
+    pub fn generate_kind<R: RngCore + CryptoRng + ?Sized>(bits: u32, w: u32, kind: KeyKind, rng: &mut R) -> Result<KeyPair> {
         check_bits(bits)?;
+        match kind {
+            KeyKind::Djn => Ok(Self::generate_djn(bits, w, rng)),
+            KeyKind::Subgroup => Ok(Self::generate_subgroup(bits, w, rng)),
+        }
+    }
+
+    fn generate_djn<R: RngCore + CryptoRng + ?Sized>(bits: u32, w: u32, rng: &mut R) -> KeyPair {
         loop {
             let p = gen_prime(bits / 2, rng);
             let q = gen_prime(bits / 2, rng);
@@ -410,24 +525,62 @@ impl KeyPair {
             let e = Integer::from(&n * 2);
             let xe = Integer::from(x.pow_mod_ref(&e, &n2).unwrap());
             let hs = Integer::from(&n2 - &xe);
-            return Ok(Self::from_primes(p, q, hs, w));
+            return Self::from_primes(KeyKind::Djn, p, q, pm1, qm1, hs, w);
         }
     }
 
-    fn from_primes(p: Integer, q: Integer, hs: Integer, w: u32) -> KeyPair {
+    fn generate_subgroup<R: RngCore + CryptoRng + ?Sized>(bits: u32, w: u32, rng: &mut R) -> KeyPair {
+        let a_bits = crate::subgroup_bits(bits);
+        let (p, ap, mut bp) = gen_subgroup_prime(bits / 2, a_bits, rng);
+        let (q, aq, mut bq) = loop {
+            let (q, aq, bq) = gen_subgroup_prime(bits / 2, a_bits, rng);
+            // distinct α's and β's make gcd(p − 1, q − 1) = 2 (all four
+            // are odd primes, α's of one size and β's of another)
+            if aq != ap && bq != bp && q != p {
+                break (q, aq, bq);
+            }
+        };
+        let n = Integer::from(&p * &q);
+        debug_assert_eq!(n.significant_bits(), bits);
+        // h of order α_p·α_q in Z_n^*: order α_p mod p and α_q mod q, CRT
+        let mut h_p = order_alpha_element(&p, &bp, rng);
+        let mut h_q = order_alpha_element(&q, &bq, rng);
+        let mut p_inv = Integer::from(p.invert_ref(&q).unwrap());
+        let mut h = Integer::from(&h_q - &h_p);
+        h *= &p_inv;
+        modulo(&mut h, &q);
+        h *= &p;
+        h += &h_p;
+        // h_s = h^n mod n²: the n-th power keeps the order (gcd(n, α_pα_q) = 1)
+        let n2 = Integer::from(n.square_ref());
+        let hs = Integer::from(h.pow_mod_ref(&n, &n2).unwrap());
+        // h mod p (or β) would reveal p: clear what this function holds
+        wipe_all([&mut h, &mut h_p, &mut h_q, &mut bp, &mut bq, &mut p_inv]);
+        Self::from_primes(KeyKind::Subgroup, p, q, ap, aq, hs, w)
+    }
+
+    /// Assembles a key pair; `ep`, `eq` are the decryption exponents
+    /// (α_p, α_q, or p − 1, q − 1).
+    fn from_primes(kind: KeyKind, p: Integer, q: Integer, ep: Integer, eq: Integer, hs: Integer, w: u32) -> KeyPair {
         let n = Integer::from(&p * &q);
         let pk = PublicKey::new(n, hs.clone(), w).expect("generated key is valid");
         let p2 = Integer::from(p.square_ref());
         let q2 = Integer::from(q.square_ref());
         let p2_inv = Integer::from(p2.invert_ref(&q2).unwrap());
         let p_inv = Integer::from(p.invert_ref(&q).unwrap());
-        let hp = Integer::from(Integer::from(&p - Integer::from(&q % &p)).invert_ref(&p).unwrap());
-        let hq = Integer::from(Integer::from(&q - Integer::from(&p % &q)).invert_ref(&q).unwrap());
+        let inv = |e: &Integer, other: &Integer, modulus: &Integer| {
+            let t = Integer::from(e * other) % modulus;
+            Integer::from(t.invert_ref(modulus).expect("e·q is a unit mod p"))
+        };
+        let hp = inv(&ep, &q, &p);
+        let hq = inv(&eq, &p, &q);
+        let pm1 = Integer::from(&p - 1);
+        let qm1 = Integer::from(&q - 1);
+        let hp_full = inv(&pm1, &q, &p);
+        let hq_full = inv(&qm1, &p, &q);
         let a_bits = pk.short_exponent_bits();
         let tp = FixedBase::new(&hs, &p2, a_bits, w, true);
         let tq = FixedBase::new(&hs, &q2, a_bits, w, true);
-        let pm1 = Integer::from(&p - 1);
-        let qm1 = Integer::from(&q - 1);
         let (mp2, mq2) = if crate::ifma::available() {
             (crate::ifma::MontCtx::new(&p2), crate::ifma::MontCtx::new(&q2))
         } else {
@@ -435,7 +588,47 @@ impl KeyPair {
         };
         let fp = mp2.as_ref().and_then(|c| crate::ifma::FixedTable::new(c, &tp));
         let fq = mq2.as_ref().and_then(|c| crate::ifma::FixedTable::new(c, &tq));
-        KeyPair { pk, p, q, p2, q2, p2_inv, p_inv, hp, hq, pm1, qm1, tp, tq, mp2, mq2, fp, fq }
+        KeyPair {
+            pk,
+            kind,
+            p,
+            q,
+            p2,
+            q2,
+            p2_inv,
+            p_inv,
+            ep,
+            eq,
+            hp,
+            hq,
+            hp_full,
+            hq_full,
+            pm1,
+            qm1,
+            tp,
+            tq,
+            mp2,
+            mq2,
+            fp,
+            fq,
+        }
+    }
+
+    /// How this key was generated.
+    pub fn kind(&self) -> KeyKind {
+        self.kind
+    }
+
+    /// Bits of the larger CRT decryption exponent (|α_p| for small-subgroup
+    /// keys, |p − 1| for DJN keys).
+    pub fn decryption_exponent_bits(&self) -> u32 {
+        self.ep.significant_bits().max(self.eq.significant_bits())
+    }
+
+    /// (p, q, e_p, e_q) for the structure tests.
+    #[cfg(test)]
+    pub(crate) fn test_secrets(&self) -> (&Integer, &Integer, &Integer, &Integer) {
+        (&self.p, &self.q, &self.ep, &self.eq)
     }
 
     #[cfg(test)]
@@ -523,11 +716,29 @@ impl KeyPair {
         t
     }
 
-    /// Decrypts (CRT): m_p = L_p(c^{p−1} mod p²)·h_p mod p, likewise mod q,
-    /// recombined mod n. The ciphertext must have been validated.
+    /// Decrypts (CRT): m_p = L_p(c^{e_p} mod p²)·(e_p·q)^{-1} mod p,
+    /// likewise mod q, recombined mod n, with e_p = α_p for small-subgroup
+    /// keys (p − 1 for DJN keys). A ciphertext outside (1 + n)^Z·⟨h_s⟩ —
+    /// which no honest party produces — is seen by c^{e_p} ≢ 1 (mod p) and
+    /// decrypted with the full exponent p − 1 instead, so the result is the
+    /// standard Paillier decryption of c for every unit c (see the crate
+    /// docs). The ciphertext must have been validated.
     pub fn decrypt(&self, c: &Ciphertext) -> Integer {
-        let mp = self.half_dec(&c.0, &self.p, &self.p2, &self.pm1, &self.hp);
-        let mq = self.half_dec(&c.0, &self.q, &self.q2, &self.qm1, &self.hq);
+        let mp = self.half_dec(&c.0, Half::P);
+        let mq = self.half_dec(&c.0, Half::Q);
+        self.crt_n(mp, mq)
+    }
+
+    /// The standard CRT decryption with the full exponents p − 1, q − 1
+    /// whatever the key kind (the reference the fast path is tested against,
+    /// and the figure it is benchmarked against).
+    pub fn decrypt_full_exponent(&self, c: &Ciphertext) -> Integer {
+        let mp = self.half_full(&Integer::from(&c.0 % &self.p2), Half::P);
+        let mq = self.half_full(&Integer::from(&c.0 % &self.q2), Half::Q);
+        self.crt_n(mp, mq)
+    }
+
+    fn crt_n(&self, mp: Integer, mq: Integer) -> Integer {
         // m = mp + p·((mq − mp)·p^{-1} mod q)
         let mut t = mq - &mp;
         t *= &self.p_inv;
@@ -538,9 +749,10 @@ impl KeyPair {
     }
 
     /// Decrypts many ciphertexts: eight at a time on the IFMA path (the two
-    /// CRT exponentiations c^{p−1} mod p², c^{q−1} mod q² of eight
+    /// CRT exponentiations c^{e_p} mod p², c^{e_q} mod q² of eight
     /// ciphertexts in the lanes of [`crate::ifma::MontCtx::pow8`]), else one
-    /// by one with GMP. Equal to [`KeyPair::decrypt`] on each.
+    /// by one with GMP. Equal to [`KeyPair::decrypt`] on each (including its
+    /// full-exponent fallback, taken per ciphertext and half).
     pub fn decrypt_batch(&self, cs: &[Ciphertext]) -> Vec<Integer> {
         let (Some(mp2), Some(mq2)) = (&self.mp2, &self.mq2) else {
             return cs.iter().map(|c| self.decrypt(c)).collect();
@@ -552,38 +764,57 @@ impl KeyPair {
                 continue;
             }
             let bases: Vec<&Integer> = chunk.iter().map(|c| &c.0).collect();
-            let xp = mp2.pow8(&bases, &self.pm1);
-            let xq = mq2.pow8(&bases, &self.qm1);
-            for (xp, xq) in xp.into_iter().zip(xq) {
-                let mp = Self::half_finish(xp, &self.p, &self.hp);
-                let mq = Self::half_finish(xq, &self.q, &self.hq);
-                let mut t = mq - &mp;
-                t *= &self.p_inv;
-                modulo(&mut t, &self.q);
-                t *= &self.p;
-                t += mp;
-                out.push(t);
+            let xp = mp2.pow8(&bases, &self.ep);
+            let xq = mq2.pow8(&bases, &self.eq);
+            for ((c, xp), xq) in chunk.iter().zip(xp).zip(xq) {
+                let mp = self.half_finish(xp, Half::P).unwrap_or_else(|| self.half_full(&Integer::from(&c.0 % &self.p2), Half::P));
+                let mq = self.half_finish(xq, Half::Q).unwrap_or_else(|| self.half_full(&Integer::from(&c.0 % &self.q2), Half::Q));
+                out.push(self.crt_n(mp, mq));
             }
         }
         out
     }
 
-    fn half_finish(mut x: Integer, p: &Integer, hp: &Integer) -> Integer {
+    fn half(&self, h: Half) -> (&Integer, &Integer, &Integer, &Integer, &Integer, &Integer) {
+        match h {
+            Half::P => (&self.p, &self.p2, &self.ep, &self.hp, &self.pm1, &self.hp_full),
+            Half::Q => (&self.q, &self.q2, &self.eq, &self.hq, &self.qm1, &self.hq_full),
+        }
+    }
+
+    /// m mod p from x = c^{e_p} mod p²: (x − 1)/p·(e_p·q)^{-1} mod p, or
+    /// `None` when x ≢ 1 (mod p) (c is outside (1 + n)^Z·⟨h_s⟩ mod p²).
+    fn half_finish(&self, mut x: Integer, h: Half) -> Option<Integer> {
+        let (p, _, _, hp, _, _) = self.half(h);
         x -= 1;
+        if !x.is_divisible(p) {
+            return None;
+        }
         x.div_exact_mut(p);
         x *= hp;
         x %= p;
+        Some(x)
+    }
+
+    /// The standard half decryption: L_p(c^{p−1} mod p²)·(−q)^{-1} mod p,
+    /// for c already reduced mod p². (For a validated c, x ≡ 1 mod p; for
+    /// a non-unit, which validation rejects, the floor quotient keeps this
+    /// from panicking and the result is meaningless.)
+    fn half_full(&self, cp: &Integer, h: Half) -> Integer {
+        let (p, p2, _, _, pm1, hp_full) = self.half(h);
+        let mut x = Integer::from(cp.pow_mod_ref(pm1, p2).expect("non-negative exponent"));
+        x -= 1;
+        x /= p;
+        x *= hp_full;
+        modulo(&mut x, p);
         x
     }
 
-    fn half_dec(&self, c: &Integer, p: &Integer, p2: &Integer, pm1: &Integer, hp: &Integer) -> Integer {
+    fn half_dec(&self, c: &Integer, h: Half) -> Integer {
+        let (_, p2, e, _, _, _) = self.half(h);
         let cp = Integer::from(c % p2);
-        let mut x = cp.pow_mod(pm1, p2).expect("unit");
-        x -= 1;
-        x.div_exact_mut(p);
-        x *= hp;
-        x %= p;
-        x
+        let x = Integer::from(cp.pow_mod_ref(e, p2).expect("non-negative exponent"));
+        self.half_finish(x, h).unwrap_or_else(|| self.half_full(&cp, h))
     }
 
     /// Decrypts to the centred signed value.

@@ -15,6 +15,12 @@ fn key1024() -> &'static KeyPair {
     K.get_or_init(|| KeyPair::generate(1024, &mut rng(1)).unwrap())
 }
 
+/// One 2048-bit small-subgroup key for the tests that need that size.
+fn key2048() -> &'static KeyPair {
+    static K: OnceLock<KeyPair> = OnceLock::new();
+    K.get_or_init(|| KeyPair::generate(2048, &mut rng(2)).unwrap())
+}
+
 fn roundtrip(kp: &KeyPair, r: &mut StdRng) {
     let pk = kp.public();
     for m in [Integer::from(0), Integer::from(1), Integer::from(pk.n() - 1u32), Integer::from(u64::MAX)] {
@@ -36,9 +42,9 @@ fn roundtrip(kp: &KeyPair, r: &mut StdRng) {
 #[test]
 fn roundtrip_2048() {
     let mut r = rng(2);
-    let kp = KeyPair::generate(2048, &mut r).unwrap();
+    let kp = key2048();
     assert_eq!(kp.public().bits(), 2048);
-    roundtrip(&kp, &mut r);
+    roundtrip(kp, &mut r);
 }
 
 #[test]
@@ -46,7 +52,9 @@ fn roundtrip_3072() {
     let mut r = rng(3);
     let kp = KeyPair::generate(3072, &mut r).unwrap();
     assert_eq!(kp.public().bits(), 3072);
+    check_subgroup_structure(&kp);
     roundtrip(&kp, &mut r);
+    check_decryption_edges(&kp, &mut r);
 }
 
 #[test]
@@ -355,7 +363,7 @@ fn ifma_pow8_equals_gmp() {
 #[test]
 fn decrypt_batch_equals_decrypt() {
     let mut r = rng(22);
-    for kp in [key1024(), &KeyPair::generate(2048, &mut r).unwrap()] {
+    for kp in [key1024(), key2048()] {
         let ms: Vec<Integer> = (0..19).map(|i| rand_int(&mut r, 40 + i * 50) % kp.public().n()).collect();
         let cts: Vec<Ciphertext> = ms.iter().map(|m| kp.public().encrypt(m, &mut r).unwrap()).collect();
         assert_eq!(kp.decrypt_batch(&cts), ms);
@@ -464,7 +472,7 @@ fn rows_enc_equals_row_enc() {
 #[test]
 fn encrypt_batch_decrypts_and_fixed_table_equals_gmp() {
     let mut r = rng(26);
-    for kp in [key1024(), &KeyPair::generate(2048, &mut r).unwrap()] {
+    for kp in [key1024(), key2048()] {
         let pk = kp.public();
         let ms: Vec<Integer> = (0..19).map(|i| rand_int(&mut r, 10 + 60 * i as u32) % pk.n()).collect();
         let cts = kp.encrypt_batch(&ms, &mut r).unwrap();
@@ -486,6 +494,222 @@ fn encrypt_batch_decrypts_and_fixed_table_equals_gmp() {
         let got = ft.pow8(&ctx, &exps);
         for (e, g) in exps.iter().zip(&got) {
             assert_eq!(*g, tp.pow(e));
+        }
+    }
+}
+
+/// The structure the small-subgroup security argument and the short
+/// decryption exponent rest on (crate docs, "Key generation"):
+/// p = 2·α_p·β_p + 1 with α_p, β_p prime and |α_p| = subgroup_bits, the
+/// same for q with α_q ≠ α_p, gcd(p − 1, q − 1) = 2, n = pq of the stated size, and h_s of
+/// order exactly α_p·α_q (mod n and mod n²).
+fn check_subgroup_structure(kp: &KeyPair) {
+    let pk = kp.public();
+    let bits = pk.bits();
+    assert_eq!(kp.kind(), KeyKind::Subgroup);
+    let (p, q, ap, aq) = kp.test_secrets();
+    assert_eq!(Integer::from(p * q), *pk.n());
+    assert_eq!(pk.n().significant_bits(), bits);
+    assert_eq!(p.significant_bits(), bits / 2);
+    assert_eq!(q.significant_bits(), bits / 2);
+    assert_ne!(ap, aq);
+    for (pr, a) in [(p, ap), (q, aq)] {
+        assert_ne!(pr.is_probably_prime(40), rug::integer::IsPrime::No);
+        assert_ne!(a.is_probably_prime(40), rug::integer::IsPrime::No, "α is prime");
+        assert_eq!(a.significant_bits(), subgroup_bits(bits), "α has the stated size");
+        let pm1 = Integer::from(pr - 1u32);
+        assert!(pm1.is_divisible(&Integer::from(a * 2u32)), "2α divides p − 1");
+        let beta = Integer::from(&pm1 / a) / 2u32;
+        assert_ne!(beta.is_probably_prime(40), rug::integer::IsPrime::No, "β is prime");
+    }
+    assert_eq!(Integer::from(Integer::from(p - 1u32).gcd_ref(&Integer::from(q - 1u32))), 2);
+    assert_eq!(kp.decryption_exponent_bits(), subgroup_bits(bits));
+    // h_s has order exactly α_p·α_q: both primes, so it suffices that
+    // h_s^{α_pα_q} = 1 mod n² while h_s^{α_p} ≠ 1 and h_s^{α_q} ≠ 1 mod n
+    let hs = Integer::from(pk.hs());
+    let apq = Integer::from(ap * aq);
+    assert_eq!(Integer::from(hs.pow_mod_ref(&apq, pk.n2()).unwrap()), 1);
+    assert_ne!(Integer::from(hs.pow_mod_ref(ap, pk.n()).unwrap()), 1);
+    assert_ne!(Integer::from(hs.pow_mod_ref(aq, pk.n()).unwrap()), 1);
+    // and that order is the order of every randomiser h_s^a
+    let c = pk.random_factor(&mut rng(99));
+    assert_eq!(Integer::from(c.pow_mod_ref(&apq, pk.n2()).unwrap()), 1);
+}
+
+/// Honest ciphertexts (public, CRT, batched encryption; homomorphic
+/// results; packed slots at their extremes) decrypt to the plaintext with
+/// the short exponent, equal to the full-exponent references and, batched
+/// (IFMA where present), to single GMP decryption.
+fn check_decryption_edges(kp: &KeyPair, r: &mut StdRng) {
+    let pk = kp.public();
+    let n = pk.n();
+    let mut ms = vec![
+        Integer::from(0),
+        Integer::from(1),
+        Integer::from(2),
+        Integer::from(n - 1u32),
+        Integer::from(n - 2u32),
+        Integer::from(n >> 1),
+        Integer::from(n >> 1) + 1u32,
+        Integer::from(u64::MAX),
+        (Integer::from(1) << (pk.bits() - 2)) - 1u32,
+    ];
+    ms.extend((0..12).map(|_| crate::key::random_below(r, n)));
+    let mut cts = Vec::new();
+    for m in &ms {
+        cts.push(pk.encrypt(m, r).unwrap());
+        cts.push(kp.encrypt(m, r).unwrap());
+    }
+    cts.extend(kp.encrypt_batch(&ms, r).unwrap());
+    let mut want: Vec<Integer> = ms.iter().flat_map(|m| [m.clone(), m.clone()]).collect();
+    want.extend(ms.iter().cloned());
+    // homomorphic results: sums wrapping past n, products by scalars, negation
+    let k = Integer::from(r.gen::<u64>());
+    let mut extra = Vec::new();
+    for i in 0..4 {
+        let (a, b) = (&ms[i], &ms[ms.len() - 1 - i]);
+        let ca = pk.encrypt(a, r).unwrap();
+        let cb = pk.encrypt(b, r).unwrap();
+        cts.push(pk.add(&ca, &cb));
+        extra.push(Integer::from(a + b) % n);
+        cts.push(pk.mul_plain(&ca, &k));
+        extra.push(Integer::from(a * &k) % n);
+        cts.push(pk.neg(&ca));
+        extra.push(Integer::from(n - a) % n);
+        cts.push(pk.rerandomize(&ca, r));
+        extra.push(a.clone());
+    }
+    want.extend(extra);
+    assert_eq!(cts.len(), want.len());
+    for (c, m) in cts.iter().zip(&want) {
+        pk.validate(c.as_integer(), "t").unwrap();
+        assert_eq!(kp.decrypt(c), *m);
+        assert_eq!(kp.decrypt_full_exponent(c), *m);
+    }
+    for c in cts.iter().take(6) {
+        assert_eq!(kp.decrypt_no_crt(c), kp.decrypt(c));
+    }
+    assert_eq!(kp.decrypt_batch(&cts), want);
+    // packed values at the slot boundaries (all ones / zero per slot)
+    let p = Packing::new(64, SIGMA, pk.bits()).unwrap();
+    let maxv = (Integer::from(1) << p.slot_bits) - 1u32;
+    let vals: Vec<Integer> = (0..p.slots).map(|i| if i % 3 == 0 { Integer::from(0) } else { maxv.clone() }).collect();
+    let vcts: Vec<_> = vals.iter().map(|v| pk.encrypt(v, r).unwrap()).collect();
+    let packed = p.pack(pk, &vcts).unwrap();
+    assert_eq!(p.unpack(&kp.decrypt(&packed), vals.len()).unwrap(), vals);
+    assert_eq!(p.unpack(&kp.decrypt_batch(&[packed.clone(), packed])[1], vals.len()).unwrap(), vals);
+}
+
+#[test]
+fn subgroup_key_structure_and_decryption_1024() {
+    check_subgroup_structure(key1024());
+    check_decryption_edges(key1024(), &mut rng(30));
+}
+
+#[test]
+fn subgroup_key_structure_and_decryption_2048() {
+    check_subgroup_structure(key2048());
+    check_decryption_edges(key2048(), &mut rng(31));
+}
+
+/// Units outside (1 + n)^Z·⟨h_s⟩ — a random unit, a standard Paillier
+/// encryption (1 + n)^m·r^n with a random r, an honest ciphertext times −1
+/// — decrypt to the standard Paillier decryption (the λ reference), singly
+/// and batched beside honest ciphertexts: the short exponent notices them
+/// (c^{α_p} ≢ 1 mod p) and falls back to p − 1.
+#[test]
+fn ciphertexts_outside_the_subgroup_decrypt_like_standard_paillier() {
+    let mut r = rng(32);
+    for kp in [key1024(), key2048()] {
+        let pk = kp.public();
+        let n2 = pk.n2();
+        let mut cts = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..11 {
+            let m = crate::key::random_below(&mut r, pk.n());
+            let c = match i % 3 {
+                0 => crate::key::random_below(&mut r, n2),
+                1 => {
+                    let rr = crate::key::random_below(&mut r, pk.n());
+                    let rn = Integer::from(rr.pow_mod_ref(pk.n(), n2).unwrap());
+                    (Integer::from(&m * pk.n()) + 1u32) * rn % n2
+                }
+                _ => Integer::from(n2 - pk.encrypt(&m, &mut r).unwrap().as_integer()),
+            };
+            pk.validate(&c, "t").unwrap();
+            let c = Ciphertext(c);
+            let std = kp.decrypt_no_crt(&c);
+            if i % 3 == 1 {
+                assert_eq!(std, m, "a standard Paillier ciphertext");
+            }
+            assert_eq!(kp.decrypt(&c), std);
+            assert_eq!(kp.decrypt_full_exponent(&c), std);
+            cts.push(c);
+            want.push(std);
+            // an honest neighbour in the same batch
+            let m2 = crate::key::random_below(&mut r, pk.n());
+            cts.push(pk.encrypt(&m2, &mut r).unwrap());
+            want.push(m2);
+        }
+        assert_eq!(kp.decrypt_batch(&cts), want);
+    }
+}
+
+/// The previous key generation stays available: DJN keys decrypt with the
+/// full exponents, singly and batched.
+#[test]
+fn djn_keys_still_work() {
+    let mut r = rng(33);
+    let kp = KeyPair::generate_kind(1024, 4, KeyKind::Djn, &mut r).unwrap();
+    assert_eq!(kp.kind(), KeyKind::Djn);
+    assert_eq!(kp.decryption_exponent_bits(), 512);
+    roundtrip(&kp, &mut r);
+    let ms: Vec<Integer> = (0..9).map(|_| crate::key::random_below(&mut r, kp.public().n())).collect();
+    let cts: Vec<Ciphertext> = ms.iter().map(|m| kp.public().encrypt(m, &mut r).unwrap()).collect();
+    assert_eq!(kp.decrypt_batch(&cts), ms);
+    assert!(matches!(KeyPair::generate_kind(1536, 8, KeyKind::Subgroup, &mut r), Err(Error::KeySize(1536))));
+}
+
+/// The windowed Straus multi-exponentiation at each window width it picks
+/// (small, 20-bit and 64-bit exponents; a table-size cap), with lanes that
+/// share a digit (one table entry for all) and lanes that differ (entries
+/// blended lane by lane), against GMP.
+#[test]
+fn ifma_multi_exp8_windows_equal_gmp() {
+    assert_eq!(ifma::straus_window(0, 1, 79), 1);
+    assert_eq!(ifma::straus_window(2, 1, 79), 1);
+    assert_eq!(ifma::straus_window(20, 1, 79), 2);
+    assert_eq!(ifma::straus_window(64, 2, 79), 3);
+    assert_eq!(ifma::straus_window(64, 1 << 20, 79), 1, "tables capped");
+    if !ifma::available() {
+        eprintln!("ifma_multi_exp8_windows_equal_gmp: no AVX-512 IFMA here (or HUSH_PAILLIER=gmp)");
+        return;
+    }
+    let kp = key1024();
+    let n2 = kp.public().n2();
+    let ctx = ifma::MontCtx::new(n2).unwrap();
+    let mut r = rng(34);
+    let pool: Vec<Integer> = (0..16).map(|_| crate::key::random_below(&mut r, n2)).collect();
+    for bits in [1u32, 2, 3, 5, 20, 21, 63, 64] {
+        let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        for same in [false, true] {
+            let e0 = r.gen::<u64>() & mask;
+            let lanes: Vec<Vec<(&Integer, u64)>> = (0..8)
+                .map(|k| {
+                    (0..1 + k % 3)
+                        .map(|t| (&pool[(k + 5 * t) % pool.len()], if same { e0 } else { r.gen::<u64>() & mask }))
+                        .collect()
+                })
+                .collect();
+            let got = ctx.multi_exp8(&lanes);
+            for (k, lane) in lanes.iter().enumerate() {
+                let mut want = Integer::from(1);
+                for (b, e) in lane {
+                    want *= Integer::from(b.pow_mod_ref(&Integer::from(*e), n2).unwrap());
+                    want %= n2;
+                }
+                assert_eq!(got[k], want, "bits {bits} same {same} lane {k}");
+            }
         }
     }
 }
