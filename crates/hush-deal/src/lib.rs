@@ -234,6 +234,24 @@ impl<'a> BlobReader<'a> {
         self.buf = &self.buf[need..];
         Ok(v)
     }
+    /// The next array's raw bytes: a count word that must equal `expect`,
+    /// then exactly `len` bytes (for a kind's own packed layouts).
+    pub fn take_bytes(&mut self, expect: usize, len: usize) -> Result<&'a [u8]> {
+        if self.buf.len() < 8 {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let n = u64::from_le_bytes(self.buf[..8].try_into().expect("8 bytes")) as usize;
+        if n != expect {
+            return Err(Error::Malformed(format!("dealt share: array of {n} values, expected {expect}")));
+        }
+        let need = len.checked_add(8).ok_or_else(|| Error::Malformed("dealt share: size".into()))?;
+        if self.buf.len() < need {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let b = &self.buf[8..need];
+        self.buf = &self.buf[need..];
+        Ok(b)
+    }
     /// The next array written by [`Blob::put_ring`], which must have
     /// exactly `expect` values of at most `bits` bits.
     pub fn take_ring(&mut self, expect: usize, bits: u32) -> Result<Vec<u64>> {

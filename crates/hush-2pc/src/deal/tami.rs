@@ -165,9 +165,26 @@ impl TamiShape {
     }
 
     /// (lowest bit, width) of each chunk, least significant first.
+    ///
+    /// ⌈L/k⌉ chunks of balanced widths (⌊L/c⌋ or one more, the wider ones
+    /// at the top): the same number of chunks, opened bits and subset
+    /// products as k-wide chunks with a short top chunk, and smaller tables
+    /// (a chunk's table has 2^width entries, and the lowest chunk's eq half
+    /// is never used): at L = 36, k = 5 the chunk tables carry 368 bits
+    /// per comparison instead of 420.
     pub fn chunks(&self) -> Vec<(u32, u32)> {
         let l = self.cmp_bits();
-        (0..l.div_ceil(self.k)).map(|j| (j * self.k, self.k.min(l - j * self.k))).collect()
+        let c = l.div_ceil(self.k);
+        let (base, wide) = (l / c, l % c);
+        let mut lo = 0;
+        (0..c)
+            .map(|j| {
+                let w = base + (j >= c - wide) as u32;
+                let r = (lo, w);
+                lo += w;
+                r
+            })
+            .collect()
     }
 
     fn code(&self) -> (u8, u32) {
@@ -425,13 +442,75 @@ fn layout(party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Vec<usize> {
     v
 }
 
+/// Bit widths of each chunk word's used positions: (gt half, eq half) —
+/// 2^width each, eq 0 where the merge does not use eq_j.
+fn table_segments(shape: &TamiShape, plan: &Plan) -> Vec<(u32, u32)> {
+    let in_idx = leaf_inputs(plan);
+    shape.chunks().iter().enumerate().map(|(j, &(_, w))| (1u32 << w, if in_idx[j][1] == usize::MAX { 0 } else { 1u32 << w })).collect()
+}
+
+/// Bytes of one table half of 2^width positions on the wire.
+fn seg_bytes(bits: u32) -> usize {
+    bits.div_ceil(8) as usize
+}
+
+/// Writes table words (`n × chunks`, gt bits at 0.., eq bits at 32..) with
+/// only their used halves, each half in ⌈2^width / 8⌉ bytes (count word
+/// first).
+fn put_tables(b: &mut Blob, words: &[u64], seg: &[(u32, u32)]) {
+    b.0.extend_from_slice(&(words.len() as u64).to_le_bytes());
+    let per: usize = seg.iter().map(|&(g, e)| seg_bytes(g) + seg_bytes(e)).sum();
+    b.0.reserve(per * (words.len() / seg.len().max(1)));
+    for row in words.chunks_exact(seg.len()) {
+        for (&t, &(g, e)) in row.iter().zip(seg) {
+            b.0.extend_from_slice(&(t as u32).to_le_bytes()[..seg_bytes(g)]);
+            b.0.extend_from_slice(&((t >> 32) as u32).to_le_bytes()[..seg_bytes(e)]);
+        }
+    }
+}
+
+/// Reads what [`put_tables`] wrote: exactly `expect` words; a bit outside
+/// a half's 2^width positions is an error.
+fn take_tables(r: &mut BlobReader<'_>, expect: usize, seg: &[(u32, u32)]) -> Result<Vec<u64>> {
+    let per: usize = seg.iter().map(|&(g, e)| seg_bytes(g) + seg_bytes(e)).sum();
+    let rows = if seg.is_empty() { 0 } else { expect / seg.len() };
+    let bytes = r.take_bytes(expect, rows * per)?;
+    let mut out = Vec::with_capacity(expect);
+    let mut bad = 0u64;
+    let mut pos = 0usize;
+    for _ in 0..rows {
+        for &(g, e) in seg {
+            let mut half = |bits: u32| -> u64 {
+                let k = seg_bytes(bits);
+                let mut a = [0u8; 4];
+                a[..k].copy_from_slice(&bytes[pos..pos + k]);
+                pos += k;
+                let v = u32::from_le_bytes(a) as u64;
+                bad |= v >> bits.min(32);
+                v
+            };
+            let gt = half(g);
+            let eq = half(e);
+            out.push(gt | (eq << 32));
+        }
+    }
+    if bad != 0 {
+        return Err(Error::Malformed("TAMI tables: a bit outside the table positions".into()));
+    }
+    Ok(out)
+}
+
 impl TamiShare {
     /// The byte form: ring values (τ, m, ρ, ρ(s + m), s) at ⌈bits/8⌉ bytes,
-    /// bit words as words.
+    /// tables and pads as a bit stream of their used positions, other bit
+    /// words as words.
     pub fn to_bytes(&self, shape: &TamiShape) -> Vec<u8> {
         let (l, sb) = (shape.bits, shape.sent_bits());
         let mut b = Blob::new();
-        b.put_ring(&self.tau, sb).put_ring(&self.input, l).put(&self.tables).put(&self.pad);
+        let seg = table_segments(shape, &shape.plan());
+        b.put_ring(&self.tau, sb).put_ring(&self.input, l);
+        put_tables(&mut b, &self.tables, &seg);
+        put_tables(&mut b, &self.pad, &seg);
         for s in &self.subsets {
             b.put(s);
         }
@@ -451,8 +530,9 @@ impl TamiShare {
         let mut s = TamiShare::default();
         s.tau = r.take_ring(next(), sb)?;
         s.input = r.take_ring(next(), l)?;
-        s.tables = r.take(next())?;
-        s.pad = r.take(next())?;
+        let seg = table_segments(shape, plan);
+        s.tables = take_tables(&mut r, next(), &seg)?;
+        s.pad = take_tables(&mut r, next(), &seg)?;
         for _ in &plan.levels {
             s.subsets.push(r.take(next())?);
         }
@@ -644,29 +724,42 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
     let r1 = clip_words(stream(key, S_R1, w * t0), t0, tail);
     // A's pads S = U ⊕ T, where U = B's uniform padded tables and
     // T_j[u] = (gt(u ⊕ τ_j, x'_j), eq(u ⊕ τ_j, x'_j)) ⊕ r.
+    // Per chunk width, the unmasked leaf word for every (x'_j, τ_j):
+    // lut[(x'_j << w) | τ_j] = gt | eq << 32 as a function of u = ŷ_j.
+    let mut luts: [Vec<u64>; 6] = Default::default();
+    for &(_, width) in &chunks {
+        let wi = width as usize;
+        if luts[wi].is_empty() {
+            let (cm, full) = ((1u64 << width) - 1, if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 });
+            luts[wi] = (0..=cm)
+                .flat_map(|xj| (0..=cm).map(move |tj| (xj, tj)))
+                .map(|(xj, tj)| {
+                    let gt = xor_permute(full & !((2u64 << xj) - 1), tj as u32, width);
+                    let eq = xor_permute(1u64 << xj, tj as u32, width);
+                    gt | (eq << 32)
+                })
+                .collect();
+        }
+    }
     let mut pad = vec![0u64; n * nc];
     for i in 0..n {
         let xc = threshold(shape, b.input[i]);
         let (wi, bi) = (i / 64, i % 64);
+        let rw = &r1[wi * t0..(wi + 1) * t0];
         for (j, &(lo, width)) in chunks.iter().enumerate() {
             let cm = (1u64 << width) - 1;
             let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
             let xj = (xc >> lo) & cm;
-            let tj = ((tau[i] >> lo) & cm) as u32;
-            let mut gt = full & !((2u64 << xj) - 1);
-            let mut eq = 1u64 << xj;
-            gt = xor_permute(gt, tj, width);
-            eq = xor_permute(eq, tj, width);
-            if (r1[wi * t0 + in_idx[j][0]] >> bi) & 1 == 1 {
-                gt ^= full;
-            }
+            let tj = (tau[i] >> lo) & cm;
+            let mut v = luts[width as usize][((xj << width) | tj) as usize];
+            v ^= full & 0u64.wrapping_sub((rw[in_idx[j][0]] >> bi) & 1);
             let ie = in_idx[j][1];
             if ie == usize::MAX {
-                eq = 0;
-            } else if (r1[wi * t0 + ie] >> bi) & 1 == 1 {
-                eq ^= full;
+                v &= full;
+            } else {
+                v ^= (full << 32) & 0u64.wrapping_sub((rw[ie] >> bi) & 1);
             }
-            pad[i * nc + j] = (gt | (eq << 32)) ^ b.tables[i * nc + j];
+            pad[i * nc + j] = v ^ b.tables[i * nc + j];
         }
     }
     // Subset products ∏_U r, level by level, XOR B's shares; level ≥ 1
