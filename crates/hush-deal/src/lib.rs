@@ -78,6 +78,13 @@ pub trait Description: Send + Sync {
     /// `party`'s share (0 = the module role `Sender`, 1 = `Receiver`) of
     /// `n` elements, as bytes: a pure function of `key` and the parameters.
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>>;
+    /// Both parties' shares at once (what a dealer that serves both parties
+    /// computes): equal to `(deal(key, 0, ..), deal(key, 1, ..))`. Kinds
+    /// whose dealing computes both anyway (FSS key generation, TAMI) override
+    /// it to do that work once.
+    fn deal_pair(&self, key: Block, n: u32, params: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        Ok((self.deal(key, 0, n, params)?, self.deal(key, 1, n, params)?))
+    }
     /// The party whose share is **seeded**: a pure function of its own
     /// sub-key [`sub_key`]`(key, party)` and the parameters, computed by
     /// [`Description::expand`] — `deal(key, p, ..)` must equal
@@ -108,7 +115,7 @@ pub fn sub_key(key: Block, party: u8) -> Block {
 }
 
 /// A request for one batch of a dealing kind.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DealRequest {
     pub kind: String,
     pub batch: u64,

@@ -144,12 +144,18 @@ const DEAL_CHUNK: usize = 64;
 /// (one AES call per tree level across the chunk); the PRG draws happen in
 /// the same order as one-at-a-time generation, so the output is identical.
 pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
+    deal_parties(key, &[party], n, shape).pop().expect("one party")
+}
+
+/// The shares of `parties` (each 0 or 1) from one key generation: what a
+/// dealer serving both parties computes once.
+pub fn deal_parties(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
     let l = shape.bits;
     let lm = ring_mask(l);
     let mut vprg = Prg::with_nonce(key, 1);
     let mut kprg = Prg::with_nonce(key, 2);
-    let mut s = FssShare { vals: Vec::with_capacity(n), offs: Vec::new(), keys: Vec::with_capacity(n * shape.key_bytes()) };
-    let p = party as usize;
+    let mut out: Vec<FssShare> =
+        parties.iter().map(|_| FssShare { vals: Vec::with_capacity(n), offs: Vec::new(), keys: Vec::with_capacity(n * shape.key_bytes()) }).collect();
     let mut ms: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
     let mut rs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
     let mut cs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
@@ -185,10 +191,13 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
                 let wm = ring_mask(l + 1);
                 let zeros = vec![0u64; cn];
                 let (k0, k1) = drelu_gen_batch(&mut kprg, l + 1, &rs, &zeros, 1);
-                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
-                    k.append_to(&mut s.keys);
-                    let (m, r) = (ms[j], rs[j]);
-                    s.vals.push(if p == 0 { r.wrapping_sub(m).wrapping_sub(1) & wm } else { m });
+                for (s, &p) in out.iter_mut().zip(parties) {
+                    let p = p as usize;
+                    for (j, k) in (if p == 0 { &k0 } else { &k1 }).iter().enumerate() {
+                        k.append_to(&mut s.keys);
+                        let (m, r) = (ms[j], rs[j]);
+                        s.vals.push(if p == 0 { r.wrapping_sub(m).wrapping_sub(1) & wm } else { m });
+                    }
                 }
             }
             FssGate::Millionaire => {
@@ -199,25 +208,34 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
                     os.push(r_out);
                 }
                 let (k0, k1) = lt_gen_batch(&mut kprg, l, &rs, &cs, &os, 1);
-                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
-                    k.append_to(&mut s.keys);
-                    s.vals.push(if p == 0 { rs[j] } else { ms[j] });
+                for (s, &p) in out.iter_mut().zip(parties) {
+                    let p = p as usize;
+                    for (j, k) in (if p == 0 { &k0 } else { &k1 }).iter().enumerate() {
+                        k.append_to(&mut s.keys);
+                        s.vals.push(if p == 0 { rs[j] } else { ms[j] });
+                    }
                 }
             }
             FssGate::Drelu => {
                 let zeros = vec![0u64; cn];
                 let (k0, k1) = drelu_gen_batch(&mut kprg, l, &rs, &zeros, 1);
-                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
-                    k.append_to(&mut s.keys);
-                    s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
+                for (s, &p) in out.iter_mut().zip(parties) {
+                    let p = p as usize;
+                    for (j, k) in (if p == 0 { &k0 } else { &k1 }).iter().enumerate() {
+                        k.append_to(&mut s.keys);
+                        s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
+                    }
                 }
             }
             FssGate::Relu => {
                 let zeros = vec![0u64; cn];
                 let (k0, k1) = relu_gen_batch(&mut kprg, l, &rs, &zeros);
-                for (j, k) in (if p == 0 { k0 } else { k1 }).iter().enumerate() {
-                    k.append_to(&mut s.keys);
-                    s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
+                for (s, &p) in out.iter_mut().zip(parties) {
+                    let p = p as usize;
+                    for (j, k) in (if p == 0 { &k0 } else { &k1 }).iter().enumerate() {
+                        k.append_to(&mut s.keys);
+                        s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
+                    }
                 }
             }
             FssGate::Trunc { f } => {
@@ -233,18 +251,21 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
                 lo.zeroize();
                 let (b0, b1) = pairs.pop().expect("two specs");
                 let (a0, a1) = pairs.pop().expect("two specs");
-                let (ka, kb) = if p == 0 { (a0, b0) } else { (a1, b1) };
-                for j in 0..cn {
-                    let (m, r, off0) = (ms[j], rs[j], os[j]);
-                    let total = 0u64.wrapping_sub(r >> f).wrapping_sub(1u64 << (l - 1 - f)) & lm;
-                    ka[j].append_to(&mut s.keys);
-                    kb[j].append_to(&mut s.keys);
-                    if p == 0 {
-                        s.offs.push(off0);
-                        s.vals.push(m.wrapping_add(r) & lm);
-                    } else {
-                        s.offs.push(total.wrapping_sub(off0) & lm);
-                        s.vals.push(m);
+                for (s, &p) in out.iter_mut().zip(parties) {
+                    let p = p as usize;
+                    let (ka, kb) = if p == 0 { (&a0, &b0) } else { (&a1, &b1) };
+                    for j in 0..cn {
+                        let (m, r, off0) = (ms[j], rs[j], os[j]);
+                        let total = 0u64.wrapping_sub(r >> f).wrapping_sub(1u64 << (l - 1 - f)) & lm;
+                        ka[j].append_to(&mut s.keys);
+                        kb[j].append_to(&mut s.keys);
+                        if p == 0 {
+                            s.offs.push(off0);
+                            s.vals.push(m.wrapping_add(r) & lm);
+                        } else {
+                            s.offs.push(total.wrapping_sub(off0) & lm);
+                            s.vals.push(m);
+                        }
                     }
                 }
             }
@@ -255,7 +276,7 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
     rs.zeroize();
     cs.zeroize();
     os.zeroize();
-    s
+    out
 }
 
 #[cfg(test)]
@@ -335,6 +356,17 @@ mod tests {
                         assert_eq!(a.to_bytes(), b.to_bytes(), "{shape:?} n {n} party {party}");
                         assert_eq!(a.keys.len(), n * shape.key_bytes());
                     }
+                    // one generation for both parties (a dealer serving both) = each alone
+                    if n > 0 {
+                        let key = Block(0xfeed_0000 + bits as u128);
+                        let (p0, p1) = FSS_KEYS.deal_pair(key, n as u32, &{
+                            let mut w = Writer::default();
+                            shape.encode(&mut w);
+                            w.0
+                        }).unwrap();
+                        assert_eq!(p0, deal(key, 0, n, &shape).to_bytes(), "{shape:?} pair, party 0");
+                        assert_eq!(p1, deal(key, 1, n, &shape).to_bytes(), "{shape:?} pair, party 1");
+                    }
                 }
             }
         }
@@ -373,5 +405,11 @@ impl Description for FssKeys {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         Ok(deal(key, party, n as usize, &Self::shape(params)?).to_bytes())
+    }
+    fn deal_pair(&self, key: Block, n: u32, params: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        let mut v = deal_parties(key, &[0, 1], n as usize, &Self::shape(params)?);
+        let b = v.pop().expect("two").to_bytes();
+        let a = v.pop().expect("two").to_bytes();
+        Ok((a, b))
     }
 }

@@ -367,6 +367,7 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     let mut module = provider.module;
     if let Some(c) = cot_set {
         let (nl, he) = he_session(ch, SERVER, &opts.mode, &opts.tee, c, &opts.he_params, model, plan, chunk)?;
+        ch.send(READY)?;
         return Ok(ServerSession { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0 });
     }
     establish(&mut module, ch, opts, ModuleRole::Sender)?;
@@ -374,7 +375,25 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, chunk)?;
     let mut pre = engine::Predealt::default();
     engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
+    ch.send(READY)?;
     Ok(ServerSession { module, nl, he: None, pre, predeal_mem })
+}
+
+/// The server's "ready" message: sent, unasked, when its offline work for
+/// the next inference (session set-up, pre-dealing) is done. A client
+/// waits for it before it sends an inference request "I" and starts its
+/// online phase (and clock), so a client's online time never includes the
+/// server's offline tail (in dealer mode the server's pre-dealing takes
+/// longer than the client's, whose shares are seeded). The last one of a
+/// session may go unread: a client that is done sends "Q" (or leaves).
+const READY: &[u8] = b"R";
+
+/// Waits for the server's [`READY`].
+fn await_ready(ch: &mut dyn Channel) -> Result<()> {
+    match ch.recv()?.as_slice() {
+        b"R" => Ok(()),
+        _ => Err(Error::Protocol("expected the server's ready message".into())),
+    }
 }
 
 fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
@@ -629,6 +648,11 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
                 if he.is_none() {
                     engine::predeal(plan, &mut module, &mut *nl, &mut pre, served as u64, predeal_mem)?;
                 }
+                match ch.send(READY) {
+                    // a client that is done may have left already
+                    Err(hush_transport::Error::Disconnected) => return Ok(served),
+                    r => r?,
+                }
             }
             _ => return Err(Error::Protocol("unknown session control message".into())),
         }
@@ -812,6 +836,7 @@ impl<C: Channel> ClientSession<C> {
     fn infer_checked(&mut self, x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
         let xq = self.plan.encode_input(x)?;
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
+        await_ready(&mut self.ch)?;
         let t0 = Instant::now();
         self.ch.send(b"I")?;
         let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
@@ -867,6 +892,7 @@ impl<C: Channel> ClientSession<C> {
     }
 
     fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+        await_ready(&mut self.ch)?;
         self.ch.send(b"I")?;
         let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
         let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;

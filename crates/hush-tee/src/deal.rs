@@ -107,6 +107,73 @@ fn admit(m: &Module, kinds: &Kinds, st: &DealState, req: &DealRequest) -> Result
     Ok((d, party, key))
 }
 
+/// A batch admitted ahead of its request (the dealer service's
+/// speculation, see `crate::dealer`): the checks are done and the batch key
+/// derived, nothing is recorded or released. Computing it gives exactly the
+/// share a request for it would get; the key is erased on drop.
+pub struct Prepared {
+    pub req: DealRequest,
+    d: &'static dyn Description,
+    party: u8,
+    key: hush_primitives::Block,
+}
+
+impl Prepared {
+    /// The share, as [`handle`] would deal it.
+    pub fn compute(&self) -> Result<Vec<u8>> {
+        Ok(self.d.deal(self.key, self.party, self.req.n, &self.req.params)?)
+    }
+    /// Whether a [`crate::Request::DealSeeded`] for it would be answered
+    /// with a sub-key rather than the share.
+    pub fn seeded(&self) -> bool {
+        self.d.seeded_party() == Some(self.party)
+    }
+    /// Whether the other party's share would be a sub-key.
+    pub fn other_seeded(&self) -> bool {
+        self.d.seeded_party() == Some(1 - self.party)
+    }
+    /// The party whose module admitted it.
+    pub fn party(&self) -> u8 {
+        self.party
+    }
+    /// This party's sub-key.
+    pub fn sub_key(&self) -> hush_primitives::Block {
+        hush_deal::sub_key(self.key, self.party)
+    }
+    /// Party `p`'s share (a dealer serving both roles computes the other's).
+    pub fn compute_party(&self, p: u8) -> Result<Vec<u8>> {
+        Ok(self.d.deal(self.key, p, self.req.n, &self.req.params)?)
+    }
+    /// Both shares: (this party's, the other's).
+    pub fn compute_pair(&self) -> Result<(Vec<u8>, Vec<u8>)> {
+        let (a, b) = self.d.deal_pair(self.key, self.req.n, &self.req.params)?;
+        Ok(if self.party == 0 { (a, b) } else { (b, a) })
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.key.0);
+    }
+}
+
+/// Admits `req` now (as [`handle`] would) without dealing or recording it.
+pub fn prepare(m: &Module, kinds: &Kinds, st: &DealState, req: &DealRequest) -> Result<Prepared> {
+    let (d, party, key) = admit(m, kinds, st, req)?;
+    Ok(Prepared { req: req.clone(), d, party, key })
+}
+
+/// Records that `req`'s batch was released (after a [`Prepared`] share
+/// was sent); refuses, as [`handle`] does, a batch not above the last.
+pub fn commit(st: &mut DealState, kinds: &Kinds, req: &DealRequest) -> Result<()> {
+    let d = kinds.find(&req.kind).ok_or_else(|| Error::Refused(format!("unknown dealing kind '{}'", req.kind)))?;
+    if st.last(d.kind()).is_some_and(|last| req.batch <= last) {
+        return Err(Error::Refused(format!("{} batch {} already dealt or out of order", d.kind(), req.batch)));
+    }
+    st.last.insert(d.kind(), req.batch);
+    Ok(())
+}
+
 /// A host's side of a seeded release: its share from the sub-key, with the
 /// description the provider used (`kinds` must be the provider's).
 pub fn expand(kinds: &Kinds, req: &DealRequest, sub: hush_primitives::Block) -> Result<Vec<u8>> {

@@ -143,6 +143,8 @@ struct Slot {
     seed: Zeroizing<[u8; 32]>,
     receiver_claimed: bool,
     live_connections: u8,
+    /// Batches one role's request computed for the other (see [`Paired`]).
+    paired: Arc<Paired>,
 }
 
 #[derive(Default)]
@@ -244,7 +246,7 @@ pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Syn
 }
 
 /// Claims (session, role) in the table; returns the session's seed.
-fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &DealerConfig) -> std::result::Result<Zeroizing<[u8; 32]>, String> {
+fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &DealerConfig) -> std::result::Result<(Zeroizing<[u8; 32]>, Arc<Paired>), String> {
     let mut t = table.lock().map_err(|_| "dealer table poisoned".to_string())?;
     match role {
         ModuleRole::Sender => {
@@ -259,8 +261,9 @@ fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &Deal
                 Some(s) => seed.copy_from_slice(&s),
                 None => Prg::from_os().fill_bytes(&mut *seed),
             }
-            t.sessions.insert(*session, Slot { seed: seed.clone(), receiver_claimed: false, live_connections: 1 });
-            Ok(seed)
+            let paired = Arc::new(Paired::default());
+            t.sessions.insert(*session, Slot { seed: seed.clone(), receiver_claimed: false, live_connections: 1, paired: paired.clone() });
+            Ok((seed, paired))
         }
         ModuleRole::Receiver => {
             let slot = t.sessions.get_mut(session).ok_or_else(|| "unknown session (no server opened it at this dealer)".to_string())?;
@@ -269,7 +272,7 @@ fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &Deal
             }
             slot.receiver_claimed = true;
             slot.live_connections += 1;
-            Ok(slot.seed.clone())
+            Ok((slot.seed.clone(), slot.paired.clone()))
         }
     }
 }
@@ -311,6 +314,16 @@ fn role_name(r: ModuleRole) -> &'static str {
     }
 }
 
+/// A dealing request through the session's [`Paired`] dealing: admitted
+/// and recorded by this role's module exactly as [`Module::handle`] would.
+fn deal_paired(module: &mut Module, paired: &Arc<Paired>, d: &DealRequest, seeded_req: bool) -> Response {
+    let r = module.prepare_deal(d).and_then(|p| paired.serve(p, seeded_req)).and_then(|resp| {
+        module.commit_deal(d)?;
+        Ok(resp)
+    });
+    r.unwrap_or_else(|e| Response::Error(e.to_string()))
+}
+
 /// One party's connection: join, then requests until it ends.
 fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Result<String> {
     let mut ch = TcpChannel::from_accepted(stream, channel_options(), &cfg.link)?;
@@ -322,7 +335,7 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Re
             return Err(e);
         }
     };
-    let seed = match claim(table, &session, role, cfg) {
+    let (seed, paired) = match claim(table, &session, role, cfg) {
         Ok(s) => s,
         Err(e) => {
             let _ = ch.send(&Response::Error(format!("dealer refused the {}: {e}", role_name(role))).encode());
@@ -341,9 +354,15 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Re
                 Err(hush_transport::Error::Disconnected) => return Ok(n),
                 Err(e) => return Err(e.into()),
             };
-            let resp = module.handle_bytes(&req);
+            let decoded = Request::decode(&req);
             req.zeroize();
-            ch.send(&resp)?;
+            let resp = match decoded {
+                Ok(Request::Deal(d)) => deal_paired(&mut module, &paired, &d, false),
+                Ok(Request::DealSeeded(d)) => deal_paired(&mut module, &paired, &d, true),
+                Ok(r) => module.handle(&r).unwrap_or_else(|e| Response::Error(e.to_string())),
+                Err(e) => Response::Error(e.to_string()),
+            };
+            ch.send(&resp.encode())?;
             n += 1;
         }
     })();
@@ -352,6 +371,194 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Re
     match served {
         Ok(n) => Ok(format!("{} ended after {n} request(s); its state is erased", role_name(role))),
         Err(e) => Err(Error::Process(format!("{} ended with an error: {e}; its state is erased", role_name(role)))),
+    }
+}
+
+/// **Paired dealing.** The two roles of a session ask for the same batches
+/// (same kind, batch number, size and parameters; the parties number
+/// batches in the same order). Each role's module would compute the whole
+/// correlation and keep its own share — FSS key generation, for one, makes
+/// both keys either way — so the dealer computes each batch once: the first
+/// role to ask computes both shares ([`hush_deal::Description::deal_pair`])
+/// and leaves the other role's share here, the other role's request takes
+/// it (waiting if it is still being computed). A client's request for a
+/// seeded kind is answered with its sub-key at once and starts the server's
+/// share on a helper thread: the client's dealing runs ahead of the
+/// server's (it is cheap), so the server's share is often ready, or being
+/// computed, before the server asks — the dealer's computation overlaps the
+/// transfer of the previous batch.
+///
+/// What changes in the releases: nothing. Both roles' modules admit each
+/// request with their own checks and record it (one release per batch per
+/// role), and derive the same batch key; a share left here is released
+/// only to its own role's connection, only for that exact request, and
+/// erased when taken, or unreleased when the session ends.
+#[derive(Default)]
+struct Paired {
+    st: Mutex<HashMap<DealRequest, PairEntry>>,
+    cv: std::sync::Condvar,
+}
+
+/// A batch computed for the other role: shares by party, whether a
+/// computation is under way, which roles have been served.
+struct PairEntry {
+    shares: [Option<Vec<u8>>; 2],
+    computing: bool,
+    served: [bool; 2],
+}
+
+impl PairEntry {
+    /// Being computed on `me`'s request, which it serves.
+    fn computing(me: usize) -> Self {
+        PairEntry { shares: [None, None], computing: true, served: [me == 0, me == 1] }
+    }
+}
+
+impl Drop for PairEntry {
+    fn drop(&mut self) {
+        for s in self.shares.iter_mut().flatten() {
+            s.zeroize();
+        }
+    }
+}
+
+/// Ends an entry's computation with nothing if the computing thread
+/// unwinds, so the other role never waits for it forever.
+struct Unfinished<'a>(&'a Paired, &'a DealRequest, usize);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        self.0.finish(self.1, self.2, None);
+    }
+}
+
+/// Most batches held for the other role (the roles run in lockstep, so a
+/// few are enough; beyond this each role computes its own share).
+const MAX_PAIRED: usize = 64;
+
+use crate::deal::{DealRequest, Prepared};
+
+impl Paired {
+    /// This role's share of the admitted request `p` (`seeded_req`: the
+    /// role can expand a sub-key).
+    fn serve(self: &Arc<Self>, p: Prepared, seeded_req: bool) -> Result<Response> {
+        let me = p.party() as usize;
+        let other = 1 - me;
+        if seeded_req && p.seeded() {
+            // the client's sub-key now; the server's share on a helper thread
+            let start = {
+                let mut st = self.st.lock().map_err(|_| Error::Process("dealer pairing lock".into()))?;
+                let len = st.len();
+                match st.get_mut(&p.req) {
+                    Some(e) => {
+                        e.served[me] = true;
+                        if let Some(mut s) = e.shares[me].take() {
+                            s.zeroize();
+                        }
+                        if e.served[other] && !e.computing {
+                            st.remove(&p.req);
+                        }
+                        false
+                    }
+                    None if len < MAX_PAIRED => {
+                        st.insert(p.req.clone(), PairEntry::computing(me));
+                        true
+                    }
+                    None => false,
+                }
+            };
+            let sub = p.sub_key();
+            if start {
+                let this = self.clone();
+                let spawned = std::thread::Builder::new().name("hush-dealer-pair".into()).spawn(move || {
+                    let guard = Unfinished(&this, &p.req, other);
+                    let r = p.compute_party(other as u8);
+                    std::mem::forget(guard);
+                    this.finish(&p.req, other, r.ok());
+                });
+                if spawned.is_err() {
+                    self.abandon_all();
+                }
+            }
+            return Ok(Response::Seed(sub));
+        }
+        let mut st = self.st.lock().map_err(|_| Error::Process("dealer pairing lock".into()))?;
+        loop {
+            match st.get_mut(&p.req) {
+                Some(e) if e.shares[me].is_some() => {
+                    let share = e.shares[me].take().expect("checked");
+                    e.served[me] = true;
+                    if e.served[other] || !e.computing {
+                        if e.served[other] {
+                            st.remove(&p.req);
+                        }
+                    }
+                    return Ok(Response::Dealt(share));
+                }
+                Some(e) if e.computing => {
+                    st = self.cv.wait(st).map_err(|_| Error::Process("dealer pairing lock".into()))?;
+                }
+                Some(_) => {
+                    // computed without this role's share (a failure): deal it alone
+                    st.remove(&p.req);
+                    drop(st);
+                    return Ok(Response::Dealt(p.compute_party(me as u8)?));
+                }
+                None => break,
+            }
+        }
+        if st.len() >= MAX_PAIRED {
+            drop(st);
+            return Ok(Response::Dealt(p.compute_party(me as u8)?));
+        }
+        st.insert(p.req.clone(), PairEntry::computing(me));
+        drop(st);
+        let guard = Unfinished(self, &p.req, other);
+        if p.other_seeded() {
+            // the other role (the client) gets a sub-key: compute only this share
+            let r = p.compute_party(me as u8);
+            std::mem::forget(guard);
+            self.finish(&p.req, other, None);
+            return Ok(Response::Dealt(r?));
+        }
+        let r = p.compute_pair();
+        std::mem::forget(guard);
+        match r {
+            Ok((mine, theirs)) => {
+                self.finish(&p.req, other, Some(theirs));
+                Ok(Response::Dealt(mine))
+            }
+            Err(e) => {
+                self.finish(&p.req, other, None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends a computation: `share` is party `p`'s (None: not computed, or
+    /// not needed). The entry stays until `p`'s request takes or clears it.
+    fn finish(&self, req: &DealRequest, p: usize, share: Option<Vec<u8>>) {
+        if let Ok(mut st) = self.st.lock() {
+            if let Some(e) = st.get_mut(req) {
+                e.computing = false;
+                if e.served[p] {
+                    if let Some(mut s) = share {
+                        s.zeroize();
+                    }
+                    st.remove(req);
+                } else {
+                    e.shares[p] = share;
+                }
+            }
+        }
+        self.cv.notify_all();
+    }
+
+    fn abandon_all(&self) {
+        if let Ok(mut st) = self.st.lock() {
+            st.clear();
+        }
+        self.cv.notify_all();
     }
 }
 

@@ -455,6 +455,16 @@ impl Module {
         Ok(self.established()?.1)
     }
 
+    /// Admits a dealing request ahead of time (see [`crate::deal::prepare`]).
+    pub fn prepare_deal(&self, req: &crate::deal::DealRequest) -> Result<crate::deal::Prepared> {
+        crate::deal::prepare(self, &self.kinds, &self.deal, req)
+    }
+
+    /// Records the release of a prepared batch (see [`crate::deal::commit`]).
+    pub fn commit_deal(&mut self, req: &crate::deal::DealRequest) -> Result<()> {
+        crate::deal::commit(&mut self.deal, &self.kinds, req)
+    }
+
     /// A 128-bit key derived from the synchronized seed under `label`.
     pub fn derive_key(&self, label: &str) -> Result<Block> {
         Ok(self.established()?.0.derive(label))
