@@ -216,5 +216,18 @@ fn seeded_release_sends_the_client_a_sub_key_that_expands_to_its_share() {
     // a seeded request obeys the one-release-per-batch rule
     let e = ca.call(&Request::Deal(TamiTables::request(1, n, &shape))).unwrap_err();
     assert!(e.to_string().contains("already dealt"), "{e}");
+    // linear masks B, R_C: the seeded client gets the same masks for 16 bytes
+    use hush_tee::linear_deal::LinearRequest;
+    let lin = LinearRequest::Deal { layer: 3, batch: 0, bits: 37, in_len: 5000, out_len: 7000 };
+    let before = ca.stats().bytes_from_module;
+    let (ra, rb) = (ca.call(&Request::Linear(lin.clone())).unwrap(), cb.call(&Request::Linear(lin.clone())).unwrap());
+    let (ma, mb) = match (&ra, &rb) {
+        (Response::Linear(a), Response::Linear(b)) => (a, b),
+        r => panic!("{r:?}"),
+    };
+    assert!(ca.stats().bytes_from_module - before < 64, "masks crossed as a key");
+    assert_eq!((ma.first.len(), ma.second.len()), (5000, 7000));
+    assert_eq!((&ma.first, &ma.second), (&mb.first, &mb.second), "expanded masks = dealt masks");
+    assert!(ca.call(&Request::Linear(lin)).unwrap_err().to_string().contains("already dealt"));
     h.shutdown();
 }

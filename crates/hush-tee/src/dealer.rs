@@ -619,8 +619,10 @@ impl DealerModule {
     /// this one the dealer answers with the 16-byte sub-key, expanded here
     /// with `kinds` (the same descriptions the dealer serves) into exactly
     /// the share it would have sent. For hush's kinds that is the client's
-    /// (party 1's) share of triples and TAMI batches: the client's link to
-    /// the dealer carries 16 bytes per batch instead of the share.
+    /// (party 1's) share of triples and TAMI batches, and (as
+    /// [`Request::LinearSeeded`]) its linear-layer masks B and R_C: the
+    /// client's link to the dealer carries 16 bytes per batch instead of
+    /// the share.
     pub fn with_kinds(mut self, kinds: crate::deal::Kinds) -> Self {
         self.kinds = Some(kinds);
         self
@@ -641,6 +643,7 @@ impl TrustedModule for DealerModule {
     fn call(&mut self, req: &Request) -> Result<Response> {
         let seeded = match (req, &self.kinds) {
             (Request::Deal(d), Some(_)) => Some(Request::DealSeeded(d.clone())),
+            (Request::Linear(l @ crate::linear_deal::LinearRequest::Deal { .. }), Some(_)) => Some(Request::LinearSeeded(l.clone())),
             _ => None,
         };
         let q = seeded.as_ref().unwrap_or(req).encode();
@@ -655,6 +658,13 @@ impl TrustedModule for DealerModule {
         match (&resp, req, &self.kinds) {
             (Response::Error(e), _, _) => Err(Error::Refused(e.clone())),
             (Response::Seed(k), Request::Deal(d), Some(kinds)) => Ok(Response::Dealt(crate::deal::expand(kinds, d, *k)?)),
+            (Response::Seed(k), Request::Linear(crate::linear_deal::LinearRequest::Deal { bits, in_len, out_len, .. }), Some(_)) => {
+                if !(1..=64).contains(bits) || *in_len as usize > crate::linear_deal::MAX_LINEAR_ELEMS || *out_len as usize > crate::linear_deal::MAX_LINEAR_ELEMS {
+                    return Err(Error::Malformed("dealer: a mask seed for an out-of-range layer".into()));
+                }
+                let (first, second) = crate::linear_deal::expand_masks(*k, *bits, *in_len as usize, *out_len as usize);
+                Ok(Response::Linear(crate::linear_deal::LinearResponse { first, second }))
+            }
             (Response::Seed(_), _, _) => Err(Error::Malformed("dealer: a seed where a share was expected".into())),
             _ => Ok(resp),
         }

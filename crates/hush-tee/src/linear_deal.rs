@@ -455,7 +455,17 @@ pub struct LinearState {
 /// The two seed-derived streams of (layer, batch): B (in_len) and R_C
 /// (out_len), reduced mod 2^bits.
 fn masks(m: &Module, layer: u32, batch: u64, bits: u32, in_len: usize, out_len: usize) -> Result<(Vec<u64>, Vec<u64>)> {
-    let key = m.derive_key(&format!("linear/{layer}/{batch}/{bits}/{in_len}/{out_len}"))?;
+    Ok(expand_masks(mask_key(m, layer, batch, bits, in_len, out_len)?, bits, in_len, out_len))
+}
+
+/// The key of (layer, batch)'s masks B and R_C.
+fn mask_key(m: &Module, layer: u32, batch: u64, bits: u32, in_len: usize, out_len: usize) -> Result<hush_primitives::Block> {
+    m.derive_key(&format!("linear/{layer}/{batch}/{bits}/{in_len}/{out_len}"))
+}
+
+/// B (in_len) and R_C (out_len) from their key: the client's share, which
+/// a dealer may release as the key itself (see [`handle_seeded`]).
+pub fn expand_masks(key: hush_primitives::Block, bits: u32, in_len: usize, out_len: usize) -> (Vec<u64>, Vec<u64>) {
     let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
     let draw = |nonce: u64, n: usize| -> Vec<u64> {
         let mut prg = Prg::with_nonce(key, nonce);
@@ -465,7 +475,42 @@ fn masks(m: &Module, layer: u32, batch: u64, bits: u32, in_len: usize, out_len: 
         bytes.zeroize();
         v
     };
-    Ok((draw(0, in_len), draw(1, out_len)))
+    (draw(0, in_len), draw(1, out_len))
+}
+
+/// As [`handle`], from a host that can expand its masks itself (the
+/// dealer service's client): the client's (receiver's) deal is answered
+/// with the key of (layer, batch)'s masks — 16 bytes instead of B and R_C.
+/// Releasing the key tells the client exactly B and R_C, its share: the
+/// key is used for nothing else (the server's module derives the same B
+/// and R_C from it to compute W·B − R_C, which the client never sees).
+pub fn handle_seeded(m: &Module, role: ModuleRole, st: &mut LinearState, req: &LinearRequest) -> Result<crate::module::Response> {
+    match (role, req) {
+        (ModuleRole::Receiver, LinearRequest::Deal { layer, batch, bits, in_len, out_len }) => {
+            check_deal(st, *layer, *batch, *bits, *in_len, *out_len)?;
+            let key = mask_key(m, *layer, *batch, *bits, *in_len as usize, *out_len as usize)?;
+            st.last_batch.insert(*layer, *batch);
+            Ok(crate::module::Response::Seed(key))
+        }
+        _ => Ok(crate::module::Response::Linear(handle(m, role, st, req)?)),
+    }
+}
+
+/// The checks of a deal request: ring width, sizes, a fresh batch.
+fn check_deal(st: &LinearState, layer: u32, batch: u64, bits: u32, in_len: u32, out_len: u32) -> Result<()> {
+    if !(1..=64).contains(&bits) {
+        return Err(Error::Refused(format!("ring width {bits} out of range 1..=64")));
+    }
+    let (n_in, n_out) = (in_len as usize, out_len as usize);
+    if n_in == 0 || n_out == 0 || n_in > MAX_LINEAR_ELEMS || n_out > MAX_LINEAR_ELEMS {
+        return Err(Error::Refused(format!("linear sizes {n_in} -> {n_out} out of range")));
+    }
+    if let Some(&last) = st.last_batch.get(&layer) {
+        if batch <= last {
+            return Err(Error::Refused(format!("linear layer {layer}: batch {batch} already dealt or out of order (last was {last})")));
+        }
+    }
+    Ok(())
 }
 
 /// The dispatch target of the linear-layer request kind.
@@ -487,20 +532,8 @@ pub fn handle(m: &Module, role: ModuleRole, st: &mut LinearState, req: &LinearRe
             Ok(LinearResponse::default())
         }
         LinearRequest::Deal { layer, batch, bits, in_len, out_len } => {
-            if !(1..=64).contains(bits) {
-                return Err(Error::Refused(format!("ring width {bits} out of range 1..=64")));
-            }
+            check_deal(st, *layer, *batch, *bits, *in_len, *out_len)?;
             let (n_in, n_out) = (*in_len as usize, *out_len as usize);
-            if n_in == 0 || n_out == 0 || n_in > MAX_LINEAR_ELEMS || n_out > MAX_LINEAR_ELEMS {
-                return Err(Error::Refused(format!("linear sizes {n_in} -> {n_out} out of range")));
-            }
-            if let Some(&last) = st.last_batch.get(layer) {
-                if *batch <= last {
-                    return Err(Error::Refused(format!(
-                        "linear layer {layer}: batch {batch} already dealt or out of order (last was {last})"
-                    )));
-                }
-            }
             let resp = match role {
                 ModuleRole::Receiver => {
                     let (b, r) = masks(m, *layer, *batch, *bits, n_in, n_out)?;

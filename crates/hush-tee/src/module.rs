@@ -87,6 +87,11 @@ pub enum Request {
     /// Module-dealt linear layers (load the server's weights; deal B, R_C
     /// or W·B − R_C): see [`crate::linear_deal`].
     Linear(crate::linear_deal::LinearRequest),
+    /// As [`Request::Linear`], from a host that expands its masks itself:
+    /// the client's deal is answered with [`Response::Seed`] (see
+    /// [`crate::linear_deal::handle_seeded`]). What the dealer service's
+    /// parties send.
+    LinearSeeded(crate::linear_deal::LinearRequest),
     /// A two-party dealing kind (Beaver/AND triples, TAMI comparison
     /// batches, ...): see [`crate::deal`].
     Deal(crate::deal::DealRequest),
@@ -169,6 +174,7 @@ impl Request {
                 w.u8(12).u64(*batch).u32(*trees).u32(*height).u32(*level)
             }
             Request::Linear(l) => w.u8(30).bytes(&l.encode()),
+            Request::LinearSeeded(l) => w.u8(31).bytes(&l.encode()),
             Request::Deal(d) => {
                 w.u8(20);
                 d.encode(&mut w);
@@ -198,6 +204,7 @@ impl Request {
             11 => Request::GgmRoots { batch: r.u64()?, trees: r.u32()?, height: r.u32()? },
             12 => Request::GgmLevel { batch: r.u64()?, trees: r.u32()?, height: r.u32()?, level: r.u32()? },
             30 => Request::Linear(crate::linear_deal::LinearRequest::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
+            31 => Request::LinearSeeded(crate::linear_deal::LinearRequest::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Request::Deal(crate::deal::DealRequest::decode(&mut r)?),
             21 => Request::DealSeeded(crate::deal::DealRequest::decode(&mut r)?),
             250 => Request::InsecureTestSeed { role: ModuleRole::from_byte(r.u8()?)?, seed: r.array32()? },
@@ -391,6 +398,13 @@ impl Module {
                 let r = crate::linear_deal::handle(self, role, &mut st, l);
                 self.linear = st;
                 Ok(Response::Linear(r?))
+            }
+            Request::LinearSeeded(l) => {
+                let role = self.established()?.1;
+                let mut st = std::mem::take(&mut self.linear);
+                let r = crate::linear_deal::handle_seeded(self, role, &mut st, l);
+                self.linear = st;
+                r
             }
             Request::InsecureTestSeed { role, seed } => {
                 if !self.insecure_test_seed {
