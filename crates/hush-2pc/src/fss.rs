@@ -68,8 +68,11 @@ pub use hush_fss::deal::{FssGate, FssShape};
 use hush_fss::deal::{FssKeys, FssShare};
 use hush_transport::Channel;
 
-/// Elements per module crossing (bounds the size of one release).
-pub const DEAL_CHUNK: usize = 1 << 16;
+/// Elements per module crossing (bounds the size of one release). Small
+/// enough that a gate batch is several crossings of the same shape, which
+/// a dealer service computes one ahead of the request while the previous
+/// one crosses the link (see `hush_tee::dealer`, "Paired dealing").
+pub const DEAL_CHUNK: usize = 1 << 13;
 
 /// This party's keys in `hush-fss`'s evaluation layout: decoded and
 /// converted offline (in [`deal`]), so the online phase parses nothing.

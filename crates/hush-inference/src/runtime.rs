@@ -434,7 +434,7 @@ pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
     } else {
         (hush_transport::LinkSecurity::Insecure, None)
     };
-    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec, hush_2pc::deal::kinds()), Arc::new(|_| {}))?;
+    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec, hush_2pc::deal::kinds()), Arc::new(|l: String| if std::env::var_os("HUSH_DEALER_TRACE").is_some() { eprintln!("dealer: {l}") }))?;
     o.mode = Mode::Dealer { addr: h.addr.to_string(), pin };
     Ok(LocalDealer(Some(h)))
 }

@@ -321,7 +321,14 @@ fn deal_paired(module: &mut Module, paired: &Arc<Paired>, d: &DealRequest, seede
         module.commit_deal(d)?;
         Ok(resp)
     });
-    r.unwrap_or_else(|e| Response::Error(e.to_string()))
+    match r {
+        Ok(resp @ Response::Dealt(_)) => {
+            paired.speculate(module, d);
+            resp
+        }
+        Ok(resp) => resp,
+        Err(e) => Response::Error(e.to_string()),
+    }
 }
 
 /// One party's connection: join, then requests until it ends.
@@ -369,7 +376,12 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Re
     drop(module); // erases the seed and per-batch state
     release(table, &session);
     match served {
-        Ok(n) => Ok(format!("{} ended after {n} request(s); its state is erased", role_name(role))),
+        Ok(n) => Ok(format!(
+            "{} ended after {n} request(s) ({} shares of the session served from batches computed once for both roles or ahead, {} computed ahead); its state is erased",
+            role_name(role),
+            paired.taken.load(Ordering::Relaxed),
+            paired.ahead.load(Ordering::Relaxed)
+        )),
         Err(e) => Err(Error::Process(format!("{} ended with an error: {e}; its state is erased", role_name(role)))),
     }
 }
@@ -397,6 +409,10 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Re
 struct Paired {
     st: Mutex<HashMap<DealRequest, PairEntry>>,
     cv: std::sync::Condvar,
+    /// Shares served from an entry (computed for this role earlier), and
+    /// batches computed ahead (counters for the dealer's log).
+    taken: std::sync::atomic::AtomicU64,
+    ahead: std::sync::atomic::AtomicU64,
 }
 
 /// A batch computed for the other role: shares by party, whether a
@@ -444,6 +460,7 @@ impl Paired {
     fn serve(self: &Arc<Self>, p: Prepared, seeded_req: bool) -> Result<Response> {
         let me = p.party() as usize;
         let other = 1 - me;
+        self.sweep(&p.req, me);
         if seeded_req && p.seeded() {
             // the client's sub-key now; the server's share on a helper thread
             let start = {
@@ -486,6 +503,7 @@ impl Paired {
         loop {
             match st.get_mut(&p.req) {
                 Some(e) if e.shares[me].is_some() => {
+                    self.taken.fetch_add(1, Ordering::Relaxed);
                     let share = e.shares[me].take().expect("checked");
                     e.served[me] = true;
                     if e.served[other] || !e.computing {
@@ -548,6 +566,77 @@ impl Paired {
                     st.remove(req);
                 } else {
                     e.shares[p] = share;
+                }
+            }
+        }
+        self.cv.notify_all();
+    }
+
+    /// Batches of `req`'s kind below its batch will never be asked for by
+    /// role `me` again (a role's batches increase): its shares of them are
+    /// erased, and entries nobody will ask for are dropped.
+    fn sweep(&self, req: &DealRequest, me: usize) {
+        if let Ok(mut st) = self.st.lock() {
+            st.retain(|k, e| {
+                if k.kind == req.kind && k.batch < req.batch && !e.served[me] {
+                    e.served[me] = true;
+                    if let Some(mut s) = e.shares[me].take() {
+                        s.zeroize();
+                    }
+                }
+                !(e.served[0] && e.served[1] && !e.computing)
+            });
+        }
+    }
+
+    /// Computes batch b + 1 of `d` (same kind, size, parameters) ahead, for
+    /// both roles, while batch b crosses the link — consecutive sub-batches
+    /// of one gate are such requests. Admitted with `module`'s checks; a
+    /// share nobody asks for is erased unreleased (see [`Paired::sweep`]).
+    fn speculate(self: &Arc<Self>, module: &Module, d: &DealRequest) {
+        let Some(b) = d.batch.checked_add(1) else { return };
+        let next = DealRequest { batch: b, ..d.clone() };
+        let Ok(p) = module.prepare_deal(&next) else { return };
+        {
+            let Ok(mut st) = self.st.lock() else { return };
+            if st.contains_key(&next) || st.len() >= MAX_PAIRED {
+                return;
+            }
+            st.insert(next.clone(), PairEntry { shares: [None, None], computing: true, served: [false, false] });
+        }
+        self.ahead.fetch_add(1, Ordering::Relaxed);
+        let this = self.clone();
+        let spawned = std::thread::Builder::new().name("hush-dealer-ahead".into()).spawn(move || {
+            let guard = Unfinished(&this, &p.req, 0);
+            let me = p.party() as usize;
+            let r = if p.other_seeded() {
+                p.compute_party(me as u8).map(|s| if me == 0 { [Some(s), None] } else { [None, Some(s)] })
+            } else if p.seeded() {
+                p.compute_party(1 - me as u8).map(|s| if me == 0 { [None, Some(s)] } else { [Some(s), None] })
+            } else {
+                p.compute_pair().map(|(a, b)| if me == 0 { [Some(a), Some(b)] } else { [Some(b), Some(a)] })
+            };
+            std::mem::forget(guard);
+            this.finish_both(&p.req, r.unwrap_or([None, None]));
+        });
+        if spawned.is_err() {
+            self.abandon_all();
+        }
+    }
+
+    /// Ends a computation of both parties' shares.
+    fn finish_both(&self, req: &DealRequest, shares: [Option<Vec<u8>>; 2]) {
+        if let Ok(mut st) = self.st.lock() {
+            if let Some(e) = st.get_mut(req) {
+                e.computing = false;
+                for (p, share) in shares.into_iter().enumerate() {
+                    match share {
+                        Some(mut s) if e.served[p] => s.zeroize(),
+                        s => e.shares[p] = s,
+                    }
+                }
+                if e.served[0] && e.served[1] {
+                    st.remove(req);
                 }
             }
         }
