@@ -75,6 +75,51 @@ fn two_processes_train_and_disconnect() {
         assert_eq!(*w > 0.0, planted[j] > 0.0, "weight {j}: {m}");
     }
 
+    // predict with the shared model, and a features party that disconnects
+    // mid-run: the labels party ends with a clear error, no scores file
+    let mut pl = std::fs::File::create(dir.join("lab_big.svm")).unwrap();
+    let mut pf = std::fs::File::create(dir.join("feat_big.svm")).unwrap();
+    for i in 0..40000u32 {
+        let v = |k: u32| ((i.wrapping_mul(2654435761).wrapping_add(k * 40503)) % 2000) as f64 / 1000.0 - 1.0;
+        writeln!(pl, "0 1:{:.3} 2:{:.3} 3:{:.3}", v(1), v(2), v(3)).unwrap();
+        writeln!(pf, "0 1:{:.3} 2:{:.3} 3:{:.3}", v(4), v(5), v(6)).unwrap();
+    }
+    drop((pl, pf));
+    let mut lp = Command::new(HUSH)
+        .args(["predict", "--model"])
+        .arg(dir.join("lab.model.json"))
+        .arg("--data")
+        .arg(dir.join("lab_big.svm"))
+        .args(["--listen", &format!("127.0.0.1:{}", port + 2), "--out"])
+        .arg(dir.join("scores.csv"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(lp.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let pfp = line.trim().strip_prefix("fingerprint ").expect("fingerprint line").to_string();
+    let mut fp_proc = Command::new(HUSH)
+        .args(["predict", "--model"])
+        .arg(dir.join("feat.model.json"))
+        .arg("--data")
+        .arg(dir.join("feat_big.svm"))
+        .args(["--peer", &format!("127.0.0.1:{}", port + 2), "--pin", &pfp])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let finished_early = fp_proc.try_wait().unwrap().is_some();
+    fp_proc.kill().ok();
+    fp_proc.wait().unwrap();
+    let lo = lp.wait_with_output().unwrap();
+    assert!(!finished_early, "the features party finished before it was killed: make the data larger");
+    assert!(!lo.status.success());
+    let err = String::from_utf8_lossy(&lo.stderr);
+    assert!(err.contains("peer disconnected"), "{err}");
+    assert!(!dir.join("scores.csv").exists(), "no scores written half-way");
+
     // disconnect: kill the features party mid-run
     std::fs::remove_file(dir.join("lab.model.json")).unwrap();
     let (lab, fp) = start_labels(&dir, port + 1, "50");
