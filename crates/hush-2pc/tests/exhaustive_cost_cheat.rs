@@ -165,9 +165,11 @@ fn cf2_cost_pin() {
     // 2 leaf rounds + log2(8) = 3 AND rounds.
     assert_eq!(a.rounds.max(b.rounds), 5);
     // Leaf: k = 4 bits of shift per chunk; 16 two-bit messages per chunk,
-    // one-bit (gt only) for the lowest chunk. Merge: two ANDs per pair but
-    // one for each level's lowest pair (its eq is never read).
-    let merge = 2 * 8 * (n / 64) * ((2 * 4 - 1) + (2 * 2 - 1) + (2 * 1 - 1));
+    // one-bit (gt only) for the lowest chunk. Merge (8 → 4 → 2 → 1 nodes):
+    // per pair the openings eq_hi ⊕ a and gt_lo ⊕ b_0 of its correlated
+    // triples, plus eq_lo ⊕ b_1 except for each level's lowest pair (its
+    // eq is never read): 2 + 3·(pairs − 1) words of n/64 bits per level.
+    let merge = 8 * (n / 64) * ((2 + 3 * 3) + (2 + 3 * 1) + 2);
     assert_eq!(b.bytes_sent, (n * 8 * 4 / 8 + merge) as u64);
     assert_eq!(a.bytes_sent, (n * 16 / 8 + n * 7 * 16 * 2 / 8 + merge) as u64);
 }
