@@ -240,42 +240,43 @@ fn rot1n_send_with<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: 
     const GROUP: usize = 64;
     let per_req = (ROT_CHUNK / k).max(GROUP) / GROUP * GROUP;
     let mut q = vec![Block::ZERO; per_req.min(n) * k];
-    let mut inner = Vec::with_capacity(GROUP * 2 * k);
-    let mut hs = Vec::with_capacity(GROUP * nn * k);
+    let mut inner = vec![Block::ZERO; GROUP * 2 * k];
+    let mut hs = vec![Block::ZERO; GROUP * nn * k];
     for req in (0..n).step_by(per_req) {
         let req_end = (req + per_req).min(n);
         src.send_cots(ch, &mut q[..(req_end - req) * k])?;
         for start in (req..req_end).step_by(GROUP) {
             let end = (start + GROUP).min(req_end);
-            inner.clear();
-            for i in start..end {
+            let (inner, hs) = (&mut inner[..(end - start) * 2 * k], &mut hs[..(end - start) * nn * k]);
+            for (pair, &qij) in inner.chunks_exact_mut(2).zip(&q[(start - req) * k..(end - req) * k]) {
+                pair[0] = qij;
+                pair[1] = qij ^ delta;
+            }
+            aes.encrypt_blocks(inner);
+            // outer inputs π(q_ij ⊕ x_j·Δ) ⊕ tweak(i·k + j, x); the tweak's
+            // low byte is x, so the per-(i, j) part is computed once
+            let mut b = [[Block::ZERO; 2]; 8];
+            for (ii, (a, h)) in inner.chunks_exact(2 * k).zip(hs.chunks_exact_mut(nn * k)).enumerate() {
+                let i = start + ii;
                 for j in 0..k {
-                    let qij = q[(i - req) * k + j];
-                    inner.push(qij);
-                    inner.push(qij ^ delta);
+                    let t = tweak_n(g + (i * k + j) as u64, 0);
+                    b[j] = [a[2 * j] ^ t, a[2 * j + 1] ^ t];
                 }
-            }
-            aes.encrypt_blocks(&mut inner);
-            hs.clear();
-            for i in start..end {
-                let a = &inner[(i - start) * 2 * k..(i - start + 1) * 2 * k];
-                for x in 0..nn {
-                    for j in 0..k {
-                        let idx = g + (i * k + j) as u64;
-                        hs.push(a[2 * j + ((x >> j) & 1)] ^ tweak_n(idx, x));
+                for (x, row) in h.chunks_exact_mut(k).enumerate() {
+                    let xb = Block(x as u128);
+                    for (j, o) in row.iter_mut().enumerate() {
+                        *o = b[j][(x >> j) & 1] ^ xb;
                     }
                 }
             }
-            aes.encrypt_blocks(&mut hs);
-            for i in start..end {
-                let a = &inner[(i - start) * 2 * k..(i - start + 1) * 2 * k];
-                for x in 0..nn {
-                    let base = ((i - start) * nn + x) * k;
+            aes.encrypt_blocks(hs);
+            for (ii, (a, h)) in inner.chunks_exact(2 * k).zip(hs.chunks_exact(nn * k)).enumerate() {
+                for (x, row) in h.chunks_exact(k).enumerate() {
                     let mut acc = Block::ZERO;
-                    for j in 0..k {
-                        acc ^= hs[base + j] ^ a[2 * j + ((x >> j) & 1)];
+                    for (j, &o) in row.iter().enumerate() {
+                        acc ^= o ^ a[2 * j + ((x >> j) & 1)];
                     }
-                    put(i, x, acc);
+                    put(start + ii, x, acc);
                 }
             }
         }
