@@ -10,8 +10,18 @@
 //! of party 1's chunk, (gt(y_j, i), eq(y_j, i)) ⊕ its random output shares;
 //! derandomised online (party 1 sends its k-bit shift, party 0 the 2^k
 //! masked 2-bit messages): two rounds. **Merge**: the AND tree
-//! gt = gt_hi ⊕ eq_hi·gt_lo, eq = eq_hi·eq_lo with Beaver AND triples made
-//! from two ROTs each — ⌈log2 n⌉ rounds for n chunks.
+//! gt = gt_hi ⊕ eq_hi·gt_lo, eq = eq_hi·eq_lo — ⌈log2 n⌉ rounds for n
+//! chunks — with Beaver AND triples. The two ANDs of a pair share eq_hi, so
+//! they use *correlated* triples (a; b_0, b_1; a·b_0, a·b_1) as CrypTFlow2
+//! does (§3.1.1): eq_hi ⊕ a is opened once for both products, and a group
+//! costs one random OT with 2-bit messages per direction ([`MergeTriples`]:
+//! 2 COTs per pair instead of 4). The lowest pair of every level computes
+//! gt only (its eq is never read) and uses a group's (a, b_0) half.
+//!
+//! **Memory.** Nothing of size n·2^k is materialised beyond the leaf pads
+//! (one byte each): COTs are requested and hashed in chunks
+//! ([`hush_correlations::ot::ROT_CHUNK`]), the leaf messages are packed as
+//! they are computed and read in place by the receiver.
 //!
 //! **Offline/online split**: [`Cf2Pre`] holds the ROTs and triples an
 //! operation consumes; [`prepare`] makes them (COT extension traffic),
@@ -27,9 +37,15 @@
 //!   own are masked by pads of the ROT it did not choose (OT security: they
 //!   are simulated by random bits); the entry it decodes is
 //!   leaf(y_j, x_j) ⊕ s with s a fresh random 2-bit share of party 0, so
-//!   it is uniform whatever y is. The AND openings d = u ⊕ a, e = v ⊕ b use
-//!   a fresh triple (a, b) per gate, uniform to the party that does not
-//!   hold the other half of the triple. The mux messages are pads of the
+//!   it is uniform whatever y is. The AND openings of a pair, eq_hi ⊕ a,
+//!   gt_lo ⊕ b_0 and eq_lo ⊕ b_1, use a fresh correlated group (a, b_0,
+//!   b_1): three independent uniform bits (a is the peer's ROT choice bit
+//!   ⊕ its own, b_r two different bits of the ROT pads' difference), so the
+//!   three openings are uniform to the party that does not hold the other
+//!   half of the group; a is opened once (one opening per shared factor,
+//!   not per gate — two openings of eq_hi ⊕ a would just repeat it).
+//!   `merge_triples_are_correlated_and_uniform` fails if b_0 and b_1
+//!   coincide or a product is wrong. The mux messages are pads of the
 //!   unchosen OT or (b ⊕ v)·x − r with party 0's fresh r: uniform. So the
 //!   view is simulated from party 1's input and its output share (which is
 //!   itself uniform: XOR-/additively masked by party 0's fresh shares).
@@ -37,8 +53,8 @@
 //!   u = x_j ⊕ c (c the random choice of a fresh ROT, hidden from party 0
 //!   by the OT extension: uniform), the AND openings (fresh triples) and
 //!   the mux corrections d = b ⊕ c (c fresh ROT choice): all uniform.
-//! * Nothing is reused: every leaf, AND and mux consumes its own ROTs and
-//!   triples from [`prepare`] (`pre.used` advances; the mux OTs are
+//! * Nothing is reused: every leaf, merged pair and mux consumes its own
+//!   ROTs and triples from [`prepare`] (`pre.used` advances; the mux OTs are
 //!   per-element), and s and r are drawn fresh per element.
 //!   `cf2_receiver_view_is_independent_of_the_senders_input` (in this
 //!   file's tests) plays party 1 with its real view and fails if the
@@ -720,6 +736,40 @@ mod tests {
                 let (za, zb) = (z(&a[which]), z(&b[which]));
                 assert!(za.abs() < 6.0 && zb.abs() < 6.0, "chunk {j}, leaf bit {which}: z = {za:.1} (y below x), {zb:.1} (y above x)");
             }
+        }
+    }
+
+    /// The merge's correlated triples: reconstructed, c_r = a·b_r for both
+    /// r; a, b_0, b_1 and b_0 ⊕ b_1 balanced (so b_0 and b_1 are not one
+    /// bit of the pad taken twice, and a is not constant). Checked to fail
+    /// (local, uncommitted edits): b_1 taken from the pads' bit 0, and c_1
+    /// left without its a·b_1 term, each fail the product check.
+    #[test]
+    fn merge_triples_are_correlated_and_uniform() {
+        let (groups, w) = (3, 64);
+        let (a, b) = MemChannel::pair();
+        let t0 = std::thread::spawn(move || {
+            let mut a = a;
+            let mut s = OtSession::setup(&mut a, 0, &SourceConfig::named("iknp"), &mut Prg::new(Block(21))).unwrap();
+            merge_triples(&mut s, &mut a, 0, groups, w).unwrap()
+        });
+        let mut b = b;
+        let mut s = OtSession::setup(&mut b, 1, &SourceConfig::named("iknp"), &mut Prg::new(Block(22))).unwrap();
+        let t1 = merge_triples(&mut s, &mut b, 1, groups, w).unwrap();
+        let t0 = t0.join().unwrap();
+        let x = |u: &[u64], v: &[u64]| -> Vec<u64> { u.iter().zip(v).map(|(p, q)| p ^ q).collect() };
+        let a = x(&t0.a, &t1.a);
+        let bb = [x(&t0.b[0], &t1.b[0]), x(&t0.b[1], &t1.b[1])];
+        for r in 0..2 {
+            let c = x(&t0.c[r], &t1.c[r]);
+            for i in 0..a.len() {
+                assert_eq!(c[i], a[i] & bb[r][i], "group word {i}, product {r}");
+            }
+        }
+        let bits = (groups * w * 64) as f64;
+        let z = |v: &[u64]| (v.iter().map(|x| x.count_ones() as f64).sum::<f64>() - bits / 2.0) / (bits / 4.0).sqrt();
+        for (name, v) in [("a", a.clone()), ("b_0", bb[0].clone()), ("b_1", bb[1].clone()), ("b_0 ⊕ b_1", x(&bb[0], &bb[1]))] {
+            assert!(z(&v).abs() < 6.0, "{name}: z = {:.1}", z(&v));
         }
     }
 
