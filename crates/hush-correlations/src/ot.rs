@@ -242,6 +242,7 @@ fn rot1n_send_with<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: 
     let mut q = vec![Block::ZERO; per_req.min(n) * k];
     let mut inner = vec![Block::ZERO; GROUP * 2 * k];
     let mut hs = vec![Block::ZERO; GROUP * nn * k];
+    let (mut acc, mut sa) = (vec![Block::ZERO; nn], vec![Block::ZERO; nn]);
     for req in (0..n).step_by(per_req) {
         let req_end = (req + per_req).min(n);
         src.send_cots(ch, &mut q[..(req_end - req) * k])?;
@@ -253,30 +254,38 @@ fn rot1n_send_with<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: 
                 pair[1] = qij ^ delta;
             }
             aes.encrypt_blocks(inner);
-            // outer inputs π(q_ij ⊕ x_j·Δ) ⊕ tweak(i·k + j, x); the tweak's
-            // low byte is x, so the per-(i, j) part is computed once
-            let mut b = [[Block::ZERO; 2]; 8];
+            // outer inputs π(q_ij ⊕ x_j·Δ) ⊕ tweak(i·k + j, x), laid out
+            // (instance, j, x); the tweak's low byte is x, so the per-(i, j)
+            // part is computed once
             for (ii, (a, h)) in inner.chunks_exact(2 * k).zip(hs.chunks_exact_mut(nn * k)).enumerate() {
                 let i = start + ii;
-                for j in 0..k {
+                for (j, row) in h.chunks_exact_mut(nn).enumerate() {
                     let t = tweak_n(g + (i * k + j) as u64, 0);
-                    b[j] = [a[2 * j] ^ t, a[2 * j + 1] ^ t];
-                }
-                for (x, row) in h.chunks_exact_mut(k).enumerate() {
-                    let xb = Block(x as u128);
-                    for (j, o) in row.iter_mut().enumerate() {
-                        *o = b[j][(x >> j) & 1] ^ xb;
+                    let b = [a[2 * j] ^ t, a[2 * j + 1] ^ t];
+                    for (x, o) in row.iter_mut().enumerate() {
+                        *o = b[(x >> j) & 1] ^ Block(x as u128);
                     }
                 }
             }
             aes.encrypt_blocks(hs);
+            // pad(x) = ⊕_j π(in_jx) ⊕ ⊕_j π(q_ij ⊕ x_j·Δ): the first sum
+            // row by row, the second over subsets (one XOR per x)
             for (ii, (a, h)) in inner.chunks_exact(2 * k).zip(hs.chunks_exact(nn * k)).enumerate() {
-                for (x, row) in h.chunks_exact(k).enumerate() {
-                    let mut acc = Block::ZERO;
-                    for (j, &o) in row.iter().enumerate() {
-                        acc ^= o ^ a[2 * j + ((x >> j) & 1)];
+                let acc = &mut acc[..nn];
+                acc.copy_from_slice(&h[..nn]);
+                for row in h[nn..].chunks_exact(nn) {
+                    for (o, &r) in acc.iter_mut().zip(row) {
+                        *o ^= r;
                     }
-                    put(start + ii, x, acc);
+                }
+                let sa = &mut sa[..nn];
+                sa[0] = (0..k).fold(Block::ZERO, |z, j| z ^ a[2 * j]);
+                for x in 1..nn {
+                    let j = x.trailing_zeros() as usize;
+                    sa[x] = sa[x & (x - 1)] ^ a[2 * j] ^ a[2 * j + 1];
+                }
+                for (x, (&o, &t)) in acc.iter().zip(sa.iter()).enumerate() {
+                    put(start + ii, x, o ^ t);
                 }
             }
         }
@@ -284,6 +293,8 @@ fn rot1n_send_with<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: 
     zeroize::Zeroize::zeroize(&mut q);
     zeroize::Zeroize::zeroize(&mut inner);
     zeroize::Zeroize::zeroize(&mut hs);
+    zeroize::Zeroize::zeroize(&mut acc);
+    zeroize::Zeroize::zeroize(&mut sa);
     Ok(())
 }
 
