@@ -5,11 +5,16 @@
 //! SilentFlow for "CryptFlow2/Cheetah + SilentFlow").
 //!
 //! Party 0 holds y, party 1 holds x; output XOR shares of gt = 1{y > x}.
-//! Inputs are split into k-bit chunks. **Leaves**: per chunk, one
-//! 1-out-of-2^k OT (from k COTs) in which party 0 offers, for every value i
-//! of party 1's chunk, (gt(y_j, i), eq(y_j, i)) ⊕ its random output shares;
-//! derandomised online (party 1 sends its k-bit shift, party 0 the 2^k
-//! masked 2-bit messages): two rounds. **Merge**: the AND tree
+//! Inputs are split into k-bit chunks, the top one shorter (w = bits mod k
+//! bits) when k does not divide the width. **Leaves**: per chunk of w
+//! bits, one 1-out-of-2^w OT (from w COTs) in which party 0 offers, for
+//! every value i of party 1's chunk, (gt(y_j, i), eq(y_j, i)) ⊕ its random
+//! output shares; derandomised online (party 1 sends its w-bit shift,
+//! party 0 the 2^w masked 2-bit messages): two rounds. A short top chunk
+//! thus costs w COTs and 2^w messages, not k and 2^k (as SCI's last digit;
+//! the 2^k − 2^w values party 1 cannot hold need no message — earlier
+//! versions sent them masked, which carried nothing);
+//! `exhaustive_short_top_chunks_cf2` covers such chunkings. **Merge**: the AND tree
 //! gt = gt_hi ⊕ eq_hi·gt_lo, eq = eq_hi·eq_lo — ⌈log2 n⌉ rounds for n
 //! chunks — with Beaver AND triples. The two ANDs of a pair share eq_hi, so
 //! they use *correlated* triples (a; b_0, b_1; a·b_0, a·b_1) as CrypTFlow2
@@ -134,9 +139,12 @@ pub struct Cf2Pre {
     pub n: usize,
     pub bits: u32,
     pub k: u32,
-    /// The low 2 bits of the leaf OTs' pads (all a leaf message needs):
-    /// party 0: pads[i * 2^k + v]; party 1: pads[i] with choices.
+    /// The low 2 bits of the leaf OTs' pads (all a leaf message needs).
+    /// Party 0: the full-width chunks' pads[(i·nf + j)·2^k + v] (j < nf, the
+    /// chunks of k bits) and a short top chunk's (w < k bits)
+    /// pads_top[i·2^w + v]; party 1: pads[i·nc + j] with choices[i·nc + j].
     pads: Vec<u8>,
+    pads_top: Vec<u8>,
     choices: Vec<u8>,
     /// Correlated AND triples of the merge, one group per merged pair.
     triples: MergeTriples,
@@ -248,6 +256,13 @@ fn chunks(bits: u32, k: u32) -> Vec<(u32, u32)> {
     (0..bits.div_ceil(k)).map(|j| (j * k, k.min(bits - j * k))).collect()
 }
 
+/// The number of full-width (k-bit) chunks and the width of a short top
+/// chunk, if any.
+fn ot_widths(bits: u32, k: u32) -> (usize, Option<u32>) {
+    let r = bits % k;
+    ((bits / k) as usize, (r != 0).then_some(r))
+}
+
 /// Offline: ROTs for the leaves (party 0 = 1-of-2^k sender), AND triples
 /// for the merge, and `mux` 1-of-2 ROTs per direction.
 pub fn prepare(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, n: usize, bits: u32, k: u32, mux: usize) -> Result<Cf2Pre> {
@@ -257,22 +272,47 @@ pub fn prepare(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, n: usize,
     let cs = chunks(bits, k);
     let nc = cs.len();
     let nn = 1usize << k;
-    // All chunks use k-bit OTs (a short top chunk just has fewer live values).
-    let (pads, choices) = if party == 0 {
-        let mut pads = vec![0u8; n * nc * nn];
-        rot1n_send_lsb(&mut *ot.send, ch, k as usize, n * nc, 2, &mut pads)?;
-        (pads, Vec::new())
+    // Chunks of k bits use 1-of-2^k OTs (k COTs each); a short top chunk of
+    // w < k bits a 1-of-2^w OT (w COTs, 2^w messages), as SCI does for its
+    // last digit: its other 2^k − 2^w values could never be chosen.
+    let (nf, top) = ot_widths(bits, k);
+    let (pads, pads_top, choices) = if party == 0 {
+        let mut pads = vec![0u8; n * nf * nn];
+        if nf > 0 {
+            rot1n_send_lsb(&mut *ot.send, ch, k as usize, n * nf, 2, &mut pads)?;
+        }
+        let mut pads_top = Vec::new();
+        if let Some(w) = top {
+            pads_top = vec![0u8; n << w];
+            rot1n_send_lsb(&mut *ot.send, ch, w as usize, n, 2, &mut pads_top)?;
+        }
+        (pads, pads_top, Vec::new())
     } else {
-        let mut ch_ = vec![0u8; n * nc];
-        let mut pads = vec![0u8; n * nc];
-        rot1n_recv_lsb(&mut *ot.recv, ch, k as usize, 2, &mut ch_, &mut pads)?;
-        (pads, ch_)
+        let (mut cf, mut pf) = (vec![0u8; n * nf], vec![0u8; n * nf]);
+        if nf > 0 {
+            rot1n_recv_lsb(&mut *ot.recv, ch, k as usize, 2, &mut cf, &mut pf)?;
+        }
+        let (mut ct, mut pt) = (Vec::new(), Vec::new());
+        if let Some(w) = top {
+            (ct, pt) = (vec![0u8; n], vec![0u8; n]);
+            rot1n_recv_lsb(&mut *ot.recv, ch, w as usize, 2, &mut ct, &mut pt)?;
+        }
+        let (mut choices, mut pads) = (Vec::with_capacity(n * nc), Vec::with_capacity(n * nc));
+        for i in 0..n {
+            choices.extend_from_slice(&cf[i * nf..(i + 1) * nf]);
+            pads.extend_from_slice(&pf[i * nf..(i + 1) * nf]);
+            if top.is_some() {
+                choices.push(ct[i]);
+                pads.push(pt[i]);
+            }
+        }
+        (pads, Vec::new(), choices)
     };
     // one correlated-triple group per merged pair: nc − 1 in all
     let triples = merge_triples(ot, ch, party, nc - 1, n.div_ceil(64))?;
     let mux = if mux > 0 { Some(mux_rots(ot, ch, party, mux)?) } else { None };
     let rng = hush_primitives::Prg::new(ot.rng.random_block());
-    Ok(Cf2Pre { n, bits, k, pads, choices, triples, used: 0, mux, rng })
+    Ok(Cf2Pre { n, bits, k, pads, pads_top, choices, triples, used: 0, mux, rng })
 }
 
 const STEP_SHIFT: &str = "CF2 leaf: receiver's shifts";
@@ -342,20 +382,30 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
     let cs = chunks(pre.bits, k);
     let nc = cs.len();
     let nn = 1usize << k;
-    let km = (1u64 << k) - 1;
+    let (nf, _) = ot_widths(pre.bits, k);
     let w = n.div_ceil(64);
     // Leaf shares per chunk: (gt, eq) as bit vectors over n.
     let mut gt = vec![vec![0u64; w]; nc];
     let mut eq = vec![vec![0u64; w]; nc];
-    // the lowest chunk's messages carry gt only (1 bit), the others gt, eq
-    let (t0, t1) = (n * nn, n * (nc - 1) * nn * 2);
+    // Chunk j has 2^{w_j} messages. Party 1's shifts: w_j bits per chunk,
+    // `bits` per element. Party 0's messages: the lowest chunk's carry gt
+    // only (1 bit each, 2^{w_0} per element), the others gt and eq (2
+    // bits each, h = Σ_{j ≥ 1} 2^{w_j} per element, chunk j from hoff[j]).
+    let sbits = pre.bits as usize;
+    let mut hoff = vec![0usize; nc];
+    for j in 2..nc {
+        hoff[j] = hoff[j - 1] + (1 << cs[j - 1].1);
+    }
+    let h = if nc > 1 { hoff[nc - 1] + (1 << cs[nc - 1].1) } else { 0 };
+    let w0 = cs[0].1;
+    let (t0, t1) = (n << w0, 2 * n * h);
     let (l0, l1) = (t0.div_ceil(8), t1.div_ceil(8));
     if party == 1 {
-        let mut u = BitWriter::with_capacity((n * nc * k as usize).div_ceil(8));
+        let mut u = BitWriter::with_capacity((n * sbits).div_ceil(8));
         for i in 0..n {
-            for (j, &(lo, w)) in cs.iter().enumerate() {
-                let xj = (input[i] >> lo) & mask(w);
-                u.push(xj ^ pre.choices[i * nc + j] as u64, k);
+            for (j, &(lo, cw)) in cs.iter().enumerate() {
+                let xj = (input[i] >> lo) & mask(cw);
+                u.push(xj ^ pre.choices[i * nc + j] as u64, cw);
             }
         }
         wire::send(ch, &u.finish())?;
@@ -364,25 +414,25 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
         check_packed(STEP_MSG, low, t0)?;
         check_packed(STEP_MSG, msgs, t1)?;
         for i in 0..n {
-            for (j, &(lo, w)) in cs.iter().enumerate() {
-                let xj = ((input[i] >> lo) & mask(w)) as usize;
-                let m = if j == 0 { get_bits(low, i * nn + xj, 1) } else { get_bits(msgs, 2 * ((i * (nc - 1) + j - 1) * nn + xj), 2) };
+            for (j, &(lo, cw)) in cs.iter().enumerate() {
+                let xj = ((input[i] >> lo) & mask(cw)) as usize;
+                let m = if j == 0 { get_bits(low, (i << w0) + xj, 1) } else { get_bits(msgs, 2 * (i * h + hoff[j] + xj), 2) };
                 let v = m ^ (pre.pads[i * nc + j] as u64);
                 gt[j][i / 64] |= (v & 1) << (i % 64);
                 eq[j][i / 64] |= ((v >> 1) & 1) << (i % 64);
             }
         }
     } else {
-        let bytes = wire::recv(ch, STEP_SHIFT, (n * nc * k as usize).div_ceil(8))?;
-        check_packed(STEP_SHIFT, &bytes, n * nc * k as usize)?;
+        let bytes = wire::recv(ch, STEP_SHIFT, (n * sbits).div_ceil(8))?;
+        check_packed(STEP_SHIFT, &bytes, n * sbits)?;
         let rng = &mut pre.rng;
         let mut out0 = BitWriter::with_capacity(l0);
         let mut out = BitWriter::with_capacity(l1);
         // party 0's fresh 2-bit output shares, 32 per PRG word
         let (mut sw, mut savail) = (0u64, 0u32);
         for i in 0..n {
-            for (j, &(lo, w)) in cs.iter().enumerate() {
-                let yj = (input[i] >> lo) & mask(w);
+            for (j, &(lo, cw)) in cs.iter().enumerate() {
+                let yj = (input[i] >> lo) & mask(cw);
                 if savail == 0 {
                     sw = rng.next_u64();
                     savail = 32;
@@ -392,13 +442,16 @@ pub fn millionaire_online(ch: &mut dyn Channel, party: Party, pre: &mut Cf2Pre, 
                 savail -= 1;
                 gt[j][i / 64] |= (s & 1) << (i % 64);
                 eq[j][i / 64] |= ((s >> 1) & 1) << (i % 64);
-                let uij = (get_bits(&bytes, (i * nc + j) * k as usize, k) & km) as usize;
-                let pads = &pre.pads[(i * nc + j) * nn..(i * nc + j + 1) * nn];
+                let uij = get_bits(&bytes, i * sbits + lo as usize, cw) as usize;
+                let pads = if j < nf {
+                    &pre.pads[(i * nf + j) * nn..(i * nf + j + 1) * nn]
+                } else {
+                    &pre.pads_top[i << cw..(i + 1) << cw]
+                };
                 let (ew, dst) = if j == 0 { (1, &mut out0) } else { (2, &mut out) };
                 let (mut row, mut rb) = (0u64, 0u32);
-                for v in 0..nn {
-                    let live = v as u64 <= mask(w);
-                    let m = if live { ((yj > v as u64) as u64) | (((yj == v as u64) as u64) << 1) } else { 0 };
+                for v in 0..1usize << cw {
+                    let m = ((yj > v as u64) as u64) | (((yj == v as u64) as u64) << 1);
                     let val = (m ^ s ^ pads[v ^ uij] as u64) & ((1 << ew) - 1);
                     row |= val << rb;
                     rb += ew;

@@ -225,6 +225,13 @@ pub fn rot1n_send_lsb<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, 
     rot1n_send_with(src, ch, k, n, |i, x, pad| out[i * nn + x] = pad.lo() as u8 & m)
 }
 
+/// Instances per COT request of the 1-of-2^k ROTs — the same on both
+/// sides (the source's requests must match), a multiple of 256 (of both
+/// sides' hashing groups, and so of 64 choice bits).
+fn rot1n_per_request(k: usize) -> usize {
+    (ROT_CHUNK / k).max(256) / 256 * 256
+}
+
 /// The sender's pads, handed to `put(instance, index, pad)` group by group.
 fn rot1n_send_with<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: usize, n: usize, mut put: impl FnMut(usize, usize, Block)) -> Result<()> {
     let nn = 1usize << k;
@@ -238,7 +245,7 @@ fn rot1n_send_with<S: CotSender + ?Sized>(src: &mut S, ch: &mut dyn Channel, k: 
     // COTs are requested [`ROT_CHUNK`]-ish at a time and hashed a group
     // of instances at a time: bounded, cache-resident scratch.
     const GROUP: usize = 64;
-    let per_req = (ROT_CHUNK / k).max(GROUP) / GROUP * GROUP;
+    let per_req = rot1n_per_request(k);
     let mut q = vec![Block::ZERO; per_req.min(n) * k];
     let mut inner = vec![Block::ZERO; GROUP * 2 * k];
     let mut hs = vec![Block::ZERO; GROUP * nn * k];
@@ -331,8 +338,7 @@ fn rot1n_recv_with<R: CotReceiver + ?Sized>(src: &mut R, ch: &mut dyn Channel, k
     let n = choices.len();
     let g = src.produced();
     const GROUP: usize = 256;
-    // whole 64-bit words of choice bits per request: per_req·k ≡ 0 mod 64
-    let per_req = (ROT_CHUNK / k).max(GROUP) / GROUP * GROUP;
+    let per_req = rot1n_per_request(k);
     let mut bits = BitVec::zeros(0);
     let mut t = vec![Block::ZERO; per_req.min(n) * k];
     let mut tw = Vec::with_capacity(GROUP * k);
