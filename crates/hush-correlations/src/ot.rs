@@ -35,8 +35,12 @@ fn tweak_n(index: u64, x: usize) -> Block {
 /// (a multiple of 64, so a chunk's choice bits are whole words): the
 /// scratch stays cache-resident and no n-block buffer is allocated (and
 /// page-faulted) per call. The tweaks are the COTs' session indices, so the
-/// pads do not depend on the chunking.
-pub const ROT_CHUNK: usize = 1 << 13;
+/// pads do not depend on the chunking. 2^12 (64 KiB of blocks, L2-resident;
+/// Ferret fills such a request through its scratch tree with ordinary
+/// stores): the cf2 ReLU on 2 × 10^5 took 1.11–1.17 s of CPU at 2^11–2^12
+/// against 1.19–1.24 s at 2^13 and 1.29–1.38 s at 2^18 (3 runs each,
+/// `/usr/bin/time`, both parties).
+pub const ROT_CHUNK: usize = 1 << 12;
 
 /// GKWY's TCCR hash of `x` (in place) with tweaks `DOMAIN_ROT | g + j`:
 /// `a` is scratch of the same length.
