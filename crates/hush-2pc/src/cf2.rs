@@ -14,9 +14,9 @@
 //! thus costs w COTs and 2^w messages, not k and 2^k (as SCI's last digit;
 //! the 2^k − 2^w values party 1 cannot hold need no message — earlier
 //! versions sent them masked, which carried nothing);
-//! `exhaustive_short_top_chunks_cf2` covers such chunkings. **Merge**: the AND tree
-//! gt = gt_hi ⊕ eq_hi·gt_lo, eq = eq_hi·eq_lo — ⌈log2 n⌉ rounds for n
-//! chunks — with Beaver AND triples. The two ANDs of a pair share eq_hi, so
+//! `exhaustive_short_top_chunks_cf2` covers such chunkings. **Merge**: the
+//! AND tree gt = gt_hi ⊕ eq_hi·gt_lo, eq = eq_hi·eq_lo — ⌈log2 n⌉ rounds
+//! for n chunks — with Beaver AND triples. The two ANDs of a pair share eq_hi, so
 //! they use *correlated* triples (a; b_0, b_1; a·b_0, a·b_1) as CrypTFlow2
 //! does (§3.1.1): eq_hi ⊕ a is opened once for both products, and a group
 //! costs one random OT with 2-bit messages per direction ([`MergeTriples`]:
@@ -44,8 +44,9 @@
 //!   leaf(y_j, x_j) ⊕ s with s a fresh random 2-bit share of party 0, so
 //!   it is uniform whatever y is. The AND openings of a pair, eq_hi ⊕ a,
 //!   gt_lo ⊕ b_0 and eq_lo ⊕ b_1, use a fresh correlated group (a, b_0,
-//!   b_1): three independent uniform bits (a is the peer's ROT choice bit
-//!   ⊕ its own, b_r two different bits of the ROT pads' difference), so the
+//!   b_1): three independent uniform bits (each party's share of a is its
+//!   ROT choice bit as receiver, its shares of b_0, b_1 two different bits
+//!   of its ROT pads' difference as sender), so the
 //!   three openings are uniform to the party that does not hold the other
 //!   half of the group; a is opened once (one opening per shared factor,
 //!   not per gate — two openings of eq_hi ⊕ a would just repeat it).
