@@ -99,6 +99,36 @@ fn exhaustive_8bit_cf2() {
     check_all_pairs(&a, &b, &xs, &ys);
 }
 
+/// Short top chunks (a chunk of w < k bits runs a 1-of-2^w OT with 2^w
+/// messages): every pair of inputs for chunkings 3 + 3 + 2 (8 bits, k = 3),
+/// 4 + 3 (7, k = 4), one short chunk (3, k = 4), 5 + 3 (8, k = 5) and
+/// 2 + 2 + 1 (5, k = 2). A wrong offset or a message for a value the
+/// receiver cannot hold would give wrong bits or a length error here.
+#[test]
+fn exhaustive_short_top_chunks_cf2() {
+    for (bits, k) in [(8u32, 3u32), (7, 4), (3, 4), (8, 5), (5, 2)] {
+        let m = 1u64 << bits;
+        let ys: Vec<u64> = (0..m * m).map(|i| i % m).collect();
+        let xs: Vec<u64> = (0..m * m).map(|i| i / m).collect();
+        let (y2, x2) = (ys.clone(), xs.clone());
+        let (a, b) = run(
+            move |ch| {
+                let mut s = ot(ch, 0);
+                let mut pre = cf2::prepare(&mut s, ch, 0, y2.len(), bits, k, 0).unwrap();
+                cf2::millionaire_online(ch, 0, &mut pre, &y2).unwrap()
+            },
+            move |ch| {
+                let mut s = ot(ch, 1);
+                let mut pre = cf2::prepare(&mut s, ch, 1, x2.len(), bits, k, 0).unwrap();
+                cf2::millionaire_online(ch, 1, &mut pre, &x2).unwrap()
+            },
+        );
+        for i in 0..xs.len() {
+            assert_eq!(a.get(i) ^ b.get(i), ys[i] > xs[i], "bits {bits} k {k}: y {} x {}", ys[i], xs[i]);
+        }
+    }
+}
+
 /// Online cost of one TAMI/FSS batch: (party 0's cost, party 1's cost).
 fn tee_cost(n: usize, bits: u32, which: &'static str) -> (Cost, Cost) {
     let f = move |ch: &mut dyn Channel, d: &mut hush_2pc::tee::Dealer, p: u8| -> Cost {
@@ -165,11 +195,33 @@ fn cf2_cost_pin() {
     // 2 leaf rounds + log2(8) = 3 AND rounds.
     assert_eq!(a.rounds.max(b.rounds), 5);
     // Leaf: k = 4 bits of shift per chunk; 16 two-bit messages per chunk,
-    // one-bit (gt only) for the lowest chunk. Merge: two ANDs per pair but
-    // one for each level's lowest pair (its eq is never read).
-    let merge = 2 * 8 * (n / 64) * ((2 * 4 - 1) + (2 * 2 - 1) + (2 * 1 - 1));
+    // one-bit (gt only) for the lowest chunk. Merge (8 → 4 → 2 → 1 nodes):
+    // per pair the openings eq_hi ⊕ a and gt_lo ⊕ b_0 of its correlated
+    // triples, plus eq_lo ⊕ b_1 except for each level's lowest pair (its
+    // eq is never read): 2 + 3·(pairs − 1) words of n/64 bits per level.
+    let merge = 8 * (n / 64) * ((2 + 3 * 3) + (2 + 3 * 1) + 2);
     assert_eq!(b.bytes_sent, (n * 8 * 4 / 8 + merge) as u64);
     assert_eq!(a.bytes_sent, (n * 16 / 8 + n * 7 * 16 * 2 / 8 + merge) as u64);
+}
+
+/// The ReLU's millionaires' (ℓ − 1 = 31 bits, k = 4: seven 4-bit chunks
+/// and a 3-bit top chunk): the top chunk's shift is 3 bits and its leaf
+/// message 8 two-bit entries (a 1-of-8 OT), not 4 and 16.
+#[test]
+fn cf2_cost_pin_short_top_chunk() {
+    let n = 1024;
+    let f = move |ch: &mut dyn Channel, p: u8| -> Cost {
+        let mut s = ot(ch, p);
+        let mut pre = cf2::prepare(&mut s, ch, p, n, 31, 4, 0).unwrap();
+        let c0 = ch.cost();
+        cf2::millionaire_online(ch, p, &mut pre, &vec![7u64; n]).unwrap();
+        ch.cost() - c0
+    };
+    let (a, b) = run(move |ch| f(ch, 0), move |ch| f(ch, 1));
+    assert_eq!(a.rounds.max(b.rounds), 5);
+    let merge = 8 * (n / 64) * ((2 + 3 * 3) + (2 + 3 * 1) + 2);
+    assert_eq!(b.bytes_sent, (n * 31 / 8 + merge) as u64);
+    assert_eq!(a.bytes_sent, (n * 16 / 8 + n * (6 * 16 + 8) * 2 / 8 + merge) as u64);
 }
 
 /// A cheating peer sends a wrong-length or garbled message: the honest

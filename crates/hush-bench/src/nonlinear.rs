@@ -60,6 +60,12 @@ pub struct NonlinearArgs {
     /// mem or tcp.
     #[arg(long, default_value = "mem")]
     pub transport: String,
+    /// LPN parameter set of a ferret or silent COT source (cf2), by name:
+    /// ferret-main, lpn-b13, lpn-b12, lpn-b11, lpn-b10 (each documented at
+    /// 128-bit LPN security in `hush_correlations::lpn`). Default: the
+    /// source's largest set (ferret-main for ferret).
+    #[arg(long)]
+    pub lpn: Option<String>,
 }
 
 impl Default for NonlinearArgs {
@@ -77,6 +83,7 @@ impl Default for NonlinearArgs {
             arity: 8,
             frac: 12,
             transport: "mem".into(),
+            lpn: None,
         }
     }
 }
@@ -100,6 +107,24 @@ fn bits_vec(b: &BoolShare) -> Vec<u64> {
     (0..b.n).map(|i| b.get(i) as u64).collect()
 }
 
+/// The cf2 COT source with `--lpn`'s parameter set, if one is given.
+fn source_config(a: &NonlinearArgs) -> Result<SourceConfig> {
+    let mut c = SourceConfig::named(&a.source);
+    if let Some(name) = &a.lpn {
+        let sets: &[hush_correlations::lpn::LpnParams] = match a.source.as_str() {
+            "ferret" => &hush_correlations::lpn::FERRET_SETS,
+            "silent" => &hush_correlations::lpn::SILENT_SETS,
+            other => return Err(Error::Invalid(format!("--lpn applies to the ferret and silent sources, not {other}"))),
+        };
+        let p = sets.iter().find(|p| p.name == name.as_str()).copied().ok_or_else(|| {
+            let names: Vec<&str> = sets.iter().map(|p| p.name).collect();
+            Error::Invalid(format!("unknown --lpn {name} for {} ({})", a.source, names.join(", ")))
+        })?;
+        c.params = Some(p);
+    }
+    Ok(c)
+}
+
 fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: Arc<Barrier>) -> Result<PartyOut> {
     let ring = Ring::new(a.bits).ok_or_else(|| Error::Invalid("bits".into()))?;
     let n = a.n;
@@ -113,7 +138,7 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
     let ts = Instant::now();
     let (mut dealer, mut ot) = (None, None);
     match proto {
-        Proto::Cf2 => ot = Some(OtSession::setup(ch, p, &SourceConfig::named(&a.source), &mut rng)?),
+        Proto::Cf2 => ot = Some(OtSession::setup(ch, p, &source_config(a)?, &mut rng)?),
         _ => dealer = Some(Dealer::in_process(ch, p)?),
     }
     let setup_s = ts.elapsed().as_secs_f64();
@@ -309,6 +334,11 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
     if a.n == 0 || !(2..=64).contains(&a.bits) {
         return Err(Error::Invalid("--n must be ≥ 1 and --bits in 2..=64".into()));
     }
+    if proto == Proto::Cf2 {
+        source_config(a)?;
+    } else if a.lpn.is_some() {
+        return Err(Error::Invalid("--lpn applies to cf2's ferret and silent sources".into()));
+    }
     if a.op == "maxpool" && a.n % 256 != 0 {
         return Err(Error::Invalid("maxpool: --n must be a multiple of 256 (16×16 channels)".into()));
     }
@@ -329,6 +359,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
     rec.set("op", a.op.as_str())
         .set("proto", proto.name())
         .set("source", if proto == Proto::Cf2 { a.source.as_str() } else { "tee" })
+        .set("lpn", if proto == Proto::Cf2 { a.lpn.as_deref().unwrap_or("default") } else { "none" })
         .set("n", a.n as u64)
         .set("bits", a.bits as u64)
         .set("net", a.net.as_str())

@@ -268,3 +268,54 @@ fn iknp_transcript_is_deterministic() {
     assert_eq!(run(100), run(100));
     assert_ne!(run(100), run(200));
 }
+
+/// ROTs and 1-of-2^k ROTs over several COT requests (`ot::ROT_CHUNK`; the
+/// 1-of-2^k ROTs request about ROT_CHUNK / k instances' COTs at a time):
+/// both sides must request the same sizes (else IKNP reports a wrong
+/// length) and the pads must still match at every index, for every k
+/// (k = 3, 5, 6, 7 once had different request sizes on the two sides).
+#[test]
+fn streamed_rots_span_requests() {
+    let (mut s, mut r, mut a, mut b) = setup();
+    let n = 2 * ot::ROT_CHUNK + 77;
+    let h = thread::spawn(move || {
+        let (mut m0, mut m1) = (vec![Block::ZERO; n], vec![Block::ZERO; n]);
+        ot::rot_send(&mut s, &mut a, &mut m0, &mut m1).unwrap();
+        let mut lsb = Vec::new();
+        for k in 1..=8usize {
+            let n1 = 3 * ot::ROT_CHUNK / k + 5;
+            let mut out = vec![0u8; n1 << k];
+            ot::rot1n_send_lsb(&mut s, &mut a, k, n1, 8, &mut out).unwrap();
+            lsb.push(out);
+        }
+        (m0, m1, lsb)
+    });
+    let (mut c, mut mb) = (BitVec::zeros(0), vec![Block::ZERO; n]);
+    ot::rot_recv(&mut r, &mut b, &mut c, &mut mb).unwrap();
+    let mut got = Vec::new();
+    for k in 1..=8usize {
+        let n1 = 3 * ot::ROT_CHUNK / k + 5;
+        let (mut ch, mut out) = (vec![0u8; n1], vec![0u8; n1]);
+        ot::rot1n_recv_lsb(&mut r, &mut b, k, 8, &mut ch, &mut out).unwrap();
+        got.push((ch, out));
+    }
+    let (m0, m1, lsb) = h.join().unwrap();
+    assert_eq!(c.len(), n);
+    for i in 0..n {
+        let (mine, other) = if c.get(i) { (m1[i], m0[i]) } else { (m0[i], m1[i]) };
+        assert_eq!(mb[i], mine, "ROT {i}");
+        assert_ne!(mb[i], other, "ROT {i}");
+    }
+    for (k, ((ch, out), pads)) in (1..=8usize).zip(got.iter().zip(&lsb)) {
+        let nn = 1 << k;
+        let mut same_other = 0usize;
+        for i in 0..ch.len() {
+            assert!((ch[i] as usize) < nn);
+            assert_eq!(out[i], pads[i * nn + ch[i] as usize], "k = {k}, instance {i}");
+            same_other += (0..nn).filter(|&x| x != ch[i] as usize && pads[i * nn + x] == out[i]).count();
+        }
+        // 8-bit pads: other entries coincide with probability 1/256
+        let others = ch.len() * (nn - 1);
+        assert!(same_other * 50 < others, "k = {k}: {same_other} of {others} other pads equal the chosen one");
+    }
+}
