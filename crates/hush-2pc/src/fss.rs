@@ -67,6 +67,7 @@ use hush_primitives::Ring;
 pub use hush_fss::deal::{FssGate, FssShape};
 use hush_fss::deal::{FssKeys, FssShare};
 use hush_transport::Channel;
+use zeroize::Zeroize;
 
 /// Elements per module crossing (bounds the size of one release). Small
 /// enough that a gate batch is several crossings of the same shape, which
@@ -134,12 +135,14 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
     while done < n {
         let m = (n - done).min(DEAL_CHUNK);
         let batch = dealer.next_batch();
-        let bytes = dealer.deal(FssKeys::request(batch, m as u32, &shape))?;
+        let mut bytes = dealer.deal(FssKeys::request(batch, m as u32, &shape))?;
         dealt += bytes.len();
-        let s = FssShare::from_bytes(&bytes, m, &shape)?;
-        vals.extend_from_slice(&s.vals);
-        offs.extend_from_slice(&s.offs);
-        for c in s.keys.chunks_exact(kb) {
+        let (mut sv, mut so, kbytes) = FssShare::split(&bytes, m, &shape)?;
+        vals.extend_from_slice(&sv);
+        offs.extend_from_slice(&so);
+        sv.zeroize();
+        so.zeroize();
+        for c in kbytes.chunks_exact(kb) {
             let pushed = match &mut keys {
                 Keys::Lt(v) => v.push(&LtKey::from_bytes(c).map_err(key_err)?),
                 Keys::Drelu(v) => v.push(&DreluKey::from_bytes(c).map_err(key_err)?),
@@ -152,6 +155,7 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
             };
             pushed.map_err(key_err)?;
         }
+        bytes.zeroize();
         done += m;
     }
     Ok(FssBatch { shape, n, party, vals, offs, keys, dealt })

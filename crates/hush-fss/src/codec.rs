@@ -27,23 +27,23 @@ impl Writer {
     pub fn u64(&mut self, x: u64) {
         self.bytes(&x.to_le_bytes());
     }
-    /// Low `w` bits of `x` (w ≤ 64) into the bit stream.
+    /// Low `w` bits of `x` (w ≤ 64) into the bit stream (written eight
+    /// bytes at a time; [`Writer::flush_bits`] ends the stream).
     pub fn bits(&mut self, x: u64, w: u32) {
         self.acc |= ((x & crate::mask(w)) as u128) << self.nacc;
         self.nacc += w;
-        while self.nacc >= 8 {
-            self.buf.push(self.acc as u8);
-            self.acc >>= 8;
-            self.nacc -= 8;
+        if self.nacc >= 64 {
+            self.buf.extend_from_slice(&(self.acc as u64).to_le_bytes());
+            self.acc >>= 64;
+            self.nacc -= 64;
         }
     }
     /// Pads the bit stream to a byte boundary with zeros.
     pub fn flush_bits(&mut self) {
-        if self.nacc > 0 {
-            self.buf.push(self.acc as u8);
-            self.acc = 0;
-            self.nacc = 0;
-        }
+        let n = self.nacc.div_ceil(8) as usize;
+        self.buf.extend_from_slice(&(self.acc as u64).to_le_bytes()[..n]);
+        self.acc = 0;
+        self.nacc = 0;
     }
 }
 
@@ -58,11 +58,14 @@ pub(crate) struct Reader<'a> {
     pos: usize,
     acc: u128,
     nacc: u32,
+    /// End of the current bit stream if declared ([`Reader::begin_bits`]):
+    /// the reader may then fetch eight bytes at a time up to it.
+    bits_end: usize,
 }
 
 impl<'a> Reader<'a> {
     pub fn new(what: &'static str, b: &'a [u8]) -> Self {
-        Reader { what, b, pos: 0, acc: 0, nacc: 0 }
+        Reader { what, b, pos: 0, acc: 0, nacc: 0, bits_end: 0 }
     }
     fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         if self.b.len() - self.pos < n {
@@ -93,8 +96,26 @@ impl<'a> Reader<'a> {
         }
         Ok(x)
     }
+    /// Declares that a bit stream of `nbits` bits starts here (so it ends
+    /// ⌈nbits/8⌉ bytes on): [`Reader::bits`] then reads eight bytes at a
+    /// time within it, never past its end.
+    pub fn begin_bits(&mut self, nbits: usize) -> Result<(), Error> {
+        let end = self.pos + nbits.div_ceil(8);
+        if end > self.b.len() {
+            return Err(Error::Length { what: self.what, expected: end, got: self.b.len() });
+        }
+        self.bits_end = end;
+        Ok(())
+    }
     /// `w` bits (w ≤ 64) from the bit stream.
     pub fn bits(&mut self, w: u32) -> Result<u64, Error> {
+        if self.nacc < w && self.nacc <= 64 && self.bits_end >= self.pos + 8 {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&self.b[self.pos..self.pos + 8]);
+            self.pos += 8;
+            self.acc |= (u64::from_le_bytes(a) as u128) << self.nacc;
+            self.nacc += 64;
+        }
         while self.nacc < w {
             let byte = self.u8()?;
             self.acc |= (byte as u128) << self.nacc;
@@ -110,6 +131,7 @@ impl<'a> Reader<'a> {
         let pad = self.acc;
         self.acc = 0;
         self.nacc = 0;
+        self.bits_end = 0;
         if pad != 0 {
             return Err(Error::NonCanonical { what: self.what, reason: "nonzero padding bits" });
         }

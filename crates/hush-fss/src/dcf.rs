@@ -295,6 +295,8 @@ impl DcfKey {
             cw[i * st] = s as u64;
             cw[i * st + 1] = (s >> 64) as u64;
         }
+        let leaf_bits = if st == 2 { 1usize << et_nu(bits, out_bits, lanes) } else { (lanes * out_bits) as usize };
+        r.begin_bits(2 * n + n * (lanes * out_bits) as usize + leaf_bits)?;
         let tl = r.bits(d)?;
         let tr = r.bits(d)?;
         let mut vbits = 0u64;

@@ -120,6 +120,21 @@ impl FssShare {
         b.0.extend_from_slice(&self.keys);
         std::mem::take(&mut b.0)
     }
+    /// The values, offsets and the raw keys of a share, without copying the
+    /// keys (the caller parses them from the slice).
+    pub fn split<'a>(buf: &'a [u8], n: usize, shape: &FssShape) -> Result<(Vec<u64>, Vec<u64>, &'a [u8])> {
+        let trunc = matches!(shape.gate, FssGate::Trunc { .. });
+        let head = 8 + 8 * n + 8 + if trunc { 8 * n } else { 0 };
+        let kb = shape.key_bytes() * n;
+        if buf.len() != head + kb {
+            return Err(Error::Malformed(format!("FSS share: {} bytes, expected {}", buf.len(), head + kb)));
+        }
+        let mut r = BlobReader::new(&buf[..head]);
+        let (vals, offs) = (r.take(n)?, r.take(if trunc { n } else { 0 })?);
+        r.finish()?;
+        Ok((vals, offs, &buf[head..]))
+    }
+
     pub fn from_bytes(buf: &[u8], n: usize, shape: &FssShape) -> Result<Self> {
         let trunc = matches!(shape.gate, FssGate::Trunc { .. });
         let head = 8 + 8 * n + 8 + if trunc { 8 * n } else { 0 };

@@ -70,7 +70,7 @@ impl TrustedModule for InProcessModule {
         self.stats.crossings += 1;
         self.stats.bytes_to_module += q.len() as u64;
         self.stats.bytes_from_module += r.len() as u64;
-        check(Response::decode(&r)?)
+        check(Response::decode_owned(r)?)
     }
     fn stats(&self) -> ModuleStats {
         self.stats
@@ -174,7 +174,7 @@ impl TrustedModule for OutOfProcessModule {
         self.stats.crossings += 1;
         self.stats.bytes_to_module += 4 + q.len() as u64;
         self.stats.bytes_from_module += 4 + r.len() as u64;
-        check(Response::decode(&r)?)
+        check(Response::decode_owned(r)?)
     }
     fn stats(&self) -> ModuleStats {
         self.stats

@@ -743,7 +743,7 @@ impl TrustedModule for DealerModule {
         self.stats.crossings += 1;
         self.stats.bytes_to_module += q.len() as u64;
         self.stats.bytes_from_module += r.len() as u64;
-        let resp = Response::decode(&r)?;
+        let resp = Response::decode_owned(r)?;
         match (&resp, req, &self.kinds) {
             (Response::Error(e), _, _) => Err(Error::Refused(e.clone())),
             (Response::Seed(k), Request::Deal(d), Some(kinds)) => Ok(Response::Dealt(crate::deal::expand(kinds, d, *k)?)),

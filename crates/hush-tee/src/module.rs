@@ -240,6 +240,28 @@ impl Response {
         w.0
     }
 
+    /// [`Response::decode`] taking the received buffer: a dealt share is
+    /// kept in place (no copy), and the buffer of any other response is
+    /// erased after decoding (it may carry shares).
+    pub fn decode_owned(mut b: Vec<u8>) -> Result<Self> {
+        if b.first() == Some(&20) && b.len() >= 5 {
+            let n = u32::from_le_bytes(b[1..5].try_into().expect("4 bytes")) as usize;
+            if n != b.len() - 5 {
+                b.zeroize();
+                return Err(Error::Malformed("module response: dealt share length".into()));
+            }
+            if n > crate::backend::MAX_MODULE_FRAME {
+                b.zeroize();
+                return Err(Error::Malformed(format!("module response: field of {n} bytes exceeds {}", crate::backend::MAX_MODULE_FRAME)));
+            }
+            b.drain(..5);
+            return Ok(Response::Dealt(b));
+        }
+        let r = Self::decode(&b);
+        b.zeroize();
+        r
+    }
+
     pub fn decode(b: &[u8]) -> Result<Self> {
         let mut r = Reader::new(b, "module response");
         let resp = match r.u8()? {
