@@ -448,6 +448,11 @@ impl Drop for Unfinished<'_> {
     }
 }
 
+/// Batches of the same shape computed ahead of the last one dealt (each on
+/// its own thread, so the dealer's computation of consecutive batches runs
+/// in parallel).
+const AHEAD: u64 = 1;
+
 /// Most batches held for the other role (the roles run in lockstep, so a
 /// few are enough; beyond this each role computes its own share).
 const MAX_PAIRED: usize = 64;
@@ -589,13 +594,18 @@ impl Paired {
         }
     }
 
-    /// Computes batch b + 1 of `d` (same kind, size, parameters) ahead, for
-    /// both roles, while batch b crosses the link — consecutive sub-batches
+    /// Computes batches b + 1..=b + [`AHEAD`] of `d` (same kind, size,
+    /// parameters) ahead, for both roles, while batch b crosses the link — consecutive sub-batches
     /// of one gate are such requests. Admitted with `module`'s checks; a
     /// share nobody asks for is erased unreleased (see [`Paired::sweep`]).
     fn speculate(self: &Arc<Self>, module: &Module, d: &DealRequest) {
-        let Some(b) = d.batch.checked_add(1) else { return };
-        let next = DealRequest { batch: b, ..d.clone() };
+        for k in 1..=AHEAD {
+            let Some(b) = d.batch.checked_add(k) else { return };
+            self.speculate_one(module, DealRequest { batch: b, ..d.clone() });
+        }
+    }
+
+    fn speculate_one(self: &Arc<Self>, module: &Module, next: DealRequest) {
         let Ok(p) = module.prepare_deal(&next) else { return };
         {
             let Ok(mut st) = self.st.lock() else { return };
