@@ -94,12 +94,19 @@ use crate::deal::tami::{eval_level_word, TamiShare, TamiTables};
 use hush_deal::MAX_DEAL_N;
 use hush_transport::Channel;
 
-/// Default chunk width and merge arity: k = 5 keeps one merge level up to
-/// 40 compared bits (ℓ = 37 DReLU/ReLU/truncation in one level, where k = 4
-/// needs two) and, at ℓ = 32, sends fewer bits (58 vs 62 per comparison)
-/// with fewer dealt bits (fewer subset products outweigh the larger tables).
+/// Default chunk width and merge arity. k = 5: at ℓ = 32 fewer bits sent
+/// (58 vs 62 per comparison at arity 8) and fewer dealt bits than k = 4.
+/// Arity 4 (since 2026-11-25; was 8): the 8 chunks of ℓ = 37's 36 or 37
+/// compared bits merge in two levels instead of one, which costs one more
+/// simultaneous exchange of 3 opened bits per comparison but deals 64
+/// subset-product bits per comparison instead of 382 — the largest part of
+/// a dealt TAMI share. Measured in the inference engine (SqueezeNet, `lan`):
+/// both the tee mode (the server's module computes less) and the dealer
+/// mode (the server's link carries 506 MB instead of 767 MB) got faster,
+/// and the whole network's round count grew by one. `hush bench nonlinear`
+/// keeps `--arity 8` as its default (the paper's one-level merge).
 pub const DEFAULT_K: u32 = 5;
-pub const DEFAULT_ARITY: u32 = 8;
+pub const DEFAULT_ARITY: u32 = 4;
 
 /// One dealt batch, ready for the online phase.
 pub struct TamiBatch {
