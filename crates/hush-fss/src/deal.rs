@@ -136,16 +136,8 @@ impl FssShare {
     }
 
     pub fn from_bytes(buf: &[u8], n: usize, shape: &FssShape) -> Result<Self> {
-        let trunc = matches!(shape.gate, FssGate::Trunc { .. });
-        let head = 8 + 8 * n + 8 + if trunc { 8 * n } else { 0 };
-        let kb = shape.key_bytes() * n;
-        if buf.len() != head + kb {
-            return Err(Error::Malformed(format!("FSS share: {} bytes, expected {}", buf.len(), head + kb)));
-        }
-        let mut r = BlobReader::new(&buf[..head]);
-        let s = FssShare { vals: r.take(n)?, offs: r.take(if trunc { n } else { 0 })?, keys: buf[head..].to_vec() };
-        r.finish()?;
-        Ok(s)
+        let (vals, offs, keys) = Self::split(buf, n, shape)?;
+        Ok(FssShare { vals, offs, keys: keys.to_vec() })
     }
 }
 
