@@ -489,20 +489,23 @@ fn take_tables(r: &mut BlobReader<'_>, expect: usize, seg: &[(u32, u32)]) -> Res
     let bytes = r.take_bytes(expect, rows * per)?;
     let mut out = Vec::with_capacity(expect);
     let mut bad = 0u64;
-    let mut pos = 0usize;
-    for _ in 0..rows {
-        for &(g, e) in seg {
-            let mut half = |bits: u32| -> u64 {
-                let k = seg_bytes(bits);
-                let mut a = [0u8; 4];
-                a[..k].copy_from_slice(&bytes[pos..pos + k]);
-                pos += k;
-                let v = u32::from_le_bytes(a) as u64;
-                bad |= v >> bits.min(32);
-                v
-            };
-            let gt = half(g);
-            let eq = half(e);
+    #[inline(always)]
+    fn half(b: &[u8]) -> u64 {
+        match b.len() {
+            4 => u32::from_le_bytes(b.try_into().expect("4 bytes")) as u64,
+            2 => u16::from_le_bytes(b.try_into().expect("2 bytes")) as u64,
+            1 => b[0] as u64,
+            _ => 0,
+        }
+    }
+    let widths: Vec<(usize, usize, u32, u32)> = seg.iter().map(|&(g, e)| (seg_bytes(g), seg_bytes(e), g.min(63), e.min(63))).collect();
+    for row in bytes.chunks_exact(per.max(1)).take(rows) {
+        let mut pos = 0usize;
+        for &(gb, eb, g, e) in &widths {
+            let gt = half(&row[pos..pos + gb]);
+            let eq = half(&row[pos + gb..pos + gb + eb]);
+            pos += gb + eb;
+            bad |= (gt >> g) | (eq >> e);
             out.push(gt | (eq << 32));
         }
     }
