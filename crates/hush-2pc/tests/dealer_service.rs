@@ -231,3 +231,50 @@ fn seeded_release_sends_the_client_a_sub_key_that_expands_to_its_share() {
     assert!(ca.call(&Request::Linear(lin)).unwrap_err().to_string().contains("already dealt"));
     h.shutdown();
 }
+
+/// Paired dealing: a batch the server asked for first is computed once for
+/// both roles, and the client's request is served from it — bit for bit
+/// the share the client gets when it asks first (twin sessions under one
+/// test seed); the dealer's log counts the shares served that way.
+#[test]
+fn paired_dealing_serves_the_second_role_from_one_computation() {
+    use hush_fss::deal::{FssGate, FssKeys, FssShape};
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+    cfg.insecure_test_seed = Some([9; 32]);
+    let lines: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let l2 = lines.clone();
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(move |l| l2.lock().unwrap().push(l))).unwrap();
+    let shape = FssShape { bits: 32, gate: FssGate::Relu };
+    let deal = |m: &mut DealerModule, batch: u64| match m.call(&Request::Deal(FssKeys::request(batch, 300, &shape))).unwrap() {
+        Response::Dealt(ref b) => b.clone(),
+        r => panic!("{r:?}"),
+    };
+    // session A: the server asks first, then the client
+    let sa = dealer::new_session_id();
+    let mut s = join(&h, &t, &sa, ModuleRole::Sender).unwrap();
+    let mut c = join(&h, &t, &sa, ModuleRole::Receiver).unwrap();
+    let mut client_a = Vec::new();
+    for b in 1..=4 {
+        let srv = deal(&mut s, b);
+        let cli = deal(&mut c, b);
+        assert_ne!(srv, cli, "each role gets its own key");
+        client_a.push(cli);
+    }
+    // session B (same seed): only the client asks
+    let sb = dealer::new_session_id();
+    let _s2 = join(&h, &t, &sb, ModuleRole::Sender).unwrap();
+    let mut c2 = join(&h, &t, &sb, ModuleRole::Receiver).unwrap();
+    for (b, want) in (1..=4).zip(&client_a) {
+        assert_eq!(&deal(&mut c2, b), want, "batch {b}: served from the pair = dealt alone");
+    }
+    drop((s, c, c2, _s2));
+    wait_for("the dealer's session logs", || lines.lock().unwrap().len() >= 4);
+    let log = lines.lock().unwrap().join("\n");
+    let served: Vec<u64> = log
+        .lines()
+        .filter_map(|l| l.split(" request(s) (").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(served.iter().any(|&n| n >= 4), "session A served the client from the server's computations: {log}");
+    h.shutdown();
+}
