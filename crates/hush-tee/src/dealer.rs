@@ -511,10 +511,8 @@ impl Paired {
                     self.taken.fetch_add(1, Ordering::Relaxed);
                     let share = e.shares[me].take().expect("checked");
                     e.served[me] = true;
-                    if e.served[other] || !e.computing {
-                        if e.served[other] {
-                            st.remove(&p.req);
-                        }
+                    if e.served[other] {
+                        st.remove(&p.req);
                     }
                     return Ok(Response::Dealt(share));
                 }

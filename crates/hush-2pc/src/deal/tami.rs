@@ -718,12 +718,7 @@ pub fn deal_party1(sub: Block, n: usize, shape: &TamiShape) -> TamiShare {
         *t &= position_mask(chunks[j].1, in_idx[j][1] != usize::MAX);
     }
     s.subsets = plan.levels.iter().enumerate().map(|(i, lv)| stream(sub, S_SUB_B + i as u64, w * lv.subsets.len())).collect();
-    s.masks = plan
-        .levels
-        .iter()
-        .enumerate()
-        .map(|(i, lv)| if i == 0 { Vec::new() } else { stream(sub, S_MASK_B + i as u64, w * lv.inputs.len()) })
-        .collect();
+    s.masks = level_masks(sub, S_MASK_B, &plan, w);
     if shape.has_post() {
         let mut rb = stream(sub, S_RHO_B, w);
         if let Some(x) = rb.last_mut() {
@@ -738,6 +733,16 @@ pub fn deal_party1(sub: Block, n: usize, shape: &TamiShape) -> TamiShare {
     s
 }
 
+/// A party's XOR shares of the level ≥ 1 opening masks (level 0 has none):
+/// streams `base + level` under `key`, [word][input].
+fn level_masks(key: Block, base: u64, plan: &Plan, w: usize) -> Vec<Vec<u64>> {
+    plan.levels
+        .iter()
+        .enumerate()
+        .map(|(i, lv)| if i == 0 { Vec::new() } else { stream(key, base + i as u64, w * lv.inputs.len()) })
+        .collect()
+}
+
 /// Party 0's own streams under its sub-key `sub0`: τ, the mask s (ReLU),
 /// ρ_A, and its level ≥ 1 mask shares — the part of its share that is not a
 /// correction, so it crosses as the sub-key (see [`TamiShare::to_bytes`]).
@@ -748,12 +753,7 @@ fn party0_streams(sub0: Block, n: usize, shape: &TamiShape, plan: &Plan) -> Tami
     s.seed = Some(sub0);
     s.tau = stream(sub0, S_TAU, n);
     s.tau.iter_mut().for_each(|t| *t &= ring_mask(shape.sent_bits()));
-    s.masks = plan
-        .levels
-        .iter()
-        .enumerate()
-        .map(|(i, lv)| if i == 0 { Vec::new() } else { stream(sub0, S_MASK_A + i as u64, w * lv.inputs.len()) })
-        .collect();
+    s.masks = level_masks(sub0, S_MASK_A, plan, w);
     if shape.has_post() {
         let mut rb = stream(sub0, S_RHO_A, w);
         if let Some(x) = rb.last_mut() {
@@ -776,8 +776,8 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
     if party == 1 {
         return b;
     }
-    let mut a = party0_streams(hush_deal::sub_key(key, 0), n, shape, &shape.plan());
     let plan = shape.plan();
+    let mut a = party0_streams(hush_deal::sub_key(key, 0), n, shape, &plan);
     let w = n.div_ceil(64);
     let l = shape.bits;
     let lm = ring_mask(l);
@@ -875,7 +875,6 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
             s.rho_x = (0..n).map(|i| rho(i).wrapping_mul(s.smask[i].wrapping_add(b.input[i])).wrapping_sub(b.rho_x[i]) & lm).collect();
         }
     }
-    let _ = tail;
     s
 }
 
