@@ -113,6 +113,18 @@ fn key_err(e: hush_fss::Error) -> crate::Error {
     crate::malformed("FSS key from the module", e.to_string())
 }
 
+/// The dealing requests [`deal`] sends for `n` gates of `shape` when the
+/// dealer's next batch is `first_batch` (one per crossing of
+/// [`DEAL_CHUNK`]): a dealing plan's entries (see `hush_tee::dealer`).
+pub fn requests(first_batch: u64, n: usize, shape: FssShape) -> Vec<hush_tee::deal::DealRequest> {
+    crossings(n).enumerate().map(|(i, m)| FssKeys::request(first_batch + i as u64, m as u32, &shape)).collect()
+}
+
+/// The crossing sizes of `n` gates.
+fn crossings(n: usize) -> impl Iterator<Item = usize> {
+    (0..n.div_ceil(DEAL_CHUNK)).map(move |i| (n - i * DEAL_CHUNK).min(DEAL_CHUNK))
+}
+
 /// Offline: this party's keys for `n` gates (crossings of [`DEAL_CHUNK`]).
 pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Result<FssBatch> {
     shape.validate().map_err(crate::Error::Invalid)?;
@@ -131,9 +143,7 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
     };
     let kb = shape.key_bytes();
     let mut dealt = 0;
-    let mut done = 0;
-    while done < n {
-        let m = (n - done).min(DEAL_CHUNK);
+    for m in crossings(n) {
         let batch = dealer.next_batch();
         let mut bytes = dealer.deal(FssKeys::request(batch, m as u32, &shape))?;
         dealt += bytes.len();
@@ -155,8 +165,7 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
             };
             pushed.map_err(key_err)?;
         }
-        bytes.zeroize();
-        done += m;
+        hush_primitives::wipe::wipe_vec(&mut bytes);
     }
     Ok(FssBatch { shape, n, party, vals, offs, keys, dealt })
 }

@@ -130,6 +130,12 @@ impl TamiBatch {
     }
 }
 
+/// The dealing request [`deal`] sends for `n` comparisons of `shape` as
+/// batch `batch` (a dealing plan's entry, see `hush_tee::dealer`).
+pub fn request(batch: u64, n: usize, shape: &TamiShape) -> hush_tee::deal::DealRequest {
+    TamiTables::request(batch, n as u32, shape)
+}
+
 /// Offline: one crossing for this party's share of `n` comparisons.
 pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: TamiShape) -> Result<TamiBatch> {
     shape.validate().map_err(crate::Error::Invalid)?;
@@ -137,7 +143,7 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: TamiShape) -> Re
         return Err(invalid(format!("TAMI batch of {n} out of range 1..={MAX_DEAL_N}")));
     }
     let batch = dealer.next_batch();
-    let bytes = dealer.deal(TamiTables::request(batch, n as u32, &shape))?;
+    let bytes = dealer.deal(request(batch, n, &shape))?;
     let plan = shape.plan();
     let share = TamiShare::from_bytes(&bytes, party, n, &shape, &plan)?;
     let mut in_idx = vec![[usize::MAX; 2]; plan.leaves];

@@ -40,6 +40,11 @@ impl Dealer {
         Self::establish(Box::new(m), ch, party)
     }
 
+    /// The batch number the next dealing request will carry.
+    pub fn peek_batch(&self) -> u64 {
+        self.next_batch
+    }
+
     pub fn next_batch(&mut self) -> u64 {
         let b = self.next_batch;
         self.next_batch += 1;

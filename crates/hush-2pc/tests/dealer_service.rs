@@ -278,3 +278,52 @@ fn paired_dealing_serves_the_second_role_from_one_computation() {
     assert!(served.iter().any(|&n| n >= 4), "session A served the client from the server's computations: {log}");
     h.shutdown();
 }
+
+/// Dealing plans at the service: only the server's role may send one; its
+/// requests are admitted with the module's checks before anything is
+/// computed (a released batch or an unknown kind refuses the whole plan);
+/// a planned batch is served to each role exactly as it would be dealt
+/// alone (bit for bit, by a twin session under the same seed without a
+/// plan), and the one-release-per-batch rule still holds.
+#[test]
+fn dealing_plans_are_the_servers_admitted_and_served_as_dealt_alone() {
+    use hush_fss::deal::{FssGate, FssKeys, FssShape};
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+    cfg.insecure_test_seed = Some([9; 32]);
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
+    let (sid_a, sid_b) = (dealer::new_session_id(), dealer::new_session_id());
+    let mut sa = join(&h, &t, &sid_a, ModuleRole::Sender).unwrap();
+    let mut ca = join(&h, &t, &sid_a, ModuleRole::Receiver).unwrap();
+    let mut sb = join(&h, &t, &sid_b, ModuleRole::Sender).unwrap();
+    let mut cb = join(&h, &t, &sid_b, ModuleRole::Receiver).unwrap();
+    let shape = FssShape { bits: 37, gate: FssGate::Relu };
+    let reqs: Vec<_> = (0..3u64).map(|b| FssKeys::request(b, 300, &shape)).collect();
+    let deal = |m: &mut DealerModule, r: &hush_tee::deal::DealRequest| match m.call(&Request::Deal(r.clone())).unwrap() {
+        Response::Dealt(ref b) => b.clone(),
+        r => panic!("{r:?}"),
+    };
+    // the client may not plan
+    let e = ca.call(&Request::Plan(reqs.clone())).unwrap_err();
+    assert!(e.to_string().contains("only the server"), "{e}");
+    // an unknown kind refuses the plan
+    let mut bad = reqs.clone();
+    bad[1].kind = "no-such-kind".into();
+    assert!(sa.call(&Request::Plan(bad)).is_err());
+    // the plan is computed before its answer
+    match sa.call(&Request::Plan(reqs.clone())).unwrap() {
+        Response::Planned { computed, bytes } => {
+            assert_eq!(computed, 3);
+            assert!(bytes > 0);
+        }
+        r => panic!("{r:?}"),
+    }
+    for r in &reqs {
+        assert_eq!(deal(&mut ca, r), deal(&mut cb, r), "client share of batch {}", r.batch);
+        assert_eq!(deal(&mut sa, r), deal(&mut sb, r), "server share of batch {}", r.batch);
+    }
+    // released batches: a second request, or a plan naming them, is refused
+    assert!(ca.call(&Request::Deal(reqs[0].clone())).is_err());
+    assert!(sa.call(&Request::Plan(vec![reqs[2].clone()])).is_err());
+    h.shutdown();
+}

@@ -101,24 +101,49 @@ pub struct FssShare {
     pub vals: Vec<u64>,
     /// Truncation: this party's additive offset.
     pub offs: Vec<u64>,
-    /// n keys of [`FssShape::key_bytes`] bytes each.
+    /// n keys of [`FssShape::key_bytes`] bytes each, after `head` bytes
+    /// reserved for the encoded values and offsets ([`FssShare::into_bytes`]
+    /// fills them in place instead of copying the keys behind them).
     pub keys: Vec<u8>,
+    head: usize,
 }
 
 impl Drop for FssShare {
     fn drop(&mut self) {
-        self.vals.zeroize();
-        self.offs.zeroize();
-        self.keys.zeroize();
+        hush_primitives::wipe::wipe_vec_u64(&mut self.vals);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.offs);
+        hush_primitives::wipe::wipe_vec(&mut self.keys);
     }
 }
 
 impl FssShare {
+    /// Bytes of the encoded values and offsets of `n` gates of `shape`.
+    fn head_bytes(n: usize, shape: &FssShape) -> usize {
+        16 + 8 * n + if matches!(shape.gate, FssGate::Trunc { .. }) { 8 * n } else { 0 }
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = Blob::new();
         b.put(&self.vals).put(&self.offs);
-        b.0.extend_from_slice(&self.keys);
+        b.0.extend_from_slice(&self.keys[self.head..]);
         std::mem::take(&mut b.0)
+    }
+
+    /// [`FssShare::to_bytes`], consuming the share: when the keys were
+    /// written behind reserved room (as [`deal_parties`] does), the values
+    /// and offsets go into that room and the buffer is returned as is — no
+    /// copy of the keys, the bulk of a share.
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        let mut b = Blob::new();
+        b.put(&self.vals).put(&self.offs);
+        if self.head != b.0.len() {
+            b.0.zeroize();
+            return self.to_bytes();
+        }
+        self.keys[..self.head].copy_from_slice(&b.0);
+        b.0.zeroize();
+        self.head = 0;
+        std::mem::take(&mut self.keys)
     }
     /// The values, offsets and the raw keys of a share, without copying the
     /// keys (the caller parses them from the slice).
@@ -137,7 +162,7 @@ impl FssShare {
 
     pub fn from_bytes(buf: &[u8], n: usize, shape: &FssShape) -> Result<Self> {
         let (vals, offs, keys) = Self::split(buf, n, shape)?;
-        Ok(FssShare { vals, offs, keys: keys.to_vec() })
+        Ok(FssShare { vals, offs, keys: keys.to_vec(), head: 0 })
     }
 }
 
@@ -161,8 +186,15 @@ pub fn deal_parties(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> V
     let lm = ring_mask(l);
     let mut vprg = Prg::with_nonce(key, 1);
     let mut kprg = Prg::with_nonce(key, 2);
-    let mut out: Vec<FssShare> =
-        parties.iter().map(|_| FssShare { vals: Vec::with_capacity(n), offs: Vec::new(), keys: Vec::with_capacity(n * shape.key_bytes()) }).collect();
+    let head = FssShare::head_bytes(n, shape);
+    let mut out: Vec<FssShare> = parties
+        .iter()
+        .map(|_| {
+            let mut keys = Vec::with_capacity(head + n * shape.key_bytes());
+            keys.resize(head, 0);
+            FssShare { vals: Vec::with_capacity(n), offs: Vec::new(), keys, head }
+        })
+        .collect();
     let mut ms: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
     let mut rs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
     let mut cs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
@@ -361,7 +393,8 @@ mod tests {
                         let a = deal(key, party, n, &shape);
                         let b = deal_reference(key, party, n, &shape);
                         assert_eq!(a.to_bytes(), b.to_bytes(), "{shape:?} n {n} party {party}");
-                        assert_eq!(a.keys.len(), n * shape.key_bytes());
+                        assert_eq!(a.keys.len() - a.head, n * shape.key_bytes());
+                        assert_eq!(a.to_bytes(), deal(key, party, n, &shape).into_bytes(), "into_bytes = to_bytes");
                     }
                     // one generation for both parties (a dealer serving both) = each alone
                     if n > 0 {
@@ -411,12 +444,12 @@ impl Description for FssKeys {
         Ok(format!("{}/{batch}/{n}/{}", Self::KIND, Self::shape(params)?.label()))
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        Ok(deal(key, party, n as usize, &Self::shape(params)?).to_bytes())
+        Ok(deal(key, party, n as usize, &Self::shape(params)?).into_bytes())
     }
     fn deal_pair(&self, key: Block, n: u32, params: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
         let mut v = deal_parties(key, &[0, 1], n as usize, &Self::shape(params)?);
-        let b = v.pop().expect("two").to_bytes();
-        let a = v.pop().expect("two").to_bytes();
+        let b = v.pop().expect("two").into_bytes();
+        let a = v.pop().expect("two").into_bytes();
         Ok((a, b))
     }
 }

@@ -78,6 +78,12 @@ pub struct DealerArgs {
     /// Most sessions held at once (more are refused with an error).
     #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,
+    /// Bytes of shares one session's dealing plan may hold computed ahead
+    /// in this process (the server sends the rest of its dealing schedule;
+    /// the dealer computes it before the client's input exists, up to
+    /// this); 0 turns plans off.
+    #[arg(long, default_value = "1GiB")]
+    pub plan_mem: String,
     /// With --pin, only parties presenting a pinned certificate are served.
     #[command(flatten)]
     pub link: LinkFlags,
@@ -89,6 +95,7 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients(), hush_2pc::deal::kinds());
     cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
     cfg.max_sessions = a.max_sessions.max(1);
+    cfg.plan_mem = parse_size(&a.plan_mem)?;
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);

@@ -202,6 +202,13 @@ pub trait Nonlinear: Send {
     /// Installs (or, with `None`, removes) the look-ahead feed the chunks
     /// not pre-dealt are taken from, in schedule order.
     fn set_feed(&mut self, feed: Option<Feed>);
+    /// The dealing requests that dealing `items` (gate, elements) in order
+    /// would send from this family's next batch on, without dealing: a
+    /// dealer's plan ([`plan_dealer`]). Families without per-batch dealing
+    /// requests plan nothing.
+    fn plan_requests(&self, _items: &[(Gate, usize)]) -> Result<Vec<hush_tee::deal::DealRequest>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Deals one batch of a family off the party's thread, type-erased (see
@@ -276,6 +283,16 @@ impl Nonlinear for FssNonlinear {
     }
     fn est_bytes(&self, g: Gate, n: usize) -> u64 {
         fss_est_bytes(self.bits, g, n)
+    }
+    fn plan_requests(&self, items: &[(Gate, usize)]) -> Result<Vec<hush_tee::deal::DealRequest>> {
+        let mut b = lock_dealer(&self.dealer)?.peek_batch();
+        let mut out = Vec::new();
+        for &(g, n) in items {
+            let r = hush_2pc::fss::requests(b, n, self.shape(g));
+            b += r.len() as u64;
+            out.extend(r);
+        }
+        Ok(out)
     }
     fn batch_dealer(&self) -> BatchDealer {
         let (d, party, bits) = (self.dealer.clone(), self.party, self.bits);
@@ -362,6 +379,10 @@ impl Nonlinear for TamiNonlinear {
     }
     fn est_bytes(&self, g: Gate, n: usize) -> u64 {
         tami_est_bytes(self.bits, g, n)
+    }
+    fn plan_requests(&self, items: &[(Gate, usize)]) -> Result<Vec<hush_tee::deal::DealRequest>> {
+        let b = lock_dealer(&self.dealer)?.peek_batch();
+        Ok(items.iter().enumerate().map(|(i, &(g, n))| hush_2pc::tami::request(b + i as u64, n, &tami_shape(self.bits, g))).collect())
     }
     fn batch_dealer(&self) -> BatchDealer {
         let (d, party, bits) = (self.dealer.clone(), self.party, self.bits);
@@ -766,6 +787,37 @@ pub fn predeal_guarded(plan: &Plan, module: &mut SharedModule, nl: &mut dyn Nonl
     pre.secs = t0.elapsed().as_secs_f64();
     pre.crossings = (module.stats() - m0).crossings;
     Ok(())
+}
+
+/// **Dealer mode, server only: the dealing plan.** After pre-dealing, the
+/// rest of the schedule's nonlinear batches (what the look-ahead will deal
+/// during the online phase) as the exact dealing requests they will send
+/// ([`Nonlinear::plan_requests`]: the same batch numbers and shapes), sent
+/// to the dealer as one [`hush_tee::Request::Plan`]. The dealer computes
+/// them ahead into its own memory and answers when done or at its budget
+/// (see `hush_tee::dealer`, "Dealing plans"), so the caller's offline phase
+/// includes that work. Returns (requests planned, computed by the dealer,
+/// bytes it holds). Nothing is released by the plan: each share still
+/// crosses only on its own role's request.
+pub fn plan_dealer(plan: &Plan, module: &mut SharedModule, nl: &dyn Nonlinear, pre: &Predealt) -> Result<(usize, u32, u64)> {
+    let sched = schedule(plan, nl.chunk());
+    let items: Vec<(Gate, usize)> = sched
+        .iter()
+        .skip(pre.items)
+        .filter_map(|it| match it {
+            DealItem::Nonlinear { gate, n } => Some((*gate, *n)),
+            DealItem::Linear { .. } => None,
+        })
+        .collect();
+    let reqs = nl.plan_requests(&items)?;
+    if reqs.is_empty() {
+        return Ok((0, 0, 0));
+    }
+    let n = reqs.len();
+    match module.call(&hush_tee::Request::Plan(reqs))? {
+        hush_tee::Response::Planned { computed, bytes } => Ok((n, computed, bytes)),
+        _ => Err(Error::Protocol("dealer: unexpected answer to a dealing plan".into())),
+    }
 }
 
 /// Server only: binds every linear layer's weights to its module.

@@ -171,6 +171,9 @@ pub struct Options {
     /// before it is used. Local to a party (the dealing order is the same
     /// either way). Default on; `HUSH_LOOKAHEAD=0` turns it off.
     pub lookahead: bool,
+    /// Dealer mode, server: send the dealer a dealing plan after each
+    /// pre-dealing (see [`engine::plan_dealer`]). Default on.
+    pub dealer_plan: bool,
     /// LinkConfig security of TCP connections: TLS 1.3 with this party's
     /// identity and its pins, or plaintext ([`LinkConfig::insecure`], the
     /// library default; the CLI and Python default to TLS). One-process
@@ -204,6 +207,7 @@ impl Default for Options {
             max_mem: None,
             predeal_mem: DEFAULT_PREDEAL_MEM,
             lookahead: true,
+            dealer_plan: true,
             link: LinkConfig::insecure(),
             mode: Mode::Tee,
             insecure_test_seed: None,
@@ -375,8 +379,26 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, chunk)?;
     let mut pre = engine::Predealt::default();
     engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
+    plan_at_dealer(plan, &mut module, &*nl, &pre, opts)?;
     ch.send(READY)?;
     Ok(ServerSession { module, nl, he: None, pre, predeal_mem })
+}
+
+/// Dealer mode: sends the dealer the rest of this inference's dealing
+/// schedule as a plan ([`engine::plan_dealer`]) and waits for the dealer
+/// to compute it ahead (up to its per-session budget) — offline work,
+/// before the "ready" that lets the client send its input. Off with
+/// [`Options::dealer_plan`] = false (or `HUSH_DEALER_PLAN=0`).
+fn plan_at_dealer(plan: &Plan, module: &mut SharedModule, nl: &dyn engine::Nonlinear, pre: &engine::Predealt, opts: &Options) -> Result<()> {
+    if matches!(opts.mode, Mode::Dealer { .. }) && opts.dealer_plan && dealer_plan_env() {
+        engine::plan_dealer(plan, module, nl, pre)?;
+    }
+    Ok(())
+}
+
+/// `HUSH_DEALER_PLAN=0` turns dealing plans off (for A/B measurements).
+pub fn dealer_plan_env() -> bool {
+    std::env::var("HUSH_DEALER_PLAN").map(|v| v != "0").unwrap_or(true)
 }
 
 /// The server's "ready" message: sent, unasked, when its offline work for
@@ -611,6 +633,10 @@ pub struct PartyReport {
     pub predeal_crossings: u64,
     /// The session's pre-dealing budget.
     pub predeal_mem: u64,
+    /// Time this client waited for the server's "ready" (the server's
+    /// offline tail: its own pre-dealing, and in dealer mode the dealer's
+    /// work on its dealing plan); included in `offline_secs`.
+    pub ready_wait_secs: f64,
     /// HE modes: the COT source's LPN set and the RLWE parameter set.
     pub cot_set: Option<String>,
     pub he_params: Option<String>,
@@ -647,6 +673,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
                 // offline for the next inference (the client does the same)
                 if he.is_none() {
                     engine::predeal(plan, &mut module, &mut *nl, &mut pre, served as u64, predeal_mem)?;
+                    plan_at_dealer(plan, &mut module, &*nl, &pre, opts)?;
                 }
                 match ch.send(READY) {
                     // a client that is done may have left already
@@ -836,7 +863,9 @@ impl<C: Channel> ClientSession<C> {
     fn infer_checked(&mut self, x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
         let xq = self.plan.encode_input(x)?;
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
+        let tw = Instant::now();
         await_ready(&mut self.ch)?;
+        let ready_wait_secs = tw.elapsed().as_secs_f64();
         let t0 = Instant::now();
         self.ch.send(b"I")?;
         let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
@@ -849,7 +878,8 @@ impl<C: Channel> ClientSession<C> {
         let report = PartyReport {
             layers,
             online_secs,
-            offline_secs: self.offline_secs + pd.0,
+            offline_secs: self.offline_secs + pd.0 + ready_wait_secs,
+            ready_wait_secs,
             offline_bytes_sent: self.offline_cost.bytes_sent,
             offline_bytes_recv: self.offline_cost.bytes_recv,
             module: self.module.describe(),
@@ -1161,6 +1191,7 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         "server_online_s": run.server_online_secs,
         "offline_s": c.offline_secs,
         "predeal_s": c.predeal_secs,
+        "ready_wait_s": c.ready_wait_secs,
         "predeal_mem": c.predeal_mem,
         "predeal_items": c.predeal_items,
         "predeal_total_items": c.predeal_total_items,

@@ -692,6 +692,59 @@ fn lookahead_keeps_outputs_bit_identical() {
     dealer.shutdown();
 }
 
+/// Dealing plans: the server's plan predicts exactly the requests both
+/// parties then send (every batch computed from it is served to both
+/// roles, nothing is computed in vain), the outputs are bit for bit those
+/// without a plan, and the plan's work happens before "ready" (offline).
+#[test]
+fn dealer_plan_predicts_every_request_and_keeps_outputs_bit_identical() {
+    let lines: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let sink = lines.clone();
+    let mut cfg = hush_tee::dealer::DealerConfig::new(hush_transport::LinkSecurity::Insecure, hush_2pc::deal::kinds());
+    cfg.insecure_test_seed = Some(TEST_SEED);
+    let dealer = hush_tee::dealer::serve("127.0.0.1:0", cfg, Arc::new(move |l: String| sink.lock().unwrap().push(l))).unwrap();
+    // "… N computed from the dealing plan, M requests served from them)"
+    let plan_counts = |l: &str| -> (u64, u64) {
+        let num = |key: &str| -> u64 {
+            let i = l.find(key).unwrap_or_else(|| panic!("no '{key}' in {l}"));
+            l[..i].trim_end().rsplit(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+        };
+        (num(" computed from the dealing plan"), num(" requests served from them"))
+    };
+    for bytes in [residual_net(), concat_net()] {
+        let m = Arc::new(Model::from_bytes(&bytes).unwrap());
+        let x = input_for(&m, 43);
+        for proto in ["fss", "tami"] {
+            let mut outs = Vec::new();
+            for planned in [false, true] {
+                lines.lock().unwrap().clear();
+                let o = Options { mode: dealer_mode(&dealer), chunk: 40, predeal_mem: 20 << 10, dealer_plan: planned, ..opts(proto) };
+                let run = runtime::run_local(m.clone(), &m.input_shape.clone(), &x, &o, false, |_, _| {}).unwrap_or_else(|e| panic!("{}/{proto}: {e}", m.name));
+                outs.push(bits(&run.inference.logits));
+                // the session's last connection to end logs the final counts
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                let (computed, served) = loop {
+                    let l = lines.lock().unwrap().clone();
+                    if l.len() >= 2 {
+                        break l.iter().map(|l| plan_counts(l)).max().unwrap();
+                    }
+                    assert!(std::time::Instant::now() < deadline, "dealer log: {l:?}");
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                };
+                if planned {
+                    assert!(computed > 0, "{}/{proto}: nothing planned", m.name);
+                    assert_eq!(served, 2 * computed, "{}/{proto}: every planned batch is asked for by both roles", m.name);
+                    assert!(run.inference.report.ready_wait_secs >= 0.0);
+                } else {
+                    assert_eq!((computed, served), (0, 0), "{}/{proto}: a plan without one", m.name);
+                }
+            }
+            assert_eq!(outs[0], outs[1], "{}/{proto}: the plan changed the output", m.name);
+        }
+    }
+    dealer.shutdown();
+}
+
 /// The dealer dies while the client's look-ahead worker is dealing ahead
 /// (killed after the first layer, with nothing pre-dealt and many small
 /// items left): both parties end with a clear error naming the dealer,

@@ -22,6 +22,7 @@ pub mod rand;
 pub mod ring;
 pub mod simd;
 pub mod transpose;
+pub mod wipe;
 
 pub use bitvec::BitVec;
 pub use block::Block;

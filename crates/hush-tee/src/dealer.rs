@@ -80,6 +80,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Default bound on the sessions a dealer holds at once.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+/// Default [`DealerConfig::plan_mem`]: 1 GiB per session.
+pub const DEFAULT_PLAN_MEM: u64 = 1 << 30;
 
 /// A fresh random session id (OS randomness).
 pub fn new_session_id() -> SessionId {
@@ -126,6 +128,10 @@ pub struct DealerConfig {
     pub idle_timeout: Duration,
     /// Most sessions held at once; opening one more is refused.
     pub max_sessions: usize,
+    /// Bytes of shares one session's dealing plan may hold computed ahead
+    /// at the dealer (see "Dealing plans" on [`Paired`]); 0 turns plans
+    /// off (a plan is then acknowledged with nothing computed).
+    pub plan_mem: u64,
     /// **INSECURE, tests only**: every session gets this seed instead of
     /// a fresh random one, so that outputs can be compared bit for bit
     /// with other providers. No `hush` command sets it.
@@ -134,7 +140,7 @@ pub struct DealerConfig {
 
 impl DealerConfig {
     pub fn new(link: LinkSecurity, kinds: crate::deal::Kinds) -> Self {
-        DealerConfig { link, kinds, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, insecure_test_seed: None }
+        DealerConfig { link, kinds, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, plan_mem: DEFAULT_PLAN_MEM, insecure_test_seed: None }
     }
 }
 
@@ -366,21 +372,28 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Re
             let resp = match decoded {
                 Ok(Request::Deal(d)) => deal_paired(&mut module, &paired, &d, false),
                 Ok(Request::DealSeeded(d)) => deal_paired(&mut module, &paired, &d, true),
+                Ok(Request::Plan(reqs)) if role == ModuleRole::Sender => paired.plan(&module, reqs, cfg.plan_mem, cfg.idle_timeout),
+                Ok(Request::Plan(_)) => Response::Error("only the server (the session's sender) sends a dealing plan".into()),
                 Ok(r) => module.handle(&r).unwrap_or_else(|e| Response::Error(e.to_string())),
                 Err(e) => Response::Error(e.to_string()),
             };
-            ch.send(&resp.encode())?;
+            resp.send_on(&mut ch)?;
             n += 1;
         }
     })();
     drop(module); // erases the seed and per-batch state
+    if role == ModuleRole::Sender {
+        paired.close(); // the plan's worker stops; what it computed is erased
+    }
     release(table, &session);
     match served {
         Ok(n) => Ok(format!(
-            "{} ended after {n} request(s) ({} shares of the session served from batches computed once for both roles or ahead, {} computed ahead); its state is erased",
+            "{} ended after {n} request(s) ({} shares of the session served from batches computed once for both roles or ahead, {} computed ahead; {} computed from the dealing plan, {} requests served from them); its state is erased",
             role_name(role),
             paired.taken.load(Ordering::Relaxed),
-            paired.ahead.load(Ordering::Relaxed)
+            paired.ahead.load(Ordering::Relaxed),
+            paired.planned.load(Ordering::Relaxed),
+            paired.plan_served.load(Ordering::Relaxed)
         )),
         Err(e) => Err(Error::Process(format!("{} ended with an error: {e}; its state is erased", role_name(role)))),
     }
@@ -413,6 +426,47 @@ struct Paired {
     /// batches computed ahead (counters for the dealer's log).
     taken: std::sync::atomic::AtomicU64,
     ahead: std::sync::atomic::AtomicU64,
+    /// Batches computed from the session's dealing plan, and requests
+    /// (either role) served from them.
+    planned: std::sync::atomic::AtomicU64,
+    plan_served: std::sync::atomic::AtomicU64,
+    /// The plan's queue and its worker's state.
+    plan: Mutex<PlanState>,
+    plan_cv: std::sync::Condvar,
+    /// The session's server connection ended: the plan's worker stops.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// **Dealing plans.** A server that knows the rest of its dealing
+/// schedule (its engine does: the public architecture fixes it) sends it
+/// as a plan, after its own pre-dealing. A worker of the session then
+/// computes the plan's batches in order, both roles' shares as paired
+/// dealing would, into this table — while the held shares stay under the
+/// session's byte budget, waiting for requests to take them beyond it —
+/// and the plan is acknowledged once the worker is done or at the budget.
+/// The server reports ready only after that, so this computation is part
+/// of the offline phase (before the client's input exists) and uses the
+/// dealer's memory, not the parties'. A plan adds no release: its entries
+/// are the paired-dealing entries a request would have made, taken only
+/// by their own role's request, erased unreleased when the session ends
+/// (or swept when their batch is passed). Batches each role has already
+/// asked for are skipped; the plan's requests are admitted by the server
+/// module's own checks before anything is computed. While a session has a
+/// plan, same-shape speculation ([`AHEAD`]) is off: the plan says what
+/// comes next, where speculation guessed (and, at every change of shape,
+/// guessed wrong).
+#[derive(Default)]
+struct PlanState {
+    queue: std::collections::VecDeque<Prepared>,
+    /// Computed planned batches still in the table, with their bytes.
+    held: std::collections::VecDeque<(DealRequest, u64)>,
+    worker: bool,
+    /// The worker is waiting (queue empty, or at the budget).
+    idle: bool,
+    active: bool,
+    computed: u32,
+    /// Highest batch number each role has asked for, per kind.
+    asked: HashMap<String, [Option<u64>; 2]>,
 }
 
 /// A batch computed for the other role: shares by party, whether a
@@ -421,12 +475,14 @@ struct PairEntry {
     shares: [Option<Vec<u8>>; 2],
     computing: bool,
     served: [bool; 2],
+    /// Computed from the session's dealing plan.
+    planned: bool,
 }
 
 impl PairEntry {
     /// Being computed on `me`'s request, which it serves.
     fn computing(me: usize) -> Self {
-        PairEntry { shares: [None, None], computing: true, served: [me == 0, me == 1] }
+        PairEntry { shares: [None, None], computing: true, served: [me == 0, me == 1], planned: false }
     }
 }
 
@@ -466,6 +522,7 @@ impl Paired {
         let me = p.party() as usize;
         let other = 1 - me;
         self.sweep(&p.req, me);
+        self.asked(&p.req, me);
         if seeded_req && p.seeded() {
             // the client's sub-key now; the server's share on a helper thread
             let start = {
@@ -474,6 +531,9 @@ impl Paired {
                 match st.get_mut(&p.req) {
                     Some(e) => {
                         e.served[me] = true;
+                        if e.planned {
+                            self.plan_served.fetch_add(1, Ordering::Relaxed);
+                        }
                         if let Some(mut s) = e.shares[me].take() {
                             s.zeroize();
                         }
@@ -482,7 +542,7 @@ impl Paired {
                         }
                         false
                     }
-                    None if len < MAX_PAIRED => {
+                    None if len < self.cap() => {
                         st.insert(p.req.clone(), PairEntry::computing(me));
                         true
                     }
@@ -511,6 +571,9 @@ impl Paired {
                     self.taken.fetch_add(1, Ordering::Relaxed);
                     let share = e.shares[me].take().expect("checked");
                     e.served[me] = true;
+                    if e.planned {
+                        self.plan_served.fetch_add(1, Ordering::Relaxed);
+                    }
                     if e.served[other] {
                         st.remove(&p.req);
                     }
@@ -528,7 +591,7 @@ impl Paired {
                 None => break,
             }
         }
-        if st.len() >= MAX_PAIRED {
+        if st.len() >= self.cap() {
             drop(st);
             return Ok(Response::Dealt(p.compute_party(me as u8)?));
         }
@@ -597,6 +660,9 @@ impl Paired {
     /// of one gate are such requests. Admitted with `module`'s checks; a
     /// share nobody asks for is erased unreleased (see [`Paired::sweep`]).
     fn speculate(self: &Arc<Self>, module: &Module, d: &DealRequest) {
+        if self.plan.lock().map(|p| p.active).unwrap_or(true) {
+            return;
+        }
         for k in 1..=AHEAD {
             let Some(b) = d.batch.checked_add(k) else { return };
             self.speculate_one(module, DealRequest { batch: b, ..d.clone() });
@@ -607,23 +673,16 @@ impl Paired {
         let Ok(p) = module.prepare_deal(&next) else { return };
         {
             let Ok(mut st) = self.st.lock() else { return };
-            if st.contains_key(&next) || st.len() >= MAX_PAIRED {
+            if st.contains_key(&next) || st.len() >= self.cap() {
                 return;
             }
-            st.insert(next.clone(), PairEntry { shares: [None, None], computing: true, served: [false, false] });
+            st.insert(next.clone(), PairEntry { shares: [None, None], computing: true, served: [false, false], planned: false });
         }
         self.ahead.fetch_add(1, Ordering::Relaxed);
         let this = self.clone();
         let spawned = std::thread::Builder::new().name("hush-dealer-ahead".into()).spawn(move || {
             let guard = Unfinished(&this, &p.req, 0);
-            let me = p.party() as usize;
-            let r = if p.other_seeded() {
-                p.compute_party(me as u8).map(|s| if me == 0 { [Some(s), None] } else { [None, Some(s)] })
-            } else if p.seeded() {
-                p.compute_party(1 - me as u8).map(|s| if me == 0 { [None, Some(s)] } else { [Some(s), None] })
-            } else {
-                p.compute_pair().map(|(a, b)| if me == 0 { [Some(a), Some(b)] } else { [Some(b), Some(a)] })
-            };
+            let r = compute_both(&p);
             std::mem::forget(guard);
             this.finish_both(&p.req, r.unwrap_or([None, None]));
         });
@@ -656,6 +715,147 @@ impl Paired {
             st.clear();
         }
         self.cv.notify_all();
+    }
+
+    /// Most entries in the table: [`MAX_PAIRED`] beyond the plan's.
+    fn cap(&self) -> usize {
+        MAX_PAIRED + self.plan.lock().map(|p| p.held.len()).unwrap_or(0)
+    }
+
+    /// Records that role `me` asked for `req`'s batch.
+    fn asked(&self, req: &DealRequest, me: usize) {
+        if let Ok(mut pl) = self.plan.lock() {
+            if pl.active {
+                let a = pl.asked.entry(req.kind.clone()).or_default();
+                a[me] = Some(a[me].map_or(req.batch, |b| b.max(req.batch)));
+            }
+        }
+    }
+
+    /// Takes a dealing plan (see [`PlanState`]): admits every request with
+    /// the server's module, queues them for the session's plan worker, and
+    /// answers once the worker is done or at `budget` bytes held (at most
+    /// `wait`).
+    fn plan(self: &Arc<Self>, module: &Module, reqs: Vec<DealRequest>, budget: u64, wait: Duration) -> Response {
+        if budget == 0 || reqs.is_empty() {
+            return Response::Planned { computed: 0, bytes: 0 };
+        }
+        let mut prepared = Vec::with_capacity(reqs.len());
+        for r in &reqs {
+            match module.prepare_deal(r) {
+                Ok(p) => prepared.push(p),
+                Err(e) => return Response::Error(format!("dealing plan refused: {e}")),
+            }
+        }
+        let Ok(mut pl) = self.plan.lock() else { return Response::Error("dealer plan lock".into()) };
+        pl.active = true;
+        pl.queue.extend(prepared);
+        pl.idle = false;
+        let start = !pl.worker;
+        pl.worker = true;
+        let computed0 = pl.computed;
+        drop(pl);
+        if start {
+            let this = self.clone();
+            if std::thread::Builder::new().name("hush-dealer-plan".into()).spawn(move || this.plan_worker(budget)).is_err() {
+                if let Ok(mut pl) = self.plan.lock() {
+                    pl.worker = false;
+                    pl.queue.clear();
+                }
+                return Response::Planned { computed: 0, bytes: 0 };
+            }
+        }
+        self.plan_cv.notify_all();
+        let deadline = std::time::Instant::now() + wait;
+        let Ok(mut pl) = self.plan.lock() else { return Response::Error("dealer plan lock".into()) };
+        while !pl.idle && pl.worker {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            pl = match self.plan_cv.wait_timeout(pl, deadline - now) {
+                Ok((g, _)) => g,
+                Err(_) => return Response::Error("dealer plan lock".into()),
+            };
+        }
+        Response::Planned { computed: pl.computed - computed0, bytes: pl.held.iter().map(|h| h.1).sum() }
+    }
+
+    /// The plan's worker: computes queued batches in order while the
+    /// held bytes stay under `budget`, until the session closes.
+    fn plan_worker(self: Arc<Self>, budget: u64) {
+        loop {
+            if self.closed.load(Ordering::Acquire) {
+                break;
+            }
+            // what the plan holds now: entries still in the table
+            let held: u64 = {
+                let Ok(st) = self.st.lock() else { break };
+                let Ok(mut pl) = self.plan.lock() else { break };
+                pl.held.retain(|(r, _)| st.contains_key(r));
+                pl.held.iter().map(|h| h.1).sum()
+            };
+            let next = {
+                let Ok(mut pl) = self.plan.lock() else { break };
+                if pl.queue.is_empty() || held >= budget {
+                    pl.idle = true;
+                    self.plan_cv.notify_all();
+                    let _ = self.plan_cv.wait_timeout(pl, Duration::from_millis(5));
+                    continue;
+                }
+                pl.idle = false;
+                let p = pl.queue.pop_front().expect("not empty");
+                // a batch both roles have asked for is history
+                let done = pl.asked.get(&p.req.kind).is_some_and(|a| a.iter().all(|b| b.is_some_and(|b| b >= p.req.batch)));
+                if done {
+                    continue;
+                }
+                p
+            };
+            {
+                let Ok(mut st) = self.st.lock() else { break };
+                if st.contains_key(&next.req) {
+                    continue; // a request got there first
+                }
+                st.insert(next.req.clone(), PairEntry { shares: [None, None], computing: true, served: [false, false], planned: true });
+            }
+            let guard = Unfinished(&self, &next.req, 0);
+            let r = compute_both(&next);
+            std::mem::forget(guard);
+            let shares = r.unwrap_or([None, None]);
+            let bytes = shares.iter().flatten().map(|s| s.len() as u64).sum();
+            self.finish_both(&next.req, shares);
+            self.planned.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut pl) = self.plan.lock() {
+                pl.computed += 1;
+                pl.held.push_back((next.req.clone(), bytes));
+            }
+        }
+        if let Ok(mut pl) = self.plan.lock() {
+            pl.worker = false;
+            pl.idle = true;
+            pl.queue.clear();
+        }
+        self.plan_cv.notify_all();
+    }
+
+    /// The session's server connection ended: stops the plan's worker.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.plan_cv.notify_all();
+    }
+}
+
+/// Both parties' shares of a prepared batch, by party (a seeded party's
+/// share is not computed: its request is answered with its sub-key).
+fn compute_both(p: &Prepared) -> Result<[Option<Vec<u8>>; 2]> {
+    let me = p.party() as usize;
+    if p.other_seeded() {
+        p.compute_party(me as u8).map(|s| if me == 0 { [Some(s), None] } else { [None, Some(s)] })
+    } else if p.seeded() {
+        p.compute_party(1 - me as u8).map(|s| if me == 0 { [None, Some(s)] } else { [Some(s), None] })
+    } else {
+        p.compute_pair().map(|(a, b)| if me == 0 { [Some(a), Some(b)] } else { [Some(b), Some(a)] })
     }
 }
 

@@ -100,6 +100,16 @@ pub enum Request {
     /// is [`Response::Seed`] (the 16-byte sub-key) instead of the share.
     /// What the dealer service's parties send; see [`crate::deal`].
     DealSeeded(crate::deal::DealRequest),
+    /// **A dealing plan** (dealer service, server role only): the dealing
+    /// requests this host will send next, in order. The dealer computes
+    /// both roles' shares of them ahead, into its own memory (up to its
+    /// per-session budget), and answers [`Response::Planned`] once it has
+    /// computed as far as the budget allows — so that work is done before
+    /// the client's input exists. Nothing is released by a plan: each
+    /// share still goes out only on its own role's request (see
+    /// `crate::dealer`, "Dealing plans"). A module has nothing to plan and
+    /// answers `Planned` with zeros.
+    Plan(Vec<crate::deal::DealRequest>),
     /// **INSECURE, tests only.** Installs a host-chosen session seed instead
     /// of running seed agreement, so that the same protocol run on
     /// different providers (in-process module, module process, dealer
@@ -131,6 +141,9 @@ pub enum Response {
     /// This host's sub-key of a seeded [`Request::DealSeeded`] batch: its
     /// share is the kind's `expand` of it (see [`crate::deal`]).
     Seed(Block),
+    /// A [`Request::Plan`] taken: requests computed ahead, and the bytes
+    /// of shares they hold at the dealer.
+    Planned { computed: u32, bytes: u64 },
     /// The module refused or failed (carried across the process boundary).
     Error(String),
 }
@@ -150,12 +163,16 @@ impl Drop for Response {
                 leaf_red.zeroize();
                 masked.zeroize();
             }
-            Response::Dealt(b) => b.zeroize(),
+            Response::Dealt(b) => hush_primitives::wipe::wipe_vec(b),
             Response::Seed(k) => k.zeroize(),
             _ => {}
         }
     }
 }
+
+/// Most requests in one [`Request::Plan`] (a ResNet-50 inference's FSS
+/// dealing is ~3,000 crossings).
+pub const MAX_PLAN: usize = 1 << 16;
 
 impl Request {
     pub fn encode(&self) -> Vec<u8> {
@@ -185,6 +202,13 @@ impl Request {
                 d.encode(&mut w);
                 &mut w
             }
+            Request::Plan(reqs) => {
+                w.u8(22).u32(reqs.len() as u32);
+                for d in reqs {
+                    d.encode(&mut w);
+                }
+                &mut w
+            }
             Request::InsecureTestSeed { role, seed } => {
                 w.u8(250).u8(role.byte());
                 w.0.extend_from_slice(seed);
@@ -207,6 +231,17 @@ impl Request {
             31 => Request::LinearSeeded(crate::linear_deal::LinearRequest::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Request::Deal(crate::deal::DealRequest::decode(&mut r)?),
             21 => Request::DealSeeded(crate::deal::DealRequest::decode(&mut r)?),
+            22 => {
+                let n = r.u32()? as usize;
+                if n > MAX_PLAN {
+                    return Err(Error::Malformed(format!("module request: a plan of {n} requests exceeds {MAX_PLAN}")));
+                }
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(crate::deal::DealRequest::decode(&mut r)?);
+                }
+                Request::Plan(v)
+            }
             250 => Request::InsecureTestSeed { role: ModuleRole::from_byte(r.u8()?)?, seed: r.array32()? },
             t => return Err(Error::Malformed(format!("unknown request kind {t}"))),
         };
@@ -235,9 +270,30 @@ impl Response {
             Response::Linear(l) => w.u8(30).bytes(&l.encode()),
             Response::Dealt(b) => w.u8(20).bytes(b),
             Response::Seed(k) => w.u8(21).block(*k),
+            Response::Planned { computed, bytes } => w.u8(22).u32(*computed).u64(*bytes),
             Response::Error(e) => w.u8(255).bytes(e.as_bytes()),
         };
         w.0
+    }
+
+    /// Sends the encoded response on `ch`: a dealt share goes out behind
+    /// its 5-byte head without being copied into a new buffer
+    /// ([`hush_transport::Channel::send2`]); any other response is encoded
+    /// and the encoding erased once sent (it may carry a sub-key).
+    pub fn send_on<C: hush_transport::Channel + ?Sized>(&self, ch: &mut C) -> hush_transport::Result<()> {
+        match self {
+            Response::Dealt(b) => {
+                let mut h = [20u8; 5];
+                h[1..5].copy_from_slice(&(b.len() as u32).to_le_bytes());
+                ch.send2(&h, b)
+            }
+            _ => {
+                let mut e = self.encode();
+                let r = ch.send(&e);
+                e.zeroize();
+                r
+            }
+        }
     }
 
     /// [`Response::decode`] taking the received buffer: a dealt share is
@@ -275,6 +331,7 @@ impl Response {
             30 => Response::Linear(crate::linear_deal::LinearResponse::decode(&r.bytes(crate::backend::MAX_MODULE_FRAME)?)?),
             20 => Response::Dealt(r.bytes(crate::backend::MAX_MODULE_FRAME)?),
             21 => Response::Seed(r.block()?),
+            22 => Response::Planned { computed: r.u32()?, bytes: r.u64()? },
             255 => Response::Error(String::from_utf8_lossy(&r.bytes(4096)?).into_owned()),
             t => return Err(Error::Malformed(format!("unknown response kind {t}"))),
         };
@@ -453,6 +510,7 @@ impl Module {
                 self.deal = st;
                 r
             }
+            Request::Plan(_) => Ok(Response::Planned { computed: 0, bytes: 0 }),
         }
     }
 

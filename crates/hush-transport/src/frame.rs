@@ -17,18 +17,39 @@ pub struct FrameHeader {
 }
 
 fn crc_of(head16: &[u8], payload: &[u8]) -> u32 {
+    crc_of_parts(head16, &[payload])
+}
+
+fn crc_of_parts(head16: &[u8], parts: &[&[u8]]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(head16);
-    h.update(payload);
+    for p in parts {
+        h.update(p);
+    }
     h.finalize()
 }
 
 /// Writes the header for `payload` into `out[..HEADER_LEN]`.
 pub fn write_header(out: &mut [u8], payload: &[u8], depth: u32, delay_ns: u64) {
-    out[0..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    write_header_with(out, payload, depth, delay_ns, true)
+}
+
+/// [`write_header`]; without `checksum` the CRC field is 0. A link under
+/// TLS sends no checksum: its AEAD already authenticates every byte of
+/// every record (a flipped bit fails the record's tag, never reaches the
+/// framing), so the CRC would only repeat that check at ≈ 2–3 % of a
+/// dealer link's CPU.
+pub fn write_header_with(out: &mut [u8], payload: &[u8], depth: u32, delay_ns: u64, checksum: bool) {
+    write_header_parts(out, &[payload], depth, delay_ns, checksum)
+}
+
+/// [`write_header_with`] for a payload given as consecutive `parts`.
+pub(crate) fn write_header_parts(out: &mut [u8], parts: &[&[u8]], depth: u32, delay_ns: u64, checksum: bool) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    out[0..4].copy_from_slice(&(len as u32).to_le_bytes());
     out[4..8].copy_from_slice(&depth.to_le_bytes());
     out[8..16].copy_from_slice(&delay_ns.to_le_bytes());
-    let crc = crc_of(&out[0..16], payload);
+    let crc = if checksum { crc_of_parts(&out[0..16], parts) } else { 0 };
     out[16..20].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -61,7 +82,15 @@ pub fn decode_header(h: &[u8], max_frame: usize) -> Result<FrameHeader> {
 
 /// Verifies the checksum of a received frame.
 pub fn verify(h: &[u8], payload: &[u8], hdr: &FrameHeader) -> Result<()> {
-    if crc_of(&h[0..16], payload) != hdr.crc {
+    verify_with(h, payload, hdr, true)
+}
+
+/// [`verify`] on a link with checksums (`checksum`), else (TLS, see
+/// [`write_header_with`]) the CRC field must be 0 — a peer that sends one
+/// anyway is speaking another framing, and is refused as garbled.
+pub fn verify_with(h: &[u8], payload: &[u8], hdr: &FrameHeader, checksum: bool) -> Result<()> {
+    let want = if checksum { crc_of(&h[0..16], payload) } else { 0 };
+    if want != hdr.crc {
         return Err(Error::Garbled);
     }
     Ok(())

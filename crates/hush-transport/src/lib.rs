@@ -25,7 +25,9 @@
 //! ## Frames
 //! A frame on the wire is a 20-byte header followed by the payload:
 //! `len: u32 | depth: u32 | delay_ns: u64 | crc32: u32` (little endian),
-//! where `crc32` covers the first 16 header bytes and the payload. Frames from
+//! where `crc32` covers the first 16 header bytes and the payload on a
+//! plaintext link, and is 0 on a TLS link (the AEAD of every record already
+//! authenticates each byte). Frames from
 //! the peer are untrusted: the length is checked against the channel's
 //! maximum *before* anything is allocated, a short read is
 //! [`Error::Truncated`], a checksum mismatch is [`Error::Garbled`]. After any
@@ -229,6 +231,19 @@ pub trait Channel: Send {
         out.copy_from_slice(&m);
         Ok(())
     }
+    /// Sends `head` followed by `body` as **one** message (the receiver
+    /// gets their concatenation). The TCP channel writes both parts without
+    /// joining them first — a large dealt share behind a few header bytes
+    /// is not copied; this default joins them, then erases the joined copy
+    /// (it may carry shares).
+    fn send2(&mut self, head: &[u8], body: &[u8]) -> Result<()> {
+        let mut m = Vec::with_capacity(head.len() + body.len());
+        m.extend_from_slice(head);
+        m.extend_from_slice(body);
+        let r = self.send(&m);
+        zeroize::Zeroize::zeroize(&mut m);
+        r
+    }
     /// Cost so far (bytes each way, messages, rounds).
     fn cost(&self) -> Cost;
     /// Largest payload per frame.
@@ -243,6 +258,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn recv(&mut self) -> Result<Vec<u8>> {
         (**self).recv()
+    }
+    fn send2(&mut self, head: &[u8], body: &[u8]) -> Result<()> {
+        (**self).send2(head, body)
     }
     fn recv_exact_into(&mut self, what: &'static str, out: &mut [u8]) -> Result<()> {
         (**self).recv_exact_into(what, out)

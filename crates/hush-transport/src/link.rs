@@ -78,27 +78,31 @@ pub(crate) enum Progress {
     Blocked,
 }
 
-/// Bytes still to send (up to two slices, e.g. header and payload).
+/// Bytes still to send (up to three slices, e.g. header, message head and
+/// payload).
 pub(crate) struct Outgoing<'a> {
-    parts: [&'a [u8]; 2],
+    parts: [&'a [u8]; 3],
     idx: usize,
     off: usize,
 }
 
 impl<'a> Outgoing<'a> {
     pub(crate) fn new(a: &'a [u8], b: &'a [u8]) -> Self {
-        let mut o = Outgoing { parts: [a, b], idx: 0, off: 0 };
+        Self::new3(a, b, &[])
+    }
+    pub(crate) fn new3(a: &'a [u8], b: &'a [u8], c: &'a [u8]) -> Self {
+        let mut o = Outgoing { parts: [a, b, c], idx: 0, off: 0 };
         o.skip_empty();
         o
     }
     fn skip_empty(&mut self) {
-        while self.idx < 2 && self.off >= self.parts[self.idx].len() {
+        while self.idx < 3 && self.off >= self.parts[self.idx].len() {
             self.idx += 1;
             self.off = 0;
         }
     }
     fn done(&self) -> bool {
-        self.idx >= 2
+        self.idx >= 3
     }
     fn rest(&self) -> &'a [u8] {
         &self.parts[self.idx][self.off..]
@@ -404,6 +408,60 @@ impl Link {
             self.fill_some()?;
         }
         Ok(true)
+    }
+
+    /// Like [`Link::fill`], but into `out` (the inbound buffer first, then
+    /// straight from the socket or rustls), so a large frame body is read
+    /// where it will live instead of through the inbound buffer and a copy.
+    /// `Ok(Some(n))`: `n` bytes written (0 = EOF seen); `Ok(None)`: nothing
+    /// now.
+    pub(crate) fn fill_into(&mut self, out: &mut [u8]) -> Result<Option<usize>> {
+        if out.is_empty() {
+            return Ok(Some(0));
+        }
+        let k = self.inb.len().min(out.len());
+        if k > 0 {
+            out[..k].copy_from_slice(&self.inb.data()[..k]);
+            self.inb.consume(k);
+            return Ok(Some(k));
+        }
+        if self.eof {
+            return Ok(Some(0));
+        }
+        if self.tls.is_none() {
+            return match (&self.sock).read(out) {
+                Ok(0) => {
+                    self.eof = true;
+                    Ok(Some(0))
+                }
+                Ok(n) => {
+                    self.recvd += n as u64;
+                    Ok(Some(n))
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(None),
+                Err(e) if e.kind() == ErrorKind::Interrupted => Ok(None),
+                Err(e) => Err(io_err(e)),
+            };
+        }
+        loop {
+            let conn = self.tls.as_mut().expect("tls");
+            match conn.reader().read(out) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(Some(0));
+                }
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                    self.eof = true;
+                    return Ok(Some(0));
+                }
+                Err(e) => return Err(io_err(e)),
+            }
+            if self.tls_feed()? == Progress::Blocked {
+                return Ok(None);
+            }
+        }
     }
 
     /// Reads what is available, but at most about [`FAIR_SHARE`] bytes, so

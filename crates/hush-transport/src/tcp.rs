@@ -30,7 +30,7 @@
 //! `latency + transmission time of all wire bytes received so far`, and by
 //! the receive timeout.
 
-use crate::frame::{decode_header, verify, write_header, FrameHeader};
+use crate::frame::{decode_header, verify_with, write_header_parts, FrameHeader};
 use crate::link::{io_err, poll_fd, Link, Outgoing, Progress, POLLOUT};
 use crate::meter::{Cost, RoundClock};
 use crate::profile::{wait_delivery, DelayBound, LinkShaper};
@@ -99,6 +99,8 @@ pub struct TcpChannel {
     scratch: Vec<u8>,
     peer: String,
     peer_fp: Option<Fingerprint>,
+    /// Frames carry a CRC (plaintext links; under TLS the AEAD covers them).
+    checksum: bool,
 }
 
 impl TcpChannel {
@@ -114,6 +116,7 @@ impl TcpChannel {
 
     pub(crate) fn from_link(link: Link, opts: ChannelOptions, peer: String, peer_fp: Option<Fingerprint>) -> Result<Self> {
         let ctl = link.sock().try_clone()?;
+        let checksum = link.tls().is_none();
         let io = if opts.profile.is_none() {
             Io::Direct(Box::new(link))
         } else {
@@ -131,7 +134,7 @@ impl TcpChannel {
                 if let Some((ctx, set)) = init {
                     set(ctx);
                 }
-                io_loop(sh2, max, cap)
+                io_loop(sh2, max, cap, checksum)
             })?;
             Io::Emulated(sh)
         };
@@ -147,6 +150,7 @@ impl TcpChannel {
             scratch: Vec::new(),
             peer,
             peer_fp,
+            checksum,
         })
     }
 
@@ -284,7 +288,7 @@ impl TcpChannel {
         if n < hdr.len {
             return Err(Error::Truncated { expected: hdr.len, got: n });
         }
-        verify(h, out, hdr)
+        verify_with(h, out, hdr, link.tls().is_none())
     }
 
     /// Emulated mode: the next frame from the I/O thread, delivered at its
@@ -433,8 +437,8 @@ fn write_emulated(sh: &Shared, out: &mut Outgoing<'_>, timeout: Duration) -> Res
 }
 
 /// The I/O thread of an emulated channel: reads, decodes and stamps frames.
-fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
-    let mut pending: Option<(Instant, FrameHeader, [u8; HEADER_LEN])> = None;
+fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize, checksum: bool) {
+    let mut pending: Option<Pending> = None;
     let finish = |e: Error, sh: &Shared| {
         let mut st = lock(&sh.inbox);
         if st.end.is_none() && !st.finished {
@@ -476,9 +480,20 @@ fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
             // `send` gets its turn.
             let start = link.recvd;
             loop {
-                let progressed = link.fill()?;
+                // A large body in progress is read straight into its own
+                // buffer; anything else through the inbound buffer.
+                let progressed = match pending.as_mut().filter(|p| p.direct && p.got < p.hdr.len) {
+                    Some(p) => match link.fill_into(&mut p.body[p.got..])? {
+                        Some(n) => {
+                            p.got += n;
+                            true
+                        }
+                        None => false,
+                    },
+                    None => link.fill()?,
+                };
                 let mut full = false;
-                while let Some(f) = next_decoded(&mut link, &mut pending, max_frame)? {
+                while let Some(f) = next_decoded(&mut link, &mut pending, max_frame, checksum)? {
                     let mut st = lock(&sh.inbox);
                     st.bytes += f.2.len();
                     st.frames.push_back(f);
@@ -507,8 +522,8 @@ fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize) {
         match r {
             Ok(Step::Eof) => {
                 let got = lock(&sh.link).inbound().len();
-                let e = match pending {
-                    Some((_, hdr, _)) => Error::Truncated { expected: hdr.len, got },
+                let e = match &pending {
+                    Some(p) => Error::Truncated { expected: p.hdr.len, got: if p.direct { p.got } else { got } },
                     None if got > 0 => Error::Truncated { expected: HEADER_LEN, got },
                     None => Error::Disconnected,
                 };
@@ -540,12 +555,25 @@ enum Step {
     More,
 }
 
-/// Decodes the next complete frame from the link's inbound buffer, if any.
-fn next_decoded(
-    link: &mut Link,
-    pending: &mut Option<(Instant, FrameHeader, [u8; HEADER_LEN])>,
-    max_frame: usize,
-) -> Result<Option<Frame>> {
+/// Bodies of at least this many bytes are read into a buffer of their own
+/// as they arrive ([`Link::fill_into`]), not through the inbound buffer and
+/// a copy: no second pass over a dealer's multi-megabyte responses.
+const DIRECT_BODY: usize = 64 << 10;
+
+/// A frame whose header has arrived.
+struct Pending {
+    arrived: Instant,
+    hdr: FrameHeader,
+    h: [u8; HEADER_LEN],
+    /// The body is read into `body` directly (`got` bytes so far).
+    direct: bool,
+    body: Vec<u8>,
+    got: usize,
+}
+
+/// Decodes the next complete frame from the link's inbound buffer (or a
+/// large body read directly), if any.
+fn next_decoded(link: &mut Link, pending: &mut Option<Pending>, max_frame: usize, checksum: bool) -> Result<Option<Frame>> {
     if pending.is_none() {
         let d = link.inbound();
         if d.len() < HEADER_LEN {
@@ -553,51 +581,80 @@ fn next_decoded(
         }
         let mut h = [0u8; HEADER_LEN];
         h.copy_from_slice(&d[..HEADER_LEN]);
+        // The announced length is checked against `max_frame` here, before
+        // the body's buffer is allocated (zeroed pages from the allocator:
+        // the memory is touched only as bytes arrive).
         let hdr = decode_header(&h, max_frame)?;
         link.consume(HEADER_LEN);
-        *pending = Some((Instant::now(), hdr, h));
+        let direct = hdr.len >= DIRECT_BODY;
+        let body = if direct { vec![0u8; hdr.len] } else { Vec::new() };
+        *pending = Some(Pending { arrived: Instant::now(), hdr, h, direct, body, got: 0 });
     }
-    let (arrived, hdr, h) = pending.expect("set above");
-    let d = link.inbound();
-    if d.len() < hdr.len {
-        return Ok(None);
-    }
-    let body = d[..hdr.len].to_vec();
-    link.consume(hdr.len);
-    *pending = None;
-    verify(&h, &body, &hdr)?;
-    Ok(Some((arrived, hdr, body)))
+    let p = pending.as_mut().expect("set above");
+    let body = if p.direct {
+        if p.got < p.hdr.len {
+            // Bytes already buffered behind the header go in first.
+            let k = link.inbound().len().min(p.hdr.len - p.got);
+            if k == 0 {
+                return Ok(None);
+            }
+            p.body[p.got..p.got + k].copy_from_slice(&link.inbound()[..k]);
+            link.consume(k);
+            p.got += k;
+            if p.got < p.hdr.len {
+                return Ok(None);
+            }
+        }
+        std::mem::take(&mut p.body)
+    } else {
+        let d = link.inbound();
+        if d.len() < p.hdr.len {
+            return Ok(None);
+        }
+        let body = d[..p.hdr.len].to_vec();
+        link.consume(p.hdr.len);
+        body
+    };
+    let p = pending.take().expect("set above");
+    verify_with(&p.h, &body, &p.hdr, checksum)?;
+    Ok(Some((p.arrived, p.hdr, body)))
 }
 
 impl Channel for TcpChannel {
     fn send(&mut self, payload: &[u8]) -> Result<()> {
+        self.send2(payload, &[])
+    }
+
+    fn send2(&mut self, head: &[u8], body: &[u8]) -> Result<()> {
         if self.closed {
             return Err(Error::Closed);
         }
-        if payload.len() > self.opts.max_frame {
-            return Err(Error::Oversized { len: payload.len(), max: self.opts.max_frame });
+        let len = head.len() + body.len();
+        if len > self.opts.max_frame {
+            return Err(Error::Oversized { len, max: self.opts.max_frame });
         }
         let depth = self.clock.on_send();
-        let delay = self.shaper.delay_for(payload.len() + HEADER_LEN);
+        let delay = self.shaper.delay_for(len + HEADER_LEN);
         let mut h = [0u8; HEADER_LEN];
-        write_header(&mut h, payload, depth, delay);
+        write_header_parts(&mut h, &[head, body], depth, delay, self.checksum);
         let t = self.opts.timeout;
-        let r = if payload.len() <= COALESCE {
+        let r = if len <= COALESCE {
             let mut buf = std::mem::take(&mut self.scratch);
             buf.clear();
             buf.extend_from_slice(&h);
-            buf.extend_from_slice(payload);
+            buf.extend_from_slice(head);
+            buf.extend_from_slice(body);
             let r = write_out(&mut self.io, &mut Outgoing::new(&buf, &[]), t);
             self.scratch = buf;
             r
         } else {
-            write_out(&mut self.io, &mut Outgoing::new(&h, payload), t)
+            write_out(&mut self.io, &mut Outgoing::new3(&h, head, body), t)
         };
         if let Err(e) = r {
             return self.fail(e);
         }
-        self.cost.bytes_sent += payload.len() as u64;
-        self.cost.wire_bytes_sent += (payload.len() + HEADER_LEN) as u64;
+        self.cost.bytes_sent += len as u64;
+        self.cost.wire_bytes_sent += (len + HEADER_LEN) as u64;
         self.cost.msgs_sent += 1;
         Ok(())
     }
@@ -674,6 +731,9 @@ impl Drop for TcpChannel {
         if !self.closed {
             self.shutdown();
         }
+        // The coalescing buffer held copies of small messages (a dealer's
+        // 16-byte sub-keys among them).
+        zeroize::Zeroize::zeroize(&mut self.scratch);
     }
 }
 

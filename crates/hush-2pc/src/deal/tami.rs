@@ -417,16 +417,17 @@ pub struct TamiShare {
 
 impl Drop for TamiShare {
     fn drop(&mut self) {
-        self.tau.zeroize();
-        self.input.zeroize();
-        self.tables.zeroize();
-        self.pad.zeroize();
-        self.subsets.iter_mut().for_each(|v| v.zeroize());
-        self.masks.iter_mut().for_each(|v| v.zeroize());
-        self.rho_bits.zeroize();
-        self.rho.zeroize();
-        self.rho_x.zeroize();
-        self.smask.zeroize();
+        use hush_primitives::wipe::wipe_vec_u64 as wipe;
+        wipe(&mut self.tau);
+        wipe(&mut self.input);
+        wipe(&mut self.tables);
+        wipe(&mut self.pad);
+        self.subsets.iter_mut().for_each(wipe);
+        self.masks.iter_mut().for_each(wipe);
+        wipe(&mut self.rho_bits);
+        wipe(&mut self.rho);
+        wipe(&mut self.rho_x);
+        wipe(&mut self.smask);
         if let Some(k) = self.seed.as_mut() {
             k.0.zeroize();
         }
