@@ -89,7 +89,7 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
     either party), ``"interactive"`` (cryptography only: HE linear layers
     and cf2 comparisons on Ferret COTs) or ``"silent"`` (HE linear layers,
     cf2 on SilentFlow COTs from the simulated modules). ``proto="auto"``
-    picks ``fss`` in tee/dealer mode and ``cf2`` in interactive/silent mode.
+    picks ``tami`` in tee/dealer mode and ``cf2`` in interactive/silent mode.
     """
     xa = _np.ascontiguousarray(x, dtype=_np.float64)
     logits, shape, rep = _native.run_model(

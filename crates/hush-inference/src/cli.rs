@@ -15,7 +15,7 @@ use std::time::Instant;
 /// Options every party shares.
 #[derive(Args, Clone, Debug)]
 pub struct CommonArgs {
-    /// Nonlinear protocol family: auto (fss in tee/dealer mode, cf2 in
+    /// Nonlinear protocol family: auto (tami in tee/dealer mode, cf2 in
     /// interactive/silent mode), fss (FSS gates) or tami (TAMI-MPC) in
     /// tee/dealer mode, cf2 (CrypTFlow2 on COTs) in interactive/silent mode.
     #[arg(long, default_value = "auto")]

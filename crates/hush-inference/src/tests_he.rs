@@ -160,7 +160,7 @@ fn insecure_he_parameters_and_wrong_families_are_refused() {
         let e = o.resolve_family().unwrap_err().to_string();
         assert!(e.contains(&format!("--proto {proto} does not run in --mode {}", mode.name())), "{e}");
     }
-    for (mode, want) in [(Mode::Interactive, "cf2"), (Mode::Silent, "cf2"), (Mode::Tee, "fss")] {
+    for (mode, want) in [(Mode::Interactive, "cf2"), (Mode::Silent, "cf2"), (Mode::Tee, "tami")] {
         let mut o = Options { mode, proto: "auto".into(), ..Default::default() };
         o.resolve_family().unwrap();
         assert_eq!(o.proto, want);
