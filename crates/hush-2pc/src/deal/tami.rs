@@ -472,14 +472,28 @@ fn seg_bytes(bits: u32) -> usize {
 /// first).
 fn put_tables(b: &mut Blob, words: &[u64], seg: &[(u32, u32)]) {
     b.0.extend_from_slice(&(words.len() as u64).to_le_bytes());
-    let per: usize = seg.iter().map(|&(g, e)| seg_bytes(g) + seg_bytes(e)).sum();
-    b.0.reserve(per * (words.len() / seg.len().max(1)));
-    for row in words.chunks_exact(seg.len()) {
-        for (&t, &(g, e)) in row.iter().zip(seg) {
-            b.0.extend_from_slice(&(t as u32).to_le_bytes()[..seg_bytes(g)]);
-            b.0.extend_from_slice(&((t >> 32) as u32).to_le_bytes()[..seg_bytes(e)]);
+    let widths: Vec<(usize, usize)> = seg.iter().map(|&(g, e)| (seg_bytes(g), seg_bytes(e))).collect();
+    let per: usize = widths.iter().map(|w| w.0 + w.1).sum();
+    let rows = if seg.is_empty() { 0 } else { words.len() / seg.len() };
+    let start = b.0.len();
+    let total = per * rows;
+    // Every half is stored as a whole little-endian u32 at its position and
+    // the position advanced by the half's width: the bytes past the width
+    // are overwritten by the next half (or land in the 4 bytes of slack,
+    // cut off below) — the same bytes as copying each half's width, without
+    // a variable-length copy per half.
+    b.0.resize(start + total + 4, 0);
+    let out = &mut b.0[start..];
+    let mut pos = 0usize;
+    for row in words.chunks_exact(seg.len().max(1)).take(rows) {
+        for (&t, &(gb, eb)) in row.iter().zip(&widths) {
+            out[pos..pos + 4].copy_from_slice(&(t as u32).to_le_bytes());
+            pos += gb;
+            out[pos..pos + 4].copy_from_slice(&((t >> 32) as u32).to_le_bytes());
+            pos += eb;
         }
     }
+    b.0.truncate(start + total);
 }
 
 /// Reads what [`put_tables`] wrote: exactly `expect` words; a bit outside
