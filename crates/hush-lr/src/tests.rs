@@ -46,6 +46,22 @@ fn planted_signs_recovered_and_matches_plaintext() {
     }
 }
 
+/// Wide data (both parties' features ≥ 4× the batch): the backward passes
+/// take the shifted-copies path in both directions and still match the
+/// plaintext run of the same algorithm.
+#[test]
+fn wide_data_takes_the_shifted_path_and_matches_plaintext() {
+    let (ds, wstar) = synthetic(192, 150, 0.08, 14);
+    let c = TrainConfig { epochs: 2, batch: 16, lr: 2.0, lr_decay: 0.5, sigmoid: Sigmoid::Linear, ..cfg(Sigmoid::Linear) };
+    assert!(crate::secure::shifted(70, 16) && crate::secure::shifted(80, 16));
+    let (w, wp) = split_run(&ds, 70, &c);
+    for j in 0..150 {
+        assert!((w[j] - wp[j]).abs() < 0.05, "w[{j}]: secure {} vs plaintext {}", w[j], wp[j]);
+    }
+    let agree = (0..150).filter(|&j| wstar[j] == 0.0 || (w[j] > 0.0) == (wstar[j] > 0.0)).count();
+    assert!(agree >= 100, "sign agreement {agree}/150");
+}
+
 #[test]
 fn sparse_planted_model() {
     // sparse rows (density 0.1 of 40 features)

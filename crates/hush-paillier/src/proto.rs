@@ -96,6 +96,32 @@ pub fn s2h_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     send_cts(ch, kp.public(), &encrypt_u64s(kp, x1, rng))
 }
 
+/// s2h for slot-packed products, owner side: sends Enc(x₁ · 2^(k·`slot_bits`))
+/// for k < `copies` (copy-major: all of copy 0, then copy 1, …), so the
+/// evaluator can compute products that land in slot k directly
+/// ([`crate::sparse::Csr::grouped`], [`h2s_eval_packed_with`]) instead of
+/// shifting each product by `slot_bits` squarings per slot (Horner).
+/// **View:** the evaluator could compute each copy itself from Enc(x₁)
+/// (Enc(x)^(2^s) = Enc(2^s·x)); like every ciphertext under the owner's
+/// key it is simulatable by an encryption of zero (see the module docs).
+/// Costs `copies` × the encryptions and bytes of [`s2h_owner`].
+pub fn s2h_owner_shifted<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    kp: &KeyPair,
+    x1: &[u64],
+    copies: usize,
+    slot_bits: u32,
+    rng: &mut R,
+) -> Result<()> {
+    let mut ms = Vec::with_capacity(copies * x1.len());
+    for k in 0..copies {
+        ms.extend(x1.iter().map(|&x| Integer::from(x) << (k as u32 * slot_bits)));
+    }
+    let cts = kp.encrypt_batch(&ms, rng)?;
+    crate::wipe::wipe_all(ms.iter_mut());
+    send_cts(ch, kp.public(), &cts)
+}
+
 /// s2h, evaluator side: receives Enc(x₁) and returns Enc(x₁ + x₂).
 pub fn s2h_eval<C: Channel + ?Sized>(ch: &mut C, owner: &PublicKey, x2: &[u64]) -> Result<Vec<Ciphertext>> {
     let cts = recv_cts(ch, owner, x2.len(), "s2h ciphertexts")?;
@@ -175,6 +201,42 @@ pub fn h2s_eval_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
         in_frame += take;
         g += take;
         if in_frame == STREAM_CHUNK || g == groups {
+            ch.send_chunked(&frame)?;
+            frame.clear();
+            in_frame = 0;
+        }
+    }
+    Ok(shares)
+}
+
+/// h2s, evaluator side, for `count` values whose ciphertexts come
+/// **already packed**: `make_group(g)` = Enc(Σ_k 2^(k·slot_bits) · v_(g·slots+k))
+/// for the packing of [`h2s_packing`] (e.g. products over the shifted
+/// copies of [`s2h_owner_shifted`]). Masks, rerandomises and streams them
+/// exactly as [`h2s_eval_with`] does after its packing step — the owner
+/// runs the same [`h2s_owner`], and sees the same masked slots.
+pub fn h2s_eval_packed_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    owner: &PublicKey,
+    count: usize,
+    value_bits: u32,
+    rng: &mut R,
+    mut make_group: impl FnMut(usize) -> Result<Ciphertext>,
+) -> Result<Vec<u64>> {
+    let pack = h2s_packing(owner, value_bits)?;
+    let base = Integer::from(1) << pack.value_bits;
+    let groups = pack.packed_len(count);
+    let mut shares = Vec::with_capacity(count);
+    let mut frame = Vec::new();
+    let mut in_frame = 0;
+    for g in 0..groups {
+        let k = pack.slots.min(count - g * pack.slots);
+        let masks: Vec<Integer> = (0..k).map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
+        shares.extend(masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()));
+        let p = owner.add_plain(&make_group(g)?, &pack.pack_plain(&masks));
+        owner.write_ct(&owner.rerandomize(&p, rng), &mut frame);
+        in_frame += 1;
+        if in_frame == STREAM_CHUNK || g + 1 == groups {
             ch.send_chunked(&frame)?;
             frame.clear();
             in_frame = 0;

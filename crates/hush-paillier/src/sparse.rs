@@ -16,6 +16,36 @@ pub struct Csr {
 }
 
 impl Csr {
+    /// The rows grouped `slots` at a time for slot-packed products: row g
+    /// of the result holds, for each k < `slots`, the entries of row
+    /// g·`slots` + k with their column c moved to k·`cols` + c. With
+    /// ciphertexts `shifted[k·cols + c]` = Enc(y_c · 2^(k·w)) (see
+    /// [`crate::proto::s2h_owner_shifted`]), `rows_enc` of row g is
+    /// Enc(Σ_k 2^(k·w) · ⟨row g·slots + k, y⟩): the rows' products already
+    /// packed, without squaring ciphertexts to shift them.
+    pub fn grouped(&self, slots: usize) -> Csr {
+        let slots = slots.max(1);
+        let groups = self.rows.div_ceil(slots);
+        let mut indptr = Vec::with_capacity(groups + 1);
+        indptr.push(0);
+        let mut indices = Vec::with_capacity(self.indices.len());
+        let mut values = Vec::with_capacity(self.values.len());
+        for g in 0..groups {
+            for k in 0..slots {
+                let r = g * slots + k;
+                if r >= self.rows {
+                    break;
+                }
+                for (c, v) in self.row(r) {
+                    indices.push((k * self.cols + c) as u32);
+                    values.push(v);
+                }
+            }
+            indptr.push(indices.len());
+        }
+        Csr { rows: groups, cols: slots * self.cols, indptr, indices, values }
+    }
+
     /// An empty matrix.
     pub fn zeros(rows: usize, cols: usize) -> Csr {
         Csr { rows, cols, indptr: vec![0; rows + 1], indices: vec![], values: vec![] }

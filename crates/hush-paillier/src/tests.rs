@@ -713,3 +713,49 @@ fn ifma_multi_exp8_windows_equal_gmp() {
         }
     }
 }
+
+/// Slot-packed products: the owner sends its share pre-shifted into every
+/// h2s slot, the evaluator multiplies grouped rows and runs the packed h2s
+/// — the reconstructed products are exactly X·y (signed entries, empty
+/// rows, a last group with fewer rows), the owner side is the unchanged
+/// `h2s_owner`, and the bytes are the copies plus the same packed
+/// ciphertexts as the Horner path.
+#[test]
+fn shifted_copies_and_grouped_rows_give_the_packed_products() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let mut r = rng(31);
+    let (rows, cols) = (19usize, 6usize);
+    let y: Vec<u64> = (0..cols).map(|_| r.gen()).collect();
+    let mut t = Vec::new();
+    for row in 0..rows {
+        for c in 0..cols {
+            if row != 4 && (row + 2 * c) % 3 != 0 {
+                t.push((row, c, r.gen_range(-(1i64 << 14)..(1i64 << 14))));
+            }
+        }
+    }
+    let x = Csr::from_triplets(rows, cols, t);
+    let value_bits = 64 + 15 + 4;
+    let pack = h2s_packing(&pk, value_bits).unwrap();
+    assert!(pack.slots > 1 && rows % pack.slots != 0, "the test wants several slots and a short last group");
+    let copies = pack.slots.min(rows);
+    let (a, b, cost) = run2(
+        |ch| {
+            crate::proto::s2h_owner_shifted(ch, kp, &y, copies, pack.slot_bits, &mut rng(32)).unwrap();
+            h2s_owner(ch, kp, rows, value_bits).unwrap()
+        },
+        |ch| {
+            let cts = crate::proto::recv_cts(ch, &pk, cols * copies, "shifted").unwrap();
+            let g = x.grouped(copies);
+            let mut f = crate::sparse::row_enc_stream(&g, &pk, &cts);
+            crate::proto::h2s_eval_packed_with(ch, &pk, rows, value_bits, &mut rng(33), |i| Ok(f(i))).unwrap()
+        },
+    );
+    for row in 0..rows {
+        let want = x.row(row).fold(0u64, |acc, (c, v)| acc.wrapping_add((v as u64).wrapping_mul(y[c])));
+        assert_eq!(a[row].wrapping_add(b[row]), want, "row {row}");
+    }
+    assert_eq!(cost.bytes_sent, (cols * copies * pk.ct_bytes()) as u64);
+    assert_eq!(cost.bytes_recv, (pack.packed_len(rows) * pk.ct_bytes()) as u64);
+}
