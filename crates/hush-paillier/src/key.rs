@@ -298,13 +298,31 @@ impl PublicKey {
                 reason: format!("{} bytes for {count} ciphertexts of {l} bytes", b.len()),
             });
         }
-        b.chunks_exact(l)
-            .map(|ch| {
-                let c = Integer::from_digits(ch, Order::Msf);
-                self.validate(&c, what)?;
-                Ok(Ciphertext(c))
-            })
-            .collect()
+        // Range checks per ciphertext; the unit check (gcd with n) once for
+        // the whole batch: n = p·q, so Π c mod n shares a factor with n iff
+        // some c does — exact, one gcd instead of one per ciphertext. Only a
+        // batch that fails is checked one by one, to name the reason.
+        let mut prod = Integer::from(1);
+        let mut out = Vec::with_capacity(count);
+        for ch in b.chunks_exact(l) {
+            let c = Integer::from_digits(ch, Order::Msf);
+            if c.cmp0() != Ordering::Greater {
+                return Err(Error::BadCiphertext { what, reason: "zero (not in Z*_{n²})" });
+            }
+            if c >= self.0.n2 {
+                return Err(Error::BadCiphertext { what, reason: "not below n² (out of range)" });
+            }
+            prod *= &c;
+            prod %= &self.0.n;
+            out.push(Ciphertext(c));
+        }
+        if Integer::from(prod.gcd_ref(&self.0.n)) != 1 {
+            for c in &out {
+                self.validate(&c.0, what)?;
+            }
+            return Err(Error::BadCiphertext { what, reason: "not a unit mod n² (shares a factor with n)" });
+        }
+        Ok(out)
     }
 }
 

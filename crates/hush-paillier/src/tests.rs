@@ -117,6 +117,13 @@ fn malformed_ciphertexts_are_rejected() {
     // multiple of a factor of n: n itself
     let e = pk.decode_cts(&pk.encode_cts(&[crate::key::Ciphertext(pk.n().clone())]), 1, "t").unwrap_err();
     assert!(e.to_string().contains("not a unit"), "{e}");
+    // a non-unit inside a batch of good ones (the unit check is one gcd
+    // over the batch's product)
+    let mut cts: Vec<_> = (0..5u64).map(|i| kp.encrypt_u64(i, &mut rng(60 + i))).collect();
+    assert_eq!(pk.decode_cts(&pk.encode_cts(&cts), 5, "t").unwrap().len(), 5);
+    cts[3] = crate::key::Ciphertext(Integer::from(pk.n() * 3u32));
+    let e = pk.decode_cts(&pk.encode_cts(&cts), 5, "t").unwrap_err();
+    assert!(e.to_string().contains("not a unit"), "{e}");
     // wrong length
     let e = pk.decode_cts(&good[1..], 1, "t").unwrap_err();
     assert!(matches!(e, Error::Malformed { .. }), "{e}");
