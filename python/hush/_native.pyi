@@ -43,4 +43,5 @@ def train_vertical(role: str, rows: int, cols: int, indptr: List[int], indices: 
                    pin: Optional[str] = None, identity: Optional[str] = None, insecure: bool = False,
                    out: Optional[str] = None, epochs: int = 10, batch: int = 64, lr: float = 0.5,
                    lr_decay: float = 0.0, l2: float = 0.0, bits: int = 2048, sigmoid: str = "cubic",
-                   intercept: bool = True, reveal: bool = False, seed: int = 1) -> Dict[str, Any]: ...
+                   intercept: bool = True, reveal: bool = False, seed: int = 1,
+                   low_bandwidth: bool = False) -> Dict[str, Any]: ...

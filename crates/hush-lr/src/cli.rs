@@ -52,6 +52,12 @@ pub struct TrainArgs {
     /// cubic (0.5 + 0.197z − 0.004z³) or linear (0.5 + z/4).
     #[arg(long, default_value = "cubic")]
     pub sigmoid: String,
+    /// Fewer bytes, more CPU: the backward passes pack their h2s by
+    /// squaring instead of receiving pre-shifted copies of the error share
+    /// (about half the bytes on wide data, ~40 % more CPU per batch); for
+    /// slow links. Both parties must agree.
+    #[arg(long)]
+    pub low_bandwidth: bool,
     /// Add a constant-1 intercept column (labels party; default on).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub intercept: bool,
@@ -109,6 +115,7 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
         key_bits: a.bits,
         order_seed: a.seed,
         reveal: a.reveal,
+        low_bandwidth: a.low_bandwidth,
     };
     let (ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
     let link = LinkConfig::from_flags(&a.link)?;
@@ -471,6 +478,9 @@ pub struct BenchLrArgs {
     pub bits: u32,
     #[arg(long, default_value = "cubic")]
     pub sigmoid: String,
+    /// As `hush train --low-bandwidth`.
+    #[arg(long)]
+    pub low_bandwidth: bool,
     /// mem (in-process channel) or tcp (loopback, TLS).
     #[arg(long, default_value = "tcp")]
     pub transport: String,
@@ -678,6 +688,7 @@ fn bench_breast_cancer(a: &BenchLrArgs) -> Result<Record> {
         key_bits: a.bits,
         order_seed: a.seed,
         reveal: false,
+        low_bandwidth: a.low_bandwidth,
     };
     let (train, test, sk_acc, sk_version) = breast_cancer(a.seed, cfg.l2, a.test_fraction)?;
     let (dl, tl) = party_columns(&train, &test, 0, 15, true);
@@ -732,6 +743,7 @@ fn bench_lr_table(a: &BenchLrArgs) -> Result<Record> {
         key_bits: a.bits,
         order_seed: a.seed,
         reveal: false,
+        low_bandwidth: a.low_bandwidth,
     };
     let (x, y) = channel_pair(&a.transport)?;
     let (_, _, rep, bytes, rounds) = run_pair(x, y, &dl, &df, &cfg)?;
@@ -835,6 +847,7 @@ pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
         key_bits: a.bits,
         order_seed: a.seed,
         reveal: false,
+        low_bandwidth: a.low_bandwidth,
     };
     let nnz: usize = ds.rows.iter().map(|r| r.len()).sum();
     let (x, y) = channel_pair(&a.transport)?;

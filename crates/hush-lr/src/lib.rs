@@ -99,11 +99,18 @@ pub struct TrainConfig {
     pub order_seed: u64,
     /// Open the model at the end (both parties must agree).
     pub reveal: bool,
+    /// Fewer bytes over less CPU: the backward passes' h2s packs by
+    /// squaring (Horner) instead of receiving the error share pre-shifted
+    /// into every slot (see `secure::Session::backward`: on wide data the
+    /// shifted copies cut a batch's CPU by ~40 % and double its bytes —
+    /// the better trade on a LAN, not on a slow WAN). Both parties must
+    /// agree (checked in the handshake).
+    pub low_bandwidth: bool,
 }
 
 impl Default for TrainConfig {
     fn default() -> Self {
-        TrainConfig { epochs: 10, batch: 64, lr: 0.5, lr_decay: 0.0, l2: 0.0, sigmoid: Sigmoid::Cubic, key_bits: 2048, order_seed: 1, reveal: false }
+        TrainConfig { epochs: 10, batch: 64, lr: 0.5, lr_decay: 0.0, l2: 0.0, sigmoid: Sigmoid::Cubic, key_bits: 2048, order_seed: 1, reveal: false, low_bandwidth: false }
     }
 }
 

@@ -140,7 +140,7 @@ pub struct Session<'a, C: Channel + ?Sized> {
     pub setup_s: f64,
 }
 
-const MAGIC: &[u8; 8] = b"hushLR02";
+const MAGIC: &[u8; 8] = b"hushLR03";
 
 impl<'a, C: Channel + ?Sized> Session<'a, C> {
     /// Handshake: checks roles, sample counts and hyper-parameters agree,
@@ -157,6 +157,7 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         hello.extend_from_slice(&cfg.lr.to_bits().to_le_bytes());
         hello.extend_from_slice(&cfg.l2.to_bits().to_le_bytes());
         hello.extend_from_slice(&cfg.lr_decay.to_bits().to_le_bytes());
+        hello.push(cfg.low_bandwidth as u8);
         hello.push(cfg.reveal as u8);
         hello.push(cfg.sigmoid as u8);
         ch.send(&hello)?;
@@ -182,6 +183,9 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
                 "{} asked to reveal the model at the end and the other did not (--reveal must be given to both or neither)",
                 if cfg.reveal { "this party" } else { "the peer" }
             )));
+        }
+        if peer_hello[hello.len() - 3] != hello[hello.len() - 3] {
+            return Err(Error::Peer("--low-bandwidth is set at one party only (both or neither)".into()));
         }
         if mine != theirs || peer_hello[hello.len() - 1] != hello[hello.len() - 1] {
             return Err(Error::Peer(
@@ -288,7 +292,8 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         let b = xb.rows;
         let local = xt.matvec_ring(e);
         // my ciphertexts, evaluated by the peer on its d_peer features
-        let mine_shifted = shifted(self.d_peer, b);
+        let wide = !self.cfg.low_bandwidth;
+        let mine_shifted = wide && shifted(self.d_peer, b);
         let copies = proto::h2s_packing(self.kp.public(), value_bits(b))?.slots.min(self.d_peer).max(1);
         if mine_shifted {
             let sb = proto::h2s_packing(self.kp.public(), value_bits(b))?.slot_bits;
@@ -298,7 +303,7 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         }
         // the peer's ciphertexts, evaluated here on my features
         let peer = self.peer.clone();
-        let ev = if shifted(xt.rows, b) {
+        let ev = if wide && shifted(xt.rows, b) {
             let pack = proto::h2s_packing(&peer, value_bits(b))?;
             let slots = pack.slots.min(xt.rows).max(1);
             let cts = proto::recv_cts(self.ch, &peer, b * slots, "encrypted error share (shifted copies)")?;

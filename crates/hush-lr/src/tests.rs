@@ -5,7 +5,7 @@ use crate::*;
 use hush_transport::MemChannel;
 
 fn cfg(sig: Sigmoid) -> TrainConfig {
-    TrainConfig { epochs: 4, batch: 32, lr: 1.0, lr_decay: 0.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3, reveal: false }
+    TrainConfig { epochs: 4, batch: 32, lr: 1.0, lr_decay: 0.0, l2: 0.0, sigmoid: sig, key_bits: 1024, order_seed: 3, reveal: false, low_bandwidth: false }
 }
 
 fn open(ml: &ModelShares, mf: &ModelShares) -> (Vec<f64>, Vec<f64>) {
@@ -52,14 +52,16 @@ fn planted_signs_recovered_and_matches_plaintext() {
 #[test]
 fn wide_data_takes_the_shifted_path_and_matches_plaintext() {
     let (ds, wstar) = synthetic(192, 150, 0.08, 14);
-    let c = TrainConfig { epochs: 2, batch: 16, lr: 2.0, lr_decay: 0.5, sigmoid: Sigmoid::Linear, ..cfg(Sigmoid::Linear) };
     assert!(crate::secure::shifted(70, 16) && crate::secure::shifted(80, 16));
-    let (w, wp) = split_run(&ds, 70, &c);
-    for j in 0..150 {
-        assert!((w[j] - wp[j]).abs() < 0.05, "w[{j}]: secure {} vs plaintext {}", w[j], wp[j]);
+    for low_bandwidth in [false, true] {
+        let c = TrainConfig { epochs: 2, batch: 16, lr: 2.0, lr_decay: 0.5, sigmoid: Sigmoid::Linear, low_bandwidth, ..cfg(Sigmoid::Linear) };
+        let (w, wp) = split_run(&ds, 70, &c);
+        for j in 0..150 {
+            assert!((w[j] - wp[j]).abs() < 0.05, "low_bandwidth {low_bandwidth}, w[{j}]: secure {} vs plaintext {}", w[j], wp[j]);
+        }
+        let agree = (0..150).filter(|&j| wstar[j] == 0.0 || (w[j] > 0.0) == (wstar[j] > 0.0)).count();
+        assert!(agree >= 100, "sign agreement {agree}/150");
     }
-    let agree = (0..150).filter(|&j| wstar[j] == 0.0 || (w[j] > 0.0) == (wstar[j] > 0.0)).count();
-    assert!(agree >= 100, "sign agreement {agree}/150");
 }
 
 #[test]

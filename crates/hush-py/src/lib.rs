@@ -369,7 +369,7 @@ fn tee_module_main(py: Python<'_>, args: Vec<String>) -> i32 {
 /// labels party. Returns a dict of costs (and the opened model if both
 /// parties chose `reveal`); the shares go to `out` (written atomically).
 #[pyfunction]
-#[pyo3(signature = (role, rows, cols, indptr, indices, data, labels=None, listen=None, peer=None, pin=None, identity=None, insecure=false, out=None, epochs=10, batch=64, lr=0.5, lr_decay=0.0, l2=0.0, bits=2048, sigmoid="cubic", intercept=true, reveal=false, seed=1))]
+#[pyo3(signature = (role, rows, cols, indptr, indices, data, labels=None, listen=None, peer=None, pin=None, identity=None, insecure=false, out=None, epochs=10, batch=64, lr=0.5, lr_decay=0.0, l2=0.0, bits=2048, sigmoid="cubic", intercept=true, reveal=false, seed=1, low_bandwidth=false))]
 #[allow(clippy::too_many_arguments)]
 fn train_vertical(
     py: Python<'_>,
@@ -396,6 +396,7 @@ fn train_vertical(
     intercept: bool,
     reveal: bool,
     seed: u64,
+    low_bandwidth: bool,
 ) -> PyResult<PyObject> {
     use hush_lr::secure::Role;
     let bad = |e: hush_lr::Error| PyValueError::new_err(e.to_string());
@@ -416,7 +417,7 @@ fn train_vertical(
         return Err(PyValueError::new_err("y is for the labels party only"));
     }
     let link = link_of(identity, pin.into_iter().collect(), insecure)?;
-    let cfg = hush_lr::TrainConfig { epochs, batch, lr, lr_decay, l2, sigmoid, key_bits: bits, order_seed: seed, reveal };
+    let cfg = hush_lr::TrainConfig { epochs, batch, lr, lr_decay, l2, sigmoid, key_bits: bits, order_seed: seed, reveal, low_bandwidth };
     let o = guarded(py, move || {
         hush_lr::cli::train_party(ds, has_labels, role, &cfg, intercept, listen.as_deref(), peer.as_deref(), &link, out.as_deref().map(std::path::Path::new))
             .map_err(|e| e.to_string())
