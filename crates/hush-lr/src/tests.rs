@@ -164,6 +164,15 @@ fn handshake_mismatches() {
     let e = Session::start(&mut ca, Role::Labels, 10, 2, &cfg(Sigmoid::Linear)).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(e.contains("the peer asked to reveal"), "{e}");
     assert!(h.join().unwrap().contains("this party asked to reveal"));
+    // and so must --low-bandwidth
+    let (mut ca, mut cb) = MemChannel::pair();
+    let h = std::thread::spawn(move || {
+        let c = TrainConfig { low_bandwidth: true, ..cfg(Sigmoid::Linear) };
+        Session::start(&mut cb, Role::Features, 10, 2, &c).err().map(|e| e.to_string()).unwrap_or_default()
+    });
+    let e = Session::start(&mut ca, Role::Labels, 10, 2, &cfg(Sigmoid::Linear)).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("--low-bandwidth"), "{e}");
+    assert!(h.join().unwrap().contains("--low-bandwidth"));
 }
 
 #[test]
