@@ -21,7 +21,14 @@
 //!   1 round.
 //! * [`triples_owner`]/[`triples_helper`]: Beaver triples c = a·b over
 //!   Z_{2^64} with no dealer (cross terms a₀b₁ + a₁b₀ through Paillier and
-//!   h2s). 2 rounds.
+//!   h2s). The owner encrypts a₀, b₀ already shifted to the h2s slot their
+//!   triple lands in, so the helper's packed ciphertext is one
+//!   multi-exponentiation per group (no Horner chain). 2 rounds.
+//! * [`s2h_owner_shifted`] + [`h2s_eval_packed_with`] (with
+//!   [`Csr::grouped`]): products that land in h2s slots directly — the
+//!   owner sends its vector shifted into every slot, the evaluator
+//!   multiplies grouped rows; for many more outputs than inputs (LR's
+//!   backward pass on wide data).
 //!
 //! Every ciphertext received is validated ([`PublicKey::decode_cts`]) and
 //! every message length is computed locally before anything is received.
@@ -29,7 +36,9 @@
 //! ## What each host sees (semi-honest)
 //! * **Evaluator**: only ciphertexts under the owner's key (and, in the
 //!   triples, its own values): simulatable by encryptions of zero under the
-//!   DCR assumption (DJN's short-exponent variant).
+//!   DCR assumption (DJN's short-exponent variant). Shifted plaintexts
+//!   (x·2^s) change nothing here: the evaluator could compute Enc(x·2^s)
+//!   = Enc(x)^(2^s) itself.
 //! * **Owner**: in s2h it only sends. In h2s and in the triples' cross
 //!   terms it decrypts v + r with r uniform on [2^b, 2^b + 2^(b+σ)) for
 //!   |v| < 2^b, which is within statistical distance 2^−σ (σ = [`SIGMA`] =
