@@ -3,8 +3,9 @@
 
 N concurrent clients (default 64) run sessions against one server: honest
 clients (`hush infer` processes, whose logits must equal the reference
-exactly: the fss family reproduces the plaintext fixed-point reference bit
-for bit) and misbehaving ones (a quarter by default, as raw sockets):
+exactly: every party runs `--proto fss`, which reproduces the plaintext
+fixed-point reference bit for bit; the default family, tami, is faithful
+to within one unit per truncation, not exact) and misbehaving ones (a quarter by default, as raw sockets):
 
   garbage     sends random bytes, expects the server to close the connection
   disconnect  connects, sends a random prefix of garbage (maybe nothing), and
@@ -107,7 +108,7 @@ class Load:
         a = self.a
         self.port = free_port()
         self.addr = f"127.0.0.1:{self.port}"
-        cmd = [a.hush, "serve", "--model", a.model, "--listen", self.addr, "--max-sessions", str(a.max_sessions)]
+        cmd = [a.hush, "serve", "--model", a.model, "--listen", self.addr, "--max-sessions", str(a.max_sessions), "--proto", "fss"]
         if a.insecure:
             cmd.append("--insecure")
         self.server_log = open(os.path.join(self.tmp, "server.log"), "w+")
@@ -136,13 +137,13 @@ class Load:
     def reference(self):
         """The logits of one honest session (checked against `hush run`)."""
         out = os.path.join(self.tmp, "ref.npy")
-        cmd = [self.a.hush, "run", "--model", self.a.model, "--input", self.a.input, "--out", out, "--insecure"]
+        cmd = [self.a.hush, "run", "--model", self.a.model, "--input", self.a.input, "--out", out, "--insecure", "--proto", "fss"]
         subprocess.run(cmd, check=True, capture_output=True, timeout=300)
         self.ref = read_npy_f64(out)
 
     def honest(self, i):
         out = os.path.join(self.tmp, f"y{i}.npy")
-        cmd = [self.a.hush, "infer", "--connect", self.addr, "--input", self.a.input, "--out", out]
+        cmd = [self.a.hush, "infer", "--connect", self.addr, "--input", self.a.input, "--out", out, "--proto", "fss"]
         cmd += ["--insecure"] if self.a.insecure else ["--pin", self.fp]
         t0 = time.time()
         try:
