@@ -1,0 +1,498 @@
+//! Transformer operators against the plaintext fixed-point reference (the
+//! same operator code on [`Ctx::clear`]) and against f64, over the
+//! in-memory channel, in both comparison families, in tee and dealer mode;
+//! pinned bytes and rounds; plan/prefill; refusals; malformed peers; and
+//! curious-party tests for the dealt truncation and powers.
+
+mod common;
+use common::run_tee;
+use hush_2pc::deal::matrix::MatDims;
+use hush_2pc::nonlinear::Proto;
+use hush_2pc::share::{share_arith, ArithShare, FixedPoint};
+use hush_2pc::tee::Dealer;
+use hush_2pc::transformer::{elementwise, gelu, layernorm, matmul, recip, softmax, Ctx};
+use hush_primitives::{Block, Prg};
+use hush_transport::{Channel, Cost, MemChannel};
+
+type Op = std::sync::Arc<dyn Fn(&mut Ctx, &mut dyn Channel, &ArithShare) -> hush_2pc::Result<ArithShare> + Send + Sync>;
+
+fn fx() -> FixedPoint {
+    FixedPoint::new(64, 12).unwrap()
+}
+
+fn enc(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| fx().encode(*x)).collect()
+}
+
+fn dec(v: &[u64]) -> Vec<f64> {
+    v.iter().map(|x| fx().decode(*x)).collect()
+}
+
+struct Out {
+    secure: Vec<f64>,
+    clear: Vec<f64>,
+    cost: Cost,
+}
+
+/// Runs `op` on a sharing of `x` in tee mode (family `proto`), and on the
+/// clear reference.
+fn run(proto: Proto, one_round: bool, x: &[f64], op: Op) -> Out {
+    let xs = enc(x);
+    let (s0, s1) = share_arith(fx().ring, &xs, &mut Prg::new(Block(7)));
+    let (o0, o1) = (op.clone(), op.clone());
+    let (a, b) = run_tee(
+        move |ch, d| {
+            let mut c = Ctx::new(0, proto, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.one_round = one_round;
+            let before = ch.cost();
+            let r = o0(&mut c, ch, &s0).unwrap();
+            (r.v.clone(), ch.cost() - before)
+        },
+        move |ch, d| {
+            let mut c = Ctx::new(1, proto, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.one_round = one_round;
+            let r = o1(&mut c, ch, &s1).unwrap();
+            r.v.clone()
+        },
+    );
+    let ring = fx().ring;
+    let secure = dec(&a.0.iter().zip(&b).map(|(p, q)| ring.add(*p, *q)).collect::<Vec<_>>());
+    let mut cc = Ctx::clear(fx());
+    let (mut dummy, _peer) = MemChannel::pair();
+    let clear = dec(&op(&mut cc, &mut dummy, &ArithShare::new(ring, xs)).unwrap().v);
+    Out { secure, clear, cost: a.1 }
+}
+
+/// A module that serves nothing (a placeholder while the real dealer is moved).
+struct Null;
+impl hush_tee::TrustedModule for Null {
+    fn call(&mut self, _: &hush_tee::Request) -> hush_tee::Result<hush_tee::Response> {
+        Err(hush_tee::Error::Malformed("null module".into()))
+    }
+    fn stats(&self) -> hush_tee::ModuleStats {
+        hush_tee::ModuleStats::default()
+    }
+    fn describe(&self) -> String {
+        "null".into()
+    }
+}
+
+fn max_err(a: &[f64], b: &[f64]) -> (f64, usize) {
+    a.iter().zip(b).enumerate().map(|(i, (x, y))| ((x - y).abs(), i)).fold((0.0, 0), |m, e| if e.0 > m.0 { e } else { m })
+}
+
+fn randoms(n: usize, lo: f64, hi: f64, seed: u64) -> Vec<f64> {
+    let mut p = Prg::new(Block(seed as u128));
+    (0..n).map(|_| lo + (hi - lo) * (p.next_u64() >> 11) as f64 / (1u64 << 53) as f64).collect()
+}
+
+const ULP: f64 = 1.0 / 4096.0;
+
+fn gelu_op() -> Op {
+    std::sync::Arc::new(|c, ch, x| gelu::gelu(c, ch, x))
+}
+
+#[test]
+fn gelu_matches_reference_and_float_in_both_families() {
+    let mut x = randoms(600, -6.0, 6.0, 1);
+    // edges: zero, ±1 ulp, the segment boundaries ±1.6 and ±4 and their
+    // neighbours, large magnitudes (saturating segment), far out of any
+    // activation range but inside the ring.
+    x.extend([0.0, ULP, -ULP, 1.6, -1.6, 1.6 - ULP, 4.0, -4.0, 4.0 + ULP, -4.0 - ULP, 100.0, -100.0, 1e6, -1e6, 1e9, -1e9]);
+    for proto in [Proto::Fss, Proto::Tami] {
+        let o = run(proto, true, &x, gelu_op());
+        let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+        let (e, i) = max_err(&o.secure, &want);
+        assert!(e <= gelu::GELU_ERR_F12, "{proto:?}: gelu error {e} at x = {} (got {}, want {})", x[i], o.secure[i], want[i]);
+        let (e, i) = max_err(&o.secure, &o.clear);
+        assert!(e <= 4.0 * ULP, "{proto:?}: secure vs reference {e} at x = {}", x[i]);
+    }
+}
+
+#[test]
+fn gelu_rounds_and_bytes_are_pinned() {
+    let x = randoms(100, -5.0, 5.0, 2);
+    let n = x.len() as u64;
+    for one_round in [true, false] {
+        let o = run(Proto::Fss, one_round, &x, gelu_op());
+        // fss ReLU: one exchange of n·8 bytes each way; the clip+split ReLU
+        // batch 3n; powers: 1 exchange of n (one-round) or 2 Beaver rounds
+        // (x² then x³, x⁴: 2n then 4n openings); truncations 4n and 2n;
+        // selection product 2n.
+        let (pw_rounds, pw_elems) = if one_round { (1, n) } else { (2, 2 * n + 4 * n) };
+        assert_eq!(o.cost.rounds, 5 + pw_rounds, "one_round = {one_round}");
+        assert_eq!(o.cost.bytes_sent, 8 * (n + 3 * n + pw_elems + 4 * n + 2 * n + 2 * n), "one_round = {one_round}");
+        assert_eq!(o.cost.bytes_sent, o.cost.bytes_recv);
+    }
+}
+
+#[test]
+fn softmax_matches_reference_with_ties_and_large_negatives() {
+    // rows of 8: random, all equal (ties everywhere), one huge negative,
+    // repeated maximum, a row spanning [-40, 3], and rows of odd length.
+    let len = 8;
+    let mut x = randoms(8 * len, -4.0, 4.0, 3);
+    x.extend([1.5; 8]);
+    x.extend([0.0, -1e6, 0.5, -3.0, -1000.0, 2.0, 2.0, -20.0]);
+    x.extend([3.0, 3.0, 3.0, 1.0, 3.0, -2.0, 0.0, 3.0]);
+    x.extend([3.0, -40.0, -16.0, -15.9, -8.0, 0.0, 1.0, 2.5]);
+    let o = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len)));
+    let want = softmax::softmax_f64(&x, len);
+    let (e, i) = max_err(&o.secure, &want);
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "softmax error {e} at {i}: got {} want {}", o.secure[i], want[i]);
+    let (e, _) = max_err(&o.secure, &o.clear);
+    assert!(e <= 4.0 * ULP, "secure vs reference {e}");
+    // each row sums to 1 within the bound
+    for r in o.secure.chunks(len) {
+        assert!((r.iter().sum::<f64>() - 1.0).abs() < len as f64 * 2.0 * ULP, "{r:?}");
+    }
+    // odd row length (the tree's carried element) and length 1, fss family
+    for len in [5usize, 1] {
+        let x = randoms(3 * len, -6.0, 6.0, 30 + len as u64);
+        let o = run(Proto::Fss, true, &x, std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len)));
+        let (e, i) = max_err(&o.secure, &softmax::softmax_f64(&x, len));
+        assert!(e <= softmax::SOFTMAX_ERR_F12, "len {len}: error {e} at {i}");
+    }
+}
+
+#[test]
+fn exp_saturates_outside_its_range() {
+    let mut x = randoms(200, -18.0, 0.0, 4);
+    x.extend([0.0, -ULP, -16.0, -16.0 - ULP, -1e3, -1e9, 0.5, 7.0, 1e6]);
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| softmax::exp_nonpos(c, ch, x)));
+    for (i, v) in x.iter().enumerate() {
+        let want = v.clamp(-softmax::EXP_CLIP, 0.0).exp();
+        assert!((o.secure[i] - want).abs() <= ULP + 1e-4 * want, "exp({v}) = {} want {want}", o.secure[i]);
+    }
+}
+
+#[test]
+fn layernorm_matches_reference_including_near_zero_variance() {
+    let len = 16;
+    let mut x = randoms(6 * len, -3.0, 3.0, 5);
+    for v in x.iter_mut().skip(len).take(len) {
+        *v = *v * 50.0 + 200.0; // wide row with a large mean
+    }
+    let normal = x.len();
+    x.extend([0.75; 16]); // zero variance
+    x.extend((0..16).map(|i| 0.5 + if i % 2 == 0 { ULP } else { 0.0 })); // variance ~ulp²
+    x.extend((0..16).map(|i| if i == 3 { 1e7 } else { i as f64 })); // beyond the clip: saturates
+    let o = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None)));
+    let want = layernorm::layernorm_f64(&x[..normal], len, 1e-5);
+    let (e, i) = max_err(&o.secure[..normal], &want);
+    assert!(e <= layernorm::LN_ERR_F12, "layernorm error {e} at {i}: got {} want {}", o.secure[i], want[i]);
+    let (e, _) = max_err(&o.secure, &o.clear);
+    assert!(e <= 0.02, "secure vs reference {e}");
+    // zero and near-zero variance: outputs stay near 0 (not amplified noise)
+    for v in &o.secure[normal..normal + 32] {
+        assert!(v.abs() <= 0.02, "near-constant row gave {v}");
+    }
+    // the clipped row equals LayerNorm of the row with 1e7 replaced by 2^10
+    let mut clipped: Vec<f64> = (0..16).map(|i| i as f64).collect();
+    clipped[3] = 1024.0;
+    let (e, _) = max_err(&o.secure[normal + 32..], &layernorm::layernorm_f64(&clipped, len, 1e-5));
+    assert!(e <= layernorm::LN_ERR_F12, "clipped row error {e}");
+    // with public gamma and beta
+    let g: Vec<f64> = (0..len).map(|i| 0.5 + i as f64 / 10.0).collect();
+    let b: Vec<f64> = (0..len).map(|i| i as f64 / 7.0 - 1.0).collect();
+    let x2 = randoms(2 * len, -2.0, 2.0, 6);
+    let (g2, b2) = (g.clone(), b.clone());
+    let o = run(Proto::Fss, true, &x2, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-12, Some(&g2), Some(&b2))));
+    let want: Vec<f64> = layernorm::layernorm_f64(&x2, len, 1e-12).iter().enumerate().map(|(i, v)| v * g[i % len] + b[i % len]).collect();
+    let (e, i) = max_err(&o.secure, &want);
+    assert!(e <= 2.0 * layernorm::LN_ERR_F12, "affine layernorm error {e} at {i}");
+}
+
+#[test]
+fn reciprocal_and_rsqrt_accurate_in_range_saturating_outside() {
+    let mut v = randoms(100, 0.6, 200.0, 8);
+    v.extend([0.5, 1.0, 2.0, 255.9, 256.0, 300.0, 1e5, 0.1, 0.0, -3.0]);
+    let o = run(Proto::Fss, true, &v, std::sync::Arc::new(|c, ch, x| {
+        let up = x.scale(1 << 12); // to scale 2^24
+        let r = recip::reciprocal(c, ch, &up, 24, -1, 8)?;
+        c.trunc(ch, &r, 12)
+    }));
+    for (i, x) in v.iter().enumerate() {
+        let x = fx().decode(fx().encode(*x));
+        let want = 1.0 / x.clamp(0.5, 256.0);
+        assert!((o.secure[i] - want).abs() <= 2.0 * ULP + 1e-5 * want, "1/{x} = {} want {want}", o.secure[i]);
+    }
+    let o = run(Proto::Tami, true, &v, std::sync::Arc::new(|c, ch, x| {
+        let up = x.scale(1 << 12);
+        let r = recip::rsqrt(c, ch, &up, 24, -12, 22)?;
+        c.trunc(ch, &r, 12)
+    }));
+    for (i, x) in v.iter().enumerate() {
+        let x = fx().decode(fx().encode(*x));
+        let want = 1.0 / x.clamp(1.0 / 4096.0, 4194304.0).sqrt();
+        assert!((o.secure[i] - want).abs() <= 2.0 * ULP + 1e-5 * want, "1/√{x} = {} want {want}", o.secure[i]);
+    }
+}
+
+#[test]
+fn matmul_mul_pow_match_reference_with_pinned_cost() {
+    let d = MatDims { m: 3, k: 5, n: 4 };
+    let count = 2;
+    let a = randoms(count * d.m * d.k, -4.0, 4.0, 9);
+    let b = randoms(count * d.k * d.n, -4.0, 4.0, 10);
+    let na = a.len();
+    let mut x = a.clone();
+    x.extend(&b);
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(move |c, ch, x| {
+        let (aa, bb) = (ArithShare::new(x.ring, x.v[..na].to_vec()), ArithShare::new(x.ring, x.v[na..].to_vec()));
+        matmul::matmul(c, ch, &aa, &bb, count, d)
+    }));
+    let mut want = vec![0.0; count * d.m * d.n];
+    let (ae, be) = (dec(&enc(&a)), dec(&enc(&b)));
+    for q in 0..count {
+        for i in 0..d.m {
+            for j in 0..d.n {
+                want[q * d.m * d.n + i * d.n + j] = (0..d.k).map(|t| ae[q * d.m * d.k + i * d.k + t] * be[q * d.k * d.n + t * d.n + j]).sum();
+            }
+        }
+    }
+    let (e, _) = max_err(&o.secure, &want);
+    assert!(e <= ULP, "matmul error {e}");
+    let (e, _) = max_err(&o.secure, &o.clear);
+    assert!(e <= ULP, "matmul vs reference {e}");
+    // one opening of E, F (count·(mk + kn)), one truncation opening (count·mn)
+    assert_eq!(o.cost.rounds, 2);
+    assert_eq!(o.cost.bytes_sent, 8 * (count * (d.m * d.k + d.k * d.n) + count * d.m * d.n) as u64);
+
+    let x = randoms(64, -30.0, 30.0, 11);
+    let n = x.len() as u64;
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| {
+        let y = x.scale(3);
+        elementwise::mul(c, ch, x, &y)
+    }));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx().decode(fx().encode(*v));
+        assert!((o.secure[i] - 3.0 * xe * xe).abs() <= ULP, "mul {v}");
+    }
+    assert_eq!((o.cost.rounds, o.cost.bytes_sent), (2, 8 * (2 * n + n)));
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2)));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx().decode(fx().encode(*v));
+        assert!((o.secure[i] - xe * xe).abs() <= ULP, "pow2 {v}");
+    }
+    // Pow by 2 opens x − r once: half of Beaver's x·x
+    assert_eq!((o.cost.rounds, o.cost.bytes_sent), (2, 8 * (n + n)));
+    let x = randoms(64, -3.0, 3.0, 12);
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 4)));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx().decode(fx().encode(*v));
+        assert!((o.secure[i] - xe.powi(4)).abs() <= ULP, "pow4 {v}");
+    }
+    assert_eq!(o.cost.rounds, 2);
+}
+
+#[test]
+fn softmax_and_layernorm_rounds_with_and_without_one_round_products() {
+    let x = randoms(2 * 16, -3.0, 3.0, 13);
+    let sm: Op = std::sync::Arc::new(|c, ch, x| softmax::softmax(c, ch, x, 16));
+    let ln: Op = std::sync::Arc::new(|c, ch, x| layernorm::layernorm(c, ch, x, 16, 1e-5, None, None));
+    // fss: softmax = tree log2(16) + clip 1 + poly (1 + 2) + 6 squarings × 2
+    //      + reciprocal (1 + 4·4) + 2; without one-round products the
+    //      degree-3 powers take 2 Beaver rounds and each square 1 (same).
+    // layernorm = clip 1 + mean 1 + square 1 + variance 2 + rsqrt (1 + 4·6) + 2.
+    for (op, name, with, without) in [(sm, "softmax", 4 + 1 + 3 + 12 + 17 + 2, 4 + 1 + 4 + 12 + 17 + 2), (ln, "layernorm", 32, 32)] {
+        let a = run(Proto::Fss, true, &x, op.clone());
+        let b = run(Proto::Fss, false, &x, op);
+        assert_eq!(a.cost.rounds, with, "{name} with one-round products");
+        assert_eq!(b.cost.rounds, without, "{name} without");
+        let (e, _) = max_err(&a.secure, &b.secure);
+        assert!(e <= 4.0 * ULP, "{name}: both ways agree ({e})");
+    }
+}
+
+#[test]
+fn plan_prefill_then_run_consumes_exactly_the_plan() {
+    let len = 8;
+    let x = randoms(3 * len, -5.0, 5.0, 14);
+    let xs = enc(&x);
+    let (s0, s1) = share_arith(fx().ring, &xs, &mut Prg::new(Block(15)));
+    let go = move |ch: &mut dyn Channel, d: &mut Dealer, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+        let zeros = ArithShare::zeros(fx().ring, s.len());
+        let plan = c.plan(|c, ch| softmax::softmax(c, ch, &zeros, len)).unwrap();
+        assert!(plan.len() > 10, "{plan:?}");
+        c.prefill(&plan).unwrap();
+        let before = ch.cost();
+        let y = softmax::softmax(&mut c, ch, &s, len).unwrap();
+        assert_eq!(c.pending(), 0);
+        c.lazy().unwrap();
+        // a mismatched plan is refused, not silently reused
+        c.prefill(&plan).unwrap();
+        let e = gelu::gelu(&mut c, ch, &s).unwrap_err();
+        assert!(e.to_string().contains("plan mismatch"), "{e}");
+        (y.v.clone(), (ch.cost() - before).rounds)
+    };
+    let (a, b) = run_tee(move |ch, d| go(ch, d, 0, s0), move |ch, d| go(ch, d, 1, s1));
+    let ring = fx().ring;
+    let got = dec(&a.0.iter().zip(&b.0).map(|(p, q)| ring.add(*p, *q)).collect::<Vec<_>>());
+    let (e, _) = max_err(&got, &softmax::softmax_f64(&x, len));
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "{e}");
+}
+
+#[test]
+fn interactive_mode_and_oversized_parameters_are_refused() {
+    let (mut ca, mut cb) = MemChannel::pair();
+    let t = std::thread::spawn(move || Dealer::in_process(&mut cb, 1).unwrap());
+    let d = Dealer::in_process(&mut ca, 0).unwrap();
+    let _d1 = t.join().unwrap();
+    let e = Ctx::new(0, Proto::Cf2, d, fx()).err().expect("cf2 refused");
+    assert!(e.to_string().contains("not implemented"), "{e}");
+    // GeLU with too many fraction bits for the powers: refused up front
+    let mut c = Ctx::clear(FixedPoint::new(64, 16).unwrap());
+    let (mut ch, _p) = MemChannel::pair();
+    let x = ArithShare::zeros(c.ring(), 4);
+    let e = gelu::gelu(&mut c, &mut ch, &x).unwrap_err();
+    assert!(e.to_string().contains("fraction bits"), "{e}");
+    let e = softmax::softmax(&mut Ctx::clear(fx()), &mut ch, &x, 3).unwrap_err();
+    assert!(e.to_string().contains("rows of 3"), "{e}");
+    let e = layernorm::layernorm(&mut Ctx::clear(fx()), &mut ch, &x, 4, 1e-5, Some(&[1.0]), None).unwrap_err();
+    assert!(e.to_string().contains("gamma"), "{e}");
+}
+
+#[test]
+fn malformed_peer_messages_are_errors_not_panics() {
+    // The peer sends a truncation opening of the wrong length, then one with
+    // bits above a 37-bit ring (5 bytes per element).
+    for bad in [vec![0u8; 7], vec![0xffu8; 5 * 4]] {
+        let fx40 = FixedPoint::new(37, 8).unwrap();
+        let (mut ca, mut cb) = MemChannel::pair();
+        let t = std::thread::spawn(move || {
+            let _d = Dealer::in_process(&mut cb, 1).unwrap();
+            cb.send(&bad).unwrap();
+            let _ = cb.recv();
+        });
+        let d = Dealer::in_process(&mut ca, 0).unwrap();
+        let mut c = Ctx::new(0, Proto::Fss, d, fx40).unwrap();
+        let x = ArithShare::zeros(fx40.ring, 4);
+        let e = c.trunc(&mut ca, &x, 8).unwrap_err();
+        assert!(e.to_string().contains("truncation"), "{e}");
+        drop(ca);
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn dealer_mode_runs_the_same_operators() {
+    use hush_tee::dealer::{self, DealerConfig};
+    use hush_tee::{DealerModule, ModuleRole};
+    use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
+    use std::sync::Arc;
+    let di = Arc::new(Identity::generate().unwrap());
+    let pi = Arc::new(Identity::generate().unwrap());
+    let fp = di.fingerprint();
+    let dl = LinkSecurity::Tls(TlsSettings { identity: di, peer: PeerCheck::AnyPeer, require_client_cert: false });
+    let pl = LinkSecurity::Tls(TlsSettings { identity: pi, peer: PeerCheck::Pinned(vec![fp]), require_client_cert: false });
+    let h = dealer::serve("127.0.0.1:0", DealerConfig::new(dl, hush_2pc::deal::kinds()), Arc::new(|_| {})).unwrap();
+    let sid = dealer::new_session_id();
+    let m0 = DealerModule::connect(&h.addr.to_string(), &pl, &sid, ModuleRole::Sender).unwrap();
+    let m1 = DealerModule::connect(&h.addr.to_string(), &pl, &sid, ModuleRole::Receiver).unwrap();
+    let len = 8;
+    let x = randoms(2 * len, -4.0, 4.0, 16);
+    let (s0, s1) = share_arith(fx().ring, &enc(&x), &mut Prg::new(Block(17)));
+    let go = move |ch: &mut dyn Channel, m: DealerModule, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Fss, Dealer::new(Box::new(m)), fx()).unwrap();
+        let y = softmax::softmax(&mut c, ch, &s, len).unwrap();
+        let g = gelu::gelu(&mut c, ch, &s).unwrap();
+        (y.v.clone(), g.v.clone())
+    };
+    let (mut ca, mut cb) = MemChannel::pair();
+    let t = std::thread::spawn(move || go(&mut cb, m1, 1, s1));
+    let a = go(&mut ca, m0, 0, s0);
+    let b = t.join().unwrap();
+    let ring = fx().ring;
+    let add = |p: &[u64], q: &[u64]| dec(&p.iter().zip(q).map(|(u, v)| ring.add(*u, *v)).collect::<Vec<_>>());
+    let (e, _) = max_err(&add(&a.0, &b.0), &softmax::softmax_f64(&x, len));
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "dealer-mode softmax {e}");
+    let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+    let (e, _) = max_err(&add(&a.1, &b.1), &want);
+    assert!(e <= gelu::GELU_ERR_F12, "dealer-mode gelu {e}");
+}
+
+/// The curious party: party 1's whole view of a truncation (its dealt
+/// share r₁, hi₁, msb₁ and party 0's opening message) must not predict the
+/// sign of the shared input better than chance — the test fails if r were
+/// not uniform (e.g. fixed, or derived from party 1's own streams only) or
+/// if the opening were x + r₀ without party 0's mask.
+#[test]
+fn curious_party_learns_nothing_from_truncation_or_power_openings() {
+    let n = 4000usize;
+    let ring = fx().ring;
+    let mut p = Prg::new(Block(18));
+    // secret bit per element: x = +2^40 or −2^40 ulps (far apart)
+    let bits: Vec<bool> = (0..n).map(|_| p.next_u64() & 1 == 1).collect();
+    let xs: Vec<u64> = bits.iter().map(|b| ring.from_signed(if *b { 1 << 40 } else { -(1 << 40) })).collect();
+    let (s0, s1) = share_arith(ring, &xs, &mut p);
+    for which in ["trunc", "powers"] {
+        let (s0, s1c) = (s0.clone(), s1.clone());
+        let (mut ca, cb) = MemChannel::pair();
+        let rec = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let rec2 = rec.clone();
+        let t = std::thread::spawn(move || {
+            let mut cb = Recording { inner: cb, log: rec2 };
+            let d = Dealer::in_process(&mut cb, 1).unwrap();
+            let mut c = Ctx::new(1, Proto::Fss, d, fx()).unwrap();
+            if which == "trunc" {
+                c.trunc(&mut cb, &s1c, 12).unwrap();
+            } else {
+                c.powers(&mut cb, &s1c, 3).unwrap();
+            }
+        });
+        let d = Dealer::in_process(&mut ca, 0).unwrap();
+        let mut c = Ctx::new(0, Proto::Fss, d, fx()).unwrap();
+        if which == "trunc" {
+            c.trunc(&mut ca, &s0, 12).unwrap();
+        } else {
+            c.powers(&mut ca, &s0, 3).unwrap();
+        }
+        t.join().unwrap();
+        // The attack: party 1 reconstructs what it can of the opened value
+        // (peer message + its own share) and guesses the sign from its top bit.
+        let log = rec.lock().unwrap();
+        let msg = log.last().expect("a received message");
+        assert_eq!(msg.len(), n * 8);
+        let mut right = 0;
+        for i in 0..n {
+            let peer = u64::from_le_bytes(msg[i * 8..i * 8 + 8].try_into().unwrap());
+            let guess = !ring.msb(ring.add(peer, s1.v[i]));
+            right += (guess == bits[i]) as usize;
+        }
+        // chance: n/2 ± 5σ (σ = √n/2)
+        let dev = (right as f64 - n as f64 / 2.0).abs();
+        assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "{which}: the view predicts the input's sign {right}/{n} times");
+    }
+}
+
+struct Recording {
+    inner: MemChannel,
+    log: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Channel for Recording {
+    fn send(&mut self, b: &[u8]) -> hush_transport::Result<()> {
+        self.inner.send(b)
+    }
+    fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
+        let m = self.inner.recv()?;
+        self.log.lock().unwrap().push(m.clone());
+        Ok(m)
+    }
+    fn recv_exact_into(&mut self, what: &'static str, out: &mut [u8]) -> hush_transport::Result<()> {
+        self.inner.recv_exact_into(what, out)?;
+        self.log.lock().unwrap().push(out.to_vec());
+        Ok(())
+    }
+    fn cost(&self) -> Cost {
+        self.inner.cost()
+    }
+    fn max_frame(&self) -> usize {
+        self.inner.max_frame()
+    }
+    fn set_timeout(&mut self, timeout: std::time::Duration) {
+        self.inner.set_timeout(timeout)
+    }
+}
