@@ -496,3 +496,27 @@ impl Channel for Recording {
         self.inner.set_timeout(timeout)
     }
 }
+
+/// The documented polynomial fits, in f64 on dense grids: GeLU's two
+/// segments (≤ 4.4·10⁻⁴ plus erf's own 1.5·10⁻⁷) and exp on [−¼, 0]
+/// (≤ 1.14·10⁻⁶).
+#[test]
+fn polynomial_fits_are_within_their_documented_error() {
+    let pv = |c: &[f64], u: f64| c.iter().rev().fold(0.0, |a, k| a * u + k);
+    let g = |t: f64| t * 0.5 * (1.0 - gelu::erf(t / std::f64::consts::SQRT_2));
+    let split = gelu::GELU_SPLIT / gelu::GELU_CLIP;
+    let mut worst: f64 = 0.0;
+    for i in 0..=100_000 {
+        let u = i as f64 / 100_000.0;
+        let p = if u < split { pv(&gelu::GELU_P1, u) } else { pv(&gelu::GELU_P2, u) };
+        worst = worst.max((p - g(u * gelu::GELU_CLIP)).abs());
+    }
+    assert!(worst <= 4.4e-4 + 2e-7, "gelu fit error {worst}");
+    assert!(g(gelu::GELU_CLIP) < 1.3e-4 && (pv(&gelu::GELU_P2, 1.0) - g(gelu::GELU_CLIP)).abs() < 4.4e-4);
+    let mut worst: f64 = 0.0;
+    for i in 0..=100_000 {
+        let v = -0.25 * i as f64 / 100_000.0;
+        worst = worst.max((pv(&softmax::EXP_POLY, v) - v.exp()).abs());
+    }
+    assert!(worst <= 1.14e-6 + 1e-9, "exp fit error {worst}");
+}

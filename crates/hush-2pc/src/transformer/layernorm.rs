@@ -56,7 +56,7 @@ pub const MAX_ROW: usize = 1 << 12;
 pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, eps: f64, gamma: Option<&[f64]>, beta: Option<&[f64]>) -> Result<ArithShare> {
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
     let l = ring.bits();
-    if len == 0 || len > MAX_ROW || x.len() % len != 0 {
+    if len == 0 || len > MAX_ROW || !x.len().is_multiple_of(len) {
         return Err(invalid(format!("layernorm: rows of {len} (1..={MAX_ROW}) over {} elements", x.len())));
     }
     let hb = (len as f64).log2().ceil() as u32;

@@ -22,8 +22,11 @@
 //!
 //! **Ring sizes** (checked): every product stays below 2^{ℓ−2}, the
 //! truncation's range — v·y ≈ 1 and y·(2 − v·y) ≤ 2^{1−lo} (reciprocal:
-//! 2s + 2 − lo ≤ ℓ − 3), y² ≤ 1.5·2^{−lo} (rsqrt: 2s + 1 − lo ≤ ℓ − 3),
-//! and 2^hi at scale 2^s must be representable (hi + s ≤ ℓ − 4).
+//! 2s + 2 − lo ≤ ℓ − 3); rsqrt forms v·y² as (v·y)·y — v·y ≈ √v ≤
+//! 2^{hi/2} and y·(3 − v·y²) ≤ 3·2^{−lo/2} (⌈hi/2⌉ + 2s + 2 ≤ ℓ − 3 and
+//! 2s + 2 − ⌊lo/2⌋ ≤ ℓ − 3), which keeps v·y² at full relative precision
+//! for large v (y² at scale 2^s would not); 2^hi at scale 2^s must be
+//! representable (hi + s ≤ ℓ − 4).
 //!
 //! **View.** Only the comparison family's messages and uniform openings
 //! (Beaver, powers, truncation); nothing is revealed.
@@ -93,15 +96,17 @@ pub fn reciprocal(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, l
 /// outside); result at scale 2^s.
 pub fn rsqrt(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32) -> Result<ArithShare> {
     let l = ctx.ring().bits() as i32;
-    if 2 * s as i32 + 1 - lo + 3 > l {
+    if hi.div_euclid(2) + 1 + 2 * s as i32 + 1 + 3 > l || 2 * s as i32 + 2 - lo.div_euclid(2) + 3 > l {
         return Err(invalid(format!("rsqrt at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
     }
     let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, |k| (-(k as f64 + 0.5) / 2.0).exp2())?;
     let three = 3u64 << s;
     for _ in 0..NEWTON_ITERS {
-        let y2 = ctx.powers(ch, &y, 2)?.pop().expect("two powers");
-        let y2 = ctx.trunc(ch, &y2, s)?;
-        let t = ctx.mul(ch, &vc, &y2)?;
+        // v·y² as (v·y)·y: y² at scale 2^s would keep only ~2^{2s}/v
+        // significant units when v is large; v·y ≈ √v keeps them all.
+        let vy = ctx.mul(ch, &vc, &y)?;
+        let vy = ctx.trunc(ch, &vy, s)?;
+        let t = ctx.mul(ch, &vy, &y)?;
         let t = ctx.trunc(ch, &t, s)?;
         let w = ctx.constant(v.len(), three).sub(&t);
         let p = ctx.mul(ch, &y, &w)?;

@@ -61,7 +61,7 @@ pub const MAX_ROW: usize = 1 << 12;
 
 /// Row maxima of `x` (rows of `len`) by a comparison tree.
 pub fn row_max(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
-    if len == 0 || x.len() % len != 0 {
+    if len == 0 || !x.len().is_multiple_of(len) {
         return Err(invalid(format!("{} elements are not rows of {len}", x.len())));
     }
     let rows = x.len() / len;
@@ -131,7 +131,7 @@ pub fn exp_nonpos(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare) -> Result
 /// context's fixed point.
 pub fn softmax(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
     check_params(ctx)?;
-    if len == 0 || len > MAX_ROW || x.len() % len != 0 {
+    if len == 0 || len > MAX_ROW || !x.len().is_multiple_of(len) {
         return Err(invalid(format!("softmax: rows of {len} (1..={MAX_ROW}) over {} elements", x.len())));
     }
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
