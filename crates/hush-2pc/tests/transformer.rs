@@ -520,3 +520,36 @@ fn polynomial_fits_are_within_their_documented_error() {
     }
     assert!(worst <= 1.14e-6 + 1e-9, "exp fit error {worst}");
 }
+
+/// The truncation pair's documented range: faithful for |x| < 2^{ℓ−2}
+/// (checked at both ends), and `trunc_full` (the comparison family's
+/// full-range truncation) for values beyond it.
+#[test]
+fn truncation_range_is_as_documented() {
+    let ring = fx().ring;
+    let lim = (1i64 << 62) - 1;
+    let inside: Vec<u64> = [lim, -lim, 0, 1, -1, 12345, -(1 << 61)].iter().map(|v| ring.from_signed(*v)).collect();
+    let beyond: Vec<u64> = [(1i64 << 62) + 5, i64::MIN + 3, i64::MAX].iter().map(|v| ring.from_signed(*v)).collect();
+    let mut all = inside.clone();
+    all.extend(&beyond);
+    let (s0, s1) = share_arith(ring, &all, &mut Prg::new(Block(19)));
+    let go = move |ch: &mut dyn Channel, d: &mut Dealer, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Fss, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+        let n = s.len();
+        let inside = ArithShare::new(s.ring, s.v[..n - 3].to_vec());
+        let a = c.trunc(ch, &inside, 12).unwrap();
+        let b = c.trunc_full(ch, &s, 12).unwrap();
+        (a.v.clone(), b.v.clone())
+    };
+    let (a, b) = run_tee(move |ch, d| go(ch, d, 0, s0), move |ch, d| go(ch, d, 1, s1));
+    for (i, x) in inside.iter().enumerate() {
+        let got = ring.to_signed(ring.add(a.0[i], b.0[i]));
+        let want = ring.to_signed(*x) >> 12;
+        assert!(got == want || got == want + 1, "trunc({}) = {got}, want {want}", ring.to_signed(*x));
+    }
+    for (i, x) in all.iter().enumerate() {
+        let got = ring.to_signed(ring.add(a.1[i], b.1[i]));
+        let want = ring.to_signed(*x) >> 12;
+        assert!(got == want || got == want - 1, "trunc_full({}) = {got}, want {want}", ring.to_signed(*x));
+    }
+}
