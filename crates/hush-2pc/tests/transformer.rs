@@ -558,3 +558,20 @@ fn truncation_range_is_as_documented() {
         assert!(got == want || got == want - 1, "trunc_full({}) = {got}, want {want}", ring.to_signed(*x));
     }
 }
+
+/// Empty inputs give empty outputs in every operator (no panic, no message).
+#[test]
+fn empty_inputs_give_empty_outputs() {
+    let ops: Vec<Op> = vec![
+        gelu_op(),
+        std::sync::Arc::new(|c, ch, x| softmax::softmax(c, ch, x, 4)),
+        std::sync::Arc::new(|c, ch, x| softmax::exp_nonpos(c, ch, x)),
+        std::sync::Arc::new(|c, ch, x| layernorm::layernorm(c, ch, x, 4, 1e-5, None, None)),
+        std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2)),
+    ];
+    for op in ops {
+        let o = run(Proto::Fss, true, &[], op);
+        assert!(o.secure.is_empty() && o.clear.is_empty());
+        assert_eq!(o.cost.bytes_sent, 0);
+    }
+}

@@ -69,6 +69,9 @@ pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize
         }
     }
     let n = x.len();
+    if n == 0 {
+        return Ok(ArithShare::zeros(ring, 0));
+    }
     let rows = n / len;
     // 1. clip
     let cl = 1u64 << (LN_CLIP_LOG2 + f);
