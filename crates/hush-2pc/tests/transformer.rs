@@ -575,3 +575,28 @@ fn empty_inputs_give_empty_outputs() {
         assert_eq!(o.cost.bytes_sent, 0);
     }
 }
+
+/// Smaller rings: GeLU runs at ℓ = 48, f = 8 within its bound plus the
+/// coarser ulp; Softmax and LayerNorm, whose internal scales need ℓ = 64,
+/// refuse with an error instead of wrapping.
+#[test]
+fn smaller_rings_run_or_refuse_cleanly() {
+    let fx48 = FixedPoint::new(48, 8).unwrap();
+    let x = randoms(200, -6.0, 6.0, 21);
+    let xs: Vec<u64> = x.iter().map(|v| fx48.encode(*v)).collect();
+    let (s0, s1) = share_arith(fx48.ring, &xs, &mut Prg::new(Block(22)));
+    let go = move |ch: &mut dyn Channel, d: &mut Dealer, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx48).unwrap();
+        let y = gelu::gelu(&mut c, ch, &s).unwrap();
+        let e1 = softmax::softmax(&mut c, ch, &s, 8).unwrap_err().to_string();
+        let e2 = layernorm::layernorm(&mut c, ch, &s, 8, 1e-5, None, None).unwrap_err().to_string();
+        (y.v.clone(), e1, e2)
+    };
+    let (a, b) = run_tee(move |ch, d| go(ch, d, 0, s0), move |ch, d| go(ch, d, 1, s1));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx48.decode(fx48.encode(*v));
+        let got = fx48.decode(fx48.ring.add(a.0[i], b.0[i]));
+        assert!((got - gelu::gelu_f64(xe)).abs() <= gelu::GELU_ERR_F12 + 3.0 / 256.0, "gelu({xe}) = {got} at ℓ = 48");
+    }
+    assert!(a.1.contains("ring") && a.2.contains("layernorm"), "{} / {}", a.1, a.2);
+}

@@ -60,7 +60,7 @@ pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize
         return Err(invalid(format!("layernorm: rows of {len} (1..={MAX_ROW}) over {} elements", x.len())));
     }
     let hb = (len as f64).log2().ceil() as u32;
-    if 2 * (f + LN_CLIP_LOG2 + 1) + 3 + hb > l || f < 2 || !(0.0..1.0).contains(&eps) {
+    if 2 * (f + LN_CLIP_LOG2 + 1) + 3 + hb > l || l < 3 + 2 * (LN_CLIP_LOG2 + 1) + LN_SCALE || f < 2 || !(0.0..1.0).contains(&eps) {
         return Err(invalid(format!("layernorm: f = {f}, rows of {len} in a {l}-bit ring (need 2·(f + 11) + 3 + log2 H ≤ ℓ, eps in [0, 1))")));
     }
     for (name, v) in [("gamma", gamma), ("beta", beta)] {
