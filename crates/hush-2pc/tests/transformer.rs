@@ -430,7 +430,7 @@ fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
     // matmul: party 1's input matrix A (40×100) is the shared vector; B is 100×1
     let md = MatDims { m: 40, k: 100, n: 1 };
     let ones = ArithShare::new(ring, vec![0; 100]);
-    for which in ["trunc", "powers", "matmul"] {
+    for which in ["trunc", "powers", "matmul", "product"] {
         let ones = ones.clone();
         let (s0, s1c) = (s0.clone(), s1.clone());
         let (mut ca, cb) = MemChannel::pair();
@@ -443,6 +443,7 @@ fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
             match which {
                 "trunc" => drop(c.trunc(&mut cb, &s1c, 12).unwrap()),
                 "powers" => drop(c.powers(&mut cb, &s1c, 3).unwrap()),
+                "product" => drop(c.product(&mut cb, &[&s1c, &s1c.scale(3)]).unwrap()),
                 _ => drop(c.matmul(&mut cb, &s1c, &ones, 1, md).unwrap()),
             }
         });
@@ -452,6 +453,7 @@ fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
         match which {
             "trunc" => drop(c.trunc(&mut ca, &s0, 12).unwrap()),
             "powers" => drop(c.powers(&mut ca, &s0, 3).unwrap()),
+            "product" => drop(c.product(&mut ca, &[&s0, &s0.scale(3)]).unwrap()),
             _ => drop(c.matmul(&mut ca, &s0, &ones0, 1, md).unwrap()),
         }
         t.join().unwrap();
@@ -599,4 +601,84 @@ fn smaller_rings_run_or_refuse_cleanly() {
         assert!((got - gelu::gelu_f64(xe)).abs() <= gelu::GELU_ERR_F12 + 3.0 / 256.0, "gelu({xe}) = {got} at ℓ = 48");
     }
     assert!(a.1.contains("ring") && a.2.contains("layernorm"), "{} / {}", a.1, a.2);
+}
+
+/// TAMI's one-round product of d distinct factors: exact in the ring (equal
+/// to the clear product), one round and d·n elements each way, against
+/// ⌈log2 d⌉ Beaver rounds and 2(d − 1)·n elements.
+#[test]
+fn one_round_product_of_distinct_factors() {
+    let x = randoms(50, -3.0, 3.0, 23);
+    let n = x.len() as u64;
+    for d in 2usize..=4 {
+        for one_round in [true, false] {
+            let op: Op = std::sync::Arc::new(move |c, ch, x| {
+                let fs = [x.clone(), c.add_const(&x.scale(3), 5), x.neg(), c.add_const(x, 7 << 12)];
+                let refs: Vec<&ArithShare> = fs.iter().take(d).collect();
+                c.product(ch, &refs)
+            });
+            let o = run(Proto::Fss, one_round, &x, op);
+            assert_eq!(o.secure, o.clear, "d = {d}, one_round = {one_round}: exact in the ring");
+            let (rounds, elems) = if one_round { (1, d as u64 * n) } else { ((d as f64).log2().ceil() as u32, 2 * (d as u64 - 1) * n) };
+            assert_eq!((o.cost.rounds, o.cost.bytes_sent), (rounds, 8 * elems), "d = {d}, one_round = {one_round}");
+        }
+    }
+}
+
+/// The four dealing kinds: both shares reconstruct the stated correlation,
+/// party 1's share is exactly the expansion of its sub-key (what the dealer
+/// service may send instead), and bad parameters are refused.
+#[test]
+fn dealt_kinds_hold_their_correlations_and_seed_party1() {
+    use hush_2pc::deal::{matrix, powers, subset, trunc};
+    use hush_deal::{sub_key, Description};
+    let key = Block(0x1234_5678_9abc_def0_1122_3344_5566_7788);
+    let bits = 64;
+    let ring = fx().ring;
+    let n = 37u32;
+    let kinds: Vec<(&dyn Description, Vec<u8>, u32)> = vec![
+        (&trunc::TRUNC_PAIRS, trunc::TruncPairs::request(0, n, bits, 12).params, n),
+        (&powers::POWER_TUPLES, powers::PowerTuples::request(0, n, bits, 4).params, n),
+        (&subset::SUBSET_PRODUCTS, subset::SubsetProducts::request(0, n, bits, 3).params, n),
+        (&matrix::MATRIX_TRIPLES, matrix::MatrixTriples::request(0, 2, bits, MatDims { m: 3, k: 4, n: 5 }).params, 2),
+    ];
+    for (k, params, count) in &kinds {
+        let p1 = k.deal(key, 1, *count, params).unwrap();
+        assert_eq!(p1, k.expand(sub_key(key, 1), *count, params).unwrap(), "{}", k.kind());
+        assert_eq!(k.seeded_party(), Some(1));
+        assert!(k.label(0, *count, &[1, 2, 3]).is_err(), "{}: malformed parameters refused", k.kind());
+    }
+    let n = n as usize;
+    let t0 = trunc::deal_trunc(key, 0, n, bits, 12);
+    let t1 = trunc::deal_trunc(key, 1, n, bits, 12);
+    let p0 = powers::deal_powers(key, 0, n, bits, 4);
+    let p1 = powers::deal_powers(key, 1, n, bits, 4);
+    let s0 = subset::deal_subsets(key, 0, n, bits, 3);
+    let s1 = subset::deal_subsets(key, 1, n, bits, 3);
+    for i in 0..n {
+        let r = ring.add(t0.r[i], t1.r[i]);
+        assert_eq!(ring.add(t0.hi[i], t1.hi[i]), r >> 12);
+        assert_eq!(ring.add(t0.msb[i], t1.msb[i]), r >> 63);
+        let r = ring.add(p0.pows[0][i], p1.pows[0][i]);
+        for j in 0..4 {
+            assert_eq!(ring.add(p0.pows[j][i], p1.pows[j][i]), (0..=j).fold(1u64, |a, _| a.wrapping_mul(r)));
+        }
+        let m: Vec<u64> = (0..3).map(|j| ring.add(s0.sets[(1 << j) - 1][i], s1.sets[(1 << j) - 1][i])).collect();
+        for s in 1usize..8 {
+            let want = (0..3).filter(|j| s >> j & 1 == 1).fold(1u64, |a, j| a.wrapping_mul(m[j]));
+            assert_eq!(ring.add(s0.sets[s - 1][i], s1.sets[s - 1][i]), want, "subset {s}");
+        }
+    }
+    let d = MatDims { m: 3, k: 4, n: 5 };
+    let (a0, a1) = (matrix::deal_matrix(key, 0, 2, d, bits), matrix::deal_matrix(key, 1, 2, d, bits));
+    let add = |x: &[u64], y: &[u64]| x.iter().zip(y).map(|(p, q)| p.wrapping_add(*q)).collect::<Vec<_>>();
+    let (a, b, c) = (add(&a0.a, &a1.a), add(&a0.b, &a1.b), add(&a0.c, &a1.c));
+    for q in 0..2 {
+        let mut want = vec![0u64; 15];
+        matrix::matmul_ring(&a[q * 12..(q + 1) * 12], &b[q * 20..(q + 1) * 20], d, &mut want);
+        assert_eq!(&c[q * 15..(q + 1) * 15], &want[..]);
+    }
+    // over-large matrix requests are refused before any work
+    let big = matrix::MatrixTriples::request(0, 1000, 64, MatDims { m: 4096, k: 4096, n: 4096 });
+    assert!(matrix::MATRIX_TRIPLES.label(0, 1000, &big.params).is_err());
 }

@@ -2,8 +2,8 @@
 //! that consume them (VISION.md "Trust modes"): Beaver and AND triples
 //! ([`triples`], consumed by [`crate::beaver`]), TAMI-MPC's comparison
 //! tables ([`tami`], consumed by [`crate::tami`]) and the transformer
-//! operators' truncation pairs, power tuples and matrix triples
-//! ([`trunc`], [`powers`], [`matrix`], consumed by [`crate::transformer`]); the FSS gate keys are
+//! operators' truncation pairs, power tuples, subset products and matrix
+//! triples ([`trunc`], [`powers`], [`subset`], [`matrix`], consumed by [`crate::transformer`]); the FSS gate keys are
 //! described in `hush_fss::deal` next to the gates. Each is a pure function
 //! from a seed-derived key and public parameters to one party's share
 //! ([`hush_deal::Description`]); the trusted modules and the dealer service
@@ -15,6 +15,7 @@
 
 pub mod matrix;
 pub mod powers;
+pub mod subset;
 pub mod tami;
 pub mod triples;
 pub mod trunc;
@@ -24,5 +25,6 @@ use hush_deal::Kinds;
 /// Every two-party dealing kind, for the providers (modules, dealer).
 pub fn kinds() -> Kinds {
     Kinds::new(&[&triples::ARITH_TRIPLES, &triples::BIT_TRIPLES, &tami::TAMI_TABLES, &hush_fss::deal::FSS_KEYS,
-        &trunc::TRUNC_PAIRS, &powers::POWER_TUPLES, &matrix::MATRIX_TRIPLES])
+        &trunc::TRUNC_PAIRS, &powers::POWER_TUPLES, &matrix::MATRIX_TRIPLES,
+        &subset::SUBSET_PRODUCTS])
 }

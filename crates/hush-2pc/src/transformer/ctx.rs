@@ -10,6 +10,8 @@
 //! * [`Ctx::powers`] — x, x², …, x^K in one opening (TAMI's one-round
 //!   product, [`crate::deal::powers`]) or, with `one_round = false`, by
 //!   ⌈log2 K⌉ rounds of Beaver products (the same values, exact in the ring);
+//! * [`Ctx::product`] — x_1·…·x_d (d ≤ 4 distinct factors) in one opening
+//!   from dealt subset products ([`crate::deal::subset`], TAMI eqs. 1-3);
 //! * [`Ctx::matmul`] — products of secret matrices from dealt matrix triples
 //!   ([`crate::deal::matrix`]): one opening.
 //!
@@ -61,6 +63,7 @@
 use crate::beaver;
 use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, MAX_WORDS};
 use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
+use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
 use crate::deal::trunc::{TruncPairs, TruncShare};
 use crate::nonlinear::{tami_general_online, Proto};
@@ -83,6 +86,7 @@ pub enum Need {
     Trunc { n: usize, f: u32 },
     Triples { n: usize },
     Powers { n: usize, k: u32 },
+    Product { n: usize, d: u32 },
     Matrix { count: usize, d: MatDims },
 }
 
@@ -96,6 +100,7 @@ enum Pre {
     Trunc(TruncShare),
     Triples(TripleShare),
     Powers(PowerShare),
+    Product(SubsetShare),
     Matrix(MatrixShare),
 }
 
@@ -259,6 +264,20 @@ impl Ctx {
                     done += m;
                 }
                 Pre::Powers(t)
+            }
+            Need::Product { n, d: nf } => {
+                let mut t = SubsetShare { sets: vec![Vec::with_capacity(n); (1 << nf) - 1] };
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = SubsetShare::from_bytes(&d.deal(SubsetProducts::request(batch, m as u32, bits, nf))?, m, bits, nf)?;
+                    for (a, b) in t.sets.iter_mut().zip(&p.sets) {
+                        a.extend_from_slice(b);
+                    }
+                    done += m;
+                }
+                Pre::Product(t)
             }
             Need::Matrix { count, d: dims } => {
                 let per = ((MAX_WORDS / dims.words().max(1)) as usize).min(chunk);
@@ -501,6 +520,77 @@ impl Ctx {
             }
         }
         Ok(out)
+    }
+
+    /// ∏_j x_j element-wise for 2..=4 distinct factors, over the ring (no
+    /// truncation). One opening of all x_j − r_j with dealt subset
+    /// products of the masks (TAMI-MPC §3.2 eqs. 1-3 over Z_2^ℓ,
+    /// [`crate::deal::subset`]), or ⌈log2 d⌉ rounds of Beaver products when
+    /// `one_round` is off. **View:** the openings are masked by fresh
+    /// uniform r_j the party does not know: uniform.
+    pub fn product(&mut self, ch: &mut dyn Channel, xs: &[&ArithShare]) -> Result<ArithShare> {
+        let d = xs.len();
+        if !(2..=MAX_FACTORS as usize).contains(&d) {
+            return Err(invalid(format!("product of {d} factors: supported 2..={MAX_FACTORS}")));
+        }
+        let n = xs[0].len();
+        if xs.iter().any(|x| x.len() != n) {
+            return Err(invalid("product: factors of different lengths"));
+        }
+        let r = xs[0].ring;
+        if n == 0 {
+            return Ok(self.zeros(0));
+        }
+        if self.is_clear() {
+            return Ok(xs[1..].iter().fold(xs[0].clone(), |a, x| a.mul_public(&x.v)));
+        }
+        if !self.one_round {
+            let mut cur: Vec<ArithShare> = xs.iter().map(|x| (*x).clone()).collect();
+            while cur.len() > 1 {
+                let half = cur.len() / 2;
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                for p in 0..half {
+                    a.extend_from_slice(&cur[2 * p].v);
+                    b.extend_from_slice(&cur[2 * p + 1].v);
+                }
+                let z = self.mul(ch, &ArithShare { ring: r, v: a }, &ArithShare { ring: r, v: b })?;
+                let mut next = split(&z, n);
+                if cur.len() % 2 == 1 {
+                    next.push(cur[cur.len() - 1].clone());
+                }
+                cur = next;
+            }
+            return Ok(cur.pop().expect("one factor left"));
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Product { n, d: d as u32 })? else { return Ok(self.zeros(n)) };
+        let Pre::Product(t) = pre else { return Err(invalid("preprocessing: not a subset-product batch")) };
+        let l = r.bits();
+        let mut mine = Vec::with_capacity(d * n);
+        for (j, x) in xs.iter().enumerate() {
+            mine.extend(x.v.iter().zip(&t.sets[(1 << j) - 1]).map(|(a, m)| r.sub(*a, *m)));
+        }
+        let step = "one-round product: opening x_j − r_j";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut e = vec![0u64; d * n];
+        unpack_ring(step, &peer, l, &mut e)?;
+        e.iter_mut().zip(&mine).for_each(|(a, b)| *a = r.add(*a, *b));
+        let full = (1usize << d) - 1;
+        let v = (0..n)
+            .map(|i| {
+                // Σ_S (∏_{j∉S} e_j)·⟨r_S⟩, with ⟨r_∅⟩ = [party 0]
+                let mut acc = 0u64;
+                for s in 0..=full {
+                    let ep = (0..d).filter(|j| s >> j & 1 == 0).fold(1u64, |a, j| r.mul(a, e[j * n + i]));
+                    let rs = if s == 0 { u64::from(party == 0) } else { t.sets[s - 1][i] };
+                    acc = r.add(acc, r.mul(ep, rs));
+                }
+                acc
+            })
+            .collect();
+        Ok(ArithShare { ring: r, v })
     }
 
     /// `count` products A_q·B_q of secret matrices (A_q m×k, B_q k×n,

@@ -19,6 +19,7 @@
 //! | LayerNorm | [`layernorm`] | 32 |
 //! | reciprocal, rsqrt | [`recip`] | 17 / 25 |
 //! | polynomials (one-round powers) | [`poly`] | 3 |
+//! | product of 2–4 secrets, one opening ([`Ctx::product`]) | [`ctx`] | 1 (Beaver: ⌈log2 d⌉) |
 //!
 //! Each operator's doc comment states its construction, error bound,
 //! accurate input range (and what happens outside it: saturation or a
