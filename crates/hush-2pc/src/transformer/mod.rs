@@ -16,8 +16,8 @@
 //! | Mul, Pow | [`elementwise`] | 2 |
 //! | GeLU | [`gelu`] | 6 |
 //! | exp (x ≤ 0), Softmax | [`softmax`] | 42 at L = 128 |
-//! | LayerNorm | [`layernorm`] | 32 |
-//! | reciprocal, rsqrt | [`recip`] | 17 / 25 |
+//! | LayerNorm | [`layernorm`] | 26 |
+//! | reciprocal, rsqrt | [`recip`] | 17 / 19 |
 //! | polynomials (one-round powers) | [`poly`] | 3 |
 //! | product of 2–4 secrets, one opening ([`Ctx::product`]) | [`ctx`] | 1 (Beaver: ⌈log2 d⌉) |
 //!
