@@ -24,6 +24,9 @@
 //!   (triples, TAMI tables; FSS keys are described in `hush_fss::deal`),
 //!   and [`deal::kinds`], what every provider (module, module process —
 //!   the `hush-tee-module` binary built here — and dealer service) serves.
+//! * [`transformer`] — GeLU, Softmax, LayerNorm, secret×secret MatMul and
+//!   Mul/Pow on fixed point (tee and dealer modes), with one-round powers.
+//!
 //! (`hush bench nonlinear` lives in `hush-bench`'s `nonlinear` module: harnesses sit above the protocols.)
 //!
 //! **Parties.** Party 0 ("A") is the holder of online inputs in TAMI's
@@ -46,6 +49,7 @@ pub mod nonlinear;
 pub mod share;
 pub mod tami;
 pub mod tee;
+pub mod transformer;
 pub(crate) mod wire;
 
 /// Party index (0 = A, the online-input holder; 1 = B, the dealt-input holder).

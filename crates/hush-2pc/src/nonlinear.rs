@@ -85,24 +85,9 @@ impl Session {
     /// TAMI on general shares: deal, re-share onto the dealt mask, run.
     fn tami_general(&mut self, ch: &mut dyn Channel, x: &ArithShare, flavor: tami::Flavor) -> Result<tami::TamiOut> {
         let (party, k, arity) = (self.party, self.k, self.arity);
-        let bits = x.ring.bits();
-        let shape = tami::TamiShape::new(bits, k, arity, flavor);
+        let shape = tami::TamiShape::new(x.ring.bits(), k, arity, flavor);
         let b = tami::deal(self.dealer()?, party, x.len(), shape)?;
-        let r = x.ring;
-        let step = "TAMI re-share onto the dealt mask";
-        if party == 1 {
-            let d: Vec<u64> = x.v.iter().zip(b.dealt_input()).map(|(a, m)| r.sub(*a, *m)).collect();
-            let mut msg = Vec::new();
-            pack_ring(&d, bits, &mut msg);
-            wire::send(ch, &msg)?;
-            tami::online(ch, &b, None)
-        } else {
-            let bytes = wire::recv(ch, step, x.len() * wire::ring_bytes(bits))?;
-            let mut d = vec![0u64; x.len()];
-            unpack_ring(step, &bytes, bits, &mut d)?;
-            let y: Vec<u64> = x.v.iter().zip(&d).map(|(a, b)| r.add(*a, *b)).collect();
-            tami::online(ch, &b, Some(&y))
-        }
+        tami_general_online(ch, party, &b, x)
     }
 
     fn fss_general(&mut self, ch: &mut dyn Channel, x: &ArithShare, gate: fss::FssGate) -> Result<fss::FssOut> {
@@ -211,6 +196,31 @@ impl Session {
             }
         }
         Ok(ArithShare::new(r, cur.into_iter().map(|c| c[0]).collect()))
+    }
+}
+
+/// The online phase of a TAMI batch on general additive shares x = x_0 +
+/// x_1 (dealt beforehand with [`tami::deal`]): party 1 re-shares onto the
+/// dealt mask (sends x_1 − m, one flight), then [`tami::online`] runs.
+pub fn tami_general_online(ch: &mut dyn Channel, party: Party, b: &tami::TamiBatch, x: &ArithShare) -> Result<tami::TamiOut> {
+    let r = x.ring;
+    let bits = r.bits();
+    if b.n != x.len() || b.shape.bits != bits {
+        return Err(invalid("TAMI batch does not match the input"));
+    }
+    let step = "TAMI re-share onto the dealt mask";
+    if party == 1 {
+        let d: Vec<u64> = x.v.iter().zip(b.dealt_input()).map(|(a, m)| r.sub(*a, *m)).collect();
+        let mut msg = Vec::new();
+        pack_ring(&d, bits, &mut msg);
+        wire::send(ch, &msg)?;
+        tami::online(ch, b, None)
+    } else {
+        let bytes = wire::recv(ch, step, x.len() * wire::ring_bytes(bits))?;
+        let mut d = vec![0u64; x.len()];
+        unpack_ring(step, &bytes, bits, &mut d)?;
+        let y: Vec<u64> = x.v.iter().zip(&d).map(|(a, b)| r.add(*a, *b)).collect();
+        tami::online(ch, b, Some(&y))
     }
 }
 

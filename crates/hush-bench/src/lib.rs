@@ -16,6 +16,7 @@ pub mod he_linear;
 mod machine;
 pub mod nonlinear;
 mod record;
+pub mod transformer;
 
 pub use hush_primitives::simd;
 pub use machine::{cache_bytes, cpu_model, machine_fields};

@@ -24,9 +24,22 @@ use std::time::Instant;
 /// Arguments of `hush bench nonlinear`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct NonlinearArgs {
-    /// millionaire, drelu, relu, maxpool or trunc.
+    /// millionaire, drelu, relu, maxpool or trunc; or a transformer
+    /// operator along the last axis of --shape: gelu, softmax, layernorm.
     #[arg(long, default_value = "millionaire")]
     pub op: String,
+    /// Shape of a transformer operator's input, AxBxC (the operator runs
+    /// along the last axis), e.g. 128x768 or 12x128x128.
+    #[arg(long)]
+    pub shape: Option<String>,
+    /// Correlation provider of a transformer operator: tee (in-process
+    /// trusted modules) or dealer (a dealer service in this process).
+    #[arg(long, default_value = "tee")]
+    pub mode: String,
+    /// Transformer operators: compute polynomial powers with Beaver
+    /// products (⌈log2 K⌉ rounds) instead of TAMI's one-round product.
+    #[arg(long)]
+    pub no_one_round: bool,
     /// cf2 (interactive CrypTFlow2), tami (TAMI-MPC, tee) or fss (DCF gates, tee).
     #[arg(long, default_value = "tami")]
     pub proto: String,
@@ -72,6 +85,9 @@ impl Default for NonlinearArgs {
     fn default() -> Self {
         NonlinearArgs {
             op: "millionaire".into(),
+            shape: None,
+            mode: "tee".into(),
+            no_one_round: false,
             proto: "tami".into(),
             source: "iknp".into(),
             n: 200_000,
@@ -327,9 +343,15 @@ fn check(a: &NonlinearArgs, proto: Proto, s: &PartyOut, r: &PartyOut) -> Result<
 
 /// Runs one configuration and returns its record.
 pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
+    if crate::transformer::OPS.contains(&a.op.as_str()) {
+        return crate::transformer::bench_transformer(a);
+    }
+    if a.shape.is_some() || a.mode != "tee" || a.no_one_round {
+        return Err(Error::Invalid("--shape, --mode and --no-one-round apply to the transformer operators (gelu, softmax, layernorm)".into()));
+    }
     let proto = Proto::by_name(&a.proto).ok_or_else(|| Error::Invalid(format!("unknown --proto {} (cf2, tami, fss)", a.proto)))?;
     if !["millionaire", "drelu", "relu", "maxpool", "trunc"].contains(&a.op.as_str()) {
-        return Err(Error::Invalid(format!("unknown --op {} (millionaire, drelu, relu, maxpool, trunc)", a.op)));
+        return Err(Error::Invalid(format!("unknown --op {} (millionaire, drelu, relu, maxpool, trunc, gelu, softmax, layernorm)", a.op)));
     }
     if a.n == 0 || !(2..=64).contains(&a.bits) {
         return Err(Error::Invalid("--n must be ≥ 1 and --bits in 2..=64".into()));
@@ -411,7 +433,7 @@ pub fn bench_nonlinear_main(a: NonlinearArgs) -> Result<()> {
     if a.json {
         println!("{}", r.json());
     } else {
-        println!("hush bench nonlinear ({} / {})", a.op, a.proto);
+        println!("hush bench nonlinear ({} / {}{})", a.op, a.proto, a.shape.as_deref().map(|s| format!(" / {s}")).unwrap_or_default());
         print!("{}", r.table());
     }
     Ok(())

@@ -47,6 +47,12 @@ fn every_bench_record_carries_the_contract_keys() {
     check(&["cot", "--source", "silent", "--n", "20000", "--transport", "mem"]);
     check(&["nonlinear", "--op", "relu", "--proto", "fss", "--n", "2000"]);
     check(&["nonlinear", "--op", "millionaire", "--proto", "cf2", "--n", "2000"]);
+    for (op, shape) in [("gelu", "4x64"), ("softmax", "2x8x16"), ("layernorm", "8x64")] {
+        let r = &check(&["nonlinear", "--op", op, "--shape", shape])[0];
+        assert_eq!(r["wall_s"], r["online_s"], "{op}: wall_s is the online time");
+        assert!(r["cpu"].is_string() && r["offline_s"].as_f64().is_some(), "{op}: {r}");
+    }
+    check(&["nonlinear", "--op", "gelu", "--shape", "2x32", "--mode", "dealer", "--proto", "fss"]);
     check(&["aes", "--seconds", "0.05"]);
     check(&["he-linear", "--layers", "minionn-mnist"]);
     check(&["aes3", "--n", "4096", "--verify", "8"]);

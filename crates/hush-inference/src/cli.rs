@@ -230,9 +230,15 @@ pub struct RunArgs {
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchInferArgs {
-    /// minionn-mnist, minionn-cifar, squeezenet, resnet50 (random weights), or a model file.
+    /// minionn-mnist, minionn-cifar, squeezenet, resnet50, bert-base (random weights), or a model file.
     #[arg(long, default_value = "minionn-mnist")]
     pub model: String,
+    /// bert-base: sequence length.
+    #[arg(long, default_value_t = 128)]
+    pub seq: usize,
+    /// bert-base: run only the first N of its 12 layers (quick runs).
+    #[arg(long)]
+    pub layers: Option<usize>,
     #[command(flatten)]
     pub common: CommonArgs,
     #[command(flatten)]
@@ -614,6 +620,9 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `probe` measures each party's peak heap (the `hush` binary passes
 /// hush-bench's counting allocator).
 pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+    if a.model == "bert-base" {
+        return crate::bert::bench_bert_main(&a);
+    }
     if a.table {
         return bench_infer_table(a, probe);
     }

@@ -43,6 +43,7 @@
 //! trusts no one (RLWE, LPN); `silent` mode trusts the modules for the
 //! comparisons' COTs only (see [`he_linear`] for the HE modes' views).
 
+pub mod bert;
 pub mod budget;
 pub mod cli;
 pub mod engine;

@@ -1,7 +1,9 @@
 //! The two-party dealing kinds, described once here next to the protocols
 //! that consume them (VISION.md "Trust modes"): Beaver and AND triples
-//! ([`triples`], consumed by [`crate::beaver`]) and TAMI-MPC's comparison
-//! tables ([`tami`], consumed by [`crate::tami`]); the FSS gate keys are
+//! ([`triples`], consumed by [`crate::beaver`]), TAMI-MPC's comparison
+//! tables ([`tami`], consumed by [`crate::tami`]) and the transformer
+//! operators' truncation pairs, power tuples, subset products and matrix
+//! triples ([`trunc`], [`powers`], [`subset`], [`matrix`], consumed by [`crate::transformer`]); the FSS gate keys are
 //! described in `hush_fss::deal` next to the gates. Each is a pure function
 //! from a seed-derived key and public parameters to one party's share
 //! ([`hush_deal::Description`]); the trusted modules and the dealer service
@@ -11,12 +13,18 @@
 //! Party 0 (the module role `Sender`) gets pure PRG streams; party 1's
 //! share is derived from the full dealer output. Security: semi-honest.
 
+pub mod matrix;
+pub mod powers;
+pub mod subset;
 pub mod tami;
 pub mod triples;
+pub mod trunc;
 
 use hush_deal::Kinds;
 
 /// Every two-party dealing kind, for the providers (modules, dealer).
 pub fn kinds() -> Kinds {
-    Kinds::new(&[&triples::ARITH_TRIPLES, &triples::BIT_TRIPLES, &tami::TAMI_TABLES, &hush_fss::deal::FSS_KEYS])
+    Kinds::new(&[&triples::ARITH_TRIPLES, &triples::BIT_TRIPLES, &tami::TAMI_TABLES, &hush_fss::deal::FSS_KEYS,
+        &trunc::TRUNC_PAIRS, &powers::POWER_TUPLES, &matrix::MATRIX_TRIPLES,
+        &subset::SUBSET_PRODUCTS])
 }

@@ -1,0 +1,187 @@
+//! Matrix Beaver triples: A (m×k), B (k×n) uniform over Z_2^ℓ and
+//! C = A·B over the ring, shared additively; consumed by
+//! [`crate::transformer::Ctx::matmul`] for products of two secret matrices
+//! (attention's Q·Kᵀ and P·V). The matrix form of Beaver's triples
+//! (Mohassel and Zhang, SecureML, S&P 2017, §4.1): one triple per matrix
+//! product, so the online opening is m·k + k·n elements instead of the m·k·n
+//! of element-wise triples.
+//!
+//! A request deals `count` independent triples of the same dimensions
+//! (row-major, matrix after matrix).
+//!
+//! **Seeded.** Party 1's A₁, B₁, C₁ are PRG streams under its sub-key;
+//! party 0's A₀, B₀ are streams under the batch key and
+//! C₀ = (A₀ + A₁)(B₀ + B₁) − C₁. **What each host sees.** Its own shares:
+//! A_p and B_p are uniform, C_p is masked by the other party's uniform
+//! C-share, so a host learns nothing about A, B or C. The dealer computes
+//! the product and never sees online data.
+
+use super::trunc::ring_stream;
+use hush_deal::wire::{Reader, Writer};
+use hush_deal::{ring_mask, Blob, BlobReader, DealRequest, Description, Error, Result};
+use hush_primitives::Block;
+use zeroize::Zeroize;
+
+/// Largest dimension of a dealt matrix.
+pub const MAX_DIM: u32 = 1 << 16;
+/// Largest number of ring words (all of A, B, C over all matrices) one
+/// request may deal.
+pub const MAX_WORDS: u64 = 1 << 22;
+
+/// Dimensions of one matrix triple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatDims {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+}
+
+impl MatDims {
+    pub fn words(&self) -> u64 {
+        (self.m * self.k + self.k * self.n + self.m * self.n) as u64
+    }
+}
+
+/// One party's share of `count` matrix triples (row-major, concatenated).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MatrixShare {
+    pub a: Vec<u64>,
+    pub b: Vec<u64>,
+    pub c: Vec<u64>,
+}
+
+impl Drop for MatrixShare {
+    fn drop(&mut self) {
+        self.a.zeroize();
+        self.b.zeroize();
+        self.c.zeroize();
+    }
+}
+
+impl MatrixShare {
+    pub fn to_bytes(&self, bits: u32) -> Vec<u8> {
+        let mut b = Blob::new();
+        b.put_ring(&self.a, bits).put_ring(&self.b, bits).put_ring(&self.c, bits);
+        std::mem::take(&mut b.0)
+    }
+    pub fn from_bytes(buf: &[u8], count: usize, d: MatDims, bits: u32) -> Result<Self> {
+        let mut rd = BlobReader::new(buf);
+        let t = MatrixShare {
+            a: rd.take_ring(count * d.m * d.k, bits)?,
+            b: rd.take_ring(count * d.k * d.n, bits)?,
+            c: rd.take_ring(count * d.m * d.n, bits)?,
+        };
+        rd.finish()?;
+        Ok(t)
+    }
+}
+
+const A0: u64 = 1;
+const B0: u64 = 2;
+const A1: u64 = 4;
+const B1: u64 = 5;
+const C1: u64 = 6;
+
+fn party1(sub: Block, count: usize, d: MatDims, bits: u32) -> MatrixShare {
+    MatrixShare {
+        a: ring_stream(sub, A1, count * d.m * d.k, bits),
+        b: ring_stream(sub, B1, count * d.k * d.n, bits),
+        c: ring_stream(sub, C1, count * d.m * d.n, bits),
+    }
+}
+
+/// C = A·B over Z_2^64 (reduced by the caller), row-major.
+pub fn matmul_ring(a: &[u64], b: &[u64], d: MatDims, out: &mut [u64]) {
+    for i in 0..d.m {
+        let row = &mut out[i * d.n..(i + 1) * d.n];
+        row.iter_mut().for_each(|x| *x = 0);
+        for t in 0..d.k {
+            let av = a[i * d.k + t];
+            let brow = &b[t * d.n..(t + 1) * d.n];
+            for (o, bv) in row.iter_mut().zip(brow) {
+                *o = o.wrapping_add(av.wrapping_mul(*bv));
+            }
+        }
+    }
+}
+
+/// `party`'s share of `count` matrix triples over Z_2^bits.
+pub fn deal_matrix(key: Block, party: u8, count: usize, d: MatDims, bits: u32) -> MatrixShare {
+    let one = party1(hush_deal::sub_key(key, 1), count, d, bits);
+    if party == 1 {
+        return one;
+    }
+    let msk = ring_mask(bits);
+    let a0 = ring_stream(key, A0, count * d.m * d.k, bits);
+    let b0 = ring_stream(key, B0, count * d.k * d.n, bits);
+    let mut c0 = vec![0u64; count * d.m * d.n];
+    let mut a: Vec<u64> = a0.iter().zip(&one.a).map(|(x, y)| x.wrapping_add(*y)).collect();
+    let mut b: Vec<u64> = b0.iter().zip(&one.b).map(|(x, y)| x.wrapping_add(*y)).collect();
+    let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
+    for q in 0..count {
+        let out = &mut c0[q * mc..(q + 1) * mc];
+        matmul_ring(&a[q * ma..(q + 1) * ma], &b[q * mb..(q + 1) * mb], d, out);
+        for (o, c1) in out.iter_mut().zip(&one.c[q * mc..(q + 1) * mc]) {
+            *o = o.wrapping_sub(*c1) & msk;
+        }
+    }
+    a.zeroize();
+    b.zeroize();
+    MatrixShare { a: a0, b: b0, c: c0 }
+}
+
+/// Matrix triples (parameters: ring width `bits` in 1..=64 and the
+/// dimensions m, k, n in 1..=[`MAX_DIM`]; the request's `n` is the number
+/// of triples; at most [`MAX_WORDS`] words per request).
+pub struct MatrixTriples;
+pub static MATRIX_TRIPLES: MatrixTriples = MatrixTriples;
+
+impl MatrixTriples {
+    pub const KIND: &'static str = "2pc/matrix-triples";
+
+    pub fn request(batch: u64, count: u32, bits: u32, d: MatDims) -> DealRequest {
+        let mut w = Writer::default();
+        w.u32(bits).u32(d.m as u32).u32(d.k as u32).u32(d.n as u32);
+        DealRequest::new(Self::KIND, batch, count, w.0)
+    }
+
+    /// Parses and checks the parameters against the request's count.
+    pub fn params(count: u32, params: &[u8]) -> Result<(u32, MatDims)> {
+        let (bits, m, k, n) =
+            hush_deal::parse_params(params, "matrix-triple parameters", |r: &mut Reader<'_>| Ok((r.u32()?, r.u32()?, r.u32()?, r.u32()?)))?;
+        if !(1..=64).contains(&bits) {
+            return Err(Error::Refused(format!("matrix triples: ring width {bits} out of range 1..=64")));
+        }
+        for (name, v) in [("m", m), ("k", k), ("n", n)] {
+            if !(1..=MAX_DIM).contains(&v) {
+                return Err(Error::Refused(format!("matrix triples: dimension {name} = {v} out of range 1..={MAX_DIM}")));
+            }
+        }
+        let d = MatDims { m: m as usize, k: k as usize, n: n as usize };
+        if count == 0 || (count as u64).saturating_mul(d.words()) > MAX_WORDS {
+            return Err(Error::Refused(format!("matrix triples: {count} triples of {m}×{k}·{k}×{n} exceed {MAX_WORDS} words")));
+        }
+        Ok((bits, d))
+    }
+}
+
+impl Description for MatrixTriples {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        let (bits, d) = Self::params(n, params)?;
+        Ok(format!("{}/{batch}/{n}/{bits}/{}x{}x{}", Self::KIND, d.m, d.k, d.n))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, d) = Self::params(n, params)?;
+        Ok(deal_matrix(key, party, n as usize, d, bits).to_bytes(bits))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, d) = Self::params(n, params)?;
+        Ok(party1(sub, n as usize, d, bits).to_bytes(bits))
+    }
+}

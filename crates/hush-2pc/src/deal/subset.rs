@@ -1,0 +1,130 @@
+//! Subset products: the correlation of TAMI-MPC's one-round product
+//! (§3.2, eqs. 1-3) over Z_2^ℓ for d distinct factors, consumed by
+//! [`crate::transformer::Ctx::product`].
+//!
+//! Per element: uniform masks r_1, …, r_d and additive shares of
+//! r_S = ∏_{j∈S} r_j for every non-empty S ⊆ {1..d} (2^d − 1 values; the
+//! singletons are the masks). Online, the parties open e_j = x_j − r_j
+//! once and finish ∏_j x_j = Σ_S (∏_{j∉S} e_j)·r_S locally (r_∅ = 1).
+//!
+//! **Seeded.** Party 1's 2^d − 1 shares are PRG streams under its sub-key;
+//! party 0's mask shares are streams under the batch key and its shares of
+//! r_S (|S| ≥ 2) are r_S minus party 1's stream. **What each host sees.**
+//! Its own shares, each uniform on its own; the masks are known to neither.
+
+use super::trunc::ring_stream;
+use hush_deal::wire::{Reader, Writer};
+use hush_deal::{ring_mask, Blob, BlobReader, DealRequest, Description, Error, Result};
+use hush_primitives::Block;
+use zeroize::Zeroize;
+
+/// Most factors per product (2^4 − 1 = 15 dealt values per element).
+pub const MAX_FACTORS: u32 = 4;
+
+/// One party's share: `sets[S − 1][i]` is its share of r_S for the
+/// element i, S a non-empty bit set over the factors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubsetShare {
+    pub sets: Vec<Vec<u64>>,
+}
+
+impl Drop for SubsetShare {
+    fn drop(&mut self) {
+        self.sets.iter_mut().for_each(|v| v.zeroize());
+    }
+}
+
+impl SubsetShare {
+    pub fn to_bytes(&self, bits: u32) -> Vec<u8> {
+        let mut b = Blob::new();
+        for v in &self.sets {
+            b.put_ring(v, bits);
+        }
+        std::mem::take(&mut b.0)
+    }
+    pub fn from_bytes(buf: &[u8], n: usize, bits: u32, d: u32) -> Result<Self> {
+        let mut rd = BlobReader::new(buf);
+        let sets = (0..(1usize << d) - 1).map(|_| rd.take_ring(n, bits)).collect::<Result<Vec<_>>>()?;
+        rd.finish()?;
+        Ok(SubsetShare { sets })
+    }
+}
+
+const R0: u64 = 1;
+const P1: u64 = 32;
+
+fn party1(sub: Block, n: usize, bits: u32, d: u32) -> SubsetShare {
+    SubsetShare { sets: (1..1u64 << d).map(|s| ring_stream(sub, P1 + s, n, bits)).collect() }
+}
+
+/// `party`'s share of `n` subset-product tuples of `d` factors.
+pub fn deal_subsets(key: Block, party: u8, n: usize, bits: u32, d: u32) -> SubsetShare {
+    let one = party1(hush_deal::sub_key(key, 1), n, bits, d);
+    if party == 1 {
+        return one;
+    }
+    let m = ring_mask(bits);
+    let mut sets: Vec<Vec<u64>> = vec![Vec::with_capacity(n); (1 << d) - 1];
+    let own: Vec<Vec<u64>> = (0..d as u64).map(|j| ring_stream(key, R0 + j, n, bits)).collect();
+    let mut r = vec![0u64; d as usize];
+    for i in 0..n {
+        for j in 0..d as usize {
+            r[j] = own[j][i].wrapping_add(one.sets[(1 << j) - 1][i]) & m;
+        }
+        for s in 1usize..1 << d {
+            let v = if s.is_power_of_two() {
+                own[s.trailing_zeros() as usize][i]
+            } else {
+                let p = (0..d as usize).filter(|j| s >> j & 1 == 1).fold(1u64, |a, j| a.wrapping_mul(r[j]));
+                p.wrapping_sub(one.sets[s - 1][i]) & m
+            };
+            sets[s - 1].push(v);
+        }
+    }
+    r.zeroize();
+    SubsetShare { sets }
+}
+
+/// Subset products (parameters: ring width `bits` in 1..=64, factors `d`
+/// in 2..=[`MAX_FACTORS`]).
+pub struct SubsetProducts;
+pub static SUBSET_PRODUCTS: SubsetProducts = SubsetProducts;
+
+impl SubsetProducts {
+    pub const KIND: &'static str = "2pc/subset-products";
+
+    pub fn request(batch: u64, n: u32, bits: u32, d: u32) -> DealRequest {
+        let mut w = Writer::default();
+        w.u32(bits).u32(d);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+
+    pub fn params(params: &[u8]) -> Result<(u32, u32)> {
+        let (bits, d) = hush_deal::parse_params(params, "subset-product parameters", |r: &mut Reader<'_>| Ok((r.u32()?, r.u32()?)))?;
+        if !(1..=64).contains(&bits) || !(2..=MAX_FACTORS).contains(&d) {
+            return Err(Error::Refused(format!("subset products: ring width {bits}, {d} factors out of range")));
+        }
+        Ok((bits, d))
+    }
+}
+
+impl Description for SubsetProducts {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        let (bits, d) = Self::params(params)?;
+        Ok(format!("{}/{batch}/{n}/{bits}/{d}", Self::KIND))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, d) = Self::params(params)?;
+        Ok(deal_subsets(key, party, n as usize, bits, d).to_bytes(bits))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, d) = Self::params(params)?;
+        Ok(party1(sub, n as usize, bits, d).to_bytes(bits))
+    }
+}

@@ -1,0 +1,132 @@
+//! Truncation pairs: the correlation of [`crate::transformer::Ctx::trunc`],
+//! hush's one-opening faithful truncation of *bounded* values
+//! (|x| < 2^{ℓ−2}).
+//!
+//! Per element: a uniform r ∈ Z_2^ℓ, shared additively, with additive
+//! shares (over Z_2^ℓ) of r_hi = ⌊r / 2^f⌋ and of r_msb = ⌊r / 2^{ℓ−1}⌋.
+//! This is the dealer-assisted form of the truncation pair of Mohassel and
+//! Zhang (SecureML, S&P 2017) with the extra most-significant-bit share that
+//! makes the wrap-around exact, as in the "known MSB" truncation of
+//! Escudero, Ghosh, Keller, Rachuri and Scholl (CRYPTO 2020, §5).
+//!
+//! **Seeded.** Party 1's three shares are PRG streams under its sub-key
+//! ([`hush_deal::sub_key`]); party 0's r-share is a stream under the batch
+//! key and its r_hi and r_msb shares are the differences to the true values.
+//! **What each host sees.** Its own share of each of the three values; each
+//! is uniform on its own (a uniform stream, or a true value minus the
+//! other party's uniform stream), so neither host learns r, r_hi or r_msb.
+//! The dealer (or the modules) compute r and never see online data.
+
+use hush_deal::wire::{Reader, Writer};
+use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
+use hush_primitives::Block;
+use zeroize::Zeroize;
+
+/// One party's share of `n` truncation pairs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TruncShare {
+    pub r: Vec<u64>,
+    pub hi: Vec<u64>,
+    pub msb: Vec<u64>,
+}
+
+impl Drop for TruncShare {
+    fn drop(&mut self) {
+        self.r.zeroize();
+        self.hi.zeroize();
+        self.msb.zeroize();
+    }
+}
+
+impl TruncShare {
+    pub fn to_bytes(&self, bits: u32) -> Vec<u8> {
+        let mut b = Blob::new();
+        b.put_ring(&self.r, bits).put_ring(&self.hi, bits).put_ring(&self.msb, bits);
+        std::mem::take(&mut b.0)
+    }
+    pub fn from_bytes(buf: &[u8], n: usize, bits: u32) -> Result<Self> {
+        let mut rd = BlobReader::new(buf);
+        let t = TruncShare { r: rd.take_ring(n, bits)?, hi: rd.take_ring(n, bits)?, msb: rd.take_ring(n, bits)? };
+        rd.finish()?;
+        Ok(t)
+    }
+}
+
+const R0: u64 = 1;
+const R1: u64 = 4;
+const H1: u64 = 5;
+const M1: u64 = 6;
+
+pub(crate) fn ring_stream(key: Block, nonce: u64, n: usize, bits: u32) -> Vec<u64> {
+    let m = ring_mask(bits);
+    let mut v = stream(key, nonce, n);
+    v.iter_mut().for_each(|x| *x &= m);
+    v
+}
+
+fn party1(sub: Block, n: usize, bits: u32) -> TruncShare {
+    TruncShare { r: ring_stream(sub, R1, n, bits), hi: ring_stream(sub, H1, n, bits), msb: ring_stream(sub, M1, n, bits) }
+}
+
+/// `party`'s share of `n` truncation pairs over Z_2^bits with shift `f`.
+pub fn deal_trunc(key: Block, party: u8, n: usize, bits: u32, f: u32) -> TruncShare {
+    let one = party1(hush_deal::sub_key(key, 1), n, bits);
+    if party == 1 {
+        return one;
+    }
+    let m = ring_mask(bits);
+    let r0 = ring_stream(key, R0, n, bits);
+    let mut hi = Vec::with_capacity(n);
+    let mut msb = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut r = r0[i].wrapping_add(one.r[i]) & m;
+        hi.push(((r >> f).wrapping_sub(one.hi[i])) & m);
+        msb.push(((r >> (bits - 1)).wrapping_sub(one.msb[i])) & m);
+        r.zeroize();
+    }
+    TruncShare { r: r0, hi, msb }
+}
+
+/// Truncation pairs (parameters: ring width `bits` in 2..=64, shift `f` in
+/// 1..bits−1).
+pub struct TruncPairs;
+pub static TRUNC_PAIRS: TruncPairs = TruncPairs;
+
+impl TruncPairs {
+    pub const KIND: &'static str = "2pc/trunc-pairs";
+
+    pub fn request(batch: u64, n: u32, bits: u32, f: u32) -> DealRequest {
+        let mut w = Writer::default();
+        w.u32(bits).u32(f);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+
+    pub fn params(params: &[u8]) -> Result<(u32, u32)> {
+        let (bits, f) = hush_deal::parse_params(params, "truncation-pair parameters", |r: &mut Reader<'_>| Ok((r.u32()?, r.u32()?)))?;
+        if !(2..=64).contains(&bits) || f == 0 || f >= bits - 1 {
+            return Err(Error::Refused(format!("truncation pairs: ring width {bits}, shift {f} out of range")));
+        }
+        Ok((bits, f))
+    }
+}
+
+impl Description for TruncPairs {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        let (bits, f) = Self::params(params)?;
+        Ok(format!("{}/{batch}/{n}/{bits}/{f}", Self::KIND))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, f) = Self::params(params)?;
+        Ok(deal_trunc(key, party, n as usize, bits, f).to_bytes(bits))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, _) = Self::params(params)?;
+        Ok(party1(sub, n as usize, bits).to_bytes(bits))
+    }
+}

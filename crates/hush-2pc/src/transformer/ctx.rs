@@ -1,0 +1,662 @@
+//! [`Ctx`]: the few two-party primitives every transformer operator is
+//! written against, and where their correlations come from.
+//!
+//! Primitives (each one communication round unless noted):
+//! * [`Ctx::relu`] — ReLU in the session's comparison family (`tami`:
+//!   [`crate::tami`], re-share plus its flights; `fss`: one round);
+//! * [`Ctx::trunc`] — faithful truncation of **bounded** values from a
+//!   dealt truncation pair ([`crate::deal::trunc`]): one opening;
+//! * [`Ctx::mul`] — Beaver's element-wise product ([`crate::beaver::mul`]);
+//! * [`Ctx::powers`] — x, x², …, x^K in one opening (TAMI's one-round
+//!   product, [`crate::deal::powers`]) or, with `one_round = false`, by
+//!   ⌈log2 K⌉ rounds of Beaver products (the same values, exact in the ring);
+//! * [`Ctx::product`] — x_1·…·x_d (d ≤ 4 distinct factors) in one opening
+//!   from dealt subset products ([`crate::deal::subset`], TAMI eqs. 1-3);
+//! * [`Ctx::matmul`] — products of secret matrices from dealt matrix triples
+//!   ([`crate::deal::matrix`]): one opening.
+//!
+//! **Modes.** The same operator code runs four ways (swanky's
+//! "one circuit description, many backends"):
+//! * *lazy*: each primitive deals its correlation when called (a module
+//!   crossing or a dealer request; no communication with the peer);
+//! * *plan*: nothing is computed or sent; each primitive records what it
+//!   would consume ([`Need`]) and returns zeros — the offline plan of an
+//!   operator is derived from the operator itself, so it cannot drift;
+//! * *prefilled*: [`Ctx::prefill`] dealt the plan beforehand (the offline
+//!   phase); each primitive takes the next dealt item and checks it is what
+//!   it needs (a mismatch is an error, never a silent reuse);
+//! * *clear*: the plaintext fixed-point reference — one party holding the
+//!   whole value, each primitive computed in the clear with exact floor
+//!   truncation. Tests compare the secure run against it.
+//!
+//! Correlations come through [`crate::tee::Dealer`], so the same code runs
+//! on an in-process trusted module (`tee`), the module process, or the
+//! dealer service (`dealer`), and never knows which. Interactive and silent
+//! modes (correlations from OT/HE) are **not implemented** for these
+//! operators: [`Ctx::new`] refuses them with [`NOT_INTERACTIVE`].
+//!
+//! **Truncation and its range (deviation from the repo's full-range
+//! truncation, argued here).** `crate::nonlinear::Session::trunc` truncates
+//! any ℓ-bit value faithfully with a comparison (a DCF pair or a TAMI
+//! millionaires'), about 4 KB (fss) or 0.4 KB (tami) of dealt key material
+//! per element at ℓ = 64. The operators truncate millions of intermediate
+//! values whose magnitude they bound by construction (inputs clipped by
+//! comparisons, polynomials on [0, 1], exp ≤ 1, …), so they use the
+//! cheaper truncation pair: with x' = x + 2^{ℓ−2} ∈ [0, 2^{ℓ−1}) (valid
+//! when |x| < 2^{ℓ−2}) and a dealt uniform r, the parties open
+//! c = x' + r mod 2^ℓ; the wrap bit is w = r_msb·(1 − c_msb) (x' < 2^{ℓ−1}),
+//! linear in the dealt share of r_msb, so
+//! ⌊x'/2^f⌋ = ⌊c/2^f⌋ − r_hi + w·2^{ℓ−f} − [c mod 2^f < r mod 2^f]
+//! and dropping the last (borrow) term gives ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1
+//! (error ≤ 1 ulp, faithful). **View:** c is x' plus a fresh uniform ring
+//! element, hence uniform and independent of x; the dealt shares are
+//! uniform on their own ([`crate::deal::trunc`]); nothing else is sent.
+//! Outside |x| < 2^{ℓ−2} the result is wrong by a multiple of 2^{ℓ−f}:
+//! every call site states why its values are in range (`tests/transformer.rs`
+//! checks the ranges at their extremes), and [`Ctx::trunc_full`] is there
+//! for values that have no bound.
+//!
+//! **Peer bytes.** Every opening goes through `wire::exchange` (length
+//! fixed by the public shape, checked before use) and `unpack_ring`
+//! (values above the ring are an error naming the step).
+
+use crate::beaver;
+use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, MAX_WORDS};
+use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
+use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
+use crate::deal::triples::TripleShare;
+use crate::deal::trunc::{TruncPairs, TruncShare};
+use crate::nonlinear::{tami_general_online, Proto};
+use crate::share::{ArithShare, FixedPoint};
+use crate::tee::Dealer;
+use crate::wire::{self, pack_ring, unpack_ring};
+use crate::{fss, invalid, tami, Party, Result};
+use hush_deal::MAX_DEAL_N;
+use hush_primitives::Ring;
+use hush_transport::Channel;
+use std::collections::VecDeque;
+
+/// The refusal of modes whose correlations would need OT or HE.
+pub const NOT_INTERACTIVE: &str = "transformer operators need correlations from a trusted module or a dealer (tee or dealer mode); interactive and silent modes need the HE core and are not implemented for them";
+
+/// What one primitive call consumes (the offline plan of an operator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Need {
+    Relu { n: usize },
+    Trunc { n: usize, f: u32 },
+    Triples { n: usize },
+    Powers { n: usize, k: u32 },
+    Product { n: usize, d: u32 },
+    Matrix { count: usize, d: MatDims },
+}
+
+enum Gate {
+    Tami(tami::TamiBatch),
+    Fss(fss::FssBatch),
+}
+
+enum Pre {
+    Relu(Vec<Gate>),
+    Trunc(TruncShare),
+    Triples(TripleShare),
+    Powers(PowerShare),
+    Product(SubsetShare),
+    Matrix(MatrixShare),
+}
+
+enum Mode {
+    Lazy,
+    Plan(Vec<Need>),
+    Prefilled(VecDeque<(Need, Pre)>),
+    Clear,
+}
+
+/// A party's context for the transformer operators.
+pub struct Ctx {
+    pub party: Party,
+    /// Ring and fraction bits of the operators' inputs and outputs.
+    pub fx: FixedPoint,
+    /// Use TAMI's one-round product for powers (default); `false` computes
+    /// them with Beaver products, ⌈log2 K⌉ rounds (for comparison).
+    pub one_round: bool,
+    proto: Proto,
+    /// TAMI chunk width and merge arity.
+    pub k: u32,
+    pub arity: u32,
+    dealer: Option<Dealer>,
+    mode: Mode,
+}
+
+impl Ctx {
+    /// A context on a dealt-correlation provider (`tee` or `dealer` mode);
+    /// `proto` is the comparison family (`tami` or `fss`).
+    pub fn new(party: Party, proto: Proto, dealer: Dealer, fx: FixedPoint) -> Result<Self> {
+        if proto == Proto::Cf2 {
+            return Err(invalid(NOT_INTERACTIVE));
+        }
+        if fx.ring.bits() < 8 {
+            return Err(invalid("transformer operators need a ring of at least 8 bits"));
+        }
+        Ok(Ctx { party, fx, one_round: true, proto, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: Some(dealer), mode: Mode::Lazy })
+    }
+
+    /// The plaintext fixed-point reference (party 0 holds the values).
+    pub fn clear(fx: FixedPoint) -> Self {
+        Ctx { party: 0, fx, one_round: true, proto: Proto::Fss, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: None, mode: Mode::Clear }
+    }
+
+    pub fn ring(&self) -> Ring {
+        self.fx.ring
+    }
+    pub fn proto(&self) -> Proto {
+        self.proto
+    }
+    pub fn is_clear(&self) -> bool {
+        matches!(self.mode, Mode::Clear)
+    }
+    /// Gives the provider handle back (e.g. to read its counters).
+    pub fn dealer(&self) -> Option<&Dealer> {
+        self.dealer.as_ref()
+    }
+    pub fn into_dealer(self) -> Option<Dealer> {
+        self.dealer
+    }
+
+    /// The offline plan of `op`: runs it in plan mode (nothing computed,
+    /// nothing sent) and returns what it consumes, in order.
+    pub fn plan<T>(&mut self, op: impl FnOnce(&mut Ctx, &mut dyn Channel) -> Result<T>) -> Result<Vec<Need>> {
+        if self.is_clear() {
+            return Err(invalid("the clear reference has no offline plan"));
+        }
+        let saved = std::mem::replace(&mut self.mode, Mode::Plan(Vec::new()));
+        // A channel that is never used: plan mode sends nothing.
+        let (mut unused, _peer) = hush_transport::MemChannel::pair();
+        let r = op(self, &mut unused);
+        let plan = std::mem::replace(&mut self.mode, saved);
+        r?;
+        match plan {
+            Mode::Plan(v) => Ok(v),
+            _ => unreachable!("plan mode was set above"),
+        }
+    }
+
+    /// The offline phase: deals every item of `plan` now (both parties must
+    /// prefill the same plan); the following calls consume them in order.
+    pub fn prefill(&mut self, plan: &[Need]) -> Result<()> {
+        let mut q = VecDeque::with_capacity(plan.len());
+        for need in plan {
+            let pre = self.deal(need)?;
+            q.push_back((need.clone(), pre));
+        }
+        self.mode = Mode::Prefilled(q);
+        Ok(())
+    }
+
+    /// Items dealt and not yet consumed (prefilled mode).
+    pub fn pending(&self) -> usize {
+        match &self.mode {
+            Mode::Prefilled(q) => q.len(),
+            _ => 0,
+        }
+    }
+
+    /// Back to dealing on demand (e.g. after a prefilled operator ran).
+    pub fn lazy(&mut self) -> Result<()> {
+        if self.pending() != 0 {
+            return Err(invalid(format!("{} prefilled correlations were not consumed", self.pending())));
+        }
+        if !self.is_clear() {
+            self.mode = Mode::Lazy;
+        }
+        Ok(())
+    }
+
+    fn dealer_mut(&mut self) -> Result<&mut Dealer> {
+        self.dealer.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))
+    }
+
+    fn deal(&mut self, need: &Need) -> Result<Pre> {
+        let (party, bits, proto, k, arity) = (self.party, self.fx.ring.bits(), self.proto, self.k, self.arity);
+        let chunk = MAX_DEAL_N as usize;
+        let d = self.dealer_mut()?;
+        Ok(match *need {
+            Need::Relu { n } => {
+                let mut gates = Vec::new();
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    gates.push(match proto {
+                        Proto::Tami => Gate::Tami(tami::deal(d, party, m, tami::TamiShape::new(bits, k, arity, tami::Flavor::Relu))?),
+                        _ => Gate::Fss(fss::deal(d, party, m, fss::FssShape { bits, gate: fss::FssGate::Relu })?),
+                    });
+                    done += m;
+                }
+                Pre::Relu(gates)
+            }
+            Need::Trunc { n, f } => {
+                let mut t = TruncShare::default();
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = TruncShare::from_bytes(&d.deal(TruncPairs::request(batch, m as u32, bits, f))?, m, bits)?;
+                    t.r.extend_from_slice(&p.r);
+                    t.hi.extend_from_slice(&p.hi);
+                    t.msb.extend_from_slice(&p.msb);
+                    done += m;
+                }
+                Pre::Trunc(t)
+            }
+            Need::Triples { n } => {
+                let mut unused = hush_transport::MemChannel::pair().0;
+                Pre::Triples(beaver::TripleSource::arith_triples(d, &mut unused, party, bits, n)?)
+            }
+            Need::Powers { n, k } => {
+                let mut t = PowerShare { pows: vec![Vec::with_capacity(n); k as usize] };
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = PowerShare::from_bytes(&d.deal(PowerTuples::request(batch, m as u32, bits, k))?, m, bits, k)?;
+                    for (a, b) in t.pows.iter_mut().zip(&p.pows) {
+                        a.extend_from_slice(b);
+                    }
+                    done += m;
+                }
+                Pre::Powers(t)
+            }
+            Need::Product { n, d: nf } => {
+                let mut t = SubsetShare { sets: vec![Vec::with_capacity(n); (1 << nf) - 1] };
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = SubsetShare::from_bytes(&d.deal(SubsetProducts::request(batch, m as u32, bits, nf))?, m, bits, nf)?;
+                    for (a, b) in t.sets.iter_mut().zip(&p.sets) {
+                        a.extend_from_slice(b);
+                    }
+                    done += m;
+                }
+                Pre::Product(t)
+            }
+            Need::Matrix { count, d: dims } => {
+                let per = ((MAX_WORDS / dims.words().max(1)) as usize).min(chunk);
+                if per == 0 {
+                    return Err(invalid(format!("a {}×{}·{}×{} product exceeds one dealing ({MAX_WORDS} words)", dims.m, dims.k, dims.k, dims.n)));
+                }
+                let mut t = MatrixShare::default();
+                let mut done = 0;
+                while done < count {
+                    let m = (count - done).min(per);
+                    let batch = d.next_batch();
+                    let p = MatrixShare::from_bytes(&d.deal(MatrixTriples::request(batch, m as u32, bits, dims))?, m, dims, bits)?;
+                    t.a.extend_from_slice(&p.a);
+                    t.b.extend_from_slice(&p.b);
+                    t.c.extend_from_slice(&p.c);
+                    done += m;
+                }
+                Pre::Matrix(t)
+            }
+        })
+    }
+
+    /// The correlation for `need`: `None` in plan mode (recorded), dealt now
+    /// (lazy) or the next prefilled item (checked).
+    fn take(&mut self, need: Need) -> Result<Option<Pre>> {
+        match &mut self.mode {
+            Mode::Plan(v) => {
+                v.push(need);
+                Ok(None)
+            }
+            Mode::Lazy => self.deal(&need).map(Some),
+            Mode::Prefilled(q) => match q.pop_front() {
+                Some((n, pre)) if n == need => Ok(Some(pre)),
+                Some((n, _)) => Err(invalid(format!("preprocessing plan mismatch: dealt {n:?}, the operator needs {need:?}"))),
+                None => Err(invalid(format!("preprocessing plan exhausted: the operator needs {need:?}"))),
+            },
+            Mode::Clear => Err(invalid("the clear reference deals nothing")),
+        }
+    }
+
+    fn zeros(&self, n: usize) -> ArithShare {
+        ArithShare::zeros(self.fx.ring, n)
+    }
+
+    /// A public constant (integer ring value) as a sharing: party 0 holds it.
+    pub fn constant(&self, n: usize, v: u64) -> ArithShare {
+        let v = v & self.fx.ring.mask();
+        ArithShare { ring: self.fx.ring, v: vec![if self.party == 0 { v } else { 0 }; n] }
+    }
+
+    /// Adds a public integer ring value to every element.
+    pub fn add_const(&self, x: &ArithShare, v: u64) -> ArithShare {
+        let r = x.ring;
+        if self.party != 0 {
+            return x.clone();
+        }
+        ArithShare { ring: r, v: x.v.iter().map(|a| r.add(*a, v)).collect() }
+    }
+
+    /// ReLU(x) (signed), element-wise. Valid for every ℓ-bit x.
+    pub fn relu(&mut self, ch: &mut dyn Channel, x: &ArithShare) -> Result<ArithShare> {
+        let n = x.len();
+        if n == 0 {
+            return Ok(self.zeros(0));
+        }
+        if self.is_clear() {
+            let r = x.ring;
+            return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| crate::share::reference::relu(r, a)).collect() });
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Relu { n })? else { return Ok(self.zeros(n)) };
+        let Pre::Relu(gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
+        let mut out = Vec::with_capacity(n);
+        let mut at = 0;
+        for g in &gates {
+            let (m, res) = match g {
+                Gate::Tami(b) => (b.n, tami_general_online(ch, party, b, &ArithShare { ring: x.ring, v: x.v[at..at + b.n].to_vec() })?.arith()?),
+                Gate::Fss(b) => (b.n, fss::online(ch, b, Some(&x.v[at..at + b.n]), true)?.arith()?),
+            };
+            out.extend_from_slice(&res.v);
+            at += m;
+        }
+        if at != n {
+            return Err(invalid("preprocessing: ReLU batch size mismatch"));
+        }
+        Ok(ArithShare { ring: x.ring, v: out })
+    }
+
+    /// ⌊x / 2^f⌋ (signed) for |x| < 2^{ℓ−2}, result ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1
+    /// (one opening; see the module docs for the derivation and the view).
+    pub fn trunc(&mut self, ch: &mut dyn Channel, x: &ArithShare, f: u32) -> Result<ArithShare> {
+        let r = x.ring;
+        let l = r.bits();
+        if f == 0 || f + 2 > l {
+            return Err(invalid(format!("truncation by {f} bits in a {l}-bit ring")));
+        }
+        let n = x.len();
+        if n == 0 {
+            return Ok(self.zeros(0));
+        }
+        if self.is_clear() {
+            return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| FixedPoint::trunc_ref(r, a, f)).collect() });
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Trunc { n, f })? else { return Ok(self.zeros(n)) };
+        let Pre::Trunc(t) = pre else { return Err(invalid("preprocessing: not a truncation batch")) };
+        let bias = 1u64 << (l - 2);
+        let mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.r[i]), if party == 0 { bias } else { 0 })).collect();
+        let step = "truncation: opening x + 2^(ℓ−2) + r";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut c = vec![0u64; n];
+        unpack_ring(step, &peer, l, &mut c)?;
+        let top = 1u64 << (l - f); // 2^{ℓ−f} (ℓ − f ≤ 63)
+        let off = 1u64 << (l - 2 - f);
+        let v = (0..n)
+            .map(|i| {
+                let ci = r.add(c[i], mine[i]);
+                let not_msb = 1 - (ci >> (l - 1));
+                let mut z = r.sub(r.mul(r.mul(t.msb[i], not_msb), top), t.hi[i]);
+                if party == 0 {
+                    z = r.add(z, r.sub(ci >> f, off));
+                }
+                z
+            })
+            .collect();
+        Ok(ArithShare { ring: r, v })
+    }
+
+    /// Full-range faithful truncation through the comparison family
+    /// (`crate::nonlinear::Session::trunc`), for values with no bound.
+    /// Deals on demand (not part of a plan).
+    pub fn trunc_full(&mut self, ch: &mut dyn Channel, x: &ArithShare, f: u32) -> Result<ArithShare> {
+        if self.is_clear() {
+            return self.trunc(ch, x, f);
+        }
+        if let Mode::Plan(_) = self.mode {
+            return Err(invalid("trunc_full deals on demand and cannot be planned"));
+        }
+        let d = self.dealer.take().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
+        let mut s = crate::nonlinear::Session::tee(self.party, self.proto, d);
+        s.k = self.k;
+        s.arity = self.arity;
+        let r = s.trunc(ch, x, f);
+        self.dealer = s.dealer.take();
+        r
+    }
+
+    /// x·y element-wise over the ring (no truncation): Beaver, one opening.
+    pub fn mul(&mut self, ch: &mut dyn Channel, x: &ArithShare, y: &ArithShare) -> Result<ArithShare> {
+        let n = x.len();
+        if y.len() != n {
+            return Err(invalid(format!("mul: {n} and {} elements", y.len())));
+        }
+        if n == 0 {
+            return Ok(self.zeros(0));
+        }
+        if self.is_clear() {
+            return Ok(x.mul_public(&y.v));
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Triples { n })? else { return Ok(self.zeros(n)) };
+        let Pre::Triples(t) = pre else { return Err(invalid("preprocessing: not a triple batch")) };
+        beaver::mul(ch, party, x, y, &t)
+    }
+
+    /// [x, x², …, x^k] over the ring (exact, no truncation). One opening of
+    /// x − r with dealt shares of r, …, r^k (TAMI's one-round product), or
+    /// ⌈log2 k⌉ rounds of Beaver products when `one_round` is off.
+    pub fn powers(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32) -> Result<Vec<ArithShare>> {
+        if !(1..=MAX_POWER).contains(&k) {
+            return Err(invalid(format!("powers up to {k}: supported 1..={MAX_POWER}")));
+        }
+        let n = x.len();
+        let r = x.ring;
+        if k == 1 || n == 0 {
+            return Ok((0..k).map(|_| x.clone()).collect());
+        }
+        if self.is_clear() {
+            let mut out = vec![x.clone()];
+            for j in 1..k as usize {
+                out.push(out[j - 1].mul_public(&x.v));
+            }
+            return Ok(out);
+        }
+        if !self.one_round {
+            // x^j for j ≤ 2^level from products of the powers so far.
+            let mut out: Vec<ArithShare> = vec![x.clone()];
+            while out.len() < k as usize {
+                let have = out.len();
+                let hi = (2 * have).min(k as usize);
+                let (mut xs, mut ys) = (Vec::new(), Vec::new());
+                for j in have + 1..=hi {
+                    // x^j = x^have · x^{j − have}
+                    xs.extend_from_slice(&out[have - 1].v);
+                    ys.extend_from_slice(&out[j - have - 1].v);
+                }
+                let p = self.mul(ch, &ArithShare { ring: r, v: xs }, &ArithShare { ring: r, v: ys })?;
+                for c in p.v.chunks(n) {
+                    out.push(ArithShare { ring: r, v: c.to_vec() });
+                }
+            }
+            return Ok(out);
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Powers { n, k })? else { return Ok((0..k).map(|_| self.zeros(n)).collect()) };
+        let Pre::Powers(t) = pre else { return Err(invalid("preprocessing: not a power-tuple batch")) };
+        let l = r.bits();
+        let mine: Vec<u64> = (0..n).map(|i| r.sub(x.v[i], t.pows[0][i])).collect();
+        let step = "one-round powers: opening x − r";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut d = vec![0u64; n];
+        unpack_ring(step, &peer, l, &mut d)?;
+        d.iter_mut().zip(&mine).for_each(|(a, b)| *a = r.add(*a, *b));
+        // binomials C(j, i), j ≤ k ≤ 8
+        let mut binom = [[0u64; 9]; 9];
+        for j in 0..9 {
+            binom[j][0] = 1;
+            for i in 1..=j {
+                binom[j][i] = binom[j - 1][i - 1] + if i < j { binom[j - 1][i] } else { 0 };
+            }
+        }
+        let mut out: Vec<ArithShare> = (0..k).map(|_| self.zeros(n)).collect();
+        let mut dp = vec![0u64; k as usize + 1];
+        for i in 0..n {
+            dp[0] = 1;
+            for j in 1..=k as usize {
+                dp[j] = r.mul(dp[j - 1], d[i]);
+            }
+            for j in 1..=k as usize {
+                // x^j = Σ_i C(j, i) d^{j−i} r^i, with ⟨r^0⟩ = [party 0]
+                let mut acc = if party == 0 { dp[j] } else { 0 };
+                for q in 1..=j {
+                    acc = r.add(acc, r.mul(r.mul(binom[j][q], dp[j - q]), t.pows[q - 1][i]));
+                }
+                out[j - 1].v[i] = acc;
+            }
+        }
+        Ok(out)
+    }
+
+    /// ∏_j x_j element-wise for 2..=4 distinct factors, over the ring (no
+    /// truncation). One opening of all x_j − r_j with dealt subset
+    /// products of the masks (TAMI-MPC §3.2 eqs. 1-3 over Z_2^ℓ,
+    /// [`crate::deal::subset`]), or ⌈log2 d⌉ rounds of Beaver products when
+    /// `one_round` is off. **View:** the openings are masked by fresh
+    /// uniform r_j the party does not know: uniform.
+    pub fn product(&mut self, ch: &mut dyn Channel, xs: &[&ArithShare]) -> Result<ArithShare> {
+        let d = xs.len();
+        if !(2..=MAX_FACTORS as usize).contains(&d) {
+            return Err(invalid(format!("product of {d} factors: supported 2..={MAX_FACTORS}")));
+        }
+        let n = xs[0].len();
+        if xs.iter().any(|x| x.len() != n) {
+            return Err(invalid("product: factors of different lengths"));
+        }
+        let r = xs[0].ring;
+        if n == 0 {
+            return Ok(self.zeros(0));
+        }
+        if self.is_clear() {
+            return Ok(xs[1..].iter().fold(xs[0].clone(), |a, x| a.mul_public(&x.v)));
+        }
+        if !self.one_round {
+            let mut cur: Vec<ArithShare> = xs.iter().map(|x| (*x).clone()).collect();
+            while cur.len() > 1 {
+                let half = cur.len() / 2;
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                for p in 0..half {
+                    a.extend_from_slice(&cur[2 * p].v);
+                    b.extend_from_slice(&cur[2 * p + 1].v);
+                }
+                let z = self.mul(ch, &ArithShare { ring: r, v: a }, &ArithShare { ring: r, v: b })?;
+                let mut next = split(&z, n);
+                if cur.len() % 2 == 1 {
+                    next.push(cur[cur.len() - 1].clone());
+                }
+                cur = next;
+            }
+            return Ok(cur.pop().expect("one factor left"));
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Product { n, d: d as u32 })? else { return Ok(self.zeros(n)) };
+        let Pre::Product(t) = pre else { return Err(invalid("preprocessing: not a subset-product batch")) };
+        let l = r.bits();
+        let mut mine = Vec::with_capacity(d * n);
+        for (j, x) in xs.iter().enumerate() {
+            mine.extend(x.v.iter().zip(&t.sets[(1 << j) - 1]).map(|(a, m)| r.sub(*a, *m)));
+        }
+        let step = "one-round product: opening x_j − r_j";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut e = vec![0u64; d * n];
+        unpack_ring(step, &peer, l, &mut e)?;
+        e.iter_mut().zip(&mine).for_each(|(a, b)| *a = r.add(*a, *b));
+        let full = (1usize << d) - 1;
+        let v = (0..n)
+            .map(|i| {
+                // Σ_S (∏_{j∉S} e_j)·⟨r_S⟩, with ⟨r_∅⟩ = [party 0]
+                let mut acc = 0u64;
+                for s in 0..=full {
+                    let ep = (0..d).filter(|j| s >> j & 1 == 0).fold(1u64, |a, j| r.mul(a, e[j * n + i]));
+                    let rs = if s == 0 { u64::from(party == 0) } else { t.sets[s - 1][i] };
+                    acc = r.add(acc, r.mul(ep, rs));
+                }
+                acc
+            })
+            .collect();
+        Ok(ArithShare { ring: r, v })
+    }
+
+    /// `count` products A_q·B_q of secret matrices (A_q m×k, B_q k×n,
+    /// row-major, concatenated) over the ring, no truncation: one opening of
+    /// A − A', B − B' with a dealt matrix triple (A', B', C' = A'B'), then
+    /// Z = C' + E·B' + A'·F (+ E·F at party 0).
+    pub fn matmul(&mut self, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, d: MatDims) -> Result<ArithShare> {
+        let r = a.ring;
+        let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
+        if d.m == 0 || d.k == 0 || d.n == 0 || a.len() != count * ma || b.len() != count * mb {
+            return Err(invalid(format!("matmul: {count} products of {}×{}·{}×{} do not match {} and {} elements", d.m, d.k, d.k, d.n, a.len(), b.len())));
+        }
+        if count == 0 {
+            return Ok(self.zeros(0));
+        }
+        let mut out = vec![0u64; count * mc];
+        if self.is_clear() {
+            for q in 0..count {
+                crate::deal::matrix::matmul_ring(&a.v[q * ma..(q + 1) * ma], &b.v[q * mb..(q + 1) * mb], d, &mut out[q * mc..(q + 1) * mc]);
+            }
+            return Ok(ArithShare::new(r, out));
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Matrix { count, d })? else { return Ok(self.zeros(count * mc)) };
+        let Pre::Matrix(t) = pre else { return Err(invalid("preprocessing: not a matrix-triple batch")) };
+        let l = r.bits();
+        let mut mine: Vec<u64> = a.v.iter().zip(&t.a).map(|(x, y)| r.sub(*x, *y)).collect();
+        mine.extend(b.v.iter().zip(&t.b).map(|(x, y)| r.sub(*x, *y)));
+        let step = "matrix Beaver product: openings";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut ef = vec![0u64; mine.len()];
+        unpack_ring(step, &peer, l, &mut ef)?;
+        ef.iter_mut().zip(&mine).for_each(|(p, q)| *p = p.wrapping_add(*q));
+        let (e, f) = ef.split_at(count * ma);
+        let mut tmp = vec![0u64; mc];
+        for q in 0..count {
+            let o = &mut out[q * mc..(q + 1) * mc];
+            o.copy_from_slice(&t.c[q * mc..(q + 1) * mc]);
+            let (eq, fq) = (&e[q * ma..(q + 1) * ma], &f[q * mb..(q + 1) * mb]);
+            let (aq, bq) = (&t.a[q * ma..(q + 1) * ma], &t.b[q * mb..(q + 1) * mb]);
+            let mut acc = |x: &[u64], y: &[u64]| {
+                crate::deal::matrix::matmul_ring(x, y, d, &mut tmp);
+                o.iter_mut().zip(&tmp).for_each(|(p, q)| *p = p.wrapping_add(*q));
+            };
+            if party == 0 {
+                // E·B' + A'·F + E·F = E·(B' + F) + A'·F
+                let bf: Vec<u64> = bq.iter().zip(fq).map(|(x, y)| x.wrapping_add(*y)).collect();
+                acc(eq, &bf);
+            } else {
+                acc(eq, bq);
+            }
+            acc(aq, fq);
+        }
+        Ok(ArithShare::new(r, out))
+    }
+}
+
+/// Concatenates share vectors (one batched call for several operands).
+pub fn concat(parts: &[&ArithShare]) -> ArithShare {
+    let ring = parts.first().map(|p| p.ring).unwrap_or_else(|| Ring::new(64).expect("64"));
+    ArithShare { ring, v: parts.iter().flat_map(|p| p.v.iter().copied()).collect() }
+}
+
+/// Splits a batched result back into `k` parts of `n` elements.
+pub fn split(x: &ArithShare, n: usize) -> Vec<ArithShare> {
+    x.v.chunks(n.max(1)).map(|c| ArithShare { ring: x.ring, v: c.to_vec() }).collect()
+}

@@ -1,0 +1,121 @@
+//! LayerNorm along the last axis on secret-shared fixed point:
+//! y = (x − μ)/√(σ² + ε)·γ + β, with μ and σ² over each row, and 1/√· by
+//! Newton's iteration from a comparison-based initial guess
+//! ([`super::recip::rsqrt`]). As in Bumblebee / TAMI-MPC's BERT runs, with
+//! hush's own ranges below.
+//!
+//! **Steps** (rows of H, scale 2^f in and out):
+//! 1. clip x to ±2^10 ([`LN_CLIP_LOG2`]): x_c = x − ReLU(x − R) + ReLU(−x − R)
+//!    (one batched ReLU round) — the documented input range; larger
+//!    magnitudes saturate instead of wrapping the variance.
+//! 2. μ = ⌊Σx_c·⌊2^{s_μ}/H⌉ / 2^{s_μ}⌋ (one truncation per row, s_μ as
+//!    large as the ring allows: relative error of 1/H ≤ H·2^{−s_μ−1}).
+//! 3. z = x_c − μ; z² in one opening ([`Ctx::powers`]); Σz² per row,
+//!    truncated by f, times ⌊2^{s_v}/H⌉, truncated to scale 2^24: σ².
+//! 4. r = rsqrt(σ² + ε) over [2^{−f}, 2^22]: variances below 2^{−f} are
+//!    treated as 2^{−f} (rows whose spread is under ~2^{f/2} fixed-point
+//!    steps are scaled by at most 2^{f/2} instead of amplifying rounding
+//!    noise — near-constant rows give outputs near β, not noise).
+//! 5. y = z·r truncated to 2^f; then, if given, ·γ (public, truncated) + β.
+//!
+//! **Error bound** (f = 12, |x| ≤ 2^10, σ² ≥ 2^{−f}): |y − y_true| ≤
+//! |y|·3·10⁻⁴ + (|μ error| + 2^{−f})·r + 2^{−f} where the mean's error is
+//! ≤ 2^{−f} and r ≤ 2^{f/2}: ≤ 0.02 absolute for the smallest admissible
+//! variance, ≤ 3·10⁻³ for σ ≥ 0.5 ([`LN_ERR_F12`] is the bound tests use
+//! for σ ≥ 0.5).
+//!
+//! **Parameters.** 2·(f + 11) + 3 + log2 H ≤ ℓ (checked; f ≤ 12 at ℓ = 64
+//! and H ≤ 2^12), γ/β are public (the operator's owner folds private ones
+//! into the next linear layer; secret γ would add one Beaver product).
+//!
+//! **Rounds** (fss family): clip 1, mean 1, square 1, variance 2,
+//! rsqrt 1 + 3·6, output 2 — 26 (+1 with γ).
+//!
+//! **View.** Comparison-family messages (simulatable) and uniform openings
+//! only; μ, σ² and the outputs stay shared.
+
+use super::ctx::{concat, split, Ctx};
+use super::{poly, recip};
+use crate::share::ArithShare;
+use crate::{invalid, Result};
+use hush_transport::Channel;
+
+/// Inputs are clipped to ±2^10.
+pub const LN_CLIP_LOG2: u32 = 10;
+/// Internal scale of the variance and the rsqrt.
+pub const LN_SCALE: u32 = 24;
+/// Largest admissible variance (2^22 = (2·2^10)²).
+pub const LN_VAR_HI: i32 = 22;
+/// Error bound at f = 12 for rows with σ ≥ 0.5.
+pub const LN_ERR_F12: f64 = 3e-3;
+/// Longest row.
+pub const MAX_ROW: usize = 1 << 12;
+
+/// LayerNorm of each row of `len` elements, with optional public γ and β
+/// (length `len`).
+pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, eps: f64, gamma: Option<&[f64]>, beta: Option<&[f64]>) -> Result<ArithShare> {
+    let (ring, f) = (ctx.ring(), ctx.fx.frac);
+    let l = ring.bits();
+    if len == 0 || len > MAX_ROW || !x.len().is_multiple_of(len) {
+        return Err(invalid(format!("layernorm: rows of {len} (1..={MAX_ROW}) over {} elements", x.len())));
+    }
+    let hb = (len as f64).log2().ceil() as u32;
+    if 2 * (f + LN_CLIP_LOG2 + 1) + 3 + hb > l || l < 3 + 2 * (LN_CLIP_LOG2 + 1) + LN_SCALE || f < 2 || !(0.0..1.0).contains(&eps) {
+        return Err(invalid(format!("layernorm: f = {f}, rows of {len} in a {l}-bit ring (need 2·(f + 11) + 3 + log2 H ≤ ℓ, eps in [0, 1))")));
+    }
+    for (name, v) in [("gamma", gamma), ("beta", beta)] {
+        if v.is_some_and(|v| v.len() != len) {
+            return Err(invalid(format!("layernorm: {name} has {} values for rows of {len}", v.map_or(0, |v| v.len()))));
+        }
+    }
+    let n = x.len();
+    if n == 0 {
+        return Ok(ArithShare::zeros(ring, 0));
+    }
+    let rows = n / len;
+    // 1. clip
+    let cl = 1u64 << (LN_CLIP_LOG2 + f);
+    let r = ctx.relu(ch, &concat(&[&ctx.add_const(x, ring.neg(cl)), &ctx.add_const(&x.neg(), ring.neg(cl))]))?;
+    let r = split(&r, n);
+    let xc = x.sub(&r[0]).add(&r[1]);
+    // 2. mean
+    let s_mu = l - 3 - (LN_CLIP_LOG2 + f + 1);
+    let row_sum = |v: &ArithShare| ArithShare { ring, v: v.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
+    let c_mu = ((s_mu as f64).exp2() / len as f64).round() as u64;
+    let mu = ctx.trunc(ch, &row_sum(&xc).scale(c_mu), s_mu)?;
+    let bcast = |v: &ArithShare| ArithShare { ring, v: (0..rows * len).map(|i| v.v[i / len]).collect() };
+    let z = xc.sub(&bcast(&mu));
+    // 3. variance
+    let sq = ctx.powers(ch, &z, 2)?.pop().expect("two powers");
+    let q = ctx.trunc(ch, &row_sum(&sq), f)?;
+    let s_v = l - 3 - (2 * (LN_CLIP_LOG2 + 1) + f);
+    let c_v = ((s_v as f64).exp2() / len as f64).round() as u64;
+    let var = ctx.trunc(ch, &q.scale(c_v), s_v + f - LN_SCALE)?;
+    // 4. rsqrt
+    let v = ctx.add_const(&var, poly::enc(ctx, eps, LN_SCALE));
+    let rs = recip::rsqrt(ctx, ch, &v, LN_SCALE, -(f as i32), LN_VAR_HI)?;
+    // 5. output
+    let p = ctx.mul(ch, &z, &bcast(&rs))?;
+    let mut y = ctx.trunc(ch, &p, LN_SCALE)?;
+    if let Some(g) = gamma {
+        let gv: Vec<u64> = (0..n).map(|i| poly::enc(ctx, g[i % len], f)).collect();
+        y = ctx.trunc(ch, &y.mul_public(&gv), f)?;
+    }
+    if let Some(b) = beta {
+        let bv: Vec<u64> = (0..n).map(|i| if ctx.party == 0 { poly::enc(ctx, b[i % len], f) } else { 0 }).collect();
+        y = y.add(&ArithShare { ring, v: bv });
+    }
+    Ok(y)
+}
+
+/// LayerNorm of each row in f64 (the float reference; γ = 1, β = 0).
+pub fn layernorm_f64(x: &[f64], len: usize, eps: f64) -> Vec<f64> {
+    x.chunks(len)
+        .flat_map(|r| {
+            let m = r.iter().sum::<f64>() / len as f64;
+            let v = r.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / len as f64;
+            let s = (v + eps).sqrt();
+            r.iter().map(move |a| (a - m) / s)
+        })
+        .collect()
+}

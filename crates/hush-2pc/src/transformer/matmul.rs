@@ -1,0 +1,43 @@
+//! MatMul of two secret operands (attention's Q·Kᵀ and P·V) from dealt
+//! matrix Beaver triples ([`crate::deal::matrix`]; SecureML §4.1), then the
+//! fixed-point truncation.
+//!
+//! One opening of E = A − A', F = B − B' (m·k + k·n elements per product,
+//! both directions), local Z = C' + E·B' + A'·F (+ E·F at party 0), one
+//! truncation opening (m·n elements): 2 rounds.
+//!
+//! **Range:** every entry of the exact product A·B (scale 2^{2f}) must be
+//! below 2^{ℓ−2} in magnitude — |Σ_t a_it·b_tj| < 2^{ℓ−2−2f} in real units
+//! (2^{38} at ℓ = 64, f = 12): far above attention scores.
+//!
+//! **View.** E and F are masked by fresh uniform matrices A', B' the party
+//! does not know (dealt once, never reused): uniform. The truncation
+//! opening is uniform ([`super::ctx`]). The dealer/modules see no online
+//! data.
+
+use super::ctx::Ctx;
+use crate::deal::matrix::MatDims;
+use crate::share::ArithShare;
+use crate::Result;
+use hush_transport::Channel;
+
+/// `count` fixed-point products A_q·B_q (A_q m×k, B_q k×n, row-major,
+/// concatenated), result at the context's scale.
+pub fn matmul(ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, d: MatDims) -> Result<ArithShare> {
+    let z = ctx.matmul(ch, a, b, count, d)?;
+    let f = ctx.fx.frac;
+    ctx.trunc(ch, &z, f)
+}
+
+/// Transposes each of `count` row-major m×n matrices (local, for Kᵀ).
+pub fn transpose(x: &ArithShare, count: usize, m: usize, n: usize) -> ArithShare {
+    let mut v = vec![0u64; x.len()];
+    for q in 0..count {
+        for i in 0..m {
+            for j in 0..n {
+                v[q * m * n + j * m + i] = x.v[q * m * n + i * n + j];
+            }
+        }
+    }
+    ArithShare { ring: x.ring, v }
+}

@@ -1,0 +1,165 @@
+//! Softmax along the last axis, and exp of non-positive inputs, on
+//! secret-shared fixed point (the Bumblebee/TAMI-MPC §5.4 recipe: max by a
+//! comparison tree, exp of x − max ≤ 0 by a range-reduced approximation,
+//! one reciprocal per row).
+//!
+//! **Steps** (rows of length L, input and output at the context's scale
+//! 2^f; internally 2^24 — [`EXP_SCALE`]):
+//! 1. m = max of each row by a comparison tree: max(a, b) = b + ReLU(a − b),
+//!    ⌈log2 L⌉ ReLU rounds, all rows of a level in one batch (ties give
+//!    ReLU(0) = 0: either operand, the same value).
+//! 2. d = x − m ≤ 0, clipped below at −T = −16: d_c = −T + ReLU(d + T)
+//!    (one ReLU round). exp(−16) = 1.1·10⁻⁷, below 2^{−f} for f ≤ 22.
+//! 3. exp(d_c) = exp(d_c/2^N)^{2^N}, N = 6 (range reduction by the argument:
+//!    v = d_c/64 ∈ [−¼, 0] is d_c's own integer read at scale 2^{f+6},
+//!    no operation); exp(v) by a degree-3 polynomial (least squares on
+//!    [−¼, 0], max error 1.14·10⁻⁶, coefficients in [`EXP_POLY`]) with
+//!    one-round powers ([`super::poly`]), then N squarings (one-round
+//!    square + truncation each).
+//! 4. s = Σ_row exp (local), 1/s by [`super::recip::reciprocal`] over
+//!    [2^−1, 2^⌈log2 L⌉] (s ≥ exp(0) ≈ 1 and s ≤ L by construction), then
+//!    out = exp·(1/s) truncated to 2^f.
+//!
+//! **Error bound:** exp relative error ≤ 2^6·(1.2·10⁻⁶ + 2^{−24}·4) ≈
+//! 1.0·10⁻⁴ (the squarings double the relative error each), the
+//! reciprocal's relative error < 2·10⁻⁶, the last truncation 2^{−f}: each
+//! probability within 2·10⁻⁴·p + 2^{−f+1} of the true softmax, plus the
+//! clip (entries with x − max < −16 count as exp(−16)): at f = 12, at most
+//! 6·10⁻⁴ absolute per entry ([`SOFTMAX_ERR_F12`]).
+//!
+//! **Accurate input range:** every x with |x| < 2^{ℓ−3} ulps (so that
+//! differences x − m do not wrap; the same range as MaxPool), any row
+//! length 1 ≤ L ≤ 2^{12}. Large negative inputs saturate at exp(−16);
+//! there is no other input range restriction. Parameters: 3·(f + 6) ≤ ℓ − 3
+//! (f ≤ 13 at ℓ = 64), refused otherwise.
+//!
+//! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 3,
+//! squarings 12, reciprocal 1 + 16, product 2 — 42.
+//!
+//! **View.** Comparison-family messages (simulatable) and uniform openings
+//! (Beaver, powers, truncations) only; the max, the sums and the outputs
+//! stay shared. The dealer/modules see no online data.
+
+use super::ctx::{concat, split, Ctx};
+use super::{poly, recip};
+use crate::share::ArithShare;
+use crate::{invalid, Result};
+use hush_transport::Channel;
+
+/// Internal scale of exp, sums and reciprocals.
+pub const EXP_SCALE: u32 = 24;
+/// The clip point: exp of inputs below −16 is exp(−16).
+pub const EXP_CLIP: f64 = 16.0;
+/// Range reduction: exp(d) = exp(d/2^6)^(2^6).
+pub const EXP_HALVINGS: u32 = 6;
+/// exp(v) on v ∈ [−¼, 0], degree 3 (least squares), from degree 0.
+pub const EXP_POLY: [f64; 4] = [0.9999988627867469, 0.9998534023609497, 0.4970332150140026, 0.14722650894083578];
+/// The documented error bound of softmax at f = 12.
+pub const SOFTMAX_ERR_F12: f64 = 6e-4;
+/// Longest row.
+pub const MAX_ROW: usize = 1 << 12;
+
+/// Row maxima of `x` (rows of `len`) by a comparison tree.
+pub fn row_max(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+    if len == 0 || !x.len().is_multiple_of(len) {
+        return Err(invalid(format!("{} elements are not rows of {len}", x.len())));
+    }
+    let rows = x.len() / len;
+    let ring = x.ring;
+    let mut cur: Vec<Vec<u64>> = x.v.chunks(len).map(|c| c.to_vec()).collect();
+    let mut width = len;
+    while width > 1 {
+        let half = width / 2;
+        let mut diffs = Vec::with_capacity(rows * half);
+        for c in &cur {
+            for p in 0..half {
+                diffs.push(ring.sub(c[2 * p], c[2 * p + 1]));
+            }
+        }
+        let rl = ctx.relu(ch, &ArithShare { ring, v: diffs })?;
+        for (r, c) in cur.iter_mut().enumerate() {
+            let mut next = Vec::with_capacity(width.div_ceil(2));
+            for p in 0..half {
+                next.push(ring.add(c[2 * p + 1], rl.v[r * half + p]));
+            }
+            if width % 2 == 1 {
+                next.push(c[width - 1]);
+            }
+            *c = next;
+        }
+        width = width.div_ceil(2);
+    }
+    Ok(ArithShare { ring, v: cur.into_iter().map(|c| c[0]).collect() })
+}
+
+fn check_params(ctx: &Ctx) -> Result<()> {
+    let (l, f) = (ctx.ring().bits(), ctx.fx.frac);
+    if 3 * (f + EXP_HALVINGS) + 3 > l || f > EXP_SCALE || 2 * EXP_SCALE + 16 > l {
+        return Err(invalid(format!("exp/softmax: {f} fraction bits in a {l}-bit ring: need 3·(f + 6) ≤ ℓ − 3 and 2·24 + 16 ≤ ℓ")));
+    }
+    Ok(())
+}
+
+/// exp(d) at scale 2^24 for d ≤ 0 already clipped to [−16, 0].
+fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<ArithShare> {
+    let f = ctx.fx.frac;
+    let s_in = f + EXP_HALVINGS;
+    let mut y = poly::eval(ctx, ch, dc, s_in, &[&EXP_POLY], 30, 24, EXP_SCALE)?.pop().expect("one polynomial");
+    for _ in 0..EXP_HALVINGS {
+        let sq = ctx.powers(ch, &y, 2)?.pop().expect("two powers");
+        y = ctx.trunc(ch, &sq, EXP_SCALE)?;
+    }
+    Ok(y)
+}
+
+/// exp(x) element-wise for x ≤ 0, output at the context's scale. Inputs
+/// below −16 give exp(−16); positive inputs are clipped to 0 (exp = 1) —
+/// one batched ReLU round clips both sides.
+pub fn exp_nonpos(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare) -> Result<ArithShare> {
+    check_params(ctx)?;
+    let (ring, f) = (ctx.ring(), ctx.fx.frac);
+    let n = x.len();
+    let t = poly::enc(ctx, EXP_CLIP, f);
+    let r = ctx.relu(ch, &concat(&[&ctx.add_const(x, t), x]))?;
+    let r = if n == 0 { vec![ArithShare::zeros(ring, 0); 2] } else { split(&r, n) };
+    let dc = ctx.add_const(&r[0].sub(&r[1]), ring.neg(t));
+    let y = exp_clipped(ctx, ch, &dc)?;
+    ctx.trunc(ch, &y, EXP_SCALE - f)
+}
+
+/// Softmax of each row of `len` elements; input and output at the
+/// context's fixed point.
+pub fn softmax(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+    check_params(ctx)?;
+    if len == 0 || len > MAX_ROW || !x.len().is_multiple_of(len) {
+        return Err(invalid(format!("softmax: rows of {len} (1..={MAX_ROW}) over {} elements", x.len())));
+    }
+    let (ring, f) = (ctx.ring(), ctx.fx.frac);
+    let rows = x.len() / len;
+    let m = row_max(ctx, ch, x, len)?;
+    let mb: Vec<u64> = (0..x.len()).map(|i| m.v[i / len]).collect();
+    let d = x.sub(&ArithShare { ring, v: mb });
+    let t = poly::enc(ctx, EXP_CLIP, f);
+    let shifted = ctx.add_const(&d, t);
+    let rl = ctx.relu(ch, &shifted)?;
+    let dc = ctx.add_const(&rl, ring.neg(t));
+    let e = exp_clipped(ctx, ch, &dc)?;
+    let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
+    let hi = (len.max(2) as f64).log2().ceil() as i32;
+    let inv = recip::reciprocal(ctx, ch, &sums, EXP_SCALE, -1, hi)?;
+    let ib: Vec<u64> = (0..rows * len).map(|i| inv.v[i / len]).collect();
+    let p = ctx.mul(ch, &e, &ArithShare { ring, v: ib })?;
+    ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
+}
+
+/// Softmax of each row in f64 (the float reference).
+pub fn softmax_f64(x: &[f64], len: usize) -> Vec<f64> {
+    x.chunks(len)
+        .flat_map(|r| {
+            let m = r.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = r.iter().map(|v| (v - m).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.into_iter().map(move |v| v / s)
+        })
+        .collect()
+}

@@ -1,0 +1,685 @@
+//! Transformer operators against the plaintext fixed-point reference (the
+//! same operator code on [`Ctx::clear`]) and against f64, over the
+//! in-memory channel, in both comparison families, in tee and dealer mode;
+//! pinned bytes and rounds; plan/prefill; refusals; malformed peers; and
+//! curious-party tests for the dealt truncation and powers.
+
+mod common;
+use common::run_tee;
+use hush_2pc::deal::matrix::MatDims;
+use hush_2pc::nonlinear::Proto;
+use hush_2pc::share::{share_arith, ArithShare, FixedPoint};
+use hush_2pc::tee::Dealer;
+use hush_2pc::transformer::{elementwise, gelu, layernorm, matmul, recip, softmax, Ctx};
+use hush_primitives::{Block, Prg};
+use hush_transport::{Channel, Cost, MemChannel};
+
+type Op = std::sync::Arc<dyn Fn(&mut Ctx, &mut dyn Channel, &ArithShare) -> hush_2pc::Result<ArithShare> + Send + Sync>;
+
+fn fx() -> FixedPoint {
+    FixedPoint::new(64, 12).unwrap()
+}
+
+fn enc(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| fx().encode(*x)).collect()
+}
+
+fn dec(v: &[u64]) -> Vec<f64> {
+    v.iter().map(|x| fx().decode(*x)).collect()
+}
+
+struct Out {
+    secure: Vec<f64>,
+    clear: Vec<f64>,
+    cost: Cost,
+}
+
+/// Runs `op` on a sharing of `x` in tee mode (family `proto`), and on the
+/// clear reference.
+fn run(proto: Proto, one_round: bool, x: &[f64], op: Op) -> Out {
+    let xs = enc(x);
+    let (s0, s1) = share_arith(fx().ring, &xs, &mut Prg::new(Block(7)));
+    let (o0, o1) = (op.clone(), op.clone());
+    let (a, b) = run_tee(
+        move |ch, d| {
+            let mut c = Ctx::new(0, proto, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.one_round = one_round;
+            let before = ch.cost();
+            let r = o0(&mut c, ch, &s0).unwrap();
+            (r.v.clone(), ch.cost() - before)
+        },
+        move |ch, d| {
+            let mut c = Ctx::new(1, proto, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.one_round = one_round;
+            let r = o1(&mut c, ch, &s1).unwrap();
+            r.v.clone()
+        },
+    );
+    let ring = fx().ring;
+    let secure = dec(&a.0.iter().zip(&b).map(|(p, q)| ring.add(*p, *q)).collect::<Vec<_>>());
+    let mut cc = Ctx::clear(fx());
+    let (mut dummy, _peer) = MemChannel::pair();
+    let clear = dec(&op(&mut cc, &mut dummy, &ArithShare::new(ring, xs)).unwrap().v);
+    Out { secure, clear, cost: a.1 }
+}
+
+/// A module that serves nothing (a placeholder while the real dealer is moved).
+struct Null;
+impl hush_tee::TrustedModule for Null {
+    fn call(&mut self, _: &hush_tee::Request) -> hush_tee::Result<hush_tee::Response> {
+        Err(hush_tee::Error::Malformed("null module".into()))
+    }
+    fn stats(&self) -> hush_tee::ModuleStats {
+        hush_tee::ModuleStats::default()
+    }
+    fn describe(&self) -> String {
+        "null".into()
+    }
+}
+
+fn max_err(a: &[f64], b: &[f64]) -> (f64, usize) {
+    a.iter().zip(b).enumerate().map(|(i, (x, y))| ((x - y).abs(), i)).fold((0.0, 0), |m, e| if e.0 > m.0 { e } else { m })
+}
+
+fn randoms(n: usize, lo: f64, hi: f64, seed: u64) -> Vec<f64> {
+    let mut p = Prg::new(Block(seed as u128));
+    (0..n).map(|_| lo + (hi - lo) * (p.next_u64() >> 11) as f64 / (1u64 << 53) as f64).collect()
+}
+
+const ULP: f64 = 1.0 / 4096.0;
+
+fn gelu_op() -> Op {
+    std::sync::Arc::new(|c, ch, x| gelu::gelu(c, ch, x))
+}
+
+#[test]
+fn gelu_matches_reference_and_float_in_both_families() {
+    let mut x = randoms(600, -6.0, 6.0, 1);
+    // edges: zero, ±1 ulp, the segment boundaries ±1.6 and ±4 and their
+    // neighbours, large magnitudes (saturating segment), far out of any
+    // activation range but inside the ring.
+    x.extend([0.0, ULP, -ULP, 1.6, -1.6, 1.6 - ULP, 4.0, -4.0, 4.0 + ULP, -4.0 - ULP, 100.0, -100.0, 1e6, -1e6, 1e9, -1e9]);
+    for proto in [Proto::Fss, Proto::Tami] {
+        let o = run(proto, true, &x, gelu_op());
+        let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+        let (e, i) = max_err(&o.secure, &want);
+        assert!(e <= gelu::GELU_ERR_F12, "{proto:?}: gelu error {e} at x = {} (got {}, want {})", x[i], o.secure[i], want[i]);
+        let (e, i) = max_err(&o.secure, &o.clear);
+        assert!(e <= 4.0 * ULP, "{proto:?}: secure vs reference {e} at x = {}", x[i]);
+    }
+}
+
+#[test]
+fn gelu_rounds_and_bytes_are_pinned() {
+    let x = randoms(100, -5.0, 5.0, 2);
+    let n = x.len() as u64;
+    for one_round in [true, false] {
+        let o = run(Proto::Fss, one_round, &x, gelu_op());
+        // fss ReLU: one exchange of n·8 bytes each way; the clip+split ReLU
+        // batch 3n; powers: 1 exchange of n (one-round) or 2 Beaver rounds
+        // (x² then x³, x⁴: 2n then 4n openings); truncations 4n and 2n;
+        // selection product 2n.
+        let (pw_rounds, pw_elems) = if one_round { (1, n) } else { (2, 2 * n + 4 * n) };
+        assert_eq!(o.cost.rounds, 5 + pw_rounds, "one_round = {one_round}");
+        assert_eq!(o.cost.bytes_sent, 8 * (n + 3 * n + pw_elems + 4 * n + 2 * n + 2 * n), "one_round = {one_round}");
+        assert_eq!(o.cost.bytes_sent, o.cost.bytes_recv);
+    }
+}
+
+#[test]
+fn softmax_matches_reference_with_ties_and_large_negatives() {
+    // rows of 8: random, all equal (ties everywhere), one huge negative,
+    // repeated maximum, a row spanning [-40, 3], and rows of odd length.
+    let len = 8;
+    let mut x = randoms(8 * len, -4.0, 4.0, 3);
+    x.extend([1.5; 8]);
+    x.extend([0.0, -1e6, 0.5, -3.0, -1000.0, 2.0, 2.0, -20.0]);
+    x.extend([3.0, 3.0, 3.0, 1.0, 3.0, -2.0, 0.0, 3.0]);
+    x.extend([3.0, -40.0, -16.0, -15.9, -8.0, 0.0, 1.0, 2.5]);
+    let o = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len)));
+    let want = softmax::softmax_f64(&x, len);
+    let (e, i) = max_err(&o.secure, &want);
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "softmax error {e} at {i}: got {} want {}", o.secure[i], want[i]);
+    let (e, _) = max_err(&o.secure, &o.clear);
+    assert!(e <= 4.0 * ULP, "secure vs reference {e}");
+    // each row sums to 1 within the bound
+    for r in o.secure.chunks(len) {
+        assert!((r.iter().sum::<f64>() - 1.0).abs() < len as f64 * 2.0 * ULP, "{r:?}");
+    }
+    // odd row length (the tree's carried element) and length 1, fss family
+    for len in [5usize, 1] {
+        let x = randoms(3 * len, -6.0, 6.0, 30 + len as u64);
+        let o = run(Proto::Fss, true, &x, std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len)));
+        let (e, i) = max_err(&o.secure, &softmax::softmax_f64(&x, len));
+        assert!(e <= softmax::SOFTMAX_ERR_F12, "len {len}: error {e} at {i}");
+    }
+}
+
+#[test]
+fn exp_saturates_outside_its_range() {
+    let mut x = randoms(200, -18.0, 0.0, 4);
+    x.extend([0.0, -ULP, -16.0, -16.0 - ULP, -1e3, -1e9, 0.5, 7.0, 1e6]);
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| softmax::exp_nonpos(c, ch, x)));
+    for (i, v) in x.iter().enumerate() {
+        let want = v.clamp(-softmax::EXP_CLIP, 0.0).exp();
+        assert!((o.secure[i] - want).abs() <= ULP + 1e-4 * want, "exp({v}) = {} want {want}", o.secure[i]);
+    }
+}
+
+#[test]
+fn layernorm_matches_reference_including_near_zero_variance() {
+    let len = 16;
+    let mut x = randoms(6 * len, -3.0, 3.0, 5);
+    for v in x.iter_mut().skip(len).take(len) {
+        *v = *v * 50.0 + 200.0; // wide row with a large mean
+    }
+    let normal = x.len();
+    x.extend([0.75; 16]); // zero variance
+    x.extend((0..16).map(|i| 0.5 + if i % 2 == 0 { ULP } else { 0.0 })); // variance ~ulp²
+    x.extend((0..16).map(|i| if i == 3 { 1e7 } else { i as f64 })); // beyond the clip: saturates
+    let o = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None)));
+    let want = layernorm::layernorm_f64(&x[..normal], len, 1e-5);
+    let (e, i) = max_err(&o.secure[..normal], &want);
+    assert!(e <= layernorm::LN_ERR_F12, "layernorm error {e} at {i}: got {} want {}", o.secure[i], want[i]);
+    let (e, _) = max_err(&o.secure, &o.clear);
+    assert!(e <= 0.02, "secure vs reference {e}");
+    // zero and near-zero variance: outputs stay near 0 (not amplified noise)
+    for v in &o.secure[normal..normal + 32] {
+        assert!(v.abs() <= 0.02, "near-constant row gave {v}");
+    }
+    // the clipped row equals LayerNorm of the row with 1e7 replaced by 2^10
+    let mut clipped: Vec<f64> = (0..16).map(|i| i as f64).collect();
+    clipped[3] = 1024.0;
+    let (e, _) = max_err(&o.secure[normal + 32..], &layernorm::layernorm_f64(&clipped, len, 1e-5));
+    assert!(e <= layernorm::LN_ERR_F12, "clipped row error {e}");
+    // with public gamma and beta
+    let g: Vec<f64> = (0..len).map(|i| 0.5 + i as f64 / 10.0).collect();
+    let b: Vec<f64> = (0..len).map(|i| i as f64 / 7.0 - 1.0).collect();
+    let x2 = randoms(2 * len, -2.0, 2.0, 6);
+    let (g2, b2) = (g.clone(), b.clone());
+    let o = run(Proto::Fss, true, &x2, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-12, Some(&g2), Some(&b2))));
+    let want: Vec<f64> = layernorm::layernorm_f64(&x2, len, 1e-12).iter().enumerate().map(|(i, v)| v * g[i % len] + b[i % len]).collect();
+    let (e, i) = max_err(&o.secure, &want);
+    assert!(e <= 2.0 * layernorm::LN_ERR_F12, "affine layernorm error {e} at {i}");
+}
+
+#[test]
+fn reciprocal_and_rsqrt_accurate_in_range_saturating_outside() {
+    let mut v = randoms(100, 0.6, 200.0, 8);
+    v.extend([0.5, 1.0, 2.0, 255.9, 256.0, 300.0, 1e5, 0.1, 0.0, -3.0]);
+    let o = run(Proto::Fss, true, &v, std::sync::Arc::new(|c, ch, x| {
+        let up = x.scale(1 << 12); // to scale 2^24
+        let r = recip::reciprocal(c, ch, &up, 24, -1, 8)?;
+        c.trunc(ch, &r, 12)
+    }));
+    for (i, x) in v.iter().enumerate() {
+        let x = fx().decode(fx().encode(*x));
+        let want = 1.0 / x.clamp(0.5, 256.0);
+        assert!((o.secure[i] - want).abs() <= 2.0 * ULP + 1e-5 * want, "1/{x} = {} want {want}", o.secure[i]);
+    }
+    let o = run(Proto::Tami, true, &v, std::sync::Arc::new(|c, ch, x| {
+        let up = x.scale(1 << 12);
+        let r = recip::rsqrt(c, ch, &up, 24, -12, 22)?;
+        c.trunc(ch, &r, 12)
+    }));
+    for (i, x) in v.iter().enumerate() {
+        let x = fx().decode(fx().encode(*x));
+        let want = 1.0 / x.clamp(1.0 / 4096.0, 4194304.0).sqrt();
+        // three Newton steps: relative error < 3.5·10⁻⁵ (recip.rs)
+        assert!((o.secure[i] - want).abs() <= 2.0 * ULP + 3.5e-5 * want, "1/√{x} = {} want {want}", o.secure[i]);
+    }
+}
+
+#[test]
+fn matmul_mul_pow_match_reference_with_pinned_cost() {
+    let d = MatDims { m: 3, k: 5, n: 4 };
+    let count = 2;
+    let a = randoms(count * d.m * d.k, -4.0, 4.0, 9);
+    let b = randoms(count * d.k * d.n, -4.0, 4.0, 10);
+    let na = a.len();
+    let mut x = a.clone();
+    x.extend(&b);
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(move |c, ch, x| {
+        let (aa, bb) = (ArithShare::new(x.ring, x.v[..na].to_vec()), ArithShare::new(x.ring, x.v[na..].to_vec()));
+        matmul::matmul(c, ch, &aa, &bb, count, d)
+    }));
+    let mut want = vec![0.0; count * d.m * d.n];
+    let (ae, be) = (dec(&enc(&a)), dec(&enc(&b)));
+    for q in 0..count {
+        for i in 0..d.m {
+            for j in 0..d.n {
+                want[q * d.m * d.n + i * d.n + j] = (0..d.k).map(|t| ae[q * d.m * d.k + i * d.k + t] * be[q * d.k * d.n + t * d.n + j]).sum();
+            }
+        }
+    }
+    let (e, _) = max_err(&o.secure, &want);
+    assert!(e <= ULP, "matmul error {e}");
+    let (e, _) = max_err(&o.secure, &o.clear);
+    assert!(e <= ULP, "matmul vs reference {e}");
+    // one opening of E, F (count·(mk + kn)), one truncation opening (count·mn)
+    assert_eq!(o.cost.rounds, 2);
+    assert_eq!(o.cost.bytes_sent, 8 * (count * (d.m * d.k + d.k * d.n) + count * d.m * d.n) as u64);
+
+    let x = randoms(64, -30.0, 30.0, 11);
+    let n = x.len() as u64;
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| {
+        let y = x.scale(3);
+        elementwise::mul(c, ch, x, &y)
+    }));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx().decode(fx().encode(*v));
+        assert!((o.secure[i] - 3.0 * xe * xe).abs() <= ULP, "mul {v}");
+    }
+    assert_eq!((o.cost.rounds, o.cost.bytes_sent), (2, 8 * (2 * n + n)));
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2)));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx().decode(fx().encode(*v));
+        assert!((o.secure[i] - xe * xe).abs() <= ULP, "pow2 {v}");
+    }
+    // Pow by 2 opens x − r once: half of Beaver's x·x
+    assert_eq!((o.cost.rounds, o.cost.bytes_sent), (2, 8 * (n + n)));
+    let x = randoms(64, -3.0, 3.0, 12);
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 4)));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx().decode(fx().encode(*v));
+        assert!((o.secure[i] - xe.powi(4)).abs() <= ULP, "pow4 {v}");
+    }
+    assert_eq!(o.cost.rounds, 2);
+}
+
+#[test]
+fn softmax_and_layernorm_rounds_with_and_without_one_round_products() {
+    let x = randoms(2 * 16, -3.0, 3.0, 13);
+    let sm: Op = std::sync::Arc::new(|c, ch, x| softmax::softmax(c, ch, x, 16));
+    let ln: Op = std::sync::Arc::new(|c, ch, x| layernorm::layernorm(c, ch, x, 16, 1e-5, None, None));
+    // fss: softmax = tree log2(16) + clip 1 + poly (1 + 2) + 6 squarings × 2
+    //      + reciprocal (1 + 4·4) + 2; without one-round products the
+    //      degree-3 powers take 2 Beaver rounds and each square 1 (same).
+    // layernorm = clip 1 + mean 1 + square 1 + variance 2 + rsqrt (1 + 3·6) + 2.
+    for (op, name, with, without) in [(sm, "softmax", 4 + 1 + 3 + 12 + 17 + 2, 4 + 1 + 4 + 12 + 17 + 2), (ln, "layernorm", 26, 26)] {
+        let a = run(Proto::Fss, true, &x, op.clone());
+        let b = run(Proto::Fss, false, &x, op);
+        assert_eq!(a.cost.rounds, with, "{name} with one-round products");
+        assert_eq!(b.cost.rounds, without, "{name} without");
+        let (e, _) = max_err(&a.secure, &b.secure);
+        assert!(e <= 4.0 * ULP, "{name}: both ways agree ({e})");
+    }
+}
+
+#[test]
+fn plan_prefill_then_run_consumes_exactly_the_plan() {
+    let len = 8;
+    let x = randoms(3 * len, -5.0, 5.0, 14);
+    let xs = enc(&x);
+    let (s0, s1) = share_arith(fx().ring, &xs, &mut Prg::new(Block(15)));
+    let go = move |ch: &mut dyn Channel, d: &mut Dealer, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+        let zeros = ArithShare::zeros(fx().ring, s.len());
+        let plan = c.plan(|c, ch| softmax::softmax(c, ch, &zeros, len)).unwrap();
+        assert!(plan.len() > 10, "{plan:?}");
+        c.prefill(&plan).unwrap();
+        let before = ch.cost();
+        let y = softmax::softmax(&mut c, ch, &s, len).unwrap();
+        assert_eq!(c.pending(), 0);
+        c.lazy().unwrap();
+        // a mismatched plan is refused, not silently reused
+        c.prefill(&plan).unwrap();
+        let e = gelu::gelu(&mut c, ch, &s).unwrap_err();
+        assert!(e.to_string().contains("plan mismatch"), "{e}");
+        (y.v.clone(), (ch.cost() - before).rounds)
+    };
+    let (a, b) = run_tee(move |ch, d| go(ch, d, 0, s0), move |ch, d| go(ch, d, 1, s1));
+    let ring = fx().ring;
+    let got = dec(&a.0.iter().zip(&b.0).map(|(p, q)| ring.add(*p, *q)).collect::<Vec<_>>());
+    let (e, _) = max_err(&got, &softmax::softmax_f64(&x, len));
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "{e}");
+}
+
+#[test]
+fn interactive_mode_and_oversized_parameters_are_refused() {
+    let (mut ca, mut cb) = MemChannel::pair();
+    let t = std::thread::spawn(move || Dealer::in_process(&mut cb, 1).unwrap());
+    let d = Dealer::in_process(&mut ca, 0).unwrap();
+    let _d1 = t.join().unwrap();
+    let e = Ctx::new(0, Proto::Cf2, d, fx()).err().expect("cf2 refused");
+    assert!(e.to_string().contains("not implemented"), "{e}");
+    // GeLU with too many fraction bits for the powers: refused up front
+    let mut c = Ctx::clear(FixedPoint::new(64, 16).unwrap());
+    let (mut ch, _p) = MemChannel::pair();
+    let x = ArithShare::zeros(c.ring(), 4);
+    let e = gelu::gelu(&mut c, &mut ch, &x).unwrap_err();
+    assert!(e.to_string().contains("fraction bits"), "{e}");
+    let e = softmax::softmax(&mut Ctx::clear(fx()), &mut ch, &x, 3).unwrap_err();
+    assert!(e.to_string().contains("rows of 3"), "{e}");
+    let e = layernorm::layernorm(&mut Ctx::clear(fx()), &mut ch, &x, 4, 1e-5, Some(&[1.0]), None).unwrap_err();
+    assert!(e.to_string().contains("gamma"), "{e}");
+}
+
+#[test]
+fn malformed_peer_messages_are_errors_not_panics() {
+    // The peer sends a truncation opening of the wrong length, then one with
+    // bits above a 37-bit ring (5 bytes per element).
+    for bad in [vec![0u8; 7], vec![0xffu8; 5 * 4]] {
+        let fx40 = FixedPoint::new(37, 8).unwrap();
+        let (mut ca, mut cb) = MemChannel::pair();
+        let t = std::thread::spawn(move || {
+            let _d = Dealer::in_process(&mut cb, 1).unwrap();
+            cb.send(&bad).unwrap();
+            let _ = cb.recv();
+        });
+        let d = Dealer::in_process(&mut ca, 0).unwrap();
+        let mut c = Ctx::new(0, Proto::Fss, d, fx40).unwrap();
+        let x = ArithShare::zeros(fx40.ring, 4);
+        let e = c.trunc(&mut ca, &x, 8).unwrap_err();
+        assert!(e.to_string().contains("truncation"), "{e}");
+        drop(ca);
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn dealer_mode_runs_the_same_operators() {
+    use hush_tee::dealer::{self, DealerConfig};
+    use hush_tee::{DealerModule, ModuleRole};
+    use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
+    use std::sync::Arc;
+    let di = Arc::new(Identity::generate().unwrap());
+    let pi = Arc::new(Identity::generate().unwrap());
+    let fp = di.fingerprint();
+    let dl = LinkSecurity::Tls(TlsSettings { identity: di, peer: PeerCheck::AnyPeer, require_client_cert: false });
+    let pl = LinkSecurity::Tls(TlsSettings { identity: pi, peer: PeerCheck::Pinned(vec![fp]), require_client_cert: false });
+    let h = dealer::serve("127.0.0.1:0", DealerConfig::new(dl, hush_2pc::deal::kinds()), Arc::new(|_| {})).unwrap();
+    let sid = dealer::new_session_id();
+    let m0 = DealerModule::connect(&h.addr.to_string(), &pl, &sid, ModuleRole::Sender).unwrap();
+    let m1 = DealerModule::connect(&h.addr.to_string(), &pl, &sid, ModuleRole::Receiver).unwrap();
+    let len = 8;
+    let x = randoms(2 * len, -4.0, 4.0, 16);
+    let (s0, s1) = share_arith(fx().ring, &enc(&x), &mut Prg::new(Block(17)));
+    let go = move |ch: &mut dyn Channel, m: DealerModule, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Fss, Dealer::new(Box::new(m)), fx()).unwrap();
+        let y = softmax::softmax(&mut c, ch, &s, len).unwrap();
+        let g = gelu::gelu(&mut c, ch, &s).unwrap();
+        (y.v.clone(), g.v.clone())
+    };
+    let (mut ca, mut cb) = MemChannel::pair();
+    let t = std::thread::spawn(move || go(&mut cb, m1, 1, s1));
+    let a = go(&mut ca, m0, 0, s0);
+    let b = t.join().unwrap();
+    let ring = fx().ring;
+    let add = |p: &[u64], q: &[u64]| dec(&p.iter().zip(q).map(|(u, v)| ring.add(*u, *v)).collect::<Vec<_>>());
+    let (e, _) = max_err(&add(&a.0, &b.0), &softmax::softmax_f64(&x, len));
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "dealer-mode softmax {e}");
+    let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+    let (e, _) = max_err(&add(&a.1, &b.1), &want);
+    assert!(e <= gelu::GELU_ERR_F12, "dealer-mode gelu {e}");
+}
+
+/// The curious party: party 1's whole view of a truncation (its dealt
+/// share r₁, hi₁, msb₁ and party 0's opening message) must not predict the
+/// sign of the shared input better than chance — the test fails if r were
+/// not uniform (e.g. fixed, or derived from party 1's own streams only) or
+/// if the opening were x + r₀ without party 0's mask.
+#[test]
+fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
+    let n = 4000usize;
+    let ring = fx().ring;
+    let mut p = Prg::new(Block(18));
+    // secret bit per element: x = +2^40 or −2^40 ulps (far apart)
+    let bits: Vec<bool> = (0..n).map(|_| p.next_u64() & 1 == 1).collect();
+    let xs: Vec<u64> = bits.iter().map(|b| ring.from_signed(if *b { 1 << 40 } else { -(1 << 40) })).collect();
+    let (s0, s1) = share_arith(ring, &xs, &mut p);
+    // matmul: party 1's input matrix A (40×100) is the shared vector; B is 100×1
+    let md = MatDims { m: 40, k: 100, n: 1 };
+    let ones = ArithShare::new(ring, vec![0; 100]);
+    for which in ["trunc", "powers", "matmul", "product"] {
+        let ones = ones.clone();
+        let (s0, s1c) = (s0.clone(), s1.clone());
+        let (mut ca, cb) = MemChannel::pair();
+        let rec = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let rec2 = rec.clone();
+        let t = std::thread::spawn(move || {
+            let mut cb = Recording { inner: cb, log: rec2 };
+            let d = Dealer::in_process(&mut cb, 1).unwrap();
+            let mut c = Ctx::new(1, Proto::Fss, d, fx()).unwrap();
+            match which {
+                "trunc" => drop(c.trunc(&mut cb, &s1c, 12).unwrap()),
+                "powers" => drop(c.powers(&mut cb, &s1c, 3).unwrap()),
+                "product" => drop(c.product(&mut cb, &[&s1c, &s1c.scale(3)]).unwrap()),
+                _ => drop(c.matmul(&mut cb, &s1c, &ones, 1, md).unwrap()),
+            }
+        });
+        let d = Dealer::in_process(&mut ca, 0).unwrap();
+        let mut c = Ctx::new(0, Proto::Fss, d, fx()).unwrap();
+        let ones0 = ArithShare::new(ring, vec![1; 100]);
+        match which {
+            "trunc" => drop(c.trunc(&mut ca, &s0, 12).unwrap()),
+            "powers" => drop(c.powers(&mut ca, &s0, 3).unwrap()),
+            "product" => drop(c.product(&mut ca, &[&s0, &s0.scale(3)]).unwrap()),
+            _ => drop(c.matmul(&mut ca, &s0, &ones0, 1, md).unwrap()),
+        }
+        t.join().unwrap();
+        // The attack: party 1 reconstructs what it can of the opened value
+        // (peer message + its own share) and guesses the sign from its top bit.
+        let log = rec.lock().unwrap();
+        let msg = log.last().expect("a received message");
+        assert!(msg.len() >= n * 8);
+        let mut right = 0;
+        for i in 0..n {
+            let peer = u64::from_le_bytes(msg[i * 8..i * 8 + 8].try_into().unwrap());
+            let guess = !ring.msb(ring.add(peer, s1.v[i]));
+            right += (guess == bits[i]) as usize;
+        }
+        // chance: n/2 ± 5σ (σ = √n/2)
+        let dev = (right as f64 - n as f64 / 2.0).abs();
+        assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "{which}: the view predicts the input's sign {right}/{n} times");
+    }
+}
+
+struct Recording {
+    inner: MemChannel,
+    log: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Channel for Recording {
+    fn send(&mut self, b: &[u8]) -> hush_transport::Result<()> {
+        self.inner.send(b)
+    }
+    fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
+        let m = self.inner.recv()?;
+        self.log.lock().unwrap().push(m.clone());
+        Ok(m)
+    }
+    fn recv_exact_into(&mut self, what: &'static str, out: &mut [u8]) -> hush_transport::Result<()> {
+        self.inner.recv_exact_into(what, out)?;
+        self.log.lock().unwrap().push(out.to_vec());
+        Ok(())
+    }
+    fn cost(&self) -> Cost {
+        self.inner.cost()
+    }
+    fn max_frame(&self) -> usize {
+        self.inner.max_frame()
+    }
+    fn set_timeout(&mut self, timeout: std::time::Duration) {
+        self.inner.set_timeout(timeout)
+    }
+}
+
+/// The documented polynomial fits, in f64 on dense grids: GeLU's two
+/// segments (≤ 4.4·10⁻⁴ plus erf's own 1.5·10⁻⁷) and exp on [−¼, 0]
+/// (≤ 1.14·10⁻⁶).
+#[test]
+fn polynomial_fits_are_within_their_documented_error() {
+    let pv = |c: &[f64], u: f64| c.iter().rev().fold(0.0, |a, k| a * u + k);
+    let g = |t: f64| t * 0.5 * (1.0 - gelu::erf(t / std::f64::consts::SQRT_2));
+    let split = gelu::GELU_SPLIT / gelu::GELU_CLIP;
+    let mut worst: f64 = 0.0;
+    for i in 0..=100_000 {
+        let u = i as f64 / 100_000.0;
+        let p = if u < split { pv(&gelu::GELU_P1, u) } else { pv(&gelu::GELU_P2, u) };
+        worst = worst.max((p - g(u * gelu::GELU_CLIP)).abs());
+    }
+    assert!(worst <= 4.4e-4 + 2e-7, "gelu fit error {worst}");
+    assert!(g(gelu::GELU_CLIP) < 1.3e-4 && (pv(&gelu::GELU_P2, 1.0) - g(gelu::GELU_CLIP)).abs() < 4.4e-4);
+    let mut worst: f64 = 0.0;
+    for i in 0..=100_000 {
+        let v = -0.25 * i as f64 / 100_000.0;
+        worst = worst.max((pv(&softmax::EXP_POLY, v) - v.exp()).abs());
+    }
+    assert!(worst <= 1.14e-6 + 1e-9, "exp fit error {worst}");
+}
+
+/// The truncation pair's documented range: faithful for |x| < 2^{ℓ−2}
+/// (checked at both ends), and `trunc_full` (the comparison family's
+/// full-range truncation) for values beyond it.
+#[test]
+fn truncation_range_is_as_documented() {
+    let ring = fx().ring;
+    let lim = (1i64 << 62) - 1;
+    let inside: Vec<u64> = [lim, -lim, 0, 1, -1, 12345, -(1 << 61)].iter().map(|v| ring.from_signed(*v)).collect();
+    let beyond: Vec<u64> = [(1i64 << 62) + 5, i64::MIN + 3, i64::MAX].iter().map(|v| ring.from_signed(*v)).collect();
+    let mut all = inside.clone();
+    all.extend(&beyond);
+    let (s0, s1) = share_arith(ring, &all, &mut Prg::new(Block(19)));
+    let go = move |ch: &mut dyn Channel, d: &mut Dealer, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Fss, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+        let n = s.len();
+        let inside = ArithShare::new(s.ring, s.v[..n - 3].to_vec());
+        let a = c.trunc(ch, &inside, 12).unwrap();
+        let b = c.trunc_full(ch, &s, 12).unwrap();
+        (a.v.clone(), b.v.clone())
+    };
+    let (a, b) = run_tee(move |ch, d| go(ch, d, 0, s0), move |ch, d| go(ch, d, 1, s1));
+    for (i, x) in inside.iter().enumerate() {
+        let got = ring.to_signed(ring.add(a.0[i], b.0[i]));
+        let want = ring.to_signed(*x) >> 12;
+        assert!(got == want || got == want + 1, "trunc({}) = {got}, want {want}", ring.to_signed(*x));
+    }
+    for (i, x) in all.iter().enumerate() {
+        let got = ring.to_signed(ring.add(a.1[i], b.1[i]));
+        let want = ring.to_signed(*x) >> 12;
+        assert!(got == want || got == want - 1, "trunc_full({}) = {got}, want {want}", ring.to_signed(*x));
+    }
+}
+
+/// Empty inputs give empty outputs in every operator (no panic, no message).
+#[test]
+fn empty_inputs_give_empty_outputs() {
+    let ops: Vec<Op> = vec![
+        gelu_op(),
+        std::sync::Arc::new(|c, ch, x| softmax::softmax(c, ch, x, 4)),
+        std::sync::Arc::new(|c, ch, x| softmax::exp_nonpos(c, ch, x)),
+        std::sync::Arc::new(|c, ch, x| layernorm::layernorm(c, ch, x, 4, 1e-5, None, None)),
+        std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2)),
+    ];
+    for op in ops {
+        let o = run(Proto::Fss, true, &[], op);
+        assert!(o.secure.is_empty() && o.clear.is_empty());
+        assert_eq!(o.cost.bytes_sent, 0);
+    }
+}
+
+/// Smaller rings: GeLU runs at ℓ = 48, f = 8 within its bound plus the
+/// coarser ulp; Softmax and LayerNorm, whose internal scales need ℓ = 64,
+/// refuse with an error instead of wrapping.
+#[test]
+fn smaller_rings_run_or_refuse_cleanly() {
+    let fx48 = FixedPoint::new(48, 8).unwrap();
+    let x = randoms(200, -6.0, 6.0, 21);
+    let xs: Vec<u64> = x.iter().map(|v| fx48.encode(*v)).collect();
+    let (s0, s1) = share_arith(fx48.ring, &xs, &mut Prg::new(Block(22)));
+    let go = move |ch: &mut dyn Channel, d: &mut Dealer, party: u8, s: ArithShare| {
+        let mut c = Ctx::new(party, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx48).unwrap();
+        let y = gelu::gelu(&mut c, ch, &s).unwrap();
+        let e1 = softmax::softmax(&mut c, ch, &s, 8).unwrap_err().to_string();
+        let e2 = layernorm::layernorm(&mut c, ch, &s, 8, 1e-5, None, None).unwrap_err().to_string();
+        (y.v.clone(), e1, e2)
+    };
+    let (a, b) = run_tee(move |ch, d| go(ch, d, 0, s0), move |ch, d| go(ch, d, 1, s1));
+    for (i, v) in x.iter().enumerate() {
+        let xe = fx48.decode(fx48.encode(*v));
+        let got = fx48.decode(fx48.ring.add(a.0[i], b.0[i]));
+        assert!((got - gelu::gelu_f64(xe)).abs() <= gelu::GELU_ERR_F12 + 3.0 / 256.0, "gelu({xe}) = {got} at ℓ = 48");
+    }
+    assert!(a.1.contains("ring") && a.2.contains("layernorm"), "{} / {}", a.1, a.2);
+}
+
+/// TAMI's one-round product of d distinct factors: exact in the ring (equal
+/// to the clear product), one round and d·n elements each way, against
+/// ⌈log2 d⌉ Beaver rounds and 2(d − 1)·n elements.
+#[test]
+fn one_round_product_of_distinct_factors() {
+    let x = randoms(50, -3.0, 3.0, 23);
+    let n = x.len() as u64;
+    for d in 2usize..=4 {
+        for one_round in [true, false] {
+            let op: Op = std::sync::Arc::new(move |c, ch, x| {
+                let fs = [x.clone(), c.add_const(&x.scale(3), 5), x.neg(), c.add_const(x, 7 << 12)];
+                let refs: Vec<&ArithShare> = fs.iter().take(d).collect();
+                c.product(ch, &refs)
+            });
+            let o = run(Proto::Fss, one_round, &x, op);
+            assert_eq!(o.secure, o.clear, "d = {d}, one_round = {one_round}: exact in the ring");
+            let (rounds, elems) = if one_round { (1, d as u64 * n) } else { ((d as f64).log2().ceil() as u32, 2 * (d as u64 - 1) * n) };
+            assert_eq!((o.cost.rounds, o.cost.bytes_sent), (rounds, 8 * elems), "d = {d}, one_round = {one_round}");
+        }
+    }
+}
+
+/// The four dealing kinds: both shares reconstruct the stated correlation,
+/// party 1's share is exactly the expansion of its sub-key (what the dealer
+/// service may send instead), and bad parameters are refused.
+#[test]
+fn dealt_kinds_hold_their_correlations_and_seed_party1() {
+    use hush_2pc::deal::{matrix, powers, subset, trunc};
+    use hush_deal::{sub_key, Description};
+    let key = Block(0x1234_5678_9abc_def0_1122_3344_5566_7788);
+    let bits = 64;
+    let ring = fx().ring;
+    let n = 37u32;
+    let kinds: Vec<(&dyn Description, Vec<u8>, u32)> = vec![
+        (&trunc::TRUNC_PAIRS, trunc::TruncPairs::request(0, n, bits, 12).params, n),
+        (&powers::POWER_TUPLES, powers::PowerTuples::request(0, n, bits, 4).params, n),
+        (&subset::SUBSET_PRODUCTS, subset::SubsetProducts::request(0, n, bits, 3).params, n),
+        (&matrix::MATRIX_TRIPLES, matrix::MatrixTriples::request(0, 2, bits, MatDims { m: 3, k: 4, n: 5 }).params, 2),
+    ];
+    for (k, params, count) in &kinds {
+        let p1 = k.deal(key, 1, *count, params).unwrap();
+        assert_eq!(p1, k.expand(sub_key(key, 1), *count, params).unwrap(), "{}", k.kind());
+        assert_eq!(k.seeded_party(), Some(1));
+        assert!(k.label(0, *count, &[1, 2, 3]).is_err(), "{}: malformed parameters refused", k.kind());
+    }
+    let n = n as usize;
+    let t0 = trunc::deal_trunc(key, 0, n, bits, 12);
+    let t1 = trunc::deal_trunc(key, 1, n, bits, 12);
+    let p0 = powers::deal_powers(key, 0, n, bits, 4);
+    let p1 = powers::deal_powers(key, 1, n, bits, 4);
+    let s0 = subset::deal_subsets(key, 0, n, bits, 3);
+    let s1 = subset::deal_subsets(key, 1, n, bits, 3);
+    for i in 0..n {
+        let r = ring.add(t0.r[i], t1.r[i]);
+        assert_eq!(ring.add(t0.hi[i], t1.hi[i]), r >> 12);
+        assert_eq!(ring.add(t0.msb[i], t1.msb[i]), r >> 63);
+        let r = ring.add(p0.pows[0][i], p1.pows[0][i]);
+        for j in 0..4 {
+            assert_eq!(ring.add(p0.pows[j][i], p1.pows[j][i]), (0..=j).fold(1u64, |a, _| a.wrapping_mul(r)));
+        }
+        let m: Vec<u64> = (0..3).map(|j| ring.add(s0.sets[(1 << j) - 1][i], s1.sets[(1 << j) - 1][i])).collect();
+        for s in 1usize..8 {
+            let want = (0..3).filter(|j| s >> j & 1 == 1).fold(1u64, |a, j| a.wrapping_mul(m[j]));
+            assert_eq!(ring.add(s0.sets[s - 1][i], s1.sets[s - 1][i]), want, "subset {s}");
+        }
+    }
+    let d = MatDims { m: 3, k: 4, n: 5 };
+    let (a0, a1) = (matrix::deal_matrix(key, 0, 2, d, bits), matrix::deal_matrix(key, 1, 2, d, bits));
+    let add = |x: &[u64], y: &[u64]| x.iter().zip(y).map(|(p, q)| p.wrapping_add(*q)).collect::<Vec<_>>();
+    let (a, b, c) = (add(&a0.a, &a1.a), add(&a0.b, &a1.b), add(&a0.c, &a1.c));
+    for q in 0..2 {
+        let mut want = vec![0u64; 15];
+        matrix::matmul_ring(&a[q * 12..(q + 1) * 12], &b[q * 20..(q + 1) * 20], d, &mut want);
+        assert_eq!(&c[q * 15..(q + 1) * 15], &want[..]);
+    }
+    // over-large matrix requests are refused before any work
+    let big = matrix::MatrixTriples::request(0, 1000, 64, MatDims { m: 4096, k: 4096, n: 4096 });
+    assert!(matrix::MATRIX_TRIPLES.label(0, 1000, &big.params).is_err());
+}

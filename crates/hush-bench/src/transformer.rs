@@ -1,0 +1,225 @@
+//! `hush bench nonlinear --op gelu|softmax|layernorm --shape AxBxC`: one
+//! transformer operator ([`hush_2pc::transformer`]) along the last axis of
+//! the shape, both parties as two threads of this process.
+//!
+//! Phases, timed separately: `setup_s` (seed agreement with the module, or
+//! joining the dealer's session), `offline_s` (the operator's plan dealt:
+//! module crossings or dealer requests, no party-to-party traffic),
+//! `wall_s` = `online_s` (the operator itself, both parties, from a
+//! barrier to the later party's end) with its `bytes` and `rounds`. The
+//! result is checked element by element against f64 within the operator's
+//! documented error bound (`max_abs_err`, `err_bound`). Inputs are uniform
+//! on a documented range per operator (`input_range`), from a fixed public
+//! seed. The ring is ℓ = 64 for these operators (their powers need it);
+//! `--frac` sets the fraction bits (default 12).
+//!
+//! `--mode dealer` starts a dealer service in this process (TLS on
+//! loopback): it competes for the same cores, and its link is plaintext
+//! loopback TCP under TLS, not a separate host.
+
+use crate::nonlinear::NonlinearArgs;
+use crate::{connect_pair, machine_note, Record, Transport};
+use hush_2pc::nonlinear::Proto;
+use hush_2pc::share::{ArithShare, FixedPoint};
+use hush_2pc::tee::Dealer;
+use hush_2pc::transformer::{gelu, layernorm, softmax, Ctx};
+use hush_2pc::{Error, Result};
+use hush_primitives::{Block, Prg};
+use hush_transport::{Channel, Cost};
+use std::sync::{Arc, Barrier};
+use std::time::Instant;
+
+/// The operators this harness runs.
+pub const OPS: [&str; 3] = ["gelu", "softmax", "layernorm"];
+
+/// Parses `AxBxC` into its dimensions.
+pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
+    let d: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse::<usize>().map_err(|_| Error::Invalid(format!("--shape {s}: expected dimensions like 12x128x128"))))
+        .collect::<Result<_>>()?;
+    if d.is_empty() || d.contains(&0) || d.iter().try_fold(1usize, |a, b| a.checked_mul(*b)).is_none_or(|n| n > 1 << 24) {
+        return Err(Error::Invalid(format!("--shape {s}: dimensions must be ≥ 1, at most 2^24 elements")));
+    }
+    Ok(d)
+}
+
+fn input_range(op: &str) -> (f64, f64) {
+    match op {
+        "gelu" => (-6.0, 6.0),
+        "softmax" => (-8.0, 8.0),
+        _ => (-4.0, 4.0),
+    }
+}
+
+struct PartyOut {
+    setup_s: f64,
+    offline_s: f64,
+    start: Instant,
+    end: Instant,
+    online: Cost,
+    dealt: u64,
+    crossings: u64,
+    plan_items: usize,
+    out: Vec<u64>,
+}
+
+fn run_op(op: &str, c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+    match op {
+        "gelu" => gelu::gelu(c, ch, x),
+        "softmax" => softmax::softmax(c, ch, x, len),
+        _ => layernorm::layernorm(c, ch, x, len, 1e-5, None, None),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn party(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, share: Vec<u64>, ch: &mut dyn Channel, p: u8, module: Option<Box<dyn hush_tee::TrustedModule>>, barrier: Arc<Barrier>) -> Result<PartyOut> {
+    crate::pin_party(p as usize);
+    let ts = Instant::now();
+    let dealer = match module {
+        Some(m) => Dealer::new(m),
+        None => Dealer::in_process(ch, p)?,
+    };
+    let setup_s = ts.elapsed().as_secs_f64();
+    let mut c = Ctx::new(p, proto, dealer, fx)?;
+    c.k = a.k;
+    c.arity = a.arity;
+    c.one_round = !a.no_one_round;
+    let x = ArithShare::new(fx.ring, share);
+    let t0 = Instant::now();
+    let zeros = ArithShare::zeros(fx.ring, x.len());
+    let plan = c.plan(|c, ch| run_op(&a.op, c, ch, &zeros, len))?;
+    c.prefill(&plan)?;
+    let offline_s = t0.elapsed().as_secs_f64();
+    barrier.wait();
+    let c1 = ch.cost();
+    let start = Instant::now();
+    let y = run_op(&a.op, &mut c, ch, &x, len)?;
+    let end = Instant::now();
+    let online = ch.cost() - c1;
+    if c.pending() != 0 {
+        return Err(Error::Bench(format!("{} dealt items left unused", c.pending())));
+    }
+    let d = c.dealer().expect("a dealer");
+    Ok(PartyOut { setup_s, offline_s, start, end, online, dealt: d.dealt_bytes, crossings: d.stats().crossings, plan_items: plan.len(), out: y.v.clone() })
+}
+
+/// Runs one transformer operator and returns its record.
+pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
+    let proto = match a.proto.as_str() {
+        "tami" => Proto::Tami,
+        "fss" => Proto::Fss,
+        "cf2" => return Err(Error::Invalid(hush_2pc::transformer::ctx::NOT_INTERACTIVE.into())),
+        o => return Err(Error::Invalid(format!("unknown --proto {o} (tami, fss)"))),
+    };
+    let shape = parse_shape(a.shape.as_deref().ok_or_else(|| Error::Invalid(format!("--op {} needs --shape AxBxC", a.op)))?)?;
+    let len = *shape.last().expect("nonempty");
+    let n: usize = shape.iter().product();
+    let fx = FixedPoint::new(64, a.frac)?;
+    let ring = fx.ring;
+    // Inputs: uniform on the operator's range, shared with a uniform mask.
+    let (lo, hi) = input_range(&a.op);
+    let mut common = Prg::new(Block(0xfeed));
+    let xs: Vec<f64> = (0..n).map(|_| lo + (hi - lo) * (common.next_u64() >> 11) as f64 / (1u64 << 53) as f64).collect();
+    let enc: Vec<u64> = xs.iter().map(|v| fx.encode(*v)).collect();
+    let s1: Vec<u64> = (0..n).map(|_| common.next_u64()).collect();
+    let s0: Vec<u64> = enc.iter().zip(&s1).map(|(x, r)| ring.sub(*x, *r)).collect();
+    let profile = crate::profile(&a.net).map_err(|e| Error::Invalid(e.to_string()))?;
+    let transport = Transport::by_name(&a.transport).ok_or_else(|| Error::Invalid("--transport mem or tcp".into()))?;
+    let (mut ca, mut cb) = connect_pair(transport, profile).map_err(|e| Error::Bench(e.to_string()))?;
+    // dealer mode: a dealer service in this process, both parties join one session
+    let mut dealer_handle = None;
+    let (m0, m1): (Option<Box<dyn hush_tee::TrustedModule>>, Option<Box<dyn hush_tee::TrustedModule>>) = match a.mode.as_str() {
+        "tee" => (None, None),
+        "dealer" => {
+            use hush_tee::dealer::{self, DealerConfig};
+            use hush_tee::{DealerModule, ModuleRole};
+            use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
+            let ts = Instant::now();
+            let di = Arc::new(Identity::generate().map_err(|e| Error::Bench(e.to_string()))?);
+            let pi = Arc::new(Identity::generate().map_err(|e| Error::Bench(e.to_string()))?);
+            let fp = di.fingerprint();
+            let dl = LinkSecurity::Tls(TlsSettings { identity: di, peer: PeerCheck::AnyPeer, require_client_cert: false });
+            let pl = LinkSecurity::Tls(TlsSettings { identity: pi, peer: PeerCheck::Pinned(vec![fp]), require_client_cert: false });
+            let h = dealer::serve("127.0.0.1:0", DealerConfig::new(dl, hush_2pc::deal::kinds()), Arc::new(|_| {})).map_err(|e| Error::Bench(e.to_string()))?;
+            let sid = dealer::new_session_id();
+            let m0 = DealerModule::connect(&h.addr.to_string(), &pl, &sid, ModuleRole::Sender)?;
+            let m1 = DealerModule::connect(&h.addr.to_string(), &pl, &sid, ModuleRole::Receiver)?;
+            let _ = ts;
+            dealer_handle = Some(h);
+            (Some(Box::new(m0)), Some(Box::new(m1)))
+        }
+        "interactive" | "silent" => return Err(Error::Invalid(hush_2pc::transformer::ctx::NOT_INTERACTIVE.into())),
+        o => return Err(Error::Invalid(format!("unknown --mode {o} (tee, dealer)"))),
+    };
+    let barrier = Arc::new(Barrier::new(2));
+    let (b1, b2) = (barrier.clone(), barrier);
+    let (a1, a2) = (a.clone(), a.clone());
+    let t0 = std::thread::spawn(move || party(&a1, proto, fx, len, s0, &mut *ca, 0, m0, b1));
+    let t1 = std::thread::spawn(move || party(&a2, proto, fx, len, s1, &mut *cb, 1, m1, b2));
+    let s = t0.join().map_err(|_| Error::Bench("party 0 panicked".into()))??;
+    let r = t1.join().map_err(|_| Error::Bench("party 1 panicked".into()))??;
+    drop(dealer_handle);
+    // Check against f64 within the documented bound.
+    let got: Vec<f64> = s.out.iter().zip(&r.out).map(|(p, q)| fx.decode(ring.add(*p, *q))).collect();
+    let xd: Vec<f64> = enc.iter().map(|v| fx.decode(*v)).collect();
+    let (want, bound) = match a.op.as_str() {
+        "gelu" => (xd.iter().map(|v| gelu::gelu_f64(*v)).collect::<Vec<_>>(), gelu::GELU_ERR_F12),
+        "softmax" => (softmax::softmax_f64(&xd, len), softmax::SOFTMAX_ERR_F12),
+        _ => (layernorm::layernorm_f64(&xd, len, 1e-5), layernorm::LN_ERR_F12),
+    };
+    // the documented bounds are for f = 12; scale the ulp part for other f
+    let bound = bound + 4.0 * ((-(a.frac as f64)).exp2() - 1.0 / 4096.0).max(0.0);
+    let max_err = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+    if !(max_err <= bound) {
+        return Err(Error::Bench(format!("result check failed: {} max error {max_err} exceeds the documented {bound}", a.op)));
+    }
+    let wall = s.end.max(r.end).duration_since(s.start.min(r.start)).as_secs_f64();
+    let bytes = s.online.bytes_sent + r.online.bytes_sent;
+    let mut rec = Record::new("nonlinear");
+    let shape_s = shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
+    rec.set("op", a.op.as_str())
+        .set("shape", shape_s)
+        .set("n", n as u64)
+        .set("proto", proto.name())
+        .set("mode", a.mode.as_str())
+        .set("one_round_products", !a.no_one_round)
+        .set("bits", 64u64)
+        .set("frac", a.frac as u64)
+        .set("net", a.net.as_str())
+        .set("transport", transport.name())
+        .set("wall_s", wall)
+        .set("online_s", wall)
+        .set("bytes", bytes)
+        .set("rounds", s.online.rounds.max(r.online.rounds) as u64)
+        .set("setup_s", s.setup_s.max(r.setup_s))
+        .set("offline_s", s.offline_s.max(r.offline_s))
+        .set("dealt_bytes", s.dealt + r.dealt)
+        .set("dealt_bytes_party0", s.dealt)
+        .set("dealt_bytes_party1", r.dealt)
+        .set("module_crossings", s.crossings + r.crossings)
+        .set("plan_items", s.plan_items as u64)
+        .set("party0_bytes_sent", s.online.bytes_sent)
+        .set("party1_bytes_sent", r.online.bytes_sent)
+        .set("input_range", format!("[{lo}, {hi}]"))
+        .set("max_abs_err", max_err)
+        .set("err_bound", bound)
+        .set("checked", n as u64);
+    if a.op != "gelu" {
+        rec.set("axis_len", len as u64);
+    }
+    if proto == Proto::Tami {
+        rec.set("k", a.k as u64).set("arity", a.arity as u64);
+    }
+    rec.set(
+        "tee_note",
+        if a.mode == "dealer" {
+            "dealer mode: a dealer service in this process (TLS on loopback), sharing the cores"
+        } else {
+            "tee mode: trusted module simulated — gives no hardware protection"
+        },
+    );
+    rec.set("machine", machine_note());
+    crate::machine_fields(&mut rec);
+    Ok(rec)
+}
