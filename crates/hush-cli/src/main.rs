@@ -34,6 +34,9 @@ enum Cmd {
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Convert an ONNX model into a hush model file (.hushm); prints the
+    /// layers. `serve`, `run` and `bench infer` also take .onnx directly.
+    Import(ImportArgs),
     /// Run one compute party of the three-party circuit service (Araki et al.).
     Node(hush_replicated::cli::NodeArgs),
     /// Share inputs with three nodes, run a circuit, reconstruct the output.
@@ -59,6 +62,31 @@ enum Cmd {
     Train(hush_lr::cli::TrainArgs),
     /// Score rows with a vertical LR model: with the peer (shared model), or alone from a revealed one.
     Predict(hush_lr::cli::PredictArgs),
+}
+
+#[derive(Args)]
+struct ImportArgs {
+    /// The ONNX model to read.
+    model: std::path::PathBuf,
+    /// The .hushm file to write.
+    out: std::path::PathBuf,
+}
+
+/// `hush import IN.onnx OUT.hushm`: the built-in importer, then the loader's checks.
+fn import(a: ImportArgs) -> Result<(), String> {
+    let bytes = hush_inference::model::convert_onnx(&a.model).map_err(|e| e.to_string())?;
+    let m = hush_inference::model::Model::from_bytes(&bytes).map_err(|e| e.to_string())?;
+    std::fs::write(&a.out, &bytes).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    println!(
+        "{}: {} layers, input {:?}, output {:?}, postprocess {:?}, {} weights",
+        a.out.display(),
+        m.nodes.len(),
+        m.input_shape,
+        m.output_shape(),
+        m.post,
+        m.params()
+    );
+    Ok(())
 }
 
 #[derive(Args)]
@@ -189,6 +217,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
+        Cmd::Import(a) => import(a),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),

@@ -142,7 +142,7 @@ pub struct FixedArgs {
 
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
-    /// Model: a .hushm file, or .onnx (converted with `python3 -m hush.onnx_import`).
+    /// Model: a .hushm file, or .onnx (converted in this process by the built-in importer).
     #[arg(long)]
     pub model: PathBuf,
     /// Address to listen on, e.g. 0.0.0.0:7000.
@@ -184,7 +184,7 @@ pub struct InferArgs {
 
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
-    /// Model: a .hushm file, or .onnx (converted with `python3 -m hush.onnx_import`).
+    /// Model: a .hushm file, or .onnx (converted in this process by the built-in importer).
     #[arg(long)]
     pub model: PathBuf,
     /// Input .npy.

@@ -11,7 +11,7 @@
 //! see [`runtime::Mode`].
 //!
 //! * [`model`] — the model description and its file format (`.hushm`,
-//!   written from ONNX by `python -m hush.onnx_import`); an untrusted-input
+//!   written from ONNX by the `hush-onnx` importer, `hush import`); an untrusted-input
 //!   loader; [`model::Builder`] to make models in Rust.
 //! * [`fixed`] — fixed-point encoding (defaults ℓ = 37, 12 fraction bits,
 //!   and why), truncation and rounding rules.

@@ -118,6 +118,33 @@ fn load_model(bytes: &[u8]) -> PyResult<Model> {
     Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Converts an ONNX model's bytes into a hush model file's bytes with the
+/// built-in importer (the one the `hush` command uses). Raises ValueError
+/// naming the node and operator on a model hush cannot run.
+#[pyfunction]
+fn onnx_to_hushm(py: Python<'_>, onnx: &[u8]) -> PyResult<PyObject> {
+    let r = py.allow_threads(|| catch_unwind(AssertUnwindSafe(|| hush_onnx::convert(onnx))));
+    onnx_result(py, r)
+}
+
+/// Reads an ONNX file (size-checked before reading) and converts it into a
+/// hush model file's bytes with the built-in importer. Raises ValueError on
+/// a model hush cannot run (naming the node and operator) or a file that
+/// cannot be read.
+#[pyfunction]
+fn onnx_file_to_hushm(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyObject> {
+    let r = py.allow_threads(|| catch_unwind(AssertUnwindSafe(|| hush_onnx::convert_file(&path))));
+    onnx_result(py, r)
+}
+
+fn onnx_result(py: Python<'_>, r: std::thread::Result<hush_onnx::Result<Vec<u8>>>) -> PyResult<PyObject> {
+    match r {
+        Ok(Ok(b)) => Ok(pyo3::types::PyBytes::new(py, &b).into_any().unbind()),
+        Ok(Err(e)) => Err(PyValueError::new_err(e.to_string())),
+        Err(_) => Err(PyRuntimeError::new_err("internal error (Rust panic caught at the Python boundary)")),
+    }
+}
+
 /// Calls a Python progress callback `f(done, total)` from a worker thread.
 fn progress_fn(cb: Option<PyObject>) -> impl FnMut(usize, usize) + Send {
     move |done, total| {
@@ -445,6 +472,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(net_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(cot_sources, m)?)?;
     m.add_function(wrap_pyfunction!(run_model, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx_to_hushm, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx_file_to_hushm, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
