@@ -180,6 +180,19 @@ pub struct InferArgs {
     /// Print one JSON object with the costs.
     #[arg(long)]
     pub json: bool,
+    /// Require the server's ring size ℓ (bits); a server with another is refused, naming both.
+    #[arg(long)]
+    pub bits: Option<u32>,
+    /// Require the server's fraction bits; a server with others is refused, naming both.
+    #[arg(long)]
+    pub frac: Option<u32>,
+    /// Require the server's nonlinear chunk; a server with another is refused, naming both.
+    #[arg(long)]
+    pub chunk: Option<usize>,
+    /// Require the server's model: the digest `hush serve` prints at start
+    /// (sha256:<hex> of the public architecture); another is refused, naming both.
+    #[arg(long, value_name = "sha256:HEX")]
+    pub model_digest: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -317,6 +330,7 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
         cot_set: common.cot_set.clone(),
         ..Default::default()
     };
+    o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
     if o.cot_set.is_some() && !o.mode.he() {
         return Err(Error::Config(format!("--cot-set applies to --mode interactive and silent, not --mode {}", o.mode.name())));
@@ -426,6 +440,12 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         o.cfg.frac,
         mode_line(&o)
     );
+    let family = if o.expect.proto {
+        format!("--proto {} (clients asking for another family are refused)", o.proto)
+    } else {
+        format!("--proto auto: {} unless a client asks for another of {}", o.proto, o.mode.families().join(", "))
+    };
+    eprintln!("hush serve: model digest {} (clients may require it with --model-digest); family {family}", crate::hello::architecture_digest(&model.header_json));
     h.wait();
     Ok(())
 }
@@ -482,10 +502,18 @@ fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_js
 /// `hush infer`: private inference against a server.
 pub fn infer_main(a: InferArgs) -> Result<()> {
     needs_dealer_addr(&a.common, "hush infer")?;
-    let o = options(&a.common, None, a.max_mem.as_ref())?;
+    let mut o = options(&a.common, None, a.max_mem.as_ref())?;
+    o.expect.bits = a.bits;
+    o.expect.frac = a.frac;
+    o.expect.chunk = a.chunk;
+    o.expect.model_digest = a.model_digest.clone();
     announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
     let mut s = runtime::connect(&a.connect, &o)?;
+    if s.proto != o.proto {
+        eprintln!("hush infer: protocol family {} (the server's; this client has --proto auto)", s.proto);
+        o.proto = s.proto.clone();
+    }
     let items = inputs_of(&s.model, &shape, &x, a.batch)?;
     let mut outs = Vec::new();
     let n = items.len();

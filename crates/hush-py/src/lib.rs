@@ -105,7 +105,8 @@ fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<O
         return Err(PyValueError::new_err(format!("proto '{proto}': choose auto, fss, tami (tee, dealer) or cf2 (interactive, silent)")));
     }
     let profile = hush_bench::profile(net).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(Options { cfg, proto: proto.to_string(), profile, ..Default::default() })
+    let expect = hush_inference::hello::Expect { proto: proto != "auto", ..Default::default() };
+    Ok(Options { cfg, proto: proto.to_string(), profile, expect, ..Default::default() })
 }
 
 /// LinkConfig settings from the Python arguments (TLS unless `insecure`).
