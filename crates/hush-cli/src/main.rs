@@ -4,11 +4,21 @@
 //! `src/bin/hush.rs`.
 
 use clap::{Args, Parser, Subcommand};
+
+#[path = "config.rs"]
+pub(crate) mod config;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
 #[derive(Parser)]
-#[command(name = "hush", version, about = "Private machine learning with secure multi-party computation, made fast by trusted acceleration")]
+#[command(
+    name = "hush",
+    version,
+    about = "Private machine learning with secure multi-party computation, made fast by trusted acceleration",
+    after_help = "Deployment configs: serve, infer, node, job, dealer and train take --config FILE.toml \
+                  (keys = the command's long flags; flags on the command line override the file); \
+                  `hush config check FILE...` validates configs and checks that a set of parties' configs agree."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -37,6 +47,11 @@ enum Cmd {
     /// Convert an ONNX model into a hush model file (.hushm); prints the
     /// layers. `serve`, `run` and `bench infer` also take .onnx directly.
     Import(ImportArgs),
+    /// Deployment configs (TOML): validate them and check that parties agree.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
+    },
     /// Run one compute party of the three-party circuit service (Araki et al.).
     Node(hush_replicated::cli::NodeArgs),
     /// Share inputs with three nodes, run a circuit, reconstruct the output.
@@ -62,6 +77,19 @@ enum Cmd {
     Train(hush_lr::cli::TrainArgs),
     /// Score rows with a vertical LR model: with the peer (shared model), or alone from a revealed one.
     Predict(hush_lr::cli::PredictArgs),
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Validate each config file (keys, value types, values), then check
+    /// that the set agrees: the settings every party of a session shares
+    /// (mode, family, ring and fraction bits, chunk, ...), ports, and pins
+    /// against the identity folders that exist. Names each disagreeing setting.
+    Check {
+        /// Config files (TOML), e.g. every party's of one deployment.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -218,6 +246,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
         Cmd::Import(a) => import(a),
+        Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
@@ -321,6 +350,14 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let args = match config::expand_args(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("hush: error: {e}");
+            return 2;
+        }
+    };
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
