@@ -7,6 +7,8 @@ use clap::{Args, Parser, Subcommand};
 
 #[path = "config.rs"]
 pub(crate) mod config;
+#[path = "report.rs"]
+pub(crate) mod report;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
@@ -47,6 +49,16 @@ enum Cmd {
     /// Convert an ONNX model into a hush model file (.hushm); prints the
     /// layers. `serve`, `run` and `bench infer` also take .onnx directly.
     Import(ImportArgs),
+    /// Render `--json` benchmark output as a self-contained HTML report:
+    /// per-layer time, bytes and rounds as bar charts (inline SVG), and one
+    /// table per benchmark. `hush bench ... --report OUT.html` writes one directly.
+    Report {
+        /// The `--json` output (one JSON object per line).
+        input: std::path::PathBuf,
+        /// Where to write the HTML (default: the input with .html).
+        #[arg(long)]
+        html: Option<std::path::PathBuf>,
+    },
     /// Deployment configs (TOML): validate them and check that parties agree.
     Config {
         #[command(subcommand)]
@@ -246,6 +258,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
         Cmd::Import(a) => import(a),
+        Cmd::Report { input, html } => report::report_main(&input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
         Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
@@ -338,6 +351,73 @@ fn demo(a: DemoArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `hush bench ... --report OUT.html`: runs the same benchmark as a child
+/// `hush` process with `--json`, passes its output through, and renders it
+/// (see [`report`]). None when there is no `--report`.
+fn bench_with_report(args: &[std::ffi::OsString]) -> Option<u8> {
+    use std::io::{BufRead, Write};
+    let pos = args.iter().position(|a| a == "--report" || a.to_str().is_some_and(|s| s.starts_with("--report=")))?;
+    let (out, skip) = match args[pos].to_str().and_then(|s| s.strip_prefix("--report=")) {
+        Some(p) => (std::path::PathBuf::from(p), 1),
+        None => match args.get(pos + 1) {
+            Some(p) => (std::path::PathBuf::from(p), 2),
+            None => {
+                eprintln!("hush: error: --report needs a file (OUT.html)");
+                return Some(2);
+            }
+        },
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) if e.file_stem().is_some_and(|s| s.to_string_lossy().starts_with("hush")) => e,
+        _ => {
+            eprintln!("hush: error: --report runs the hush program itself, which this process is not; run `hush bench ... --json > run.json` and `hush report run.json`");
+            return Some(2);
+        }
+    };
+    let mut child_args: Vec<std::ffi::OsString> = args[1..pos].to_vec();
+    child_args.extend(args[pos + skip..].iter().cloned());
+    if !child_args.iter().any(|a| a == "--json") {
+        child_args.push("--json".into());
+    }
+    let mut child = match std::process::Command::new(exe).args(&child_args).stdout(std::process::Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hush: error: cannot run the benchmark: {e}");
+            return Some(1);
+        }
+    };
+    let mut lines = String::new();
+    if let Some(so) = child.stdout.take() {
+        for line in std::io::BufReader::new(so).lines().map_while(Result::ok) {
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+            lines.push_str(&line);
+            lines.push('\n');
+        }
+    }
+    let status = child.wait().map(|s| s.code().unwrap_or(1)).unwrap_or(1);
+    if status != 0 {
+        return Some(status.clamp(1, 255) as u8);
+    }
+    let records = match report::read_records(&lines) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hush: error: --report: {e}");
+            return Some(1);
+        }
+    };
+    match std::fs::write(&out, report::render(&records, "hush bench")) {
+        Ok(()) => {
+            eprintln!("hush: wrote {}", out.display());
+            Some(0)
+        }
+        Err(e) => {
+            eprintln!("hush: error: {}: {e}", out.display());
+            Some(1)
+        }
+    }
+}
+
 /// The connection notice of every command (see `hush_transport::notice`).
 fn print_connect_notice(msg: &str) {
     eprintln!("hush: {msg}");
@@ -351,6 +431,11 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).and_then(|a| a.to_str()) == Some("bench") {
+        if let Some(code) = bench_with_report(&args) {
+            return code;
+        }
+    }
     let args = match config::expand_args(args) {
         Ok(a) => a,
         Err(e) => {
