@@ -518,7 +518,7 @@ pub fn infer_main(a: InferArgs) -> Result<()> {
     let mut outs = Vec::new();
     let n = items.len();
     for (i, it) in items.iter().enumerate() {
-        let r = s.infer(&s.model.input_shape.clone(), it, |_, _| {})?;
+        let r = s.infer(&s.model.input_shape.clone(), it, crate::progress::layers(&format!("hush infer: input {}/{n}", i + 1)))?;
         let v = client_json(&s.model, &r, &o);
         if a.json {
             println!("{v}");
@@ -608,12 +608,15 @@ pub fn run_main(a: RunArgs) -> Result<()> {
                 t => return Err(Error::Config(format!("--transport {t}: choose tcp or mem"))),
             };
             let total = items.len();
-            let show = total > 1 && !a.json;
+            let bar = crate::progress::Bar::new(total as u64, "hush run", if total > 1 { "inputs" } else { "layers" });
+            let show = total > 1 && !a.json && !crate::progress::enabled();
             let (outs, rep) = run_secure_batch(model.clone(), &items, &o, tcp, |d, n| {
+                bar.set(d as u64, n as u64);
                 if show && (d % 100 == 0 || d == n) {
                     eprintln!("hush run: {d}/{n} inputs");
                 }
             })?;
+            bar.finish();
             if let Some(v) = rep {
                 if !a.json {
                     println!("private inference of {} input(s) with '{}' ({} layers), family {}, net {}:", total, model.name, model.nodes.len(), o.proto, o.profile.name);
@@ -664,7 +667,10 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
         let mut recs = Vec::new();
         for o in &variants {
             let tcp = tcp || a.tls_overhead;
+            let bar = crate::progress::Bar::new(0, "hush bench infer", "layers");
+            let show = show && !crate::progress::enabled();
             let run = runtime::run_local_probed(model.clone(), &shape, &x, o, tcp, |d, n| {
+                bar.set(d as u64, n as u64);
                 if show && (d % 10 == 0 || d == n) {
                     eprint!("\rhush bench infer: layer {d}/{n}");
                     if d == n {
@@ -749,6 +755,8 @@ fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Res
     };
     let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())).unwrap_or_default();
     let mut rows: Vec<serde_json::Value> = Vec::new();
+    let cells = (models.len() * modes.len() * nets.len()) as u64;
+    let table_bar = crate::progress::Bar::new(cells, "hush bench infer --table", "cells");
     for name in &models {
         let model = Arc::new(crate::zoo::load(name)?);
         let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
@@ -770,7 +778,8 @@ fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Res
                 let o = options(&common, Some(&a.fixed), a.max_mem.as_ref())?;
                 let mut o = with_profile(o, &a.client_profile)?;
                 let _dealer = runtime::local_dealer(&mut o)?;
-                if !a.json {
+                table_bar.message(format!("{name} {mode} {net}"));
+                if !a.json && !crate::progress::enabled() {
                     eprint!("\rhush bench infer --table: {name} {mode} {net} ...            ");
                 }
                 let run = runtime::run_local_probed(model.clone(), &model.input_shape.clone(), &x, &o, true, |_, _| {}, probe)?;
@@ -782,13 +791,17 @@ fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Res
                     println!("{v}");
                 }
                 rows.push(v);
+                table_bar.set(rows.len() as u64, cells);
             }
         }
     }
+    table_bar.finish();
     if a.json {
         return Ok(());
     }
-    eprintln!();
+    if !crate::progress::enabled() {
+        eprintln!();
+    }
     println!("hush bench infer --table — both parties on this machine ({cpu}), TCP loopback with TLS, emulated networks; one run per cell");
     println!("{:<14} {:<12} {:<5} {:<7} {:>10} {:>10} {:>11} {:>7}", "model", "mode", "proto", "net", "online s", "total s", "online MB", "rounds");
     for v in &rows {

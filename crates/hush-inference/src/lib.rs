@@ -54,6 +54,7 @@ pub mod linear;
 pub mod model;
 pub mod npy;
 pub mod plan;
+pub mod progress;
 pub mod reference;
 pub mod runtime;
 pub mod zoo;
