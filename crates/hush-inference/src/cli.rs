@@ -57,7 +57,7 @@ pub struct CommonArgs {
     /// `demo` and `bench infer` start a dealer in this process when omitted.
     #[arg(long, value_name = "ADDR")]
     pub dealer: Option<String>,
-    /// Dealer mode: the dealer's fingerprint (sha256:<hex>, printed by
+    /// Dealer mode: the dealer's fingerprint (sha256:HEX, printed by
     /// `hush dealer` at start); required with TLS (the default).
     #[arg(long, value_name = "sha256:HEX")]
     pub dealer_pin: Option<String>,
@@ -190,7 +190,7 @@ pub struct InferArgs {
     #[arg(long)]
     pub chunk: Option<usize>,
     /// Require the server's model: the digest `hush serve` prints at start
-    /// (sha256:<hex> of the public architecture); another is refused, naming both.
+    /// (sha256:HEX of the public architecture); another is refused, naming both.
     #[arg(long, value_name = "sha256:HEX")]
     pub model_digest: Option<String>,
 }

@@ -16,7 +16,7 @@
 //! * [`fixed`] — fixed-point encoding (defaults ℓ = 37, 12 fraction bits,
 //!   and why), truncation and rounding rules.
 //! * [`plan`] — a model compiled for a ring: one step per layer.
-//! * [`reference`] — the plaintext fixed-point executor: the bit-exact
+//! * [`reference`](mod@reference) — the plaintext fixed-point executor: the bit-exact
 //!   specification of the secure run.
 //! * [`float_ref`] — an f64 executor (for comparison with onnxruntime).
 //! * [`linear`] — the module-dealt linear-layer protocol (one one-way
