@@ -156,8 +156,8 @@ impl Config {
                 out.push(format!("--{long}"));
             }
             for v in values {
-                out.push(format!("--{long}"));
-                out.push(v.clone());
+                // one argument, so that a value starting with '-' is not read as a flag
+                out.push(format!("--{long}={v}"));
             }
         }
         out
@@ -450,11 +450,8 @@ mod tests {
     #[test]
     fn keys_map_to_flags_and_flags_override() {
         let c = cfg("command = \"serve\"\nmodel = \"m.onnx\"\nmode = \"dealer\"\nbits = 40\npins = [\"sha256:aa\", \"sha256:bb\"]\ninsecure = true\nmax_sessions = 3\n", None).unwrap();
-        assert_eq!(
-            c.args(&[]),
-            ["--model", "m.onnx", "--mode", "dealer", "--bits", "40", "--pin", "sha256:aa", "--pin", "sha256:bb", "--insecure", "--max-sessions", "3"]
-        );
-        assert_eq!(c.args(&["mode".into(), "pin".into()]), ["--model", "m.onnx", "--bits", "40", "--insecure", "--max-sessions", "3"]);
+        assert_eq!(c.args(&[]), ["--model=m.onnx", "--mode=dealer", "--bits=40", "--pin=sha256:aa", "--pin=sha256:bb", "--insecure", "--max-sessions=3"]);
+        assert_eq!(c.args(&["mode".into(), "pin".into()]), ["--model=m.onnx", "--bits=40", "--insecure", "--max-sessions=3"]);
     }
 
     #[test]
@@ -475,6 +472,40 @@ mod tests {
         assert!(e.contains("unknown setting `link`"), "{e}");
     }
 
+    fn check_files(files: &[(&str, &str)]) -> Result<(), String> {
+        let dir = std::env::temp_dir().join(format!("hush-config-check-{}-{}", std::process::id(), files[0].0));
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths: Vec<PathBuf> = files
+            .iter()
+            .map(|(name, text)| {
+                let p = dir.join(name);
+                std::fs::write(&p, text).unwrap();
+                p
+            })
+            .collect();
+        let r = check_main(&paths);
+        let _ = std::fs::remove_dir_all(&dir);
+        r
+    }
+
+    #[test]
+    fn training_pair_agreement() {
+        let labels = "command = \"train\"\nrole = \"labels\"\ndata = \"a.svm\"\nout = \"a.json\"\nlisten = \"127.0.0.1:7300\"\nepochs = 5\ninsecure = true\n";
+        let features = "command = \"train\"\nrole = \"features\"\ndata = \"b.svm\"\nout = \"b.json\"\npeer = \"127.0.0.1:7300\"\nepochs = 5\ninsecure = true\n";
+        check_files(&[("tl.toml", labels), ("tf.toml", features)]).unwrap();
+        let e = check_files(&[("tl2.toml", labels), ("tf2.toml", &features.replace("epochs = 5", "epochs = 6"))]).unwrap_err();
+        assert!(e.contains("setting `epochs` disagrees") && e.contains("has 5") && e.contains("has 6"), "{e}");
+        let e = check_files(&[("tl3.toml", labels), ("tf3.toml", &features.replace("features", "labels"))]).unwrap_err();
+        assert!(e.contains("both --role labels"), "{e}");
+        let e = check_files(&[("tl4.toml", labels), ("tf4.toml", &features.replace("7300", "7301"))]).unwrap_err();
+        assert!(e.contains("connects to 127.0.0.1:7301") && e.contains("listens on 127.0.0.1:7300"), "{e}");
+        let e = check_files(&[("tl5.toml", labels), ("tf5.toml", &features.replace("insecure = true", "insecure = false"))]).unwrap_err();
+        assert!(e.contains("setting `insecure` disagrees"), "{e}");
+        // a value the command's parser refuses, named with the file
+        let e = check_files(&[("tl6.toml", &labels.replace("epochs = 5", "epochs = -1"))]).unwrap_err();
+        assert!(e.contains("tl6.toml") && e.contains("epochs"), "{e}");
+    }
+
     #[test]
     fn expand_puts_the_file_first_and_drops_overridden_flags() {
         let dir = std::env::temp_dir().join(format!("hush-config-unit-{}", std::process::id()));
@@ -483,7 +514,7 @@ mod tests {
         std::fs::write(&p, "command = \"serve\"\nmodel = \"m.onnx\"\nmode = \"dealer\"\npin = [\"sha256:aa\"]\n").unwrap();
         let argv: Vec<OsString> = ["hush", "serve", "--mode", "tee", "--config", p.to_str().unwrap(), "--pin=sha256:cc"].iter().map(OsString::from).collect();
         let out: Vec<String> = expand_args(argv).unwrap().into_iter().map(|s| s.into_string().unwrap()).collect();
-        assert_eq!(out, ["hush", "serve", "--model", "m.onnx", "--mode", "tee", "--pin=sha256:cc"]);
+        assert_eq!(out, ["hush", "serve", "--model=m.onnx", "--mode", "tee", "--pin=sha256:cc"]);
         let argv: Vec<OsString> = ["hush", "demo", "--config", "x"].iter().map(OsString::from).collect();
         assert_eq!(expand_args(argv.clone()).unwrap(), argv);
         let _ = std::fs::remove_dir_all(&dir);
