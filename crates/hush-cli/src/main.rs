@@ -305,7 +305,14 @@ fn run(cli: Cli) -> Result<(), String> {
                     return Err("--client-profile applies to single runs, not --table".into());
                 }
                 let t = Transport::by_name(&a.transport).ok_or("unknown transport (tcp, mem)")?;
-                let (recs, table) = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed, a.repeat).map_err(|e| e.to_string())?;
+                let bar = hush_inference::progress::Bar::new(0, "hush bench cot --table", "runs");
+                let mut show = |done: usize, all: usize, cell: &str| {
+                    bar.set(done as u64, all as u64);
+                    bar.message(cell.to_string());
+                };
+                let r = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed, a.repeat, &mut show);
+                bar.finish();
+                let (recs, table) = r.map_err(|e| e.to_string())?;
                 if a.json {
                     recs.iter().for_each(|r| println!("{}", r.json()));
                 }
