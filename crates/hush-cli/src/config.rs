@@ -242,6 +242,13 @@ fn effective(cfg: &Config) -> Result<Checked, String> {
                         values.insert(long.to_string(), vec![sm.get_flag(id).to_string()]);
                     }
                 }
+                // fingerprints are checked when a command starts; check them here too
+                if let Some(p) = values.get("pin") {
+                    hush_transport::peering::Pins::parse(p).map_err(|e| format!("config {show}: {e}"))?;
+                }
+                if let Some(fp) = values.get("dealer-pin").and_then(|v| v.first()) {
+                    fp.trim().parse::<hush_transport::Fingerprint>().map_err(|e| format!("config {show}: dealer_pin {fp:?}: {e}"))?;
+                }
                 return Ok(Checked { cfg: cfg.clone(), values, left });
             }
             Err(e) if e.kind() == clap::error::ErrorKind::MissingRequiredArgument => {
@@ -501,6 +508,9 @@ mod tests {
         assert!(e.contains("connects to 127.0.0.1:7301") && e.contains("listens on 127.0.0.1:7300"), "{e}");
         let e = check_files(&[("tl5.toml", labels), ("tf5.toml", &features.replace("insecure = true", "insecure = false"))]).unwrap_err();
         assert!(e.contains("setting `insecure` disagrees"), "{e}");
+        // a fingerprint that is not one (an unfilled placeholder)
+        let e = check_files(&[("tl7.toml", &labels.replace("insecure = true", "pin = [\"sha256:<peer>\"]"))]).unwrap_err();
+        assert!(e.contains("tl7.toml") && e.contains("sha256:<peer>"), "{e}");
         // a value the command's parser refuses, named with the file
         let e = check_files(&[("tl6.toml", &labels.replace("epochs = 5", "epochs = -1"))]).unwrap_err();
         assert!(e.contains("tl6.toml") && e.contains("epochs"), "{e}");

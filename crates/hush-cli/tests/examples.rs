@@ -9,7 +9,7 @@
 mod common;
 use common::{free_addr, repo, Proc, HUSH};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -156,7 +156,10 @@ fn dealer_deployment_from_configs() {
     let _srv = d.start("serve", "server.toml");
     let (ok, out) = infer(&d, &[]);
     assert!(ok && out.contains("class 4"), "{out}");
-    d.edit("client.toml", "dealer_pin = \"sha256:", "dealer_pin = \"sha256:00");
+    let t = std::fs::read_to_string(d.dir.join("client.toml")).unwrap();
+    let start = t.find("dealer_pin = \"").unwrap() + 14;
+    let fp = t[start..start + 71].to_string();
+    d.edit("client.toml", &fp, &format!("sha256:{}", "ab".repeat(32)));
     let (ok, out) = check(&d, &["dealer.toml", "server.toml", "client.toml"]);
     assert!(!ok && out.contains("setting `dealer-pin` disagrees"), "{out}");
 }
@@ -185,5 +188,3 @@ fn three_node_service_from_configs() {
     assert!(!ok && out.contains("are both --party 1"), "{out}");
 }
 
-#[allow(dead_code)]
-fn _unused(_: &Path) {}
