@@ -23,6 +23,7 @@ pub const TARGETS: &[&str] = &[
     "frame",
     "npy",
     "hushm",
+    "onnx",
     "architecture",
     "bristol",
     "module_request",
@@ -47,6 +48,12 @@ pub fn run(name: &str, data: &[u8]) {
             let _ = hush_inference::npy::parse(data);
         }
         "hushm" => hushm(data),
+        "onnx" => {
+            // the importer, then the loader (and a small reference run) on what it writes
+            if let Ok(b) = hush_onnx::convert(data) {
+                hushm(&b);
+            }
+        }
         "architecture" => {
             if let Ok(s) = std::str::from_utf8(data) {
                 if let Ok(m) = hush_inference::Model::from_architecture(s) {
@@ -395,6 +402,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
     match name {
         "frame" => vec![hush_transport::encode_frame(b"hello", 1, 0), vec![0; 20]],
         "npy" => vec![hush_inference::npy::to_bytes(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])],
+        "onnx" => vec![include_bytes!("../../models/mnist_cnn.onnx").to_vec()],
         "hushm" => {
             let (mut b, x) = hush_inference::model::Builder::new("s", &[1, 4, 4]);
             let y = b.conv(x, 2, [3, 3], [1, 1], [1; 4], &[0.1; 18], &[0.0, 0.1]);

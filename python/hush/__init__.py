@@ -39,11 +39,12 @@ def _model_bytes(model: _PathLike) -> bytes:
     """Bytes of a hush model file from a path to a .hushm or .onnx file."""
     path = _os.fspath(model)
     if path.lower().endswith(".onnx"):
-        import onnx
-
         from . import onnx_import
 
-        return onnx_import.convert(onnx.load(path))
+        try:
+            return _native.onnx_file_to_hushm(path)
+        except ValueError as e:
+            raise onnx_import.UnsupportedModel(str(e)) from None
     with open(path, "rb") as f:
         return f.read()
 

@@ -7,8 +7,8 @@ separate Rust build is needed. Before handing over, :func:`main` points the
 Rust side at what this installation provides (each only if not already set
 in the environment):
 
-* ``HUSH_PYTHON`` — this interpreter, which has ``hush.onnx_import`` (the
-  ONNX importer ``hush run|serve --model x.onnx`` calls);
+* ``HUSH_PYTHON`` — this interpreter (``hush bench lr --dataset`` loads
+  scikit-learn's data sets with it; ONNX import needs no Python);
 * ``HUSH_TEE_MODULE`` — the ``hush-tee-module`` command installed beside
   ``hush`` (``--tee out-of-process``);
 * ``HUSH_MODELS`` — the bundled MNIST model and samples (``hush demo``).

@@ -59,7 +59,7 @@ def test_pip_install_in_a_fresh_venv():
         # hush demo: the bundled model and samples
         r = _run(["hush", "demo"], env, work, 600)
         assert "5/5 private predictions equal the true label" in r.stdout, r.stdout
-        # hush run --model some.onnx: the ONNX importer of this environment's interpreter
+        # hush run --model some.onnx: the importer built into the extension (no Python involved)
         shutil.copy(os.path.join(ROOT, "models", "mnist_cnn.onnx"), os.path.join(work, "some.onnx"))
         shutil.copy(os.path.join(ROOT, "models", "samples", "mnist_8000_label4.npy"), os.path.join(work, "x.npy"))
         r = _run(["hush", "run", "--model", "some.onnx", "--input", "x.npy", "--out", "y.npy"], env, work, 600)

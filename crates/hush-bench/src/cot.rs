@@ -298,13 +298,15 @@ const PAPER: &[(&str, [f64; 3])] = &[
 /// run. Each cell is the median `wall_s` of `repeat` runs (sources
 /// interleaved, so that slow phases of a shared machine hit all of them).
 /// Returns every run's record and the printed table (hush's rows with the
-/// speedup of SilentFlow over each, then the paper's rows).
+/// speedup of SilentFlow over each, then the paper's rows). `progress` is
+/// called before each run with (runs done, runs in all, the run's cell).
 pub fn cot_table(
     n: usize,
     max_mem: Option<usize>,
     transport: Transport,
     seed: Option<u64>,
     repeat: usize,
+    progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<(Vec<Record>, String)> {
     let nets = ["lan", "wan", "mobile"];
     let sources = ["silent", "ferret", "iknp"];
@@ -314,6 +316,7 @@ pub fn cot_table(
     for (j, net) in nets.iter().enumerate() {
         for _ in 0..repeat {
             for (i, src) in sources.iter().enumerate() {
+                progress(recs.len(), nets.len() * repeat * sources.len(), &format!("{src} {net}"));
                 let mut sc = SourceConfig::named(src);
                 sc.max_mem = max_mem;
                 let cfg = CotBench { source: sc, n, profile: crate::profile(net)?, transport, seed, level: None };

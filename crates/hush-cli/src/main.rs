@@ -4,11 +4,23 @@
 //! `src/bin/hush.rs`.
 
 use clap::{Args, Parser, Subcommand};
+
+#[path = "config.rs"]
+pub(crate) mod config;
+#[path = "report.rs"]
+pub(crate) mod report;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
 #[derive(Parser)]
-#[command(name = "hush", version, about = "Private machine learning with secure multi-party computation, made fast by trusted acceleration")]
+#[command(
+    name = "hush",
+    version,
+    about = "Private machine learning with secure multi-party computation, made fast by trusted acceleration",
+    after_help = "Deployment configs: serve, infer, node, job, dealer and train take --config FILE.toml \
+                  (keys = the command's long flags; flags on the command line override the file); \
+                  `hush config check FILE...` validates configs and checks that a set of parties' configs agree."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -34,6 +46,24 @@ enum Cmd {
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Convert an ONNX model into a hush model file (.hushm); prints the
+    /// layers. `serve`, `run` and `bench infer` also take .onnx directly.
+    Import(ImportArgs),
+    /// Render `--json` benchmark output as a self-contained HTML report:
+    /// per-layer time, bytes and rounds as bar charts (inline SVG), and one
+    /// table per benchmark. `hush bench ... --report OUT.html` writes one directly.
+    Report {
+        /// The `--json` output (one JSON object per line).
+        input: std::path::PathBuf,
+        /// Where to write the HTML (default: the input with .html).
+        #[arg(long)]
+        html: Option<std::path::PathBuf>,
+    },
+    /// Deployment configs (TOML): validate them and check that parties agree.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
+    },
     /// Run one compute party of the three-party circuit service (Araki et al.).
     Node(hush_replicated::cli::NodeArgs),
     /// Share inputs with three nodes, run a circuit, reconstruct the output.
@@ -59,6 +89,44 @@ enum Cmd {
     Train(hush_lr::cli::TrainArgs),
     /// Score rows with a vertical LR model: with the peer (shared model), or alone from a revealed one.
     Predict(hush_lr::cli::PredictArgs),
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Validate each config file (keys, value types, values), then check
+    /// that the set agrees: the settings every party of a session shares
+    /// (mode, family, ring and fraction bits, chunk, ...), ports, and pins
+    /// against the identity folders that exist. Names each disagreeing setting.
+    Check {
+        /// Config files (TOML), e.g. every party's of one deployment.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct ImportArgs {
+    /// The ONNX model to read.
+    model: std::path::PathBuf,
+    /// The .hushm file to write.
+    out: std::path::PathBuf,
+}
+
+/// `hush import IN.onnx OUT.hushm`: the built-in importer, then the loader's checks.
+fn import(a: ImportArgs) -> Result<(), String> {
+    let bytes = hush_inference::model::convert_onnx(&a.model).map_err(|e| e.to_string())?;
+    let m = hush_inference::model::Model::from_bytes(&bytes).map_err(|e| e.to_string())?;
+    std::fs::write(&a.out, &bytes).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    println!(
+        "{}: {} layers, input {:?}, output {:?}, postprocess {:?}, {} weights",
+        a.out.display(),
+        m.nodes.len(),
+        m.input_shape,
+        m.output_shape(),
+        m.post,
+        m.params()
+    );
+    Ok(())
 }
 
 #[derive(Args)]
@@ -189,6 +257,9 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
+        Cmd::Import(a) => import(a),
+        Cmd::Report { input, html } => report::report_main(&input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
+        Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
@@ -234,7 +305,14 @@ fn run(cli: Cli) -> Result<(), String> {
                     return Err("--client-profile applies to single runs, not --table".into());
                 }
                 let t = Transport::by_name(&a.transport).ok_or("unknown transport (tcp, mem)")?;
-                let (recs, table) = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed, a.repeat).map_err(|e| e.to_string())?;
+                let bar = hush_inference::progress::Bar::new(0, "hush bench cot --table", "runs");
+                let mut show = |done: usize, all: usize, cell: &str| {
+                    bar.set(done as u64, all as u64);
+                    bar.message(cell.to_string());
+                };
+                let r = hush_bench::cot::cot_table(a.n, max_mem, t, a.seed, a.repeat, &mut show);
+                bar.finish();
+                let (recs, table) = r.map_err(|e| e.to_string())?;
                 if a.json {
                     recs.iter().for_each(|r| println!("{}", r.json()));
                 }
@@ -280,6 +358,73 @@ fn demo(a: DemoArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `hush bench ... --report OUT.html`: runs the same benchmark as a child
+/// `hush` process with `--json`, passes its output through, and renders it
+/// (see [`report`]). None when there is no `--report`.
+fn bench_with_report(args: &[std::ffi::OsString]) -> Option<u8> {
+    use std::io::{BufRead, Write};
+    let pos = args.iter().position(|a| a == "--report" || a.to_str().is_some_and(|s| s.starts_with("--report=")))?;
+    let (out, skip) = match args[pos].to_str().and_then(|s| s.strip_prefix("--report=")) {
+        Some(p) => (std::path::PathBuf::from(p), 1),
+        None => match args.get(pos + 1) {
+            Some(p) => (std::path::PathBuf::from(p), 2),
+            None => {
+                eprintln!("hush: error: --report needs a file (OUT.html)");
+                return Some(2);
+            }
+        },
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) if e.file_stem().is_some_and(|s| s.to_string_lossy().starts_with("hush")) => e,
+        _ => {
+            eprintln!("hush: error: --report runs the hush program itself, which this process is not; run `hush bench ... --json > run.json` and `hush report run.json`");
+            return Some(2);
+        }
+    };
+    let mut child_args: Vec<std::ffi::OsString> = args[1..pos].to_vec();
+    child_args.extend(args[pos + skip..].iter().cloned());
+    if !child_args.iter().any(|a| a == "--json") {
+        child_args.push("--json".into());
+    }
+    let mut child = match std::process::Command::new(exe).args(&child_args).stdout(std::process::Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hush: error: cannot run the benchmark: {e}");
+            return Some(1);
+        }
+    };
+    let mut lines = String::new();
+    if let Some(so) = child.stdout.take() {
+        for line in std::io::BufReader::new(so).lines().map_while(Result::ok) {
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+            lines.push_str(&line);
+            lines.push('\n');
+        }
+    }
+    let status = child.wait().map(|s| s.code().unwrap_or(1)).unwrap_or(1);
+    if status != 0 {
+        return Some(status.clamp(1, 255) as u8);
+    }
+    let records = match report::read_records(&lines) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hush: error: --report: {e}");
+            return Some(1);
+        }
+    };
+    match std::fs::write(&out, report::render(&records, "hush bench")) {
+        Ok(()) => {
+            eprintln!("hush: wrote {}", out.display());
+            Some(0)
+        }
+        Err(e) => {
+            eprintln!("hush: error: {}: {e}", out.display());
+            Some(1)
+        }
+    }
+}
+
 /// The connection notice of every command (see `hush_transport::notice`).
 fn print_connect_notice(msg: &str) {
     eprintln!("hush: {msg}");
@@ -292,6 +437,19 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).and_then(|a| a.to_str()) == Some("bench") {
+        if let Some(code) = bench_with_report(&args) {
+            return code;
+        }
+    }
+    let args = match config::expand_args(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("hush: error: {e}");
+            return 2;
+        }
+    };
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {

@@ -13,7 +13,7 @@
 //!   nothing is oversubscribed, and the CPU analogue of the paper's
 //!   concurrent GGM and LPN engines is instruction-level: the LPN reduction
 //!   of tree j spends most of its time waiting on L3, so tree j+1's GGM
-//!   levels ([`crate::simd::GgmJob`], one 16-parent VAES group per step)
+//!   levels (`simd::GgmJob`, one 16-parent VAES group per step)
 //!   and the next rows' index AES are interleaved into it every few rows
 //!   (`LpnMatrix::mul_xor_bg`) and run in the shadow of the misses;
 //! * the leaves live in two L2-resident scratch trees (2 × 128 KiB at
@@ -30,7 +30,7 @@
 //!   FERRET_MAIN instead of ~180 MB, ~2.2 MB at SilentFlow's LPN_B10, and
 //!   no page faults after setup;
 //! * the batch's secrets from the module / peer (tree roots, red seeds,
-//!   SPCOT messages) are taken when the batch starts ([`SparseTrees::begin`])
+//!   SPCOT messages) are taken when the batch starts (`SparseTrees::begin`)
 //!   and erased when it ends.
 //!
 //! Measured (10^7 COTs, both parties running on this 2-core machine,

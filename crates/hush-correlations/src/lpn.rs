@@ -141,7 +141,7 @@ pub const FERRET_SETS: [LpnParams; 5] = [FERRET_MAIN, LPN_B13, LPN_B12, LPN_B11,
 ///   parties stop competing for the one L3);
 /// * k = 2^16: each index is a 16-bit word of the AES stream, exactly
 ///   uniform, half the index-generation AES of 32-bit multiply-shift
-///   ([`crate::simd::words_per_block`]).
+///   (`simd::words_per_block`).
 ///
 /// Each batch keeps k outputs as the next batch's k-vector (7.5 %).
 pub const LPN_B10: LpnParams = LpnParams { name: "lpn-b10", n: 870_400, k: 65_536, t: 850, h: 10, security_bits: 128 };
@@ -277,12 +277,12 @@ impl LpnMatrix {
         }
     }
 
-    /// out[j] ^= (A·base)[row0 + j]. `row0` must be even.
+    /// out\[j\] ^= (A·base)\[row0 + j\]. `row0` must be even.
     pub fn mul_xor(&self, base: &[Block], row0: usize, out: &mut [Block]) {
         self.apply(base, row0, out, true)
     }
 
-    /// out[j] = (A·base)[row0 + j]. `row0` must be even.
+    /// out\[j\] = (A·base)\[row0 + j\]. `row0` must be even.
     pub fn mul(&self, base: &[Block], row0: usize, out: &mut [Block]) {
         self.apply(base, row0, out, false)
     }

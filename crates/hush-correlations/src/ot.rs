@@ -2,7 +2,7 @@
 //!
 //! All derivations hash COTs with the tweakable correlation-robust hash of
 //! Guo–Katz–Wang–Yu (S&P 2020), `hush_primitives::hash::tccr_hash`. Each COT
-//! carries its session-unique index (see [`CorrelationSource::produced`]),
+//! carries its session-unique index (see [`CorrelationSource::produced`](crate::CorrelationSource::produced)),
 //! and tweaks are domain-separated, so no tweak repeats under one Δ.
 //!
 //! * ROT: m_0 = H(i, q_i), m_1 = H(i, q_i ⊕ Δ); the receiver gets

@@ -57,7 +57,7 @@ pub struct CommonArgs {
     /// `demo` and `bench infer` start a dealer in this process when omitted.
     #[arg(long, value_name = "ADDR")]
     pub dealer: Option<String>,
-    /// Dealer mode: the dealer's fingerprint (sha256:<hex>, printed by
+    /// Dealer mode: the dealer's fingerprint (sha256:HEX, printed by
     /// `hush dealer` at start); required with TLS (the default).
     #[arg(long, value_name = "sha256:HEX")]
     pub dealer_pin: Option<String>,
@@ -149,7 +149,7 @@ pub struct FixedArgs {
 
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
-    /// Model: a .hushm file, or .onnx (converted with `python3 -m hush.onnx_import`).
+    /// Model: a .hushm file, or .onnx (converted in this process by the built-in importer).
     #[arg(long)]
     pub model: PathBuf,
     /// Address to listen on, e.g. 0.0.0.0:7000.
@@ -187,11 +187,24 @@ pub struct InferArgs {
     /// Print one JSON object with the costs.
     #[arg(long)]
     pub json: bool,
+    /// Require the server's ring size ℓ (bits); a server with another is refused, naming both.
+    #[arg(long)]
+    pub bits: Option<u32>,
+    /// Require the server's fraction bits; a server with others is refused, naming both.
+    #[arg(long)]
+    pub frac: Option<u32>,
+    /// Require the server's nonlinear chunk; a server with another is refused, naming both.
+    #[arg(long)]
+    pub chunk: Option<usize>,
+    /// Require the server's model: the digest `hush serve` prints at start
+    /// (sha256:HEX of the public architecture); another is refused, naming both.
+    #[arg(long, value_name = "sha256:HEX")]
+    pub model_digest: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
-    /// Model: a .hushm file, or .onnx (converted with `python3 -m hush.onnx_import`).
+    /// Model: a .hushm file, or .onnx (converted in this process by the built-in importer).
     #[arg(long)]
     pub model: PathBuf,
     /// Input .npy.
@@ -330,6 +343,7 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
         cot_set: common.cot_set.clone(),
         ..Default::default()
     };
+    o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
     if o.cot_set.is_some() && !o.mode.he() {
         return Err(Error::Config(format!("--cot-set applies to --mode interactive and silent, not --mode {}", o.mode.name())));
@@ -439,6 +453,12 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         o.cfg.frac,
         mode_line(&o)
     );
+    let family = if o.expect.proto {
+        format!("--proto {} (clients asking for another family are refused)", o.proto)
+    } else {
+        format!("--proto auto: {} unless a client asks for another of {}", o.proto, o.mode.families().join(", "))
+    };
+    eprintln!("hush serve: model digest {} (clients may require it with --model-digest); family {family}", crate::hello::architecture_digest(&model.header_json));
     h.wait();
     Ok(())
 }
@@ -495,15 +515,23 @@ fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_js
 /// `hush infer`: private inference against a server.
 pub fn infer_main(a: InferArgs) -> Result<()> {
     needs_dealer_addr(&a.common, "hush infer")?;
-    let o = options(&a.common, None, a.max_mem.as_ref())?;
+    let mut o = options(&a.common, None, a.max_mem.as_ref())?;
+    o.expect.bits = a.bits;
+    o.expect.frac = a.frac;
+    o.expect.chunk = a.chunk;
+    o.expect.model_digest = a.model_digest.clone();
     announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
     let mut s = runtime::connect(&a.connect, &o)?;
+    if s.proto != o.proto {
+        eprintln!("hush infer: protocol family {} (the server's; this client has --proto auto)", s.proto);
+        o.proto = s.proto.clone();
+    }
     let items = inputs_of(&s.model, &shape, &x, a.batch)?;
     let mut outs = Vec::new();
     let n = items.len();
     for (i, it) in items.iter().enumerate() {
-        let r = s.infer(&s.model.input_shape.clone(), it, |_, _| {})?;
+        let r = s.infer(&s.model.input_shape.clone(), it, crate::progress::layers(&format!("hush infer: input {}/{n}", i + 1)))?;
         let v = client_json(&s.model, &r, &o);
         if a.json {
             println!("{v}");
@@ -593,12 +621,15 @@ pub fn run_main(a: RunArgs) -> Result<()> {
                 t => return Err(Error::Config(format!("--transport {t}: choose tcp or mem"))),
             };
             let total = items.len();
-            let show = total > 1 && !a.json;
+            let bar = crate::progress::Bar::new(total as u64, "hush run", if total > 1 { "inputs" } else { "layers" });
+            let show = total > 1 && !a.json && !crate::progress::enabled();
             let (outs, rep) = run_secure_batch(model.clone(), &items, &o, tcp, |d, n| {
+                bar.set(d as u64, n as u64);
                 if show && (d % 100 == 0 || d == n) {
                     eprintln!("hush run: {d}/{n} inputs");
                 }
             })?;
+            bar.finish();
             if let Some(v) = rep {
                 if !a.json {
                     println!("private inference of {} input(s) with '{}' ({} layers), family {}, net {}:", total, model.name, model.nodes.len(), o.proto, o.profile.name);
@@ -652,7 +683,10 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
         let mut recs = Vec::new();
         for o in &variants {
             let tcp = tcp || a.tls_overhead;
+            let bar = crate::progress::Bar::new(0, "hush bench infer", "layers");
+            let show = show && !crate::progress::enabled();
             let run = runtime::run_local_probed(model.clone(), &shape, &x, o, tcp, |d, n| {
+                bar.set(d as u64, n as u64);
                 if show && (d % 10 == 0 || d == n) {
                     eprint!("\rhush bench infer: layer {d}/{n}");
                     if d == n {
@@ -737,6 +771,8 @@ fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Res
     };
     let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())).unwrap_or_default();
     let mut rows: Vec<serde_json::Value> = Vec::new();
+    let cells = (models.len() * modes.len() * nets.len()) as u64;
+    let table_bar = crate::progress::Bar::new(cells, "hush bench infer --table", "cells");
     for name in &models {
         let model = Arc::new(crate::zoo::load(name)?);
         let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
@@ -758,7 +794,8 @@ fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Res
                 let o = options(&common, Some(&a.fixed), a.max_mem.as_ref())?;
                 let mut o = with_profile(o, &a.client_profile)?;
                 let _dealer = runtime::local_dealer(&mut o)?;
-                if !a.json {
+                table_bar.message(format!("{name} {mode} {net}"));
+                if !a.json && !crate::progress::enabled() {
                     eprint!("\rhush bench infer --table: {name} {mode} {net} ...            ");
                 }
                 let run = runtime::run_local_probed(model.clone(), &model.input_shape.clone(), &x, &o, true, |_, _| {}, probe)?;
@@ -770,13 +807,17 @@ fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Res
                     println!("{v}");
                 }
                 rows.push(v);
+                table_bar.set(rows.len() as u64, cells);
             }
         }
     }
+    table_bar.finish();
     if a.json {
         return Ok(());
     }
-    eprintln!();
+    if !crate::progress::enabled() {
+        eprintln!();
+    }
     println!("hush bench infer --table — both parties on this machine ({cpu}), TCP loopback with TLS, emulated networks; one run per cell");
     println!("{:<14} {:<12} {:<5} {:<7} {:>10} {:>10} {:>11} {:>7}", "model", "mode", "proto", "net", "online s", "total s", "online MB", "rounds");
     for v in &rows {

@@ -55,7 +55,7 @@ use hush_transport::Channel;
 /// output channels over a `inner` × 1 image whose kernel is diagonal
 /// ([`weights_of`] places the scales on the diagonal). Costs a C×C
 /// convolution instead of C multiplications — models should fold BatchNorm
-/// into the preceding convolution (`python -m hush.onnx_import` does).
+/// into the preceding convolution (the ONNX importer, `hush import`, does).
 fn scale_shape(channels: usize, inner: usize) -> Shape {
     Shape::Conv { c_in: channels, h: inner, w: 1, c_out: channels, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4] }
 }

@@ -11,12 +11,12 @@
 //! see [`runtime::Mode`].
 //!
 //! * [`model`] — the model description and its file format (`.hushm`,
-//!   written from ONNX by `python -m hush.onnx_import`); an untrusted-input
+//!   written from ONNX by the `hush-onnx` importer, `hush import`); an untrusted-input
 //!   loader; [`model::Builder`] to make models in Rust.
 //! * [`fixed`] — fixed-point encoding (defaults ℓ = 37, 12 fraction bits,
 //!   and why), truncation and rounding rules.
 //! * [`plan`] — a model compiled for a ring: one step per layer.
-//! * [`reference`] — the plaintext fixed-point executor: the bit-exact
+//! * [`reference`](mod@reference) — the plaintext fixed-point executor: the bit-exact
 //!   specification of the secure run.
 //! * [`float_ref`] — an f64 executor (for comparison with onnxruntime).
 //! * [`linear`] — the module-dealt linear-layer protocol (one one-way
@@ -50,10 +50,12 @@ pub mod engine;
 pub mod fixed;
 pub mod float_ref;
 pub mod he_linear;
+pub mod hello;
 pub mod linear;
 pub mod model;
 pub mod npy;
 pub mod plan;
+pub mod progress;
 pub mod reference;
 pub mod runtime;
 pub mod zoo;

@@ -1,7 +1,7 @@
 //! The model description the engine executes, and its file format.
 //!
-//! A `.hushm` file (written by `python -m hush.onnx_import`, see
-//! `python/hush/onnx_import.py` for the ONNX side) is
+//! A `.hushm` file (written from ONNX by the `hush-onnx` crate: `hush
+//! import`, or `.onnx` given directly to `Model::load`) is
 //!
 //! ```text
 //! b"HUSHMDL1" | u32 header length H (LE) | H bytes of JSON | tensor data (f32 LE)
@@ -212,7 +212,7 @@ impl Model {
     /// Parses and validates a model file's bytes (untrusted).
     pub fn from_bytes(b: &[u8]) -> Result<Model> {
         if b.len() < 12 || &b[..8] != MAGIC {
-            return Err(Error::Model("not a hush model file (bad magic; convert ONNX with `python -m hush.onnx_import`)".into()));
+            return Err(Error::Model("not a hush model file (bad magic; convert ONNX with `hush import`)".into()));
         }
         let h = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")) as usize;
         if h > MAX_HEADER || 12 + h > b.len() {
@@ -222,9 +222,9 @@ impl Model {
         Self::parse(header, Some(&b[12 + h..]))
     }
 
-    /// Reads a model file. `.onnx` files are converted first by running
-    /// `python3 -m hush.onnx_import` (set `HUSH_PYTHON` to choose the
-    /// interpreter); `.hushm` files are read directly.
+    /// Reads a model file. `.onnx` files are converted first by the
+    /// `hush-onnx` importer (in this process; no Python); `.hushm` files are
+    /// read directly.
     pub fn load(path: &std::path::Path) -> Result<Model> {
         let is_onnx = path.extension().map(|e| e.eq_ignore_ascii_case("onnx")).unwrap_or(false);
         if is_onnx {
@@ -542,38 +542,19 @@ impl Model {
     }
 }
 
-/// Runs the Python importer on an ONNX file and returns the .hushm bytes.
+/// Converts an ONNX file into the bytes of a `.hushm` file with the
+/// `hush-onnx` importer (size-checked untrusted input; refusals name the
+/// node and operator).
 pub fn convert_onnx(path: &std::path::Path) -> Result<Vec<u8>> {
-    // HUSH_PYTHON, else the active virtual environment's python, else python3.
-    let py = std::env::var("HUSH_PYTHON").ok().unwrap_or_else(|| {
-        std::env::var("VIRTUAL_ENV")
-            .ok()
-            .map(|v| std::path::Path::new(&v).join("bin").join("python"))
-            .filter(|p| p.is_file())
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "python3".into())
-    });
-    let tmp = std::env::temp_dir().join(format!("hush-import-{}-{:?}.hushm", std::process::id(), std::thread::current().id()));
-    let out = std::process::Command::new(&py)
-        .args(["-m", "hush.onnx_import"])
-        .arg(path)
-        .arg(&tmp)
-        .output()
-        .map_err(|e| Error::Model(format!("cannot run `{py} -m hush.onnx_import` to convert {} ({e}); convert it yourself with that command and pass the .hushm file", path.display())))?;
-    if !out.status.success() {
-        let _ = std::fs::remove_file(&tmp);
-        let msg = String::from_utf8_lossy(&out.stderr);
-        let line = msg.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
-        return Err(Error::Model(format!("{}: ONNX import failed: {line}", path.display())));
-    }
-    let b = std::fs::read(&tmp).map_err(|e| Error::Io(e.to_string()));
-    let _ = std::fs::remove_file(&tmp);
-    b
+    hush_onnx::convert_file(path).map_err(|e| match e {
+        hush_onnx::Error::Io(m) => Error::Io(m),
+        other => Error::Model(format!("{}: ONNX import failed: {other}", path.display())),
+    })
 }
 
 // ---- building models in Rust (tests, benchmark zoo) ---------------------------
 
-/// Builds a model file in memory, the same bytes the Python importer writes.
+/// Builds a model file in memory, the same bytes the ONNX importer writes.
 #[derive(Default)]
 pub struct Builder {
     name: String,

@@ -12,7 +12,9 @@
 //!    Both carry the trust `mode` (`tee` or `dealer`); a server refuses a
 //!    client of another mode, naming both. In dealer mode the server has
 //!    already opened a session at its dealer and the reply carries the
-//!    session id and the dealer's fingerprint (see [`Mode`]);
+//!    session id and the dealer's fingerprint (see [`Mode`]). The family
+//!    is negotiated and ring/fraction bits, chunk and model digest checked
+//!    as [`crate::hello`] says (refusals name both settings);
 //! 3. seed agreement of the two parties' modules (server = party 0 =
 //!    `Sender`) in tee mode, or the client joins the server's dealer
 //!    session in dealer mode; the server binds its linear layers' weights to its module,
@@ -196,6 +198,9 @@ pub struct Options {
     /// HE modes: the COT source's LPN set by name (the server's choice
     /// wins); `None`: the server picks ([`cot_set_for`]).
     pub cot_set: Option<String>,
+    /// What this party insists on at the hello (family, and for a client
+    /// ring/fraction bits, chunk, model digest); see [`crate::hello`].
+    pub expect: crate::hello::Expect,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -220,6 +225,7 @@ impl Default for Options {
             client_profile: ClientProfile::none(),
             he_params: crate::he_linear::DEFAULT_PARAMS.into(),
             cot_set: None,
+            expect: Default::default(),
         }
     }
 }
@@ -342,10 +348,10 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     if let Err(msg) = check_client_mode(hello, opts) {
         return Err(refuse(ch, msg));
     }
-    let proto = hello.get("proto").and_then(Value::as_str).unwrap_or(&opts.proto).to_string();
-    if !opts.mode.families().contains(&proto.as_str()) {
-        return Err(refuse(ch, format!("protocol family '{proto}' is not offered (this server runs --mode {} with {})", opts.mode.name(), opts.mode.families().join(", "))));
-    }
+    let proto = match crate::hello::negotiate_family(hello, opts) {
+        Ok(p) => p,
+        Err(msg) => return Err(refuse(ch, msg)),
+    };
     // a client that names no budget gets none (it would not pre-deal);
     // the HE modes deal nothing
     let predeal_mem = if opts.mode.he() { 0 } else { hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem) };
@@ -756,7 +762,7 @@ impl<C: Channel> ClientSession<C> {
         if let Some(p) = probe {
             (p.enter)(CLIENT as usize);
         }
-        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()});
+        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()});
         if let Some(b) = opts.max_mem {
             hello["max_mem"] = json!(b);
         }
@@ -765,6 +771,7 @@ impl<C: Channel> ClientSession<C> {
         if r.get("ok").and_then(Value::as_bool) != Some(true) {
             return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
         }
+        crate::hello::check_reply(opts, &r)?;
         let field = |k: &str| r.get(k).and_then(Value::as_u64).ok_or_else(|| Error::Protocol(format!("server hello lacks {k}")));
         let small = |k: &str| field(k).and_then(|v| u32::try_from(v).map_err(|_| Error::Protocol(format!("server hello: {k} = {v} out of range"))));
         let cfg = FixedConfig::new(small("bits")?, small("frac")?)?;

@@ -781,3 +781,23 @@ fn dealer_dying_during_lookahead_ends_both_parties_with_a_clear_error() {
         assert!(t.elapsed() < std::time::Duration::from_secs(15), "{proto}: {:?}", t.elapsed());
     }
 }
+
+/// The ONNX importer refuses exactly what the loader would: same limits.
+#[test]
+fn onnx_importer_limits_match_the_loader() {
+    assert_eq!(hush_onnx::MAX_ELEMS, crate::model::MAX_ELEMS);
+    assert_eq!(hush_onnx::MAX_NODES, crate::model::MAX_NODES);
+    assert_eq!(hush_onnx::MAX_WEIGHTS, crate::model::MAX_WEIGHTS);
+    assert_eq!(hush_onnx::MAGIC, crate::model::MAGIC);
+    assert_eq!(hush_onnx::FORMAT_VERSION, crate::model::FORMAT_VERSION);
+}
+
+/// `.onnx` files load directly (in process, no Python): the bundled model
+/// loads to the same model as its committed `.hushm`.
+#[test]
+fn onnx_file_loads_like_its_hushm() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+    let a = crate::model::Model::load(&root.join("mnist_cnn.onnx")).unwrap();
+    let b = crate::model::Model::load(&root.join("mnist_cnn.hushm")).unwrap();
+    assert_eq!(a, b);
+}

@@ -28,7 +28,7 @@ pub struct TrainArgs {
     /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
     #[arg(long, conflicts_with = "peer")]
     pub listen: Option<String>,
-    /// ... or connect to the peer at this address (needs --pin sha256:<hex>).
+    /// ... or connect to the peer at this address (needs --pin sha256:HEX).
     #[arg(long)]
     pub peer: Option<String>,
     /// Where to write this party's model shares (JSON, written atomically).
@@ -204,11 +204,11 @@ pub struct PredictArgs {
     /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
     #[arg(long, conflicts_with = "peer")]
     pub listen: Option<String>,
-    /// ... or connect to the peer at this address (needs --pin sha256:<hex>).
+    /// ... or connect to the peer at this address (needs --pin sha256:HEX).
     #[arg(long)]
     pub peer: Option<String>,
     /// Where the labels party (or a local run) writes the scores: CSV with
-    /// a header `score,probability,prediction` (z = θ·x, σ(z), 1[z > 0]),
+    /// a header `score,probability,prediction` (z = θ·x, σ(z), 1 if z > 0 else 0),
     /// one line per row, written atomically.
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -116,7 +116,7 @@ impl MontCtx {
         Some(MontCtx { n, m, mprime, r2, r1, modulus: modulus.clone() })
     }
 
-    /// bases[k]^e mod M for eight bases (each reduced mod M first; missing
+    /// bases\[k\]^e mod M for eight bases (each reduced mod M first; missing
     /// lanes are filled with 1 and dropped). `e` ≥ 0.
     pub fn pow8(&self, bases: &[&Integer], e: &Integer) -> Vec<Integer> {
         assert!(bases.len() <= LANES && available() && *e >= 0);

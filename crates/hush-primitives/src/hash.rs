@@ -23,7 +23,7 @@ pub fn tccr_hash(tweak: Block, x: Block) -> Block {
     p.encrypt_block(a ^ tweak) ^ a
 }
 
-/// Batch TCCR with consecutive tweaks: out[j] = H(tweak0 + j, xs[j]).
+/// Batch TCCR with consecutive tweaks: out\[j\] = H(tweak0 + j, xs\[j\]).
 pub fn tccr_hash_many(tweak0: u128, xs: &[Block], out: &mut [Block]) {
     assert_eq!(xs.len(), out.len());
     let p = fixed_key();

@@ -105,7 +105,8 @@ fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<O
         return Err(PyValueError::new_err(format!("proto '{proto}': choose auto, fss, tami (tee, dealer) or cf2 (interactive, silent)")));
     }
     let profile = hush_bench::profile(net).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(Options { cfg, proto: proto.to_string(), profile, ..Default::default() })
+    let expect = hush_inference::hello::Expect { proto: proto != "auto", ..Default::default() };
+    Ok(Options { cfg, proto: proto.to_string(), profile, expect, ..Default::default() })
 }
 
 /// LinkConfig settings from the Python arguments (TLS unless `insecure`).
@@ -116,6 +117,33 @@ fn link_of(identity: Option<String>, pins: Vec<String>, insecure: bool) -> PyRes
 
 fn load_model(bytes: &[u8]) -> PyResult<Model> {
     Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Converts an ONNX model's bytes into a hush model file's bytes with the
+/// built-in importer (the one the `hush` command uses). Raises ValueError
+/// naming the node and operator on a model hush cannot run.
+#[pyfunction]
+fn onnx_to_hushm(py: Python<'_>, onnx: &[u8]) -> PyResult<PyObject> {
+    let r = py.allow_threads(|| catch_unwind(AssertUnwindSafe(|| hush_onnx::convert(onnx))));
+    onnx_result(py, r)
+}
+
+/// Reads an ONNX file (size-checked before reading) and converts it into a
+/// hush model file's bytes with the built-in importer. Raises ValueError on
+/// a model hush cannot run (naming the node and operator) or a file that
+/// cannot be read.
+#[pyfunction]
+fn onnx_file_to_hushm(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyObject> {
+    let r = py.allow_threads(|| catch_unwind(AssertUnwindSafe(|| hush_onnx::convert_file(&path))));
+    onnx_result(py, r)
+}
+
+fn onnx_result(py: Python<'_>, r: std::thread::Result<hush_onnx::Result<Vec<u8>>>) -> PyResult<PyObject> {
+    match r {
+        Ok(Ok(b)) => Ok(pyo3::types::PyBytes::new(py, &b).into_any().unbind()),
+        Ok(Err(e)) => Err(PyValueError::new_err(e.to_string())),
+        Err(_) => Err(PyRuntimeError::new_err("internal error (Rust panic caught at the Python boundary)")),
+    }
 }
 
 /// Calls a Python progress callback `f(done, total)` from a worker thread.
@@ -446,6 +474,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(net_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(cot_sources, m)?)?;
     m.add_function(wrap_pyfunction!(run_model, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx_to_hushm, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx_file_to_hushm, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     m.add_function(wrap_pyfunction!(connect, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;

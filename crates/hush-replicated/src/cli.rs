@@ -109,7 +109,7 @@ pub struct JobArgs {
     /// for the next --input (default: all inline).
     #[arg(long = "inputs", value_delimiter = ',')]
     pub sources: Vec<String>,
-    /// The output party's fingerprint (sha256:<hex>): the nodes keep the
+    /// The output party's fingerprint (sha256:HEX): the nodes keep the
     /// result as shares until it fetches them (`hush fetch`); the submitter
     /// sees only the job id.
     #[arg(long)]
@@ -406,7 +406,7 @@ pub struct ShareArgs {
     /// Width in bits (default: 8 × bytes).
     #[arg(long)]
     pub width: Option<usize>,
-    /// Fingerprints (sha256:<hex>, or `any`) allowed to submit jobs using
+    /// Fingerprints (sha256:HEX, or `any`) allowed to submit jobs using
     /// this input; you (the owner) always may.
     #[arg(long = "allow-job", value_delimiter = ',')]
     pub allow_job: Vec<String>,

@@ -25,7 +25,7 @@
 //!   message per AND layer).
 //! * [`local`] — all three parties in one process.
 //! * [`service`] — `hush node` / `hush job` over TCP.
-//! * [`bench`], [`cli`] — `hush bench aes3`, `hush circuit run` and the
+//! * [`bench`](mod@bench), [`cli`] — `hush bench aes3`, `hush circuit run` and the
 //!   clap argument structs the `hush` binary mounts.
 
 pub mod araki;

@@ -5,14 +5,14 @@
 //!
 //! ## Encodings (both parties derive the same [`Layout`] from the public shape)
 //! * **FC** (W is n_out × n_in): input chunks of n_i elements, x̂ = Σ_j x_j X^j;
-//!   a block of n_o rows, ŵ = Σ_{i,j} W[i][j]·X^{i·n_i + n_i − 1 − j}, with
-//!   n_i·n_o ≤ N. Coefficient i·n_i + n_i − 1 of x̂·ŵ is Σ_j W[i][j]·x_j (no
+//!   a block of n_o rows, ŵ = Σ_{i,j} W\[i\]\[j\]·X^{i·n_i + n_i − 1 − j}, with
+//!   n_i·n_o ≤ N. Coefficient i·n_i + n_i − 1 of x̂·ŵ is Σ_j W\[i\]\[j\]·x_j (no
 //!   other term and no negacyclic wrap reaches it). Chunks accumulate into
 //!   one product per row block.
 //! * **Conv** (input C×H×W, kernel M×C×h×w', stride, zero padding): the
 //!   padded input is cut into tiles of C_b channels × H_b × W_b
 //!   (C_b·H_b·W_b ≤ N; spatial tiles overlap by the kernel's halo),
-//!   x̂ = Σ T[c,i,j]·X^{c·H_bW_b + i·W_b + j}; for output channel m,
+//!   x̂ = Σ T\[c,i,j\]·X^{c·H_bW_b + i·W_b + j}; for output channel m,
 //!   ŵ = Σ K[m,c,l,l']·X^{O − c·H_bW_b − l·W_b − l'} with
 //!   O = (C_b−1)·H_bW_b + (h−1)·W_b + (w'−1). Coefficient O + i·W_b + j of
 //!   x̂·ŵ is the stride-1 output at (i, j) of the tile; channel groups

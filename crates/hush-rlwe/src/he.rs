@@ -1,4 +1,4 @@
-//! Keys and ciphertexts: BFV-style RLWE over Z_q[X]/(X^N+1) with
+//! Keys and ciphertexts: BFV-style RLWE over Z_q\[X\]/(X^N+1) with
 //! plaintext modulus t = 2^ℓ and Cheetah's exact encoding round(q·m/t).
 //!
 //! * secret key s: uniform ternary; public key pk = (−a_pk·s + e_pk, a_pk)
@@ -78,7 +78,7 @@ impl SecretKey {
     }
 
     /// The phase b + a·s mod q of the needed coefficients of an unswitched
-    /// response (residues per prime, coefficient-major: [j][i]).
+    /// response (residues per prime, coefficient-major: \[j\]\[i\]).
     pub fn phase_full(&self, ctx: &Context, a: &[u64], needed: &[u32], b: &[u64]) -> Vec<Vec<u64>> {
         let mut a_ntt = a.to_vec();
         ctx.ntt(&mut a_ntt);

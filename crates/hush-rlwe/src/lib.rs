@@ -6,7 +6,7 @@
 //! * [`params`] — the parameter sets, from the Homomorphic Encryption
 //!   Security Standard at 128 bits (N = 4096, log q ≤ 109; N = 8192,
 //!   log q ≤ 218), and one **insecure test-only** set (N = 256).
-//! * [`ring`] — R_q = Z_q[X]/(X^N+1) in RNS on `tfhe-ntt`'s negacyclic NTT
+//! * [`ring`] — R_q = Z_q\[X\]/(X^N+1) in RNS on `tfhe-ntt`'s negacyclic NTT
 //!   (no NTT of our own), ternary secrets, centered-binomial errors
 //!   (η = 21, σ ≈ 3.24), Cheetah's exact encoding round(q·m/2^ℓ) for the
 //!   plaintext ring Z_2^ℓ — the ring of hush's shares — and modulus

@@ -27,7 +27,7 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Params {
     pub name: &'static str,
-    /// Ring degree N (a power of two): R_q = Z_q[X]/(X^N + 1).
+    /// Ring degree N (a power of two): R_q = Z_q\[X\]/(X^N + 1).
     pub n: usize,
     /// The RNS primes (product q).
     pub primes: Vec<u64>,

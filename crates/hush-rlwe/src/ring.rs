@@ -1,4 +1,4 @@
-//! The ring R_q = Z_q[X]/(X^N + 1) in RNS form on tfhe-ntt's negacyclic
+//! The ring R_q = Z_q\[X\]/(X^N + 1) in RNS form on tfhe-ntt's negacyclic
 //! NTT (no NTT code here), samplers, the exact 2^ℓ encoding and modulus
 //! switching to a power of two.
 //!

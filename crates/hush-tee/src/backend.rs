@@ -117,7 +117,7 @@ impl OutOfProcessModule {
 
     /// **INSECURE, tests only**: the module binary started with
     /// `--insecure-test-seed`, so that it honours
-    /// [`Request::InsecureTestSeed`](crate::Request::InsecureTestSeed).
+    /// [`Request::InsecureTestSeed`].
     pub fn spawn_insecure_test() -> Result<Self> {
         Self::spawn_with_args(&module_binary()?, &["--insecure-test-seed"])
     }

@@ -39,8 +39,8 @@ pub struct LinkFlags {
     /// `hush keygen --out DIR` (default: an ephemeral identity).
     #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub identity: Option<PathBuf>,
-    /// A peer's certificate fingerprint: ADDR=sha256:<hex>, or
-    /// sha256:<hex> for a command's one peer (repeatable). A party that
+    /// A peer's certificate fingerprint: ADDR=sha256:HEX, or
+    /// sha256:HEX for a command's one peer (repeatable). A party that
     /// connects needs its peer's; a listening party given pins accepts only
     /// those clients.
     #[cfg_attr(feature = "clap", arg(long = "pin", value_name = "[ADDR=]sha256:HEX"))]

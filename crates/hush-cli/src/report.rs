@@ -1,0 +1,319 @@
+//! `hush report RUN.json [--html OUT.html]`: renders `--json` benchmark
+//! output as one self-contained HTML file — inline SVG charts and tables,
+//! inline CSS, no JavaScript, nothing fetched from the network.
+//!
+//! * Every record with per-layer data (`hush bench infer --json`: the
+//!   `per_layer` array) gets three bar charts — time (ms), bytes (both
+//!   directions) and rounds per layer — one SVG per figure.
+//! * Records are tabulated by benchmark (`bench`), one row per record and
+//!   one column per scalar field, under the name of the paper table whose
+//!   shape that benchmark reproduces (the numbers are this machine's).
+//!
+//! The input is untrusted: at most [`MAX_INPUT_BYTES`], one JSON object per
+//! line (or one JSON array of objects), at most [`MAX_RECORDS`] records and
+//! [`MAX_LAYERS`] layers per record; a line that is not a JSON object is an
+//! error naming the line; every string is HTML-escaped.
+
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Largest input read.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+/// Most records rendered.
+pub const MAX_RECORDS: usize = 10_000;
+/// Most layers charted per record.
+pub const MAX_LAYERS: usize = 10_000;
+
+/// The paper tables whose shapes `hush bench` reproduces, by benchmark.
+const PAPER: &[(&str, &str)] = &[
+    ("cot", "COT generation — the shape of SilentFlow, Table III"),
+    ("nonlinear", "Nonlinear operators — the shape of TAMI-MPC, Tables 2 and 3"),
+    ("infer", "Private inference by model, mode and network — the shape of TAMI-MPC, Table 4 and SilentFlow, Table IV"),
+    ("aes3", "Three-party AES — the shape of Araki et al., Table I"),
+    ("3pc", "Three-party circuits — the shape of Araki et al., Table I"),
+    ("he-linear", "HE linear layers (Cheetah)"),
+    ("paillier", "Paillier operations"),
+    ("lr", "Vertical logistic regression (CAESAR)"),
+];
+
+/// Reads `--json` output: JSON objects one per line (blank lines skipped), or one array.
+pub fn read_records(text: &str) -> Result<Vec<Value>, String> {
+    let t = text.trim_start();
+    if t.starts_with('[') {
+        let v: Value = serde_json::from_str(t).map_err(|e| format!("not a JSON array of records: {e}"))?;
+        let arr = v.as_array().cloned().unwrap_or_default();
+        if arr.len() > MAX_RECORDS {
+            return Err(format!("more than {MAX_RECORDS} records"));
+        }
+        for (i, r) in arr.iter().enumerate() {
+            if !r.is_object() {
+                return Err(format!("record {} is not a JSON object", i + 1));
+            }
+        }
+        return Ok(arr);
+    }
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {}: not a JSON record ({e})", i + 1))?;
+        if !v.is_object() {
+            return Err(format!("line {}: not a JSON object", i + 1));
+        }
+        if out.len() == MAX_RECORDS {
+            return Err(format!("more than {MAX_RECORDS} records"));
+        }
+        out.push(v);
+    }
+    if out.is_empty() {
+        return Err("no records (expected the output of a `--json` run)".into());
+    }
+    Ok(out)
+}
+
+/// HTML/XML text escaping.
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn num(v: &Value, k: &str) -> f64 {
+    v.get(k).and_then(Value::as_f64).filter(|x| x.is_finite()).unwrap_or(0.0)
+}
+
+fn fmt_num(x: f64) -> String {
+    if x == x.trunc() && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else if x.abs() >= 100.0 {
+        format!("{x:.1}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// A horizontal bar chart, one bar per label, as an inline SVG.
+pub fn bar_chart(title: &str, unit: &str, labels: &[String], values: &[f64]) -> String {
+    let n = labels.len().min(values.len());
+    let (left, right, top, bar, gap) = (170.0, 90.0, 34.0, 14.0, 4.0);
+    let width = 820.0;
+    let plot_w = width - left - right;
+    let height = top + n as f64 * (bar + gap) + 24.0;
+    let max = values.iter().take(n).cloned().filter(|v| v.is_finite()).fold(0.0f64, f64::max);
+    let scale = if max > 0.0 { plot_w / max } else { 0.0 };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{t}">"#,
+        t = esc(title)
+    );
+    let _ = write!(s, r#"<text x="{left}" y="20" class="title">{} ({})</text>"#, esc(title), esc(unit));
+    let _ = write!(s, r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#888"/>"##, height - 20.0);
+    for i in 0..n {
+        let y = top + i as f64 * (bar + gap);
+        let v = if values[i].is_finite() && values[i] > 0.0 { values[i] } else { 0.0 };
+        let w = (v * scale).max(if v > 0.0 { 1.0 } else { 0.0 });
+        let mut label: String = labels[i].chars().take(26).collect();
+        if labels[i].chars().count() > 26 {
+            label.push('…');
+        }
+        let _ = write!(s, r#"<text x="{}" y="{}" class="lab" text-anchor="end">{}</text>"#, left - 6.0, y + bar - 3.0, esc(&label));
+        let _ = write!(s, r#"<rect x="{left}" y="{y}" width="{w:.2}" height="{bar}" class="bar"><title>{}: {} {}</title></rect>"#, esc(&labels[i]), fmt_num(v), esc(unit));
+        let _ = write!(s, r#"<text x="{:.2}" y="{}" class="val">{}</text>"#, left + w + 4.0, y + bar - 3.0, fmt_num(v));
+    }
+    let _ = write!(s, r#"<text x="{left}" y="{}" class="lab">0</text><text x="{}" y="{}" class="lab" text-anchor="end">{}</text>"#, height - 6.0, left + plot_w, height - 6.0, fmt_num(max));
+    s.push_str("</svg>");
+    s
+}
+
+/// A record's heading: its benchmark and the settings that tell runs apart.
+fn record_title(r: &Value) -> String {
+    let mut parts = Vec::new();
+    for k in ["bench", "model", "mode", "proto", "source", "op", "net", "circuit"] {
+        if let Some(v) = r.get(k) {
+            let s = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => continue,
+            };
+            parts.push(format!("{k} {s}"));
+        }
+    }
+    if parts.is_empty() {
+        "record".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The three per-layer figures of a record with a `per_layer` array (else none).
+fn layer_figures(r: &Value) -> Vec<String> {
+    let Some(layers) = r.get("per_layer").and_then(Value::as_array) else { return vec![] };
+    let layers: Vec<&Value> = layers.iter().filter(|l| l.is_object()).take(MAX_LAYERS).collect();
+    if layers.is_empty() {
+        return vec![];
+    }
+    let labels: Vec<String> = layers
+        .iter()
+        .map(|l| {
+            let name = l.get("name").and_then(Value::as_str).unwrap_or("?");
+            let kind = l.get("kind").and_then(Value::as_str).unwrap_or("");
+            if kind.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name} ({kind})")
+            }
+        })
+        .collect();
+    let t: Vec<f64> = layers.iter().map(|l| num(l, "secs") * 1e3).collect();
+    let b: Vec<f64> = layers.iter().map(|l| num(l, "bytes_sent") + num(l, "bytes_recv")).collect();
+    let rd: Vec<f64> = layers.iter().map(|l| num(l, "rounds")).collect();
+    vec![
+        bar_chart("Online time per layer", "ms", &labels, &t),
+        bar_chart("Bytes per layer, both directions", "bytes", &labels, &b),
+        bar_chart("Rounds per layer", "rounds", &labels, &rd),
+    ]
+}
+
+fn cell(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(esc(s)),
+        Value::Number(n) => Some(n.as_f64().map(fmt_num).unwrap_or_else(|| n.to_string())),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null => Some(String::new()),
+        _ => None,
+    }
+}
+
+/// One table per benchmark: a row per record, a column per scalar field.
+fn tables(records: &[Value]) -> String {
+    let mut groups: Vec<(String, Vec<&Value>)> = Vec::new();
+    for r in records {
+        let b = r.get("bench").and_then(Value::as_str).unwrap_or("other").to_string();
+        match groups.iter_mut().find(|(k, _)| *k == b) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((b, vec![r])),
+        }
+    }
+    let mut s = String::new();
+    for (bench, rows) in groups {
+        let mut cols: Vec<String> = Vec::new();
+        for r in &rows {
+            if let Some(o) = r.as_object() {
+                for (k, v) in o {
+                    if cell(v).is_some() && !cols.contains(k) && cols.len() < 200 {
+                        cols.push(k.clone());
+                    }
+                }
+            }
+        }
+        let caption = PAPER.iter().find(|(k, _)| *k == bench).map(|(_, c)| c.to_string()).unwrap_or_else(|| format!("Benchmark {bench}"));
+        let _ = write!(s, "<h2>{}</h2><p class=\"note\">{} record(s); this machine's numbers.</p><div class=\"scroll\"><table><thead><tr>", esc(&caption), rows.len());
+        for c in &cols {
+            let _ = write!(s, "<th>{}</th>", esc(c));
+        }
+        s.push_str("</tr></thead><tbody>");
+        for r in &rows {
+            s.push_str("<tr>");
+            for c in &cols {
+                let v = r.get(c).and_then(cell).unwrap_or_default();
+                let _ = write!(s, "<td>{v}</td>");
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</tbody></table></div>");
+    }
+    s
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}\
+.note{color:#666;font-size:.9em}.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.8em}\
+th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}th{background:#f3f3f3}\
+svg{display:block;margin:.6em 0}svg .title{font-size:13px;font-weight:600}svg .lab,svg .val{font-size:10px;fill:#333}\
+svg .bar{fill:#3b6ea8}figure{margin:0 0 1em 0}";
+
+/// The whole HTML page for `records` read from `source`.
+pub fn render(records: &[Value], source: &str) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>hush report: {src}</title><style>{STYLE}</style></head><body><h1>hush report: {src}</h1><p class=\"note\">{n} record(s). Generated by <code>hush report</code>; self-contained (inline SVG, no scripts).</p>",
+        src = esc(source),
+        n = records.len()
+    );
+    for (i, r) in records.iter().enumerate() {
+        let figs = layer_figures(r);
+        if figs.is_empty() {
+            continue;
+        }
+        let _ = write!(s, "<h2>Record {}: {}</h2>", i + 1, esc(&record_title(r)));
+        for f in figs {
+            let _ = write!(s, "<figure>{f}</figure>");
+        }
+    }
+    s.push_str(&tables(records));
+    s.push_str("</body></html>\n");
+    s
+}
+
+/// `hush report`: reads `input`, writes the HTML to `html` (default: the input with `.html`).
+pub fn report_main(input: &Path, html: Option<&Path>) -> Result<PathBuf, String> {
+    let show = input.display();
+    let meta = std::fs::metadata(input).map_err(|e| format!("{show}: {e}"))?;
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(format!("{show}: {} bytes is larger than the {MAX_INPUT_BYTES}-byte limit", meta.len()));
+    }
+    let text = std::fs::read_to_string(input).map_err(|e| format!("{show}: {e}"))?;
+    let records = read_records(&text).map_err(|e| format!("{show}: {e}"))?;
+    let out = html.map(Path::to_path_buf).unwrap_or_else(|| input.with_extension("html"));
+    let name = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    std::fs::write(&out, render(&records, &name)).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn one_svg_per_figure_and_escaped_names() {
+        let r = json!({"bench": "infer", "model": "m<1>", "per_layer": [
+            {"name": "conv<script>", "kind": "linear", "secs": 0.002, "bytes_sent": 10, "bytes_recv": 5, "rounds": 1},
+            {"name": "relu", "kind": "relu", "secs": 0.001, "bytes_sent": 3, "bytes_recv": 3, "rounds": 4}]});
+        let h = render(&[r.clone(), json!({"bench": "cot", "n": 5})], "x.json");
+        assert_eq!(h.matches("<svg").count(), 3);
+        assert!(!h.contains("<script"), "unescaped name");
+        assert!(h.contains("conv&lt;script&gt;") && h.contains("m&lt;1&gt;"));
+        assert!(h.contains("SilentFlow, Table III") && h.contains("TAMI-MPC, Table 4"));
+        let h = render(&[r.clone(), r], "x.json");
+        assert_eq!(h.matches("<svg").count(), 6);
+        assert_eq!(h.matches("</svg>").count(), 6);
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        assert!(read_records("{\"a\":1}\nnot json\n").unwrap_err().starts_with("line 2"));
+        assert!(read_records("[1, 2]").unwrap_err().contains("record 1"));
+        assert!(read_records("\n\n").unwrap_err().contains("no records"));
+        assert!(read_records("5\n").unwrap_err().contains("not a JSON object"));
+        // odd values render without panicking
+        let h = render(&[json!({"bench": "infer", "per_layer": [{"name": 5, "secs": "x", "rounds": -3}, 7]})], "y");
+        assert_eq!(h.matches("<svg").count(), 3);
+    }
+}

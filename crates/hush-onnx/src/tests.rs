@@ -1,0 +1,366 @@
+use super::proto::*;
+use super::*;
+
+fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn f32_tensor(name: &str, dims: &[i64], vals: &[f32]) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: Some(data_type::FLOAT),
+        name: Some(name.into()),
+        raw_data: Some(vals.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        ..Default::default()
+    }
+}
+
+fn vi(name: &str, dims: &[i64]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| Dimension {
+                            value: Some(DimensionValue::DimValue(d)),
+                        })
+                        .collect(),
+                }),
+            }),
+        }),
+    }
+}
+
+fn node(
+    op: &str,
+    name: &str,
+    ins: &[&str],
+    outs: &[&str],
+    attrs: Vec<AttributeProto>,
+) -> NodeProto {
+    NodeProto {
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: outs.iter().map(|s| s.to_string()).collect(),
+        name: Some(name.into()),
+        op_type: Some(op.into()),
+        attribute: attrs,
+        domain: None,
+    }
+}
+
+fn ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        ints: v.to_vec(),
+        r#type: Some(attr_type::INTS),
+        ..Default::default()
+    }
+}
+
+fn int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        i: Some(v),
+        r#type: Some(attr_type::INT),
+        ..Default::default()
+    }
+}
+
+fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>, in_dims: &[i64], out: &str) -> Vec<u8> {
+    let m = ModelProto {
+        ir_version: Some(8),
+        graph: Some(GraphProto {
+            node: nodes,
+            name: Some("t".into()),
+            initializer: inits,
+            input: vec![vi("x", in_dims)],
+            output: vec![vi(out, &[1, 1])],
+        }),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+    };
+    m.encode_to_vec()
+}
+
+fn header(b: &[u8]) -> String {
+    assert_eq!(&b[..8], MAGIC);
+    let h = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+    String::from_utf8(b[12..12 + h].to_vec()).unwrap()
+}
+
+fn data(b: &[u8]) -> Vec<f32> {
+    let h = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+    b[12 + h..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn unsupported_msg(r: Result<Vec<u8>>) -> String {
+    match r {
+        Err(Error::Unsupported(m)) => m,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The bundled MNIST model converts to exactly the committed `.hushm`
+/// (written by the earlier Python importer): pins the Rust output.
+#[test]
+fn bundled_mnist_model_converts_to_the_committed_file() {
+    let got = convert_file(&root().join("models/mnist_cnn.onnx")).unwrap();
+    let want = std::fs::read(root().join("models/mnist_cnn.hushm")).unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got == want,
+        "the conversion of models/mnist_cnn.onnx differs from models/mnist_cnn.hushm"
+    );
+}
+
+#[test]
+fn gemm_layout_alpha_beta_and_header() {
+    // Gemm without transB: B is in×out and is transposed to out×in; alpha and beta applied.
+    let b = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]; // 3×2
+    let m = model(
+        vec![node(
+            "Gemm",
+            "fc",
+            &["x", "B", "C"],
+            &["y"],
+            vec![AttributeProto {
+                name: Some("alpha".into()),
+                f: Some(0.5),
+                r#type: Some(attr_type::FLOAT),
+                ..Default::default()
+            }],
+        )],
+        vec![
+            f32_tensor("B", &[3, 2], &b),
+            f32_tensor("C", &[2], &[0.25, -1.0]),
+        ],
+        &[1, 3],
+        "y",
+    );
+    let out = convert(&m).unwrap();
+    assert_eq!(
+        header(&out),
+        concat!(
+            r#"{"format":"hush-model","version":1,"name":"t","input":{"name":"x","shape":[3]},"output":{"name":"y","shape":[2]},"#,
+            r#""postprocess":"none","nodes":[{"op":"dense","name":"fc","inputs":["x"],"output":"y","weight":0,"bias":1,"shape":[2]}],"#,
+            r#""tensors":[{"name":"fc.weight","shape":[2,3],"offset":0,"dtype":"f32"},{"name":"fc.bias","shape":[2],"offset":24,"dtype":"f32"}]}"#
+        )
+    );
+    assert_eq!(data(&out), vec![0.5, 1.5, 2.5, 1.0, 2.0, 3.0, 0.25, -1.0]);
+}
+
+#[test]
+fn batchnorm_folds_into_conv() {
+    let w = [1.0f32, -2.0]; // 2 output channels, 1 input channel, 1×1
+    let m = model(
+        vec![
+            node(
+                "Conv",
+                "conv",
+                &["x", "w"],
+                &["c"],
+                vec![ints("kernel_shape", &[1, 1])],
+            ),
+            node(
+                "BatchNormalization",
+                "bn",
+                &["c", "s", "b", "m", "v"],
+                &["y"],
+                vec![],
+            ),
+        ],
+        vec![
+            f32_tensor("w", &[2, 1, 1, 1], &w),
+            f32_tensor("s", &[2], &[2.0, 3.0]),
+            f32_tensor("b", &[2], &[0.5, 0.0]),
+            f32_tensor("m", &[2], &[1.0, -1.0]),
+            f32_tensor("v", &[2], &[4.0, 1.0]),
+        ],
+        &[1, 1, 2, 2],
+        "y",
+    );
+    let out = convert(&m).unwrap();
+    let h = header(&out);
+    assert!(h.contains(r#""folded":["bn"]"#), "{h}");
+    assert!(!h.contains("scale"), "{h}");
+    let eps = 1e-5f64;
+    let s0 = 2.0 / (4.0 + eps).sqrt();
+    let s1 = 3.0 / (1.0 + eps).sqrt();
+    let want = [
+        (1.0 * s0) as f32,
+        (-2.0 * s1) as f32,
+        (0.5 - 1.0 * s0) as f32,
+        (1.0 * s1) as f32,
+    ];
+    assert_eq!(data(&out), want);
+}
+
+#[test]
+fn refusals_name_node_and_operator() {
+    let m = model(
+        vec![
+            node("Relu", "relu", &["x"], &["r"], vec![]),
+            node("Sigmoid", "my_sigmoid", &["r"], &["y"], vec![]),
+        ],
+        vec![],
+        &[1, 4],
+        "y",
+    );
+    let e = unsupported_msg(convert(&m));
+    assert!(
+        e.starts_with("node 'my_sigmoid' (operator Sigmoid): operator not supported"),
+        "{e}"
+    );
+    let m = model(
+        vec![node(
+            "Conv",
+            "grouped",
+            &["x", "w"],
+            &["y"],
+            vec![ints("kernel_shape", &[1, 1]), int("group", 2)],
+        )],
+        vec![f32_tensor("w", &[2, 1, 1, 1], &[1.0, 1.0])],
+        &[1, 2, 3, 3],
+        "y",
+    );
+    let e = unsupported_msg(convert(&m));
+    assert!(
+        e.contains("'grouped' (operator Conv)") && e.contains("groups = 2"),
+        "{e}"
+    );
+    // a string where a list of integers belongs
+    let bad = AttributeProto {
+        name: Some("strides".into()),
+        s: Some(b"2".to_vec()),
+        r#type: Some(attr_type::STRING),
+        ..Default::default()
+    };
+    let m = model(
+        vec![node(
+            "MaxPool",
+            "mp",
+            &["x"],
+            &["y"],
+            vec![ints("kernel_shape", &[2, 2]), bad],
+        )],
+        vec![],
+        &[1, 1, 4, 4],
+        "y",
+    );
+    let e = unsupported_msg(convert(&m));
+    assert!(
+        e.contains("'mp' (operator MaxPool)") && e.contains("strides"),
+        "{e}"
+    );
+    // an operand nobody produced
+    let m = model(
+        vec![node("Relu", "r", &["nothing"], &["y"], vec![])],
+        vec![],
+        &[1, 4],
+        "y",
+    );
+    assert!(unsupported_msg(convert(&m)).contains("'nothing' is not produced"));
+}
+
+#[test]
+fn malformed_and_oversized_inputs_are_errors() {
+    assert!(matches!(
+        convert(&b"\x08\x07garbage that is not a model".repeat(3)),
+        Err(Error::Parse(_))
+    ));
+    assert!(matches!(convert(&[0xff; 64]), Err(Error::Parse(_))));
+    // a tensor whose shape claims far more data than it holds: refused before any allocation
+    let mut t = f32_tensor("w", &[1 << 40, 1 << 20], &[1.0]);
+    let m = model(
+        vec![node("Relu", "r", &["x"], &["y"], vec![])],
+        vec![t.clone()],
+        &[1, 4],
+        "y",
+    );
+    let e = unsupported_msg(convert(&m));
+    assert!(
+        e.contains("initializer 'w'") && e.contains("elements"),
+        "{e}"
+    );
+    t.dims = vec![4, 4];
+    let m = model(
+        vec![node("Relu", "r", &["x"], &["y"], vec![])],
+        vec![t],
+        &[1, 4],
+        "y",
+    );
+    let e = unsupported_msg(convert(&m));
+    assert!(
+        e.contains("initializer 'w'") && e.contains("needs 16 values"),
+        "{e}"
+    );
+    // a huge input shape
+    let m = model(
+        vec![node("Relu", "r", &["x"], &["y"], vec![])],
+        vec![],
+        &[1, 1 << 30, 1 << 30],
+        "y",
+    );
+    assert!(unsupported_msg(convert(&m)).contains("elements"));
+    // external data
+    let mut t = f32_tensor("w", &[1], &[1.0]);
+    t.data_location = Some(1);
+    let m = model(
+        vec![node("Relu", "r", &["x"], &["y"], vec![])],
+        vec![t],
+        &[1, 4],
+        "y",
+    );
+    assert!(unsupported_msg(convert(&m)).contains("external"));
+}
+
+#[test]
+fn names_are_escaped_to_ascii() {
+    let m = model(
+        vec![node("Relu", "r\u{e9}lu\"\u{1f600}", &["x"], &["y"], vec![])],
+        vec![],
+        &[1, 4],
+        "y",
+    );
+    let h = header(&convert(&m).unwrap());
+    assert!(h.is_ascii());
+    assert!(h.contains(r#""name":"r\u00e9lu\"\ud83d\ude00""#), "{h}");
+}
+
+/// Mutated copies of the bundled model never panic: each is converted or refused.
+#[test]
+fn mutated_models_never_panic() {
+    let base = std::fs::read(root().join("models/mnist_cnn.onnx")).unwrap();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..3000 {
+        let mut b = base.clone();
+        for _ in 0..1 + next() % 4 {
+            let i = (next() % b.len() as u64) as usize;
+            b[i] = next() as u8;
+        }
+        if next() % 8 == 0 {
+            b.truncate((next() % b.len() as u64) as usize);
+        }
+        match std::panic::catch_unwind(|| convert(&b)) {
+            Ok(Ok(_)) => ok += 1,
+            Ok(Err(_)) => refused += 1,
+            Err(_) => panic!("the importer panicked on a mutated model"),
+        }
+    }
+    assert!(ok > 0 && refused > 0, "ok {ok}, refused {refused}");
+}
