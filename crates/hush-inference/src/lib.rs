@@ -49,6 +49,7 @@ pub mod engine;
 pub mod fixed;
 pub mod float_ref;
 pub mod he_linear;
+pub mod limits;
 pub mod linear;
 pub mod model;
 pub mod npy;
