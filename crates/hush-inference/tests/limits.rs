@@ -4,6 +4,7 @@
 //! server keeps serving.
 
 use hush_inference::limits::{self, ServerLimits};
+use hush_transport::admission::{MemGate, PendingGate};
 use hush_inference::model::Builder;
 use hush_inference::runtime::{self, Options};
 use hush_inference::{reference, FixedConfig, Model, Plan};
@@ -107,10 +108,11 @@ fn per_session_cap_fits_the_session_and_it_runs_correctly() {
 fn global_cap_refuses_a_session_that_does_not_fit_and_admits_it_later() {
     let m0 = model();
     let one = need(&m0, None);
-    // room for one session, not two (and far above this process's resident
-    // memory, so that the backstop does not decide)
+    // room for one session, not two (the resident-memory backstop is off:
+    // this test process's memory must not decide)
     let total = one + one / 2;
-    let (h, log, m) = start(Options { limits: ServerLimits::new(None, Some(total), 8), ..Default::default() });
+    let l = ServerLimits { session_mem: None, mem: MemGate::with_rss(Some(total), None), pending: PendingGate::new(8) };
+    let (h, log, m) = start(Options { limits: l, ..Default::default() });
     let addr = h.addr.to_string();
     let held = runtime::connect(&addr, &Options::default()).expect("the first session fits");
     let e = match runtime::connect(&addr, &Options::default()) {
