@@ -1348,6 +1348,7 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
                     }
                 }
                 act.fetch_sub(1, Ordering::SeqCst);
+                hush_transport::admission::return_free_memory();
             });
         }
     });
