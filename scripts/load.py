@@ -84,7 +84,7 @@ def rss_parts(pid):
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 k = line.split(":")[0]
-                if k in ("VmRSS", "RssAnon", "RssFile"):
+                if k in ("VmRSS", "RssAnon", "RssFile", "Threads"):
                     out[k] = int(line.split()[1])
     except OSError:
         return None

@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load import ROOT, free_port, pct, rss_kib  # noqa: E402
+from load import ROOT, free_port, pct, rss_kib, rss_parts  # noqa: E402
 
 AES_KEY = "000102030405060708090a0b0c0d0e0f"
 AES_PT = "00112233445566778899aabbccddeeff"
@@ -184,7 +184,7 @@ class Load3:
 
     def idle_sample(self, k):
         time.sleep(self.a.settle)
-        self.idle_rss[k] = self.node_rss()
+        self.idle_rss[k] = [rss_parts(n.pid) for n in self.nodes]
         self.checkpoints.pop(0)
         self.cv.notify_all()
 
@@ -242,7 +242,7 @@ class Load3:
         wall = time.time() - t0
         time.sleep(max(1.0, self.a.settle))
         final = self.node_rss()
-        self.idle_rss[self.jobs] = final
+        self.idle_rss[self.jobs] = [rss_parts(n.pid) for n in self.nodes]
         alive = all(n.poll() is None for n in self.nodes)
         self.stop = True
         for n in self.nodes:
@@ -296,10 +296,14 @@ def main():
     ap.add_argument("--close-wait", type=float, default=30)
     ap.add_argument("--silent-secs", type=float, default=5)
     ap.add_argument("--idle-at", type=int, nargs="*", default=[100])
-    ap.add_argument("--settle", type=float, default=2.0)
+    ap.add_argument("--settle", type=float, default=None,
+                    help="seconds the nodes get to finish before an idle sample (default: --node-timeout + 5, so that "
+                         "jobs left half-submitted by aborting submitters have timed out)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.settle is None:
+        a.settle = a.node_timeout + 5.0
     ok, rep = Load3(a).run()
     print(json.dumps(rep) if a.json else json.dumps(rep, indent=1))
     sys.exit(0 if ok else 1)
