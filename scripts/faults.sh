@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 export HUSH_FAULT_SCHEDULES="${1:-1000}"
 log=$(mktemp)
 status=0
-for spec in "hush-transport faults_tcp" "hush-correlations faults" "hush-2pc faults" "hush-inference faults" "hush-replicated faults"; do
+for spec in "hush-transport faults_tcp" "hush-correlations faults" "hush-2pc faults" "hush-inference faults" "hush-inference faults_dealer" "hush-replicated faults"; do
   set -- $spec
   cargo test --release -q -p "$1" --test "$2" -- --nocapture --test-threads 1 >"$log" 2>&1 || status=1
   grep -E '(faults [a-z0-9-]+: |^  [a-z-]+ +correct|  VIOLATION)' "$log" | sed -E 's/^test [a-z0-9_]+ \.\.\. //' || true

@@ -77,6 +77,21 @@ def rss_kib(pid):
     return None
 
 
+def rss_parts(pid):
+    """VmRSS split into anonymous memory (heap, stacks) and file-backed
+    pages (the binary's code and data as touched), in KiB."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k = line.split(":")[0]
+                if k in ("VmRSS", "RssAnon", "RssFile", "Threads"):
+                    out[k] = int(line.split()[1])
+    except OSError:
+        return None
+    return out
+
+
 def pct(v, q):
     if not v:
         return None
@@ -96,6 +111,12 @@ class Load:
         self.honest_bad = []
         self.sessions = 0
         self.rss = []  # (t, sessions, kib)
+        # like-for-like memory: at each checkpoint the workers pause, the
+        # sessions in flight drain, and the idle server's RSS is sampled
+        self.checkpoints = sorted(set(c for c in a.idle_at if c < a.sessions)) if not a.soak else []
+        self.idle_rss = {}
+        self.in_flight = 0
+        self.cv = threading.Condition(self.lock)
         self.stop = False
         self.tmp = tempfile.mkdtemp(prefix="hush-load-")
 
@@ -111,6 +132,7 @@ class Load:
         cmd = [a.hush, "serve", "--model", a.model, "--listen", self.addr, "--max-sessions", str(a.max_sessions), "--proto", "fss"]
         if a.insecure:
             cmd.append("--insecure")
+        cmd += a.serve_arg
         self.server_log = open(os.path.join(self.tmp, "server.log"), "w+")
         self.srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.server_log, text=True)
         self.fp = None
@@ -203,6 +225,14 @@ class Load:
         finally:
             s.close()
 
+    def idle_sample(self, k):
+        """Called with the lock held once `k` sessions have ended and none
+        is in flight: waits for the server to finish its side, samples RSS."""
+        time.sleep(self.a.settle)
+        self.idle_rss[k] = rss_parts(self.srv.pid)
+        self.checkpoints.pop(0)
+        self.cv.notify_all()
+
     def worker(self, wid, deadline):
         rng = random.Random(self.a.seed * 1000 + wid)
         while not self.stop:
@@ -212,15 +242,29 @@ class Load:
                         return
                 elif self.sessions >= self.a.sessions:
                     return
+                # hold back at a checkpoint until it has been sampled
+                while self.checkpoints and self.sessions >= self.checkpoints[0]:
+                    if self.in_flight == 0:
+                        self.idle_sample(self.checkpoints[0])
+                    else:
+                        self.cv.wait(1.0)
+                if self.sessions >= self.a.sessions:
+                    return
                 self.sessions += 1
+                self.in_flight += 1
                 n = self.sessions
             kind = "honest" if rng.random() >= self.a.misbehave else rng.choice(["garbage", "disconnect", "silent"])
             with self.lock:
                 self.kinds[kind] += 1
-            if kind == "honest":
-                self.honest(n)
-            else:
-                self.raw(kind, rng)
+            try:
+                if kind == "honest":
+                    self.honest(n)
+                else:
+                    self.raw(kind, rng)
+            finally:
+                with self.lock:
+                    self.in_flight -= 1
+                    self.cv.notify_all()
 
     def sampler(self):
         t0 = time.time()
@@ -243,8 +287,9 @@ class Load:
         for w in ws:
             w.join()
         wall = time.time() - t0
-        time.sleep(1.0)
+        time.sleep(max(1.0, self.a.settle))
         final_rss = rss_kib(self.srv.pid)
+        self.idle_rss[self.sessions] = rss_parts(self.srv.pid)
         alive = self.srv.poll() is None
         self.stop = True
         self.srv.terminate()
@@ -277,6 +322,8 @@ class Load:
                 "after_1000": rss_at(1000),
                 "end": final_rss,
                 "max": max((r for (_, _, r) in self.rss), default=None),
+                # idle (no session in flight) after k sessions: like for like
+                "idle_after": {str(k): v for k, v in sorted(self.idle_rss.items())},
             },
             "rss_series": self.rss[:: max(1, len(self.rss) // 40)],
             "server_log_lines": len(log),
@@ -295,14 +342,21 @@ def main():
     ap.add_argument("--sessions", type=int, default=1000, help="total sessions (all kinds); ignored with --soak")
     ap.add_argument("--soak", type=float, default=0, help="run for this many seconds instead")
     ap.add_argument("--misbehave", type=float, default=0.25, help="fraction of misbehaving clients")
-    ap.add_argument("--max-sessions", type=int, default=64, help="the server's --max-sessions")
+    ap.add_argument("--max-sessions", type=int, default=None,
+                    help="the server's --max-sessions (default 2 x --clients: after its last inference a server session "
+                         "pre-deals the next one while the client may already have left, so sessions outlive their clients briefly)")
     ap.add_argument("--client-timeout", type=float, default=300)
     ap.add_argument("--close-wait", type=float, default=30, help="how long a garbage client waits for the server to hang up")
     ap.add_argument("--silent-secs", type=float, default=5, help="how long a silent client stays connected")
     ap.add_argument("--insecure", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--idle-at", type=int, nargs="*", default=[100], help="session counts at which to drain and sample the idle server's RSS (the end is always sampled)")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds to let the server finish before an idle sample")
+    ap.add_argument("--serve-arg", action="append", default=[], help="extra argument for `hush serve` (repeatable)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.max_sessions is None:
+        a.max_sessions = 2 * a.clients
     ok, rep = Load(a).run()
     if a.json:
         print(json.dumps(rep))

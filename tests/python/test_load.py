@@ -27,3 +27,21 @@ def test_load_small():
     assert sum(rep["by_kind"].values()) == 24
     # one line per session (plus the banner), failed ones included
     assert rep["server_log_lines"] >= 24, rep["server_log_sample"]
+
+
+@pytest.mark.skipif(not os.path.exists(HUSH), reason="target/release/hush not built")
+def test_load3_small():
+    """scripts/load3.py in small: three `hush node`s (TLS, pinned) and a
+    few concurrent submitters, a quarter misbehaving (garbage, disconnects,
+    silence, `hush job` killed mid-job). Every honest job's output must be
+    the plaintext one, the nodes must stay up."""
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "load3.py"), "--hush", HUSH, "--clients", "6",
+           "--jobs", "24", "--silent-secs", "2", "--close-wait", "15", "--node-timeout", "10",
+           "--idle-at", "--settle", "1", "--seed", "3", "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    rep = json.loads(p.stdout.strip().splitlines()[-1])
+    assert p.returncode == 0, rep
+    assert rep["nodes_alive"]
+    assert rep["honest_failed"] == 0 and rep["honest_correct"] == rep["by_kind"]["honest"] > 0, rep
+    assert sum(rep["by_kind"].values()) == 24
+    assert rep["by_kind"]["honest"] < 24, "some submitters must misbehave for the test to have power"

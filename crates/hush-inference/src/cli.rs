@@ -84,6 +84,13 @@ pub struct DealerArgs {
     /// this); 0 turns plans off.
     #[arg(long, default_value = "1GiB")]
     pub plan_mem: String,
+    /// Most connections in their set-up (handshake, join); more are closed at once.
+    #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_PENDING)]
+    pub max_pending: usize,
+    /// Refuse new sessions while the dealer's resident memory is at this
+    /// size (e.g. 8G; `none`: no cap). Default: 3/4 of physical memory.
+    #[arg(long, value_name = "BYTES")]
+    pub max_mem: Option<String>,
     /// With --pin, only parties presenting a pinned certificate are served.
     #[command(flatten)]
     pub link: LinkFlags,
@@ -96,6 +103,8 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
     cfg.max_sessions = a.max_sessions.max(1);
     cfg.plan_mem = parse_size(&a.plan_mem)?;
+    cfg.max_pending = a.max_pending.max(1);
+    cfg.max_mem = crate::limits::cap_flag(a.max_mem.as_deref(), "--max-mem")?;
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);
@@ -162,6 +171,20 @@ pub struct ServeArgs {
     /// Most concurrent client sessions (more are refused with an error).
     #[arg(long, default_value_t = 64)]
     pub max_sessions: usize,
+    /// Per-session memory cap (e.g. 512M): sessions are fitted to it
+    /// (chunk, pre-dealing) and refused when the model cannot run within
+    /// it. Default: none.
+    #[arg(long, value_name = "BYTES")]
+    pub session_mem: Option<String>,
+    /// Global memory cap over all sessions' estimated peaks (e.g. 8G;
+    /// `none`: no cap); a session that would exceed it is refused.
+    /// Default: 3/4 of physical memory.
+    #[arg(long, value_name = "BYTES")]
+    pub total_mem: Option<String>,
+    /// Most connections in their set-up (greeting, TLS handshake); more are
+    /// closed at once.
+    #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_PENDING)]
+    pub max_pending: usize,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -438,7 +461,12 @@ fn mode_line(o: &Options) -> String {
 pub fn serve_main(a: ServeArgs) -> Result<()> {
     needs_dealer_addr(&a.common, "hush serve")?;
     let o = options(&a.common, Some(&a.fixed), None)?;
-    let o = Options { max_sessions: a.max_sessions, ..o };
+    let limits = crate::limits::ServerLimits::new(
+        a.session_mem.as_deref().map(crate::limits::parse_bytes).transpose()?,
+        crate::limits::cap_flag(a.total_mem.as_deref(), "--total-mem")?,
+        a.max_pending,
+    );
+    let o = Options { max_sessions: a.max_sessions, limits, ..o };
     let model = Arc::new(Model::load(&a.model)?);
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush serve: {s}"));
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;

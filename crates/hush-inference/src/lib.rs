@@ -51,6 +51,7 @@ pub mod fixed;
 pub mod float_ref;
 pub mod he_linear;
 pub mod hello;
+pub mod limits;
 pub mod linear;
 pub mod model;
 pub mod npy;

@@ -201,6 +201,9 @@ pub struct Options {
     /// What this party insists on at the hello (family, and for a client
     /// ring/fraction bits, chunk, model digest); see [`crate::hello`].
     pub expect: crate::hello::Expect,
+    /// Server: per-session and global memory caps, pending-connection
+    /// bound ([`crate::limits`]); clones share the global counters.
+    pub limits: crate::limits::ServerLimits,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -226,6 +229,7 @@ impl Default for Options {
             he_params: crate::he_linear::DEFAULT_PARAMS.into(),
             cot_set: None,
             expect: Default::default(),
+            limits: Default::default(),
         }
     }
 }
@@ -333,6 +337,8 @@ struct ServerSession {
     he: Option<crate::he_linear::HeLinear>,
     pre: engine::Predealt,
     predeal_mem: u64,
+    /// The session's share of the server's memory cap (released at its end).
+    _admitted: hush_transport::admission::Reservation,
 }
 
 /// Server side of a session's set-up: checks the client's hello (family,
@@ -363,6 +369,10 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
         }
     };
     let (chunk, predeal_mem) = fit_for_client(model, plan, &proto, hello, opts.chunk, predeal_mem);
+    let (chunk, predeal_mem, admitted) = match crate::limits::admit(&opts.limits, model, plan, &proto, chunk, predeal_mem) {
+        Ok(a) => a,
+        Err(msg) => return Err(refuse(ch, msg)),
+    };
     let mut reply = json!({
         "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": chunk,
         "predeal_mem": predeal_mem, "architecture": model.header_json,
@@ -384,7 +394,7 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     if let Some(c) = cot_set {
         let (nl, he) = he_session(ch, SERVER, &opts.mode, &opts.tee, c, &opts.he_params, model, plan, chunk)?;
         ch.send(READY)?;
-        return Ok(ServerSession { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0 });
+        return Ok(ServerSession { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0, _admitted: admitted });
     }
     establish(&mut module, ch, opts, ModuleRole::Sender)?;
     engine::load_weights(plan, &mut module)?;
@@ -393,7 +403,7 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
     plan_at_dealer(plan, &mut module, &*nl, &pre, opts)?;
     ch.send(READY)?;
-    Ok(ServerSession { module, nl, he: None, pre, predeal_mem })
+    Ok(ServerSession { module, nl, he: None, pre, predeal_mem, _admitted: admitted })
 }
 
 /// Dealer mode: sends the dealer the rest of this inference's dealing
@@ -671,7 +681,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         let _ = ch.send(json!({"ok": false, "error": "not a hush inference client (version 1)"}).to_string().as_bytes());
         return Err(Error::Protocol("client hello: not a hush inference client".into()));
     }
-    let ServerSession { mut module, mut nl, mut he, mut pre, predeal_mem } = server_open(ch, model, plan, opts, &hello)?;
+    let ServerSession { mut module, mut nl, mut he, mut pre, predeal_mem, _admitted } = server_open(ch, model, plan, opts, &hello)?;
     let mut served = 0usize;
     let r = (|| loop {
         let ctl = ch.recv()?;
@@ -1339,12 +1349,16 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
             };
             next_id += 1;
             let id = next_id;
+            let Some(ticket) = crate::limits::enter_pending(&opts.limits, stream, id, &*log, &fc) else { continue };
             let (m, p, o, l, okc, fc, act, sec) = (model.clone(), plan.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone(), sec.clone());
             std::thread::spawn(move || {
-                let copts = ChannelOptions { profile: o.profile.clone(), ..Default::default() };
+                let (stream, ticket) = ticket;
+                let copts = ChannelOptions { profile: o.profile.clone(), max_buffered: crate::limits::session_buffer(o.limits.session_mem), ..Default::default() };
                 // Mode preamble and TLS handshake (bounded by the
                 // transport's handshake timeout) on this thread.
-                let mut ch = match TcpChannel::from_accepted(stream, copts, &sec) {
+                let ch = TcpChannel::from_accepted(stream, copts, &sec);
+                drop(ticket);
+                let mut ch = match ch {
                     Ok(c) => c,
                     Err(e) => {
                         fc.fetch_add(1, Ordering::SeqCst);
@@ -1378,6 +1392,7 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
                     }
                 }
                 act.fetch_sub(1, Ordering::SeqCst);
+                hush_transport::admission::return_free_memory();
             });
         }
     });

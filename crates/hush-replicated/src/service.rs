@@ -71,7 +71,7 @@ use hush_transport::{Channel, ChannelExt, ChannelOptions, Cost, Fingerprint, Lin
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -155,20 +155,42 @@ fn read_hello(s: &mut std::net::TcpStream) -> std::io::Result<(u8, usize)> {
 
 /// Where links wait for the job thread that takes them: ring links from
 /// the previous party (kind 0) and extra client lanes (kind 1), by (job,
-/// lane, kind).
-#[derive(Default)]
+/// lane, kind). A link nobody claims within `ttl` (a job whose header never
+/// reached this node: its submitter left, or never meant to send it) is
+/// dropped — by the next `put` or the node's sweeper ([`Hub::sweep`]); at
+/// most [`MAX_PARKED`] links wait at once (more are closed).
 struct Hub {
     m: Mutex<HashMap<(u64, u32, u8), (TcpChannel, Instant)>>,
     cv: Condvar,
+    ttl: Duration,
 }
 
+/// Most links parked in the hub at once.
+pub const MAX_PARKED: usize = 1024;
+
 impl Hub {
-    fn put(&self, key: (u64, u32, u8), ch: TcpChannel) {
+    fn new(ttl: Duration) -> Self {
+        Hub { m: Mutex::new(HashMap::new()), cv: Condvar::new(), ttl }
+    }
+    /// Parks a link; `false` (the link is closed) when the hub is full.
+    fn put(&self, key: (u64, u32, u8), ch: TcpChannel) -> bool {
         let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
-        // Links nobody claimed for 10 minutes are dropped.
-        m.retain(|_, (_, t)| t.elapsed() < Duration::from_secs(600));
+        let ttl = self.ttl;
+        m.retain(|_, (_, t)| t.elapsed() < ttl);
+        if m.len() >= MAX_PARKED {
+            return false;
+        }
         m.insert(key, (ch, Instant::now()));
         self.cv.notify_all();
+        true
+    }
+    /// Drops links nobody claimed within the ttl; returns how many.
+    fn sweep(&self) -> usize {
+        let ttl = self.ttl;
+        let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.len();
+        m.retain(|_, (_, t)| t.elapsed() < ttl);
+        n - m.len()
     }
     fn take(&self, key: (u64, u32, u8), deadline: Instant, cancel: &AtomicBool) -> Option<TcpChannel> {
         let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
@@ -291,7 +313,14 @@ struct Shared {
     programs: Mutex<HashMap<[u8; 32], Arc<(Program, Circuit)>>>,
     handled: Mutex<u64>,
     handled_cv: Condvar,
+    /// Jobs being served at this node now (when it drops to 0 the
+    /// allocator's free memory goes back to the system).
+    running: AtomicUsize,
 }
+
+/// Most connections in their set-up (hello, greeting, TLS handshake) at
+/// once; beyond it a new connection is closed at once (and logged).
+pub const MAX_PENDING: usize = 256;
 
 fn sha256(parts: &[&[u8]]) -> [u8; 32] {
     let mut c = ring::digest::Context::new(&ring::digest::SHA256);
@@ -357,30 +386,63 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
     let listener = TcpListener::bind(&cfg.listen).map_err(|e| Error::Local(format!("cannot listen on {}: {e}", cfg.listen)))?;
     let sec = cfg.link.accept_any_authenticated();
     let peer_pins: [Option<Fingerprint>; 3] = std::array::from_fn(|j| if j == cfg.party { None } else { cfg.link.pins().for_addr(&cfg.peers[j]) });
+    // a parked link waits for its job's header at most four times as long
+    // as a job waits for a silent peer (and at least a minute: queued jobs)
+    let hub_ttl = cfg.ring.timeout.max(cfg.client.timeout).saturating_mul(4).max(Duration::from_secs(60));
     let shared = Arc::new(Shared {
         sched: Sched { m: Mutex::new(SchedState::default()), cv: Condvar::new(), capacity: cfg.threads.max(1) },
         cfg,
         store,
         store_lock: Mutex::new(()),
-        hub: Hub::default(),
+        hub: Hub::new(hub_ttl),
         jobs: Mutex::new(HashMap::new()),
         programs: Mutex::new(HashMap::new()),
         handled: Mutex::new(0),
         handled_cv: Condvar::new(),
+        running: AtomicUsize::new(0),
     });
+    let pending = hush_transport::admission::PendingGate::new(MAX_PENDING);
+    {
+        let sh = Arc::downgrade(&shared);
+        let _ = std::thread::Builder::new().name("hush3-sweep".into()).spawn(move || loop {
+            std::thread::sleep(hub_ttl / 2);
+            match sh.upgrade() {
+                Some(sh) => {
+                    if sh.hub.sweep() > 0 && sh.running.load(Ordering::SeqCst) == 0 {
+                        hush_transport::admission::return_free_memory();
+                    }
+                }
+                None => return,
+            }
+        });
+    }
     let sh = shared.clone();
     std::thread::Builder::new()
         .name("hush3-accept".into())
         .spawn(move || {
             for s in listener.incoming() {
                 let Ok(mut s) = s else { continue };
+                let Some(ticket) = pending.try_enter() else {
+                    let from_addr = s.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                    eprintln!("hush node {}: refused a connection from {from_addr}: {} connections already in set-up", sh.cfg.party, pending.max());
+                    continue;
+                };
                 let (sh, sec) = (sh.clone(), sec.clone());
                 std::thread::spawn(move || {
                     let me = sh.cfg.party;
                     let from_addr = s.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
-                    let Ok((kind, from)) = read_hello(&mut s) else { return };
+                    let (kind, from) = match read_hello(&mut s) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            eprintln!("hush node {me}: refused a connection from {from_addr}: {e}");
+                            return;
+                        }
+                    };
                     let opts = if kind == 1 { sh.cfg.client.clone() } else { sh.cfg.ring.clone() };
-                    let mut ch = match TcpChannel::from_accepted(s, opts, &sec) {
+                    let ch = TcpChannel::from_accepted(s, opts, &sec);
+                    drop(ticket);
+                    let mut ch = match ch {
                         Ok(c) => c,
                         Err(e) => {
                             eprintln!("hush node {me}: refused a connection from {from_addr}: {e}");
@@ -405,7 +467,9 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                         let Ok(f) = ch.recv_exact("ring link (job, lane)", 12) else { return };
                         let job = u64::from_le_bytes(f[..8].try_into().unwrap());
                         let lane = u32::from_le_bytes(f[8..].try_into().unwrap());
-                        sh.hub.put((job, lane, 0), ch);
+                        if !sh.hub.put((job, lane, 0), ch) {
+                            eprintln!("hush node {me}: dropped a ring link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
+                        }
                         return;
                     }
                     handle_client(&sh, ch);
@@ -431,7 +495,11 @@ fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
     let body = &first[4..];
     let r = match &first[..4] {
         b"HJB2" => {
+            sh.running.fetch_add(1, Ordering::SeqCst);
             let r = serve_job(sh, &mut ch, body);
+            if sh.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                hush_transport::admission::return_free_memory();
+            }
             *sh.handled.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             sh.handled_cv.notify_all();
             if let Err(e) = &r {
@@ -443,7 +511,9 @@ fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
         b"HLAN" if body.len() == 12 => {
             let job = u64::from_le_bytes(body[..8].try_into().unwrap());
             let lane = u32::from_le_bytes(body[8..].try_into().unwrap());
-            sh.hub.put((job, lane, 1), ch);
+            if !sh.hub.put((job, lane, 1), ch) {
+                eprintln!("hush node {me}: refused a lane link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
+            }
             return;
         }
         b"HSHR" => handle_share(sh, &ch, body),

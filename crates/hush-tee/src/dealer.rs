@@ -83,6 +83,9 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// Default [`DealerConfig::plan_mem`]: 1 GiB per session.
 pub const DEFAULT_PLAN_MEM: u64 = 1 << 30;
 
+/// Default bound on connections in their set-up ([`DealerConfig::max_pending`]).
+pub const DEFAULT_MAX_PENDING: usize = 256;
+
 /// A fresh random session id (OS randomness).
 pub fn new_session_id() -> SessionId {
     let mut id = [0u8; 32];
@@ -132,6 +135,12 @@ pub struct DealerConfig {
     /// at the dealer (see "Dealing plans" on [`Paired`]); 0 turns plans
     /// off (a plan is then acknowledged with nothing computed).
     pub plan_mem: u64,
+    /// Most connections in their set-up (greeting, TLS handshake, join);
+    /// beyond it a new connection is closed at once and logged.
+    pub max_pending: usize,
+    /// Resident-memory cap (bytes): opening a session is refused while
+    /// the dealer's resident memory is at it (`None`: no cap).
+    pub max_mem: Option<u64>,
     /// **INSECURE, tests only**: every session gets this seed instead of
     /// a fresh random one, so that outputs can be compared bit for bit
     /// with other providers. No `hush` command sets it.
@@ -140,7 +149,7 @@ pub struct DealerConfig {
 
 impl DealerConfig {
     pub fn new(link: LinkSecurity, kinds: crate::deal::Kinds) -> Self {
-        DealerConfig { link, kinds, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, plan_mem: DEFAULT_PLAN_MEM, insecure_test_seed: None }
+        DealerConfig { link, kinds, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, plan_mem: DEFAULT_PLAN_MEM, max_pending: DEFAULT_MAX_PENDING, max_mem: None, insecure_test_seed: None }
     }
 }
 
@@ -215,6 +224,7 @@ pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Syn
     let table = Arc::new(Mutex::new(Table::default()));
     let conns: Arc<Mutex<Vec<(u64, TcpStream)>>> = Arc::new(Mutex::new(Vec::new()));
     let (st, tb, cs) = (stop.clone(), table.clone(), conns.clone());
+    let pending = hush_transport::admission::PendingGate::new(cfg.max_pending);
     let thread = std::thread::spawn(move || {
         let mut next = 0u64;
         loop {
@@ -231,12 +241,17 @@ pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Syn
             };
             next += 1;
             let id = next;
+            let Some(ticket) = pending.try_enter() else {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                log(format!("connection {id}: refused ({} connections already in set-up, --max-pending)", pending.max()));
+                continue;
+            };
             if let (Ok(clone), Ok(mut c)) = (stream.try_clone(), cs.lock()) {
                 c.push((id, clone));
             }
             let (tb, cs, cfg, log) = (tb.clone(), cs.clone(), cfg.clone(), log.clone());
             std::thread::spawn(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connection(stream, &tb, &cfg)));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connection(stream, &tb, &cfg, ticket)));
                 match r {
                     Ok(Ok(line)) => log(format!("connection {id}: {line}")),
                     Ok(Err(e)) => log(format!("connection {id}: {e}")),
@@ -261,6 +276,11 @@ fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &Deal
             }
             if t.sessions.len() >= cfg.max_sessions {
                 return Err(format!("dealer busy ({} sessions, the most it holds); try again later", cfg.max_sessions));
+            }
+            if let (Some(cap), Some(rss)) = (cfg.max_mem, hush_transport::admission::resident_bytes()) {
+                if rss >= cap {
+                    return Err(format!("dealer memory cap reached (resident {} MiB of {} MiB); try again later", rss >> 20, cap >> 20));
+                }
             }
             let mut seed = Zeroizing::new([0u8; 32]);
             match cfg.insecure_test_seed {
@@ -338,10 +358,12 @@ fn deal_paired(module: &mut Module, paired: &Arc<Paired>, d: &DealRequest, seede
 }
 
 /// One party's connection: join, then requests until it ends.
-fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig) -> Result<String> {
+fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig, pending: hush_transport::admission::PendingTicket) -> Result<String> {
     let mut ch = TcpChannel::from_accepted(stream, channel_options(), &cfg.link)?;
     ch.set_timeout(JOIN_TIMEOUT);
-    let (session, role) = match decode_join(&ch.recv()?) {
+    let join = ch.recv();
+    drop(pending);
+    let (session, role) = match decode_join(&join?) {
         Ok(j) => j,
         Err(e) => {
             let _ = ch.send(&Response::Error(e.to_string()).encode());

@@ -71,6 +71,7 @@
 //! the socket (`socket_bytes_*`: frames + greeting + TLS handshake and
 //! record overhead), so benchmarks can report TLS overhead separately.
 
+pub mod admission;
 pub mod client_profile;
 pub mod faulty;
 mod frame;
