@@ -58,12 +58,12 @@ fn mismatches_are_refused_naming_both_settings() {
 
 #[test]
 fn a_party_with_proto_auto_takes_its_peers_family_visibly() {
-    // the server names tami, the client leaves it to the server
-    let (_srv, addr, fp) = serve(&["--proto", "tami"]);
+    // the server names fss (not the default), the client leaves it to the server
+    let (_srv, addr, fp) = serve(&["--proto", "fss"]);
     let (ok, out) = infer(&addr, &fp, &[]);
-    assert!(ok && out.contains("class 4") && out.contains("protocol family tami (the server's"), "{out}");
+    assert!(ok && out.contains("class 4") && out.contains("protocol family fss (the server's"), "{out}");
     // the server leaves it to the client
     let (_srv2, addr2, fp2) = serve(&[]);
-    let (ok, out) = infer(&addr2, &fp2, &["--proto", "tami", "--json"]);
-    assert!(ok && out.contains("\"tami\""), "{out}");
+    let (ok, out) = infer(&addr2, &fp2, &["--proto", "fss", "--json"]);
+    assert!(ok && out.contains("\"fss\""), "{out}");
 }
