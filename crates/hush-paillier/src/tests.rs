@@ -766,3 +766,45 @@ fn shifted_copies_and_grouped_rows_give_the_packed_products() {
     assert_eq!(cost.bytes_sent, (cols * copies * pk.ct_bytes()) as u64);
     assert_eq!(cost.bytes_recv, (pack.packed_len(rows) * pk.ct_bytes()) as u64);
 }
+
+/// The four-row IFMA kernels at their carry extremes: all-ones moduli (every
+/// limb and every product half at its maximum) at limb counts around
+/// multiples of four and of the 52-bit radix, bases M − 1, M − 2, 2^(b−1)
+/// and a random one, all-ones exponents (every window a full multiply);
+/// pow8, multi_exp8 and horner8 against GMP.
+#[test]
+fn ifma_kernels_at_carry_extremes_equal_gmp() {
+    if !ifma::available() {
+        eprintln!("ifma_kernels_at_carry_extremes_equal_gmp: no AVX-512 IFMA here (or HUSH_PAILLIER=gmp)");
+        return;
+    }
+    let mut r = rng(31);
+    for bits in [103u32, 104, 105, 155, 207, 208, 209, 311, 415, 416, 1039, 2047, 4095, 4096, 4097, 4159, 6144] {
+        let m = (Integer::from(1) << bits) - 1u32;
+        let ctx = ifma::MontCtx::new(&m).unwrap();
+        let bases = [Integer::from(&m - 1u32), Integer::from(&m - 2u32), Integer::from(1) << (bits - 1), rand_int(&mut r, bits) % &m];
+        let refs: Vec<&Integer> = bases.iter().collect();
+        let e = (Integer::from(1) << 64u32) - 1u32;
+        let got = ctx.pow8(&refs, &e);
+        for (k, b) in bases.iter().enumerate() {
+            assert_eq!(got[k], Integer::from(b.pow_mod_ref(&e, &m).unwrap()), "pow8 bits {bits} lane {k}");
+        }
+        let lanes: Vec<Vec<(&Integer, u64)>> = bases.iter().map(|b| vec![(b, u64::MAX), (&bases[0], u64::MAX >> 1)]).collect();
+        let got = ctx.multi_exp8(&lanes);
+        for (k, b) in bases.iter().enumerate() {
+            let want = Integer::from(b.pow_mod_ref(&e, &m).unwrap()) * Integer::from(bases[0].pow_mod_ref(&Integer::from(u64::MAX >> 1), &m).unwrap()) % &m;
+            assert_eq!(got[k], want, "multi_exp8 bits {bits} lane {k}");
+        }
+        let groups: Vec<&[Integer]> = vec![&bases[..]; 3];
+        let got = ctx.horner8(&groups, 61);
+        let mut want = Integer::from(0);
+        for (i, b) in bases.iter().enumerate() {
+            let sh = Integer::from(1) << (61 * i as u32);
+            let term = Integer::from(b.pow_mod_ref(&sh, &m).unwrap());
+            want = if i == 0 { term } else { want * term % &m };
+        }
+        for g in &got {
+            assert_eq!(*g, want, "horner8 bits {bits}");
+        }
+    }
+}
