@@ -673,20 +673,39 @@ unsafe fn accumulate_rows(
     let f = from as isize;
     let (mut w1, mut w2, mut w3, mut w4) = (at(f - 1), at(f - 2), at(f - 3), at(f - 4));
     let [x0, x1, x2, x3] = *x;
-    for r in from..to {
-        let w0 = *y.wrapping_add(r);
-        let p = t.add(r);
-        let mut v = *p;
-        v = madd_lo!(v, w0, x0);
-        v = madd_hi!(v, w1, x0);
-        v = madd_lo!(v, w1, x1);
-        v = madd_hi!(v, w2, x1);
-        v = madd_lo!(v, w2, x2);
-        v = madd_hi!(v, w3, x2);
-        v = madd_lo!(v, w3, x3);
-        v = madd_hi!(v, w4, x3);
-        *p = v;
+    // one position: y[r] in w0, y[r−1] … y[r−4] in w1 … w4
+    macro_rules! step {
+        ($r:expr, $w0:ident, $w1:ident, $w2:ident, $w3:ident, $w4:ident) => {{
+            $w0 = *y.wrapping_add($r);
+            let p = t.add($r);
+            let mut v = *p;
+            v = madd_lo!(v, $w0, x0);
+            v = madd_hi!(v, $w1, x0);
+            v = madd_lo!(v, $w1, x1);
+            v = madd_hi!(v, $w2, x1);
+            v = madd_lo!(v, $w2, x2);
+            v = madd_hi!(v, $w3, x2);
+            v = madd_lo!(v, $w3, x3);
+            v = madd_hi!(v, $w4, x3);
+            *p = v;
+        }};
+    }
+    // five positions per round, the register names rotating instead of
+    // the values (no moves)
+    let mut w0;
+    let mut r = from;
+    while r + 5 <= to {
+        step!(r, w0, w1, w2, w3, w4);
+        step!(r + 1, w4, w0, w1, w2, w3);
+        step!(r + 2, w3, w4, w0, w1, w2);
+        step!(r + 3, w2, w3, w4, w0, w1);
+        step!(r + 4, w1, w2, w3, w4, w0);
+        r += 5;
+    }
+    while r < to {
+        step!(r, w0, w1, w2, w3, w4);
         (w4, w3, w2, w1) = (w3, w2, w1, w0);
+        r += 1;
     }
 }
 
