@@ -44,8 +44,10 @@
 //!   |v| < 2^b, which is within statistical distance 2^−σ (σ = [`SIGMA`] =
 //!   40) of r alone, so its view is simulatable from its output share; the
 //!   evaluator rerandomises every ciphertext it returns, so their
-//!   randomness carries nothing of the evaluator's plaintexts. Test:
-//!   `h2s_owner_view_is_independent_of_the_value`.
+//!   randomness carries nothing of the evaluator's plaintexts. Tests:
+//!   `h2s_owner_view_is_independent_of_the_value` (Horner packing) and
+//!   `h2s_packed_owner_view_is_independent_of_the_value` (already-packed
+//!   groups: each slot masked on its own).
 
 use crate::key::{random_bits, Ciphertext, KeyPair, PublicKey};
 use crate::pack::Packing;

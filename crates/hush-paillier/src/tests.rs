@@ -808,3 +808,43 @@ fn ifma_kernels_at_carry_extremes_equal_gmp() {
         }
     }
 }
+
+/// The curious key owner's view of h2s when the evaluator's ciphertexts come
+/// already packed (`h2s_eval_packed_with`, LR's slot-shifted backward pass):
+/// every slot the owner decrypts must carry its own fresh mask. Low-nibble
+/// histograms of the owner's shares, per slot position (first and last slot
+/// of a group), are uniform for v = 0 and v = 2^20 − 1 and agree between
+/// the two. Fails if a slot were left unmasked or masked with a constant.
+#[test]
+fn h2s_packed_owner_view_is_independent_of_the_value() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let bits = 20u32;
+    let pack = proto::h2s_packing(&pk, bits).unwrap();
+    let n = 1024 * pack.slots;
+    let hist = |v: u64, seed: u64| -> Vec<[f64; 16]> {
+        let group = pk.encrypt(&pack.pack_plain(&vec![Integer::from(v); pack.slots]), &mut rng(seed)).unwrap();
+        let (owner, _, _) = run2(
+            |ch| h2s_owner(ch, kp, n, bits).unwrap(),
+            |ch| proto::h2s_eval_packed_with(ch, &pk, n, bits, &mut rng(seed + 1), |_| Ok(group.clone())).unwrap(),
+        );
+        let mut h = vec![[0f64; 16]; 2];
+        for (i, s) in owner.iter().enumerate() {
+            let slot = i % pack.slots;
+            if slot == 0 || slot == pack.slots - 1 {
+                h[usize::from(slot != 0)][(s & 15) as usize] += 1.0;
+            }
+        }
+        h
+    };
+    let (h0, h1) = (hist(0, 60), hist((1 << bits) - 1, 70));
+    let e = (n / pack.slots) as f64 / 16.0;
+    for (a, b) in h0.iter().zip(&h1) {
+        for h in [a, b] {
+            let chi: f64 = h.iter().map(|o| (o - e) * (o - e) / e).sum();
+            assert!(chi < 50.0, "owner's packed shares not uniform: χ² = {chi}");
+        }
+        let two: f64 = a.iter().zip(b).map(|(x, y)| if x + y > 0.0 { (x - y) * (x - y) / (x + y) } else { 0.0 }).sum();
+        assert!(two < 50.0, "owner's packed shares depend on the value: χ² = {two}");
+    }
+}
