@@ -177,8 +177,8 @@ impl MontCtx {
     /// term one multiplication by the table entry b_{k,t}^{digit} its lane
     /// selects (entries picked lane by lane with masked blends), kept only
     /// in the lanes whose digit is non-zero. Each term's table holds
-    /// b, b², …, b^{2^w − 1}; w minimises table plus window multiplications
-    /// per term ([`straus_window`]). A lane without terms gives 1.
+    /// b, b², …, b^{2^w − 1}; w minimises the work ([`straus_window`]). A
+    /// lane without terms gives 1.
     pub fn multi_exp8(&self, lanes: &[Vec<(&Integer, u64)>]) -> Vec<Integer> {
         assert!(lanes.len() <= LANES && available());
         let n = self.n;
@@ -222,11 +222,19 @@ impl MontCtx {
 }
 
 /// The Straus window for exponents of `top` bits: the w ∈ 1..=4 with the
-/// fewest multiplications per term, 2^w − 2 to fill the table plus one per
-/// window, ⌈top/w⌉ (ties to the smaller w); narrowed while the tables of
-/// `terms` terms of `n` limbs would exceed 16 MB.
+/// least work for `terms` terms, counted in quarter multiplications (a
+/// squaring costs about three quarters of a multiplication in these
+/// kernels): per term, the table's 2^(w−1) − 1 even entries by squaring and
+/// 2^(w−1) − 1 odd ones by multiplication plus one multiplication per
+/// window ⌈top/w⌉; once for all terms, w squarings per window but the
+/// first. Ties go to the smaller w. Narrowed while the tables of `terms`
+/// terms of `n` limbs would exceed 16 MB.
 pub fn straus_window(top: u32, terms: usize, n: usize) -> u32 {
-    let cost = |w: u32| (1u32 << w) - 2 + top.div_ceil(w);
+    let cost = |w: u32| {
+        let half = (1u64 << (w - 1)) - 1;
+        let windows = u64::from(top.div_ceil(w));
+        terms as u64 * (half * 3 + half * 4 + windows * 4) + windows.saturating_sub(1) * u64::from(w) * 3
+    };
     let mut w = (1..=4).min_by_key(|&w| (cost(w), w)).unwrap_or(1);
     while w > 1 && terms.saturating_mul(((1usize << w) - 1) * n * 64) > 16 << 20 {
         w -= 1;

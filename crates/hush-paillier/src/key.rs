@@ -53,6 +53,9 @@ struct PublicInner {
     a_bits: u32,
     ct_bytes: usize,
     table: FixedBase,
+    /// The IFMA Montgomery context mod n², made on first use (None where
+    /// the CPU has no IFMA).
+    mont: std::sync::OnceLock<Option<crate::ifma::MontCtx>>,
 }
 
 /// A public key: n, h_s and the fixed-base table of h_s mod n².
@@ -92,7 +95,7 @@ impl PublicKey {
         let a_bits = short_exponent_bits(n_bits);
         let table = FixedBase::new(&hs, &n2, a_bits, w, false);
         let ct_bytes = (2 * n_bits).div_ceil(8) as usize;
-        Ok(PublicKey(Arc::new(PublicInner { n, n2, hs, n_bits, a_bits, ct_bytes, table })))
+        Ok(PublicKey(Arc::new(PublicInner { n, n2, hs, n_bits, a_bits, ct_bytes, table, mont: std::sync::OnceLock::new() })))
     }
 
     /// The modulus n.
@@ -253,6 +256,28 @@ impl PublicKey {
                 Ciphertext(Integer::from(inv.0.pow_mod_ref(&e, &self.0.n2).unwrap()))
             }
         }
+    }
+
+    /// The IFMA context mod n² (kept with the key), if the CPU has IFMA.
+    pub(crate) fn mont_n2(&self) -> Option<&crate::ifma::MontCtx> {
+        self.0.mont.get_or_init(|| if crate::ifma::available() { crate::ifma::MontCtx::new(&self.0.n2) } else { None }).as_ref()
+    }
+
+    /// Enc(k_i·m_i) for many (ciphertext, unsigned 64-bit k_i) pairs: eight
+    /// at a time, one per lane, with the IFMA kernels where the CPU has them
+    /// ([`crate::ifma::MontCtx::multi_exp8`]), else [`PublicKey::mul_plain`]
+    /// one by one. Same results either way.
+    pub fn mul_u64_batch(&self, pairs: &[(&Ciphertext, u64)]) -> Vec<Ciphertext> {
+        let ctx = if pairs.len() > 1 { self.mont_n2() } else { None };
+        let Some(ctx) = ctx else {
+            return pairs.iter().map(|(c, k)| self.mul_plain(c, &Integer::from(*k))).collect();
+        };
+        let mut out = Vec::with_capacity(pairs.len());
+        for chunk in pairs.chunks(crate::ifma::LANES) {
+            let lanes: Vec<Vec<(&Integer, u64)>> = chunk.iter().map(|(c, k)| vec![(&c.0, *k)]).collect();
+            out.extend(ctx.multi_exp8(&lanes).into_iter().map(Ciphertext));
+        }
+        out
     }
 
     /// Enc(k·m) for a signed 64-bit k.

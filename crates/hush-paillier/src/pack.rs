@@ -55,7 +55,7 @@ impl Packing {
     /// time in the lanes of the IFMA path (each Horner step is the same
     /// 2^slot_bits power in every lane), else one by one with GMP.
     pub fn pack_many(&self, pk: &PublicKey, groups: &[Vec<Ciphertext>]) -> Result<Vec<Ciphertext>> {
-        let ctx = if crate::ifma::available() && groups.len() > 1 { crate::ifma::MontCtx::new(pk.n2()) } else { None };
+        let ctx = if groups.len() > 1 { pk.mont_n2() } else { None };
         let Some(ctx) = ctx else {
             return groups.iter().map(|g| self.pack(pk, g)).collect();
         };

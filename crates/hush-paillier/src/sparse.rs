@@ -210,7 +210,7 @@ impl Csr {
     /// then one inversion per row with negative entries), else row by row.
     /// Equal to `row_enc` on each row.
     pub fn rows_enc(&self, pk: &PublicKey, cts: &[Ciphertext], rows: std::ops::Range<usize>) -> Vec<Ciphertext> {
-        let ctx = if crate::ifma::available() && rows.len() > 1 { crate::ifma::MontCtx::new(pk.n2()) } else { None };
+        let ctx = if rows.len() > 1 { pk.mont_n2() } else { None };
         let Some(ctx) = ctx else {
             return rows.map(|r| self.row_enc(pk, cts, r)).collect();
         };

@@ -686,7 +686,11 @@ fn ifma_multi_exp8_windows_equal_gmp() {
     assert_eq!(ifma::straus_window(0, 1, 79), 1);
     assert_eq!(ifma::straus_window(2, 1, 79), 1);
     assert_eq!(ifma::straus_window(20, 1, 79), 2);
-    assert_eq!(ifma::straus_window(64, 2, 79), 3);
+    assert_eq!(ifma::straus_window(63, 1, 79), 3);
+    assert_eq!(ifma::straus_window(64, 1, 79), 4);
+    assert_eq!(ifma::straus_window(64, 2, 79), 4);
+    assert_eq!(ifma::straus_window(64, 40, 79), 3);
+    assert_eq!(ifma::straus_window(16, 40, 79), 2);
     assert_eq!(ifma::straus_window(64, 1 << 20, 79), 1, "tables capped");
     if !ifma::available() {
         eprintln!("ifma_multi_exp8_windows_equal_gmp: no AVX-512 IFMA here (or HUSH_PAILLIER=gmp)");
@@ -846,5 +850,25 @@ fn h2s_packed_owner_view_is_independent_of_the_value() {
         }
         let two: f64 = a.iter().zip(b).map(|(x, y)| if x + y > 0.0 { (x - y) * (x - y) / (x + y) } else { 0.0 }).sum();
         assert!(two < 50.0, "owner's packed shares depend on the value: χ² = {two}");
+    }
+}
+
+/// `mul_u64_batch` equals `mul_plain` one by one, at the scalar edges (0, 1,
+/// 2^63, 2^64 − 1) and for random scalars with the top bit set, for batch
+/// sizes that fill and do not fill the eight lanes.
+#[test]
+fn mul_u64_batch_equals_mul_plain() {
+    let kp = key1024();
+    let pk = kp.public();
+    let mut r = rng(32);
+    let cts: Vec<Ciphertext> = (0..19).map(|i| pk.encrypt_i64(i as i64 * 7919 - 50_000, &mut r)).collect();
+    let mut ks: Vec<u64> = vec![0, 1, 1 << 63, u64::MAX];
+    ks.extend((4..19).map(|_| r.gen::<u64>() | 1 << 63));
+    for len in [1, 2, 8, 9, 19] {
+        let pairs: Vec<(&Ciphertext, u64)> = cts.iter().zip(&ks).take(len).map(|(c, &k)| (c, k)).collect();
+        let got = pk.mul_u64_batch(&pairs);
+        for ((c, k), g) in pairs.iter().zip(&got) {
+            assert_eq!(g, &pk.mul_plain(c, &Integer::from(*k)), "k = {k}");
+        }
     }
 }
