@@ -223,7 +223,8 @@ def float_embed(onnx_path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarra
 
 
 def hush_binary() -> str:
-    for p in (ROOT / "target" / "release" / "hush", Path(sys.prefix) / "bin" / "hush"):
+    tgt = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    for p in (tgt / "release" / "hush", ROOT / "target" / "release" / "hush", Path(sys.prefix) / "bin" / "hush"):
         if p.is_file():
             return str(p)
     raise RuntimeError("the hush binary is not built (scripts/setup.sh builds target/release/hush)")

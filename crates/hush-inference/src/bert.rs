@@ -28,7 +28,8 @@
 //! set shared by all layers (loaded into the server's module once per layer
 //! id: the module work is that of twelve distinct layers). The output is
 //! checked for sanity only (finite, LayerNorm-normalised rows); accuracy is
-//! the operators' tests' job and the MiniLM check's (not yet built).
+//! the operators' tests' job and the MiniLM check's ([`crate::encoder`],
+//! `scripts/minilm.py`).
 
 use crate::engine::SharedModule;
 use crate::fixed::FixedConfig;

@@ -950,3 +950,121 @@ pub fn embed_main(a: EmbedArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hush_onnx::encoder::EncoderLayer;
+    use hush_primitives::{Block, Prg};
+
+    fn uniform(p: &mut Prg, n: usize, lo: f64, hi: f64) -> Vec<f32> {
+        (0..n).map(|_| (lo + (hi - lo) * (p.next_u64() >> 11) as f64 / (1u64 << 53) as f64) as f32).collect()
+    }
+
+    /// A small random encoder (hidden 16, 2 heads, FFN 32, 2 layers, 40
+    /// tokens) with weights at the scales of trained BERTs.
+    fn synthetic(seed: u64) -> Encoder {
+        let mut p = Prg::new(Block(seed as u128));
+        let (h, ffn, vocab, max_pos) = (16, 32, 40, 16);
+        let dense = |p: &mut Prg, o: usize, i: usize| {
+            let a = 1.5 / (i as f64).sqrt();
+            Dense { n_out: o, n_in: i, w: uniform(p, o * i, -a, a), b: uniform(p, o, -0.1, 0.1) }
+        };
+        let norm = |p: &mut Prg| Norm { gamma: uniform(p, h, 0.5, 1.5), beta: uniform(p, h, -0.2, 0.2) };
+        let layers = (0..2)
+            .map(|_| EncoderLayer {
+                q: dense(&mut p, h, h),
+                k: dense(&mut p, h, h),
+                v: dense(&mut p, h, h),
+                o: dense(&mut p, h, h),
+                ln1: norm(&mut p),
+                ff1: dense(&mut p, ffn, h),
+                ff2: dense(&mut p, h, ffn),
+                ln2: norm(&mut p),
+            })
+            .collect();
+        Encoder {
+            hidden: h,
+            heads: 2,
+            ffn,
+            vocab,
+            max_pos,
+            eps: 1e-12,
+            word: uniform(&mut p, vocab * h, -1.0, 1.0),
+            pos: uniform(&mut p, max_pos * h, -0.3, 0.3),
+            token_type: uniform(&mut p, 2 * h, -0.1, 0.1),
+            emb_ln: norm(&mut p),
+            layers,
+            normalize: true,
+        }
+    }
+
+    fn sentences() -> Vec<Vec<u32>> {
+        vec![vec![1, 5, 7], vec![1, 9, 30, 31, 4, 22, 2], vec![1, 39, 0, 12, 2], vec![1, 3, 3, 3, 17, 18, 19, 20, 2]]
+    }
+
+    /// The two-party run against the fixed-point reference (same code on
+    /// the clear context) and the f64 encoder, with several batches and
+    /// padding (a cap of 20 tokens splits the four sentences).
+    #[test]
+    fn private_embeddings_match_fixed_point_and_float_references() {
+        let e = synthetic(1);
+        let s = sentences();
+        let o = EmbedOptions { batch_tokens: 20, ..Default::default() };
+        let (sec, st, b) = embed_private(&e, &s, &o).unwrap();
+        assert!(st.batches >= 2 && st.bytes > 0 && st.rounds > 0, "{st:?}");
+        assert!(b.headroom_bits > 0.0);
+        let clear = embed_clear(&e, &s, &o).unwrap();
+        let float = embed_f64(&e, &s).unwrap();
+        for i in 0..s.len() {
+            let d = sec[i].iter().zip(&clear[i]).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+            assert!(d <= 5e-3, "sentence {i}: secure vs fixed-point reference {d}");
+            let c = cosine(&sec[i], &float[i]);
+            assert!(c >= 0.999, "sentence {i}: cosine to f64 {c}");
+            let n = sec[i].iter().map(|x| x * x).sum::<f64>().sqrt();
+            assert!((n - 1.0).abs() < 5e-3, "norm {n}");
+        }
+        // the same run in the fss family
+        let (sec2, _, _) = embed_private(&e, &s[..2], &EmbedOptions { proto: Proto::Fss, ..o }).unwrap();
+        for i in 0..2 {
+            assert!(cosine(&sec2[i], &float[i]) >= 0.999);
+        }
+    }
+
+    /// Padding is masked: a sentence padded next to a longer one embeds as
+    /// it does alone (fixed-point reference; the f64 encoder never pads).
+    /// Without the mask the padded tokens would pull it away: the check
+    /// fails if the mask is dropped (verified by the negative control).
+    #[test]
+    fn padding_is_masked() {
+        let e = synthetic(2);
+        let s = sentences();
+        let o = EmbedOptions::default();
+        let together = embed_clear(&e, &[s[0].clone(), s[3].clone()], &o).unwrap();
+        let alone = embed_clear(&e, &[s[0].clone()], &o).unwrap();
+        let c = cosine(&together[0], &alone[0]);
+        assert!(c > 0.99999, "{c}");
+        // negative control: treat the padding as real tokens ([PAD] = 0)
+        let mut padded = s[0].clone();
+        padded.resize(s[3].len(), 0);
+        let unmasked = embed_clear(&e, &[padded], &o).unwrap();
+        assert!(cosine(&unmasked[0], &alone[0]) < 0.999);
+    }
+
+    /// Ranges are proved at load: weights that make a product exceed the
+    /// ring are refused, naming the layer and the value; bad inputs too.
+    #[test]
+    fn models_and_inputs_that_could_wrap_or_do_not_fit_are_refused() {
+        let mut e = synthetic(3);
+        e.layers[1].k.w.iter_mut().for_each(|w| *w *= 1e9);
+        let err = embed_private(&e, &sentences(), &EmbedOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("layer 1") && err.contains("could wrap"), "{err}");
+        let e = synthetic(3);
+        for (s, want) in [(vec![vec![1, 40]], "vocabulary"), (vec![vec![]], "no tokens"), (vec![vec![1; 17]], "at most 16")] {
+            let err = embed_private(&e, &s, &EmbedOptions::default()).unwrap_err().to_string();
+            assert!(err.contains(want), "{err}");
+        }
+        let o = EmbedOptions { fx: FixedConfig { bits: 48, frac: 12 }, ..Default::default() };
+        assert!(embed_private(&e, &sentences(), &o).unwrap_err().to_string().contains("64"));
+    }
+}
