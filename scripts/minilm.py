@@ -286,8 +286,13 @@ def main() -> int:
         rp = ranking(emb[n + j], emb[:n])
         same = rf[: a.top] == rp[: a.top]
         same_all &= same
+        sf = ref[:n] @ ref[n + j]
+        sp = emb[:n] @ emb[n + j] / np.linalg.norm(emb[:n], axis=1) / np.linalg.norm(emb[n + j])
+        disc = (np.sign(sf[:, None] - sf[None, :]) * np.sign(sp[:, None] - sp[None, :])) < 0
+        gap = float(np.abs(sf[:, None] - sf[None, :])[disc].max()) if disc.any() else 0.0
         print(f"query {q!r}: top-{a.top} {'unchanged' if same else 'CHANGED'}; full ranking of {n} "
-              f"{'unchanged' if rf == rp else 'differs (' + str(sum(x != y for x, y in zip(rf, rp))) + ' positions)'}")
+              f"{'unchanged' if rf == rp else 'differs in ' + str(sum(x != y for x, y in zip(rf, rp))) + ' positions'}"
+              f" ({int(disc.sum()) // 2} swapped pairs, largest float-similarity gap among them {gap:.4f})")
         for i in rf[:3]:
             print(f"    {sentences[i]}")
     print(f"float reference {t_ref:.1f} s; private run {t_priv:.1f} s (online {rec.get('online_s', 0):.1f} s, "
