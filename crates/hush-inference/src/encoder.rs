@@ -143,7 +143,7 @@ impl Checker {
     fn check(&mut self, what: String, value: f64, scale: u32) -> Result<()> {
         let bits = value.max(f64::MIN_POSITIVE).log2() + scale as f64;
         let room = self.limit_log2 - bits;
-        if !(room > 0.0) {
+        if room.is_nan() || room <= 0.0 {
             return Err(Error::Model(format!(
                 "{what}: worst case {value:.3e} at scale 2^{scale} is 2^{bits:.1}, beyond the ring's 2^{} — it could wrap; use a larger ring (--bits) or fewer fraction bits (--frac)",
                 self.limit_log2
