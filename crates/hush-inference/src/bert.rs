@@ -28,7 +28,8 @@
 //! set shared by all layers (loaded into the server's module once per layer
 //! id: the module work is that of twelve distinct layers). The output is
 //! checked for sanity only (finite, LayerNorm-normalised rows); accuracy is
-//! the operators' tests' job and the MiniLM check's (not yet built).
+//! the operators' tests' job and the MiniLM check's ([`crate::encoder`],
+//! `scripts/minilm.py`).
 
 use crate::engine::SharedModule;
 use crate::fixed::FixedConfig;
@@ -37,7 +38,7 @@ use hush_2pc::deal::matrix::MatDims;
 use hush_2pc::nonlinear::Proto;
 use hush_2pc::share::{ArithShare, FixedPoint};
 use hush_2pc::tee::Dealer;
-use hush_2pc::transformer::{ctx::concat, ctx::split, gelu, layernorm, matmul, softmax, Ctx, Need};
+use hush_2pc::transformer::{ctx::concat, ctx::split, gelu, layernorm, matmul, softmax, Bound, Ctx, Need};
 use hush_primitives::{Block, Prg};
 use hush_tee::linear_deal::LinearOp;
 use hush_tee::{InProcessModule, Module, ModuleRole};
@@ -199,7 +200,13 @@ impl Layer<'_> {
             c.trunc(ch, &z, f + (dh as f64).log2().round() as u32 / 2).map_err(tpc)
         })?;
         let p = self.timed(ch, "softmax", plan, |ch| softmax::softmax(c, ch, &scores, seq).map_err(tpc))?;
-        let ctx_h = self.timed(ch, "matmul", plan, |ch| matmul::matmul(c, ch, &p, &vh, nh, MatDims { m: seq, k: seq, n: dh }).map_err(tpc))?;
+        // Operand bounds of P·V (proved here, refused by the operator if the
+        // ring could wrap): softmax outputs ≤ 1 + its error; V's entries ≤
+        // Σ|W|·|x| + |b| with |x| ≤ √H (a LayerNorm output with γ = 1, β = 0,
+        // or the first layer's input in ±1) and |W|, |b| ≤ 0.05.
+        let bound_v = 0.05 * h as f64 * (h as f64).sqrt() + 0.05;
+        let pv = Bound::Proven { x: 1.0 + softmax::SOFTMAX_ERR_F12, y: bound_v };
+        let ctx_h = self.timed(ch, "matmul", plan, |ch| matmul::matmul(c, ch, &p, &vh, nh, MatDims { m: seq, k: seq, n: dh }, pv).map_err(tpc))?;
         // back to hidden-major (h × seq)
         let mut cm = vec![0u64; h * seq];
         for hd in 0..nh {

@@ -46,6 +46,7 @@
 pub mod bert;
 pub mod budget;
 pub mod cli;
+pub mod encoder;
 pub mod engine;
 pub mod fixed;
 pub mod float_ref;

@@ -38,6 +38,7 @@
 //! `.hushm` files written by hush's earlier Python importer are reproduced
 //! byte for byte.
 
+pub mod encoder;
 pub mod proto;
 
 use prost::Message;
@@ -149,14 +150,14 @@ enum Data {
 
 /// A constant tensor (initializer, Constant node, or folded constant arithmetic).
 #[derive(Clone, Debug)]
-struct Const {
-    shape: Vec<usize>,
+pub(crate) struct Const {
+    pub(crate) shape: Vec<usize>,
     data: Data,
 }
 
 impl Const {
     /// The values as f64 (numpy's `astype(np.float64)`).
-    fn f64s(&self) -> Vec<f64> {
+    pub(crate) fn f64s(&self) -> Vec<f64> {
         match &self.data {
             Data::F32(v) => v.iter().map(|&x| x as f64).collect(),
             Data::F64(v) => v.clone(),
@@ -185,7 +186,7 @@ fn elems(shape: &[usize]) -> Option<usize> {
 }
 
 /// Decodes a `TensorProto`'s values, checking sizes before converting.
-fn tensor_const(t: &TensorProto) -> std::result::Result<Const, String> {
+pub(crate) fn tensor_const(t: &TensorProto) -> std::result::Result<Const, String> {
     if t.data_location == Some(1) || !t.external_data.is_empty() {
         return Err("external tensor data is not supported (save the model with its weights inside the .onnx file)".into());
     }

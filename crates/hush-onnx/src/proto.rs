@@ -20,6 +20,10 @@ pub struct ModelProto {
     pub graph: Option<GraphProto>,
     #[prost(message, repeated, tag = "8")]
     pub opset_import: Vec<OperatorSetIdProto>,
+    /// Named metadata (`metadata_props`): the encoder importer reads the
+    /// attention-head count and LayerNorm's epsilon from it.
+    #[prost(message, repeated, tag = "14")]
+    pub metadata_props: Vec<StringStringEntryProto>,
 }
 
 /// `OperatorSetIdProto`: an operator set the model imports.

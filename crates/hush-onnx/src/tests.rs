@@ -83,6 +83,7 @@ fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>, in_dims: &[i64], out: &
             domain: Some(String::new()),
             version: Some(13),
         }],
+        metadata_props: Vec::new(),
     };
     m.encode_to_vec()
 }
@@ -363,4 +364,96 @@ fn mutated_models_never_panic() {
         }
     }
     assert!(ok > 0 && refused > 0, "ok {ok}, refused {refused}");
+}
+
+// ---- encoder import (hush embed) ---------------------------------------------------
+
+fn meta(k: &str, v: &str) -> StringStringEntryProto {
+    StringStringEntryProto { key: Some(k.into()), value: Some(v.into()) }
+}
+
+/// A tiny valid encoder graph: hidden 4, 2 heads, FFN 6, one layer, vocab 5.
+fn encoder_parts() -> (Vec<TensorProto>, Vec<StringStringEntryProto>, Vec<NodeProto>) {
+    let (h, f, v, p) = (4usize, 6usize, 5usize, 8usize);
+    let t = |name: &str, dims: &[usize]| {
+        let n: usize = dims.iter().product();
+        f32_tensor(name, &dims.iter().map(|&d| d as i64).collect::<Vec<_>>(), &(0..n).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect::<Vec<_>>())
+    };
+    let mut inits = vec![
+        t("embeddings.word_embeddings.weight", &[v, h]),
+        t("embeddings.position_embeddings.weight", &[p, h]),
+        t("embeddings.token_type_embeddings.weight", &[2, h]),
+        t("embeddings.LayerNorm.weight", &[h]),
+        t("embeddings.LayerNorm.bias", &[h]),
+    ];
+    let l = "encoder.layer.0.";
+    for (name, o, i) in [
+        ("attention.self.query", h, h),
+        ("attention.self.key", h, h),
+        ("attention.self.value", h, h),
+        ("attention.output.dense", h, h),
+        ("intermediate.dense", f, h),
+        ("output.dense", h, f),
+    ] {
+        inits.push(t(&format!("{l}{name}.weight"), &[o, i]));
+        inits.push(t(&format!("{l}{name}.bias"), &[o]));
+    }
+    for name in ["attention.output.LayerNorm", "output.LayerNorm"] {
+        inits.push(t(&format!("{l}{name}.weight"), &[h]));
+        inits.push(t(&format!("{l}{name}.bias"), &[h]));
+    }
+    let md = vec![meta("hush.encoder", "bert"), meta("num_attention_heads", "2"), meta("layer_norm_eps", "1e-12")];
+    let nodes = vec![node("Gather", "g", &["embeddings.word_embeddings.weight", "ids"], &["e"], vec![]), node("Erf", "erf", &["e"], &["y"], vec![])];
+    (inits, md, nodes)
+}
+
+fn encoder_bytes(inits: Vec<TensorProto>, md: Vec<StringStringEntryProto>, nodes: Vec<NodeProto>) -> Vec<u8> {
+    ModelProto {
+        ir_version: Some(8),
+        graph: Some(GraphProto { node: nodes, name: Some("enc".into()), initializer: inits, input: vec![], output: vec![] }),
+        opset_import: vec![],
+        metadata_props: md,
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn encoder_imports_shapes_and_metadata() {
+    let (i, m, n) = encoder_parts();
+    let e = encoder::encoder_from_onnx(&encoder_bytes(i, m, n)).unwrap();
+    assert_eq!((e.hidden, e.heads, e.ffn, e.vocab, e.max_pos, e.layers.len()), (4, 2, 6, 5, 8, 1));
+    assert!(e.normalize && e.eps == 1e-12);
+    assert_eq!(e.layers[0].ff2.n_in, 6);
+}
+
+/// Untrusted encoder files: every defect is an error naming what is wrong.
+#[test]
+fn encoder_refusals_name_the_tensor_key_or_operator() {
+    let cases: Vec<(Box<dyn Fn(&mut Vec<TensorProto>, &mut Vec<StringStringEntryProto>, &mut Vec<NodeProto>)>, &str)> = vec![
+        (Box::new(|_, m, _| m.retain(|e| e.key.as_deref() != Some("hush.encoder"))), "hush.encoder"),
+        (Box::new(|_, m, _| m.retain(|e| e.key.as_deref() != Some("num_attention_heads"))), "num_attention_heads"),
+        (Box::new(|_, m, _| m[1] = meta("num_attention_heads", "3")), "do not divide"),
+        (Box::new(|_, m, _| m.push(meta("pooling", "cls"))), "mean pooling"),
+        (Box::new(|i, _, _| i.retain(|t| t.name.as_deref() != Some("encoder.layer.0.attention.self.key.bias"))), "encoder.layer.0.attention.self.key.bias"),
+        (Box::new(|i, _, _| i[0] = f32_tensor("embeddings.word_embeddings.weight", &[5, 4], &[0.0; 19])), "embeddings.word_embeddings.weight"),
+        (Box::new(|i, _, _| { let n = i.iter().position(|t| t.name.as_deref() == Some("encoder.layer.0.output.dense.weight")).unwrap(); i[n] = f32_tensor("encoder.layer.0.output.dense.weight", &[4, 5], &[0.0; 20]); }), "encoder.layer.0.output.dense.weight"),
+        (Box::new(|i, _, _| i[3] = f32_tensor("embeddings.LayerNorm.weight", &[4], &[1.0, f32::NAN, 1.0, 1.0])), "not finite"),
+        (Box::new(|_, _, n| n.push(node("Conv", "c0", &["y"], &["z"], vec![]))), "operator Conv"),
+        (Box::new(|_, _, n| n.retain(|x| x.op_type.as_deref() != Some("Erf"))), "Erf"),
+    ];
+    for (mutate, want) in cases {
+        let (mut i, mut m, mut n) = encoder_parts();
+        mutate(&mut i, &mut m, &mut n);
+        let e = encoder::encoder_from_onnx(&encoder_bytes(i, m, n)).unwrap_err().to_string();
+        assert!(e.contains(want), "want '{want}' in: {e}");
+    }
+    // truncated and garbage bytes
+    let (i, m, n) = encoder_parts();
+    let b = encoder_bytes(i, m, n);
+    for cut in [1, b.len() / 3, b.len() - 1] {
+        assert!(encoder::encoder_from_onnx(&b[..cut]).is_err());
+    }
+    // a CNN model is not an encoder
+    let cnn = std::fs::read(root().join("models/mnist_cnn.onnx")).unwrap();
+    assert!(encoder::encoder_from_onnx(&cnn).unwrap_err().to_string().contains("hush.encoder"));
 }

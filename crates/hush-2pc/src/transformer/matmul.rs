@@ -8,7 +8,11 @@
 //!
 //! **Range:** every entry of the exact product A·B (scale 2^{2f}) must be
 //! below 2^{ℓ−2} in magnitude — |Σ_t a_it·b_tj| < 2^{ℓ−2−2f} in real units
-//! (2^{38} at ℓ = 64, f = 12): far above attention scores.
+//! (2^{38} at ℓ = 64, f = 12). The caller states a [`Bound`] on the entries
+//! of A and B ([`super::range`]); a bound with k·|a|·|b| ≥ 2^{ℓ−2−2f} is
+//! refused before anything is sent, a proven bound costs nothing (the clear
+//! reference checks it), a saturating bound clips both operands first (one
+//! ReLU round): out-of-range entries saturate, never wrap.
 //!
 //! **View.** E and F are masked by fresh uniform matrices A', B' the party
 //! does not know (dealt once, never reused): uniform. The truncation
@@ -16,15 +20,18 @@
 //! data.
 
 use super::ctx::Ctx;
+use super::range::{self, Bound};
 use crate::deal::matrix::MatDims;
 use crate::share::ArithShare;
 use crate::Result;
 use hush_transport::Channel;
 
 /// `count` fixed-point products A_q·B_q (A_q m×k, B_q k×n, row-major,
-/// concatenated), result at the context's scale.
-pub fn matmul(ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, d: MatDims) -> Result<ArithShare> {
-    let z = ctx.matmul(ch, a, b, count, d)?;
+/// concatenated) of operands within `bound`, result at the context's scale.
+pub fn matmul(ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, d: MatDims, bound: Bound) -> Result<ArithShare> {
+    range::check_product(ctx, d.k, bound, "matmul")?;
+    let (a, b) = range::apply(ctx, ch, a, b, bound, "matmul")?;
+    let z = ctx.matmul(ch, &a, &b, count, d)?;
     let f = ctx.fx.frac;
     ctx.trunc(ch, &z, f)
 }

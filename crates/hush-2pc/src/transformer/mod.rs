@@ -12,8 +12,8 @@
 //!
 //! | operator | file | rounds (fss) |
 //! |---|---|---|
-//! | MatMul of two secrets | [`matmul`] | 2 |
-//! | Mul, Pow | [`elementwise`] | 2 |
+//! | MatMul of two secrets | [`matmul`] | 2 (3 saturating) |
+//! | Mul, Pow | [`elementwise`] | 2 (Mul saturating: 3) |
 //! | GeLU | [`gelu`] | 6 |
 //! | exp (x ≤ 0), Softmax | [`softmax`] | 42 at L = 128 |
 //! | LayerNorm | [`layernorm`] | 26 |
@@ -23,7 +23,10 @@
 //!
 //! Each operator's doc comment states its construction, error bound,
 //! accurate input range (and what happens outside it: saturation or a
-//! refusal, never a wrap), round count and each party's view.
+//! refusal, never a wrap), round count and each party's view. Products of
+//! two secrets take an operand [`Bound`] ([`range`]): refused if its worst
+//! case does not fit the ring, proved by the caller or enforced by
+//! saturation.
 //!
 //! **Offline/online.** [`Ctx::plan`] runs an operator without computing to
 //! list the correlations it consumes; [`Ctx::prefill`] deals them (the
@@ -42,7 +45,9 @@ pub mod gelu;
 pub mod layernorm;
 pub mod matmul;
 pub mod poly;
+pub mod range;
 pub mod recip;
 pub mod softmax;
 
 pub use ctx::{Ctx, Need};
+pub use range::Bound;
