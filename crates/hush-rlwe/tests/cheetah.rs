@@ -146,6 +146,18 @@ fn real_128_bit_parameters() {
     check(Params::he128_n8192(), 44, sh, 3);
     check(Params::he128_n8192(), 47, Shape::Fc { n_in: 30, n_out: 5 }, 4);
     assert!(matches!(plan(&ctx, &Config::new(48), &Shape::Fc { n_in: 30, n_out: 5 }), Err(Error::Params(_))));
+    // the default set, four primes below 2^50 (log q < 200): the same shapes, ℓ up to 47, and the
+    // larger q holds the same flooding over many more accumulated ciphertexts
+    let p50 = Params::he128_n8192_p50;
+    check(p50(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 5);
+    check(p50(), 37, Shape::Conv { c_in: 3, h: 16, w: 16, c_out: 4, kh: 3, kw: 3, stride: [1, 1], pads: [1; 4] }, 6);
+    check(p50(), 37, Shape::Conv { c_in: 8, h: 9, w: 9, c_out: 5, kh: 3, kw: 3, stride: [2, 2], pads: [1; 4] }, 7);
+    let ctx50 = Context::new(p50()).unwrap();
+    let (lay, bud) = plan(&ctx50, &Config::new(44), &Shape::Fc { n_in: 16 * 8192, n_out: 1 }).unwrap();
+    assert_eq!((lay.groups, bud.flood_log, bud.k), (16, 129, 60));
+    check(p50(), 44, Shape::Fc { n_in: 16 * 8192, n_out: 1 }, 8);
+    check(p50(), 47, Shape::Fc { n_in: 30, n_out: 5 }, 9);
+    assert!(matches!(plan(&ctx50, &Config::new(48), &Shape::Fc { n_in: 30, n_out: 5 }), Err(Error::Params(_))));
     // N = 4096 (log q < 109) holds only small ℓ at κ = 64 over one ciphertext … and says so otherwise
     let ctx = Context::new(Params::he128_n4096()).unwrap();
     assert!(matches!(plan(&ctx, &Config::new(37), &Shape::Fc { n_in: 10, n_out: 10 }), Err(Error::Params(_))));
@@ -367,6 +379,13 @@ fn cost_pins() {
     let (lay, _) = plan(&ctx, &Config::new(37), &sh).unwrap();
     assert_eq!((lay.blocking(), lay.in_cts(), lay.out_cts()), ([8, 12, 12, 3], 2, 6));
     assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (2 * 184_336, 6 * 54_272 + 1024 * 53 / 8), "conv 16x12x12 → 16x8x8");
+    // the default set, four 50-bit primes: uploads of 16 + 4·8192·50/8 = 204,816 B (residues travel
+    // in 50 bits instead of 60, one more of them); the switched responses do not change (k = 53)
+    let p50 = Params::he128_n8192_p50;
+    let fc = check(p50(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 1);
+    assert_eq!((fc.bytes_c2s, fc.bytes_s2c, fc.rounds), (204_816, 54_272 + 67, 2), "FC 100→10, p50");
+    let cv = check(p50(), 37, sh, 2);
+    assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (2 * 204_816, 6 * 54_272 + 1024 * 53 / 8), "conv 16x12x12 → 16x8x8, p50");
 }
 
 // ---- the server's view ----------------------------------------------------
