@@ -491,6 +491,21 @@ impl Layout {
 /// hello's magic names this rule's version (a peer on another rule is refused).
 pub const LAYOUT_BYTES_PER_PRODUCT: usize = 4096;
 
+/// Response ciphertexts per streamed batch ([`response_batches`]).
+pub const RESPONSE_BATCH_CTS: usize = 32;
+
+/// The server's response to a layer travels in batches of whole rows, about
+/// [`RESPONSE_BATCH_CTS`] ciphertexts each (≈ 1.8 MB at N = 8192, k = 53),
+/// one message flight per batch; the split is public (from the layout), so
+/// both parties agree on it. The bytes are those of one message, and the
+/// batches form one flight (one round: no message of the client comes
+/// between them).
+pub fn response_batches(lay: &Layout) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let per = (RESPONSE_BATCH_CTS / lay.tiles.max(1)).max(1);
+    let rows = lay.rows;
+    (0..rows).step_by(per).map(move |r| r..(r + per).min(rows))
+}
+
 /// Spacing of packed output channels in a conv product (see [`Layout`]).
 fn conv_stride_m(cb: usize, hb: usize, wb: usize, kh: usize, kw: usize) -> usize {
     let o = (cb - 1) * hb * wb + (kh - 1) * wb + (kw - 1);
@@ -530,6 +545,11 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     let l = cfg.bits;
     if l == 0 || l > MAX_BITS {
         return Err(Error::Params(format!("ℓ = {l} outside 1..={MAX_BITS}")));
+    }
+    // centered weights (|w| ≤ 2^{ℓ−1}) must be below every prime (the server's
+    // weight transform, Context::ntt_small, takes them as residues directly)
+    if ctx.primes().iter().any(|&p| (1u64 << (l - 1)) >= p) {
+        return Err(Error::Params(format!("ℓ = {l}: weights reach 2^{} ≥ a prime of {}", l - 1, ctx.params.name)));
     }
     let d = groups as f64 * n * 2f64.powi(l as i32 - 1) * 22.0 + 21.0 * (2.0 * n + 1.0) + 1.0;
     let flood_log = d.log2().ceil() as u32 + cfg.flood_bits;
@@ -697,16 +717,28 @@ impl HeClient {
         ch.send_chunked(&up)?;
         // the response's length is fixed by the public layout: allocate only that
         let needed: Vec<Vec<(u32, u32)>> = (0..lay.rows).flat_map(|r| (0..lay.tiles).map(move |t| (r, t))).map(|(r, t)| lay.needed(r, t)).collect();
+        let mut y = vec![0u64; shape.out_len()];
+        for rows in response_batches(&lay) {
+            let needed = &needed[rows.start * lay.tiles..rows.end * lay.tiles];
+            self.response_batch(ch, &bud, needed, &mut y, noise.as_deref_mut())?;
+        }
+        Ok(y)
+    }
+
+    /// Receives and decrypts one batch of response ciphertexts (their
+    /// needed coefficients `needed`, in order) into `y`.
+    fn response_batch(&mut self, ch: &mut dyn Channel, bud: &Budget, needed: &[Vec<(u32, u32)>], y: &mut [u64], mut noise: Option<&mut NoiseView>) -> Result<()> {
+        let ctx = self.ctx.clone();
+        let cfg = self.cfg;
         let total: usize = needed.iter().map(|nd| bytes_down_fixed(&ctx, &cfg, bud.k) + bytes_down_needed(&ctx, &cfg, bud.k, nd.len())).sum();
         let mut down = vec![0u8; total];
         ch.recv_chunked_into("HE linear layer: server response", &mut down)?;
-        let mut y = vec![0u64; shape.out_len()];
         if cfg.mod_switch {
             // every response has a public length: decrypt them in parallel
             let fixed = bytes_down_fixed(&ctx, &cfg, bud.k);
             let mut parts = Vec::with_capacity(needed.len());
             let mut rest = &down[..];
-            for nd in &needed {
+            for nd in needed {
                 let (head, r) = rest.split_at(fixed + bytes_down_needed(&ctx, &cfg, bud.k, nd.len()));
                 parts.push((nd, head));
                 rest = r;
@@ -727,10 +759,10 @@ impl HeClient {
                     y[o as usize] = v;
                 }
             }
-            return Ok(y);
+            return Ok(());
         }
         let mut rest = &down[..];
-        for nd in &needed {
+        for nd in needed {
             let idx: Vec<u32> = nd.iter().map(|p| p.0).collect();
             {
                 let mut a = Vec::with_capacity(ctx.poly_len());
@@ -768,7 +800,7 @@ impl HeClient {
                 }
             }
         }
-        Ok(y)
+        Ok(())
     }
 }
 
@@ -883,82 +915,94 @@ impl HeServer {
         let pk = &self.pk;
         let cts = &cts;
         let lay = &lay;
-        let per_row: Vec<(Vec<u8>, Vec<(u32, u64)>)> = (0..lay.rows)
-            .into_par_iter()
-            .map(|r| {
-                let mut prg = Prg::with_nonce(layer_seed, r as u64);
-                let mut down = Vec::new();
-                let mut shares = Vec::new();
-                let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..lay.tiles).map(|_| (ctx.zero(), ctx.zero())).collect();
-                let mut w = ctx.zero();
-                for g in 0..lay.groups {
-                    w.iter_mut().for_each(|v| *v = 0);
-                    lay.weight_terms(r, g, weights, cfg.bits, |pos, v| {
-                        for (i, &p) in ctx.primes().iter().enumerate() {
-                            w[i * ctx.n + pos] = crate::ring::signed_residue(v, p);
+        // the response streams in batches of rows (public: [`response_batches`]),
+        // each sent as soon as it is computed, so the link and the client's
+        // decryption overlap the server's next batch
+        for rows in response_batches(lay) {
+            let per_row: Vec<(Vec<u8>, Vec<(u32, u64)>)> = rows
+                .into_par_iter()
+                .map(|r| {
+                    let mut prg = Prg::with_nonce(layer_seed, r as u64);
+                    let mut down = Vec::new();
+                    let mut shares = Vec::new();
+                    let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..lay.tiles).map(|_| (ctx.zero(), ctx.zero())).collect();
+                    let mut w = ctx.zero();
+                    // the weight polynomial in coefficient form (|w| ≤ 2^{ℓ−1} < every
+                    // prime, ℓ ≤ MAX_BITS), kept zero between groups by undoing its terms
+                    let mut wc = vec![0i64; ctx.n];
+                    let mut touched: Vec<u32> = Vec::new();
+                    for g in 0..lay.groups {
+                        lay.weight_terms(r, g, weights, cfg.bits, |pos, v| {
+                            wc[pos] = v;
+                            touched.push(pos as u32);
+                        });
+                        ctx.ntt_small(&wc, &mut w);
+                        for &pos in &touched {
+                            wc[pos as usize] = 0;
                         }
-                    });
-                    ctx.ntt(&mut w);
-                    for (t, (ab, aa)) in acc.iter_mut().enumerate() {
-                        let (cb, ca) = &cts[g * lay.tiles + t];
-                        ctx.mul_acc(ab, cb, &w);
-                        ctx.mul_acc(aa, ca, &w);
+                        touched.clear();
+                        for (t, (ab, aa)) in acc.iter_mut().enumerate() {
+                            let (cb, ca) = &cts[g * lay.tiles + t];
+                            ctx.mul_acc(ab, cb, &w);
+                            ctx.mul_acc(aa, ca, &w);
+                        }
                     }
+                    w.zeroize();
+                    wc.zeroize();
+                    for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
+                        // re-randomise with a fresh Enc_pk(0): u·pk added in NTT
+                        // form, its errors after the inverse transform
+                        let (e1, e2) = pk.add_zero_ntt(&ctx, &mut prg, &mut b, &mut a);
+                        ctx.intt(&mut b);
+                        ctx.intt(&mut a);
+                        ctx.add_signed(&mut b, &e1);
+                        ctx.add_signed(&mut a, &e2);
+                        let nd = lay.needed(r, t);
+                        // − encode(r_S) on the needed coefficients
+                        for &(j, o) in &nd {
+                            let v = prg.next_u64() & tm;
+                            shares.push((o, v));
+                            for (i, &p) in ctx.primes().iter().enumerate() {
+                                let x = &mut b[i * ctx.n + j as usize];
+                                *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
+                            }
+                        }
+                        // flood the needed coefficients
+                        for &(j, _) in nd.iter().filter(|_| flood) {
+                            let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & lo_mask;
+                            let hi = if hi_mask != 0 { ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & hi_mask } else { 0 };
+                            for (i, &p) in ctx.primes().iter().enumerate() {
+                                let (two128, two_f) = flood_c[i];
+                                let u = crate::ring::add_mod(mul_mod((hi % p as u128) as u64, two128, p), (lo % p as u128) as u64, p);
+                                let x = &mut b[i * ctx.n + j as usize];
+                                *x = crate::ring::add_mod(*x, crate::ring::sub_mod(u, two_f, p), p);
+                            }
+                        }
+                        if cfg.mod_switch {
+                            pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
+                            pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
+                        } else {
+                            for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
+                                pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), wd, &mut down);
+                            }
+                            for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
+                                pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), wd, &mut down);
+                            }
+                        }
+                        b.zeroize();
+                    }
+                    (down, shares)
+                })
+                .collect();
+            let mut down = Vec::with_capacity(per_row.iter().map(|r| r.0.len()).sum());
+            for (bytes, shares) in per_row {
+                down.extend_from_slice(&bytes);
+                for (o, v) in shares {
+                    y_s[o as usize] = v;
                 }
-                w.zeroize();
-                for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
-                    // re-randomise with a fresh Enc_pk(0): u·pk added in NTT
-                    // form, its errors after the inverse transform
-                    let (e1, e2) = pk.add_zero_ntt(&ctx, &mut prg, &mut b, &mut a);
-                    ctx.intt(&mut b);
-                    ctx.intt(&mut a);
-                    ctx.add_signed(&mut b, &e1);
-                    ctx.add_signed(&mut a, &e2);
-                    let nd = lay.needed(r, t);
-                    // − encode(r_S) on the needed coefficients
-                    for &(j, o) in &nd {
-                        let v = prg.next_u64() & tm;
-                        shares.push((o, v));
-                        for (i, &p) in ctx.primes().iter().enumerate() {
-                            let x = &mut b[i * ctx.n + j as usize];
-                            *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
-                        }
-                    }
-                    // flood the needed coefficients
-                    for &(j, _) in nd.iter().filter(|_| flood) {
-                        let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & lo_mask;
-                        let hi = if hi_mask != 0 { ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & hi_mask } else { 0 };
-                        for (i, &p) in ctx.primes().iter().enumerate() {
-                            let (two128, two_f) = flood_c[i];
-                            let u = crate::ring::add_mod(mul_mod((hi % p as u128) as u64, two128, p), (lo % p as u128) as u64, p);
-                            let x = &mut b[i * ctx.n + j as usize];
-                            *x = crate::ring::add_mod(*x, crate::ring::sub_mod(u, two_f, p), p);
-                        }
-                    }
-                    if cfg.mod_switch {
-                        pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
-                        pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
-                    } else {
-                        for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
-                            pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), wd, &mut down);
-                        }
-                        for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
-                            pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), wd, &mut down);
-                        }
-                    }
-                    b.zeroize();
-                }
-                (down, shares)
-            })
-            .collect();
-        let mut down = Vec::with_capacity(per_row.iter().map(|r| r.0.len()).sum());
-        for (bytes, shares) in per_row {
-            down.extend_from_slice(&bytes);
-            for (o, v) in shares {
-                y_s[o as usize] = v;
             }
+            ch.send_chunked(&down)?;
         }
-        ch.send_chunked(&down)?;
         Ok(y_s)
     }
 }

@@ -391,7 +391,9 @@ fn cost_pins() {
     let bytes_only = Layout::new(&rn, 8192, 204_816, 54_272).unwrap();
     assert_eq!((bytes_only.blocking(), bytes_only.products()), ([8, 16, 16, 2], 4096));
     let r = check(p50(), 37, rn, 3);
-    assert_eq!(r.bytes_c2s, 8 * 204_816);
+    // its 256 responses stream in 8 batches of 32 (one flight: still 2 rounds, the same bytes
+    // as one message: each response is 54,272 B + ⌈196·53/8⌉ = 1,299 B)
+    assert_eq!((r.bytes_c2s, r.bytes_s2c, r.rounds), (8 * 204_816, 256 * (54_272 + 1_299), 2));
     // the default set, four 50-bit primes: uploads of 16 + 4·8192·50/8 = 204,816 B (residues travel
     // in 50 bits instead of 60, one more of them); the switched responses do not change (k = 53)
     let fc = check(p50(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 1);
