@@ -479,17 +479,21 @@ impl Layout {
 }
 
 /// The price of one polynomial product in bytes when [`plan`] picks a
-/// layer's blocking ([`Layout::new_weighted`]). Minimising bytes alone
-/// (price 0) packs few channels per input ciphertext and several output
-/// channels per product, which halves the useful coefficients of a product;
-/// at 4 KiB per product, ResNet-50's linear layers take 18% fewer products
-/// (and 15% less server work) for 8% more bytes (he128-n8192-p50, ℓ = 37:
-/// 474,122 → 389,056 products, 1.075 → 1.162 GB). One product costs ~35 µs of
-/// a core here (AVX-512 IFMA), what 4 KiB cost at ~120 MB/s — between the
-/// LAN (375 MB/s) and WAN (25 MB/s) profiles. The blocking is public and
-/// both parties derive it from the shape, so it needs no negotiation; the
-/// hello's magic names this rule's version (a peer on another rule is refused).
-pub const LAYOUT_BYTES_PER_PRODUCT: usize = 4096;
+/// layer's blocking ([`Layout::new_weighted`]): N·L/8, one byte per eight
+/// residues the product touches (a product's work grows with N·L), 4 KiB at
+/// N = 8192 with four primes. Minimising bytes alone (price 0) packs few
+/// channels per input ciphertext and several output channels per product,
+/// which halves the useful coefficients of a product; at this price
+/// ResNet-50's linear layers take 18% fewer products (15% less server work)
+/// for 8% more bytes (he128-n8192-p50, ℓ = 37: 474,122 → 389,056 products,
+/// 1.075 → 1.162 GB). One such product costs ~35 µs of a core here (AVX-512
+/// IFMA), what 4 KiB cost at ~120 MB/s — between the LAN (375 MB/s) and WAN
+/// (25 MB/s) profiles. The blocking is public and both parties derive it
+/// from the shape and parameters, so it needs no negotiation; the hello's
+/// magic names this rule's version (a peer on another rule is refused).
+pub fn layout_bytes_per_product(ctx: &Context) -> usize {
+    ctx.n * ctx.levels() / 8
+}
 
 /// Response ciphertexts per streamed batch ([`response_batches`]).
 pub const RESPONSE_BATCH_CTS: usize = 32;
@@ -574,7 +578,7 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     Ok(Budget { flood_log, k })
 }
 
-/// "HRL2": layouts priced by [`LAYOUT_BYTES_PER_PRODUCT`] (HRL1: bytes only).
+/// "HRL2": layouts priced by [`layout_bytes_per_product`] (HRL1: bytes only).
 const HELLO_MAGIC: &[u8; 4] = b"HRL2";
 
 fn hello(ctx: &Context, cfg: &Config) -> Vec<u8> {
@@ -609,7 +613,7 @@ pub fn plan(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(Layout, Budge
         return plan(ctx, cfg, &d.inner);
     }
     let k0 = budget(ctx, cfg, 1)?.k;
-    let lay = Layout::new_weighted(shape, ctx.n, bytes_up(ctx), bytes_down_fixed(ctx, cfg, k0), LAYOUT_BYTES_PER_PRODUCT)?;
+    let lay = Layout::new_weighted(shape, ctx.n, bytes_up(ctx), bytes_down_fixed(ctx, cfg, k0), layout_bytes_per_product(ctx))?;
     let b = budget(ctx, cfg, lay.groups)?;
     Ok((lay, b))
 }
