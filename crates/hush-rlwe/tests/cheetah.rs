@@ -394,6 +394,13 @@ fn cost_pins() {
     // its 256 responses stream in 8 batches of 32 (one flight: still 2 rounds, the same bytes
     // as one message: each response is 54,272 B + ⌈196·53/8⌉ = 1,299 B)
     assert_eq!((r.bytes_c2s, r.bytes_s2c, r.rounds), (8 * 204_816, 256 * (54_272 + 1_299), 2));
+    // uploads stream in batches of UPLOAD_BATCH_CTS: a layer of 20 uploads takes two batches, one
+    // flight (2 rounds), the bytes of 20 seeded ciphertexts
+    let fc20 = Shape::Fc { n_in: 20 * 8192, n_out: 1 };
+    let (lay, _) = plan(&ctx50, &Config::new(37), &fc20).unwrap();
+    assert!(lay.in_cts() > hush_rlwe::cheetah::UPLOAD_BATCH_CTS);
+    let r = check(p50(), 37, fc20, 4);
+    assert_eq!((r.bytes_c2s, r.rounds), (lay.in_cts() as u64 * 204_816, 2));
     // the default set, four 50-bit primes: uploads of 16 + 4·8192·50/8 = 204,816 B (residues travel
     // in 50 bits instead of 60, one more of them); the switched responses do not change (k = 53)
     let fc = check(p50(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 1);
