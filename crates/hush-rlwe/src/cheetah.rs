@@ -487,20 +487,21 @@ impl Layout {
 }
 
 /// The price of one polynomial product in bytes when [`plan`] picks a
-/// layer's blocking ([`Layout::new_weighted`]): N·L/8, one byte per eight
-/// residues the product touches (a product's work grows with N·L), 4 KiB at
+/// layer's blocking ([`Layout::new_weighted`]): N·L/16, one byte per sixteen
+/// residues the product touches (a product's work grows with N·L), 2 KiB at
 /// N = 8192 with four primes. Minimising bytes alone (price 0) packs few
 /// channels per input ciphertext and several output channels per product,
 /// which halves the useful coefficients of a product; at this price
-/// ResNet-50's linear layers take 18% fewer products (15% less server work)
-/// for 8% more bytes (he128-n8192-p50, ℓ = 37: 474,122 → 389,056 products,
-/// 1.075 → 1.162 GB). One such product costs ~35 µs of a core here (AVX-512
-/// IFMA), what 4 KiB cost at ~120 MB/s — between the LAN (375 MB/s) and WAN
-/// (25 MB/s) profiles. The blocking is public and both parties derive it
+/// ResNet-50's linear layers take 16% fewer products for 6.6% more bytes
+/// (he128-n8192-p50, ℓ = 37: 474,122 → 397,632 products, 1.075 → 1.146 GB;
+/// twice the price saves only 2% more products for 1.4% more bytes, and
+/// would take interactive ResNet-50 past Cheetah's 2.3 GB). One such
+/// product costs ~35 µs of a core here (AVX-512 IFMA), what 2 KiB cost at
+/// ~60 MB/s — between the LAN (375 MB/s) and WAN (25 MB/s) profiles. The blocking is public and both parties derive it
 /// from the shape and parameters, so it needs no negotiation; the hello's
 /// magic names this rule's version (a peer on another rule is refused).
 pub fn layout_bytes_per_product(ctx: &Context) -> usize {
-    ctx.n * ctx.levels() / 8
+    ctx.n * ctx.levels() / 16
 }
 
 /// Response ciphertexts per streamed batch ([`response_batches`]).

@@ -380,7 +380,7 @@ fn cost_pins() {
     let (lay, _) = plan(&ctx, &Config::new(37), &sh).unwrap();
     assert_eq!((lay.blocking(), lay.in_cts(), lay.out_cts()), ([8, 12, 12, 3], 2, 6));
     assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (2 * 184_336, 6 * 54_272 + 1024 * 53 / 8), "conv 16x12x12 → 16x8x8");
-    // the blocking is priced by bytes + layout_bytes_per_product (4 KiB here) per product: ResNet-50's 3×3
+    // the blocking is priced by bytes + layout_bytes_per_product (2 KiB here) per product: ResNet-50's 3×3
     // conv 256×14×14 → 256 takes 32 channels per upload and one output channel per product
     // (8 uploads, 256 responses, 2,048 products) where bytes alone chose 8 channels and 2 output
     // channels per product (32 uploads, 128 responses, 4,096 products)
