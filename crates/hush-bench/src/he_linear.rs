@@ -20,8 +20,8 @@ pub struct HeLinearArgs {
     /// (7×7 stride 2, 3×224×224 → 64).
     #[arg(long, default_value = "minionn-mnist")]
     pub layers: String,
-    /// he128-n8192 (default), he128-n8192-wide or he128-n4096.
-    #[arg(long, default_value = "he128-n8192")]
+    /// he128-n8192-p50 (default), he128-n8192, he128-n8192-wide or he128-n4096.
+    #[arg(long, default_value = "he128-n8192-p50")]
     pub params: String,
     /// Ring width ℓ of the shares.
     #[arg(long, default_value_t = 37)]
@@ -83,10 +83,11 @@ pub fn layer_set(name: &str) -> Result<Vec<Shape>> {
 
 fn params(name: &str) -> Result<Params> {
     match name {
+        "he128-n8192-p50" => Ok(Params::he128_n8192_p50()),
         "he128-n8192" => Ok(Params::he128_n8192()),
         "he128-n8192-wide" => Ok(Params::he128_n8192_wide()),
         "he128-n4096" => Ok(Params::he128_n4096()),
-        _ => Err(Error::Invalid(format!("unknown parameter set '{name}' (he128-n8192, he128-n8192-wide, he128-n4096)"))),
+        _ => Err(Error::Invalid(format!("unknown parameter set '{name}' (he128-n8192-p50, he128-n8192, he128-n8192-wide, he128-n4096)"))),
     }
 }
 

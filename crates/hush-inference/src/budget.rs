@@ -93,7 +93,7 @@ pub fn cot_bytes(budget: Option<u64>) -> u64 {
 fn he_layer_bytes(model: &Model, plan: &Plan, step: usize) -> Result<u64> {
     static CTX: std::sync::OnceLock<Option<hush_rlwe::Context>> = std::sync::OnceLock::new();
     let ctx = CTX
-        .get_or_init(|| hush_rlwe::Context::new(hush_rlwe::Params::he128_n8192()).ok())
+        .get_or_init(|| crate::he_linear::params_by_name(crate::he_linear::DEFAULT_PARAMS).ok().and_then(|p| hush_rlwe::Context::new(p).ok()))
         .as_ref()
         .ok_or_else(|| Error::Config("HE parameters unavailable".into()))?;
     let shape = crate::he_linear::shape_of_node(model, step)?;

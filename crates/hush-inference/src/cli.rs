@@ -43,8 +43,9 @@ pub struct CommonArgs {
     #[arg(long, default_value = "tee")]
     pub mode: String,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
-    /// layers (he128-n8192: N = 8192, log q ≈ 180, 128-bit HE standard;
-    /// he128-n8192-wide). The server's choice wins.
+    /// layers (he128-n8192-p50: N = 8192, four 50-bit primes, log q < 200,
+    /// 128-bit HE standard, AVX-512 IFMA kernels; he128-n8192: three 60-bit
+    /// primes, log q < 180; he128-n8192-wide). The server's choice wins.
     #[arg(long, default_value = crate::he_linear::DEFAULT_PARAMS)]
     pub he_params: String,
     /// Interactive/silent modes: the COT source's LPN set (interactive:

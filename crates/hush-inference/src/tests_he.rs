@@ -90,12 +90,12 @@ fn bundled_mnist_model_interactive_with_the_real_parameter_set() {
     let o = Options { he_params: crate::he_linear::DEFAULT_PARAMS.into(), cot_set: None, chunk: crate::engine::DEFAULT_CHUNK, ..he_opts(Mode::Interactive) };
     let shape = m.input_shape.clone();
     let run = runtime::run_local(m.clone(), &shape, &x, &o, true, |_, _| {}).unwrap();
-    within("mnist_cnn (interactive, he128-n8192)", &run.inference.logits, &r, 16.0);
+    within("mnist_cnn (interactive, he128-n8192-p50)", &run.inference.logits, &r, 16.0);
     assert_eq!(runtime::argmax(&run.inference.logits), runtime::argmax(&r));
     let v = runtime::run_json(&m, &run, &o);
     assert_eq!(v["mode"], "interactive");
     assert_eq!(v["proto"], "cf2");
-    assert_eq!(v["he_params"], "he128-n8192");
+    assert_eq!(v["he_params"], "he128-n8192-p50");
     assert_eq!(v["cot_set"], "ferret-main");
 }
 

@@ -35,7 +35,15 @@
 //!    N coefficients) and b' of the **needed coefficients only** (k bits each).
 //! 3. client decrypts y_C = W·x − r_S; the server's share is y_S = r_S.
 //!
-//! Cost: 2 rounds (one flight each way) per layer.
+//! Cost: 2 rounds (one flight each way) per layer. Each flight streams in
+//! public batches ([`upload_batches`], [`response_batches`]) so that the
+//! link, the client's encryption/decryption and the server's rows overlap;
+//! batching changes neither the bytes nor the rounds.
+//!
+//! ## Blocking
+//! The blocking (C_b, H_b, W_b, M_b) minimises bytes + a price per server
+//! product ([`layout_bytes_per_product`]); it is public, derived by both
+//! parties from the shape and parameters.
 //!
 //! ## Noise and flooding (all bounds public: from N, ℓ, κ and the shape)
 //! Before the switch, a needed coefficient's phase is q·y/t + E with
@@ -275,8 +283,18 @@ impl Layout {
     /// the bytes of one layer (`up` bytes per input ciphertext, `down`
     /// per output ciphertext without its needed coefficients).
     pub fn new(shape: &Shape, n: usize, up: usize, down: usize) -> Result<Layout> {
+        Layout::new_weighted(shape, n, up, down, 0)
+    }
+
+    /// As [`Layout::new`], minimising bytes + `per_product`·(products + 4·output
+    /// ciphertexts + 2·input ciphertexts): the server's work in units of one
+    /// polynomial product (weight NTT + two multiply-accumulates), where an
+    /// output ciphertext costs about four (re-randomisation, two inverse NTTs,
+    /// the switch) and an input about two (its NTTs at the server and its
+    /// encryption at the client), priced at `per_product` bytes each.
+    pub fn new_weighted(shape: &Shape, n: usize, up: usize, down: usize, per_product: usize) -> Result<Layout> {
         shape.validate()?;
-        let cost = |i: usize, o: usize, prod: usize| (i * up + o * down, prod);
+        let cost = |i: usize, o: usize, prod: usize| (i * (up + 2 * per_product) + o * (down + 4 * per_product) + prod * per_product, prod);
         match *shape {
             Shape::Fc { n_in, n_out } => {
                 let mut best: Option<((usize, usize), Layout)> = None;
@@ -468,6 +486,51 @@ impl Layout {
     }
 }
 
+/// The price of one polynomial product in bytes when [`plan`] picks a
+/// layer's blocking ([`Layout::new_weighted`]): N·L/16, one byte per sixteen
+/// residues the product touches (a product's work grows with N·L), 2 KiB at
+/// N = 8192 with four primes. Minimising bytes alone (price 0) packs few
+/// channels per input ciphertext and several output channels per product,
+/// which halves the useful coefficients of a product; at this price
+/// ResNet-50's linear layers take 16% fewer products for 6.6% more bytes
+/// (he128-n8192-p50, ℓ = 37: 474,122 → 397,632 products, 1.075 → 1.146 GB;
+/// twice the price saves only 2% more products for 1.4% more bytes, and
+/// would take interactive ResNet-50 past Cheetah's 2.3 GB). One such
+/// product costs ~35 µs of a core here (AVX-512 IFMA), what 2 KiB cost at
+/// ~60 MB/s — between the LAN (375 MB/s) and WAN (25 MB/s) profiles. The blocking is public and both parties derive it
+/// from the shape and parameters, so it needs no negotiation; the hello's
+/// magic names this rule's version (a peer on another rule is refused).
+pub fn layout_bytes_per_product(ctx: &Context) -> usize {
+    ctx.n * ctx.levels() / 16
+}
+
+/// Response ciphertexts per streamed batch ([`response_batches`]).
+pub const RESPONSE_BATCH_CTS: usize = 32;
+
+/// The server's response to a layer travels in batches of whole rows, about
+/// [`RESPONSE_BATCH_CTS`] ciphertexts each (≈ 1.8 MB at N = 8192, k = 53),
+/// one message flight per batch; the split is public (from the layout), so
+/// both parties agree on it. The bytes are those of one message, and the
+/// batches form one flight (one round: no message of the client comes
+/// between them).
+pub fn response_batches(lay: &Layout) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let per = (RESPONSE_BATCH_CTS / lay.tiles.max(1)).max(1);
+    let rows = lay.rows;
+    (0..rows).step_by(per).map(move |r| r..(r + per).min(rows))
+}
+
+/// Input ciphertexts per streamed upload batch ([`upload_batches`]).
+pub const UPLOAD_BATCH_CTS: usize = 16;
+
+/// The client's upload of a layer travels in batches of about
+/// [`UPLOAD_BATCH_CTS`] seeded ciphertexts (≈ 3.3 MB at N = 8192 with four
+/// 50-bit primes), in ciphertext order; public, like [`response_batches`],
+/// and one flight.
+pub fn upload_batches(lay: &Layout) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let n = lay.in_cts();
+    (0..n).step_by(UPLOAD_BATCH_CTS).map(move |c| c..(c + UPLOAD_BATCH_CTS).min(n))
+}
+
 /// Spacing of packed output channels in a conv product (see [`Layout`]).
 fn conv_stride_m(cb: usize, hb: usize, wb: usize, kh: usize, kw: usize) -> usize {
     let o = (cb - 1) * hb * wb + (kh - 1) * wb + (kw - 1);
@@ -508,6 +571,11 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     if l == 0 || l > MAX_BITS {
         return Err(Error::Params(format!("ℓ = {l} outside 1..={MAX_BITS}")));
     }
+    // centered weights (|w| ≤ 2^{ℓ−1}) must be below every prime (the server's
+    // weight transform, Context::ntt_small, takes them as residues directly)
+    if ctx.primes().iter().any(|&p| (1u64 << (l - 1)) >= p) {
+        return Err(Error::Params(format!("ℓ = {l}: weights reach 2^{} ≥ a prime of {}", l - 1, ctx.params.name)));
+    }
     let d = groups as f64 * n * 2f64.powi(l as i32 - 1) * 22.0 + 21.0 * (2.0 * n + 1.0) + 1.0;
     let flood_log = d.log2().ceil() as u32 + cfg.flood_bits;
     let log_q = ctx.params.log_q().floor() as u32;
@@ -531,7 +599,8 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     Ok(Budget { flood_log, k })
 }
 
-const HELLO_MAGIC: &[u8; 4] = b"HRL1";
+/// "HRL2": layouts priced by [`layout_bytes_per_product`] (HRL1: bytes only).
+const HELLO_MAGIC: &[u8; 4] = b"HRL2";
 
 fn hello(ctx: &Context, cfg: &Config) -> Vec<u8> {
     let mut h = HELLO_MAGIC.to_vec();
@@ -565,7 +634,7 @@ pub fn plan(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(Layout, Budge
         return plan(ctx, cfg, &d.inner);
     }
     let k0 = budget(ctx, cfg, 1)?.k;
-    let lay = Layout::new(shape, ctx.n, bytes_up(ctx), bytes_down_fixed(ctx, cfg, k0))?;
+    let lay = Layout::new_weighted(shape, ctx.n, bytes_up(ctx), bytes_down_fixed(ctx, cfg, k0), layout_bytes_per_product(ctx))?;
     let b = budget(ctx, cfg, lay.groups)?;
     Ok((lay, b))
 }
@@ -650,34 +719,81 @@ impl HeClient {
         if x_c.iter().any(|&v| v & !tm != 0) {
             return Err(Error::Shape(format!("input share outside Z_2^{}", cfg.bits)));
         }
-        let mut up = Vec::with_capacity(lay.in_cts() * bytes_up(&ctx));
-        for g in 0..lay.groups {
-            for t in 0..lay.tiles {
-                let mut m = lay.input_poly(g, t, x_c);
-                self.sk.encrypt(&ctx, cfg.bits, &m, &mut self.prg).write(&ctx, &mut up);
+        // input ciphertexts encrypted in parallel (rayon), each with its own
+        // PRG stream (a's seed and the error) derived from one fresh per-layer
+        // seed — the same distribution as one sequential stream
+        // sent in batches of UPLOAD_BATCH_CTS (one flight), so the link and
+        // the server's parsing and NTTs overlap the client's next batch
+        let bu = bytes_up(&ctx);
+        let mut layer_seed = self.prg.random_block();
+        for cts in upload_batches(&lay) {
+            let mut up = vec![0u8; cts.len() * bu];
+            let (sk, ctx, lay) = (&self.sk, &ctx, &lay);
+            let first = cts.start;
+            up.par_chunks_mut(bu).enumerate().for_each(|(i, out)| {
+                let idx = first + i;
+                let mut prg = Prg::with_nonce(layer_seed, idx as u64);
+                let mut m = lay.input_poly(idx / lay.tiles, idx % lay.tiles, x_c);
+                let mut ct = sk.encrypt(ctx, cfg.bits, &m, &mut prg);
+                let mut buf = Vec::with_capacity(bu);
+                ct.write(ctx, &mut buf);
+                out.copy_from_slice(&buf);
                 m.zeroize();
-            }
+                ct.b.zeroize();
+            });
+            ch.send_chunked(&up)?;
         }
-        ch.send_chunked(&up)?;
+        layer_seed.0.zeroize();
         // the response's length is fixed by the public layout: allocate only that
         let needed: Vec<Vec<(u32, u32)>> = (0..lay.rows).flat_map(|r| (0..lay.tiles).map(move |t| (r, t))).map(|(r, t)| lay.needed(r, t)).collect();
+        let mut y = vec![0u64; shape.out_len()];
+        for rows in response_batches(&lay) {
+            let needed = &needed[rows.start * lay.tiles..rows.end * lay.tiles];
+            self.response_batch(ch, &bud, needed, &mut y, noise.as_deref_mut())?;
+        }
+        Ok(y)
+    }
+
+    /// Receives and decrypts one batch of response ciphertexts (their
+    /// needed coefficients `needed`, in order) into `y`.
+    fn response_batch(&mut self, ch: &mut dyn Channel, bud: &Budget, needed: &[Vec<(u32, u32)>], y: &mut [u64], mut noise: Option<&mut NoiseView>) -> Result<()> {
+        let ctx = self.ctx.clone();
+        let cfg = self.cfg;
         let total: usize = needed.iter().map(|nd| bytes_down_fixed(&ctx, &cfg, bud.k) + bytes_down_needed(&ctx, &cfg, bud.k, nd.len())).sum();
         let mut down = vec![0u8; total];
         ch.recv_chunked_into("HE linear layer: server response", &mut down)?;
-        let mut y = vec![0u64; shape.out_len()];
-        let mut rest = &down[..];
-        for nd in &needed {
-            let idx: Vec<u32> = nd.iter().map(|p| p.0).collect();
-            if cfg.mod_switch {
-                let bound = 1u64 << bud.k; // k ≤ 63 (budget)
-                let (a, r) = unpack(rest, ctx.n, bud.k, bound, "HE response: a")?;
-                let (b, r) = unpack(r, nd.len(), bud.k, bound, "HE response: b")?;
+        if cfg.mod_switch {
+            // every response has a public length: decrypt them in parallel
+            let fixed = bytes_down_fixed(&ctx, &cfg, bud.k);
+            let mut parts = Vec::with_capacity(needed.len());
+            let mut rest = &down[..];
+            for nd in needed {
+                let (head, r) = rest.split_at(fixed + bytes_down_needed(&ctx, &cfg, bud.k, nd.len()));
+                parts.push((nd, head));
                 rest = r;
-                let m = self.sk.decrypt_switched(&ctx, cfg.bits, bud.k, &a, &idx, &b);
+            }
+            let (sk, ctx) = (&self.sk, &ctx);
+            let outs: Vec<Vec<u64>> = parts
+                .into_par_iter()
+                .map(|(nd, part)| {
+                    let bound = 1u64 << bud.k; // k ≤ 63 (budget)
+                    let (a, r) = unpack(part, ctx.n, bud.k, bound, "HE response: a")?;
+                    let (b, _) = unpack(r, nd.len(), bud.k, bound, "HE response: b")?;
+                    let idx: Vec<u32> = nd.iter().map(|p| p.0).collect();
+                    Ok(sk.decrypt_switched(ctx, cfg.bits, bud.k, &a, &idx, &b))
+                })
+                .collect::<Result<_>>()?;
+            for (nd, m) in needed.iter().zip(outs) {
                 for (&(_, o), v) in nd.iter().zip(m) {
                     y[o as usize] = v;
                 }
-            } else {
+            }
+            return Ok(());
+        }
+        let mut rest = &down[..];
+        for nd in needed {
+            let idx: Vec<u32> = nd.iter().map(|p| p.0).collect();
+            {
                 let mut a = Vec::with_capacity(ctx.poly_len());
                 let mut r = rest;
                 for (i, w) in residue_bits(&ctx).into_iter().enumerate() {
@@ -713,7 +829,7 @@ impl HeClient {
                 }
             }
         }
-        Ok(y)
+        Ok(())
     }
 }
 
@@ -788,27 +904,35 @@ impl HeServer {
                 shape.in_len()
             )));
         }
-        let up_len = lay.in_cts() * bytes_up(&ctx);
-        let mut up = vec![0u8; up_len];
-        ch.recv_chunked_into("HE linear layer: client ciphertexts", &mut up)?;
-        // input ciphertexts in NTT form: (b + encode(x_S), a)
+        // input ciphertexts in NTT form: (b + encode(x_S), a), each upload batch
+        // parsed and transformed in parallel as it arrives
+        let bu = bytes_up(&ctx);
         let mut cts: Vec<(Vec<u64>, Vec<u64>)> = Vec::with_capacity(lay.in_cts());
-        let mut rest = &up[..];
-        for g in 0..lay.groups {
-            for t in 0..lay.tiles {
-                let (ct, r) = SeededCt::read(&ctx, rest, "HE linear layer: client ciphertext")?;
-                rest = r;
-                let mut a = ctx.uniform_from_seed(ct.seed);
-                let mut b = ct.b;
-                let mut xs = lay.input_poly(g, t, x_s);
-                ctx.add_assign(&mut b, &ctx.encode(cfg.bits, &xs));
-                xs.zeroize();
-                ctx.ntt(&mut a);
-                ctx.ntt(&mut b);
-                cts.push((b, a));
-            }
+        for batch in upload_batches(&lay) {
+            let mut up = vec![0u8; batch.len() * bu];
+            ch.recv_chunked_into("HE linear layer: client ciphertexts", &mut up)?;
+            let (ctx, lay) = (&ctx, &lay);
+            let first = batch.start;
+            let part: Vec<(Vec<u64>, Vec<u64>)> = up
+                .par_chunks(bu)
+                .enumerate()
+                .map(|(i, buf)| {
+                    let idx = first + i;
+                    let (ct, _) = SeededCt::read(ctx, buf, "HE linear layer: client ciphertext")?;
+                    let mut a = ctx.uniform_from_seed(ct.seed);
+                    let mut b = ct.b;
+                    let mut xs = lay.input_poly(idx / lay.tiles, idx % lay.tiles, x_s);
+                    let mut enc = ctx.encode(cfg.bits, &xs);
+                    ctx.add_assign(&mut b, &enc);
+                    xs.zeroize();
+                    enc.zeroize();
+                    ctx.ntt(&mut a);
+                    ctx.ntt(&mut b);
+                    Ok((b, a))
+                })
+                .collect::<Result<_>>()?;
+            cts.extend(part);
         }
-        drop(up);
         let mut y_s = vec![0u64; shape.out_len()];
         let tm = (1u64 << cfg.bits) - 1;
         // f = U − 2^F with U uniform on F + 1 bits (a 256-bit integer hi·2^128 + lo),
@@ -824,82 +948,94 @@ impl HeServer {
         let pk = &self.pk;
         let cts = &cts;
         let lay = &lay;
-        let per_row: Vec<(Vec<u8>, Vec<(u32, u64)>)> = (0..lay.rows)
-            .into_par_iter()
-            .map(|r| {
-                let mut prg = Prg::with_nonce(layer_seed, r as u64);
-                let mut down = Vec::new();
-                let mut shares = Vec::new();
-                let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..lay.tiles).map(|_| (ctx.zero(), ctx.zero())).collect();
-                let mut w = ctx.zero();
-                for g in 0..lay.groups {
-                    w.iter_mut().for_each(|v| *v = 0);
-                    lay.weight_terms(r, g, weights, cfg.bits, |pos, v| {
-                        for (i, &p) in ctx.primes().iter().enumerate() {
-                            w[i * ctx.n + pos] = crate::ring::signed_residue(v, p);
+        // the response streams in batches of rows (public: [`response_batches`]),
+        // each sent as soon as it is computed, so the link and the client's
+        // decryption overlap the server's next batch
+        for rows in response_batches(lay) {
+            let per_row: Vec<(Vec<u8>, Vec<(u32, u64)>)> = rows
+                .into_par_iter()
+                .map(|r| {
+                    let mut prg = Prg::with_nonce(layer_seed, r as u64);
+                    let mut down = Vec::new();
+                    let mut shares = Vec::new();
+                    let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..lay.tiles).map(|_| (ctx.zero(), ctx.zero())).collect();
+                    let mut w = ctx.zero();
+                    // the weight polynomial in coefficient form (|w| ≤ 2^{ℓ−1} < every
+                    // prime, ℓ ≤ MAX_BITS), kept zero between groups by undoing its terms
+                    let mut wc = vec![0i64; ctx.n];
+                    let mut touched: Vec<u32> = Vec::new();
+                    for g in 0..lay.groups {
+                        lay.weight_terms(r, g, weights, cfg.bits, |pos, v| {
+                            wc[pos] = v;
+                            touched.push(pos as u32);
+                        });
+                        ctx.ntt_small(&wc, &mut w);
+                        for &pos in &touched {
+                            wc[pos as usize] = 0;
                         }
-                    });
-                    ctx.ntt(&mut w);
-                    for (t, (ab, aa)) in acc.iter_mut().enumerate() {
-                        let (cb, ca) = &cts[g * lay.tiles + t];
-                        ctx.mul_acc(ab, cb, &w);
-                        ctx.mul_acc(aa, ca, &w);
+                        touched.clear();
+                        for (t, (ab, aa)) in acc.iter_mut().enumerate() {
+                            let (cb, ca) = &cts[g * lay.tiles + t];
+                            ctx.mul_acc(ab, cb, &w);
+                            ctx.mul_acc(aa, ca, &w);
+                        }
                     }
+                    w.zeroize();
+                    wc.zeroize();
+                    for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
+                        // re-randomise with a fresh Enc_pk(0): u·pk added in NTT
+                        // form, its errors after the inverse transform
+                        let (e1, e2) = pk.add_zero_ntt(&ctx, &mut prg, &mut b, &mut a);
+                        ctx.intt(&mut b);
+                        ctx.intt(&mut a);
+                        ctx.add_signed(&mut b, &e1);
+                        ctx.add_signed(&mut a, &e2);
+                        let nd = lay.needed(r, t);
+                        // − encode(r_S) on the needed coefficients
+                        for &(j, o) in &nd {
+                            let v = prg.next_u64() & tm;
+                            shares.push((o, v));
+                            for (i, &p) in ctx.primes().iter().enumerate() {
+                                let x = &mut b[i * ctx.n + j as usize];
+                                *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
+                            }
+                        }
+                        // flood the needed coefficients
+                        for &(j, _) in nd.iter().filter(|_| flood) {
+                            let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & lo_mask;
+                            let hi = if hi_mask != 0 { ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & hi_mask } else { 0 };
+                            for (i, &p) in ctx.primes().iter().enumerate() {
+                                let (two128, two_f) = flood_c[i];
+                                let u = crate::ring::add_mod(mul_mod((hi % p as u128) as u64, two128, p), (lo % p as u128) as u64, p);
+                                let x = &mut b[i * ctx.n + j as usize];
+                                *x = crate::ring::add_mod(*x, crate::ring::sub_mod(u, two_f, p), p);
+                            }
+                        }
+                        if cfg.mod_switch {
+                            pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
+                            pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
+                        } else {
+                            for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
+                                pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), wd, &mut down);
+                            }
+                            for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
+                                pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), wd, &mut down);
+                            }
+                        }
+                        b.zeroize();
+                    }
+                    (down, shares)
+                })
+                .collect();
+            let mut down = Vec::with_capacity(per_row.iter().map(|r| r.0.len()).sum());
+            for (bytes, shares) in per_row {
+                down.extend_from_slice(&bytes);
+                for (o, v) in shares {
+                    y_s[o as usize] = v;
                 }
-                w.zeroize();
-                for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
-                    // re-randomise with a fresh Enc_pk(0): u·pk added in NTT
-                    // form, its errors after the inverse transform
-                    let (e1, e2) = pk.add_zero_ntt(&ctx, &mut prg, &mut b, &mut a);
-                    ctx.intt(&mut b);
-                    ctx.intt(&mut a);
-                    ctx.add_signed(&mut b, &e1);
-                    ctx.add_signed(&mut a, &e2);
-                    let nd = lay.needed(r, t);
-                    // − encode(r_S) on the needed coefficients
-                    for &(j, o) in &nd {
-                        let v = prg.next_u64() & tm;
-                        shares.push((o, v));
-                        for (i, &p) in ctx.primes().iter().enumerate() {
-                            let x = &mut b[i * ctx.n + j as usize];
-                            *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
-                        }
-                    }
-                    // flood the needed coefficients
-                    for &(j, _) in nd.iter().filter(|_| flood) {
-                        let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & lo_mask;
-                        let hi = if hi_mask != 0 { ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & hi_mask } else { 0 };
-                        for (i, &p) in ctx.primes().iter().enumerate() {
-                            let (two128, two_f) = flood_c[i];
-                            let u = crate::ring::add_mod(mul_mod((hi % p as u128) as u64, two128, p), (lo % p as u128) as u64, p);
-                            let x = &mut b[i * ctx.n + j as usize];
-                            *x = crate::ring::add_mod(*x, crate::ring::sub_mod(u, two_f, p), p);
-                        }
-                    }
-                    if cfg.mod_switch {
-                        pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
-                        pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
-                    } else {
-                        for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
-                            pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), wd, &mut down);
-                        }
-                        for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
-                            pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), wd, &mut down);
-                        }
-                    }
-                    b.zeroize();
-                }
-                (down, shares)
-            })
-            .collect();
-        let mut down = Vec::with_capacity(per_row.iter().map(|r| r.0.len()).sum());
-        for (bytes, shares) in per_row {
-            down.extend_from_slice(&bytes);
-            for (o, v) in shares {
-                y_s[o as usize] = v;
             }
+            ch.send_chunked(&down)?;
         }
-        ch.send_chunked(&down)?;
         Ok(y_s)
     }
 }

@@ -214,6 +214,19 @@ impl Context {
             pl.normalize(c);
         }
     }
+    /// `out` ← NTT of the small signed polynomial `v` (length N, every
+    /// |v_j| < min p_i, checked in debug builds): one branch-free dense pass
+    /// per prime (x + p·[x < 0]) feeding that prime's transform, instead of
+    /// zeroing all L·N words and scattering every coefficient L times.
+    pub fn ntt_small(&self, v: &[i64], out: &mut [u64]) {
+        debug_assert!(v.iter().all(|&x| x.unsigned_abs() < self.primes().iter().copied().min().unwrap_or(0)));
+        for ((c, pl), &p) in out.chunks_exact_mut(self.n).zip(&self.plans).zip(self.primes()) {
+            for (o, &x) in c.iter_mut().zip(v) {
+                *o = (x as u64).wrapping_add(((x >> 63) as u64) & p);
+            }
+            pl.fwd(c);
+        }
+    }
     /// acc += a ⊙ b (NTT domain).
     pub fn mul_acc(&self, acc: &mut [u64], a: &[u64], b: &[u64]) {
         let n = self.n;

@@ -3,7 +3,7 @@
 //! the real 128-bit set. Deterministic (fixed seeds).
 
 use hush_primitives::{Block, Prg};
-use hush_rlwe::cheetah::{plan, Config, HeClient, HeServer, Shape};
+use hush_rlwe::cheetah::{plan, Config, HeClient, HeServer, Layout, Shape};
 use hush_rlwe::he::SecretKey;
 use hush_rlwe::{Context, Error, Params};
 use hush_transport::{Channel, ChannelExt, MemChannel};
@@ -146,6 +146,18 @@ fn real_128_bit_parameters() {
     check(Params::he128_n8192(), 44, sh, 3);
     check(Params::he128_n8192(), 47, Shape::Fc { n_in: 30, n_out: 5 }, 4);
     assert!(matches!(plan(&ctx, &Config::new(48), &Shape::Fc { n_in: 30, n_out: 5 }), Err(Error::Params(_))));
+    // the default set, four primes below 2^50 (log q < 200): the same shapes, ℓ up to 47, and the
+    // larger q holds the same flooding over many more accumulated ciphertexts
+    let p50 = Params::he128_n8192_p50;
+    check(p50(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 5);
+    check(p50(), 37, Shape::Conv { c_in: 3, h: 16, w: 16, c_out: 4, kh: 3, kw: 3, stride: [1, 1], pads: [1; 4] }, 6);
+    check(p50(), 37, Shape::Conv { c_in: 8, h: 9, w: 9, c_out: 5, kh: 3, kw: 3, stride: [2, 2], pads: [1; 4] }, 7);
+    let ctx50 = Context::new(p50()).unwrap();
+    let (lay, bud) = plan(&ctx50, &Config::new(44), &Shape::Fc { n_in: 16 * 8192, n_out: 1 }).unwrap();
+    assert_eq!((lay.groups, bud.flood_log, bud.k), (16, 129, 60));
+    check(p50(), 44, Shape::Fc { n_in: 16 * 8192, n_out: 1 }, 8);
+    check(p50(), 47, Shape::Fc { n_in: 30, n_out: 5 }, 9);
+    assert!(matches!(plan(&ctx50, &Config::new(48), &Shape::Fc { n_in: 30, n_out: 5 }), Err(Error::Params(_))));
     // N = 4096 (log q < 109) holds only small ℓ at κ = 64 over one ciphertext … and says so otherwise
     let ctx = Context::new(Params::he128_n4096()).unwrap();
     assert!(matches!(plan(&ctx, &Config::new(37), &Shape::Fc { n_in: 10, n_out: 10 }), Err(Error::Params(_))));
@@ -357,6 +369,7 @@ fn cost_pins() {
     // N = 8192, three 60-bit primes: an uploaded ciphertext is 16 + 3·8192·60/8 = 184,336 B;
     // ℓ = 37 → k = 37 + 14 + 2 = 53: a response is 8192·53/8 = 54,272 B + 53 bits per needed coefficient.
     let p = Params::he128_n8192;
+    let p50 = Params::he128_n8192_p50;
     let fc = check(p(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 1);
     assert_eq!((fc.bytes_c2s, fc.bytes_s2c, fc.rounds), (184_336, 54_272 + 67, 2), "FC 100→10");
     let sh = Shape::Conv { c_in: 16, h: 12, w: 12, c_out: 16, kh: 5, kw: 5, stride: [1, 1], pads: [0; 4] };
@@ -367,6 +380,33 @@ fn cost_pins() {
     let (lay, _) = plan(&ctx, &Config::new(37), &sh).unwrap();
     assert_eq!((lay.blocking(), lay.in_cts(), lay.out_cts()), ([8, 12, 12, 3], 2, 6));
     assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (2 * 184_336, 6 * 54_272 + 1024 * 53 / 8), "conv 16x12x12 → 16x8x8");
+    // the blocking is priced by bytes + layout_bytes_per_product (2 KiB here) per product: ResNet-50's 3×3
+    // conv 256×14×14 → 256 takes 32 channels per upload and one output channel per product
+    // (8 uploads, 256 responses, 2,048 products) where bytes alone chose 8 channels and 2 output
+    // channels per product (32 uploads, 128 responses, 4,096 products)
+    let ctx50 = Context::new(p50()).unwrap();
+    let rn = Shape::Conv { c_in: 256, h: 14, w: 14, c_out: 256, kh: 3, kw: 3, stride: [1, 1], pads: [1; 4] };
+    let (lay, _) = plan(&ctx50, &Config::new(37), &rn).unwrap();
+    assert_eq!((lay.blocking(), lay.in_cts(), lay.out_cts(), lay.products()), ([32, 16, 16, 1], 8, 256, 2048));
+    let bytes_only = Layout::new(&rn, 8192, 204_816, 54_272).unwrap();
+    assert_eq!((bytes_only.blocking(), bytes_only.products()), ([8, 16, 16, 2], 4096));
+    let r = check(p50(), 37, rn, 3);
+    // its 256 responses stream in 8 batches of 32 (one flight: still 2 rounds, the same bytes
+    // as one message: each response is 54,272 B + ⌈196·53/8⌉ = 1,299 B)
+    assert_eq!((r.bytes_c2s, r.bytes_s2c, r.rounds), (8 * 204_816, 256 * (54_272 + 1_299), 2));
+    // uploads stream in batches of UPLOAD_BATCH_CTS: a layer of 20 uploads takes two batches, one
+    // flight (2 rounds), the bytes of 20 seeded ciphertexts
+    let fc20 = Shape::Fc { n_in: 20 * 8192, n_out: 1 };
+    let (lay, _) = plan(&ctx50, &Config::new(37), &fc20).unwrap();
+    assert!(lay.in_cts() > hush_rlwe::cheetah::UPLOAD_BATCH_CTS);
+    let r = check(p50(), 37, fc20, 4);
+    assert_eq!((r.bytes_c2s, r.rounds), (lay.in_cts() as u64 * 204_816, 2));
+    // the default set, four 50-bit primes: uploads of 16 + 4·8192·50/8 = 204,816 B (residues travel
+    // in 50 bits instead of 60, one more of them); the switched responses do not change (k = 53)
+    let fc = check(p50(), 37, Shape::Fc { n_in: 100, n_out: 10 }, 1);
+    assert_eq!((fc.bytes_c2s, fc.bytes_s2c, fc.rounds), (204_816, 54_272 + 67, 2), "FC 100→10, p50");
+    let cv = check(p50(), 37, sh, 2);
+    assert_eq!((cv.bytes_c2s, cv.bytes_s2c), (2 * 204_816, 6 * 54_272 + 1024 * 53 / 8), "conv 16x12x12 → 16x8x8, p50");
 }
 
 // ---- the server's view ----------------------------------------------------

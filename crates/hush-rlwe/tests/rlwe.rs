@@ -34,7 +34,7 @@ fn rand_msg(prg: &mut Prg, n: usize, bits: u32) -> Vec<u64> {
 
 #[test]
 fn parameter_sets_meet_the_standard() {
-    for p in [Params::he128_n4096(), Params::he128_n8192(), Params::he128_n8192_wide()] {
+    for p in [Params::he128_n4096(), Params::he128_n8192_p50(), Params::he128_n8192(), Params::he128_n8192_wide()] {
         let max = Params::standard_max_log_q(p.n).unwrap() as f64;
         assert!(p.secure && p.log_q() <= max, "{}: log q {} > {max}", p.name, p.log_q());
         Context::new(p).unwrap();
@@ -52,7 +52,7 @@ fn parameter_sets_meet_the_standard() {
 
 #[test]
 fn encrypt_decrypt_round_trip() {
-    for (p, bits) in [(Params::insecure_test_n256(), 37), (Params::he128_n8192(), 37), (Params::he128_n4096(), 20), (Params::insecure_test_n256(), 1)] {
+    for (p, bits) in [(Params::insecure_test_n256(), 37), (Params::he128_n8192(), 37), (Params::he128_n8192_p50(), 37), (Params::he128_n8192_p50(), 47), (Params::he128_n4096(), 20), (Params::insecure_test_n256(), 1)] {
         let ctx = Context::new(p).unwrap();
         let mut prg = Prg::new(Block(7));
         let sk = SecretKey::generate(&ctx, &mut prg);
@@ -113,7 +113,7 @@ fn homomorphic_add_and_plaintext_multiply() {
 
 #[test]
 fn modulus_switching_keeps_the_message() {
-    for p in [Params::insecure_test_n256(), Params::he128_n8192()] {
+    for p in [Params::insecure_test_n256(), Params::he128_n8192(), Params::he128_n8192_p50()] {
         let ctx = Context::new(p).unwrap();
         let bits = 37;
         let k = bits + (ctx.n as f64 + 1.0).log2().ceil() as u32 + 2;
