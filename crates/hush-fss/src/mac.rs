@@ -1,0 +1,322 @@
+//! The MAC-carrying ReLU gate of CRISP (§III-B, Alg. 1-2 and the "Gen^mac"
+//! verification gate with β' = (μ, −μr); Fig. 1), made exact and lifted to
+//! the SPDZ2k ring Z_2^k, k = ℓ + s (CRISP §V-B, Cramer et al. CRYPTO 2018).
+//!
+//! **What it computes.** A wire value is x̃ ∈ Z_2^k whose low ℓ bits are
+//! the signed fixed-point value x (the upper s bits carry no meaning; every
+//! gate reads only x̃ mod 2^ℓ, and errors confined to those bits never
+//! reach a value — the SPDZ2k convention). The dealer draws r ∈ Z_2^k
+//! uniformly and knows the MAC key μ ∈ Z_2^k. Online the parties open
+//! x̂ = x̃ + r (mod 2^k) and each evaluates its key at x̂, obtaining
+//! additive shares over Z_2^k of
+//!
+//! * y = ReLU(x)ₖ := d·x̃ with d = DReLU(x) = \[x ≥ 0\] (signed ℓ-bit x):
+//!   y mod 2^ℓ = ReLU(x) exactly, including every wrap-around of x + r
+//!   (no "holds with high probability" shortcut as in CRISP eq. 2);
+//! * μ·y, the MAC of the output;
+//! * μ·x̃ — CRISP's local reconstruction ⟨μx⟩_b = ⟨μ⟩_b(x + r) − ⟨μr⟩_b
+//!   (eq. 3), which the final consistency check compares with the MAC the
+//!   input wire carried. The server (party 0) holds μ, so ⟨μ⟩_0 = μ,
+//!   ⟨μ⟩_1 = 0: Fig. 3's uniform ⟨μ⟩_1 is a re-sharing of the same value and
+//!   buys nothing when P_0 knows μ.
+//!
+//! **How.** As in [`crate::gates`]' exact ReLU: with x̂_ℓ = x̂ mod 2^ℓ split
+//! at bit ℓ−1 into (x̂_msb, x̂_low) and r likewise (r_msb, r_low),
+//! msb(x) = x̂_msb ⊕ u with u = r_msb ⊕ \[x̂_low < r_low\]
+//! = r_msb + (1 − 2r_msb)·\[x̂_low < r_low\]; d = u if x̂_msb = 1, else 1 − u.
+//! One wide DCF ([`crate::wide`]) over ℓ − 1 input bits with four lanes
+//! in Z_2^k and payload (1 − 2r_msb)·(1, r, μ, μr) — CRISP's β = (1, −r)
+//! and β' = (μ, −μr) in one key, one evaluation — plus dealt shares of
+//! r_msb, r_msb·r, μ·r_msb, μ·r_msb·r, r and μr give shares of
+//! d, d·r, μd, μd·r, and then, with the public x̂,
+//! y = d·x̂ − d·r and μy = μd·x̂ − μd·r (all mod 2^k; r is the full lifted
+//! mask, so d·(x̂ − r) = d·x̃ exactly).
+//!
+//! **Security** (semi-honest dealer; the client may be malicious). Each
+//! key alone is pseudorandom (wide-DCF key privacy) and every dealt share
+//! is uniform given the holder's other values, so a key reveals neither r
+//! nor μ. x̂ = x̃ + r is uniform over Z_2^k because r is uniform and used
+//! once. The client's output shares are masked by the server's. What a
+//! cheating client can do and why the final check catches it is argued in
+//! `hush_2pc::crisp`.
+
+use crate::codec::{Reader, Writer};
+use crate::wide::{mask128, wide_dcf_gen, WideDcfKey};
+use crate::Error;
+use hush_primitives::Prg;
+use zeroize::Zeroize;
+
+const TAG_MAC_RELU: u8 = 0xE4;
+
+/// Checks (ℓ, k): 2 ≤ ℓ ≤ 64, ℓ < k ≤ 128.
+pub fn check_lift(ell: u32, k: u32) -> Result<(), Error> {
+    if !(2..=64).contains(&ell) {
+        return Err(Error::Param { name: "ell", value: ell as u64, reason: "value ring must be 2..=64 bits" });
+    }
+    if k <= ell || k > 128 {
+        return Err(Error::Param { name: "k", value: k as u64, reason: "lifted ring must be wider than ℓ and at most 128 bits" });
+    }
+    Ok(())
+}
+
+/// One party's MAC-carrying ReLU key.
+#[derive(Clone)]
+pub struct MacReluKey {
+    party: u8,
+    ell: u32,
+    k: u32,
+    /// Share of the input mask r.
+    r: u128,
+    /// Share of μ·r.
+    mr: u128,
+    /// Shares of r_msb, r_msb·r, μ·r_msb, μ·r_msb·r.
+    e: [u128; 4],
+    dcf: WideDcfKey,
+}
+
+impl Zeroize for MacReluKey {
+    fn zeroize(&mut self) {
+        self.r.zeroize();
+        self.mr.zeroize();
+        self.e.zeroize();
+        self.dcf.zeroize();
+    }
+}
+
+impl Drop for MacReluKey {
+    fn drop(&mut self) {
+        self.r.zeroize();
+        self.mr.zeroize();
+        self.e.zeroize();
+    }
+}
+
+impl std::fmt::Debug for MacReluKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MacReluKey").field("party", &self.party).field("ell", &self.ell).field("k", &self.k).finish_non_exhaustive()
+    }
+}
+
+/// One party's shares of a gate's outputs, all over Z_2^k.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MacReluOut {
+    /// Share of y = d·x̃.
+    pub y: u128,
+    /// Share of μ·y.
+    pub my: u128,
+    /// Share of μ·x̃ = μ·(x̂ − r) (CRISP eq. 3).
+    pub mx: u128,
+}
+
+/// Additive shares of `v` over Z_2^k.
+fn share(prg: &mut Prg, v: u128, k: u32) -> [u128; 2] {
+    let a = prg.random_block().0 & mask128(k);
+    [a, v.wrapping_sub(a) & mask128(k)]
+}
+
+/// Key generation for input mask `r` and MAC key `mu` (both reduced mod
+/// 2^k). Deterministic given `prg`.
+pub fn mac_relu_gen(prg: &mut Prg, ell: u32, k: u32, r: u128, mu: u128) -> Result<(MacReluKey, MacReluKey), Error> {
+    check_lift(ell, k)?;
+    let km = mask128(k);
+    let (r, mu) = (r & km, mu & km);
+    let r_msb = (r >> (ell - 1)) & 1;
+    let r_low = (r & mask128(ell - 1)) as u64;
+    let sgn: u128 = if r_msb == 1 { u128::MAX } else { 1 }; // 1 − 2·r_msb
+    let beta = [sgn & km, sgn.wrapping_mul(r) & km, sgn.wrapping_mul(mu) & km, sgn.wrapping_mul(mu).wrapping_mul(r) & km];
+    let (k0, k1) = wide_dcf_gen(prg, ell - 1, r_low, &beta, k)?;
+    let rs = share(prg, r, k);
+    let mrs = share(prg, mu.wrapping_mul(r), k);
+    let mut es = [
+        share(prg, r_msb, k),
+        share(prg, r_msb.wrapping_mul(r), k),
+        share(prg, mu.wrapping_mul(r_msb), k),
+        share(prg, mu.wrapping_mul(r_msb).wrapping_mul(r), k),
+    ];
+    let mk = |b: usize, dcf: WideDcfKey| MacReluKey {
+        party: b as u8,
+        ell,
+        k,
+        r: rs[b],
+        mr: mrs[b],
+        e: [es[0][b], es[1][b], es[2][b], es[3][b]],
+        dcf,
+    };
+    let out = (mk(0, k0), mk(1, k1));
+    es.zeroize();
+    Ok(out)
+}
+
+impl MacReluKey {
+    pub fn party(&self) -> u8 {
+        self.party
+    }
+    pub fn ell(&self) -> u32 {
+        self.ell
+    }
+    pub fn k(&self) -> u32 {
+        self.k
+    }
+    /// This party's share of the input mask r (its part of x̂ = x̃ + r).
+    pub fn r_share(&self) -> u128 {
+        self.r
+    }
+
+    /// Evaluates at the public x̂ (reduced mod 2^k). `mu_share` is μ for
+    /// party 0 (the server) and 0 for party 1. Time depends only on the
+    /// key's shape.
+    pub fn eval(&self, mu_share: u128, x_hat: u128) -> MacReluOut {
+        let km = mask128(self.k);
+        let xh = x_hat & km;
+        let ell = self.ell;
+        let low = (xh & mask128(ell - 1)) as u64;
+        let msb = (xh >> (ell - 1)) & 1;
+        let g = self.dcf.eval(low);
+        let u = self.e[0].wrapping_add(g[0]);
+        let ur = self.e[1].wrapping_add(g[1]);
+        let mu_u = self.e[2].wrapping_add(g[2]);
+        let mu_ur = self.e[3].wrapping_add(g[3]);
+        let one = (self.party == 0) as u128;
+        let (d, dr, md, mdr) = if msb == 1 {
+            (u, ur, mu_u, mu_ur)
+        } else {
+            (one.wrapping_sub(u), self.r.wrapping_sub(ur), mu_share.wrapping_sub(mu_u), self.mr.wrapping_sub(mu_ur))
+        };
+        MacReluOut {
+            y: d.wrapping_mul(xh).wrapping_sub(dr) & km,
+            my: md.wrapping_mul(xh).wrapping_sub(mdr) & km,
+            mx: mu_share.wrapping_mul(xh).wrapping_sub(self.mr) & km,
+        }
+    }
+
+    /// Encoded size of one key.
+    pub fn size_bytes(ell: u32, k: u32) -> usize {
+        4 + 6 * k.div_ceil(8) as usize + WideDcfKey::size_bytes(ell - 1, k, 4)
+    }
+
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        let vb = self.k.div_ceil(8) as usize;
+        let mut w = Writer::from_vec(std::mem::take(out));
+        w.bytes(&[TAG_MAC_RELU, self.party, self.ell as u8, self.k as u8]);
+        for v in [self.r, self.mr, self.e[0], self.e[1], self.e[2], self.e[3]] {
+            w.bytes(&v.to_le_bytes()[..vb]);
+        }
+        self.dcf.write(&mut w);
+        *out = w.buf;
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(Self::size_bytes(self.ell, self.k));
+        self.append_to(&mut v);
+        v
+    }
+
+    /// Decodes and validates a key; never panics.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
+        const W: &str = "MacReluKey";
+        let mut r = Reader::new(W, b);
+        let h = [r.u8()?, r.u8()?, r.u8()?, r.u8()?];
+        if h[0] != TAG_MAC_RELU {
+            return Err(Error::Header { what: W, reason: "wrong tag" });
+        }
+        if h[1] > 1 {
+            return Err(Error::Header { what: W, reason: "party must be 0 or 1" });
+        }
+        let (party, ell, k) = (h[1], h[2] as u32, h[3] as u32);
+        if check_lift(ell, k).is_err() {
+            return Err(Error::Header { what: W, reason: "need 2 ≤ ℓ ≤ 64 and ℓ < k ≤ 128" });
+        }
+        let vb = k.div_ceil(8) as usize;
+        let mut vals = [0u128; 6];
+        for v in vals.iter_mut() {
+            let mut a = [0u8; 16];
+            for x in a.iter_mut().take(vb) {
+                *x = r.u8()?;
+            }
+            *v = u128::from_le_bytes(a);
+            if *v & !mask128(k) != 0 {
+                return Err(Error::NonCanonical { what: W, reason: "share wider than the lifted ring" });
+            }
+        }
+        let dcf = WideDcfKey::read(&mut r)?;
+        r.finish()?;
+        if dcf.party() != party || dcf.bits() != ell - 1 || dcf.out_bits() != k || dcf.lanes() != 4 {
+            return Err(Error::Header { what: W, reason: "embedded DCF key does not match the gate header" });
+        }
+        let key = MacReluKey { party, ell, k, r: vals[0], mr: vals[1], e: [vals[2], vals[3], vals[4], vals[5]], dcf };
+        vals.zeroize();
+        Ok(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hush_primitives::Block;
+
+    fn signed(x: u128, ell: u32) -> i128 {
+        let s = 128 - ell;
+        ((x << s) as i128) >> s
+    }
+
+    /// Every ℓ = 6 value and every mask's low bits, with random lifts.
+    #[test]
+    fn exhaustive_small_ring_matches_plaintext() {
+        let (ell, k) = (6u32, 14u32);
+        let km = mask128(k);
+        let mut prg = Prg::new(Block(42));
+        for x in 0..(1u128 << ell) {
+            for _ in 0..24 {
+                // a lift of x with random upper bits
+                let xt = (x | (prg.random_block().0 << ell)) & km;
+                let r = prg.random_block().0 & km;
+                let mu = prg.random_block().0 & km;
+                let (k0, k1) = mac_relu_gen(&mut prg, ell, k, r, mu).unwrap();
+                let xh = (xt + r) & km;
+                assert_eq!((k0.r_share() + k1.r_share()) & km, r);
+                let (a, b) = (k0.eval(mu, xh), k1.eval(0, xh));
+                let y = (a.y + b.y) & km;
+                let d = (signed(x, ell) >= 0) as u128;
+                assert_eq!(y, (d * xt) & km, "x {x} r {r}");
+                assert_eq!(y & mask128(ell), if d == 1 { x } else { 0 });
+                assert_eq!((a.my + b.my) & km, mu.wrapping_mul(y) & km);
+                assert_eq!((a.mx + b.mx) & km, mu.wrapping_mul(xt) & km);
+            }
+        }
+    }
+
+    #[test]
+    fn wide_lift_edges_and_codec() {
+        let mut prg = Prg::new(Block(9));
+        for &(ell, k) in &[(37u32, 77u32), (64, 104), (64, 128), (2, 42)] {
+            let km = mask128(k);
+            let em = mask128(ell);
+            let half = 1u128 << (ell - 1);
+            for &x in &[0u128, 1, em, em - 1, half, half - 1, half + 1] {
+                for _ in 0..8 {
+                    let xt = (x | (prg.random_block().0 << ell)) & km;
+                    let r = prg.random_block().0 & km;
+                    let mu = prg.random_block().0 & km;
+                    let (k0, k1) = mac_relu_gen(&mut prg, ell, k, r, mu).unwrap();
+                    let (k0, k1) = (MacReluKey::from_bytes(&k0.to_bytes()).unwrap(), MacReluKey::from_bytes(&k1.to_bytes()).unwrap());
+                    assert_eq!(k0.to_bytes().len(), MacReluKey::size_bytes(ell, k));
+                    let xh = xt.wrapping_add(r) & km;
+                    let (a, b) = (k0.eval(mu, xh), k1.eval(0, xh));
+                    let y = a.y.wrapping_add(b.y) & km;
+                    let d = (signed(x, ell) >= 0) as u128;
+                    assert_eq!(y, d.wrapping_mul(xt) & km, "ℓ {ell} x {x}");
+                    assert_eq!(a.my.wrapping_add(b.my) & km, mu.wrapping_mul(y) & km);
+                    assert_eq!(a.mx.wrapping_add(b.mx) & km, mu.wrapping_mul(xt) & km);
+                }
+            }
+        }
+        let (k0, _) = mac_relu_gen(&mut prg, 37, 77, 5, 7).unwrap();
+        let b = k0.to_bytes();
+        assert!(MacReluKey::from_bytes(&b[..b.len() - 1]).is_err());
+        let mut t = b.clone();
+        t[4 + 9] |= 0x80; // bit 79 of r's share: above k = 77
+        assert!(MacReluKey::from_bytes(&t).is_err());
+        assert!(mac_relu_gen(&mut prg, 37, 37, 5, 7).is_err());
+        assert!(mac_relu_gen(&mut prg, 65, 100, 5, 7).is_err());
+    }
+}
