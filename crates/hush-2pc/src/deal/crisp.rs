@@ -1,0 +1,367 @@
+//! CRISP's offline phase (Fig. 3) as one dealing kind, `"crisp/mac"`,
+//! consumed by [`crate::crisp`]: the session's MAC key μ, the
+//! MAC-carrying ReLU keys ([`hush_fss::mac`]) with their shares of r and
+//! μ·r, and client-known masks with MAC shares (for authenticated input and
+//! for the checked release of the output).
+//!
+//! All values live in the lifted ring Z_2^k, k = ℓ + s ≤ 128 (SPDZ2k;
+//! CRISP §V-B), and are encoded in ⌈k/8⌉ bytes each.
+//!
+//! **Operations** (the `op` parameter):
+//! * [`CrispOp::MacKey`] (n = 1): party 0 (the server) gets μ; party 1
+//!   (the client) gets an empty share. CRISP Fig. 4 step 1 has P_0 sample
+//!   μ; here the dealer derives it, because it must build μ into the gate
+//!   keys (Gen^mac), and releases it to the server only.
+//! * [`CrispOp::Relu`]: per gate, party p gets its [`MacReluKey`], which
+//!   carries ⟨r⟩_p, ⟨μr⟩_p, the shares of the spline offsets and a
+//!   four-lane wide DCF key (CRISP's k_b and k_b^mac in one key).
+//! * [`CrispOp::ClientMask`]: per element a uniform a ∈ Z_2^k known to the
+//!   client and shares σ_0 + σ_1 = μ·a: the client gets (a, σ_1), the
+//!   server σ_0. Used to authenticate the client's input (the client sends
+//!   δ = x − a) and to release the output only after the check (the client
+//!   sends y_1 + a; see [`crate::crisp`]).
+//!
+//! **One μ per session, with a session-wide label.** Every batch must use
+//! the same μ (the MAC relation is carried through linear layers, which
+//! mix elements of many batches), but a [`Description`] only receives the
+//! key its label derives. So [`Description::label`] returns the
+//! batch-free label `"crisp/mac/session"` — after checking that the
+//! batch number inside the parameters equals the request's, which the
+//! provider keeps strictly increasing per kind — and [`Description::deal`]
+//! derives, from that session key K:
+//! * μ = AES_K(tag 1) mod 2^k, the same in every batch;
+//! * the batch key K_b = AES_K(tag 0 ‖ op ‖ ℓ ‖ s ‖ n ‖ batch), so every
+//!   parameter that changes the output selects an independent key (the
+//!   rule of `hush-deal`, one level down), and a batch is still dealt
+//!   once (the provider's freshness check sees the request's batch, which
+//!   must equal the one in the PRF input).
+//!
+//! **Why a malicious client host cannot bias or learn these values.**
+//! * *Dealer mode*: the dealer derives every value from its own session
+//!   seed; a host's request carries only public parameters (op, ℓ, s, n,
+//!   batch). Choosing them selects among independent PRF outputs and never
+//!   sets a value; a replayed or out-of-order batch is refused; a request
+//!   whose parameter batch differs from its batch is refused here. A host
+//!   that asks for other parameters than its peer gets shares of an
+//!   *independent* correlation: its computation breaks (and the final
+//!   check aborts), it learns nothing, because its share alone is uniform
+//!   or, for keys, pseudorandom. Party 1's share of `MacKey` is empty, so
+//!   no request releases μ to the client.
+//! * *Tee mode*: the same, given that the client's module keeps the
+//!   session seed from its host. The seed is agreed by the two modules
+//!   (both contribute; hush-tee's handshake) and the host only relays
+//!   messages. **With hush's simulated module a client host that reads its
+//!   module's memory learns the seed and hence μ and every r: the
+//!   malicious-client guarantee then rests on nothing. Only dealer mode
+//!   (or real trusted hardware) gives it on these machines.**
+//! * *Interactive mode*: no maliciously secure two-party generator of
+//!   these correlations exists in hush; [`crate::crisp`] refuses to run
+//!   without a dealer or module.
+//!
+//! What each share reveals: party 1's `Relu` share is a key (pseudorandom,
+//! hides r and μ) plus uniform shares; its `ClientMask` share (a, σ_1) is
+//! uniform and independent of μ (σ_0 = μa − σ_1 is never released to it).
+//! Party 0 learns μ (by design: CRISP's P_0 holds μ) and uniform shares.
+
+use hush_deal::wire::{Reader, Writer};
+use hush_deal::{DealRequest, Description, Error, Result};
+use hush_fss::mac::{check_lift, mac_relu_gen, MacReluKey};
+use hush_fss::wide::mask128;
+use hush_primitives::prf::Prf;
+use hush_primitives::{Block, Prg};
+use zeroize::Zeroize;
+
+/// Default statistical security parameter s of the lift (CRISP §V-B).
+pub const DEFAULT_S: u32 = 40;
+
+/// What a `"crisp/mac"` request deals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CrispOp {
+    MacKey,
+    Relu,
+    ClientMask,
+}
+
+impl CrispOp {
+    fn code(self) -> u8 {
+        match self {
+            CrispOp::MacKey => 0,
+            CrispOp::Relu => 1,
+            CrispOp::ClientMask => 2,
+        }
+    }
+    fn from_code(c: u8) -> Result<Self> {
+        Ok(match c {
+            0 => CrispOp::MacKey,
+            1 => CrispOp::Relu,
+            2 => CrispOp::ClientMask,
+            _ => return Err(Error::Malformed(format!("CRISP dealing operation {c}"))),
+        })
+    }
+}
+
+/// The parameters of one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrispParams {
+    pub op: CrispOp,
+    /// Value ring Z_2^ℓ.
+    pub ell: u32,
+    /// Statistical security parameter: the lifted ring is Z_2^(ℓ+s).
+    pub s: u32,
+    /// Must equal the request's batch number.
+    pub batch: u64,
+}
+
+impl CrispParams {
+    pub fn k(&self) -> u32 {
+        self.ell + self.s
+    }
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(self.op.code()).u32(self.ell).u32(self.s).u64(self.batch);
+        w.0
+    }
+    pub fn decode(params: &[u8]) -> Result<Self> {
+        let p = hush_deal::parse_params(params, "CRISP parameters", |r: &mut Reader<'_>| {
+            Ok(CrispParams { op: CrispOp::from_code(r.u8()?)?, ell: r.u32()?, s: r.u32()?, batch: r.u64()? })
+        })?;
+        if p.s == 0 || p.ell > 128 || p.s > 128 {
+            return Err(Error::Refused(format!("CRISP lift ℓ = {}, s = {} out of range", p.ell, p.s)));
+        }
+        check_lift(p.ell, p.k()).map_err(|e| Error::Refused(format!("CRISP lift: {e}")))?;
+        Ok(p)
+    }
+}
+
+/// Bytes of one Z_2^k value.
+pub fn value_bytes(k: u32) -> usize {
+    k.div_ceil(8) as usize
+}
+
+/// Appends an array of Z_2^k values: a u64 count, then ⌈k/8⌉ bytes each.
+pub fn put_values(out: &mut Vec<u8>, v: &[u128], k: u32) {
+    let vb = value_bytes(k);
+    out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+    for x in v {
+        debug_assert!(*x & !mask128(k) == 0);
+        out.extend_from_slice(&x.to_le_bytes()[..vb]);
+    }
+}
+
+/// Reads an array written by [`put_values`] that must hold exactly
+/// `expect` values below 2^k; advances `buf`.
+pub fn take_values(buf: &mut &[u8], expect: usize, k: u32) -> Result<Vec<u128>> {
+    let vb = value_bytes(k);
+    if buf.len() < 8 {
+        return Err(Error::Malformed("CRISP share: truncated".into()));
+    }
+    let n = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+    if n != expect as u64 {
+        return Err(Error::Malformed(format!("CRISP share: {n} values, expected {expect}")));
+    }
+    let need = expect.checked_mul(vb).and_then(|b| b.checked_add(8)).ok_or_else(|| Error::Malformed("CRISP share: size".into()))?;
+    if buf.len() < need {
+        return Err(Error::Malformed("CRISP share: truncated".into()));
+    }
+    let mut v = Vec::with_capacity(expect);
+    for c in buf[8..need].chunks_exact(vb) {
+        let mut a = [0u8; 16];
+        a[..vb].copy_from_slice(c);
+        let x = u128::from_le_bytes(a);
+        if x & !mask128(k) != 0 {
+            return Err(Error::Malformed(format!("CRISP share: a value wider than {k} bits")));
+        }
+        v.push(x);
+    }
+    *buf = &buf[need..];
+    Ok(v)
+}
+
+const TAG_BATCH: u128 = 0;
+const TAG_MU: u128 = 1;
+
+fn batch_key(session: Block, p: &CrispParams, n: u32) -> Block {
+    let x = (TAG_BATCH << 120)
+        | ((p.op.code() as u128) << 112)
+        | ((p.ell as u128 & 0xff) << 104)
+        | ((p.s as u128 & 0xff) << 96)
+        | ((n as u128) << 64)
+        | p.batch as u128;
+    Prf::new(session).eval(Block(x))
+}
+
+fn mac_key(session: Block, k: u32) -> u128 {
+    Prf::new(session).eval(Block(TAG_MU << 120)).0 & mask128(k)
+}
+
+/// The dealing kind (see the module docs).
+pub struct CrispMac;
+
+/// The one instance providers register.
+pub static CRISP_MAC: CrispMac = CrispMac;
+
+impl CrispMac {
+    pub const KIND: &'static str = "crisp/mac";
+    /// The label every request maps to: the session key's (see the docs).
+    pub const SESSION_LABEL: &'static str = "crisp/mac/session";
+
+    pub fn request(p: CrispParams, n: u32) -> DealRequest {
+        DealRequest::new(Self::KIND, p.batch, n, p.encode())
+    }
+
+    /// Both parties' shares (what a dealer serving both computes).
+    fn deal_both(session: Block, n: u32, p: &CrispParams, want: [bool; 2]) -> Result<[Vec<u8>; 2]> {
+        let k = p.k();
+        let mut mu = mac_key(session, k);
+        let kb = batch_key(session, p, n);
+        let mut out = [Vec::new(), Vec::new()];
+        let n = n as usize;
+        match p.op {
+            CrispOp::MacKey => {
+                if n != 1 {
+                    return Err(Error::Refused("the CRISP MAC key is dealt as one element".into()));
+                }
+                put_values(&mut out[0], &[mu], k);
+                put_values(&mut out[1], &[], k);
+            }
+            CrispOp::Relu => {
+                let mut vprg = Prg::with_nonce(kb, 1);
+                let mut kprg = Prg::with_nonce(kb, 2);
+                let kbytes = MacReluKey::size_bytes(p.ell, k);
+                for (b, o) in out.iter_mut().enumerate() {
+                    if want[b] {
+                        o.reserve(8 + n * kbytes);
+                        o.extend_from_slice(&(n as u64).to_le_bytes());
+                    }
+                }
+                for _ in 0..n {
+                    let mut r = vprg.random_block().0 & mask128(k);
+                    let (k0, k1) = mac_relu_gen(&mut kprg, p.ell, k, r, mu).map_err(|e| Error::Refused(e.to_string()))?;
+                    r.zeroize();
+                    if want[0] {
+                        k0.append_to(&mut out[0]);
+                    }
+                    if want[1] {
+                        k1.append_to(&mut out[1]);
+                    }
+                }
+            }
+            CrispOp::ClientMask => {
+                let mut prg = Prg::with_nonce(kb, 3);
+                let mut a = Vec::with_capacity(n);
+                let mut s1 = Vec::with_capacity(n);
+                let mut s0 = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let x = prg.random_block().0 & mask128(k);
+                    let t = prg.random_block().0 & mask128(k);
+                    a.push(x);
+                    s1.push(t);
+                    s0.push(mu.wrapping_mul(x).wrapping_sub(t) & mask128(k));
+                }
+                put_values(&mut out[0], &s0, k);
+                put_values(&mut out[1], &a, k);
+                put_values(&mut out[1], &s1, k);
+                a.zeroize();
+                s1.zeroize();
+                s0.zeroize();
+            }
+        }
+        mu.zeroize();
+        for (b, o) in out.iter_mut().enumerate() {
+            if !want[b] {
+                o.zeroize();
+                o.clear();
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Description for CrispMac {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        let p = CrispParams::decode(params)?;
+        if p.batch != batch {
+            return Err(Error::Refused(format!("CRISP parameters name batch {} in a request for batch {batch}", p.batch)));
+        }
+        if p.op == CrispOp::MacKey && n != 1 {
+            return Err(Error::Refused("the CRISP MAC key is dealt as one element".into()));
+        }
+        Ok(Self::SESSION_LABEL.to_string())
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let p = CrispParams::decode(params)?;
+        let mut v = Self::deal_both(key, n, &p, [party == 0, party == 1])?;
+        Ok(std::mem::take(&mut v[party as usize & 1]))
+    }
+    fn deal_pair(&self, key: Block, n: u32, params: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        let p = CrispParams::decode(params)?;
+        let [a, b] = Self::deal_both(key, n, &p, [true, true])?;
+        Ok((a, b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(op: CrispOp, batch: u64) -> CrispParams {
+        CrispParams { op, ell: 37, s: 40, batch }
+    }
+
+    #[test]
+    fn label_binds_batch_and_is_session_wide() {
+        let p = params(CrispOp::Relu, 7);
+        assert_eq!(CRISP_MAC.label(7, 10, &p.encode()).unwrap(), CrispMac::SESSION_LABEL);
+        assert!(CRISP_MAC.label(8, 10, &p.encode()).is_err(), "parameter batch must equal the request's");
+        assert!(CRISP_MAC.label(7, 2, &params(CrispOp::MacKey, 7).encode()).is_err());
+        let bad = CrispParams { op: CrispOp::Relu, ell: 64, s: 70, batch: 1 };
+        assert!(CRISP_MAC.label(1, 1, &bad.encode()).is_err(), "k > 128 refused");
+        assert!(CRISP_MAC.label(1, 1, &[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn shares_are_consistent_and_the_client_never_gets_mu() {
+        let key = Block(0xabc);
+        let k = 77;
+        let mk = params(CrispOp::MacKey, 0);
+        let (s0, s1) = CRISP_MAC.deal_pair(key, 1, &mk.encode()).unwrap();
+        let mu = take_values(&mut &s0[..], 1, k).unwrap()[0];
+        assert_eq!(take_values(&mut &s1[..], 0, k).unwrap().len(), 0, "party 1's MAC-key share is empty");
+        assert_eq!(CRISP_MAC.deal(key, 1, 1, &mk.encode()).unwrap(), s1);
+        // the same μ in every batch; independent masks per batch
+        let cm = |b| params(CrispOp::ClientMask, b);
+        let mut first_a = None;
+        for b in 1..4u64 {
+            let (p0, p1) = CRISP_MAC.deal_pair(key, 50, &cm(b).encode()).unwrap();
+            assert_eq!(p0, CRISP_MAC.deal(key, 0, 50, &cm(b).encode()).unwrap());
+            assert_eq!(p1, CRISP_MAC.deal(key, 1, 50, &cm(b).encode()).unwrap());
+            let s0 = take_values(&mut &p0[..], 50, k).unwrap();
+            let mut r1 = &p1[..];
+            let a = take_values(&mut r1, 50, k).unwrap();
+            let s1 = take_values(&mut r1, 50, k).unwrap();
+            for i in 0..50 {
+                assert_eq!(s0[i].wrapping_add(s1[i]) & mask128(k), mu.wrapping_mul(a[i]) & mask128(k));
+            }
+            if let Some(f) = &first_a {
+                assert_ne!(f, &a, "batches give independent masks");
+            }
+            first_a = Some(a);
+        }
+        // ReLU keys: both parties' r shares sum to one r; the keys decode
+        let rl = params(CrispOp::Relu, 9);
+        let (p0, p1) = CRISP_MAC.deal_pair(key, 3, &rl.encode()).unwrap();
+        let kb = MacReluKey::size_bytes(37, k);
+        assert_eq!(p0.len(), 8 + 3 * kb);
+        let k0 = MacReluKey::from_bytes(&p0[8..8 + kb]).unwrap();
+        let k1 = MacReluKey::from_bytes(&p1[8..8 + kb]).unwrap();
+        assert_eq!((k0.party(), k1.party()), (0, 1));
+        let r = k0.r_share().wrapping_add(k1.r_share()) & mask128(k);
+        let out0 = k0.eval(mu, r); // x̃ = 0
+        let out1 = k1.eval(0, r);
+        assert_eq!(out0.y.wrapping_add(out1.y) & mask128(k), 0);
+        assert_eq!(out0.mx.wrapping_add(out1.mx) & mask128(k), 0);
+    }
+}

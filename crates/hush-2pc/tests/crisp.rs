@@ -1,0 +1,559 @@
+//! CRISP at the protocol layer: authenticated ReLU/MaxPool against a
+//! plaintext reference, cost pins, and a malicious client (tampered,
+//! replayed, dropped messages; tampered shares) that must be caught before
+//! it learns anything. The server is always the honest code; the client is
+//! the honest code behind a tampering channel, or with its shares altered
+//! between the honest steps.
+//!
+//! `tamper_trials` (ignored by default) runs CRISP_TRIALS (default 10^4)
+//! mixed trials at s = 40: `scripts/crisp_tamper_trials.sh`.
+mod common;
+use hush_2pc::crisp::{self, AuthShare, Lift, Session};
+use hush_2pc::tee::Dealer;
+use hush_2pc::Error;
+use hush_primitives::{Block, Prg, Ring};
+use hush_transport::{Channel, Cost, MemChannel};
+use std::time::Duration;
+
+// ------------------------------------------------------------ plaintext model
+
+/// The test pipeline: input (8) → W1 (6×8) → ReLU → W2 (6×6) + c → ReLU →
+/// MaxPool over pairs (3) → output. Public small weights.
+struct Model {
+    w1: Vec<i64>,
+    w2: Vec<i64>,
+    c: Vec<i64>,
+}
+
+const WINDOWS: [[usize; 2]; 3] = [[0, 1], [2, 3], [4, 5]];
+
+impl Model {
+    fn new(seed: u64) -> Self {
+        let mut p = Prg::new(Block(seed as u128 + 1000));
+        let mut w = |n| (0..n).map(|_| (p.next_u64() % 7) as i64 - 3).collect::<Vec<i64>>();
+        Model { w1: w(48), w2: w(36), c: w(6) }
+    }
+    fn plain(&self, ring: Ring, x: &[u64]) -> Vec<u64> {
+        let sx: Vec<i64> = x.iter().map(|&v| ring.to_signed(v)).collect();
+        let mv = |w: &[i64], v: &[i64], rows: usize| -> Vec<i64> {
+            (0..rows).map(|r| (0..v.len()).map(|c| w[r * v.len() + c].wrapping_mul(v[c])).fold(0i64, i64::wrapping_add)).collect()
+        };
+        let relu = |v: Vec<i64>| -> Vec<i64> { v.into_iter().map(|a| ring.to_signed(ring.from_signed(a)).max(0)).collect() };
+        let h = relu(mv(&self.w1, &sx, 6));
+        let h2: Vec<i64> = mv(&self.w2, &h, 6).iter().zip(&self.c).map(|(a, b)| a + b).collect();
+        let h2 = relu(h2);
+        WINDOWS.iter().map(|w| ring.from_signed(h2[w[0]].max(h2[w[1]]))).collect()
+    }
+}
+
+fn lift_mat(l: &Lift, w: &[i64]) -> Vec<u128> {
+    w.iter().map(|&v| l.lift_signed(v)).collect()
+}
+
+/// Everything a party deals before the online phase, in one fixed order.
+struct Offline {
+    sess: Session,
+    inm: crisp::MaskBatch,
+    r1: crisp::ReluBatch,
+    r2: crisp::ReluBatch,
+    mp: Vec<crisp::ReluBatch>,
+    outm: crisp::MaskBatch,
+}
+
+fn offline(d: &mut Dealer, party: u8, l: Lift) -> Offline {
+    let sess = Session::start(d, party, l).unwrap();
+    let inm = crisp::deal_masks(d, &sess, 8).unwrap();
+    let r1 = crisp::deal_relu(d, &sess, 6).unwrap();
+    let r2 = crisp::deal_relu(d, &sess, 6).unwrap();
+    let windows: Vec<Vec<usize>> = WINDOWS.iter().map(|w| w.to_vec()).collect();
+    let mp = crisp::maxpool_levels(&windows).into_iter().map(|n| crisp::deal_relu(d, &sess, n).unwrap()).collect();
+    let outm = crisp::deal_masks(d, &sess, 3).unwrap();
+    Offline { sess, inm, r1, r2, mp, outm }
+}
+
+/// A client-side local tamper between the honest steps.
+#[derive(Clone, Copy, Debug)]
+enum Local {
+    None,
+    /// Add `e` to the value share of element 0 before the second ReLU.
+    ValueShare(u128),
+    /// Add `e` to the MAC share of element 0 before the second ReLU.
+    MacShare(u128),
+}
+
+/// The online phase of the pipeline for one party. Returns the client's
+/// output (server: None).
+fn online(ch: &mut dyn Channel, o: &mut Offline, m: &Model, x: Option<&[u64]>, local: Local, log: &mut dyn FnMut(&str)) -> hush_2pc::Result<Option<Vec<u64>>> {
+    let l = o.sess.lift;
+    let xa = crisp::input(ch, &mut o.sess, &o.inm, x)?;
+    let h = xa.matvec_public(&l, &lift_mat(&l, &m.w1), 6, 8)?;
+    let h = crisp::relu(ch, &mut o.sess, &o.r1, &h)?;
+    let h = h.matvec_public(&l, &lift_mat(&l, &m.w2), 6, 6)?;
+    let mut h = h.add_public(&o.sess, &lift_mat(&l, &m.c))?;
+    match local {
+        Local::ValueShare(e) if o.sess.party == 1 => h.v[0] = l.add(h.v[0], e),
+        Local::MacShare(e) if o.sess.party == 1 => h.m[0] = l.add(h.m[0], e),
+        _ => {}
+    }
+    let h = crisp::relu(ch, &mut o.sess, &o.r2, &h)?;
+    let windows: Vec<Vec<usize>> = WINDOWS.iter().map(|w| w.to_vec()).collect();
+    let y = crisp::maxpool(ch, &mut o.sess, &o.mp, &h, &windows)?;
+    crisp::reveal_to_client(ch, &mut o.sess, &o.outm, &y, log)
+}
+
+// ------------------------------------------------------------ tampering channel
+
+/// What the client's channel does to its `target`-th message (0 = δ,
+/// 1 = first ReLU opening, 2 = second, 3 = MaxPool's, 4 = z, 5 = ⟨q⟩).
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    None,
+    FlipBit { target: usize, bit: usize },
+    /// Add `e` to value `elem` (values are ⌈k/8⌉ bytes, little-endian).
+    Add { target: usize, elem: usize, e: u128 },
+    /// Send message `from` again in place of message `target`.
+    Replay { target: usize, from: usize },
+    /// Stop at message `target`: send nothing more, close the link.
+    Drop { target: usize },
+}
+
+struct Tamper {
+    inner: Option<MemChannel>,
+    action: Wire,
+    k: u32,
+    sent: Vec<Vec<u8>>,
+}
+
+impl Channel for Tamper {
+    fn send(&mut self, payload: &[u8]) -> hush_transport::Result<()> {
+        let i = self.sent.len();
+        self.sent.push(payload.to_vec());
+        let mut p = payload.to_vec();
+        match self.action {
+            Wire::FlipBit { target, bit } if target == i => {
+                let at = (bit / 8) % p.len();
+                p[at] ^= 1 << (bit % 8);
+            }
+            Wire::Add { target, elem, e } if target == i => {
+                let vb = self.k.div_ceil(8) as usize;
+                let at = (elem * vb) % p.len();
+                let mut a = [0u8; 16];
+                a[..vb].copy_from_slice(&p[at..at + vb]);
+                let v = u128::from_le_bytes(a).wrapping_add(e) & hush_fss::wide::mask128(self.k);
+                p[at..at + vb].copy_from_slice(&v.to_le_bytes()[..vb]);
+            }
+            Wire::Replay { target, from } if target == i => p = self.sent[from].clone(),
+            Wire::Drop { target } if target == i => {
+                self.inner = None;
+                return Err(hush_transport::Error::Closed);
+            }
+            _ => {}
+        }
+        self.inner.as_mut().ok_or(hush_transport::Error::Closed)?.send(&p)
+    }
+    fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
+        self.inner.as_mut().ok_or(hush_transport::Error::Closed)?.recv()
+    }
+    fn cost(&self) -> Cost {
+        self.inner.as_ref().map(|c| c.cost()).unwrap_or_default()
+    }
+    fn max_frame(&self) -> usize {
+        self.inner.as_ref().map(|c| c.max_frame()).unwrap_or(1 << 20)
+    }
+    fn set_timeout(&mut self, t: Duration) {
+        if let Some(c) = self.inner.as_mut() {
+            c.set_timeout(t)
+        }
+    }
+}
+
+/// One run: honest server, client with `wire`/`local` tampering.
+/// Returns (server result, client result, server log lines).
+fn run(l: Lift, m: Model, x: Vec<u64>, wire: Wire, local: Local) -> (hush_2pc::Result<Option<Vec<u64>>>, hush_2pc::Result<Option<Vec<u64>>>, Vec<String>) {
+    let (mut ca, cb) = MemChannel::pair();
+    ca.set_timeout(Duration::from_secs(20));
+    let m = std::sync::Arc::new(m);
+    let m2 = m.clone();
+    let ts = std::thread::spawn(move || {
+        let mut d = Dealer::in_process(&mut ca, 0).expect("seed agreement");
+        let mut o = offline(&mut d, 0, l);
+        let mut lines = Vec::new();
+        let r = online(&mut ca, &mut o, &m2, None, Local::None, &mut |s| lines.push(s.to_string()));
+        (r, lines)
+    });
+    let mut ch = Tamper { inner: Some(cb), action: Wire::None, k: l.k(), sent: Vec::new() };
+    let mut d = Dealer::in_process(ch.inner.as_mut().unwrap(), 1).expect("seed agreement");
+    let mut o = offline(&mut d, 1, l);
+    ch.action = wire;
+    let rc = online(&mut ch, &mut o, &m, Some(&x), local, &mut |_| {});
+    drop(ch);
+    let (rs, lines) = ts.join().expect("server");
+    (rs, rc, lines)
+}
+
+fn inputs(ring: Ring, seed: u64) -> Vec<u64> {
+    // small signed values so that no layer overflows the ℓ-bit range
+    let mut p = Prg::new(Block(seed as u128));
+    (0..8).map(|_| ring.from_signed((p.next_u64() % 41) as i64 - 20)).collect()
+}
+
+// ------------------------------------------------------------ honest runs
+
+#[test]
+fn honest_pipeline_matches_plaintext() {
+    for (ell, s) in [(16u32, 40u32), (37, 40), (64, 40), (64, 64), (8, 4)] {
+        let l = Lift::new(ell, s).unwrap();
+        let ring = Ring::new(ell).unwrap();
+        for t in 0..3u64 {
+            let m = Model::new(t);
+            let x = inputs(ring, 77 + t);
+            let want = m.plain(ring, &x);
+            let (rs, rc, lines) = run(l, m, x, Wire::None, Local::None);
+            assert!(rs.unwrap().is_none());
+            assert_eq!(rc.unwrap().unwrap(), want, "ℓ {ell} s {s}");
+            assert!(lines.is_empty());
+        }
+    }
+}
+
+/// Public multiples of 2^ℓ: adding them gives other lifts of the same values.
+fn garbage(l: Lift, n: usize) -> Vec<u128> {
+    let mut p = Prg::new(Block(99));
+    (0..n).map(|_| (p.random_block().0 << l.ell) & l.mask()).collect()
+}
+
+/// ReLU over random values and edge cases (wrap-around of x + r, the sign
+/// boundary, the extremes), with random upper bits in the lift.
+#[test]
+fn relu_gate_random_and_edges() {
+    for (ell, s) in [(16u32, 40u32), (37, 40), (64, 64)] {
+        let l = Lift::new(ell, s).unwrap();
+        let ring = Ring::new(ell).unwrap();
+        let xs = common::edge_values(ell, 600, ell as u64);
+        let n = xs.len();
+        let xs2 = xs.clone();
+        let (srv, cli) = common::run_tee(
+            move |ch, d| {
+                let mut sess = Session::start(d, 0, l).unwrap();
+                let im = crisp::deal_masks(d, &sess, n).unwrap();
+                let b = crisp::deal_relu(d, &sess, n).unwrap();
+                let om = crisp::deal_masks(d, &sess, n).unwrap();
+                let x = crisp::input(ch, &mut sess, &im, None).unwrap();
+                let x = x.add_public(&sess, &garbage(l, n)).unwrap();
+                let y = crisp::relu(ch, &mut sess, &b, &x).unwrap();
+                crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {}).unwrap()
+            },
+            move |ch, d| {
+                let mut sess = Session::start(d, 1, l).unwrap();
+                let im = crisp::deal_masks(d, &sess, n).unwrap();
+                let b = crisp::deal_relu(d, &sess, n).unwrap();
+                let om = crisp::deal_masks(d, &sess, n).unwrap();
+                let x = crisp::input(ch, &mut sess, &im, Some(&xs2)).unwrap();
+                let x = x.add_public(&sess, &garbage(l, n)).unwrap();
+                let y = crisp::relu(ch, &mut sess, &b, &x).unwrap();
+                crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {}).unwrap()
+            },
+        );
+        assert!(srv.is_none());
+        let y = cli.unwrap();
+        for i in 0..n {
+            let want = if ring.msb(xs[i]) { 0 } else { xs[i] };
+            assert_eq!(y[i], want, "ℓ {ell} x {}", xs[i]);
+        }
+    }
+}
+
+/// The gate's cost: one round, n·⌈k/8⌉ bytes each way; the check and
+/// release: three flights after the last gate.
+#[test]
+fn relu_is_one_round_and_costs_are_pinned() {
+    let l = Lift::new(37, 40).unwrap();
+    let n = 100;
+    let vb = 10u64; // ⌈77/8⌉
+    let xs: Vec<u64> = common::edge_values(37, n, 5);
+    let (srv, cli) = common::run_tee(
+        move |ch, d| {
+            let mut sess = Session::start(d, 0, l).unwrap();
+            let im = crisp::deal_masks(d, &sess, n).unwrap();
+            let b = crisp::deal_relu(d, &sess, n).unwrap();
+            let om = crisp::deal_masks(d, &sess, n).unwrap();
+            let x = crisp::input(ch, &mut sess, &im, None).unwrap();
+            let c0 = ch.cost();
+            let y = crisp::relu(ch, &mut sess, &b, &x).unwrap();
+            let c1 = ch.cost();
+            crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {}).unwrap();
+            (c1 - c0, ch.cost() - c1)
+        },
+        move |ch, d| {
+            let mut sess = Session::start(d, 1, l).unwrap();
+            let im = crisp::deal_masks(d, &sess, n).unwrap();
+            let b = crisp::deal_relu(d, &sess, n).unwrap();
+            let om = crisp::deal_masks(d, &sess, n).unwrap();
+            let x = crisp::input(ch, &mut sess, &im, Some(&xs)).unwrap();
+            let c0 = ch.cost();
+            let y = crisp::relu(ch, &mut sess, &b, &x).unwrap();
+            let c1 = ch.cost();
+            crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {}).unwrap();
+            (c1 - c0, ch.cost() - c1)
+        },
+    );
+    let ((g0, k0), (g1, _k1)) = (srv, cli);
+    assert_eq!(g0.rounds, 1, "the gate is one round");
+    assert_eq!(g1.rounds, 1);
+    assert_eq!((g0.bytes_sent, g0.bytes_recv), (n as u64 * vb, n as u64 * vb));
+    // check + release at the server: receives z (n·vb) and ⟨q⟩ (vb); sends
+    // the seed (16), the verdict (1) and z mod 2^ℓ (n·5).
+    assert_eq!(k0.bytes_recv, n as u64 * vb + vb);
+    assert_eq!(k0.bytes_sent, 16 + 1 + n as u64 * 5);
+    assert_eq!(k0.rounds, 4, "z, seed, q, verdict + output: four flights counted from the server's side");
+}
+
+// ------------------------------------------------------------ malicious client
+
+fn caught(rs: &hush_2pc::Result<Option<Vec<u64>>>, rc: &hush_2pc::Result<Option<Vec<u64>>>) -> bool {
+    matches!(rs, Err(Error::MacCheckFailed(_))) && rc.is_err()
+}
+
+#[test]
+fn wrong_openings_are_caught() {
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let mut p = Prg::new(Block(1));
+    for t in 0..12usize {
+        let target = 1 + t % 4; // the three gate openings and z
+        let e = match t % 3 {
+            0 => 1u128,
+            1 => 1u128 << 36,
+            _ => (p.random_block().0 | 1) & l.mask(),
+        };
+        let (rs, rc, lines) = run(l, Model::new(t as u64), inputs(ring, t as u64), Wire::Add { target, elem: t % 3, e }, Local::None);
+        assert!(caught(&rs, &rc), "trial {t}: target {target} e {e:#x}: {rs:?} / {rc:?}");
+        assert!(matches!(rc, Err(Error::Aborted(_))), "the client learns only the abort: {rc:?}");
+        assert_eq!(lines.len(), 1, "the server logs the failure once");
+        assert!(lines[0].contains("consistency check failed"));
+    }
+}
+
+#[test]
+fn tampered_shares_bit_flips_replays_and_skips_are_caught() {
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let m = || Model::new(9);
+    let x = || inputs(ring, 9);
+    // a value-share error before a gate
+    let (rs, rc, _) = run(l, m(), x(), Wire::None, Local::ValueShare(5));
+    assert!(caught(&rs, &rc));
+    // a flipped low bit in an opening (bit 3 of element 0)
+    let (rs, rc, _) = run(l, m(), x(), Wire::FlipBit { target: 2, bit: 3 }, Local::None);
+    assert!(caught(&rs, &rc));
+    // a replayed opening (the first ReLU's in place of the second's)
+    let (rs, rc, _) = run(l, m(), x(), Wire::Replay { target: 2, from: 1 }, Local::None);
+    assert!(caught(&rs, &rc));
+    // a wrong ⟨q⟩ with no other deviation: always caught
+    let (rs, rc, _) = run(l, m(), x(), Wire::Add { target: 5, elem: 0, e: 1 }, Local::None);
+    assert!(caught(&rs, &rc));
+    // skipping the check: the client sends z and then nothing
+    let (rs, rc, _) = run(l, m(), x(), Wire::Drop { target: 5 }, Local::None);
+    assert!(matches!(rs, Err(Error::MacCheckFailed(_))), "{rs:?}");
+    assert!(rc.is_err());
+    // skipping before the output opening
+    let (rs, rc, _) = run(l, m(), x(), Wire::Drop { target: 4 }, Local::None);
+    assert!(matches!(rs, Err(Error::MacCheckFailed(_))), "{rs:?}");
+    assert!(rc.is_err());
+    // a truncated opening (a message of the wrong length) — the server's
+    // gate fails before the check; it never reaches the release
+    let (rs, rc, _) = run(l, m(), x(), Wire::Replay { target: 3, from: 1 }, Local::None);
+    assert!(rs.is_err() && rc.is_err());
+}
+
+/// Errors confined to the lift's upper bits or to a MAC share change no
+/// value: whether or not the check catches them, a released output is the
+/// correct one.
+#[test]
+fn harmless_deviations_never_change_the_output() {
+    let l = Lift::new(16, 8).unwrap();
+    let ring = Ring::new(16).unwrap();
+    let (mut pass, mut fail) = (0, 0);
+    for t in 0..40u64 {
+        let m = Model::new(t);
+        let x = inputs(ring, t);
+        let want = m.plain(ring, &x);
+        let (wire, local) = match t % 3 {
+            0 => (Wire::FlipBit { target: 1 + (t as usize % 3), bit: 16 + (t as usize % 8) }, Local::None),
+            1 => (Wire::None, Local::MacShare(1 << (16 + t % 8))),
+            _ => (Wire::None, Local::ValueShare(1 << (16 + t % 8))),
+        };
+        let (rs, rc, _) = run(l, m, x, wire, local);
+        match rc {
+            Ok(Some(y)) => {
+                assert!(rs.is_ok());
+                assert_eq!(y, want, "a released output must be correct");
+                pass += 1;
+            }
+            _ => {
+                assert!(caught(&rs, &rc));
+                fail += 1;
+            }
+        }
+    }
+    // upper-bit errors pass with probability ≥ 1/2 for the top bits: both outcomes occur
+    assert!(pass > 0 && fail > 0, "pass {pass} fail {fail}");
+}
+
+/// With a small statistical parameter the soundness bound is observable:
+/// an error of 2^(ℓ−1) in one opening passes with probability exactly
+/// (s + 3)/2^(s+2) for the best ⟨q⟩ (the honest one), = 7/64 for s = 4.
+#[test]
+fn small_s_passes_at_the_stated_rate() {
+    let (ell, s) = (8u32, 4u32);
+    let l = Lift::new(ell, s).unwrap();
+    let ring = Ring::new(ell).unwrap();
+    let trials = 1200usize;
+    let mut passed = 0usize;
+    let mut wrong_released = 0usize;
+    for t in 0..trials {
+        // tiny weights so the 8-bit pipeline does not overflow
+        let m = Model { w1: vec![0; 48].into_iter().enumerate().map(|(i, _)| (i % 3) as i64 - 1).collect(), w2: (0..36).map(|i| (i % 2) as i64).collect(), c: vec![1; 6] };
+        let x: Vec<u64> = (0..8).map(|i| ring.from_signed(((t + i) % 5) as i64 - 2)).collect();
+        let want = m.plain(ring, &x);
+        let (rs, rc, _) = run(l, m, x, Wire::Add { target: 4, elem: t % 3, e: 1 << (ell - 1) }, Local::None);
+        if let Ok(Some(y)) = rc {
+            assert!(rs.is_ok());
+            passed += 1;
+            if y != want {
+                wrong_released += 1;
+            }
+        } else {
+            assert!(caught(&rs, &rc));
+        }
+    }
+    let rate = passed as f64 / trials as f64;
+    let bound = (s + 3) as f64 / (1u64 << (s + 2)) as f64;
+    // binomial sd at p = 0.109, n = 1200 is ≈ 0.009: ± 4 sd
+    assert!((rate - bound).abs() < 0.036, "pass rate {rate} vs (s+3)/2^(s+2) = {bound}");
+    assert_eq!(wrong_released, passed, "an error of 2^(ℓ−1) on z flips the top bit of an output: every pass released a wrong value");
+}
+
+// ------------------------------------------------------------ trial campaign
+
+#[derive(Default, Debug)]
+struct Tally {
+    trials: usize,
+    value_changing: usize,
+    caught: usize,
+    harmless_passed: usize,
+    undetected_wrong: usize,
+    undetected_value_change: usize,
+}
+
+fn campaign(trials: usize, seed: u64) -> Tally {
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let mut p = Prg::new(Block(seed as u128));
+    let mut t = Tally::default();
+    for i in 0..trials {
+        let m = Model::new(i as u64 ^ seed);
+        let x = inputs(ring, i as u64 ^ (seed << 20));
+        let want = m.plain(ring, &x);
+        let target = 1 + (p.next_u64() % 5) as usize; // openings, z, q
+        let vb = 10usize;
+        let kind = p.next_u64() % 7;
+        // (wire, local, changes a value?)
+        let (wire, local, changes) = match kind {
+            0 => {
+                let bit = (p.next_u64() as usize) % (vb * 8);
+                let elem_bit = bit % (vb * 8);
+                // flips in bits ≥ 37 of a value (or in q) change no value
+                (Wire::FlipBit { target, bit }, Local::None, target == 5 || elem_bit < 37)
+            }
+            1 => {
+                let e = (p.random_block().0 & l.mask()).max(1);
+                (Wire::Add { target, elem: (p.next_u64() % 3) as usize, e }, Local::None, target == 5 || e & ((1 << 37) - 1) != 0)
+            }
+            2 => (Wire::Replay { target: 2, from: 1 }, Local::None, true),
+            3 => (Wire::Drop { target: 4 + (p.next_u64() % 2) as usize }, Local::None, true),
+            4 => {
+                let e = (p.random_block().0 & l.mask()).max(1);
+                (Wire::None, Local::ValueShare(e), e & ((1 << 37) - 1) != 0)
+            }
+            5 => (Wire::None, Local::MacShare((p.random_block().0 & l.mask()).max(1)), false),
+            _ => (Wire::Add { target: 5, elem: 0, e: (p.random_block().0 & l.mask()).max(1) }, Local::None, true),
+        };
+        let (rs, rc, _) = run(l, m, x, wire, local);
+        t.trials += 1;
+        if changes {
+            t.value_changing += 1;
+        }
+        match rc {
+            Ok(ref y) => {
+                if changes {
+                    t.undetected_value_change += 1;
+                }
+                if y.as_ref() == Some(&want) {
+                    t.harmless_passed += 1;
+                } else {
+                    t.undetected_wrong += 1;
+                }
+            }
+            Err(_) => {
+                assert!(rs.is_err(), "client failed but the server did not: {rs:?}");
+                t.caught += 1;
+            }
+        }
+    }
+    t
+}
+
+#[test]
+fn tamper_campaign_small() {
+    let t = campaign(150, 0xc215);
+    eprintln!("CRISP tamper campaign: {t:?}");
+    assert_eq!(t.undetected_wrong, 0, "{t:?}");
+    assert_eq!(t.undetected_value_change, 0, "every value-changing deviation is caught: {t:?}");
+}
+
+#[test]
+#[ignore = "10^4 trials: run with scripts/crisp_tamper_trials.sh"]
+fn tamper_trials() {
+    let n: usize = std::env::var("CRISP_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let t = campaign(n, 0x5eed);
+    println!(
+        "{{\"bench\":\"crisp_tamper_trials\",\"ell\":37,\"s\":40,\"trials\":{},\"value_changing\":{},\"caught\":{},\"harmless_passed\":{},\"undetected_wrong\":{},\"undetected_value_change\":{}}}",
+        t.trials, t.value_changing, t.caught, t.harmless_passed, t.undetected_wrong, t.undetected_value_change
+    );
+    assert_eq!(t.undetected_wrong, 0);
+    assert_eq!(t.undetected_value_change, 0);
+}
+
+#[test]
+fn untrusted_messages_and_misuse_are_errors() {
+    assert!(Lift::new(1, 40).is_err());
+    assert!(Lift::new(64, 65).is_err());
+    assert!(Lift::new(37, 0).is_err());
+    let l = Lift::new(37, 40).unwrap();
+    // a session is closed after its check: no further gates
+    let (srv, cli) = common::run_tee(
+        move |ch, d| {
+            let mut sess = Session::start(d, 0, l).unwrap();
+            let b = crisp::deal_relu(d, &sess, 2).unwrap();
+            let om = crisp::deal_masks(d, &sess, 2).unwrap();
+            let z = AuthShare { v: vec![0; 2], m: vec![0; 2] };
+            crisp::reveal_to_client(ch, &mut sess, &om, &z, &mut |_| {}).unwrap();
+            crisp::relu(ch, &mut sess, &b, &z).is_err()
+        },
+        move |ch, d| {
+            let mut sess = Session::start(d, 1, l).unwrap();
+            let b = crisp::deal_relu(d, &sess, 2).unwrap();
+            let om = crisp::deal_masks(d, &sess, 2).unwrap();
+            let z = AuthShare { v: vec![0; 2], m: vec![0; 2] };
+            let y = crisp::reveal_to_client(ch, &mut sess, &om, &z, &mut |_| {}).unwrap();
+            (y, crisp::relu(ch, &mut sess, &b, &z).is_err(), crisp::relu(ch, &mut sess, &b, &AuthShare { v: vec![0; 3], m: vec![0; 3] }).is_err())
+        },
+    );
+    assert!(srv);
+    assert_eq!(cli.0, Some(vec![0, 0]));
+    assert!(cli.1 && cli.2);
+    // a value wider than the lifted ring in an opening is refused by the server
+    let (rs, rc, _) = run(l, Model::new(1), inputs(Ring::new(37).unwrap(), 1), Wire::FlipBit { target: 1, bit: 79 }, Local::None);
+    assert!(rs.is_err() && rc.is_err(), "bit 79 of a 77-bit value: malformed");
+}
