@@ -557,3 +557,50 @@ fn untrusted_messages_and_misuse_are_errors() {
     let (rs, rc, _) = run(l, Model::new(1), inputs(Ring::new(37).unwrap(), 1), Wire::FlipBit { target: 1, bit: 79 }, Local::None);
     assert!(rs.is_err() && rc.is_err(), "bit 79 of a 77-bit value: malformed");
 }
+
+/// The same protocol with the correlations from the dealer service (dealer
+/// mode: a third host deals both roles over TLS): honest run correct, a
+/// tampered opening caught.
+#[test]
+fn dealer_mode_runs_the_same_protocol() {
+    use hush_tee::dealer::{self, DealerConfig};
+    use hush_tee::{DealerModule, ModuleRole};
+    use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
+    use std::sync::Arc;
+    let di = Arc::new(Identity::generate().unwrap());
+    let pi = Arc::new(Identity::generate().unwrap());
+    let fp = di.fingerprint();
+    let dsec = LinkSecurity::Tls(TlsSettings { identity: di, peer: PeerCheck::AnyPeer, require_client_cert: false });
+    let psec = LinkSecurity::Tls(TlsSettings { identity: pi, peer: PeerCheck::Pinned(vec![fp]), require_client_cert: false });
+    let h = dealer::serve("127.0.0.1:0", DealerConfig::new(dsec, hush_2pc::deal::kinds()), Arc::new(|_| {})).unwrap();
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    for (t, wire) in [Wire::None, Wire::Add { target: 2, elem: 1, e: 3 }].into_iter().enumerate() {
+        let sid = dealer::new_session_id();
+        let srv_mod = DealerModule::connect(&h.addr.to_string(), &psec, &sid, ModuleRole::Sender).unwrap();
+        let cli_mod = DealerModule::connect(&h.addr.to_string(), &psec, &sid, ModuleRole::Receiver).unwrap();
+        let (mut ca, cb) = MemChannel::pair();
+        let m = std::sync::Arc::new(Model::new(t as u64));
+        let m2 = m.clone();
+        let x = inputs(ring, 5 + t as u64);
+        let want = m.plain(ring, &x);
+        let ts = std::thread::spawn(move || {
+            let mut d = Dealer::new(Box::new(srv_mod));
+            let mut o = offline(&mut d, 0, l);
+            online(&mut ca, &mut o, &m2, None, Local::None, &mut |_| {})
+        });
+        let mut d = Dealer::new(Box::new(cli_mod));
+        let mut o = offline(&mut d, 1, l);
+        let mut ch = Tamper { inner: Some(cb), action: wire, k: l.k(), sent: Vec::new() };
+        let rc = online(&mut ch, &mut o, &m, Some(&x), Local::None, &mut |_| {});
+        drop(ch);
+        let rs = ts.join().unwrap();
+        match wire {
+            Wire::None => {
+                assert!(rs.unwrap().is_none());
+                assert_eq!(rc.unwrap().unwrap(), want);
+            }
+            _ => assert!(caught(&rs, &rc), "{rs:?} / {rc:?}"),
+        }
+    }
+}

@@ -39,7 +39,8 @@ pub struct CommonArgs {
     /// third host, trusted not to collude with either party), interactive
     /// (cryptography only: Cheetah HE linear layers, cf2 on Ferret COTs) or
     /// silent (HE linear layers, cf2 on SilentFlow COTs from the modules).
-    /// Both parties must use the same mode.
+    /// Both parties must use the same mode. (malicious-client — CRISP — is
+    /// refused with what is still missing: only its protocol layer exists.)
     #[arg(long, default_value = "tee")]
     pub mode: String,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
