@@ -43,6 +43,10 @@
 //!   reconstructed locally as μ·x̂ − ⟨μr⟩ (CRISP eq. 3). Each party stores
 //!   its share of m_x − u (the input's MAC minus the reconstructed μx̃) for
 //!   the check. Cost: 2·n·⌈k/8⌉ bytes, one round.
+//! * **Truncation** ([`trunc`]): not in the paper (CRISP leaves
+//!   fixed-point rescaling open); hush's exact FSS truncation lifted and
+//!   MAC-carrying in the same way ([`hush_fss::mac::MacTruncKey`]), one
+//!   round, same check.
 //! * **MaxPool** ([`maxpool`], Remark 3.1): max(a, b) = b + ReLU(a − b),
 //!   a tree over each window, ⌈log₂ w⌉ ReLU rounds.
 //! * **Output with the consistency check** ([`reveal_to_client`], Fig. 4):
@@ -123,7 +127,7 @@ use crate::deal::crisp::{take_values, value_bytes, CrispMac};
 pub use crate::deal::crisp::{CrispOp, CrispParams, DEFAULT_S};
 use crate::tee::Dealer;
 use crate::{invalid, malformed, Party, Result};
-use hush_fss::mac::{MacReluKey, MacReluOut};
+use hush_fss::mac::{MacGate, MacGateOut, MacReluKey, MacTruncKey};
 use hush_fss::wide::mask128;
 use hush_primitives::{Block, Prg};
 use hush_transport::Channel;
@@ -408,14 +412,19 @@ fn recv_values(ch: &mut dyn Channel, step: &'static str, l: &Lift, n: usize) -> 
 
 // ------------------------------------------------------------ ReLU gates
 
-/// This party's dealt MAC-carrying ReLU keys for `n` gates.
-pub struct ReluBatch {
+/// This party's dealt keys of `n` MAC-carrying gates of one kind.
+pub struct GateBatch<K: MacGate> {
     pub party: Party,
     pub lift: Lift,
-    keys: Vec<MacReluKey>,
+    keys: Vec<K>,
 }
 
-impl ReluBatch {
+/// MAC-carrying ReLU gates ([`hush_fss::mac::MacReluKey`]).
+pub type ReluBatch = GateBatch<MacReluKey>;
+/// MAC-carrying exact truncations ([`hush_fss::mac::MacTruncKey`]).
+pub type TruncBatch = GateBatch<MacTruncKey>;
+
+impl<K: MacGate> GateBatch<K> {
     pub fn len(&self) -> usize {
         self.keys.len()
     }
@@ -450,7 +459,7 @@ impl ReluBatch {
         sess.pending.reserve(n);
         for i in 0..n {
             let xh = l.add(mine[i], peer[i]);
-            let MacReluOut { y, my, mx } = self.keys[i].eval(sess.mu, xh);
+            let MacGateOut { y, my, mx } = self.keys[i].eval(sess.mu, xh);
             v.push(y);
             m.push(my);
             sess.pending.push(l.sub(x.m[i], mx));
@@ -459,7 +468,7 @@ impl ReluBatch {
     }
 }
 
-impl Drop for ReluBatch {
+impl<K: MacGate> Drop for GateBatch<K> {
     fn drop(&mut self) {
         for k in &mut self.keys {
             k.zeroize();
@@ -469,14 +478,26 @@ impl Drop for ReluBatch {
 
 /// Offline: this party's keys for `n` MAC-carrying ReLU gates.
 pub fn deal_relu(dealer: &mut Dealer, sess: &Session, n: usize) -> Result<ReluBatch> {
+    deal_gates(dealer, sess, n, CrispOp::Relu, 0)
+}
+
+/// Offline: this party's keys for `n` MAC-carrying truncations by `f` bits.
+pub fn deal_trunc(dealer: &mut Dealer, sess: &Session, n: usize, f: u32) -> Result<TruncBatch> {
+    if f == 0 || f >= sess.lift.ell {
+        return Err(invalid(format!("truncation by {f} bits out of range 1..{}", sess.lift.ell)));
+    }
+    deal_gates(dealer, sess, n, CrispOp::Trunc { f }, f)
+}
+
+fn deal_gates<K: MacGate>(dealer: &mut Dealer, sess: &Session, n: usize, op: CrispOp, f: u32) -> Result<GateBatch<K>> {
     let l = sess.lift;
-    let kb = MacReluKey::size_bytes(l.ell, l.k());
+    let kb = K::size_bytes(l.ell, l.k(), f);
     let mut keys = Vec::with_capacity(n);
     let mut left = n;
     while left > 0 {
         let m = left.min(RELU_CHUNK);
         let batch = dealer.next_batch();
-        let mut bytes = dealer.deal(CrispMac::request(l.params(CrispOp::Relu, batch), m as u32))?;
+        let mut bytes = dealer.deal(CrispMac::request(l.params(op, batch), m as u32))?;
         let expect = 8 + m * kb;
         if bytes.len() != expect || u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) != m as u64 {
             let got = bytes.len();
@@ -484,7 +505,7 @@ pub fn deal_relu(dealer: &mut Dealer, sess: &Session, n: usize) -> Result<ReluBa
             return Err(malformed("CRISP ReLU keys", format!("{got} bytes, expected {expect}")));
         }
         for c in bytes[8..].chunks_exact(kb) {
-            let k = MacReluKey::from_bytes(c).map_err(deal_err)?;
+            let k = K::from_bytes(c).map_err(deal_err)?;
             if k.party() != sess.party || k.ell() != l.ell || k.k() != l.k() {
                 bytes.zeroize();
                 return Err(malformed("CRISP ReLU keys", "a key for another party or lift"));
@@ -494,19 +515,30 @@ pub fn deal_relu(dealer: &mut Dealer, sess: &Session, n: usize) -> Result<ReluBa
         bytes.zeroize();
         left -= m;
     }
-    Ok(ReluBatch { party: sess.party, lift: l, keys })
+    Ok(GateBatch { party: sess.party, lift: l, keys })
 }
 
-const STEP_RELU: &str = "CRISP ReLU: opening of x + r";
+const STEP_OPEN: &str = "CRISP gate: opening of x + r";
 
-/// Online: authenticated ReLU of `x`, one round (both parties send
-/// ⟨x̃⟩_p + ⟨r⟩_p at once), 2·n·⌈k/8⌉ bytes.
-pub fn relu(ch: &mut dyn Channel, sess: &mut Session, batch: &ReluBatch, x: &AuthShare) -> Result<AuthShare> {
+/// Online: one MAC-carrying gate layer on `x`, one round (both parties
+/// send ⟨x̃⟩_p + ⟨r⟩_p at once), 2·n·⌈k/8⌉ bytes.
+pub fn gate<K: MacGate>(ch: &mut dyn Channel, sess: &mut Session, batch: &GateBatch<K>, x: &AuthShare) -> Result<AuthShare> {
     let mut mine = batch.open_share(sess, x)?;
-    let peer = exchange(ch, STEP_RELU, &sess.lift, &mine)?;
+    let peer = exchange(ch, STEP_OPEN, &sess.lift, &mine)?;
     let out = batch.finish(sess, x, &mine, &peer);
     mine.zeroize();
     out
+}
+
+/// Online: authenticated ReLU of `x` (one round; see [`gate`]).
+pub fn relu(ch: &mut dyn Channel, sess: &mut Session, batch: &ReluBatch, x: &AuthShare) -> Result<AuthShare> {
+    gate(ch, sess, batch, x)
+}
+
+/// Online: authenticated exact truncation ⌊x/2^f⌋ of `x` (one round; the
+/// output is the canonical lift, whatever upper bits the input carried).
+pub fn trunc(ch: &mut dyn Channel, sess: &mut Session, batch: &TruncBatch, x: &AuthShare) -> Result<AuthShare> {
+    gate(ch, sess, batch, x)
 }
 
 /// The number of ReLU gates in each level of [`maxpool`]'s tree over

@@ -604,3 +604,74 @@ fn dealer_mode_runs_the_same_protocol() {
         }
     }
 }
+
+/// Fixed point (ℓ = 37, 12 fraction bits): W·x, exact truncation, ReLU,
+/// against the plaintext (floor) reference; a tampered truncation opening
+/// is caught like any other.
+#[test]
+fn fixed_point_truncation_matches_plaintext_and_is_checked() {
+    let (ell, s, f) = (37u32, 40u32, 12u32);
+    let l = Lift::new(ell, s).unwrap();
+    let ring = Ring::new(ell).unwrap();
+    let mut p = Prg::new(Block(4242));
+    let w: Vec<i64> = (0..48).map(|_| (p.next_u64() % 8192) as i64 - 4096).collect(); // |w| < 1.0
+    let x: Vec<i64> = (0..8).map(|_| (p.next_u64() % 65536) as i64 - 32768).collect(); // |x| < 8.0
+    let want: Vec<u64> = (0..6)
+        .map(|r| {
+            let acc: i64 = (0..8).map(|c| w[r * 8 + c] * x[c]).sum();
+            ring.from_signed((acc >> f).max(0))
+        })
+        .collect();
+    let xs: Vec<u64> = x.iter().map(|&v| ring.from_signed(v)).collect();
+    for tamper in [None, Some(1u128 << 20)] {
+        let (w0, w1, xs) = (w.clone(), w.clone(), xs.clone());
+        let (srv, cli) = common::run_tee(
+            move |ch, d| {
+                let mut sess = Session::start(d, 0, l).unwrap();
+                let im = crisp::deal_masks(d, &sess, 8).unwrap();
+                let tb = crisp::deal_trunc(d, &sess, 6, f).unwrap();
+                let rb = crisp::deal_relu(d, &sess, 6).unwrap();
+                let om = crisp::deal_masks(d, &sess, 6).unwrap();
+                let xa = crisp::input(ch, &mut sess, &im, None).unwrap();
+                let h = xa.matvec_public(&l, &lift_mat(&l, &w0), 6, 8).unwrap();
+                let h = crisp::trunc(ch, &mut sess, &tb, &h).unwrap();
+                let y = crisp::relu(ch, &mut sess, &rb, &h).unwrap();
+                crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {})
+            },
+            move |ch, d| {
+                let mut sess = Session::start(d, 1, l).unwrap();
+                let im = crisp::deal_masks(d, &sess, 8).unwrap();
+                let tb = crisp::deal_trunc(d, &sess, 6, f).unwrap();
+                let rb = crisp::deal_relu(d, &sess, 6).unwrap();
+                let om = crisp::deal_masks(d, &sess, 6).unwrap();
+                let xa = crisp::input(ch, &mut sess, &im, Some(&xs)).unwrap();
+                let mut h = xa.matvec_public(&l, &lift_mat(&l, &w1), 6, 8).unwrap();
+                if let Some(e) = tamper {
+                    h.v[2] = l.add(h.v[2], e);
+                }
+                let h = crisp::trunc(ch, &mut sess, &tb, &h).unwrap();
+                let y = crisp::relu(ch, &mut sess, &rb, &h).unwrap();
+                crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {})
+            },
+        );
+        match tamper {
+            None => {
+                assert!(srv.unwrap().is_none());
+                assert_eq!(cli.unwrap().unwrap(), want);
+            }
+            Some(_) => assert!(caught(&srv, &cli), "{srv:?} / {cli:?}"),
+        }
+    }
+    // out-of-range truncation refused at dealing
+    let (a, b) = common::run_tee(
+        move |_, d| {
+            let sess = Session::start(d, 0, l).unwrap();
+            crisp::deal_trunc(d, &sess, 1, 0).is_err() && crisp::deal_trunc(d, &sess, 1, 37).is_err()
+        },
+        move |_, d| {
+            let sess = Session::start(d, 1, l).unwrap();
+            crisp::deal_trunc(d, &sess, 1, 40).is_err()
+        },
+    );
+    assert!(a && b);
+}

@@ -97,15 +97,60 @@ impl std::fmt::Debug for MacReluKey {
     }
 }
 
-/// One party's shares of a gate's outputs, all over Z_2^k.
+/// One party's shares of a MAC-carrying gate's outputs, all over Z_2^k.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MacReluOut {
-    /// Share of y = d·x̃.
+pub struct MacGateOut {
+    /// Share of the output y (ReLU: d·x̃; truncation: ⌊x/2^f⌋ sign-extended).
     pub y: u128,
     /// Share of μ·y.
     pub my: u128,
     /// Share of μ·x̃ = μ·(x̂ − r) (CRISP eq. 3).
     pub mx: u128,
+}
+
+/// The ReLU gate's outputs.
+pub type MacReluOut = MacGateOut;
+
+/// What the protocol layer needs of a MAC-carrying gate key.
+pub trait MacGate: Sized + Zeroize {
+    /// This party's share of the input mask r.
+    fn r_share(&self) -> u128;
+    /// Evaluation at the public x̂ (`mu_share`: μ for party 0, 0 for party 1).
+    fn eval(&self, mu_share: u128, x_hat: u128) -> MacGateOut;
+    fn party(&self) -> u8;
+    fn ell(&self) -> u32;
+    fn k(&self) -> u32;
+    /// Encoded size of one key of this gate for (ℓ, k, f).
+    fn size_bytes(ell: u32, k: u32, f: u32) -> usize;
+    fn from_bytes(b: &[u8]) -> Result<Self, Error>;
+    fn append_to(&self, out: &mut Vec<u8>);
+}
+
+impl MacGate for MacReluKey {
+    fn r_share(&self) -> u128 {
+        self.r
+    }
+    fn eval(&self, mu_share: u128, x_hat: u128) -> MacGateOut {
+        MacReluKey::eval(self, mu_share, x_hat)
+    }
+    fn party(&self) -> u8 {
+        self.party
+    }
+    fn ell(&self) -> u32 {
+        self.ell
+    }
+    fn k(&self) -> u32 {
+        self.k
+    }
+    fn size_bytes(ell: u32, k: u32, _f: u32) -> usize {
+        MacReluKey::size_bytes(ell, k)
+    }
+    fn from_bytes(b: &[u8]) -> Result<Self, Error> {
+        MacReluKey::from_bytes(b)
+    }
+    fn append_to(&self, out: &mut Vec<u8>) {
+        MacReluKey::append_to(self, out)
+    }
 }
 
 /// Additive shares of `v` over Z_2^k.
@@ -249,6 +294,168 @@ impl MacReluKey {
     }
 }
 
+// ------------------------------------------------------------ truncation
+
+const TAG_MAC_TRUNC: u8 = 0xE5;
+
+/// One party's MAC-carrying **exact truncation** key: shares of
+/// t̃ = ⌊x/2^f⌋ (signed ℓ-bit x, result sign-extended into Z_2^k), of μ·t̃
+/// and of μ·x̃, from one opening of x̂ = x̃ + r. Not in the CRISP paper
+/// (which leaves fixed-point rescaling open); it is hush's exact FSS
+/// truncation ([`crate::deal`]'s `Trunc`, BCGGIKR21-style) lifted the same
+/// way as the ReLU gate: with x' = x + 2^(ℓ−1) ∈ [0, 2^ℓ) and
+/// x̂' = (x̂ + 2^(ℓ−1)) mod 2^ℓ = x' + r_ℓ − 2^ℓ·\[x̂' < r_ℓ\], as integers
+/// ⌊x'/2^f⌋ = x̂'_hi − r_hi − \[x̂'_lo < r_lo\] + 2^(ℓ−f)·\[x̂' < r_ℓ\]
+/// (hi/lo = split at bit f), and ⌊x/2^f⌋ = ⌊x'/2^f⌋ − 2^(ℓ−1−f). Two wide
+/// DCFs (f-bit and ℓ-bit inputs, two lanes each: the value and μ times it)
+/// plus dealt shares of the constant terms and of r, μr. Exact for every
+/// x and every mask, and the output is the *canonical* lift (no garbage
+/// upper bits), whatever the input's upper bits were.
+#[derive(Clone)]
+pub struct MacTruncKey {
+    party: u8,
+    ell: u32,
+    k: u32,
+    f: u32,
+    r: u128,
+    mr: u128,
+    /// Shares of c = −r_hi − 2^(ℓ−1−f) and of μ·c.
+    c: [u128; 2],
+    lo: WideDcfKey,
+    wrap: WideDcfKey,
+}
+
+impl Zeroize for MacTruncKey {
+    fn zeroize(&mut self) {
+        self.r.zeroize();
+        self.mr.zeroize();
+        self.c.zeroize();
+        self.lo.zeroize();
+        self.wrap.zeroize();
+    }
+}
+
+impl Drop for MacTruncKey {
+    fn drop(&mut self) {
+        self.r.zeroize();
+        self.mr.zeroize();
+        self.c.zeroize();
+    }
+}
+
+impl std::fmt::Debug for MacTruncKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MacTruncKey").field("party", &self.party).field("ell", &self.ell).field("k", &self.k).field("f", &self.f).finish_non_exhaustive()
+    }
+}
+
+/// Key generation of the truncation by `f` bits (1 ≤ f < ℓ) for input mask
+/// `r` and MAC key `mu`. Deterministic given `prg`.
+pub fn mac_trunc_gen(prg: &mut Prg, ell: u32, k: u32, f: u32, r: u128, mu: u128) -> Result<(MacTruncKey, MacTruncKey), Error> {
+    check_lift(ell, k)?;
+    if f == 0 || f >= ell {
+        return Err(Error::Param { name: "f", value: f as u64, reason: "truncation must be by 1..ℓ bits" });
+    }
+    let km = mask128(k);
+    let (r, mu) = (r & km, mu & km);
+    let rl = r & mask128(ell);
+    let (r_lo, r_hi) = ((rl & mask128(f)) as u64, rl >> f);
+    let neg1 = km; // −1 mod 2^k
+    let (lo0, lo1) = wide_dcf_gen(prg, f, r_lo, &[neg1, mu.wrapping_neg() & km], k)?;
+    let big = 1u128 << (ell - f);
+    let (w0, w1) = wide_dcf_gen(prg, ell, rl as u64, &[big, mu.wrapping_mul(big) & km], k)?;
+    let c = 0u128.wrapping_sub(r_hi).wrapping_sub(1u128 << (ell - 1 - f)) & km;
+    let rs = share(prg, r, k);
+    let mrs = share(prg, mu.wrapping_mul(r), k);
+    let cs = share(prg, c, k);
+    let mcs = share(prg, mu.wrapping_mul(c), k);
+    let mk = |b: usize, lo: WideDcfKey, wrap: WideDcfKey| MacTruncKey { party: b as u8, ell, k, f, r: rs[b], mr: mrs[b], c: [cs[b], mcs[b]], lo, wrap };
+    Ok((mk(0, lo0, w0), mk(1, lo1, w1)))
+}
+
+impl MacTruncKey {
+    pub fn f(&self) -> u32 {
+        self.f
+    }
+}
+
+impl MacGate for MacTruncKey {
+    fn r_share(&self) -> u128 {
+        self.r
+    }
+    fn eval(&self, mu_share: u128, x_hat: u128) -> MacGateOut {
+        let km = mask128(self.k);
+        let xh = x_hat & km;
+        let xb = (xh.wrapping_add(1u128 << (self.ell - 1))) & mask128(self.ell);
+        let (hi, lo) = (xb >> self.f, (xb & mask128(self.f)) as u64);
+        let a = self.lo.eval(lo);
+        let b = self.wrap.eval(xb as u64);
+        let own = if self.party == 0 { hi } else { 0 };
+        MacGateOut {
+            y: own.wrapping_add(self.c[0]).wrapping_add(a[0]).wrapping_add(b[0]) & km,
+            my: mu_share.wrapping_mul(hi).wrapping_add(self.c[1]).wrapping_add(a[1]).wrapping_add(b[1]) & km,
+            mx: mu_share.wrapping_mul(xh).wrapping_sub(self.mr) & km,
+        }
+    }
+    fn party(&self) -> u8 {
+        self.party
+    }
+    fn ell(&self) -> u32 {
+        self.ell
+    }
+    fn k(&self) -> u32 {
+        self.k
+    }
+    fn size_bytes(ell: u32, k: u32, f: u32) -> usize {
+        5 + 4 * k.div_ceil(8) as usize + WideDcfKey::size_bytes(f, k, 2) + WideDcfKey::size_bytes(ell, k, 2)
+    }
+    fn append_to(&self, out: &mut Vec<u8>) {
+        let vb = self.k.div_ceil(8) as usize;
+        let mut w = Writer::from_vec(std::mem::take(out));
+        w.bytes(&[TAG_MAC_TRUNC, self.party, self.ell as u8, self.k as u8, self.f as u8]);
+        for v in [self.r, self.mr, self.c[0], self.c[1]] {
+            w.bytes(&v.to_le_bytes()[..vb]);
+        }
+        self.lo.write(&mut w);
+        self.wrap.write(&mut w);
+        *out = w.buf;
+    }
+    fn from_bytes(b: &[u8]) -> Result<Self, Error> {
+        const W: &str = "MacTruncKey";
+        let mut r = Reader::new(W, b);
+        let h = [r.u8()?, r.u8()?, r.u8()?, r.u8()?, r.u8()?];
+        if h[0] != TAG_MAC_TRUNC {
+            return Err(Error::Header { what: W, reason: "wrong tag" });
+        }
+        let (party, ell, k, f) = (h[1], h[2] as u32, h[3] as u32, h[4] as u32);
+        if party > 1 || check_lift(ell, k).is_err() || f == 0 || f >= ell {
+            return Err(Error::Header { what: W, reason: "need party ≤ 1, 2 ≤ ℓ ≤ 64, ℓ < k ≤ 128, 1 ≤ f < ℓ" });
+        }
+        let vb = k.div_ceil(8) as usize;
+        let mut vals = [0u128; 4];
+        for v in vals.iter_mut() {
+            let mut a = [0u8; 16];
+            for x in a.iter_mut().take(vb) {
+                *x = r.u8()?;
+            }
+            *v = u128::from_le_bytes(a);
+            if *v & !mask128(k) != 0 {
+                return Err(Error::NonCanonical { what: W, reason: "share wider than the lifted ring" });
+            }
+        }
+        let lo = WideDcfKey::read(&mut r)?;
+        let wrap = WideDcfKey::read(&mut r)?;
+        r.finish()?;
+        let ok = |d: &WideDcfKey, bits: u32| d.party() == party && d.bits() == bits && d.out_bits() == k && d.lanes() == 2;
+        if !ok(&lo, f) || !ok(&wrap, ell) {
+            return Err(Error::Header { what: W, reason: "embedded DCF keys do not match the gate header" });
+        }
+        let key = MacTruncKey { party, ell, k, f, r: vals[0], mr: vals[1], c: [vals[2], vals[3]], lo, wrap };
+        vals.zeroize();
+        Ok(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +525,51 @@ mod tests {
         assert!(MacReluKey::from_bytes(&t).is_err());
         assert!(mac_relu_gen(&mut prg, 37, 37, 5, 7).is_err());
         assert!(mac_relu_gen(&mut prg, 65, 100, 5, 7).is_err());
+    }
+
+    #[test]
+    fn truncation_exact_over_small_ring_and_wide_edges() {
+        let mut prg = Prg::new(Block(17));
+        for &(ell, k, f) in &[(6u32, 14u32, 1u32), (6, 14, 3), (6, 14, 5)] {
+            let km = mask128(k);
+            for x in 0..(1u128 << ell) {
+                for _ in 0..8 {
+                    let xt = (x | (prg.random_block().0 << ell)) & km;
+                    let r = prg.random_block().0 & km;
+                    let mu = prg.random_block().0 & km;
+                    let (k0, k1) = mac_trunc_gen(&mut prg, ell, k, f, r, mu).unwrap();
+                    let xh = (xt + r) & km;
+                    let (a, b) = (MacGate::eval(&k0, mu, xh), MacGate::eval(&k1, 0, xh));
+                    let y = (a.y + b.y) & km;
+                    let want = ((signed(x, ell) >> f) as u128) & km;
+                    assert_eq!(y, want, "ℓ {ell} f {f} x {x}");
+                    assert_eq!((a.my + b.my) & km, mu.wrapping_mul(y) & km);
+                    assert_eq!((a.mx + b.mx) & km, mu.wrapping_mul(xt) & km);
+                }
+            }
+        }
+        for &(ell, k, f) in &[(37u32, 77u32, 12u32), (64, 128, 16), (64, 104, 63)] {
+            let km = mask128(k);
+            let em = mask128(ell);
+            let half = 1u128 << (ell - 1);
+            for &x in &[0u128, 1, em, em - 1, half, half - 1, half + 1, (1 << f) - 1, 1 << f] {
+                let xt = (x | (prg.random_block().0 << ell)) & km;
+                let r = prg.random_block().0 & km;
+                let mu = prg.random_block().0 & km;
+                let (k0, k1) = mac_trunc_gen(&mut prg, ell, k, f, r, mu).unwrap();
+                let (k0, k1) = (MacTruncKey::from_bytes(&{ let mut v = Vec::new(); k0.append_to(&mut v); v }).unwrap(), MacTruncKey::from_bytes(&{ let mut v = Vec::new(); k1.append_to(&mut v); v }).unwrap());
+                let mut enc = Vec::new();
+                k0.append_to(&mut enc);
+                assert_eq!(enc.len(), <MacTruncKey as MacGate>::size_bytes(ell, k, f));
+                assert!(MacTruncKey::from_bytes(&enc[..enc.len() - 1]).is_err());
+                let xh = xt.wrapping_add(r) & km;
+                let (a, b) = (MacGate::eval(&k0, mu, xh), MacGate::eval(&k1, 0, xh));
+                let y = a.y.wrapping_add(b.y) & km;
+                assert_eq!(y, ((signed(x, ell) >> f) as u128) & km, "ℓ {ell} f {f} x {x}");
+                assert_eq!(a.my.wrapping_add(b.my) & km, mu.wrapping_mul(y) & km);
+            }
+        }
+        assert!(mac_trunc_gen(&mut prg, 37, 77, 0, 1, 1).is_err());
+        assert!(mac_trunc_gen(&mut prg, 37, 77, 37, 1, 1).is_err());
     }
 }

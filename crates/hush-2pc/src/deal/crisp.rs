@@ -15,6 +15,8 @@
 //! * [`CrispOp::Relu`]: per gate, party p gets its [`MacReluKey`], which
 //!   carries ⟨r⟩_p, ⟨μr⟩_p, the shares of the spline offsets and a
 //!   four-lane wide DCF key (CRISP's k_b and k_b^mac in one key).
+//! * [`CrispOp::Trunc`]: per gate, party p's [`MacTruncKey`] (hush's
+//!   exact truncation by f bits, lifted and MAC-carrying like the ReLU).
 //! * [`CrispOp::ClientMask`]: per element a uniform a ∈ Z_2^k known to the
 //!   client and shares σ_0 + σ_1 = μ·a: the client gets (a, σ_1), the
 //!   server σ_0. Used to authenticate the client's input (the client sends
@@ -65,7 +67,7 @@
 
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{DealRequest, Description, Error, Result};
-use hush_fss::mac::{check_lift, mac_relu_gen, MacReluKey};
+use hush_fss::mac::{check_lift, mac_relu_gen, mac_trunc_gen, MacGate, MacReluKey, MacTruncKey};
 use hush_fss::wide::mask128;
 use hush_primitives::prf::Prf;
 use hush_primitives::{Block, Prg};
@@ -80,22 +82,27 @@ pub enum CrispOp {
     MacKey,
     Relu,
     ClientMask,
+    /// Exact truncation by `f` bits with MACs ([`hush_fss::mac::MacTruncKey`]).
+    Trunc { f: u32 },
 }
 
 impl CrispOp {
+    /// The operation byte: code + 4·f (f < 64 for truncation, else 0).
     fn code(self) -> u8 {
         match self {
             CrispOp::MacKey => 0,
             CrispOp::Relu => 1,
             CrispOp::ClientMask => 2,
+            CrispOp::Trunc { f } => 3 + 4 * (f as u8 & 63),
         }
     }
     fn from_code(c: u8) -> Result<Self> {
-        Ok(match c {
+        Ok(match c & 3 {
+            0 | 1 | 2 if c >> 2 != 0 => return Err(Error::Malformed(format!("CRISP dealing operation {c}"))),
             0 => CrispOp::MacKey,
             1 => CrispOp::Relu,
             2 => CrispOp::ClientMask,
-            _ => return Err(Error::Malformed(format!("CRISP dealing operation {c}"))),
+            _ => CrispOp::Trunc { f: (c >> 2) as u32 },
         })
     }
 }
@@ -129,6 +136,11 @@ impl CrispParams {
             return Err(Error::Refused(format!("CRISP lift ℓ = {}, s = {} out of range", p.ell, p.s)));
         }
         check_lift(p.ell, p.k()).map_err(|e| Error::Refused(format!("CRISP lift: {e}")))?;
+        if let CrispOp::Trunc { f } = p.op {
+            if f == 0 || f >= p.ell {
+                return Err(Error::Refused(format!("CRISP truncation by {f} bits out of range 1..{}", p.ell)));
+            }
+        }
         Ok(p)
     }
 }
@@ -243,6 +255,28 @@ impl CrispMac {
                     }
                     if want[1] {
                         k1.append_to(&mut out[1]);
+                    }
+                }
+            }
+            CrispOp::Trunc { f } => {
+                let mut vprg = Prg::with_nonce(kb, 1);
+                let mut kprg = Prg::with_nonce(kb, 2);
+                let kbytes = <MacTruncKey as MacGate>::size_bytes(p.ell, k, f);
+                for (b, o) in out.iter_mut().enumerate() {
+                    if want[b] {
+                        o.reserve(8 + n * kbytes);
+                        o.extend_from_slice(&(n as u64).to_le_bytes());
+                    }
+                }
+                for _ in 0..n {
+                    let mut r = vprg.random_block().0 & mask128(k);
+                    let (k0, k1) = mac_trunc_gen(&mut kprg, p.ell, k, f, r, mu).map_err(|e| Error::Refused(e.to_string()))?;
+                    r.zeroize();
+                    if want[0] {
+                        MacGate::append_to(&k0, &mut out[0]);
+                    }
+                    if want[1] {
+                        MacGate::append_to(&k1, &mut out[1]);
                     }
                 }
             }
