@@ -502,17 +502,18 @@ fn deal_gates<K: MacGate>(dealer: &mut Dealer, sess: &Session, n: usize, op: Cri
         if bytes.len() != expect || u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) != m as u64 {
             let got = bytes.len();
             bytes.zeroize();
-            return Err(malformed("CRISP ReLU keys", format!("{got} bytes, expected {expect}")));
+            return Err(malformed("CRISP gate keys", format!("{got} bytes, expected {expect}")));
         }
-        for c in bytes[8..].chunks_exact(kb) {
+        let parsed: Result<()> = bytes[8..].chunks_exact(kb).try_for_each(|c| {
             let k = K::from_bytes(c).map_err(deal_err)?;
             if k.party() != sess.party || k.ell() != l.ell || k.k() != l.k() {
-                bytes.zeroize();
-                return Err(malformed("CRISP ReLU keys", "a key for another party or lift"));
+                return Err(malformed("CRISP gate keys", "a key for another party or lift"));
             }
             keys.push(k);
-        }
+            Ok(())
+        });
         bytes.zeroize();
+        parsed?;
         left -= m;
     }
     Ok(GateBatch { party: sess.party, lift: l, keys })

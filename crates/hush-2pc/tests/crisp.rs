@@ -675,3 +675,72 @@ fn fixed_point_truncation_matches_plaintext_and_is_checked() {
     );
     assert!(a && b);
 }
+
+/// The curious party's view: what each side receives in a gate (the
+/// peer's part of x̂) and the opened x̂ itself are uniform whatever the input — each bit is set half
+/// the time for a constant positive and a constant negative input alike.
+/// Fails if r were fixed or reused.
+#[test]
+fn gate_openings_are_uniform_whatever_the_input() {
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let n = 4000;
+    for c in [ring.from_signed(3), ring.from_signed(-123456)] {
+        let xs = vec![c; n];
+        let (srv_seen, cli_seen) = common::run_tee(
+            move |ch, d| {
+                let mut sess = Session::start(d, 0, l).unwrap();
+                let im = crisp::deal_masks(d, &sess, n).unwrap();
+                let b = crisp::deal_relu(d, &sess, n).unwrap();
+                let x = crisp::input(ch, &mut sess, &im, None).unwrap();
+                let mine = b.open_share(&sess, &x).unwrap();
+                let bytes = {
+                    let mut v = Vec::new();
+                    for m in &mine {
+                        v.extend_from_slice(&m.to_le_bytes()[..10]);
+                    }
+                    v
+                };
+                ch.send(&bytes).unwrap();
+                (bytes, ch.recv().unwrap())
+            },
+            move |ch, d| {
+                let mut sess = Session::start(d, 1, l).unwrap();
+                let im = crisp::deal_masks(d, &sess, n).unwrap();
+                let b = crisp::deal_relu(d, &sess, n).unwrap();
+                let x = crisp::input(ch, &mut sess, &im, Some(&xs)).unwrap();
+                let mine = b.open_share(&sess, &x).unwrap();
+                let mut v = Vec::new();
+                for m in &mine {
+                    v.extend_from_slice(&m.to_le_bytes()[..10]);
+                }
+                ch.send(&v).unwrap();
+                (v, ch.recv().unwrap())
+            },
+        );
+        // x̂ = own part + received part: what either party learns
+        let sum = |(own, peer): &(Vec<u8>, Vec<u8>)| -> Vec<u8> {
+            own.chunks_exact(10)
+                .zip(peer.chunks_exact(10))
+                .flat_map(|(a, b)| {
+                    let mut x = [0u8; 16];
+                    let mut y = [0u8; 16];
+                    x[..10].copy_from_slice(a);
+                    y[..10].copy_from_slice(b);
+                    let v = u128::from_le_bytes(x).wrapping_add(u128::from_le_bytes(y)) & l.mask();
+                    v.to_le_bytes()[..10].to_vec()
+                })
+                .collect()
+        };
+        let (xs0, xs1) = (sum(&srv_seen), sum(&cli_seen));
+        assert_eq!(xs0, xs1, "both parties open the same x̂");
+        for seen in [&srv_seen.1, &cli_seen.1, &xs0] {
+            assert_eq!(seen.len(), n * 10);
+            for bit in [0usize, 11, 36, 50, 76] {
+                let ones = seen.chunks_exact(10).filter(|e| (e[bit / 8] >> (bit % 8)) & 1 == 1).count();
+                let frac = ones as f64 / n as f64;
+                assert!((frac - 0.5).abs() < 0.04, "bit {bit}: {frac} of {n} set (input {c})");
+            }
+        }
+    }
+}
