@@ -18,7 +18,8 @@ use std::time::Duration;
 // ------------------------------------------------------------ plaintext model
 
 /// The test pipeline: input (8) → W1 (6×8) → ReLU → W2 (6×6) + c → ReLU →
-/// MaxPool over pairs (3) → output. Public small weights.
+/// MaxPool over pairs (3) → truncation by 1 bit → output. Public small
+/// weights.
 struct Model {
     w1: Vec<i64>,
     w2: Vec<i64>,
@@ -42,7 +43,7 @@ impl Model {
         let h = relu(mv(&self.w1, &sx, 6));
         let h2: Vec<i64> = mv(&self.w2, &h, 6).iter().zip(&self.c).map(|(a, b)| a + b).collect();
         let h2 = relu(h2);
-        WINDOWS.iter().map(|w| ring.from_signed(h2[w[0]].max(h2[w[1]]))).collect()
+        WINDOWS.iter().map(|w| ring.from_signed(h2[w[0]].max(h2[w[1]]) >> 1)).collect()
     }
 }
 
@@ -57,6 +58,7 @@ struct Offline {
     r1: crisp::ReluBatch,
     r2: crisp::ReluBatch,
     mp: Vec<crisp::ReluBatch>,
+    tr: crisp::TruncBatch,
     outm: crisp::MaskBatch,
 }
 
@@ -67,8 +69,9 @@ fn offline(d: &mut Dealer, party: u8, l: Lift) -> Offline {
     let r2 = crisp::deal_relu(d, &sess, 6).unwrap();
     let windows: Vec<Vec<usize>> = WINDOWS.iter().map(|w| w.to_vec()).collect();
     let mp = crisp::maxpool_levels(&windows).into_iter().map(|n| crisp::deal_relu(d, &sess, n).unwrap()).collect();
+    let tr = crisp::deal_trunc(d, &sess, 3, 1).unwrap();
     let outm = crisp::deal_masks(d, &sess, 3).unwrap();
-    Offline { sess, inm, r1, r2, mp, outm }
+    Offline { sess, inm, r1, r2, mp, tr, outm }
 }
 
 /// A client-side local tamper between the honest steps.
@@ -98,13 +101,15 @@ fn online(ch: &mut dyn Channel, o: &mut Offline, m: &Model, x: Option<&[u64]>, l
     let h = crisp::relu(ch, &mut o.sess, &o.r2, &h)?;
     let windows: Vec<Vec<usize>> = WINDOWS.iter().map(|w| w.to_vec()).collect();
     let y = crisp::maxpool(ch, &mut o.sess, &o.mp, &h, &windows)?;
+    let y = crisp::trunc(ch, &mut o.sess, &o.tr, &y)?;
     crisp::reveal_to_client(ch, &mut o.sess, &o.outm, &y, log)
 }
 
 // ------------------------------------------------------------ tampering channel
 
 /// What the client's channel does to its `target`-th message (0 = δ,
-/// 1 = first ReLU opening, 2 = second, 3 = MaxPool's, 4 = z, 5 = ⟨q⟩).
+/// 1 = first ReLU opening, 2 = second, 3 = MaxPool's, 4 = the
+/// truncation's, 5 = z, 6 = ⟨q⟩).
 #[derive(Clone, Copy, Debug)]
 enum Wire {
     None,
@@ -320,7 +325,7 @@ fn wrong_openings_are_caught() {
     let ring = Ring::new(37).unwrap();
     let mut p = Prg::new(Block(1));
     for t in 0..12usize {
-        let target = 1 + t % 4; // the three gate openings and z
+        let target = 1 + t % 5; // the four gate openings and z
         let e = match t % 3 {
             0 => 1u128,
             1 => 1u128 << 36,
@@ -350,16 +355,19 @@ fn tampered_shares_bit_flips_replays_and_skips_are_caught() {
     let (rs, rc, _) = run(l, m(), x(), Wire::Replay { target: 2, from: 1 }, Local::None);
     assert!(caught(&rs, &rc));
     // a wrong ⟨q⟩ with no other deviation: always caught
-    let (rs, rc, _) = run(l, m(), x(), Wire::Add { target: 5, elem: 0, e: 1 }, Local::None);
+    let (rs, rc, _) = run(l, m(), x(), Wire::Add { target: 6, elem: 0, e: 1 }, Local::None);
     assert!(caught(&rs, &rc));
     // skipping the check: the client sends z and then nothing
-    let (rs, rc, _) = run(l, m(), x(), Wire::Drop { target: 5 }, Local::None);
+    let (rs, rc, _) = run(l, m(), x(), Wire::Drop { target: 6 }, Local::None);
     assert!(matches!(rs, Err(Error::MacCheckFailed(_))), "{rs:?}");
     assert!(rc.is_err());
     // skipping before the output opening
-    let (rs, rc, _) = run(l, m(), x(), Wire::Drop { target: 4 }, Local::None);
+    let (rs, rc, _) = run(l, m(), x(), Wire::Drop { target: 5 }, Local::None);
     assert!(matches!(rs, Err(Error::MacCheckFailed(_))), "{rs:?}");
     assert!(rc.is_err());
+    // a replayed opening of the same length into the truncation gate
+    let (rs, rc, _) = run(l, m(), x(), Wire::Replay { target: 4, from: 3 }, Local::None);
+    assert!(caught(&rs, &rc));
     // a truncated opening (a message of the wrong length) — the server's
     // gate fails before the check; it never reaches the release
     let (rs, rc, _) = run(l, m(), x(), Wire::Replay { target: 3, from: 1 }, Local::None);
@@ -379,7 +387,7 @@ fn harmless_deviations_never_change_the_output() {
         let x = inputs(ring, t);
         let want = m.plain(ring, &x);
         let (wire, local) = match t % 3 {
-            0 => (Wire::FlipBit { target: 1 + (t as usize % 3), bit: 16 + (t as usize % 8) }, Local::None),
+            0 => (Wire::FlipBit { target: 1 + (t as usize % 4), bit: 16 + (t as usize % 8) }, Local::None),
             1 => (Wire::None, Local::MacShare(1 << (16 + t % 8))),
             _ => (Wire::None, Local::ValueShare(1 << (16 + t % 8))),
         };
@@ -416,7 +424,7 @@ fn small_s_passes_at_the_stated_rate() {
         let m = Model { w1: vec![0; 48].into_iter().enumerate().map(|(i, _)| (i % 3) as i64 - 1).collect(), w2: (0..36).map(|i| (i % 2) as i64).collect(), c: vec![1; 6] };
         let x: Vec<u64> = (0..8).map(|i| ring.from_signed(((t + i) % 5) as i64 - 2)).collect();
         let want = m.plain(ring, &x);
-        let (rs, rc, _) = run(l, m, x, Wire::Add { target: 4, elem: t % 3, e: 1 << (ell - 1) }, Local::None);
+        let (rs, rc, _) = run(l, m, x, Wire::Add { target: 5, elem: t % 3, e: 1 << (ell - 1) }, Local::None);
         if let Ok(Some(y)) = rc {
             assert!(rs.is_ok());
             passed += 1;
@@ -455,7 +463,7 @@ fn campaign(trials: usize, seed: u64) -> Tally {
         let m = Model::new(i as u64 ^ seed);
         let x = inputs(ring, i as u64 ^ (seed << 20));
         let want = m.plain(ring, &x);
-        let target = 1 + (p.next_u64() % 5) as usize; // openings, z, q
+        let target = 1 + (p.next_u64() % 6) as usize; // openings, z, q
         let vb = 10usize;
         let kind = p.next_u64() % 7;
         // (wire, local, changes a value?)
@@ -464,20 +472,20 @@ fn campaign(trials: usize, seed: u64) -> Tally {
                 let bit = (p.next_u64() as usize) % (vb * 8);
                 let elem_bit = bit % (vb * 8);
                 // flips in bits ≥ 37 of a value (or in q) change no value
-                (Wire::FlipBit { target, bit }, Local::None, target == 5 || elem_bit < 37)
+                (Wire::FlipBit { target, bit }, Local::None, target == 6 || elem_bit < 37)
             }
             1 => {
                 let e = (p.random_block().0 & l.mask()).max(1);
-                (Wire::Add { target, elem: (p.next_u64() % 3) as usize, e }, Local::None, target == 5 || e & ((1 << 37) - 1) != 0)
+                (Wire::Add { target, elem: (p.next_u64() % 3) as usize, e }, Local::None, target == 6 || e & ((1 << 37) - 1) != 0)
             }
             2 => (Wire::Replay { target: 2, from: 1 }, Local::None, true),
-            3 => (Wire::Drop { target: 4 + (p.next_u64() % 2) as usize }, Local::None, true),
+            3 => (Wire::Drop { target: 5 + (p.next_u64() % 2) as usize }, Local::None, true),
             4 => {
                 let e = (p.random_block().0 & l.mask()).max(1);
                 (Wire::None, Local::ValueShare(e), e & ((1 << 37) - 1) != 0)
             }
             5 => (Wire::None, Local::MacShare((p.random_block().0 & l.mask()).max(1)), false),
-            _ => (Wire::Add { target: 5, elem: 0, e: (p.random_block().0 & l.mask()).max(1) }, Local::None, true),
+            _ => (Wire::Add { target: 6, elem: 0, e: (p.random_block().0 & l.mask()).max(1) }, Local::None, true),
         };
         let (rs, rc, _) = run(l, m, x, wire, local);
         t.trials += 1;
