@@ -454,15 +454,20 @@ impl<K: MacGate> GateBatch<K> {
             return Err(invalid("ReLU finish: lengths differ from the batch"));
         }
         let l = self.lift;
+        let mut xh: Vec<u128> = (0..n).map(|i| l.add(mine[i], peer[i])).collect();
+        let mut outs = vec![MacGateOut { y: 0, my: 0, mx: 0 }; n];
+        K::eval_many(&self.keys, sess.mu, &xh, &mut outs);
+        xh.zeroize();
         let mut v = Vec::with_capacity(n);
         let mut m = Vec::with_capacity(n);
         sess.pending.reserve(n);
-        for i in 0..n {
-            let xh = l.add(mine[i], peer[i]);
-            let MacGateOut { y, my, mx } = self.keys[i].eval(sess.mu, xh);
-            v.push(y);
-            m.push(my);
-            sess.pending.push(l.sub(x.m[i], mx));
+        for (o, xm) in outs.iter().zip(&x.m) {
+            v.push(o.y);
+            m.push(o.my);
+            sess.pending.push(l.sub(*xm, o.mx));
+        }
+        for o in &mut outs {
+            *o = MacGateOut { y: 0, my: 0, mx: 0 };
         }
         Ok(AuthShare { v, m })
     }

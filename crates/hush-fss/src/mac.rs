@@ -117,6 +117,15 @@ pub trait MacGate: Sized + Zeroize {
     fn r_share(&self) -> u128;
     /// Evaluation at the public x̂ (`mu_share`: μ for party 0, 0 for party 1).
     fn eval(&self, mu_share: u128, x_hat: u128) -> MacGateOut;
+    /// [`MacGate::eval`] of `keys[i]` at `x_hat[i]` for all i (kinds may
+    /// interleave the AES work of several keys). Panics if the slices
+    /// differ in length.
+    fn eval_many(keys: &[Self], mu_share: u128, x_hat: &[u128], out: &mut [MacGateOut]) {
+        assert!(keys.len() == x_hat.len() && x_hat.len() == out.len(), "eval_many: slices differ in length");
+        for ((k, &x), o) in keys.iter().zip(x_hat).zip(out.iter_mut()) {
+            *o = k.eval(mu_share, x);
+        }
+    }
     fn party(&self) -> u8;
     fn ell(&self) -> u32;
     fn k(&self) -> u32;
@@ -132,6 +141,17 @@ impl MacGate for MacReluKey {
     }
     fn eval(&self, mu_share: u128, x_hat: u128) -> MacGateOut {
         MacReluKey::eval(self, mu_share, x_hat)
+    }
+    fn eval_many(keys: &[Self], mu_share: u128, x_hat: &[u128], out: &mut [MacGateOut]) {
+        assert!(keys.len() == x_hat.len() && x_hat.len() == out.len(), "eval_many: slices differ in length");
+        let mut g = vec![[0u128; 4]; keys.len()];
+        let dcfs: Vec<&WideDcfKey> = keys.iter().map(|k| &k.dcf).collect();
+        let lows: Vec<u64> = keys.iter().zip(x_hat).map(|(k, &x)| (x & mask128(k.ell - 1)) as u64).collect();
+        WideDcfKey::eval_many(&dcfs, &lows, &mut g);
+        for (((k, &x), o), gi) in keys.iter().zip(x_hat).zip(out.iter_mut()).zip(&g) {
+            *o = k.finish(mu_share, x & mask128(k.k), *gi);
+        }
+        g.zeroize();
     }
     fn party(&self) -> u8 {
         self.party
@@ -211,12 +231,15 @@ impl MacReluKey {
     /// party 0 (the server) and 0 for party 1. Time depends only on the
     /// key's shape.
     pub fn eval(&self, mu_share: u128, x_hat: u128) -> MacReluOut {
+        let xh = x_hat & mask128(self.k);
+        let g = self.dcf.eval((xh & mask128(self.ell - 1)) as u64);
+        self.finish(mu_share, xh, g)
+    }
+
+    /// The spline finish from the DCF lanes `g` at x̂ (reduced mod 2^k).
+    fn finish(&self, mu_share: u128, xh: u128, g: [u128; 4]) -> MacReluOut {
         let km = mask128(self.k);
-        let xh = x_hat & km;
-        let ell = self.ell;
-        let low = (xh & mask128(ell - 1)) as u64;
-        let msb = (xh >> (ell - 1)) & 1;
-        let g = self.dcf.eval(low);
+        let msb = (xh >> (self.ell - 1)) & 1;
         let u = self.e[0].wrapping_add(g[0]);
         let ur = self.e[1].wrapping_add(g[1]);
         let mu_u = self.e[2].wrapping_add(g[2]);
@@ -377,6 +400,24 @@ impl MacTruncKey {
     pub fn f(&self) -> u32 {
         self.f
     }
+    /// (x̂' = (x̂ + 2^(ℓ−1)) mod 2^ℓ, its low f bits).
+    fn split(&self, x_hat: u128) -> (u128, u64) {
+        let xb = (x_hat.wrapping_add(1u128 << (self.ell - 1))) & mask128(self.ell);
+        (xb, (xb & mask128(self.f)) as u64)
+    }
+    /// The output shares from the two DCFs' lanes.
+    fn finish(&self, mu_share: u128, x_hat: u128, a: [u128; 4], b: [u128; 4]) -> MacGateOut {
+        let km = mask128(self.k);
+        let xh = x_hat & km;
+        let (xb, _) = self.split(xh);
+        let hi = xb >> self.f;
+        let own = if self.party == 0 { hi } else { 0 };
+        MacGateOut {
+            y: own.wrapping_add(self.c[0]).wrapping_add(a[0]).wrapping_add(b[0]) & km,
+            my: mu_share.wrapping_mul(hi).wrapping_add(self.c[1]).wrapping_add(a[1]).wrapping_add(b[1]) & km,
+            mx: mu_share.wrapping_mul(xh).wrapping_sub(self.mr) & km,
+        }
+    }
 }
 
 impl MacGate for MacTruncKey {
@@ -384,18 +425,22 @@ impl MacGate for MacTruncKey {
         self.r
     }
     fn eval(&self, mu_share: u128, x_hat: u128) -> MacGateOut {
-        let km = mask128(self.k);
-        let xh = x_hat & km;
-        let xb = (xh.wrapping_add(1u128 << (self.ell - 1))) & mask128(self.ell);
-        let (hi, lo) = (xb >> self.f, (xb & mask128(self.f)) as u64);
-        let a = self.lo.eval(lo);
-        let b = self.wrap.eval(xb as u64);
-        let own = if self.party == 0 { hi } else { 0 };
-        MacGateOut {
-            y: own.wrapping_add(self.c[0]).wrapping_add(a[0]).wrapping_add(b[0]) & km,
-            my: mu_share.wrapping_mul(hi).wrapping_add(self.c[1]).wrapping_add(a[1]).wrapping_add(b[1]) & km,
-            mx: mu_share.wrapping_mul(xh).wrapping_sub(self.mr) & km,
+        let (xb, lo) = self.split(x_hat);
+        self.finish(mu_share, x_hat, self.lo.eval(lo), self.wrap.eval(xb as u64))
+    }
+    fn eval_many(keys: &[Self], mu_share: u128, x_hat: &[u128], out: &mut [MacGateOut]) {
+        assert!(keys.len() == x_hat.len() && x_hat.len() == out.len(), "eval_many: slices differ in length");
+        let split: Vec<(u128, u64)> = keys.iter().zip(x_hat).map(|(k, &x)| k.split(x)).collect();
+        let (mut ga, mut gb) = (vec![[0u128; 4]; keys.len()], vec![[0u128; 4]; keys.len()]);
+        let los: Vec<u64> = split.iter().map(|s| s.1).collect();
+        let xbs: Vec<u64> = split.iter().map(|s| s.0 as u64).collect();
+        WideDcfKey::eval_many(&keys.iter().map(|k| &k.lo).collect::<Vec<_>>(), &los, &mut ga);
+        WideDcfKey::eval_many(&keys.iter().map(|k| &k.wrap).collect::<Vec<_>>(), &xbs, &mut gb);
+        for (i, k) in keys.iter().enumerate() {
+            out[i] = k.finish(mu_share, x_hat[i], ga[i], gb[i]);
         }
+        ga.zeroize();
+        gb.zeroize();
     }
     fn party(&self) -> u8 {
         self.party
@@ -488,6 +533,10 @@ mod tests {
                 assert_eq!(y & mask128(ell), if d == 1 { x } else { 0 });
                 assert_eq!((a.my + b.my) & km, mu.wrapping_mul(y) & km);
                 assert_eq!((a.mx + b.mx) & km, mu.wrapping_mul(xt) & km);
+                // the interleaved evaluation agrees
+                let mut o = [MacGateOut { y: 0, my: 0, mx: 0 }];
+                MacGate::eval_many(std::slice::from_ref(&k1), 0, &[xh], &mut o);
+                assert_eq!(o[0], b);
             }
         }
     }
@@ -543,6 +592,9 @@ mod tests {
                     let y = (a.y + b.y) & km;
                     let want = ((signed(x, ell) >> f) as u128) & km;
                     assert_eq!(y, want, "ℓ {ell} f {f} x {x}");
+                    let mut o = [MacGateOut { y: 0, my: 0, mx: 0 }; 2];
+                    MacGate::eval_many(&[k0.clone(), k0.clone()], mu, &[xh, xh], &mut o);
+                    assert_eq!(o, [a, a]);
                     assert_eq!((a.my + b.my) & km, mu.wrapping_mul(y) & km);
                     assert_eq!((a.mx + b.mx) & km, mu.wrapping_mul(xt) & km);
                 }
