@@ -624,4 +624,37 @@ mod tests {
         assert!(mac_trunc_gen(&mut prg, 37, 77, 0, 1, 1).is_err());
         assert!(mac_trunc_gen(&mut prg, 37, 77, 37, 1, 1).is_err());
     }
+
+    /// Mutated and truncated key bytes never panic: each decoder returns a
+    /// key or an error (and a decoded key re-encodes to its input).
+    #[test]
+    fn mutated_key_bytes_are_errors_or_canonical_keys() {
+        let mut prg = Prg::new(Block(77));
+        let (r0, _) = mac_relu_gen(&mut prg, 12, 30, 5, 7).unwrap();
+        let (t0, _) = mac_trunc_gen(&mut prg, 12, 30, 3, 5, 7).unwrap();
+        let mut tb = Vec::new();
+        t0.append_to(&mut tb);
+        for good in [r0.to_bytes(), tb] {
+            for _ in 0..3000 {
+                let mut b = good.clone();
+                match prg.next_u64() % 3 {
+                    0 => {
+                        let i = (prg.next_u64() as usize) % b.len();
+                        b[i] ^= 1 << (prg.next_u64() % 8);
+                    }
+                    1 => b.truncate((prg.next_u64() as usize) % b.len()),
+                    _ => b.push(prg.next_u64() as u8),
+                }
+                if let Ok(k) = MacReluKey::from_bytes(&b) {
+                    assert_eq!(k.to_bytes(), b);
+                }
+                if let Ok(k) = <MacTruncKey as MacGate>::from_bytes(&b) {
+                    let mut e = Vec::new();
+                    k.append_to(&mut e);
+                    assert_eq!(e, b);
+                }
+                let _ = WideDcfKey::from_bytes(&b);
+            }
+        }
+    }
 }
