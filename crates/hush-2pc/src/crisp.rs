@@ -31,7 +31,11 @@
 //!
 //! ## The protocol
 //! * **Session** ([`Session::start`]): the server obtains μ from its
-//!   provider (`MacKey`); the client obtains nothing.
+//!   provider (`MacKey`); the client obtains nothing. Every session (one
+//!   inference) opens a new dealing epoch with a **fresh μ**, and every
+//!   correlation it uses is dealt in that epoch (checked): the one bit a
+//!   failed check reveals about μ is never useful again (see
+//!   [`crate::deal::crisp`]).
 //! * **Input** ([`input`]): the dealer gives the client a uniform a and
 //!   MAC shares σ_0 + σ_1 = μa; the client sends δ = x̃ − a; the shares
 //!   are (0, σ_0 + μδ) for the server and (x̃, σ_1) for the client. (The
@@ -187,9 +191,9 @@ impl Lift {
     pub fn value(&self, x: u128) -> u64 {
         (x & mask128(self.ell)) as u64
     }
-    /// Dealing parameters of `op` for batch `batch`.
-    pub fn params(&self, op: CrispOp, batch: u64) -> CrispParams {
-        CrispParams { op, ell: self.ell, s: self.s, batch }
+    /// Dealing parameters of `op` for batch `batch` in epoch `epoch`.
+    pub fn params(&self, op: CrispOp, batch: u64, epoch: u64) -> CrispParams {
+        CrispParams { op, ell: self.ell, s: self.s, batch, epoch }
     }
 }
 
@@ -289,6 +293,9 @@ impl AuthShare {
 pub struct Session {
     pub party: Party,
     pub lift: Lift,
+    /// The dealing epoch (the batch of this session's MAC-key request):
+    /// selects μ; every correlation of the session is dealt in it.
+    pub epoch: u64,
     mu: u128,
     /// This party's shares d_j of m_x − u for every opened element.
     pending: Vec<u128>,
@@ -323,7 +330,7 @@ impl Session {
         }
         let k = lift.k();
         let batch = dealer.next_batch();
-        let mut bytes = dealer.deal(CrispMac::request(lift.params(CrispOp::MacKey, batch), 1))?;
+        let mut bytes = dealer.deal(CrispMac::request(lift.params(CrispOp::MacKey, batch, batch), 1))?;
         let mut rd = &bytes[..];
         let mut v = take_values(&mut rd, if party == 0 { 1 } else { 0 }, k)?;
         if !rd.is_empty() {
@@ -332,7 +339,7 @@ impl Session {
         let mu = v.first().copied().unwrap_or(0);
         v.zeroize();
         bytes.zeroize();
-        Ok(Session { party, lift, mu, pending: Vec::new(), closed: false })
+        Ok(Session { party, lift, epoch: batch, mu, pending: Vec::new(), closed: false })
     }
 
     /// Elements opened so far whose MAC relation awaits the check.
@@ -416,6 +423,8 @@ fn recv_values(ch: &mut dyn Channel, step: &'static str, l: &Lift, n: usize) -> 
 pub struct GateBatch<K: MacGate> {
     pub party: Party,
     pub lift: Lift,
+    /// The session epoch the keys were dealt in (their μ).
+    pub epoch: u64,
     keys: Vec<K>,
 }
 
@@ -438,8 +447,8 @@ impl<K: MacGate> GateBatch<K> {
         if x.len() != self.len() || x.m.len() != x.v.len() {
             return Err(invalid(format!("{} inputs for a batch of {} ReLU gates", x.len(), self.len())));
         }
-        if sess.party != self.party || sess.lift != self.lift {
-            return Err(invalid("ReLU batch dealt for another party or lift"));
+        if sess.party != self.party || sess.lift != self.lift || sess.epoch != self.epoch {
+            return Err(invalid("gate keys dealt for another party, lift or session (epoch)"));
         }
         let l = &self.lift;
         Ok(x.v.iter().zip(&self.keys).map(|(v, k)| l.add(*v, k.r_share())).collect())
@@ -502,7 +511,7 @@ fn deal_gates<K: MacGate>(dealer: &mut Dealer, sess: &Session, n: usize, op: Cri
     while left > 0 {
         let m = left.min(RELU_CHUNK);
         let batch = dealer.next_batch();
-        let mut bytes = dealer.deal(CrispMac::request(l.params(op, batch), m as u32))?;
+        let mut bytes = dealer.deal(CrispMac::request(l.params(op, batch, sess.epoch), m as u32))?;
         let expect = 8 + m * kb;
         if bytes.len() != expect || u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) != m as u64 {
             let got = bytes.len();
@@ -521,7 +530,7 @@ fn deal_gates<K: MacGate>(dealer: &mut Dealer, sess: &Session, n: usize, op: Cri
         parsed?;
         left -= m;
     }
-    Ok(GateBatch { party: sess.party, lift: l, keys })
+    Ok(GateBatch { party: sess.party, lift: l, epoch: sess.epoch, keys })
 }
 
 const STEP_OPEN: &str = "CRISP gate: opening of x + r";
@@ -628,6 +637,8 @@ pub fn maxpool(ch: &mut dyn Channel, sess: &mut Session, batches: &[ReluBatch], 
 pub struct MaskBatch {
     pub party: Party,
     pub lift: Lift,
+    /// The session epoch the masks were dealt in.
+    pub epoch: u64,
     a: Vec<u128>,
     sigma: Vec<u128>,
 }
@@ -657,7 +668,7 @@ pub fn deal_masks(dealer: &mut Dealer, sess: &Session, n: usize) -> Result<MaskB
     while left > 0 {
         let m = left.min(MASK_CHUNK);
         let batch = dealer.next_batch();
-        let mut bytes = dealer.deal(CrispMac::request(l.params(CrispOp::ClientMask, batch), m as u32))?;
+        let mut bytes = dealer.deal(CrispMac::request(l.params(CrispOp::ClientMask, batch, sess.epoch), m as u32))?;
         let mut rd = &bytes[..];
         if sess.party == 1 {
             a.extend(take_values(&mut rd, m, k)?);
@@ -670,7 +681,7 @@ pub fn deal_masks(dealer: &mut Dealer, sess: &Session, n: usize) -> Result<MaskB
         }
         left -= m;
     }
-    Ok(MaskBatch { party: sess.party, lift: l, a, sigma })
+    Ok(MaskBatch { party: sess.party, lift: l, epoch: sess.epoch, a, sigma })
 }
 
 const STEP_INPUT: &str = "CRISP input: x − a";
@@ -682,8 +693,8 @@ pub fn input(ch: &mut dyn Channel, sess: &mut Session, masks: &MaskBatch, x: Opt
     sess.ensure_open()?;
     let l = sess.lift;
     let n = masks.len();
-    if masks.party != sess.party || masks.lift != l {
-        return Err(invalid("masks dealt for another party or lift"));
+    if masks.party != sess.party || masks.lift != l || masks.epoch != sess.epoch {
+        return Err(invalid("masks dealt for another party, lift or session (epoch)"));
     }
     if sess.party == 1 {
         let x = x.ok_or_else(|| invalid("the client's input is missing"))?;
@@ -735,7 +746,7 @@ pub fn reveal_to_client(
     sess.ensure_open()?;
     let l = sess.lift;
     let n = y.len();
-    if masks.len() != n || masks.party != sess.party || masks.lift != l || y.m.len() != n {
+    if masks.len() != n || masks.party != sess.party || masks.lift != l || masks.epoch != sess.epoch || y.m.len() != n {
         return Err(invalid(format!("{n} outputs for {} client masks", masks.len())));
     }
     sess.closed = true;

@@ -752,3 +752,32 @@ fn gate_openings_are_uniform_whatever_the_input() {
         }
     }
 }
+
+/// Two inferences on one provider session: each CRISP session opens a new
+/// epoch (a fresh μ), both run correctly, and keys dealt in one session are
+/// refused in the other.
+#[test]
+fn consecutive_sessions_use_fresh_epochs() {
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let xs: Vec<u64> = common::edge_values(37, 40, 8);
+    let want: Vec<u64> = xs.iter().map(|&x| if ring.msb(x) { 0 } else { x }).collect();
+    let one = move |ch: &mut dyn Channel, d: &mut Dealer, p: u8, x: Option<&[u64]>| -> (u64, Option<Vec<u64>>, bool) {
+        let mut s1 = Session::start(d, p, l).unwrap();
+        let im = crisp::deal_masks(d, &s1, 40).unwrap();
+        let b1 = crisp::deal_relu(d, &s1, 40).unwrap();
+        let om = crisp::deal_masks(d, &s1, 40).unwrap();
+        let xa = crisp::input(ch, &mut s1, &im, x).unwrap();
+        let y = crisp::relu(ch, &mut s1, &b1, &xa).unwrap();
+        let r1 = crisp::reveal_to_client(ch, &mut s1, &om, &y, &mut |_| {}).unwrap();
+        let s2 = Session::start(d, p, l).unwrap();
+        assert!(s2.epoch > s1.epoch);
+        let stale = b1.open_share(&s2, &xa).is_err();
+        (s2.epoch, r1, stale)
+    };
+    let (a, b) = common::run_tee(move |ch, d| one(ch, d, 0, None), move |ch, d| one(ch, d, 1, Some(&xs)));
+    assert_eq!(a.0, b.0, "both parties are in the same epoch");
+    assert!(a.1.is_none());
+    assert_eq!(b.1.unwrap(), want);
+    assert!(a.2 && b.2, "keys of a closed session are refused in the next");
+}

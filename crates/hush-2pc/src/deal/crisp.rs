@@ -23,20 +23,30 @@
 //!   δ = x − a) and to release the output only after the check (the client
 //!   sends y_1 + a; see [`crate::crisp`]).
 //!
-//! **One μ per session, with a session-wide label.** Every batch must use
-//! the same μ (the MAC relation is carried through linear layers, which
-//! mix elements of many batches), but a [`Description`] only receives the
-//! key its label derives. So [`Description::label`] returns the
-//! batch-free label `"crisp/mac/session"` — after checking that the
-//! batch number inside the parameters equals the request's, which the
-//! provider keeps strictly increasing per kind — and [`Description::deal`]
-//! derives, from that session key K:
-//! * μ = AES_K(tag 1) mod 2^k, the same in every batch;
-//! * the batch key K_b = AES_K(tag 0 ‖ op ‖ ℓ ‖ s ‖ n ‖ batch), so every
+//! **One μ per CRISP session (epoch), with a session-wide label.** Every
+//! batch of one inference must use the same μ (the MAC relation is carried
+//! through linear layers, which mix elements of many batches), but a
+//! [`Description`] only receives the key its label derives. So
+//! [`Description::label`] returns the batch-free label
+//! `"crisp/mac/session"` — after checking that the batch number inside the
+//! parameters equals the request's, which the provider keeps strictly
+//! increasing per kind — and [`Description::deal`] derives, from that
+//! provider-session key K and the request's *epoch* (the batch number of
+//! the `MacKey` request that opened this CRISP session):
+//! * K_e = AES_K(tag 2 ‖ epoch) and μ = AES_{K_e}(tag 1) mod 2^k, the same
+//!   in every batch of the epoch;
+//! * the batch key K_b = AES_{K_e}(tag 0 ‖ op ‖ ℓ ‖ s ‖ n ‖ batch), so every
 //!   parameter that changes the output selects an independent key (the
 //!   rule of `hush-deal`, one level down), and a batch is still dealt
 //!   once (the provider's freshness check sees the request's batch, which
 //!   must equal the one in the PRF input).
+//!
+//! *Why a fresh μ per epoch matters.* The verdict of a failed check tells
+//! a cheating client one bit about μ (whether μ·E ≡ Δ for its chosen E, Δ);
+//! with one μ across many inferences it could learn μ bit by bit (E =
+//! 2^(k−1), then 2^(k−2), ...) and then forge MACs. Each CRISP session
+//! therefore opens a new epoch ([`CrispOp::MacKey`] requires epoch =
+//! batch), and a verdict concerns a μ that is never used again.
 //!
 //! **Why a malicious client host cannot bias or learn these values.**
 //! * *Dealer mode*: the dealer derives every value from its own session
@@ -117,6 +127,9 @@ pub struct CrispParams {
     pub s: u32,
     /// Must equal the request's batch number.
     pub batch: u64,
+    /// The batch number of this CRISP session's `MacKey` request (for
+    /// `MacKey` itself: its own batch). Selects μ.
+    pub epoch: u64,
 }
 
 impl CrispParams {
@@ -125,12 +138,12 @@ impl CrispParams {
     }
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
-        w.u8(self.op.code()).u32(self.ell).u32(self.s).u64(self.batch);
+        w.u8(self.op.code()).u32(self.ell).u32(self.s).u64(self.batch).u64(self.epoch);
         w.0
     }
     pub fn decode(params: &[u8]) -> Result<Self> {
         let p = hush_deal::parse_params(params, "CRISP parameters", |r: &mut Reader<'_>| {
-            Ok(CrispParams { op: CrispOp::from_code(r.u8()?)?, ell: r.u32()?, s: r.u32()?, batch: r.u64()? })
+            Ok(CrispParams { op: CrispOp::from_code(r.u8()?)?, ell: r.u32()?, s: r.u32()?, batch: r.u64()?, epoch: r.u64()? })
         })?;
         if p.s == 0 || p.ell > 128 || p.s > 128 {
             return Err(Error::Refused(format!("CRISP lift ℓ = {}, s = {} out of range", p.ell, p.s)));
@@ -191,6 +204,11 @@ pub fn take_values(buf: &mut &[u8], expect: usize, k: u32) -> Result<Vec<u128>> 
 
 const TAG_BATCH: u128 = 0;
 const TAG_MU: u128 = 1;
+const TAG_EPOCH: u128 = 2;
+
+fn epoch_key(session: Block, epoch: u64) -> Block {
+    Prf::new(session).eval(Block((TAG_EPOCH << 120) | epoch as u128))
+}
 
 fn batch_key(session: Block, p: &CrispParams, n: u32) -> Block {
     let x = (TAG_BATCH << 120)
@@ -199,11 +217,11 @@ fn batch_key(session: Block, p: &CrispParams, n: u32) -> Block {
         | ((p.s as u128 & 0xff) << 96)
         | ((n as u128) << 64)
         | p.batch as u128;
-    Prf::new(session).eval(Block(x))
+    Prf::new(epoch_key(session, p.epoch)).eval(Block(x))
 }
 
-fn mac_key(session: Block, k: u32) -> u128 {
-    Prf::new(session).eval(Block(TAG_MU << 120)).0 & mask128(k)
+fn mac_key(session: Block, epoch: u64, k: u32) -> u128 {
+    Prf::new(epoch_key(session, epoch)).eval(Block(TAG_MU << 120)).0 & mask128(k)
 }
 
 /// The dealing kind (see the module docs).
@@ -224,7 +242,7 @@ impl CrispMac {
     /// Both parties' shares (what a dealer serving both computes).
     fn deal_both(session: Block, n: u32, p: &CrispParams, want: [bool; 2]) -> Result<[Vec<u8>; 2]> {
         let k = p.k();
-        let mut mu = mac_key(session, k);
+        let mut mu = mac_key(session, p.epoch, k);
         let kb = batch_key(session, p, n);
         let mut out = [Vec::new(), Vec::new()];
         let n = n as usize;
@@ -323,6 +341,12 @@ impl Description for CrispMac {
         if p.op == CrispOp::MacKey && n != 1 {
             return Err(Error::Refused("the CRISP MAC key is dealt as one element".into()));
         }
+        if p.op == CrispOp::MacKey && p.epoch != batch {
+            return Err(Error::Refused("a CRISP MAC key opens its own epoch (epoch = batch)".into()));
+        }
+        if p.op != CrispOp::MacKey && p.epoch >= batch {
+            return Err(Error::Refused(format!("CRISP epoch {} must precede batch {batch}", p.epoch)));
+        }
         Ok(Self::SESSION_LABEL.to_string())
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
@@ -342,7 +366,7 @@ mod tests {
     use super::*;
 
     fn params(op: CrispOp, batch: u64) -> CrispParams {
-        CrispParams { op, ell: 37, s: 40, batch }
+        CrispParams { op, ell: 37, s: 40, batch, epoch: if op == CrispOp::MacKey { batch } else { 0 } }
     }
 
     #[test]
@@ -351,7 +375,9 @@ mod tests {
         assert_eq!(CRISP_MAC.label(7, 10, &p.encode()).unwrap(), CrispMac::SESSION_LABEL);
         assert!(CRISP_MAC.label(8, 10, &p.encode()).is_err(), "parameter batch must equal the request's");
         assert!(CRISP_MAC.label(7, 2, &params(CrispOp::MacKey, 7).encode()).is_err());
-        let bad = CrispParams { op: CrispOp::Relu, ell: 64, s: 70, batch: 1 };
+        let bad = CrispParams { op: CrispOp::Relu, ell: 64, s: 70, batch: 1, epoch: 0 };
+        assert!(CRISP_MAC.label(3, 1, &CrispParams { epoch: 2, ..params(CrispOp::MacKey, 3) }.encode()).is_err(), "MacKey: epoch = batch");
+        assert!(CRISP_MAC.label(3, 1, &CrispParams { epoch: 3, ..params(CrispOp::Relu, 3) }.encode()).is_err(), "epoch precedes batch");
         assert!(CRISP_MAC.label(1, 1, &bad.encode()).is_err(), "k > 128 refused");
         assert!(CRISP_MAC.label(1, 1, &[1, 2, 3]).is_err());
     }
@@ -365,7 +391,10 @@ mod tests {
         let mu = take_values(&mut &s0[..], 1, k).unwrap()[0];
         assert_eq!(take_values(&mut &s1[..], 0, k).unwrap().len(), 0, "party 1's MAC-key share is empty");
         assert_eq!(CRISP_MAC.deal(key, 1, 1, &mk.encode()).unwrap(), s1);
-        // the same μ in every batch; independent masks per batch
+        // another epoch has another μ
+        let (e0, _) = CRISP_MAC.deal_pair(key, 1, &params(CrispOp::MacKey, 5).encode()).unwrap();
+        assert_ne!(take_values(&mut &e0[..], 1, k).unwrap()[0], mu, "a new epoch draws a new μ");
+        // the same μ in every batch of an epoch; independent masks per batch
         let cm = |b| params(CrispOp::ClientMask, b);
         let mut first_a = None;
         for b in 1..4u64 {
