@@ -781,3 +781,32 @@ fn consecutive_sessions_use_fresh_epochs() {
     assert_eq!(b.1.unwrap(), want);
     assert!(a.2 && b.2, "keys of a closed session are refused in the next");
 }
+
+/// The `hush-tee-module` process serves the CRISP kind too (tee mode with
+/// the module behind a process boundary): an honest pipeline is correct.
+#[test]
+fn out_of_process_modules_serve_the_crisp_kind() {
+    use hush_tee::{establish, ModuleRole, OutOfProcessModule};
+    let path = std::path::PathBuf::from(env!("CARGO_BIN_EXE_hush-tee-module"));
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let m = std::sync::Arc::new(Model::new(3));
+    let x = inputs(ring, 3);
+    let want = m.plain(ring, &x);
+    let (mut ca, mut cb) = MemChannel::pair();
+    let (p2, m2) = (path.clone(), m.clone());
+    let ts = std::thread::spawn(move || {
+        let mut module = OutOfProcessModule::spawn_path(&p2).unwrap();
+        establish(&mut module, &mut ca, ModuleRole::Sender).unwrap();
+        let mut d = Dealer::new(Box::new(module));
+        let mut o = offline(&mut d, 0, l);
+        online(&mut ca, &mut o, &m2, None, Local::None, &mut |_| {})
+    });
+    let mut module = OutOfProcessModule::spawn_path(&path).unwrap();
+    establish(&mut module, &mut cb, ModuleRole::Receiver).unwrap();
+    let mut d = Dealer::new(Box::new(module));
+    let mut o = offline(&mut d, 1, l);
+    let rc = online(&mut cb, &mut o, &m, Some(&x), Local::None, &mut |_| {});
+    assert!(ts.join().unwrap().unwrap().is_none());
+    assert_eq!(rc.unwrap().unwrap(), want);
+}
