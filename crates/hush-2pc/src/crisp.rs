@@ -417,7 +417,7 @@ fn recv_values(ch: &mut dyn Channel, step: &'static str, l: &Lift, n: usize) -> 
     unpack(step, l, &b, n)
 }
 
-// ------------------------------------------------------------ ReLU gates
+// ------------------------------------------------------------ MAC-carrying gates
 
 /// This party's dealt keys of `n` MAC-carrying gates of one kind.
 pub struct GateBatch<K: MacGate> {
@@ -445,7 +445,7 @@ impl<K: MacGate> GateBatch<K> {
     pub fn open_share(&self, sess: &Session, x: &AuthShare) -> Result<Vec<u128>> {
         sess.ensure_open()?;
         if x.len() != self.len() || x.m.len() != x.v.len() {
-            return Err(invalid(format!("{} inputs for a batch of {} ReLU gates", x.len(), self.len())));
+            return Err(invalid(format!("{} inputs for a batch of {} gates", x.len(), self.len())));
         }
         if sess.party != self.party || sess.lift != self.lift || sess.epoch != self.epoch {
             return Err(invalid("gate keys dealt for another party, lift or session (epoch)"));
