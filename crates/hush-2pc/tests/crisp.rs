@@ -810,3 +810,43 @@ fn out_of_process_modules_serve_the_crisp_kind() {
     assert!(ts.join().unwrap().unwrap().is_none());
     assert_eq!(rc.unwrap().unwrap(), want);
 }
+
+/// MaxPool over windows of odd and unequal sizes (1, 3, 4, 5 elements,
+/// overlapping) against the plaintext maximum.
+#[test]
+fn maxpool_odd_and_unequal_windows() {
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let vals: Vec<i64> = vec![5, -3, 17, 17, -200, 0, 9, -1, 4, 33, -33, 2];
+    let xs: Vec<u64> = vals.iter().map(|&v| ring.from_signed(v)).collect();
+    let windows: Vec<Vec<usize>> = vec![vec![3], vec![0, 1, 2], vec![4, 5, 6, 7], vec![7, 8, 9, 10, 11], vec![1, 4, 10]];
+    let want: Vec<u64> = windows.iter().map(|w| ring.from_signed(w.iter().map(|&i| vals[i]).max().unwrap())).collect();
+    let levels = crisp::maxpool_levels(&windows);
+    assert_eq!(levels, vec![1 + 2 + 2 + 1, 1 + 1 + 1 + 1, 1]);
+    let n = xs.len();
+    let nw = windows.len();
+    let (w0, w1) = (windows.clone(), windows);
+    let (lv0, lv1) = (levels.clone(), levels);
+    let (srv, cli) = common::run_tee(
+        move |ch, d| {
+            let mut sess = Session::start(d, 0, l).unwrap();
+            let im = crisp::deal_masks(d, &sess, n).unwrap();
+            let bs: Vec<_> = lv0.iter().map(|&k| crisp::deal_relu(d, &sess, k).unwrap()).collect();
+            let om = crisp::deal_masks(d, &sess, nw).unwrap();
+            let x = crisp::input(ch, &mut sess, &im, None).unwrap();
+            let y = crisp::maxpool(ch, &mut sess, &bs, &x, &w0).unwrap();
+            crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {}).unwrap()
+        },
+        move |ch, d| {
+            let mut sess = Session::start(d, 1, l).unwrap();
+            let im = crisp::deal_masks(d, &sess, n).unwrap();
+            let bs: Vec<_> = lv1.iter().map(|&k| crisp::deal_relu(d, &sess, k).unwrap()).collect();
+            let om = crisp::deal_masks(d, &sess, nw).unwrap();
+            let x = crisp::input(ch, &mut sess, &im, Some(&xs)).unwrap();
+            let y = crisp::maxpool(ch, &mut sess, &bs, &x, &w1).unwrap();
+            crisp::reveal_to_client(ch, &mut sess, &om, &y, &mut |_| {}).unwrap()
+        },
+    );
+    assert!(srv.is_none());
+    assert_eq!(cli.unwrap(), want);
+}
