@@ -121,6 +121,22 @@
 //! There is no interactive (cryptography-only) maliciously secure
 //! preprocessing in hush: this module needs a [`Dealer`].
 //!
+//! ## Next steps (not built)
+//! * **Linear layers with a private W.** CRISP's way is CKKS with the MAC
+//!   in the imaginary part (§IV; groundwork in `hush_rlwe::ckks`), which
+//!   still needs integer-exact decoding mod 2^k, flooding and client
+//!   ciphertext checks. A shorter route for `dealer` mode is hush's
+//!   module-dealt linear layer lifted to Z_2^k and applied to both
+//!   components: the client sends F = ⟨x̃⟩_1 − B and G = ⟨μx̃⟩_1 − B′, the
+//!   server adds W·F + (W·B − R) and W·G + (W·B′ − R′) from its provider,
+//!   the client keeps (R, R′). A client error (e, e′) in (F, G) becomes
+//!   W·(e′ − μe) in the next opening's check value: caught with the same
+//!   bound, since the client knows neither μ nor W. Bias b: the server
+//!   adds b and μb ([`AuthShare::add_public`]).
+//! * Engine wiring: `--mode malicious-client` over dealer (tee only with
+//!   real hardware), one [`Session`] per inference, truncation after each
+//!   weighted layer ([`trunc`]), the release through [`reveal_to_client`].
+//!
 //! Untrusted bytes: every message is length-checked before allocation
 //! (the transport caps frames; the expected length is computed from public
 //! sizes) and every value is range-checked; a malformed message is an
