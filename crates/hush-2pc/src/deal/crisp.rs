@@ -51,8 +51,9 @@
 //! **Why a malicious client host cannot bias or learn these values.**
 //! * *Dealer mode*: the dealer derives every value from its own session
 //!   seed; a host's request carries only public parameters (op, ℓ, s, n,
-//!   batch). Choosing them selects among independent PRF outputs and never
-//!   sets a value; a replayed or out-of-order batch is refused; a request
+//!   batch, epoch). Choosing them selects among independent PRF outputs
+//!   and never sets a value (an old or foreign epoch only yields shares
+//!   under another μ, which break the host's own run); a replayed or out-of-order batch is refused; a request
 //!   whose parameter batch differs from its batch is refused here. A host
 //!   that asks for other parameters than its peer gets shares of an
 //!   *independent* correlation: its computation breaks (and the final
