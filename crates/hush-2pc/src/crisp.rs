@@ -10,10 +10,11 @@
 //! ReLU gate (§III-B, Fig. 1, Alg. 1-2) and MaxPool on it (Remark 3.1),
 //! authenticated client input, and the check with the server's abort
 //! path, all with correlated randomness from a dealer or trusted module
-//! ([`crate::deal::crisp`], Fig. 3). Linear layers are here only as *local*
-//! maps with public coefficients ([`AuthShare::matvec_public`]); CRISP's
-//! CKKS linear layers with complex-slot MACs (§IV, Fig. 2) are not built
-//! yet, nor is the engine mode.
+//! ([`crate::deal::crisp`], Fig. 3). Linear layers with the server's
+//! **private** weights are [`linear`]: a dealer-dealt bilinear (Beaver)
+//! triple applied to the value and the MAC component — a stated deviation
+//! from CRISP, whose linear layers are CKKS-based (§IV, Fig. 2; not built);
+//! public coefficients are local maps ([`AuthShare::matvec_public`]).
 //!
 //! ## Values, MACs and the lifted ring (CRISP §V-B, SPDZ2k)
 //! Values are signed fixed point in Z_2^ℓ. Following Cramer, Damgård,
@@ -100,18 +101,21 @@
 //! the client's true intermediate values — the abort bit leaks nothing
 //! (this is why CRISP Remark 5.1 may drop the first check of BCGGIKR21).
 //! **Nothing before the check**: every server message before the verdict
-//! is a uniform mask (x̂ shares masked by fresh r) or public coins, so an
+//! is a uniform mask (x̂ shares masked by fresh r, masked weights W − A of
+//! [`linear_prepare`] with A fresh) or public coins, so an
 //! aborted client has learned nothing about the model or the data.
 //!
 //! ## What each party sees
 //! * Server: μ, its uniform dealt shares and keys, the client's
 //!   openings ⟨x̃⟩_1 + ⟨r⟩_1 (uniform: r fresh per element), δ = x̃ − a and
 //!   z_1 = ⟨ỹ⟩_1 + a (uniform: a fresh and known only to the client), and
-//!   ⟨q⟩_1 (= −⟨q⟩_0 in an honest run). Simulatable from nothing.
+//!   ⟨q⟩_1 (= −⟨q⟩_0 in an honest run), and per private linear layer
+//!   F‖G (uniform: masked by the client's dealt B, B′). Simulatable from
+//!   nothing.
 //! * Client: its keys (pseudorandom, hiding r and μ), uniform dealt
 //!   shares, the server's openings (uniform), the coefficient seed
-//!   (public coins), the verdict and, after a pass, z mod 2^ℓ = the output
-//!   plus its own mask.
+//!   (public coins), per private linear layer E = W̃ − A (uniform), the
+//!   verdict and, after a pass, z mod 2^ℓ = the output plus its own mask.
 //!
 //! ## Trust
 //! Correlations come from a dealer (`dealer` mode: real protection if it
@@ -122,17 +126,11 @@
 //! preprocessing in hush: this module needs a [`Dealer`].
 //!
 //! ## Next steps (not built)
-//! * **Linear layers with a private W.** CRISP's way is CKKS with the MAC
-//!   in the imaginary part (§IV; groundwork in `hush_rlwe::ckks`), which
-//!   still needs integer-exact decoding mod 2^k, flooding and client
-//!   ciphertext checks. A shorter route for `dealer` mode is hush's
-//!   module-dealt linear layer lifted to Z_2^k and applied to both
-//!   components: the client sends F = ⟨x̃⟩_1 − B and G = ⟨μx̃⟩_1 − B′, the
-//!   server adds W·F + (W·B − R) and W·G + (W·B′ − R′) from its provider,
-//!   the client keeps (R, R′). A client error (e, e′) in (F, G) becomes
-//!   W·(e′ − μe) in the next opening's check value: caught with the same
-//!   bound, since the client knows neither μ nor W. Bias b: the server
-//!   adds b and μb ([`AuthShare::add_public`]).
+//! * **CRISP's own linear layers** (CKKS with the MAC in the imaginary
+//!   part, §IV; groundwork in `hush_rlwe::ckks`), which need no dealer:
+//!   integer-exact decoding mod 2^k, flooding, client ciphertext checks.
+//!   The dealer-mode [`linear`] stands in for them (its docs: protocol,
+//!   views, soundness).
 //! * Engine wiring: `--mode malicious-client` over dealer (tee only with
 //!   real hardware), one [`Session`] per inference, truncation after each
 //!   weighted layer ([`trunc`]), the release through [`reveal_to_client`].
@@ -144,7 +142,7 @@
 //! on drop and never logged.
 
 use crate::deal::crisp::{take_values, value_bytes, CrispMac};
-pub use crate::deal::crisp::{CrispOp, CrispParams, DEFAULT_S};
+pub use crate::deal::crisp::{CrispOp, CrispParams, LinShape, DEFAULT_S, MAX_LIN_ELEMS};
 use crate::tee::Dealer;
 use crate::{invalid, malformed, Party, Result};
 use hush_fss::mac::{MacGate, MacGateOut, MacReluKey, MacTruncKey};
@@ -644,6 +642,217 @@ pub fn maxpool(ch: &mut dyn Channel, sess: &mut Session, batches: &[ReluBatch], 
     }
     let last: Vec<usize> = groups.iter().map(|g| g[0]).collect();
     cur.select(&last)
+}
+
+// ------------------------------------------------------------ private-weight linear layers
+
+/// This party's dealt bilinear triple for one private-weight linear layer
+/// ([`linear`]). Server: A (weight-shaped), C_0, C′_0. Client: B, B′
+/// (input-shaped), C_1, C′_1 — and, after [`linear_prepare`], its output
+/// shares D = f(E, B) + C_1, D′ = f(E, B′) + C′_1. Single use (consumed
+/// by [`linear`]); zeroized on drop.
+pub struct LinBatch {
+    pub party: Party,
+    pub lift: Lift,
+    pub epoch: u64,
+    pub shape: LinShape,
+    /// Server: A. Client: unused (empty).
+    a: Vec<u128>,
+    /// Client: B, B′. Server: empty.
+    b: Vec<u128>,
+    b2: Vec<u128>,
+    /// C_p, C′_p; on the client, after preparation, D and D′.
+    c: Vec<u128>,
+    c2: Vec<u128>,
+    prepared: bool,
+}
+
+impl Drop for LinBatch {
+    fn drop(&mut self) {
+        for v in [&mut self.a, &mut self.b, &mut self.b2, &mut self.c, &mut self.c2] {
+            v.zeroize();
+        }
+    }
+}
+
+impl LinBatch {
+    /// Whether [`linear_prepare`] ran.
+    pub fn is_prepared(&self) -> bool {
+        self.prepared
+    }
+}
+
+/// Offline: this party's triple for a linear layer of `shape` (one dealing
+/// crossing; the dealer never sees W).
+pub fn deal_linear(dealer: &mut Dealer, sess: &Session, shape: LinShape) -> Result<LinBatch> {
+    let l = sess.lift;
+    let k = l.k();
+    let (wl, il, ol) = shape.lens().ok_or_else(|| invalid(format!("linear shape {shape:?} out of range")))?;
+    let batch = dealer.next_batch();
+    let mut bytes = dealer.deal(CrispMac::request(l.params(CrispOp::Lin(shape), batch, sess.epoch), 1))?;
+    let mut rd = &bytes[..];
+    let parsed = (|| -> Result<LinBatch> {
+        let mut t = LinBatch { party: sess.party, lift: l, epoch: sess.epoch, shape, a: Vec::new(), b: Vec::new(), b2: Vec::new(), c: Vec::new(), c2: Vec::new(), prepared: false };
+        if sess.party == 0 {
+            t.a = take_values(&mut rd, wl, k)?;
+        } else {
+            t.b = take_values(&mut rd, il, k)?;
+            t.b2 = take_values(&mut rd, il, k)?;
+        }
+        t.c = take_values(&mut rd, ol, k)?;
+        t.c2 = take_values(&mut rd, ol, k)?;
+        if !rd.is_empty() {
+            return Err(malformed("CRISP linear triple", "trailing bytes"));
+        }
+        Ok(t)
+    })();
+    bytes.zeroize();
+    parsed
+}
+
+const STEP_LIN_E: &str = "CRISP linear: masked weights W − A";
+const STEP_LIN_FG: &str = "CRISP linear: masked client shares";
+
+fn lin_err(e: String) -> crate::Error {
+    invalid(e)
+}
+
+/// Input-independent (may run offline, before the client's input exists):
+/// the server sends E = W̃ − A (W̃ its weights lifted to Z_2^k; `w` is
+/// `Some` on the server only); the client receives E (size and range
+/// checked) and computes its output shares D = f(E, B) + C_1,
+/// D′ = f(E, B′) + C′_1. One server→client message of |W|·⌈k/8⌉ bytes.
+pub fn linear_prepare(ch: &mut dyn Channel, sess: &Session, t: &mut LinBatch, w: Option<&[u128]>) -> Result<()> {
+    sess.ensure_open()?;
+    check_lin(sess, t)?;
+    if t.prepared {
+        return Err(invalid("linear triple already prepared"));
+    }
+    let l = sess.lift;
+    let (wl, _, _) = t.shape.lens().ok_or_else(|| invalid("linear shape out of range"))?;
+    if sess.party == 0 {
+        let w = w.ok_or_else(|| invalid("the server's weights are missing"))?;
+        if w.len() != wl || w.iter().any(|v| v & !l.mask() != 0) {
+            return Err(invalid(format!("{} weights for a layer of {wl}, or a weight outside Z_2^{}", w.len(), l.k())));
+        }
+        let mut e: Vec<u128> = w.iter().zip(&t.a).map(|(w, a)| l.sub(*w, *a)).collect();
+        send_values(ch, &l, &e)?;
+        e.zeroize();
+        t.a.zeroize();
+        t.a = Vec::new();
+    } else {
+        if w.is_some() {
+            return Err(invalid("the client has no weights"));
+        }
+        let mut e = recv_values(ch, STEP_LIN_E, &l, wl)?;
+        let m = l.mask();
+        let d = t.shape.apply(&e, &t.b, m).map_err(lin_err);
+        let d2 = t.shape.apply(&e, &t.b2, m).map_err(lin_err);
+        e.zeroize();
+        let (mut d, mut d2) = (d?, d2?);
+        d.iter_mut().zip(&t.c).for_each(|(x, c)| *x = l.add(*x, *c));
+        d2.iter_mut().zip(&t.c2).for_each(|(x, c)| *x = l.add(*x, *c));
+        t.c.zeroize();
+        t.c2.zeroize();
+        t.c = d;
+        t.c2 = d2;
+    }
+    t.prepared = true;
+    Ok(())
+}
+
+fn check_lin(sess: &Session, t: &LinBatch) -> Result<()> {
+    if sess.party != t.party || sess.lift != t.lift || sess.epoch != t.epoch {
+        return Err(invalid("linear triple dealt for another party, lift or session (epoch)"));
+    }
+    Ok(())
+}
+
+/// Online: authenticated y = f(W, x) for the server's private weights W
+/// (`w`: the server's lifted weights, the same as given to
+/// [`linear_prepare`]; `None` at the client), one one-way client→server
+/// message of 2·|x|·⌈k/8⌉ bytes. The bias, if any, is added by the
+/// server afterwards ([`AuthShare::add_public`]).
+///
+/// **Protocol** (a Beaver triple for the bilinear map f — the layer's
+/// convolution or matrix product — applied to the value and to the MAC
+/// component; Beaver, CRYPTO '91; matrix form as in SecureML, S&P 2017):
+/// dealt (A, C_0, C′_0) to the server and (B, B′, C_1, C′_1) to the client
+/// with C_0 + C_1 = f(A, B), C′_0 + C′_1 = f(A, B′), all uniform in Z_2^k
+/// and fresh per layer and inference. The server has sent E = W̃ − A
+/// ([`linear_prepare`]). The client sends F = ⟨x̃⟩_1 − B and
+/// G = ⟨μx̃⟩_1 − B′; the server's shares are f(W̃, ⟨x̃⟩_0 + F) + C_0 and
+/// f(W̃, ⟨μx̃⟩_0 + G) + C′_0, the client's D = f(E, B) + C_1 and
+/// D′ = f(E, B′) + C′_1. They sum to f(W̃, x̃) and f(W̃, μx̃) = μ·f(W̃, x̃)
+/// (f is bilinear over Z_2^k), so values **and MACs** are correct, and
+/// the output is the lift of W·x mod 2^ℓ.
+///
+/// **What each party sees.** Server: F and G, uniform (B, B′ uniform,
+/// fresh, client-only) — nothing about x. Client: E = W̃ − A, uniform (A
+/// uniform, fresh per layer and inference, server-only) — nothing about W;
+/// B, B′, C_1, C′_1 are uniform and independent of W and μ. Dealer: it
+/// draws A, B, B′, C and never receives W, x or any online message: it
+/// learns nothing of W (unlike hush's semi-honest module-dealt layer,
+/// where the module/dealer holds W). As in every dealer-mode protocol, a
+/// dealer colluding with the client learns W (from A and E), one colluding
+/// with the server learns the client's shares.
+///
+/// **Why a malicious client cannot forge a MAC through it.** Whatever the
+/// client does here amounts to errors (e, e′) in F and G and errors
+/// (ε, ε′) on its output shares D, D′; the outputs become
+/// ỹ + f(W̃, e) + ε and μỹ + f(W̃, e′) + ε′. These errors are functions of
+/// the client's view and of W, all independent of μ (its view here is E,
+/// B, B′, C_1, C′_1: uniform and μ-free). The layer's output is opened
+/// only inside a later gate or the release, whose check share is
+/// (MAC error) − μ·(value error); so the SPDZ2k bound of the module docs
+/// applies unchanged: a value-changing deviation passes the final check
+/// with probability ≤ (s + 3)·2^−(s+2). W being unknown to the client is
+/// not needed for this (μ alone is); it only keeps the model private.
+///
+/// **Deviation from CRISP.** CRISP's linear layers (§IV, InitLin/Lin) are
+/// CKKS-based and need no dealer; this is the dealer-mode route (needs a
+/// [`Dealer`] trusted not to collude) and costs |W| elements of traffic
+/// per layer and inference (offline) plus 2·|x| online.
+pub fn linear(ch: &mut dyn Channel, sess: &mut Session, t: LinBatch, w: Option<&[u128]>, x: &AuthShare) -> Result<AuthShare> {
+    sess.ensure_open()?;
+    check_lin(sess, &t)?;
+    if !t.prepared {
+        return Err(invalid("linear triple not prepared (linear_prepare)"));
+    }
+    let l = sess.lift;
+    let m = l.mask();
+    let (wl, il, _) = t.shape.lens().ok_or_else(|| invalid("linear shape out of range"))?;
+    if x.len() != il || x.m.len() != il {
+        return Err(invalid(format!("{} inputs for a linear layer of {il}", x.len())));
+    }
+    if sess.party == 1 {
+        if w.is_some() {
+            return Err(invalid("the client has no weights"));
+        }
+        let mut fg: Vec<u128> = Vec::with_capacity(2 * il);
+        fg.extend(x.v.iter().zip(&t.b).map(|(v, b)| l.sub(*v, *b)));
+        fg.extend(x.m.iter().zip(&t.b2).map(|(v, b)| l.sub(*v, *b)));
+        send_values(ch, &l, &fg)?;
+        fg.zeroize();
+        Ok(AuthShare { v: t.c.clone(), m: t.c2.clone() })
+    } else {
+        let w = w.ok_or_else(|| invalid("the server's weights are missing"))?;
+        if w.len() != wl || w.iter().any(|v| v & !m != 0) {
+            return Err(invalid(format!("{} weights for a layer of {wl}, or a weight outside Z_2^{}", w.len(), l.k())));
+        }
+        let mut fg = recv_values(ch, STEP_LIN_FG, &l, 2 * il)?;
+        let mut xv: Vec<u128> = x.v.iter().zip(&fg[..il]).map(|(a, b)| l.add(*a, *b)).collect();
+        let mut xm: Vec<u128> = x.m.iter().zip(&fg[il..]).map(|(a, b)| l.add(*a, *b)).collect();
+        fg.zeroize();
+        let v = t.shape.apply(w, &xv, m).map_err(lin_err);
+        let mm = t.shape.apply(w, &xm, m).map_err(lin_err);
+        xv.zeroize();
+        xm.zeroize();
+        let (mut v, mut mm) = (v?, mm?);
+        v.iter_mut().zip(&t.c).for_each(|(y, c)| *y = l.add(*y, *c));
+        mm.iter_mut().zip(&t.c2).for_each(|(y, c)| *y = l.add(*y, *c));
+        Ok(AuthShare { v, m: mm })
+    }
 }
 
 // ------------------------------------------------------------ client masks

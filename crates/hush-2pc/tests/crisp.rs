@@ -60,10 +60,21 @@ struct Offline {
     mp: Vec<crisp::ReluBatch>,
     tr: crisp::TruncBatch,
     outm: crisp::MaskBatch,
+    /// Private-weight linear triples for W1 and W2 (empty: the public,
+    /// local linear maps).
+    lin: Vec<crisp::LinBatch>,
 }
 
 fn offline(d: &mut Dealer, party: u8, l: Lift) -> Offline {
+    offline_with(d, party, l, false)
+}
+
+const SHAPE1: crisp::LinShape = crisp::LinShape::Dense { n_in: 8, n_out: 6 };
+const SHAPE2: crisp::LinShape = crisp::LinShape::Dense { n_in: 6, n_out: 6 };
+
+fn offline_with(d: &mut Dealer, party: u8, l: Lift, private: bool) -> Offline {
     let sess = Session::start(d, party, l).unwrap();
+    let lin = if private { vec![crisp::deal_linear(d, &sess, SHAPE1).unwrap(), crisp::deal_linear(d, &sess, SHAPE2).unwrap()] } else { Vec::new() };
     let inm = crisp::deal_masks(d, &sess, 8).unwrap();
     let r1 = crisp::deal_relu(d, &sess, 6).unwrap();
     let r2 = crisp::deal_relu(d, &sess, 6).unwrap();
@@ -71,7 +82,7 @@ fn offline(d: &mut Dealer, party: u8, l: Lift) -> Offline {
     let mp = crisp::maxpool_levels(&windows).into_iter().map(|n| crisp::deal_relu(d, &sess, n).unwrap()).collect();
     let tr = crisp::deal_trunc(d, &sess, 3, 1).unwrap();
     let outm = crisp::deal_masks(d, &sess, 3).unwrap();
-    Offline { sess, inm, r1, r2, mp, tr, outm }
+    Offline { sess, inm, r1, r2, mp, tr, outm, lin }
 }
 
 /// A client-side local tamper between the honest steps.
@@ -88,10 +99,27 @@ enum Local {
 /// output (server: None).
 fn online(ch: &mut dyn Channel, o: &mut Offline, m: &Model, x: Option<&[u64]>, local: Local, log: &mut dyn FnMut(&str)) -> hush_2pc::Result<Option<Vec<u64>>> {
     let l = o.sess.lift;
+    let server = o.sess.party == 0;
+    let (w1, w2) = (lift_mat(&l, &m.w1), lift_mat(&l, &m.w2));
+    // Private weights: the server sends E = W − A for both layers first
+    // (input-independent; the client only receives); the client never
+    // touches W.
+    let mut lin = std::mem::take(&mut o.lin);
+    if !lin.is_empty() {
+        crisp::linear_prepare(ch, &o.sess, &mut lin[0], server.then_some(&w1[..]))?;
+        crisp::linear_prepare(ch, &o.sess, &mut lin[1], server.then_some(&w2[..]))?;
+    }
+    let mut lin = lin.into_iter();
     let xa = crisp::input(ch, &mut o.sess, &o.inm, x)?;
-    let h = xa.matvec_public(&l, &lift_mat(&l, &m.w1), 6, 8)?;
+    let h = match lin.next() {
+        Some(t) => crisp::linear(ch, &mut o.sess, t, server.then_some(&w1[..]), &xa)?,
+        None => xa.matvec_public(&l, &w1, 6, 8)?,
+    };
     let h = crisp::relu(ch, &mut o.sess, &o.r1, &h)?;
-    let h = h.matvec_public(&l, &lift_mat(&l, &m.w2), 6, 6)?;
+    let h = match lin.next() {
+        Some(t) => crisp::linear(ch, &mut o.sess, t, server.then_some(&w2[..]), &h)?,
+        None => h.matvec_public(&l, &w2, 6, 6)?,
+    };
     let mut h = h.add_public(&o.sess, &lift_mat(&l, &m.c))?;
     match local {
         Local::ValueShare(e) if o.sess.party == 1 => h.v[0] = l.add(h.v[0], e),
@@ -175,20 +203,27 @@ impl Channel for Tamper {
 /// One run: honest server, client with `wire`/`local` tampering.
 /// Returns (server result, client result, server log lines).
 fn run(l: Lift, m: Model, x: Vec<u64>, wire: Wire, local: Local) -> (hush_2pc::Result<Option<Vec<u64>>>, hush_2pc::Result<Option<Vec<u64>>>, Vec<String>) {
+    run_with(l, m, x, wire, local, false)
+}
+
+/// [`run`] with the private-weight linear layers when `private` (client
+/// messages then: 0 = δ, 1 = F‖G of W1, 2 = first ReLU opening, 3 = F‖G
+/// of W2, 4 = second ReLU, 5 = MaxPool, 6 = truncation, 7 = z, 8 = ⟨q⟩).
+fn run_with(l: Lift, m: Model, x: Vec<u64>, wire: Wire, local: Local, private: bool) -> (hush_2pc::Result<Option<Vec<u64>>>, hush_2pc::Result<Option<Vec<u64>>>, Vec<String>) {
     let (mut ca, cb) = MemChannel::pair();
     ca.set_timeout(Duration::from_secs(20));
     let m = std::sync::Arc::new(m);
     let m2 = m.clone();
     let ts = std::thread::spawn(move || {
         let mut d = Dealer::in_process(&mut ca, 0).expect("seed agreement");
-        let mut o = offline(&mut d, 0, l);
+        let mut o = offline_with(&mut d, 0, l, private);
         let mut lines = Vec::new();
         let r = online(&mut ca, &mut o, &m2, None, Local::None, &mut |s| lines.push(s.to_string()));
         (r, lines)
     });
     let mut ch = Tamper { inner: Some(cb), action: Wire::None, k: l.k(), sent: Vec::new() };
     let mut d = Dealer::in_process(ch.inner.as_mut().unwrap(), 1).expect("seed agreement");
-    let mut o = offline(&mut d, 1, l);
+    let mut o = offline_with(&mut d, 1, l, private);
     ch.action = wire;
     let rc = online(&mut ch, &mut o, &m, Some(&x), local, &mut |_| {});
     drop(ch);
@@ -454,40 +489,68 @@ struct Tally {
     undetected_value_change: usize,
 }
 
-fn campaign(trials: usize, seed: u64) -> Tally {
+/// Whether adding `e` to element `elem` of the F part of a private
+/// layer's F‖G changes a value: f(W, e·1_elem) ≢ 0 (mod 2^ℓ).
+fn f_error_changes(w: &[i64], cols: usize, elem: usize, e: u128, ell: u32) -> bool {
+    let m = (1u128 << ell) - 1;
+    (0..w.len() / cols).any(|r| (w[r * cols + elem] as i128 as u128).wrapping_mul(e) & m != 0)
+}
+
+fn campaign(trials: usize, seed: u64, private: bool) -> Tally {
     let l = Lift::new(37, 40).unwrap();
     let ring = Ring::new(37).unwrap();
     let mut p = Prg::new(Block(seed as u128));
     let mut t = Tally::default();
+    // client message indices (see run_with)
+    let (q_idx, n_targets, replay, fg) = if private { (8usize, 8u64, (4usize, 2usize), vec![(1usize, 8usize), (3, 6)]) } else { (6, 6, (2, 1), vec![]) };
     for i in 0..trials {
         let m = Model::new(i as u64 ^ seed);
         let x = inputs(ring, i as u64 ^ (seed << 20));
         let want = m.plain(ring, &x);
-        let target = 1 + (p.next_u64() % 6) as usize; // openings, z, q
+        let target = 1 + (p.next_u64() % n_targets) as usize; // openings, F‖G, z, q
         let vb = 10usize;
-        let kind = p.next_u64() % 7;
+        let kind = p.next_u64() % if private { 8 } else { 7 };
+        // an error in element `elem` of the message `target`: does it change a value?
+        let changes_at = |elem: usize, e: u128| -> bool {
+            if target == q_idx {
+                return true;
+            }
+            match fg.iter().find(|(ix, _)| *ix == target) {
+                Some(&(ix, n_in)) => {
+                    let (w, cols) = if ix == 1 { (&m.w1, 8) } else { (&m.w2, 6) };
+                    elem < n_in && f_error_changes(w, cols, elem, e, 37)
+                }
+                None => e & ((1 << 37) - 1) != 0,
+            }
+        };
         // (wire, local, changes a value?)
         let (wire, local, changes) = match kind {
             0 => {
                 let bit = (p.next_u64() as usize) % (vb * 8);
-                let elem_bit = bit % (vb * 8);
                 // flips in bits ≥ 37 of a value (or in q) change no value
-                (Wire::FlipBit { target, bit }, Local::None, target == 6 || elem_bit < 37)
+                (Wire::FlipBit { target, bit }, Local::None, changes_at(0, 1u128 << bit))
             }
             1 => {
                 let e = (p.random_block().0 & l.mask()).max(1);
-                (Wire::Add { target, elem: (p.next_u64() % 3) as usize, e }, Local::None, target == 6 || e & ((1 << 37) - 1) != 0)
+                let elem = (p.next_u64() % 3) as usize;
+                (Wire::Add { target, elem, e }, Local::None, changes_at(elem, e))
             }
-            2 => (Wire::Replay { target: 2, from: 1 }, Local::None, true),
-            3 => (Wire::Drop { target: 5 + (p.next_u64() % 2) as usize }, Local::None, true),
+            2 => (Wire::Replay { target: replay.0, from: replay.1 }, Local::None, true),
+            3 => (Wire::Drop { target: q_idx - 1 + (p.next_u64() % 2) as usize }, Local::None, true),
             4 => {
                 let e = (p.random_block().0 & l.mask()).max(1);
                 (Wire::None, Local::ValueShare(e), e & ((1 << 37) - 1) != 0)
             }
             5 => (Wire::None, Local::MacShare((p.random_block().0 & l.mask()).max(1)), false),
-            _ => (Wire::Add { target: 6, elem: 0, e: (p.random_block().0 & l.mask()).max(1) }, Local::None, true),
+            6 => (Wire::Add { target: q_idx, elem: 0, e: (p.random_block().0 & l.mask()).max(1) }, Local::None, true),
+            _ => {
+                // private layers only: an error in the MAC part G of F‖G
+                let (ix, n_in) = fg[(p.next_u64() % 2) as usize];
+                let e = (p.random_block().0 & l.mask()).max(1);
+                (Wire::Add { target: ix, elem: n_in + (p.next_u64() as usize % n_in), e }, Local::None, false)
+            }
         };
-        let (rs, rc, _) = run(l, m, x, wire, local);
+        let (rs, rc, _) = run_with(l, m, x, wire, local, private);
         t.trials += 1;
         if changes {
             t.value_changing += 1;
@@ -514,8 +577,17 @@ fn campaign(trials: usize, seed: u64) -> Tally {
 
 #[test]
 fn tamper_campaign_small() {
-    let t = campaign(150, 0xc215);
+    let t = campaign(150, 0xc215, false);
     eprintln!("CRISP tamper campaign: {t:?}");
+    assert_eq!(t.undetected_wrong, 0, "{t:?}");
+    assert_eq!(t.undetected_value_change, 0, "every value-changing deviation is caught: {t:?}");
+}
+
+#[test]
+fn tamper_campaign_small_private_weights() {
+    let t = campaign(150, 0xc216, true);
+    eprintln!("CRISP tamper campaign (private-weight linear layers): {t:?}");
+    assert!(t.value_changing > 100, "{t:?}");
     assert_eq!(t.undetected_wrong, 0, "{t:?}");
     assert_eq!(t.undetected_value_change, 0, "every value-changing deviation is caught: {t:?}");
 }
@@ -524,9 +596,10 @@ fn tamper_campaign_small() {
 #[ignore = "10^4 trials: run with scripts/crisp_tamper_trials.sh"]
 fn tamper_trials() {
     let n: usize = std::env::var("CRISP_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let t = campaign(n, 0x5eed);
+    let private = std::env::var("CRISP_PRIVATE").map(|v| v == "1").unwrap_or(false);
+    let t = campaign(n, if private { 0x5eee } else { 0x5eed }, private);
     println!(
-        "{{\"bench\":\"crisp_tamper_trials\",\"ell\":37,\"s\":40,\"trials\":{},\"value_changing\":{},\"caught\":{},\"harmless_passed\":{},\"undetected_wrong\":{},\"undetected_value_change\":{}}}",
+        "{{\"bench\":\"crisp_tamper_trials\",\"private_weights\":{private},\"ell\":37,\"s\":40,\"trials\":{},\"value_changing\":{},\"caught\":{},\"harmless_passed\":{},\"undetected_wrong\":{},\"undetected_value_change\":{}}}",
         t.trials, t.value_changing, t.caught, t.harmless_passed, t.undetected_wrong, t.undetected_value_change
     );
     assert_eq!(t.undetected_wrong, 0);
@@ -849,4 +922,233 @@ fn maxpool_odd_and_unequal_windows() {
     );
     assert!(srv.is_none());
     assert_eq!(cli.unwrap(), want);
+}
+
+// ------------------------------------------------------------ private-weight linear layers
+
+/// Runs `srv` (party 0) and `cli` (party 1) over a fresh in-process
+/// dealer pair and memory channel.
+fn two_party<A: Send + 'static, B>(
+    srv: impl FnOnce(&mut dyn Channel, &mut Dealer) -> A + Send + 'static,
+    cli: impl FnOnce(&mut dyn Channel, &mut Dealer) -> B,
+) -> (A, B) {
+    let (mut ca, mut cb) = MemChannel::pair();
+    ca.set_timeout(Duration::from_secs(20));
+    cb.set_timeout(Duration::from_secs(20));
+    let ts = std::thread::spawn(move || {
+        let mut d = Dealer::in_process(&mut ca, 0).expect("seed agreement");
+        srv(&mut ca, &mut d)
+    });
+    let mut d = Dealer::in_process(&mut cb, 1).expect("seed agreement");
+    let b = cli(&mut cb, &mut d);
+    drop(cb);
+    (ts.join().expect("server"), b)
+}
+
+fn small_signed(p: &mut Prg, n: usize, r: u64) -> Vec<i64> {
+    (0..n).map(|_| (p.next_u64() % (2 * r + 1)) as i64 - r as i64).collect()
+}
+
+/// The bilinear map of every shape the engine uses, over Z_2^k, against
+/// the engine's own (independent) u64 implementation mod 2^ℓ.
+#[test]
+fn linear_shapes_match_the_engine_ops() {
+    use hush_tee::linear_deal::LinearOp;
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let mut p = Prg::new(Block(31));
+    let conv = |c_in, h, w, c_out, kh, kw, stride, pads, weight| LinearOp::Conv { c_in, h, w, c_out, kh, kw, stride, pads, weight };
+    let shapes: Vec<(u32, u32, u32, u32, u32, u32, [u32; 2], [u32; 4])> =
+        vec![(1, 28, 28, 4, 5, 5, [1, 1], [0; 4]), (3, 9, 7, 2, 3, 3, [2, 1], [1, 0, 2, 1]), (2, 6, 6, 3, 3, 2, [1, 2], [1, 1, 1, 1]), (2, 5, 5, 2, 1, 1, [1, 1], [0; 4])];
+    for (ci, h, w, co, kh, kw, st, pd) in shapes {
+        let wl = (ci * co * kh * kw) as usize;
+        let ws = small_signed(&mut p, wl, 40);
+        let op = conv(ci, h, w, co, kh, kw, st, pd, ws.iter().map(|&v| ring.from_signed(v)).collect());
+        let xs = small_signed(&mut p, op.in_len(), 1 << 20);
+        let xu: Vec<u64> = xs.iter().map(|&v| ring.from_signed(v)).collect();
+        let mut want = vec![0u64; op.out_len()];
+        op.apply(37, &xu, &mut want);
+        let sh = crisp::LinShape::of(&op);
+        let got = sh.apply(&lift_mat(&l, &ws), &lift_mat(&l, &xs), l.mask()).unwrap();
+        assert_eq!(got.iter().map(|v| l.value(*v)).collect::<Vec<_>>(), want, "{op:?}");
+    }
+    for op in [LinearOp::Dense { n_in: 7, n_out: 5, weight: vec![0; 35] }, LinearOp::Scale { channels: 3, inner: 4, weight: vec![0; 3] }] {
+        let sh = crisp::LinShape::of(&op);
+        let (wl, il, _) = sh.lens().unwrap();
+        let ws = small_signed(&mut p, wl, 40);
+        let xs = small_signed(&mut p, il, 1 << 20);
+        let op = match op {
+            LinearOp::Dense { n_in, n_out, .. } => LinearOp::Dense { n_in, n_out, weight: ws.iter().map(|&v| ring.from_signed(v)).collect() },
+            LinearOp::Scale { channels, inner, .. } => LinearOp::Scale { channels, inner, weight: ws.iter().map(|&v| ring.from_signed(v)).collect() },
+            _ => unreachable!(),
+        };
+        let mut want = vec![0u64; op.out_len()];
+        op.apply(37, &xs.iter().map(|&v| ring.from_signed(v)).collect::<Vec<_>>(), &mut want);
+        let got = sh.apply(&lift_mat(&l, &ws), &lift_mat(&l, &xs), l.mask()).unwrap();
+        assert_eq!(got.iter().map(|v| l.value(*v)).collect::<Vec<_>>(), want, "{op:?}");
+    }
+    assert!(crisp::LinShape::Dense { n_in: 0, n_out: 3 }.lens().is_none());
+    assert!(crisp::LinShape::Conv { c_in: 1, h: 2, w: 2, c_out: 1, kh: 3, kw: 3, stride: [1, 1], pads: [0; 4] }.lens().is_none());
+    assert!(crisp::LinShape::Dense { n_in: 1 << 13, n_out: 1 << 13 }.lens().is_none(), "over MAX_LIN_ELEMS");
+}
+
+/// input → private conv (stride 2, padding) + bias → checked release:
+/// the released value is W·x + b mod 2^ℓ (the engine's op as reference),
+/// so both the values and the MACs through the layer are right (a wrong
+/// MAC would abort the release).
+#[test]
+fn private_conv_layer_matches_plaintext_and_passes_the_check() {
+    use hush_tee::linear_deal::LinearOp;
+    for (ell, s) in [(37u32, 40u32), (64, 64), (16, 8)] {
+        let l = Lift::new(ell, s).unwrap();
+        let ring = Ring::new(ell).unwrap();
+        let mut p = Prg::new(Block(ell as u128));
+        let ws = small_signed(&mut p, 3 * 2 * 3 * 3, 5);
+        let op = LinearOp::Conv { c_in: 2, h: 7, w: 6, c_out: 3, kh: 3, kw: 3, stride: [2, 2], pads: [1, 1, 0, 1], weight: ws.iter().map(|&v| ring.from_signed(v)).collect() };
+        let sh = crisp::LinShape::of(&op);
+        let bias = small_signed(&mut p, op.out_len(), 50);
+        let xs = small_signed(&mut p, op.in_len(), 100);
+        let xu: Vec<u64> = xs.iter().map(|&v| ring.from_signed(v)).collect();
+        let mut want = vec![0u64; op.out_len()];
+        op.apply(ell, &xu, &mut want);
+        let want: Vec<u64> = want.iter().zip(&bias).map(|(y, b)| ring.add(*y, ring.from_signed(*b))).collect();
+        let (n_in, n_out) = (op.in_len(), op.out_len());
+        let (w, b) = (lift_mat(&l, &ws), lift_mat(&l, &bias));
+        let (rs, rc) = two_party(
+            move |ch, d| -> hush_2pc::Result<Option<Vec<u64>>> {
+                let mut sess = Session::start(d, 0, l)?;
+                let mut t = crisp::deal_linear(d, &sess, sh)?;
+                let inm = crisp::deal_masks(d, &sess, n_in)?;
+                let outm = crisp::deal_masks(d, &sess, n_out)?;
+                crisp::linear_prepare(ch, &sess, &mut t, Some(&w))?;
+                let x = crisp::input(ch, &mut sess, &inm, None)?;
+                let y = crisp::linear(ch, &mut sess, t, Some(&w), &x)?.add_public(&sess, &b)?;
+                crisp::reveal_to_client(ch, &mut sess, &outm, &y, &mut |_| {})
+            },
+            |ch, d| -> hush_2pc::Result<Option<Vec<u64>>> {
+                let mut sess = Session::start(d, 1, l)?;
+                let mut t = crisp::deal_linear(d, &sess, sh)?;
+                let inm = crisp::deal_masks(d, &sess, n_in)?;
+                let outm = crisp::deal_masks(d, &sess, n_out)?;
+                crisp::linear_prepare(ch, &sess, &mut t, None)?;
+                let x = crisp::input(ch, &mut sess, &inm, Some(&xu))?;
+                let y = crisp::linear(ch, &mut sess, t, None, &x)?;
+                crisp::reveal_to_client(ch, &mut sess, &outm, &y, &mut |_| {})
+            },
+        );
+        assert!(rs.unwrap().is_none());
+        assert_eq!(rc.unwrap().unwrap(), want, "ℓ {ell} s {s}");
+    }
+}
+
+/// The test pipeline with private W1, W2 (no local public maps) against
+/// the plaintext model.
+#[test]
+fn private_weight_pipeline_matches_plaintext() {
+    for (ell, s) in [(16u32, 40u32), (37, 40), (64, 64), (8, 4)] {
+        let l = Lift::new(ell, s).unwrap();
+        let ring = Ring::new(ell).unwrap();
+        for t in 0..2u64 {
+            let m = Model::new(t + 10);
+            let x = inputs(ring, 91 + t);
+            let want = m.plain(ring, &x);
+            let (rs, rc, lines) = run_with(l, m, x, Wire::None, Local::None, true);
+            assert!(rs.unwrap().is_none());
+            assert_eq!(rc.unwrap().unwrap(), want, "ℓ {ell} s {s}");
+            assert!(lines.is_empty());
+        }
+    }
+}
+
+/// Deviations inside the private layer: errors in F (value part) and in G
+/// (MAC part) of either layer, a bit flip, a replayed F‖G, a truncated
+/// F‖G — all end without output.
+#[test]
+fn private_layer_tampering_is_caught() {
+    let l = Lift::new(37, 40).unwrap();
+    let ring = Ring::new(37).unwrap();
+    let cases = [
+        Wire::Add { target: 1, elem: 0, e: 1 },
+        Wire::Add { target: 1, elem: 5, e: 1 << 36 },
+        Wire::Add { target: 3, elem: 2, e: 12345 },
+        Wire::Add { target: 1, elem: 8 + 3, e: 1 }, // G of W1: a MAC error only
+        Wire::Add { target: 3, elem: 6 + 1, e: 1 << 50 },
+        Wire::FlipBit { target: 3, bit: 7 },
+        Wire::Replay { target: 3, from: 1 }, // F‖G of W1 (16 values) where 12 are due: a wrong length
+    ];
+    for (i, wire) in cases.into_iter().enumerate() {
+        let (rs, rc, _) = run_with(l, Model::new(i as u64), inputs(ring, i as u64), wire, Local::None, true);
+        assert!(rs.is_err() && rc.is_err(), "case {i} {wire:?}: {rs:?} / {rc:?}");
+        assert!(!matches!(rc, Ok(Some(_))));
+    }
+    // the client's own output share of a private layer (added before the second ReLU)
+    for e in [1u128, 1 << 20] {
+        let (rs, rc, _) = run_with(l, Model::new(3), inputs(ring, 3), Wire::None, Local::ValueShare(e), true);
+        assert!(caught(&rs, &rc), "{rs:?} / {rc:?}");
+        let (rs, rc, _) = run_with(l, Model::new(3), inputs(ring, 3), Wire::None, Local::MacShare(e), true);
+        assert!(caught(&rs, &rc), "{rs:?} / {rc:?}");
+    }
+}
+
+/// The client's view of the weights: E = W − A is uniform whatever W is.
+/// With W constant (every weight 5), the low byte of E over 2^14 weights
+/// passes a χ² test (255 degrees of freedom, threshold at p ≈ 10^−6);
+/// without the dealt A (E = W) it would be a single value.
+#[test]
+fn masked_weights_are_uniform() {
+    let l = Lift::new(37, 40).unwrap();
+    let sh = crisp::LinShape::Dense { n_in: 128, n_out: 128 };
+    let w = vec![5u128; 128 * 128];
+    let (_, e) = two_party(
+        move |ch, d| {
+            let sess = Session::start(d, 0, l).unwrap();
+            let mut t = crisp::deal_linear(d, &sess, sh).unwrap();
+            crisp::linear_prepare(ch, &sess, &mut t, Some(&w)).unwrap();
+        },
+        |ch, d| {
+            let _sess = Session::start(d, 1, l).unwrap();
+            let _ = crisp::deal_linear(d, &_sess, sh).unwrap();
+            // read E off the wire as the client host would
+            let b = ch.recv().unwrap();
+            b.chunks_exact(10).map(|c| c[0]).collect::<Vec<u8>>()
+        },
+    );
+    assert_eq!(e.len(), 128 * 128);
+    let mut h = [0f64; 256];
+    e.iter().for_each(|&b| h[b as usize] += 1.0);
+    let exp = e.len() as f64 / 256.0;
+    let chi2: f64 = h.iter().map(|o| (o - exp) * (o - exp) / exp).sum();
+    assert!(chi2 < 385.0, "χ² = {chi2}");
+}
+
+/// Misuse of the private layer is an error, not a wrong result: an
+/// unprepared triple, weights of the wrong length, weights at the client,
+/// a second preparation.
+#[test]
+fn private_layer_misuse_is_refused() {
+    let l = Lift::new(37, 40).unwrap();
+    let sh = crisp::LinShape::Dense { n_in: 4, n_out: 2 };
+    let (rs, _) = two_party(
+        move |ch, d| {
+            let mut sess = Session::start(d, 0, l).unwrap();
+            let mut t = crisp::deal_linear(d, &sess, sh).unwrap();
+            let x = AuthShare { v: vec![0; 4], m: vec![0; 4] };
+            let w = vec![1u128; 8];
+            let t2 = crisp::deal_linear(d, &sess, sh).unwrap();
+            let unprepared = crisp::linear(ch, &mut sess, t2, Some(&w), &x).is_err();
+            let short = crisp::linear_prepare(ch, &sess, &mut t, Some(&w[..7])).is_err();
+            let wide = crisp::linear_prepare(ch, &sess, &mut t, Some(&vec![1u128 << 90; 8])).is_err();
+            crisp::linear_prepare(ch, &sess, &mut t, Some(&w)).unwrap();
+            let twice = crisp::linear_prepare(ch, &sess, &mut t, Some(&w)).is_err();
+            (unprepared, short, wide, twice)
+        },
+        |ch, d| {
+            let sess = Session::start(d, 1, l).unwrap();
+            let mut t = crisp::deal_linear(d, &sess, sh).unwrap();
+            let _ = crisp::deal_linear(d, &sess, sh).unwrap();
+            assert!(crisp::linear_prepare(ch, &sess, &mut t, Some(&[1u128; 8])).is_err(), "the client has no weights");
+            crisp::linear_prepare(ch, &sess, &mut t, None).unwrap();
+        },
+    );
+    assert_eq!(rs, (true, true, true, true));
 }

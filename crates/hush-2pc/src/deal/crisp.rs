@@ -95,6 +95,170 @@ pub enum CrispOp {
     ClientMask,
     /// Exact truncation by `f` bits with MACs ([`hush_fss::mac::MacTruncKey`]).
     Trunc { f: u32 },
+    /// One bilinear triple of a private-weight linear layer of shape
+    /// `LinShape` ([`crate::crisp::linear`]): the server gets A
+    /// (weight-shaped), C_0 and C′_0; the client B, B′ (input-shaped), C_1
+    /// and C′_1, with C_0 + C_1 = f(A, B) and C′_0 + C′_1 = f(A, B′) for
+    /// the layer's bilinear map f. Independent of μ and of the weights.
+    Lin(LinShape),
+}
+
+/// Largest vector (weights, input or output) of one CRISP linear triple.
+pub const MAX_LIN_ELEMS: usize = 1 << 24;
+
+/// The public shape of a linear layer y = f(W, x) (the architecture; no
+/// weights): the bilinear map of a CRISP linear triple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LinShape {
+    /// 2-D convolution, input c_in×h×w, weights c_out×c_in×kh×kw, zero
+    /// padding [top, left, bottom, right] (as `hush_tee::linear_deal::LinearOp::Conv`).
+    Conv { c_in: u32, h: u32, w: u32, c_out: u32, kh: u32, kw: u32, stride: [u32; 2], pads: [u32; 4] },
+    /// y = W·x, W n_out×n_in row-major.
+    Dense { n_in: u32, n_out: u32 },
+    /// Per-channel scaling y[c·inner + j] = w[c]·x[c·inner + j].
+    Scale { channels: u32, inner: u32 },
+}
+
+fn conv_dim(n: u32, k: u32, s: u32, p0: u32, p1: u32) -> Option<usize> {
+    let padded = (n as u64) + p0 as u64 + p1 as u64;
+    if s == 0 || k == 0 || n == 0 || padded < k as u64 {
+        return None;
+    }
+    Some(((padded - k as u64) / s as u64 + 1) as usize)
+}
+
+impl LinShape {
+    /// The shape of an engine linear operation (its weights are ignored).
+    pub fn of(op: &hush_tee::linear_deal::LinearOp) -> Self {
+        use hush_tee::linear_deal::LinearOp as L;
+        match op {
+            L::Conv { c_in, h, w, c_out, kh, kw, stride, pads, .. } => {
+                LinShape::Conv { c_in: *c_in, h: *h, w: *w, c_out: *c_out, kh: *kh, kw: *kw, stride: *stride, pads: *pads }
+            }
+            L::Dense { n_in, n_out, .. } => LinShape::Dense { n_in: *n_in, n_out: *n_out },
+            L::Scale { channels, inner, .. } => LinShape::Scale { channels: *channels, inner: *inner },
+        }
+    }
+    /// (weight, input, output) lengths; `None` if a dimension is zero,
+    /// the convolution does not fit, or a length exceeds [`MAX_LIN_ELEMS`].
+    pub fn lens(&self) -> Option<(usize, usize, usize)> {
+        let m = |a: usize, b: usize| a.checked_mul(b);
+        let (w, i, o) = match *self {
+            LinShape::Conv { c_in, h, w, c_out, kh, kw, stride, pads } => {
+                let oh = conv_dim(h, kh, stride[0], pads[0], pads[2])?;
+                let ow = conv_dim(w, kw, stride[1], pads[1], pads[3])?;
+                let wl = m(m(m(c_out as usize, c_in as usize)?, kh as usize)?, kw as usize)?;
+                (wl, m(m(c_in as usize, h as usize)?, w as usize)?, m(m(c_out as usize, oh)?, ow)?)
+            }
+            LinShape::Dense { n_in, n_out } => (m(n_in as usize, n_out as usize)?, n_in as usize, n_out as usize),
+            LinShape::Scale { channels, inner } => {
+                let n = m(channels as usize, inner as usize)?;
+                (channels as usize, n, n)
+            }
+        };
+        if [w, i, o].iter().all(|&v| v > 0 && v <= MAX_LIN_ELEMS) {
+            Some((w, i, o))
+        } else {
+            None
+        }
+    }
+    fn encode(&self, w: &mut Writer) {
+        match *self {
+            LinShape::Conv { c_in, h, w: wd, c_out, kh, kw, stride, pads } => {
+                w.u8(1);
+                for v in [c_in, h, wd, c_out, kh, kw, stride[0], stride[1], pads[0], pads[1], pads[2], pads[3]] {
+                    w.u32(v);
+                }
+            }
+            LinShape::Dense { n_in, n_out } => {
+                w.u8(2).u32(n_in).u32(n_out);
+            }
+            LinShape::Scale { channels, inner } => {
+                w.u8(3).u32(channels).u32(inner);
+            }
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let s = match r.u8()? {
+            1 => {
+                let mut v = [0u32; 12];
+                for x in v.iter_mut() {
+                    *x = r.u32()?;
+                }
+                LinShape::Conv { c_in: v[0], h: v[1], w: v[2], c_out: v[3], kh: v[4], kw: v[5], stride: [v[6], v[7]], pads: [v[8], v[9], v[10], v[11]] }
+            }
+            2 => LinShape::Dense { n_in: r.u32()?, n_out: r.u32()? },
+            3 => LinShape::Scale { channels: r.u32()?, inner: r.u32()? },
+            t => return Err(Error::Malformed(format!("CRISP linear shape tag {t}"))),
+        };
+        if s.lens().is_none() {
+            return Err(Error::Refused(format!("CRISP linear shape {s:?} out of range")));
+        }
+        Ok(s)
+    }
+
+    /// y = f(w, x) over Z_2^k (`mask` = 2^k − 1; inputs reduced). Lengths
+    /// must be [`LinShape::lens`] (checked: a caller error otherwise).
+    pub fn apply(&self, w: &[u128], x: &[u128], mask: u128) -> std::result::Result<Vec<u128>, String> {
+        let (wl, il, ol) = self.lens().ok_or_else(|| format!("linear shape {self:?} out of range"))?;
+        if w.len() != wl || x.len() != il {
+            return Err(format!("linear layer {self:?}: {} weights and {} inputs, expected {wl} and {il}", w.len(), x.len()));
+        }
+        let mut y = vec![0u128; ol];
+        match *self {
+            LinShape::Conv { c_in, h, w: wd, c_out, kh, kw, stride, pads } => {
+                let (ci, h, wd, kh, kw) = (c_in as usize, h as usize, wd as usize, kh as usize, kw as usize);
+                let (sy, sx, pt, pl) = (stride[0] as usize, stride[1] as usize, pads[0] as usize, pads[1] as usize);
+                let oh = conv_dim(h as u32, kh as u32, stride[0], pads[0], pads[2]).unwrap_or(0);
+                let ow = ol / (c_out as usize * oh.max(1));
+                for co in 0..c_out as usize {
+                    let out = &mut y[co * oh * ow..(co + 1) * oh * ow];
+                    for c in 0..ci {
+                        let inp = &x[c * h * wd..(c + 1) * h * wd];
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let wv = w[((co * ci + c) * kh + ky) * kw + kx];
+                                if wv == 0 {
+                                    continue;
+                                }
+                                for oy in 0..oh {
+                                    let iy = oy * sy + ky;
+                                    if iy < pt || iy - pt >= h {
+                                        continue;
+                                    }
+                                    let row = &inp[(iy - pt) * wd..(iy - pt + 1) * wd];
+                                    for ox in 0..ow {
+                                        let ix = ox * sx + kx;
+                                        if ix < pl || ix - pl >= wd {
+                                            continue;
+                                        }
+                                        let o = &mut out[oy * ow + ox];
+                                        *o = o.wrapping_add(wv.wrapping_mul(row[ix - pl]));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            LinShape::Dense { n_in, .. } => {
+                let n = n_in as usize;
+                for (o, yo) in y.iter_mut().enumerate() {
+                    *yo = w[o * n..(o + 1) * n].iter().zip(x).fold(0u128, |a, (p, q)| a.wrapping_add(p.wrapping_mul(*q)));
+                }
+            }
+            LinShape::Scale { inner, .. } => {
+                let inner = inner as usize;
+                for (c, wv) in w.iter().enumerate() {
+                    for j in c * inner..(c + 1) * inner {
+                        y[j] = wv.wrapping_mul(x[j]);
+                    }
+                }
+            }
+        }
+        y.iter_mut().for_each(|v| *v &= mask);
+        Ok(y)
+    }
 }
 
 impl CrispOp {
@@ -105,10 +269,14 @@ impl CrispOp {
             CrispOp::Relu => 1,
             CrispOp::ClientMask => 2,
             CrispOp::Trunc { f } => 3 + 4 * (f as u8 & 63),
+            CrispOp::Lin(_) => 4,
         }
     }
+    /// The operation from its byte; a linear triple's shape is read later
+    /// (a placeholder here).
     fn from_code(c: u8) -> Result<Self> {
         Ok(match c & 3 {
+            0 if c == 4 => CrispOp::Lin(LinShape::Dense { n_in: 0, n_out: 0 }),
             0 | 1 | 2 if c >> 2 != 0 => return Err(Error::Malformed(format!("CRISP dealing operation {c}"))),
             0 => CrispOp::MacKey,
             1 => CrispOp::Relu,
@@ -140,11 +308,18 @@ impl CrispParams {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u8(self.op.code()).u32(self.ell).u32(self.s).u64(self.batch).u64(self.epoch);
+        if let CrispOp::Lin(sh) = &self.op {
+            sh.encode(&mut w);
+        }
         w.0
     }
     pub fn decode(params: &[u8]) -> Result<Self> {
         let p = hush_deal::parse_params(params, "CRISP parameters", |r: &mut Reader<'_>| {
-            Ok(CrispParams { op: CrispOp::from_code(r.u8()?)?, ell: r.u32()?, s: r.u32()?, batch: r.u64()?, epoch: r.u64()? })
+            let mut p = CrispParams { op: CrispOp::from_code(r.u8()?)?, ell: r.u32()?, s: r.u32()?, batch: r.u64()?, epoch: r.u64()? };
+            if let CrispOp::Lin(_) = p.op {
+                p.op = CrispOp::Lin(LinShape::decode(r)?);
+            }
+            Ok(p)
         })?;
         if p.s == 0 || p.ell > 128 || p.s > 128 {
             return Err(Error::Refused(format!("CRISP lift ℓ = {}, s = {} out of range", p.ell, p.s)));
@@ -218,7 +393,20 @@ fn batch_key(session: Block, p: &CrispParams, n: u32) -> Block {
         | ((p.s as u128 & 0xff) << 96)
         | ((n as u128) << 64)
         | p.batch as u128;
-    Prf::new(epoch_key(session, p.epoch)).eval(Block(x))
+    let mut kb = Prf::new(epoch_key(session, p.epoch)).eval(Block(x));
+    if let CrispOp::Lin(sh) = &p.op {
+        // The shape selects the key too (CBC over its fixed-length,
+        // tag-prefixed encoding, a prefix-free PRF input): a request with
+        // another shape than the peer's gets independent values.
+        let mut w = Writer::default();
+        sh.encode(&mut w);
+        for c in w.0.chunks(16) {
+            let mut a = [0u8; 16];
+            a[..c.len()].copy_from_slice(c);
+            kb = Prf::new(kb).eval(Block(u128::from_le_bytes(a)));
+        }
+    }
+    kb
 }
 
 fn mac_key(session: Block, epoch: u64, k: u32) -> u128 {
@@ -299,6 +487,42 @@ impl CrispMac {
                     }
                 }
             }
+            CrispOp::Lin(sh) => {
+                if n != 1 {
+                    return Err(Error::Refused("a CRISP linear triple is dealt as one element".into()));
+                }
+                let (wl, il, ol) = sh.lens().ok_or_else(|| Error::Refused(format!("CRISP linear shape {sh:?} out of range")))?;
+                let m = mask128(k);
+                // One stream per vector: no share of one role is a shifted
+                // piece of the other role's.
+                let draw = |nonce: u64, n: usize| -> Vec<u128> {
+                    let mut prg = Prg::with_nonce(kb, nonce);
+                    (0..n).map(|_| prg.random_block().0 & m).collect()
+                };
+                let mut a = draw(4, wl);
+                let mut b = draw(5, il);
+                let mut b2 = draw(6, il);
+                let mut c1 = draw(7, ol);
+                let mut c1b = draw(8, ol);
+                let mut c = sh.apply(&a, &b, m).map_err(Error::Refused)?;
+                let mut c2 = sh.apply(&a, &b2, m).map_err(Error::Refused)?;
+                c.iter_mut().zip(&c1).for_each(|(x, y)| *x = x.wrapping_sub(*y) & m);
+                c2.iter_mut().zip(&c1b).for_each(|(x, y)| *x = x.wrapping_sub(*y) & m);
+                if want[0] {
+                    put_values(&mut out[0], &a, k);
+                    put_values(&mut out[0], &c, k);
+                    put_values(&mut out[0], &c2, k);
+                }
+                if want[1] {
+                    put_values(&mut out[1], &b, k);
+                    put_values(&mut out[1], &b2, k);
+                    put_values(&mut out[1], &c1, k);
+                    put_values(&mut out[1], &c1b, k);
+                }
+                for v in [&mut a, &mut b, &mut b2, &mut c1, &mut c1b, &mut c, &mut c2] {
+                    v.zeroize();
+                }
+            }
             CrispOp::ClientMask => {
                 let mut prg = Prg::with_nonce(kb, 3);
                 let mut a = Vec::with_capacity(n);
@@ -339,7 +563,7 @@ impl Description for CrispMac {
         if p.batch != batch {
             return Err(Error::Refused(format!("CRISP parameters name batch {} in a request for batch {batch}", p.batch)));
         }
-        if p.op == CrispOp::MacKey && n != 1 {
+        if matches!(p.op, CrispOp::MacKey | CrispOp::Lin(_)) && n != 1 {
             return Err(Error::Refused("the CRISP MAC key is dealt as one element".into()));
         }
         if p.op == CrispOp::MacKey && p.epoch != batch {
