@@ -510,7 +510,7 @@ struct Provider {
     dealer: Option<(hush_tee::dealer::SessionId, Option<Fingerprint>)>,
 }
 
-fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
+pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
     opts.link.to_service(addr, pin, "--dealer-pin").map_err(|e| Error::Config(e.to_string()))
 }
 
