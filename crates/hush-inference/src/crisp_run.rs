@@ -51,6 +51,10 @@ pub struct CrispCost {
     pub online_rounds: u32,
     /// Elements whose MAC relation the final check covered.
     pub checked_openings: usize,
+    /// This party's dealer link: payload bytes (both directions) and
+    /// requests (all offline).
+    pub dealer_bytes: u64,
+    pub dealer_requests: u64,
 }
 
 fn tpc(e: hush_2pc::Error) -> Error {
@@ -264,6 +268,7 @@ pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[
 /// One party end to end, with its costs: [`offline`] then [`online`].
 pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
     let c0 = ch.cost();
+    let m0 = dealer.stats();
     let t0 = Instant::now();
     let mut off = offline(model, plan, party, ch, dealer, s)?;
     let offline_s = t0.elapsed().as_secs_f64();
@@ -272,6 +277,7 @@ pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer
     let y = online(plan, ch, &mut off, x, log)?;
     let online_s = t1.elapsed().as_secs_f64();
     let c2 = ch.cost();
+    let dm = dealer.stats() - m0;
     let (d0, d1) = (c1 - c0, c2 - c1);
     Ok((
         y,
@@ -282,6 +288,8 @@ pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer
             online_bytes: d1.bytes_sent + d1.bytes_recv,
             online_rounds: c2.rounds.saturating_sub(c1.rounds),
             checked_openings: off.sess.pending(),
+            dealer_bytes: dm.bytes_to_module + dm.bytes_from_module,
+            dealer_requests: dm.crossings,
         },
     ))
 }

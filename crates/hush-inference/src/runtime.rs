@@ -148,19 +148,20 @@ impl Mode {
 
 /// Why `--mode malicious-client` (CRISP, issue 14) is refused: what exists
 /// and what the engine still lacks. Never faked as a working mode.
-pub const MALICIOUS_CLIENT_MISSING: &str = "--mode malicious-client: not yet implemented. What exists is the protocol layer \
-(hush_2pc::crisp: authenticated shares over Z_2^(l+40), CRISP's MAC-carrying ReLU/MaxPool FSS gates, authenticated client input, \
-the final consistency check with the server's abort; correlations from a dealer or trusted module). Missing before inference can \
-run against a malicious client: CRISP's CKKS linear layers with complex-slot MACs (InitLin/Lin, with client ciphertext checks), \
-an authenticated truncation gate, and the engine, runtime and serve/infer wiring (dealer or tee underneath; interactive \
-preprocessing will be refused). Use --mode dealer or tee meanwhile: they are secure against semi-honest clients only.";
+pub const MALICIOUS_CLIENT_MISSING: &str = "--mode malicious-client: not yet implemented for serve/infer/run/demo/Python. What exists: \
+the CRISP protocol layer (hush_2pc::crisp: authenticated shares over Z_2^(l+40), MAC-carrying ReLU/MaxPool/truncation FSS gates, \
+private-weight linear layers from dealer-dealt bilinear triples, authenticated input, the final consistency check with the server's abort) \
+and a model runner in dealer mode, reachable as `hush bench infer --mode malicious-client --model minionn-mnist` (both parties and a \
+dealer in one process). Missing: the runtime/serve/infer session wiring over a network and Python; CRISP's CKKS linear layers \
+(InitLin/Lin, which would need no dealer); tee underneath is refused (the simulated module would give the client host the MAC key), \
+interactive preprocessing does not exist. Use --mode dealer or tee meanwhile: they are secure against semi-honest clients only.";
 
 #[cfg(test)]
 mod malicious_client_mode {
     #[test]
     fn refused_with_what_is_missing() {
         let e = super::Mode::from_flags("malicious-client", None, None).unwrap_err().to_string();
-        assert!(e.contains("not yet implemented") && e.contains("CKKS") && e.contains("truncation"), "{e}");
+        assert!(e.contains("not yet implemented") && e.contains("CKKS") && e.contains("bench infer") && e.contains("serve/infer"), "{e}");
     }
 }
 
