@@ -989,7 +989,13 @@ fn linear_shapes_match_the_engine_ops() {
     }
     assert!(crisp::LinShape::Dense { n_in: 0, n_out: 3 }.lens().is_none());
     assert!(crisp::LinShape::Conv { c_in: 1, h: 2, w: 2, c_out: 1, kh: 3, kw: 3, stride: [1, 1], pads: [0; 4] }.lens().is_none());
-    assert!(crisp::LinShape::Dense { n_in: 1 << 13, n_out: 1 << 13 }.lens().is_none(), "over MAX_LIN_ELEMS");
+    assert!(crisp::LinShape::Dense { n_in: 1 << 12, n_out: 1 << 11 }.lens().is_none(), "over MAX_LIN_ELEMS");
+    let big = crisp::LinShape::Conv { c_in: 512, h: 64, w: 64, c_out: 256, kh: 3, kw: 3, stride: [1, 1], pads: [1; 4] };
+    assert!(big.lens().is_none(), "over MAX_LIN_MACS (a request that would make the dealer work for hours)");
+    // a request with such a shape is refused by the dealing kind before any allocation
+    let p = hush_2pc::deal::crisp::CrispParams { op: crisp::CrispOp::Lin(big), ell: 37, s: 40, batch: 2, epoch: 1 };
+    use hush_deal::Description;
+    assert!(hush_2pc::deal::crisp::CRISP_MAC.label(2, 1, &p.encode()).is_err());
 }
 
 /// input → private conv (stride 2, padding) + bias → checked release:

@@ -22,6 +22,15 @@
 //!   server σ_0. Used to authenticate the client's input (the client sends
 //!   δ = x − a) and to release the output only after the check (the client
 //!   sends y_1 + a; see [`crate::crisp`]).
+//! * [`CrispOp::Lin`] (n = 1, the layer's public [`LinShape`] in the
+//!   parameters): one bilinear triple of a private-weight linear layer —
+//!   the server gets A (weight-shaped), C_0, C′_0; the client B, B′
+//!   (input-shaped), C_1, C′_1; C_0 + C_1 = f(A, B), C′_0 + C′_1 =
+//!   f(A, B′) (see [`crate::crisp::linear`]). The dealer never sees W.
+//!   The shape selects the batch key and each vector has its own PRG
+//!   stream, so a host asking another shape gets independent values;
+//!   sizes and work are capped ([`MAX_LIN_ELEMS`], [`MAX_LIN_MACS`])
+//!   before anything is allocated.
 //!
 //! **One μ per CRISP session (epoch), with a session-wide label.** Every
 //! batch of one inference must use the same μ (the MAC relation is carried
@@ -103,8 +112,13 @@ pub enum CrispOp {
     Lin(LinShape),
 }
 
-/// Largest vector (weights, input or output) of one CRISP linear triple.
-pub const MAX_LIN_ELEMS: usize = 1 << 24;
+/// Largest vector (weights, input or output) of one CRISP linear triple
+/// (the dealer holds five such vectors of 16-byte words per request).
+pub const MAX_LIN_ELEMS: usize = 1 << 22;
+/// Most multiply-accumulates of one application of a triple's bilinear
+/// map (the dealer computes two): bounds the work a request can ask of
+/// the dealer (ResNet-50's largest layer is ~2^28).
+pub const MAX_LIN_MACS: u64 = 1 << 30;
 
 /// The public shape of a linear layer y = f(W, x) (the architecture; no
 /// weights): the bilinear map of a CRISP linear triple.
@@ -140,7 +154,8 @@ impl LinShape {
         }
     }
     /// (weight, input, output) lengths; `None` if a dimension is zero,
-    /// the convolution does not fit, or a length exceeds [`MAX_LIN_ELEMS`].
+    /// the convolution does not fit, a length exceeds [`MAX_LIN_ELEMS`] or
+    /// the work [`MAX_LIN_MACS`] (checked before the dealer allocates).
     pub fn lens(&self) -> Option<(usize, usize, usize)> {
         let m = |a: usize, b: usize| a.checked_mul(b);
         let (w, i, o) = match *self {
@@ -156,7 +171,12 @@ impl LinShape {
                 (channels as usize, n, n)
             }
         };
-        if [w, i, o].iter().all(|&v| v > 0 && v <= MAX_LIN_ELEMS) {
+        let macs = match *self {
+            LinShape::Conv { c_in, kh, kw, .. } => (o as u64).checked_mul(c_in as u64 * kh as u64 * kw as u64)?,
+            LinShape::Dense { .. } => w as u64,
+            LinShape::Scale { .. } => i as u64,
+        };
+        if [w, i, o].iter().all(|&v| v > 0 && v <= MAX_LIN_ELEMS) && macs <= MAX_LIN_MACS {
             Some((w, i, o))
         } else {
             None
@@ -651,5 +671,43 @@ mod tests {
         let out1 = k1.eval(0, r);
         assert_eq!(out0.y.wrapping_add(out1.y) & mask128(k), 0);
         assert_eq!(out0.mx.wrapping_add(out1.mx) & mask128(k), 0);
+    }
+
+    #[test]
+    fn linear_triples_are_consistent_and_bound_to_their_shape() {
+        let key = Block(0x11);
+        let k = 77;
+        let m = mask128(k);
+        let sh = LinShape::Conv { c_in: 2, h: 5, w: 4, c_out: 3, kh: 3, kw: 2, stride: [1, 2], pads: [1, 0, 1, 1] };
+        let (wl, il, ol) = sh.lens().unwrap();
+        let p = CrispParams { op: CrispOp::Lin(sh), ell: 37, s: 40, batch: 4, epoch: 1 };
+        assert_eq!(CrispParams::decode(&p.encode()).unwrap(), p, "shape round-trips");
+        assert!(CRISP_MAC.label(4, 2, &p.encode()).is_err(), "one triple per request");
+        let (s0, s1) = CRISP_MAC.deal_pair(key, 1, &p.encode()).unwrap();
+        assert_eq!(s1, CRISP_MAC.deal(key, 1, 1, &p.encode()).unwrap());
+        let mut r0 = &s0[..];
+        let a = take_values(&mut r0, wl, k).unwrap();
+        let c0 = take_values(&mut r0, ol, k).unwrap();
+        let c0b = take_values(&mut r0, ol, k).unwrap();
+        assert!(r0.is_empty());
+        let mut r1 = &s1[..];
+        let b = take_values(&mut r1, il, k).unwrap();
+        let b2 = take_values(&mut r1, il, k).unwrap();
+        let c1 = take_values(&mut r1, ol, k).unwrap();
+        let c1b = take_values(&mut r1, ol, k).unwrap();
+        assert!(r1.is_empty());
+        let ab = sh.apply(&a, &b, m).unwrap();
+        let ab2 = sh.apply(&a, &b2, m).unwrap();
+        for j in 0..ol {
+            assert_eq!(c0[j].wrapping_add(c1[j]) & m, ab[j]);
+            assert_eq!(c0b[j].wrapping_add(c1b[j]) & m, ab2[j]);
+        }
+        // A client host asking the same batch with another shape gets values
+        // unrelated to the server's A (no shifted piece of its stream)
+        let other = LinShape::Dense { n_in: wl as u32, n_out: 1 };
+        let q = CrispParams { op: CrispOp::Lin(other), ..p };
+        let t1 = CRISP_MAC.deal(key, 1, 1, &q.encode()).unwrap();
+        let bx = take_values(&mut &t1[..], wl, k).unwrap();
+        assert!(a.iter().all(|v| !bx.contains(v)), "a client share under another shape leaks the server's A");
     }
 }
