@@ -28,8 +28,9 @@
 //! check and the release.
 //!
 //! Supported steps: Conv/Dense/Scale (+ bias, truncation), ReLU, MaxPool,
-//! Reshape, AddConst, Add. AvgPool and Concat are refused with an error
-//! naming them (not yet wired; nothing is faked).
+//! AvgPool (window sums times public constants, local on values and MACs,
+//! then truncation), Reshape, AddConst, Add. Concat is refused with an
+//! error naming it (not yet wired; nothing is faked).
 
 use crate::model::{Model, Op};
 use crate::plan::{Plan, StepKind};
@@ -133,6 +134,8 @@ enum Dealt {
     None,
     Linear { t: Option<LinBatch>, trunc: TruncBatch, w: Vec<u128>, bias: Vec<u128> },
     Relu(ReluBatch),
+    /// The truncation after the window sums times public constants.
+    AvgPool(TruncBatch),
     MaxPool(Vec<ReluBatch>, Vec<Vec<usize>>),
 }
 
@@ -162,9 +165,9 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
     if server && !plan.has_weights {
         return Err(Error::Config("the server needs the model weights".into()));
     }
-    if let Some(st) = plan.steps.iter().find(|st| matches!(st.kind, StepKind::AvgPool { .. } | StepKind::Concat { .. })) {
+    if let Some(st) = plan.steps.iter().find(|st| matches!(st.kind, StepKind::Concat { .. })) {
         return Err(Error::Config(format!(
-            "--mode malicious-client: node '{}' ({}) is not supported yet (supported: conv, dense, scale, relu, maxpool, reshape, add, add-const)",
+            "--mode malicious-client: node '{}' ({}) is not supported yet (supported: conv, dense, scale, relu, maxpool, avgpool, reshape, add, add-const)",
             st.name,
             st.kind_name()
         )));
@@ -202,7 +205,8 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
                 Dealt::MaxPool(b, win)
             }
             StepKind::Reshape | StepKind::Add | StepKind::AddConst { .. } => Dealt::None,
-            StepKind::AvgPool { .. } | StepKind::Concat { .. } => return Err(Error::Config(format!("node '{}': unsupported", st.name))),
+            StepKind::AvgPool { .. } => Dealt::AvgPool(crisp::deal_trunc(dealer, &sess, st.out_len, cfg.frac).map_err(tpc)?),
+            StepKind::Concat { .. } => return Err(Error::Config(format!("node '{}': unsupported", st.name))),
         };
         steps.push(d);
     }
@@ -242,6 +246,24 @@ pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[
                 crisp::trunc(ch, sess, trunc, &y).map_err(tpc)?
             }
             (StepKind::Relu, Dealt::Relu(b)) => crisp::relu(ch, sess, b, a).map_err(tpc)?,
+            (StepKind::AvgPool { offs, idx, consts }, Dealt::AvgPool(trunc)) => {
+                // window sums times public constants: local on values and MACs
+                let (mut v, mut mm) = (Vec::with_capacity(consts.len()), Vec::with_capacity(consts.len()));
+                for (w, c) in offs.windows(2).zip(consts) {
+                    let c = lift.lift(*c);
+                    let win = idx.get(w[0] as usize..w[1] as usize).ok_or_else(|| Error::Protocol("pool window".into()))?;
+                    let (sv, sm) = win.iter().try_fold((0u128, 0u128), |(sv, sm), &i| {
+                        let i = i as usize;
+                        match (a.v.get(i), a.m.get(i)) {
+                            (Some(x), Some(y)) => Ok((lift.add(sv, *x), lift.add(sm, *y))),
+                            _ => Err(Error::Protocol("pool index".into())),
+                        }
+                    })?;
+                    v.push(lift.mul(sv, c));
+                    mm.push(lift.mul(sm, c));
+                }
+                crisp::trunc(ch, sess, trunc, &AuthShare { v, m: mm }).map_err(tpc)?
+            }
             (StepKind::MaxPool { .. }, Dealt::MaxPool(b, win)) => crisp::maxpool(ch, sess, b, a, win).map_err(tpc)?,
             (StepKind::Reshape, _) => a.clone(),
             (StepKind::AddConst { c }, _) => {

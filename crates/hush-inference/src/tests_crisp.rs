@@ -141,12 +141,38 @@ fn tee_underneath_and_unsupported_layers_are_refused() {
     let e = crisp_run::run_local(model, &input(784, 1), &Options::default(), 40).err().unwrap().to_string();
     assert!(e.contains("dealer only"), "{e}");
     use crate::model::{Builder, Model};
-    let (mut b, x) = Builder::new("avg", &[1, 4, 4]);
-    let y = b.avgpool(x, [2, 2], [2, 2], [0; 4], true);
+    let (mut b, x) = Builder::new("cat", &[1, 4, 4]);
+    let r = b.relu(x);
+    let y = b.concat(&[x, r], 0);
     let model = Model::from_bytes(&b.finish(y)).unwrap();
     let plan = Plan::new(&model, Default::default()).unwrap();
     let (mut a, _b) = MemChannel::pair();
     let mut d = Dealer::new(Box::new(hush_tee::InProcessModule::new(hush_tee::Module::new())));
     let e = crisp_run::offline(&model, &plan, 0, &mut a, &mut d, 40).err().unwrap().to_string();
     assert!(e.contains("not supported"), "{e}");
+}
+
+/// AvgPool (public constants, then the MAC-carrying truncation) and
+/// AddConst/Add through a small model: bit-exact against the reference.
+#[test]
+fn avgpool_add_and_constants_match_reference() {
+    use crate::model::{Builder, Model};
+    let mut p = Prg::new(Block(8));
+    let mut r = |n: usize, s: f32| (0..n).map(|_| ((p.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32 * s).collect::<Vec<f32>>();
+    let (mut b, x) = Builder::new("avg", &[2, 6, 6]);
+    let c = b.conv(x, 3, [3, 3], [1, 1], [1; 4], &r(54, 0.4), &r(3, 0.1));
+    let c = b.relu(c);
+    let a = b.avgpool(c, [2, 2], [2, 2], [0; 4], true);
+    let k = b.add_const(a, &r(27, 0.5));
+    let s = b.add(k, a);
+    let f = b.flatten(s);
+    let y = b.dense(f, 4, &r(108, 0.3), &r(4, 0.1));
+    let model = Arc::new(Model::from_bytes(&b.finish(y)).unwrap());
+    let h = start_dealer();
+    let o = Options { mode: Mode::Dealer { addr: h.addr.to_string(), pin: None }, ..Default::default() };
+    let x = input(72, 11);
+    let run = crisp_run::run_local(model.clone(), &x, &o, 40).unwrap();
+    let plan = Plan::new(&model, o.cfg).unwrap();
+    assert_eq!(run.raw, reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap());
+    h.shutdown();
 }
