@@ -131,9 +131,13 @@
 //!   integer-exact decoding mod 2^k, flooding, client ciphertext checks.
 //!   The dealer-mode [`linear`] stands in for them (its docs: protocol,
 //!   views, soundness).
-//! * Engine wiring: `--mode malicious-client` over dealer (tee only with
-//!   real hardware), one [`Session`] per inference, truncation after each
-//!   weighted layer ([`trunc`]), the release through [`reveal_to_client`].
+//! * Engine wiring: a model runner exists in dealer mode
+//!   (`hush_inference::crisp_run`, one [`Session`] per inference,
+//!   [`trunc`] after each weighted layer, the release through
+//!   [`reveal_to_client`]; reachable as `hush bench infer --mode
+//!   malicious-client`); the served mode (runtime sessions over a network,
+//!   serve/infer/run, Python) is not built. Tee underneath only with real
+//!   hardware.
 //!
 //! Untrusted bytes: every message is length-checked before allocation
 //! (the transport caps frames; the expected length is computed from public

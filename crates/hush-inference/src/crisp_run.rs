@@ -130,6 +130,7 @@ fn get(vals: &[Option<AuthShare>], i: usize) -> Result<&AuthShare> {
 }
 
 /// What one step consumes from the offline phase.
+#[allow(clippy::large_enum_variant)] // one per plan step
 enum Dealt {
     None,
     Linear { t: Option<LinBatch>, trunc: TruncBatch, w: Vec<u128>, bias: Vec<u128> },
@@ -288,6 +289,7 @@ pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[
 }
 
 /// One party end to end, with its costs: [`offline`] then [`online`].
+#[allow(clippy::too_many_arguments)]
 pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
     let c0 = ch.cost();
     let m0 = dealer.stats();
