@@ -129,7 +129,7 @@ pub enum LinShape {
     Conv { c_in: u32, h: u32, w: u32, c_out: u32, kh: u32, kw: u32, stride: [u32; 2], pads: [u32; 4] },
     /// y = W·x, W n_out×n_in row-major.
     Dense { n_in: u32, n_out: u32 },
-    /// Per-channel scaling y[c·inner + j] = w[c]·x[c·inner + j].
+    /// Per-channel scaling y\[c·inner + j\] = w\[c\]·x\[c·inner + j\].
     Scale { channels: u32, inner: u32 },
 }
 
