@@ -239,6 +239,10 @@ fn fss_keys(data: &[u8]) {
     let _ = hush_fss::gates::DreluKey::from_bytes(data);
     let _ = hush_fss::gates::ReluKey::from_bytes(data);
     let _ = hush_fss::gates::LtKey::from_bytes(data);
+    // CRISP's wide DCF and MAC-carrying gate keys (dealt bytes are untrusted)
+    let _ = hush_fss::wide::WideDcfKey::from_bytes(data);
+    let _ = hush_fss::mac::MacReluKey::from_bytes(data);
+    let _ = <hush_fss::mac::MacTruncKey as hush_fss::mac::MacGate>::from_bytes(data);
 }
 
 /// One party of a COT source (setup plus 300 COTs).

@@ -1,7 +1,8 @@
 //! # hush-2pc — two-party shares and secure comparison
 //!
 //! The share layer and the nonlinear layer of hush's two-party engine
-//! (semi-honest security throughout).
+//! (semi-honest security throughout, except [`crisp`], which is secure
+//! against a malicious client).
 //!
 //! * [`share`] — arithmetic shares over Z_2^ℓ (ℓ ≤ 64), bit-packed XOR
 //!   shares, local linear operations, opening, signed fixed point.
@@ -18,6 +19,10 @@
 //!   SilentFlow COTs, and its DReLU/ReLU/truncation (§3.2-3.4 style).
 //! * [`fss`] — FSS gates (Boyle et al., Eurocrypt 2021) with module-dealt
 //!   keys (needs the `hush-fss` crate; see its docs).
+//! * [`crisp`] — CRISP (malicious clients): authenticated shares over the
+//!   lifted ring Z_2^(ℓ+s), the MAC-carrying ReLU and MaxPool gates, the
+//!   final consistency check with the server's abort path (protocol layer
+//!   only; see its docs for what is still missing).
 //! * [`nonlinear`] — one interface over the families: DReLU, ReLU, MaxPool,
 //!   faithful truncation.
 //! * [`deal`] — the dealing kinds this layer consumes, described once
@@ -42,6 +47,7 @@
 
 pub mod beaver;
 pub mod cf2;
+pub mod crisp;
 pub mod deal;
 pub mod fss;
 pub mod module_process;
@@ -72,6 +78,13 @@ pub enum Error {
     Invalid(String),
     #[error("{0}")]
     Bench(String),
+    /// The server's CRISP consistency check failed (the client deviated);
+    /// the server released nothing but an abort.
+    #[error("consistency check failed: {0}")]
+    MacCheckFailed(String),
+    /// The client's side of a CRISP run the server aborted.
+    #[error("aborted by the server: {0}")]
+    Aborted(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -26,6 +26,10 @@
 //!   keys byte for byte (tested). Callers that serialize and drop keys
 //!   should batch in modest chunks (e.g. 64 gates) to keep the key memory
 //!   hot.
+//! * [`wide`] — DCFs whose output group is (Z_2^m)^L with m ≤ 128, L ≤ 4
+//!   (the lifted ring of the malicious-client gates); [`mac`] — CRISP's
+//!   MAC-carrying ReLU gate on it (shares of ReLU(x), μ·ReLU(x) and μ·x from
+//!   one opening of x + r).
 //! * [`bench`](mod@bench) — throughput measurement the CLI can call.
 //!
 //! ## Exactness
@@ -59,6 +63,8 @@ pub mod dcf;
 pub mod deal;
 pub mod gates;
 pub mod ggm;
+pub mod mac;
+pub mod wide;
 
 pub use batch::DcfKeyBatch;
 pub use dcf::{

@@ -39,7 +39,9 @@ pub struct CommonArgs {
     /// third host, trusted not to collude with either party), interactive
     /// (cryptography only: Cheetah HE linear layers, cf2 on Ferret COTs) or
     /// silent (HE linear layers, cf2 on SilentFlow COTs from the modules).
-    /// Both parties must use the same mode.
+    /// Both parties must use the same mode. (malicious-client — CRISP — runs
+    /// only in `hush bench infer`, dealer underneath; elsewhere it is
+    /// refused with what is still missing.)
     #[arg(long, default_value = "tee")]
     pub mode: String,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
@@ -683,6 +685,9 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
     if a.model == "bert-base" {
         return crate::bert::bench_bert_main(&a);
     }
+    if a.common.mode == "malicious-client" {
+        return bench_malicious_client(a);
+    }
     if a.table {
         return bench_infer_table(a, probe);
     }
@@ -761,6 +766,55 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// `hush bench infer --mode malicious-client`: CRISP (issue 14) in dealer
+/// mode ([`crate::crisp_run`]), both parties in this process over an
+/// in-memory link with the `--net` emulation, the dealer service started
+/// here unless `--dealer` names one. Reports online and offline time and
+/// bytes, and checks the logits against the plaintext fixed-point
+/// reference (bit-exact expected). Refuses what it does not run.
+fn bench_malicious_client(a: BenchInferArgs) -> Result<()> {
+    if a.table || a.tls_overhead || a.model == "bert-base" {
+        return Err(Error::Config("--mode malicious-client: --table, --tls-overhead and bert-base are not supported (one model, one run per repetition)".into()));
+    }
+    if a.common.proto != "auto" {
+        return Err(Error::Config("--mode malicious-client runs CRISP's MAC-carrying FSS gates; --proto does not apply".into()));
+    }
+    if a.max_mem.is_some() || a.client_profile != "none" {
+        return Err(Error::Config("--mode malicious-client: --max-mem and --client-profile are not wired yet".into()));
+    }
+    // dealer underneath: a local dealer unless --dealer is given
+    let mut common = a.common.clone();
+    common.mode = "dealer".into();
+    let mut o = options(&common, Some(&a.fixed), None)?;
+    let _dealer = runtime::local_dealer(&mut o)?;
+    let model = Arc::new(crate::zoo::load(&a.model)?);
+    let plan = Plan::new(&model, o.cfg)?;
+    let s = hush_2pc::crisp::DEFAULT_S;
+    let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
+    for _ in 0..a.repeat.max(1) {
+        let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
+        let run = crate::crisp_run::run_local(model.clone(), &x, &o, s)?;
+        let want = reference::run(&plan, &plan.encode_input(&x)?)?;
+        let diff = plan.decode(&want).iter().zip(&run.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        let v = json!({
+            "bench": "infer", "model": model.name, "mode": "malicious-client", "underneath": "dealer",
+            "protocol": "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers from dealt bilinear triples, final MAC check",
+            "net": a.common.net, "transport": "mem (network emulated)", "tls": false,
+            "bits": o.cfg.bits, "frac": o.cfg.frac, "s": s,
+            "online_s": run.client.online_s, "online_s_server": run.server.online_s,
+            "online_bytes": run.client.online_bytes, "rounds": run.client.online_rounds,
+            "offline_s": run.client.offline_s, "offline_bytes": run.client.offline_bytes,
+            "dealer_bytes_server": run.server.dealer_bytes, "dealer_bytes_client": run.client.dealer_bytes, "dealer_requests": run.client.dealer_requests,
+            "offline_note": "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link only",
+            "checked_openings": run.server.checked_openings, "check": "passed",
+            "max_abs_diff_vs_reference": diff,
+            "cpu": std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "unknown".into()),
+        });
+        print_report(a.json, &v);
     }
     Ok(())
 }

@@ -45,6 +45,7 @@
 
 pub mod bert;
 pub mod budget;
+pub mod crisp_run;
 pub mod cli;
 pub mod encoder;
 pub mod engine;
@@ -68,6 +69,8 @@ mod tests;
 mod tests_he;
 #[cfg(test)]
 mod tests_mem;
+#[cfg(test)]
+mod tests_crisp;
 
 pub use fixed::FixedConfig;
 pub use model::Model;

@@ -140,8 +140,28 @@ impl Mode {
                 }
                 Ok(if mode == "silent" { Mode::Silent } else { Mode::Interactive })
             }
+            "malicious-client" => Err(Error::Config(MALICIOUS_CLIENT_MISSING.into())),
             m => Err(Error::Config(format!("--mode {m}: choose tee, dealer, interactive or silent"))),
         }
+    }
+}
+
+/// Why `--mode malicious-client` (CRISP, issue 14) is refused: what exists
+/// and what the engine still lacks. Never faked as a working mode.
+pub const MALICIOUS_CLIENT_MISSING: &str = "--mode malicious-client: not yet implemented for serve/infer/run/demo/Python. What exists: \
+the CRISP protocol layer (hush_2pc::crisp: authenticated shares over Z_2^(l+40), MAC-carrying ReLU/MaxPool/truncation FSS gates, \
+private-weight linear layers from dealer-dealt bilinear triples, authenticated input, the final consistency check with the server's abort) \
+and a model runner in dealer mode, reachable as `hush bench infer --mode malicious-client --model minionn-mnist` (both parties and a \
+dealer in one process). Missing: the runtime/serve/infer session wiring over a network and Python; CRISP's CKKS linear layers \
+(InitLin/Lin, which would need no dealer); tee underneath is refused (the simulated module would give the client host the MAC key), \
+interactive preprocessing does not exist. Use --mode dealer or tee meanwhile: they are secure against semi-honest clients only.";
+
+#[cfg(test)]
+mod malicious_client_mode {
+    #[test]
+    fn refused_with_what_is_missing() {
+        let e = super::Mode::from_flags("malicious-client", None, None).unwrap_err().to_string();
+        assert!(e.contains("not yet implemented") && e.contains("CKKS") && e.contains("bench infer") && e.contains("serve/infer"), "{e}");
     }
 }
 
@@ -491,7 +511,7 @@ struct Provider {
     dealer: Option<(hush_tee::dealer::SessionId, Option<Fingerprint>)>,
 }
 
-fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
+pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
     opts.link.to_service(addr, pin, "--dealer-pin").map_err(|e| Error::Config(e.to_string()))
 }
 

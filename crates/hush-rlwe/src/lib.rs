@@ -17,6 +17,11 @@
 //!   two-party linear-layer protocol over a [`hush_transport::Channel`],
 //!   with noise flooding for circuit privacy; its doc comment states each
 //!   party's view.
+//! * [`ckks`] — CKKS encoding with complex slots (canonical embedding by
+//!   one FFT), secret-key encryption, ct × pt and ct + pt, and CRISP's
+//!   value + i·MAC slot packing; the building block of CRISP's linear
+//!   layers (its docs state the parameters, the measured error and what is
+//!   still missing for exact MAC checks).
 //! * [`wire`] — bit-packed residues with range checks.
 //!
 //! The crate sits at the protocol layer and depends only on transport and
@@ -24,6 +29,7 @@
 //! [`ring`] and [`params`].
 
 pub mod cheetah;
+pub mod ckks;
 pub mod he;
 pub mod params;
 pub mod ring;

@@ -1,0 +1,366 @@
+//! Model-level inference against a **malicious client** (CRISP, issue 14)
+//! in dealer mode: a [`Plan`] run on authenticated shares
+//! ([`hush_2pc::crisp`]) — private-weight linear layers
+//! ([`hush_2pc::crisp::linear`], dealer-dealt bilinear triples; the dealer
+//! never sees W), the server adds the bias, an exact MAC-carrying
+//! truncation after each weighted layer, MAC-carrying ReLU and MaxPool
+//! gates — ending in the consistency check, after which (only) the server
+//! releases the logits to the client.
+//!
+//! **What this module computes** is bit for bit the plaintext fixed-point
+//! reference ([`crate::reference`]): every gate is exact (ReLU, floor
+//! truncation, max), like the semi-honest `fss` family's. The tests check
+//! both (`tests_crisp.rs`).
+//!
+//! **Trust.** Correlations come from a [`hush_2pc::tee::Dealer`]: the
+//! dealer service (`dealer` underneath; trusted not to collude with either
+//! party; it never receives the weights here, unlike the semi-honest
+//! module-dealt layers). A trusted module (`tee`) is **not** offered:
+//! hush's module is simulated, and a client host that reads its module
+//! learns μ — the malicious-client guarantee would rest on nothing.
+//! Interactive preprocessing (without a third party) does not exist for
+//! this mode in hush and is refused.
+//!
+//! **Phases.** *Offline* (input-independent): the MAC key request (a
+//! fresh μ per inference), every dealt correlation of the plan in plan
+//! order, and the masked weights E = W − A of each linear layer (server →
+//! client). *Online*: the client's authenticated input, the layers, the
+//! check and the release.
+//!
+//! Supported steps: Conv/Dense/Scale (+ bias, truncation), ReLU, MaxPool,
+//! AvgPool (window sums times public constants, local on values and MACs,
+//! then truncation), Reshape, AddConst, Add. Concat is refused with an
+//! error naming it (not yet wired; nothing is faked).
+
+use crate::model::{Model, Op};
+use crate::plan::{Plan, StepKind};
+use crate::{Error, Result};
+use hush_2pc::crisp::{self, AuthShare, LinBatch, LinShape, Lift, ReluBatch, Session, TruncBatch};
+use hush_2pc::tee::Dealer;
+use hush_transport::Channel;
+use std::time::Instant;
+use zeroize::Zeroize;
+
+/// One party's costs of a malicious-client inference.
+#[derive(Clone, Debug, Default)]
+pub struct CrispCost {
+    pub offline_s: f64,
+    pub online_s: f64,
+    /// Party-to-party payload bytes (both directions) of each phase.
+    pub offline_bytes: u64,
+    pub online_bytes: u64,
+    pub online_rounds: u32,
+    /// Elements whose MAC relation the final check covered.
+    pub checked_openings: usize,
+    /// This party's dealer link: payload bytes (both directions) and
+    /// requests (all offline).
+    pub dealer_bytes: u64,
+    pub dealer_requests: u64,
+}
+
+fn tpc(e: hush_2pc::Error) -> Error {
+    match e {
+        hush_2pc::Error::MacCheckFailed(m) => Error::Protocol(format!("malicious-client check failed: {m}")),
+        hush_2pc::Error::Aborted(m) => Error::Peer(format!("the server aborted: {m}")),
+        e => Error::Nonlinear(e.to_string()),
+    }
+}
+
+/// The public shape of every step's weighted linear map (from the
+/// architecture, which both parties have), `None` for other steps.
+pub fn linear_shapes(model: &Model, plan: &Plan) -> Result<Vec<Option<LinShape>>> {
+    if model.nodes.len() != plan.steps.len() {
+        return Err(Error::Config("plan and model disagree".into()));
+    }
+    let u = |v: usize| u32::try_from(v).map_err(|_| Error::Model("dimension out of range".into()));
+    model
+        .nodes
+        .iter()
+        .zip(&plan.steps)
+        .map(|(n, st)| {
+            let in_shape = model.shape(n.inputs[0]);
+            let in_len: usize = in_shape.iter().product();
+            let sh = match &n.op {
+                Op::Conv { weight, stride, pads, .. } => {
+                    let s = &weight.shape;
+                    if s.len() != 4 || in_shape.len() != 3 {
+                        return Err(Error::Model(format!("node '{}': convolution shape", n.name)));
+                    }
+                    Some(LinShape::Conv {
+                        c_in: u(s[1])?,
+                        h: u(in_shape[1])?,
+                        w: u(in_shape[2])?,
+                        c_out: u(s[0])?,
+                        kh: u(s[2])?,
+                        kw: u(s[3])?,
+                        stride: [u(stride[0])?, u(stride[1])?],
+                        pads: [u(pads[0])?, u(pads[1])?, u(pads[2])?, u(pads[3])?],
+                    })
+                }
+                Op::Dense { .. } => Some(LinShape::Dense { n_in: u(in_len)?, n_out: u(st.out_len)? }),
+                Op::Scale { .. } => {
+                    let c = *in_shape.first().ok_or_else(|| Error::Model(format!("node '{}': scale shape", n.name)))?;
+                    Some(LinShape::Scale { channels: u(c)?, inner: u(in_len / c.max(1))? })
+                }
+                _ => None,
+            };
+            if let (Some(sh), StepKind::Linear { op: Some(op), .. }) = (&sh, &st.kind) {
+                if LinShape::of(op) != *sh {
+                    return Err(Error::Model(format!("node '{}': weights and architecture disagree", n.name)));
+                }
+            }
+            if let Some(sh) = &sh {
+                let (_, i, o) = sh.lens().ok_or_else(|| Error::Model(format!("node '{}': layer too large for this mode", n.name)))?;
+                if i != in_len || o != st.out_len {
+                    return Err(Error::Model(format!("node '{}': layer shape", n.name)));
+                }
+            }
+            Ok(sh)
+        })
+        .collect()
+}
+
+/// MaxPool windows as index lists.
+fn windows(offs: &[u32], idx: &[u32]) -> Vec<Vec<usize>> {
+    offs.windows(2).map(|w| idx[w[0] as usize..w[1] as usize].iter().map(|&i| i as usize).collect()).collect()
+}
+
+fn get(vals: &[Option<AuthShare>], i: usize) -> Result<&AuthShare> {
+    vals.get(i).and_then(|v| v.as_ref()).ok_or_else(|| Error::Protocol(format!("value {i} freed too early")))
+}
+
+/// What one step consumes from the offline phase.
+#[allow(clippy::large_enum_variant)] // one per plan step
+enum Dealt {
+    None,
+    Linear { t: Option<LinBatch>, trunc: TruncBatch, w: Vec<u128>, bias: Vec<u128> },
+    Relu(ReluBatch),
+    /// The truncation after the window sums times public constants.
+    AvgPool(TruncBatch),
+    MaxPool(Vec<ReluBatch>, Vec<Vec<usize>>),
+}
+
+impl Drop for Dealt {
+    fn drop(&mut self) {
+        if let Dealt::Linear { w, bias, .. } = self {
+            w.zeroize();
+            bias.zeroize();
+        }
+    }
+}
+
+/// Everything a party holds after the offline phase.
+pub struct Offline {
+    sess: Session,
+    input_masks: crisp::MaskBatch,
+    output_masks: crisp::MaskBatch,
+    steps: Vec<Dealt>,
+}
+
+/// Offline phase of one party (server = party 0 with a weighted plan,
+/// client = party 1): deals every correlation of `plan` from `dealer` in
+/// plan order and exchanges the masked weights. `s` is the statistical
+/// security parameter of the lift.
+pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32) -> Result<Offline> {
+    let server = party == 0;
+    if server && !plan.has_weights {
+        return Err(Error::Config("the server needs the model weights".into()));
+    }
+    if let Some(st) = plan.steps.iter().find(|st| matches!(st.kind, StepKind::Concat { .. })) {
+        return Err(Error::Config(format!(
+            "--mode malicious-client: node '{}' ({}) is not supported yet (supported: conv, dense, scale, relu, maxpool, avgpool, reshape, add, add-const)",
+            st.name,
+            st.kind_name()
+        )));
+    }
+    let cfg = plan.cfg;
+    let lift = Lift::new(cfg.bits, s).map_err(tpc)?;
+    let shapes = linear_shapes(model, plan)?;
+    let sess = Session::start(dealer, party, lift).map_err(tpc)?;
+    let input_masks = crisp::deal_masks(dealer, &sess, plan.input_len).map_err(tpc)?;
+    let mut steps = Vec::with_capacity(plan.steps.len());
+    for (st, sh) in plan.steps.iter().zip(&shapes) {
+        let d = match &st.kind {
+            StepKind::Linear { op, bias, out_len, .. } => {
+                let sh = sh.ok_or_else(|| Error::Model(format!("node '{}': no linear shape", st.name)))?;
+                let t = crisp::deal_linear(dealer, &sess, sh).map_err(tpc)?;
+                let trunc = crisp::deal_trunc(dealer, &sess, *out_len, cfg.frac).map_err(tpc)?;
+                let (w, bias) = match (server, op) {
+                    (true, Some(op)) => {
+                        let w: Vec<u128> = match op {
+                            hush_tee::linear_deal::LinearOp::Conv { weight, .. }
+                            | hush_tee::linear_deal::LinearOp::Dense { weight, .. }
+                            | hush_tee::linear_deal::LinearOp::Scale { weight, .. } => weight.iter().map(|&v| lift.lift(v)).collect(),
+                        };
+                        (w, bias.iter().map(|&v| lift.lift(v)).collect())
+                    }
+                    (true, None) => return Err(Error::Config("server plan without weights".into())),
+                    (false, _) => (Vec::new(), vec![0u128; *out_len]),
+                };
+                Dealt::Linear { t: Some(t), trunc, w, bias }
+            }
+            StepKind::Relu => Dealt::Relu(crisp::deal_relu(dealer, &sess, st.out_len).map_err(tpc)?),
+            StepKind::MaxPool { offs, idx } => {
+                let win = windows(offs, idx);
+                let b = crisp::maxpool_levels(&win).into_iter().map(|n| crisp::deal_relu(dealer, &sess, n)).collect::<hush_2pc::Result<Vec<_>>>().map_err(tpc)?;
+                Dealt::MaxPool(b, win)
+            }
+            StepKind::Reshape | StepKind::Add | StepKind::AddConst { .. } => Dealt::None,
+            StepKind::AvgPool { .. } => Dealt::AvgPool(crisp::deal_trunc(dealer, &sess, st.out_len, cfg.frac).map_err(tpc)?),
+            StepKind::Concat { .. } => return Err(Error::Config(format!("node '{}': unsupported", st.name))),
+        };
+        steps.push(d);
+    }
+    let output_masks = crisp::deal_masks(dealer, &sess, plan.steps.get(plan.output.wrapping_sub(1)).map(|s| s.out_len).unwrap_or(plan.input_len)).map_err(tpc)?;
+    // the masked weights E = W − A, server → client, layer by layer
+    for d in steps.iter_mut() {
+        if let Dealt::Linear { t: Some(t), w, .. } = d {
+            crisp::linear_prepare(ch, &sess, t, server.then_some(&w[..])).map_err(tpc)?;
+        }
+    }
+    Ok(Offline { sess, input_masks, output_masks, steps })
+}
+
+/// Online phase: the client passes `Some(x)` (its encoded input), the
+/// server `None`. Client: `Ok(Some(logits))` after a passed check, an
+/// error if the server aborted; server: `Ok(None)` after releasing, or an
+/// error after a failed check (which it reports through `log`).
+pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<Option<Vec<u64>>> {
+    let sess = &mut off.sess;
+    if let Some(x) = x {
+        if x.len() != plan.input_len {
+            return Err(Error::Input(format!("input of {} elements, the model expects {}", x.len(), plan.input_len)));
+        }
+    }
+    let xa = crisp::input(ch, sess, &off.input_masks, x).map_err(tpc)?;
+    let mut vals: Vec<Option<AuthShare>> = Vec::with_capacity(plan.steps.len() + 1);
+    vals.push(Some(xa));
+    let lift = sess.lift;
+    for (si, (st, d)) in plan.steps.iter().zip(off.steps.iter_mut()).enumerate() {
+        let a = get(&vals, st.inputs[0])?;
+        let y = match (&st.kind, d) {
+            (StepKind::Linear { .. }, Dealt::Linear { t, trunc, w, bias }) => {
+                let t = t.take().ok_or_else(|| Error::Protocol("linear triple used twice".into()))?;
+                let server = sess.party == 0;
+                let y = crisp::linear(ch, sess, t, server.then_some(&w[..]), a).map_err(tpc)?;
+                let y = y.add_public(sess, bias).map_err(tpc)?;
+                crisp::trunc(ch, sess, trunc, &y).map_err(tpc)?
+            }
+            (StepKind::Relu, Dealt::Relu(b)) => crisp::relu(ch, sess, b, a).map_err(tpc)?,
+            (StepKind::AvgPool { offs, idx, consts }, Dealt::AvgPool(trunc)) => {
+                // window sums times public constants: local on values and MACs
+                let (mut v, mut mm) = (Vec::with_capacity(consts.len()), Vec::with_capacity(consts.len()));
+                for (w, c) in offs.windows(2).zip(consts) {
+                    let c = lift.lift(*c);
+                    let win = idx.get(w[0] as usize..w[1] as usize).ok_or_else(|| Error::Protocol("pool window".into()))?;
+                    let (sv, sm) = win.iter().try_fold((0u128, 0u128), |(sv, sm), &i| {
+                        let i = i as usize;
+                        match (a.v.get(i), a.m.get(i)) {
+                            (Some(x), Some(y)) => Ok((lift.add(sv, *x), lift.add(sm, *y))),
+                            _ => Err(Error::Protocol("pool index".into())),
+                        }
+                    })?;
+                    v.push(lift.mul(sv, c));
+                    mm.push(lift.mul(sm, c));
+                }
+                crisp::trunc(ch, sess, trunc, &AuthShare { v, m: mm }).map_err(tpc)?
+            }
+            (StepKind::MaxPool { .. }, Dealt::MaxPool(b, win)) => crisp::maxpool(ch, sess, b, a, win).map_err(tpc)?,
+            (StepKind::Reshape, _) => a.clone(),
+            (StepKind::AddConst { c }, _) => {
+                let c: Vec<u128> = if sess.party == 0 { c.iter().map(|&v| lift.lift(v)).collect() } else { vec![0; a.len()] };
+                a.add_public(sess, &c).map_err(tpc)?
+            }
+            (StepKind::Add, _) => a.add(&lift, get(&vals, st.inputs[1])?).map_err(tpc)?,
+            _ => return Err(Error::Protocol(format!("node '{}': offline and online phases disagree", st.name))),
+        };
+        if y.len() != st.out_len {
+            return Err(Error::Protocol(format!("layer '{}' produced {} elements, expected {}", st.name, y.len(), st.out_len)));
+        }
+        vals.push(Some(y));
+        for (v, slot) in vals.iter_mut().enumerate().take(si + 1) {
+            if plan.last_use[v] == si {
+                slot.take(); // zeroized on drop
+            }
+        }
+    }
+    let out = vals.get_mut(plan.output).and_then(|v| v.take()).ok_or_else(|| Error::Protocol("output freed".into()))?;
+    crisp::reveal_to_client(ch, sess, &off.output_masks, &out, log).map_err(tpc)
+}
+
+/// One party end to end, with its costs: [`offline`] then [`online`].
+#[allow(clippy::too_many_arguments)]
+pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
+    let c0 = ch.cost();
+    let m0 = dealer.stats();
+    let t0 = Instant::now();
+    let mut off = offline(model, plan, party, ch, dealer, s)?;
+    let offline_s = t0.elapsed().as_secs_f64();
+    let c1 = ch.cost();
+    let t1 = Instant::now();
+    let y = online(plan, ch, &mut off, x, log)?;
+    let online_s = t1.elapsed().as_secs_f64();
+    let c2 = ch.cost();
+    let dm = dealer.stats() - m0;
+    let (d0, d1) = (c1 - c0, c2 - c1);
+    Ok((
+        y,
+        CrispCost {
+            offline_s,
+            online_s,
+            offline_bytes: d0.bytes_sent + d0.bytes_recv,
+            online_bytes: d1.bytes_sent + d1.bytes_recv,
+            online_rounds: c2.rounds.saturating_sub(c1.rounds),
+            checked_openings: off.sess.pending(),
+            dealer_bytes: dm.bytes_to_module + dm.bytes_from_module,
+            dealer_requests: dm.crossings,
+        },
+    ))
+}
+
+/// A local malicious-client run (both parties in this process).
+pub struct LocalRun {
+    /// The client's decoded logits.
+    pub logits: Vec<f64>,
+    /// The client's logits as ring elements.
+    pub raw: Vec<u64>,
+    pub server: CrispCost,
+    pub client: CrispCost,
+}
+
+/// Runs one malicious-client inference of `x` with both parties in this
+/// process over an in-memory link with `opts.profile`'s network emulation,
+/// the correlations from the dealer service of `opts.mode` (which must be
+/// `dealer`; see [`crate::runtime::local_dealer`] to start one here).
+pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime::Options, s: u32) -> Result<LocalRun> {
+    use crate::runtime::Mode;
+    use hush_tee::{DealerModule, ModuleRole};
+    let (addr, pin) = match &opts.mode {
+        Mode::Dealer { addr, pin } if !addr.is_empty() => (addr.clone(), *pin),
+        m => return Err(Error::Config(format!("--mode malicious-client runs over a dealer only (got {}); a simulated trusted module would give the client host μ", m.name()))),
+    };
+    let plan = std::sync::Arc::new(Plan::new(&model, opts.cfg)?);
+    let client_model = std::sync::Arc::new(Model::from_architecture(&model.header_json)?);
+    let client_plan = Plan::new(&client_model, opts.cfg)?;
+    let xq = client_plan.encode_input(x)?;
+    let sec = crate::runtime::dealer_link(opts, &addr, pin)?;
+    let sid = hush_tee::dealer::new_session_id();
+    let smod = DealerModule::connect_timed(&addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender)?.with_kinds(hush_2pc::deal::kinds());
+    let cmod = DealerModule::connect_timed(&addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Receiver)?.with_kinds(hush_2pc::deal::kinds());
+    let copts = hush_transport::ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
+    let (mut a, mut b) = hush_transport::MemChannel::pair_with(copts);
+    let (m2, p2) = (model.clone(), plan.clone());
+    let srv = std::thread::spawn(move || -> Result<CrispCost> {
+        let mut d = Dealer::new(Box::new(smod));
+        let (_, c) = party(&m2, &p2, 0, &mut a, &mut d, s, None, &mut |l| eprintln!("hush (server): {l}"))?;
+        Ok(c)
+    });
+    let mut d = Dealer::new(Box::new(cmod));
+    let cli = party(&client_model, &client_plan, 1, &mut b, &mut d, s, Some(&xq), &mut |_| {});
+    drop(b);
+    let server = srv.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
+    let (y, client) = cli?;
+    let server = server?;
+    let raw = y.ok_or_else(|| Error::Protocol("the client received no output".into()))?;
+    Ok(LocalRun { logits: client_plan.decode(&raw), raw, server, client })
+}
