@@ -394,8 +394,9 @@ struct Shared {
     running: AtomicUsize,
     /// Connection threads alive (jobs, lanes, requests, links in set-up);
     /// when the last one ends the node is idle and the allocator's free
-    /// memory goes back to the system.
+    /// memory goes back to the system (`idle` wakes the housekeeper).
     conns: AtomicUsize,
+    idle: (Mutex<bool>, Condvar),
 }
 
 /// Most connections in their set-up (hello, greeting, TLS handshake) at
@@ -481,19 +482,35 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
         handled_cv: Condvar::new(),
         running: AtomicUsize::new(0),
         conns: AtomicUsize::new(0),
+        idle: (Mutex::new(false), Condvar::new()),
     });
     let pending = hush_transport::admission::PendingGate::new(MAX_PENDING);
     {
         let sh = Arc::downgrade(&shared);
-        let _ = std::thread::Builder::new().name("hush3-sweep".into()).spawn(move || loop {
-            std::thread::sleep(hub_ttl / 2);
-            match sh.upgrade() {
-                Some(sh) => {
-                    if sh.hub.sweep() > 0 && sh.conns.load(Ordering::SeqCst) == 0 {
-                        hush_transport::admission::return_free_memory();
+        // housekeeping: drops parked links nobody claimed, and gives free
+        // memory back once the node is idle (woken by the last connection
+        // thread to end, or by the sweep when it dropped links)
+        let _ = std::thread::Builder::new().name("hush3-housekeeping".into()).spawn(move || loop {
+            let Some(s) = sh.upgrade() else { return };
+            let woken = {
+                let g = s.idle.0.lock().unwrap_or_else(|e| e.into_inner());
+                let (mut g, _) = s.idle.1.wait_timeout_while(g, hub_ttl / 2, |w| !*w).unwrap_or_else(|e| e.into_inner());
+                std::mem::replace(&mut *g, false)
+            };
+            if woken {
+                // let the last thread finish exiting (its arena is then free)
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let swept = s.hub.sweep() > 0;
+            if (woken || swept) && s.conns.load(Ordering::SeqCst) == 0 {
+                let before = hush_transport::admission::resident_bytes();
+                hush_transport::admission::return_free_memory();
+                if s.cfg.verbose {
+                    let after = hush_transport::admission::resident_bytes();
+                    if let (Some(b), Some(a)) = (before, after) {
+                        eprintln!("hush node {}: idle; gave free memory back: resident {:.1} -> {:.1} MiB", s.cfg.party, b as f64 / 1048576.0, a as f64 / 1048576.0);
                     }
                 }
-                None => return,
             }
         });
     }
@@ -570,15 +587,15 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
 }
 
 /// Held by every connection thread: when the last one ends (its buffers,
-/// TLS state and job memory already freed), the node is idle and gives the
-/// allocator's free memory back ([`return_free_memory`]).
-///
-/// [`return_free_memory`]: hush_transport::admission::return_free_memory
+/// TLS state and job memory already freed), the node is idle and the
+/// housekeeping thread gives the allocator's free memory back
+/// (`malloc_trim`, after the thread has exited and flushed its cache).
 struct IdleTrim<'a>(&'a Shared);
 impl Drop for IdleTrim<'_> {
     fn drop(&mut self) {
         if self.0.conns.fetch_sub(1, Ordering::SeqCst) == 1 {
-            hush_transport::admission::return_free_memory();
+            *self.0.idle.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.0.idle.1.notify_all();
         }
     }
 }
@@ -1771,14 +1788,18 @@ pub fn job_control(nodes: &[String; 3], job_id: u64, cancel: bool, opts: &Channe
 /// and unmapped every round, and the page faults cost more kernel time than
 /// the protocol itself. Keep such buffers on the heap instead.
 ///
-/// And one malloc arena for the whole node: glibc gives threads their own
-/// arenas (up to 8 per core), and `malloc_trim` cannot shrink the top of a
-/// per-thread arena's heap, which with this trim threshold keeps its peak
-/// size; under many concurrent jobs the idle node's resident size then grew
-/// with every arena that reached a new peak (+6–22 % from 100 to 1,000
-/// jobs). In the one (main) arena, `malloc_trim(0)` when the node goes idle
-/// gives everything free back. The node's allocations are few and large
-/// (frames, wire buffers), so sharing one arena's lock costs little.
+/// And one malloc arena for the whole node. glibc gives threads their own
+/// arenas (up to 8 per core); `malloc_trim(0)` releases the free chunks
+/// inside every arena and shrinks the main arena's top, but not a
+/// per-thread arena's top, which only shrinks when a large chunk is freed
+/// while that top exceeds the trim threshold — never, at this threshold. So
+/// under many concurrent jobs the idle node's resident size grew with every
+/// arena that reached a new peak (+6–22 % from 100 to 1,000 jobs under 64
+/// concurrent submitters, 16–20 MB of the idle node's ≈ 25 MB in per-thread
+/// arenas). With the one (main) arena, the `malloc_trim(0)` when the node
+/// goes idle gives everything free back. The node's allocations are few and
+/// mostly large (frames, wire buffers; small ones go through the per-thread
+/// caches), so the shared arena lock is rarely contended.
 fn keep_heap_warm() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -1788,6 +1809,7 @@ fn keep_heap_warm() {
         const M_TRIM_THRESHOLD: i32 = -1;
         const M_MMAP_THRESHOLD: i32 = -3;
         const M_ARENA_MAX: i32 = -8;
+
         // SAFETY: mallopt only adjusts allocator tuning parameters; it is
         // called before the node allocates its buffers.
         unsafe {
@@ -1797,6 +1819,8 @@ fn keep_heap_warm() {
         }
     }
 }
+
+
 
 #[cfg(test)]
 mod tests {
