@@ -36,7 +36,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loadlib import LoadRun, add_common_args, free_port, latency_summary, rss_kib  # noqa: E402
+from loadlib import LoadRun, add_common_args, cpu_seconds, free_port, latency_summary  # noqa: E402
 
 AES_KEY = "000102030405060708090a0b0c0d0e0f"
 AES_PT = "00112233445566778899aabbccddeeff"
@@ -138,6 +138,7 @@ class Load3(LoadRun):
         self.start_nodes()
         wall = self.run_clients()
         alive = all(n.poll() is None for n in self.nodes)
+        work = [cpu_seconds(n.pid) for n in self.nodes]
         self.stop = True
         for n in self.nodes:
             n.terminate()
@@ -162,6 +163,7 @@ class Load3(LoadRun):
             "errors": self.errors,
             "nodes_alive": alive,
             "rss_kib": mem,
+            "node_cpu_s": work,
             "rss_series": series,
             "node_log_lines": [len(lg) for lg in logs],
             "node_log_sample": [lg[:4] for lg in logs],

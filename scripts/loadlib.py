@@ -59,6 +59,17 @@ def rss_parts(pid):
     return out
 
 
+def cpu_seconds(pid):
+    """CPU seconds (user + system, all threads, exited ones included) of a
+    process so far: how much work it did, whatever it waited for a core."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
+
+
 def rss_by_mapping(pid):
     """Resident KiB by kind of mapping (/proc/PID/smaps): `brk` (the main
     malloc arena), `arenas` (anonymous mappings inside glibc's 64 MiB
