@@ -498,7 +498,7 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                 std::mem::replace(&mut *g, false)
             };
             if woken {
-                // let the last thread finish exiting (its arena is then free)
+                // let the last thread finish exiting (its malloc cache is then flushed)
                 std::thread::sleep(Duration::from_millis(50));
             }
             let swept = s.hub.sweep() > 0;
