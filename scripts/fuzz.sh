@@ -4,6 +4,8 @@
 # arguments to list them.
 #   scripts/fuzz.sh TARGET SECONDS       # fuzz; prints executions, coverage, crashes, hangs
 #   scripts/fuzz.sh all SECONDS          # every target in turn
+#   HUSH_FUZZ_EXECS=1000000 scripts/fuzz.sh TARGET 1800
+#                                        # stop at 10^6 executions or 30 min, whichever first
 # Needs (once): `cargo install cargo-afl` (builds AFL++ from source; a C
 # compiler and make, both on a stock Debian with build-essential). Findings
 # land in fuzz/out/TARGET/default/{crashes,hangs}: copy a crash to
@@ -23,12 +25,16 @@ seeds="$root/fuzz/out/seeds"
 rm -rf "$seeds"; "$bin" seeds "$seeds"
 for t in $targets; do [ -d "tests/corpus/$t" ] && cp tests/corpus/$t/* "$seeds/$t/" 2>/dev/null || true; done
 run_one() {
-  local t=$1 secs=$2 out="$root/fuzz/out/$t"
+  local t=$1 secs=$2
+  # (a separate local: the words of one `local` are expanded before any is
+  # assigned, so `out=.../$t` there took the loop variable of a previous call)
+  local out="$root/fuzz/out/$t"
   mkdir -p "$out"
   # resume an earlier session's queue when there is one
   local input="$seeds/$t"; [ -d "$out/default/queue" ] && input=-
+  local execs=(); [ -n "${HUSH_FUZZ_EXECS:-}" ] && execs=(-E "$HUSH_FUZZ_EXECS")
   AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 AFL_QUIET=1 \
-    HUSH_FUZZ_TARGET=$t timeout $((secs + 60)) cargo afl fuzz -i "$input" -o "$out" -V "$secs" -t 10000 "$bin" >"$root/fuzz/out/$t.log" 2>&1 || true
+    HUSH_FUZZ_TARGET=$t timeout $((secs + 60)) cargo afl fuzz -i "$input" -o "$out" -V "$secs" "${execs[@]}" -t 10000 "$bin" >"$root/fuzz/out/$t.log" 2>&1 || true
   local st="$out/default/fuzzer_stats"
   if [ -f "$st" ]; then
     printf '%-24s execs %-10s edges %-6s map %-8s crashes %-3s hangs %s\n' "$t" \

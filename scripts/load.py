@@ -25,17 +25,17 @@ answer, or the server died.
 import argparse
 import json
 import os
-import random
 import re
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loadlib import ROOT, LoadRun, add_common_args, free_port, latency_summary, rss_kib  # noqa: E402
+from loadlib import pct, rss_parts  # noqa: E402,F401  (re-exported: older callers import them from here)
 
 
 def read_npy_f64(path):
@@ -58,72 +58,17 @@ def read_npy_f64(path):
     return list(struct.unpack(f"<{len(data) // 8}d", data))
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+class Load(LoadRun):
+    peer_name = "server"
 
-
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def rss_parts(pid):
-    """VmRSS split into anonymous memory (heap, stacks) and file-backed
-    pages (the binary's code and data as touched), in KiB."""
-    out = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                k = line.split(":")[0]
-                if k in ("VmRSS", "RssAnon", "RssFile", "Threads"):
-                    out[k] = int(line.split()[1])
-    except OSError:
-        return None
-    return out
-
-
-def pct(v, q):
-    if not v:
-        return None
-    v = sorted(v)
-    return v[min(len(v) - 1, int(round(q / 100.0 * (len(v) - 1))))]
-
-
-class Load:
     def __init__(self, a):
-        self.a = a
-        self.lock = threading.Lock()
-        self.rng = random.Random(a.seed)
-        self.latencies = []
-        self.kinds = {"honest": 0, "garbage": 0, "disconnect": 0, "silent": 0}
-        self.errors = {}
-        self.honest_ok = 0
-        self.honest_bad = []
-        self.sessions = 0
-        self.rss = []  # (t, sessions, kib)
-        # like-for-like memory: at each checkpoint the workers pause, the
-        # sessions in flight drain, and the idle server's RSS is sampled
-        self.checkpoints = sorted(set(c for c in a.idle_at if c < a.sessions)) if not a.soak else []
-        self.idle_rss = {}
-        self.in_flight = 0
-        self.cv = threading.Condition(self.lock)
-        self.stop = False
-        self.tmp = tempfile.mkdtemp(prefix="hush-load-")
+        super().__init__(a, a.sessions)
 
-    def err(self, kind, msg):
-        with self.lock:
-            key = f"{kind}: {msg}"
-            self.errors[key] = self.errors.get(key, 0) + 1
+    def processes(self):
+        return [self.srv.pid]
+
+    def port_for(self, rng):
+        return self.port
 
     def start_server(self):
         a = self.a
@@ -163,8 +108,8 @@ class Load:
         subprocess.run(cmd, check=True, capture_output=True, timeout=300)
         self.ref = read_npy_f64(out)
 
-    def honest(self, i):
-        out = os.path.join(self.tmp, f"y{i}.npy")
+    def honest(self, rng, n):
+        out = os.path.join(self.tmp, f"y{n}.npy")
         cmd = [self.a.hush, "infer", "--connect", self.addr, "--input", self.a.input, "--out", out, "--proto", "fss"]
         cmd += ["--insecure"] if self.a.insecure else ["--pin", self.fp]
         t0 = time.time()
@@ -172,124 +117,24 @@ class Load:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=self.a.client_timeout)
         except subprocess.TimeoutExpired:
             self.err("honest", "timeout")
-            with self.lock:
-                self.honest_bad.append("timeout")
+            self.honest_failed("timeout")
             return
         dt = time.time() - t0
         if p.returncode != 0:
-            last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
-            self.err("honest", re.sub(r"[0-9]+", "N", last)[:120])
-            with self.lock:
-                self.honest_bad.append(last)
+            self.honest_process_failed(p.stderr)
             return
         y = read_npy_f64(out)
         os.unlink(out)
-        with self.lock:
-            if y == self.ref:
-                self.honest_ok += 1
-                self.latencies.append(dt)
-            else:
-                self.honest_bad.append("wrong logits")
-                self.errors["honest: WRONG LOGITS"] = self.errors.get("honest: WRONG LOGITS", 0) + 1
-
-    def raw(self, kind, rng):
-        try:
-            s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        except OSError as e:
-            self.err(kind, f"connect failed: {e.__class__.__name__}")
-            return
-        try:
-            if kind == "garbage":
-                s.sendall(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4096))))
-                s.settimeout(self.a.close_wait)
-                try:
-                    while s.recv(65536):
-                        pass
-                    # closed by the server: the expected outcome, not an error
-                except socket.timeout:
-                    self.err(kind, f"server kept the connection open > {self.a.close_wait}s")
-                except OSError:
-                    pass
-            elif kind == "disconnect":
-                if rng.random() < 0.5:
-                    s.sendall(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))))
-                time.sleep(rng.random() * 0.3)
-            else:  # silent
-                s.settimeout(self.a.silent_secs)
-                try:
-                    s.recv(1)
-                except (socket.timeout, OSError):
-                    pass
-        except OSError:
-            pass
-        finally:
-            s.close()
-
-    def idle_sample(self, k):
-        """Called with the lock held once `k` sessions have ended and none
-        is in flight: waits for the server to finish its side, samples RSS."""
-        time.sleep(self.a.settle)
-        self.idle_rss[k] = rss_parts(self.srv.pid)
-        self.checkpoints.pop(0)
-        self.cv.notify_all()
-
-    def worker(self, wid, deadline):
-        rng = random.Random(self.a.seed * 1000 + wid)
-        while not self.stop:
-            with self.lock:
-                if self.a.soak:
-                    if time.time() >= deadline:
-                        return
-                elif self.sessions >= self.a.sessions:
-                    return
-                # hold back at a checkpoint until it has been sampled
-                while self.checkpoints and self.sessions >= self.checkpoints[0]:
-                    if self.in_flight == 0:
-                        self.idle_sample(self.checkpoints[0])
-                    else:
-                        self.cv.wait(1.0)
-                if self.sessions >= self.a.sessions:
-                    return
-                self.sessions += 1
-                self.in_flight += 1
-                n = self.sessions
-            kind = "honest" if rng.random() >= self.a.misbehave else rng.choice(["garbage", "disconnect", "silent"])
-            with self.lock:
-                self.kinds[kind] += 1
-            try:
-                if kind == "honest":
-                    self.honest(n)
-                else:
-                    self.raw(kind, rng)
-            finally:
-                with self.lock:
-                    self.in_flight -= 1
-                    self.cv.notify_all()
-
-    def sampler(self):
-        t0 = time.time()
-        while not self.stop:
-            r = rss_kib(self.srv.pid)
-            if r is not None:
-                with self.lock:
-                    self.rss.append((round(time.time() - t0, 2), self.sessions, r))
-            time.sleep(0.5)
+        if y == self.ref:
+            self.honest_ok(dt)
+        else:
+            self.honest_failed("wrong logits", "honest: WRONG LOGITS")
 
     def run(self):
         self.reference()
         self.start_server()
-        threading.Thread(target=self.sampler, daemon=True).start()
-        deadline = time.time() + (self.a.soak or 0)
-        t0 = time.time()
-        ws = [threading.Thread(target=self.worker, args=(i, deadline)) for i in range(self.a.clients)]
-        for w in ws:
-            w.start()
-        for w in ws:
-            w.join()
-        wall = time.time() - t0
-        time.sleep(max(1.0, self.a.settle))
+        wall = self.run_clients()
         final_rss = rss_kib(self.srv.pid)
-        self.idle_rss[self.sessions] = rss_parts(self.srv.pid)
         alive = self.srv.poll() is None
         self.stop = True
         self.srv.terminate()
@@ -299,33 +144,29 @@ class Load:
             self.srv.kill()
         self.server_log.seek(0)
         log = self.server_log.read().splitlines()
-        rss_at = lambda k: next((r for (_, s, r) in self.rss if s >= k), None)
-        lat = self.latencies
+        rss_at = lambda k: next((r[0] for (_, s, r) in self.rss if s >= k), None)
+        mem, series = self.memory_report(one=True)
         report = {
             "clients": self.a.clients,
-            "sessions": self.sessions,
+            "sessions": self.count,
             "wall_s": round(wall, 2),
             "by_kind": self.kinds,
-            "honest_correct": self.honest_ok,
+            "honest_correct": self.honest_ok_n,
             "honest_failed": len(self.honest_bad),
-            "latency_s": {
-                "p50": round(pct(lat, 50), 3) if lat else None,
-                "p90": round(pct(lat, 90), 3) if lat else None,
-                "p99": round(pct(lat, 99), 3) if lat else None,
-                "max": round(max(lat), 3) if lat else None,
-            },
+            "latency_s": latency_summary(self.latencies),
             "errors": self.errors,
             "server_alive": alive,
             "rss_kib": {
-                "start": self.rss[0][2] if self.rss else None,
+                "start": mem["start"],
                 "after_100": rss_at(100),
                 "after_1000": rss_at(1000),
                 "end": final_rss,
-                "max": max((r for (_, _, r) in self.rss), default=None),
+                "max": mem["max"],
                 # idle (no session in flight) after k sessions: like for like
-                "idle_after": {str(k): v for k, v in sorted(self.idle_rss.items())},
+                "idle_after": mem["idle_after"],
+                **({"idle_by_mapping": mem["idle_by_mapping"]} if "idle_by_mapping" in mem else {}),
             },
-            "rss_series": self.rss[:: max(1, len(self.rss) // 40)],
+            "rss_series": series,
             "server_log_lines": len(log),
             "server_log_sample": log[:8],
         }
@@ -335,25 +176,15 @@ class Load:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--hush", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "hush"))
+    add_common_args(ap, "sessions")
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "mnist_cnn.hushm"))
     ap.add_argument("--input", default=os.path.join(ROOT, "models", "samples", "mnist_8000_label4.npy"))
-    ap.add_argument("--clients", type=int, default=64)
-    ap.add_argument("--sessions", type=int, default=1000, help="total sessions (all kinds); ignored with --soak")
-    ap.add_argument("--soak", type=float, default=0, help="run for this many seconds instead")
-    ap.add_argument("--misbehave", type=float, default=0.25, help="fraction of misbehaving clients")
     ap.add_argument("--max-sessions", type=int, default=None,
                     help="the server's --max-sessions (default 2 x --clients: after its last inference a server session "
                          "pre-deals the next one while the client may already have left, so sessions outlive their clients briefly)")
-    ap.add_argument("--client-timeout", type=float, default=300)
-    ap.add_argument("--close-wait", type=float, default=30, help="how long a garbage client waits for the server to hang up")
-    ap.add_argument("--silent-secs", type=float, default=5, help="how long a silent client stays connected")
     ap.add_argument("--insecure", action="store_true")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--idle-at", type=int, nargs="*", default=[100], help="session counts at which to drain and sample the idle server's RSS (the end is always sampled)")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds to let the server finish before an idle sample")
     ap.add_argument("--serve-arg", action="append", default=[], help="extra argument for `hush serve` (repeatable)")
-    ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.max_sessions is None:
         a.max_sessions = 2 * a.clients

@@ -20,51 +20,41 @@ drain before each idle sample), and the nodes' log lines. Exit status 1 if
 any honest submitter got a wrong or no answer, or a node died.
 
   scripts/load3.py [--clients 64] [--jobs 1000] [--misbehave 0.25]
-                   [--soak SECONDS] [--json]
+                   [--soak SECONDS] [--idle-at N ...] [--smaps] [--json]
+
+The worker loop, the raw-socket clients and the memory probes are shared
+with scripts/load.py (scripts/loadlib.py).
 """
 
 import argparse
 import json
 import os
-import random
 import re
 import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load import ROOT, free_port, pct, rss_kib, rss_parts  # noqa: E402
+from loadlib import LoadRun, add_common_args, cpu_seconds, free_port, latency_summary  # noqa: E402
 
 AES_KEY = "000102030405060708090a0b0c0d0e0f"
 AES_PT = "00112233445566778899aabbccddeeff"
 AES_CT = "69c4e0d86a7b0430d8cdb78070b4c55a"  # FIPS-197 appendix C.1
 
 
-class Load3:
-    def __init__(self, a):
-        self.a = a
-        self.lock = threading.Lock()
-        self.cv = threading.Condition(self.lock)
-        self.latencies = []
-        self.kinds = {"honest": 0, "garbage": 0, "disconnect": 0, "silent": 0, "abort": 0}
-        self.errors = {}
-        self.honest_ok = 0
-        self.honest_bad = []
-        self.jobs = 0
-        self.in_flight = 0
-        self.rss = []  # (t, jobs, [kib per node])
-        self.checkpoints = sorted(set(c for c in a.idle_at if c < a.jobs)) if not a.soak else []
-        self.idle_rss = {}
-        self.stop = False
-        self.tmp = tempfile.mkdtemp(prefix="hush-load3-")
+class Load3(LoadRun):
+    misbehaving_kinds = ("garbage", "disconnect", "silent", "abort")
+    peer_name = "node"
 
-    def err(self, kind, msg):
-        with self.lock:
-            key = f"{kind}: {msg}"
-            self.errors[key] = self.errors.get(key, 0) + 1
+    def __init__(self, a):
+        super().__init__(a, a.jobs)
+
+    def processes(self):
+        return [n.pid for n in self.nodes]
+
+    def port_for(self, rng):
+        return rng.choice(self.ports)
 
     def start_nodes(self):
         a = self.a
@@ -84,6 +74,7 @@ class Load3:
             for j in range(3):
                 if j != i:
                     cmd += ["--pin", self.pins[j]]
+            cmd += a.node_arg
             log = open(os.path.join(self.tmp, f"node{i}.log"), "w+")
             self.logs.append(log)
             self.nodes.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log))
@@ -106,7 +97,7 @@ class Load3:
             cmd += ["--pin", p]
         return cmd
 
-    def honest(self, rng):
+    def honest(self, rng, n):
         if rng.random() < 0.5:
             x, y = rng.getrandbits(64), rng.getrandbits(64)
             cmd, want = self.job_cmd("adder64", [f"{x:016x}", f"{y:016x}"]), f"{(x + y) % (1 << 64):016x}"
@@ -117,133 +108,37 @@ class Load3:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=self.a.client_timeout)
         except subprocess.TimeoutExpired:
             self.err("honest", "timeout")
-            with self.lock:
-                self.honest_bad.append("timeout")
+            self.honest_failed("timeout")
             return
         dt = time.time() - t0
         if p.returncode != 0:
-            last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
-            self.err("honest", re.sub(r"[0-9a-f]{16,}|[0-9]+", "N", last)[:140])
-            with self.lock:
-                self.honest_bad.append(last)
+            self.honest_process_failed(p.stderr)
             return
         try:
             out = json.loads(p.stdout.strip().splitlines()[-1])["outputs"][0]
         except (ValueError, KeyError, IndexError):
             out = None
-        with self.lock:
-            if out == want:
-                self.honest_ok += 1
-                self.latencies.append(dt)
-            else:
-                self.honest_bad.append("wrong output")
-                self.errors["honest: WRONG OUTPUT"] = self.errors.get("honest: WRONG OUTPUT", 0) + 1
+        if out == want:
+            self.honest_ok(dt)
+        else:
+            self.honest_failed("wrong output", "honest: WRONG OUTPUT")
 
-    def abort(self, rng):
-        x, y = rng.getrandbits(64), rng.getrandbits(64)
-        p = subprocess.Popen(self.job_cmd("adder64", [f"{x:016x}", f"{y:016x}"]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.random() * 0.5)
-        p.kill()
-        p.wait()
-
-    def raw(self, kind, rng):
-        port = rng.choice(self.ports)
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        except OSError as e:
-            self.err(kind, f"connect failed: {e.__class__.__name__}")
-            return
-        try:
-            if kind == "garbage":
-                s.sendall(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4096))))
-                s.settimeout(self.a.close_wait)
-                try:
-                    while s.recv(65536):
-                        pass
-                except socket.timeout:
-                    self.err(kind, f"node kept the connection open > {self.a.close_wait}s")
-                except OSError:
-                    pass
-            elif kind == "disconnect":
-                if rng.random() < 0.5:
-                    s.sendall(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))))
-                time.sleep(rng.random() * 0.3)
-            else:  # silent
-                s.settimeout(self.a.silent_secs)
-                try:
-                    s.recv(1)
-                except (socket.timeout, OSError):
-                    pass
-        except OSError:
-            pass
-        finally:
-            s.close()
-
-    def node_rss(self):
-        return [rss_kib(n.pid) for n in self.nodes]
-
-    def idle_sample(self, k):
-        time.sleep(self.a.settle)
-        self.idle_rss[k] = [rss_parts(n.pid) for n in self.nodes]
-        self.checkpoints.pop(0)
-        self.cv.notify_all()
-
-    def worker(self, wid, deadline):
-        rng = random.Random(self.a.seed * 1000 + wid)
-        while not self.stop:
-            with self.lock:
-                if self.a.soak:
-                    if time.time() >= deadline:
-                        return
-                elif self.jobs >= self.a.jobs:
-                    return
-                while self.checkpoints and self.jobs >= self.checkpoints[0]:
-                    if self.in_flight == 0:
-                        self.idle_sample(self.checkpoints[0])
-                    else:
-                        self.cv.wait(1.0)
-                if not self.a.soak and self.jobs >= self.a.jobs:
-                    return
-                self.jobs += 1
-                self.in_flight += 1
-            kind = "honest" if rng.random() >= self.a.misbehave else rng.choice(["garbage", "disconnect", "silent", "abort"])
-            with self.lock:
-                self.kinds[kind] += 1
-            try:
-                if kind == "honest":
-                    self.honest(rng)
-                elif kind == "abort":
-                    self.abort(rng)
-                else:
-                    self.raw(kind, rng)
-            finally:
-                with self.lock:
-                    self.in_flight -= 1
-                    self.cv.notify_all()
-
-    def sampler(self):
-        t0 = time.time()
-        while not self.stop:
-            r = self.node_rss()
-            with self.lock:
-                self.rss.append((round(time.time() - t0, 2), self.jobs, r))
-            time.sleep(0.5)
+    def misbehave(self, kind, rng):
+        if kind == "abort":
+            # a real submitter killed at a random moment: a job half submitted
+            x, y = rng.getrandbits(64), rng.getrandbits(64)
+            p = subprocess.Popen(self.job_cmd("adder64", [f"{x:016x}", f"{y:016x}"]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.random() * 0.5)
+            p.kill()
+            p.wait()
+        else:
+            self.raw(kind, rng, self.port_for(rng))
 
     def run(self):
         self.start_nodes()
-        threading.Thread(target=self.sampler, daemon=True).start()
-        deadline = time.time() + (self.a.soak or 0)
-        t0 = time.time()
-        ws = [threading.Thread(target=self.worker, args=(i, deadline)) for i in range(self.a.clients)]
-        for w in ws:
-            w.start()
-        for w in ws:
-            w.join()
-        wall = time.time() - t0
-        time.sleep(max(1.0, self.a.settle))
-        final = self.node_rss()
-        self.idle_rss[self.jobs] = [rss_parts(n.pid) for n in self.nodes]
+        wall = self.run_clients()
         alive = all(n.poll() is None for n in self.nodes)
+        work = [cpu_seconds(n.pid) for n in self.nodes]
         self.stop = True
         for n in self.nodes:
             n.terminate()
@@ -256,28 +151,20 @@ class Load3:
         for lg in self.logs:
             lg.seek(0)
             logs.append(lg.read().splitlines())
-        lat = self.latencies
+        mem, series = self.memory_report()
         report = {
             "clients": self.a.clients,
-            "jobs": self.jobs,
+            "jobs": self.count,
             "wall_s": round(wall, 2),
             "by_kind": self.kinds,
-            "honest_correct": self.honest_ok,
+            "honest_correct": self.honest_ok_n,
             "honest_failed": len(self.honest_bad),
-            "latency_s": {
-                "p50": round(pct(lat, 50), 3) if lat else None,
-                "p90": round(pct(lat, 90), 3) if lat else None,
-                "p99": round(pct(lat, 99), 3) if lat else None,
-                "max": round(max(lat), 3) if lat else None,
-            },
+            "latency_s": latency_summary(self.latencies),
             "errors": self.errors,
             "nodes_alive": alive,
-            "rss_kib": {
-                "start": self.rss[0][2] if self.rss else None,
-                "max": [max((r[i] or 0 for (_, _, r) in self.rss), default=None) for i in range(3)],
-                "idle_after": {str(k): v for k, v in sorted(self.idle_rss.items())},
-            },
-            "rss_series": self.rss[:: max(1, len(self.rss) // 40)],
+            "rss_kib": mem,
+            "node_cpu_s": work,
+            "rss_series": series,
             "node_log_lines": [len(lg) for lg in logs],
             "node_log_sample": [lg[:4] for lg in logs],
         }
@@ -286,21 +173,12 @@ class Load3:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--hush", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "hush"))
-    ap.add_argument("--clients", type=int, default=64)
-    ap.add_argument("--jobs", type=int, default=1000, help="total submissions (all kinds); ignored with --soak")
-    ap.add_argument("--soak", type=float, default=0, help="run for this many seconds instead")
-    ap.add_argument("--misbehave", type=float, default=0.25)
+    add_common_args(ap, "jobs")
     ap.add_argument("--node-timeout", type=int, default=20, help="the nodes' and submitters' --timeout")
-    ap.add_argument("--client-timeout", type=float, default=300)
-    ap.add_argument("--close-wait", type=float, default=30)
-    ap.add_argument("--silent-secs", type=float, default=5)
-    ap.add_argument("--idle-at", type=int, nargs="*", default=[100])
     ap.add_argument("--settle", type=float, default=None,
                     help="seconds the nodes get to finish before an idle sample (default: --node-timeout + 5, so that "
                          "jobs left half-submitted by aborting submitters have timed out)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--node-arg", action="append", default=[], help="extra argument for every `hush node` (repeatable)")
     a = ap.parse_args()
     if a.settle is None:
         a.settle = a.node_timeout + 5.0

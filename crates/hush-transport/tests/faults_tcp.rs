@@ -196,12 +196,14 @@ fn every_wire_bit_flip_is_an_error() {
 /// payload flip above the checksum is "undetected".
 #[test]
 fn harness_flags_violations() {
-    let d = Instant::now() + Duration::from_millis(300);
+    // a panic ends its thread at once: a generous deadline, so that a busy
+    // machine that schedules the thread late does not turn it into a hang
     let panics = spawn_guarded(|| -> Result<u8, String> { panic!("boom") });
-    let v = judge(vec![panics.wait(d)], &[], |_| Some(true));
+    let v = judge(vec![panics.wait(Instant::now() + Duration::from_secs(60))], &[], |_| Some(true));
+    let d = Instant::now() + Duration::from_millis(300);
     assert!(matches!(v, Verdict::Violation(ref m) if m.contains("boom")), "{v:?}");
     let hangs = spawn_guarded(|| -> Result<u8, String> {
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(Duration::from_secs(30)); // far beyond the deadline, however late the wait starts
         Ok(0)
     });
     assert!(matches!(judge(vec![hangs.wait(d)], &[], |_| Some(true)), Verdict::Violation(ref m) if m.contains("hung")));
