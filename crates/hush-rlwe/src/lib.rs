@@ -36,6 +36,37 @@ pub mod ring;
 pub mod wire;
 
 pub use cheetah::{Config, HeClient, HeServer, Layout, Shape};
+
+/// The NTT kernels `tfhe-ntt` dispatches to on this CPU in this build:
+/// `"avx512"` (built with the default feature `ntt-avx512` on a CPU with
+/// AVX-512 F/BW/CD/DQ/VL), `"avx2"` (AVX2 and FMA), or `"scalar"`. The
+/// crate picks at run time and offers no switch, so hush's `HUSH_SIMD`
+/// does not steer it; the AVX2 kernels are tested on an AVX-512 machine
+/// by building this crate without `ntt-avx512` (`scripts/test.sh`), and
+/// the scalar kernels only where the CPU lacks AVX2. Benchmark records
+/// carry it as `ntt_path`.
+pub fn ntt_path() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v4 = ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"];
+        let has = |f: &str| match f {
+            "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
+            "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
+            "avx512cd" => std::arch::is_x86_feature_detected!("avx512cd"),
+            "avx512dq" => std::arch::is_x86_feature_detected!("avx512dq"),
+            "avx512vl" => std::arch::is_x86_feature_detected!("avx512vl"),
+            _ => false,
+        };
+        let v3 = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+        if cfg!(feature = "ntt-avx512") && v3 && v4.iter().all(|f| has(f)) {
+            return "avx512";
+        }
+        if v3 {
+            return "avx2";
+        }
+    }
+    "scalar"
+}
 pub use params::Params;
 pub use ring::Context;
 

@@ -176,3 +176,20 @@ fn fast_switch_agrees_with_the_reference_switch() {
         }
     }
 }
+
+/// The NTT kernels named in benchmark records are the ones this build can
+/// reach: without the `ntt-avx512` feature (as `scripts/test.sh` also
+/// builds this crate) never the AVX-512 ones.
+#[test]
+fn ntt_path_names_what_this_build_and_cpu_can_run() {
+    let p = hush_rlwe::ntt_path();
+    eprintln!("tfhe-ntt kernels in this run: {p}");
+    assert!(["avx512", "avx2", "scalar"].contains(&p));
+    if !cfg!(feature = "ntt-avx512") {
+        assert_ne!(p, "avx512", "built without ntt-avx512");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert_ne!(p, "scalar", "this CPU has AVX2 and FMA");
+    }
+}
