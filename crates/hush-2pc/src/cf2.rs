@@ -19,7 +19,7 @@
 //! for n chunks — with Beaver AND triples. The two ANDs of a pair share eq_hi, so
 //! they use *correlated* triples (a; b_0, b_1; a·b_0, a·b_1) as CrypTFlow2
 //! does (§3.1.1): eq_hi ⊕ a is opened once for both products, and a group
-//! costs one random OT with 2-bit messages per direction ([`MergeTriples`]:
+//! costs one random OT with 2-bit messages per direction (`MergeTriples`:
 //! 2 COTs per pair instead of 4). The lowest pair of every level computes
 //! gt only (its eq is never read) and uses a group's (a, b_0) half.
 //!
@@ -657,7 +657,7 @@ const STEP_TNN_Y: &str = "CF2 truncation (known sign): sender's masked messages"
 /// random OT per element, party 0 the sender: party 1 sends d = msb(x_1) ⊕
 /// c (c its ROT choice), party 0 answers y_v = ((msb(x_0) ∨ v)·(−2^{ℓ−f}) −
 /// r) for v ∈ {0, 1} as one correlated OT (δ = M_1 − M_0, one ℓ-bit
-/// message, [`cot_send`]) and keeps r. Two one-way flights, 1 + ℓ bits per
+/// message, `cot_send`) and keeps r. Two one-way flights, 1 + ℓ bits per
 /// element — against a millionaires' on ℓ bits for a general truncation.
 ///
 /// **What each party sees.** Party 0: d, the choice bit masked by the

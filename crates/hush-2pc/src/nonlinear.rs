@@ -166,7 +166,7 @@ impl Session {
         }
     }
 
-    /// Max pooling over `shape` (layout [channel][row][column]).
+    /// Max pooling over `shape` (layout \[channel\]\[row\]\[column\]).
     pub fn maxpool(&mut self, ch: &mut dyn Channel, x: &ArithShare, shape: &PoolShape) -> Result<ArithShare> {
         let windows = shape.windows()?;
         if x.len() != shape.c * shape.h * shape.w {
@@ -243,7 +243,7 @@ impl PoolShape {
         }
         Ok(((self.h + 2 * self.pad - self.k) / self.stride + 1, (self.w + 2 * self.pad - self.k) / self.stride + 1))
     }
-    /// Input indices of each output's window, outputs in [c][oh][ow] order.
+    /// Input indices of each output's window, outputs in \[c\]\[oh\]\[ow\] order.
     pub fn windows(&self) -> Result<Vec<Vec<usize>>> {
         let (oh, ow) = self.out_dims()?;
         let mut res = Vec::with_capacity(self.c * oh * ow);

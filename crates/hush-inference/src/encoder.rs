@@ -687,7 +687,7 @@ fn decode_rows(fx: FixedConfig, v: &[u64], h: usize) -> Vec<Vec<f64>> {
     v.chunks(h).map(|r| r.iter().map(|&x| fx.decode(x)).collect()).collect()
 }
 
-/// Private embeddings of `sentences` (token ids including [CLS]/[SEP]),
+/// Private embeddings of `sentences` (token ids including \[CLS\]/\[SEP\]),
 /// two parties in this process, tee mode (simulated modules).
 pub fn embed_private(e: &Encoder, sentences: &[Vec<u32>], o: &EmbedOptions) -> Result<(Vec<Vec<f64>>, RunStats, Bounds)> {
     let (q, bounds, _) = prepare(e, sentences, o.fx)?;
@@ -829,7 +829,7 @@ pub struct EmbedArgs {
     /// metadata_props, as written by scripts/minilm.py).
     #[arg(long)]
     pub model: std::path::PathBuf,
-    /// Token ids (.npy, sentences × padded length, integers; [CLS] … [SEP]).
+    /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]).
     #[arg(long)]
     pub ids: std::path::PathBuf,
     /// Attention mask (.npy, same shape, 1 for real tokens then 0 for padding).

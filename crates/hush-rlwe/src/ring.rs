@@ -216,7 +216,7 @@ impl Context {
     }
     /// `out` ← NTT of the small signed polynomial `v` (length N, every
     /// |v_j| < min p_i, checked in debug builds): one branch-free dense pass
-    /// per prime (x + p·[x < 0]) feeding that prime's transform, instead of
+    /// per prime (x + p·\[x < 0\]) feeding that prime's transform, instead of
     /// zeroing all L·N words and scattering every coefficient L times.
     pub fn ntt_small(&self, v: &[i64], out: &mut [u64]) {
         debug_assert!(v.iter().all(|&x| x.unsigned_abs() < self.primes().iter().copied().min().unwrap_or(0)));

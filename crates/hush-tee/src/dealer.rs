@@ -132,7 +132,7 @@ pub struct DealerConfig {
     /// Most sessions held at once; opening one more is refused.
     pub max_sessions: usize,
     /// Bytes of shares one session's dealing plan may hold computed ahead
-    /// at the dealer (see "Dealing plans" on [`Paired`]); 0 turns plans
+    /// at the dealer (see "Dealing plans" on `Paired`); 0 turns plans
     /// off (a plan is then acknowledged with nothing computed).
     pub plan_mem: u64,
     /// Most connections in their set-up (greeting, TLS handshake, join);
