@@ -478,6 +478,8 @@ unsafe fn multi_ifma(
     // reduced, values, and their products are blended away)
     let mut sel: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(r1[j] as i64)).collect();
     let windows = digits.first().map_or(0, Vec::len);
+    // acc is still one (R) in every lane: the first product is a blend
+    let mut fresh = true;
     for i in (0..windows).rev() {
         if i + 1 < windows {
             for _ in 0..w {
@@ -511,6 +513,14 @@ unsafe fn multi_ifma(
                     &sel
                 }
             };
+            if fresh {
+                // one · b = b in the multiplying lanes, one elsewhere
+                for j in 0..n {
+                    acc[j] = _mm512_mask_blend_epi64(nz, acc[j], b[j]);
+                }
+                fresh = false;
+                continue;
+            }
             montmul(&acc, b, &mv, mp, &mut t, &mut tmp);
             if nz == 0xff {
                 std::mem::swap(&mut acc, &mut tmp);
