@@ -5,7 +5,8 @@
 //!   module-dealt protocol of [`crate::linear`] (tee, dealer) or Cheetah's
 //!   HE protocol ([`crate::he_linear`], interactive, silent — when
 //!   [`Party::he`] is set), then truncation (in the `cf2` family, after
-//!   the ReLU that alone reads the layer: [`Nonlinear::fuses_relu_trunc`]);
+//!   the ReLU that alone reads the layer: [`Nonlinear::fuses_relu_trunc`],
+//!   also across a residual Add or a MaxPool in between: [`Pending`]);
 //! * AveragePool: local window sums times a public constant, then truncation;
 //! * Add, AddConst (server adds), Reshape, Concat: local;
 //! * ReLU, truncation, and MaxPool (a pairwise tree of
@@ -1038,6 +1039,120 @@ fn relu_reads_only(plan: &Plan, si: usize) -> bool {
     }
 }
 
+/// The step that alone reads value `v` (it occurs once among all steps'
+/// inputs and is not the model's output), if any.
+fn sole_reader(plan: &Plan, v: usize) -> Option<usize> {
+    if v == plan.output {
+        return None;
+    }
+    let mut found = None;
+    for (i, st) in plan.steps.iter().enumerate() {
+        for &u in &st.inputs {
+            if u == v {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some(i);
+            }
+        }
+    }
+    found
+}
+
+/// **Where the fusing families truncate** ([`Nonlinear::fuses_relu_trunc`],
+/// the `cf2` family of the HE modes). A linear layer's output is at scale
+/// 2^(2f); the reference truncates it at once. Besides handing the
+/// truncation to a ReLU that alone reads the layer ([`relu_reads_only`]),
+/// the engine moves it past two more local steps, so that it rides on a
+/// ReLU's known-sign truncation instead of costing a full (signed)
+/// truncation of its own:
+/// * **across a residual Add** — a linear layer whose only reader is an
+///   Add whose only reader is a ReLU (ResNet's y = ReLU(conv(x) + s)): the
+///   layer stays at scale 2^(2f), the Add lifts its other input s (scale
+///   2^f) by 2^f locally (s·2^f, a multiplication by a public constant) and
+///   the ReLU truncates the sum. Exact in the reference's terms:
+///   ⌊(a + s·2^f)/2^f⌋ = ⌊a/2^f⌋ + s, so the result is the reference's up to
+///   the one faithful truncation (≤ 1 ulp), as before. When both Add inputs
+///   are such layers (a downsampling block), the Add truncates one of them
+///   first (a + ⌊c/2^f⌋·2^f), which keeps that identity exact.
+/// * **across a MaxPool** — a ReLU that would truncate (fused) and whose
+///   only reader is a MaxPool passes its input through; the MaxPool takes
+///   the maximum of the untruncated values and applies the ReLU and the
+///   truncation to its (fewer) outputs: max and ReLU commute, and
+///   ⌊max x_i / 2^f⌋ = max ⌊x_i/2^f⌋ (both monotone), exactly.
+///
+/// What changes for the parties: nothing in what they see (the same
+/// sub-protocols on shares, fewer of them); public: which steps truncate,
+/// from the public architecture. Range: the sum a + s·2^f must fit the
+/// signed ring at scale 2^(2f), the range every linear layer's output
+/// already needs before its truncation (|value| < 2^(ℓ−1−2f), 4,096 at
+/// ℓ = 37, f = 12). Both parties derive the same placement from the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pending {
+    /// At scale 2^f, as the reference.
+    None,
+    /// At scale 2^(2f): its (sole) reader truncates it.
+    Trunc,
+    /// At scale 2^(2f), ReLU not yet applied (a ReLU passed it through to a
+    /// MaxPool): the MaxPool applies ReLU and truncation to its outputs.
+    ReluTrunc,
+}
+
+/// Whether linear step `si`'s truncation moves across the residual Add that
+/// alone reads it (see [`Pending`]).
+fn defer_across_add(plan: &Plan, si: usize) -> bool {
+    let Some(a) = sole_reader(plan, si + 1) else { return false };
+    if !matches!(plan.steps[a].kind, StepKind::Add) {
+        return false;
+    }
+    matches!(sole_reader(plan, a + 1).map(|r| &plan.steps[r].kind), Some(StepKind::Relu))
+}
+
+/// Whether ReLU step `si`, given an untruncated input, passes it through to
+/// the MaxPool that alone reads it (see [`Pending`]).
+fn relu_through_maxpool(plan: &Plan, si: usize) -> bool {
+    matches!(sole_reader(plan, si + 1).map(|r| &plan.steps[r].kind), Some(StepKind::MaxPool { .. }))
+}
+
+/// The steps that truncate under a fusing family, as [`run`] places them
+/// (public, from the architecture): `(linear steps that truncate at once,
+/// ReLUs that truncate, Adds that truncate one input, MaxPools that apply
+/// ReLU and truncation)`; a non-fusing family truncates every linear step.
+pub fn truncation_placement(plan: &Plan, fuse: bool) -> (usize, usize, usize, usize) {
+    let (mut lin, mut relu, mut add, mut pool) = (0, 0, 0, 0);
+    let mut pend = vec![Pending::None; plan.steps.len() + 1];
+    for (si, st) in plan.steps.iter().enumerate() {
+        match &st.kind {
+            StepKind::Linear { .. } => {
+                if fuse && (relu_reads_only(plan, si) || defer_across_add(plan, si)) {
+                    pend[si + 1] = Pending::Trunc;
+                } else {
+                    lin += 1;
+                }
+            }
+            StepKind::Add => {
+                let (a, b) = (pend[st.inputs[0]], pend[st.inputs[1]]);
+                if a == Pending::Trunc && b == Pending::Trunc {
+                    add += 1;
+                }
+                if a == Pending::Trunc || b == Pending::Trunc {
+                    pend[si + 1] = Pending::Trunc;
+                }
+            }
+            StepKind::Relu if pend[st.inputs[0]] == Pending::Trunc => {
+                if relu_through_maxpool(plan, si) {
+                    pend[si + 1] = Pending::ReluTrunc;
+                } else {
+                    relu += 1;
+                }
+            }
+            StepKind::MaxPool { .. } if pend[st.inputs[0]] == Pending::ReluTrunc => pool += 1,
+            _ => {}
+        }
+    }
+    (lin, relu, add, pool)
+}
+
 /// Starts the look-ahead for the items of this run not pre-dealt, if any.
 fn start_lookahead(plan: &Plan, p: &mut Party<'_>) -> Option<Feed> {
     if !p.lookahead || !lookahead_env() {
@@ -1104,8 +1219,20 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
     // a linear step whose only reader is the next step, a ReLU, leaves its
     // truncation to that ReLU when the family fuses them (value id)
     let fuse = p.nl.fuses_relu_trunc();
-    let mut pending_trunc: Option<usize> = None;
+    // per value: a truncation (and ReLU) left to its reader ([`Pending`])
+    let mut pend = vec![Pending::None; plan.steps.len() + 1];
+    let f = cfg.frac;
     for (si, st) in plan.steps.iter().enumerate() {
+        // a step that does not handle a pending truncation must never see one
+        let handles = match &st.kind {
+            StepKind::Add => st.inputs.iter().all(|&v| pend[v] != Pending::ReluTrunc),
+            StepKind::Relu => pend[st.inputs[0]] != Pending::ReluTrunc,
+            StepKind::MaxPool { .. } => pend[st.inputs[0]] != Pending::Trunc,
+            _ => false,
+        };
+        if !handles && st.inputs.iter().any(|&v| pend[v] != Pending::None) {
+            return Err(Error::Protocol(format!("layer '{}': an input's truncation was deferred to a step that cannot apply it", st.name)));
+        }
         let t0 = Instant::now();
         let c0 = p.ch.cost();
         let (m0, b0) = if si == 0 { start } else { (p.module.stats(), p.module.busy_secs()) };
@@ -1121,8 +1248,8 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
                         macs = *mc;
                     }
                     let mut y = he.linear(p.ch, si, op.as_ref(), bias, cfg.bits, x)?;
-                    if fuse && relu_reads_only(plan, si) {
-                        pending_trunc = Some(si + 1);
+                    if fuse && (relu_reads_only(plan, si) || defer_across_add(plan, si)) {
+                        pend[si + 1] = Pending::Trunc;
                     } else {
                         p.nl.truncate(p.ch, &mut y, cfg.frac)?;
                     }
@@ -1182,23 +1309,42 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
                 y
             }
             StepKind::Add => {
+                let (pa, pb) = (pend[st.inputs[0]], pend[st.inputs[1]]);
                 let mut y = get(&vals, st.inputs[0])?;
-                let b = vals[st.inputs[1]].as_deref().ok_or_else(|| Error::Protocol("value freed too early".into()))?;
-                for (v, k) in y.iter_mut().zip(b) {
+                let mut b = get(&vals, st.inputs[1])?;
+                if pa == Pending::Trunc && pb == Pending::Trunc {
+                    // both at 2^(2f): truncate one, so ⌊(a + ⌊c/2^f⌋·2^f)/2^f⌋ = ⌊a/2^f⌋ + ⌊c/2^f⌋
+                    p.nl.truncate(p.ch, &mut b, f)?;
+                }
+                if pa == Pending::Trunc || pb == Pending::Trunc {
+                    // lift the input at scale 2^f to 2^(2f) (public constant, local)
+                    let lift = if pa == Pending::Trunc { &mut b } else { &mut y };
+                    for v in lift.iter_mut() {
+                        *v = (*v << f) & m;
+                    }
+                    pend[si + 1] = Pending::Trunc;
+                }
+                for (v, k) in y.iter_mut().zip(&b) {
                     *v = v.wrapping_add(*k) & m;
                 }
+                zeroize::Zeroize::zeroize(&mut b);
                 y
             }
             StepKind::Relu => {
                 let mut y = get(&vals, st.inputs[0])?;
-                if pending_trunc.take() == Some(st.inputs[0]) {
-                    p.nl.relu_trunc(p.ch, &mut y, cfg.frac)?;
+                if pend[st.inputs[0]] == Pending::Trunc {
+                    if relu_through_maxpool(plan, si) {
+                        pend[si + 1] = Pending::ReluTrunc;
+                    } else {
+                        p.nl.relu_trunc(p.ch, &mut y, f)?;
+                    }
                 } else {
                     p.nl.relu(p.ch, &mut y)?;
                 }
                 y
             }
             StepKind::MaxPool { offs, idx } => {
+                let relu_trunc_after = pend[st.inputs[0]] == Pending::ReluTrunc;
                 let x = vals[st.inputs[0]].as_deref().ok_or_else(|| Error::Protocol("value freed too early".into()))?;
                 let mut cand: Vec<u64> = idx.iter().map(|&i| x[i as usize]).collect();
                 let mut co: Vec<u32> = offs.clone();
@@ -1237,6 +1383,9 @@ fn run_inner(plan: &Plan, p: &mut Party<'_>, input_share: Vec<u64>, mut progress
                     }
                     cand = next;
                     co = noffs;
+                }
+                if relu_trunc_after {
+                    p.nl.relu_trunc(p.ch, &mut cand, f)?;
                 }
                 cand
             }

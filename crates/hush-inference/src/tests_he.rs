@@ -226,3 +226,97 @@ fn linear_then_relu_truncates_after_the_relu() {
         assert_eq!(l[0].bytes_sent, ct, "the linear step sends its one seeded ciphertext only");
     }
 }
+
+fn rnd_w(p: &mut hush_primitives::Prg, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| ((p.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32 * scale).collect()
+}
+
+fn conv_w(b: &mut crate::model::Builder, p: &mut hush_primitives::Prg, x: crate::model::V, co: usize, k: usize, s: usize, pad: usize) -> crate::model::V {
+    let ci = b.shape(x)[0];
+    let w = rnd_w(p, co * ci * k * k, 1.0 / ((ci * k * k) as f32).sqrt());
+    let bias = rnd_w(p, co, 0.1);
+    b.conv(x, co, [k, k], [s, s], [pad; 4], &w, &bias)
+}
+
+/// A ResNet-shaped net exercising every truncation placement of the HE
+/// modes (`engine::Pending`): conv → ReLU → MaxPool (the MaxPool applies
+/// ReLU and truncation), an identity block (conv → Add ← x → ReLU), a
+/// downsampling block (conv → Add ← conv → ReLU: one input truncated at
+/// the Add), an Add whose output has two readers (no deferral), and a
+/// conv read by two steps (truncated at once).
+fn placement_net() -> Vec<u8> {
+    let mut p = hush_primitives::Prg::new(hush_primitives::Block(41));
+    let (mut b, x) = crate::model::Builder::new("placement", &[3, 10, 10]);
+    let c0 = conv_w(&mut b, &mut p, x, 4, 3, 1, 1);
+    let r0 = b.relu(c0);
+    let m0 = b.maxpool(r0, [3, 3], [2, 2], [1, 1, 1, 1]);
+    // identity block
+    let c1 = conv_w(&mut b, &mut p, m0, 4, 3, 1, 1);
+    let r1 = b.relu(c1);
+    let c2 = conv_w(&mut b, &mut p, r1, 4, 1, 1, 0);
+    let s1 = b.add(c2, m0);
+    let r2 = b.relu(s1);
+    // downsampling block
+    let c3 = conv_w(&mut b, &mut p, r2, 6, 3, 2, 1);
+    let r3 = b.relu(c3);
+    let c4 = conv_w(&mut b, &mut p, r3, 6, 1, 1, 0);
+    let d4 = conv_w(&mut b, &mut p, r2, 6, 1, 2, 0);
+    let s2 = b.add(c4, d4);
+    let r4 = b.relu(s2);
+    // an Add with two readers: truncated where the reference truncates
+    let c5 = conv_w(&mut b, &mut p, r4, 6, 1, 1, 0);
+    let s3 = b.add(c5, r4);
+    let r5 = b.relu(s3);
+    let s4 = b.add(s3, r5);
+    // a conv read by two steps
+    let c6 = conv_w(&mut b, &mut p, s4, 6, 1, 1, 0);
+    let r6 = b.relu(c6);
+    let s5 = b.add(c6, r6);
+    let g = b.global_avgpool(s5);
+    let f = b.flatten(g);
+    let (w, bb) = (rnd_w(&mut p, 60, 0.5), rnd_w(&mut p, 10, 0.1));
+    let y = b.dense(f, 10, &w, &bb);
+    b.finish(y)
+}
+
+/// Where the HE modes truncate (public, from the architecture): with the
+/// fusing family, c0 → ReLU → MaxPool truncates in the MaxPool, c1 in its
+/// ReLU, c2 across the identity Add in r2's ReLU, c3 in its ReLU, the
+/// downsampling block once at the Add (d4) and once in r4, c5 not (its Add
+/// has two readers), c6 not (two readers), the dense layer at once; a
+/// non-fusing family truncates all nine linear layers.
+#[test]
+fn truncation_placement_of_the_fusing_family() {
+    let m = Model::from_bytes(&placement_net()).unwrap();
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let (lin, relu, add, pool) = crate::engine::truncation_placement(&plan, true);
+    assert_eq!((lin, relu, add, pool), (3, 4, 1, 1), "linear steps truncating at once, ReLUs, Adds, MaxPools");
+    assert_eq!(crate::engine::truncation_placement(&plan, false), (9, 0, 0, 0));
+}
+
+/// The moved truncations keep the reference's results (⌊(a + s·2^f)/2^f⌋
+/// = ⌊a/2^f⌋ + s; max and ReLU commute with ⌊·/2^f⌋), within the faithful
+/// truncation's bound, in both HE modes and over several inputs; a wrong
+/// lift or a missing truncation would be off by factors of 2^12. The
+/// per-layer costs show where the truncations went: the ReLU that feeds
+/// the MaxPool and the linear steps that defer send only their HE
+/// messages, the downsampling Add runs one truncation.
+#[test]
+fn he_modes_moved_truncations_match_the_reference() {
+    let m = Arc::new(Model::from_bytes(&placement_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    for mode in [Mode::Interactive, Mode::Silent] {
+        for seed in [31u128, 32] {
+            let x = input_for(&m, seed);
+            let r = reference::run_f64(&plan, &x).unwrap();
+            let run = secure(&m, &x, &he_opts(mode.clone()));
+            within(&format!("placement ({}, seed {seed})", mode.name()), &run.inference.logits, &r, 16.0);
+            let l = &run.inference.report.layers;
+            let relu_into_pool = &l[1];
+            assert_eq!((relu_into_pool.kind, relu_into_pool.rounds, relu_into_pool.bytes_sent), ("relu", 0, 0), "the ReLU before the MaxPool passes its input through");
+            assert!(l[0].kind == "linear" && l[0].rounds <= 2, "conv → ReLU: the HE flights only ({} rounds)", l[0].rounds);
+            let adds: Vec<_> = l.iter().filter(|c| c.kind == "add").map(|c| c.rounds).collect();
+            assert_eq!(adds.iter().filter(|&&r| r > 0).count(), 1, "one Add (the downsampling block's) truncates: {adds:?}");
+        }
+    }
+}

@@ -502,3 +502,144 @@ fn random_bytes_of_the_right_length_never_panic() {
         drop(h.join());
     }
 }
+
+// ---- the interleaved 1×1 encoding -------------------------------------------
+
+fn conv1x1(c_in: usize, h: usize, w: usize, c_out: usize, s: usize) -> Shape {
+    Shape::Conv { c_in, h, w, c_out, kh: 1, kw: 1, stride: [s, s], pads: [0; 4] }
+}
+
+/// 1×1 convolutions in the interleaved encoding against plaintext: full and
+/// partial blocks (channels, positions and output channels that do not
+/// divide the blocking), one and several input groups and tiles, strided
+/// (subsampled first), ℓ = 37, 20 and 1. Fails on any misplaced term.
+#[test]
+fn interleaved_1x1_conv_matches_plaintext() {
+    let p = Params::insecure_test_n256;
+    let ctx = Context::new(p()).unwrap();
+    let shapes = [
+        conv1x1(40, 3, 3, 2, 1),
+        conv1x1(7, 5, 5, 13, 1),
+        conv1x1(64, 2, 2, 64, 1),   // deep-layer shape: few positions, many channels
+        conv1x1(33, 3, 2, 70, 1),   // nothing divides
+        conv1x1(3, 17, 17, 5, 1),   // many positions: several tiles
+        conv1x1(300, 1, 1, 9, 1),   // one position: a batched FC of width 1
+        conv1x1(24, 7, 7, 40, 2),   // strided: 4×4 positions after subsampling
+        conv1x1(17, 9, 6, 11, 2),
+        conv1x1(48, 2, 2, 50, 1),
+        conv1x1(100, 2, 1, 90, 1),
+        conv1x1(60, 3, 3, 64, 1),
+        conv1x1(30, 4, 4, 70, 2),   // strided, 2×2 positions after subsampling
+    ];
+    let mut inter = 0;
+    for (i, s) in shapes.iter().enumerate() {
+        let (lay, _) = plan(&ctx, &Config::new(37), s).unwrap();
+        inter += lay.interleaved() as usize;
+        eprintln!("{s:?}: interleaved {}, blocking {:?}, {} in / {} out ciphertexts, {} products", lay.interleaved(), lay.blocking(), lay.in_cts(), lay.out_cts(), lay.products());
+        check(p(), 37, s.clone(), 900 + i as u128);
+    }
+    assert!(inter >= 6, "the interleaved encoding is chosen for most of these shapes ({inter} of {})", shapes.len());
+    check(p(), 20, conv1x1(33, 3, 2, 70, 1), 950);
+    check(p(), 1, conv1x1(33, 3, 2, 70, 1), 951);
+    // a 1×1 conv with padding keeps the spatial encoding (zeros around the image)
+    let padded = Shape::Conv { c_in: 8, h: 4, w: 4, c_out: 6, kh: 1, kw: 1, stride: [1, 1], pads: [1; 4] };
+    assert!(!plan(&ctx, &Config::new(37), &padded).unwrap().0.interleaved());
+    check(p(), 37, padded, 952);
+}
+
+/// The real default parameter set on ResNet-50-like deep 1×1 layers: the
+/// interleaved encoding is chosen, with the blocking and counts pinned (N =
+/// 8192, ℓ = 37: C_b·S_b·(M_b + 1) ≤ 8193), and the results are exact.
+#[test]
+fn interleaved_1x1_real_parameters() {
+    let p50 = Params::he128_n8192_p50;
+    let ctx = Context::new(p50()).unwrap();
+    let deep = conv1x1(512, 7, 7, 2048, 1);
+    let (lay, _) = plan(&ctx, &Config::new(37), &deep).unwrap();
+    assert!(lay.interleaved());
+    assert_eq!((lay.blocking(), lay.in_cts(), lay.out_cts(), lay.products()), ([11, 49, 0, 14], 47, 147, 6909));
+    let small = conv1x1(96, 7, 7, 100, 1);
+    let (lay, _) = plan(&ctx, &Config::new(37), &small).unwrap();
+    assert!(lay.interleaved(), "{:?}", lay.blocking());
+    check(p50(), 37, small, 960);
+    check(p50(), 37, conv1x1(40, 9, 9, 30, 2), 961);
+}
+
+/// Flooding hides the weights in the interleaved encoding too: a curious
+/// client's noise view of an interleaved 1×1 conv with tiny and huge
+/// weights (the same output share) is indistinguishable with flooding and
+/// tells them apart without it.
+#[test]
+fn flooding_hides_the_weights_interleaved() {
+    let sh = conv1x1(16, 3, 3, 6, 1);
+    let ctx = Context::new(Params::insecure_test_n256()).unwrap();
+    assert!(plan(&ctx, &Config { bits: 16, flood_bits: 64, mod_switch: false }, &sh).unwrap().0.interleaved());
+    let x: Vec<u64> = (0..sh.in_len() as u64).map(|i| (i * 977 + 5) & mask(16)).collect();
+    let w_small = vec![1u64; sh.weight_len()];
+    let w_big: Vec<u64> = (0..sh.weight_len() as u64).map(|i| (0x7fff - i) & mask(16)).collect();
+    let reps = 20; // 54 revealed coefficients per layer
+    for flood in [false, true] {
+        let (a, b) = (noise_view(&w_small, &x, &sh, reps, flood, 30), noise_view(&w_big, &x, &sh, reps, flood, 40));
+        assert_eq!(a.len(), reps * sh.out_len());
+        let ((ma, la), (mb, lb)) = (hist(&a), hist(&b));
+        let (cm, cl) = (chi2(&ma, &mb), chi2(&la, &lb));
+        if flood {
+            assert!(cm < 30.0, "flooded: magnitude classes differ (χ² = {cm:.1})");
+            assert!(cl < 45.0, "flooded: low bits differ (χ² = {cl:.1})");
+            assert!(a.iter().map(|e| e.unsigned_abs()).max().unwrap() > 1u128 << 80, "flooding noise present");
+        } else {
+            assert!(cm > 500.0, "without flooding the weights must show (χ² = {cm:.1})");
+        }
+    }
+}
+
+/// Malformed uploads for an interleaved layer are clean errors at the
+/// server (wrong length; an out-of-range residue), and a response of the
+/// wrong length is one at the client.
+#[test]
+fn malformed_interleaved_layer_is_a_clean_error() {
+    let sh = conv1x1(64, 2, 2, 64, 1);
+    let ctx = Arc::new(Context::new(Params::insecure_test_n256()).unwrap());
+    let cfg = Config::new(37);
+    let (lay, _) = plan(&ctx, &cfg, &sh).unwrap();
+    assert!(lay.interleaved());
+    let one = hush_rlwe::he::SeededCt::wire_len(&ctx);
+    let n_up = lay.in_cts();
+    let mut prg = Prg::new(Block(3));
+    let sk = SecretKey::generate(&ctx, &mut prg);
+    let mut good = Vec::new();
+    for _ in 0..n_up {
+        sk.encrypt(&ctx, 37, &vec![0; ctx.n], &mut prg).write(&ctx, &mut good);
+    }
+    let serve = |bytes: Vec<u8>| -> Error {
+        let (mut ca, mut cb) = MemChannel::pair();
+        let ctx2 = ctx.clone();
+        let h = std::thread::spawn(move || {
+            let _c = HeClient::setup(&mut ca, ctx2, cfg, Prg::new(Block(1))).unwrap();
+            ca.send_chunked(&bytes).unwrap();
+            ca
+        });
+        let mut s = HeServer::setup(&mut cb, ctx.clone(), cfg, Prg::new(Block(2))).unwrap();
+        let e = s.linear(&mut cb, &sh, &vec![1; sh.weight_len()], &vec![0; sh.in_len()]).unwrap_err();
+        drop(h.join());
+        e
+    };
+    assert!(matches!(serve(good[..good.len() - 1].to_vec()), Error::Transport(_)));
+    let mut bad = good.clone();
+    for b in &mut bad[(n_up - 1) * one + 16..(n_up - 1) * one + 24] {
+        *b = 0xff;
+    }
+    let e = serve(bad);
+    assert!(e.to_string().contains("out of range"), "{e}");
+    // the client: a response of the wrong length
+    let (mut c, mut ca, mut cb) = setup_pair(cfg);
+    let h = std::thread::spawn(move || {
+        let _ = cb.recv().unwrap();
+        let _ = cb.recv();
+        cb.send(&[0u8; 9]).unwrap();
+        cb
+    });
+    let e = c.linear(&mut ca, &sh, &vec![0; sh.in_len()]).unwrap_err();
+    assert!(matches!(e, Error::Transport(_)), "{e}");
+    drop(h.join());
+}
