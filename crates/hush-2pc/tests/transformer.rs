@@ -736,3 +736,145 @@ fn products_refuse_saturate_or_check_their_bounds_never_wrap() {
     let want = 8.0 * 1.0 + 2.0 * -8.0 + -3.0 * 2.0;
     assert!((o.secure[0] - want).abs() <= ULP && (o.clear[0] - want).abs() <= ULP, "{:?} want {want}", o.secure);
 }
+
+/// ReLU on a reduced compared width (`Ctx::relu_within`): exact against the
+/// reference for random and edge inputs inside the bound (±bound, 0, ±1
+/// ulp), in both families; TAMI pays fewer bytes and (for w ≤ 41) one
+/// flight fewer than on the whole ring; the clear reference refuses an input
+/// above the bound.
+#[test]
+fn relu_within_a_proven_bound_is_exact_and_cheaper() {
+    let ring = fx().ring;
+    for bound in [100.0f64, 38.0, 12_000.0, 1e6] {
+        let bu = bound * 4096.0;
+        let mut x = randoms(300, -bound, bound, 40);
+        x.extend([0.0, ULP, -ULP, bound, -bound, bound - ULP, -bound + ULP]);
+        let op: Op = std::sync::Arc::new(move |c, ch, x| c.relu_within(ch, x, bu));
+        let full: Op = std::sync::Arc::new(|c, ch, x| c.relu(ch, x));
+        for proto in [Proto::Tami, Proto::Fss] {
+            let o = run(proto, true, &x, op.clone());
+            let want: Vec<f64> = x.iter().map(|v| fx().decode(fx().encode(*v)).max(0.0)).collect();
+            assert_eq!(o.secure, want, "{proto:?} bound {bound}");
+            assert_eq!(o.clear, want);
+            if proto == Proto::Tami {
+                let f = run(proto, true, &x, full.clone());
+                assert_eq!(f.secure, want);
+                assert!(o.cost.bytes_sent + o.cost.bytes_recv < f.cost.bytes_sent + f.cost.bytes_recv, "bound {bound}: {:?} vs {:?}", o.cost, f.cost);
+                // ℓ = 64: 63 compared bits, 13 chunks, two merge levels (re-share,
+                // leaf, opening, level 1, e: 5 flights); w ≤ 41: one level, 4
+                assert_eq!(f.cost.rounds, 5);
+                assert_eq!(o.cost.rounds, 4, "bound {bound}");
+            }
+        }
+        // an input above the bound: the reference says the proof is wrong
+        let mut cc = Ctx::clear(fx());
+        let (mut dummy, _peer) = MemChannel::pair();
+        let over = ArithShare::new(ring, enc(&[bound * 1.5]));
+        let e = cc.relu_within(&mut dummy, &over, bu).unwrap_err();
+        assert!(e.to_string().contains("proven bound"), "{e}");
+    }
+    let c = Ctx::clear(fx());
+    assert_eq!(c.width_for(127.0), 8);
+    assert_eq!(c.width_for(128.0), 9);
+    assert_eq!(c.width_for(f64::INFINITY), 0);
+    assert_eq!(c.width_for(1e30), 0);
+}
+
+/// Outside the bound a reduced-width ReLU errs as documented: 0 or x (the
+/// sign of x mod 2^w), never a larger value.
+#[test]
+fn relu_within_outside_its_bound_returns_zero_or_x() {
+    let bu = 38.0 * 4096.0; // w = 19
+    let x = randoms(200, -1e4, 1e4, 41);
+    let o = run(Proto::Tami, true, &[], std::sync::Arc::new(|c, ch, x| c.relu(ch, x)));
+    assert!(o.secure.is_empty());
+    let xs = enc(&x);
+    let (s0, s1) = share_arith(fx().ring, &xs, &mut Prg::new(Block(9)));
+    let (a, b) = run_tee(
+        move |ch, d| {
+            let mut c = Ctx::new(0, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.relu_within(ch, &s0, bu).unwrap().v.clone()
+        },
+        move |ch, d| {
+            let mut c = Ctx::new(1, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.relu_within(ch, &s1, bu).unwrap().v.clone()
+        },
+    );
+    let ring = fx().ring;
+    let got = dec(&a.iter().zip(&b).map(|(p, q)| ring.add(*p, *q)).collect::<Vec<_>>());
+    let mut wrong = 0;
+    for (g, v) in got.iter().zip(&x) {
+        let v = fx().decode(fx().encode(*v));
+        assert!(*g == 0.0 || *g == v, "relu_within({v}) = {g}");
+        wrong += (*g != v.max(0.0)) as usize;
+    }
+    assert!(wrong > 0, "inputs 2^7 times the bound must hit wrong signs");
+}
+
+/// The bounded operators (`gelu_within`, `softmax_within`,
+/// `layernorm_within`) keep their documented error bounds against f64 and
+/// the reference on random and edge inputs at their bounds, cost fewer
+/// bytes and rounds than the whole-ring versions (TAMI; pinned), and the
+/// reference refuses inputs above the bound.
+#[test]
+fn bounded_operators_keep_their_error_bounds_with_fewer_rounds() {
+    // GeLU: |x| ≤ 40 (BERT-base's FFN bound is 38.9)
+    let mut x = randoms(400, -40.0, 40.0, 42);
+    x.extend([0.0, ULP, -ULP, 1.6, -1.6, 4.0, -4.0, 40.0, -40.0]);
+    let g: Op = std::sync::Arc::new(|c, ch, x| gelu::gelu_within(c, ch, x, 40.0));
+    let o = run(Proto::Tami, true, &x, g);
+    let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+    let (e, i) = max_err(&o.secure, &want);
+    assert!(e <= gelu::GELU_ERR_F12, "gelu_within error {e} at {}", x[i]);
+    assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
+    let full = run(Proto::Tami, true, &x, gelu_op());
+    // two ReLU batches of one merge level fewer each (the first batch's
+    // single-level e flight and the second's re-share share a depth)
+    assert_eq!((full.cost.rounds, o.cost.rounds), (13, 12), "gelu rounds");
+    let (bo, bf) = (o.cost.bytes_sent + o.cost.bytes_recv, full.cost.bytes_sent + full.cost.bytes_recv);
+    assert!(bo * 10 < bf * 9, "gelu bytes {bo} vs {bf}");
+
+    // Softmax: |x| ≤ 50, rows of 16 with ties and a spread of 100
+    let len = 16;
+    let mut x = randoms(4 * len, -50.0, 50.0, 43);
+    x.extend([7.0; 16]);
+    x.extend((0..16).map(|i| if i % 3 == 0 { 50.0 } else { -50.0 }));
+    let sm: Op = std::sync::Arc::new(move |c, ch, x| softmax::softmax_within(c, ch, x, len, 50.0));
+    let o = run(Proto::Tami, true, &x, sm);
+    let (e, i) = max_err(&o.secure, &softmax::softmax_f64(&x, len));
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "softmax_within error {e} at {i}");
+    assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
+    let full = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len)));
+    // one merge level fewer per ReLU batch; the critical path (a
+    // single-level batch's last flight is one-way, a two-level one's an
+    // exchange the next re-share overlaps) shortens by 2 at rows of 16
+    assert_eq!((full.cost.rounds, o.cost.rounds), (58, 56), "softmax rounds");
+    assert!(o.cost.bytes() < full.cost.bytes());
+
+    // LayerNorm: |x| ≤ 3000 (beyond the clip 2^10: saturates as before)
+    let mut x = randoms(3 * len, -3.0, 3.0, 44);
+    x.extend((0..16).map(|i| if i == 5 { 3000.0 } else { i as f64 }));
+    let ln: Op = std::sync::Arc::new(move |c, ch, x| layernorm::layernorm_within(c, ch, x, len, 1e-5, None, None, 3000.0));
+    let o = run(Proto::Tami, true, &x, ln);
+    let want = layernorm::layernorm_f64(&x[..3 * len], len, 1e-5);
+    assert!(max_err(&o.secure[..3 * len], &want).0 <= layernorm::LN_ERR_F12);
+    let mut clipped: Vec<f64> = (0..16).map(|i| i as f64).collect();
+    clipped[5] = 1024.0;
+    assert!(max_err(&o.secure[3 * len..], &layernorm::layernorm_f64(&clipped, len, 1e-5)).0 <= layernorm::LN_ERR_F12);
+    let full = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None)));
+    // the clip batch is one level shorter but the rsqrt's (whole-ring)
+    // octave batch keeps the critical path: same rounds, fewer bytes
+    assert_eq!((full.cost.rounds, o.cost.rounds), (33, 33), "layernorm rounds");
+    assert!(o.cost.bytes() < full.cost.bytes(), "layernorm bytes {:?} vs {:?}", o.cost, full.cost);
+
+    // the reference refuses inputs above a claimed bound
+    let ring = fx().ring;
+    let (mut dummy, _peer) = MemChannel::pair();
+    let big = ArithShare::new(ring, enc(&[1.0, 45.0]));
+    assert!(gelu::gelu_within(&mut Ctx::clear(fx()), &mut dummy, &big, 40.0).unwrap_err().to_string().contains("proven bound"));
+    let row = ArithShare::new(ring, enc(&[1.0, 60.0]));
+    assert!(softmax::softmax_within(&mut Ctx::clear(fx()), &mut dummy, &row, 2, 50.0).unwrap_err().to_string().contains("proven bound"));
+    let row16 = ArithShare::new(ring, enc(&[5000.0; 16]));
+    assert!(layernorm::layernorm_within(&mut Ctx::clear(fx()), &mut dummy, &row16, 16, 1e-5, None, None, 3000.0).unwrap_err().to_string().contains("proven bound"));
+    assert!(gelu::gelu_within(&mut Ctx::clear(fx()), &mut dummy, &big, f64::NAN).is_err());
+}

@@ -82,7 +82,8 @@ pub const NOT_INTERACTIVE: &str = "transformer operators need correlations from 
 /// What one primitive call consumes (the offline plan of an operator).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Need {
-    Relu { n: usize },
+    /// `w`: compared width (0 = the whole ring), see [`Ctx::relu_within`].
+    Relu { n: usize, w: u32 },
     Trunc { n: usize, f: u32 },
     Triples { n: usize },
     Powers { n: usize, k: u32 },
@@ -220,13 +221,14 @@ impl Ctx {
         let chunk = MAX_DEAL_N as usize;
         let d = self.dealer_mut()?;
         Ok(match *need {
-            Need::Relu { n } => {
+            Need::Relu { n, w } => {
                 let mut gates = Vec::new();
                 let mut done = 0;
+                let shape = Self::relu_shape(bits, k, arity, w);
                 while done < n {
                     let m = (n - done).min(chunk);
                     gates.push(match proto {
-                        Proto::Tami => Gate::Tami(tami::deal(d, party, m, tami::TamiShape::new(bits, k, arity, tami::Flavor::Relu))?),
+                        Proto::Tami => Gate::Tami(tami::deal(d, party, m, shape)?),
                         _ => Gate::Fss(fss::deal(d, party, m, fss::FssShape { bits, gate: fss::FssGate::Relu })?),
                     });
                     done += m;
@@ -339,6 +341,71 @@ impl Ctx {
 
     /// ReLU(x) (signed), element-wise. Valid for every ℓ-bit x.
     pub fn relu(&mut self, ch: &mut dyn Channel, x: &ArithShare) -> Result<ArithShare> {
+        self.relu_w(ch, x, 0)
+    }
+
+    /// The TAMI shape of a ReLU batch comparing `w` bits (0: the ring):
+    /// with a reduced width the merge arity grows to the chunk count (up to
+    /// 8) so that the merge is one level — one flight fewer.
+    fn relu_shape(bits: u32, k: u32, arity: u32, w: u32) -> tami::TamiShape {
+        let s = tami::TamiShape::new(bits, k, arity, tami::Flavor::Relu).with_width(if w == 0 { bits } else { w });
+        let chunks = s.chunks().len() as u32;
+        if s.low != 0 && chunks > arity && chunks <= 8 {
+            tami::TamiShape { arity: chunks.max(2), ..s }
+        } else {
+            s
+        }
+    }
+
+    /// The compared width that makes ReLU exact for every |x| ≤ `max_ulps`
+    /// (ring units): the smallest w with max_ulps < 2^{w−1}, at least 8 and
+    /// at most ℓ (0 = the whole ring).
+    pub fn width_for(&self, max_ulps: f64) -> u32 {
+        let l = self.ring().bits();
+        if !(max_ulps.is_finite() && max_ulps >= 0.0) {
+            return 0;
+        }
+        let w = (max_ulps + 1.0).log2().ceil() as u32 + 1;
+        if w >= l {
+            0
+        } else {
+            w.max(8)
+        }
+    }
+
+    /// ReLU(x) for inputs the caller has **bounded**: |x| ≤ `max_ulps` (ring
+    /// units). The comparison reads the sign of x mod 2^w with
+    /// w = [`Ctx::width_for`]`(max_ulps)` — exact inside the bound (the
+    /// reduction of shares mod 2^w is local and a ring homomorphism; see
+    /// [`tami::TamiShape::low`]); the output b·x is in the full ring. TAMI
+    /// compares w − 1 bits instead of ℓ − 1: at ℓ = 64 and w ≤ 41 one merge
+    /// level (4 flights instead of 5) and about a third fewer bytes. The
+    /// `fss` family ignores the width (its cost does not depend on it).
+    /// **Outside the bound** the sign can be wrong (ReLU returns 0 or x, never
+    /// a value larger than |x|); the clear reference fails on a value above
+    /// the bound, so a wrong proof shows up in the reference tests.
+    /// **View:** as [`Ctx::relu`]: the comparison of fewer bits sends fewer
+    /// masked bits; y − s is still a full-ring one-time pad.
+    pub fn relu_within(&mut self, ch: &mut dyn Channel, x: &ArithShare, max_ulps: f64) -> Result<ArithShare> {
+        self.check_bound(x, max_ulps, "relu")?;
+        let w = self.width_for(max_ulps);
+        self.relu_w(ch, x, w)
+    }
+
+    /// The clear reference's check of a proven input bound (no-op in the
+    /// secure modes): an input above `max_ulps` (ring units) is an error
+    /// naming `what` — a wrong proof shows up in the reference tests.
+    pub fn check_bound(&self, x: &ArithShare, max_ulps: f64, what: &str) -> Result<()> {
+        if self.is_clear() {
+            let r = x.ring;
+            if let Some(a) = x.v.iter().map(|&a| r.to_signed(a) as f64).find(|a| a.abs() > max_ulps) {
+                return Err(invalid(format!("{what}: input {a} (ring units) exceeds its proven bound {max_ulps} (the bound's proof is wrong)")));
+            }
+        }
+        Ok(())
+    }
+
+    fn relu_w(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: u32) -> Result<ArithShare> {
         let n = x.len();
         if n == 0 {
             return Ok(self.zeros(0));
@@ -348,7 +415,8 @@ impl Ctx {
             return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| crate::share::reference::relu(r, a)).collect() });
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Relu { n })? else { return Ok(self.zeros(n)) };
+        let w = if self.proto == Proto::Tami { w } else { 0 };
+        let Some(pre) = self.take(Need::Relu { n, w })? else { return Ok(self.zeros(n)) };
         let Pre::Relu(gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
         let mut out = Vec::with_capacity(n);
         let mut at = 0;

@@ -64,19 +64,36 @@ pub const GELU_P2: [f64; 5] = [0.5487209678228886, -1.9487667439310228, 2.468821
 pub const GELU_ERR_F12: f64 = 1.2e-3;
 
 /// GeLU element-wise; input and output at the context's fixed point.
+/// Valid for every input (comparisons on the whole ring).
 pub fn gelu(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare) -> Result<ArithShare> {
+    gelu_within(ctx, ch, x, f64::INFINITY)
+}
+
+/// GeLU for inputs the caller has proved bounded, |x| ≤ `max_abs` (real
+/// units): the same construction and error bound, with every comparison on
+/// the fewest bits exact inside the bound ([`Ctx::relu_within`]): the sign
+/// of x needs |x|·2^f < 2^{w−1}, the clip and split comparisons on |x| − c
+/// (c ∈ {4, 1.6}) need (|x| + 4)·2^f + 1 < 2^{w−1}. At f = 12 and
+/// |x| ≤ 64 that is w = 19 (18 compared bits instead of 63: four 5-bit
+/// chunks, one merge level). An infinite bound is [`gelu`]. The clear
+/// reference fails on an input above the bound.
+pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs: f64) -> Result<ArithShare> {
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
     let l = ring.bits();
     if 4 * (f + 2) + 3 > l {
         return Err(invalid(format!("gelu: {f} fraction bits need 4·(f + 2) ≤ ℓ − 3 (ℓ = {l})")));
     }
+    if max_abs.is_nan() || max_abs < 0.0 {
+        return Err(invalid(format!("gelu: input bound {max_abs} must be non-negative")));
+    }
+    let unit = (f as f64).exp2();
     let n = x.len();
-    let rx = ctx.relu(ch, x)?;
+    let rx = ctx.relu_within(ch, x, (max_abs * unit).ceil())?;
     let a = rx.scale(2).sub(x); // |x|
     let clip = poly::enc(ctx, GELU_CLIP, f);
     let at = poly::enc(ctx, GELU_SPLIT, f);
     let z = concat(&[&ctx.add_const(&a, ring.neg(clip)), &ctx.add_const(&a, ring.sub(1, at)), &ctx.add_const(&a, ring.neg(at))]);
-    let rz = split(&ctx.relu(ch, &z)?, n.max(1));
+    let rz = split(&ctx.relu_within(ch, &z, ((max_abs + GELU_CLIP) * unit).ceil() + 1.0)?, n.max(1));
     let (over, p, q) = if n == 0 { (a.clone(), a.clone(), a.clone()) } else { (rz[0].clone(), rz[1].clone(), rz[2].clone()) };
     let b = p.sub(&q); // [|x| ≥ 1.6] as a ring integer
     let t = a.sub(&over); // min(|x|, 4) at scale f, read as u = t/4 at scale f + 2

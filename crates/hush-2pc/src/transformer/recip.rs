@@ -52,7 +52,10 @@ fn pow2(ctx: &Ctx, e: i32, s: u32) -> Result<u64> {
 }
 
 /// Clamp to [2^lo, 2^hi] and the initial guess Σ-linear in the octave bits.
-fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, g: impl Fn(i32) -> f64) -> Result<(ArithShare, ArithShare)> {
+/// `max_ulps` bounds |v| (ring units; infinite: the whole ring): the
+/// compared values v − 2^j are then within max_ulps + 2^{hi+s}.
+#[allow(clippy::too_many_arguments)]
+fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64, g: impl Fn(i32) -> f64) -> Result<(ArithShare, ArithShare)> {
     if lo >= hi {
         return Err(invalid("empty range"));
     }
@@ -65,7 +68,7 @@ fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, 
         parts.push(ctx.add_const(v, ring.neg(t)));
     }
     let refs: Vec<&ArithShare> = parts.iter().collect();
-    let r = ctx.relu(ch, &concat(&refs))?;
+    let r = ctx.relu_within(ch, &concat(&refs), max_ulps + ((hi + s as i32) as f64).exp2())?;
     let r = if n == 0 { vec![ArithShare::zeros(ring, 0); parts.len()] } else { split(&r, n) };
     let vc = ctx.add_const(&r[0].sub(&r[1]), pow2(ctx, lo, s)?);
     let enc = |c: f64| ring.from_signed((c * (s as f64).exp2()).round() as i64);
@@ -80,11 +83,19 @@ fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, 
 /// 1/v for v at scale 2^s (accurate for v ∈ [2^lo, 2^hi], saturating
 /// outside); result at scale 2^s.
 pub fn reciprocal(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32) -> Result<ArithShare> {
+    reciprocal_within(ctx, ch, v, s, lo, hi, f64::INFINITY)
+}
+
+/// [`reciprocal`] for inputs the caller has bounded, |v| ≤ `max_ulps`
+/// (ring units): the octave comparisons run on the fewest bits exact inside
+/// the bound ([`Ctx::relu_within`]); the clear reference fails above it.
+#[allow(clippy::too_many_arguments)]
+pub fn reciprocal_within(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64) -> Result<ArithShare> {
     let l = ctx.ring().bits() as i32;
     if 2 * s as i32 + 2 - lo + 3 > l {
         return Err(invalid(format!("reciprocal at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
     }
-    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, |k| (-(k as f64) - 0.5).exp2())?;
+    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, max_ulps, |k| (-(k as f64) - 0.5).exp2())?;
     let two = 2u64 << s;
     for _ in 0..NEWTON_ITERS {
         let t = ctx.mul(ch, &vc, &y)?;
@@ -103,7 +114,7 @@ pub fn rsqrt(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i3
     if hi.div_euclid(2) + 1 + 2 * s as i32 + 1 + 3 > l || 2 * s as i32 + 2 - lo.div_euclid(2) + 3 > l {
         return Err(invalid(format!("rsqrt at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
     }
-    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, |k| (-(k as f64 + 0.5) / 2.0).exp2())?;
+    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, f64::INFINITY, |k| (-(k as f64 + 0.5) / 2.0).exp2())?;
     let three = 3u64 << s;
     for _ in 0..RSQRT_ITERS {
         // v·y² as (v·y)·y: y² at scale 2^s would keep only ~2^{2s}/v

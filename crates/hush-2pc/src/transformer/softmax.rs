@@ -61,6 +61,12 @@ pub const MAX_ROW: usize = 1 << 12;
 
 /// Row maxima of `x` (rows of `len`) by a comparison tree.
 pub fn row_max(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+    row_max_within(ctx, ch, x, len, f64::INFINITY)
+}
+
+/// [`row_max`] for entries bounded by |x| ≤ `max_ulps` (ring units): every
+/// compared difference is within 2·`max_ulps` ([`Ctx::relu_within`]).
+pub fn row_max_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, max_ulps: f64) -> Result<ArithShare> {
     if len == 0 || !x.len().is_multiple_of(len) {
         return Err(invalid(format!("{} elements are not rows of {len}", x.len())));
     }
@@ -76,7 +82,7 @@ pub fn row_max(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) 
                 diffs.push(ring.sub(c[2 * p], c[2 * p + 1]));
             }
         }
-        let rl = ctx.relu(ch, &ArithShare { ring, v: diffs })?;
+        let rl = ctx.relu_within(ch, &ArithShare { ring, v: diffs }, 2.0 * max_ulps)?;
         for (r, c) in cur.iter_mut().enumerate() {
             let mut next = Vec::with_capacity(width.div_ceil(2));
             for p in 0..half {
@@ -128,25 +134,47 @@ pub fn exp_nonpos(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare) -> Result
 }
 
 /// Softmax of each row of `len` elements; input and output at the
-/// context's fixed point.
+/// context's fixed point. Valid for every input in the documented range.
 pub fn softmax(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+    softmax_within(ctx, ch, x, len, f64::INFINITY)
+}
+
+/// Softmax for inputs the caller has proved bounded, |x| ≤ `max_abs` (real
+/// units): the same steps and error bound, with the comparisons on the
+/// fewest bits exact inside the bound ([`Ctx::relu_within`]): the max
+/// tree's differences are within 2·max_abs, the clip's d + 16 within
+/// 2·max_abs + 16, and the reciprocal's octave comparisons (sums in
+/// [2^−1, L] at scale 2^24, by construction: every exp ≤ 1 + its error)
+/// within 2^{⌈log2 L⌉ + 26}. At f = 12 and |x| ≤ 2^14 the max and clip
+/// compare 28 bits (six chunks, one merge level; 63 bits and two levels on
+/// the whole ring), the reciprocal 34 bits at L = 128. An infinite bound
+/// is [`softmax`] except for the reciprocal's internal bound. The clear
+/// reference fails on an input above the bound.
+pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, max_abs: f64) -> Result<ArithShare> {
     check_params(ctx)?;
+    if max_abs.is_nan() || max_abs < 0.0 {
+        return Err(invalid(format!("softmax: input bound {max_abs} must be non-negative")));
+    }
     if len == 0 || len > MAX_ROW || !x.len().is_multiple_of(len) {
         return Err(invalid(format!("softmax: rows of {len} (1..={MAX_ROW}) over {} elements", x.len())));
     }
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
     let rows = x.len() / len;
-    let m = row_max(ctx, ch, x, len)?;
+    let unit = (f as f64).exp2();
+    let bu = (max_abs * unit).ceil();
+    ctx.check_bound(x, bu, "softmax")?;
+    let m = row_max_within(ctx, ch, x, len, bu)?;
     let mb: Vec<u64> = (0..x.len()).map(|i| m.v[i / len]).collect();
     let d = x.sub(&ArithShare { ring, v: mb });
     let t = poly::enc(ctx, EXP_CLIP, f);
     let shifted = ctx.add_const(&d, t);
-    let rl = ctx.relu(ch, &shifted)?;
+    let rl = ctx.relu_within(ch, &shifted, 2.0 * bu + (EXP_CLIP * unit).ceil())?;
     let dc = ctx.add_const(&rl, ring.neg(t));
     let e = exp_clipped(ctx, ch, &dc)?;
     let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
     let hi = (len.max(2) as f64).log2().ceil() as i32;
-    let inv = recip::reciprocal(ctx, ch, &sums, EXP_SCALE, -1, hi)?;
+    // the sums are at most L·(1 + 10⁻³) at scale 2^24: below 2^{hi + 25}
+    let inv = recip::reciprocal_within(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
     let ib: Vec<u64> = (0..rows * len).map(|i| inv.v[i / len]).collect();
     let p = ctx.mul(ch, &e, &ArithShare { ring, v: ib })?;
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
