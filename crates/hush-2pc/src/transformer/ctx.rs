@@ -112,6 +112,19 @@ enum Mode {
     Clear,
 }
 
+/// Correlations dealt ahead for one plan ([`Ctx::deal_plan`]), to be
+/// [`Ctx::install`]ed in a context of the same party.
+pub struct Prefilled(VecDeque<(Need, Pre)>);
+
+impl Prefilled {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// A party's context for the transformer operators.
 pub struct Ctx {
     pub party: Party,
@@ -190,6 +203,32 @@ impl Ctx {
             q.push_back((need.clone(), pre));
         }
         self.mode = Mode::Prefilled(q);
+        Ok(())
+    }
+
+    /// The offline phase apart from the online one: deals every item of
+    /// `plan` now and returns them, leaving this context as it was. Another
+    /// context of the same party (on another thread) runs on them after
+    /// [`Ctx::install`] — e.g. a dealing thread prepares layer l + 1 while
+    /// layer l runs online. The dealing order (hence the batch numbers) is
+    /// this context's, so both parties must deal the same plans in the same
+    /// order here and nowhere else.
+    pub fn deal_plan(&mut self, plan: &[Need]) -> Result<Prefilled> {
+        let mut q = VecDeque::with_capacity(plan.len());
+        for need in plan {
+            let pre = self.deal(need)?;
+            q.push_back((need.clone(), pre));
+        }
+        Ok(Prefilled(q))
+    }
+
+    /// Runs the following primitives on correlations dealt by
+    /// [`Ctx::deal_plan`] (checked item by item as in prefilled mode).
+    pub fn install(&mut self, p: Prefilled) -> Result<()> {
+        if self.is_clear() || self.pending() != 0 {
+            return Err(invalid("install: the clear reference, or unconsumed correlations"));
+        }
+        self.mode = Mode::Prefilled(p.0);
         Ok(())
     }
 
