@@ -34,7 +34,7 @@
 //! (f ≤ 13 at ℓ = 64), refused otherwise.
 //!
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 3,
-//! squarings 12, reciprocal 1 + 16, product 2 — 42.
+//! squarings 12, reciprocal 1 + 12, product 2 — 38.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
