@@ -117,11 +117,11 @@ fn gelu_rounds_and_bytes_are_pinned() {
         let o = run(Proto::Fss, one_round, &x, gelu_op());
         // fss ReLU: one exchange of n·8 bytes each way; the clip+split ReLU
         // batch 3n; powers: 1 exchange of n (one-round) or 2 Beaver rounds
-        // (x² then x³, x⁴: 2n then 4n openings); truncations 4n and 2n;
-        // selection product 2n.
+        // (x² then x³, x⁴: 2n then 4n openings); truncation of the powers
+        // 4n; selection product 2n; one truncation of g, n.
         let (pw_rounds, pw_elems) = if one_round { (1, n) } else { (2, 2 * n + 4 * n) };
         assert_eq!(o.cost.rounds, 5 + pw_rounds, "one_round = {one_round}");
-        assert_eq!(o.cost.bytes_sent, 8 * (n + 3 * n + pw_elems + 4 * n + 2 * n + 2 * n), "one_round = {one_round}");
+        assert_eq!(o.cost.bytes_sent, 8 * (n + 3 * n + pw_elems + 4 * n + 2 * n + n), "one_round = {one_round}");
         assert_eq!(o.cost.bytes_sent, o.cost.bytes_recv);
     }
 }

@@ -17,8 +17,11 @@
 //! |x| = 2r − x), the clip at 4 (ReLU(|x| − 4), t = |x| − ReLU(|x| − 4)) and
 //! the split at 1.6 (the bit [|x| ≥ 1.6] = ReLU(|x| − 1.6 + 1 ulp) −
 //! ReLU(|x| − 1.6), exact in ring units). The two last ReLU sets run in one
-//! batch. Then g = P₁ + b·(P₂ − P₁) (one Beaver product of a 0/1 integer,
-//! no truncation) and GeLU = r − g.
+//! batch. Then g = P₁ + b·(P₂ − P₁) (one Beaver product of a 0/1 integer on
+//! the untruncated polynomials at scale 2^{2s}, exact in the ring, then one
+//! truncation of g to 2^f — since 2026-11-25; before, both polynomials
+//! were truncated first: 2n truncation openings instead of n) and
+//! GeLU = r − g.
 //!
 //! Coefficients (least squares on 2000 Chebyshev-distributed points of each
 //! segment, in u): P₁ on u ∈ [0, 0.4], P₂ on u ∈ [0.4, 1]. Approximation
@@ -37,8 +40,9 @@
 //! **Parameters.** Needs 4·(f + 2) ≤ ℓ − 3 (the powers of u at scale
 //! 2^{f+2}): f ≤ 12 at ℓ = 64; refused otherwise.
 //!
-//! **Rounds** (fss family): ReLU 1, ReLU batch 1, powers 1, two
-//! truncations 2, selection product 1 — 6 (7 without the one-round powers).
+//! **Rounds** (fss family): ReLU 1, ReLU batch 1, powers 1, power
+//! truncation 1, selection product 1, truncation 1 — 6 (7 without the
+//! one-round powers).
 //!
 //! **View.** Each party sees only: the comparison family's messages
 //! (simulatable, see [`crate::tami`] / [`crate::fss`]), the opening of
@@ -98,10 +102,12 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
     let b = p.sub(&q); // [|x| ≥ 1.6] as a ring integer
     let t = a.sub(&over); // min(|x|, 4) at scale f, read as u = t/4 at scale f + 2
     let s = f + 2 + 10; // powers and coefficients carry 10 guard bits over u
-    let ps = poly::eval(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s, s, f)?;
+    // both polynomials at scale 2^{2s} (untruncated), the 0/1 selection
+    // exactly in the ring, then one truncation to 2^f
+    let ps = poly::eval_raw(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s, s)?;
     let diff = ps[1].sub(&ps[0]);
     let sel = ctx.mul(ch, &b, &diff)?;
-    let g = ps[0].add(&sel);
+    let g = ctx.trunc(ch, &ps[0].add(&sel), 2 * s - f)?;
     Ok(rx.sub(&g))
 }
 
