@@ -131,7 +131,7 @@ def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.O
         if isinstance(ids, str):
             ids = [ids]
         ids, mask = tokenizer(list(ids))
-    if isinstance(ids, (list, tuple)) and ids and not isinstance(ids[0], (list, tuple, _np.ndarray)):
+    if isinstance(ids, str) or (isinstance(ids, (list, tuple)) and ids and not isinstance(ids[0], (list, tuple, _np.ndarray))):
         raise TypeError("ids: a 2-D array of token ids, a list of id lists, or sentences with tokenizer=...")
     if mask is None:
         rows = [[int(t) for t in row] for row in ids]
