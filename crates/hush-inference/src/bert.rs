@@ -73,13 +73,20 @@ pub struct BertOpts {
     /// Comparisons on the widths the public weight bound proves
     /// ([`Bounds`]); off: every comparison on the whole ring.
     pub bounded: bool,
+    /// Lanes for the row-wise operators (Softmax, LayerNorm, GeLU): each
+    /// runs on this many blocks of rows at once, on lanes of the one
+    /// emulated link ([`Layer::par`]); 1 = no overlap.
+    pub lanes: usize,
 }
 
 impl Default for BertOpts {
     fn default() -> Self {
-        BertOpts { overlap: true, bounded: true }
+        BertOpts { overlap: true, bounded: true, lanes: DEFAULT_LANES }
     }
 }
+
+/// Lanes of the benchmark (measured: see the README's BERT rows).
+pub const DEFAULT_LANES: usize = 4;
 
 /// Public magnitude bounds (real units) of every compared tensor of a layer,
 /// proved from public facts only: the architecture, the public weight range
@@ -181,6 +188,15 @@ fn transpose(x: &ArithShare, rows: usize, cols: usize) -> ArithShare {
     hush_2pc::transformer::matmul::transpose(x, 1, rows, cols)
 }
 
+/// One lane of a party: an operator context and its channel on the shared
+/// emulated link ([`MemChannel::lanes_with`]).
+pub struct Lane {
+    c: Ctx,
+    ch: MemChannel,
+}
+
+type LaneOp<'f> = &'f (dyn Fn(&mut Ctx, &mut dyn Channel, &ArithShare) -> hush_2pc::Result<ArithShare> + Sync);
+
 /// One party's encoder layer, in three modes: `plan` (Ctx records, linear
 /// layers return zeros), and the online run.
 struct Layer<'a> {
@@ -231,8 +247,55 @@ impl Layer<'_> {
         Ok(r)
     }
 
+    /// A row-wise operator on `lanes`: x (rows of `unit` elements) cut into
+    /// one contiguous block of rows per lane, each block on its lane's
+    /// context and channel on its own thread (sequentially in plan mode),
+    /// results concatenated in order. The blocks are independent (GeLU is
+    /// element-wise, Softmax and LayerNorm row-wise), so the result is the
+    /// operator's on x; running them at once lets one block's transmission
+    /// overlap another's round trips on the shared link. Metered: bytes of
+    /// every lane, rounds of the deepest lane.
+    fn par(&mut self, lanes: &mut [Lane], op: &'static str, plan: bool, x: &ArithShare, unit: usize, f: LaneOp<'_>) -> Result<ArithShare> {
+        let rows = x.len() / unit.max(1);
+        let k = lanes.len().min(rows).max(1);
+        let bounds: Vec<(usize, usize)> = (0..k).map(|i| (rows * i / k * unit, rows * (i + 1) / k * unit)).collect();
+        let ring = x.ring;
+        let t = Instant::now();
+        let before: Vec<Cost> = lanes.iter().map(|l| l.ch.cost()).collect();
+        let outs: Vec<hush_2pc::Result<ArithShare>> = if plan {
+            let (mut unused, _peer) = MemChannel::pair();
+            lanes.iter_mut().zip(&bounds).map(|(l, &(a, b))| f(&mut l.c, &mut unused, &ArithShare { ring, v: x.v[a..b].to_vec() })).collect()
+        } else {
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = lanes
+                    .iter_mut()
+                    .zip(&bounds)
+                    .map(|(l, &(a, b))| {
+                        let part = ArithShare { ring, v: x.v[a..b].to_vec() };
+                        sc.spawn(move || f(&mut l.c, &mut l.ch, &part))
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(hush_2pc::Error::Bench("lane thread panicked".into())))).collect()
+            })
+        };
+        let mut v = Vec::with_capacity(x.len());
+        for o in outs {
+            v.extend_from_slice(&o.map_err(tpc)?.v);
+        }
+        if !plan {
+            let mut c = Cost::default();
+            for (l, b) in lanes.iter().zip(&before) {
+                let d = l.ch.cost() - *b;
+                c.bytes_sent += d.bytes_sent;
+                c.rounds = c.rounds.max(d.rounds);
+            }
+            self.meter.add(op, t.elapsed().as_secs_f64(), c);
+        }
+        Ok(ArithShare { ring, v })
+    }
+
     /// The layer on x (token-major seq × hidden, scale f).
-    fn run(&mut self, c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, plan: bool) -> Result<ArithShare> {
+    fn run(&mut self, c: &mut Ctx, ch: &mut dyn Channel, lanes: &mut [Lane], x: &ArithShare, plan: bool) -> Result<ArithShare> {
         let s = self.s;
         let (h, seq, nh) = (s.hidden, s.seq, s.heads);
         let dh = h / nh;
@@ -270,7 +333,8 @@ impl Layer<'_> {
         })?;
         let inf = f64::INFINITY;
         let b = self.bounds;
-        let p = self.timed(ch, "softmax", plan, |ch| softmax::softmax_within(c, ch, &scores, seq, b.map_or(inf, |b| b.scores)).map_err(tpc))?;
+        let bs = b.map_or(inf, |b| b.scores);
+        let p = self.par(lanes, "softmax", plan, &scores, seq, &|c, ch, x| softmax::softmax_within(c, ch, x, seq, bs))?;
         // Operand bounds of P·V (proved here, refused by the operator if the
         // ring could wrap): softmax outputs ≤ 1 + its error; V's entries ≤
         // Σ|W|·|x| + |b| with |x| ≤ √H (a LayerNorm output with γ = 1, β = 0,
@@ -290,14 +354,17 @@ impl Layer<'_> {
         let o = self.linear(ch, 3, &ArithShare { ring, v: cm }, plan)?;
         let o = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &o, f).map_err(tpc))?;
         let h1 = x.add(&transpose(&o, h, seq));
-        let h1 = self.timed(ch, "layernorm", plan, |ch| layernorm::layernorm_within(c, ch, &h1, h, 1e-12, None, None, b.map_or(inf, |b| b.h1)).map_err(tpc))?;
+        let b1 = b.map_or(inf, |b| b.h1);
+        let h1 = self.par(lanes, "layernorm", plan, &h1, h, &|c, ch, x| layernorm::layernorm_within(c, ch, x, h, 1e-12, None, None, b1))?;
         let u = self.linear(ch, 4, &transpose(&h1, seq, h), plan)?;
         let u = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &u, f).map_err(tpc))?;
-        let g = self.timed(ch, "gelu", plan, |ch| gelu::gelu_within(c, ch, &u, b.map_or(inf, |b| b.ffn_in)).map_err(tpc))?;
+        let bu = b.map_or(inf, |b| b.ffn_in);
+        let g = self.par(lanes, "gelu", plan, &u, seq, &|c, ch, x| gelu::gelu_within(c, ch, x, bu))?;
         let d = self.linear(ch, 5, &g, plan)?;
         let d = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &d, f).map_err(tpc))?;
         let h2 = h1.add(&transpose(&d, h, seq));
-        self.timed(ch, "layernorm", plan, |ch| layernorm::layernorm_within(c, ch, &h2, h, 1e-12, None, None, b.map_or(inf, |b| b.h2)).map_err(tpc))
+        let b2 = b.map_or(inf, |b| b.h2);
+        self.par(lanes, "layernorm", plan, &h2, h, &|c, ch, x| layernorm::layernorm_within(c, ch, x, h, 1e-12, None, None, b2))
     }
 }
 
@@ -314,7 +381,8 @@ pub struct PartyRun {
     pub module_busy_s: f64,
 }
 
-fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, p: u8, x: Vec<u64>, barrier: Arc<Barrier>, opts: BertOpts) -> Result<PartyRun> {
+#[allow(clippy::too_many_arguments)]
+fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemChannel>, p: u8, x: Vec<u64>, barrier: Arc<Barrier>, opts: BertOpts) -> Result<PartyRun> {
     let t0 = Instant::now();
     let overlap = opts.overlap;
     let bounds = opts.bounded.then(|| Bounds::derive(&s, fx.frac));
@@ -336,19 +404,39 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, p: u8, x: Vec<u64>
     }
     let setup_s = t0.elapsed().as_secs_f64();
     let ring = fp.ring;
-    // Every layer has the same plan (same shapes and bounds).
-    let plan: Vec<Need> = {
+    // The lanes' contexts, online only like `c`.
+    let mut lanes: Vec<Lane> = Vec::with_capacity(lane_chs.len());
+    for lch in lane_chs {
+        lanes.push(Lane { c: Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?, ch: lch });
+    }
+    // Every layer has the same plans (same shapes and bounds): the main
+    // context's and one per lane.
+    let (plan, lane_plans): (Vec<Need>, Vec<Vec<Need>>) = {
         let mut probe = Layer { s, bounds, fx, party: p, weights: &weights, lin: vec![], meter: Meter::default() };
         let zeros = ArithShare::zeros(ring, x.len());
-        c.plan(|c, ch| probe.run(c, ch, &zeros, true).map_err(|e| hush_2pc::Error::Bench(e.to_string()))).map_err(tpc)?
+        for l in lanes.iter_mut() {
+            l.c.begin_plan().map_err(tpc)?;
+        }
+        let main = c.plan(|c, ch| probe.run(c, ch, &mut lanes, &zeros, true).map_err(|e| hush_2pc::Error::Bench(e.to_string()))).map_err(tpc)?;
+        let mut lp = Vec::with_capacity(lanes.len());
+        for l in lanes.iter_mut() {
+            lp.push(l.c.end_plan().map_err(tpc)?);
+        }
+        (main, lp)
     };
     // The dealing context: the only one that deals (batch numbers in one
     // order at both parties).
     let mut dctx = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    type Dealt = (hush_2pc::transformer::ctx::Prefilled, Vec<Option<hush_tee::linear_deal::LinearResponse>>, f64);
-    let deal_layer = move |dctx: &mut Ctx, module: &mut SharedModule, l: usize, plan: &[Need], w: &Weights| -> Result<Dealt> {
+    type Pre = hush_2pc::transformer::ctx::Prefilled;
+    type Dealt = ((Pre, Vec<Pre>), Vec<Option<hush_tee::linear_deal::LinearResponse>>, f64);
+    let deal_layer = move |dctx: &mut Ctx, module: &mut SharedModule, l: usize, plans: &(Vec<Need>, Vec<Vec<Need>>), w: &Weights| -> Result<Dealt> {
         let t = Instant::now();
-        let pre = dctx.deal_plan(plan).map_err(tpc)?;
+        let main = dctx.deal_plan(&plans.0).map_err(tpc)?;
+        let mut lp = Vec::with_capacity(plans.1.len());
+        for lplan in &plans.1 {
+            lp.push(dctx.deal_plan(lplan).map_err(tpc)?);
+        }
+        let pre = (main, lp);
         let mut lin = Vec::with_capacity(6);
         for (j, (o, i, _, _)) in w.proj.iter().enumerate() {
             lin.push(Some(linear::deal(module, &fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq)?));
@@ -361,8 +449,9 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, p: u8, x: Vec<u64>
     // online; at most one layer is held ahead.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Dealt>>(1);
     let mut dctx_local = None;
+    let plans = (plan, lane_plans);
     let dealer_thread = if overlap {
-        let (mut m2, plan2, w2) = (module.clone(), plan.clone(), weights.clone());
+        let (mut m2, plan2, w2) = (module.clone(), plans.clone(), weights.clone());
         Some(std::thread::spawn(move || {
             for l in 0..s.layers {
                 let r = deal_layer(&mut dctx, &mut m2, l, &plan2, &w2);
@@ -383,18 +472,31 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, p: u8, x: Vec<u64>
             rx.recv().map_err(|_| Error::Config("the dealing thread stopped".into()))??
         } else {
             let d = dctx_local.as_mut().expect("sequential dealing context");
-            deal_layer(d, &mut module, l, &plan, &weights)?
+            deal_layer(d, &mut module, l, &plans, &weights)?
         };
         run.offline_s.push(off);
         let mut layer = Layer { s, bounds, fx, party: p, weights: &weights, lin, meter: Meter::default() };
-        c.install(pre).map_err(tpc)?;
+        let (main_pre, lane_pres) = pre;
+        c.install(main_pre).map_err(tpc)?;
+        for (lane, lp) in lanes.iter_mut().zip(lane_pres) {
+            lane.c.install(lp).map_err(tpc)?;
+        }
         barrier.wait();
         let t = Instant::now();
-        let c0 = ch.cost();
-        x = layer.run(&mut c, ch, &x, false)?;
+        x = layer.run(&mut c, ch, &mut lanes, &x, false)?;
         run.online_s.push(t.elapsed().as_secs_f64());
-        run.online.push(ch.cost() - c0);
+        // this party's bytes and the layer's critical path: every operator
+        // is metered (the lanes' as their deepest lane)
+        let mut lc = Cost::default();
+        for (_, (_, b, r)) in layer.meter.by_op.iter() {
+            lc.bytes_sent += b;
+            lc.rounds += *r as u32;
+        }
+        run.online.push(lc);
         c.lazy().map_err(tpc)?;
+        for lane in lanes.iter_mut() {
+            lane.c.lazy().map_err(tpc)?;
+        }
         for (k, v) in layer.meter.by_op {
             let e = run.meter.by_op.entry(k).or_default();
             e.0 += v.0;
@@ -424,7 +526,10 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
         s.layers = l.clamp(1, 12);
     }
     let profile = NetProfile::by_name(net).ok_or_else(|| Error::Config(format!("unknown network profile '{net}'")))?;
-    let (mut ca, mut cb) = MemChannel::pair_with(ChannelOptions { profile, ..Default::default() });
+    // the main channel and `opts.lanes` lanes, all on one emulated link
+    let mut all = MemChannel::lanes_with(ChannelOptions { profile, ..Default::default() }, 1 + opts.lanes.max(1));
+    let (mut ca, mut cb) = all.remove(0);
+    let (la, lb): (Vec<MemChannel>, Vec<MemChannel>) = all.into_iter().unzip();
     let n = seq * s.hidden;
     let mut p = Prg::new(Block(0x5e9));
     let ring = hush_primitives::Ring::new(64).expect("64");
@@ -434,8 +539,8 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
     let barrier = Arc::new(Barrier::new(2));
     let (b0, b1) = (barrier.clone(), barrier);
     let t = Instant::now();
-    let h0 = std::thread::spawn(move || party(s, fx, &mut ca, 0, s0, b0, opts));
-    let h1 = std::thread::spawn(move || party(s, fx, &mut cb, 1, s1, b1, opts));
+    let h0 = std::thread::spawn(move || party(s, fx, &mut ca, la, 0, s0, b0, opts));
+    let h1 = std::thread::spawn(move || party(s, fx, &mut cb, lb, 1, s1, b1, opts));
     let r0 = h0.join().map_err(|_| Error::Config("server thread panicked".into()))??;
     let r1 = h1.join().map_err(|_| Error::Config("client thread panicked".into()))??;
     let wall = t.elapsed().as_secs_f64();
@@ -496,6 +601,7 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
         "offline_overlapped": opts.overlap,
         "offline_exposed_s": (total - online).max(0.0),
         "bounded_comparisons": opts.bounded,
+        "lanes": opts.lanes.max(1),
         "bounds": bounds_json(&s, fx.frac, opts.bounded),
         "process_wall_s": wall,
         "bytes": bytes,
@@ -572,7 +678,7 @@ mod tests {
         let r = bench_bert(8, Some(2), "none", FixedConfig::new(64, 12).unwrap(), BertOpts::default()).unwrap();
         assert_eq!(r["offline_overlapped"], true);
         assert_eq!(r["bounded_comparisons"], true);
-        let plain = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts { overlap: false, bounded: false }).unwrap();
+        let plain = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts { overlap: false, bounded: false, lanes: 1 }).unwrap();
         // the bounded comparisons send fewer bytes (same operators otherwise)
         let per = |r: &serde_json::Value| r["per_layer"][0]["bytes"].as_u64().unwrap();
         assert!(per(&r) < per(&plain), "{} vs {}", per(&r), per(&plain));

@@ -194,6 +194,29 @@ impl Ctx {
         }
     }
 
+    /// Plan mode without a closure (for several contexts planned together,
+    /// e.g. the lanes of one layer): nothing is computed or sent until
+    /// [`Ctx::end_plan`], which returns what was recorded and restores
+    /// lazy dealing.
+    pub fn begin_plan(&mut self) -> Result<()> {
+        if self.is_clear() || self.pending() != 0 {
+            return Err(invalid("begin_plan: the clear reference, or unconsumed correlations"));
+        }
+        self.mode = Mode::Plan(Vec::new());
+        Ok(())
+    }
+
+    /// Ends [`Ctx::begin_plan`]'s plan mode and returns the plan.
+    pub fn end_plan(&mut self) -> Result<Vec<Need>> {
+        match std::mem::replace(&mut self.mode, Mode::Lazy) {
+            Mode::Plan(v) => Ok(v),
+            other => {
+                self.mode = other;
+                Err(invalid("end_plan without begin_plan"))
+            }
+        }
+    }
+
     /// The offline phase: deals every item of `plan` now (both parties must
     /// prefill the same plan); the following calls consume them in order.
     pub fn prefill(&mut self, plan: &[Need]) -> Result<()> {
