@@ -5,8 +5,9 @@
 //! For u at scale 2^{s_in} with |u| ≤ 1 and polynomials p_1, …, p_m of
 //! degree ≤ K sharing u:
 //! 1. u, u², …, u^K exactly in the ring (one opening; scale 2^{j·s_in});
-//! 2. each u^j brought to the common scale 2^{K·s_in} (a public shift) and
-//!    all truncated in **one** batched call to scale 2^{s_p};
+//! 2. each u^j with j·s_in ≤ s_p scaled up to 2^{s_p} locally (exact);
+//!    the others brought to the common scale 2^{K·s_in} (a public shift)
+//!    and truncated in **one** batched call to scale 2^{s_p};
 //! 3. p_i(u) = Σ_j round(c_{ij}·2^{s_c})·u^j (+ c_{i0} at scale 2^{s_p+s_c}),
 //!    local, then one batched truncation to 2^{s_out}.
 //!
@@ -52,11 +53,7 @@ pub fn eval(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, poly
     if n == 0 {
         return Ok(polys.iter().map(|_| ArithShare::zeros(ctx.ring(), 0)).collect());
     }
-    let pw = ctx.powers(ch, u, k)?;
-    let common = k * s_in;
-    let scaled: Vec<ArithShare> = pw.iter().enumerate().map(|(j, p)| p.scale(1u64 << (common - (j as u32 + 1) * s_in))).collect();
-    let refs: Vec<&ArithShare> = scaled.iter().collect();
-    let pw = if common > s_p { split(&ctx.trunc(ch, &concat(&refs), common - s_p)?, n) } else { scaled };
+    let pw = at_scale(ctx, ch, u, s_in, k, s_p)?;
     let mut sums = Vec::with_capacity(polys.len());
     for p in polys {
         let mut acc = ctx.constant(n, enc(ctx, p[0], s_p + s_c));
@@ -95,11 +92,7 @@ pub fn eval_raw(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, 
     if n == 0 {
         return Ok(polys.iter().map(|_| ArithShare::zeros(ctx.ring(), 0)).collect());
     }
-    let pw = ctx.powers(ch, u, k)?;
-    let common = k * s_in;
-    let scaled: Vec<ArithShare> = pw.iter().enumerate().map(|(j, p)| p.scale(1u64 << (common - (j as u32 + 1) * s_in))).collect();
-    let refs: Vec<&ArithShare> = scaled.iter().collect();
-    let pw = if common > s_p { split(&ctx.trunc(ch, &concat(&refs), common - s_p)?, n) } else { scaled };
+    let pw = at_scale(ctx, ch, u, s_in, k, s_p)?;
     let mut sums = Vec::with_capacity(polys.len());
     for p in polys {
         let mut acc = ctx.constant(n, enc(ctx, p[0], s_p + s_c));
@@ -109,4 +102,22 @@ pub fn eval_raw(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, 
         sums.push(acc);
     }
     Ok(sums)
+}
+
+/// u, …, u^k (u at scale 2^{s_in}) all at scale 2^{s_p}: the powers whose
+/// own scale j·s_in is at most s_p are scaled up locally (exact, no
+/// opening); the others are brought to the common scale k·s_in and
+/// truncated in one batch (one opening of those only).
+fn at_scale(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, k: u32, s_p: u32) -> Result<Vec<ArithShare>> {
+    let n = u.len();
+    let pw = ctx.powers(ch, u, k)?;
+    let common = k * s_in;
+    let low = (s_p / s_in).min(k) as usize; // powers j ≤ low: j·s_in ≤ s_p
+    let mut out: Vec<ArithShare> = pw[..low].iter().enumerate().map(|(j, p)| p.scale(1u64 << (s_p - (j as u32 + 1) * s_in))).collect();
+    if low < k as usize {
+        let scaled: Vec<ArithShare> = pw[low..].iter().enumerate().map(|(q, p)| p.scale(1u64 << (common - (low + q + 1) as u32 * s_in))).collect();
+        let refs: Vec<&ArithShare> = scaled.iter().collect();
+        out.extend(split(&ctx.trunc(ch, &concat(&refs), common - s_p)?, n));
+    }
+    Ok(out)
 }
