@@ -65,7 +65,7 @@ use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, MAX_WORDS};
 use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
 use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
-use crate::deal::trunc::{TruncPairs, TruncShare};
+use crate::deal::trunc::{TruncPairs, TruncShare, TruncSqShare, TruncSquares};
 use crate::nonlinear::{tami_general_online, Proto};
 use crate::share::{ArithShare, FixedPoint};
 use crate::tee::Dealer;
@@ -85,6 +85,7 @@ pub enum Need {
     /// `w`: compared width (0 = the whole ring), see [`Ctx::relu_within`].
     Relu { n: usize, w: u32 },
     Trunc { n: usize, f: u32 },
+    TruncSq { n: usize, f: u32 },
     Triples { n: usize },
     Powers { n: usize, k: u32 },
     Product { n: usize, d: u32 },
@@ -99,6 +100,7 @@ enum Gate {
 enum Pre {
     Relu(Vec<Gate>),
     Trunc(TruncShare),
+    TruncSq(TruncSqShare),
     Triples(TripleShare),
     Powers(PowerShare),
     Product(SubsetShare),
@@ -310,6 +312,22 @@ impl Ctx {
                     done += m;
                 }
                 Pre::Trunc(t)
+            }
+            Need::TruncSq { n, f } => {
+                let mut t = TruncSqShare::default();
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = TruncSqShare::from_bytes(&d.deal(TruncSquares::request(batch, m as u32, bits, f))?, m, bits)?;
+                    t.t.r.extend_from_slice(&p.t.r);
+                    t.t.hi.extend_from_slice(&p.t.hi);
+                    t.t.msb.extend_from_slice(&p.t.msb);
+                    t.sq.extend_from_slice(&p.sq);
+                    t.hm.extend_from_slice(&p.hm);
+                    done += m;
+                }
+                Pre::TruncSq(t)
             }
             Need::Triples { n } => {
                 let mut unused = hush_transport::MemChannel::pair().0;
@@ -531,6 +549,60 @@ impl Ctx {
                 let mut z = r.sub(r.mul(r.mul(t.msb[i], not_msb), top), t.hi[i]);
                 if party == 0 {
                     z = r.add(z, r.sub(ci >> f, off));
+                }
+                z
+            })
+            .collect();
+        Ok(ArithShare { ring: r, v })
+    }
+
+    /// T² where T = ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1 (the truncation of
+    /// [`Ctx::trunc`], same range |x| < 2^{ℓ−2}), exactly in the ring, in
+    /// **one** opening: the truncation's opening c is public, T = P − R
+    /// with P public and R linear in dealt shares, and the dealt
+    /// truncate-and-square tuple ([`crate::deal::trunc::TruncSquares`])
+    /// carries shares of r_hi² and r_hi·r_msb, so T² is linear in dealt
+    /// shares too. Instead of a truncation then a one-round square (two
+    /// openings). **View:** the truncation's (c uniform); nothing else is
+    /// sent. The caller bounds T² (exp's squarings: T ≤ 2^{s+1}).
+    pub fn trunc_square(&mut self, ch: &mut dyn Channel, x: &ArithShare, f: u32) -> Result<ArithShare> {
+        let r = x.ring;
+        let l = r.bits();
+        if f == 0 || f + 2 > l {
+            return Err(invalid(format!("truncation by {f} bits in a {l}-bit ring")));
+        }
+        let n = x.len();
+        if n == 0 {
+            return Ok(self.zeros(0));
+        }
+        if self.is_clear() {
+            return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| { let t = FixedPoint::trunc_ref(r, a, f); r.mul(t, t) }).collect() });
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::TruncSq { n, f })? else { return Ok(self.zeros(n)) };
+        let Pre::TruncSq(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-square batch")) };
+        let bias = 1u64 << (l - 2);
+        let mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.t.r[i]), if party == 0 { bias } else { 0 })).collect();
+        let step = "truncate-and-square: opening x + 2^(ℓ−2) + r";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut c = vec![0u64; n];
+        unpack_ring(step, &peer, l, &mut c)?;
+        let top = 1u64 << (l - f); // 2^{ℓ−f}
+        let top2 = if 2 * (l - f) >= 64 { 0 } else { 1u64 << (2 * (l - f)) }; // 2^{2(ℓ−f)} mod 2^64
+        let off = 1u64 << (l - 2 - f);
+        let v = (0..n)
+            .map(|i| {
+                let ci = r.add(c[i], mine[i]);
+                let alpha = 1 - (ci >> (l - 1));
+                let p = r.sub(ci >> f, off);
+                // R_p = hi_p − α·msb_p·2^{ℓ−f};  R²_p = sq_p − 2α·2^{ℓ−f}·hm_p + α·2^{2(ℓ−f)}·msb_p
+                let rp = r.sub(t.t.hi[i], r.mul(alpha * t.t.msb[i], top));
+                let r2 = r.add(r.sub(t.sq[i], r.mul(r.mul(2 * alpha, top), t.hm[i])), r.mul(alpha * t.t.msb[i], top2));
+                let mut z = r.sub(r2, r.mul(r.mul(2, p), rp));
+                if party == 0 {
+                    z = r.add(z, r.mul(p, p));
                 }
                 z
             })

@@ -14,8 +14,10 @@
 //!    v = d_c/64 ∈ [−¼, 0] is d_c's own integer read at scale 2^{f+6},
 //!    no operation); exp(v) by a degree-3 polynomial (least squares on
 //!    [−¼, 0], max error 1.14·10⁻⁶, coefficients in [`EXP_POLY`]) with
-//!    one-round powers ([`super::poly`]), then N squarings (one-round
-//!    square + truncation each).
+//!    one-round powers ([`super::poly`]), then N squarings: the first a
+//!    one-round square, each further one fused with the truncation before
+//!    it ([`Ctx::trunc_square`], one opening), and a last truncation —
+//!    N + 1 openings instead of 2N (since 2026-11-25).
 //! 4. s = Σ_row exp (local), 1/s by [`super::recip::reciprocal`] over
 //!    [2^−1, 2^⌈log2 L⌉] (s ≥ exp(0) ≈ 1 and s ≤ L by construction), then
 //!    out = exp·(1/s) truncated to 2^f.
@@ -34,7 +36,7 @@
 //! (f ≤ 13 at ℓ = 64), refused otherwise.
 //!
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 3,
-//! squarings 12, reciprocal 1 + 12, product 2 — 38.
+//! squarings 7, reciprocal 1 + 12, product 2 — 33.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
@@ -111,10 +113,15 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     let f = ctx.fx.frac;
     let s_in = f + EXP_HALVINGS;
     let mut y = poly::eval(ctx, ch, dc, s_in, &[&EXP_POLY], 30, 24, EXP_SCALE)?.pop().expect("one polynomial");
-    for _ in 0..EXP_HALVINGS {
-        let sq = ctx.powers(ch, &y, 2)?.pop().expect("two powers");
-        y = ctx.trunc(ch, &sq, EXP_SCALE)?;
+    // N squarings: the first by a one-round square, each further one fused
+    // with the previous truncation (one opening each, [`Ctx::trunc_square`];
+    // the values are y^{2^j} ≤ 1 + 10⁻⁴ at scale 2^48, far inside the
+    // truncation's range), then the last truncation back to 2^24.
+    let mut sq = ctx.powers(ch, &y, 2)?.pop().expect("two powers");
+    for _ in 1..EXP_HALVINGS {
+        sq = ctx.trunc_square(ch, &sq, EXP_SCALE)?;
     }
+    y = ctx.trunc(ch, &sq, EXP_SCALE)?;
     Ok(y)
 }
 
