@@ -86,7 +86,7 @@ impl Default for BertOpts {
 }
 
 /// Lanes of the benchmark (measured: see the README's BERT rows).
-pub const DEFAULT_LANES: usize = 4;
+pub const DEFAULT_LANES: usize = 8;
 
 /// Public magnitude bounds (real units) of every compared tensor of a layer,
 /// proved from public facts only: the architecture, the public weight range
