@@ -65,7 +65,7 @@ use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, MAX_WORDS};
 use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
 use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
-use crate::deal::trunc::{TruncPairs, TruncShare, TruncSqShare, TruncSquares};
+use crate::deal::trunc::{TruncMulShare, TruncMuls, TruncPairs, TruncShare, TruncSqShare, TruncSquares};
 use crate::nonlinear::{tami_general_online, Proto};
 use crate::share::{ArithShare, FixedPoint};
 use crate::tee::Dealer;
@@ -86,6 +86,7 @@ pub enum Need {
     Relu { n: usize, w: u32 },
     Trunc { n: usize, f: u32 },
     TruncSq { n: usize, f: u32 },
+    TruncMul { n: usize, f: u32 },
     Triples { n: usize },
     Powers { n: usize, k: u32 },
     Product { n: usize, d: u32 },
@@ -101,6 +102,7 @@ enum Pre {
     Relu(Vec<Gate>),
     Trunc(TruncShare),
     TruncSq(TruncSqShare),
+    TruncMul(TruncMulShare),
     Triples(TripleShare),
     Powers(PowerShare),
     Product(SubsetShare),
@@ -328,6 +330,23 @@ impl Ctx {
                     done += m;
                 }
                 Pre::TruncSq(t)
+            }
+            Need::TruncMul { n, f } => {
+                let mut t = TruncMulShare::default();
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = TruncMulShare::from_bytes(&d.deal(TruncMuls::request(batch, m as u32, bits, f))?, m, bits)?;
+                    t.t.r.extend_from_slice(&p.t.r);
+                    t.t.hi.extend_from_slice(&p.t.hi);
+                    t.t.msb.extend_from_slice(&p.t.msb);
+                    t.s.extend_from_slice(&p.s);
+                    t.hs.extend_from_slice(&p.hs);
+                    t.ms.extend_from_slice(&p.ms);
+                    done += m;
+                }
+                Pre::TruncMul(t)
             }
             Need::Triples { n } => {
                 let mut unused = hush_transport::MemChannel::pair().0;
@@ -608,6 +627,68 @@ impl Ctx {
             })
             .collect();
         Ok(ArithShare { ring: r, v })
+    }
+
+    /// (T, T·y) where T = ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1 (the truncation of
+    /// [`Ctx::trunc`], same range |x| < 2^{ℓ−2}) and T·y exactly in the
+    /// ring, in **one** flight: the truncation's opening c and e = y − s
+    /// for a dealt mask s are exchanged together, and the dealt
+    /// truncate-and-multiply tuple ([`crate::deal::trunc::TruncMuls`]) makes
+    /// T·y linear in dealt shares. Instead of a truncation then a Beaver
+    /// product (two flights, three openings). **View:** c and e, each
+    /// masked by a fresh uniform value the party does not know: uniform.
+    pub fn trunc_mul(&mut self, ch: &mut dyn Channel, x: &ArithShare, f: u32, y: &ArithShare) -> Result<(ArithShare, ArithShare)> {
+        let r = x.ring;
+        let l = r.bits();
+        if f == 0 || f + 2 > l {
+            return Err(invalid(format!("truncation by {f} bits in a {l}-bit ring")));
+        }
+        let n = x.len();
+        if y.len() != n {
+            return Err(invalid(format!("trunc_mul: {n} and {} elements", y.len())));
+        }
+        if n == 0 {
+            return Ok((self.zeros(0), self.zeros(0)));
+        }
+        if self.is_clear() {
+            let t: Vec<u64> = x.v.iter().map(|&a| FixedPoint::trunc_ref(r, a, f)).collect();
+            let ty = t.iter().zip(&y.v).map(|(a, b)| r.mul(*a, *b)).collect();
+            return Ok((ArithShare { ring: r, v: t }, ArithShare { ring: r, v: ty }));
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::TruncMul { n, f })? else { return Ok((self.zeros(n), self.zeros(n))) };
+        let Pre::TruncMul(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
+        let bias = 1u64 << (l - 2);
+        let mut mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.t.r[i]), if party == 0 { bias } else { 0 })).collect();
+        mine.extend((0..n).map(|i| r.sub(y.v[i], t.s[i])));
+        let step = "truncate-and-multiply: opening x + 2^(ℓ−2) + r and y − s";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut ce = vec![0u64; 2 * n];
+        unpack_ring(step, &peer, l, &mut ce)?;
+        let top = 1u64 << (l - f); // 2^{ℓ−f}
+        let off = 1u64 << (l - 2 - f);
+        let mut tv = Vec::with_capacity(n);
+        let mut pv = Vec::with_capacity(n);
+        for i in 0..n {
+            let ci = r.add(ce[i], mine[i]);
+            let e = r.add(ce[n + i], mine[n + i]);
+            let alpha = 1 - (ci >> (l - 1));
+            let p = r.sub(ci >> f, off);
+            // R_p = hi_p − α·msb_p·2^{ℓ−f};  (R·s)_p = hs_p − α·2^{ℓ−f}·ms_p
+            let rp = r.sub(t.t.hi[i], r.mul(alpha * t.t.msb[i], top));
+            let rs = r.sub(t.hs[i], r.mul(alpha * t.ms[i], top));
+            let mut tz = r.neg(rp);
+            let mut z = r.sub(r.sub(r.mul(p, t.s[i]), r.mul(rp, e)), rs);
+            if party == 0 {
+                tz = r.add(tz, p);
+                z = r.add(z, r.mul(p, e));
+            }
+            tv.push(tz);
+            pv.push(z);
+        }
+        Ok((ArithShare { ring: r, v: tv }, ArithShare { ring: r, v: pv }))
     }
 
     /// Full-range faithful truncation through the comparison family

@@ -29,7 +29,7 @@
 //! into the next linear layer; secret γ would add one Beaver product).
 //!
 //! **Rounds** (fss family): clip 1, mean 1, square 1, variance 2,
-//! rsqrt 1 + 2·6, output 2 — 20 (+1 with γ).
+//! rsqrt 1 + 7, output 2 — 15 (+1 with γ).
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! only; μ, σ² and the outputs stay shared.

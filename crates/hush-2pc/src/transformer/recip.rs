@@ -21,8 +21,11 @@
 //!   e₁ < 5.8·10⁻³, e₂ < 2.5·10⁻⁵ (relative error of y < 1.3·10⁻⁵).
 //!
 //! Three iterations for the reciprocal (Softmax's probabilities need its
-//! 10⁻⁶; 4 rounds each), two for rsqrt (LayerNorm's outputs, |y| ≲ 4, need
-//! 3.5·10⁻⁵ relative; 6 rounds each). Until 2026-11-25 the guess had one
+//! 10⁻⁶), two for rsqrt (LayerNorm's outputs, |y| ≲ 4, need 3.5·10⁻⁵
+//! relative). Each truncation is fused with the product that follows it
+//! ([`Ctx::trunc_mul`], one flight): 2N + 1 flights for the reciprocal
+//! (7; 4N = 12 unfused) and 3N + 1 for rsqrt (7; 6N = 12 unfused), after
+//! the guess's comparison round. Until 2026-11-25 the guess had one
 //! segment per octave (|e₀| ≤ 0.415) and took 4 and 3 iterations: the finer
 //! guess costs more comparisons in the same single round (34 instead of 18
 //! ReLUs per reciprocal over [2^−1, 2^7], 274 instead of 70 per rsqrt over
@@ -132,13 +135,21 @@ pub fn reciprocal_within(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s:
     }
     let (c, h) = (guess_c(RECIP_SUB), 0.5 / RECIP_SUB as f64);
     let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, max_ulps, RECIP_SUB, |t| c * (-(t + h)).exp2())?;
+    // y ← ⌊y·(2 − ⌊v·y⌋)⌋ with every truncation fused with the product
+    // after it ([`Ctx::trunc_mul`]): v·y (one product), then per iteration
+    // (⌊v·y⌋, ⌊v·y⌋·y) in one flight, p = 2y − ⌊v·y⌋·y (local), and
+    // (y', v·y') = (⌊p⌋, ⌊p⌋·v) in one flight — the same values as a
+    // truncation then a product, 2N + 1 flights instead of 4N.
     let two = 2u64 << s;
-    for _ in 0..NEWTON_ITERS {
-        let t = ctx.mul(ch, &vc, &y)?;
-        let t = ctx.trunc(ch, &t, s)?;
-        let w = ctx.constant(v.len(), two).sub(&t);
-        let p = ctx.mul(ch, &y, &w)?;
-        y = ctx.trunc(ch, &p, s)?;
+    let mut a = ctx.mul(ch, &vc, &y)?;
+    for it in 0..NEWTON_ITERS {
+        let (_, ty) = ctx.trunc_mul(ch, &a, s, &y)?;
+        let p = y.scale(two).sub(&ty);
+        if it + 1 == NEWTON_ITERS {
+            y = ctx.trunc(ch, &p, s)?;
+        } else {
+            (y, a) = ctx.trunc_mul(ch, &p, s, &vc)?;
+        }
     }
     Ok(y)
 }
@@ -152,17 +163,21 @@ pub fn rsqrt(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i3
     }
     let (c, h) = (guess_c(RSQRT_SUB), 0.5 / RSQRT_SUB as f64);
     let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, f64::INFINITY, RSQRT_SUB, |t| c.sqrt() * (-(t + h) / 2.0).exp2())?;
+    // v·y² as (v·y)·y: y² at scale 2^s would keep only ~2^{2s}/v
+    // significant units when v is large; v·y ≈ √v keeps them all. Every
+    // truncation is fused with the product after it ([`Ctx::trunc_mul`]):
+    // 3N + 1 flights instead of 6N, the same values.
     let three = 3u64 << s;
-    for _ in 0..RSQRT_ITERS {
-        // v·y² as (v·y)·y: y² at scale 2^s would keep only ~2^{2s}/v
-        // significant units when v is large; v·y ≈ √v keeps them all.
-        let vy = ctx.mul(ch, &vc, &y)?;
-        let vy = ctx.trunc(ch, &vy, s)?;
-        let t = ctx.mul(ch, &vy, &y)?;
-        let t = ctx.trunc(ch, &t, s)?;
-        let w = ctx.constant(v.len(), three).sub(&t);
-        let p = ctx.mul(ch, &y, &w)?;
-        y = ctx.trunc(ch, &p, s + 1)?;
+    let mut a = ctx.mul(ch, &vc, &y)?;
+    for it in 0..RSQRT_ITERS {
+        let (_, vyy) = ctx.trunc_mul(ch, &a, s, &y)?; // ⌊v·y⌋·y
+        let (_, ty) = ctx.trunc_mul(ch, &vyy, s, &y)?; // ⌊v·y·y⌋·y
+        let p = y.scale(three).sub(&ty);
+        if it + 1 == RSQRT_ITERS {
+            y = ctx.trunc(ch, &p, s + 1)?;
+        } else {
+            (y, a) = ctx.trunc_mul(ch, &p, s + 1, &vc)?;
+        }
     }
     Ok(y)
 }

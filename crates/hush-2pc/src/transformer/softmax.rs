@@ -36,7 +36,7 @@
 //! (f ≤ 13 at ℓ = 64), refused otherwise.
 //!
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 3,
-//! squarings 7, reciprocal 1 + 12, product 2 — 33.
+//! squarings 7, reciprocal 1 + 7, product 2 — 28.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
