@@ -9,7 +9,9 @@ modules — **simulated here, which gives no hardware protection**):
 * :func:`run` — one call, both parties in this process: model path + numpy
   array in, numpy array of logits out (``report=True`` also returns costs);
 * :class:`Server` — serve a model to many concurrent clients;
-* :class:`Client` — private inference against a server.
+* :class:`Client` — private inference against a server;
+* :func:`embed` — private sentence embeddings with a BERT-family ONNX
+  encoder (e.g. all-MiniLM-L6-v2), both parties in this process.
 
 Benchmarks: :func:`bench_cot`, :func:`bench_aes`; names: :func:`net_profiles`,
 :func:`cot_sources`. Model tools: ``hush.onnx_import`` (ONNX → hush model
@@ -26,7 +28,7 @@ import numpy as _np
 from . import _native
 from ._native import __version__, bench_aes, bench_cot, cot_sources, net_profiles
 
-__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run"]
+__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed"]
 
 # A path to a model file (``.hushm`` or ``.onnx``) or an identity folder.
 _PathLike = _t.Union[str, "_os.PathLike[str]"]
@@ -97,6 +99,60 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
         _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
         bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode)
     out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
+    return (out, _json.loads(rep)) if report else out
+
+
+def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.Optional[_t.Callable[[_t.List[str]], _t.Any]] = None,
+          proto: str = "tami", bits: int = 64, frac: int = 12, batch_tokens: _t.Optional[int] = None,
+          check: bool = False, report: bool = False) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
+    """Private sentence embeddings with a BERT-family encoder, both parties in this process.
+
+    ``model`` is the path of an ONNX export of a BERT-style encoder (Hugging
+    Face / sentence-transformers graphs: embeddings, attention mask, mean
+    pooling, optional L2 normalisation; ``scripts/minilm.py`` writes
+    all-MiniLM-L6-v2's). Tee mode: the parties' trusted modules are
+    **simulated here, which gives no hardware protection**.
+
+    ``ids`` is either a 2-D integer array of token ids padded to a common
+    length, with ``mask`` (1 for real tokens, 0 for padding) — what a
+    Hugging Face tokenizer returns as ``input_ids``/``attention_mask`` — or
+    a list of per-sentence id lists (no padding, no mask). With
+    ``tokenizer`` (a callable taking the list of sentences and returning
+    ``(ids, mask)``), ``ids`` may be the list of sentences themselves.
+    Tokenization is the client's, local: the server learns the sequence
+    lengths only (as the batches' padded lengths).
+
+    Returns the embeddings as a ``(sentences, hidden)`` float64 array, or
+    ``(embeddings, report)`` with ``report=True`` (time, bytes, rounds, the
+    smallest headroom of the ranges proved at load; ``check=True`` also runs
+    the plaintext fixed-point reference and reports the smallest cosine).
+    """
+    if tokenizer is not None:
+        if isinstance(ids, str):
+            ids = [ids]
+        ids, mask = tokenizer(list(ids))
+    if isinstance(ids, str) or (isinstance(ids, (list, tuple)) and ids and not isinstance(ids[0], (list, tuple, _np.ndarray))):
+        raise TypeError("ids: a 2-D array of token ids, a list of id lists, or sentences with tokenizer=...")
+    if mask is None:
+        rows = [[int(t) for t in row] for row in ids]
+    else:
+        a = _np.asarray(ids)
+        m = _np.asarray(mask)
+        if a.ndim != 2 or a.shape != m.shape:
+            raise ValueError(f"ids {a.shape} and mask {m.shape} must be 2-D arrays of the same shape")
+        if not _np.isin(m, (0, 1)).all():
+            raise ValueError("mask must hold only 0 and 1")
+        rows = []
+        for r, (row, mr) in enumerate(zip(a, m)):
+            n = int(mr.sum())
+            if n == 0 or not mr[:n].all():
+                raise ValueError(f"mask row {r}: real tokens must come first (right padding), at least one")
+            rows.append([int(t) for t in row[:n]])
+    if any(t < 0 for row in rows for t in row):
+        raise ValueError("token ids must be non-negative")
+    emb, rep = _native.embed_tokens(_os.fspath(model), rows, proto=proto, bits=bits, frac=frac,
+                                    batch_tokens=batch_tokens, check=check)
+    out = _np.asarray(emb, dtype=_np.float64)
     return (out, _json.loads(rep)) if report else out
 
 

@@ -14,6 +14,9 @@ def run_model(model_bytes: bytes, data: List[float], shape: List[int], proto: st
               progress: Optional[Callable[[int, int], Any]] = None,
               mode: str = "tee") -> Tuple[List[float], List[int], str]: ...
 
+def embed_tokens(model_path: str, ids: List[List[int]], proto: str = "tami", bits: int = 64, frac: int = 12,
+                 batch_tokens: Optional[int] = None, check: bool = False) -> Tuple[List[List[float]], str]: ...
+
 class NativeServer:
     @property
     def addr(self) -> str: ...

@@ -399,13 +399,14 @@ fn eval_all(levels: &[crate::deal::tami::Level], li: usize, party: Party, d: &[u
 fn final_bits(shape: &TamiShape, party: Party, outs: &[Vec<(u64, u64)>], nw: usize, y: Option<&[u64]>, input: &[u64]) -> Vec<u64> {
     let n = input.len().max(y.map_or(0, |v| v.len()));
     let tl = wire::tail(n);
-    let l = shape.bits;
     let mut bits: Vec<u64> = (0..nw).map(|w| outs[w][0].0).collect();
     if matches!(shape.flavor, Flavor::Drelu | Flavor::Relu) {
-        // DReLU = 1 ⊕ msb(x) = 1 ⊕ y_h ⊕ m_h ⊕ carry.
+        // DReLU = 1 ⊕ msb_w(x) = 1 ⊕ y_{w−1} ⊕ m_{w−1} ⊕ carry (w = ℓ
+        // unless the shape compares a reduced width).
+        let top = shape.width() - 1;
         let src = if party == 0 { y.expect("party 0 has y") } else { input };
         for (i, v) in src.iter().enumerate() {
-            bits[i / 64] ^= ((v >> (l - 1)) & 1) << (i % 64);
+            bits[i / 64] ^= ((v >> top) & 1) << (i % 64);
         }
         if party == 0 {
             bits.iter_mut().for_each(|w| *w = !*w);

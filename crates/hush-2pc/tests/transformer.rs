@@ -117,11 +117,12 @@ fn gelu_rounds_and_bytes_are_pinned() {
         let o = run(Proto::Fss, one_round, &x, gelu_op());
         // fss ReLU: one exchange of n·8 bytes each way; the clip+split ReLU
         // batch 3n; powers: 1 exchange of n (one-round) or 2 Beaver rounds
-        // (x² then x³, x⁴: 2n then 4n openings); truncations 4n and 2n;
-        // selection product 2n.
+        // (x² then x³, x⁴: 2n then 4n openings); truncation of the powers
+        // u², u³, u⁴ 3n (u itself is scaled up locally); selection product
+        // 2n; one truncation of g, n.
         let (pw_rounds, pw_elems) = if one_round { (1, n) } else { (2, 2 * n + 4 * n) };
         assert_eq!(o.cost.rounds, 5 + pw_rounds, "one_round = {one_round}");
-        assert_eq!(o.cost.bytes_sent, 8 * (n + 3 * n + pw_elems + 4 * n + 2 * n + 2 * n), "one_round = {one_round}");
+        assert_eq!(o.cost.bytes_sent, 8 * (n + 3 * n + pw_elems + 3 * n + 2 * n + n), "one_round = {one_round}");
         assert_eq!(o.cost.bytes_sent, o.cost.bytes_recv);
     }
 }
@@ -292,11 +293,13 @@ fn softmax_and_layernorm_rounds_with_and_without_one_round_products() {
     let x = randoms(2 * 16, -3.0, 3.0, 13);
     let sm: Op = std::sync::Arc::new(|c, ch, x| softmax::softmax(c, ch, x, 16));
     let ln: Op = std::sync::Arc::new(|c, ch, x| layernorm::layernorm(c, ch, x, 16, 1e-5, None, None));
-    // fss: softmax = tree log2(16) + clip 1 + poly (1 + 2) + 6 squarings × 2
-    //      + reciprocal (1 + 4·4) + 2; without one-round products the
+    // fss: softmax = tree log2(16) + clip 1 + poly (1 + 2) + 6 squarings
+    //      (one-round square, 5 fused truncate-and-squares, a truncation: 7)
+    //      + reciprocal (1 + 2·3 + 1, truncations fused with products) + 2;
+    //      without one-round products the
     //      degree-3 powers take 2 Beaver rounds and each square 1 (same).
-    // layernorm = clip 1 + mean 1 + square 1 + variance 2 + rsqrt (1 + 3·6) + 2.
-    for (op, name, with, without) in [(sm, "softmax", 4 + 1 + 3 + 12 + 17 + 2, 4 + 1 + 4 + 12 + 17 + 2), (ln, "layernorm", 26, 26)] {
+    // layernorm = clip 1 + mean 1 + square 1 + variance 2 + rsqrt (1 + 3·2 + 1) + 2.
+    for (op, name, with, without) in [(sm, "softmax", 4 + 1 + 3 + 7 + 8 + 2, 4 + 1 + 4 + 7 + 8 + 2), (ln, "layernorm", 15, 15)] {
         let a = run(Proto::Fss, true, &x, op.clone());
         let b = run(Proto::Fss, false, &x, op);
         assert_eq!(a.cost.rounds, with, "{name} with one-round products");
@@ -639,6 +642,8 @@ fn dealt_kinds_hold_their_correlations_and_seed_party1() {
     let n = 37u32;
     let kinds: Vec<(&dyn Description, Vec<u8>, u32)> = vec![
         (&trunc::TRUNC_PAIRS, trunc::TruncPairs::request(0, n, bits, 12).params, n),
+        (&trunc::TRUNC_SQUARES, trunc::TruncSquares::request(0, n, bits, 24).params, n),
+        (&trunc::TRUNC_MULS, trunc::TruncMuls::request(0, n, bits, 25).params, n),
         (&powers::POWER_TUPLES, powers::PowerTuples::request(0, n, bits, 4).params, n),
         (&subset::SUBSET_PRODUCTS, subset::SubsetProducts::request(0, n, bits, 3).params, n),
         (&matrix::MATRIX_TRIPLES, matrix::MatrixTriples::request(0, 2, bits, MatDims { m: 3, k: 4, n: 5 }).params, 2),
@@ -652,6 +657,10 @@ fn dealt_kinds_hold_their_correlations_and_seed_party1() {
     let n = n as usize;
     let t0 = trunc::deal_trunc(key, 0, n, bits, 12);
     let t1 = trunc::deal_trunc(key, 1, n, bits, 12);
+    let m0 = trunc::deal_trunc_mul(key, 0, n, bits, 25);
+    let m1 = trunc::deal_trunc_mul(key, 1, n, bits, 25);
+    let q0 = trunc::deal_trunc_square(key, 0, n, bits, 24);
+    let q1 = trunc::deal_trunc_square(key, 1, n, bits, 24);
     let p0 = powers::deal_powers(key, 0, n, bits, 4);
     let p1 = powers::deal_powers(key, 1, n, bits, 4);
     let s0 = subset::deal_subsets(key, 0, n, bits, 3);
@@ -660,6 +669,17 @@ fn dealt_kinds_hold_their_correlations_and_seed_party1() {
         let r = ring.add(t0.r[i], t1.r[i]);
         assert_eq!(ring.add(t0.hi[i], t1.hi[i]), r >> 12);
         assert_eq!(ring.add(t0.msb[i], t1.msb[i]), r >> 63);
+        let r = ring.add(q0.t.r[i], q1.t.r[i]);
+        let (h, b) = (r >> 24, r >> 63);
+        assert_eq!(ring.add(q0.t.hi[i], q1.t.hi[i]), h);
+        assert_eq!(ring.add(q0.t.msb[i], q1.t.msb[i]), b);
+        assert_eq!(ring.add(q0.sq[i], q1.sq[i]), h.wrapping_mul(h));
+        assert_eq!(ring.add(q0.hm[i], q1.hm[i]), h.wrapping_mul(b));
+        let r = ring.add(m0.t.r[i], m1.t.r[i]);
+        let (h, b, sm) = (r >> 25, r >> 63, ring.add(m0.s[i], m1.s[i]));
+        assert_eq!(ring.add(m0.t.hi[i], m1.t.hi[i]), h);
+        assert_eq!(ring.add(m0.hs[i], m1.hs[i]), h.wrapping_mul(sm));
+        assert_eq!(ring.add(m0.ms[i], m1.ms[i]), b.wrapping_mul(sm));
         let r = ring.add(p0.pows[0][i], p1.pows[0][i]);
         for j in 0..4 {
             assert_eq!(ring.add(p0.pows[j][i], p1.pows[j][i]), (0..=j).fold(1u64, |a, _| a.wrapping_mul(r)));
@@ -735,4 +755,231 @@ fn products_refuse_saturate_or_check_their_bounds_never_wrap() {
     }));
     let want = 8.0 * 1.0 + 2.0 * -8.0 + -3.0 * 2.0;
     assert!((o.secure[0] - want).abs() <= ULP && (o.clear[0] - want).abs() <= ULP, "{:?} want {want}", o.secure);
+}
+
+/// ReLU on a reduced compared width (`Ctx::relu_within`): exact against the
+/// reference for random and edge inputs inside the bound (±bound, 0, ±1
+/// ulp), in both families; TAMI pays fewer bytes and (for w ≤ 41) one
+/// flight fewer than on the whole ring; the clear reference refuses an input
+/// above the bound.
+#[test]
+fn relu_within_a_proven_bound_is_exact_and_cheaper() {
+    let ring = fx().ring;
+    for bound in [100.0f64, 38.0, 12_000.0, 1e6] {
+        let bu = bound * 4096.0;
+        let mut x = randoms(300, -bound, bound, 40);
+        x.extend([0.0, ULP, -ULP, bound, -bound, bound - ULP, -bound + ULP]);
+        let op: Op = std::sync::Arc::new(move |c, ch, x| c.relu_within(ch, x, bu));
+        let full: Op = std::sync::Arc::new(|c, ch, x| c.relu(ch, x));
+        for proto in [Proto::Tami, Proto::Fss] {
+            let o = run(proto, true, &x, op.clone());
+            let want: Vec<f64> = x.iter().map(|v| fx().decode(fx().encode(*v)).max(0.0)).collect();
+            assert_eq!(o.secure, want, "{proto:?} bound {bound}");
+            assert_eq!(o.clear, want);
+            if proto == Proto::Tami {
+                let f = run(proto, true, &x, full.clone());
+                assert_eq!(f.secure, want);
+                assert!(o.cost.bytes_sent + o.cost.bytes_recv < f.cost.bytes_sent + f.cost.bytes_recv, "bound {bound}: {:?} vs {:?}", o.cost, f.cost);
+                // ℓ = 64: 63 compared bits, 13 chunks, two merge levels (re-share,
+                // leaf, opening, level 1, e: 5 flights); w ≤ 41: one level, 4
+                assert_eq!(f.cost.rounds, 5);
+                assert_eq!(o.cost.rounds, 4, "bound {bound}");
+            }
+        }
+        // an input above the bound: the reference says the proof is wrong
+        let mut cc = Ctx::clear(fx());
+        let (mut dummy, _peer) = MemChannel::pair();
+        let over = ArithShare::new(ring, enc(&[bound * 1.5]));
+        let e = cc.relu_within(&mut dummy, &over, bu).unwrap_err();
+        assert!(e.to_string().contains("proven bound"), "{e}");
+    }
+    let c = Ctx::clear(fx());
+    assert_eq!(c.width_for(127.0), 8);
+    assert_eq!(c.width_for(128.0), 9);
+    assert_eq!(c.width_for(f64::INFINITY), 0);
+    assert_eq!(c.width_for(1e30), 0);
+}
+
+/// Outside the bound a reduced-width ReLU errs as documented: 0 or x (the
+/// sign of x mod 2^w), never a larger value.
+#[test]
+fn relu_within_outside_its_bound_returns_zero_or_x() {
+    let bu = 38.0 * 4096.0; // w = 19
+    let x = randoms(200, -1e4, 1e4, 41);
+    let o = run(Proto::Tami, true, &[], std::sync::Arc::new(|c, ch, x| c.relu(ch, x)));
+    assert!(o.secure.is_empty());
+    let xs = enc(&x);
+    let (s0, s1) = share_arith(fx().ring, &xs, &mut Prg::new(Block(9)));
+    let (a, b) = run_tee(
+        move |ch, d| {
+            let mut c = Ctx::new(0, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.relu_within(ch, &s0, bu).unwrap().v.clone()
+        },
+        move |ch, d| {
+            let mut c = Ctx::new(1, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            c.relu_within(ch, &s1, bu).unwrap().v.clone()
+        },
+    );
+    let ring = fx().ring;
+    let got = dec(&a.iter().zip(&b).map(|(p, q)| ring.add(*p, *q)).collect::<Vec<_>>());
+    let mut wrong = 0;
+    for (g, v) in got.iter().zip(&x) {
+        let v = fx().decode(fx().encode(*v));
+        assert!(*g == 0.0 || *g == v, "relu_within({v}) = {g}");
+        wrong += (*g != v.max(0.0)) as usize;
+    }
+    assert!(wrong > 0, "inputs 2^7 times the bound must hit wrong signs");
+}
+
+/// The bounded operators (`gelu_within`, `softmax_within`,
+/// `layernorm_within`) keep their documented error bounds against f64 and
+/// the reference on random and edge inputs at their bounds, cost fewer
+/// bytes and rounds than the whole-ring versions (TAMI; pinned), and the
+/// reference refuses inputs above the bound.
+#[test]
+fn bounded_operators_keep_their_error_bounds_with_fewer_rounds() {
+    // GeLU: |x| ≤ 40 (BERT-base's FFN bound is 38.9)
+    let mut x = randoms(400, -40.0, 40.0, 42);
+    x.extend([0.0, ULP, -ULP, 1.6, -1.6, 4.0, -4.0, 40.0, -40.0]);
+    let g: Op = std::sync::Arc::new(|c, ch, x| gelu::gelu_within(c, ch, x, 40.0));
+    let o = run(Proto::Tami, true, &x, g);
+    let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+    let (e, i) = max_err(&o.secure, &want);
+    assert!(e <= gelu::GELU_ERR_F12, "gelu_within error {e} at {}", x[i]);
+    assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
+    let full = run(Proto::Tami, true, &x, gelu_op());
+    // two ReLU batches of one merge level fewer each (the first batch's
+    // single-level e flight and the second's re-share share a depth)
+    assert_eq!((full.cost.rounds, o.cost.rounds), (13, 12), "gelu rounds");
+    let (bo, bf) = (o.cost.bytes_sent + o.cost.bytes_recv, full.cost.bytes_sent + full.cost.bytes_recv);
+    assert!(bo * 10 < bf * 9, "gelu bytes {bo} vs {bf}");
+
+    // Softmax: |x| ≤ 50, rows of 16 with ties and a spread of 100
+    let len = 16;
+    let mut x = randoms(4 * len, -50.0, 50.0, 43);
+    x.extend([7.0; 16]);
+    x.extend((0..16).map(|i| if i % 3 == 0 { 50.0 } else { -50.0 }));
+    let sm: Op = std::sync::Arc::new(move |c, ch, x| softmax::softmax_within(c, ch, x, len, 50.0));
+    let o = run(Proto::Tami, true, &x, sm);
+    let (e, i) = max_err(&o.secure, &softmax::softmax_f64(&x, len));
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "softmax_within error {e} at {i}");
+    assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
+    let full = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len)));
+    // one merge level fewer per ReLU batch, but the critical path does not
+    // shorten here (a single-level batch's last flight is one-way, a
+    // two-level one's an exchange the next step overlaps): fewer bytes only
+    assert_eq!((full.cost.rounds, o.cost.rounds), (43, 43), "softmax rounds");
+    assert!(o.cost.bytes() < full.cost.bytes());
+
+    // LayerNorm: |x| ≤ 3000 (beyond the clip 2^10: saturates as before)
+    let mut x = randoms(3 * len, -3.0, 3.0, 44);
+    x.extend((0..16).map(|i| if i == 5 { 3000.0 } else { i as f64 }));
+    let ln: Op = std::sync::Arc::new(move |c, ch, x| layernorm::layernorm_within(c, ch, x, len, 1e-5, None, None, 3000.0));
+    let o = run(Proto::Tami, true, &x, ln);
+    let want = layernorm::layernorm_f64(&x[..3 * len], len, 1e-5);
+    assert!(max_err(&o.secure[..3 * len], &want).0 <= layernorm::LN_ERR_F12);
+    let mut clipped: Vec<f64> = (0..16).map(|i| i as f64).collect();
+    clipped[5] = 1024.0;
+    assert!(max_err(&o.secure[3 * len..], &layernorm::layernorm_f64(&clipped, len, 1e-5)).0 <= layernorm::LN_ERR_F12);
+    let full = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None)));
+    // the clip batch is one level shorter but the rsqrt's (whole-ring)
+    // octave batch keeps the critical path: same rounds, fewer bytes
+    assert_eq!((full.cost.rounds, o.cost.rounds), (22, 22), "layernorm rounds");
+    assert!(o.cost.bytes() < full.cost.bytes(), "layernorm bytes {:?} vs {:?}", o.cost, full.cost);
+
+    // the reference refuses inputs above a claimed bound
+    let ring = fx().ring;
+    let (mut dummy, _peer) = MemChannel::pair();
+    let big = ArithShare::new(ring, enc(&[1.0, 45.0]));
+    assert!(gelu::gelu_within(&mut Ctx::clear(fx()), &mut dummy, &big, 40.0).unwrap_err().to_string().contains("proven bound"));
+    let row = ArithShare::new(ring, enc(&[1.0, 60.0]));
+    assert!(softmax::softmax_within(&mut Ctx::clear(fx()), &mut dummy, &row, 2, 50.0).unwrap_err().to_string().contains("proven bound"));
+    let row16 = ArithShare::new(ring, enc(&[5000.0; 16]));
+    assert!(layernorm::layernorm_within(&mut Ctx::clear(fx()), &mut dummy, &row16, 16, 1e-5, None, None, 3000.0).unwrap_err().to_string().contains("proven bound"));
+    assert!(gelu::gelu_within(&mut Ctx::clear(fx()), &mut dummy, &big, f64::NAN).is_err());
+}
+
+/// The fused truncate-and-square (`Ctx::trunc_square`): one opening, T²
+/// for T the faithful truncation (⌊x/2^f⌋ or one more), on random values
+/// across the truncation's range (both signs, both values of the opened
+/// msb), at the edges, for f = 24 (exp's) and f = 12; pinned cost.
+#[test]
+fn trunc_square_is_one_opening_and_exact_up_to_the_truncation() {
+    let ring = fx().ring;
+    for f in [24u32, 12] {
+        let mut p = Prg::new(Block(50 + f as u128));
+        // |T| ≤ 2^30 so that T² < 2^62: values up to 2^{30+f}
+        let lim = 1u64 << (30 + f - 1);
+        let mut xs: Vec<u64> = (0..500).map(|_| ring.from_signed((p.next_u64() % (2 * lim)) as i64 - lim as i64)).collect();
+        xs.extend([0, 1, ring.from_signed(-1), lim - 1, ring.from_signed(-(lim as i64) + 1), 1 << f, (1 << f) - 1]);
+        let (s0, s1) = share_arith(ring, &xs, &mut Prg::new(Block(8)));
+        let n = xs.len() as u64;
+        let (a, b) = run_tee(
+            move |ch, d| {
+                let mut c = Ctx::new(0, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+                let before = ch.cost();
+                let r = c.trunc_square(ch, &s0, f).unwrap();
+                (r.v.clone(), ch.cost() - before)
+            },
+            move |ch, d| {
+                let mut c = Ctx::new(1, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+                c.trunc_square(ch, &s1, f).unwrap().v.clone()
+            },
+        );
+        assert_eq!(a.1.rounds, 1);
+        assert_eq!(a.1.bytes_sent, 8 * n);
+        let mut cc = Ctx::clear(fx());
+        let (mut dummy, _peer) = MemChannel::pair();
+        let clear = cc.trunc_square(&mut dummy, &ArithShare::new(ring, xs.clone()), f).unwrap();
+        for (i, x) in xs.iter().enumerate() {
+            let got = ring.add(a.0[i], b[i]);
+            let t = FixedPoint::trunc_ref(ring, *x, f);
+            let t1 = ring.add(t, 1);
+            assert!(got == ring.mul(t, t) || got == ring.mul(t1, t1), "f = {f}, x = {}: got {got}", ring.to_signed(*x));
+            assert_eq!(clear.v[i], ring.mul(t, t));
+        }
+    }
+}
+
+/// The fused truncate-and-multiply (`Ctx::trunc_mul`): one flight, (T, T·y)
+/// for T the faithful truncation of x, on random x across the truncation's
+/// range (both signs) and random y, with edges; pinned cost.
+#[test]
+fn trunc_mul_is_one_flight_and_exact_up_to_the_truncation() {
+    let ring = fx().ring;
+    let f = 24u32;
+    let mut p = Prg::new(Block(77));
+    let lim = 1u64 << 50;
+    let mut xs: Vec<u64> = (0..400).map(|_| ring.from_signed((p.next_u64() % (2 * lim)) as i64 - lim as i64)).collect();
+    let mut ys: Vec<u64> = (0..400).map(|_| ring.from_signed((p.next_u64() % (1 << 30)) as i64 - (1 << 29))).collect();
+    xs.extend([0, 1, ring.from_signed(-1), lim - 1, 1 << f]);
+    ys.extend([5, ring.from_signed(-7), 0, 1, 1 << 29]);
+    let (s0, s1) = share_arith(ring, &xs, &mut Prg::new(Block(8)));
+    let (y0, y1) = share_arith(ring, &ys, &mut Prg::new(Block(9)));
+    let n = xs.len() as u64;
+    let (a, b) = run_tee(
+        move |ch, d| {
+            let mut c = Ctx::new(0, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            let before = ch.cost();
+            let (t, ty) = c.trunc_mul(ch, &s0, f, &y0).unwrap();
+            (t.v.clone(), ty.v.clone(), ch.cost() - before)
+        },
+        move |ch, d| {
+            let mut c = Ctx::new(1, Proto::Tami, std::mem::replace(d, Dealer::new(Box::new(Null))), fx()).unwrap();
+            let (t, ty) = c.trunc_mul(ch, &s1, f, &y1).unwrap();
+            (t.v.clone(), ty.v.clone())
+        },
+    );
+    assert_eq!(a.2.rounds, 1);
+    assert_eq!(a.2.bytes_sent, 16 * n);
+    for i in 0..xs.len() {
+        let t = ring.add(a.0[i], b.0[i]);
+        let want = FixedPoint::trunc_ref(ring, xs[i], f);
+        assert!(t == want || t == ring.add(want, 1), "x = {}", ring.to_signed(xs[i]));
+        assert_eq!(ring.add(a.1[i], b.1[i]), ring.mul(t, ys[i]));
+    }
+    let mut cc = Ctx::clear(fx());
+    let (mut dummy, _peer) = MemChannel::pair();
+    let short = ArithShare::new(ring, vec![1, 2]);
+    assert!(cc.trunc_mul(&mut dummy, &short, f, &ArithShare::new(ring, vec![1])).is_err());
 }

@@ -65,6 +65,80 @@ impl BertShape {
 
 const SERVER: u8 = 0;
 
+/// How the benchmark runs (both default to on in `hush bench infer`).
+#[derive(Clone, Copy, Debug)]
+pub struct BertOpts {
+    /// Deal layer l + 1 on a separate thread while layer l runs online.
+    pub overlap: bool,
+    /// Comparisons on the widths the public weight bound proves
+    /// ([`Bounds`]); off: every comparison on the whole ring.
+    pub bounded: bool,
+    /// Lanes for the row-wise operators (Softmax, LayerNorm, GeLU): each
+    /// runs on this many blocks of rows at once, on lanes of the one
+    /// emulated link ([`Layer::par`]); 1 = no overlap.
+    pub lanes: usize,
+}
+
+impl Default for BertOpts {
+    fn default() -> Self {
+        BertOpts { overlap: true, bounded: true, lanes: DEFAULT_LANES }
+    }
+}
+
+/// Lanes of the benchmark (measured: see the README's BERT rows).
+pub const DEFAULT_LANES: usize = 8;
+
+/// Public magnitude bounds (real units) of every compared tensor of a layer,
+/// proved from public facts only: the architecture, the public weight range
+/// |W|, |b| ≤ [`W_MAX`] (both parties know it; the weights stay the
+/// server's), and the layer input being a LayerNorm output (γ = 1, β = 0)
+/// or the first layer's input in ±1 — in both cases ‖x_t‖₂ ≤ 1.01·√H per
+/// token (LayerNorm: Σ((x − μ)·r)² = H·σ²/(σ² + ε)·(1 + rsqrt error)² plus
+/// 1-ulp truncations; the ±1 input: ≤ √H). A linear output entry is
+/// |w·x + b| ≤ ‖w‖₂‖x‖₂ + |b| ≤ W_MAX·√n_in·‖x‖₂ + W_MAX (Cauchy–Schwarz).
+/// Then:
+/// * q, k, v: b₁ = W_MAX·√H·1.01·√H + W_MAX (+ 1 ulp);
+/// * scores q_h·k_h/8 over 64 dims: ≤ 64·b₁²/8;
+/// * attention context (P·V; P ≥ 0, rows sum to ≤ 1 + L·6·10⁻⁴): ≤ 1.08·b₁,
+///   so o ≤ W_MAX·√H·√H·1.08·b₁ + W_MAX; h1 = x + o ≤ 1.01·√H + o;
+/// * FFN input u (from LayerNorm(h1)): b₁; GeLU(u) ≤ |u| + 10⁻³, so the
+///   FFN output ≤ W_MAX·√F·√F·(b₁ + 10⁻³) + W_MAX, h2 ≤ 1.01·√H + that.
+///
+/// With H = 768, F = 3072: q/k/v ≤ 38.9, scores ≤ 12 100, h1 ≤ 1 640,
+/// GeLU input ≤ 38.9, h2 ≤ 6 010. The comparisons then run on 19 (GeLU),
+/// 28 (Softmax), 25 and 26 (the LayerNorm clips) bits instead of 64
+/// ([`hush_2pc::transformer::Ctx::relu_within`]): exact for every input
+/// within the bound, so accuracy is unchanged. The operators' plaintext
+/// reference checks the bounds (tests in `hush-2pc/tests/transformer.rs`).
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub qkv: f64,
+    pub scores: f64,
+    pub h1: f64,
+    pub ffn_in: f64,
+    pub h2: f64,
+}
+
+/// The public weight range of the random-weight benchmark.
+pub const W_MAX: f64 = 0.05;
+
+impl Bounds {
+    pub fn derive(s: &BertShape, frac: u32) -> Self {
+        let ulp = (-(frac as f64)).exp2();
+        let (h, f) = (s.hidden as f64, s.ffn as f64);
+        let xn = 1.01 * h.sqrt();
+        let lin = |n_in: f64, norm: f64| W_MAX * n_in.sqrt() * norm + W_MAX + ulp;
+        let qkv = lin(h, xn);
+        let dh = (s.hidden / s.heads) as f64;
+        let scores = dh * qkv * qkv / dh.sqrt() + ulp;
+        let ctx = 1.08 * qkv;
+        let h1 = xn + lin(h, h.sqrt() * ctx) + ulp;
+        let ffn_in = qkv;
+        let h2 = xn + lin(f, f.sqrt() * (ffn_in + 1e-3)) + ulp;
+        Bounds { qkv, scores, h1, ffn_in, h2 }
+    }
+}
+
 fn tpc(e: hush_2pc::Error) -> Error {
     Error::Nonlinear(e.to_string())
 }
@@ -114,10 +188,21 @@ fn transpose(x: &ArithShare, rows: usize, cols: usize) -> ArithShare {
     hush_2pc::transformer::matmul::transpose(x, 1, rows, cols)
 }
 
+/// One lane of a party: an operator context and its channel on the shared
+/// emulated link ([`MemChannel::lanes_with`]).
+pub struct Lane {
+    c: Ctx,
+    ch: MemChannel,
+}
+
+type LaneOp<'f> = &'f (dyn Fn(&mut Ctx, &mut dyn Channel, &ArithShare) -> hush_2pc::Result<ArithShare> + Sync);
+
 /// One party's encoder layer, in three modes: `plan` (Ctx records, linear
 /// layers return zeros), and the online run.
 struct Layer<'a> {
     s: BertShape,
+    /// Proven bounds for the comparisons (None: whole-ring comparisons).
+    bounds: Option<Bounds>,
     fx: FixedConfig,
     party: u8,
     weights: &'a Weights,
@@ -162,8 +247,55 @@ impl Layer<'_> {
         Ok(r)
     }
 
+    /// A row-wise operator on `lanes`: x (rows of `unit` elements) cut into
+    /// one contiguous block of rows per lane, each block on its lane's
+    /// context and channel on its own thread (sequentially in plan mode),
+    /// results concatenated in order. The blocks are independent (GeLU is
+    /// element-wise, Softmax and LayerNorm row-wise), so the result is the
+    /// operator's on x; running them at once lets one block's transmission
+    /// overlap another's round trips on the shared link. Metered: bytes of
+    /// every lane, rounds of the deepest lane.
+    fn par(&mut self, lanes: &mut [Lane], op: &'static str, plan: bool, x: &ArithShare, unit: usize, f: LaneOp<'_>) -> Result<ArithShare> {
+        let rows = x.len() / unit.max(1);
+        let k = lanes.len().min(rows).max(1);
+        let bounds: Vec<(usize, usize)> = (0..k).map(|i| (rows * i / k * unit, rows * (i + 1) / k * unit)).collect();
+        let ring = x.ring;
+        let t = Instant::now();
+        let before: Vec<Cost> = lanes.iter().map(|l| l.ch.cost()).collect();
+        let outs: Vec<hush_2pc::Result<ArithShare>> = if plan {
+            let (mut unused, _peer) = MemChannel::pair();
+            lanes.iter_mut().zip(&bounds).map(|(l, &(a, b))| f(&mut l.c, &mut unused, &ArithShare { ring, v: x.v[a..b].to_vec() })).collect()
+        } else {
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = lanes
+                    .iter_mut()
+                    .zip(&bounds)
+                    .map(|(l, &(a, b))| {
+                        let part = ArithShare { ring, v: x.v[a..b].to_vec() };
+                        sc.spawn(move || f(&mut l.c, &mut l.ch, &part))
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(hush_2pc::Error::Bench("lane thread panicked".into())))).collect()
+            })
+        };
+        let mut v = Vec::with_capacity(x.len());
+        for o in outs {
+            v.extend_from_slice(&o.map_err(tpc)?.v);
+        }
+        if !plan {
+            let mut c = Cost::default();
+            for (l, b) in lanes.iter().zip(&before) {
+                let d = l.ch.cost() - *b;
+                c.bytes_sent += d.bytes_sent;
+                c.rounds = c.rounds.max(d.rounds);
+            }
+            self.meter.add(op, t.elapsed().as_secs_f64(), c);
+        }
+        Ok(ArithShare { ring, v })
+    }
+
     /// The layer on x (token-major seq × hidden, scale f).
-    fn run(&mut self, c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, plan: bool) -> Result<ArithShare> {
+    fn run(&mut self, c: &mut Ctx, ch: &mut dyn Channel, lanes: &mut [Lane], x: &ArithShare, plan: bool) -> Result<ArithShare> {
         let s = self.s;
         let (h, seq, nh) = (s.hidden, s.seq, s.heads);
         let dh = h / nh;
@@ -199,7 +331,10 @@ impl Layer<'_> {
             // 1/√64 = 2^−3 folded into the truncation
             c.trunc(ch, &z, f + (dh as f64).log2().round() as u32 / 2).map_err(tpc)
         })?;
-        let p = self.timed(ch, "softmax", plan, |ch| softmax::softmax(c, ch, &scores, seq).map_err(tpc))?;
+        let inf = f64::INFINITY;
+        let b = self.bounds;
+        let bs = b.map_or(inf, |b| b.scores);
+        let p = self.par(lanes, "softmax", plan, &scores, seq, &|c, ch, x| softmax::softmax_within(c, ch, x, seq, bs))?;
         // Operand bounds of P·V (proved here, refused by the operator if the
         // ring could wrap): softmax outputs ≤ 1 + its error; V's entries ≤
         // Σ|W|·|x| + |b| with |x| ≤ √H (a LayerNorm output with γ = 1, β = 0,
@@ -219,19 +354,24 @@ impl Layer<'_> {
         let o = self.linear(ch, 3, &ArithShare { ring, v: cm }, plan)?;
         let o = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &o, f).map_err(tpc))?;
         let h1 = x.add(&transpose(&o, h, seq));
-        let h1 = self.timed(ch, "layernorm", plan, |ch| layernorm::layernorm(c, ch, &h1, h, 1e-12, None, None).map_err(tpc))?;
+        let b1 = b.map_or(inf, |b| b.h1);
+        let h1 = self.par(lanes, "layernorm", plan, &h1, h, &|c, ch, x| layernorm::layernorm_within(c, ch, x, h, 1e-12, None, None, b1))?;
         let u = self.linear(ch, 4, &transpose(&h1, seq, h), plan)?;
         let u = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &u, f).map_err(tpc))?;
-        let g = self.timed(ch, "gelu", plan, |ch| gelu::gelu(c, ch, &u).map_err(tpc))?;
+        let bu = b.map_or(inf, |b| b.ffn_in);
+        let g = self.par(lanes, "gelu", plan, &u, seq, &|c, ch, x| gelu::gelu_within(c, ch, x, bu))?;
         let d = self.linear(ch, 5, &g, plan)?;
         let d = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &d, f).map_err(tpc))?;
         let h2 = h1.add(&transpose(&d, h, seq));
-        self.timed(ch, "layernorm", plan, |ch| layernorm::layernorm(c, ch, &h2, h, 1e-12, None, None).map_err(tpc))
+        let b2 = b.map_or(inf, |b| b.h2);
+        self.par(lanes, "layernorm", plan, &h2, h, &|c, ch, x| layernorm::layernorm_within(c, ch, x, h, 1e-12, None, None, b2))
     }
 }
 
 /// One party's result.
 pub struct PartyRun {
+    /// Wall time from the first dealing to the last layer's output.
+    pub wall_s: f64,
     pub offline_s: Vec<f64>,
     pub online_s: Vec<f64>,
     pub online: Vec<Cost>,
@@ -241,12 +381,19 @@ pub struct PartyRun {
     pub module_busy_s: f64,
 }
 
-fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, p: u8, x: Vec<u64>, barrier: Arc<Barrier>) -> Result<PartyRun> {
+#[allow(clippy::too_many_arguments)]
+fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemChannel>, p: u8, x: Vec<u64>, barrier: Arc<Barrier>, opts: BertOpts) -> Result<PartyRun> {
     let t0 = Instant::now();
+    let overlap = opts.overlap;
+    let bounds = opts.bounded.then(|| Bounds::derive(&s, fx.frac));
     let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
     hush_tee::establish(&mut module, ch, if p == SERVER { ModuleRole::Sender } else { ModuleRole::Receiver })?;
-    let weights = random_weights(&s, &fx, p == SERVER);
+    let weights = Arc::new(random_weights(&s, &fx, p == SERVER));
     let fp = FixedPoint::new(fx.bits, fx.frac).map_err(tpc)?;
+    // The online context never deals: its correlations come from `deal_plan`
+    // (this thread when not overlapping, the dealing thread otherwise). Its
+    // own batch counter is therefore unused; a stray lazy dealing would
+    // replay batch numbers and be refused by the module.
     let mut c = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
     if p == SERVER {
         for l in 0..s.layers {
@@ -257,26 +404,99 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, p: u8, x: Vec<u64>
     }
     let setup_s = t0.elapsed().as_secs_f64();
     let ring = fp.ring;
-    let mut x = ArithShare::new(ring, x);
-    let mut run = PartyRun { offline_s: vec![], online_s: vec![], online: vec![], meter: Meter::default(), setup_s, out: vec![], module_busy_s: 0.0 };
-    for l in 0..s.layers {
-        let mut layer = Layer { s, fx, party: p, weights: &weights, lin: vec![], meter: Meter::default() };
-        // offline: the layer's plan, and its six linear correlations
-        let t = Instant::now();
+    // The lanes' contexts, online only like `c`.
+    let mut lanes: Vec<Lane> = Vec::with_capacity(lane_chs.len());
+    for lch in lane_chs {
+        lanes.push(Lane { c: Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?, ch: lch });
+    }
+    // Every layer has the same plans (same shapes and bounds): the main
+    // context's and one per lane.
+    let (plan, lane_plans): (Vec<Need>, Vec<Vec<Need>>) = {
+        let mut probe = Layer { s, bounds, fx, party: p, weights: &weights, lin: vec![], meter: Meter::default() };
         let zeros = ArithShare::zeros(ring, x.len());
-        let plan: Vec<Need> = c.plan(|c, ch| layer.run(c, ch, &zeros, true).map_err(|e| hush_2pc::Error::Bench(e.to_string()))).map_err(tpc)?;
-        c.prefill(&plan).map_err(tpc)?;
-        for (j, (o, i, _, _)) in weights.proj.iter().enumerate() {
-            layer.lin.push(Some(linear::deal(&mut module, &fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq)?));
+        for l in lanes.iter_mut() {
+            l.c.begin_plan().map_err(tpc)?;
         }
-        run.offline_s.push(t.elapsed().as_secs_f64());
+        let main = c.plan(|c, ch| probe.run(c, ch, &mut lanes, &zeros, true).map_err(|e| hush_2pc::Error::Bench(e.to_string()))).map_err(tpc)?;
+        let mut lp = Vec::with_capacity(lanes.len());
+        for l in lanes.iter_mut() {
+            lp.push(l.c.end_plan().map_err(tpc)?);
+        }
+        (main, lp)
+    };
+    // The dealing context: the only one that deals (batch numbers in one
+    // order at both parties).
+    let mut dctx = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
+    type Pre = hush_2pc::transformer::ctx::Prefilled;
+    type Dealt = ((Pre, Vec<Pre>), Vec<Option<hush_tee::linear_deal::LinearResponse>>, f64);
+    let deal_layer = move |dctx: &mut Ctx, module: &mut SharedModule, l: usize, plans: &(Vec<Need>, Vec<Vec<Need>>), w: &Weights| -> Result<Dealt> {
+        let t = Instant::now();
+        let main = dctx.deal_plan(&plans.0).map_err(tpc)?;
+        let mut lp = Vec::with_capacity(plans.1.len());
+        for lplan in &plans.1 {
+            lp.push(dctx.deal_plan(lplan).map_err(tpc)?);
+        }
+        let pre = (main, lp);
+        let mut lin = Vec::with_capacity(6);
+        for (j, (o, i, _, _)) in w.proj.iter().enumerate() {
+            lin.push(Some(linear::deal(module, &fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq)?));
+        }
+        Ok((pre, lin, t.elapsed().as_secs_f64()))
+    };
+    let t_start = Instant::now();
+    // Overlap: a dealing thread prepares layer l + 1 (its plan and linear
+    // correlations: input-independent, module work only) while layer l runs
+    // online; at most one layer is held ahead.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Dealt>>(1);
+    let mut dctx_local = None;
+    let plans = (plan, lane_plans);
+    let dealer_thread = if overlap {
+        let (mut m2, plan2, w2) = (module.clone(), plans.clone(), weights.clone());
+        Some(std::thread::spawn(move || {
+            for l in 0..s.layers {
+                let r = deal_layer(&mut dctx, &mut m2, l, &plan2, &w2);
+                let stop = r.is_err();
+                if tx.send(r).is_err() || stop {
+                    break;
+                }
+            }
+        }))
+    } else {
+        dctx_local = Some(dctx);
+        None
+    };
+    let mut x = ArithShare::new(ring, x);
+    let mut run = PartyRun { offline_s: vec![], online_s: vec![], online: vec![], meter: Meter::default(), setup_s, out: vec![], module_busy_s: 0.0, wall_s: 0.0 };
+    for l in 0..s.layers {
+        let (pre, lin, off) = if overlap {
+            rx.recv().map_err(|_| Error::Config("the dealing thread stopped".into()))??
+        } else {
+            let d = dctx_local.as_mut().expect("sequential dealing context");
+            deal_layer(d, &mut module, l, &plans, &weights)?
+        };
+        run.offline_s.push(off);
+        let mut layer = Layer { s, bounds, fx, party: p, weights: &weights, lin, meter: Meter::default() };
+        let (main_pre, lane_pres) = pre;
+        c.install(main_pre).map_err(tpc)?;
+        for (lane, lp) in lanes.iter_mut().zip(lane_pres) {
+            lane.c.install(lp).map_err(tpc)?;
+        }
         barrier.wait();
         let t = Instant::now();
-        let c0 = ch.cost();
-        x = layer.run(&mut c, ch, &x, false)?;
+        x = layer.run(&mut c, ch, &mut lanes, &x, false)?;
         run.online_s.push(t.elapsed().as_secs_f64());
-        run.online.push(ch.cost() - c0);
+        // this party's bytes and the layer's critical path: every operator
+        // is metered (the lanes' as their deepest lane)
+        let mut lc = Cost::default();
+        for (_, (_, b, r)) in layer.meter.by_op.iter() {
+            lc.bytes_sent += b;
+            lc.rounds += *r as u32;
+        }
+        run.online.push(lc);
         c.lazy().map_err(tpc)?;
+        for lane in lanes.iter_mut() {
+            lane.c.lazy().map_err(tpc)?;
+        }
         for (k, v) in layer.meter.by_op {
             let e = run.meter.by_op.entry(k).or_default();
             e.0 += v.0;
@@ -284,13 +504,17 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, p: u8, x: Vec<u64>
             e.2 += v.2;
         }
     }
+    run.wall_s = t_start.elapsed().as_secs_f64();
+    if let Some(h) = dealer_thread {
+        h.join().map_err(|_| Error::Config("dealing thread panicked".into()))?;
+    }
     run.module_busy_s = module.busy_secs();
     run.out = x.v.clone();
     Ok(run)
 }
 
 /// Runs BERT-base on a random embedded sequence; returns one JSON record.
-pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig) -> Result<serde_json::Value> {
+pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig, opts: BertOpts) -> Result<serde_json::Value> {
     if !(1..=512).contains(&seq) {
         return Err(Error::Config(format!("--seq {seq}: 1..=512")));
     }
@@ -302,7 +526,10 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig)
         s.layers = l.clamp(1, 12);
     }
     let profile = NetProfile::by_name(net).ok_or_else(|| Error::Config(format!("unknown network profile '{net}'")))?;
-    let (mut ca, mut cb) = MemChannel::pair_with(ChannelOptions { profile, ..Default::default() });
+    // the main channel and `opts.lanes` lanes, all on one emulated link
+    let mut all = MemChannel::lanes_with(ChannelOptions { profile, ..Default::default() }, 1 + opts.lanes.max(1));
+    let (mut ca, mut cb) = all.remove(0);
+    let (la, lb): (Vec<MemChannel>, Vec<MemChannel>) = all.into_iter().unzip();
     let n = seq * s.hidden;
     let mut p = Prg::new(Block(0x5e9));
     let ring = hush_primitives::Ring::new(64).expect("64");
@@ -312,8 +539,8 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig)
     let barrier = Arc::new(Barrier::new(2));
     let (b0, b1) = (barrier.clone(), barrier);
     let t = Instant::now();
-    let h0 = std::thread::spawn(move || party(s, fx, &mut ca, 0, s0, b0));
-    let h1 = std::thread::spawn(move || party(s, fx, &mut cb, 1, s1, b1));
+    let h0 = std::thread::spawn(move || party(s, fx, &mut ca, la, 0, s0, b0, opts));
+    let h1 = std::thread::spawn(move || party(s, fx, &mut cb, lb, 1, s1, b1, opts));
     let r0 = h0.join().map_err(|_| Error::Config("server thread panicked".into()))??;
     let r1 = h1.join().map_err(|_| Error::Config("client thread panicked".into()))??;
     let wall = t.elapsed().as_secs_f64();
@@ -341,6 +568,9 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig)
         .collect();
     let online: f64 = (0..s.layers).map(|l| r0.online_s[l].max(r1.online_s[l])).sum();
     let offline: f64 = (0..s.layers).map(|l| r0.offline_s[l].max(r1.offline_s[l])).sum();
+    // Sequential: offline then online, layer by layer (the sum). Overlapped:
+    // the wall time from the first dealing to the last output.
+    let total = if opts.overlap { r0.wall_s.max(r1.wall_s) } else { online + offline };
     let bytes: u64 = (0..s.layers).map(|l| r0.online[l].bytes_sent + r1.online[l].bytes_sent).sum();
     let rounds: u64 = (0..s.layers).map(|l| r0.online[l].rounds.max(r1.online[l].rounds) as u64).sum();
     let by_op: serde_json::Map<String, serde_json::Value> = r0
@@ -367,7 +597,12 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig)
         "wall_s": online,
         "online_s": online,
         "offline_s": offline,
-        "total_s": online + offline,
+        "total_s": total,
+        "offline_overlapped": opts.overlap,
+        "offline_exposed_s": (total - online).max(0.0),
+        "bounded_comparisons": opts.bounded,
+        "lanes": opts.lanes.max(1),
+        "bounds": bounds_json(&s, fx.frac, opts.bounded),
         "process_wall_s": wall,
         "bytes": bytes,
         "online_bytes": bytes,
@@ -391,7 +626,7 @@ pub fn bench_bert_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
     // ℓ = 64 is needed by the transformer operators: the default 37 is raised.
     let bits = if a.fixed.bits == 37 { 64 } else { a.fixed.bits };
     let fx = FixedConfig::new(bits, a.fixed.frac)?;
-    let r = bench_bert(a.seq, a.layers, &a.common.net, fx)?;
+    let r = bench_bert(a.seq, a.layers, &a.common.net, fx, BertOpts::default())?;
     if a.json {
         println!("{r}");
     } else {
@@ -399,6 +634,14 @@ pub fn bench_bert_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     }
     Ok(())
+}
+
+fn bounds_json(s: &BertShape, frac: u32, on: bool) -> serde_json::Value {
+    if !on {
+        return serde_json::Value::Null;
+    }
+    let b = Bounds::derive(s, frac);
+    serde_json::json!({ "qkv": b.qkv, "scores": b.scores, "h1": b.h1, "ffn_in": b.ffn_in, "h2": b.h2, "weight_max": W_MAX })
 }
 
 fn cpu_model() -> String {
@@ -412,17 +655,41 @@ fn cpu_model() -> String {
 mod tests {
     use super::*;
 
+    /// The public bounds of BERT-base (H = 768, F = 3072, f = 12), as the
+    /// docs state them, and the comparison widths they give.
+    #[test]
+    fn bert_base_bounds_and_widths() {
+        let b = Bounds::derive(&BertShape::base(128), 12);
+        for (v, lo, hi) in [(b.qkv, 38.8, 39.0), (b.scores, 12_000.0, 12_200.0), (b.h1, 1_600.0, 1_700.0), (b.ffn_in, 38.8, 39.0), (b.h2, 5_950.0, 6_050.0)] {
+            assert!((lo..hi).contains(&v), "{b:?}");
+        }
+        let c = Ctx::clear(FixedPoint::new(64, 12).unwrap());
+        let u = 4096.0;
+        assert_eq!(c.width_for(((b.ffn_in + 4.0) * u).ceil() + 1.0), 19);
+        assert_eq!(c.width_for(2.0 * (b.scores * u).ceil() + 16.0 * u), 28);
+        assert_eq!(c.width_for((b.h1 * u).ceil() + 1024.0 * u), 25);
+        assert_eq!(c.width_for((b.h2 * u).ceil() + 1024.0 * u), 26);
+    }
+
     /// One layer on a short sequence: runs end to end, rows come out
     /// LayerNorm-normalised (checked inside), the record carries its keys.
     #[test]
     fn one_bert_layer_runs_and_is_metered() {
-        let r = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap()).unwrap();
+        let r = bench_bert(8, Some(2), "none", FixedConfig::new(64, 12).unwrap(), BertOpts::default()).unwrap();
+        assert_eq!(r["offline_overlapped"], true);
+        assert_eq!(r["bounded_comparisons"], true);
+        let plain = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts { overlap: false, bounded: false, lanes: 1 }).unwrap();
+        // the bounded comparisons send fewer bytes (same operators otherwise)
+        let per = |r: &serde_json::Value| r["per_layer"][0]["bytes"].as_u64().unwrap();
+        assert!(per(&r) < per(&plain), "{} vs {}", per(&r), per(&plain));
+        assert_eq!(r["per_layer"][0]["bytes"], r["per_layer"][1]["bytes"]);
+        let r = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts::default()).unwrap();
         for k in ["wall_s", "bytes", "rounds", "setup_s", "total_s", "cpu"] {
             assert!(r.get(k).is_some(), "{k}: {r}");
         }
         assert_eq!(r["per_layer"].as_array().unwrap().len(), 1);
         assert!(r["by_op"]["softmax"]["bytes"].as_u64().unwrap() > 0);
-        let e = bench_bert(8, Some(1), "none", FixedConfig::new(37, 12).unwrap()).unwrap_err();
+        let e = bench_bert(8, Some(1), "none", FixedConfig::new(37, 12).unwrap(), BertOpts::default()).unwrap_err();
         assert!(e.to_string().contains("64"), "{e}");
     }
 }

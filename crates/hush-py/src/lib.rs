@@ -204,6 +204,68 @@ fn run_model(
     Ok((logits, out_shape, report))
 }
 
+/// Private sentence embeddings with a BERT-family ONNX encoder (the MiniLM
+/// path of `hush embed`): both parties in this process, tee mode (trusted
+/// modules simulated — no hardware protection). `ids` are the token ids of
+/// each sentence ([CLS] … [SEP], no padding: the client tokenizes and pads
+/// locally, the server learns the padded lengths only). Returns
+/// (embeddings, one per sentence, and the run's record as JSON text).
+#[pyfunction]
+#[pyo3(signature = (model_path, ids, proto="tami", bits=64, frac=12, batch_tokens=None, check=false))]
+#[allow(clippy::too_many_arguments)]
+fn embed_tokens(
+    py: Python<'_>,
+    model_path: std::path::PathBuf,
+    ids: Vec<Vec<u32>>,
+    proto: &str,
+    bits: u32,
+    frac: u32,
+    batch_tokens: Option<usize>,
+    check: bool,
+) -> PyResult<(Vec<Vec<f64>>, String)> {
+    let proto = match proto {
+        "tami" => hush_2pc::nonlinear::Proto::Tami,
+        "fss" => hush_2pc::nonlinear::Proto::Fss,
+        p => return Err(PyValueError::new_err(format!("proto {p:?}: 'tami' or 'fss' (the transformer operators need dealt correlations)"))),
+    };
+    if ids.is_empty() || ids.iter().any(|s| s.is_empty()) {
+        return Err(PyValueError::new_err("ids: at least one sentence, each with at least one token"));
+    }
+    let fx = FixedConfig::new(bits, frac).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut o = hush_inference::encoder::EmbedOptions { fx, proto, ..Default::default() };
+    if let Some(b) = batch_tokens {
+        o.batch_tokens = b.max(1);
+    }
+    guarded(py, move || {
+        let e = hush_onnx::encoder::encoder_from_file(&model_path).map_err(|e| e.to_string())?;
+        let (emb, st, bounds) = hush_inference::encoder::embed_private(&e, &ids, &o).map_err(|e| e.to_string())?;
+        let refcheck = if check {
+            let c = hush_inference::encoder::embed_clear(&e, &ids, &o).map_err(|e| e.to_string())?;
+            Some(emb.iter().zip(&c).map(|(x, y)| hush_inference::encoder::cosine(x, y)).fold(1.0f64, f64::min))
+        } else {
+            None
+        };
+        let rec = serde_json::json!({
+            "cmd": "embed",
+            "sentences": emb.len(),
+            "hidden": e.hidden,
+            "layers": e.layers.len(),
+            "mode": "tee",
+            "bits": fx.bits,
+            "frac": fx.frac,
+            "batches": st.batches,
+            "tokens_padded": st.tokens,
+            "online_s": st.seconds,
+            "bytes": st.bytes,
+            "rounds": st.rounds,
+            "headroom_bits": bounds.headroom_bits,
+            "reference_min_cosine": refcheck,
+            "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties in this process",
+        });
+        Ok((emb, rec.to_string()))
+    })
+}
+
 /// A model server (many concurrent client sessions on their own threads).
 #[pyclass]
 struct NativeServer {
@@ -474,6 +536,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(net_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(cot_sources, m)?)?;
     m.add_function(wrap_pyfunction!(run_model, m)?)?;
+    m.add_function(wrap_pyfunction!(embed_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(onnx_to_hushm, m)?)?;
     m.add_function(wrap_pyfunction!(onnx_file_to_hushm, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;

@@ -6,6 +6,7 @@ use crate::meter::{Cost, RoundClock};
 use crate::profile::{wait_delivery, DelayBound, LinkShaper};
 use crate::{Channel, ChannelOptions, Error, Result, HEADER_LEN};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Frames in flight per direction before `send` blocks (back-pressure).
@@ -16,8 +17,9 @@ pub struct MemChannel {
     tx: Option<SyncSender<(Instant, Vec<u8>)>>,
     rx: Option<Receiver<(Instant, Vec<u8>)>>,
     opts: ChannelOptions,
-    shaper: LinkShaper,
-    bound: DelayBound,
+    /// This side's emulated link (shared by the lanes of [`MemChannel::lanes_with`]).
+    shaper: Arc<Mutex<LinkShaper>>,
+    bound: Arc<Mutex<DelayBound>>,
     clock: RoundClock,
     cost: Cost,
 }
@@ -30,18 +32,36 @@ impl MemChannel {
 
     /// A connected pair; both ends use `opts`.
     pub fn pair_with(opts: ChannelOptions) -> (MemChannel, MemChannel) {
-        let (ta, ra) = sync_channel(QUEUE);
-        let (tb, rb) = sync_channel(QUEUE);
-        let mk = |tx, rx| MemChannel {
-            tx: Some(tx),
-            rx: Some(rx),
-            shaper: LinkShaper::new(opts.profile.clone()),
-            bound: DelayBound::new(opts.profile.clone()),
-            opts: opts.clone(),
-            clock: RoundClock::default(),
-            cost: Cost::default(),
-        };
-        (mk(ta, rb), mk(tb, ra))
+        Self::lanes_with(opts, 1).pop().expect("one lane")
+    }
+
+    /// `k` connected pairs ("lanes") over **one** emulated link: on each
+    /// side all lanes queue their frames on the same virtual link (one
+    /// bandwidth per direction, shared) and the receiver's delay bound counts
+    /// the bytes of every lane. Independent sub-protocols run on separate
+    /// lanes (e.g. on separate threads) so that one's transmission overlaps
+    /// another's latency, as on one real connection multiplexing them; the
+    /// emulation never gives them more bandwidth than one link. Each lane
+    /// meters its own bytes and rounds.
+    pub fn lanes_with(opts: ChannelOptions, k: usize) -> Vec<(MemChannel, MemChannel)> {
+        let side = || (Arc::new(Mutex::new(LinkShaper::new(opts.profile.clone()))), Arc::new(Mutex::new(DelayBound::new(opts.profile.clone()))));
+        let (a, b) = (side(), side());
+        (0..k.max(1))
+            .map(|_| {
+                let (ta, ra) = sync_channel(QUEUE);
+                let (tb, rb) = sync_channel(QUEUE);
+                let mk = |tx, rx, s: &(Arc<Mutex<LinkShaper>>, Arc<Mutex<DelayBound>>)| MemChannel {
+                    tx: Some(tx),
+                    rx: Some(rx),
+                    shaper: s.0.clone(),
+                    bound: s.1.clone(),
+                    opts: opts.clone(),
+                    clock: RoundClock::default(),
+                    cost: Cost::default(),
+                };
+                (mk(ta, rb, &a), mk(tb, ra, &b))
+            })
+            .collect()
     }
 
     /// Test hook: puts raw bytes on the wire as if they were a frame
@@ -64,7 +84,7 @@ impl Channel for MemChannel {
         }
         let tx = self.tx.as_ref().ok_or(Error::Closed)?;
         let depth = self.clock.on_send();
-        let delay = self.shaper.delay_for(payload.len() + HEADER_LEN);
+        let delay = self.shaper.lock().map_err(|_| Error::Closed)?.delay_for(payload.len() + HEADER_LEN);
         let frame = encode_frame(payload, depth, delay);
         tx.send((Instant::now(), frame)).map_err(|_| Error::Disconnected)?;
         self.cost.bytes_sent += payload.len() as u64;
@@ -96,7 +116,7 @@ impl Channel for MemChannel {
             self.close();
             return Err(e);
         }
-        let delay = self.bound.clamp(buf.len(), hdr.delay_ns, self.opts.timeout);
+        let delay = self.bound.lock().map_err(|_| Error::Closed)?.clamp(buf.len(), hdr.delay_ns, self.opts.timeout);
         wait_delivery(arrived, delay);
         self.cost.bytes_recv += hdr.len as u64;
         self.cost.wire_bytes_recv += buf.len() as u64;

@@ -270,3 +270,37 @@ fn tcp_recv_exact_into_wrong_length_closes() {
     assert!(matches!(b.recv_exact_into("step", &mut out), Err(Error::WrongLength { expected: 11, got: 10, .. })));
     assert!(a.recv().is_err());
 }
+
+/// Lanes of one emulated link: independent in-order channels, each metering
+/// its own bytes and rounds, sharing one shaper per side (the shared
+/// shaper's queue is what the receivers wait on).
+#[test]
+fn lanes_are_independent_channels_on_one_link() {
+    let o = ChannelOptions { profile: NetProfile::lan(), timeout: Duration::from_secs(5), ..Default::default() };
+    let mut lanes = MemChannel::lanes_with(o, 3);
+    assert_eq!(lanes.len(), 3);
+    let hs: Vec<_> = lanes
+        .drain(..)
+        .enumerate()
+        .map(|(i, (mut a, mut b))| {
+            thread::spawn(move || {
+                a.send(&vec![i as u8; 1000 * (i + 1)]).unwrap();
+                let got = b.recv().unwrap();
+                assert_eq!(got, vec![i as u8; 1000 * (i + 1)]);
+                b.send(&[i as u8]).unwrap();
+                assert_eq!(a.recv().unwrap(), vec![i as u8]);
+                (a.cost(), b.cost())
+            })
+        })
+        .collect();
+    for (i, h) in hs.into_iter().enumerate() {
+        let (ca, cb) = h.join().unwrap();
+        assert_eq!(ca.bytes_sent, 1000 * (i as u64 + 1));
+        assert_eq!(cb.bytes_recv, ca.bytes_sent);
+        assert_eq!((ca.rounds, cb.rounds), (2, 2));
+    }
+    // one lane is an ordinary pair
+    let (mut a, mut b) = MemChannel::lanes_with(ChannelOptions::default(), 0).pop().unwrap();
+    a.send(b"x").unwrap();
+    assert_eq!(b.recv().unwrap(), b"x");
+}

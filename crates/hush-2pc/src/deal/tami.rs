@@ -127,11 +127,38 @@ pub struct TamiShape {
     /// Merge arity: chunks collapsed per one-round merge (2..=8).
     pub arity: u32,
     pub flavor: Flavor,
+    /// DReLU/ReLU only: the signed width w of the compared value, 0 for the
+    /// whole ring (w = ℓ). With 2 ≤ w < ℓ the sign is read from x mod 2^w —
+    /// exact for every x with |x| < 2^{w−1} (the reduction Z_2^ℓ → Z_2^w is a
+    /// ring homomorphism, so the shares reduce locally and y + m mod 2^w is
+    /// x mod 2^w) — while everything arithmetic (y − s, ρ, ρ·(s + m), the
+    /// output b·x) stays in Z_2^ℓ. Only w − 1 bits are compared: fewer chunks,
+    /// fewer opened bits, one merge level sooner. Outside |x| < 2^{w−1} the
+    /// bit is the sign of the reduced value (ReLU returns 0 or x: wrong,
+    /// never larger than |x|); callers use it only for values they have
+    /// bounded (`crate::transformer::Ctx::relu_within`).
+    pub low: u32,
 }
 
 impl TamiShape {
     pub fn new(bits: u32, k: u32, arity: u32, flavor: Flavor) -> Self {
-        TamiShape { bits, k, arity, flavor }
+        TamiShape { bits, k, arity, flavor, low: 0 }
+    }
+
+    /// The same shape comparing only the low `w` bits (DReLU/ReLU; see
+    /// [`TamiShape::low`]); `w ≥ ℓ` is the whole ring.
+    pub fn with_width(mut self, w: u32) -> Self {
+        self.low = if w >= self.bits { 0 } else { w };
+        self
+    }
+
+    /// The signed width whose sign DReLU/ReLU read (ℓ unless reduced).
+    pub fn width(&self) -> u32 {
+        if self.low == 0 {
+            self.bits
+        } else {
+            self.low
+        }
     }
 
     pub fn validate(&self) -> std::result::Result<(), String> {
@@ -150,6 +177,9 @@ impl TamiShape {
                 return Err(format!("truncation by {f} bits out of range 1..{}", self.bits));
             }
         }
+        if self.low != 0 && (!matches!(self.flavor, Flavor::Drelu | Flavor::Relu) || !(2..self.bits).contains(&self.low)) {
+            return Err(format!("a compared width of {} bits needs DReLU/ReLU and 2 ≤ w < ℓ = {}", self.low, self.bits));
+        }
         if self.chunks().len() > 64 {
             return Err("more than 64 chunks".into());
         }
@@ -160,7 +190,7 @@ impl TamiShape {
     pub fn cmp_bits(&self) -> u32 {
         match self.flavor {
             Flavor::Millionaire | Flavor::Trunc { .. } => self.bits,
-            Flavor::Drelu | Flavor::Relu => self.bits - 1,
+            Flavor::Drelu | Flavor::Relu => self.width() - 1,
         }
     }
 
@@ -196,6 +226,8 @@ impl TamiShape {
     fn code(&self) -> (u8, u32) {
         match self.flavor {
             Flavor::Millionaire => (0, 0),
+            Flavor::Drelu if self.low != 0 => (5, self.low),
+            Flavor::Relu if self.low != 0 => (4, self.low),
             Flavor::Drelu => (1, 0),
             Flavor::Relu => (2, 0),
             Flavor::Trunc { f } => (3, f),
@@ -214,9 +246,15 @@ impl TamiShape {
             1 => Flavor::Drelu,
             2 => Flavor::Relu,
             3 => Flavor::Trunc { f },
+            4 => Flavor::Relu,
+            5 => Flavor::Drelu,
             _ => return Err(Error::Malformed(format!("TAMI flavor {c}"))),
         };
-        Ok(TamiShape { bits, k, arity, flavor })
+        let low = if c >= 4 { f } else { 0 };
+        if c >= 4 && !(2..bits).contains(&low) {
+            return Err(Error::Malformed(format!("TAMI compared width {low} in a {bits}-bit ring")));
+        }
+        Ok(TamiShape { bits, k, arity, flavor, low })
     }
 
     pub fn label(&self) -> String {
@@ -676,7 +714,7 @@ pub fn threshold(shape: &TamiShape, input: u64) -> u64 {
     match shape.flavor {
         Flavor::Millionaire => input,
         Flavor::Drelu | Flavor::Relu => {
-            let low = ring_mask(l - 1);
+            let low = ring_mask(shape.width() - 1);
             low - (input & low)
         }
         Flavor::Trunc { .. } => !input & ring_mask(l),

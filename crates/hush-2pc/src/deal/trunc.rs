@@ -130,3 +130,224 @@ impl Description for TruncPairs {
         Ok(party1(sub, n as usize, bits).to_bytes(bits))
     }
 }
+
+/// Truncate-and-square tuples: the correlation of
+/// [`crate::transformer::Ctx::trunc_square`] — a truncation pair
+/// (r, r_hi = ⌊r/2^f⌋, r_msb) plus additive shares of r_hi² and r_hi·r_msb.
+/// After the truncation's single opening c = x + 2^{ℓ−2} + r, the truncated
+/// value is T = P − R with P = ⌊c/2^f⌋ − 2^{ℓ−2−f} public and
+/// R = r_hi − α·r_msb·2^{ℓ−f} (α = 1 − msb(c), public) linear in dealt
+/// shares, so T² = P² − 2P·R + R², R² = r_hi² − 2α·2^{ℓ−f}·r_hi·r_msb +
+/// α·2^{2(ℓ−f)}·r_msb (r_msb² = r_msb, α² = α) is linear in dealt shares
+/// too: the truncation and the next square cost one opening instead of two
+/// (hush's own construction; exp's repeated squarings in Softmax use it).
+/// **Seeded** and **what each host sees** as for the pairs: party 1's five
+/// shares are streams under its sub-key, party 0's four corrections are
+/// true values minus them; each share is uniform on its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TruncSqShare {
+    pub t: TruncShare,
+    /// share of r_hi²
+    pub sq: Vec<u64>,
+    /// share of r_hi·r_msb
+    pub hm: Vec<u64>,
+}
+
+impl Drop for TruncSqShare {
+    fn drop(&mut self) {
+        self.sq.zeroize();
+        self.hm.zeroize();
+    }
+}
+
+impl TruncSqShare {
+    pub fn to_bytes(&self, bits: u32) -> Vec<u8> {
+        let mut b = Blob::new();
+        b.put_ring(&self.t.r, bits).put_ring(&self.t.hi, bits).put_ring(&self.t.msb, bits).put_ring(&self.sq, bits).put_ring(&self.hm, bits);
+        std::mem::take(&mut b.0)
+    }
+    pub fn from_bytes(buf: &[u8], n: usize, bits: u32) -> Result<Self> {
+        let mut rd = BlobReader::new(buf);
+        let t = TruncShare { r: rd.take_ring(n, bits)?, hi: rd.take_ring(n, bits)?, msb: rd.take_ring(n, bits)? };
+        let s = TruncSqShare { t, sq: rd.take_ring(n, bits)?, hm: rd.take_ring(n, bits)? };
+        rd.finish()?;
+        Ok(s)
+    }
+}
+
+const SQ1: u64 = 7;
+const HM1: u64 = 8;
+
+fn party1_sq(sub: Block, n: usize, bits: u32) -> TruncSqShare {
+    TruncSqShare { t: party1(sub, n, bits), sq: ring_stream(sub, SQ1, n, bits), hm: ring_stream(sub, HM1, n, bits) }
+}
+
+/// `party`'s share of `n` truncate-and-square tuples over Z_2^bits, shift `f`.
+pub fn deal_trunc_square(key: Block, party: u8, n: usize, bits: u32, f: u32) -> TruncSqShare {
+    let one = party1_sq(hush_deal::sub_key(key, 1), n, bits);
+    if party == 1 {
+        return one;
+    }
+    let m = ring_mask(bits);
+    let t = deal_trunc(key, 0, n, bits, f);
+    let mut sq = Vec::with_capacity(n);
+    let mut hm = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut r = t.r[i].wrapping_add(one.t.r[i]) & m;
+        let (mut h, mut b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
+        sq.push(h.wrapping_mul(h).wrapping_sub(one.sq[i]) & m);
+        hm.push(h.wrapping_mul(b).wrapping_sub(one.hm[i]) & m);
+        r.zeroize();
+        h.zeroize();
+        b.zeroize();
+    }
+    TruncSqShare { t, sq, hm }
+}
+
+/// Truncate-and-square tuples (same parameters as [`TruncPairs`]).
+pub struct TruncSquares;
+pub static TRUNC_SQUARES: TruncSquares = TruncSquares;
+
+impl TruncSquares {
+    pub const KIND: &'static str = "2pc/trunc-squares";
+
+    pub fn request(batch: u64, n: u32, bits: u32, f: u32) -> DealRequest {
+        let mut w = Writer::default();
+        w.u32(bits).u32(f);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+}
+
+impl Description for TruncSquares {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        let (bits, f) = TruncPairs::params(params)?;
+        Ok(format!("{}/{batch}/{n}/{bits}/{f}", Self::KIND))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, f) = TruncPairs::params(params)?;
+        Ok(deal_trunc_square(key, party, n as usize, bits, f).to_bytes(bits))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, _) = TruncPairs::params(params)?;
+        Ok(party1_sq(sub, n as usize, bits).to_bytes(bits))
+    }
+}
+
+/// Truncate-and-multiply tuples: the correlation of
+/// [`crate::transformer::Ctx::trunc_mul`] — a truncation pair
+/// (r, r_hi, r_msb), a uniform mask s for the second operand, and shares
+/// of r_hi·s and r_msb·s. With the truncation's opening c (T = P − R as
+/// for [`TruncSquares`]) and e = y − s opened in the same flight,
+/// T·y = P·e + P·s − R·e − R·s with R·s = r_hi·s − α·2^{ℓ−f}·r_msb·s:
+/// linear in dealt shares, so a truncation followed by a product (Newton's
+/// iterations) costs one opening instead of two (hush's own construction).
+/// **Seeded** and **what each host sees** as for the pairs: party 1's six
+/// shares are streams under its sub-key, party 0's corrections are true
+/// values minus them; each share is uniform on its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TruncMulShare {
+    pub t: TruncShare,
+    pub s: Vec<u64>,
+    /// share of r_hi·s
+    pub hs: Vec<u64>,
+    /// share of r_msb·s
+    pub ms: Vec<u64>,
+}
+
+impl Drop for TruncMulShare {
+    fn drop(&mut self) {
+        self.s.zeroize();
+        self.hs.zeroize();
+        self.ms.zeroize();
+    }
+}
+
+impl TruncMulShare {
+    pub fn to_bytes(&self, bits: u32) -> Vec<u8> {
+        let mut b = Blob::new();
+        b.put_ring(&self.t.r, bits).put_ring(&self.t.hi, bits).put_ring(&self.t.msb, bits).put_ring(&self.s, bits).put_ring(&self.hs, bits).put_ring(&self.ms, bits);
+        std::mem::take(&mut b.0)
+    }
+    pub fn from_bytes(buf: &[u8], n: usize, bits: u32) -> Result<Self> {
+        let mut rd = BlobReader::new(buf);
+        let t = TruncShare { r: rd.take_ring(n, bits)?, hi: rd.take_ring(n, bits)?, msb: rd.take_ring(n, bits)? };
+        let s = TruncMulShare { t, s: rd.take_ring(n, bits)?, hs: rd.take_ring(n, bits)?, ms: rd.take_ring(n, bits)? };
+        rd.finish()?;
+        Ok(s)
+    }
+}
+
+const S0M: u64 = 9;
+const S1M: u64 = 10;
+const HS1: u64 = 11;
+const MS1: u64 = 12;
+
+fn party1_mul(sub: Block, n: usize, bits: u32) -> TruncMulShare {
+    TruncMulShare { t: party1(sub, n, bits), s: ring_stream(sub, S1M, n, bits), hs: ring_stream(sub, HS1, n, bits), ms: ring_stream(sub, MS1, n, bits) }
+}
+
+/// `party`'s share of `n` truncate-and-multiply tuples over Z_2^bits, shift `f`.
+pub fn deal_trunc_mul(key: Block, party: u8, n: usize, bits: u32, f: u32) -> TruncMulShare {
+    let one = party1_mul(hush_deal::sub_key(key, 1), n, bits);
+    if party == 1 {
+        return one;
+    }
+    let m = ring_mask(bits);
+    let t = deal_trunc(key, 0, n, bits, f);
+    let s0 = ring_stream(key, S0M, n, bits);
+    let mut hs = Vec::with_capacity(n);
+    let mut ms = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut r = t.r[i].wrapping_add(one.t.r[i]) & m;
+        let mut s = s0[i].wrapping_add(one.s[i]) & m;
+        let (mut h, mut b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
+        hs.push(h.wrapping_mul(s).wrapping_sub(one.hs[i]) & m);
+        ms.push(b.wrapping_mul(s).wrapping_sub(one.ms[i]) & m);
+        r.zeroize();
+        s.zeroize();
+        h.zeroize();
+        b.zeroize();
+    }
+    TruncMulShare { t, s: s0, hs, ms }
+}
+
+/// Truncate-and-multiply tuples (same parameters as [`TruncPairs`]).
+pub struct TruncMuls;
+pub static TRUNC_MULS: TruncMuls = TruncMuls;
+
+impl TruncMuls {
+    pub const KIND: &'static str = "2pc/trunc-muls";
+
+    pub fn request(batch: u64, n: u32, bits: u32, f: u32) -> DealRequest {
+        let mut w = Writer::default();
+        w.u32(bits).u32(f);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+}
+
+impl Description for TruncMuls {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        let (bits, f) = TruncPairs::params(params)?;
+        Ok(format!("{}/{batch}/{n}/{bits}/{f}", Self::KIND))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, f) = TruncPairs::params(params)?;
+        Ok(deal_trunc_mul(key, party, n as usize, bits, f).to_bytes(bits))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, _) = TruncPairs::params(params)?;
+        Ok(party1_mul(sub, n as usize, bits).to_bytes(bits))
+    }
+}

@@ -65,7 +65,7 @@ use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, MAX_WORDS};
 use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
 use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
-use crate::deal::trunc::{TruncPairs, TruncShare};
+use crate::deal::trunc::{TruncMulShare, TruncMuls, TruncPairs, TruncShare, TruncSqShare, TruncSquares};
 use crate::nonlinear::{tami_general_online, Proto};
 use crate::share::{ArithShare, FixedPoint};
 use crate::tee::Dealer;
@@ -82,8 +82,11 @@ pub const NOT_INTERACTIVE: &str = "transformer operators need correlations from 
 /// What one primitive call consumes (the offline plan of an operator).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Need {
-    Relu { n: usize },
+    /// `w`: compared width (0 = the whole ring), see [`Ctx::relu_within`].
+    Relu { n: usize, w: u32 },
     Trunc { n: usize, f: u32 },
+    TruncSq { n: usize, f: u32 },
+    TruncMul { n: usize, f: u32 },
     Triples { n: usize },
     Powers { n: usize, k: u32 },
     Product { n: usize, d: u32 },
@@ -98,6 +101,8 @@ enum Gate {
 enum Pre {
     Relu(Vec<Gate>),
     Trunc(TruncShare),
+    TruncSq(TruncSqShare),
+    TruncMul(TruncMulShare),
     Triples(TripleShare),
     Powers(PowerShare),
     Product(SubsetShare),
@@ -109,6 +114,19 @@ enum Mode {
     Plan(Vec<Need>),
     Prefilled(VecDeque<(Need, Pre)>),
     Clear,
+}
+
+/// Correlations dealt ahead for one plan ([`Ctx::deal_plan`]), to be
+/// [`Ctx::install`]ed in a context of the same party.
+pub struct Prefilled(VecDeque<(Need, Pre)>);
+
+impl Prefilled {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// A party's context for the transformer operators.
@@ -180,6 +198,29 @@ impl Ctx {
         }
     }
 
+    /// Plan mode without a closure (for several contexts planned together,
+    /// e.g. the lanes of one layer): nothing is computed or sent until
+    /// [`Ctx::end_plan`], which returns what was recorded and restores
+    /// lazy dealing.
+    pub fn begin_plan(&mut self) -> Result<()> {
+        if self.is_clear() || self.pending() != 0 {
+            return Err(invalid("begin_plan: the clear reference, or unconsumed correlations"));
+        }
+        self.mode = Mode::Plan(Vec::new());
+        Ok(())
+    }
+
+    /// Ends [`Ctx::begin_plan`]'s plan mode and returns the plan.
+    pub fn end_plan(&mut self) -> Result<Vec<Need>> {
+        match std::mem::replace(&mut self.mode, Mode::Lazy) {
+            Mode::Plan(v) => Ok(v),
+            other => {
+                self.mode = other;
+                Err(invalid("end_plan without begin_plan"))
+            }
+        }
+    }
+
     /// The offline phase: deals every item of `plan` now (both parties must
     /// prefill the same plan); the following calls consume them in order.
     pub fn prefill(&mut self, plan: &[Need]) -> Result<()> {
@@ -189,6 +230,32 @@ impl Ctx {
             q.push_back((need.clone(), pre));
         }
         self.mode = Mode::Prefilled(q);
+        Ok(())
+    }
+
+    /// The offline phase apart from the online one: deals every item of
+    /// `plan` now and returns them, leaving this context as it was. Another
+    /// context of the same party (on another thread) runs on them after
+    /// [`Ctx::install`] — e.g. a dealing thread prepares layer l + 1 while
+    /// layer l runs online. The dealing order (hence the batch numbers) is
+    /// this context's, so both parties must deal the same plans in the same
+    /// order here and nowhere else.
+    pub fn deal_plan(&mut self, plan: &[Need]) -> Result<Prefilled> {
+        let mut q = VecDeque::with_capacity(plan.len());
+        for need in plan {
+            let pre = self.deal(need)?;
+            q.push_back((need.clone(), pre));
+        }
+        Ok(Prefilled(q))
+    }
+
+    /// Runs the following primitives on correlations dealt by
+    /// [`Ctx::deal_plan`] (checked item by item as in prefilled mode).
+    pub fn install(&mut self, p: Prefilled) -> Result<()> {
+        if self.is_clear() || self.pending() != 0 {
+            return Err(invalid("install: the clear reference, or unconsumed correlations"));
+        }
+        self.mode = Mode::Prefilled(p.0);
         Ok(())
     }
 
@@ -220,13 +287,14 @@ impl Ctx {
         let chunk = MAX_DEAL_N as usize;
         let d = self.dealer_mut()?;
         Ok(match *need {
-            Need::Relu { n } => {
+            Need::Relu { n, w } => {
                 let mut gates = Vec::new();
                 let mut done = 0;
+                let shape = Self::relu_shape(bits, k, arity, w);
                 while done < n {
                     let m = (n - done).min(chunk);
                     gates.push(match proto {
-                        Proto::Tami => Gate::Tami(tami::deal(d, party, m, tami::TamiShape::new(bits, k, arity, tami::Flavor::Relu))?),
+                        Proto::Tami => Gate::Tami(tami::deal(d, party, m, shape)?),
                         _ => Gate::Fss(fss::deal(d, party, m, fss::FssShape { bits, gate: fss::FssGate::Relu })?),
                     });
                     done += m;
@@ -246,6 +314,39 @@ impl Ctx {
                     done += m;
                 }
                 Pre::Trunc(t)
+            }
+            Need::TruncSq { n, f } => {
+                let mut t = TruncSqShare::default();
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = TruncSqShare::from_bytes(&d.deal(TruncSquares::request(batch, m as u32, bits, f))?, m, bits)?;
+                    t.t.r.extend_from_slice(&p.t.r);
+                    t.t.hi.extend_from_slice(&p.t.hi);
+                    t.t.msb.extend_from_slice(&p.t.msb);
+                    t.sq.extend_from_slice(&p.sq);
+                    t.hm.extend_from_slice(&p.hm);
+                    done += m;
+                }
+                Pre::TruncSq(t)
+            }
+            Need::TruncMul { n, f } => {
+                let mut t = TruncMulShare::default();
+                let mut done = 0;
+                while done < n {
+                    let m = (n - done).min(chunk);
+                    let batch = d.next_batch();
+                    let p = TruncMulShare::from_bytes(&d.deal(TruncMuls::request(batch, m as u32, bits, f))?, m, bits)?;
+                    t.t.r.extend_from_slice(&p.t.r);
+                    t.t.hi.extend_from_slice(&p.t.hi);
+                    t.t.msb.extend_from_slice(&p.t.msb);
+                    t.s.extend_from_slice(&p.s);
+                    t.hs.extend_from_slice(&p.hs);
+                    t.ms.extend_from_slice(&p.ms);
+                    done += m;
+                }
+                Pre::TruncMul(t)
             }
             Need::Triples { n } => {
                 let mut unused = hush_transport::MemChannel::pair().0;
@@ -339,6 +440,71 @@ impl Ctx {
 
     /// ReLU(x) (signed), element-wise. Valid for every ℓ-bit x.
     pub fn relu(&mut self, ch: &mut dyn Channel, x: &ArithShare) -> Result<ArithShare> {
+        self.relu_w(ch, x, 0)
+    }
+
+    /// The TAMI shape of a ReLU batch comparing `w` bits (0: the ring):
+    /// with a reduced width the merge arity grows to the chunk count (up to
+    /// 8) so that the merge is one level — one flight fewer.
+    fn relu_shape(bits: u32, k: u32, arity: u32, w: u32) -> tami::TamiShape {
+        let s = tami::TamiShape::new(bits, k, arity, tami::Flavor::Relu).with_width(if w == 0 { bits } else { w });
+        let chunks = s.chunks().len() as u32;
+        if s.low != 0 && chunks > arity && chunks <= 8 {
+            tami::TamiShape { arity: chunks.max(2), ..s }
+        } else {
+            s
+        }
+    }
+
+    /// The compared width that makes ReLU exact for every |x| ≤ `max_ulps`
+    /// (ring units): the smallest w with max_ulps < 2^{w−1}, at least 8 and
+    /// at most ℓ (0 = the whole ring).
+    pub fn width_for(&self, max_ulps: f64) -> u32 {
+        let l = self.ring().bits();
+        if !(max_ulps.is_finite() && max_ulps >= 0.0) {
+            return 0;
+        }
+        let w = (max_ulps + 1.0).log2().ceil() as u32 + 1;
+        if w >= l {
+            0
+        } else {
+            w.max(8)
+        }
+    }
+
+    /// ReLU(x) for inputs the caller has **bounded**: |x| ≤ `max_ulps` (ring
+    /// units). The comparison reads the sign of x mod 2^w with
+    /// w = [`Ctx::width_for`]`(max_ulps)` — exact inside the bound (the
+    /// reduction of shares mod 2^w is local and a ring homomorphism; see
+    /// [`tami::TamiShape::low`]); the output b·x is in the full ring. TAMI
+    /// compares w − 1 bits instead of ℓ − 1: at ℓ = 64 and w ≤ 41 one merge
+    /// level (4 flights instead of 5) and about a third fewer bytes. The
+    /// `fss` family ignores the width (its cost does not depend on it).
+    /// **Outside the bound** the sign can be wrong (ReLU returns 0 or x, never
+    /// a value larger than |x|); the clear reference fails on a value above
+    /// the bound, so a wrong proof shows up in the reference tests.
+    /// **View:** as [`Ctx::relu`]: the comparison of fewer bits sends fewer
+    /// masked bits; y − s is still a full-ring one-time pad.
+    pub fn relu_within(&mut self, ch: &mut dyn Channel, x: &ArithShare, max_ulps: f64) -> Result<ArithShare> {
+        self.check_bound(x, max_ulps, "relu")?;
+        let w = self.width_for(max_ulps);
+        self.relu_w(ch, x, w)
+    }
+
+    /// The clear reference's check of a proven input bound (no-op in the
+    /// secure modes): an input above `max_ulps` (ring units) is an error
+    /// naming `what` — a wrong proof shows up in the reference tests.
+    pub fn check_bound(&self, x: &ArithShare, max_ulps: f64, what: &str) -> Result<()> {
+        if self.is_clear() {
+            let r = x.ring;
+            if let Some(a) = x.v.iter().map(|&a| r.to_signed(a) as f64).find(|a| a.abs() > max_ulps) {
+                return Err(invalid(format!("{what}: input {a} (ring units) exceeds its proven bound {max_ulps} (the bound's proof is wrong)")));
+            }
+        }
+        Ok(())
+    }
+
+    fn relu_w(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: u32) -> Result<ArithShare> {
         let n = x.len();
         if n == 0 {
             return Ok(self.zeros(0));
@@ -348,7 +514,8 @@ impl Ctx {
             return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| crate::share::reference::relu(r, a)).collect() });
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Relu { n })? else { return Ok(self.zeros(n)) };
+        let w = if self.proto == Proto::Tami { w } else { 0 };
+        let Some(pre) = self.take(Need::Relu { n, w })? else { return Ok(self.zeros(n)) };
         let Pre::Relu(gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
         let mut out = Vec::with_capacity(n);
         let mut at = 0;
@@ -406,6 +573,122 @@ impl Ctx {
             })
             .collect();
         Ok(ArithShare { ring: r, v })
+    }
+
+    /// T² where T = ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1 (the truncation of
+    /// [`Ctx::trunc`], same range |x| < 2^{ℓ−2}), exactly in the ring, in
+    /// **one** opening: the truncation's opening c is public, T = P − R
+    /// with P public and R linear in dealt shares, and the dealt
+    /// truncate-and-square tuple ([`crate::deal::trunc::TruncSquares`])
+    /// carries shares of r_hi² and r_hi·r_msb, so T² is linear in dealt
+    /// shares too. Instead of a truncation then a one-round square (two
+    /// openings). **View:** the truncation's (c uniform); nothing else is
+    /// sent. The caller bounds T² (exp's squarings: T ≤ 2^{s+1}).
+    pub fn trunc_square(&mut self, ch: &mut dyn Channel, x: &ArithShare, f: u32) -> Result<ArithShare> {
+        let r = x.ring;
+        let l = r.bits();
+        if f == 0 || f + 2 > l {
+            return Err(invalid(format!("truncation by {f} bits in a {l}-bit ring")));
+        }
+        let n = x.len();
+        if n == 0 {
+            return Ok(self.zeros(0));
+        }
+        if self.is_clear() {
+            return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| { let t = FixedPoint::trunc_ref(r, a, f); r.mul(t, t) }).collect() });
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::TruncSq { n, f })? else { return Ok(self.zeros(n)) };
+        let Pre::TruncSq(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-square batch")) };
+        let bias = 1u64 << (l - 2);
+        let mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.t.r[i]), if party == 0 { bias } else { 0 })).collect();
+        let step = "truncate-and-square: opening x + 2^(ℓ−2) + r";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut c = vec![0u64; n];
+        unpack_ring(step, &peer, l, &mut c)?;
+        let top = 1u64 << (l - f); // 2^{ℓ−f}
+        let top2 = if 2 * (l - f) >= 64 { 0 } else { 1u64 << (2 * (l - f)) }; // 2^{2(ℓ−f)} mod 2^64
+        let off = 1u64 << (l - 2 - f);
+        let v = (0..n)
+            .map(|i| {
+                let ci = r.add(c[i], mine[i]);
+                let alpha = 1 - (ci >> (l - 1));
+                let p = r.sub(ci >> f, off);
+                // R_p = hi_p − α·msb_p·2^{ℓ−f};  R²_p = sq_p − 2α·2^{ℓ−f}·hm_p + α·2^{2(ℓ−f)}·msb_p
+                let rp = r.sub(t.t.hi[i], r.mul(alpha * t.t.msb[i], top));
+                let r2 = r.add(r.sub(t.sq[i], r.mul(r.mul(2 * alpha, top), t.hm[i])), r.mul(alpha * t.t.msb[i], top2));
+                let mut z = r.sub(r2, r.mul(r.mul(2, p), rp));
+                if party == 0 {
+                    z = r.add(z, r.mul(p, p));
+                }
+                z
+            })
+            .collect();
+        Ok(ArithShare { ring: r, v })
+    }
+
+    /// (T, T·y) where T = ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1 (the truncation of
+    /// [`Ctx::trunc`], same range |x| < 2^{ℓ−2}) and T·y exactly in the
+    /// ring, in **one** flight: the truncation's opening c and e = y − s
+    /// for a dealt mask s are exchanged together, and the dealt
+    /// truncate-and-multiply tuple ([`crate::deal::trunc::TruncMuls`]) makes
+    /// T·y linear in dealt shares. Instead of a truncation then a Beaver
+    /// product (two flights, three openings). **View:** c and e, each
+    /// masked by a fresh uniform value the party does not know: uniform.
+    pub fn trunc_mul(&mut self, ch: &mut dyn Channel, x: &ArithShare, f: u32, y: &ArithShare) -> Result<(ArithShare, ArithShare)> {
+        let r = x.ring;
+        let l = r.bits();
+        if f == 0 || f + 2 > l {
+            return Err(invalid(format!("truncation by {f} bits in a {l}-bit ring")));
+        }
+        let n = x.len();
+        if y.len() != n {
+            return Err(invalid(format!("trunc_mul: {n} and {} elements", y.len())));
+        }
+        if n == 0 {
+            return Ok((self.zeros(0), self.zeros(0)));
+        }
+        if self.is_clear() {
+            let t: Vec<u64> = x.v.iter().map(|&a| FixedPoint::trunc_ref(r, a, f)).collect();
+            let ty = t.iter().zip(&y.v).map(|(a, b)| r.mul(*a, *b)).collect();
+            return Ok((ArithShare { ring: r, v: t }, ArithShare { ring: r, v: ty }));
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::TruncMul { n, f })? else { return Ok((self.zeros(n), self.zeros(n))) };
+        let Pre::TruncMul(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
+        let bias = 1u64 << (l - 2);
+        let mut mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.t.r[i]), if party == 0 { bias } else { 0 })).collect();
+        mine.extend((0..n).map(|i| r.sub(y.v[i], t.s[i])));
+        let step = "truncate-and-multiply: opening x + 2^(ℓ−2) + r and y − s";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut ce = vec![0u64; 2 * n];
+        unpack_ring(step, &peer, l, &mut ce)?;
+        let top = 1u64 << (l - f); // 2^{ℓ−f}
+        let off = 1u64 << (l - 2 - f);
+        let mut tv = Vec::with_capacity(n);
+        let mut pv = Vec::with_capacity(n);
+        for i in 0..n {
+            let ci = r.add(ce[i], mine[i]);
+            let e = r.add(ce[n + i], mine[n + i]);
+            let alpha = 1 - (ci >> (l - 1));
+            let p = r.sub(ci >> f, off);
+            // R_p = hi_p − α·msb_p·2^{ℓ−f};  (R·s)_p = hs_p − α·2^{ℓ−f}·ms_p
+            let rp = r.sub(t.t.hi[i], r.mul(alpha * t.t.msb[i], top));
+            let rs = r.sub(t.hs[i], r.mul(alpha * t.ms[i], top));
+            let mut tz = r.neg(rp);
+            let mut z = r.sub(r.sub(r.mul(p, t.s[i]), r.mul(rp, e)), rs);
+            if party == 0 {
+                tz = r.add(tz, p);
+                z = r.add(z, r.mul(p, e));
+            }
+            tv.push(tz);
+            pv.push(z);
+        }
+        Ok((ArithShare { ring: r, v: tv }, ArithShare { ring: r, v: pv }))
     }
 
     /// Full-range faithful truncation through the comparison family

@@ -17,8 +17,11 @@
 //! |x| = 2r − x), the clip at 4 (ReLU(|x| − 4), t = |x| − ReLU(|x| − 4)) and
 //! the split at 1.6 (the bit [|x| ≥ 1.6] = ReLU(|x| − 1.6 + 1 ulp) −
 //! ReLU(|x| − 1.6), exact in ring units). The two last ReLU sets run in one
-//! batch. Then g = P₁ + b·(P₂ − P₁) (one Beaver product of a 0/1 integer,
-//! no truncation) and GeLU = r − g.
+//! batch. Then g = P₁ + b·(P₂ − P₁) (one Beaver product of a 0/1 integer on
+//! the untruncated polynomials at scale 2^{2s}, exact in the ring, then one
+//! truncation of g to 2^f — since 2026-11-25; before, both polynomials
+//! were truncated first: 2n truncation openings instead of n) and
+//! GeLU = r − g.
 //!
 //! Coefficients (least squares on 2000 Chebyshev-distributed points of each
 //! segment, in u): P₁ on u ∈ [0, 0.4], P₂ on u ∈ [0.4, 1]. Approximation
@@ -37,8 +40,9 @@
 //! **Parameters.** Needs 4·(f + 2) ≤ ℓ − 3 (the powers of u at scale
 //! 2^{f+2}): f ≤ 12 at ℓ = 64; refused otherwise.
 //!
-//! **Rounds** (fss family): ReLU 1, ReLU batch 1, powers 1, two
-//! truncations 2, selection product 1 — 6 (7 without the one-round powers).
+//! **Rounds** (fss family): ReLU 1, ReLU batch 1, powers 1, power
+//! truncation 1, selection product 1, truncation 1 — 6 (7 without the
+//! one-round powers).
 //!
 //! **View.** Each party sees only: the comparison family's messages
 //! (simulatable, see [`crate::tami`] / [`crate::fss`]), the opening of
@@ -64,27 +68,46 @@ pub const GELU_P2: [f64; 5] = [0.5487209678228886, -1.9487667439310228, 2.468821
 pub const GELU_ERR_F12: f64 = 1.2e-3;
 
 /// GeLU element-wise; input and output at the context's fixed point.
+/// Valid for every input (comparisons on the whole ring).
 pub fn gelu(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare) -> Result<ArithShare> {
+    gelu_within(ctx, ch, x, f64::INFINITY)
+}
+
+/// GeLU for inputs the caller has proved bounded, |x| ≤ `max_abs` (real
+/// units): the same construction and error bound, with every comparison on
+/// the fewest bits exact inside the bound ([`Ctx::relu_within`]): the sign
+/// of x needs |x|·2^f < 2^{w−1}, the clip and split comparisons on |x| − c
+/// (c ∈ {4, 1.6}) need (|x| + 4)·2^f + 1 < 2^{w−1}. At f = 12 and
+/// |x| ≤ 64 that is w = 19 (18 compared bits instead of 63: four 5-bit
+/// chunks, one merge level). An infinite bound is [`gelu`]. The clear
+/// reference fails on an input above the bound.
+pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs: f64) -> Result<ArithShare> {
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
     let l = ring.bits();
     if 4 * (f + 2) + 3 > l {
         return Err(invalid(format!("gelu: {f} fraction bits need 4·(f + 2) ≤ ℓ − 3 (ℓ = {l})")));
     }
+    if max_abs.is_nan() || max_abs < 0.0 {
+        return Err(invalid(format!("gelu: input bound {max_abs} must be non-negative")));
+    }
+    let unit = (f as f64).exp2();
     let n = x.len();
-    let rx = ctx.relu(ch, x)?;
+    let rx = ctx.relu_within(ch, x, (max_abs * unit).ceil())?;
     let a = rx.scale(2).sub(x); // |x|
     let clip = poly::enc(ctx, GELU_CLIP, f);
     let at = poly::enc(ctx, GELU_SPLIT, f);
     let z = concat(&[&ctx.add_const(&a, ring.neg(clip)), &ctx.add_const(&a, ring.sub(1, at)), &ctx.add_const(&a, ring.neg(at))]);
-    let rz = split(&ctx.relu(ch, &z)?, n.max(1));
+    let rz = split(&ctx.relu_within(ch, &z, ((max_abs + GELU_CLIP) * unit).ceil() + 1.0)?, n.max(1));
     let (over, p, q) = if n == 0 { (a.clone(), a.clone(), a.clone()) } else { (rz[0].clone(), rz[1].clone(), rz[2].clone()) };
     let b = p.sub(&q); // [|x| ≥ 1.6] as a ring integer
     let t = a.sub(&over); // min(|x|, 4) at scale f, read as u = t/4 at scale f + 2
     let s = f + 2 + 10; // powers and coefficients carry 10 guard bits over u
-    let ps = poly::eval(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s, s, f)?;
+    // both polynomials at scale 2^{2s} (untruncated), the 0/1 selection
+    // exactly in the ring, then one truncation to 2^f
+    let ps = poly::eval_raw(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s, s)?;
     let diff = ps[1].sub(&ps[0]);
     let sel = ctx.mul(ch, &b, &diff)?;
-    let g = ps[0].add(&sel);
+    let g = ctx.trunc(ch, &ps[0].add(&sel), 2 * s - f)?;
     Ok(rx.sub(&g))
 }
 

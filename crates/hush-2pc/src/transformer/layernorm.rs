@@ -29,7 +29,7 @@
 //! into the next linear layer; secret γ would add one Beaver product).
 //!
 //! **Rounds** (fss family): clip 1, mean 1, square 1, variance 2,
-//! rsqrt 1 + 3·6, output 2 — 26 (+1 with γ).
+//! rsqrt 1 + 7, output 2 — 15 (+1 with γ).
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! only; μ, σ² and the outputs stay shared.
@@ -54,6 +54,17 @@ pub const MAX_ROW: usize = 1 << 12;
 /// LayerNorm of each row of `len` elements, with optional public γ and β
 /// (length `len`).
 pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, eps: f64, gamma: Option<&[f64]>, beta: Option<&[f64]>) -> Result<ArithShare> {
+    layernorm_within(ctx, ch, x, len, eps, gamma, beta, f64::INFINITY)
+}
+
+/// [`layernorm`] for inputs the caller has proved bounded, |x| ≤ `max_abs`
+/// (real units; it may exceed the clip 2^10 — the clip still saturates):
+/// the clip's comparisons on ±x − 2^10 run on the fewest bits exact for
+/// (max_abs + 2^10)·2^f ([`Ctx::relu_within`]; 25 bits instead of 64 for
+/// |x| ≤ 2^12 at f = 12). Same steps and error bound; the clear reference
+/// fails on an input above the bound.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, eps: f64, gamma: Option<&[f64]>, beta: Option<&[f64]>, max_abs: f64) -> Result<ArithShare> {
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
     let l = ring.bits();
     if len == 0 || len > MAX_ROW || !x.len().is_multiple_of(len) {
@@ -75,7 +86,12 @@ pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize
     let rows = n / len;
     // 1. clip
     let cl = 1u64 << (LN_CLIP_LOG2 + f);
-    let r = ctx.relu(ch, &concat(&[&ctx.add_const(x, ring.neg(cl)), &ctx.add_const(&x.neg(), ring.neg(cl))]))?;
+    if max_abs.is_nan() || max_abs < 0.0 {
+        return Err(invalid(format!("layernorm: input bound {max_abs} must be non-negative")));
+    }
+    let bound = ((max_abs * (f as f64).exp2()).ceil() + cl as f64).max(0.0);
+    ctx.check_bound(x, (max_abs * (f as f64).exp2()).ceil(), "layernorm")?;
+    let r = ctx.relu_within(ch, &concat(&[&ctx.add_const(x, ring.neg(cl)), &ctx.add_const(&x.neg(), ring.neg(cl))]), bound)?;
     let r = split(&r, n);
     let xc = x.sub(&r[0]).add(&r[1]);
     // 2. mean

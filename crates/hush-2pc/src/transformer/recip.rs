@@ -3,22 +3,35 @@
 //! normalisation, here with hush's own guess: one batched comparison round
 //! finds the octave of the input, and the guess is linear in the octave bits).
 //!
-//! **Initial guess.** For v at scale 2^s, clamped to [2^lo, 2^hi] and with
-//! the bits b_j = [v ≥ 2^j] (j = lo+1..=hi; each bit is ReLU(v − 2^j + 1
-//! ulp) − ReLU(v − 2^j), exact in ring units), the octave index is
-//! k = lo + Σ b_j and any function G of it is
-//! G(lo) + Σ_j b_j·(G(j) − G(j − 1)) — linear in the shared bits, so local.
-//! The clamp v_c = 2^lo + ReLU(v − 2^lo) − ReLU(v − 2^hi) uses the same
-//! batch: one comparison round for 2·(hi − lo) + 2 ReLUs per element.
-//! * reciprocal: G(k) = 2^{−(k+½)}, so 1 − v·y₀ ∈ (1 − √2, 1 − 1/√2]:
-//!   |e₀| ≤ 0.415, and Newton y ← y·(2 − v·y) squares the error:
-//!   e₄ ≤ 0.415^16 < 10⁻⁶.
-//! * rsqrt: G(k) = 2^{−(k+½)/2}, so 1 − v·y₀² ∈ (1 − √2, 1 − 1/√2], and
-//!   y ← y·(3 − v·y²)/2 maps e to ¾e² + ¼e³: e₃ < 7·10⁻⁵.
+//! **Initial guess.** For v at scale 2^s, clamped to [2^lo, 2^hi], the
+//! range is cut into segments of 1/S octave (S = [`RECIP_SUB`] or
+//! [`RSQRT_SUB`] per octave) at the points t_q = lo + q/S, and the bits
+//! b_q = [v ≥ 2^{t_q}] (q = 1..=S·(hi − lo); each bit is
+//! ReLU(v − ⌊2^{t_q+s}⌉ + 1 ulp) − ReLU(v − ⌊2^{t_q+s}⌉), exact in ring
+//! units) give the segment, and any function G of it is
+//! G(t_0) + Σ_q b_q·(G(t_q) − G(t_{q−1})) — linear in the shared bits, so
+//! local. The clamp v_c = 2^lo + ReLU(v − 2^lo) − ReLU(v − 2^hi) uses the
+//! same batch: one comparison round for 2·S·(hi − lo) + 2 ReLUs per element.
+//! With c = 2/(2^{1/(2S)} + 2^{−1/(2S)}) and h = 1/(2S):
+//! * reciprocal: G(t) = c·2^{−(t+h)}, so 1 − v·y₀ ∈ [1 − c·2^h, 1 − c·2^{−h}]:
+//!   |e₀| ≤ tanh(h·ln 2) (0.172 at S = 2), and Newton y ← y·(2 − v·y)
+//!   squares the error: e₃ ≤ 0.172^8 < 7.6·10⁻⁷.
+//! * rsqrt: G(t) = √c·2^{−(t+h)/2}, so 1 − v·y₀² has the same bound
+//!   (0.0865 at S = 4), and y ← y·(3 − v·y²)/2 maps e to ¾e² + ¼e³:
+//!   e₁ < 5.8·10⁻³, e₂ < 2.5·10⁻⁵ (relative error of y < 1.3·10⁻⁵).
 //!
-//! Four iterations for the reciprocal (Softmax's probabilities need its
-//! 10⁻⁶), three for rsqrt (LayerNorm's outputs, |y| ≲ 4, need 3.5·10⁻⁵
-//! relative; each iteration is 6 rounds). **Accurate range:** v ∈ [2^lo, 2^hi]; outside it
+//! Three iterations for the reciprocal (Softmax's probabilities need its
+//! 10⁻⁶), two for rsqrt (LayerNorm's outputs, |y| ≲ 4, need 3.5·10⁻⁵
+//! relative). Each truncation is fused with the product that follows it
+//! ([`Ctx::trunc_mul`], one flight): 2N + 1 flights for the reciprocal
+//! (7; 4N = 12 unfused) and 3N + 1 for rsqrt (7; 6N = 12 unfused), after
+//! the guess's comparison round. Until 2026-11-25 the guess had one
+//! segment per octave (|e₀| ≤ 0.415) and took 4 and 3 iterations: the finer
+//! guess costs more comparisons in the same single round (34 instead of 18
+//! ReLUs per reciprocal over [2^−1, 2^7], 274 instead of 70 per rsqrt over
+//! [2^−12, 2^22]) — per row of Softmax/LayerNorm, a few percent of their
+//! bytes — and saves 4 rounds per Softmax and 6 per LayerNorm.
+//! **Accurate range:** v ∈ [2^lo, 2^hi]; outside it
 //! the result is that of the clamped value (1/2^lo or 1/2^hi resp. their
 //! square roots) — saturation, documented, never a wrap or a divergence.
 //!
@@ -38,10 +51,15 @@ use crate::share::ArithShare;
 use crate::{invalid, Result};
 use hush_transport::Channel;
 
-/// Newton iterations of the reciprocal (e₄ < 10⁻⁶).
-pub const NEWTON_ITERS: usize = 4;
-/// Newton iterations of rsqrt (e₃ < 7·10⁻⁵: relative error of y < 3.5·10⁻⁵).
-pub const RSQRT_ITERS: usize = 3;
+/// Newton iterations of the reciprocal (e₃ < 7.6·10⁻⁷ from S = 2).
+pub const NEWTON_ITERS: usize = 3;
+/// Guess segments per octave of the reciprocal.
+pub const RECIP_SUB: u32 = 2;
+/// Guess segments per octave of rsqrt.
+pub const RSQRT_SUB: u32 = 4;
+/// Newton iterations of rsqrt (e₂ < 2.5·10⁻⁵ from S = 4: relative error
+/// of y < 1.3·10⁻⁵).
+pub const RSQRT_ITERS: usize = 2;
 
 fn pow2(ctx: &Ctx, e: i32, s: u32) -> Result<u64> {
     let sh = e + s as i32;
@@ -51,47 +69,87 @@ fn pow2(ctx: &Ctx, e: i32, s: u32) -> Result<u64> {
     Ok(1u64 << sh)
 }
 
-/// Clamp to [2^lo, 2^hi] and the initial guess Σ-linear in the octave bits.
-fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, g: impl Fn(i32) -> f64) -> Result<(ArithShare, ArithShare)> {
-    if lo >= hi {
+/// ⌊2^{t+s}⌉ for a fractional exponent t.
+fn pow2f(ctx: &Ctx, t: f64, s: u32) -> Result<u64> {
+    let e = t + s as f64;
+    if !(0.0..(ctx.ring().bits() as f64 - 3.0)).contains(&e) {
+        return Err(invalid(format!("2^{t} at scale 2^{s} is not representable")));
+    }
+    Ok(e.exp2().round() as u64)
+}
+
+/// Clamp to [2^lo, 2^hi] and the initial guess, linear in the segment bits
+/// (`sub` segments per octave; `g(t)` is the guess on the segment from 2^t).
+/// `max_ulps` bounds |v| (ring units; infinite: the whole ring): the
+/// compared values v − 2^t are then within max_ulps + 2^{hi+s}.
+#[allow(clippy::too_many_arguments)]
+fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64, sub: u32, g: impl Fn(f64) -> f64) -> Result<(ArithShare, ArithShare)> {
+    if lo >= hi || sub == 0 || sub > 64 {
         return Err(invalid("empty range"));
     }
     let ring = ctx.ring();
     let n = v.len();
+    let segs = (hi - lo) as u32 * sub;
+    let t = |q: u32| lo as f64 + q as f64 / sub as f64;
     let mut parts = vec![ctx.add_const(v, ring.neg(pow2(ctx, lo, s)?)), ctx.add_const(v, ring.neg(pow2(ctx, hi, s)?))];
-    for j in lo + 1..=hi {
-        let t = pow2(ctx, j, s)?;
-        parts.push(ctx.add_const(v, ring.sub(1, t)));
-        parts.push(ctx.add_const(v, ring.neg(t)));
+    for q in 1..=segs {
+        let th = pow2f(ctx, t(q), s)?;
+        parts.push(ctx.add_const(v, ring.sub(1, th)));
+        parts.push(ctx.add_const(v, ring.neg(th)));
     }
     let refs: Vec<&ArithShare> = parts.iter().collect();
-    let r = ctx.relu(ch, &concat(&refs))?;
+    let r = ctx.relu_within(ch, &concat(&refs), max_ulps + ((hi + s as i32) as f64).exp2())?;
     let r = if n == 0 { vec![ArithShare::zeros(ring, 0); parts.len()] } else { split(&r, n) };
     let vc = ctx.add_const(&r[0].sub(&r[1]), pow2(ctx, lo, s)?);
     let enc = |c: f64| ring.from_signed((c * (s as f64).exp2()).round() as i64);
-    let mut y = ctx.constant(n, enc(g(lo)));
-    for (q, j) in (lo + 1..=hi).enumerate() {
-        let b = r[2 + 2 * q].sub(&r[3 + 2 * q]);
-        y = y.add(&b.scale(ring.sub(enc(g(j)), enc(g(j - 1)))));
+    let mut y = ctx.constant(n, enc(g(t(0))));
+    for q in 1..=segs {
+        let i = 2 * (q as usize - 1);
+        let b = r[2 + i].sub(&r[3 + i]);
+        y = y.add(&b.scale(ring.sub(enc(g(t(q))), enc(g(t(q - 1))))));
     }
     Ok((vc, y))
+}
+
+/// The guess constant c = 2/(2^h + 2^−h), h = 1/(2·sub): minimises the
+/// largest |1 − v·y₀| over a segment.
+fn guess_c(sub: u32) -> f64 {
+    let h = 0.5 / sub as f64;
+    2.0 / (h.exp2() + (-h).exp2())
 }
 
 /// 1/v for v at scale 2^s (accurate for v ∈ [2^lo, 2^hi], saturating
 /// outside); result at scale 2^s.
 pub fn reciprocal(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32) -> Result<ArithShare> {
+    reciprocal_within(ctx, ch, v, s, lo, hi, f64::INFINITY)
+}
+
+/// [`reciprocal`] for inputs the caller has bounded, |v| ≤ `max_ulps`
+/// (ring units): the octave comparisons run on the fewest bits exact inside
+/// the bound ([`Ctx::relu_within`]); the clear reference fails above it.
+#[allow(clippy::too_many_arguments)]
+pub fn reciprocal_within(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64) -> Result<ArithShare> {
     let l = ctx.ring().bits() as i32;
     if 2 * s as i32 + 2 - lo + 3 > l {
         return Err(invalid(format!("reciprocal at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
     }
-    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, |k| (-(k as f64) - 0.5).exp2())?;
+    let (c, h) = (guess_c(RECIP_SUB), 0.5 / RECIP_SUB as f64);
+    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, max_ulps, RECIP_SUB, |t| c * (-(t + h)).exp2())?;
+    // y ← ⌊y·(2 − ⌊v·y⌋)⌋ with every truncation fused with the product
+    // after it ([`Ctx::trunc_mul`]): v·y (one product), then per iteration
+    // (⌊v·y⌋, ⌊v·y⌋·y) in one flight, p = 2y − ⌊v·y⌋·y (local), and
+    // (y', v·y') = (⌊p⌋, ⌊p⌋·v) in one flight — the same values as a
+    // truncation then a product, 2N + 1 flights instead of 4N.
     let two = 2u64 << s;
-    for _ in 0..NEWTON_ITERS {
-        let t = ctx.mul(ch, &vc, &y)?;
-        let t = ctx.trunc(ch, &t, s)?;
-        let w = ctx.constant(v.len(), two).sub(&t);
-        let p = ctx.mul(ch, &y, &w)?;
-        y = ctx.trunc(ch, &p, s)?;
+    let mut a = ctx.mul(ch, &vc, &y)?;
+    for it in 0..NEWTON_ITERS {
+        let (_, ty) = ctx.trunc_mul(ch, &a, s, &y)?;
+        let p = y.scale(two).sub(&ty);
+        if it + 1 == NEWTON_ITERS {
+            y = ctx.trunc(ch, &p, s)?;
+        } else {
+            (y, a) = ctx.trunc_mul(ch, &p, s, &vc)?;
+        }
     }
     Ok(y)
 }
@@ -103,18 +161,23 @@ pub fn rsqrt(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i3
     if hi.div_euclid(2) + 1 + 2 * s as i32 + 1 + 3 > l || 2 * s as i32 + 2 - lo.div_euclid(2) + 3 > l {
         return Err(invalid(format!("rsqrt at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
     }
-    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, |k| (-(k as f64 + 0.5) / 2.0).exp2())?;
+    let (c, h) = (guess_c(RSQRT_SUB), 0.5 / RSQRT_SUB as f64);
+    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, f64::INFINITY, RSQRT_SUB, |t| c.sqrt() * (-(t + h) / 2.0).exp2())?;
+    // v·y² as (v·y)·y: y² at scale 2^s would keep only ~2^{2s}/v
+    // significant units when v is large; v·y ≈ √v keeps them all. Every
+    // truncation is fused with the product after it ([`Ctx::trunc_mul`]):
+    // 3N + 1 flights instead of 6N, the same values.
     let three = 3u64 << s;
-    for _ in 0..RSQRT_ITERS {
-        // v·y² as (v·y)·y: y² at scale 2^s would keep only ~2^{2s}/v
-        // significant units when v is large; v·y ≈ √v keeps them all.
-        let vy = ctx.mul(ch, &vc, &y)?;
-        let vy = ctx.trunc(ch, &vy, s)?;
-        let t = ctx.mul(ch, &vy, &y)?;
-        let t = ctx.trunc(ch, &t, s)?;
-        let w = ctx.constant(v.len(), three).sub(&t);
-        let p = ctx.mul(ch, &y, &w)?;
-        y = ctx.trunc(ch, &p, s + 1)?;
+    let mut a = ctx.mul(ch, &vc, &y)?;
+    for it in 0..RSQRT_ITERS {
+        let (_, vyy) = ctx.trunc_mul(ch, &a, s, &y)?; // ⌊v·y⌋·y
+        let (_, ty) = ctx.trunc_mul(ch, &vyy, s, &y)?; // ⌊v·y·y⌋·y
+        let p = y.scale(three).sub(&ty);
+        if it + 1 == RSQRT_ITERS {
+            y = ctx.trunc(ch, &p, s + 1)?;
+        } else {
+            (y, a) = ctx.trunc_mul(ch, &p, s + 1, &vc)?;
+        }
     }
     Ok(y)
 }

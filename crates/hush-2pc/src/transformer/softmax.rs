@@ -14,8 +14,10 @@
 //!    v = d_c/64 ∈ [−¼, 0] is d_c's own integer read at scale 2^{f+6},
 //!    no operation); exp(v) by a degree-3 polynomial (least squares on
 //!    [−¼, 0], max error 1.14·10⁻⁶, coefficients in [`EXP_POLY`]) with
-//!    one-round powers ([`super::poly`]), then N squarings (one-round
-//!    square + truncation each).
+//!    one-round powers ([`super::poly`]), then N squarings: the first a
+//!    one-round square, each further one fused with the truncation before
+//!    it ([`Ctx::trunc_square`], one opening), and a last truncation —
+//!    N + 1 openings instead of 2N (since 2026-11-25).
 //! 4. s = Σ_row exp (local), 1/s by [`super::recip::reciprocal`] over
 //!    [2^−1, 2^⌈log2 L⌉] (s ≥ exp(0) ≈ 1 and s ≤ L by construction), then
 //!    out = exp·(1/s) truncated to 2^f.
@@ -34,7 +36,7 @@
 //! (f ≤ 13 at ℓ = 64), refused otherwise.
 //!
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 3,
-//! squarings 12, reciprocal 1 + 16, product 2 — 42.
+//! squarings 7, reciprocal 1 + 7, product 2 — 28.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
@@ -61,6 +63,12 @@ pub const MAX_ROW: usize = 1 << 12;
 
 /// Row maxima of `x` (rows of `len`) by a comparison tree.
 pub fn row_max(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+    row_max_within(ctx, ch, x, len, f64::INFINITY)
+}
+
+/// [`row_max`] for entries bounded by |x| ≤ `max_ulps` (ring units): every
+/// compared difference is within 2·`max_ulps` ([`Ctx::relu_within`]).
+pub fn row_max_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, max_ulps: f64) -> Result<ArithShare> {
     if len == 0 || !x.len().is_multiple_of(len) {
         return Err(invalid(format!("{} elements are not rows of {len}", x.len())));
     }
@@ -76,7 +84,7 @@ pub fn row_max(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) 
                 diffs.push(ring.sub(c[2 * p], c[2 * p + 1]));
             }
         }
-        let rl = ctx.relu(ch, &ArithShare { ring, v: diffs })?;
+        let rl = ctx.relu_within(ch, &ArithShare { ring, v: diffs }, 2.0 * max_ulps)?;
         for (r, c) in cur.iter_mut().enumerate() {
             let mut next = Vec::with_capacity(width.div_ceil(2));
             for p in 0..half {
@@ -105,10 +113,15 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     let f = ctx.fx.frac;
     let s_in = f + EXP_HALVINGS;
     let mut y = poly::eval(ctx, ch, dc, s_in, &[&EXP_POLY], 30, 24, EXP_SCALE)?.pop().expect("one polynomial");
-    for _ in 0..EXP_HALVINGS {
-        let sq = ctx.powers(ch, &y, 2)?.pop().expect("two powers");
-        y = ctx.trunc(ch, &sq, EXP_SCALE)?;
+    // N squarings: the first by a one-round square, each further one fused
+    // with the previous truncation (one opening each, [`Ctx::trunc_square`];
+    // the values are y^{2^j} ≤ 1 + 10⁻⁴ at scale 2^48, far inside the
+    // truncation's range), then the last truncation back to 2^24.
+    let mut sq = ctx.powers(ch, &y, 2)?.pop().expect("two powers");
+    for _ in 1..EXP_HALVINGS {
+        sq = ctx.trunc_square(ch, &sq, EXP_SCALE)?;
     }
+    y = ctx.trunc(ch, &sq, EXP_SCALE)?;
     Ok(y)
 }
 
@@ -128,25 +141,47 @@ pub fn exp_nonpos(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare) -> Result
 }
 
 /// Softmax of each row of `len` elements; input and output at the
-/// context's fixed point.
+/// context's fixed point. Valid for every input in the documented range.
 pub fn softmax(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+    softmax_within(ctx, ch, x, len, f64::INFINITY)
+}
+
+/// Softmax for inputs the caller has proved bounded, |x| ≤ `max_abs` (real
+/// units): the same steps and error bound, with the comparisons on the
+/// fewest bits exact inside the bound ([`Ctx::relu_within`]): the max
+/// tree's differences are within 2·max_abs, the clip's d + 16 within
+/// 2·max_abs + 16, and the reciprocal's octave comparisons (sums in
+/// [2^−1, L] at scale 2^24, by construction: every exp ≤ 1 + its error)
+/// within 2^{⌈log2 L⌉ + 26}. At f = 12 and |x| ≤ 2^14 the max and clip
+/// compare 28 bits (six chunks, one merge level; 63 bits and two levels on
+/// the whole ring), the reciprocal 34 bits at L = 128. An infinite bound
+/// is [`softmax`] except for the reciprocal's internal bound. The clear
+/// reference fails on an input above the bound.
+pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, max_abs: f64) -> Result<ArithShare> {
     check_params(ctx)?;
+    if max_abs.is_nan() || max_abs < 0.0 {
+        return Err(invalid(format!("softmax: input bound {max_abs} must be non-negative")));
+    }
     if len == 0 || len > MAX_ROW || !x.len().is_multiple_of(len) {
         return Err(invalid(format!("softmax: rows of {len} (1..={MAX_ROW}) over {} elements", x.len())));
     }
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
     let rows = x.len() / len;
-    let m = row_max(ctx, ch, x, len)?;
+    let unit = (f as f64).exp2();
+    let bu = (max_abs * unit).ceil();
+    ctx.check_bound(x, bu, "softmax")?;
+    let m = row_max_within(ctx, ch, x, len, bu)?;
     let mb: Vec<u64> = (0..x.len()).map(|i| m.v[i / len]).collect();
     let d = x.sub(&ArithShare { ring, v: mb });
     let t = poly::enc(ctx, EXP_CLIP, f);
     let shifted = ctx.add_const(&d, t);
-    let rl = ctx.relu(ch, &shifted)?;
+    let rl = ctx.relu_within(ch, &shifted, 2.0 * bu + (EXP_CLIP * unit).ceil())?;
     let dc = ctx.add_const(&rl, ring.neg(t));
     let e = exp_clipped(ctx, ch, &dc)?;
     let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
     let hi = (len.max(2) as f64).log2().ceil() as i32;
-    let inv = recip::reciprocal(ctx, ch, &sums, EXP_SCALE, -1, hi)?;
+    // the sums are at most L·(1 + 10⁻³) at scale 2^24: below 2^{hi + 25}
+    let inv = recip::reciprocal_within(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
     let ib: Vec<u64> = (0..rows * len).map(|i| inv.v[i / len]).collect();
     let p = ctx.mul(ch, &e, &ArithShare { ring, v: ib })?;
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
