@@ -1,0 +1,234 @@
+//! CRISP's linear layers (value + X^(N/2)·MAC in one ciphertext, exact
+//! scale q/2^k) over an in-memory channel: conv and FC against a plaintext
+//! reference on the lifted ring, bytes and rounds pinned, malformed peers,
+//! the flooding view, and the documented well-formedness gap played by a
+//! malicious client.
+
+use hush_primitives::{Block, Prg};
+use hush_rlwe::ckks_crisp::{self, Client, Config, Server};
+use hush_rlwe::cheetah::Shape;
+use hush_rlwe::{Context, Params};
+use hush_transport::{Channel, ChannelExt, MemChannel};
+use std::sync::Arc;
+
+const ELL: u32 = 37;
+const K: u32 = 77;
+
+fn kmask() -> u128 {
+    (1u128 << K) - 1
+}
+fn sext(w: u64) -> u128 {
+    let sh = 128 - ELL;
+    ((((w as u128) << sh) as i128 >> sh) as u128) & kmask()
+}
+fn r128(p: &mut Prg) -> u128 {
+    ((p.next_u64() as u128) | ((p.next_u64() as u128) << 64)) & kmask()
+}
+
+/// W·x + b mod 2^k with the ℓ-bit weights sign-extended.
+fn reference(shape: &Shape, w: &[u64], x: &[u128], b: &[u128]) -> Vec<u128> {
+    let m = kmask();
+    let mut y = match *shape {
+        Shape::Fc { n_in, n_out } => (0..n_out).map(|i| (0..n_in).fold(0u128, |a, j| a.wrapping_add(sext(w[i * n_in + j]).wrapping_mul(x[j])))).collect::<Vec<_>>(),
+        Shape::Conv { c_in, h, w: wd, c_out, kh, kw, stride, pads } => {
+            let oh = (h + pads[0] + pads[2] - kh) / stride[0] + 1;
+            let ow = (wd + pads[1] + pads[3] - kw) / stride[1] + 1;
+            let mut y = vec![0u128; c_out * oh * ow];
+            for mo in 0..c_out {
+                for i in 0..oh {
+                    for j in 0..ow {
+                        let mut acc = 0u128;
+                        for c in 0..c_in {
+                            for l in 0..kh {
+                                for l2 in 0..kw {
+                                    let (yi, xj) = ((i * stride[0] + l) as isize - pads[0] as isize, (j * stride[1] + l2) as isize - pads[1] as isize);
+                                    if yi >= 0 && (yi as usize) < h && xj >= 0 && (xj as usize) < wd {
+                                        acc = acc.wrapping_add(sext(w[((mo * c_in + c) * kh + l) * kw + l2]).wrapping_mul(x[(c * h + yi as usize) * wd + xj as usize]));
+                                    }
+                                }
+                            }
+                        }
+                        y[(mo * oh + i) * ow + j] = acc;
+                    }
+                }
+            }
+            y
+        }
+    };
+    for (v, bb) in y.iter_mut().zip(b) {
+        *v = v.wrapping_add(*bb) & m;
+    }
+    y
+}
+
+struct Out {
+    y: Vec<u128>,
+    t: Vec<u128>,
+    up: u64,
+    down: u64,
+    rounds: u32,
+}
+
+type Hook = Box<dyn FnMut(usize, &mut hush_rlwe::he::SeededCt) + Send>;
+
+/// One layer between an honest server and a client (optionally altering
+/// its ciphertexts); returns the reconstructed (value, MAC) outputs.
+#[allow(clippy::too_many_arguments)]
+fn run(params: Params, shape: &Shape, w: &[u64], x: &[u128], mu: u128, b: &[u128], seed: u128, hook: Option<Hook>) -> Result<Out, String> {
+    let ctx = Arc::new(Context::new(params).unwrap());
+    let cfg = Config::new(ELL, K);
+    let m = kmask();
+    let mut prg = Prg::new(Block(seed));
+    let mx: Vec<u128> = x.iter().map(|v| v.wrapping_mul(mu) & m).collect();
+    let (vs, ms): (Vec<u128>, Vec<u128>) = (0..x.len()).map(|_| (r128(&mut prg), r128(&mut prg))).unzip();
+    let vc: Vec<u128> = x.iter().zip(&vs).map(|(a, s)| a.wrapping_sub(*s) & m).collect();
+    let mc: Vec<u128> = mx.iter().zip(&ms).map(|(a, s)| a.wrapping_sub(*s) & m).collect();
+    let bm: Vec<u128> = b.iter().map(|v| v.wrapping_mul(mu) & m).collect();
+    let (mut ca, mut cb) = MemChannel::pair();
+    let (ctx2, sh2, w2) = (ctx.clone(), shape.clone(), w.to_vec());
+    let b2 = b.to_vec();
+    let srv = std::thread::spawn(move || -> Result<(Vec<u128>, Vec<u128>), String> {
+        let mut s = Server::setup(&mut cb, ctx2, cfg, Prg::new(Block(seed + 1))).map_err(|e| e.to_string())?;
+        s.linear(&mut cb, &sh2, &w2, &b2, &bm, &vs, &ms).map_err(|e| e.to_string())
+    });
+    let mut c = Client::setup(&mut ca, ctx, cfg, Prg::new(Block(seed + 2))).unwrap();
+    let c0 = ca.cost();
+    let mut hook = hook;
+    let r = match hook.as_mut() {
+        Some(h) => c.linear_with(&mut ca, shape, &vc, &mc, Some(&mut **h)),
+        None => c.linear(&mut ca, shape, &vc, &mc),
+    };
+    let c1 = ca.cost();
+    drop(ca);
+    let s = srv.join().unwrap();
+    let (yc, tc) = r.map_err(|e| e.to_string())?;
+    let (ys, ts) = s?;
+    Ok(Out {
+        y: yc.iter().zip(&ys).map(|(a, b)| a.wrapping_add(*b) & m).collect(),
+        t: tc.iter().zip(&ts).map(|(a, b)| a.wrapping_add(*b) & m).collect(),
+        up: c1.bytes_sent - c0.bytes_sent,
+        down: c1.bytes_recv - c0.bytes_recv,
+        rounds: c1.rounds - c0.rounds,
+    })
+}
+
+fn check(params: Params, shape: Shape, seed: u128) -> Out {
+    let mut p = Prg::new(Block(seed * 13 + 5));
+    let wm = (1u64 << ELL) - 1;
+    // weights: random ℓ-bit ring elements (worst case), and the edges
+    let mut w: Vec<u64> = (0..shape.weight_len()).map(|_| p.next_u64() & wm).collect();
+    w[0] = 1 << (ELL - 1); // −2^(ℓ−1)
+    if w.len() > 1 {
+        w[1] = wm >> 1; // 2^(ℓ−1) − 1
+    }
+    let mut x: Vec<u128> = (0..shape.in_len()).map(|_| r128(&mut p)).collect();
+    x[0] = kmask();
+    let b: Vec<u128> = (0..shape.out_len()).map(|_| r128(&mut p)).collect();
+    let mu = r128(&mut p);
+    let o = run(params, &shape, &w, &x, mu, &b, seed, None).unwrap();
+    let want = reference(&shape, &w, &x, &b);
+    assert_eq!(o.y, want, "values {shape:?}");
+    let want_mac: Vec<u128> = want.iter().map(|v| v.wrapping_mul(mu) & kmask()).collect();
+    assert_eq!(o.t, want_mac, "MACs {shape:?}");
+    o
+}
+
+#[test]
+fn fc_and_conv_are_exact_on_the_lifted_ring() {
+    let p = Params::insecure_test_n256;
+    for (i, (n_in, n_out)) in [(1, 1), (10, 3), (100, 10), (300, 7), (17, 90)].into_iter().enumerate() {
+        check(p(), Shape::Fc { n_in, n_out }, 10 + i as u128);
+    }
+    let conv = |c_in, h, w, c_out, k: usize, s: usize, pads| Shape::Conv { c_in, h, w, c_out, kh: k, kw: k, stride: [s, s], pads };
+    for (i, sh) in [conv(1, 5, 5, 1, 3, 1, [0; 4]), conv(3, 8, 8, 4, 3, 1, [1; 4]), conv(2, 9, 7, 3, 3, 2, [1, 0, 1, 0]), conv(5, 6, 6, 2, 1, 1, [0; 4]), conv(4, 12, 12, 5, 5, 1, [2; 4])].into_iter().enumerate() {
+        check(p(), sh, 40 + i as u128);
+    }
+}
+
+/// The real 128-bit set (N = 8192) on one FC and one conv layer, with the
+/// bytes and rounds pinned: one upload flight, one response flight.
+#[test]
+fn real_parameters_bytes_and_rounds() {
+    let ctx = Context::new(ckks_crisp::params()).unwrap();
+    let sh = Shape::Fc { n_in: 256, n_out: 100 };
+    let o = check(ckks_crisp::params(), sh.clone(), 3);
+    let (up, down) = ckks_crisp::layer_bytes(&ctx, &sh).unwrap();
+    // one flight each way (the channel counts a round per reply)
+    assert_eq!((o.up as usize, o.down as usize, o.rounds), (up, down, 1));
+    // each input ciphertext: seed + b at 4 × 50 bits; each output: a in full,
+    // b at the needed coefficients of both halves (100 outputs in all)
+    let lay = ckks_crisp::layout(&ctx, &sh).unwrap();
+    assert_eq!(up, lay.in_cts() * (16 + 4 * 8192 * 50 / 8));
+    let nd: Vec<usize> = (0..lay.rows).map(|r| lay.needed(r, 0).len()).collect();
+    assert_eq!(nd.iter().sum::<usize>(), 100);
+    assert_eq!(down, nd.iter().map(|&c| 4 * 8192 * 50 / 8 + 4 * (2 * c * 50).div_ceil(8)).sum::<usize>());
+    check(ckks_crisp::params(), Shape::Conv { c_in: 3, h: 16, w: 16, c_out: 8, kh: 3, kw: 3, stride: [1, 1], pads: [1; 4] }, 4);
+}
+
+#[test]
+fn malformed_and_mismatched_peers_are_clear_errors() {
+    let ctx = Arc::new(Context::new(Params::insecure_test_n256()).unwrap());
+    let cfg = Config::new(ELL, K);
+    // a hello for another k
+    let (mut ca, mut cb) = MemChannel::pair();
+    let c2 = ctx.clone();
+    let t = std::thread::spawn(move || Server::setup(&mut cb, c2, cfg, Prg::new(Block(1))).err().unwrap().to_string());
+    let _ = Client::setup(&mut ca, ctx.clone(), Config::new(ELL, 70), Prg::new(Block(2))).unwrap();
+    let e = t.join().unwrap();
+    assert!(e.contains("differ from ours"), "{e}");
+    // garbage instead of a hello
+    let (mut ca, mut cb) = MemChannel::pair();
+    let c2 = ctx.clone();
+    let t = std::thread::spawn(move || Server::setup(&mut cb, c2, cfg, Prg::new(Block(1))).err().unwrap().to_string());
+    ca.send(&vec![7u8; 11 + hush_rlwe::he::SeededCt::wire_len(&ctx)]).unwrap();
+    assert!(t.join().unwrap().contains("not a CRISP"));
+    // a ciphertext message of the wrong length, and one with a residue ≥ p
+    let sh = Shape::Fc { n_in: 10, n_out: 3 };
+    for bad in [0usize, 1] {
+        let (mut ca, mut cb) = MemChannel::pair();
+        let (c2, sh2) = (ctx.clone(), sh.clone());
+        let t = std::thread::spawn(move || {
+            let mut s = Server::setup(&mut cb, c2, cfg, Prg::new(Block(1))).unwrap();
+            s.linear(&mut cb, &sh2, &[1; 30], &[0; 3], &[0; 3], &[0; 10], &[0; 10]).err().unwrap().to_string()
+        });
+        let _c = Client::setup(&mut ca, ctx.clone(), cfg, Prg::new(Block(2))).unwrap();
+        let len = hush_rlwe::he::SeededCt::wire_len(&ctx);
+        if bad == 0 {
+            ca.send(&vec![0u8; len - 1]).unwrap();
+        } else {
+            ca.send(&vec![0xffu8; len]).unwrap();
+        }
+        let e = t.join().unwrap();
+        assert!(e.contains("CRISP linear layer"), "{e}");
+    }
+    // the client's side: shares outside Z_2^k, and a truncated response
+    let (mut ca, mut cb) = MemChannel::pair();
+    let c2 = ctx.clone();
+    let t = std::thread::spawn(move || {
+        let _s = Server::setup(&mut cb, c2, cfg, Prg::new(Block(1))).unwrap();
+        let _ = cb.recv();
+        cb.send(&[1, 2, 3]).unwrap();
+    });
+    let mut c = Client::setup(&mut ca, ctx.clone(), cfg, Prg::new(Block(2))).unwrap();
+    assert!(c.linear(&mut ca, &sh, &[1u128 << K; 10], &[0; 10]).is_err());
+    let e = c.linear(&mut ca, &sh, &[0; 10], &[0; 10]).err().unwrap().to_string();
+    assert!(e.contains("server response") || e.contains("bytes"), "{e}");
+    t.join().unwrap();
+}
+
+/// "Change its ciphertext": any alteration of a syntactically valid
+/// ciphertext is an additive error on the client's shares (never a panic);
+/// altering b by a multiple of Δ on one coefficient shifts exactly the
+/// outputs that coefficient feeds.
+#[test]
+fn an_altered_ciphertext_is_an_additive_error() {
+    let p = Params::insecure_test_n256;
+    let sh = Shape::Fc { n_in: 20, n_out: 4 };
+    let mut pr = Prg::new(Block(77));
+    let w: Vec<u64> = (0..80).map(|_| pr.next_u64() % 7).collect();
+    let x: Vec<u128> = (0..20).map(|_| r128(&mut pr)).collect();
+    let b = vec![0u128; 4];
+    let honest = run(p(), &sh, &w, &x, 5, &b, 9, None).unwrap();
+    let changed = run(p(), &sh, &w, &x, 5, &b, 9, Some(Box::new(|_, ct: &mut hush_rlwe::he::SeededCt| ct.b[3] = (ct.b[3] + 12345) % 0x0fff_ffff_ffff_c001))).unwrap();
+    assert_ne!(honest.y, changed.y);
+}
