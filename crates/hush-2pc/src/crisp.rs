@@ -365,7 +365,13 @@ impl Session {
         self.pending.len()
     }
 
-    fn ensure_open(&self) -> Result<()> {
+    /// μ (the server's MAC key; 0 at the client), for the CKKS linear
+    /// layers of [`crate::crisp_ckks`], which add the bias as b + i·μb.
+    pub(crate) fn mac_key(&self) -> u128 {
+        self.mu
+    }
+
+    pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.closed {
             return Err(invalid("CRISP session already checked: no further gates"));
         }

@@ -48,6 +48,7 @@
 pub mod beaver;
 pub mod cf2;
 pub mod crisp;
+pub mod crisp_ckks;
 pub mod deal;
 pub mod fss;
 pub mod module_process;

@@ -322,6 +322,9 @@ pub struct Client {
     sk: SecretKey,
     prg: Prg,
     wide: Wide,
+    /// Tests: also decode at k + extra bits (the client's finer view).
+    view: Option<Wide>,
+    last_view: Vec<(u128, u128)>,
 }
 
 /// A test hook on the client's outgoing ciphertexts: (index, ciphertext).
@@ -337,7 +340,7 @@ impl Client {
         let mut msg = hello(&ctx, &cfg);
         pk.write(&ctx, &mut msg);
         ch.send_chunked(&msg)?;
-        Ok(Client { ctx, cfg, sk, prg, wide })
+        Ok(Client { ctx, cfg, sk, prg, wide, view: None, last_view: Vec::new() })
     }
 
     /// One layer: sends Enc(v_C + X^(N/2)·m_C), returns this party's
@@ -387,23 +390,38 @@ impl Client {
             parts.push((nd, head));
             rest = r;
         }
-        let outs: Vec<Vec<(u128, u128)>> = parts.into_par_iter().map(|(nd, part)| decrypt(ctxr, sk, wide, nd, part)).collect::<Result<_>>()?;
+        let view = self.view.as_ref();
+        let outs: Vec<(Vec<(u128, u128)>, Vec<(u128, u128)>)> = parts
+            .into_par_iter()
+            .map(|(nd, part)| Ok((decrypt(ctxr, sk, wide, nd, part)?, match view { Some(v) => decrypt(ctxr, sk, v, nd, part)?, None => Vec::new() })))
+            .collect::<Result<_>>()?;
+        self.last_view = vec![(0, 0); if view.is_some() { shape.out_len() } else { 0 }];
         let n_out = shape.out_len();
         let (mut y, mut t) = (vec![0u128; n_out], vec![0u128; n_out]);
-        for (nd, o) in needed.iter().zip(outs) {
+        for (nd, (o, fine)) in needed.iter().zip(outs) {
             for (&(_, idx), (a, b)) in nd.iter().zip(o) {
                 y[idx as usize] = a;
                 t[idx as usize] = b;
+            }
+            for (&(_, idx), v) in nd.iter().zip(fine) {
+                self.last_view[idx as usize] = v;
             }
         }
         Ok((y, t))
     }
 
-    /// The secret key's decryption of raw phases (tests: the curious or
-    /// malicious client's view).
+    /// Tests (the curious or malicious client's view): also decode every
+    /// revealed coefficient at k + `extra` bits, so that the low `extra`
+    /// bits show the residual noise in units of Δ/2^extra.
     #[doc(hidden)]
-    pub fn phase_view(&self, a: &[u64], idx: &[u32], b: &[u64]) -> Vec<Vec<u64>> {
-        self.sk.phase_full(&self.ctx, a, idx, b)
+    pub fn record_fine_view_for_tests(&mut self, extra: u32) -> Result<()> {
+        self.view = Some(Wide::new(&self.ctx, self.cfg.k + extra)?);
+        Ok(())
+    }
+    /// The last layer's fine view (value, MAC) per output.
+    #[doc(hidden)]
+    pub fn last_fine_view(&self) -> &[(u128, u128)] {
+        &self.last_view
     }
 }
 

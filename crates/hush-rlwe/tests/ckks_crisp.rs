@@ -8,7 +8,7 @@ use hush_primitives::{Block, Prg};
 use hush_rlwe::ckks_crisp::{self, Client, Config, Server};
 use hush_rlwe::cheetah::Shape;
 use hush_rlwe::{Context, Params};
-use hush_transport::{Channel, ChannelExt, MemChannel};
+use hush_transport::{Channel, MemChannel};
 use std::sync::Arc;
 
 const ELL: u32 = 37;
@@ -231,4 +231,52 @@ fn an_altered_ciphertext_is_an_additive_error() {
     let honest = run(p(), &sh, &w, &x, 5, &b, 9, None).unwrap();
     let changed = run(p(), &sh, &w, &x, 5, &b, 9, Some(Box::new(|_, ct: &mut hush_rlwe::he::SeededCt| ct.b[3] = (ct.b[3] + 12345) % 0x0fff_ffff_ffff_c001))).unwrap();
     assert_ne!(honest.y, changed.y);
+}
+
+/// The documented gap (module docs, "Well-formedness"): a client that adds
+/// a raw polynomial φ (not a multiple of Δ) to its ciphertext learns the
+/// sign of a weight it targets from the flooded residual of the response,
+/// and its shares still decode correctly (the MAC check would pass). One
+/// inference suffices for one bit; flooding at the largest F keeps it to
+/// about one bit per revealed coefficient.
+#[test]
+fn malformed_ciphertext_gap_is_real_and_bounded() {
+    let params = ckks_crisp::params;
+    let ctx = Arc::new(Context::new(params()).unwrap());
+    let cfg = Config::new(ELL, K);
+    let sh = Shape::Fc { n_in: 3, n_out: 4 };
+    let bud = ckks_crisp::budget(&ctx, &cfg, 1).unwrap();
+    for (trial, sign) in [1i64, -1, 1, -1, -1, 1].into_iter().enumerate() {
+        let wm = (1u64 << ELL) - 1;
+        // W[0][0] = ±1, the rest random small
+        let mut w: Vec<u64> = (0..12).map(|i| (i as u64 * 7 + 3) % 5).collect();
+        w[0] = (sign as u64) & wm;
+        for r in 1..4 {
+            w[r * 3] = 0; // only output 0 sees φ
+        }
+        let (mut ca, mut cb) = MemChannel::pair();
+        let (c2, sh2, w2) = (ctx.clone(), sh.clone(), w.clone());
+        let srv = std::thread::spawn(move || {
+            let mut s = Server::setup(&mut cb, c2, cfg, Prg::new(Block(900 + trial as u128))).unwrap();
+            s.linear(&mut cb, &sh2, &w2, &[0; 4], &[0; 4], &[0; 3], &[0; 3]).unwrap()
+        });
+        let mut c = Client::setup(&mut ca, ctx.clone(), cfg, Prg::new(Block(1))).unwrap();
+        c.record_fine_view_for_tests(8).unwrap();
+        // φ = 2^(F+1) at input 0 of the value half: W·φ = ±2^(F+1) at output 0
+        let phi = 1u128 << (bud.flood_log + 1);
+        let ctx2 = ctx.clone();
+        let mut hook = move |_: usize, ct: &mut hush_rlwe::he::SeededCt| {
+            for (i, &p) in ctx2.primes().iter().enumerate() {
+                ct.b[i * ctx2.n] = (ct.b[i * ctx2.n] + (phi % p as u128) as u64) % p;
+            }
+        };
+        let (y, _) = c.linear_with(&mut ca, &sh, &[0; 3], &[0; 3], Some(&mut hook)).unwrap();
+        let (ys, _) = srv.join().unwrap();
+        // (ii): the shares still decode to the correct W·0 = 0 (a check would pass) ...
+        assert!(y.iter().zip(&ys).all(|(a, b)| a.wrapping_add(*b) & kmask() == 0));
+        // ... and the residual's sign is the weight's: |W·φ| = 2^(F+1) against f in [−2^F, 2^F)
+        let fine = c.last_fine_view()[0].0 & 0xff;
+        let residual = fine as u8 as i8; // units of Δ/256
+        assert_eq!(residual.signum() as i64, sign, "trial {trial}: residual {residual}");
+    }
 }
