@@ -327,6 +327,11 @@ pub struct Client {
     last_view: Vec<(u128, u128)>,
 }
 
+/// (value, MAC) per revealed output.
+type Pairs = Vec<(u128, u128)>;
+/// One row group's response bytes and the server's shares (output, R, R′).
+type RowOut = (Vec<u8>, Vec<(u32, u128, u128)>);
+
 /// A test hook on the client's outgoing ciphertexts: (index, ciphertext).
 pub type CtHook<'a> = &'a mut dyn FnMut(usize, &mut SeededCt);
 
@@ -391,7 +396,7 @@ impl Client {
             rest = r;
         }
         let view = self.view.as_ref();
-        let outs: Vec<(Vec<(u128, u128)>, Vec<(u128, u128)>)> = parts
+        let outs: Vec<(Pairs, Pairs)> = parts
             .into_par_iter()
             .map(|(nd, part)| Ok((decrypt(ctxr, sk, wide, nd, part)?, match view { Some(v) => decrypt(ctxr, sk, v, nd, part)?, None => Vec::new() })))
             .collect::<Result<_>>()?;
@@ -573,7 +578,7 @@ impl Server {
         let seed = self.prg.random_block();
         let pk = &self.pk;
         let cts = &cts;
-        let rows: Vec<(Vec<u8>, Vec<(u32, u128, u128)>)> = (0..lay.rows)
+        let rows: Vec<RowOut> = (0..lay.rows)
             .into_par_iter()
             .map(|r| {
                 let mut prg = Prg::with_nonce(seed, r as u64);
