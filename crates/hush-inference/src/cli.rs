@@ -295,6 +295,10 @@ pub struct BenchInferArgs {
     pub client_profile: String,
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// --mode malicious-client: the linear layers, ckks (CRISP's complex
+    /// packing, the default) or dealt (dealer-dealt bilinear triples).
+    #[arg(long, default_value = "ckks")]
+    pub crisp_linear: String,
     /// Also check the secure logits against the plaintext fixed-point reference.
     #[arg(long)]
     pub check: bool,
@@ -794,22 +798,33 @@ fn bench_malicious_client(a: BenchInferArgs) -> Result<()> {
     let model = Arc::new(crate::zoo::load(&a.model)?);
     let plan = Plan::new(&model, o.cfg)?;
     let s = hush_2pc::crisp::DEFAULT_S;
+    let backend = crate::crisp_run::LinearBackend::parse(&a.crisp_linear)?;
+    let (proto, offline_note) = match backend {
+        crate::crisp_run::LinearBackend::Ckks => (
+            "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, CKKS linear layers (value + i·MAC in one ciphertext, exact scale q/2^k, client's key), final MAC check",
+            "offline = MAC key and all dealt gate correlations (dealer link) and the client's public key (client → server); offline_bytes counts the party link only",
+        ),
+        crate::crisp_run::LinearBackend::Dealt => (
+            "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers from dealt bilinear triples, final MAC check",
+            "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link only",
+        ),
+    };
     let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
     for _ in 0..a.repeat.max(1) {
         let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
-        let run = crate::crisp_run::run_local(model.clone(), &x, &o, s)?;
+        let run = crate::crisp_run::run_local_with(model.clone(), &x, &o, s, backend)?;
         let want = reference::run(&plan, &plan.encode_input(&x)?)?;
         let diff = plan.decode(&want).iter().zip(&run.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         let v = json!({
             "bench": "infer", "model": model.name, "mode": "malicious-client", "underneath": "dealer",
-            "protocol": "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers from dealt bilinear triples, final MAC check",
+            "protocol": proto, "linear": backend.name(),
             "net": a.common.net, "transport": "mem (network emulated)", "tls": false,
             "bits": o.cfg.bits, "frac": o.cfg.frac, "s": s,
             "online_s": run.client.online_s, "online_s_server": run.server.online_s,
             "online_bytes": run.client.online_bytes, "rounds": run.client.online_rounds,
             "offline_s": run.client.offline_s, "offline_bytes": run.client.offline_bytes,
             "dealer_bytes_server": run.server.dealer_bytes, "dealer_bytes_client": run.client.dealer_bytes, "dealer_requests": run.client.dealer_requests,
-            "offline_note": "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link only",
+            "offline_note": offline_note,
             "checked_openings": run.server.checked_openings, "check": "passed",
             "max_abs_diff_vs_reference": diff,
             "cpu": std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "unknown".into()),
