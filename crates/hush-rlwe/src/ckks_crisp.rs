@@ -137,11 +137,43 @@ pub struct Config {
     pub k: u32,
     /// κ_min: the layer is refused if the flooding margin is smaller.
     pub min_flood_bits: u32,
+    /// CRISP's packing (value + i·MAC in one ciphertext, layouts at degree
+    /// N/2); `false`: SIMC's layout for the comparison of CRISP Table I —
+    /// the value and the MAC in two ciphertexts, layouts at degree N.
+    pub packed: bool,
 }
 
 impl Config {
     pub fn new(ell: u32, k: u32) -> Config {
-        Config { ell, k, min_flood_bits: MIN_FLOOD_BITS }
+        Config { ell, k, min_flood_bits: MIN_FLOOD_BITS, packed: true }
+    }
+    /// SIMC's layout: value and MAC in two ciphertexts (comparison only).
+    pub fn two_ciphertexts(ell: u32, k: u32) -> Config {
+        Config { packed: false, ..Config::new(ell, k) }
+    }
+    /// Ciphertexts per input (and per output) polynomial position.
+    pub fn planes(&self) -> usize {
+        if self.packed {
+            1
+        } else {
+            2
+        }
+    }
+    /// (plane, coefficient offset) of the value \[0\] and of the MAC \[1\].
+    fn slots(&self, n: usize) -> [(usize, usize); 2] {
+        if self.packed {
+            [(0, 0), (0, n / 2)]
+        } else {
+            [(0, 0), (1, 0)]
+        }
+    }
+    /// The layouts' ring degree.
+    fn degree(&self, n: usize) -> usize {
+        if self.packed {
+            n / 2
+        } else {
+            n
+        }
     }
     fn mask(&self) -> u128 {
         if self.k == 128 {
@@ -252,10 +284,12 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     Ok(Budget { flood_log: log_q - cfg.k - 3, noise_log })
 }
 
-/// The layout of `shape` at ring degree N/2 (both parties derive it).
-pub fn layout(ctx: &Context, shape: &Shape) -> Result<Layout> {
+/// The layout of `shape` at ring degree N/2 (packed; N for two
+/// ciphertexts), both parties derive it.
+pub fn layout(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<Layout> {
     shape.validate()?;
-    Layout::new_weighted(shape, ctx.n / 2, bytes_up(ctx), bytes_down_a(ctx), layout_bytes_per_product(ctx))
+    let p = cfg.planes();
+    Layout::new_weighted(shape, cfg.degree(ctx.n), p * bytes_up(ctx), p * bytes_down_a(ctx), p * layout_bytes_per_product(ctx))
 }
 
 fn bytes_up(ctx: &Context) -> usize {
@@ -265,19 +299,25 @@ fn bytes_down_a(ctx: &Context) -> usize {
     residue_bits(ctx).iter().map(|&w| packed_len(ctx.n, w)).sum()
 }
 fn bytes_down_b(ctx: &Context, count: usize) -> usize {
-    residue_bits(ctx).iter().map(|&w| packed_len(2 * count, w)).sum()
+    residue_bits(ctx).iter().map(|&w| packed_len(count, w)).sum()
+}
+/// One output position's response: per plane a, then b of its needed
+/// coefficients (value and MAC: 2 per needed output in all).
+fn bytes_down(ctx: &Context, cfg: &Config, needed: usize) -> usize {
+    let p = cfg.planes();
+    p * bytes_down_a(ctx) + p * bytes_down_b(ctx, needed * 2 / p)
 }
 
 /// The bytes of one layer: (client's upload, server's response).
-pub fn layer_bytes(ctx: &Context, shape: &Shape) -> Result<(usize, usize)> {
-    let lay = layout(ctx, shape)?;
+pub fn layer_bytes(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(usize, usize)> {
+    let lay = layout(ctx, cfg, shape)?;
     let mut down = 0;
     for r in 0..lay.rows {
         for t in 0..lay.tiles {
-            down += bytes_down_a(ctx) + bytes_down_b(ctx, lay.needed(r, t).len());
+            down += bytes_down(ctx, cfg, lay.needed(r, t).len());
         }
     }
-    Ok((lay.in_cts() * bytes_up(ctx), down))
+    Ok((lay.in_cts() * cfg.planes() * bytes_up(ctx), down))
 }
 
 const HELLO_MAGIC: &[u8; 4] = b"CRL1";
@@ -285,7 +325,7 @@ const HELLO_MAGIC: &[u8; 4] = b"CRL1";
 fn hello(ctx: &Context, cfg: &Config) -> Vec<u8> {
     let mut h = HELLO_MAGIC.to_vec();
     h.extend_from_slice(&ctx.params.id());
-    h.extend_from_slice(&[cfg.ell as u8, cfg.k as u8, cfg.min_flood_bits as u8]);
+    h.extend_from_slice(&[cfg.ell as u8, cfg.k as u8, cfg.min_flood_bits as u8, cfg.packed as u8]);
     h
 }
 
@@ -299,17 +339,23 @@ fn check_shares(cfg: &Config, what: &str, v: &[u128], m: &[u128], len: usize) ->
     Ok(())
 }
 
-/// The plaintext polynomial v + X^(N/2)·m of input ciphertext `idx`.
-fn input_plain(lay: &Layout, idx: usize, v: &[u128], m: &[u128], n: usize) -> Vec<u128> {
-    let half = n / 2;
+/// The plaintext polynomial of input ciphertext `idx` (= position ·
+/// planes + plane): packed, v + X^(N/2)·m; two ciphertexts, v or m.
+fn input_plain(lay: &Layout, cfg: &Config, idx: usize, v: &[u128], m: &[u128], n: usize) -> Vec<u128> {
+    let (pos, plane) = (idx / cfg.planes(), idx % cfg.planes());
     // the layout's index map: position → input index + 1 (0: empty)
     let ids: Vec<u64> = (1..=v.len() as u64).collect();
-    let map = lay.input_poly(idx / lay.tiles, idx % lay.tiles, &ids);
+    let map = lay.input_poly(pos / lay.tiles, pos % lay.tiles, &ids);
     let mut p = vec![0u128; n];
-    for (j, &id) in map.iter().enumerate() {
-        if id != 0 {
-            p[j] = v[id as usize - 1];
-            p[j + half] = m[id as usize - 1];
+    for (q, &(pl, off)) in cfg.slots(n).iter().enumerate() {
+        if pl != plane {
+            continue;
+        }
+        let src = if q == 0 { v } else { m };
+        for (j, &id) in map.iter().enumerate() {
+            if id != 0 {
+                p[j + off] = src[id as usize - 1];
+            }
         }
     }
     p
@@ -358,17 +404,18 @@ impl Client {
     /// ciphertext (a malicious client, in tests).
     pub fn linear_with(&mut self, ch: &mut dyn Channel, shape: &Shape, v: &[u128], m: &[u128], mut hook: Option<CtHook<'_>>) -> Result<(Vec<u128>, Vec<u128>)> {
         let ctx = self.ctx.clone();
-        let lay = layout(&ctx, shape)?;
-        budget(&ctx, &self.cfg, lay.groups)?;
-        check_shares(&self.cfg, "client share", v, m, shape.in_len())?;
+        let cfg = self.cfg;
+        let lay = layout(&ctx, &cfg, shape)?;
+        budget(&ctx, &cfg, lay.groups)?;
+        check_shares(&cfg, "client share", v, m, shape.in_len())?;
         let bu = bytes_up(&ctx);
         let seed = self.prg.random_block();
         let (sk, wide, ctxr, layr) = (&self.sk, &self.wide, &ctx, &lay);
-        let mut cts: Vec<SeededCt> = (0..lay.in_cts())
+        let mut cts: Vec<SeededCt> = (0..lay.in_cts() * cfg.planes())
             .into_par_iter()
             .map(|idx| {
                 let mut prg = Prg::with_nonce(seed, idx as u64);
-                let mut p = input_plain(layr, idx, v, m, ctxr.n);
+                let mut p = input_plain(layr, &cfg, idx, v, m, ctxr.n);
                 let ct = encrypt(ctxr, sk, wide, &p, &mut prg);
                 p.zeroize();
                 ct
@@ -385,20 +432,20 @@ impl Client {
         ch.send_chunked(&up)?;
         // the response: a length fixed by the public layout
         let needed: Vec<Vec<(u32, u32)>> = (0..lay.rows).flat_map(|r| (0..lay.tiles).map(move |t| (r, t))).map(|(r, t)| lay.needed(r, t)).collect();
-        let total: usize = needed.iter().map(|nd| bytes_down_a(&ctx) + bytes_down_b(&ctx, nd.len())).sum();
+        let total: usize = needed.iter().map(|nd| bytes_down(&ctx, &cfg, nd.len())).sum();
         let mut down = vec![0u8; total];
         ch.recv_chunked_into("CRISP linear layer: server response", &mut down)?;
         let mut parts = Vec::with_capacity(needed.len());
         let mut rest = &down[..];
         for nd in &needed {
-            let (head, r) = rest.split_at(bytes_down_a(&ctx) + bytes_down_b(&ctx, nd.len()));
+            let (head, r) = rest.split_at(bytes_down(&ctx, &cfg, nd.len()));
             parts.push((nd, head));
             rest = r;
         }
         let view = self.view.as_ref();
         let outs: Vec<(Pairs, Pairs)> = parts
             .into_par_iter()
-            .map(|(nd, part)| Ok((decrypt(ctxr, sk, wide, nd, part)?, match view { Some(v) => decrypt(ctxr, sk, v, nd, part)?, None => Vec::new() })))
+            .map(|(nd, part)| Ok((decrypt(ctxr, &cfg, sk, wide, nd, part)?, match view { Some(v) => decrypt(ctxr, &cfg, sk, v, nd, part)?, None => Vec::new() })))
             .collect::<Result<_>>()?;
         self.last_view = vec![(0, 0); if view.is_some() { shape.out_len() } else { 0 }];
         let n_out = shape.out_len();
@@ -452,37 +499,46 @@ fn encrypt(ctx: &Context, sk: &SecretKey, wide: &Wide, p: &[u128], prg: &mut Prg
     SeededCt { seed, b }
 }
 
-/// Decrypts one response ciphertext's needed coefficients (value half at
-/// j, MAC half at j + N/2).
-fn decrypt(ctx: &Context, sk: &SecretKey, wide: &Wide, nd: &[(u32, u32)], part: &[u8]) -> Result<Vec<(u128, u128)>> {
+/// Decrypts one output position's response (per plane: a, then b of
+/// the needed coefficients of the slots on that plane) into (value, MAC)
+/// per needed output.
+fn decrypt(ctx: &Context, cfg: &Config, sk: &SecretKey, wide: &Wide, nd: &[(u32, u32)], part: &[u8]) -> Result<Vec<(u128, u128)>> {
     let n = ctx.n;
-    let l = ctx.levels();
-    let mut a = Vec::with_capacity(ctx.poly_len());
+    let slots = cfg.slots(n);
+    let mut out = vec![(0u128, 0u128); nd.len()];
     let mut r = part;
-    for (i, w) in residue_bits(ctx).into_iter().enumerate() {
-        let (v, rr) = unpack(r, n, w, ctx.primes()[i], "CRISP linear response: a")?;
-        a.extend_from_slice(&v);
-        r = rr;
+    for plane in 0..cfg.planes() {
+        let on: Vec<(usize, usize)> = slots.iter().enumerate().filter(|(_, s)| s.0 == plane).map(|(q, s)| (q, s.1)).collect();
+        let mut a = Vec::with_capacity(ctx.poly_len());
+        for (i, w) in residue_bits(ctx).into_iter().enumerate() {
+            let (v, rr) = unpack(r, n, w, ctx.primes()[i], "CRISP linear response: a")?;
+            a.extend_from_slice(&v);
+            r = rr;
+        }
+        let cnt = on.len() * nd.len();
+        let mut b = Vec::with_capacity(ctx.levels());
+        for (i, w) in residue_bits(ctx).into_iter().enumerate() {
+            let (v, rr) = unpack(r, cnt, w, ctx.primes()[i], "CRISP linear response: b")?;
+            b.push(v);
+            r = rr;
+        }
+        ctx.ntt(&mut a);
+        let mut as_ = ctx.mul(&a, &sk.s_ntt);
+        ctx.intt(&mut as_);
+        for (jj, &(j, _)) in nd.iter().enumerate() {
+            for (si, &(q, off)) in on.iter().enumerate() {
+                let slot = jj * on.len() + si;
+                let pos = j as usize + off;
+                let x = wide.decode(|i| add_mod(b[i][slot], as_[i * n + pos], ctx.primes()[i]));
+                if q == 0 {
+                    out[jj].0 = x;
+                } else {
+                    out[jj].1 = x;
+                }
+            }
+        }
+        as_.zeroize();
     }
-    let mut b = Vec::with_capacity(2 * nd.len() * l);
-    for (i, w) in residue_bits(ctx).into_iter().enumerate() {
-        let (v, rr) = unpack(r, 2 * nd.len(), w, ctx.primes()[i], "CRISP linear response: b")?;
-        b.push(v);
-        r = rr;
-    }
-    ctx.ntt(&mut a);
-    let mut as_ = ctx.mul(&a, &sk.s_ntt);
-    ctx.intt(&mut as_);
-    let half = n / 2;
-    let out = nd
-        .iter()
-        .enumerate()
-        .map(|(jj, &(j, _))| {
-            let dec = |pos: usize, slot: usize| wide.decode(|i| add_mod(b[i][slot], as_[i * n + pos], ctx.primes()[i]));
-            (dec(j as usize, 2 * jj), dec(j as usize + half, 2 * jj + 1))
-        })
-        .collect();
-    as_.zeroize();
     Ok(out)
 }
 
@@ -537,7 +593,7 @@ impl Server {
     pub fn linear(&mut self, ch: &mut dyn Channel, shape: &Shape, w: &[u64], bias: &[u128], bias_mac: &[u128], v: &[u128], m: &[u128]) -> Result<(Vec<u128>, Vec<u128>)> {
         let ctx = self.ctx.clone();
         let cfg = self.cfg;
-        let lay = layout(&ctx, shape)?;
+        let lay = layout(&ctx, &cfg, shape)?;
         let bud = budget(&ctx, &cfg, lay.groups)?;
         check_shares(&cfg, "server share", v, m, shape.in_len())?;
         check_shares(&cfg, "bias", bias, bias_mac, shape.out_len())?;
@@ -546,7 +602,8 @@ impl Server {
             return Err(Error::Shape(format!("{} weights for a layer of {}, or one outside Z_2^{}", w.len(), shape.weight_len(), cfg.ell)));
         }
         let bu = bytes_up(&ctx);
-        let mut up = vec![0u8; lay.in_cts() * bu];
+        let planes = cfg.planes();
+        let mut up = vec![0u8; lay.in_cts() * planes * bu];
         ch.recv_chunked_into("CRISP linear layer: client ciphertexts", &mut up)?;
         let (ctxr, layr, wide) = (&ctx, &lay, &self.wide);
         let cts: Vec<(Vec<u64>, Vec<u64>)> = up
@@ -556,7 +613,7 @@ impl Server {
                 let (ct, _) = SeededCt::read(ctxr, buf, "CRISP linear layer: client ciphertext")?;
                 let mut a = ctxr.uniform_from_seed(ct.seed);
                 let mut b = ct.b;
-                let mut p = input_plain(layr, idx, v, m, ctxr.n);
+                let mut p = input_plain(layr, &cfg, idx, v, m, ctxr.n);
                 let n = ctxr.n;
                 for (i, &pr) in ctxr.primes().iter().enumerate() {
                     for (o, &x) in b[i * n..(i + 1) * n].iter_mut().zip(&p) {
@@ -569,7 +626,7 @@ impl Server {
                 Ok((b, a))
             })
             .collect::<Result<_>>()?;
-        let half = ctx.n / 2;
+        let slots = cfg.slots(ctx.n);
         let kmask = cfg.mask();
         let fb = bud.flood_log + 1; // ≤ 128 (budget)
         let fmask = if fb >= 128 { u128::MAX } else { (1u128 << fb) - 1 };
@@ -584,15 +641,16 @@ impl Server {
                 let mut prg = Prg::with_nonce(seed, r as u64);
                 let mut down = Vec::new();
                 let mut shares = Vec::new();
-                let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..layr.tiles).map(|_| (ctxr.zero(), ctxr.zero())).collect();
+                let mut acc: Vec<(Vec<u64>, Vec<u64>)> = (0..layr.tiles * planes).map(|_| (ctxr.zero(), ctxr.zero())).collect();
                 let mut wp = ctxr.zero();
                 let mut wc = vec![0i64; ctxr.n];
                 for g in 0..layr.groups {
                     wc.iter_mut().for_each(|x| *x = 0);
                     layr.weight_terms(r, g, w, cfg.ell, |pos, val| wc[pos] = val);
                     ctxr.ntt_small(&wc, &mut wp);
-                    for (t, (ab, aa)) in acc.iter_mut().enumerate() {
-                        let (cb, ca) = &cts[g * layr.tiles + t];
+                    for (tp, (ab, aa)) in acc.iter_mut().enumerate() {
+                        // tp = tile · planes + plane, as the input ciphertexts
+                        let (cb, ca) = &cts[g * layr.tiles * planes + tp];
                         ctxr.mul_acc(ab, cb, &wp);
                         ctxr.mul_acc(aa, ca, &wp);
                     }
@@ -600,19 +658,25 @@ impl Server {
                 wp.zeroize();
                 wc.zeroize();
                 let u128r = |prg: &mut Prg| (prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64);
-                for (t, (mut b, mut a)) in acc.into_iter().enumerate() {
+                let mut rs: Vec<(u128, u128)> = Vec::new();
+                for (tp, (mut b, mut a)) in acc.into_iter().enumerate() {
+                    let (t, plane) = (tp / planes, tp % planes);
                     let (e1, e2) = pk.add_zero_ntt(ctxr, &mut prg, &mut b, &mut a);
                     ctxr.intt(&mut b);
                     ctxr.intt(&mut a);
                     ctxr.add_signed(&mut b, &e1);
                     ctxr.add_signed(&mut a, &e2);
                     let nd = layr.needed(r, t);
-                    for &(j, o) in &nd {
-                        let (rv, rm) = (u128r(&mut prg) & kmask, u128r(&mut prg) & kmask);
-                        shares.push((o, rv, rm));
-                        let pv = bias[o as usize].wrapping_sub(rv) & kmask;
-                        let pm = bias_mac[o as usize].wrapping_sub(rm) & kmask;
-                        for (pos, val) in [(j as usize, pv), (j as usize + half, pm)] {
+                    if plane == 0 {
+                        // the server's output shares (R, R′) of this position
+                        rs = nd.iter().map(|_| (u128r(&mut prg) & kmask, u128r(&mut prg) & kmask)).collect();
+                        shares.extend(nd.iter().zip(&rs).map(|(&(_, o), &(rv, rm))| (o, rv, rm)));
+                    }
+                    let on: Vec<(usize, usize)> = slots.iter().enumerate().filter(|(_, s)| s.0 == plane).map(|(q, s)| (q, s.1)).collect();
+                    for (&(j, o), &(rv, rm)) in nd.iter().zip(&rs) {
+                        for &(q, off) in &on {
+                            let val = if q == 0 { bias[o as usize].wrapping_sub(rv) & kmask } else { bias_mac[o as usize].wrapping_sub(rm) & kmask };
+                            let pos = j as usize + off;
                             let f = if flood { u128r(&mut prg) & fmask } else { 0 };
                             for (i, &p) in ctxr.primes().iter().enumerate() {
                                 let x = &mut b[i * ctxr.n + pos];
@@ -629,7 +693,7 @@ impl Server {
                     }
                     for (i, wd) in residue_bits(ctxr).into_iter().enumerate() {
                         let bi = &b[i * ctxr.n..(i + 1) * ctxr.n];
-                        pack_into(nd.iter().flat_map(|&(j, _)| [bi[j as usize], bi[j as usize + half]]), wd, &mut down);
+                        pack_into(nd.iter().flat_map(|&(j, _)| on.iter().map(move |&(_, off)| bi[j as usize + off])), wd, &mut down);
                     }
                     b.zeroize();
                 }

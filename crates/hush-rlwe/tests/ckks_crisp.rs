@@ -75,8 +75,12 @@ type Hook = Box<dyn FnMut(usize, &mut hush_rlwe::he::SeededCt) + Send>;
 /// its ciphertexts); returns the reconstructed (value, MAC) outputs.
 #[allow(clippy::too_many_arguments)]
 fn run(params: Params, shape: &Shape, w: &[u64], x: &[u128], mu: u128, b: &[u128], seed: u128, hook: Option<Hook>) -> Result<Out, String> {
+    run_cfg(params, Config::new(ELL, K), shape, w, x, mu, b, seed, hook)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_cfg(params: Params, cfg: Config, shape: &Shape, w: &[u64], x: &[u128], mu: u128, b: &[u128], seed: u128, hook: Option<Hook>) -> Result<Out, String> {
     let ctx = Arc::new(Context::new(params).unwrap());
-    let cfg = Config::new(ELL, K);
     let m = kmask();
     let mut prg = Prg::new(Block(seed));
     let mx: Vec<u128> = x.iter().map(|v| v.wrapping_mul(mu) & m).collect();
@@ -113,6 +117,10 @@ fn run(params: Params, shape: &Shape, w: &[u64], x: &[u128], mu: u128, b: &[u128
 }
 
 fn check(params: Params, shape: Shape, seed: u128) -> Out {
+    check_cfg(params, Config::new(ELL, K), shape, seed)
+}
+
+fn check_cfg(params: Params, cfg: Config, shape: Shape, seed: u128) -> Out {
     let mut p = Prg::new(Block(seed * 13 + 5));
     let wm = (1u64 << ELL) - 1;
     // weights: random ℓ-bit ring elements (worst case), and the edges
@@ -125,7 +133,7 @@ fn check(params: Params, shape: Shape, seed: u128) -> Out {
     x[0] = kmask();
     let b: Vec<u128> = (0..shape.out_len()).map(|_| r128(&mut p)).collect();
     let mu = r128(&mut p);
-    let o = run(params, &shape, &w, &x, mu, &b, seed, None).unwrap();
+    let o = run_cfg(params, cfg, &shape, &w, &x, mu, &b, seed, None).unwrap();
     let want = reference(&shape, &w, &x, &b);
     assert_eq!(o.y, want, "values {shape:?}");
     let want_mac: Vec<u128> = want.iter().map(|v| v.wrapping_mul(mu) & kmask()).collect();
@@ -141,8 +149,11 @@ fn fc_and_conv_are_exact_on_the_lifted_ring() {
     }
     let conv = |c_in, h, w, c_out, k: usize, s: usize, pads| Shape::Conv { c_in, h, w, c_out, kh: k, kw: k, stride: [s, s], pads };
     for (i, sh) in [conv(1, 5, 5, 1, 3, 1, [0; 4]), conv(3, 8, 8, 4, 3, 1, [1; 4]), conv(2, 9, 7, 3, 3, 2, [1, 0, 1, 0]), conv(5, 6, 6, 2, 1, 1, [0; 4]), conv(4, 12, 12, 5, 5, 1, [2; 4])].into_iter().enumerate() {
-        check(p(), sh, 40 + i as u128);
+        check(p(), sh.clone(), 40 + i as u128);
+        // SIMC's layout (value and MAC in two ciphertexts) computes the same
+        check_cfg(p(), Config::two_ciphertexts(ELL, K), sh, 60 + i as u128);
     }
+    check_cfg(p(), Config::two_ciphertexts(ELL, K), Shape::Fc { n_in: 300, n_out: 7 }, 70);
 }
 
 /// The real 128-bit set (N = 8192) on one FC and one conv layer, with the
@@ -152,12 +163,12 @@ fn real_parameters_bytes_and_rounds() {
     let ctx = Context::new(ckks_crisp::params()).unwrap();
     let sh = Shape::Fc { n_in: 256, n_out: 100 };
     let o = check(ckks_crisp::params(), sh.clone(), 3);
-    let (up, down) = ckks_crisp::layer_bytes(&ctx, &sh).unwrap();
+    let (up, down) = ckks_crisp::layer_bytes(&ctx, &Config::new(ELL, K), &sh).unwrap();
     // one flight each way (the channel counts a round per reply)
     assert_eq!((o.up as usize, o.down as usize, o.rounds), (up, down, 1));
     // each input ciphertext: seed + b at 4 × 50 bits; each output: a in full,
     // b at the needed coefficients of both halves (100 outputs in all)
-    let lay = ckks_crisp::layout(&ctx, &sh).unwrap();
+    let lay = ckks_crisp::layout(&ctx, &Config::new(ELL, K), &sh).unwrap();
     assert_eq!(up, lay.in_cts() * (16 + 4 * 8192 * 50 / 8));
     let nd: Vec<usize> = (0..lay.rows).map(|r| lay.needed(r, 0).len()).collect();
     assert_eq!(nd.iter().sum::<usize>(), 100);
@@ -176,11 +187,17 @@ fn malformed_and_mismatched_peers_are_clear_errors() {
     let _ = Client::setup(&mut ca, ctx.clone(), Config::new(ELL, 70), Prg::new(Block(2))).unwrap();
     let e = t.join().unwrap();
     assert!(e.contains("differ from ours"), "{e}");
+    // the packed layout against SIMC's two-ciphertext layout
+    let (mut ca, mut cb) = MemChannel::pair();
+    let c2 = ctx.clone();
+    let t = std::thread::spawn(move || Server::setup(&mut cb, c2, cfg, Prg::new(Block(1))).err().unwrap().to_string());
+    let _ = Client::setup(&mut ca, ctx.clone(), Config::two_ciphertexts(ELL, K), Prg::new(Block(2))).unwrap();
+    assert!(t.join().unwrap().contains("differ from ours"));
     // garbage instead of a hello
     let (mut ca, mut cb) = MemChannel::pair();
     let c2 = ctx.clone();
     let t = std::thread::spawn(move || Server::setup(&mut cb, c2, cfg, Prg::new(Block(1))).err().unwrap().to_string());
-    ca.send(&vec![7u8; 11 + hush_rlwe::he::SeededCt::wire_len(&ctx)]).unwrap();
+    ca.send(&vec![7u8; 12 + hush_rlwe::he::SeededCt::wire_len(&ctx)]).unwrap();
     assert!(t.join().unwrap().contains("not a CRISP"));
     // a ciphertext message of the wrong length, and one with a residue ≥ p
     let sh = Shape::Fc { n_in: 10, n_out: 3 };
