@@ -424,13 +424,13 @@ fn campaign(trials: usize, seed: u64) -> Tally {
                 (Wire::None, Local::None, ct, None)
             }
             8 => {
-                let target = if p.next_u64() % 2 == 0 { 1 } else { 3 };
+                let target = if p.next_u64().is_multiple_of(2) { 1 } else { 3 };
                 (Wire::FlipBit { target, bit: (p.next_u64() as usize) % (8 * 204816) }, Local::None, CtChange::None, None)
             }
             _ => match &prev_cts {
                 // replay a previous inference's ciphertext message
                 Some((a, b)) => {
-                    let target = if p.next_u64() % 2 == 0 { 1 } else { 3 };
+                    let target = if p.next_u64().is_multiple_of(2) { 1 } else { 3 };
                     (Wire::ReplayOld { target, bytes: if target == 1 { a.clone() } else { b.clone() } }, Local::None, CtChange::None, None)
                 }
                 None => (Wire::None, Local::None, CtChange::None, Some(false)),
