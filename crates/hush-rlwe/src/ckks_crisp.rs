@@ -58,6 +58,12 @@
 //! F = ⌊log2 q⌋ − k − 3 (so that 2^F + D < Δ/2: exact decoding), and the
 //! layer is refused unless F ≥ ⌈log2 D⌉ + κ_min (κ_min = 40 = s by
 //! default; at ℓ = 37, k = 77 and one input group F − log2 D ≈ 66).
+//! After the switch to 2^K the phase error is at most
+//! 2^K/q·(2^F + D) + 1/2 + (N/2)(1 + L·2^−64) < 2^(K−k−3) + 2^12 + 1
+//! < 2^(K−k−1) at N = 8192 and K − k = 16, so decoding
+//! round(φ′/2^(K−k)) mod 2^k stays exact; the client computes a′·s
+//! exactly (|a′·s| ≤ N·2^K < q/4) by the NTT over all primes and Garner's
+//! CRT.
 //!
 //! ## Protocol of one layer (client holds the key; CRISP Fig. 2)
 //! Setup (once per session): client → server the hello (parameter id, ℓ,
@@ -69,8 +75,9 @@
 //!    groups; on each needed coefficient adds Ecd(b_o − R_o) to the value
 //!    half and Ecd(μb_o − R'_o) to the MAC half (the bias as b + i·μb,
 //!    CRISP App. C; R, R' uniform in Z_2^k), adds a fresh Enc_pk(0) and the
-//!    flooding f; server → client: a (all N coefficients) and b of the
-//!    needed coefficients of both halves (full residues);
+//!    flooding f, and switches the modulus to 2^K, K = k + 16 (as
+//!    Cheetah does); server → client: a′ (all N coefficients) and b′ of the
+//!    needed coefficients of both halves, K bits each;
 //! 3. client decrypts y_C = Wx + b − R and t_C = μ(Wx + b) − R'; the
 //!    server's shares are (R, R').
 //!
@@ -110,9 +117,9 @@
 //! `hush_2pc::crisp::linear`, which has no such gap).
 
 use crate::cheetah::{layout_bytes_per_product, Layout, Shape};
-use crate::he::{residue_bits, PublicKey, SecretKey, SeededCt};
+use crate::he::{PublicKey, SecretKey, SeededCt};
 use crate::ring::{add_mod, mul_mod, pow_mod, sub_mod, Context};
-use crate::wire::{pack_into, packed_len, unpack};
+use crate::wire::packed_len;
 use crate::{Error, Params, Result};
 use hush_primitives::Prg;
 use hush_transport::{Channel, ChannelExt};
@@ -193,6 +200,9 @@ pub struct Wide {
     qt: u128,
     /// 2^−k mod p_i.
     tinv: Vec<u64>,
+    /// ⌊2^k/p_i⌋ and 2^k mod p_i.
+    quo: Vec<u128>,
+    rem: Vec<u64>,
     /// (q/p_i)^−1 mod p_i.
     qhat_inv: Vec<u64>,
     primes: Vec<u64>,
@@ -214,7 +224,9 @@ impl Wide {
                 pow_mod(qh, p - 2, p)
             })
             .collect();
-        Ok(Wide { k, mask, qt, tinv, qhat_inv, primes })
+        let rem: Vec<u64> = primes.iter().map(|&p| pow_mod(2, k as u64, p)).collect();
+        let quo = primes.iter().zip(&rem).map(|(&p, &r)| ((1u128 << k) - r as u128) / p as u128).collect();
+        Ok(Wide { k, mask, qt, tinv, quo, rem, qhat_inv, primes })
     }
 
     /// The residue mod p_i of round(q·m/2^k), m < 2^k: with
@@ -230,26 +242,72 @@ impl Wide {
     }
 
     /// round(2^k·x/q) mod 2^k of x ∈ [0, q) given by its residues
-    /// (x/q ≡ Σ_i y_i/p_i mod 1, y_i = x_i·(q/p_i)^−1 mod p_i; 64 guard
-    /// bits: error < L·2^−64 before the final rounding).
+    /// (x/q ≡ Σ_i y_i/p_i mod 1, y_i = x_i·(q/p_i)^−1 mod p_i, and
+    /// y·2^k/p = y·⌊2^k/p⌋ + y·(2^k mod p)/p; 64 guard bits: error
+    /// < L·2^−64 before the final rounding). Also the modulus switch of a
+    /// ciphertext coefficient to 2^k.
     pub fn decode(&self, res: impl Fn(usize) -> u64) -> u128 {
         let mut int = 0u128;
         let mut frac = 0u128;
         for (i, &p) in self.primes.iter().enumerate() {
-            let mut r = mul_mod(res(i), self.qhat_inv[i], p) as u128;
-            let mut left = self.k;
-            let mut q = 0u128;
-            while left > 0 {
-                let sh = left.min(64);
-                let num = r << sh; // r < p < 2^62
-                q = q.wrapping_shl(sh).wrapping_add(num / p as u128);
-                r = num % p as u128;
-                left -= sh;
-            }
-            int = int.wrapping_add(q);
-            frac += (r << 64) / p as u128;
+            let y = mul_mod(res(i), self.qhat_inv[i], p) as u128;
+            let t = y * self.rem[i] as u128; // < 2^124
+            int = int.wrapping_add(y.wrapping_mul(self.quo[i])).wrapping_add(t / p as u128);
+            frac += ((t % p as u128) << 64) / p as u128;
         }
         int.wrapping_add((frac + (1u128 << 63)) >> 64) & self.mask
+    }
+}
+
+/// Exact products by the ternary secret modulo 2^K, and Garner's CRT.
+struct Crt {
+    /// Garner: (p_0·…·p_(i−1))^−1 mod p_i, and the products mod 2^128.
+    inv: Vec<u64>,
+    prod: Vec<u128>,
+    q128: u128,
+    primes: Vec<u64>,
+}
+
+impl Crt {
+    fn new(ctx: &Context) -> Crt {
+        let primes = ctx.primes().to_vec();
+        let mut inv = vec![1u64];
+        let mut prod = vec![1u128];
+        for i in 1..primes.len() {
+            let p = primes[i];
+            let pp = primes[..i].iter().fold(1u64, |a, &o| mul_mod(a, o % p, p));
+            inv.push(pow_mod(pp, p - 2, p));
+            prod.push(prod[i - 1].wrapping_mul(primes[i - 1] as u128));
+        }
+        let q128 = primes.iter().fold(1u128, |a, &p| a.wrapping_mul(p as u128));
+        Crt { inv, prod, q128, primes }
+    }
+    /// The centered integer x (|x| < q/4) with residues `r`, modulo 2^128.
+    fn centered(&self, r: impl Fn(usize) -> u64) -> u128 {
+        let mut digits = Vec::with_capacity(self.primes.len());
+        let mut x = 0u128;
+        let mut f = 0f64;
+        for (i, &p) in self.primes.iter().enumerate() {
+            // d_i = (r_i − x mod p_i)·inv_i mod p_i, x as accumulated so far
+            let mut acc = 0u64;
+            let mut pp = 1u64;
+            for (j, &d) in digits.iter().enumerate() {
+                acc = add_mod(acc, mul_mod(d, pp, p), p);
+                pp = mul_mod(pp, self.primes[j] % p, p);
+            }
+            let d = mul_mod(sub_mod(r(i) % p, acc, p), self.inv[i], p);
+            digits.push(d);
+            x = x.wrapping_add((d as u128).wrapping_mul(self.prod[i]));
+        }
+        // x/q = Σ_i d_i/(p_i·…·p_(L−1)): forward, each step divided by p_i
+        for (i, &d) in digits.iter().enumerate() {
+            f = (f + d as f64) / self.primes[i] as f64;
+        }
+        if f > 0.5 {
+            x.wrapping_sub(self.q128)
+        } else {
+            x
+        }
     }
 }
 
@@ -264,8 +322,8 @@ pub struct Budget {
 
 /// The budget of a layer with `groups` accumulated input ciphertexts.
 pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
-    if cfg.ell < 2 || cfg.ell > cfg.k || cfg.k > 120 {
-        return Err(Error::Params(format!("ℓ = {}, k = {}: need 2 ≤ ℓ ≤ k ≤ 120", cfg.ell, cfg.k)));
+    if cfg.ell < 2 || cfg.ell > cfg.k || cfg.k + SWITCH_EXTRA_BITS > 120 {
+        return Err(Error::Params(format!("ℓ = {}, k = {}: need 2 ≤ ℓ ≤ k ≤ {}", cfg.ell, cfg.k, 120 - SWITCH_EXTRA_BITS)));
     }
     if ctx.primes().iter().any(|&p| (1u64 << (cfg.ell - 1)) >= p) {
         return Err(Error::Params(format!("ℓ = {}: weights reach a prime of {}", cfg.ell, ctx.params.name)));
@@ -289,23 +347,96 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
 pub fn layout(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<Layout> {
     shape.validate()?;
     let p = cfg.planes();
-    Layout::new_weighted(shape, cfg.degree(ctx.n), p * bytes_up(ctx), p * bytes_down_a(ctx), p * layout_bytes_per_product(ctx))
+    Layout::new_weighted(shape, cfg.degree(ctx.n), p * bytes_up(ctx), p * bytes_down_a(ctx, cfg), p * layout_bytes_per_product(ctx))
 }
 
 fn bytes_up(ctx: &Context) -> usize {
     SeededCt::wire_len(ctx)
 }
-fn bytes_down_a(ctx: &Context) -> usize {
-    residue_bits(ctx).iter().map(|&w| packed_len(ctx.n, w)).sum()
+/// Responses are modulus-switched to 2^K, K = k + [`SWITCH_EXTRA_BITS`].
+pub const SWITCH_EXTRA_BITS: u32 = 16;
+
+fn switch_bits(cfg: &Config) -> u32 {
+    cfg.k + SWITCH_EXTRA_BITS
 }
-fn bytes_down_b(ctx: &Context, count: usize) -> usize {
-    residue_bits(ctx).iter().map(|&w| packed_len(count, w)).sum()
+fn bytes_down_a(ctx: &Context, cfg: &Config) -> usize {
+    packed_len(ctx.n, switch_bits(cfg))
+}
+fn bytes_down_b(cfg: &Config, count: usize) -> usize {
+    packed_len(count, switch_bits(cfg))
+}
+
+/// Appends values of `bits` ≤ 128 bits each, little endian.
+fn pack128(vals: impl IntoIterator<Item = u128>, bits: u32, out: &mut Vec<u8>) {
+    let lo = bits.min(64);
+    let mut lows = Vec::new();
+    let mut highs = Vec::new();
+    for v in vals {
+        lows.push(if lo == 64 { v as u64 } else { (v as u64) & ((1u64 << lo) - 1) });
+        highs.push((v >> 64) as u64);
+    }
+    let n = lows.len();
+    let mut tmp = Vec::with_capacity(2 * n);
+    // interleave as one stream of (low, high) fields: pack each field width
+    for i in 0..n {
+        tmp.push((lows[i], lo));
+        if bits > 64 {
+            tmp.push((highs[i], bits - 64));
+        }
+    }
+    let mut acc: u128 = 0;
+    let mut fill = 0u32;
+    for (v, w) in tmp {
+        acc |= (v as u128) << fill;
+        fill += w;
+        while fill >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            fill -= 8;
+        }
+    }
+    if fill > 0 {
+        out.push(acc as u8);
+    }
+}
+
+/// Reads `count` values of `bits` bits (the layout of [`pack128`]) from
+/// the front of `buf`: length checked, nonzero padding refused.
+fn unpack128<'a>(buf: &'a [u8], count: usize, bits: u32, what: &'static str) -> Result<(Vec<u128>, &'a [u8])> {
+    let len = packed_len(count, bits);
+    if buf.len() < len {
+        return Err(Error::Malformed { what, why: format!("{} bytes, need at least {len}", buf.len()) });
+    }
+    let (head, rest) = buf.split_at(len);
+    let mut out = Vec::with_capacity(count);
+    let mut acc: u128 = 0;
+    let mut fill = 0u32;
+    let mut it = head.iter();
+    let mut take = |w: u32, acc: &mut u128, fill: &mut u32| -> u64 {
+        while *fill < w {
+            *acc |= (*it.next().unwrap_or(&0) as u128) << *fill;
+            *fill += 8;
+        }
+        let v = if w == 64 { *acc as u64 } else { (*acc as u64) & ((1u64 << w) - 1) };
+        *acc >>= w;
+        *fill -= w;
+        v
+    };
+    for _ in 0..count {
+        let lo = take(bits.min(64), &mut acc, &mut fill) as u128;
+        let hi = if bits > 64 { take(bits - 64, &mut acc, &mut fill) as u128 } else { 0 };
+        out.push(lo | (hi << 64));
+    }
+    if fill > 0 && acc != 0 {
+        return Err(Error::Malformed { what, why: "nonzero padding bits".into() });
+    }
+    Ok((out, rest))
 }
 /// One output position's response: per plane a, then b of its needed
 /// coefficients (value and MAC: 2 per needed output in all).
 fn bytes_down(ctx: &Context, cfg: &Config, needed: usize) -> usize {
     let p = cfg.planes();
-    p * bytes_down_a(ctx) + p * bytes_down_b(ctx, needed * 2 / p)
+    p * bytes_down_a(ctx, cfg) + p * bytes_down_b(cfg, needed * 2 / p)
 }
 
 /// The bytes of one layer: (client's upload, server's response).
@@ -320,7 +451,8 @@ pub fn layer_bytes(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(usize,
     Ok((lay.in_cts() * cfg.planes() * bytes_up(ctx), down))
 }
 
-const HELLO_MAGIC: &[u8; 4] = b"CRL1";
+/// "CRL2": responses modulus-switched to 2^(k+16) (CRL1: full residues).
+const HELLO_MAGIC: &[u8; 4] = b"CRL2";
 
 fn hello(ctx: &Context, cfg: &Config) -> Vec<u8> {
     let mut h = HELLO_MAGIC.to_vec();
@@ -369,7 +501,8 @@ pub struct Client {
     prg: Prg,
     wide: Wide,
     /// Tests: also decode at k + extra bits (the client's finer view).
-    view: Option<Wide>,
+    view: Option<u32>,
+    crt: Crt,
     last_view: Vec<(u128, u128)>,
 }
 
@@ -391,7 +524,8 @@ impl Client {
         let mut msg = hello(&ctx, &cfg);
         pk.write(&ctx, &mut msg);
         ch.send_chunked(&msg)?;
-        Ok(Client { ctx, cfg, sk, prg, wide, view: None, last_view: Vec::new() })
+        let crt = Crt::new(&ctx);
+        Ok(Client { ctx, cfg, sk, prg, wide, view: None, last_view: Vec::new(), crt })
     }
 
     /// One layer: sends Enc(v_C + X^(N/2)·m_C), returns this party's
@@ -442,11 +576,9 @@ impl Client {
             parts.push((nd, head));
             rest = r;
         }
-        let view = self.view.as_ref();
-        let outs: Vec<(Pairs, Pairs)> = parts
-            .into_par_iter()
-            .map(|(nd, part)| Ok((decrypt(ctxr, &cfg, sk, wide, nd, part)?, match view { Some(v) => decrypt(ctxr, &cfg, sk, v, nd, part)?, None => Vec::new() })))
-            .collect::<Result<_>>()?;
+        let view = self.view;
+        let crt = &self.crt;
+        let outs: Vec<(Pairs, Pairs)> = parts.into_par_iter().map(|(nd, part)| decrypt(ctxr, &cfg, sk, crt, nd, part, view)).collect::<Result<_>>()?;
         self.last_view = vec![(0, 0); if view.is_some() { shape.out_len() } else { 0 }];
         let n_out = shape.out_len();
         let (mut y, mut t) = (vec![0u128; n_out], vec![0u128; n_out]);
@@ -467,7 +599,10 @@ impl Client {
     /// bits show the residual noise in units of Δ/2^extra.
     #[doc(hidden)]
     pub fn record_fine_view_for_tests(&mut self, extra: u32) -> Result<()> {
-        self.view = Some(Wide::new(&self.ctx, self.cfg.k + extra)?);
+        if extra > SWITCH_EXTRA_BITS - 2 {
+            return Err(Error::Params(format!("a fine view of at most {} extra bits", SWITCH_EXTRA_BITS - 2)));
+        }
+        self.view = Some(extra);
         Ok(())
     }
     /// The last layer's fine view (value, MAC) per output.
@@ -499,47 +634,59 @@ fn encrypt(ctx: &Context, sk: &SecretKey, wide: &Wide, p: &[u128], prg: &mut Prg
     SeededCt { seed, b }
 }
 
-/// Decrypts one output position's response (per plane: a, then b of
-/// the needed coefficients of the slots on that plane) into (value, MAC)
-/// per needed output.
-fn decrypt(ctx: &Context, cfg: &Config, sk: &SecretKey, wide: &Wide, nd: &[(u32, u32)], part: &[u8]) -> Result<Vec<(u128, u128)>> {
+/// Decrypts one output position's response (per plane: a′, then b′ of
+/// the needed coefficients of the slots on that plane, all switched to
+/// 2^K) into (value, MAC) per needed output, and, with `view`, the same
+/// decoded at k + view bits (tests).
+fn decrypt(ctx: &Context, cfg: &Config, sk: &SecretKey, crt: &Crt, nd: &[(u32, u32)], part: &[u8], view: Option<u32>) -> Result<(Pairs, Pairs)> {
     let n = ctx.n;
+    let kk = switch_bits(cfg);
+    let kmask = (1u128 << kk) - 1;
     let slots = cfg.slots(n);
     let mut out = vec![(0u128, 0u128); nd.len()];
+    let mut fine = vec![(0u128, 0u128); if view.is_some() { nd.len() } else { 0 }];
+    let round = |phase: u128, bits: u32| -> u128 {
+        let sh = kk - bits;
+        ((phase >> sh) + ((phase >> (sh - 1)) & 1)) & ((1u128 << bits) - 1)
+    };
     let mut r = part;
     for plane in 0..cfg.planes() {
         let on: Vec<(usize, usize)> = slots.iter().enumerate().filter(|(_, s)| s.0 == plane).map(|(q, s)| (q, s.1)).collect();
-        let mut a = Vec::with_capacity(ctx.poly_len());
-        for (i, w) in residue_bits(ctx).into_iter().enumerate() {
-            let (v, rr) = unpack(r, n, w, ctx.primes()[i], "CRISP linear response: a")?;
-            a.extend_from_slice(&v);
-            r = rr;
+        let (a, rr) = unpack128(r, n, kk, "CRISP linear response: a")?;
+        let (b, rr) = unpack128(rr, on.len() * nd.len(), kk, "CRISP linear response: b")?;
+        r = rr;
+        // a′·s exactly (|a′·s| ≤ N·2^K < q/4), in RNS over every prime
+        let mut ar = ctx.zero();
+        for (i, &p) in ctx.primes().iter().enumerate() {
+            for (o, &x) in ar[i * n..(i + 1) * n].iter_mut().zip(&a) {
+                *o = (x % p as u128) as u64;
+            }
         }
-        let cnt = on.len() * nd.len();
-        let mut b = Vec::with_capacity(ctx.levels());
-        for (i, w) in residue_bits(ctx).into_iter().enumerate() {
-            let (v, rr) = unpack(r, cnt, w, ctx.primes()[i], "CRISP linear response: b")?;
-            b.push(v);
-            r = rr;
-        }
-        ctx.ntt(&mut a);
-        let mut as_ = ctx.mul(&a, &sk.s_ntt);
+        ctx.ntt(&mut ar);
+        let mut as_ = ctx.mul(&ar, &sk.s_ntt);
         ctx.intt(&mut as_);
         for (jj, &(j, _)) in nd.iter().enumerate() {
             for (si, &(q, off)) in on.iter().enumerate() {
-                let slot = jj * on.len() + si;
                 let pos = j as usize + off;
-                let x = wide.decode(|i| add_mod(b[i][slot], as_[i * n + pos], ctx.primes()[i]));
-                if q == 0 {
-                    out[jj].0 = x;
-                } else {
-                    out[jj].1 = x;
+                let prod = crt.centered(|i| as_[i * n + pos]);
+                let phase = b[jj * on.len() + si].wrapping_add(prod) & kmask;
+                let x = round(phase, cfg.k);
+                let dst = if q == 0 { &mut out[jj].0 } else { &mut out[jj].1 };
+                *dst = x;
+                if let Some(e) = view {
+                    let y = round(phase, cfg.k + e);
+                    if q == 0 {
+                        fine[jj].0 = y;
+                    } else {
+                        fine[jj].1 = y;
+                    }
                 }
             }
         }
         as_.zeroize();
+        ar.zeroize();
     }
-    Ok(out)
+    Ok((out, fine))
 }
 
 /// The server: holds the client's public key.
@@ -628,6 +775,9 @@ impl Server {
             .collect::<Result<_>>()?;
         let slots = cfg.slots(ctx.n);
         let kmask = cfg.mask();
+        let kk = switch_bits(&cfg);
+        let sw = Wide::new(&ctx, kk)?;
+        let sw = &sw;
         let fb = bud.flood_log + 1; // ≤ 128 (budget)
         let fmask = if fb >= 128 { u128::MAX } else { (1u128 << fb) - 1 };
         let two_f: Vec<u64> = ctx.primes().iter().map(|&p| ((1u128 << bud.flood_log) % p as u128) as u64).collect();
@@ -688,13 +838,10 @@ impl Server {
                             }
                         }
                     }
-                    for (i, wd) in residue_bits(ctxr).into_iter().enumerate() {
-                        pack_into(a[i * ctxr.n..(i + 1) * ctxr.n].iter().copied(), wd, &mut down);
-                    }
-                    for (i, wd) in residue_bits(ctxr).into_iter().enumerate() {
-                        let bi = &b[i * ctxr.n..(i + 1) * ctxr.n];
-                        pack_into(nd.iter().flat_map(|&(j, _)| on.iter().map(move |&(_, off)| bi[j as usize + off])), wd, &mut down);
-                    }
+                    // modulus switch to 2^K: a′ in full, b′ at the needed coefficients
+                    let n = ctxr.n;
+                    pack128((0..n).map(|j| sw.decode(|i| a[i * n + j])), kk, &mut down);
+                    pack128(nd.iter().flat_map(|&(j, _)| on.iter().map(move |&(_, off)| j as usize + off)).map(|pos| sw.decode(|i| b[i * n + pos])), kk, &mut down);
                     b.zeroize();
                 }
                 (down, shares)
@@ -759,6 +906,27 @@ mod tests {
             assert_eq!(w.decode(|i| w.residue(i, 0)), 0);
         }
         assert!(Wide::new(&ctx, 121).is_err());
+    }
+
+    #[test]
+    fn crt_centers_signed_values_and_pack128_round_trips() {
+        let ctx = Context::new(params()).unwrap();
+        let crt = Crt::new(&ctx);
+        for v in [0i128, 1, -1, 1 << 106, -(1 << 106) + 3, 123_456_789_012_345_678_901] {
+            let r = |i: usize| v.rem_euclid(ctx.primes()[i] as i128) as u64;
+            assert_eq!(crt.centered(r), v as u128, "{v}");
+        }
+        let vals: Vec<u128> = (0..37u128).map(|i| (i * 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834) & ((1 << 93) - 1)).collect();
+        for bits in [93u32, 64, 40, 120] {
+            let m = (1u128 << bits) - 1;
+            let v: Vec<u128> = vals.iter().map(|x| x & m).collect();
+            let mut b = Vec::new();
+            pack128(v.iter().copied(), bits, &mut b);
+            assert_eq!(b.len(), packed_len(v.len(), bits));
+            let (w, rest) = unpack128(&b, v.len(), bits, "t").unwrap();
+            assert_eq!((w, rest.len()), (v, 0));
+            assert!(unpack128(&b[..b.len() - 1], 37, bits, "t").is_err());
+        }
     }
 
     #[test]

@@ -166,13 +166,14 @@ fn real_parameters_bytes_and_rounds() {
     let (up, down) = ckks_crisp::layer_bytes(&ctx, &Config::new(ELL, K), &sh).unwrap();
     // one flight each way (the channel counts a round per reply)
     assert_eq!((o.up as usize, o.down as usize, o.rounds), (up, down, 1));
-    // each input ciphertext: seed + b at 4 × 50 bits; each output: a in full,
-    // b at the needed coefficients of both halves (100 outputs in all)
+    // each input ciphertext: seed + b at 4 × 50 bits; each output, switched
+    // to 2^(k+16) = 2^93: a′ in full, b′ at the needed coefficients of both
+    // halves (100 outputs in all)
     let lay = ckks_crisp::layout(&ctx, &Config::new(ELL, K), &sh).unwrap();
     assert_eq!(up, lay.in_cts() * (16 + 4 * 8192 * 50 / 8));
     let nd: Vec<usize> = (0..lay.rows).map(|r| lay.needed(r, 0).len()).collect();
     assert_eq!(nd.iter().sum::<usize>(), 100);
-    assert_eq!(down, nd.iter().map(|&c| 4 * 8192 * 50 / 8 + 4 * (2 * c * 50).div_ceil(8)).sum::<usize>());
+    assert_eq!(down, nd.iter().map(|&c| 8192 * 93 / 8 + (2 * c * 93).div_ceil(8)).sum::<usize>());
     check(ckks_crisp::params(), Shape::Conv { c_in: 3, h: 16, w: 16, c_out: 8, kh: 3, kw: 3, stride: [1, 1], pads: [1; 4] }, 4);
 }
 
