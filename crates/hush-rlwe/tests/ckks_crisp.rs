@@ -298,3 +298,47 @@ fn malformed_ciphertext_gap_is_real_and_bounded() {
         assert_eq!(residual.signum() as i64, sign, "trial {trial}: residual {residual}");
     }
 }
+
+/// The curious client's view of an honest run: its finest decoding of
+/// every revealed coefficient (14 bits below the share, units of
+/// Δ/2^14). With flooding the residual spreads over ±2^F (F from the
+/// budget), whatever the weights; without it (insecure, test only) it is
+/// the tiny deterministic W·e — the flooding is really applied at the
+/// stated size. (Without flooding only W·e and the switch's rounding
+/// remain; W·e is far below what the switched view shows, which is why the
+/// statistical argument, not this test, is the guarantee.)
+#[test]
+fn curious_client_sees_flooded_residuals() {
+    let ctx = Arc::new(Context::new(ckks_crisp::params()).unwrap());
+    let cfg = Config::new(ELL, K);
+    let bud = ckks_crisp::budget(&ctx, &cfg, 1).unwrap();
+    let sh = Shape::Fc { n_in: 64, n_out: 32 };
+    let w: Vec<u64> = (0..64 * 32).map(|i| (i as u64 * 0x9e37_79b9) & ((1 << ELL) - 1)).collect();
+    let mut spans = Vec::new();
+    for flood in [true, false] {
+        let (mut ca, mut cb) = MemChannel::pair();
+        let (c2, sh2, w2) = (ctx.clone(), sh.clone(), w.clone());
+        let srv = std::thread::spawn(move || {
+            let mut s = Server::setup(&mut cb, c2, cfg, Prg::new(Block(31))).unwrap();
+            if !flood {
+                s.insecure_disable_flooding_for_tests();
+            }
+            s.linear(&mut cb, &sh2, &w2, &[0; 32], &[0; 32], &[5; 64], &[7; 64]).unwrap()
+        });
+        let mut c = Client::setup(&mut ca, ctx.clone(), cfg, Prg::new(Block(32))).unwrap();
+        c.record_fine_view_for_tests(14).unwrap();
+        c.linear(&mut ca, &sh, &[1; 64], &[2; 64]).unwrap();
+        srv.join().unwrap();
+        let res: Vec<i64> = c.last_fine_view().iter().flat_map(|&(v, m)| [v, m]).map(|x| {
+            let f = (x & 0x3fff) as i64;
+            if f >= 1 << 13 { f - (1 << 14) } else { f }
+        }).collect();
+        spans.push(res.iter().map(|r| r.abs()).max().unwrap());
+    }
+    // Δ ≈ 2^(log q − k), so 2^F ≈ Δ/8: ±2^11 units of Δ/2^14
+    let unit_f = 1i64 << (14 + bud.flood_log + K) >> (ctx.params.log_q().floor() as u32);
+    assert!(spans[0] >= unit_f / 4 && spans[0] <= 2 * unit_f + 2, "flooded residuals span {} (2^F ≈ {unit_f})", spans[0]);
+    // without it: W·e (≪ Δ/2^14) plus the modulus switch's rounding (≈ √N
+    // units of 2^(K−k−14) = 4 phase units at most N/2): far below the flood
+    assert!(spans[1] <= 64, "without flooding: {}", spans[1]);
+}
