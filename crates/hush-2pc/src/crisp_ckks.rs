@@ -38,7 +38,12 @@
 //! flooding) is independent of the client's message, so the errors are
 //! functions of the client's view and of W, never of μ (the client sees no
 //! μ-dependent value: its decryptions are masked by fresh R, R'). The
-//! SPDZ2k bound of [`crate::crisp`] applies unchanged.
+//! server's μ-dependent inputs (its MAC share, μb) enter the response only
+//! as multiples of Δ plus encoding roundings bounded by D, so even a
+//! client that sends a malformed ciphertext and reads the flooded residual
+//! (see below) sees them at statistical distance ≤ D/2^(F+1) ≈ 2^−66:
+//! its errors stay independent of μ. The SPDZ2k bound of [`crate::crisp`]
+//! applies unchanged.
 //!
 //! ## Where μ lives
 //! μ is drawn per inference by the dealer and given to the server only
