@@ -126,11 +126,9 @@
 //! preprocessing in hush: this module needs a [`Dealer`].
 //!
 //! ## Next steps (not built)
-//! * **CRISP's own linear layers** (CKKS with the MAC in the imaginary
-//!   part, §IV; groundwork in `hush_rlwe::ckks`), which need no dealer:
-//!   integer-exact decoding mod 2^k, flooding, client ciphertext checks.
-//!   The dealer-mode [`linear`] stands in for them (its docs: protocol,
-//!   views, soundness).
+//! * **A ZK proof of plaintext knowledge** for the client's ciphertexts in
+//!   CRISP's linear layers ([`crate::crisp_ckks`] states the gap without
+//!   it exactly); the dealt [`linear`] has no such gap.
 //! * Engine wiring: a model runner exists in dealer mode
 //!   (`hush_inference::crisp_run`, one [`Session`] per inference,
 //!   [`trunc`] after each weighted layer, the release through
@@ -365,7 +363,13 @@ impl Session {
         self.pending.len()
     }
 
-    fn ensure_open(&self) -> Result<()> {
+    /// μ (the server's MAC key; 0 at the client), for the CKKS linear
+    /// layers of [`crate::crisp_ckks`], which add the bias as b + i·μb.
+    pub(crate) fn mac_key(&self) -> u128 {
+        self.mu
+    }
+
+    pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.closed {
             return Err(invalid("CRISP session already checked: no further gates"));
         }
@@ -814,7 +818,7 @@ fn check_lin(sess: &Session, t: &LinBatch) -> Result<()> {
 /// not needed for this (μ alone is); it only keeps the model private.
 ///
 /// **Deviation from CRISP.** CRISP's linear layers (§IV, InitLin/Lin) are
-/// CKKS-based and need no dealer; this is the dealer-mode route (needs a
+/// CKKS-based and need no dealer ([`crate::crisp_ckks`]); this is the dealer-mode route (needs a
 /// [`Dealer`] trusted not to collude) and costs |W| elements of traffic
 /// per layer and inference (offline) plus 2·|x| online.
 pub fn linear(ch: &mut dyn Channel, sess: &mut Session, t: LinBatch, w: Option<&[u128]>, x: &AuthShare) -> Result<AuthShare> {

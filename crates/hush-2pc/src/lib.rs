@@ -23,6 +23,9 @@
 //!   lifted ring Z_2^(ℓ+s), the MAC-carrying ReLU and MaxPool gates, the
 //!   final consistency check with the server's abort path (protocol layer
 //!   only; see its docs for what is still missing).
+//! * [`crisp_ckks`] — CRISP's linear layers InitLin/Lin: value and MAC in
+//!   one ciphertext under the client's key (`hush_rlwe::ckks_crisp`),
+//!   producing authenticated shares for [`crisp`]'s gates and check.
 //! * [`nonlinear`] — one interface over the families: DReLU, ReLU, MaxPool,
 //!   faithful truncation.
 //! * [`deal`] — the dealing kinds this layer consumes, described once
@@ -48,6 +51,7 @@
 pub mod beaver;
 pub mod cf2;
 pub mod crisp;
+pub mod crisp_ckks;
 pub mod deal;
 pub mod fss;
 pub mod module_process;

@@ -295,6 +295,10 @@ pub struct BenchInferArgs {
     pub client_profile: String,
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// --mode malicious-client: the linear layers, ckks (CRISP's complex
+    /// packing, the default) or dealt (dealer-dealt bilinear triples).
+    #[arg(long, default_value = "ckks")]
+    pub crisp_linear: String,
     /// Also check the secure logits against the plaintext fixed-point reference.
     #[arg(long)]
     pub check: bool,
@@ -777,8 +781,8 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
 /// bytes, and checks the logits against the plaintext fixed-point
 /// reference (bit-exact expected). Refuses what it does not run.
 fn bench_malicious_client(a: BenchInferArgs) -> Result<()> {
-    if a.table || a.tls_overhead || a.model == "bert-base" {
-        return Err(Error::Config("--mode malicious-client: --table, --tls-overhead and bert-base are not supported (one model, one run per repetition)".into()));
+    if a.tls_overhead || a.model == "bert-base" {
+        return Err(Error::Config("--mode malicious-client: --tls-overhead and bert-base are not supported".into()));
     }
     if a.common.proto != "auto" {
         return Err(Error::Config("--mode malicious-client runs CRISP's MAC-carrying FSS gates; --proto does not apply".into()));
@@ -791,30 +795,102 @@ fn bench_malicious_client(a: BenchInferArgs) -> Result<()> {
     common.mode = "dealer".into();
     let mut o = options(&common, Some(&a.fixed), None)?;
     let _dealer = runtime::local_dealer(&mut o)?;
+    if a.table {
+        return malicious_client_table(&a, &o);
+    }
     let model = Arc::new(crate::zoo::load(&a.model)?);
     let plan = Plan::new(&model, o.cfg)?;
     let s = hush_2pc::crisp::DEFAULT_S;
+    let backend = crate::crisp_run::LinearBackend::parse(&a.crisp_linear)?;
+    let (proto, offline_note) = match backend {
+        crate::crisp_run::LinearBackend::Ckks => (
+            "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, CKKS linear layers (value + i·MAC in one ciphertext, exact scale q/2^k, client's key), final MAC check",
+            "offline = MAC key and all dealt gate correlations (dealer link) and the client's public key (client → server); offline_bytes counts the party link only",
+        ),
+        crate::crisp_run::LinearBackend::Dealt => (
+            "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers from dealt bilinear triples, final MAC check",
+            "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link only",
+        ),
+    };
     let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
     for _ in 0..a.repeat.max(1) {
         let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
-        let run = crate::crisp_run::run_local(model.clone(), &x, &o, s)?;
+        let run = crate::crisp_run::run_local_with(model.clone(), &x, &o, s, backend)?;
         let want = reference::run(&plan, &plan.encode_input(&x)?)?;
         let diff = plan.decode(&want).iter().zip(&run.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         let v = json!({
             "bench": "infer", "model": model.name, "mode": "malicious-client", "underneath": "dealer",
-            "protocol": "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers from dealt bilinear triples, final MAC check",
+            "protocol": proto, "linear": backend.name(),
             "net": a.common.net, "transport": "mem (network emulated)", "tls": false,
             "bits": o.cfg.bits, "frac": o.cfg.frac, "s": s,
             "online_s": run.client.online_s, "online_s_server": run.server.online_s,
             "online_bytes": run.client.online_bytes, "rounds": run.client.online_rounds,
             "offline_s": run.client.offline_s, "offline_bytes": run.client.offline_bytes,
             "dealer_bytes_server": run.server.dealer_bytes, "dealer_bytes_client": run.client.dealer_bytes, "dealer_requests": run.client.dealer_requests,
-            "offline_note": "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link only",
+            "offline_note": offline_note,
             "checked_openings": run.server.checked_openings, "check": "passed",
             "max_abs_diff_vs_reference": diff,
             "cpu": std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "unknown".into()),
         });
         print_report(a.json, &v);
+    }
+    Ok(())
+}
+
+/// `hush bench infer --table --mode malicious-client`: CRISP's benchmarks
+/// A (MiniONN MNIST) and B (MiniONN CIFAR) in the paper's shape — online
+/// time, communication, offline time — one run per model and `--repeat`,
+/// with CRISP's own figures beside (its machine and network, not like for
+/// like). Every run is checked bit-exact against the reference.
+fn malicious_client_table(a: &BenchInferArgs, o: &runtime::Options) -> Result<()> {
+    let backend = crate::crisp_run::LinearBackend::parse(&a.crisp_linear)?;
+    let s = hush_2pc::crisp::DEFAULT_S;
+    if !a.json {
+        println!("CRISP benchmarks, --mode malicious-client (dealer underneath), linear layers {}, net {}:", backend.name(), a.common.net);
+        println!("| benchmark | online s | online MB | rounds | offline s | offline MB (party link) | dealer MB (per party) | CRISP online s | CRISP MB |");
+        println!("|---|---|---|---|---|---|---|---|---|");
+    }
+    let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
+    for name in a.models.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        let (label, paper) = match name {
+            "minionn-mnist" => ("A (MiniONN MNIST)", Some((4.66, 49.0))),
+            "minionn-cifar" => ("B (MiniONN CIFAR)", Some((22.44, 136.0))),
+            _ => (name, None),
+        };
+        let model = Arc::new(crate::zoo::load(name)?);
+        let plan = Plan::new(&model, o.cfg)?;
+        for _ in 0..a.repeat.max(1) {
+            let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
+            let run = crate::crisp_run::run_local_with(model.clone(), &x, o, s, backend)?;
+            let want = reference::run(&plan, &plan.encode_input(&x)?)?;
+            if run.raw != want {
+                return Err(Error::Protocol(format!("{name}: malicious-client logits differ from the fixed-point reference")));
+            }
+            let c = &run.client;
+            if a.json {
+                println!(
+                    "{}",
+                    json!({"bench": "infer-table", "mode": "malicious-client", "model": name, "benchmark": label, "linear": backend.name(), "net": a.common.net,
+                        "online_s": c.online_s, "online_bytes": c.online_bytes, "rounds": c.online_rounds, "offline_s": c.offline_s,
+                        "offline_bytes": c.offline_bytes, "dealer_bytes_client": c.dealer_bytes, "dealer_bytes_server": run.server.dealer_bytes,
+                        "crisp_paper_online_s": paper.map(|p| p.0), "crisp_paper_mb": paper.map(|p| p.1), "check": "passed", "bit_exact": true})
+                );
+            } else {
+                let (ps, pm) = paper.map(|(a, b)| (format!("{a}"), format!("{b}"))).unwrap_or_else(|| ("–".into(), "–".into()));
+                println!(
+                    "| {label} | {:.3} | {:.2} | {} | {:.2} | {:.2} | {:.1} | {ps} | {pm} |",
+                    c.online_s,
+                    c.online_bytes as f64 / 1e6,
+                    c.online_rounds,
+                    c.offline_s,
+                    c.offline_bytes as f64 / 1e6,
+                    c.dealer_bytes as f64 / 1e6
+                );
+            }
+        }
+    }
+    if !a.json {
+        println!("(CRISP: Apple M1 Pro, 4 threads, SEAL CKKS; hush: both parties and the dealer in one process on this machine, in-memory link with the --net emulation; all runs bit-exact vs the fixed-point reference.)");
     }
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! Model-level inference against a **malicious client** (CRISP, issue 14)
-//! in dealer mode: a [`Plan`] run on authenticated shares
+//! in dealer mode. Two linear backends ([`LinearBackend`]): `ckks`, the
+//! default, CRISP's own linear layers ([`crate::crisp_ckks`]), and
+//! `dealt`, this module's: a [`Plan`] run on authenticated shares
 //! ([`hush_2pc::crisp`]) — private-weight linear layers
 //! ([`hush_2pc::crisp::linear`], dealer-dealt bilinear triples; the dealer
 //! never sees W), the server adds the bias, an exact MAC-carrying
@@ -318,6 +320,41 @@ pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer
     ))
 }
 
+/// The linear layers of `--mode malicious-client`: CRISP's own (CKKS
+/// complex packing, [`crate::crisp_ckks`], the default) or the
+/// dealer-dealt bilinear triples of this module.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinearBackend {
+    #[default]
+    Ckks,
+    Dealt,
+}
+
+impl LinearBackend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            LinearBackend::Ckks => "ckks",
+            LinearBackend::Dealt => "dealt",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "ckks" => Ok(LinearBackend::Ckks),
+            "dealt" => Ok(LinearBackend::Dealt),
+            o => Err(Error::Config(format!("malicious-client linear layers: '{o}' (expected ckks or dealt)"))),
+        }
+    }
+}
+
+/// [`party`] with the linear layers of `backend`.
+#[allow(clippy::too_many_arguments)]
+pub fn party_with(backend: LinearBackend, model: &Model, plan: &Plan, p: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
+    match backend {
+        LinearBackend::Ckks => crate::crisp_ckks::party(model, plan, p, ch, dealer, s, x, log),
+        LinearBackend::Dealt => party(model, plan, p, ch, dealer, s, x, log),
+    }
+}
+
 /// A local malicious-client run (both parties in this process).
 pub struct LocalRun {
     /// The client's decoded logits.
@@ -333,6 +370,11 @@ pub struct LocalRun {
 /// the correlations from the dealer service of `opts.mode` (which must be
 /// `dealer`; see [`crate::runtime::local_dealer`] to start one here).
 pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime::Options, s: u32) -> Result<LocalRun> {
+    run_local_with(model, x, opts, s, LinearBackend::default())
+}
+
+/// [`run_local`] with the linear layers of `backend`.
+pub fn run_local_with(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime::Options, s: u32, backend: LinearBackend) -> Result<LocalRun> {
     use crate::runtime::Mode;
     use hush_tee::{DealerModule, ModuleRole};
     let (addr, pin) = match &opts.mode {
@@ -352,11 +394,11 @@ pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime:
     let (m2, p2) = (model.clone(), plan.clone());
     let srv = std::thread::spawn(move || -> Result<CrispCost> {
         let mut d = Dealer::new(Box::new(smod));
-        let (_, c) = party(&m2, &p2, 0, &mut a, &mut d, s, None, &mut |l| eprintln!("hush (server): {l}"))?;
+        let (_, c) = party_with(backend, &m2, &p2, 0, &mut a, &mut d, s, None, &mut |l| eprintln!("hush (server): {l}"))?;
         Ok(c)
     });
     let mut d = Dealer::new(Box::new(cmod));
-    let cli = party(&client_model, &client_plan, 1, &mut b, &mut d, s, Some(&xq), &mut |_| {});
+    let cli = party_with(backend, &client_model, &client_plan, 1, &mut b, &mut d, s, Some(&xq), &mut |_| {});
     drop(b);
     let server = srv.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
     let (y, client) = cli?;

@@ -45,6 +45,7 @@
 
 pub mod bert;
 pub mod budget;
+pub mod crisp_ckks;
 pub mod crisp_run;
 pub mod cli;
 pub mod encoder;

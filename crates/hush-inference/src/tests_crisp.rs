@@ -21,8 +21,8 @@ fn input(n: usize, seed: u64) -> Vec<f64> {
     (0..n).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect()
 }
 
-/// MiniONN MNIST (conv, ReLU, MaxPool, dense) with private weights: the
-/// released logits equal the fixed-point reference bit for bit (every
+/// MiniONN MNIST (conv, ReLU, MaxPool, dense) with private weights and
+/// the default linear layers (CRISP's CKKS packing): the released logits equal the fixed-point reference bit for bit (every
 /// CRISP gate is exact), and the semi-honest dealer path's (`fss`, also
 /// exact) — so the documented error between the two paths is zero, and
 /// both are within the fixed-point error of the float model.
@@ -85,6 +85,19 @@ impl Channel for Tamper {
 /// the check's error, the client gets no output. Honest runs pass.
 #[test]
 fn tampering_client_is_caught_at_model_level() {
+    tampering_at_model_level(crisp_run::LinearBackend::Dealt);
+}
+
+/// The same with CRISP's CKKS linear layers: the client's messages are δ,
+/// the conv's ciphertexts ("change its ciphertext": its seed altered),
+/// trunc, ReLU, 2 MaxPool levels, the dense layer's ciphertexts, trunc, z
+/// and q; every alteration is caught before any output.
+#[test]
+fn tampering_client_is_caught_at_model_level_ckks() {
+    tampering_at_model_level(crisp_run::LinearBackend::Ckks);
+}
+
+fn tampering_at_model_level(backend: crisp_run::LinearBackend) {
     use crate::model::{Builder, Model};
     let mut p = Prg::new(Block(5));
     let mut r = |n: usize, s: f32| (0..n).map(|_| ((p.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32 * s).collect::<Vec<f32>>();
@@ -110,15 +123,22 @@ fn tampering_client_is_caught_at_model_level() {
         let ts = std::thread::spawn(move || {
             let mut d = Dealer::in_process(&mut a, 0).unwrap();
             let mut lines = Vec::new();
-            let r = crisp_run::party(&m2, &p2, 0, &mut a, &mut d, 40, None, &mut |l| lines.push(l.to_string()));
+            let r = crisp_run::party_with(backend, &m2, &p2, 0, &mut a, &mut d, 40, None, &mut |l| lines.push(l.to_string()));
             (r.map(|x| x.0), lines)
         });
         let mut ch = Tamper { inner: cb, target: usize::MAX, n: 0 };
         let mut d = Dealer::in_process(&mut ch.inner, 1).unwrap();
-        let mut off = crisp_run::offline(&cmodel, &cplan, 1, &mut ch, &mut d, 40).unwrap();
-        ch.target = target;
-        ch.n = 0;
-        let rc = crisp_run::online(&cplan, &mut ch, &mut off, Some(&xq), &mut |_| {});
+        let rc = if backend == crisp_run::LinearBackend::Dealt {
+            let mut off = crisp_run::offline(&cmodel, &cplan, 1, &mut ch, &mut d, 40).unwrap();
+            ch.target = target;
+            ch.n = 0;
+            crisp_run::online(&cplan, &mut ch, &mut off, Some(&xq), &mut |_| {})
+        } else {
+            let mut off = crate::crisp_ckks::offline(&cmodel, &cplan, 1, &mut ch, &mut d, 40).unwrap();
+            ch.target = target;
+            ch.n = 0;
+            crate::crisp_ckks::online(&cplan, &mut ch, &mut off, Some(&xq), &mut |_| {})
+        };
         drop(ch);
         let (rs, lines) = ts.join().unwrap();
         if target == usize::MAX {
@@ -174,5 +194,38 @@ fn avgpool_add_and_constants_match_reference() {
     let run = crisp_run::run_local(model.clone(), &x, &o, 40).unwrap();
     let plan = Plan::new(&model, o.cfg).unwrap();
     assert_eq!(run.raw, reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap());
+    h.shutdown();
+}
+
+/// Both linear backends (CKKS as in CRISP, and the dealt triples) on a
+/// model with conv, dense, AvgPool, AddConst and Add: bit-exact against
+/// the fixed-point reference, so the CKKS error after rounding is zero.
+#[test]
+fn both_linear_backends_match_reference() {
+    use crate::model::{Builder, Model};
+    let mut p = Prg::new(Block(18));
+    let mut r = |n: usize, s: f32| (0..n).map(|_| ((p.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32 * s).collect::<Vec<f32>>();
+    let (mut b, x) = Builder::new("both", &[2, 6, 6]);
+    let c = b.conv(x, 3, [3, 3], [1, 1], [1; 4], &r(54, 0.4), &r(3, 0.1));
+    let c = b.relu(c);
+    let a = b.avgpool(c, [2, 2], [2, 2], [0; 4], true);
+    let f = b.flatten(a);
+    let y = b.dense(f, 5, &r(135, 0.3), &r(5, 0.1));
+    let model = Arc::new(Model::from_bytes(&b.finish(y)).unwrap());
+    let h = start_dealer();
+    let o = Options { mode: Mode::Dealer { addr: h.addr.to_string(), pin: None }, ..Default::default() };
+    let x = input(72, 12);
+    let plan = Plan::new(&model, o.cfg).unwrap();
+    let want = reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap();
+    for backend in [crisp_run::LinearBackend::Ckks, crisp_run::LinearBackend::Dealt] {
+        let run = crisp_run::run_local_with(model.clone(), &x, &o, 40, backend).unwrap();
+        assert_eq!(run.raw, want, "{backend:?}");
+        // CKKS: the offline phase carries only the client's public key, not masked weights
+        if backend == crisp_run::LinearBackend::Ckks {
+            assert!(run.client.offline_bytes < 300_000, "{}", run.client.offline_bytes);
+        }
+    }
+    assert_eq!(crisp_run::LinearBackend::parse("ckks").unwrap(), crisp_run::LinearBackend::default());
+    assert!(crisp_run::LinearBackend::parse("bfv").is_err());
     h.shutdown();
 }

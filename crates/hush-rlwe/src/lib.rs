@@ -22,6 +22,9 @@
 //!   value + i·MAC slot packing; the building block of CRISP's linear
 //!   layers (its docs state the parameters, the measured error and what is
 //!   still missing for exact MAC checks).
+//! * [`ckks_crisp`] — CRISP's linear layers: value + X^(N/2)·MAC (the
+//!   imaginary unit of every CKKS slot) in one ciphertext, exact scale
+//!   q/2^k on the lifted ring, flooding, the well-formedness gap stated.
 //! * [`wire`] — bit-packed residues with range checks.
 //!
 //! The crate sits at the protocol layer and depends only on transport and
@@ -30,6 +33,7 @@
 
 pub mod cheetah;
 pub mod ckks;
+pub mod ckks_crisp;
 pub mod he;
 pub mod params;
 pub mod ring;
