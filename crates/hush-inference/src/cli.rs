@@ -38,12 +38,21 @@ pub struct CommonArgs {
     /// gives no hardware protection), dealer (a `hush dealer` service on a
     /// third host, trusted not to collude with either party), interactive
     /// (cryptography only: Cheetah HE linear layers, cf2 on Ferret COTs) or
-    /// silent (HE linear layers, cf2 on SilentFlow COTs from the modules).
-    /// Both parties must use the same mode. (malicious-client — CRISP — runs
-    /// only in `hush bench infer`, dealer underneath; elsewhere it is
-    /// refused with what is still missing.)
+    /// silent (HE linear layers, cf2 on SilentFlow COTs from the modules) or
+    /// malicious-client (CRISP: MACs on every wire and a final consistency
+    /// check against a client that deviates; a dealer underneath, never a
+    /// simulated module). Both parties must use the same mode.
     #[arg(long, default_value = "tee")]
     pub mode: String,
+    /// malicious-client mode: the MAC parameter s of the lifted ring
+    /// Z_2^(ℓ+s) (default 40; a cheating client passes the check with
+    /// probability ≤ (s+3)·2^-(s+2)). Both parties must use the same.
+    #[arg(long, value_name = "S")]
+    pub mac_s: Option<u32>,
+    /// malicious-client mode: the linear-layer backend (triples: dealer-dealt
+    /// bilinear triples, the only one built). Both parties must use the same.
+    #[arg(long, value_name = "BACKEND")]
+    pub crisp_linear: Option<String>,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
     /// layers (he128-n8192-p50: N = 8192, four 50-bit primes, log q < 200,
     /// 128-bit HE standard, AVX-512 IFMA kernels; he128-n8192: three 60-bit
@@ -349,11 +358,15 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     let predeal_mem = parse_size(&common.predeal_mem)?;
     let link = resolve_link(&common.link)?;
     // dealer mode without --dealer: a local dealer is filled in by local_dealer()
-    let mode = if common.mode == "dealer" && common.dealer.is_none() {
+    let mode = if (common.mode == "dealer" || common.mode == "malicious-client") && common.dealer.is_none() {
         if common.dealer_pin.is_some() {
             return Err(Error::Config("--dealer-pin needs --dealer ADDR".into()));
         }
-        runtime::Mode::Dealer { addr: String::new(), pin: None }
+        if common.mode == "dealer" {
+            runtime::Mode::Dealer { addr: String::new(), pin: None }
+        } else {
+            runtime::Mode::MaliciousClient { addr: String::new(), pin: None }
+        }
     } else {
         runtime::Mode::from_flags(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?
     };
@@ -371,6 +384,16 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     };
     o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
+    if let runtime::Mode::MaliciousClient { .. } = o.mode {
+        let d = crate::crisp_run::CrispOptions::default();
+        o.crisp = crate::crisp_run::CrispOptions { s: common.mac_s.unwrap_or(d.s), linear: common.crisp_linear.clone().unwrap_or(d.linear) };
+        o.crisp.check()?;
+        if max_mem.is_some() {
+            return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
+        }
+    } else if common.mac_s.is_some() || common.crisp_linear.is_some() {
+        return Err(Error::Config(format!("--mac-s and --crisp-linear apply to --mode malicious-client, not --mode {}", o.mode.name())));
+    }
     if o.cot_set.is_some() && !o.mode.he() {
         return Err(Error::Config(format!("--cot-set applies to --mode interactive and silent, not --mode {}", o.mode.name())));
     }
@@ -444,6 +467,9 @@ fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
     if common.mode == "dealer" && common.dealer.is_none() {
         return Err(Error::Config(format!("{cmd} --mode dealer needs --dealer ADDR (where `hush dealer` listens) and --dealer-pin sha256:<hex>")));
     }
+    if common.mode == "malicious-client" && common.dealer.is_none() {
+        return Err(Error::Config(format!("{cmd}: {}", runtime::MALICIOUS_CLIENT_NEEDS_DEALER)));
+    }
     Ok(())
 }
 
@@ -452,6 +478,10 @@ fn mode_line(o: &Options) -> String {
         runtime::Mode::Tee => format!("tee mode, modules {} (attestation {})", o.tee, hush_tee::SIMULATED_NOTE),
         runtime::Mode::Dealer { addr, .. } => format!("dealer mode, dealer at {addr} (trusted not to collude with either party)"),
         runtime::Mode::Interactive => format!("interactive mode: cryptography only — HE linear layers ({}), cf2 comparisons on Ferret COTs", o.he_params),
+        runtime::Mode::MaliciousClient { addr, .. } => format!(
+            "malicious-client mode (CRISP): MACs under a fresh key per inference, one consistency check before any output, MAC parameter s = {}, linear backend {}; dealer at {addr} (trusted not to collude with either party)",
+            o.crisp.s, o.crisp.linear
+        ),
         runtime::Mode::Silent => format!(
             "silent mode: HE linear layers ({}), cf2 comparisons on SilentFlow COTs from the modules ({}, attestation {})",
             o.he_params,
@@ -686,7 +716,7 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
         return crate::bert::bench_bert_main(&a);
     }
     if a.common.mode == "malicious-client" {
-        return bench_malicious_client(a);
+        return bench_malicious_client(a, probe);
     }
     if a.table {
         return bench_infer_table(a, probe);
@@ -770,52 +800,143 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
     Ok(())
 }
 
-/// `hush bench infer --mode malicious-client`: CRISP (issue 14) in dealer
-/// mode ([`crate::crisp_run`]), both parties in this process over an
-/// in-memory link with the `--net` emulation, the dealer service started
-/// here unless `--dealer` names one. Reports online and offline time and
-/// bytes, and checks the logits against the plaintext fixed-point
-/// reference (bit-exact expected). Refuses what it does not run.
-fn bench_malicious_client(a: BenchInferArgs) -> Result<()> {
-    if a.table || a.tls_overhead || a.model == "bert-base" {
-        return Err(Error::Config("--mode malicious-client: --table, --tls-overhead and bert-base are not supported (one model, one run per repetition)".into()));
+/// CRISP's own figures (§VI, Tables II and III; Apple M1 Pro, LAN, CKKS
+/// linear layers, C++): (benchmark, model, online s, online MB, offline
+/// s, offline MB).
+const CRISP_PAPER: [(&str, &str, f64, f64, f64, f64); 2] = [("A", "minionn-mnist", 4.66, 49.11, 1.45, 5.0), ("B", "minionn-cifar", 22.44, 136.36, 16.37, 78.0)];
+
+/// `hush bench infer --mode malicious-client` (`--table`: CRISP's
+/// benchmarks A and B beside the paper's figures): CRISP (issue 14) over
+/// the served session protocol ([`crate::crisp_serve`]) — both parties in
+/// this process on their own threads, over TCP loopback with TLS 1.3
+/// (ephemeral identities, pinned) unless `--transport mem` or `--insecure`,
+/// and the dealer service: the one `--dealer` names (e.g. a `hush dealer`
+/// process), else one started in this process (its own threads, reached
+/// over TCP with TLS like an external one). Reports online and offline
+/// time and bytes and the dealer links, and checks the logits against the
+/// plaintext fixed-point reference (bit-exact expected).
+fn bench_malicious_client(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+    if a.tls_overhead || a.model == "bert-base" {
+        return Err(Error::Config("--mode malicious-client: --tls-overhead and bert-base are not supported".into()));
     }
-    if a.common.proto != "auto" {
-        return Err(Error::Config("--mode malicious-client runs CRISP's MAC-carrying FSS gates; --proto does not apply".into()));
+    if a.client_profile != "none" {
+        return Err(Error::Config("--mode malicious-client: --client-profile is not wired yet".into()));
     }
-    if a.max_mem.is_some() || a.client_profile != "none" {
-        return Err(Error::Config("--mode malicious-client: --max-mem and --client-profile are not wired yet".into()));
+    let mut o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    if let Some(p) = probe {
+        runtime::install_mem_probe(p);
     }
-    // dealer underneath: a local dealer unless --dealer is given
-    let mut common = a.common.clone();
-    common.mode = "dealer".into();
-    let mut o = options(&common, Some(&a.fixed), None)?;
+    let external = a.common.dealer.clone();
     let _dealer = runtime::local_dealer(&mut o)?;
-    let model = Arc::new(crate::zoo::load(&a.model)?);
-    let plan = Plan::new(&model, o.cfg)?;
-    let s = hush_2pc::crisp::DEFAULT_S;
-    let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
-    for _ in 0..a.repeat.max(1) {
-        let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
-        let run = crate::crisp_run::run_local(model.clone(), &x, &o, s)?;
-        let want = reference::run(&plan, &plan.encode_input(&x)?)?;
-        let diff = plan.decode(&want).iter().zip(&run.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        let v = json!({
-            "bench": "infer", "model": model.name, "mode": "malicious-client", "underneath": "dealer",
-            "protocol": "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers from dealt bilinear triples, final MAC check",
-            "net": a.common.net, "transport": "mem (network emulated)", "tls": false,
-            "bits": o.cfg.bits, "frac": o.cfg.frac, "s": s,
-            "online_s": run.client.online_s, "online_s_server": run.server.online_s,
-            "online_bytes": run.client.online_bytes, "rounds": run.client.online_rounds,
-            "offline_s": run.client.offline_s, "offline_bytes": run.client.offline_bytes,
-            "dealer_bytes_server": run.server.dealer_bytes, "dealer_bytes_client": run.client.dealer_bytes, "dealer_requests": run.client.dealer_requests,
-            "offline_note": "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link only",
-            "checked_openings": run.server.checked_openings, "check": "passed",
-            "max_abs_diff_vs_reference": diff,
-            "cpu": std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "unknown".into()),
-        });
-        print_report(a.json, &v);
+    let dealer_where = match &external {
+        Some(d) => format!("external dealer at {d}"),
+        None => format!("dealer service started in this process (threads), reached over TCP loopback{}", if o.link.is_tls() { " with TLS" } else { " (plaintext)" }),
+    };
+    let tcp = match a.transport.as_str() {
+        "tcp" => true,
+        "mem" => false,
+        t => return Err(Error::Config(format!("--transport {t}: choose tcp or mem"))),
+    };
+    let link = if !tcp { "in-memory (network emulated)" } else if o.link.is_tls() { "TCP loopback, TLS 1.3 (ephemeral identities, both pinned)" } else { "TCP loopback, plaintext (--insecure)" };
+    if !o.link.is_tls() {
+        announce_link("hush", &o.link);
     }
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "unknown".into());
+    let models: Vec<String> = if a.table { a.models.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect() } else { vec![a.model.clone()] };
+    let mut rows = Vec::new();
+    for name in &models {
+        let model = Arc::new(crate::zoo::load(name)?);
+        let plan = Plan::new(&model, o.cfg)?;
+        let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
+        for _ in 0..a.repeat.max(1) {
+            let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
+            if a.table && !a.json {
+                eprint!("\rhush bench infer --table --mode malicious-client: {name} ...            ");
+            }
+            let run = runtime::run_local_probed(model.clone(), &model.input_shape.clone(), &x, &o, tcp, |_, _| {}, probe)?;
+            let want = reference::run(&plan, &plan.encode_input(&x)?)?;
+            let diff = plan.decode(&want).iter().zip(&run.inference.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            let mut v = runtime::run_json(&model, &run, &o);
+            let c = run.inference.report.crisp.clone().unwrap_or_default();
+            v["underneath"] = json!("dealer");
+            v["dealer"] = json!(dealer_where);
+            v["link"] = json!(link);
+            v["protocol"] = json!(format!(
+                "CRISP: MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers ({}), final MAC check",
+                o.crisp.linear
+            ));
+            v["s"] = json!(o.crisp.s);
+            v["crisp_linear"] = json!(o.crisp.linear);
+            v["online_s"] = json!(c.online_s);
+            v["offline_s"] = json!(c.offline_s);
+            v["setup_s"] = json!(run.inference.report.offline_secs);
+            v["offline_bytes"] = json!(c.offline_bytes);
+            v["dealer_bytes_client"] = json!(c.dealer_bytes);
+            v["dealer_requests_client"] = json!(c.dealer_requests);
+            v["checked_openings"] = json!(c.checked_openings);
+            v["check"] = json!("passed");
+            v["offline_note"] = json!("offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link, dealer_bytes_client the client's dealer link");
+            v["max_abs_diff_vs_reference"] = json!(diff);
+            v["bit_exact_vs_reference"] = json!(run.inference.logits == plan.decode(&want));
+            v["cpu"] = json!(cpu);
+            v["zoo_model"] = json!(name);
+            if let Some((b, _, _, _, _, _)) = CRISP_PAPER.iter().find(|r| r.1 == name.as_str()) {
+                v["crisp_benchmark"] = json!(b);
+            }
+            if a.table {
+                v.as_object_mut().map(|m| m.remove("per_layer"));
+                if a.json {
+                    println!("{v}");
+                }
+            } else {
+                print_report(a.json, &v);
+                if !a.json {
+                    println!(
+                        "  malicious-client (s = {}): check passed over {} openings; offline {:.3} s, {} B party link, {} B client dealer link; logits {} the fixed-point reference; {link}; {dealer_where}",
+                        o.crisp.s,
+                        c.checked_openings,
+                        c.offline_s,
+                        c.offline_bytes,
+                        c.dealer_bytes,
+                        if diff == 0.0 { "equal" } else { "DIFFER from" }
+                    );
+                }
+            }
+            rows.push(v);
+        }
+    }
+    if !a.table || a.json {
+        return Ok(());
+    }
+    eprintln!();
+    println!("hush bench infer --table --mode malicious-client — CRISP's benchmarks against a malicious client ({cpu}; both parties and the dealer on this machine; {link}; {dealer_where}; net {}; s = {}; one row per run)", o.profile.name, o.crisp.s);
+    println!(
+        "{:<3} {:<14} {:>9} {:>10} {:>7} {:>10} {:>11} {:>13} | {:>9} {:>10} {:>10} {:>11}",
+        "", "model", "online s", "online MB", "rounds", "offline s", "offline MB", "dealer MB/pty", "CRISP s", "CRISP MB", "CRISP off s", "CRISP off MB"
+    );
+    for v in &rows {
+        let name = v["zoo_model"].as_str().unwrap_or("");
+        let paper = CRISP_PAPER.iter().find(|r| r.1 == name);
+        let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+        println!(
+            "{:<3} {:<14} {:>9.3} {:>10.2} {:>7} {:>10.2} {:>11.2} {:>13.1} | {:>9} {:>10} {:>10} {:>11}",
+            paper.map(|p| p.0).unwrap_or("-"),
+            name,
+            f("online_s"),
+            f("online_bytes") / 1e6,
+            v["rounds"],
+            f("offline_s"),
+            f("offline_bytes") / 1e6,
+            f("dealer_bytes_client") / 1e6,
+            paper.map(|p| format!("{:.2}", p.2)).unwrap_or_else(|| "-".into()),
+            paper.map(|p| format!("{:.2}", p.3)).unwrap_or_else(|| "-".into()),
+            paper.map(|p| format!("{:.2}", p.4)).unwrap_or_else(|| "-".into()),
+            paper.map(|p| format!("{:.0}", p.5)).unwrap_or_else(|| "-".into()),
+        );
+    }
+    println!("online = the client's, from its input to the released logits (after the check); offline = MAC key, dealt correlations and masked weights;");
+    println!("CRISP's figures: §VI Tables II-III (Apple M1 Pro, LAN, C++/SEAL). Not like for like: CRISP's linear layers are CKKS (no third party),");
+    println!("hush's here are dealer-dealt bilinear triples (a dealer that colludes with neither party; its links are the dealer MB column, per party).");
     Ok(())
 }
 

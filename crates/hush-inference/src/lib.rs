@@ -46,6 +46,7 @@
 pub mod bert;
 pub mod budget;
 pub mod crisp_run;
+pub mod crisp_serve;
 pub mod cli;
 pub mod encoder;
 pub mod engine;
