@@ -131,13 +131,12 @@
 //!   integer-exact decoding mod 2^k, flooding, client ciphertext checks.
 //!   The dealer-mode [`linear`] stands in for them (its docs: protocol,
 //!   views, soundness).
-//! * Engine wiring: a model runner exists in dealer mode
-//!   (`hush_inference::crisp_run`, one [`Session`] per inference,
-//!   [`trunc`] after each weighted layer, the release through
-//!   [`reveal_to_client`]; reachable as `hush bench infer --mode
-//!   malicious-client`); the served mode (runtime sessions over a network,
-//!   serve/infer/run, Python) is not built. Tee underneath only with real
-//!   hardware.
+//! * Tee underneath only with real hardware. (The engine wiring exists:
+//!   `hush_inference::crisp_run` runs a model, one [`Session`] per
+//!   inference, [`trunc`] after each weighted layer, the release through
+//!   [`reveal_to_client`]; `hush_inference::crisp_serve` serves it as
+//!   `--mode malicious-client` in serve/infer/run/bench and Python, over
+//!   TCP + TLS with the dealer service.)
 //!
 //! Untrusted bytes: every message is length-checked before allocation
 //! (the transport caps frames; the expected length is computed from public

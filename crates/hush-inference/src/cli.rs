@@ -47,12 +47,12 @@ pub struct CommonArgs {
     /// malicious-client mode: the MAC parameter s of the lifted ring
     /// Z_2^(ℓ+s) (default 40; a cheating client passes the check with
     /// probability ≤ (s+3)·2^-(s+2)). Both parties must use the same.
-    #[arg(long, value_name = "S")]
-    pub mac_s: Option<u32>,
+    #[arg(long, value_name = "S", default_value_t = hush_2pc::crisp::DEFAULT_S)]
+    pub mac_s: u32,
     /// malicious-client mode: the linear-layer backend (triples: dealer-dealt
     /// bilinear triples, the only one built). Both parties must use the same.
-    #[arg(long, value_name = "BACKEND")]
-    pub crisp_linear: Option<String>,
+    #[arg(long, value_name = "BACKEND", default_value = "triples")]
+    pub crisp_linear: String,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
     /// layers (he128-n8192-p50: N = 8192, four 50-bit primes, log q < 200,
     /// 128-bit HE standard, AVX-512 IFMA kernels; he128-n8192: three 60-bit
@@ -385,13 +385,12 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
     if let runtime::Mode::MaliciousClient { .. } = o.mode {
-        let d = crate::crisp_run::CrispOptions::default();
-        o.crisp = crate::crisp_run::CrispOptions { s: common.mac_s.unwrap_or(d.s), linear: common.crisp_linear.clone().unwrap_or(d.linear) };
+        o.crisp = crate::crisp_run::CrispOptions { s: common.mac_s, linear: common.crisp_linear.clone() };
         o.crisp.check()?;
         if max_mem.is_some() {
             return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
         }
-    } else if common.mac_s.is_some() || common.crisp_linear.is_some() {
+    } else if common.mac_s != hush_2pc::crisp::DEFAULT_S || common.crisp_linear != "triples" {
         return Err(Error::Config(format!("--mac-s and --crisp-linear apply to --mode malicious-client, not --mode {}", o.mode.name())));
     }
     if o.cot_set.is_some() && !o.mode.he() {
