@@ -923,7 +923,7 @@ fn bench_malicious_client(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -
             name,
             f("online_s"),
             f("online_bytes") / 1e6,
-            v["rounds"],
+            v["rounds"].as_u64().unwrap_or(0),
             f("offline_s"),
             f("offline_bytes") / 1e6,
             f("dealer_bytes_client") / 1e6,
