@@ -338,7 +338,7 @@ impl NativeClient {
             }
             Err(_) => return Err(PyRuntimeError::new_err("internal error (Rust panic caught at the Python boundary)")),
         };
-        let report = serde_json::json!({
+        let mut report = serde_json::json!({
             "online_s": r.report.online_secs,
             "offline_s": r.report.offline_secs,
             "bytes_sent": r.report.layers.iter().map(|l| l.bytes_sent).sum::<u64>(),
@@ -346,6 +346,12 @@ impl NativeClient {
             "rounds": r.report.layers.iter().map(|l| l.rounds).sum::<u32>(),
             "module": r.report.module,
         });
+        if let Some(c) = &r.report.crisp {
+            // malicious-client mode: the server's check passed before the release
+            report["mac_check"] = serde_json::json!("passed");
+            report["checked_openings"] = serde_json::json!(c.checked_openings);
+            report["dealer_bytes"] = serde_json::json!(c.dealer_bytes);
+        }
         self.put(s);
         Ok((r.logits, r.shape, report.to_string()))
     }
