@@ -983,7 +983,14 @@ pub fn reveal_to_client(
         send_values(ch, &l, &z1)?;
         z1.zeroize();
         sess.pending.extend(y.m.iter().zip(&masks.sigma).map(|(m, s)| l.add(*m, *s)));
-        let seed = crate::wire::recv(ch, STEP_SEED, 16)?;
+        // the seed, or the server's abort on a malformed z_1
+        let seed = ch.recv()?;
+        if seed.as_slice() == [ABORT] {
+            return Err(crate::Error::Aborted("the server rejected this client's output opening; no output was released".into()));
+        }
+        if seed.len() != 16 {
+            return Err(malformed(STEP_SEED, format!("{} bytes, expected 16", seed.len())));
+        }
         let seed = Block::from_slice(&seed);
         let q1 = sess.q_share(seed);
         send_values(ch, &l, &[q1])?;

@@ -338,7 +338,9 @@ const TINY_ONLINE_SENDS: usize = 10;
 /// online messages, or a replay of the previous inference's message in
 /// the second inference) get an abort and no output, the server logs the
 /// failed check and ends only that session, and an honest client served
-/// right after each deviant one gets the right output.
+/// right after each deviant one gets the right output. 8 deviant sessions
+/// by default; `CRISP_SERVED_TRIALS=N` runs N (`scripts/crisp_served_trials.sh`)
+/// and prints the counts as one JSON line.
 #[test]
 fn served_over_tls_honest_equals_reference_and_deviants_are_aborted() {
     let model = tiny_cnn();
@@ -362,10 +364,13 @@ fn served_over_tls_honest_equals_reference_and_deviants_are_aborted() {
     srv.wait_sessions(1);
     let mut p = Prg::new(Block(0xc415));
     let mut ended = 1;
-    let mut aborted = 0;
-    let trials = 8;
+    let mut aborted = 0u64;
+    let mut harmless = 0u64;
+    let trials: u64 = std::env::var("CRISP_SERVED_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+    let mut kinds = [0u64; 3];
     for t in 0..trials {
         let first = 2; // hello, "I"
+        kinds[[0, 0, 1, 2][(t % 4) as usize]] += 1;
         let how = match t % 4 {
             0 | 1 => Deviate::Flip { at: first + (p.next_u64() as usize % TINY_ONLINE_SENDS), byte: p.next_u64() as usize, bit: p.next_u64() as u8 },
             2 => Deviate::Add { at: first + (p.next_u64() as usize % TINY_ONLINE_SENDS), byte: p.next_u64() as usize, add: p.next_u64() | 1 },
@@ -377,16 +382,34 @@ fn served_over_tls_honest_equals_reference_and_deviants_are_aborted() {
         };
         let mut s = deviant_session(&addr, &srv.client, how).unwrap();
         let x = input(36, 7 + t);
+        let want_of = |x: &[f64]| plan.decode(&reference::run(&plan, &plan.encode_input(x).unwrap()).unwrap());
         let r1 = s.infer(&model.input_shape.clone(), &x, |_, _| {});
-        let r = match how {
+        let (r, want) = match how {
             Deviate::Replay { .. } => {
-                let want = plan.decode(&reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap());
-                assert_eq!(r1.unwrap().logits, want, "{how:?}: the first inference is honest");
-                s.infer(&model.input_shape.clone(), &input(36, 1000 + t), |_, _| {})
+                assert_eq!(r1.unwrap().logits, want_of(&x), "{how:?}: the first inference is honest");
+                let x2 = input(36, 1000 + t);
+                (s.infer(&model.input_shape.clone(), &x2, |_, _| {}), want_of(&x2))
             }
-            _ => r1,
+            _ => (r1, want_of(&x)),
         };
-        let e = r.err().unwrap_or_else(|| panic!("{how:?}: the deviant client got an output")).to_string();
+        let e = match r {
+            // A deviation confined to the lift's upper bits (an error that is
+            // a multiple of 2^ℓ, e.g. a flipped bit ≥ ℓ of an opening)
+            // changes no value and may pass (crisp.rs, "Soundness"): the
+            // output must then be exactly the honest one.
+            Ok(out) => {
+                assert_eq!(out.logits, want, "{how:?}: a deviant client got a WRONG output");
+                harmless += 1;
+                s.close().unwrap();
+                ended += 1;
+                srv.wait_sessions(ended);
+                honest(200 + t);
+                ended += 1;
+                srv.wait_sessions(ended);
+                continue;
+            }
+            Err(e) => e.to_string(),
+        };
         // a failed check: the server's abort; a message the server cannot
         // even parse (a value pushed past 2^(ℓ+s)): the session ends at once
         assert!(e.contains("aborted") || e.contains("ended the session before the consistency check passed"), "{how:?}: {e}");
@@ -402,8 +425,17 @@ fn served_over_tls_honest_equals_reference_and_deviants_are_aborted() {
         ended += 1;
         srv.wait_sessions(ended);
     }
-    assert_eq!(srv.counts(), (1 + trials, trials), "log: {:?}", srv.lines.lock().unwrap());
-    assert!(aborted >= trials / 2, "most deviations reach the check ({aborted} of {trials})");
+    assert_eq!(srv.counts(), (1 + trials + harmless, trials - harmless), "log: {:?}", srv.lines.lock().unwrap());
+    assert!(aborted > 0);
+    println!(
+        "{{\"bench\":\"crisp-served-trials\",\"link\":\"TCP + TLS, TLS dealer\",\"deviant_sessions\":{trials},\"flip\":{},\"add\":{},\"replay\":{},\"aborted_at_check\":{aborted},\"ended_on_malformed\":{},\"harmless_passed_with_the_honest_output\":{harmless},\"wrong_outputs\":0,\"honest_sessions\":{},\"honest_correct\":{}}}",
+        kinds[0],
+        kinds[1],
+        kinds[2],
+        trials - aborted - harmless,
+        trials + 1,
+        trials + 1
+    );
 }
 
 /// The hello agrees on the mode, s and the linear backend: a client with
