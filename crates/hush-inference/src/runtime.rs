@@ -1430,6 +1430,16 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         v["he_params"] = json!(h);
         v["cot_source"] = json!(if opts.mode == Mode::Silent { "silent (SilentFlow, module-expanded)" } else { "ferret" });
     }
+    if let Some(cc) = &c.crisp {
+        // malicious-client mode: the check passed before the release
+        v["s"] = json!(opts.crisp.s);
+        v["crisp_linear"] = json!(opts.crisp.linear);
+        v["check"] = json!("passed");
+        v["checked_openings"] = json!(cc.checked_openings);
+        v["offline_bytes"] = json!(cc.offline_bytes);
+        v["dealer_bytes_client"] = json!(cc.dealer_bytes);
+        v["dealer_requests_client"] = json!(cc.dealer_requests);
+    }
     v["client_profile"] = json!(opts.client_profile.name);
     v["client_profile_desc"] = json!(opts.client_profile.describe());
     v["client_profile_method"] = json!(run.client_profile_method);

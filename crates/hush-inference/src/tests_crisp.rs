@@ -463,6 +463,22 @@ fn served_hello_agrees_on_mode_and_mac_parameter() {
     let e = runtime::connect(&h.addr.to_string(), &co_ins).err().unwrap().to_string();
     assert!(e.contains("trust mode mismatch") && e.contains("--mode malicious-client") && e.contains("--mode dealer"), "{e}");
     h.shutdown();
+    // a per-session memory cap below the model's estimate: refused by name
+    let (addr_d, pin_d) = match &srv.client.mode {
+        Mode::MaliciousClient { addr, pin } => (addr.clone(), *pin),
+        _ => unreachable!(),
+    };
+    let so = Options {
+        mode: Mode::MaliciousClient { addr: addr_d, pin: pin_d },
+        proto: "crisp".into(),
+        link: hush_transport::LinkConfig::insecure(),
+        limits: crate::limits::ServerLimits::new(Some(64 << 10), None, 16),
+        ..Default::default()
+    };
+    let h = runtime::serve(tiny_cnn(), "127.0.0.1:0", so, Arc::new(|_| {})).unwrap();
+    let e = runtime::connect(&h.addr.to_string(), &co_ins).err().unwrap().to_string();
+    assert!(e.contains("per-session memory cap") && e.contains("malicious-client"), "{e}");
+    h.shutdown();
     // the server's side of the hello check, directly
     let hello = serde_json::json!({"mac_s": 40, "crisp_linear": "ckks"});
     assert!(crate::crisp_serve::check_client_hello(&hello, &co()).unwrap_err().contains("--crisp-linear ckks"));
