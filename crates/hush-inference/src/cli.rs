@@ -49,9 +49,9 @@ pub struct CommonArgs {
     /// probability ≤ (s+3)·2^-(s+2)). Both parties must use the same.
     #[arg(long, value_name = "S", default_value_t = hush_2pc::crisp::DEFAULT_S)]
     pub mac_s: u32,
-    /// malicious-client mode: the linear-layer backend (triples: dealer-dealt
+    /// malicious-client mode: the linear-layer backend (dealt: dealer-dealt
     /// bilinear triples, the only one built). Both parties must use the same.
-    #[arg(long, value_name = "BACKEND", default_value = "triples")]
+    #[arg(long, value_name = "BACKEND", default_value = "dealt")]
     pub crisp_linear: String,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
     /// layers (he128-n8192-p50: N = 8192, four 50-bit primes, log q < 200,
@@ -390,7 +390,7 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
         if max_mem.is_some() {
             return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
         }
-    } else if common.mac_s != hush_2pc::crisp::DEFAULT_S || common.crisp_linear != "triples" {
+    } else if common.mac_s != hush_2pc::crisp::DEFAULT_S || common.crisp_linear != "dealt" {
         return Err(Error::Config(format!("--mac-s and --crisp-linear apply to --mode malicious-client, not --mode {}", o.mode.name())));
     }
     if o.cot_set.is_some() && !o.mode.he() {

@@ -32,7 +32,7 @@
 //! sound; hush has none. Interactive preprocessing (without a third party)
 //! does not exist for this mode in hush and is refused.
 //!
-//! **Linear backend** ([`CrispOptions::linear`]): `triples` (dealer-dealt
+//! **Linear backend** ([`CrispOptions::linear`]): `dealt` (dealer-dealt
 //! bilinear triples, above) is the only one built here; the option is
 //! carried through the hello so that another backend (CRISP's CKKS
 //! InitLin/Lin, §IV) can be selected without touching the session code.
@@ -58,9 +58,9 @@ use hush_transport::Channel;
 use std::time::Instant;
 use zeroize::Zeroize;
 
-/// The linear-layer backends of a malicious-client run. `triples`:
+/// The linear-layer backends of a malicious-client run. `dealt`:
 /// dealer-dealt bilinear triples ([`hush_2pc::crisp::linear`]).
-pub const LINEAR_BACKENDS: &[&str] = &["triples"];
+pub const LINEAR_BACKENDS: &[&str] = &["dealt"];
 
 /// The settings of a malicious-client run both parties must share (agreed
 /// at the hello of a served session; see [`crate::runtime`]).
@@ -76,7 +76,7 @@ pub struct CrispOptions {
 
 impl Default for CrispOptions {
     fn default() -> Self {
-        CrispOptions { s: hush_2pc::crisp::DEFAULT_S, linear: "triples".into() }
+        CrispOptions { s: hush_2pc::crisp::DEFAULT_S, linear: "dealt".into() }
     }
 }
 
@@ -227,18 +227,15 @@ pub struct Offline {
 
 /// Offline phase of one party (server = party 0 with a weighted plan,
 /// client = party 1): deals every correlation of `plan` from `dealer` in
-/// plan order and exchanges the masked weights. `o` carries the
-/// statistical security parameter s of the lift and the linear backend.
-pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, o: &CrispOptions) -> Result<Offline> {
+/// plan order and exchanges the masked weights. `s` is the statistical
+/// security parameter of the lift.
+pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32) -> Result<Offline> {
     let server = party == 0;
     if server && !plan.has_weights {
         return Err(Error::Config("the server needs the model weights".into()));
     }
-    if !LINEAR_BACKENDS.contains(&o.linear.as_str()) {
-        return Err(Error::Config(format!("malicious-client linear backend '{}' is not built (available: {})", o.linear, LINEAR_BACKENDS.join(", "))));
-    }
     let cfg = plan.cfg;
-    let lift = Lift::new(cfg.bits, o.s).map_err(tpc)?;
+    let lift = Lift::new(cfg.bits, s).map_err(tpc)?;
     let shapes = linear_shapes(model, plan)?;
     let sess = Session::start(dealer, party, lift).map_err(tpc)?;
     let input_masks = crisp::deal_masks(dealer, &sess, plan.input_len).map_err(tpc)?;
@@ -410,11 +407,11 @@ pub fn online_metered(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: O
 
 /// One party end to end, with its costs: [`offline`] then [`online`].
 #[allow(clippy::too_many_arguments)]
-pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, o: &CrispOptions, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
+pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
     let c0 = ch.cost();
     let m0 = dealer.stats();
     let t0 = Instant::now();
-    let mut off = offline(model, plan, party, ch, dealer, o)?;
+    let mut off = offline(model, plan, party, ch, dealer, s)?;
     let offline_s = t0.elapsed().as_secs_f64();
     let c1 = ch.cost();
     let t1 = Instant::now();
@@ -455,17 +452,16 @@ pub struct LocalRun {
 
 /// Runs one malicious-client inference of `x` with both parties in this
 /// process over an in-memory link with `opts.profile`'s network emulation,
-/// the correlations from the dealer service of `opts.mode` (which must be
-/// `dealer`; see [`crate::runtime::local_dealer`] to start one here).
-pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime::Options) -> Result<LocalRun> {
+/// the correlations from the dealer service of `opts.mode` (`malicious-client`
+/// or `dealer` with an address: only the dealer is taken from it; see
+/// [`crate::runtime::local_dealer`] to start one here).
+pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime::Options, s: u32) -> Result<LocalRun> {
     use crate::runtime::Mode;
     use hush_tee::{DealerModule, ModuleRole};
     let (addr, pin) = match &opts.mode {
-        Mode::MaliciousClient { addr, pin } if !addr.is_empty() => (addr.clone(), *pin),
+        Mode::MaliciousClient { addr, pin } | Mode::Dealer { addr, pin } if !addr.is_empty() => (addr.clone(), *pin),
         m => return Err(Error::Config(format!("--mode malicious-client runs over a dealer only (got {}); a simulated trusted module would give the client host μ", m.name()))),
     };
-    let co = opts.crisp.clone();
-    co.check()?;
     let plan = std::sync::Arc::new(Plan::new(&model, opts.cfg)?);
     let client_model = std::sync::Arc::new(Model::from_architecture(&model.header_json)?);
     let client_plan = Plan::new(&client_model, opts.cfg)?;
@@ -476,14 +472,14 @@ pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime:
     let cmod = DealerModule::connect_timed(&addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Receiver)?.with_kinds(hush_2pc::deal::kinds());
     let copts = hush_transport::ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
     let (mut a, mut b) = hush_transport::MemChannel::pair_with(copts);
-    let (m2, p2, co2) = (model.clone(), plan.clone(), co.clone());
+    let (m2, p2) = (model.clone(), plan.clone());
     let srv = std::thread::spawn(move || -> Result<CrispCost> {
         let mut d = Dealer::new(Box::new(smod));
-        let (_, c) = party(&m2, &p2, 0, &mut a, &mut d, &co2, None, &mut |l| eprintln!("hush (server): {l}"))?;
+        let (_, c) = party(&m2, &p2, 0, &mut a, &mut d, s, None, &mut |l| eprintln!("hush (server): {l}"))?;
         Ok(c)
     });
     let mut d = Dealer::new(Box::new(cmod));
-    let cli = party(&client_model, &client_plan, 1, &mut b, &mut d, &co, Some(&xq), &mut |_| {});
+    let cli = party(&client_model, &client_plan, 1, &mut b, &mut d, s, Some(&xq), &mut |_| {});
     drop(b);
     let server = srv.join().map_err(|_| Error::Protocol("server thread panicked".into()))?;
     let (y, client) = cli?;

@@ -7,7 +7,7 @@
 //! ## Session
 //! 1. client → server: the hello of [`crate::runtime`] with `"mode":
 //!    "malicious-client"`, `"mac_s"` (the MAC parameter s, default 40) and
-//!    `"crisp_linear"` (the linear backend, `triples`);
+//!    `"crisp_linear"` (the linear backend, `dealt`);
 //! 2. server → client: `{"ok":true,…}` with the same fields plus the
 //!    dealer session and fingerprint (as in dealer mode), or
 //!    `{"ok":false,"error":…}`: a server refuses a client of another mode,
@@ -193,7 +193,7 @@ impl CrispServer {
     /// release or abort. A failed check is an error naming it.
     pub(crate) fn infer(&mut self, ch: &mut dyn Channel, model: &Model, plan: &Plan) -> Result<CrispCost> {
         let mut why = None;
-        let r = crisp_run::party(model, plan, 0, ch, &mut self.dealer, &self.co, None, &mut |l| why = Some(l.to_string()));
+        let r = crisp_run::party(model, plan, 0, ch, &mut self.dealer, self.co.s, None, &mut |l| why = Some(l.to_string()));
         match (r, why) {
             (Ok((_, c)), _) => Ok(c),
             // the abort's reason is in the error already; keep it if not
@@ -242,7 +242,7 @@ impl CrispClient {
     /// the logits as ring elements after a passed check, or the server's
     /// abort as an error (no output).
     pub(crate) fn infer(&mut self, ch: &mut dyn Channel, model: &Model, plan: &Plan, xq: &[u64]) -> Result<(Vec<u64>, CrispCost)> {
-        let (y, c) = crisp_run::party(model, plan, 1, ch, &mut self.dealer, &self.co, Some(xq), &mut |_| {}).map_err(|e| match e {
+        let (y, c) = crisp_run::party(model, plan, 1, ch, &mut self.dealer, self.co.s, Some(xq), &mut |_| {}).map_err(|e| match e {
             // the server ends a session at once on a malformed message (and
             // after sending its abort on a failed check)
             Error::Transport(hush_transport::Error::Disconnected) => Error::Peer(

@@ -32,7 +32,7 @@ fn minionn_mnist_matches_reference_and_semi_honest_dealer_path() {
     let model = Arc::new(zoo::load("minionn-mnist").unwrap());
     let o = Options { mode: Mode::MaliciousClient { addr: h.addr.to_string(), pin: None }, ..Default::default() };
     let x = input(model.input_len(), 7);
-    let run = crisp_run::run_local(model.clone(), &x, &o).unwrap();
+    let run = crisp_run::run_local(model.clone(), &x, &o, 40).unwrap();
     let plan = Plan::new(&model, o.cfg).unwrap();
     let want = reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap();
     assert_eq!(run.raw, want, "malicious-client logits vs the fixed-point reference");
@@ -111,12 +111,12 @@ fn tampering_client_is_caught_at_model_level() {
         let ts = std::thread::spawn(move || {
             let mut d = Dealer::in_process(&mut a, 0).unwrap();
             let mut lines = Vec::new();
-            let r = crisp_run::party(&m2, &p2, 0, &mut a, &mut d, &co(), None, &mut |l| lines.push(l.to_string()));
+            let r = crisp_run::party(&m2, &p2, 0, &mut a, &mut d, 40, None, &mut |l| lines.push(l.to_string()));
             (r.map(|x| x.0), lines)
         });
         let mut ch = Tamper { inner: cb, target: usize::MAX, n: 0 };
         let mut d = Dealer::in_process(&mut ch.inner, 1).unwrap();
-        let mut off = crisp_run::offline(&cmodel, &cplan, 1, &mut ch, &mut d, &co()).unwrap();
+        let mut off = crisp_run::offline(&cmodel, &cplan, 1, &mut ch, &mut d, 40).unwrap();
         ch.target = target;
         ch.n = 0;
         let rc = crisp_run::online(&cplan, &mut ch, &mut off, Some(&xq), &mut |_| {});
@@ -134,23 +134,16 @@ fn tampering_client_is_caught_at_model_level() {
     }
 }
 
-/// tee (and the semi-honest dealer mode) underneath is refused (a
+/// tee underneath is refused (a
 /// simulated module would hand the client host μ), as are an unbuilt
 /// linear backend and an s too small to be sound.
 #[test]
 fn tee_underneath_and_unbuilt_backends_are_refused() {
     let model = Arc::new(zoo::load("minionn-mnist").unwrap());
-    let e = crisp_run::run_local(model.clone(), &input(784, 1), &Options::default()).err().unwrap().to_string();
-    assert!(e.contains("dealer only"), "{e}");
-    let e = crisp_run::run_local(model, &input(784, 1), &Options { mode: Mode::Dealer { addr: "127.0.0.1:1".into(), pin: None }, ..Default::default() }).err().unwrap().to_string();
+    let e = crisp_run::run_local(model.clone(), &input(784, 1), &Options::default(), 40).err().unwrap().to_string();
     assert!(e.contains("dealer only"), "{e}");
     let bad = crisp_run::CrispOptions { linear: "ckks".into(), ..co() };
     assert!(bad.check().unwrap_err().to_string().contains("not built"));
-    let (mut a, _b) = MemChannel::pair();
-    let m = zoo::load("minionn-mnist").unwrap();
-    let plan = Plan::new(&m, Default::default()).unwrap();
-    let mut d = Dealer::new(Box::new(hush_tee::InProcessModule::new(hush_tee::Module::new())));
-    assert!(crisp_run::offline(&m, &plan, 0, &mut a, &mut d, &bad).err().unwrap().to_string().contains("not built"));
     assert!(crisp_run::CrispOptions { s: 8, ..co() }.check().is_err());
     crisp_run::CrispOptions { s: 40, ..co() }.check().unwrap();
 }
@@ -170,7 +163,7 @@ fn concat_net_matches_reference() {
     let plan = Plan::new(&model, o.cfg).unwrap();
     for seed in [1u64, 2] {
         let x = input(model.input_len(), seed);
-        let run = crisp_run::run_local(model.clone(), &x, &o).unwrap();
+        let run = crisp_run::run_local(model.clone(), &x, &o, 40).unwrap();
         assert_eq!(run.raw, reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap(), "seed {seed}");
         assert!(run.server.checked_openings > 0);
     }
@@ -196,7 +189,7 @@ fn avgpool_add_and_constants_match_reference() {
     let h = start_dealer();
     let o = Options { mode: Mode::MaliciousClient { addr: h.addr.to_string(), pin: None }, ..Default::default() };
     let x = input(72, 11);
-    let run = crisp_run::run_local(model.clone(), &x, &o).unwrap();
+    let run = crisp_run::run_local(model.clone(), &x, &o, 40).unwrap();
     let plan = Plan::new(&model, o.cfg).unwrap();
     assert_eq!(run.raw, reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap());
     h.shutdown();
