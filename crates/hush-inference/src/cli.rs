@@ -513,7 +513,9 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         o.cfg.frac,
         mode_line(&o)
     );
-    let family = if o.expect.proto {
+    let family = if let runtime::Mode::MaliciousClient { .. } = o.mode {
+        "crisp (the only family of --mode malicious-client)".to_string()
+    } else if o.expect.proto {
         format!("--proto {} (clients asking for another family are refused)", o.proto)
     } else {
         format!("--proto auto: {} unless a client asks for another of {}", o.proto, o.mode.families().join(", "))
