@@ -101,3 +101,60 @@ def test_he_modes_run_and_serve():
                 c.infer(x)
     with pytest.raises(ValueError, match="does not run in --mode interactive"):
         hush.run(MODEL, x, mode="interactive", proto="tami")
+
+
+def test_malicious_client_mode_run_serve_and_refusals():
+    """mode="malicious-client" (CRISP): hush.run with a dealer in this
+    process, and a Server/Client pair over TLS with a `hush dealer` process;
+    the hello agrees on the mode and on mac_s; no dealer is refused."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    x, label = _samples()[0]
+    logits, rep = hush.run(MODEL, x, mode="malicious-client", report=True)
+    assert int(np.argmax(logits)) == label
+    assert rep["mode"] == "malicious-client" and rep["proto"] == "crisp"
+    # the same logits as the semi-honest dealer path with exact (fss) gates
+    assert np.array_equal(logits, hush.run(MODEL, x, mode="dealer", proto="fss"))
+    with pytest.raises(ValueError, match="mac_s"):
+        hush.run(MODEL, x, mac_s=40)
+    with pytest.raises(ValueError, match="mac-s 8"):
+        hush.run(MODEL, x, mode="malicious-client", mac_s=8)
+    with pytest.raises(ValueError, match="dealer"):
+        hush.Server(MODEL, mode="malicious-client")
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    daddr = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    code = "import sys, hush._cli; sys.exit(hush._cli.main(['hush', 'dealer', '--listen', %r]))" % daddr
+    dealer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = dealer.stdout.readline().strip()
+        assert line.startswith("fingerprint sha256:"), line
+        dpin = line.split(" ", 1)[1]
+        t = time.time()
+        while True:
+            try:
+                socket.create_connection(tuple(daddr.rsplit(":", 1)[0:1]) + (int(daddr.rsplit(":", 1)[1]),), timeout=1).close()
+                break
+            except OSError:
+                assert time.time() - t < 20
+                time.sleep(0.05)
+        kw = dict(mode="malicious-client", dealer=daddr, dealer_pin=dpin)
+        with hush.Server(MODEL, **kw) as srv:
+            with hush.Client(srv.addr, pin=srv.fingerprint, **kw) as c:
+                for x, label in _samples()[:2]:
+                    y, rep = c.infer(x, report=True)
+                    assert int(np.argmax(y)) == label
+                    assert rep["mac_check"] == "passed" and rep["checked_openings"] > 0
+            with pytest.raises(RuntimeError, match="MAC parameter mismatch"):
+                hush.Client(srv.addr, pin=srv.fingerprint, mac_s=48, **kw)
+            with pytest.raises(RuntimeError, match="trust mode mismatch"):
+                hush.Client(srv.addr, pin=srv.fingerprint, mode="dealer", dealer=daddr, dealer_pin=dpin)
+            assert srv.sessions()[0] >= 1
+    finally:
+        dealer.kill()
+        dealer.wait()

@@ -128,14 +128,14 @@
 //! ## Next steps (not built)
 //! * **A ZK proof of plaintext knowledge** for the client's ciphertexts in
 //!   CRISP's linear layers ([`crate::crisp_ckks`] states the gap without
-//!   it exactly); the dealt [`linear`] has no such gap.
-//! * Engine wiring: a model runner exists in dealer mode
-//!   (`hush_inference::crisp_run`, one [`Session`] per inference,
-//!   [`trunc`] after each weighted layer, the release through
-//!   [`reveal_to_client`]; reachable as `hush bench infer --mode
-//!   malicious-client`); the served mode (runtime sessions over a network,
-//!   serve/infer/run, Python) is not built. Tee underneath only with real
-//!   hardware.
+//!   it exactly); the dealt [`linear`] (the default backend) has no such
+//!   gap.
+//! * Tee underneath only with real hardware. (The engine wiring exists:
+//!   `hush_inference::crisp_run` runs a model, one [`Session`] per
+//!   inference, [`trunc`] after each weighted layer, the release through
+//!   [`reveal_to_client`]; `hush_inference::crisp_serve` serves it as
+//!   `--mode malicious-client` in serve/infer/run/bench and Python, over
+//!   TCP + TLS with the dealer service, `--crisp-linear dealt|ckks`.)
 //!
 //! Untrusted bytes: every message is length-checked before allocation
 //! (the transport caps frames; the expected length is computed from public
@@ -988,7 +988,14 @@ pub fn reveal_to_client(
         send_values(ch, &l, &z1)?;
         z1.zeroize();
         sess.pending.extend(y.m.iter().zip(&masks.sigma).map(|(m, s)| l.add(*m, *s)));
-        let seed = crate::wire::recv(ch, STEP_SEED, 16)?;
+        // the seed, or the server's abort on a malformed z_1
+        let seed = ch.recv()?;
+        if seed.as_slice() == [ABORT] {
+            return Err(crate::Error::Aborted("the server rejected this client's output opening; no output was released".into()));
+        }
+        if seed.len() != 16 {
+            return Err(malformed(STEP_SEED, format!("{} bytes, expected 16", seed.len())));
+        }
         let seed = Block::from_slice(&seed);
         let q1 = sess.q_share(seed);
         send_values(ch, &l, &[q1])?;

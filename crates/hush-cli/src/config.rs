@@ -36,7 +36,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Settings the parties of one deployment must agree on, per kind of
 /// deployment (compared on their effective values, defaults included).
 pub const AGREE: &[(&str, &[&str])] = &[
-    ("inference", &["mode", "proto", "bits", "frac", "chunk", "insecure", "dealer-pin"]),
+    ("inference", &["mode", "proto", "bits", "frac", "chunk", "insecure", "dealer-pin", "mac-s", "crisp-linear"]),
     ("3pc", &["peers", "insecure"]),
     ("train", &["bits", "epochs", "batch", "lr", "lr-decay", "l2", "sigmoid", "seed", "reveal", "insecure"]),
 ];
@@ -380,7 +380,7 @@ pub fn check_main(files: &[PathBuf]) -> Result<(), String> {
     }
     for d in by("dealer") {
         for p in by("serve").into_iter().chain(by("infer")) {
-            if one(p, "mode") != Some("dealer") {
+            if !matches!(one(p, "mode"), Some("dealer" | "malicious-client")) {
                 problems.push(format!("{} has a dealer, but {} runs --mode {}", d.cfg.path.display(), p.cfg.path.display(), one(p, "mode").unwrap_or("tee")));
                 continue;
             }
@@ -514,6 +514,23 @@ mod tests {
         // a value the command's parser refuses, named with the file
         let e = check_files(&[("tl6.toml", &labels.replace("epochs = 5", "epochs = -1"))]).unwrap_err();
         assert!(e.contains("tl6.toml") && e.contains("epochs"), "{e}");
+    }
+
+    /// A malicious-client deployment: dealer, server and client agree; a
+    /// client with another MAC parameter s, or of the semi-honest dealer
+    /// mode, is named.
+    #[test]
+    fn malicious_client_deployment_agreement() {
+        let dealer = "command = \"dealer\"\nlisten = \"127.0.0.1:7100\"\ninsecure = true\n";
+        let serve = "command = \"serve\"\nmodel = \"m.hushm\"\nlisten = \"127.0.0.1:7000\"\nmode = \"malicious-client\"\ndealer = \"127.0.0.1:7100\"\ninsecure = true\n";
+        let infer = "command = \"infer\"\nconnect = \"127.0.0.1:7000\"\nmode = \"malicious-client\"\ndealer = \"127.0.0.1:7100\"\ninsecure = true\n";
+        check_files(&[("md.toml", dealer), ("ms.toml", serve), ("mi.toml", infer)]).unwrap();
+        let e = check_files(&[("md2.toml", dealer), ("ms2.toml", serve), ("mi2.toml", &format!("{infer}mac_s = 48\n"))]).unwrap_err();
+        assert!(e.contains("setting `mac-s` disagrees") && e.contains("has 40") && e.contains("has 48"), "{e}");
+        let e = check_files(&[("md3.toml", dealer), ("ms3.toml", serve), ("mi3.toml", &infer.replace("malicious-client", "dealer"))]).unwrap_err();
+        assert!(e.contains("setting `mode` disagrees") && e.contains("malicious-client") && e.contains("has dealer"), "{e}");
+        let e = check_files(&[("ms4.toml", serve), ("mi4.toml", &format!("{infer}crisp_linear = \"ckks\"\n"))]).unwrap_err();
+        assert!(e.contains("setting `crisp-linear` disagrees"), "{e}");
     }
 
     #[test]

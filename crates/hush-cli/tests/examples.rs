@@ -165,6 +165,22 @@ fn dealer_deployment_from_configs() {
 }
 
 #[test]
+fn malicious_client_deployment_from_configs() {
+    let d = Deployment::new("malicious-client", &["dealer", "server", "client"], &["7000", "7100"]);
+    let (ok, out) = check(&d, &["dealer.toml", "server.toml", "client.toml"]);
+    assert!(ok && out.contains("3 configs agree"), "{out}");
+    let _dealer = d.start("dealer", "dealer.toml");
+    let _srv = d.start("serve", "server.toml");
+    let (ok, out) = infer(&d, &[]);
+    assert!(ok && out.contains("class 4"), "{out}");
+    d.edit("client.toml", "mac_s = 40", "mac_s = 44");
+    let (ok, out) = check(&d, &["dealer.toml", "server.toml", "client.toml"]);
+    assert!(!ok && out.contains("setting `mac-s` disagrees"), "{out}");
+    let (ok, out) = infer(&d, &[]);
+    assert!(!ok && out.contains("MAC parameter mismatch") && out.contains("--mac-s 44"), "{out}");
+}
+
+#[test]
 fn three_node_service_from_configs() {
     let d = Deployment::new("3pc", &["node0", "node1", "node2", "job"], &["7200", "7201", "7202"]);
     let files = ["node0.toml", "node1.toml", "node2.toml", "job.toml"];

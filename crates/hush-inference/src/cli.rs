@@ -38,12 +38,25 @@ pub struct CommonArgs {
     /// gives no hardware protection), dealer (a `hush dealer` service on a
     /// third host, trusted not to collude with either party), interactive
     /// (cryptography only: Cheetah HE linear layers, cf2 on Ferret COTs) or
-    /// silent (HE linear layers, cf2 on SilentFlow COTs from the modules).
-    /// Both parties must use the same mode. (malicious-client — CRISP — runs
-    /// only in `hush bench infer`, dealer underneath; elsewhere it is
-    /// refused with what is still missing.)
+    /// silent (HE linear layers, cf2 on SilentFlow COTs from the modules) or
+    /// malicious-client (CRISP: MACs on every wire and a final consistency
+    /// check against a client that deviates; a dealer underneath, never a
+    /// simulated module). Both parties must use the same mode.
     #[arg(long, default_value = "tee")]
     pub mode: String,
+    /// malicious-client mode: the MAC parameter s of the lifted ring
+    /// Z_2^(ℓ+s) (default 40; a cheating client passes the check with
+    /// probability ≤ (s+3)·2^-(s+2)). Both parties must use the same.
+    #[arg(long, value_name = "S", default_value_t = hush_2pc::crisp::DEFAULT_S)]
+    pub mac_s: u32,
+    /// malicious-client mode: the linear-layer backend — dealt (default:
+    /// dealer-dealt bilinear triples) or ckks (CRISP's CKKS layers; without
+    /// a ZK proof of plaintext knowledge, which is not built, a malicious
+    /// client can learn about one bit of a chosen linear function of the
+    /// weights per revealed coefficient, undetected). Both parties must use
+    /// the same.
+    #[arg(long, value_name = "BACKEND", default_value = "dealt")]
+    pub crisp_linear: String,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
     /// layers (he128-n8192-p50: N = 8192, four 50-bit primes, log q < 200,
     /// 128-bit HE standard, AVX-512 IFMA kernels; he128-n8192: three 60-bit
@@ -295,10 +308,6 @@ pub struct BenchInferArgs {
     pub client_profile: String,
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
-    /// --mode malicious-client: the linear layers, ckks (CRISP's complex
-    /// packing, the default) or dealt (dealer-dealt bilinear triples).
-    #[arg(long, default_value = "ckks")]
-    pub crisp_linear: String,
     /// Also check the secure logits against the plaintext fixed-point reference.
     #[arg(long)]
     pub check: bool,
@@ -353,11 +362,15 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     let predeal_mem = parse_size(&common.predeal_mem)?;
     let link = resolve_link(&common.link)?;
     // dealer mode without --dealer: a local dealer is filled in by local_dealer()
-    let mode = if common.mode == "dealer" && common.dealer.is_none() {
+    let mode = if (common.mode == "dealer" || common.mode == "malicious-client") && common.dealer.is_none() {
         if common.dealer_pin.is_some() {
             return Err(Error::Config("--dealer-pin needs --dealer ADDR".into()));
         }
-        runtime::Mode::Dealer { addr: String::new(), pin: None }
+        if common.mode == "dealer" {
+            runtime::Mode::Dealer { addr: String::new(), pin: None }
+        } else {
+            runtime::Mode::MaliciousClient { addr: String::new(), pin: None }
+        }
     } else {
         runtime::Mode::from_flags(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?
     };
@@ -375,6 +388,18 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
     };
     o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
+    if let runtime::Mode::MaliciousClient { .. } = o.mode {
+        o.crisp = crate::crisp_run::CrispOptions { s: common.mac_s, linear: common.crisp_linear.clone() };
+        o.crisp.check()?;
+        if o.crisp.linear == "ckks" {
+            eprintln!("hush: warning: {}", crate::crisp_run::CKKS_GAP_WARNING);
+        }
+        if max_mem.is_some() {
+            return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
+        }
+    } else if common.mac_s != hush_2pc::crisp::DEFAULT_S || common.crisp_linear != "dealt" {
+        return Err(Error::Config(format!("--mac-s and --crisp-linear apply to --mode malicious-client, not --mode {}", o.mode.name())));
+    }
     if o.cot_set.is_some() && !o.mode.he() {
         return Err(Error::Config(format!("--cot-set applies to --mode interactive and silent, not --mode {}", o.mode.name())));
     }
@@ -448,6 +473,9 @@ fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
     if common.mode == "dealer" && common.dealer.is_none() {
         return Err(Error::Config(format!("{cmd} --mode dealer needs --dealer ADDR (where `hush dealer` listens) and --dealer-pin sha256:<hex>")));
     }
+    if common.mode == "malicious-client" && common.dealer.is_none() {
+        return Err(Error::Config(format!("{cmd}: {}", runtime::MALICIOUS_CLIENT_NEEDS_DEALER)));
+    }
     Ok(())
 }
 
@@ -456,6 +484,10 @@ fn mode_line(o: &Options) -> String {
         runtime::Mode::Tee => format!("tee mode, modules {} (attestation {})", o.tee, hush_tee::SIMULATED_NOTE),
         runtime::Mode::Dealer { addr, .. } => format!("dealer mode, dealer at {addr} (trusted not to collude with either party)"),
         runtime::Mode::Interactive => format!("interactive mode: cryptography only — HE linear layers ({}), cf2 comparisons on Ferret COTs", o.he_params),
+        runtime::Mode::MaliciousClient { addr, .. } => format!(
+            "malicious-client mode (CRISP): MACs under a fresh key per inference, one consistency check before any output, MAC parameter s = {}, linear backend {}; dealer at {addr} (trusted not to collude with either party)",
+            o.crisp.s, o.crisp.linear
+        ),
         runtime::Mode::Silent => format!(
             "silent mode: HE linear layers ({}), cf2 comparisons on SilentFlow COTs from the modules ({}, attestation {})",
             o.he_params,
@@ -488,7 +520,9 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         o.cfg.frac,
         mode_line(&o)
     );
-    let family = if o.expect.proto {
+    let family = if let runtime::Mode::MaliciousClient { .. } = o.mode {
+        "crisp (the only family of --mode malicious-client)".to_string()
+    } else if o.expect.proto {
         format!("--proto {} (clients asking for another family are refused)", o.proto)
     } else {
         format!("--proto auto: {} unless a client asks for another of {}", o.proto, o.mode.families().join(", "))
@@ -690,7 +724,7 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
         return crate::bert::bench_bert_main(&a);
     }
     if a.common.mode == "malicious-client" {
-        return bench_malicious_client(a);
+        return bench_malicious_client(a, probe);
     }
     if a.table {
         return bench_infer_table(a, probe);
@@ -774,123 +808,152 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
     Ok(())
 }
 
-/// `hush bench infer --mode malicious-client`: CRISP (issue 14) in dealer
-/// mode ([`crate::crisp_run`]), both parties in this process over an
-/// in-memory link with the `--net` emulation, the dealer service started
-/// here unless `--dealer` names one. Reports online and offline time and
-/// bytes, and checks the logits against the plaintext fixed-point
-/// reference (bit-exact expected). Refuses what it does not run.
-fn bench_malicious_client(a: BenchInferArgs) -> Result<()> {
+/// CRISP's own figures (§VI, Tables II and III; Apple M1 Pro, LAN, CKKS
+/// linear layers, C++): (benchmark, model, online s, online MB, offline
+/// s, offline MB).
+const CRISP_PAPER: [(&str, &str, f64, f64, f64, f64); 2] = [("A", "minionn-mnist", 4.66, 49.11, 1.45, 5.0), ("B", "minionn-cifar", 22.44, 136.36, 16.37, 78.0)];
+
+/// `hush bench infer --mode malicious-client` (`--table`: CRISP's
+/// benchmarks A and B beside the paper's figures): CRISP (issue 14) over
+/// the served session protocol ([`crate::crisp_serve`]) — both parties in
+/// this process on their own threads, over TCP loopback with TLS 1.3
+/// (ephemeral identities, pinned) unless `--transport mem` or `--insecure`,
+/// and the dealer service: the one `--dealer` names (e.g. a `hush dealer`
+/// process), else one started in this process (its own threads, reached
+/// over TCP with TLS like an external one). Reports online and offline
+/// time and bytes and the dealer links, and checks the logits against the
+/// plaintext fixed-point reference (bit-exact expected).
+fn bench_malicious_client(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
     if a.tls_overhead || a.model == "bert-base" {
         return Err(Error::Config("--mode malicious-client: --tls-overhead and bert-base are not supported".into()));
     }
-    if a.common.proto != "auto" {
-        return Err(Error::Config("--mode malicious-client runs CRISP's MAC-carrying FSS gates; --proto does not apply".into()));
+    if a.client_profile != "none" {
+        return Err(Error::Config("--mode malicious-client: --client-profile is not wired yet".into()));
     }
-    if a.max_mem.is_some() || a.client_profile != "none" {
-        return Err(Error::Config("--mode malicious-client: --max-mem and --client-profile are not wired yet".into()));
+    let mut o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    if let Some(p) = probe {
+        runtime::install_mem_probe(p);
     }
-    // dealer underneath: a local dealer unless --dealer is given
-    let mut common = a.common.clone();
-    common.mode = "dealer".into();
-    let mut o = options(&common, Some(&a.fixed), None)?;
+    let external = a.common.dealer.clone();
     let _dealer = runtime::local_dealer(&mut o)?;
-    if a.table {
-        return malicious_client_table(&a, &o);
-    }
-    let model = Arc::new(crate::zoo::load(&a.model)?);
-    let plan = Plan::new(&model, o.cfg)?;
-    let s = hush_2pc::crisp::DEFAULT_S;
-    let backend = crate::crisp_run::LinearBackend::parse(&a.crisp_linear)?;
-    let (proto, offline_note) = match backend {
-        crate::crisp_run::LinearBackend::Ckks => (
-            "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, CKKS linear layers (value + i·MAC in one ciphertext, exact scale q/2^k, client's key), final MAC check",
-            "offline = MAC key and all dealt gate correlations (dealer link) and the client's public key (client → server); offline_bytes counts the party link only",
-        ),
-        crate::crisp_run::LinearBackend::Dealt => (
-            "CRISP (dealer mode): MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers from dealt bilinear triples, final MAC check",
-            "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link only",
-        ),
+    let dealer_where = match &external {
+        Some(d) => format!("external dealer at {d}"),
+        None => format!("dealer service started in this process (threads), reached over TCP loopback{}", if o.link.is_tls() { " with TLS" } else { " (plaintext)" }),
     };
-    let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
-    for _ in 0..a.repeat.max(1) {
-        let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
-        let run = crate::crisp_run::run_local_with(model.clone(), &x, &o, s, backend)?;
-        let want = reference::run(&plan, &plan.encode_input(&x)?)?;
-        let diff = plan.decode(&want).iter().zip(&run.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        let v = json!({
-            "bench": "infer", "model": model.name, "mode": "malicious-client", "underneath": "dealer",
-            "protocol": proto, "linear": backend.name(),
-            "net": a.common.net, "transport": "mem (network emulated)", "tls": false,
-            "bits": o.cfg.bits, "frac": o.cfg.frac, "s": s,
-            "online_s": run.client.online_s, "online_s_server": run.server.online_s,
-            "online_bytes": run.client.online_bytes, "rounds": run.client.online_rounds,
-            "offline_s": run.client.offline_s, "offline_bytes": run.client.offline_bytes,
-            "dealer_bytes_server": run.server.dealer_bytes, "dealer_bytes_client": run.client.dealer_bytes, "dealer_requests": run.client.dealer_requests,
-            "offline_note": offline_note,
-            "checked_openings": run.server.checked_openings, "check": "passed",
-            "max_abs_diff_vs_reference": diff,
-            "cpu": std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "unknown".into()),
-        });
-        print_report(a.json, &v);
+    let tcp = match a.transport.as_str() {
+        "tcp" => true,
+        "mem" => false,
+        t => return Err(Error::Config(format!("--transport {t}: choose tcp or mem"))),
+    };
+    let link = if !tcp { "in-memory (network emulated)" } else if o.link.is_tls() { "TCP loopback, TLS 1.3 (ephemeral identities, both pinned)" } else { "TCP loopback, plaintext (--insecure)" };
+    if !o.link.is_tls() {
+        announce_link("hush", &o.link);
     }
-    Ok(())
-}
-
-/// `hush bench infer --table --mode malicious-client`: CRISP's benchmarks
-/// A (MiniONN MNIST) and B (MiniONN CIFAR) in the paper's shape — online
-/// time, communication, offline time — one run per model and `--repeat`,
-/// with CRISP's own figures beside (its machine and network, not like for
-/// like). Every run is checked bit-exact against the reference.
-fn malicious_client_table(a: &BenchInferArgs, o: &runtime::Options) -> Result<()> {
-    let backend = crate::crisp_run::LinearBackend::parse(&a.crisp_linear)?;
-    let s = hush_2pc::crisp::DEFAULT_S;
-    if !a.json {
-        println!("CRISP benchmarks, --mode malicious-client (dealer underneath), linear layers {}, net {}:", backend.name(), a.common.net);
-        println!("| benchmark | online s | online MB | rounds | offline s | offline MB (party link) | dealer MB (per party) | CRISP online s | CRISP MB |");
-        println!("|---|---|---|---|---|---|---|---|---|");
-    }
-    let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
-    for name in a.models.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-        let (label, paper) = match name {
-            "minionn-mnist" => ("A (MiniONN MNIST)", Some((4.66, 49.0))),
-            "minionn-cifar" => ("B (MiniONN CIFAR)", Some((22.44, 136.0))),
-            _ => (name, None),
-        };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())).unwrap_or_else(|| "unknown".into());
+    let models: Vec<String> = if a.table { a.models.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect() } else { vec![a.model.clone()] };
+    let mut rows = Vec::new();
+    for name in &models {
         let model = Arc::new(crate::zoo::load(name)?);
         let plan = Plan::new(&model, o.cfg)?;
+        let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
         for _ in 0..a.repeat.max(1) {
             let x: Vec<f64> = (0..model.input_len()).map(|_| (p.next_u64() % 2000) as f64 / 1000.0 - 1.0).collect();
-            let run = crate::crisp_run::run_local_with(model.clone(), &x, o, s, backend)?;
+            if a.table && !a.json {
+                eprint!("\rhush bench infer --table --mode malicious-client: {name} ...            ");
+            }
+            let run = runtime::run_local_probed(model.clone(), &model.input_shape.clone(), &x, &o, tcp, |_, _| {}, probe)?;
             let want = reference::run(&plan, &plan.encode_input(&x)?)?;
-            if run.raw != want {
-                return Err(Error::Protocol(format!("{name}: malicious-client logits differ from the fixed-point reference")));
-            }
-            let c = &run.client;
-            if a.json {
-                println!(
-                    "{}",
-                    json!({"bench": "infer-table", "mode": "malicious-client", "model": name, "benchmark": label, "linear": backend.name(), "net": a.common.net,
-                        "online_s": c.online_s, "online_bytes": c.online_bytes, "rounds": c.online_rounds, "offline_s": c.offline_s,
-                        "offline_bytes": c.offline_bytes, "dealer_bytes_client": c.dealer_bytes, "dealer_bytes_server": run.server.dealer_bytes,
-                        "crisp_paper_online_s": paper.map(|p| p.0), "crisp_paper_mb": paper.map(|p| p.1), "check": "passed", "bit_exact": true})
-                );
+            let diff = plan.decode(&want).iter().zip(&run.inference.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            let mut v = runtime::run_json(&model, &run, &o);
+            let c = run.inference.report.crisp.clone().unwrap_or_default();
+            v["underneath"] = json!("dealer");
+            v["dealer"] = json!(dealer_where);
+            v["link"] = json!(link);
+            v["protocol"] = json!(if o.crisp.linear == "ckks" {
+                "CRISP: MAC-carrying FSS ReLU/MaxPool/truncation, CKKS linear layers (value + i·MAC in one ciphertext, exact scale q/2^k, the client's key; no ZK proof of plaintext knowledge), final MAC check"
             } else {
-                let (ps, pm) = paper.map(|(a, b)| (format!("{a}"), format!("{b}"))).unwrap_or_else(|| ("–".into(), "–".into()));
-                println!(
-                    "| {label} | {:.3} | {:.2} | {} | {:.2} | {:.2} | {:.1} | {ps} | {pm} |",
-                    c.online_s,
-                    c.online_bytes as f64 / 1e6,
-                    c.online_rounds,
-                    c.offline_s,
-                    c.offline_bytes as f64 / 1e6,
-                    c.dealer_bytes as f64 / 1e6
-                );
+                "CRISP: MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers (dealer-dealt bilinear triples), final MAC check"
+            });
+            v["s"] = json!(o.crisp.s);
+            v["crisp_linear"] = json!(o.crisp.linear);
+            v["online_s"] = json!(c.online_s);
+            v["offline_s"] = json!(c.offline_s);
+            v["setup_s"] = json!(run.inference.report.offline_secs);
+            v["offline_bytes"] = json!(c.offline_bytes);
+            v["dealer_bytes_client"] = json!(c.dealer_bytes);
+            v["dealer_requests_client"] = json!(c.dealer_requests);
+            v["checked_openings"] = json!(c.checked_openings);
+            v["check"] = json!("passed");
+            v["offline_note"] = json!(if o.crisp.linear == "ckks" {
+                "offline = MAC key and all dealt gate correlations (dealer link) and the client's public key (client → server); offline_bytes counts the party link, dealer_bytes_client the client's dealer link"
+            } else {
+                "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link, dealer_bytes_client the client's dealer link"
+            });
+            v["max_abs_diff_vs_reference"] = json!(diff);
+            v["bit_exact_vs_reference"] = json!(run.inference.logits == plan.decode(&want));
+            v["cpu"] = json!(cpu);
+            v["zoo_model"] = json!(name);
+            if let Some((b, _, _, _, _, _)) = CRISP_PAPER.iter().find(|r| r.1 == name.as_str()) {
+                v["crisp_benchmark"] = json!(b);
             }
+            if a.table {
+                v.as_object_mut().map(|m| m.remove("per_layer"));
+                if a.json {
+                    println!("{v}");
+                }
+            } else {
+                print_report(a.json, &v);
+                if !a.json {
+                    println!(
+                        "  malicious-client (s = {}): check passed over {} openings; offline {:.3} s, {} B party link, {} B client dealer link; logits {} the fixed-point reference; {link}; {dealer_where}",
+                        o.crisp.s,
+                        c.checked_openings,
+                        c.offline_s,
+                        c.offline_bytes,
+                        c.dealer_bytes,
+                        if diff == 0.0 { "equal" } else { "DIFFER from" }
+                    );
+                }
+            }
+            rows.push(v);
         }
     }
-    if !a.json {
-        println!("(CRISP: Apple M1 Pro, 4 threads, SEAL CKKS; hush: both parties and the dealer in one process on this machine, in-memory link with the --net emulation; all runs bit-exact vs the fixed-point reference.)");
+    if !a.table || a.json {
+        return Ok(());
+    }
+    eprintln!();
+    println!("hush bench infer --table --mode malicious-client — CRISP's benchmarks against a malicious client ({cpu}; both parties and the dealer on this machine; {link}; {dealer_where}; net {}; s = {}; one row per run)", o.profile.name, o.crisp.s);
+    println!(
+        "{:<3} {:<14} {:>9} {:>10} {:>7} {:>10} {:>11} {:>13} | {:>9} {:>10} {:>10} {:>11}",
+        "", "model", "online s", "online MB", "rounds", "offline s", "offline MB", "dealer MB/pty", "CRISP s", "CRISP MB", "CRISP off s", "CRISP off MB"
+    );
+    for v in &rows {
+        let name = v["zoo_model"].as_str().unwrap_or("");
+        let paper = CRISP_PAPER.iter().find(|r| r.1 == name);
+        let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+        println!(
+            "{:<3} {:<14} {:>9.3} {:>10.2} {:>7} {:>10.2} {:>11.2} {:>13.1} | {:>9} {:>10} {:>10} {:>11}",
+            paper.map(|p| p.0).unwrap_or("-"),
+            name,
+            f("online_s"),
+            f("online_bytes") / 1e6,
+            v["rounds"].as_u64().unwrap_or(0),
+            f("offline_s"),
+            f("offline_bytes") / 1e6,
+            f("dealer_bytes_client") / 1e6,
+            paper.map(|p| format!("{:.2}", p.2)).unwrap_or_else(|| "-".into()),
+            paper.map(|p| format!("{:.2}", p.3)).unwrap_or_else(|| "-".into()),
+            paper.map(|p| format!("{:.2}", p.4)).unwrap_or_else(|| "-".into()),
+            paper.map(|p| format!("{:.0}", p.5)).unwrap_or_else(|| "-".into()),
+        );
+    }
+    println!("online = the client's, from its input to the released logits (after the check); offline = MAC key, dealt correlations and masked weights;");
+    if o.crisp.linear == "ckks" {
+        println!("CRISP's figures: §VI Tables II-III (Apple M1 Pro, LAN, C++/SEAL). hush's linear layers here are CRISP's CKKS layers (exact scale), without");
+        println!("CRISP's ZK proof of plaintext knowledge; the gate correlations come from a dealer that colludes with neither party (dealer MB column, per party).");
+    } else {
+        println!("CRISP's figures: §VI Tables II-III (Apple M1 Pro, LAN, C++/SEAL). Not like for like: CRISP's linear layers are CKKS (no third party),");
+        println!("hush's here are dealer-dealt bilinear triples (a dealer that colludes with neither party; its links are the dealer MB column, per party).");
     }
     Ok(())
 }

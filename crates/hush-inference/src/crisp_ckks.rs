@@ -5,9 +5,11 @@
 //! one homomorphic product with the server's plaintext weights, the bias
 //! as b + i·μb — and the nonlinear layers, truncations and the final
 //! consistency check are those of [`crate::crisp_run`] (MAC-carrying FSS
-//! gates dealt by the dealer). This is the default linear backend of
-//! `--mode malicious-client` ([`crate::crisp_run::LinearBackend::Ckks`]);
-//! the dealer-dealt bilinear triples remain as `dealt`.
+//! gates dealt by the dealer). It is the opt-in linear backend of
+//! `--mode malicious-client` (`--crisp-linear ckks`,
+//! [`crate::crisp_run::LinearBackend::Ckks`]); the default is the
+//! dealer-dealt bilinear triples (`dealt`), which have no well-formedness
+//! gap (see below and [`hush_rlwe::ckks_crisp`]).
 //!
 //! **What it computes** is bit for bit the plaintext fixed-point
 //! reference ([`crate::reference`]): the linear layers are exact on the
@@ -223,11 +225,15 @@ pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer
             offline_s,
             online_s,
             offline_bytes: d0.bytes_sent + d0.bytes_recv,
+            offline_bytes_sent: d0.bytes_sent,
+            offline_bytes_recv: d0.bytes_recv,
             online_bytes: d1.bytes_sent + d1.bytes_recv,
             online_rounds: c2.rounds.saturating_sub(c1.rounds),
             checked_openings: off.sess.pending(),
             dealer_bytes: dm.bytes_to_module + dm.bytes_from_module,
             dealer_requests: dm.crossings,
+            // per-step costs are metered on the dealt path only
+            layers: Vec::new(),
         },
     ))
 }

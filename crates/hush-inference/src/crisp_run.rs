@@ -1,7 +1,8 @@
 //! Model-level inference against a **malicious client** (CRISP, issue 14)
-//! in dealer mode. Two linear backends ([`LinearBackend`]): `ckks`, the
-//! default, CRISP's own linear layers ([`crate::crisp_ckks`]), and
-//! `dealt`, this module's: a [`Plan`] run on authenticated shares
+//! in dealer mode. Two linear backends ([`LinearBackend`]): `dealt`, the
+//! default, this module's, and `ckks`, CRISP's own linear layers
+//! ([`crate::crisp_ckks`]; opt-in: see its well-formedness gap). This
+//! module: a [`Plan`] run on authenticated shares
 //! ([`hush_2pc::crisp`]) — private-weight linear layers
 //! ([`hush_2pc::crisp::linear`], dealer-dealt bilinear triples; the dealer
 //! never sees W), the server adds the bias, an exact MAC-carrying
@@ -17,11 +18,27 @@
 //! **Trust.** Correlations come from a [`hush_2pc::tee::Dealer`]: the
 //! dealer service (`dealer` underneath; trusted not to collude with either
 //! party; it never receives the weights here, unlike the semi-honest
-//! module-dealt layers). A trusted module (`tee`) is **not** offered:
-//! hush's module is simulated, and a client host that reads its module
-//! learns μ — the malicious-client guarantee would rest on nothing.
-//! Interactive preprocessing (without a third party) does not exist for
-//! this mode in hush and is refused.
+//! module-dealt layers). A trusted module (`tee`) is **not** offered
+//! underneath, by design rather than by omission: the whole guarantee of
+//! this mode is that the client cannot learn μ (nor bias r, ⟨μr⟩, the
+//! masks), and in tee mode the client's correlations come from a module on
+//! the *client's own host*. hush's module is a software simulation
+//! (attestation simulated, no hardware protection), so a malicious client
+//! — exactly the adversary this mode exists for — reads μ from its
+//! module's memory and then forges MACs at will: the check would pass on
+//! any deviation. Unlike the semi-honest modes, where "tee, simulated" is
+//! at least the honest description of a semi-honest run, here a simulated
+//! module would turn a security claim into a false one, so even a warning
+//! banner is not enough: `--mode malicious-client` runs over a dealer only
+//! (see [`crate::runtime::Mode::MaliciousClient`]). With real hardware
+//! (a module whose memory the host cannot read) tee underneath would be
+//! sound; hush has none. Interactive preprocessing (without a third party)
+//! does not exist for this mode in hush and is refused.
+//!
+//! **Linear backend** ([`CrispOptions::linear`]): `dealt` (dealer-dealt
+//! bilinear triples, above) is the only one built here; the option is
+//! carried through the hello so that another backend (CRISP's CKKS
+//! InitLin/Lin, §IV) can be selected without touching the session code.
 //!
 //! **Phases.** *Offline* (input-independent): the MAC key request (a
 //! fresh μ per inference), every dealt correlation of the plan in plan
@@ -31,8 +48,9 @@
 //!
 //! Supported steps: Conv/Dense/Scale (+ bias, truncation), ReLU, MaxPool,
 //! AvgPool (window sums times public constants, local on values and MACs,
-//! then truncation), Reshape, AddConst, Add. Concat is refused with an
-//! error naming it (not yet wired; nothing is faked).
+//! then truncation), Reshape, AddConst, Add, Concat (a copy of value and
+//! MAC shares into place: local, no message, and the MAC relation
+//! m = μ·x holds element-wise, so it survives any permutation).
 
 use crate::model::{Model, Op};
 use crate::plan::{Plan, StepKind};
@@ -43,6 +61,51 @@ use hush_transport::Channel;
 use std::time::Instant;
 use zeroize::Zeroize;
 
+/// The names of the linear-layer backends of a malicious-client run
+/// ([`LinearBackend`]); the first is the default.
+pub const LINEAR_BACKENDS: &[&str] = &["dealt", "ckks"];
+
+/// The settings of a malicious-client run both parties must share (agreed
+/// at the hello of a served session; see [`crate::runtime`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrispOptions {
+    /// Statistical security parameter of the lift Z_2^(ℓ+s) (default
+    /// [`hush_2pc::crisp::DEFAULT_S`] = 40): a deviation that changes a
+    /// value passes the check with probability ≤ (s + 3)·2^−(s+2).
+    pub s: u32,
+    /// The linear-layer backend, one of [`LINEAR_BACKENDS`].
+    pub linear: String,
+}
+
+impl Default for CrispOptions {
+    fn default() -> Self {
+        CrispOptions { s: hush_2pc::crisp::DEFAULT_S, linear: "dealt".into() }
+    }
+}
+
+/// Smallest s accepted from a flag or a peer: below it the check's
+/// soundness error ((s + 3)·2^−(s+2)) is no longer negligible. Smaller s
+/// exist only inside tests of the protocol layer.
+pub const MIN_S: u32 = 32;
+
+impl CrispOptions {
+    /// Checks s (≥ [`MIN_S`], ℓ + s ≤ 128 is checked with ℓ later) and the
+    /// backend name.
+    pub fn check(&self) -> Result<()> {
+        if self.s < MIN_S || self.s > 64 {
+            return Err(Error::Config(format!("--mac-s {}: choose {MIN_S} ≤ s ≤ 64 (soundness error (s+3)·2^-(s+2); default {})", self.s, hush_2pc::crisp::DEFAULT_S)));
+        }
+        if !LINEAR_BACKENDS.contains(&self.linear.as_str()) {
+            return Err(Error::Config(format!(
+                "--crisp-linear {}: unknown (available: {})",
+                self.linear,
+                LINEAR_BACKENDS.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// One party's costs of a malicious-client inference.
 #[derive(Clone, Debug, Default)]
 pub struct CrispCost {
@@ -51,6 +114,9 @@ pub struct CrispCost {
     /// Party-to-party payload bytes (both directions) of each phase.
     pub offline_bytes: u64,
     pub online_bytes: u64,
+    /// The offline party-link bytes by direction (this party's view).
+    pub offline_bytes_sent: u64,
+    pub offline_bytes_recv: u64,
     pub online_rounds: u32,
     /// Elements whose MAC relation the final check covered.
     pub checked_openings: usize,
@@ -58,12 +124,15 @@ pub struct CrispCost {
     /// requests (all offline).
     pub dealer_bytes: u64,
     pub dealer_requests: u64,
+    /// Online costs per plan step, then one entry for the check and release.
+    pub layers: Vec<crate::engine::LayerCost>,
 }
 
 fn tpc(e: hush_2pc::Error) -> Error {
     match e {
         hush_2pc::Error::MacCheckFailed(m) => Error::Protocol(format!("malicious-client check failed: {m}")),
         hush_2pc::Error::Aborted(m) => Error::Peer(format!("the server aborted: {m}")),
+        hush_2pc::Error::Transport(t) => Error::Transport(t),
         e => Error::Nonlinear(e.to_string()),
     }
 }
@@ -168,13 +237,6 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
     if server && !plan.has_weights {
         return Err(Error::Config("the server needs the model weights".into()));
     }
-    if let Some(st) = plan.steps.iter().find(|st| matches!(st.kind, StepKind::Concat { .. })) {
-        return Err(Error::Config(format!(
-            "--mode malicious-client: node '{}' ({}) is not supported yet (supported: conv, dense, scale, relu, maxpool, avgpool, reshape, add, add-const)",
-            st.name,
-            st.kind_name()
-        )));
-    }
     let cfg = plan.cfg;
     let lift = Lift::new(cfg.bits, s).map_err(tpc)?;
     let shapes = linear_shapes(model, plan)?;
@@ -207,9 +269,8 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
                 let b = crisp::maxpool_levels(&win).into_iter().map(|n| crisp::deal_relu(dealer, &sess, n)).collect::<hush_2pc::Result<Vec<_>>>().map_err(tpc)?;
                 Dealt::MaxPool(b, win)
             }
-            StepKind::Reshape | StepKind::Add | StepKind::AddConst { .. } => Dealt::None,
+            StepKind::Reshape | StepKind::Add | StepKind::AddConst { .. } | StepKind::Concat { .. } => Dealt::None,
             StepKind::AvgPool { .. } => Dealt::AvgPool(crisp::deal_trunc(dealer, &sess, st.out_len, cfg.frac).map_err(tpc)?),
-            StepKind::Concat { .. } => return Err(Error::Config(format!("node '{}': unsupported", st.name))),
         };
         steps.push(d);
     }
@@ -228,6 +289,53 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
 /// error if the server aborted; server: `Ok(None)` after releasing, or an
 /// error after a failed check (which it reports through `log`).
 pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<Option<Vec<u64>>> {
+    online_metered(plan, ch, off, x, log, &mut Vec::new())
+}
+
+/// Concatenation of authenticated shares along `axis` (CRISP has no such
+/// layer; it is a copy): the value and MAC components are placed by the
+/// same index map, so m_i = μ·x_i still holds for every output element.
+/// Local, nothing sent. Sizes are checked against the public shapes.
+fn concat_auth(shapes: &[Vec<usize>], axis: usize, parts: &[&AuthShare], out_len: usize) -> Result<AuthShare> {
+    let bad = || Error::Protocol("concat: shapes and inputs disagree".into());
+    if shapes.len() != parts.len() || shapes.is_empty() || shapes.iter().any(|s| s.len() <= axis || s.len() != shapes[0].len()) {
+        return Err(bad());
+    }
+    let mut total = 0usize;
+    for (s, p) in shapes.iter().zip(parts) {
+        let n: usize = s.iter().product();
+        if p.len() != n || p.m.len() != n {
+            return Err(bad());
+        }
+        total += n;
+    }
+    if total != out_len {
+        return Err(bad());
+    }
+    let sh: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
+    let (mut v, mut m) = (vec![0u128; out_len], vec![0u128; out_len]);
+    let pv: Vec<&[u128]> = parts.iter().map(|p| p.v.as_slice()).collect();
+    let pm: Vec<&[u128]> = parts.iter().map(|p| p.m.as_slice()).collect();
+    crate::fixed::concat_into(&sh, axis, &pv, &mut v);
+    crate::fixed::concat_into(&sh, axis, &pm, &mut m);
+    Ok(AuthShare { v, m })
+}
+
+/// [`online`], appending this party's online cost of every plan step (and
+/// one last entry, `check`, for the consistency check and the release) to
+/// `layers`.
+pub fn online_metered(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[u64]>, log: &mut dyn FnMut(&str), layers: &mut Vec<crate::engine::LayerCost>) -> Result<Option<Vec<u64>>> {
+    let meter = |name: &str, kind: &'static str, elems: usize, t: Instant, c0: hush_transport::Cost, c1: hush_transport::Cost| crate::engine::LayerCost {
+        name: name.to_string(),
+        kind,
+        elems,
+        secs: t.elapsed().as_secs_f64(),
+        bytes_sent: c1.bytes_sent - c0.bytes_sent,
+        bytes_recv: c1.bytes_recv - c0.bytes_recv,
+        rounds: c1.rounds.saturating_sub(c0.rounds),
+        ..Default::default()
+    };
+    let (t_in, c_in) = (Instant::now(), ch.cost());
     let sess = &mut off.sess;
     if let Some(x) = x {
         if x.len() != plan.input_len {
@@ -235,10 +343,12 @@ pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[
         }
     }
     let xa = crisp::input(ch, sess, &off.input_masks, x).map_err(tpc)?;
+    layers.push(meter("input", "input", plan.input_len, t_in, c_in, ch.cost()));
     let mut vals: Vec<Option<AuthShare>> = Vec::with_capacity(plan.steps.len() + 1);
     vals.push(Some(xa));
     let lift = sess.lift;
     for (si, (st, d)) in plan.steps.iter().zip(off.steps.iter_mut()).enumerate() {
+        let (t0, c0) = (Instant::now(), ch.cost());
         let a = get(&vals, st.inputs[0])?;
         let y = match (&st.kind, d) {
             (StepKind::Linear { .. }, Dealt::Linear { t, trunc, w, bias }) => {
@@ -274,6 +384,10 @@ pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[
                 a.add_public(sess, &c).map_err(tpc)?
             }
             (StepKind::Add, _) => a.add(&lift, get(&vals, st.inputs[1])?).map_err(tpc)?,
+            (StepKind::Concat { axis, shapes }, _) => {
+                let parts = st.inputs.iter().map(|&i| get(&vals, i)).collect::<Result<Vec<_>>>()?;
+                concat_auth(shapes, *axis, &parts, st.out_len)?
+            }
             _ => return Err(Error::Protocol(format!("node '{}': offline and online phases disagree", st.name))),
         };
         if y.len() != st.out_len {
@@ -285,9 +399,13 @@ pub fn online(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: Option<&[
                 slot.take(); // zeroized on drop
             }
         }
+        layers.push(meter(&st.name, st.kind_name(), st.out_len, t0, c0, ch.cost()));
     }
     let out = vals.get_mut(plan.output).and_then(|v| v.take()).ok_or_else(|| Error::Protocol("output freed".into()))?;
-    crisp::reveal_to_client(ch, sess, &off.output_masks, &out, log).map_err(tpc)
+    let (t0, c0) = (Instant::now(), ch.cost());
+    let r = crisp::reveal_to_client(ch, sess, &off.output_masks, &out, log).map_err(tpc);
+    layers.push(meter("check+release", "check", out.len(), t0, c0, ch.cost()));
+    r
 }
 
 /// One party end to end, with its costs: [`offline`] then [`online`].
@@ -300,7 +418,8 @@ pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer
     let offline_s = t0.elapsed().as_secs_f64();
     let c1 = ch.cost();
     let t1 = Instant::now();
-    let y = online(plan, ch, &mut off, x, log)?;
+    let mut layers = Vec::with_capacity(plan.steps.len() + 2);
+    let y = online_metered(plan, ch, &mut off, x, log, &mut layers)?;
     let online_s = t1.elapsed().as_secs_f64();
     let c2 = ch.cost();
     let dm = dealer.stats() - m0;
@@ -311,24 +430,40 @@ pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer
             offline_s,
             online_s,
             offline_bytes: d0.bytes_sent + d0.bytes_recv,
+            offline_bytes_sent: d0.bytes_sent,
+            offline_bytes_recv: d0.bytes_recv,
             online_bytes: d1.bytes_sent + d1.bytes_recv,
             online_rounds: c2.rounds.saturating_sub(c1.rounds),
             checked_openings: off.sess.pending(),
             dealer_bytes: dm.bytes_to_module + dm.bytes_from_module,
             dealer_requests: dm.crossings,
+            layers,
         },
     ))
 }
 
-/// The linear layers of `--mode malicious-client`: CRISP's own (CKKS
-/// complex packing, [`crate::crisp_ckks`], the default) or the
-/// dealer-dealt bilinear triples of this module.
+/// The linear layers of `--mode malicious-client` (`--crisp-linear`):
+/// * `dealt` (the default): this module's dealer-dealt bilinear triples
+///   ([`hush_2pc::crisp::linear`]); the dealer never sees W, and the client
+///   sends nothing the server multiplies by W, so no malformed message can
+///   make the server's reply depend on W beyond the output share.
+/// * `ckks`: CRISP's own layers (§IV; [`crate::crisp_ckks`]): no dealer for
+///   the linear part, but without CRISP's zero-knowledge proof of plaintext
+///   knowledge (not built) a malicious client can add a raw polynomial to
+///   its ciphertext and learn about one bit of a linear function of W of
+///   its choice per revealed coefficient and inference **without failing
+///   the check** (`hush_rlwe::ckks_crisp`, "Well-formedness"; the test
+///   `malformed_ciphertext_gap_is_real_and_bounded` reads a weight's sign
+///   that way). Opt-in, and announced by [`CKKS_GAP_WARNING`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinearBackend {
     #[default]
-    Ckks,
     Dealt,
+    Ckks,
 }
+
+/// What hush prints when `--crisp-linear ckks` is chosen.
+pub const CKKS_GAP_WARNING: &str = "--crisp-linear ckks: CRISP's CKKS linear layers without a zero-knowledge proof of plaintext knowledge (not built here): a malicious client can learn about one bit of a chosen linear function of the weights per revealed coefficient and inference without failing the check. The default, dealt, has no such gap.";
 
 impl LinearBackend {
     pub fn name(&self) -> &'static str {
@@ -367,8 +502,9 @@ pub struct LocalRun {
 
 /// Runs one malicious-client inference of `x` with both parties in this
 /// process over an in-memory link with `opts.profile`'s network emulation,
-/// the correlations from the dealer service of `opts.mode` (which must be
-/// `dealer`; see [`crate::runtime::local_dealer`] to start one here).
+/// the correlations from the dealer service of `opts.mode` (`malicious-client`
+/// or `dealer` with an address: only the dealer is taken from it; see
+/// [`crate::runtime::local_dealer`] to start one here).
 pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime::Options, s: u32) -> Result<LocalRun> {
     run_local_with(model, x, opts, s, LinearBackend::default())
 }
@@ -378,7 +514,7 @@ pub fn run_local_with(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::run
     use crate::runtime::Mode;
     use hush_tee::{DealerModule, ModuleRole};
     let (addr, pin) = match &opts.mode {
-        Mode::Dealer { addr, pin } if !addr.is_empty() => (addr.clone(), *pin),
+        Mode::MaliciousClient { addr, pin } | Mode::Dealer { addr, pin } if !addr.is_empty() => (addr.clone(), *pin),
         m => return Err(Error::Config(format!("--mode malicious-client runs over a dealer only (got {}); a simulated trusted module would give the client host μ", m.name()))),
     };
     let plan = std::sync::Arc::new(Plan::new(&model, opts.cfg)?);

@@ -161,7 +161,7 @@ pub fn avgpool_consts(cfg: &FixedConfig, offs: &[u32], kernel: [usize; 2], count
 }
 
 /// Concatenation along `axis` of row-major tensors: copies `parts` into `out`.
-pub fn concat_into(shapes: &[&[usize]], axis: usize, parts: &[&[u64]], out: &mut [u64]) {
+pub fn concat_into<T: Copy>(shapes: &[&[usize]], axis: usize, parts: &[&[T]], out: &mut [T]) {
     let outer: usize = shapes[0][..axis].iter().product();
     let inner: usize = shapes[0][axis + 1..].iter().product();
     let total_axis: usize = shapes.iter().map(|s| s[axis]).sum();

@@ -27,6 +27,9 @@
 //!   the [`engine::Nonlinear`] trait and the `fss`/`tami`/`cf2` families.
 //! * [`runtime`] — sessions: `serve` (many concurrent, isolated client
 //!   sessions over TCP), `infer`, and a local two-party run.
+//! * [`crisp_run`], [`crisp_serve`] — `malicious-client` mode (CRISP): a
+//!   model on authenticated shares with the final consistency check, and
+//!   its served sessions (dealer underneath).
 //! * [`cli`] — clap argument structs and `*_main` entry points for the
 //!   `hush` binary; [`zoo`] — benchmark architectures with random weights.
 //!
@@ -42,11 +45,16 @@
 //! the modules to a third host trusted not to collude; `interactive` mode
 //! trusts no one (RLWE, LPN); `silent` mode trusts the modules for the
 //! comparisons' COTs only (see [`he_linear`] for the HE modes' views).
+//! `malicious-client` mode keeps the server semi-honest but lets the client
+//! deviate arbitrarily: every value carries a MAC under a key the client
+//! never sees and the output is released only after one consistency check
+//! (see [`crisp_run`] and [`crisp_serve`]).
 
 pub mod bert;
 pub mod budget;
 pub mod crisp_ckks;
 pub mod crisp_run;
+pub mod crisp_serve;
 pub mod cli;
 pub mod encoder;
 pub mod engine;

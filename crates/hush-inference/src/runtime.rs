@@ -31,6 +31,7 @@
 //! or times out) ends with an error for that session only: each session has
 //! its own thread, channel and modules, and panics are caught.
 
+use crate::crisp_run::CrispCost;
 use crate::engine::{self, LayerCost, SharedModule, CLIENT, SERVER};
 use crate::fixed::FixedConfig;
 use crate::model::Model;
@@ -65,6 +66,15 @@ pub enum Mode {
     /// an agreed seed (simulated attestation — gives no hardware
     /// protection: the COT correlations then rest on the simulation).
     Silent,
+    /// CRISP against a **malicious client** ([`crate::crisp_run`],
+    /// [`crate::crisp_serve`]): authenticated shares, MAC-carrying gates and
+    /// the final consistency check, with the correlations (μ, FSS keys,
+    /// masks, bilinear triples) from the dealer service at `addr` (pinned
+    /// like [`Mode::Dealer`]'s) — the dealer must collude with neither
+    /// party. The server is assumed semi-honest. No trusted module
+    /// underneath: see the trust paragraph of [`crate::crisp_run`] for why
+    /// a simulated module is refused rather than warned about.
+    MaliciousClient { addr: String, pin: Option<Fingerprint> },
 }
 
 impl Mode {
@@ -74,6 +84,15 @@ impl Mode {
             Mode::Dealer { .. } => "dealer",
             Mode::Interactive => "interactive",
             Mode::Silent => "silent",
+            Mode::MaliciousClient { .. } => "malicious-client",
+        }
+    }
+
+    /// The dealer of `dealer` and `malicious-client` mode: its address and pin.
+    pub fn dealer(&self) -> Option<(&str, Option<Fingerprint>)> {
+        match self {
+            Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => Some((addr, *pin)),
+            _ => None,
         }
     }
 
@@ -85,6 +104,9 @@ impl Mode {
 
     /// The nonlinear families this mode runs (`--proto`).
     pub fn families(&self) -> &'static [&'static str] {
+        if matches!(self, Mode::MaliciousClient { .. }) {
+            return &["crisp"];
+        }
         if self.he() {
             engine::HE_FAMILIES
         } else {
@@ -100,6 +122,9 @@ impl Mode {
     /// links), `cf2` in the HE modes. `fss` (exact truncation, one round
     /// per gate) stays a `--proto` away.
     pub fn default_family(&self) -> &'static str {
+        if matches!(self, Mode::MaliciousClient { .. }) {
+            return "crisp";
+        }
         if self.he() {
             "cf2"
         } else {
@@ -112,7 +137,7 @@ impl Mode {
         if self.families().contains(&proto) {
             return Ok(());
         }
-        let known = engine::FAMILIES.contains(&proto) || engine::HE_FAMILIES.contains(&proto);
+        let known = engine::FAMILIES.contains(&proto) || engine::HE_FAMILIES.contains(&proto) || proto == "crisp";
         Err(Error::Config(if known {
             format!("--proto {proto} does not run in --mode {} (this mode runs {})", self.name(), self.families().join(", "))
         } else {
@@ -140,28 +165,40 @@ impl Mode {
                 }
                 Ok(if mode == "silent" { Mode::Silent } else { Mode::Interactive })
             }
-            "malicious-client" => Err(Error::Config(MALICIOUS_CLIENT_MISSING.into())),
-            m => Err(Error::Config(format!("--mode {m}: choose tee, dealer, interactive or silent"))),
+            "malicious-client" => {
+                let addr = dealer.ok_or_else(|| Error::Config(MALICIOUS_CLIENT_NEEDS_DEALER.into()))?;
+                let pin = pin.map(|p| p.trim().parse::<Fingerprint>().map_err(|e| Error::Config(format!("--dealer-pin: {e}")))).transpose()?;
+                Ok(Mode::MaliciousClient { addr: addr.to_string(), pin })
+            }
+            m => Err(Error::Config(format!("--mode {m}: choose tee, dealer, interactive, silent or malicious-client"))),
         }
     }
 }
 
-/// Why `--mode malicious-client` (CRISP, issue 14) is refused: what exists
-/// and what the engine still lacks. Never faked as a working mode.
-pub const MALICIOUS_CLIENT_MISSING: &str = "--mode malicious-client: not yet implemented for serve/infer/run/demo/Python. What exists: \
-the CRISP protocol layer (hush_2pc::crisp: authenticated shares over Z_2^(l+40), MAC-carrying ReLU/MaxPool/truncation FSS gates, \
-private-weight linear layers from dealer-dealt bilinear triples, authenticated input, the final consistency check with the server's abort) \
-and a model runner in dealer mode, reachable as `hush bench infer --mode malicious-client --model minionn-mnist` (both parties and a \
-dealer in one process). Missing: the runtime/serve/infer session wiring over a network and Python; CRISP's CKKS linear layers \
-(InitLin/Lin, which would need no dealer); tee underneath is refused (the simulated module would give the client host the MAC key), \
-interactive preprocessing does not exist. Use --mode dealer or tee meanwhile: they are secure against semi-honest clients only.";
+/// Why `--mode malicious-client` needs `--dealer` (and never a module).
+pub const MALICIOUS_CLIENT_NEEDS_DEALER: &str = "--mode malicious-client needs --dealer ADDR (where `hush dealer` listens) and \
+--dealer-pin sha256:<hex>: its correlations (the MAC key μ, FSS keys, masks, triples) come from a dealer that colludes with neither party. \
+A trusted module underneath (tee) is refused: hush's module is simulated, so a malicious client host could read μ from its own module \
+and forge every MAC. (hush run, demo and bench infer start a dealer in this process when --dealer is omitted.)";
 
 #[cfg(test)]
 mod malicious_client_mode {
+    use super::*;
     #[test]
-    fn refused_with_what_is_missing() {
-        let e = super::Mode::from_flags("malicious-client", None, None).unwrap_err().to_string();
-        assert!(e.contains("not yet implemented") && e.contains("CKKS") && e.contains("bench infer") && e.contains("serve/infer"), "{e}");
+    fn needs_a_dealer_and_never_a_module() {
+        let e = Mode::from_flags("malicious-client", None, None).unwrap_err().to_string();
+        assert!(e.contains("--dealer ADDR") && e.contains("tee") && e.contains("simulated"), "{e}");
+        let m = Mode::from_flags("malicious-client", Some("127.0.0.1:7100"), None).unwrap();
+        assert_eq!(m.name(), "malicious-client");
+        assert_eq!(m.dealer(), Some(("127.0.0.1:7100", None)));
+        assert!(Mode::from_flags("malicious-client", Some("h:1"), Some("nonsense")).is_err());
+        // the only family is CRISP's; auto resolves to it; others are refused by name
+        let mut o = Options { mode: m.clone(), proto: "auto".into(), ..Default::default() };
+        o.resolve_family().unwrap();
+        assert_eq!(o.proto, "crisp");
+        let e = Options { mode: m, proto: "tami".into(), ..Default::default() }.resolve_family().unwrap_err().to_string();
+        assert!(e.contains("--proto tami does not run in --mode malicious-client"), "{e}");
+        assert!(Mode::Dealer { addr: "a".into(), pin: None }.check_family("crisp").is_err());
     }
 }
 
@@ -224,6 +261,9 @@ pub struct Options {
     /// Server: per-session and global memory caps, pending-connection
     /// bound ([`crate::limits`]); clones share the global counters.
     pub limits: crate::limits::ServerLimits,
+    /// `malicious-client` mode: the MAC parameter s and the linear backend
+    /// (both must agree at the hello; refusals name both).
+    pub crisp: crate::crisp_run::CrispOptions,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -250,6 +290,7 @@ impl Default for Options {
             cot_set: None,
             expect: Default::default(),
             limits: Default::default(),
+            crisp: Default::default(),
         }
     }
 }
@@ -450,7 +491,7 @@ pub fn dealer_plan_env() -> bool {
 /// server's offline tail (in dealer mode the server's pre-dealing takes
 /// longer than the client's, whose shares are seeded). The last one of a
 /// session may go unread: a client that is done sends "Q" (or leaves).
-const READY: &[u8] = b"R";
+pub(crate) const READY: &[u8] = b"R";
 
 /// Waits for the server's [`READY`].
 fn await_ready(ch: &mut dyn Channel) -> Result<()> {
@@ -488,7 +529,7 @@ impl Drop for LocalDealer {
 /// unless the parties are insecure) and points `o` at it.
 pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
     match &o.mode {
-        Mode::Dealer { addr, .. } if addr.is_empty() => {}
+        Mode::Dealer { addr, .. } | Mode::MaliciousClient { addr, .. } if addr.is_empty() => {}
         _ => return Ok(LocalDealer(None)),
     }
     let (sec, pin) = if o.link.is_tls() {
@@ -499,14 +540,17 @@ pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
         (hush_transport::LinkSecurity::Insecure, None)
     };
     let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec, hush_2pc::deal::kinds()), Arc::new(|l: String| if std::env::var_os("HUSH_DEALER_TRACE").is_some() { eprintln!("dealer: {l}") }))?;
-    o.mode = Mode::Dealer { addr: h.addr.to_string(), pin };
+    o.mode = match o.mode {
+        Mode::MaliciousClient { .. } => Mode::MaliciousClient { addr: h.addr.to_string(), pin },
+        _ => Mode::Dealer { addr: h.addr.to_string(), pin },
+    };
     Ok(LocalDealer(Some(h)))
 }
 
 /// A party's correlation provider for one session, before the hello
 /// exchange is over: the module, and in dealer mode the session.
-struct Provider {
-    module: SharedModule,
+pub(crate) struct Provider {
+    pub(crate) module: SharedModule,
     /// Dealer mode: the session id and the dealer's fingerprint.
     dealer: Option<(hush_tee::dealer::SessionId, Option<Fingerprint>)>,
 }
@@ -518,11 +562,11 @@ pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) 
 /// Server side, before its hello reply: in dealer mode, opens a fresh
 /// session at the dealer (so the session's sender role is claimed before
 /// its id leaves this process).
-fn server_provider(opts: &Options) -> Result<Provider> {
+pub(crate) fn server_provider(opts: &Options) -> Result<Provider> {
     match &opts.mode {
         Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
         Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
-        Mode::Dealer { addr, pin } => {
+        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
             let m = hush_tee::DealerModule::connect_timed(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender)?
                 .with_kinds(hush_2pc::deal::kinds());
@@ -533,7 +577,7 @@ fn server_provider(opts: &Options) -> Result<Provider> {
 }
 
 /// The hello-reply fields describing the server's mode.
-fn mode_fields(reply: &mut Value, opts: &Options, p: &Provider) {
+pub(crate) fn mode_fields(reply: &mut Value, opts: &Options, p: &Provider) {
     reply["mode"] = json!(opts.mode.name());
     if let Some((sid, fp)) = &p.dealer {
         reply["dealer_session"] = json!(hush_tee::dealer::session_hex(sid));
@@ -542,7 +586,7 @@ fn mode_fields(reply: &mut Value, opts: &Options, p: &Provider) {
 }
 
 /// Checks the client's mode against the server's; the refusal names both.
-fn check_client_mode(hello: &Value, opts: &Options) -> std::result::Result<(), String> {
+pub(crate) fn check_client_mode(hello: &Value, opts: &Options) -> std::result::Result<(), String> {
     let theirs = hello.get("mode").and_then(Value::as_str).unwrap_or("tee");
     if theirs != opts.mode.name() {
         return Err(format!(
@@ -572,8 +616,8 @@ fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, ro
 /// when a session fails, probe this party's own dealer connection (with a
 /// request every established module refuses harmlessly) and, if the dealer
 /// is gone, say so rather than only "peer disconnected".
-fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Error {
-    if !matches!(mode, Mode::Dealer { .. }) || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
+pub(crate) fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Error {
+    if mode.dealer().is_none() || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
         return e;
     }
     match module.call(&Request::Hello { role: ModuleRole::Sender }) {
@@ -591,7 +635,7 @@ fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
     match &opts.mode {
         Mode::Tee => new_module(&opts.tee, opts.insecure_test_seed.is_some()),
         Mode::Interactive | Mode::Silent => Ok(SharedModule::new(Box::new(NoModule(opts.mode.name())))),
-        Mode::Dealer { addr, pin } => {
+        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
             let sid = reply
                 .get("dealer_session")
                 .and_then(Value::as_str)
@@ -682,6 +726,9 @@ pub struct PartyReport {
     /// HE modes: the COT source's LPN set and the RLWE parameter set.
     pub cot_set: Option<String>,
     pub he_params: Option<String>,
+    /// `malicious-client` mode: this party's CRISP costs of the inference
+    /// (offline/online split, dealer link, checked openings).
+    pub crisp: Option<crate::crisp_run::CrispCost>,
 }
 
 fn totals(layers: &[LayerCost]) -> (u64, u64, u32, u64, f64) {
@@ -700,6 +747,9 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
     if hello.get("hush").and_then(Value::as_str) != Some("inference") || hello.get("version").and_then(Value::as_u64) != Some(1) {
         let _ = ch.send(json!({"ok": false, "error": "not a hush inference client (version 1)"}).to_string().as_bytes());
         return Err(Error::Protocol("client hello: not a hush inference client".into()));
+    }
+    if let Mode::MaliciousClient { .. } = opts.mode {
+        return crate::crisp_serve::serve_session(ch, model, plan, opts, &hello);
     }
     let ServerSession { mut module, mut nl, mut he, mut pre, predeal_mem, _admitted } = server_open(ch, model, plan, opts, &hello)?;
     let mut served = 0usize;
@@ -761,6 +811,9 @@ pub struct ClientSession<C: Channel> {
     /// HE modes: the COT set and RLWE parameters the server chose.
     pub cot_set: Option<String>,
     pub he_params: Option<String>,
+    /// `malicious-client` mode: the CRISP side (the engine's fields above
+    /// are then unused).
+    crisp: Option<crate::crisp_serve::CrispClient>,
 }
 
 /// The result of one private inference at the client.
@@ -783,8 +836,8 @@ impl<C: Channel> ClientSession<C> {
     /// only chooses the sizes).
     pub fn start_probed(mut ch: C, opts: &Options, probe: Option<MemProbe>) -> Result<Self> {
         let t0 = Instant::now();
-        if let Mode::Dealer { addr, pin } = &opts.mode {
-            dealer_link(opts, addr, *pin)?; // a missing dealer pin fails before the server does any work
+        if let Some((addr, pin)) = opts.mode.dealer() {
+            dealer_link(opts, addr, pin)?; // a missing dealer pin fails before the server does any work
         }
         // the heap meter counts this party from here (its thread; an
         // in-process module runs on it too)
@@ -792,7 +845,17 @@ impl<C: Channel> ClientSession<C> {
         if let Some(p) = probe {
             (p.enter)(CLIENT as usize);
         }
+        let mc = matches!(opts.mode, Mode::MaliciousClient { .. });
+        if mc && opts.max_mem.is_some() {
+            return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
+        }
+        if mc {
+            opts.crisp.check()?;
+        }
         let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()});
+        if mc {
+            crate::crisp_serve::hello_fields(&mut hello, &opts.crisp);
+        }
         if let Some(b) = opts.max_mem {
             hello["max_mem"] = json!(b);
         }
@@ -802,6 +865,9 @@ impl<C: Channel> ClientSession<C> {
             return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
         }
         crate::hello::check_reply(opts, &r)?;
+        if mc {
+            crate::crisp_serve::check_reply(&r, &opts.crisp)?;
+        }
         let field = |k: &str| r.get(k).and_then(Value::as_u64).ok_or_else(|| Error::Protocol(format!("server hello lacks {k}")));
         let small = |k: &str| field(k).and_then(|v| u32::try_from(v).map_err(|_| Error::Protocol(format!("server hello: {k} = {v} out of range"))));
         let cfg = FixedConfig::new(small("bits")?, small("frac")?)?;
@@ -842,6 +908,34 @@ impl<C: Channel> ClientSession<C> {
         };
         let mut module = client_provider(opts, &r)?;
         opts.mode.check_family(&proto).map_err(|e| Error::Peer(format!("the server chose a family this client cannot run: {e}")))?;
+        if mc {
+            let crisp = crate::crisp_serve::CrispClient::new(&module, &opts.crisp);
+            return Ok(ClientSession {
+                // never called: malicious-client sessions branch to `crisp`
+                // before the engine (a lazy family holds no state)
+                nl: engine::make_family("fss", module.clone(), CLIENT, cfg.bits, chunk)?,
+                ch,
+                model,
+                plan,
+                module,
+                next: 0,
+                proto,
+                offline_secs: t0.elapsed().as_secs_f64(),
+                offline_cost: Default::default(),
+                mem_fit: None,
+                guard: None,
+                chunk,
+                pre: engine::Predealt::default(),
+                predeal_mem: 0,
+                predeal_next: false,
+                lookahead: false,
+                mode: opts.mode.clone(),
+                he: None,
+                cot_set: None,
+                he_params: None,
+                crisp: Some(crisp),
+            });
+        }
         let (mut nl, he, cot_set, he_params) = if opts.mode.he() {
             let cot = r.get("cot_set").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the COT set".into()))?.to_string();
             let hp = r.get("he_params").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the HE parameters".into()))?.to_string();
@@ -883,6 +977,7 @@ impl<C: Channel> ClientSession<C> {
             he,
             cot_set,
             he_params,
+            crisp: None,
         })
     }
 
@@ -903,8 +998,26 @@ impl<C: Channel> ClientSession<C> {
         self.infer_checked(x, progress).map_err(|e| diagnose(&mut self.module, &self.mode, e))
     }
 
-    fn infer_checked(&mut self, x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
+    fn infer_checked(&mut self, x: &[f64], mut progress: impl FnMut(usize, usize)) -> Result<Inference> {
         let xq = self.plan.encode_input(x)?;
+        if self.crisp.is_some() {
+            let tw = Instant::now();
+            let (y, c) = self.crisp_ring(&xq)?;
+            let ready_wait_secs = (tw.elapsed().as_secs_f64() - c.offline_s - c.online_s).max(0.0);
+            progress(self.plan.steps.len(), self.plan.steps.len());
+            let report = PartyReport {
+                layers: c.layers.clone(),
+                online_secs: c.online_s,
+                offline_secs: self.offline_secs + c.offline_s + ready_wait_secs,
+                ready_wait_secs,
+                offline_bytes_sent: c.offline_bytes_sent,
+                offline_bytes_recv: c.offline_bytes_recv,
+                module: self.module.describe(),
+                crisp: Some(CrispCost { layers: Vec::new(), ..c }),
+                ..Default::default()
+            };
+            return Ok(Inference { logits: self.plan.decode(&y), shape: self.model.output_shape().to_vec(), report });
+        }
         let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
         let tw = Instant::now();
         await_ready(&mut self.ch)?;
@@ -934,6 +1047,7 @@ impl<C: Channel> ClientSession<C> {
             predeal_mem: self.predeal_mem,
             cot_set: self.cot_set.clone(),
             he_params: self.he_params.clone(),
+            crisp: None,
         };
         self.after_inference()?;
         Ok(Inference { logits: self.plan.decode(&y), shape: self.model.output_shape().to_vec(), report })
@@ -965,6 +1079,10 @@ impl<C: Channel> ClientSession<C> {
     }
 
     fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
+        if self.crisp.is_some() {
+            let (y, c) = self.crisp_ring(x)?;
+            return Ok((y, c.layers));
+        }
         await_ready(&mut self.ch)?;
         self.ch.send(b"I")?;
         let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
@@ -975,6 +1093,21 @@ impl<C: Channel> ClientSession<C> {
         let y = share.iter().zip(&theirs).map(|(a, b)| a.wrapping_add(*b) & m).collect();
         self.after_inference()?;
         Ok((y, layers))
+    }
+
+    /// `malicious-client` mode: one inference of an encoded input — wait
+    /// for "ready", `I`, then CRISP's offline and online phases. The
+    /// server's abort is an error, with no output.
+    fn crisp_ring(&mut self, xq: &[u64]) -> Result<(Vec<u64>, CrispCost)> {
+        if xq.len() != self.plan.input_len {
+            return Err(Error::Input(format!("input of {} elements, the model expects {}", xq.len(), self.plan.input_len)));
+        }
+        let c = self.crisp.as_mut().ok_or_else(|| Error::Protocol("not a malicious-client session".into()))?;
+        await_ready(&mut self.ch)?;
+        self.ch.send(b"I")?;
+        let r = c.infer(&mut self.ch, &self.model, &self.plan, xq)?;
+        self.next += 1;
+        Ok(r)
     }
 
     /// Ends the session politely.
@@ -1095,6 +1228,16 @@ pub fn run_local_probed(
         let mut ch = a.open()?;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
+        if let Mode::MaliciousClient { .. } = o2.mode {
+            let mut s = crate::crisp_serve::server_open(&mut *ch, &m2, &p2, &o2, &hello)?;
+            if ch.recv()? != b"I" {
+                return Err(Error::Protocol("expected an inference".into()));
+            }
+            let c = s.infer(&mut *ch, &m2, &p2)?;
+            let _ = ch.recv(); // Q
+            let peak = probe.map(|p| (p.peak)(SERVER as usize)).unwrap_or(0);
+            return Ok((c.layers, c.online_s, ch.cost(), peak));
+        }
         let ServerSession { module, mut nl, mut he, mut pre, .. } = server_open(&mut *ch, &m2, &p2, &o2, &hello)?;
         let ctl = ch.recv()?;
         if ctl != b"I" {
@@ -1287,6 +1430,16 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
         v["he_params"] = json!(h);
         v["cot_source"] = json!(if opts.mode == Mode::Silent { "silent (SilentFlow, module-expanded)" } else { "ferret" });
     }
+    if let Some(cc) = &c.crisp {
+        // malicious-client mode: the check passed before the release
+        v["s"] = json!(opts.crisp.s);
+        v["crisp_linear"] = json!(opts.crisp.linear);
+        v["check"] = json!("passed");
+        v["checked_openings"] = json!(cc.checked_openings);
+        v["offline_bytes"] = json!(cc.offline_bytes);
+        v["dealer_bytes_client"] = json!(cc.dealer_bytes);
+        v["dealer_requests_client"] = json!(cc.dealer_requests);
+    }
     v["client_profile"] = json!(opts.client_profile.name);
     v["client_profile_desc"] = json!(opts.client_profile.describe());
     v["client_profile_method"] = json!(run.client_profile_method);
@@ -1300,6 +1453,7 @@ pub fn client_mem_counts(opts: &Options, tcp: bool) -> String {
         (Mode::Tee, "in-process") => s.push_str(", and its in-process module"),
         (Mode::Tee, _) => s.push_str("; not its out-of-process module (another process)"),
         (Mode::Dealer { .. }, _) => s.push_str("; not the dealer (a third party, threads of this process in local runs)"),
+        (Mode::MaliciousClient { .. }, _) => s.push_str(", its authenticated shares and all of one inference's dealt FSS keys and triples; not the dealer"),
         (Mode::Interactive, _) => s.push_str(", its RLWE keys and ciphertexts, and its COT sources (Ferret, both directions)"),
         (Mode::Silent, "in-process") => s.push_str(", its RLWE keys and ciphertexts, and its COT sources with their in-process SilentFlow modules"),
         (Mode::Silent, _) => s.push_str(", its RLWE keys and ciphertexts, and its COT sources; not their out-of-process modules"),

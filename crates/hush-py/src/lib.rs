@@ -87,9 +87,27 @@ fn cot_sources() -> Vec<&'static str> {
     hush_correlations::registry::SOURCES.to_vec()
 }
 
-/// The trust mode from `mode`, `dealer` and `dealer_pin` (dealer mode
-/// without an address: a dealer started in this process, for `run` only).
+/// The trust mode from `mode`, `dealer` and `dealer_pin` (dealer and
+/// malicious-client modes without an address: a dealer started in this
+/// process, for `run` only).
+
+/// The malicious-client settings from `mac_s` (the MAC parameter s; the
+/// linear backend is the only one built, `triples`).
+fn crisp_of(opts: &mut Options, mac_s: Option<u32>) -> PyResult<()> {
+    match (&opts.mode, mac_s) {
+        (runtime::Mode::MaliciousClient { .. }, s) => {
+            opts.crisp.s = s.unwrap_or(opts.crisp.s);
+            opts.crisp.check().map_err(|e| PyValueError::new_err(e.to_string()))
+        }
+        (_, Some(_)) => Err(PyValueError::new_err("mac_s applies to mode=\"malicious-client\" only")),
+        _ => Ok(()),
+    }
+}
 fn mode_of(mode: &str, dealer: Option<&str>, dealer_pin: Option<&str>, local_ok: bool) -> PyResult<runtime::Mode> {
+    if mode == "malicious-client" && dealer.is_none() && local_ok {
+        // both parties here: a dealer started in this process (never a module)
+        return Ok(runtime::Mode::MaliciousClient { addr: String::new(), pin: None });
+    }
     if mode == "dealer" && dealer.is_none() {
         if !local_ok {
             return Err(PyValueError::new_err("mode=\"dealer\" needs dealer=\"HOST:PORT\" (where `hush dealer` listens) and dealer_pin=\"sha256:<hex>\""));
@@ -101,8 +119,8 @@ fn mode_of(mode: &str, dealer: Option<&str>, dealer_pin: Option<&str>, local_ok:
 
 fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<Options> {
     let cfg = FixedConfig::new(bits, frac).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if !["auto", "fss", "tami", "cf2"].contains(&proto) {
-        return Err(PyValueError::new_err(format!("proto '{proto}': choose auto, fss, tami (tee, dealer) or cf2 (interactive, silent)")));
+    if !["auto", "fss", "tami", "cf2", "crisp"].contains(&proto) {
+        return Err(PyValueError::new_err(format!("proto '{proto}': choose auto, fss, tami (tee, dealer), cf2 (interactive, silent) or crisp (malicious-client)")));
     }
     let profile = hush_bench::profile(net).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let expect = hush_inference::hello::Expect { proto: proto != "auto", ..Default::default() };
@@ -162,7 +180,7 @@ fn progress_fn(cb: Option<PyObject>) -> impl FnMut(usize, usize) + Send {
 /// hush model file's bytes and a flat float64 input with its shape; returns
 /// (flat logits, output shape, report as JSON text).
 #[pyfunction]
-#[pyo3(signature = (model_bytes, data, shape, proto="auto", net="none", bits=37, frac=12, tcp=true, progress=None, mode="tee"))]
+#[pyo3(signature = (model_bytes, data, shape, proto="auto", net="none", bits=37, frac=12, tcp=true, progress=None, mode="tee", mac_s=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_model(
     py: Python<'_>,
@@ -176,11 +194,13 @@ fn run_model(
     tcp: bool,
     progress: Option<PyObject>,
     mode: &str,
+    mac_s: Option<u32>,
 ) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
     let mut opts = inference_options(proto, net, bits, frac)?;
     // Both parties in this process: TLS with ephemeral identities over TCP.
     opts.link = link_of(None, Vec::new(), false)?;
     opts.mode = mode_of(mode, None, None, true)?;
+    crisp_of(&mut opts, mac_s)?;
     opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let model = Arc::new(load_model(&model_bytes)?);
     let n: usize = model.input_shape.iter().product();
@@ -306,7 +326,7 @@ impl NativeServer {
 }
 
 #[pyfunction]
-#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="auto", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false, mode="tee", dealer=None, dealer_pin=None))]
+#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="auto", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false, mode="tee", dealer=None, dealer_pin=None, mac_s=None))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     model_bytes: Vec<u8>,
@@ -321,10 +341,12 @@ fn serve(
     mode: &str,
     dealer: Option<String>,
     dealer_pin: Option<String>,
+    mac_s: Option<u32>,
 ) -> PyResult<NativeServer> {
     let mut opts = inference_options(proto, net, bits, frac)?;
     opts.link = link_of(identity, pins, insecure)?;
     opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
+    crisp_of(&mut opts, mac_s)?;
     opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let fingerprint = opts.link.fingerprint().map(|f| f.to_string());
     let model = Arc::new(load_model(&model_bytes)?);
@@ -378,7 +400,7 @@ impl NativeClient {
             }
             Err(_) => return Err(PyRuntimeError::new_err("internal error (Rust panic caught at the Python boundary)")),
         };
-        let report = serde_json::json!({
+        let mut report = serde_json::json!({
             "online_s": r.report.online_secs,
             "offline_s": r.report.offline_secs,
             "bytes_sent": r.report.layers.iter().map(|l| l.bytes_sent).sum::<u64>(),
@@ -386,6 +408,12 @@ impl NativeClient {
             "rounds": r.report.layers.iter().map(|l| l.rounds).sum::<u32>(),
             "module": r.report.module,
         });
+        if let Some(c) = &r.report.crisp {
+            // malicious-client mode: the server's check passed before the release
+            report["mac_check"] = serde_json::json!("passed");
+            report["checked_openings"] = serde_json::json!(c.checked_openings);
+            report["dealer_bytes"] = serde_json::json!(c.dealer_bytes);
+        }
         self.put(s);
         Ok((r.logits, r.shape, report.to_string()))
     }
@@ -399,7 +427,7 @@ impl NativeClient {
 }
 
 #[pyfunction]
-#[pyo3(signature = (addr, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None))]
+#[pyo3(signature = (addr, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None, mac_s=None))]
 #[allow(clippy::too_many_arguments)]
 fn connect(
     py: Python<'_>,
@@ -413,6 +441,7 @@ fn connect(
     dealer: Option<String>,
     dealer_pin: Option<String>,
     connect_timeout: Option<f64>,
+    mac_s: Option<u32>,
 ) -> PyResult<NativeClient> {
     if !insecure && pin.is_none() {
         return Err(PyValueError::new_err(format!(
@@ -428,6 +457,7 @@ fn connect(
         opts.link = opts.link.with_connect_timeout(std::time::Duration::from_secs_f64(t));
     }
     opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
+    crisp_of(&mut opts, mac_s)?;
     opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let addr = addr.to_string();
     let s = guarded(py, move || runtime::connect(&addr, &opts).map_err(|e| e.to_string()))?;
