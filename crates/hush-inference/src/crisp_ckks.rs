@@ -232,8 +232,22 @@ pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer
             checked_openings: off.sess.pending(),
             dealer_bytes: dm.bytes_to_module + dm.bytes_from_module,
             dealer_requests: dm.crossings,
-            // per-step costs are metered on the dealt path only
-            layers: Vec::new(),
+            // not metered per step on this path: one entry with the
+            // online totals (so served reports sum to the right bytes and
+            // rounds)
+            layers: vec![crate::engine::LayerCost {
+                name: "online (ckks path, all steps)".into(),
+                kind: "crisp-ckks",
+                elems: plan.input_len,
+                secs: online_s,
+                module_secs: 0.0,
+                bytes_sent: d1.bytes_sent,
+                bytes_recv: d1.bytes_recv,
+                rounds: c2.rounds.saturating_sub(c1.rounds),
+                module_crossings: 0,
+                module_bytes: 0,
+                macs: 0,
+            }],
         },
     ))
 }
