@@ -287,8 +287,13 @@ impl Drop for Served {
 }
 
 fn serve_mc(model: Arc<crate::model::Model>) -> Served {
+    serve_mc_with(model, "dealt")
+}
+
+fn serve_mc_with(model: Arc<crate::model::Model>, linear: &str) -> Served {
     let link = hush_transport::LinkConfig::from_flags(&hush_transport::LinkFlags::default()).unwrap();
-    let mut o = Options { mode: Mode::MaliciousClient { addr: String::new(), pin: None }, proto: "auto".into(), link: link.clone(), ..Default::default() };
+    let crisp = crisp_run::CrispOptions { linear: linear.into(), ..co() };
+    let mut o = Options { mode: Mode::MaliciousClient { addr: String::new(), pin: None }, proto: "auto".into(), link: link.clone(), crisp, ..Default::default() };
     o.resolve_family().unwrap();
     let dealer = runtime::local_dealer(&mut o).unwrap();
     assert!(matches!(&o.mode, Mode::MaliciousClient { pin: Some(_), .. }), "a TLS dealer, pinned");
@@ -391,6 +396,34 @@ const TINY_ONLINE_SENDS: usize = 10;
 /// right after each deviant one gets the right output. 8 deviant sessions
 /// by default; `CRISP_SERVED_TRIALS=N` runs N (`scripts/crisp_served_trials.sh`)
 /// and prints the counts as one JSON line.
+/// The CKKS linear backend over the served path (TCP + TLS, the dealer
+/// service): two inferences in one session equal the reference, a client
+/// of the other backend is refused at the hello, and a client that flips
+/// a bit in a message is aborted without output.
+#[test]
+fn served_ckks_backend_equals_reference_and_refuses_a_mismatch() {
+    let model = tiny_cnn();
+    let plan = Plan::new(&model, Default::default()).unwrap();
+    let srv = serve_mc_with(model.clone(), "ckks");
+    let addr = srv.addr();
+    let mut s = runtime::connect(&addr, &srv.client).unwrap();
+    for k in 0..2 {
+        let x = input(36, 300 + k);
+        let r = s.infer(&model.input_shape.clone(), &x, |_, _| {}).unwrap();
+        let want = plan.decode(&reference::run(&plan, &plan.encode_input(&x).unwrap()).unwrap());
+        assert_eq!(r.logits, want, "ckks, inference {k}");
+        let c = r.report.crisp.as_ref().unwrap();
+        assert!(c.checked_openings > 0 && c.online_bytes > 0 && c.online_rounds > 0);
+    }
+    s.close().unwrap();
+    let other = Options { crisp: co(), ..srv.client.clone() };
+    let e = runtime::connect(&addr, &other).err().unwrap().to_string();
+    assert!(e.contains("linear backend mismatch"), "{e}");
+    let mut d = deviant_session(&addr, &srv.client, Deviate::Flip { at: 3, byte: 17, bit: 3 }).unwrap();
+    let r = d.infer(&model.input_shape.clone(), &input(36, 9), |_, _| {});
+    assert!(r.is_err(), "a tampering client got an output");
+}
+
 #[test]
 fn served_over_tls_honest_equals_reference_and_deviants_are_aborted() {
     let model = tiny_cnn();
