@@ -40,15 +40,15 @@
 //! < 2^−20). No rescaling or rotations yet: one multiplicative level,
 //! slot-wise products only.
 //!
-//! **What this does not give yet (the gap to CRISP's Lin).** CRISP checks
-//! MACs *exactly* mod 2^(ℓ+s), but CKKS is approximate: using it for
-//! CRISP's linear layers needs integer-exact decoding (total error < 1/2
-//! before rounding, with values and MACs reduced mod 2^(ℓ+s) after
-//! decryption), noise flooding for circuit privacy, statistically hiding
-//! masks for the server's output share, and a check that the client's
-//! ciphertexts are well formed (CRISP assumes a ZK proof of plaintext
-//! knowledge, footnote a of Fig. 2). None of that is built; this module is
-//! the encoding and its tested arithmetic.
+//! **Why CRISP's linear layers do not use this scale.** CRISP checks
+//! MACs *exactly* mod 2^(ℓ+s), and a MAC is a uniform (ℓ+s)-bit number;
+//! the approximate decoding here (f64 FFT, error ≈ 2^−23) cannot carry it.
+//! [`crate::ckks_crisp`] keeps CRISP's packing — value + i·MAC is the
+//! polynomial v + X^(N/2)·m, since X^(N/2) is i in every slot of this
+//! embedding — but in Cheetah's coefficient encoding at the exact scale
+//! q/2^(ℓ+s), with flooding, modulus switching and the well-formedness
+//! gap stated; this module stays the slot encoding and its tested
+//! arithmetic.
 
 use crate::he::SecretKey;
 use crate::ring::{reduce_i128, Context};
