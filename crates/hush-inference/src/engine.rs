@@ -6,7 +6,7 @@
 //!   HE protocol ([`crate::he_linear`], interactive, silent — when
 //!   [`Party::he`] is set), then truncation (in the `cf2` family, after
 //!   the ReLU that alone reads the layer: [`Nonlinear::fuses_relu_trunc`],
-//!   also across a residual Add or a MaxPool in between: [`Pending`]);
+//!   also across a residual Add or a MaxPool in between: `Pending`);
 //! * AveragePool: local window sums times a public constant, then truncation;
 //! * Add, AddConst (server adds), Reshape, Concat: local;
 //! * ReLU, truncation, and MaxPool (a pairwise tree of

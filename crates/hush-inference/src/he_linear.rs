@@ -41,7 +41,11 @@
 //!
 //! y = W·x + bias over Z_2^ℓ, x = x_C + x_S: the HE protocol gives
 //! y_C = W·x − r_S to the client and r_S to the server; the server adds the
-//! bias to its share; truncation follows in the nonlinear layer as today.
+//! bias to its share; truncation follows in the nonlinear layer — in the
+//! `cf2` family inside the next ReLU when that ReLU alone reads the layer,
+//! also across a residual Add or a MaxPool ([`crate::engine`]'s
+//! `Pending`: results are the reference's up to the one faithful
+//! truncation).
 
 use crate::model::{Model, Op};
 use crate::plan::{Plan, StepKind};
