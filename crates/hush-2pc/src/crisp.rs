@@ -13,7 +13,8 @@
 //! ([`crate::deal::crisp`], Fig. 3). Linear layers with the server's
 //! **private** weights are [`linear`]: a dealer-dealt bilinear (Beaver)
 //! triple applied to the value and the MAC component — a stated deviation
-//! from CRISP, whose linear layers are CKKS-based (§IV, Fig. 2; not built);
+//! from CRISP, whose linear layers are CKKS-based (§IV, Fig. 2; built as
+//! [`crate::crisp_ckks`], opt-in because of its well-formedness gap);
 //! public coefficients are local maps ([`AuthShare::matvec_public`]).
 //!
 //! ## Values, MACs and the lifted ring (CRISP §V-B, SPDZ2k)

@@ -35,10 +35,10 @@
 //! sound; hush has none. Interactive preprocessing (without a third party)
 //! does not exist for this mode in hush and is refused.
 //!
-//! **Linear backend** ([`CrispOptions::linear`]): `dealt` (dealer-dealt
-//! bilinear triples, above) is the only one built here; the option is
-//! carried through the hello so that another backend (CRISP's CKKS
-//! InitLin/Lin, §IV) can be selected without touching the session code.
+//! **Linear backend** ([`CrispOptions::linear`], [`LinearBackend`]):
+//! `dealt` (dealer-dealt bilinear triples, above; the default) or `ckks`
+//! (CRISP's InitLin/Lin, §IV, [`crate::crisp_ckks`]; opt-in). The option is
+//! carried through the hello; both parties must agree.
 //!
 //! **Phases.** *Offline* (input-independent): the MAC key request (a
 //! fresh μ per inference), every dealt correlation of the plan in plan

@@ -92,7 +92,7 @@ fn cot_sources() -> Vec<&'static str> {
 /// process, for `run` only).
 
 /// The malicious-client settings from `mac_s` (the MAC parameter s; the
-/// linear backend is the only one built, `triples`).
+/// linear backend is the default, `dealt`; `ckks` is not offered here).
 fn crisp_of(opts: &mut Options, mac_s: Option<u32>) -> PyResult<()> {
     match (&opts.mode, mac_s) {
         (runtime::Mode::MaliciousClient { .. }, s) => {
