@@ -77,20 +77,16 @@ pub struct BertOpts {
     /// runs on this many blocks of rows at once, on lanes of the one
     /// emulated link ([`Layer::par`]); 1 = no overlap.
     pub lanes: usize,
-    /// Lane i starts its part of each layer i·`stagger` after lane 0.
-    pub stagger: std::time::Duration,
 }
 
 impl Default for BertOpts {
     fn default() -> Self {
-        BertOpts { overlap: true, bounded: true, lanes: DEFAULT_LANES, stagger: std::time::Duration::from_millis(DEFAULT_STAGGER_MS) }
+        BertOpts { overlap: true, bounded: true, lanes: DEFAULT_LANES }
     }
 }
 
 /// Lanes of the benchmark (measured: see the README's BERT rows).
-pub const DEFAULT_LANES: usize = 2;
-/// Stagger between lanes (ms).
-pub const DEFAULT_STAGGER_MS: u64 = 0;
+pub const DEFAULT_LANES: usize = 8;
 
 /// Public magnitude bounds (real units) of every compared tensor of a layer,
 /// proved from public facts only: the architecture, the public weight range
@@ -199,6 +195,8 @@ pub struct Lane {
     ch: MemChannel,
 }
 
+type LaneOp<'f> = &'f (dyn Fn(&mut Ctx, &mut dyn Channel, &ArithShare) -> hush_2pc::Result<ArithShare> + Sync);
+
 /// One party's encoder layer, in three modes: `plan` (Ctx records, linear
 /// layers return zeros), and the online run.
 struct Layer<'a> {
@@ -208,61 +206,34 @@ struct Layer<'a> {
     fx: FixedConfig,
     party: u8,
     weights: &'a Weights,
-    /// dealt linear correlations of this layer: q, k, v (main); a lane's
-    /// layer also holds its o, ff1, ff2 at 3..6
+    /// dealt linear correlations of this layer (q, k, v, o, ff1, ff2)
     lin: Vec<Option<hush_tee::linear_deal::LinearResponse>>,
-    /// per lane: its dealt o, ff1, ff2
-    lane_lin: Vec<Vec<Option<hush_tee::linear_deal::LinearResponse>>>,
     meter: Meter,
-    /// the lanes' operators (seconds and rounds: the slowest lane's)
-    lane_meter: Meter,
-    lane_rounds: u64,
-    lane_bytes: u64,
-    stagger: std::time::Duration,
-    /// a lane's block of query tokens
-    block: Option<(usize, usize)>,
 }
 
-impl<'a> Layer<'a> {
-    fn new(s: BertShape, bounds: Option<Bounds>, fx: FixedConfig, party: u8, weights: &'a Weights, stagger: std::time::Duration) -> Self {
-        Layer { s, bounds, fx, party, weights, lin: vec![], lane_lin: vec![], meter: Meter::default(), lane_meter: Meter::default(), lane_rounds: 0, lane_bytes: 0, stagger, block: None }
-    }
-
+impl Layer<'_> {
     /// y = W·x + b for x hidden-major (n_in × seq), at scale 2f (no truncation).
     fn linear(&mut self, ch: &mut dyn Channel, j: usize, x: &ArithShare, plan: bool) -> Result<ArithShare> {
         let (n_out, n_in, ref w, ref b) = self.weights.proj[j];
         let ring = hush_primitives::Ring::new(self.fx.bits).expect("ring");
         let seq = self.s.seq;
-        // a lane's block: its columns of a full-width input, zero elsewhere
-        let (a, bb) = self.block.unwrap_or((0, seq));
-        let m = bb - a;
         if plan {
-            return Ok(ArithShare::zeros(ring, n_out * m));
+            return Ok(ArithShare::zeros(ring, n_out * seq));
         }
-        let full: Vec<u64> = if m == seq {
-            x.v.clone()
-        } else {
-            let mut v = vec![0u64; n_in * seq];
-            for (r, row) in x.v.chunks(m).enumerate() {
-                v[r * seq + a..r * seq + bb].copy_from_slice(row);
-            }
-            v
-        };
         let d = self.lin[j].take().ok_or_else(|| Error::Config("linear correlation not dealt".into()))?;
         let t = Instant::now();
         let c0 = ch.cost();
         let y = if self.party == SERVER {
             let op = conv1x1(n_out, n_in, seq, w);
-            let mut y = linear::server_with(ch, &self.fx, d, &op, &full)?;
+            let mut y = linear::server_with(ch, &self.fx, d, &op, &x.v)?;
             for (o, row) in y.chunks_mut(seq).enumerate() {
                 row.iter_mut().for_each(|v| *v = v.wrapping_add(b[o]) & self.fx.mask());
             }
             y
         } else {
-            linear::client_with(ch, &self.fx, d, &full, n_out * seq)?
+            linear::client_with(ch, &self.fx, d, &x.v, n_out * seq)?
         };
         self.meter.add("linear", t.elapsed().as_secs_f64(), ch.cost() - c0);
-        let y = if m == seq { y } else { y.chunks(seq).flat_map(|row| row[a..bb].iter().copied()).collect() };
         Ok(ArithShare::new(ring, y))
     }
 
@@ -276,21 +247,54 @@ impl<'a> Layer<'a> {
         Ok(r)
     }
 
-    /// The layer on x (token-major seq × hidden, scale f). Q, K and V for
-    /// every token on the main channel; then each lane takes one contiguous
-    /// block of query tokens through the rest of the layer — its scores
-    /// against every key, Softmax, P·V, the output projection, residual,
-    /// LayerNorm, FFN with GeLU, residual, LayerNorm — on its own context
-    /// and channel, on its own thread (sequentially in plan mode). The
-    /// blocks are independent (attention mixes tokens only through K and V,
-    /// which every lane has; everything after it is per token), so the
-    /// result is the layer's on x; running them at once, lane i started
-    /// i·`stagger` later, lets one block's transmission (GeLU is
-    /// bandwidth-bound) overlap another's round trips (Softmax and
-    /// LayerNorm are latency-bound) on the shared link. A lane's linear
-    /// layers run on the layer's full-width operator with the other
-    /// tokens' columns zero (both parties' shares of 0), and keep their own
-    /// block's columns: the same outputs, one input-sized flight per lane.
+    /// A row-wise operator on `lanes`: x (rows of `unit` elements) cut into
+    /// one contiguous block of rows per lane, each block on its lane's
+    /// context and channel on its own thread (sequentially in plan mode),
+    /// results concatenated in order. The blocks are independent (GeLU is
+    /// element-wise, Softmax and LayerNorm row-wise), so the result is the
+    /// operator's on x; running them at once lets one block's transmission
+    /// overlap another's round trips on the shared link. Metered: bytes of
+    /// every lane, rounds of the deepest lane.
+    fn par(&mut self, lanes: &mut [Lane], op: &'static str, plan: bool, x: &ArithShare, unit: usize, f: LaneOp<'_>) -> Result<ArithShare> {
+        let rows = x.len() / unit.max(1);
+        let k = lanes.len().min(rows).max(1);
+        let bounds: Vec<(usize, usize)> = (0..k).map(|i| (rows * i / k * unit, rows * (i + 1) / k * unit)).collect();
+        let ring = x.ring;
+        let t = Instant::now();
+        let before: Vec<Cost> = lanes.iter().map(|l| l.ch.cost()).collect();
+        let outs: Vec<hush_2pc::Result<ArithShare>> = if plan {
+            let (mut unused, _peer) = MemChannel::pair();
+            lanes.iter_mut().zip(&bounds).map(|(l, &(a, b))| f(&mut l.c, &mut unused, &ArithShare { ring, v: x.v[a..b].to_vec() })).collect()
+        } else {
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = lanes
+                    .iter_mut()
+                    .zip(&bounds)
+                    .map(|(l, &(a, b))| {
+                        let part = ArithShare { ring, v: x.v[a..b].to_vec() };
+                        sc.spawn(move || f(&mut l.c, &mut l.ch, &part))
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(hush_2pc::Error::Bench("lane thread panicked".into())))).collect()
+            })
+        };
+        let mut v = Vec::with_capacity(x.len());
+        for o in outs {
+            v.extend_from_slice(&o.map_err(tpc)?.v);
+        }
+        if !plan {
+            let mut c = Cost::default();
+            for (l, b) in lanes.iter().zip(&before) {
+                let d = l.ch.cost() - *b;
+                c.bytes_sent += d.bytes_sent;
+                c.rounds = c.rounds.max(d.rounds);
+            }
+            self.meter.add(op, t.elapsed().as_secs_f64(), c);
+        }
+        Ok(ArithShare { ring, v })
+    }
+
+    /// The layer on x (token-major seq × hidden, scale f).
     fn run(&mut self, c: &mut Ctx, ch: &mut dyn Channel, lanes: &mut [Lane], x: &ArithShare, plan: bool) -> Result<ArithShare> {
         let s = self.s;
         let (h, seq, nh) = (s.hidden, s.seq, s.heads);
@@ -304,10 +308,16 @@ impl<'a> Layer<'a> {
         let parts = split(&qkv, h * seq);
         let (q, k, v) = (&parts[0], &parts[1], &parts[2]);
         let ring = q.ring;
-        // per head: K_hᵀ (dh×seq) = rows of K, V_h (seq×dh)
+        // per head: Q_h (seq×dh) token-major, K_hᵀ (dh×seq) = rows of K, V_h (seq×dh)
+        let mut qh = Vec::with_capacity(h * seq);
         let mut kt = Vec::with_capacity(h * seq);
         let mut vh = Vec::with_capacity(h * seq);
         for hd in 0..nh {
+            for t in 0..seq {
+                for d in 0..dh {
+                    qh.push(q.v[(hd * dh + d) * seq + t]);
+                }
+            }
             kt.extend_from_slice(&k.v[hd * dh * seq..(hd + 1) * dh * seq]);
             for t in 0..seq {
                 for d in 0..dh {
@@ -315,119 +325,46 @@ impl<'a> Layer<'a> {
                 }
             }
         }
-        let (kt, vh) = (ArithShare { ring, v: kt }, ArithShare { ring, v: vh });
-        let k_lanes = lanes.len().min(seq).max(1);
-        let blocks: Vec<(usize, usize)> = (0..k_lanes).map(|i| (seq * i / k_lanes, seq * (i + 1) / k_lanes)).collect();
-        let mut lane_lin = std::mem::take(&mut self.lane_lin);
-        lane_lin.resize_with(k_lanes, Vec::new);
-        let (weights, fx, party, bounds, stagger) = (self.weights, self.fx, self.party, self.bounds, self.stagger);
-        let run_lane = |i: usize, lc: &mut Ctx, lch: &mut dyn Channel, lin: Vec<Option<hush_tee::linear_deal::LinearResponse>>| -> Result<(ArithShare, Meter)> {
-            let (a, b) = blocks[i];
-            let mut ll = Layer::new(s, bounds, fx, party, weights, stagger);
-            ll.lin = vec![None, None, None];
-            ll.block = Some((a, b));
-            ll.lin.extend(lin);
-            if !plan && i > 0 {
-                std::thread::sleep(stagger * i as u32);
-            }
-            let xb = ArithShare { ring, v: x.v[a * h..b * h].to_vec() };
-            let y = ll.lane(lc, lch, &xb, q, &kt, &vh, plan)?;
-            Ok((y, ll.meter))
-        };
-        let results: Vec<Result<(ArithShare, Meter)>> = if plan {
-            let (mut unused, _peer) = MemChannel::pair();
-            lanes.iter_mut().take(k_lanes).zip(lane_lin).enumerate().map(|(i, (l, lin))| run_lane(i, &mut l.c, &mut unused, lin)).collect()
-        } else {
-            let run_lane = &run_lane;
-            std::thread::scope(|sc| {
-                let hs: Vec<_> = lanes.iter_mut().take(k_lanes).zip(lane_lin).enumerate().map(|(i, (l, lin))| sc.spawn(move || run_lane(i, &mut l.c, &mut l.ch, lin))).collect();
-                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Config("lane thread panicked".into())))).collect()
-            })
-        };
-        let mut out = Vec::with_capacity(x.len());
-        let mut lane_meters = Vec::with_capacity(k_lanes);
-        for r in results {
-            let (y, m) = r?;
-            out.extend_from_slice(&y.v);
-            lane_meters.push(m);
-        }
-        if !plan {
-            // bytes of every lane; seconds and rounds of the slowest and
-            // deepest lane per operator (the lanes overlap)
-            for m in &lane_meters {
-                for (op, (t, b, r)) in &m.by_op {
-                    let e = self.lane_meter.by_op.entry(op).or_default();
-                    e.0 = e.0.max(*t);
-                    e.1 += b;
-                    e.2 = e.2.max(*r);
-                }
-            }
-            self.lane_rounds = lane_meters.iter().map(|m| m.by_op.values().map(|v| v.2).sum::<u64>()).max().unwrap_or(0);
-            self.lane_bytes = lane_meters.iter().map(|m| m.by_op.values().map(|v| v.1).sum::<u64>()).sum();
-        }
-        Ok(ArithShare { ring, v: out })
-    }
-
-    /// One lane: the query tokens [a, b) of the block through the rest of
-    /// the layer (see [`Layer::run`]); `xb` is their input rows.
-    #[allow(clippy::too_many_arguments)]
-    fn lane(&mut self, c: &mut Ctx, ch: &mut dyn Channel, xb: &ArithShare, q: &ArithShare, kt: &ArithShare, vh: &ArithShare, plan: bool) -> Result<ArithShare> {
-        let s = self.s;
-        let (h, seq, nh) = (s.hidden, s.seq, s.heads);
-        let dh = h / nh;
-        let f = self.fx.frac;
-        let (a, b) = self.block.expect("a lane's block");
-        let m = b - a;
-        let ring = q.ring;
-        // Q_h rows of the block (m×dh per head), token-major
-        let mut qh = Vec::with_capacity(nh * m * dh);
-        for hd in 0..nh {
-            for t in a..b {
-                for d in 0..dh {
-                    qh.push(q.v[(hd * dh + d) * seq + t]);
-                }
-            }
-        }
-        let qh = ArithShare { ring, v: qh };
+        let (qh, kt, vh) = (ArithShare { ring, v: qh }, ArithShare { ring, v: kt }, ArithShare { ring, v: vh });
         let scores = self.timed(ch, "matmul", plan, |ch| {
-            let z = c.matmul(ch, &qh, kt, nh, MatDims { m, k: dh, n: seq }).map_err(tpc)?;
+            let z = c.matmul(ch, &qh, &kt, nh, MatDims { m: seq, k: dh, n: seq }).map_err(tpc)?;
             // 1/√64 = 2^−3 folded into the truncation
             c.trunc(ch, &z, f + (dh as f64).log2().round() as u32 / 2).map_err(tpc)
         })?;
         let inf = f64::INFINITY;
-        let bd = self.bounds;
-        let bs = bd.map_or(inf, |b| b.scores);
-        let p = self.timed(ch, "softmax", plan, |ch| softmax::softmax_within(c, ch, &scores, seq, bs).map_err(tpc))?;
+        let b = self.bounds;
+        let bs = b.map_or(inf, |b| b.scores);
+        let p = self.par(lanes, "softmax", plan, &scores, seq, &|c, ch, x| softmax::softmax_within(c, ch, x, seq, bs))?;
         // Operand bounds of P·V (proved here, refused by the operator if the
         // ring could wrap): softmax outputs ≤ 1 + its error; V's entries ≤
         // Σ|W|·|x| + |b| with |x| ≤ √H (a LayerNorm output with γ = 1, β = 0,
         // or the first layer's input in ±1) and |W|, |b| ≤ 0.05.
         let bound_v = 0.05 * h as f64 * (h as f64).sqrt() + 0.05;
         let pv = Bound::Proven { x: 1.0 + softmax::SOFTMAX_ERR_F12, y: bound_v };
-        let ctx_h = self.timed(ch, "matmul", plan, |ch| matmul::matmul(c, ch, &p, vh, nh, MatDims { m, k: seq, n: dh }, pv).map_err(tpc))?;
-        // back to hidden-major (h × m)
-        let mut cm = vec![0u64; h * m];
+        let ctx_h = self.timed(ch, "matmul", plan, |ch| matmul::matmul(c, ch, &p, &vh, nh, MatDims { m: seq, k: seq, n: dh }, pv).map_err(tpc))?;
+        // back to hidden-major (h × seq)
+        let mut cm = vec![0u64; h * seq];
         for hd in 0..nh {
-            for t in 0..m {
+            for t in 0..seq {
                 for d in 0..dh {
-                    cm[(hd * dh + d) * m + t] = ctx_h.v[(hd * m + t) * dh + d];
+                    cm[(hd * dh + d) * seq + t] = ctx_h.v[(hd * seq + t) * dh + d];
                 }
             }
         }
         let o = self.linear(ch, 3, &ArithShare { ring, v: cm }, plan)?;
         let o = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &o, f).map_err(tpc))?;
-        let h1 = xb.add(&transpose(&o, h, m));
-        let b1 = bd.map_or(inf, |b| b.h1);
-        let h1 = self.timed(ch, "layernorm", plan, |ch| layernorm::layernorm_within(c, ch, &h1, h, 1e-12, None, None, b1).map_err(tpc))?;
-        let u = self.linear(ch, 4, &transpose(&h1, m, h), plan)?;
+        let h1 = x.add(&transpose(&o, h, seq));
+        let b1 = b.map_or(inf, |b| b.h1);
+        let h1 = self.par(lanes, "layernorm", plan, &h1, h, &|c, ch, x| layernorm::layernorm_within(c, ch, x, h, 1e-12, None, None, b1))?;
+        let u = self.linear(ch, 4, &transpose(&h1, seq, h), plan)?;
         let u = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &u, f).map_err(tpc))?;
-        let bu = bd.map_or(inf, |b| b.ffn_in);
-        let g = self.timed(ch, "gelu", plan, |ch| gelu::gelu_within(c, ch, &u, bu).map_err(tpc))?;
+        let bu = b.map_or(inf, |b| b.ffn_in);
+        let g = self.par(lanes, "gelu", plan, &u, seq, &|c, ch, x| gelu::gelu_within(c, ch, x, bu))?;
         let d = self.linear(ch, 5, &g, plan)?;
         let d = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &d, f).map_err(tpc))?;
-        let h2 = h1.add(&transpose(&d, h, m));
-        let b2 = bd.map_or(inf, |b| b.h2);
-        self.timed(ch, "layernorm", plan, |ch| layernorm::layernorm_within(c, ch, &h2, h, 1e-12, None, None, b2).map_err(tpc))
+        let h2 = h1.add(&transpose(&d, h, seq));
+        let b2 = b.map_or(inf, |b| b.h2);
+        self.par(lanes, "layernorm", plan, &h2, h, &|c, ch, x| layernorm::layernorm_within(c, ch, x, h, 1e-12, None, None, b2))
     }
 }
 
@@ -475,7 +412,7 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
     // Every layer has the same plans (same shapes and bounds): the main
     // context's and one per lane.
     let (plan, lane_plans): (Vec<Need>, Vec<Vec<Need>>) = {
-        let mut probe = Layer::new(s, bounds, fx, p, &weights, opts.stagger);
+        let mut probe = Layer { s, bounds, fx, party: p, weights: &weights, lin: vec![], meter: Meter::default() };
         let zeros = ArithShare::zeros(ring, x.len());
         for l in lanes.iter_mut() {
             l.c.begin_plan().map_err(tpc)?;
@@ -491,9 +428,7 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
     // order at both parties).
     let mut dctx = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
     type Pre = hush_2pc::transformer::ctx::Prefilled;
-    type Lin = Vec<Option<hush_tee::linear_deal::LinearResponse>>;
-    type Dealt = ((Pre, Vec<Pre>), (Lin, Vec<Lin>), f64);
-    let n_lanes = lanes.len().min(s.seq).max(1);
+    type Dealt = ((Pre, Vec<Pre>), Vec<Option<hush_tee::linear_deal::LinearResponse>>, f64);
     let deal_layer = move |dctx: &mut Ctx, module: &mut SharedModule, l: usize, plans: &(Vec<Need>, Vec<Vec<Need>>), w: &Weights| -> Result<Dealt> {
         let t = Instant::now();
         let main = dctx.deal_plan(&plans.0).map_err(tpc)?;
@@ -502,21 +437,10 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
             lp.push(dctx.deal_plan(lplan).map_err(tpc)?);
         }
         let pre = (main, lp);
-        // q, k, v on the main channel (batch 0); o, ff1, ff2 once per lane
-        // (batch 1 + lane), each a full-width operator
-        let mut main_lin = Vec::with_capacity(3);
-        for (j, (o, i, _, _)) in w.proj.iter().enumerate().take(3) {
-            main_lin.push(Some(linear::deal(module, &fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq)?));
+        let mut lin = Vec::with_capacity(6);
+        for (j, (o, i, _, _)) in w.proj.iter().enumerate() {
+            lin.push(Some(linear::deal(module, &fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq)?));
         }
-        let mut lane_lin = Vec::with_capacity(n_lanes);
-        for lane in 0..n_lanes {
-            let mut v = Vec::with_capacity(3);
-            for (j, (o, i, _, _)) in w.proj.iter().enumerate().skip(3) {
-                v.push(Some(linear::deal(module, &fx, (6 * l + j) as u32, 1 + lane as u64, i * s.seq, o * s.seq)?));
-            }
-            lane_lin.push(v);
-        }
-        let lin = (main_lin, lane_lin);
         Ok((pre, lin, t.elapsed().as_secs_f64()))
     };
     let t_start = Instant::now();
@@ -551,10 +475,7 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
             deal_layer(d, &mut module, l, &plans, &weights)?
         };
         run.offline_s.push(off);
-        let mut layer = Layer::new(s, bounds, fx, p, &weights, opts.stagger);
-        let (main_lin, lane_lin) = lin;
-        layer.lin = main_lin;
-        layer.lane_lin = lane_lin;
+        let mut layer = Layer { s, bounds, fx, party: p, weights: &weights, lin, meter: Meter::default() };
         let (main_pre, lane_pres) = pre;
         c.install(main_pre).map_err(tpc)?;
         for (lane, lp) in lanes.iter_mut().zip(lane_pres) {
@@ -571,15 +492,7 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
             lc.bytes_sent += b;
             lc.rounds += *r as u32;
         }
-        lc.bytes_sent += layer.lane_bytes;
-        lc.rounds += layer.lane_rounds as u32;
         run.online.push(lc);
-        for (k, v) in std::mem::take(&mut layer.lane_meter.by_op) {
-            let e = layer.meter.by_op.entry(k).or_default();
-            e.0 += v.0;
-            e.1 += v.1;
-            e.2 += v.2;
-        }
         c.lazy().map_err(tpc)?;
         for lane in lanes.iter_mut() {
             lane.c.lazy().map_err(tpc)?;
@@ -694,7 +607,6 @@ fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
         "offline_exposed_s": (total - online).max(0.0),
         "bounded_comparisons": opts.bounded,
         "lanes": opts.lanes.max(1),
-        "stagger_ms": opts.stagger.as_millis() as u64,
         "bounds": bounds_json(&s, fx.frac, opts.bounded),
         "process_wall_s": wall,
         "bytes": bytes,
@@ -720,20 +632,17 @@ pub fn bench_bert_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
     let bits = if a.fixed.bits == 37 { 64 } else { a.fixed.bits };
     let fx = FixedConfig::new(bits, a.fixed.frac)?;
     // benchmark knobs (environment, so the shared CLI stays as it is):
-    // HUSH_BERT_LANES, HUSH_BERT_STAGGER_MS, HUSH_BERT_SEQUENTIAL=1 (no
-    // dealing thread), HUSH_BERT_FULL_WIDTH=1 (whole-ring comparisons)
+    // HUSH_BERT_LANES, HUSH_BERT_SEQUENTIAL=1 (no dealing thread),
+    // HUSH_BERT_FULL_WIDTH=1 (whole-ring comparisons)
     let mut opts = BertOpts::default();
     let env = |k: &str| std::env::var(k).ok();
     if let Some(v) = env("HUSH_BERT_LANES") {
         opts.lanes = v.parse().map_err(|_| Error::Config(format!("HUSH_BERT_LANES={v}: a number")))?;
     }
-    if let Some(v) = env("HUSH_BERT_STAGGER_MS") {
-        opts.stagger = std::time::Duration::from_millis(v.parse().map_err(|_| Error::Config(format!("HUSH_BERT_STAGGER_MS={v}: a number")))?);
-    }
     opts.overlap = env("HUSH_BERT_SEQUENTIAL").as_deref() != Some("1");
     opts.bounded = env("HUSH_BERT_FULL_WIDTH").as_deref() != Some("1");
-    if !(1..=16).contains(&opts.lanes) || opts.stagger > std::time::Duration::from_secs(10) {
-        return Err(Error::Config("HUSH_BERT_LANES in 1..=16, HUSH_BERT_STAGGER_MS ≤ 10000".into()));
+    if !(1..=16).contains(&opts.lanes) {
+        return Err(Error::Config("HUSH_BERT_LANES in 1..=16".into()));
     }
     let r = bench_bert(a.seq, a.layers, &a.common.net, fx, opts)?;
     if a.json {
@@ -787,20 +696,18 @@ mod tests {
         let r = bench_bert(8, Some(2), "none", FixedConfig::new(64, 12).unwrap(), BertOpts::default()).unwrap();
         assert_eq!(r["offline_overlapped"], true);
         assert_eq!(r["bounded_comparisons"], true);
-        let plain = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts { overlap: false, bounded: false, lanes: 1, stagger: std::time::Duration::ZERO }).unwrap();
+        let plain = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts { overlap: false, bounded: false, lanes: 1 }).unwrap();
         // the bounded comparisons send fewer bytes (same operators otherwise)
         let per = |r: &serde_json::Value| r["per_layer"][0]["bytes"].as_u64().unwrap();
         assert!(per(&r) < per(&plain), "{} vs {}", per(&r), per(&plain));
         assert_eq!(r["per_layer"][0]["bytes"], r["per_layer"][1]["bytes"]);
         let r = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts::default()).unwrap();
-        // lanes change where blocks of tokens run, not the result: 1 lane
-        // against 3 (uneven blocks of 8 tokens), same input and weights,
-        // agree up to the faithful truncations' ±1 ulp noise
+        // lanes change where blocks of rows run, not the result: 1 lane
+        // against 3 (uneven blocks), same input and weights, agree up to the
+        // faithful truncations' ±1 ulp noise
         let fx = FixedConfig::new(64, 12).unwrap();
-        let one = BertOpts { lanes: 1, ..BertOpts::default() };
-        let three = BertOpts { lanes: 3, stagger: std::time::Duration::from_millis(5), ..BertOpts::default() };
-        let (_, y1) = bench_bert_out(8, Some(2), "none", fx, one).unwrap();
-        let (r3, y3) = bench_bert_out(8, Some(2), "none", fx, three).unwrap();
+        let (_, y1) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 1, ..BertOpts::default() }).unwrap();
+        let (r3, y3) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 3, ..BertOpts::default() }).unwrap();
         assert_eq!(r3["lanes"], 3);
         let d = y1.iter().zip(&y3).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
         assert!(d < 0.05, "lanes changed the output by {d}");
