@@ -425,6 +425,7 @@ fn dealer_mode_runs_the_same_operators() {
 /// if the opening were x + r₀ without party 0's mask.
 #[test]
 fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
+    // also the fused truncate-and-square / truncate-and-multiply openings
     let n = 4000usize;
     let ring = fx().ring;
     let mut p = Prg::new(Block(18));
@@ -435,7 +436,7 @@ fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
     // matmul: party 1's input matrix A (40×100) is the shared vector; B is 100×1
     let md = MatDims { m: 40, k: 100, n: 1 };
     let ones = ArithShare::new(ring, vec![0; 100]);
-    for which in ["trunc", "powers", "matmul", "product"] {
+    for which in ["trunc", "powers", "matmul", "product", "trunc_square", "trunc_mul"] {
         let ones = ones.clone();
         let (s0, s1c) = (s0.clone(), s1.clone());
         let (mut ca, cb) = MemChannel::pair();
@@ -449,6 +450,8 @@ fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
                 "trunc" => drop(c.trunc(&mut cb, &s1c, 12).unwrap()),
                 "powers" => drop(c.powers(&mut cb, &s1c, 3).unwrap()),
                 "product" => drop(c.product(&mut cb, &[&s1c, &s1c.scale(3)]).unwrap()),
+                "trunc_square" => drop(c.trunc_square(&mut cb, &s1c, 24).unwrap()),
+                "trunc_mul" => drop(c.trunc_mul(&mut cb, &s1c, 24, &s1c).unwrap()),
                 _ => drop(c.matmul(&mut cb, &s1c, &ones, 1, md).unwrap()),
             }
         });
@@ -459,6 +462,8 @@ fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
             "trunc" => drop(c.trunc(&mut ca, &s0, 12).unwrap()),
             "powers" => drop(c.powers(&mut ca, &s0, 3).unwrap()),
             "product" => drop(c.product(&mut ca, &[&s0, &s0.scale(3)]).unwrap()),
+            "trunc_square" => drop(c.trunc_square(&mut ca, &s0, 24).unwrap()),
+            "trunc_mul" => drop(c.trunc_mul(&mut ca, &s0, 24, &s0).unwrap()),
             _ => drop(c.matmul(&mut ca, &s0, &ones0, 1, md).unwrap()),
         }
         t.join().unwrap();
@@ -467,15 +472,20 @@ fn curious_party_learns_nothing_from_truncation_power_or_matrix_openings() {
         let log = rec.lock().unwrap();
         let msg = log.last().expect("a received message");
         assert!(msg.len() >= n * 8);
-        let mut right = 0;
-        for i in 0..n {
-            let peer = u64::from_le_bytes(msg[i * 8..i * 8 + 8].try_into().unwrap());
-            let guess = !ring.msb(ring.add(peer, s1.v[i]));
-            right += (guess == bits[i]) as usize;
+        // (trunc_mul opens two values per element: the truncation's and y − s)
+        let halves: &[usize] = if which == "trunc_mul" { &[0, 1] } else { &[0] };
+        for &hf in halves {
+            let mut right = 0;
+            for i in 0..n {
+                let o = (hf * n + i) * 8;
+                let peer = u64::from_le_bytes(msg[o..o + 8].try_into().unwrap());
+                let guess = !ring.msb(ring.add(peer, s1.v[i]));
+                right += (guess == bits[i]) as usize;
+            }
+            // chance: n/2 ± 5σ (σ = √n/2)
+            let dev = (right as f64 - n as f64 / 2.0).abs();
+            assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "{which}: the view predicts the input's sign {right}/{n} times");
         }
-        // chance: n/2 ± 5σ (σ = √n/2)
-        let dev = (right as f64 - n as f64 / 2.0).abs();
-        assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "{which}: the view predicts the input's sign {right}/{n} times");
     }
 }
 
