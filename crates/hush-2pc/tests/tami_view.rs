@@ -343,6 +343,9 @@ fn curious_party1_relu_trunc() {
     party1_attack(TamiShape::new(37, 4, 8, Flavor::Drelu), 2048, 5);
     party1_attack(TamiShape::new(37, 5, 8, Flavor::Relu), 2048, 6);
     party1_attack(TamiShape::new(64, 5, 8, Flavor::Millionaire), 2048, 7);
+    // a reduced compared width (only the low w bits compared, the
+    // arithmetic in the whole ring): the same view with fewer masked bits
+    party1_attack(TamiShape::new(64, 5, 5, Flavor::Relu).with_width(24), 2048, 8);
 }
 
 /// Party 0 (y-holder) with its real view: it knows y and everything its
@@ -353,7 +356,11 @@ fn curious_party1_relu_trunc() {
 /// share as the result. Each must be at chance.
 #[test]
 fn curious_party0() {
-    for (shape, n) in [(TamiShape::new(32, 4, 8, Flavor::Millionaire), 4096), (TamiShape::new(32, 4, 8, Flavor::Relu), 2048)] {
+    for (shape, n) in [
+        (TamiShape::new(32, 4, 8, Flavor::Millionaire), 4096),
+        (TamiShape::new(32, 4, 8, Flavor::Relu), 2048),
+        (TamiShape::new(64, 5, 5, Flavor::Relu).with_width(24), 2048),
+    ] {
         let (va, _vb, y, x) = run_recorded(shape, n, 9);
         let plan = shape.plan();
         let share = TamiShare::from_bytes(&va.dealt, 0, n, &shape, &plan).expect("party 0's release parses");

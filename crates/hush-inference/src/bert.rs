@@ -515,6 +515,11 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
 
 /// Runs BERT-base on a random embedded sequence; returns one JSON record.
 pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig, opts: BertOpts) -> Result<serde_json::Value> {
+    bench_bert_out(seq, layers, net, fx, opts).map(|r| r.0)
+}
+
+/// [`bench_bert`] and the revealed output (token-major, real units).
+fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig, opts: BertOpts) -> Result<(serde_json::Value, Vec<f64>)> {
     if !(1..=512).contains(&seq) {
         return Err(Error::Config(format!("--seq {seq}: 1..=512")));
     }
@@ -582,7 +587,7 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
             (k.to_string(), serde_json::json!({ "server_s": v.0, "bytes": v.1 + c.1, "rounds": v.2 }))
         })
         .collect();
-    Ok(serde_json::json!({
+    Ok((serde_json::json!({
         "bench": "infer",
         "model": "bert-base",
         "weights": "random (uniform ±0.05), shared by all layers",
@@ -615,7 +620,7 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
         "output_check": format!("rows normalised within {worst:.4}"),
         "cpu": cpu_model(),
         "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties on this machine",
-    }))
+    }), y))
 }
 
 /// `hush bench infer --model bert-base`: tee mode only for now.
@@ -626,7 +631,20 @@ pub fn bench_bert_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
     // ℓ = 64 is needed by the transformer operators: the default 37 is raised.
     let bits = if a.fixed.bits == 37 { 64 } else { a.fixed.bits };
     let fx = FixedConfig::new(bits, a.fixed.frac)?;
-    let r = bench_bert(a.seq, a.layers, &a.common.net, fx, BertOpts::default())?;
+    // benchmark knobs (environment, so the shared CLI stays as it is):
+    // HUSH_BERT_LANES, HUSH_BERT_SEQUENTIAL=1 (no dealing thread),
+    // HUSH_BERT_FULL_WIDTH=1 (whole-ring comparisons)
+    let mut opts = BertOpts::default();
+    let env = |k: &str| std::env::var(k).ok();
+    if let Some(v) = env("HUSH_BERT_LANES") {
+        opts.lanes = v.parse().map_err(|_| Error::Config(format!("HUSH_BERT_LANES={v}: a number")))?;
+    }
+    opts.overlap = env("HUSH_BERT_SEQUENTIAL").as_deref() != Some("1");
+    opts.bounded = env("HUSH_BERT_FULL_WIDTH").as_deref() != Some("1");
+    if !(1..=16).contains(&opts.lanes) {
+        return Err(Error::Config("HUSH_BERT_LANES in 1..=16".into()));
+    }
+    let r = bench_bert(a.seq, a.layers, &a.common.net, fx, opts)?;
     if a.json {
         println!("{r}");
     } else {
@@ -684,6 +702,15 @@ mod tests {
         assert!(per(&r) < per(&plain), "{} vs {}", per(&r), per(&plain));
         assert_eq!(r["per_layer"][0]["bytes"], r["per_layer"][1]["bytes"]);
         let r = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts::default()).unwrap();
+        // lanes change where blocks of rows run, not the result: 1 lane
+        // against 3 (uneven blocks), same input and weights, agree up to the
+        // faithful truncations' ±1 ulp noise
+        let fx = FixedConfig::new(64, 12).unwrap();
+        let (_, y1) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 1, ..BertOpts::default() }).unwrap();
+        let (r3, y3) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 3, ..BertOpts::default() }).unwrap();
+        assert_eq!(r3["lanes"], 3);
+        let d = y1.iter().zip(&y3).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(d < 0.05, "lanes changed the output by {d}");
         for k in ["wall_s", "bytes", "rounds", "setup_s", "total_s", "cpu"] {
             assert!(r.get(k).is_some(), "{k}: {r}");
         }

@@ -104,10 +104,13 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
     let s = f + 2 + 10; // powers and coefficients carry 10 guard bits over u
     // both polynomials at scale 2^{2s} (untruncated), the 0/1 selection
     // exactly in the ring, then one truncation to 2^f
-    let ps = poly::eval_raw(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s, s)?;
+    // powers at scale 2^{2(f+2)}: u and u² need no truncation (scaled up
+    // locally), u³ and u⁴ are truncated to it
+    let s_p = 2 * (f + 2);
+    let ps = poly::eval_raw(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s_p, s)?;
     let diff = ps[1].sub(&ps[0]);
     let sel = ctx.mul(ch, &b, &diff)?;
-    let g = ctx.trunc(ch, &ps[0].add(&sel), 2 * s - f)?;
+    let g = ctx.trunc(ch, &ps[0].add(&sel), s_p + s - f)?;
     Ok(rx.sub(&g))
 }
 

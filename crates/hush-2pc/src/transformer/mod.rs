@@ -15,7 +15,7 @@
 //! | MatMul of two secrets | [`matmul`] | 2 (3 saturating) |
 //! | Mul, Pow | [`elementwise`] | 2 (Mul saturating: 3) |
 //! | GeLU | [`gelu`] | 6 |
-//! | exp (x ≤ 0), Softmax | [`softmax`] | 28 at L = 128 |
+//! | exp (x ≤ 0), Softmax | [`softmax`] | 27 at L = 128 |
 //! | LayerNorm | [`layernorm`] | 15 |
 //! | reciprocal, rsqrt | [`recip`] | 8 / 8 |
 //! | polynomials (one-round powers) | [`poly`] | 3 |

@@ -35,8 +35,9 @@
 //! there is no other input range restriction. Parameters: 3·(f + 6) ≤ ℓ − 3
 //! (f ≤ 13 at ℓ = 64), refused otherwise.
 //!
-//! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 3,
-//! squarings 7, reciprocal 1 + 7, product 2 — 28.
+//! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 2
+//! (powers, truncation of u³), squarings 7 (the first fused with the
+//! polynomial's truncation), reciprocal 1 + 7, product 2 — 27.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
@@ -112,16 +113,20 @@ fn check_params(ctx: &Ctx) -> Result<()> {
 fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<ArithShare> {
     let f = ctx.fx.frac;
     let s_in = f + EXP_HALVINGS;
-    let mut y = poly::eval(ctx, ch, dc, s_in, &[&EXP_POLY], 30, 24, EXP_SCALE)?.pop().expect("one polynomial");
-    // N squarings: the first by a one-round square, each further one fused
-    // with the previous truncation (one opening each, [`Ctx::trunc_square`];
-    // the values are y^{2^j} ≤ 1 + 10⁻⁴ at scale 2^48, far inside the
+    // the polynomial untruncated at scale 2^{s_p + 22} (powers at
+    // s_p = 2·s_in: u and u² need no truncation), then N squarings, each
+    // fused with the truncation before it (one opening each,
+    // [`Ctx::trunc_square`]; the first truncates the polynomial to 2^24,
+    // the others y^{2^j} ≤ 1 + 10⁻⁴ from 2^48, all far inside the
     // truncation's range), then the last truncation back to 2^24.
-    let mut sq = ctx.powers(ch, &y, 2)?.pop().expect("two powers");
+    let s_p = (2 * s_in).clamp(30, 3 * s_in);
+    let s_c = 22;
+    let raw = poly::eval_raw(ctx, ch, dc, s_in, &[&EXP_POLY], s_p, s_c)?.pop().expect("one polynomial");
+    let mut sq = ctx.trunc_square(ch, &raw, s_p + s_c - EXP_SCALE)?;
     for _ in 1..EXP_HALVINGS {
         sq = ctx.trunc_square(ch, &sq, EXP_SCALE)?;
     }
-    y = ctx.trunc(ch, &sq, EXP_SCALE)?;
+    let y = ctx.trunc(ch, &sq, EXP_SCALE)?;
     Ok(y)
 }
 
