@@ -8,9 +8,9 @@
 //!   shares, local linear operations, opening, signed fixed point.
 //! * [`beaver`] — vectorised Beaver multiplication (arithmetic and AND) and
 //!   bit-to-arithmetic conversion, with triples from a [`beaver::TripleSource`]:
-//!   [`beaver::DealtTriples`] (tee mode: each party's module derives its
+//!   `beaver::DealtTriples` (tee mode: each party's module derives its
 //!   share from the synchronized seed, no communication) or
-//!   [`beaver::OtTriples`] (interactive: Gilboa OT multiplication for
+//!   `beaver::OtTriples` (interactive: Gilboa OT multiplication for
 //!   arithmetic triples, two ROTs per AND triple, on any COT source).
 //! * [`tami`] — TAMI-MPC's one-round millionaires' (Li et al.; eqs. 1-7)
 //!   and its DReLU/ReLU/truncation in `tee` mode.

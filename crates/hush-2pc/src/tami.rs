@@ -7,7 +7,7 @@
 //! x = y + m — and party 0 (A) holds the online value y. The dealing is
 //! described in [`crate::deal::tami`]. Online:
 //!
-//! 1. A → B: ŷ = y' ⊕ τ (nk bits) and A's pad bit S_j[ŷ_j] of every opened
+//! 1. A → B: ŷ = y' ⊕ τ (nk bits) and A's pad bit S_j\[ŷ_j\] of every opened
 //!    leaf bit (2n − 1 bits, one flight). B holds only the one-time-padded
 //!    tables T ⊕ S, so the pad bits unlock exactly one entry per chunk and
 //!    output bit: d = leaf ⊕ r.
@@ -47,7 +47,7 @@
 //! * **B (party 1)** sees its release (x or m, its padded tables, shares
 //!   of the ∏_U r, level ≥ 1 mask shares, ρ and ρ(s + m) shares: all
 //!   uniform streams of its sub-key), then receives ŷ, the pad bits
-//!   S_j[ŷ_j], y − s (ReLU), the level ≥ 1 openings (ℓ > 40 at k = 5), and
+//!   S_j\[ŷ_j\], y − s (ReLU), the level ≥ 1 openings (ℓ > 40 at k = 5), and
 //!   e (ReLU, truncation). ŷ = y' ⊕ τ is uniform: τ does not enter B's
 //!   release at all (it is inside A's pads S = U ⊕ T). y − s is uniform and
 //!   independent of ŷ: s is A's alone and independent of τ. The pad bits are uniform: B's release

@@ -75,7 +75,7 @@ pub struct BertOpts {
     pub bounded: bool,
     /// Lanes for the row-wise operators (Softmax, LayerNorm, GeLU): each
     /// runs on this many blocks of rows at once, on lanes of the one
-    /// emulated link ([`Layer::par`]); 1 = no overlap.
+    /// emulated link (`Layer::par`); 1 = no overlap.
     pub lanes: usize,
 }
 

@@ -11,9 +11,9 @@
 //! r = (r_gt,j, r_eq,j) and a uniform pad S_j (one bit per table position:
 //! 2^k gt positions, and 2^k eq positions where the merge uses eq_j). It
 //! gives A (τ, S) and B the padded table T_j ⊕ S_j, where
-//! T_j[u] = (gt(u ⊕ τ_j, x'_j), eq(u ⊕ τ_j, x'_j)) ⊕ r. Online A sends
-//! ŷ = y' ⊕ τ and its pad bits S_j[ŷ_j] in one flight; B reads
-//! d = (T ⊕ S)_j[ŷ_j] ⊕ S_j[ŷ_j] = leaf(y'_j, x'_j) ⊕ r — exactly one
+//! T_j\[u\] = (gt(u ⊕ τ_j, x'_j), eq(u ⊕ τ_j, x'_j)) ⊕ r. Online A sends
+//! ŷ = y' ⊕ τ and its pad bits S_j\[ŷ_j\] in one flight; B reads
+//! d = (T ⊕ S)_j\[ŷ_j\] ⊕ S_j\[ŷ_j\] = leaf(y'_j, x'_j) ⊕ r — exactly one
 //! entry of T per chunk and output bit — and sends d (the merge opening).
 //!
 //! This replaces the first leaf, in which B held the unpadded T_j: with
@@ -21,7 +21,7 @@
 //! the gt half gave B τ_j, hence y = ŷ ⊕ τ (`tests/tami_view.rs` in
 //! hush-2pc recovered τ for every chunk that carries an eq leaf). VISION.md
 //! describes a second safe leaf — A sends all 2^k entries
-//! m_i = leaf(y_j, i) ⊕ V[i] of a dealt table V and B gets V[x_j] — which
+//! m_i = leaf(y_j, i) ⊕ V\[i\] of a dealt table V and B gets V\[x_j\] — which
 //! needs no ŷ but costs A 2^k bits per chunk and output bit (255 bits per
 //! 32-bit comparison at k = 4: 240 table bits plus the 15-bit opening). The
 //! padded table gives the same one A-flight + one opening with
@@ -274,7 +274,7 @@ impl TamiShape {
 }
 
 /// A monomial ∏_{t ∈ vars} v_t and, for each compressed submask c of its
-/// variables (bit i of c ↔ vars[i]), the position of the dealt subset
+/// variables (bit i of c ↔ vars\[i\]), the position of the dealt subset
 /// product (`NONE` for the empty set).
 #[derive(Clone, Debug)]
 pub struct Mono {
@@ -296,7 +296,7 @@ pub struct Output {
 pub struct Level {
     /// (node, is_eq) of the previous level, in opening order.
     pub inputs: Vec<(u32, bool)>,
-    /// Distinct nonempty subsets of inputs (bit t ↔ inputs[t]) — Opt#2.
+    /// Distinct nonempty subsets of inputs (bit t ↔ inputs\[t\]) — Opt#2.
     pub subsets: Vec<u128>,
     /// Per output node: gt output, and eq output if the next level needs it.
     pub outputs: Vec<(Output, Option<Output>)>,
@@ -436,9 +436,9 @@ pub struct TamiShare {
     pub tables: Vec<u64>,
     /// A: the table pads S, same layout as `tables`.
     pub pad: Vec<u64>,
-    /// Per level: subset-product shares, layout [word][subset].
+    /// Per level: subset-product shares, layout \[word\]\[subset\].
     pub subsets: Vec<Vec<u64>>,
-    /// Per level ≥ 1: this party's XOR share of the opening masks r', [word][input].
+    /// Per level ≥ 1: this party's XOR share of the opening masks r', \[word\]\[input\].
     pub masks: Vec<Vec<u64>>,
     /// Post: XOR share of ρ (one bit per element, packed).
     pub rho_bits: Vec<u64>,
@@ -823,7 +823,7 @@ fn party0_streams(sub0: Block, n: usize, shape: &TamiShape, plan: &Plan) -> Tami
 
 /// The dealer: party `party`'s share of `n` comparisons. Party 1's share is
 /// [`deal_party1`] under its sub-key; party 0's own streams are under its
-/// sub-key ([`party0_streams`]) and its corrections computed against both.
+/// sub-key (`party0_streams`) and its corrections computed against both.
 pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
     let b = deal_party1(hush_deal::sub_key(key, 1), n, shape);
     if party == 1 {
