@@ -748,41 +748,77 @@ unsafe fn redc(
     let zero = _mm512_setzero_si512();
     let mask = _mm512_set1_epi64(MASK52 as i64);
     let m = m.as_ptr();
-    // quotient limbs q_i … q_{i+3}: position i+d collects hi(m[d−k−1]·q_k)
-    // and lo(m[d−k]·q_k) for the q_k already known, plus the carry; the
-    // last carry goes to position i+ROWS
-    let quotients = |i: usize| -> [__m512i; ROWS] {
-        let mut pre = [zero; ROWS];
-        for (d, p) in pre.iter_mut().enumerate() {
-            *p = *t.add(i + d);
-        }
+    // Quotient limbs q_i … q_{i+3} from the four low limbs `pre` of the
+    // pass (position i+d, unnormalised) and the carry into position i: q_d
+    // is found from position i+d, then its products with the modulus's low
+    // limbs go to the higher positions of the four at once, into two
+    // accumulators per position (hi terms and lo terms, two independent
+    // IFMAs: the serial path per quotient limb is one IFMA for q_d, one
+    // for its products and two additions). Returns the quotient limbs and
+    // the carry into position i+ROWS.
+    let quotients = |mut pre: [__m512i; ROWS], carry_in: __m512i| -> ([__m512i; ROWS], __m512i) {
+        let mut lo = [zero; ROWS];
         let mut q = [zero; ROWS];
-        let mut carry = zero;
+        let mut carry = carry_in;
         for d in 0..ROWS {
-            let x = _mm512_add_epi64(pre[d], carry);
+            let x = _mm512_add_epi64(_mm512_add_epi64(pre[d], lo[d]), carry);
             q[d] = madd_lo!(zero, x, mp);
             carry = _mm512_srli_epi64(madd_lo!(x, *m, q[d]), 52);
-            // q_d's limbs for the higher positions of this pass, right away:
-            // the serial path per quotient limb is then two IFMA latencies
-            // and two additions, not 2d chained IFMAs
-            for (j, p) in pre.iter_mut().enumerate().skip(d + 1) {
-                *p = madd_lo!(madd_hi!(*p, *m.add(j - d - 1), q[d]), *m.add(j - d), q[d]);
+            for j in d + 1..ROWS {
+                pre[j] = madd_hi!(pre[j], *m.add(j - d - 1), q[d]);
+                lo[j] = madd_lo!(lo[j], *m.add(j - d), q[d]);
             }
         }
-        *t.add(i + ROWS) = _mm512_add_epi64(*t.add(i + ROWS), carry);
-        q
+        (q, carry)
+    };
+    // positions i+ROWS … i+2·ROWS−1 with the pass's quotient rows, not
+    // stored (only the next pass's quotients read them): two chains per
+    // position (lo terms from the stored value, hi terms from zero) halve
+    // the latency the next quotient chain waits for
+    let first = |i: usize, q: &[__m512i; ROWS]| -> [__m512i; ROWS] {
+        let mut out = [zero; ROWS];
+        for (d, o) in out.iter_mut().enumerate() {
+            let r = ROWS + d;
+            let mut a = *t.add(i + r);
+            let mut b = zero;
+            for (k, &qk) in q.iter().enumerate() {
+                a = madd_lo!(a, *m.add(r - k), qk);
+                b = madd_hi!(b, *m.add(r - k - 1), qk);
+            }
+            *o = _mm512_add_epi64(a, b);
+        }
+        out
     };
     let mut i = 0;
-    let mut q = if ROWS <= n { quotients(0) } else { [zero; ROWS] };
+    let (mut q, mut carry) = if ROWS <= n {
+        let mut pre = [zero; ROWS];
+        for (d, p) in pre.iter_mut().enumerate() {
+            *p = *t.add(d);
+        }
+        quotients(pre, zero)
+    } else {
+        ([zero; ROWS], zero)
+    };
     while i + ROWS <= n {
-        // positions i+ROWS … i+2·ROWS−1 first: they complete the next
-        // pass's low limbs, so its quotient chain (serial IFMA latency) is
-        // issued here and overlaps the rest of this pass
-        accumulate_rows(t.add(i), m, &q, ROWS, 2 * ROWS);
-        let next = if i + 2 * ROWS <= n { quotients(i + ROWS) } else { [zero; ROWS] };
+        // the next pass's low limbs first, so its quotient chain (serial
+        // IFMA latency) is issued here and overlaps the rest of this pass
+        let (next, next_carry) = if i + 2 * ROWS <= n {
+            quotients(first(i, &q), carry)
+        } else {
+            // the last pass: its positions i+ROWS… are the result's low
+            // limbs; the carry goes to position i+ROWS
+            *t.add(i + ROWS) = _mm512_add_epi64(*t.add(i + ROWS), carry);
+            accumulate_rows(t.add(i), m, &q, ROWS, 2 * ROWS);
+            ([zero; ROWS], zero)
+        };
         accumulate_rows(t.add(i), m, &q, 2 * ROWS, n + ROWS);
         q = next;
+        carry = next_carry;
         i += ROWS;
+    }
+    if i < n {
+        // a tail of single quotient limbs: the carry into position i first
+        *t.add(i) = _mm512_add_epi64(*t.add(i), carry);
     }
     for i in i..n {
         let x = *t.add(i);
@@ -917,3 +953,48 @@ unsafe fn montmul(
     redc(n, tp, m, mp, out);
 }
 
+
+/// Kernel timing for tuning (not API): ns per eight-lane squaring,
+/// multiplication and reduction alone, over `reps` repetitions.
+#[doc(hidden)]
+pub fn kernel_timings(modulus: &Integer, reps: usize) -> Option<[f64; 3]> {
+    let ctx = MontCtx::new(modulus)?;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: MontCtx::new checked available().
+    unsafe {
+        use std::arch::x86_64::*;
+        let n = ctx.n;
+        let mv = mod_limbs(&ctx.m, n);
+        let mp = _mm512_set1_epi64(ctx.mprime as i64);
+        let mut t = vec![_mm512_setzero_si512(); scratch_len(n)];
+        let mut a: Vec<__m512i> = (0..n).map(|j| _mm512_set1_epi64(ctx.r2[j] as i64)).collect();
+        let mut o = a.clone();
+        let time = |f: &mut dyn FnMut()| {
+            let s = std::time::Instant::now();
+            for _ in 0..reps {
+                f();
+            }
+            s.elapsed().as_secs_f64() * 1e9 / reps as f64
+        };
+        let sq = time(&mut || {
+            montsqr(&a, &mv, mp, &mut t, &mut o);
+            std::mem::swap(&mut a, &mut o);
+        });
+        let b = a.clone();
+        let mul = time(&mut || {
+            montmul(&a, &b, &mv, mp, &mut t, &mut o);
+            std::mem::swap(&mut a, &mut o);
+        });
+        let red = time(&mut || {
+            for (j, v) in t.iter_mut().enumerate().take(2 * n) {
+                *v = if j < n { a[j] } else { _mm512_setzero_si512() };
+            }
+            redc(n, t.as_mut_ptr(), &mv, mp, &mut o);
+            std::mem::swap(&mut a, &mut o);
+        });
+        std::hint::black_box(&a);
+        Some([sq, mul, red])
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
