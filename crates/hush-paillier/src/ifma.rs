@@ -601,7 +601,7 @@ unsafe fn pow_ifma(n: usize, m: &[u64], mprime: u64, x: &[u64], one: &[u64], bit
     from_mont(n, &acc, &mv, mp, &mut t, &mut tmp)
 }
 
-/// Out of Montgomery form (acc·1·R^{-1}), lane-interleaved limbs.
+/// Out of Montgomery form (acc·R^{-1}, one reduction), lane-interleaved limbs.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 unsafe fn from_mont(
@@ -613,9 +613,12 @@ unsafe fn from_mont(
     tmp: &mut [std::arch::x86_64::__m512i],
 ) -> Vec<u64> {
     use std::arch::x86_64::*;
-    let mut unit = vec![_mm512_setzero_si512(); n];
-    unit[0] = _mm512_set1_epi64(1);
-    montmul(acc, &unit, mv, mp, t, tmp);
+    // acc·1 is acc itself: the reduction alone, no product
+    assert!(t.len() >= 2 * n + 2 * ROWS && acc.len() >= n && tmp.len() >= n);
+    for (j, v) in t.iter_mut().enumerate().take(2 * n + 2 * ROWS) {
+        *v = if j < n { acc[j] } else { _mm512_setzero_si512() };
+    }
+    redc(n, t.as_mut_ptr(), mv, mp, tmp);
     let mut out = vec![0u64; n * LANES];
     for j in 0..n {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
