@@ -78,7 +78,8 @@ def _progress_arg(progress: _ProgressArg, label: str) -> _t.Optional[_t.Callable
 
 def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bits: int = 37, frac: int = 12,
         progress: _ProgressArg = False, report: bool = False, mode: str = "tee",
-        mac_s: _t.Optional[int] = None) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
+        mac_s: _t.Optional[int] = None,
+        crisp_linear: _t.Optional[str] = None) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
     """Private inference of ``x`` on ``model`` with both parties in this process.
 
     ``model`` is a path to a ``.hushm`` or ``.onnx`` file; ``x`` a numpy array of
@@ -97,13 +98,19 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
     client never sees and one consistency check runs before the client gets
     any output; a dealer, started in this process here, deals the
     correlations — never a simulated module; ``mac_s`` is the MAC parameter
-    s, default 40). ``proto="auto"`` picks ``tami`` in tee/dealer mode,
+    s, default 40; ``crisp_linear`` the linear backend: ``"dealt"``, the
+    default, or ``"ckks"``, CRISP's own CKKS layers, which lack CRISP's
+    zero-knowledge proof of plaintext knowledge and so let a malicious
+    client learn about one bit of a chosen linear function of the weights
+    per revealed coefficient: it emits a ``UserWarning`` saying so).
+    ``proto="auto"`` picks ``tami`` in tee/dealer mode,
     ``cf2`` in interactive/silent mode and ``crisp`` in malicious-client mode.
     """
     xa = _np.ascontiguousarray(x, dtype=_np.float64)
     logits, shape, rep = _native.run_model(
         _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
-        bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode, mac_s=mac_s)
+        bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode, mac_s=mac_s,
+        crisp_linear=crisp_linear)
     out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
     return (out, _json.loads(rep)) if report else out
 
@@ -181,16 +188,19 @@ class Server:
     ``dealer_pin``) protects the model against a client that deviates from
     the protocol: a client whose messages fail the final MAC check gets an
     abort and no output, its session ends, and the server goes on serving
-    the others. ``mac_s`` (default 40) must match the clients'.
+    the others. ``mac_s`` (default 40) and ``crisp_linear`` (``"dealt"``,
+    the default, or ``"ckks"``, see :func:`run`) must match the clients'.
     """
 
     def __init__(self, model: _PathLike, listen: str = "127.0.0.1:0", proto: str = "auto", net: str = "none",
                  bits: int = 37, frac: int = 12, identity: _t.Optional[_PathLike] = None, pins: _t.Sequence[str] = (),
                  insecure: bool = False, mode: str = "tee", dealer: _t.Optional[str] = None,
-                 dealer_pin: _t.Optional[str] = None, mac_s: _t.Optional[int] = None) -> None:
+                 dealer_pin: _t.Optional[str] = None, mac_s: _t.Optional[int] = None,
+                 crisp_linear: _t.Optional[str] = None) -> None:
         self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
                                 identity=None if identity is None else str(identity), pins=list(pins),
-                                insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin, mac_s=mac_s)
+                                insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin, mac_s=mac_s,
+                                crisp_linear=crisp_linear)
 
     @property
     def addr(self) -> str:
@@ -237,11 +247,12 @@ class Client:
     def __init__(self, addr: str, proto: str = "auto", net: str = "none", pin: _t.Optional[str] = None,
                  identity: _t.Optional[_PathLike] = None, insecure: bool = False, mode: str = "tee",
                  dealer: _t.Optional[str] = None, dealer_pin: _t.Optional[str] = None,
-                 connect_timeout: _t.Optional[float] = None, mac_s: _t.Optional[int] = None) -> None:
+                 connect_timeout: _t.Optional[float] = None, mac_s: _t.Optional[int] = None,
+                 crisp_linear: _t.Optional[str] = None) -> None:
         self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
                                   identity=None if identity is None else str(identity), insecure=insecure,
                                   mode=mode, dealer=dealer, dealer_pin=dealer_pin,
-                                  connect_timeout=connect_timeout, mac_s=mac_s)
+                                  connect_timeout=connect_timeout, mac_s=mac_s, crisp_linear=crisp_linear)
 
     @property
     def input_shape(self) -> _t.Tuple[int, ...]:

@@ -124,6 +124,18 @@ def test_malicious_client_mode_run_serve_and_refusals():
         hush.run(MODEL, x, mode="malicious-client", mac_s=8)
     with pytest.raises(ValueError, match="dealer"):
         hush.Server(MODEL, mode="malicious-client")
+    # CRISP's CKKS linear layers: opt-in, announced by a warning that names
+    # the missing proof; the honest result is the dealt path's, bit for bit
+    with pytest.warns(UserWarning, match="zero-knowledge proof of plaintext knowledge"):
+        y_ckks, rep_ckks = hush.run(MODEL, x, mode="malicious-client", crisp_linear="ckks", report=True)
+    assert np.array_equal(y_ckks, logits)
+    assert rep_ckks["crisp_linear"] == "ckks" and rep["crisp_linear"] == "dealt"
+    # the ciphertexts went over the link: the CKKS backend really ran
+    assert rep_ckks["bytes"] > 2 * rep["bytes"]
+    with pytest.raises(ValueError, match="crisp_linear"):
+        hush.run(MODEL, x, crisp_linear="ckks")
+    with pytest.raises(ValueError, match="--crisp-linear paillier: unknown"):
+        hush.run(MODEL, x, mode="malicious-client", crisp_linear="paillier")
 
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -154,6 +166,10 @@ def test_malicious_client_mode_run_serve_and_refusals():
                 hush.Client(srv.addr, pin=srv.fingerprint, mac_s=48, **kw)
             with pytest.raises(RuntimeError, match="trust mode mismatch"):
                 hush.Client(srv.addr, pin=srv.fingerprint, mode="dealer", dealer=daddr, dealer_pin=dpin)
+            # a client of the other linear backend is refused at the hello
+            with pytest.warns(UserWarning, match="zero-knowledge proof"):
+                with pytest.raises(RuntimeError, match="linear backend mismatch"):
+                    hush.Client(srv.addr, pin=srv.fingerprint, crisp_linear="ckks", **kw)
             assert srv.sessions()[0] >= 1
     finally:
         dealer.kill()

@@ -91,15 +91,25 @@ fn cot_sources() -> Vec<&'static str> {
 /// malicious-client modes without an address: a dealer started in this
 /// process, for `run` only).
 
-/// The malicious-client settings from `mac_s` (the MAC parameter s; the
-/// linear backend is the default, `dealt`; `ckks` is not offered here).
-fn crisp_of(opts: &mut Options, mac_s: Option<u32>) -> PyResult<()> {
-    match (&opts.mode, mac_s) {
-        (runtime::Mode::MaliciousClient { .. }, s) => {
+/// The malicious-client settings from `mac_s` (the MAC parameter s) and
+/// `crisp_linear` (the linear backend: `dealt`, the default, or `ckks`,
+/// which is announced by a `UserWarning` carrying
+/// [`hush_inference::crisp_run::CKKS_GAP_WARNING`], as the CLI prints it).
+fn crisp_of(py: Python<'_>, opts: &mut Options, mac_s: Option<u32>, crisp_linear: Option<&str>) -> PyResult<()> {
+    match (&opts.mode, mac_s, crisp_linear) {
+        (runtime::Mode::MaliciousClient { .. }, s, linear) => {
             opts.crisp.s = s.unwrap_or(opts.crisp.s);
-            opts.crisp.check().map_err(|e| PyValueError::new_err(e.to_string()))
+            if let Some(l) = linear {
+                opts.crisp.linear = l.to_string();
+            }
+            opts.crisp.check().map_err(|e| PyValueError::new_err(e.to_string()))?;
+            if opts.crisp.linear == "ckks" {
+                PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &std::ffi::CString::new(hush_inference::crisp_run::CKKS_GAP_WARNING).unwrap_or_default(), 1)?;
+            }
+            Ok(())
         }
-        (_, Some(_)) => Err(PyValueError::new_err("mac_s applies to mode=\"malicious-client\" only")),
+        (_, Some(_), _) => Err(PyValueError::new_err("mac_s applies to mode=\"malicious-client\" only")),
+        (_, _, Some(_)) => Err(PyValueError::new_err("crisp_linear applies to mode=\"malicious-client\" only")),
         _ => Ok(()),
     }
 }
@@ -180,7 +190,7 @@ fn progress_fn(cb: Option<PyObject>) -> impl FnMut(usize, usize) + Send {
 /// hush model file's bytes and a flat float64 input with its shape; returns
 /// (flat logits, output shape, report as JSON text).
 #[pyfunction]
-#[pyo3(signature = (model_bytes, data, shape, proto="auto", net="none", bits=37, frac=12, tcp=true, progress=None, mode="tee", mac_s=None))]
+#[pyo3(signature = (model_bytes, data, shape, proto="auto", net="none", bits=37, frac=12, tcp=true, progress=None, mode="tee", mac_s=None, crisp_linear=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_model(
     py: Python<'_>,
@@ -195,12 +205,13 @@ fn run_model(
     progress: Option<PyObject>,
     mode: &str,
     mac_s: Option<u32>,
+    crisp_linear: Option<&str>,
 ) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
     let mut opts = inference_options(proto, net, bits, frac)?;
     // Both parties in this process: TLS with ephemeral identities over TCP.
     opts.link = link_of(None, Vec::new(), false)?;
     opts.mode = mode_of(mode, None, None, true)?;
-    crisp_of(&mut opts, mac_s)?;
+    crisp_of(py, &mut opts, mac_s, crisp_linear)?;
     opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let model = Arc::new(load_model(&model_bytes)?);
     let n: usize = model.input_shape.iter().product();
@@ -326,9 +337,10 @@ impl NativeServer {
 }
 
 #[pyfunction]
-#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="auto", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false, mode="tee", dealer=None, dealer_pin=None, mac_s=None))]
+#[pyo3(signature = (model_bytes, listen="127.0.0.1:0", proto="auto", net="none", bits=37, frac=12, identity=None, pins=Vec::new(), insecure=false, mode="tee", dealer=None, dealer_pin=None, mac_s=None, crisp_linear=None))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
+    py: Python<'_>,
     model_bytes: Vec<u8>,
     listen: &str,
     proto: &str,
@@ -342,11 +354,12 @@ fn serve(
     dealer: Option<String>,
     dealer_pin: Option<String>,
     mac_s: Option<u32>,
+    crisp_linear: Option<&str>,
 ) -> PyResult<NativeServer> {
     let mut opts = inference_options(proto, net, bits, frac)?;
     opts.link = link_of(identity, pins, insecure)?;
     opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
-    crisp_of(&mut opts, mac_s)?;
+    crisp_of(py, &mut opts, mac_s, crisp_linear)?;
     opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let fingerprint = opts.link.fingerprint().map(|f| f.to_string());
     let model = Arc::new(load_model(&model_bytes)?);
@@ -427,7 +440,7 @@ impl NativeClient {
 }
 
 #[pyfunction]
-#[pyo3(signature = (addr, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None, mac_s=None))]
+#[pyo3(signature = (addr, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None, mac_s=None, crisp_linear=None))]
 #[allow(clippy::too_many_arguments)]
 fn connect(
     py: Python<'_>,
@@ -442,6 +455,7 @@ fn connect(
     dealer_pin: Option<String>,
     connect_timeout: Option<f64>,
     mac_s: Option<u32>,
+    crisp_linear: Option<&str>,
 ) -> PyResult<NativeClient> {
     if !insecure && pin.is_none() {
         return Err(PyValueError::new_err(format!(
@@ -457,7 +471,7 @@ fn connect(
         opts.link = opts.link.with_connect_timeout(std::time::Duration::from_secs_f64(t));
     }
     opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
-    crisp_of(&mut opts, mac_s)?;
+    crisp_of(py, &mut opts, mac_s, crisp_linear)?;
     opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let addr = addr.to_string();
     let s = guarded(py, move || runtime::connect(&addr, &opts).map_err(|e| e.to_string()))?;
