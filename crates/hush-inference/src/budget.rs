@@ -71,21 +71,40 @@ const HE_BASE: u64 = 8 << 20;
 
 /// The LPN set of `sets` (largest first) for a client budget: the largest
 /// whose two sources' batches (one per direction) take at most a quarter
-/// of it, else the smallest; without a budget the largest. The server's
-/// choice ([`crate::runtime::cot_set_for`]) and the estimates use this one
-/// rule.
-pub fn cot_set_within(sets: &'static [hush_correlations::lpn::LpnParams], budget: Option<u64>) -> &'static hush_correlations::lpn::LpnParams {
+/// of it and leave the session's `reserved` bytes ([`cot_reserve`]: the
+/// model's estimate at [`MIN_CHUNK`]), else the smallest; without a budget
+/// the largest. The server's choice ([`crate::runtime::cot_set_for`]) and
+/// the estimates use this one rule. (With the quarter alone, a budget just
+/// above the floor got a set the floor had not counted: estimate above the
+/// budget.) The pick only grows with the budget, so every budget from the
+/// floor up fits.
+pub fn cot_set_within(sets: &'static [hush_correlations::lpn::LpnParams], budget: Option<u64>, reserved: u64) -> &'static hush_correlations::lpn::LpnParams {
     match budget {
-        Some(b) => sets.iter().find(|p| 2 * p.batch_bytes() as u64 <= b / 4).unwrap_or(&sets[sets.len() - 1]),
+        Some(b) => sets
+            .iter()
+            .find(|p| 2 * p.batch_bytes() as u64 <= b / 4 && reserved.saturating_add(cot_of(p)) <= b)
+            .unwrap_or(&sets[sets.len() - 1]),
         None => &sets[0],
     }
 }
 
+/// Bytes the client's two COT sources hold with LPN set `p`.
+fn cot_of(p: &hush_correlations::lpn::LpnParams) -> u64 {
+    2 * p.batch_bytes() as u64 + 2 * hush_correlations::registry::MEM_OVERHEAD as u64 / 8
+}
+
 /// Bytes the client's two COT sources hold for the LPN set the server
-/// picks for a client budget of `budget` (HE modes).
-pub fn cot_bytes(budget: Option<u64>) -> u64 {
-    let pick = cot_set_within(&hush_correlations::lpn::FERRET_SETS, budget);
-    2 * pick.batch_bytes() as u64 + 2 * hush_correlations::registry::MEM_OVERHEAD as u64 / 8
+/// picks for a client budget of `budget` (HE modes; `reserved` as for
+/// [`cot_set_within`]).
+pub fn cot_bytes(budget: Option<u64>, reserved: u64) -> u64 {
+    cot_of(cot_set_within(&hush_correlations::lpn::FERRET_SETS, budget, reserved))
+}
+
+/// What an HE session reserves besides its COT sources when the server
+/// picks their LPN set: the client's estimate at [`MIN_CHUNK`] without
+/// pre-dealing (public parameters only, so both parties agree).
+pub fn cot_reserve(model: &Model, plan: &Plan) -> Result<u64> {
+    client_estimate(model, plan, "cf2", MIN_CHUNK, 0)
 }
 
 /// A linear layer's HE messages at the client (upload + response, and
@@ -170,7 +189,7 @@ pub fn client_estimate(model: &Model, plan: &Plan, proto: &str, chunk: usize, pr
 /// a client budget of `budget`.
 pub fn client_estimate_total(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, budget: Option<u64>) -> Result<u64> {
     let e = client_estimate(model, plan, proto, chunk, predeal)?;
-    Ok(if proto == "cf2" { e + cot_bytes(budget) } else { e })
+    Ok(if proto == "cf2" { e + cot_bytes(budget, cot_reserve(model, plan)?) } else { e })
 }
 
 /// The smallest budget this model can run in: the estimate at
@@ -178,13 +197,14 @@ pub fn client_estimate_total(model: &Model, plan: &Plan, proto: &str, chunk: usi
 pub fn floor(model: &Model, plan: &Plan, proto: &str) -> Result<u64> {
     let e = client_estimate(model, plan, proto, MIN_CHUNK, 0)?;
     // HE modes: the smallest LPN set's batches at both sources
-    Ok(if proto == "cf2" { e + cot_bytes(Some(0)) } else { e })
+    Ok(if proto == "cf2" { e + cot_bytes(Some(0), 0) } else { e })
 }
 
 /// Picks the chunk and pre-dealing budget for a client budget of `budget`
 /// bytes, starting from the configured `chunk` and `predeal`: the largest
 /// chunk (halving, not below [`MIN_CHUNK`]) whose estimate without
 /// pre-dealing takes at most half the budget (else the largest that fits
+/// at all; in the HE modes, which pre-deal nothing, the largest that fits
 /// at all), then the look-ahead if it fits ([`lookahead_bytes`]), then as
 /// much pre-dealing as the rest allows. A budget below
 /// the floor is an error naming the floor.
@@ -202,7 +222,8 @@ pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, 
     }
     // HE modes: the COT sources take their share first (see cot_bytes)
     let full = budget;
-    let budget = if proto == "cf2" { budget.saturating_sub(cot_bytes(Some(budget))) } else { budget };
+    let reserve = if proto == "cf2" { cot_reserve(model, plan)? } else { 0 };
+    let budget = if proto == "cf2" { budget.saturating_sub(cot_bytes(Some(budget), reserve)) } else { budget };
     let mut cands = Vec::new();
     let mut c = chunk.max(1);
     loop {
@@ -213,9 +234,14 @@ pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, 
         c = (c / 2).max(MIN_CHUNK);
     }
     let mut pick = None;
+    // half the budget is kept for pre-dealing; the HE modes deal nothing,
+    // so there the largest chunk that fits at all is taken (fewer chunks,
+    // fewer flights: ResNet-50 interactive at --max-mem 512MiB went from
+    // 32,768-element chunks to 131,072)
+    let share = if proto == "cf2" { budget } else { budget / 2 };
     for &c in &cands {
         let e = client_estimate(model, plan, proto, c, 0)?;
-        if e <= budget / 2 {
+        if e <= share {
             pick = Some((c, e));
             break;
         }
@@ -232,7 +258,7 @@ pub fn fit(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64, 
     let (chunk, e0) = pick.unwrap_or((MIN_CHUNK.min(chunk.max(1)), fl));
     if proto == "cf2" {
         // nothing is dealt: no look-ahead, no pre-dealing
-        return Ok(MemFit { budget: full, chunk, predeal_mem: 0, lookahead: 0, estimate: e0 + cot_bytes(Some(full)), floor: fl });
+        return Ok(MemFit { budget: full, chunk, predeal_mem: 0, lookahead: 0, estimate: e0 + cot_bytes(Some(full), reserve), floor: fl });
     }
     let la = lookahead_bytes(plan, proto, chunk)?;
     let lookahead = if e0 + la <= budget { la } else { 0 };

@@ -404,7 +404,7 @@ fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&Stri
         return Err(Error::Config(format!("--cot-set applies to --mode interactive and silent, not --mode {}", o.mode.name())));
     }
     if o.cot_set.is_some() {
-        runtime::cot_set_for(&o, None)?;
+        runtime::cot_set_for(&o, None, 0)?;
     }
     if let Some(f) = fixed {
         o.cfg = FixedConfig::new(f.bits, f.frac)?;

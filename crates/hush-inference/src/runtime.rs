@@ -326,14 +326,14 @@ fn cot_sets(mode: &Mode) -> &'static [hush_correlations::lpn::LpnParams] {
 /// else, for a client with a memory budget, the largest set whose two
 /// sources' working sets (one per direction) take at most a quarter of it;
 /// else the mode's first (largest) set.
-pub fn cot_set_for(opts: &Options, client_max_mem: Option<u64>) -> Result<&'static str> {
+pub fn cot_set_for(opts: &Options, client_max_mem: Option<u64>, reserved: u64) -> Result<&'static str> {
     let sets = cot_sets(&opts.mode);
     if let Some(n) = &opts.cot_set {
         return sets.iter().find(|p| p.name == n).map(|p| p.name).ok_or_else(|| {
             Error::Config(format!("COT set '{n}' is not one of --mode {}'s ({})", opts.mode.name(), sets.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
         });
     }
-    Ok(crate::budget::cot_set_within(sets, client_max_mem).name)
+    Ok(crate::budget::cot_set_within(sets, client_max_mem, reserved).name)
 }
 
 /// The module slot of the HE modes, which have no trusted module for the
@@ -440,7 +440,8 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     });
     mode_fields(&mut reply, opts, &provider);
     let cot_set = if opts.mode.he() {
-        let c = match cot_set_for(opts, hello.get("max_mem").and_then(Value::as_u64)) {
+        let reserved = crate::budget::cot_reserve(model, plan).unwrap_or(0);
+        let c = match cot_set_for(opts, hello.get("max_mem").and_then(Value::as_u64), reserved) {
             Ok(c) => c,
             Err(e) => return Err(refuse(ch, e.to_string())),
         };

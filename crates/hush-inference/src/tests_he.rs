@@ -167,7 +167,7 @@ fn insecure_he_parameters_and_wrong_families_are_refused() {
     }
     assert!(crate::he_linear::params_by_name("he128-n1024").is_err());
     let bad = Options { cot_set: Some("ferret-main".into()), ..he_opts(Mode::Silent) };
-    assert!(runtime::cot_set_for(&bad, None).unwrap_err().to_string().contains("not one of --mode silent's"));
+    assert!(runtime::cot_set_for(&bad, None, 0).unwrap_err().to_string().contains("not one of --mode silent's"));
 }
 
 /// Per-layer costs of the HE modes: a dense layer's client → server bytes

@@ -45,6 +45,34 @@ fn fit_stays_within_budget_and_refuses_below_the_floor() {
     }
 }
 
+/// The HE modes pre-deal nothing, so the fit gives the nonlinear chunk the
+/// whole budget left after the COT sources' batches (the largest chunk
+/// whose estimate fits), where the dealt families keep half for
+/// pre-dealing.
+#[test]
+fn he_fit_takes_the_largest_chunk_that_fits() {
+    let m = model("minionn-cifar");
+    let plan = Plan::new(&m, Default::default()).unwrap();
+    let floor = budget::floor(&m, &plan, "cf2").unwrap();
+    let mut seen_larger = false;
+    for b in (0..16u64).map(|k| floor + k * (16 << 20)).chain([floor + (1 << 20), 512 << 20]) {
+        let f = budget::fit(&m, &plan, "cf2", 1 << 18, 0, b).unwrap();
+        assert!(f.estimate <= b && f.predeal_mem == 0 && f.lookahead == 0, "budget {b} (floor {floor}): {f:?}");
+        let room = b - budget::cot_bytes(Some(b), budget::cot_reserve(&m, &plan).unwrap());
+        assert!(budget::client_estimate(&m, &plan, "cf2", f.chunk, 0).unwrap() <= room);
+        // the next larger chunk (if any) would not fit
+        if f.chunk < 1 << 18 {
+            assert!(budget::client_estimate(&m, &plan, "cf2", 2 * f.chunk, 0).unwrap() > room, "budget {b}: chunk {} is not the largest that fits", f.chunk);
+        }
+        // …which is more than the half-budget rule of the dealt families would allow
+        let half = (10..=18).rev().map(|k| 1usize << k).find(|&c| budget::client_estimate(&m, &plan, "cf2", c, 0).unwrap() <= room / 2);
+        if half.is_some_and(|h| h < f.chunk) {
+            seen_larger = true;
+        }
+    }
+    assert!(seen_larger, "no budget where the whole-budget fit chose a larger chunk");
+}
+
 /// A local run with a budget below the floor fails before any channel
 /// exists.
 #[test]
