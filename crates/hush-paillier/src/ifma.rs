@@ -680,7 +680,7 @@ unsafe fn mod_limbs(m: &[u64], n: usize) -> Vec<std::arch::x86_64::__m512i> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn accumulate_rows(
+unsafe fn accumulate_rows<const INIT: bool>(
     t: *mut std::arch::x86_64::__m512i,
     y: *const std::arch::x86_64::__m512i,
     x: &[std::arch::x86_64::__m512i; ROWS],
@@ -699,7 +699,8 @@ unsafe fn accumulate_rows(
         ($r:expr, $w0:ident, $w1:ident, $w2:ident, $w3:ident, $w4:ident) => {{
             $w0 = *y.wrapping_add($r);
             let p = t.add($r);
-            let mut v = *p;
+            // INIT: the first pass over fresh scratch writes, not adds
+            let mut v = if INIT { std::arch::x86_64::_mm512_setzero_si512() } else { *p };
             v = madd_lo!(v, $w0, x0);
             v = madd_hi!(v, $w1, x0);
             v = madd_lo!(v, $w1, x1);
@@ -811,10 +812,10 @@ unsafe fn redc(
             // the last pass: its positions i+ROWS… are the result's low
             // limbs; the carry goes to position i+ROWS
             *t.add(i + ROWS) = _mm512_add_epi64(*t.add(i + ROWS), carry);
-            accumulate_rows(t.add(i), m, &q, ROWS, 2 * ROWS);
+            accumulate_rows::<false>(t.add(i), m, &q, ROWS, 2 * ROWS);
             ([zero; ROWS], zero)
         };
-        accumulate_rows(t.add(i), m, &q, 2 * ROWS, n + ROWS);
+        accumulate_rows::<false>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
         q = next;
         carry = next_carry;
         i += ROWS;
@@ -868,7 +869,9 @@ unsafe fn montsqr(
     for (j, v) in pad.iter_mut().enumerate().take(n + 2 * ROWS) {
         *v = if j < n { a[j] } else { zero };
     }
-    for v in sum.iter_mut() {
+    // the first pass writes positions 1 … n+ROWS−1; the rest starts at zero
+    sum[0] = zero;
+    for v in sum.iter_mut().skip(n + ROWS) {
         *v = zero;
     }
     let ap = pad.as_ptr();
@@ -884,7 +887,7 @@ unsafe fn montsqr(
         // (d ≥ 2k+2); from d = 2·ROWS on, every row contributes both
         for d in 1..2 * ROWS {
             let p = tp.add(2 * i + d);
-            let mut v = *p;
+            let mut v = if i == 0 { zero } else { *p };
             for (k, &xk) in x.iter().enumerate() {
                 if d > 2 * k {
                     v = madd_lo!(v, xk, *ap.add(i + d - k));
@@ -897,7 +900,11 @@ unsafe fn montsqr(
         }
         if 2 * i + 2 * ROWS < i + n + ROWS {
             // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
-            accumulate_rows(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+            if i == 0 {
+                accumulate_rows::<true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+            } else {
+                accumulate_rows::<false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+            }
         }
         i += ROWS;
     }
@@ -936,7 +943,8 @@ unsafe fn montmul(
     for (j, v) in pad.iter_mut().enumerate().take(n + 3 * ROWS) {
         *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { zero };
     }
-    for v in sum.iter_mut() {
+    // the first pass writes positions 0 … n+ROWS−1; the rest starts at zero
+    for v in sum.iter_mut().skip(n + ROWS) {
         *v = zero;
     }
     let ap = pad.as_ptr().add(ROWS);
@@ -950,7 +958,11 @@ unsafe fn montmul(
             }
         }
         // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
-        accumulate_rows(tp.add(i), ap, &x, 0, n + ROWS);
+        if i == 0 {
+            accumulate_rows::<true>(tp, ap, &x, 0, n + ROWS);
+        } else {
+            accumulate_rows::<false>(tp.add(i), ap, &x, 0, n + ROWS);
+        }
         i += ROWS;
     }
     redc(n, tp, m, mp, out);
