@@ -22,11 +22,13 @@
 //! in every lane. Like the GMP path, this is not constant time (see the
 //! crate docs).
 //!
-//! Measured on one Golden Cove core (Xeon under KVM, TSC 2.6 GHz): a
-//! 4096-bit squaring of eight lanes 3.4–3.6 µs, a multiplication 3.7–4.4 µs
-//! (about three quarters of the two IFMA ports' peak, 7.7 G/s measured
-//! with independent register operands); the previous two-rows-per-pass,
-//! operand-scanning kernels took 4.6 and 5.4 µs.
+//! Measured on one Golden Cove core (Xeon under KVM, TSC 2.6 GHz;
+//! `examples/kernels.rs`, min of 8 runs): a 4096-bit squaring of eight
+//! lanes 3.05 µs, a multiplication 3.87 µs, the reduction alone 2.13 µs
+//! (the passes at 7.0–7.2 G IFMA/s, near the 7.45–7.7 G/s measured with
+//! independent register operands); before the quotient chain was
+//! shortened (session 9) 3.33 / 4.18 / 2.42 µs, and the earlier
+//! two-rows-per-pass, operand-scanning kernels took 4.6 and 5.4 µs.
 //!
 //! [`MontCtx::pow8`] is tested against GMP's `pow_mod` (`tests.rs`); GMP is
 //! the fallback where the CPU lacks IFMA or `HUSH_PAILLIER=gmp` is set.
