@@ -56,6 +56,7 @@ use crate::model::{Model, Op};
 use crate::plan::{Plan, StepKind};
 use crate::{Error, Result};
 use hush_2pc::crisp::{self, AuthShare, LinBatch, LinShape, Lift, ReluBatch, Session, TruncBatch};
+use hush_2pc::crisp_ckks::{self, CkksLin};
 use hush_2pc::tee::Dealer;
 use hush_transport::Channel;
 use std::time::Instant;
@@ -204,18 +205,35 @@ fn get(vals: &[Option<AuthShare>], i: usize) -> Result<&AuthShare> {
 #[allow(clippy::large_enum_variant)] // one per plan step
 enum Dealt {
     None,
-    Linear { t: Option<LinBatch>, trunc: TruncBatch, w: Vec<u128>, bias: Vec<u128> },
+    Linear { lin: Lin, trunc: TruncBatch },
     Relu(ReluBatch),
     /// The truncation after the window sums times public constants.
     AvgPool(TruncBatch),
     MaxPool(Vec<ReluBatch>, Vec<Vec<usize>>),
 }
 
-impl Drop for Dealt {
+/// A linear layer's offline material, by backend ([`LinearBackend`]); the
+/// server's weights and bias (empty or zero at the client), wiped on drop.
+enum Lin {
+    /// `dealt`: the dealer's bilinear triple; weights and bias lifted to
+    /// Z_2^(ℓ+s).
+    Triple { t: Option<LinBatch>, w: Vec<u128>, bias: Vec<u128> },
+    /// `ckks`: the layer's shape for [`hush_2pc::crisp_ckks::lin`]; the
+    /// ℓ-bit weights and bias.
+    Ckks { sh: LinShape, w: Vec<u64>, bias: Vec<u64> },
+}
+
+impl Drop for Lin {
     fn drop(&mut self) {
-        if let Dealt::Linear { w, bias, .. } = self {
-            w.zeroize();
-            bias.zeroize();
+        match self {
+            Lin::Triple { w, bias, .. } => {
+                w.zeroize();
+                bias.zeroize();
+            }
+            Lin::Ckks { w, bias, .. } => {
+                w.zeroize();
+                bias.zeroize();
+            }
         }
     }
 }
@@ -223,6 +241,8 @@ impl Drop for Dealt {
 /// Everything a party holds after the offline phase.
 pub struct Offline {
     sess: Session,
+    /// The CKKS backend's session (keys); `None` with `dealt`.
+    he: Option<CkksLin>,
     input_masks: crisp::MaskBatch,
     output_masks: crisp::MaskBatch,
     steps: Vec<Dealt>,
@@ -233,6 +253,14 @@ pub struct Offline {
 /// plan order and exchanges the masked weights. `s` is the statistical
 /// security parameter of the lift.
 pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32) -> Result<Offline> {
+    offline_with(LinearBackend::Dealt, model, plan, party, ch, dealer, s)
+}
+
+/// [`offline`] with the linear layers of `backend`: with `ckks`, the
+/// client's key pair and public key (client → server) right after the MAC
+/// key request, and no triples or masked weights for the linear layers.
+#[allow(clippy::too_many_arguments)]
+pub fn offline_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32) -> Result<Offline> {
     let server = party == 0;
     if server && !plan.has_weights {
         return Err(Error::Config("the server needs the model weights".into()));
@@ -241,27 +269,37 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
     let lift = Lift::new(cfg.bits, s).map_err(tpc)?;
     let shapes = linear_shapes(model, plan)?;
     let sess = Session::start(dealer, party, lift).map_err(tpc)?;
+    let he = match backend {
+        LinearBackend::Ckks => Some(crisp_ckks::setup(ch, &sess, crisp_ckks::context().map_err(tpc)?, None).map_err(tpc)?),
+        LinearBackend::Dealt => None,
+    };
     let input_masks = crisp::deal_masks(dealer, &sess, plan.input_len).map_err(tpc)?;
     let mut steps = Vec::with_capacity(plan.steps.len());
     for (st, sh) in plan.steps.iter().zip(&shapes) {
         let d = match &st.kind {
             StepKind::Linear { op, bias, out_len, .. } => {
                 let sh = sh.ok_or_else(|| Error::Model(format!("node '{}': no linear shape", st.name)))?;
-                let t = crisp::deal_linear(dealer, &sess, sh).map_err(tpc)?;
-                let trunc = crisp::deal_trunc(dealer, &sess, *out_len, cfg.frac).map_err(tpc)?;
-                let (w, bias) = match (server, op) {
-                    (true, Some(op)) => {
-                        let w: Vec<u128> = match op {
-                            hush_tee::linear_deal::LinearOp::Conv { weight, .. }
-                            | hush_tee::linear_deal::LinearOp::Dense { weight, .. }
-                            | hush_tee::linear_deal::LinearOp::Scale { weight, .. } => weight.iter().map(|&v| lift.lift(v)).collect(),
-                        };
-                        (w, bias.iter().map(|&v| lift.lift(v)).collect())
-                    }
-                    (true, None) => return Err(Error::Config("server plan without weights".into())),
-                    (false, _) => (Vec::new(), vec![0u128; *out_len]),
+                let t = match backend {
+                    LinearBackend::Dealt => Some(crisp::deal_linear(dealer, &sess, sh).map_err(tpc)?),
+                    LinearBackend::Ckks => None,
                 };
-                Dealt::Linear { t: Some(t), trunc, w, bias }
+                let trunc = crisp::deal_trunc(dealer, &sess, *out_len, cfg.frac).map_err(tpc)?;
+                let weight = match (server, op) {
+                    (true, Some(op)) => match op {
+                        hush_tee::linear_deal::LinearOp::Conv { weight, .. }
+                        | hush_tee::linear_deal::LinearOp::Dense { weight, .. }
+                        | hush_tee::linear_deal::LinearOp::Scale { weight, .. } => Some(weight),
+                    },
+                    (true, None) => return Err(Error::Config("server plan without weights".into())),
+                    (false, _) => None,
+                };
+                let lin = match (t, weight) {
+                    (Some(t), Some(w)) => Lin::Triple { t: Some(t), w: w.iter().map(|&v| lift.lift(v)).collect(), bias: bias.iter().map(|&v| lift.lift(v)).collect() },
+                    (Some(t), None) => Lin::Triple { t: Some(t), w: Vec::new(), bias: vec![0u128; *out_len] },
+                    (None, Some(w)) => Lin::Ckks { sh, w: w.clone(), bias: bias.clone() },
+                    (None, None) => Lin::Ckks { sh, w: Vec::new(), bias: Vec::new() },
+                };
+                Dealt::Linear { lin, trunc }
             }
             StepKind::Relu => Dealt::Relu(crisp::deal_relu(dealer, &sess, st.out_len).map_err(tpc)?),
             StepKind::MaxPool { offs, idx } => {
@@ -275,13 +313,13 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
         steps.push(d);
     }
     let output_masks = crisp::deal_masks(dealer, &sess, plan.steps.get(plan.output.wrapping_sub(1)).map(|s| s.out_len).unwrap_or(plan.input_len)).map_err(tpc)?;
-    // the masked weights E = W − A, server → client, layer by layer
+    // dealt: the masked weights E = W − A, server → client, layer by layer
     for d in steps.iter_mut() {
-        if let Dealt::Linear { t: Some(t), w, .. } = d {
+        if let Dealt::Linear { lin: Lin::Triple { t: Some(t), w, .. }, .. } = d {
             crisp::linear_prepare(ch, &sess, t, server.then_some(&w[..])).map_err(tpc)?;
         }
     }
-    Ok(Offline { sess, input_masks, output_masks, steps })
+    Ok(Offline { sess, he, input_masks, output_masks, steps })
 }
 
 /// Online phase: the client passes `Some(x)` (its encoded input), the
@@ -351,11 +389,19 @@ pub fn online_metered(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: O
         let (t0, c0) = (Instant::now(), ch.cost());
         let a = get(&vals, st.inputs[0])?;
         let y = match (&st.kind, d) {
-            (StepKind::Linear { .. }, Dealt::Linear { t, trunc, w, bias }) => {
-                let t = t.take().ok_or_else(|| Error::Protocol("linear triple used twice".into()))?;
+            (StepKind::Linear { .. }, Dealt::Linear { lin, trunc }) => {
                 let server = sess.party == 0;
-                let y = crisp::linear(ch, sess, t, server.then_some(&w[..]), a).map_err(tpc)?;
-                let y = y.add_public(sess, bias).map_err(tpc)?;
+                let y = match lin {
+                    Lin::Triple { t, w, bias } => {
+                        let t = t.take().ok_or_else(|| Error::Protocol("linear triple used twice".into()))?;
+                        let y = crisp::linear(ch, sess, t, server.then_some(&w[..]), a).map_err(tpc)?;
+                        y.add_public(sess, bias).map_err(tpc)?
+                    }
+                    Lin::Ckks { sh, w, bias } => {
+                        let he = off.he.as_mut().ok_or_else(|| Error::Protocol("CKKS layer without a CKKS session".into()))?;
+                        crisp_ckks::lin(ch, sess, he, sh, server.then_some(&w[..]), server.then_some(&bias[..]), a).map_err(tpc)?
+                    }
+                };
                 crisp::trunc(ch, sess, trunc, &y).map_err(tpc)?
             }
             (StepKind::Relu, Dealt::Relu(b)) => crisp::relu(ch, sess, b, a).map_err(tpc)?,
@@ -411,10 +457,16 @@ pub fn online_metered(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: O
 /// One party end to end, with its costs: [`offline`] then [`online`].
 #[allow(clippy::too_many_arguments)]
 pub fn party(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
+    party_with(LinearBackend::Dealt, model, plan, party, ch, dealer, s, x, log)
+}
+
+/// [`party`] with the linear layers of `backend` ([`offline_with`]).
+#[allow(clippy::too_many_arguments)]
+pub fn party_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
     let c0 = ch.cost();
     let m0 = dealer.stats();
     let t0 = Instant::now();
-    let mut off = offline(model, plan, party, ch, dealer, s)?;
+    let mut off = offline_with(backend, model, plan, party, ch, dealer, s)?;
     let offline_s = t0.elapsed().as_secs_f64();
     let c1 = ch.cost();
     let t1 = Instant::now();
@@ -478,15 +530,6 @@ impl LinearBackend {
             "dealt" => Ok(LinearBackend::Dealt),
             o => Err(Error::Config(format!("malicious-client linear layers: '{o}' (expected ckks or dealt)"))),
         }
-    }
-}
-
-/// [`party`] with the linear layers of `backend`.
-#[allow(clippy::too_many_arguments)]
-pub fn party_with(backend: LinearBackend, model: &Model, plan: &Plan, p: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32, x: Option<&[u64]>, log: &mut dyn FnMut(&str)) -> Result<(Option<Vec<u64>>, CrispCost)> {
-    match backend {
-        LinearBackend::Ckks => crate::crisp_ckks::party(model, plan, p, ch, dealer, s, x, log),
-        LinearBackend::Dealt => party(model, plan, p, ch, dealer, s, x, log),
     }
 }
 
