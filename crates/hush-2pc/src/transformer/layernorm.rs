@@ -17,6 +17,11 @@
 //!    steps are scaled by at most 2^{f/2} instead of amplifying rounding
 //!    noise — near-constant rows give outputs near β, not noise).
 //! 5. y = z·r truncated to 2^f; then, if given, ·γ (public, truncated) + β.
+//!    The rsqrt's last truncation is fused with the product by z
+//!    ([`Ctx::trunc_mul`] on the row's untruncated value broadcast to its
+//!    elements: one flight instead of two, the bytes of the Beaver product
+//!    it replaces; each element truncates faithfully itself — since
+//!    2026-11-25).
 //!
 //! **Error bound** (f = 12, |x| ≤ 2^10, σ² ≥ 2^{−f}): |y − y_true| ≤
 //! |y|·3·10⁻⁴ + (|μ error| + 2^{−f})·r + 2^{−f} where the mean's error is
@@ -29,7 +34,8 @@
 //! into the next linear layer; secret γ would add one Beaver product).
 //!
 //! **Rounds** (fss family): clip 1, mean 1, square 1, variance 2,
-//! rsqrt 1 + 7, output 2 — 15 (+1 with γ).
+//! rsqrt 1 + 6, output 2 (the rsqrt's last truncation fused into it) —
+//! 14 (+1 with γ).
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! only; μ, σ² and the outputs stay shared.
@@ -109,9 +115,11 @@ pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len
     let var = ctx.trunc(ch, &q.scale(c_v), s_v + f - LN_SCALE)?;
     // 4. rsqrt
     let v = ctx.add_const(&var, poly::enc(ctx, eps, LN_SCALE));
-    let rs = recip::rsqrt(ctx, ch, &v, LN_SCALE, -(f as i32), LN_VAR_HI)?;
-    // 5. output
-    let p = ctx.mul(ch, &z, &bcast(&rs))?;
+    let (rp, rk) = recip::rsqrt_untruncated(ctx, ch, &v, LN_SCALE, -(f as i32), LN_VAR_HI)?;
+    // 5. output: rsqrt's last truncation fused with the product by z
+    // (per element: each element truncates its row's value itself, one
+    // flight; the same faithful rounding per element)
+    let (_, p) = ctx.trunc_mul(ch, &bcast(&rp), rk, &z)?;
     let mut y = ctx.trunc(ch, &p, LN_SCALE)?;
     if let Some(g) = gamma {
         let gv: Vec<u64> = (0..n).map(|i| poly::enc(ctx, g[i % len], f)).collect();

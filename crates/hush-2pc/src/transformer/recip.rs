@@ -129,6 +129,16 @@ pub fn reciprocal(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, l
 /// the bound ([`Ctx::relu_within`]); the clear reference fails above it.
 #[allow(clippy::too_many_arguments)]
 pub fn reciprocal_within(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64) -> Result<ArithShare> {
+    let (p, sh) = reciprocal_untruncated(ctx, ch, v, s, lo, hi, max_ulps)?;
+    ctx.trunc(ch, &p, sh)
+}
+
+/// [`reciprocal_within`] without its last truncation: (p, k) with the
+/// reciprocal = ⌊p/2^k⌋ (k = s, |p| < 2^{ℓ−3} by the ring checks), for a
+/// caller that fuses that truncation with the product it feeds
+/// ([`Ctx::trunc_mul`]: one flight fewer). One flight fewer here.
+#[allow(clippy::too_many_arguments)]
+pub fn reciprocal_untruncated(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64) -> Result<(ArithShare, u32)> {
     let l = ctx.ring().bits() as i32;
     if 2 * s as i32 + 2 - lo + 3 > l {
         return Err(invalid(format!("reciprocal at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
@@ -146,17 +156,24 @@ pub fn reciprocal_within(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s:
         let (_, ty) = ctx.trunc_mul(ch, &a, s, &y)?;
         let p = y.scale(two).sub(&ty);
         if it + 1 == NEWTON_ITERS {
-            y = ctx.trunc(ch, &p, s)?;
-        } else {
-            (y, a) = ctx.trunc_mul(ch, &p, s, &vc)?;
+            return Ok((p, s));
         }
+        (y, a) = ctx.trunc_mul(ch, &p, s, &vc)?;
     }
-    Ok(y)
+    unreachable!("NEWTON_ITERS ≥ 1")
 }
 
 /// 1/√v for v at scale 2^s (accurate for v ∈ [2^lo, 2^hi], saturating
 /// outside); result at scale 2^s.
 pub fn rsqrt(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32) -> Result<ArithShare> {
+    let (p, sh) = rsqrt_untruncated(ctx, ch, v, s, lo, hi)?;
+    ctx.trunc(ch, &p, sh)
+}
+
+/// [`rsqrt`] without its last truncation: (p, k) with 1/√v = ⌊p/2^k⌋
+/// (k = s + 1, |p| < 2^{ℓ−3} by the ring checks), for a caller that fuses
+/// that truncation with the product it feeds ([`Ctx::trunc_mul`]).
+pub fn rsqrt_untruncated(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32) -> Result<(ArithShare, u32)> {
     let l = ctx.ring().bits() as i32;
     if hi.div_euclid(2) + 1 + 2 * s as i32 + 1 + 3 > l || 2 * s as i32 + 2 - lo.div_euclid(2) + 3 > l {
         return Err(invalid(format!("rsqrt at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
@@ -174,10 +191,9 @@ pub fn rsqrt(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i3
         let (_, ty) = ctx.trunc_mul(ch, &vyy, s, &y)?; // ⌊v·y·y⌋·y
         let p = y.scale(three).sub(&ty);
         if it + 1 == RSQRT_ITERS {
-            y = ctx.trunc(ch, &p, s + 1)?;
-        } else {
-            (y, a) = ctx.trunc_mul(ch, &p, s + 1, &vc)?;
+            return Ok((p, s + 1));
         }
+        (y, a) = ctx.trunc_mul(ch, &p, s + 1, &vc)?;
     }
-    Ok(y)
+    unreachable!("RSQRT_ITERS ≥ 1")
 }

@@ -20,7 +20,11 @@
 //!    N + 1 openings instead of 2N (since 2026-11-25).
 //! 4. s = Σ_row exp (local), 1/s by [`super::recip::reciprocal`] over
 //!    [2^−1, 2^⌈log2 L⌉] (s ≥ exp(0) ≈ 1 and s ≤ L by construction), then
-//!    out = exp·(1/s) truncated to 2^f.
+//!    out = exp·(1/s) truncated to 2^f. The reciprocal's last truncation
+//!    is fused with the product by exp ([`Ctx::trunc_mul`] on the row's
+//!    untruncated value broadcast to its elements, one flight instead of
+//!    two, the same bytes as the Beaver product it replaces; each element
+//!    truncates it faithfully itself — since 2026-11-25).
 //!
 //! **Error bound:** exp relative error ≤ 2^6·(1.2·10⁻⁶ + 2^{−24}·4) ≈
 //! 1.0·10⁻⁴ (the squarings double the relative error each), the
@@ -37,7 +41,8 @@
 //!
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 2
 //! (powers, truncation of u³), squarings 7 (the first fused with the
-//! polynomial's truncation), reciprocal 1 + 7, product 2 — 27.
+//! polynomial's truncation), reciprocal 1 + 6, product 2 (the
+//! reciprocal's last truncation fused into it) — 26.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
@@ -186,9 +191,11 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
     let hi = (len.max(2) as f64).log2().ceil() as i32;
     // the sums are at most L·(1 + 10⁻³) at scale 2^24: below 2^{hi + 25}
-    let inv = recip::reciprocal_within(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
-    let ib: Vec<u64> = (0..rows * len).map(|i| inv.v[i / len]).collect();
-    let p = ctx.mul(ch, &e, &ArithShare { ring, v: ib })?;
+    let (ip, ik) = recip::reciprocal_untruncated(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
+    // the reciprocal's last truncation fused with the product by exp (per
+    // element, one flight: [`Ctx::trunc_mul`])
+    let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
+    let (_, p) = ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?;
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
 }
 
