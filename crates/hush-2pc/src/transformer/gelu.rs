@@ -92,12 +92,24 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
     }
     let unit = (f as f64).exp2();
     let n = x.len();
-    let rx = ctx.relu_within(ch, x, (max_abs * unit).ceil())?;
-    let a = rx.scale(2).sub(x); // |x|
     let clip = poly::enc(ctx, GELU_CLIP, f);
     let at = poly::enc(ctx, GELU_SPLIT, f);
-    let z = concat(&[&ctx.add_const(&a, ring.neg(clip)), &ctx.add_const(&a, ring.sub(1, at)), &ctx.add_const(&a, ring.neg(at))]);
-    let rz = split(&ctx.relu_within(ch, &z, ((max_abs + GELU_CLIP) * unit).ceil() + 1.0)?, n.max(1));
+    // the two ReLU batches as one chain ([`Ctx::relu_chain`]): the second
+    // batch's re-share rides on the first's last flight
+    let mut rx = ArithShare::zeros(ring, 0);
+    let mut a = ArithShare::zeros(ring, 0);
+    let rz = {
+        let (rx, a) = (&mut rx, &mut a);
+        let party0 = ctx.party == 0;
+        let add = move |v: &ArithShare, c: u64| if party0 { ArithShare { ring, v: v.v.iter().map(|q| ring.add(*q, c)).collect() } } else { v.clone() };
+        let mut step = |_: usize, r: &ArithShare| -> Result<ArithShare> {
+            *rx = r.clone();
+            *a = r.scale(2).sub(x); // |x|
+            Ok(concat(&[&add(a, ring.neg(clip)), &add(a, ring.sub(1, at)), &add(a, ring.neg(at))]))
+        };
+        ctx.relu_chain(ch, x, &[n, 3 * n], &[(max_abs * unit).ceil(), ((max_abs + GELU_CLIP) * unit).ceil() + 1.0], &mut step)?
+    };
+    let rz = split(&rz, n.max(1));
     let (over, p, q) = if n == 0 { (a.clone(), a.clone(), a.clone()) } else { (rz[0].clone(), rz[1].clone(), rz[2].clone()) };
     let b = p.sub(&q); // [|x| ≥ 1.6] as a ring integer
     let t = a.sub(&over); // min(|x|, 4) at scale f, read as u = t/4 at scale f + 2

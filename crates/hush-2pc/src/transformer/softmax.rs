@@ -106,6 +106,55 @@ pub fn row_max_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     Ok(ArithShare { ring, v: cur.into_iter().map(|c| c[0]).collect() })
 }
 
+/// Steps 1–2 as one chain of ReLUs ([`Ctx::relu_chain`]: the tree's
+/// levels, then the clip ReLU(x − m + T), each re-share riding on the
+/// previous comparison's last flight): returns ReLU(x − m + T) for the row
+/// maxima m. Entries bounded by `bu` ring units, T = 16 encoded as `t`.
+fn max_and_clip(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, bu: f64, t: u64) -> Result<ArithShare> {
+    let rows = x.len() / len;
+    let ring = x.ring;
+    let unit = (ctx.fx.frac as f64).exp2();
+    let (mut sizes, mut bounds) = (Vec::new(), Vec::new());
+    let mut w = len;
+    while w > 1 {
+        sizes.push(rows * (w / 2));
+        bounds.push(2.0 * bu);
+        w = w.div_ceil(2);
+    }
+    sizes.push(x.len());
+    bounds.push(2.0 * bu + (EXP_CLIP * unit).ceil());
+    let mut cur: Vec<Vec<u64>> = x.v.chunks(len).map(|c| c.to_vec()).collect();
+    let mut width = len;
+    let diffs = |cur: &[Vec<u64>], width: usize| -> ArithShare {
+        let half = width / 2;
+        ArithShare { ring, v: cur.iter().flat_map(|c| (0..half).map(move |p| ring.sub(c[2 * p], c[2 * p + 1]))).collect() }
+    };
+    // the clip's input x − m + T from the maxima
+    let party0 = ctx.party == 0;
+    let shifted = |cur: &[Vec<u64>]| -> ArithShare {
+        let v = (0..x.len()).map(|i| ring.add(ring.sub(x.v[i], cur[i / len][0]), if party0 { t } else { 0 })).collect();
+        ArithShare { ring, v }
+    };
+    let first = if len > 1 { diffs(&cur, width) } else { shifted(&cur) };
+    let mut step = |_: usize, rl: &ArithShare| -> Result<ArithShare> {
+        // max(a, b) = b + ReLU(a − b)
+        let half = width / 2;
+        for (r, c) in cur.iter_mut().enumerate() {
+            let mut next = Vec::with_capacity(width.div_ceil(2));
+            for p in 0..half {
+                next.push(ring.add(c[2 * p + 1], rl.v[r * half + p]));
+            }
+            if width % 2 == 1 {
+                next.push(c[width - 1]);
+            }
+            *c = next;
+        }
+        width = width.div_ceil(2);
+        Ok(if width > 1 { diffs(&cur, width) } else { shifted(&cur) })
+    };
+    ctx.relu_chain(ch, &first, &sizes, &bounds, &mut step)
+}
+
 fn check_params(ctx: &Ctx) -> Result<()> {
     let (l, f) = (ctx.ring().bits(), ctx.fx.frac);
     if 3 * (f + EXP_HALVINGS) + 3 > l || f > EXP_SCALE || 2 * EXP_SCALE + 16 > l {
@@ -180,12 +229,8 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     let unit = (f as f64).exp2();
     let bu = (max_abs * unit).ceil();
     ctx.check_bound(x, bu, "softmax")?;
-    let m = row_max_within(ctx, ch, x, len, bu)?;
-    let mb: Vec<u64> = (0..x.len()).map(|i| m.v[i / len]).collect();
-    let d = x.sub(&ArithShare { ring, v: mb });
     let t = poly::enc(ctx, EXP_CLIP, f);
-    let shifted = ctx.add_const(&d, t);
-    let rl = ctx.relu_within(ch, &shifted, 2.0 * bu + (EXP_CLIP * unit).ceil())?;
+    let rl = max_and_clip(ctx, ch, x, len, bu, t)?;
     let dc = ctx.add_const(&rl, ring.neg(t));
     let e = exp_clipped(ctx, ch, &dc)?;
     let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
