@@ -402,10 +402,18 @@ fn dealer_mode_runs_the_same_operators() {
     let x = randoms(2 * len, -4.0, 4.0, 16);
     let (s0, s1) = share_arith(fx().ring, &enc(&x), &mut Prg::new(Block(17)));
     let go = move |ch: &mut dyn Channel, m: DealerModule, party: u8, s: ArithShare| {
-        let mut c = Ctx::new(party, Proto::Fss, Dealer::new(Box::new(m)), fx()).unwrap();
-        let y = softmax::softmax(&mut c, ch, &s, len).unwrap();
-        let g = gelu::gelu(&mut c, ch, &s).unwrap();
-        (y.v.clone(), g.v.clone())
+        let mut d = Dealer::new(Box::new(m));
+        let mut out = Vec::new();
+        // fss; then tami with bounds, whose ReLU chains deal the
+        // swapped-role kind (seeded at host 0) through the dealer
+        for proto in [Proto::Fss, Proto::Tami] {
+            let mut c = Ctx::new(party, proto, d, fx()).unwrap();
+            let y = softmax::softmax_within(&mut c, ch, &s, len, 4.0).unwrap();
+            let g = gelu::gelu_within(&mut c, ch, &s, 4.0).unwrap();
+            out.push((y.v.clone(), g.v.clone()));
+            d = c.into_dealer().unwrap();
+        }
+        out
     };
     let (mut ca, mut cb) = MemChannel::pair();
     let t = std::thread::spawn(move || go(&mut cb, m1, 1, s1));
@@ -413,11 +421,87 @@ fn dealer_mode_runs_the_same_operators() {
     let b = t.join().unwrap();
     let ring = fx().ring;
     let add = |p: &[u64], q: &[u64]| dec(&p.iter().zip(q).map(|(u, v)| ring.add(*u, *v)).collect::<Vec<_>>());
-    let (e, _) = max_err(&add(&a.0, &b.0), &softmax::softmax_f64(&x, len));
-    assert!(e <= softmax::SOFTMAX_ERR_F12, "dealer-mode softmax {e}");
-    let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
-    let (e, _) = max_err(&add(&a.1, &b.1), &want);
-    assert!(e <= gelu::GELU_ERR_F12, "dealer-mode gelu {e}");
+    for (a, b) in a.iter().zip(&b) {
+        let (e, _) = max_err(&add(&a.0, &b.0), &softmax::softmax_f64(&x, len));
+        assert!(e <= softmax::SOFTMAX_ERR_F12, "dealer-mode softmax {e}");
+        let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+        let (e, _) = max_err(&add(&a.1, &b.1), &want);
+        assert!(e <= gelu::GELU_ERR_F12, "dealer-mode gelu {e}");
+    }
+}
+
+/// `Ctx::relu_chain`: a chain of bounded TAMI ReLUs (x_{i+1} = a public
+/// affine map of r_i) matches the clear reference exactly, sends exactly
+/// the bytes of the same ReLUs called one by one, in one flight fewer per
+/// link (pinned: 3k + 1 instead of 4k), runs from a plan dealt ahead
+/// (plan and run agree on which steps are linked), and falls back to
+/// separate calls where a step cannot be linked (a whole-ring batch).
+#[test]
+fn relu_chain_matches_separate_relus_in_fewer_flights() {
+    let x = randoms(300, -20.0, 20.0, 61);
+    let bound = 200.0 * 4096.0;
+    // step (exact in the ring): the next input is 3·r − x_prev − 2, i.e.
+    // 2x − 2 or |x| − 2: |x_i| ≤ 2·|x_{i−1}| + 2, below 200 for the four
+    // steps from |x_0| ≤ 20
+    let chain = move |k: usize, plan: bool, bounds: Vec<f64>| -> Op {
+        std::sync::Arc::new(move |c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare| {
+            let ring = x.ring;
+            let two = ring.from_signed(2 * 4096);
+            let mut prev = x.clone();
+            let party0 = c.party == 0;
+            let mut step = |_: usize, r: &ArithShare| -> hush_2pc::Result<ArithShare> {
+                let mut n = r.scale(3).sub(&prev);
+                if party0 {
+                    n = ArithShare { ring, v: n.v.iter().map(|a| ring.sub(*a, two)).collect() };
+                }
+                prev = n.clone();
+                Ok(n)
+            };
+            let sizes = vec![x.len(); k];
+            let plan = plan && !c.is_clear();
+            if plan {
+                let zeros = ArithShare::zeros(ring, x.len());
+                let p = c.plan(|c, ch| c.relu_chain(ch, &zeros, &sizes, &bounds, &mut |_, r: &ArithShare| Ok(r.clone())))?;
+                c.prefill(&p)?;
+            }
+            let y = c.relu_chain(ch, x, &sizes, &bounds, &mut step)?;
+            if plan {
+                assert_eq!(c.pending(), 0, "the plan is consumed exactly");
+            }
+            Ok(y)
+        })
+    };
+    let k = 4;
+    let linked = run(Proto::Tami, true, &x, chain(k, false, vec![bound; k]));
+    assert_eq!(linked.secure, linked.clear, "exact against the clear reference");
+    let planned = run(Proto::Tami, true, &x, chain(k, true, vec![bound; k]));
+    assert_eq!(planned.secure, planned.clear);
+    // the same ReLUs one by one
+    let separate: Op = std::sync::Arc::new(move |c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare| {
+        let ring = x.ring;
+        let two = ring.from_signed(2 * 4096);
+        let mut cur = x.clone();
+        let mut r = c.relu_within(ch, &cur, bound)?;
+        for _ in 1..k {
+            let mut n = r.scale(3).sub(&cur);
+            if c.party == 0 {
+                n = ArithShare { ring, v: n.v.iter().map(|a| ring.sub(*a, two)).collect() };
+            }
+            cur = n;
+            r = c.relu_within(ch, &cur, bound)?;
+        }
+        Ok(r)
+    });
+    let sep = run(Proto::Tami, true, &x, separate);
+    assert_eq!(sep.clear, linked.clear);
+    assert_eq!((sep.cost.rounds, linked.cost.rounds), (4 * k as u32, 3 * k as u32 + 1), "flights");
+    assert_eq!(sep.cost.bytes_sent + sep.cost.bytes_recv, linked.cost.bytes_sent + linked.cost.bytes_recv, "the same bytes");
+    // a whole-ring step (two merge levels) is not linked to the next one
+    let mixed = run(Proto::Tami, true, &x, chain(3, false, vec![bound, f64::INFINITY, bound]));
+    assert_eq!(mixed.secure, mixed.clear);
+    // fss: no linking, the same results
+    let fss = run(Proto::Fss, true, &x, chain(k, false, vec![bound; k]));
+    assert_eq!(fss.secure, fss.clear);
 }
 
 /// The curious party: party 1's whole view of a truncation (its dealt
