@@ -71,6 +71,19 @@
 //!   is ⌈log2 window⌉ ReLU batches, each freshly dealt. No value is opened
 //!   twice and no mask is used for two openings.
 //!
+//! * **Swapped roles and chained ReLUs** (since 2026-11-25). The kind
+//!   `2pc/tami-swapped` ([`deal_swapped`]) deals the same shares with the
+//!   hosts renamed (host 0 plays B, host 1 plays A); [`online`] goes by
+//!   the batch's role, so each host's view of such a batch is exactly the
+//!   other host's view of a plain batch — simulatable as above. In a
+//!   chain of ReLUs (`crate::transformer::Ctx::relu_chain`) the roles
+//!   alternate and A appends its re-share onto the next comparison's fresh
+//!   dealt mask (x_A − m', uniform: m' is that batch's B input, used
+//!   nowhere else) to its e flight ([`online_next`]). That message is the
+//!   one the next comparison would send first anyway; it is sent one
+//!   flight earlier, and nothing else changes, so the joint view is the
+//!   concatenation of the single comparisons' views.
+//!
 //! `tests/tami_view.rs` plays each curious party with its real view (its
 //! module's releases plus every received message) and checks that
 //! recovering τ, y, leaf bits or the result stays at chance.

@@ -4,6 +4,9 @@
 //! Primitives (each one communication round unless noted):
 //! * [`Ctx::relu`] — ReLU in the session's comparison family (`tami`:
 //!   [`crate::tami`], re-share plus its flights; `fss`: one round);
+//! * [`Ctx::relu_chain`] — ReLUs whose inputs depend on the previous
+//!   outputs (a max tree): in `tami`, each re-share rides on the previous
+//!   comparison's last flight, the hosts alternating roles;
 //! * [`Ctx::trunc`] — faithful truncation of **bounded** values from a
 //!   dealt truncation pair ([`crate::deal::trunc`]): one opening;
 //! * [`Ctx::mul`] — Beaver's element-wise product ([`crate::beaver::mul`]);

@@ -42,7 +42,9 @@
 //!
 //! **Rounds** (fss family): ReLU 1, ReLU batch 1, powers 1, power
 //! truncation 1, selection product 1, truncation 1 — 6 (7 without the
-//! one-round powers).
+//! one-round powers). In the `tami` family the two ReLU batches are one
+//! chain ([`Ctx::relu_chain`]): with bounded inputs 4 + 3 flights instead
+//! of 8 (since 2026-11-25), then the same 4 — 11.
 //!
 //! **View.** Each party sees only: the comparison family's messages
 //! (simulatable, see [`crate::tami`] / [`crate::fss`]), the opening of

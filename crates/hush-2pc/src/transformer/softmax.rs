@@ -10,6 +10,11 @@
 //!    ReLU(0) = 0: either operand, the same value).
 //! 2. d = x − m ≤ 0, clipped below at −T = −16: d_c = −T + ReLU(d + T)
 //!    (one ReLU round). exp(−16) = 1.1·10⁻⁷, below 2^{−f} for f ≤ 22.
+//!    The tree's levels and the clip run as one chain of ReLUs
+//!    ([`Ctx::relu_chain`], since 2026-11-25): with the `tami` family and
+//!    single-level batches (bounded inputs, [`softmax_within`]) each
+//!    comparison's re-share rides on the previous one's last flight — at
+//!    L = 128, 8 ReLUs in 25 flights instead of 32.
 //! 3. exp(d_c) = exp(d_c/2^N)^{2^N}, N = 6 (range reduction by the argument:
 //!    v = d_c/64 ∈ [−¼, 0] is d_c's own integer read at scale 2^{f+6},
 //!    no operation); exp(v) by a degree-3 polynomial (least squares on
@@ -42,7 +47,9 @@
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 2
 //! (powers, truncation of u³), squarings 7 (the first fused with the
 //! polynomial's truncation), reciprocal 1 + 6, product 2 (the
-//! reciprocal's last truncation fused into it) — 26.
+//! reciprocal's last truncation fused into it) — 26. In the `tami`
+//! family each ReLU round is 4 flights (re-share, leaf, merge opening, e;
+//! 5 with two merge levels), the chained tree and clip 3·8 + 1.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
