@@ -34,8 +34,8 @@
 //! into the next linear layer; secret γ would add one Beaver product).
 //!
 //! **Rounds** (fss family): clip 1, mean 1, square 1, variance 2,
-//! rsqrt 1 + 6, output 2 (the rsqrt's last truncation fused into it) —
-//! 14 (+1 with γ).
+//! rsqrt 1 + 5, output 2 (the rsqrt's last truncation fused into it) —
+//! 13 (+1 with γ).
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! only; μ, σ² and the outputs stay shared.

@@ -46,8 +46,8 @@
 //!
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 2
 //! (powers, truncation of u³), squarings 7 (the first fused with the
-//! polynomial's truncation), reciprocal 1 + 6, product 2 (the
-//! reciprocal's last truncation fused into it) — 26. In the `tami`
+//! polynomial's truncation), reciprocal 1 + 5, product 2 (the
+//! reciprocal's last truncation fused into it) — 25. In the `tami`
 //! family each ReLU round is 4 flights (re-share, leaf, merge opening, e;
 //! 5 with two merge levels), the chained tree and clip 3·8 + 1.
 //!
