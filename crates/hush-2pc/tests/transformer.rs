@@ -986,6 +986,17 @@ fn bounded_operators_keep_their_error_bounds_with_fewer_rounds() {
     assert_eq!((full.cost.rounds, o.cost.rounds), (20, 20), "layernorm rounds");
     assert!(o.cost.bytes() < full.cost.bytes(), "layernorm bytes {:?} vs {:?}", o.cost, full.cost);
 
+    // LayerNorm proven within ±2^11: no clip (one comparison round fewer),
+    // the unclipped result, inputs beyond the old clip 2^10 included
+    let mut x = randoms(3 * len, -2000.0, 2000.0, 45);
+    x.extend((0..16).map(|i| if i == 5 { -2048.0 } else { 1500.0 + i as f64 }));
+    let ln: Op = std::sync::Arc::new(move |c, ch, x| layernorm::layernorm_within(c, ch, x, len, 1e-5, None, None, 2048.0));
+    let o = run(Proto::Tami, true, &x, ln);
+    let (e, i) = max_err(&o.secure, &layernorm::layernorm_f64(&x, len, 1e-5));
+    assert!(e <= layernorm::LN_ERR_F12, "unclipped layernorm error {e} at {i}");
+    assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
+    assert_eq!(o.cost.rounds, 20 - 4, "no clip round");
+
     // the reference refuses inputs above a claimed bound
     let ring = fx().ring;
     let (mut dummy, _peer) = MemChannel::pair();

@@ -110,9 +110,10 @@ pub const DEFAULT_LANES: usize = 8;
 ///
 /// With H = 768, F = 3072: q/k/v ≤ 38.9, scores ≤ 12 100, h1 ≤ 1 640,
 /// GeLU input ≤ 38.9, h2 ≤ 6 010. The comparisons then run on 19 (GeLU),
-/// 28 (Softmax), 25 and 26 (the LayerNorm clips) bits instead of 64
+/// 28 (Softmax) and 26 (the second LayerNorm's clip) bits instead of 64;
 /// ([`hush_2pc::transformer::Ctx::relu_within`]): exact for every input
-/// within the bound, so accuracy is unchanged. The operators' plaintext
+/// within the bound, so accuracy is unchanged. The first LayerNorm
+/// (h1 ≤ 2^11) needs no clip at all ([`layernorm::layernorm_within`]). The operators' plaintext
 /// reference checks the bounds (tests in `hush-2pc/tests/transformer.rs`).
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
