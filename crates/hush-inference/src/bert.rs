@@ -14,7 +14,11 @@
 //!   from dealt matrix triples ([`hush_2pc::transformer::matmul`]), the
 //!   1/√64 folded into the truncation (3 more bits), Softmax along the keys
 //!   ([`hush_2pc::transformer::softmax`]; no attention mask: all tokens are
-//!   real);
+//!   real); P·V stays untruncated (scale 2^{2f}) into the o projection,
+//!   whose output (scale 2^{3f}, bias encoded there; |o| ≤ 1 613 by the
+//!   bounds below, 2^{46.7} ring units, exact in the ring) is truncated
+//!   once by 2f — one truncation flight fewer per layer (since
+//!   2026-11-25);
 //! * GeLU on the FFN's inner activation, LayerNorm after each residual
 //!   (γ = 1, β = 0: random-weight runs carry no trained γ, β).
 //!
@@ -165,7 +169,9 @@ impl Meter {
 
 /// The linear layers' weights (server) or shapes (client).
 struct Weights {
-    /// (n_out, n_in, weight row-major, bias at scale 2f) per projection: q, k, v, o, ff1, ff2.
+    /// (n_out, n_in, weight row-major, bias at the output's scale) per
+    /// projection: q, k, v, o, ff1, ff2. The output's scale is 2f, except
+    /// o's: 3f (its input, P·V, is untruncated at scale 2f).
     proj: Vec<(usize, usize, Vec<u64>, Vec<u64>)>,
 }
 
@@ -180,7 +186,7 @@ fn random_weights(s: &BertShape, fx: &FixedConfig, server: bool) -> Weights {
         }
         (0..n).map(|_| fx.from_signed((p.next_u64() % (2 * lim as u64 + 1)) as i64 - lim)).collect()
     };
-    let proj = dims.iter().map(|&(o, i)| (o, i, gen(o * i), gen(o).iter().map(|b| b << fx.frac & fx.mask()).collect())).collect();
+    let proj = dims.iter().enumerate().map(|(j, &(o, i))| (o, i, gen(o * i), gen(o).iter().map(|b| b << (if j == 3 { 2 } else { 1 } * fx.frac) & fx.mask()).collect())).collect();
     Weights { proj }
 }
 
@@ -306,7 +312,7 @@ impl TailEnv<'_> {
         let inf = f64::INFINITY;
         let cb = ArithShare { ring, v: (0..h).flat_map(|i| cm.v[i * seq + a..i * seq + b].iter().copied()).collect() };
         let o = lane_timed(m, ch, "linear", |ch| self.lin_block(ch, 3, &cb, a, b))?;
-        let o = lane_timed(m, ch, "truncation", |ch| c.trunc(ch, &o, f).map_err(tpc))?;
+        let o = lane_timed(m, ch, "truncation", |ch| c.trunc(ch, &o, 2 * f).map_err(tpc))?;
         let xb = ArithShare { ring, v: x.v[a * h..b * h].to_vec() };
         let h1 = xb.add(&transpose(&o, h, bt));
         let b1 = self.bounds.map_or(inf, |b| b.h1);
@@ -518,7 +524,9 @@ impl Layer<'_> {
         // or the first layer's input in ±1) and |W|, |b| ≤ 0.05.
         let bound_v = 0.05 * h as f64 * (h as f64).sqrt() + 0.05;
         let pv = Bound::Proven { x: 1.0 + softmax::SOFTMAX_ERR_F12, y: bound_v };
-        let ctx_h = self.timed(ch, "matmul", plan, |ch| matmul::matmul(c, ch, &p, &vh, nh, MatDims { m: seq, k: seq, n: dh }, pv).map_err(tpc))?;
+        // untruncated (scale 2f): its truncation is the o projection's
+        // (by 2f after it), one flight and one opening fewer
+        let ctx_h = self.timed(ch, "matmul", plan, |ch| matmul::matmul_untruncated(c, ch, &p, &vh, nh, MatDims { m: seq, k: seq, n: dh }, pv).map_err(tpc))?;
         // back to hidden-major (h × seq)
         let mut cm = vec![0u64; h * seq];
         for hd in 0..nh {
@@ -533,7 +541,7 @@ impl Layer<'_> {
             return self.tail_pipelined(lanes, &cm, x, plan);
         }
         let o = self.linear(ch, 3, &cm, plan)?;
-        let o = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &o, f).map_err(tpc))?;
+        let o = self.timed(ch, "truncation", plan, |ch| c.trunc(ch, &o, 2 * f).map_err(tpc))?;
         let h1 = x.add(&transpose(&o, h, seq));
         let b1 = b.map_or(inf, |b| b.h1);
         let h1 = self.par(lanes, "layernorm", plan, &h1, h, &|c, ch, x| layernorm::layernorm_within(c, ch, x, h, 1e-12, None, None, b1))?;
