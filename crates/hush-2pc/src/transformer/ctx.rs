@@ -877,6 +877,76 @@ impl Ctx {
         Ok((ArithShare { ring: r, v: tv }, ArithShare { ring: r, v: pv }))
     }
 
+    /// (⌊x₁/2^f⌋, ⌊x₂/2^f⌋·y₂) — a [`Ctx::trunc`] of x₁ and a
+    /// [`Ctx::trunc_mul`] of (x₂, y₂), independent of each other, in **one**
+    /// exchange: the three openings (c₁, c₂, y₂ − s) travel together. The
+    /// same correlations (a truncation pair, then a truncate-and-multiply
+    /// tuple, in that order), the same bytes and the same view as the two
+    /// calls (each opening masked by its own fresh uniform value), one
+    /// flight fewer. Each truncation faithful as in [`Ctx::trunc`].
+    pub fn trunc_and_trunc_mul(&mut self, ch: &mut dyn Channel, x1: &ArithShare, x2: &ArithShare, f: u32, y2: &ArithShare) -> Result<(ArithShare, ArithShare)> {
+        let r = x1.ring;
+        let l = r.bits();
+        if f == 0 || f + 2 > l {
+            return Err(invalid(format!("truncation by {f} bits in a {l}-bit ring")));
+        }
+        let (n1, n2) = (x1.len(), x2.len());
+        if y2.len() != n2 {
+            return Err(invalid(format!("trunc_and_trunc_mul: {n2} and {} elements", y2.len())));
+        }
+        if self.is_clear() || n1 == 0 || n2 == 0 {
+            let t1 = self.trunc(ch, x1, f)?;
+            let (_, p) = self.trunc_mul(ch, x2, f, y2)?;
+            return Ok((t1, p));
+        }
+        let party = self.party;
+        let pre1 = self.take(Need::Trunc { n: n1, f })?;
+        let pre2 = self.take(Need::TruncMul { n: n2, f })?;
+        let (Some(pre1), Some(pre2)) = (pre1, pre2) else { return Ok((self.zeros(n1), self.zeros(n2))) };
+        let Pre::Trunc(t1) = pre1 else { return Err(invalid("preprocessing: not a truncation batch")) };
+        let Pre::TruncMul(t2) = pre2 else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
+        let bias = 1u64 << (l - 2);
+        let b0 = if party == 0 { bias } else { 0 };
+        let mut mine: Vec<u64> = (0..n1).map(|i| r.add(r.add(x1.v[i], t1.r[i]), b0)).collect();
+        mine.extend((0..n2).map(|i| r.add(r.add(x2.v[i], t2.t.r[i]), b0)));
+        mine.extend((0..n2).map(|i| r.sub(y2.v[i], t2.s[i])));
+        let step = "truncation and truncate-and-multiply: openings";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut c = vec![0u64; n1 + 2 * n2];
+        unpack_ring(step, &peer, l, &mut c)?;
+        let top = 1u64 << (l - f);
+        let off = 1u64 << (l - 2 - f);
+        let out1 = (0..n1)
+            .map(|i| {
+                let ci = r.add(c[i], mine[i]);
+                let not_msb = 1 - (ci >> (l - 1));
+                let mut z = r.sub(r.mul(r.mul(t1.msb[i], not_msb), top), t1.hi[i]);
+                if party == 0 {
+                    z = r.add(z, r.sub(ci >> f, off));
+                }
+                z
+            })
+            .collect();
+        let out2 = (0..n2)
+            .map(|i| {
+                let ci = r.add(c[n1 + i], mine[n1 + i]);
+                let e = r.add(c[n1 + n2 + i], mine[n1 + n2 + i]);
+                let alpha = 1 - (ci >> (l - 1));
+                let p = r.sub(ci >> f, off);
+                let rp = r.sub(t2.t.hi[i], r.mul(alpha * t2.t.msb[i], top));
+                let rs = r.sub(t2.hs[i], r.mul(alpha * t2.ms[i], top));
+                let mut z = r.sub(r.sub(r.mul(p, t2.s[i]), r.mul(rp, e)), rs);
+                if party == 0 {
+                    z = r.add(z, r.mul(p, e));
+                }
+                z
+            })
+            .collect();
+        Ok((ArithShare { ring: r, v: out1 }, ArithShare { ring: r, v: out2 }))
+    }
+
     /// Full-range faithful truncation through the comparison family
     /// (`crate::nonlinear::Session::trunc`), for values with no bound.
     /// Deals on demand (not part of a plan).

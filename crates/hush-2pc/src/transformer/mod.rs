@@ -14,7 +14,7 @@
 //! |---|---|---|
 //! | MatMul of two secrets | [`matmul`] | 2 (3 saturating) |
 //! | Mul, Pow | [`elementwise`] | 2 (Mul saturating: 3) |
-//! | GeLU | [`gelu`] | 6 |
+//! | GeLU | [`gelu`] | 5 |
 //! | exp (x ≤ 0), Softmax | [`softmax`] | 25 at L = 128 |
 //! | LayerNorm | [`layernorm`] | 13 |
 //! | reciprocal, rsqrt | [`recip`] | 7 / 7 (6 / 6 untruncated) |
