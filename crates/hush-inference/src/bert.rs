@@ -307,6 +307,7 @@ impl TailEnv<'_> {
     /// The layer's tail on the tokens [a, b): cm (h × seq hidden-major, the
     /// attention context) and x (seq × h token-major, the layer input) are
     /// whole; the result is rows a..b of the layer output (token-major).
+    #[allow(clippy::too_many_arguments)]
     fn run(&self, c: &mut Ctx, ch: &mut dyn Channel, cm: &ArithShare, x: &ArithShare, a: usize, b: usize, m: &mut LaneMeter) -> Result<ArithShare> {
         let (h, seq, f) = (self.s.hidden, self.s.seq, self.fx.frac);
         let bt = b - a;
