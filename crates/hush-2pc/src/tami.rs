@@ -71,6 +71,19 @@
 //!   is ⌈log2 window⌉ ReLU batches, each freshly dealt. No value is opened
 //!   twice and no mask is used for two openings.
 //!
+//! * **Swapped roles and chained ReLUs** (since 2026-11-25). The kind
+//!   `2pc/tami-swapped` ([`deal_swapped`]) deals the same shares with the
+//!   hosts renamed (host 0 plays B, host 1 plays A); [`online`] goes by
+//!   the batch's role, so each host's view of such a batch is exactly the
+//!   other host's view of a plain batch — simulatable as above. In a
+//!   chain of ReLUs (`crate::transformer::Ctx::relu_chain`) the roles
+//!   alternate and A appends its re-share onto the next comparison's fresh
+//!   dealt mask (x_A − m', uniform: m' is that batch's B input, used
+//!   nowhere else) to its e flight ([`online_next`]). That message is the
+//!   one the next comparison would send first anyway; it is sent one
+//!   flight earlier, and nothing else changes, so the joint view is the
+//!   concatenation of the single comparisons' views.
+//!
 //! `tests/tami_view.rs` plays each curious party with its real view (its
 //! module's releases plus every received message) and checks that
 //! recovering τ, y, leaf bits or the result stays at chance.
@@ -153,6 +166,39 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: TamiShape) -> Re
     Ok(TamiBatch { shape, plan, n, party, share, in_idx })
 }
 
+/// Offline: one crossing for this host's share of `n` comparisons with
+/// the roles exchanged ([`crate::deal::tami::TamiTablesSwapped`]): host 0
+/// plays B and host 1 plays A. The batch's `party` is the host's **role**
+/// (1 − host), which is what [`online`] goes by.
+pub fn deal_swapped(dealer: &mut Dealer, host: Party, n: usize, shape: TamiShape) -> Result<TamiBatch> {
+    shape.validate().map_err(crate::Error::Invalid)?;
+    if n == 0 || n > MAX_DEAL_N as usize {
+        return Err(invalid(format!("TAMI batch of {n} out of range 1..={MAX_DEAL_N}")));
+    }
+    let batch = dealer.next_batch();
+    let bytes = dealer.deal(crate::deal::tami::TamiTablesSwapped::request(batch, n as u32, &shape))?;
+    let plan = shape.plan();
+    let role = 1 - host;
+    let share = TamiShare::from_bytes(&bytes, role, n, &shape, &plan)?;
+    let mut in_idx = vec![[usize::MAX; 2]; plan.leaves];
+    for (t, &(node, eq)) in plan.levels[0].inputs.iter().enumerate() {
+        in_idx[node as usize][eq as usize] = t;
+    }
+    Ok(TamiBatch { shape, plan, n, party: role, share, in_idx })
+}
+
+/// What rides on a single-level ReLU batch's last flight (A → B: the
+/// opened e) besides e — see [`online_next`].
+pub enum Next<'a> {
+    /// Nothing (the plain protocol).
+    None,
+    /// Role A: bytes to append to the e flight, computed from A's output
+    /// share of this batch (known to A before it sends e).
+    Send(&'a mut dyn FnMut(&ArithShare) -> Result<Vec<u8>>),
+    /// Role B: the number of bytes that follow e in that flight.
+    Recv(usize),
+}
+
 /// Output of a batch: XOR shares (millionaires', DReLU) or arithmetic shares.
 #[derive(Debug)]
 pub enum TamiOut {
@@ -183,6 +229,18 @@ const STEP_E: &str = "TAMI post: opened e = b ⊕ ρ";
 /// Online phase. Party 0 passes its value y (its share of x for DReLU,
 /// ReLU and truncation); party 1 passes `None`.
 pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<TamiOut> {
+    online_next(ch, b, y, Next::None).map(|r| r.0)
+}
+
+/// [`online`] with a payload on the last flight (single-level ReLU batches
+/// only): role A appends the bytes [`Next::Send`] computes from its output
+/// share to its e flight, role B receives them ([`Next::Recv`]) and gets
+/// them back. The flights and every other message are [`online`]'s; the
+/// payload is the caller's message, sent one flight earlier than it could
+/// be on its own (what it must be — e.g. a re-share masked by a fresh
+/// dealt value — is the caller's argument). Returns the output and the
+/// received payload (empty unless `Recv`).
+pub fn online_next(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>, next: Next<'_>) -> Result<(TamiOut, Vec<u8>)> {
     let shape = b.shape;
     let n = b.n;
     let nw = n.div_ceil(64);
@@ -296,25 +354,43 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
         outs = eval_all(levels, li, party, &d, &s.subsets[li], nw);
     }
 
+    let chained = !matches!(next, Next::None);
+    if chained && !(single && relu) {
+        return Err(invalid("a payload on the last flight needs a single-level ReLU batch"));
+    }
+    match (&next, party) {
+        (Next::Send(_), 1) | (Next::Recv(_), 0) => return Err(invalid("TAMI: role A sends the last flight's payload, role B receives it")),
+        _ => {}
+    }
     let yh = (party == 0).then_some(&yv[..]);
     let bits = final_bits(&shape, party, &outs, nw, yh, &s.input);
     if !post {
-        return Ok(TamiOut::Bits(BoolShare::new(n, bits)));
+        return Ok((TamiOut::Bits(BoolShare::new(n, bits)), Vec::new()));
     }
+    let ring = Ring::new(l).expect("validated");
 
     // 3. e = b ⊕ ρ.
+    let mut payload = Vec::new();
     let e: Vec<u64> = if single {
         if party == 0 {
             let e: Vec<u64> = (0..nw).map(|i| bits[i] ^ s.rho_bits[i] ^ e_peer[i]).collect();
             let mut msg = Vec::new();
             pack_words(&e, &mut msg);
+            if let Next::Send(hook) = next {
+                let out = ArithShare::new(ring, relu_out(b, &e, &yv, &ys));
+                msg.extend_from_slice(&hook(&out)?);
+                wire::send(ch, &msg)?;
+                return Ok((TamiOut::Arith(out), payload));
+            }
             wire::send(ch, &msg)?;
             e
         } else {
-            let bytes = wire::recv(ch, STEP_E, 8 * nw)?;
+            let extra = if let Next::Recv(k) = next { k } else { 0 };
+            let bytes = wire::recv(ch, STEP_E, 8 * nw + extra)?;
             let mut pe = vec![0u64; nw];
-            unpack_words(STEP_E, &bytes, &mut pe)?;
+            unpack_words(STEP_E, &bytes[..8 * nw], &mut pe)?;
             wire::check_tail(STEP_E, &pe, n, 1)?;
+            payload = bytes[8 * nw..].to_vec();
             pe
         }
     } else {
@@ -327,7 +403,6 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
         wire::check_tail(STEP_E, &pe, n, 1)?;
         mine.iter().zip(&pe).map(|(a, b)| a ^ b).collect()
     };
-    let ring = Ring::new(l).expect("validated");
     let eb = |i: usize| (e[i / 64] >> (i % 64)) & 1 == 1;
     let out: Vec<u64> = match shape.flavor {
         Flavor::Trunc { f } => (0..n)
@@ -341,21 +416,28 @@ pub fn online(ch: &mut dyn Channel, b: &TamiBatch, y: Option<&[u64]>) -> Result<
                 ring.sub(base, ring.mul(w, 1u64 << (l - f)))
             })
             .collect(),
-        Flavor::Relu => (0..n)
-            .map(|i| {
-                let xp = if party == 0 { yv[i] } else { s.input[i] };
-                // ρ·x = (y − s)·ρ + ρ·(s + m)
-                let rx = ring.add(ring.mul(ys[i], s.rho[i]), s.rho_x[i]);
-                if eb(i) {
-                    ring.sub(xp, rx)
-                } else {
-                    rx
-                }
-            })
-            .collect(),
+        Flavor::Relu => relu_out(b, &e, &yv, &ys),
         _ => unreachable!("post only for ReLU and truncation"),
     };
-    Ok(TamiOut::Arith(ArithShare::new(ring, out)))
+    Ok((TamiOut::Arith(ArithShare::new(ring, out)), payload))
+}
+
+/// This role's share of b·x from the opened e: e·x + (1 − 2e)·ρx.
+fn relu_out(b: &TamiBatch, e: &[u64], yv: &[u64], ys: &[u64]) -> Vec<u64> {
+    let s = &b.share;
+    let ring = Ring::new(b.shape.bits).expect("validated");
+    (0..b.n)
+        .map(|i| {
+            let xp = if b.party == 0 { yv[i] } else { s.input[i] };
+            // ρ·x = (y − s)·ρ + ρ·(s + m)
+            let rx = ring.add(ring.mul(ys[i], s.rho[i]), s.rho_x[i]);
+            if (e[i / 64] >> (i % 64)) & 1 == 1 {
+                ring.sub(xp, rx)
+            } else {
+                rx
+            }
+        })
+        .collect()
 }
 
 /// Packs bit ŷ_j of each chunk's table word (gt half and, where the merge

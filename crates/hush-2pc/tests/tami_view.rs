@@ -95,9 +95,13 @@ struct View {
 /// Runs one real batch with recording on both sides. Party 0's input is
 /// chosen by `y_of(dealt input of party 1)` — the test harness sees both
 /// sides so it can score the attacks; the attacker only gets its `View`.
-fn run_recorded(shape: TamiShape, n: usize, seed: u64) -> (View, View, Vec<u64>, Vec<u64>) {
+/// Optionally on a batch of the swapped-role kind
+/// (`2pc/tami-swapped`: host 1 plays A, host 0 plays B). The views are
+/// returned by role (A's, B's), so every attack below runs on either.
+fn run_recorded_roles(shape: TamiShape, n: usize, seed: u64, swapped: bool) -> (View, View, Vec<u64>, Vec<u64>) {
     let (ca, cb) = MemChannel::pair();
     let (tx, rx) = std::sync::mpsc::channel::<Vec<u64>>();
+    let host_a: u8 = if swapped { 1 } else { 0 };
     let party = move |p: u8, ch: MemChannel, tx: Option<std::sync::mpsc::Sender<Vec<u64>>>| {
         let mlog: Log = Default::default();
         let clog: Log = Default::default();
@@ -105,13 +109,14 @@ fn run_recorded(shape: TamiShape, n: usize, seed: u64) -> (View, View, Vec<u64>,
         let module = RecModule { inner: InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds())), log: mlog.clone() };
         let mut d = Dealer::establish(Box::new(module), &mut ch, p).expect("seed agreement");
         mlog.lock().unwrap().clear();
-        let b = tami::deal(&mut d, p, n, shape).unwrap();
+        let b = if swapped { tami::deal_swapped(&mut d, p, n, shape).unwrap() } else { tami::deal(&mut d, p, n, shape).unwrap() };
+        assert_eq!(b.party, if p == host_a { 0 } else { 1 }, "the batch's role");
         let dealt = mlog.lock().unwrap().concat();
         clog.lock().unwrap().clear();
         (b, dealt, ch, clog, tx)
     };
     let ta = std::thread::spawn(move || {
-        let (b, dealt, mut ch, clog, _) = party(0, ca, None);
+        let (b, dealt, mut ch, clog, _) = party(host_a, ca, None);
         // Party 0's input: uniform, independent of everything party 1 holds.
         let mut prg = Prg::new(Block(0x7a31 ^ seed as u128));
         let lm = if shape.bits == 64 { u64::MAX } else { (1u64 << shape.bits) - 1 };
@@ -121,7 +126,7 @@ fn run_recorded(shape: TamiShape, n: usize, seed: u64) -> (View, View, Vec<u64>,
         (View { dealt, received, out: out_vec(out) }, y)
     });
     let tb = std::thread::spawn(move || {
-        let (b, dealt, mut ch, clog, tx) = party(1, cb, Some(tx));
+        let (b, dealt, mut ch, clog, tx) = party(1 - host_a, cb, Some(tx));
         tx.unwrap().send(b.dealt_input().to_vec()).unwrap();
         let out = tami::online(&mut ch, &b, None).unwrap();
         let received = clog.lock().unwrap().concat();
@@ -172,7 +177,12 @@ fn score(what: &str, hits: usize, ps: &[f64]) -> f64 {
 /// function of x'_j; guess one such τ_j (uniformly at random if none —
 /// then the view says nothing and chance is the best), and y_j = ŷ_j ⊕ τ_j.
 fn party1_attack(shape: TamiShape, n: usize, seed: u64) {
-    let (_va, vb, y, x) = run_recorded(shape, n, seed);
+    party1_attack_roles(shape, n, seed, false)
+}
+
+/// [`party1_attack`] by the host playing B, on a plain or swapped batch.
+fn party1_attack_roles(shape: TamiShape, n: usize, seed: u64, swapped: bool) {
+    let (_va, vb, y, x) = run_recorded_roles(shape, n, seed, swapped);
     let plan = shape.plan();
     let share = TamiShare::from_bytes(&vb.dealt, 1, n, &shape, &plan).expect("party 1's release parses");
     assert_eq!(share.input, x, "party 1 knows its dealt input");
@@ -361,7 +371,26 @@ fn curious_party0() {
         (TamiShape::new(32, 4, 8, Flavor::Relu), 2048),
         (TamiShape::new(64, 5, 5, Flavor::Relu).with_width(24), 2048),
     ] {
-        let (va, _vb, y, x) = run_recorded(shape, n, 9);
+        party0_attack(shape, n, 9, false);
+    }
+}
+
+/// The swapped-role kind (`2pc/tami-swapped`, used by the chained ReLUs of
+/// `Ctx::relu_chain`): host 0 plays B and host 1 plays A; each host's view
+/// is attacked as the same role's view on a plain batch — both at chance.
+#[test]
+fn curious_hosts_on_swapped_role_batches() {
+    let shape = TamiShape::new(64, 5, 4, Flavor::Relu).with_width(28);
+    let shape = TamiShape { arity: shape.chunks().len() as u32, ..shape };
+    party1_attack_roles(shape, 2048, 11, true);
+    party0_attack(shape, 2048, 12, true);
+    party1_attack_roles(TamiShape::new(32, 4, 8, Flavor::Relu), 2048, 13, true);
+}
+
+/// Party 0's (role A's) attacks on its view of a plain or swapped batch.
+fn party0_attack(shape: TamiShape, n: usize, seed: u64, swapped: bool) {
+    {
+        let (va, _vb, y, x) = run_recorded_roles(shape, n, seed, swapped);
         let plan = shape.plan();
         let share = TamiShare::from_bytes(&va.dealt, 0, n, &shape, &plan).expect("party 0's release parses");
         assert!(share.input.is_empty(), "party 0 never gets party 1's dealt input");

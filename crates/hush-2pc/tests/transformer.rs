@@ -118,10 +118,11 @@ fn gelu_rounds_and_bytes_are_pinned() {
         // fss ReLU: one exchange of n·8 bytes each way; the clip+split ReLU
         // batch 3n; powers: 1 exchange of n (one-round) or 2 Beaver rounds
         // (x² then x³, x⁴: 2n then 4n openings); truncation of the powers
-        // u³, u⁴ 2n (u and u² are scaled up locally); selection product
-        // 2n; one truncation of g, n.
+        // u³, u⁴ 2n (u and u² are scaled up locally); the selection's
+        // truncate-and-multiply 2n and the truncation of P₁ n, in one
+        // exchange.
         let (pw_rounds, pw_elems) = if one_round { (1, n) } else { (2, 2 * n + 4 * n) };
-        assert_eq!(o.cost.rounds, 5 + pw_rounds, "one_round = {one_round}");
+        assert_eq!(o.cost.rounds, 4 + pw_rounds, "one_round = {one_round}");
         assert_eq!(o.cost.bytes_sent, 8 * (n + 3 * n + pw_elems + 2 * n + 2 * n + n), "one_round = {one_round}");
         assert_eq!(o.cost.bytes_sent, o.cost.bytes_recv);
     }
@@ -296,11 +297,14 @@ fn softmax_and_layernorm_rounds_with_and_without_one_round_products() {
     // fss: softmax = tree log2(16) + clip 1 + poly (powers 1 + truncation
     //      of u³ 1) + 6 squarings (6 fused truncate-and-squares, the first
     //      truncating the polynomial, and a last truncation: 7)
-    //      + reciprocal (1 + 2·3 + 1, truncations fused with products) + 2;
+    //      + reciprocal (1 + 2·3 − 1: truncations fused with products, the
+    //      first product linear in the guess, the last truncation fused
+    //      with the output product) + 2;
     //      without one-round products the
     //      degree-3 powers take 2 Beaver rounds and each square 1 (same).
-    // layernorm = clip 1 + mean 1 + square 1 + variance 2 + rsqrt (1 + 3·2 + 1) + 2.
-    for (op, name, with, without) in [(sm, "softmax", 4 + 1 + 2 + 7 + 8 + 2, 4 + 1 + 3 + 7 + 8 + 2), (ln, "layernorm", 15, 15)] {
+    // layernorm = clip 1 + mean 1 + square 1 + variance 2 + rsqrt (1 + 3·2
+    // − 1, as the reciprocal's) + 2.
+    for (op, name, with, without) in [(sm, "softmax", 4 + 1 + 2 + 7 + 6 + 2, 4 + 1 + 3 + 7 + 6 + 2), (ln, "layernorm", 13, 13)] {
         let a = run(Proto::Fss, true, &x, op.clone());
         let b = run(Proto::Fss, false, &x, op);
         assert_eq!(a.cost.rounds, with, "{name} with one-round products");
@@ -400,10 +404,18 @@ fn dealer_mode_runs_the_same_operators() {
     let x = randoms(2 * len, -4.0, 4.0, 16);
     let (s0, s1) = share_arith(fx().ring, &enc(&x), &mut Prg::new(Block(17)));
     let go = move |ch: &mut dyn Channel, m: DealerModule, party: u8, s: ArithShare| {
-        let mut c = Ctx::new(party, Proto::Fss, Dealer::new(Box::new(m)), fx()).unwrap();
-        let y = softmax::softmax(&mut c, ch, &s, len).unwrap();
-        let g = gelu::gelu(&mut c, ch, &s).unwrap();
-        (y.v.clone(), g.v.clone())
+        let mut d = Dealer::new(Box::new(m));
+        let mut out = Vec::new();
+        // fss; then tami with bounds, whose ReLU chains deal the
+        // swapped-role kind (seeded at host 0) through the dealer
+        for proto in [Proto::Fss, Proto::Tami] {
+            let mut c = Ctx::new(party, proto, d, fx()).unwrap();
+            let y = softmax::softmax_within(&mut c, ch, &s, len, 4.0).unwrap();
+            let g = gelu::gelu_within(&mut c, ch, &s, 4.0).unwrap();
+            out.push((y.v.clone(), g.v.clone()));
+            d = c.into_dealer().unwrap();
+        }
+        out
     };
     let (mut ca, mut cb) = MemChannel::pair();
     let t = std::thread::spawn(move || go(&mut cb, m1, 1, s1));
@@ -411,11 +423,87 @@ fn dealer_mode_runs_the_same_operators() {
     let b = t.join().unwrap();
     let ring = fx().ring;
     let add = |p: &[u64], q: &[u64]| dec(&p.iter().zip(q).map(|(u, v)| ring.add(*u, *v)).collect::<Vec<_>>());
-    let (e, _) = max_err(&add(&a.0, &b.0), &softmax::softmax_f64(&x, len));
-    assert!(e <= softmax::SOFTMAX_ERR_F12, "dealer-mode softmax {e}");
-    let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
-    let (e, _) = max_err(&add(&a.1, &b.1), &want);
-    assert!(e <= gelu::GELU_ERR_F12, "dealer-mode gelu {e}");
+    for (a, b) in a.iter().zip(&b) {
+        let (e, _) = max_err(&add(&a.0, &b.0), &softmax::softmax_f64(&x, len));
+        assert!(e <= softmax::SOFTMAX_ERR_F12, "dealer-mode softmax {e}");
+        let want: Vec<f64> = x.iter().map(|v| gelu::gelu_f64(*v)).collect();
+        let (e, _) = max_err(&add(&a.1, &b.1), &want);
+        assert!(e <= gelu::GELU_ERR_F12, "dealer-mode gelu {e}");
+    }
+}
+
+/// `Ctx::relu_chain`: a chain of bounded TAMI ReLUs (x_{i+1} = a public
+/// affine map of r_i) matches the clear reference exactly, sends exactly
+/// the bytes of the same ReLUs called one by one, in one flight fewer per
+/// link (pinned: 3k + 1 instead of 4k), runs from a plan dealt ahead
+/// (plan and run agree on which steps are linked), and falls back to
+/// separate calls where a step cannot be linked (a whole-ring batch).
+#[test]
+fn relu_chain_matches_separate_relus_in_fewer_flights() {
+    let x = randoms(300, -20.0, 20.0, 61);
+    let bound = 200.0 * 4096.0;
+    // step (exact in the ring): the next input is 3·r − x_prev − 2, i.e.
+    // 2x − 2 or |x| − 2: |x_i| ≤ 2·|x_{i−1}| + 2, below 200 for the four
+    // steps from |x_0| ≤ 20
+    let chain = move |k: usize, plan: bool, bounds: Vec<f64>| -> Op {
+        std::sync::Arc::new(move |c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare| {
+            let ring = x.ring;
+            let two = ring.from_signed(2 * 4096);
+            let mut prev = x.clone();
+            let party0 = c.party == 0;
+            let mut step = |_: usize, r: &ArithShare| -> hush_2pc::Result<ArithShare> {
+                let mut n = r.scale(3).sub(&prev);
+                if party0 {
+                    n = ArithShare { ring, v: n.v.iter().map(|a| ring.sub(*a, two)).collect() };
+                }
+                prev = n.clone();
+                Ok(n)
+            };
+            let sizes = vec![x.len(); k];
+            let plan = plan && !c.is_clear();
+            if plan {
+                let zeros = ArithShare::zeros(ring, x.len());
+                let p = c.plan(|c, ch| c.relu_chain(ch, &zeros, &sizes, &bounds, &mut |_, r: &ArithShare| Ok(r.clone())))?;
+                c.prefill(&p)?;
+            }
+            let y = c.relu_chain(ch, x, &sizes, &bounds, &mut step)?;
+            if plan {
+                assert_eq!(c.pending(), 0, "the plan is consumed exactly");
+            }
+            Ok(y)
+        })
+    };
+    let k = 4;
+    let linked = run(Proto::Tami, true, &x, chain(k, false, vec![bound; k]));
+    assert_eq!(linked.secure, linked.clear, "exact against the clear reference");
+    let planned = run(Proto::Tami, true, &x, chain(k, true, vec![bound; k]));
+    assert_eq!(planned.secure, planned.clear);
+    // the same ReLUs one by one
+    let separate: Op = std::sync::Arc::new(move |c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare| {
+        let ring = x.ring;
+        let two = ring.from_signed(2 * 4096);
+        let mut cur = x.clone();
+        let mut r = c.relu_within(ch, &cur, bound)?;
+        for _ in 1..k {
+            let mut n = r.scale(3).sub(&cur);
+            if c.party == 0 {
+                n = ArithShare { ring, v: n.v.iter().map(|a| ring.sub(*a, two)).collect() };
+            }
+            cur = n;
+            r = c.relu_within(ch, &cur, bound)?;
+        }
+        Ok(r)
+    });
+    let sep = run(Proto::Tami, true, &x, separate);
+    assert_eq!(sep.clear, linked.clear);
+    assert_eq!((sep.cost.rounds, linked.cost.rounds), (4 * k as u32, 3 * k as u32 + 1), "flights");
+    assert_eq!(sep.cost.bytes_sent + sep.cost.bytes_recv, linked.cost.bytes_sent + linked.cost.bytes_recv, "the same bytes");
+    // a whole-ring step (two merge levels) is not linked to the next one
+    let mixed = run(Proto::Tami, true, &x, chain(3, false, vec![bound, f64::INFINITY, bound]));
+    assert_eq!(mixed.secure, mixed.clear);
+    // fss: no linking, the same results
+    let fss = run(Proto::Fss, true, &x, chain(k, false, vec![bound; k]));
+    assert_eq!(fss.secure, fss.clear);
 }
 
 /// The curious party: party 1's whole view of a truncation (its dealt
@@ -859,9 +947,9 @@ fn bounded_operators_keep_their_error_bounds_with_fewer_rounds() {
     assert!(e <= gelu::GELU_ERR_F12, "gelu_within error {e} at {}", x[i]);
     assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
     let full = run(Proto::Tami, true, &x, gelu_op());
-    // two ReLU batches of one merge level fewer each (the first batch's
-    // single-level e flight and the second's re-share share a depth)
-    assert_eq!((full.cost.rounds, o.cost.rounds), (13, 12), "gelu rounds");
+    // two ReLU batches of one merge level fewer each, chained
+    // (`Ctx::relu_chain`: the second's re-share rides on the first's e flight)
+    assert_eq!((full.cost.rounds, o.cost.rounds), (12, 10), "gelu rounds");
     let (bo, bf) = (o.cost.bytes_sent + o.cost.bytes_recv, full.cost.bytes_sent + full.cost.bytes_recv);
     assert!(bo * 10 < bf * 9, "gelu bytes {bo} vs {bf}");
 
@@ -876,10 +964,11 @@ fn bounded_operators_keep_their_error_bounds_with_fewer_rounds() {
     assert!(e <= softmax::SOFTMAX_ERR_F12, "softmax_within error {e} at {i}");
     assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
     let full = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len)));
-    // one merge level fewer per ReLU batch, but the critical path does not
-    // shorten here (a single-level batch's last flight is one-way, a
-    // two-level one's an exchange the next step overlaps): fewer bytes only
-    assert_eq!((full.cost.rounds, o.cost.rounds), (43, 41), "softmax rounds");
+    // one merge level fewer per ReLU batch, and the single-level batches
+    // chain (`Ctx::relu_chain`): the tree's 4 levels and the clip are 5
+    // ReLUs in 3·5 + 1 flights instead of 4·5 (the whole-ring ones have two
+    // merge levels and do not chain)
+    assert_eq!((full.cost.rounds, o.cost.rounds), (41, 35), "softmax rounds");
     assert!(o.cost.bytes() < full.cost.bytes());
 
     // LayerNorm: |x| ≤ 3000 (beyond the clip 2^10: saturates as before)
@@ -895,8 +984,19 @@ fn bounded_operators_keep_their_error_bounds_with_fewer_rounds() {
     let full = run(Proto::Tami, true, &x, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None)));
     // the clip batch is one level shorter but the rsqrt's (whole-ring)
     // octave batch keeps the critical path: same rounds, fewer bytes
-    assert_eq!((full.cost.rounds, o.cost.rounds), (22, 22), "layernorm rounds");
+    assert_eq!((full.cost.rounds, o.cost.rounds), (20, 20), "layernorm rounds");
     assert!(o.cost.bytes() < full.cost.bytes(), "layernorm bytes {:?} vs {:?}", o.cost, full.cost);
+
+    // LayerNorm proven within ±2^11: no clip (one comparison round fewer),
+    // the unclipped result, inputs beyond the old clip 2^10 included
+    let mut x = randoms(3 * len, -2000.0, 2000.0, 45);
+    x.extend((0..16).map(|i| if i == 5 { -2048.0 } else { 1500.0 + i as f64 }));
+    let ln: Op = std::sync::Arc::new(move |c, ch, x| layernorm::layernorm_within(c, ch, x, len, 1e-5, None, None, 2048.0));
+    let o = run(Proto::Tami, true, &x, ln);
+    let (e, i) = max_err(&o.secure, &layernorm::layernorm_f64(&x, len, 1e-5));
+    assert!(e <= layernorm::LN_ERR_F12, "unclipped layernorm error {e} at {i}");
+    assert!(max_err(&o.secure, &o.clear).0 <= 4.0 * ULP);
+    assert_eq!(o.cost.rounds, 20 - 4, "no clip round");
 
     // the reference refuses inputs above a claimed bound
     let ring = fx().ring;

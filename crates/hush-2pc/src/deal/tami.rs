@@ -825,12 +825,28 @@ fn party0_streams(sub0: Block, n: usize, shape: &TamiShape, plan: &Plan) -> Tami
 /// [`deal_party1`] under its sub-key; party 0's own streams are under its
 /// sub-key (`party0_streams`) and its corrections computed against both.
 pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
-    let b = deal_party1(hush_deal::sub_key(key, 1), n, shape);
-    if party == 1 {
+    deal_roles(key, party, hush_deal::sub_key(key, 0), hush_deal::sub_key(key, 1), n, shape)
+}
+
+/// [`deal`] with the roles exchanged between the hosts
+/// ([`TamiTablesSwapped`]): host `host`'s share is the share of role
+/// 1 − host — host 0 is B (its share [`deal_party1`] under its own
+/// sub-key `sub_key(key, 0)`), host 1 is A (own streams under
+/// `sub_key(key, 1)`, corrections against B's). The same construction and
+/// distribution with the hosts renamed.
+pub fn deal_swapped(key: Block, host: u8, n: usize, shape: &TamiShape) -> TamiShare {
+    deal_roles(key, 1 - host, hush_deal::sub_key(key, 1), hush_deal::sub_key(key, 0), n, shape)
+}
+
+/// Role `role`'s share (0 = A, 1 = B), A's own streams under `sub_a`, B's
+/// whole share under `sub_b`.
+fn deal_roles(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, shape: &TamiShape) -> TamiShare {
+    let b = deal_party1(sub_b, n, shape);
+    if role == 1 {
         return b;
     }
     let plan = shape.plan();
-    let mut a = party0_streams(hush_deal::sub_key(key, 0), n, shape, &plan);
+    let mut a = party0_streams(sub_a, n, shape, &plan);
     let w = n.div_ceil(64);
     let l = shape.bits;
     let lm = ring_mask(l);
@@ -984,9 +1000,78 @@ impl Description for TamiTables {
     }
 }
 
+/// The TAMI comparison kind with the hosts' roles exchanged: host 0 holds
+/// B's share (the dealt input m, its padded tables — seeded under its
+/// sub-key) and host 1 A's. Used where the two hosts alternate roles along
+/// a chain of comparisons, so that the host that finishes one comparison
+/// first (A, which learns the opened e one flight before B) can send its
+/// re-share onto the next comparison's dealt mask in the same flight
+/// (`crate::transformer::Ctx::relu_chain`). A distinct kind (its own batch
+/// keys, labels and batch counter): a batch dealt under one kind is never
+/// dealt under the other. **What each host sees** is what the other host
+/// sees in [`TamiTables`] (the same shares under renamed hosts; see the
+/// view argument in `crate::tami`).
+pub struct TamiTablesSwapped;
+
+/// The one instance providers register.
+pub static TAMI_TABLES_SWAPPED: TamiTablesSwapped = TamiTablesSwapped;
+
+impl TamiTablesSwapped {
+    pub const KIND: &'static str = "2pc/tami-swapped";
+
+    /// The request for one comparison batch of `n` elements of `shape`.
+    pub fn request(batch: u64, n: u32, shape: &TamiShape) -> DealRequest {
+        let mut w = Writer::default();
+        shape.encode(&mut w);
+        DealRequest::new(Self::KIND, batch, n, w.0)
+    }
+}
+
+impl Description for TamiTablesSwapped {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        Ok(format!("{}/{batch}/{n}/{}", Self::KIND, TamiTables::shape(params)?.label()))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let shape = TamiTables::shape(params)?;
+        Ok(deal_swapped(key, party, n as usize, &shape).to_bytes(&shape))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(0)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let shape = TamiTables::shape(params)?;
+        Ok(deal_party1(sub, n as usize, &shape).to_bytes(&shape))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The swapped kind is the plain kind with the hosts renamed: host h's
+    /// swapped share is role (1 − h)'s share built from the sub-keys the
+    /// other way round, and host 0's equals its seeded expansion.
+    #[test]
+    fn swapped_kind_is_the_plain_kind_with_hosts_renamed() {
+        let key = Block(0x5a7e_d00d);
+        let shape = TamiShape::new(64, 5, 4, Flavor::Relu).with_width(28);
+        let (k0, k1) = (hush_deal::sub_key(key, 0), hush_deal::sub_key(key, 1));
+        let n = 70;
+        let h0 = deal_swapped(key, 0, n, &shape).to_bytes(&shape);
+        let h1 = deal_swapped(key, 1, n, &shape).to_bytes(&shape);
+        assert_eq!(h0, deal_roles(key, 1, k1, k0, n, &shape).to_bytes(&shape));
+        assert_eq!(h1, deal_roles(key, 0, k1, k0, n, &shape).to_bytes(&shape));
+        assert_eq!(h0, deal_party1(k0, n, &shape).to_bytes(&shape));
+        let params = { let mut w = Writer::default(); shape.encode(&mut w); w.0 };
+        assert_eq!(TAMI_TABLES_SWAPPED.expand(k0, n as u32, &params).unwrap(), h0);
+        assert_eq!(TAMI_TABLES_SWAPPED.deal(key, 1, n as u32, &params).unwrap(), h1);
+        // and differs from the plain kind's shares under the same key
+        assert_ne!(h0, deal(key, 0, n, &shape).to_bytes(&shape));
+        assert_ne!(h0, deal(key, 1, n, &shape).to_bytes(&shape));
+    }
 
     #[test]
     fn plan_counts() {

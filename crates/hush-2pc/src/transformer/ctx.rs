@@ -4,6 +4,9 @@
 //! Primitives (each one communication round unless noted):
 //! * [`Ctx::relu`] — ReLU in the session's comparison family (`tami`:
 //!   [`crate::tami`], re-share plus its flights; `fss`: one round);
+//! * [`Ctx::relu_chain`] — ReLUs whose inputs depend on the previous
+//!   outputs (a max tree): in `tami`, each re-share rides on the previous
+//!   comparison's last flight, the hosts alternating roles;
 //! * [`Ctx::trunc`] — faithful truncation of **bounded** values from a
 //!   dealt truncation pair ([`crate::deal::trunc`]): one opening;
 //! * [`Ctx::mul`] — Beaver's element-wise product ([`crate::beaver::mul`]);
@@ -82,8 +85,9 @@ pub const NOT_INTERACTIVE: &str = "transformer operators need correlations from 
 /// What one primitive call consumes (the offline plan of an operator).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Need {
-    /// `w`: compared width (0 = the whole ring), see [`Ctx::relu_within`].
-    Relu { n: usize, w: u32 },
+    /// `w`: compared width (0 = the whole ring), see [`Ctx::relu_within`];
+    /// `swap`: the hosts' TAMI roles exchanged ([`Ctx::relu_chain`]).
+    Relu { n: usize, w: u32, swap: bool },
     Trunc { n: usize, f: u32 },
     TruncSq { n: usize, f: u32 },
     TruncMul { n: usize, f: u32 },
@@ -287,7 +291,12 @@ impl Ctx {
         let chunk = MAX_DEAL_N as usize;
         let d = self.dealer_mut()?;
         Ok(match *need {
-            Need::Relu { n, w } => {
+            Need::Relu { n, w, swap: true } => {
+                // a linked step of a chain: one batch (n ≤ one dealing)
+                let shape = Self::relu_shape(bits, k, arity, w);
+                Pre::Relu(vec![Gate::Tami(tami::deal_swapped(d, party, n, shape)?)])
+            }
+            Need::Relu { n, w, swap: false } => {
                 let mut gates = Vec::new();
                 let mut done = 0;
                 let shape = Self::relu_shape(bits, k, arity, w);
@@ -515,7 +524,7 @@ impl Ctx {
         }
         let party = self.party;
         let w = if self.proto == Proto::Tami { w } else { 0 };
-        let Some(pre) = self.take(Need::Relu { n, w })? else { return Ok(self.zeros(n)) };
+        let Some(pre) = self.take(Need::Relu { n, w, swap: false })? else { return Ok(self.zeros(n)) };
         let Pre::Relu(gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
         let mut out = Vec::with_capacity(n);
         let mut at = 0;
@@ -531,6 +540,183 @@ impl Ctx {
             return Err(invalid("preprocessing: ReLU batch size mismatch"));
         }
         Ok(ArithShare { ring: x.ring, v: out })
+    }
+
+    /// A chain of ReLUs, each input a function of the previous output:
+    /// r_0 = ReLU(x_0), x_{i+1} = `step`(i, r_i), r_{i+1} = ReLU(x_{i+1}), …
+    /// for `sizes.len()` steps (x_i has `sizes[i]` elements, |x_i| ≤
+    /// `max_ulps[i]` ring units as in [`Ctx::relu_within`]); returns the
+    /// last r. `step` is called once per link, in order, on every party.
+    ///
+    /// **One flight fewer per link** (TAMI, single-level batches of at most
+    /// one dealing): a ReLU is re-share (B → A: x_B − m onto B's dealt
+    /// mask), leaf (A → B), merge opening (B → A) and e (A → B). A learns e,
+    /// hence its output share, one flight before B — so A computes its share
+    /// of the next input and sends its re-share in the same flight as e,
+    /// playing B in the next comparison, whose batch is dealt with the
+    /// hosts' roles exchanged ([`crate::deal::tami::TamiTablesSwapped`]);
+    /// roles alternate along the chain. k linked ReLUs take 3k + 1 flights
+    /// instead of 4k. Steps that cannot be linked (the `fss` family, a
+    /// multi-level merge, a batch above one dealing) run as plain
+    /// [`Ctx::relu_within`] calls; the linking is decided from public
+    /// shapes only, so plan and run agree.
+    ///
+    /// **View.** Each comparison's messages are exactly TAMI's for the
+    /// role the host plays in it (the swapped kind's shares are the plain
+    /// kind's under renamed hosts), and the re-share x_B − m is uniform
+    /// (m is the fresh dealt input of that comparison, never used
+    /// elsewhere). Appending it to the e flight changes when it is sent, not
+    /// what: the joint view is the concatenation of the single ReLUs'
+    /// simulatable views, as for separate calls (`tests/tami_view.rs`
+    /// plays a curious host on a swapped batch).
+    pub fn relu_chain(&mut self, ch: &mut dyn Channel, x0: &ArithShare, sizes: &[usize], max_ulps: &[f64], step: &mut dyn FnMut(usize, &ArithShare) -> Result<ArithShare>) -> Result<ArithShare> {
+        let k = sizes.len();
+        if k == 0 || max_ulps.len() != k || x0.len() != sizes[0] {
+            return Err(invalid(format!("relu_chain: {k} steps, {} bounds, first input {} for {:?}", max_ulps.len(), x0.len(), sizes.first())));
+        }
+        let ring = x0.ring;
+        let bits = ring.bits();
+        let widths: Vec<u32> = max_ulps.iter().map(|&m| if self.proto == Proto::Tami { self.width_for(m) } else { 0 }).collect();
+        let chunk = MAX_DEAL_N as usize;
+        let single = |w: u32| Self::relu_shape(bits, self.k, self.arity, w).plan().levels.len() == 1;
+        // linked[i]: step i's re-share rides on step i − 1's e flight
+        let linked: Vec<bool> = (0..k)
+            .map(|i| i > 0 && self.proto == Proto::Tami && !self.is_clear() && sizes[i - 1] <= chunk && sizes[i] <= chunk && sizes[i - 1] > 0 && sizes[i] > 0 && single(widths[i - 1]))
+            .collect();
+        let mut swap = vec![false; k];
+        for i in 1..k {
+            swap[i] = linked[i] && !swap[i - 1];
+        }
+        let plain = !linked.iter().any(|&b| b) || matches!(self.mode, Mode::Plan(_));
+        if plain {
+            // plan mode records the same items the linked run takes
+            let mut x = x0.clone();
+            for i in 0..k {
+                if x.len() != sizes[i] {
+                    return Err(invalid(format!("relu_chain: step {i} has {} elements, declared {}", x.len(), sizes[i])));
+                }
+                let r = if matches!(self.mode, Mode::Plan(_)) && self.proto == Proto::Tami && !x.is_empty() {
+                    self.check_bound(&x, max_ulps[i], "relu")?;
+                    self.take(Need::Relu { n: x.len(), w: widths[i], swap: swap[i] })?;
+                    self.zeros(x.len())
+                } else {
+                    self.relu_within(ch, &x, max_ulps[i])?
+                };
+                if i + 1 == k {
+                    return Ok(r);
+                }
+                x = step(i, &r)?;
+            }
+            unreachable!("k ≥ 1");
+        }
+        let mut x = x0.clone();
+        // the re-share received on the previous e flight (this host is A)
+        let mut incoming: Option<Vec<u8>> = None;
+        // step i's batch, taken during step i − 1 (linked)
+        let mut pending: Option<tami::TamiBatch> = None;
+        for i in 0..k {
+            if x.len() != sizes[i] {
+                return Err(invalid(format!("relu_chain: step {i} has {} elements, declared {}", x.len(), sizes[i])));
+            }
+            let link = i + 1 < k && linked[i + 1];
+            if !linked[i] && !link {
+                let r = self.relu_within(ch, &x, max_ulps[i])?;
+                if i + 1 == k {
+                    return Ok(r);
+                }
+                x = step(i, &r)?;
+                continue;
+            }
+            let b = match pending.take() {
+                Some(b) => b,
+                None => self.take_gate(sizes[i], widths[i], swap[i])?.ok_or_else(|| invalid("relu_chain: missing batch"))?,
+            };
+            // y: A's masked value x + (x_B − m)
+            let y: Option<Vec<u64>> = match (linked[i], incoming.take()) {
+                // linked, role A: the re-share came with the last flight
+                (true, Some(p)) => {
+                    if b.party != 0 {
+                        return Err(invalid("relu_chain: a re-share reached role B"));
+                    }
+                    let mut d = vec![0u64; x.len()];
+                    unpack_ring("TAMI re-share (chained) onto the dealt mask", &p, bits, &mut d)?;
+                    Some(x.v.iter().zip(&d).map(|(a, c)| ring.add(*a, *c)).collect())
+                }
+                // linked, role B: its re-share went with its last flight
+                (true, None) => {
+                    if b.party != 1 {
+                        return Err(invalid("relu_chain: role A without the re-share"));
+                    }
+                    None
+                }
+                (false, Some(_)) => return Err(invalid("relu_chain: a re-share for an unlinked step")),
+                (false, None) => {
+                    let step_name = "TAMI re-share onto the dealt mask";
+                    if b.party == 1 {
+                        let d: Vec<u64> = x.v.iter().zip(b.dealt_input()).map(|(a, m)| ring.sub(*a, *m)).collect();
+                        let mut msg = Vec::new();
+                        pack_ring(&d, bits, &mut msg);
+                        wire::send(ch, &msg)?;
+                        None
+                    } else {
+                        let bytes = wire::recv(ch, step_name, x.len() * wire::ring_bytes(bits))?;
+                        let mut d = vec![0u64; x.len()];
+                        unpack_ring(step_name, &bytes, bits, &mut d)?;
+                        Some(x.v.iter().zip(&d).map(|(a, c)| ring.add(*a, *c)).collect())
+                    }
+                }
+            };
+            if !link {
+                let (o, _) = tami::online_next(ch, &b, y.as_deref(), tami::Next::None)?;
+                let o = o.arith()?;
+                if i + 1 == k {
+                    return Ok(o);
+                }
+                x = step(i, &o)?;
+                continue;
+            }
+            let nb = self.take_gate(sizes[i + 1], widths[i + 1], swap[i + 1])?.ok_or_else(|| invalid("relu_chain: missing batch"))?;
+            if nb.party == b.party {
+                return Err(invalid("relu_chain: roles do not alternate"));
+            }
+            if b.party == 0 {
+                // A: the next input from its output share, re-shared onto
+                // the next batch's dealt mask (it plays B there)
+                let mut nx: Option<ArithShare> = None;
+                let mut hook = |o: &ArithShare| -> Result<Vec<u8>> {
+                    let v = step(i, o)?;
+                    if v.len() != sizes[i + 1] {
+                        return Err(invalid(format!("relu_chain: step {} has {} elements, declared {}", i + 1, v.len(), sizes[i + 1])));
+                    }
+                    let d: Vec<u64> = v.v.iter().zip(nb.dealt_input()).map(|(a, m)| ring.sub(*a, *m)).collect();
+                    let mut msg = Vec::new();
+                    pack_ring(&d, bits, &mut msg);
+                    nx = Some(v);
+                    Ok(msg)
+                };
+                tami::online_next(ch, &b, y.as_deref(), tami::Next::Send(&mut hook))?;
+                x = nx.ok_or_else(|| invalid("relu_chain: the next input was not formed"))?;
+            } else {
+                let len = sizes[i + 1] * wire::ring_bytes(bits);
+                let (o, p) = tami::online_next(ch, &b, None, tami::Next::Recv(len))?;
+                x = step(i, &o.arith()?)?;
+                incoming = Some(p);
+            }
+            pending = Some(nb);
+        }
+        unreachable!("the last step returns")
+    }
+
+    /// The single TAMI batch of a chained ReLU step.
+    fn take_gate(&mut self, n: usize, w: u32, swap: bool) -> Result<Option<tami::TamiBatch>> {
+        match self.take(Need::Relu { n, w, swap })? {
+            None => Ok(None),
+            Some(Pre::Relu(mut g)) if g.len() == 1 => match g.pop() {
+                Some(Gate::Tami(b)) => Ok(Some(b)),
+                _ => Err(invalid("preprocessing: not a TAMI batch")),
+            },
+            Some(_) => Err(invalid("preprocessing: not a single ReLU batch")),
+        }
     }
 
     /// ⌊x / 2^f⌋ (signed) for |x| < 2^{ℓ−2}, result ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1
@@ -689,6 +875,76 @@ impl Ctx {
             pv.push(z);
         }
         Ok((ArithShare { ring: r, v: tv }, ArithShare { ring: r, v: pv }))
+    }
+
+    /// (⌊x₁/2^f⌋, ⌊x₂/2^f⌋·y₂) — a [`Ctx::trunc`] of x₁ and a
+    /// [`Ctx::trunc_mul`] of (x₂, y₂), independent of each other, in **one**
+    /// exchange: the three openings (c₁, c₂, y₂ − s) travel together. The
+    /// same correlations (a truncation pair, then a truncate-and-multiply
+    /// tuple, in that order), the same bytes and the same view as the two
+    /// calls (each opening masked by its own fresh uniform value), one
+    /// flight fewer. Each truncation faithful as in [`Ctx::trunc`].
+    pub fn trunc_and_trunc_mul(&mut self, ch: &mut dyn Channel, x1: &ArithShare, x2: &ArithShare, f: u32, y2: &ArithShare) -> Result<(ArithShare, ArithShare)> {
+        let r = x1.ring;
+        let l = r.bits();
+        if f == 0 || f + 2 > l {
+            return Err(invalid(format!("truncation by {f} bits in a {l}-bit ring")));
+        }
+        let (n1, n2) = (x1.len(), x2.len());
+        if y2.len() != n2 {
+            return Err(invalid(format!("trunc_and_trunc_mul: {n2} and {} elements", y2.len())));
+        }
+        if self.is_clear() || n1 == 0 || n2 == 0 {
+            let t1 = self.trunc(ch, x1, f)?;
+            let (_, p) = self.trunc_mul(ch, x2, f, y2)?;
+            return Ok((t1, p));
+        }
+        let party = self.party;
+        let pre1 = self.take(Need::Trunc { n: n1, f })?;
+        let pre2 = self.take(Need::TruncMul { n: n2, f })?;
+        let (Some(pre1), Some(pre2)) = (pre1, pre2) else { return Ok((self.zeros(n1), self.zeros(n2))) };
+        let Pre::Trunc(t1) = pre1 else { return Err(invalid("preprocessing: not a truncation batch")) };
+        let Pre::TruncMul(t2) = pre2 else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
+        let bias = 1u64 << (l - 2);
+        let b0 = if party == 0 { bias } else { 0 };
+        let mut mine: Vec<u64> = (0..n1).map(|i| r.add(r.add(x1.v[i], t1.r[i]), b0)).collect();
+        mine.extend((0..n2).map(|i| r.add(r.add(x2.v[i], t2.t.r[i]), b0)));
+        mine.extend((0..n2).map(|i| r.sub(y2.v[i], t2.s[i])));
+        let step = "truncation and truncate-and-multiply: openings";
+        let mut msg = Vec::new();
+        pack_ring(&mine, l, &mut msg);
+        let peer = wire::exchange(ch, step, &msg)?;
+        let mut c = vec![0u64; n1 + 2 * n2];
+        unpack_ring(step, &peer, l, &mut c)?;
+        let top = 1u64 << (l - f);
+        let off = 1u64 << (l - 2 - f);
+        let out1 = (0..n1)
+            .map(|i| {
+                let ci = r.add(c[i], mine[i]);
+                let not_msb = 1 - (ci >> (l - 1));
+                let mut z = r.sub(r.mul(r.mul(t1.msb[i], not_msb), top), t1.hi[i]);
+                if party == 0 {
+                    z = r.add(z, r.sub(ci >> f, off));
+                }
+                z
+            })
+            .collect();
+        let out2 = (0..n2)
+            .map(|i| {
+                let ci = r.add(c[n1 + i], mine[n1 + i]);
+                let e = r.add(c[n1 + n2 + i], mine[n1 + n2 + i]);
+                let alpha = 1 - (ci >> (l - 1));
+                let p = r.sub(ci >> f, off);
+                let rp = r.sub(t2.t.hi[i], r.mul(alpha * t2.t.msb[i], top));
+                let rs = r.sub(t2.hs[i], r.mul(alpha * t2.ms[i], top));
+                let mut z = r.sub(r.sub(r.mul(p, t2.s[i]), r.mul(rp, e)), rs);
+                if party == 0 {
+                    z = r.add(z, r.mul(p, e));
+                }
+                z
+            })
+            .collect();
+        Ok((ArithShare { ring: r, v: out1 }, ArithShare { ring: r, v: out2 }))
     }
 
     /// Full-range faithful truncation through the comparison family

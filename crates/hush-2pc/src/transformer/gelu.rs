@@ -21,7 +21,10 @@
 //! the untruncated polynomials at scale 2^{2s}, exact in the ring, then one
 //! truncation of g to 2^f — since 2026-11-25; before, both polynomials
 //! were truncated first: 2n truncation openings instead of n) and
-//! GeLU = r − g.
+//! GeLU = r − g. Since the same day the product and the truncation are one
+//! flight: g = ⌊P₁⌋ + ⌊P₂ − P₁⌋·b from one truncation and one
+//! truncate-and-multiply opened together ([`Ctx::trunc_and_trunc_mul`]),
+//! the same bytes, one more faithful truncation (+2^{−f} below).
 //!
 //! Coefficients (least squares on 2000 Chebyshev-distributed points of each
 //! segment, in u): P₁ on u ∈ [0, 0.4], P₂ on u ∈ [0.4, 1]. Approximation
@@ -30,9 +33,10 @@
 //!
 //! **Error bound** (f fraction bits), against GeLU of the encoded input:
 //! |GeLU_secure(x) − GeLU(x)| ≤ 4.4·10⁻⁴ (fit) + 1.3·10⁻⁴ (clip,
-//! |x| ≥ 4) + 2^{−f} (the last truncation, faithful) + 2^{−f}·2^{−8}·Σ|c|
-//! (power truncations, 10 guard bits) — 8.2·10⁻⁴ at f = 12; documented
-//! with margin as [`GELU_ERR_F12`] = 1.2·10⁻³ (measured max 6.5·10⁻⁴ on
+//! |x| ≥ 4) + 2·2^{−f} (the last two truncations, faithful) +
+//! 2^{−f}·2^{−8}·Σ|c| (power truncations, 10 guard bits) — 1.07·10⁻³ at
+//! f = 12; documented
+//! with margin as [`GELU_ERR_F12`] = 1.2·10⁻³ (measured max 6.5·10⁻⁴, before the last fusion, on
 //! 98 304 uniform inputs in [−6, 6]), for
 //! **every** input with |x| < 2^{ℓ−2} ulps (the ReLU range); no input
 //! range beyond that, since the polynomial only ever sees u ∈ [0, 1].
@@ -41,8 +45,10 @@
 //! 2^{f+2}): f ≤ 12 at ℓ = 64; refused otherwise.
 //!
 //! **Rounds** (fss family): ReLU 1, ReLU batch 1, powers 1, power
-//! truncation 1, selection product 1, truncation 1 — 6 (7 without the
-//! one-round powers).
+//! truncation 1, selection product and truncation 1 — 5 (6 without the
+//! one-round powers). In the `tami` family the two ReLU batches are one
+//! chain ([`Ctx::relu_chain`]): with bounded inputs 4 + 3 flights instead
+//! of 8 (since 2026-11-25), then the same 3 — 10.
 //!
 //! **View.** Each party sees only: the comparison family's messages
 //! (simulatable, see [`crate::tami`] / [`crate::fss`]), the opening of
@@ -92,12 +98,24 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
     }
     let unit = (f as f64).exp2();
     let n = x.len();
-    let rx = ctx.relu_within(ch, x, (max_abs * unit).ceil())?;
-    let a = rx.scale(2).sub(x); // |x|
     let clip = poly::enc(ctx, GELU_CLIP, f);
     let at = poly::enc(ctx, GELU_SPLIT, f);
-    let z = concat(&[&ctx.add_const(&a, ring.neg(clip)), &ctx.add_const(&a, ring.sub(1, at)), &ctx.add_const(&a, ring.neg(at))]);
-    let rz = split(&ctx.relu_within(ch, &z, ((max_abs + GELU_CLIP) * unit).ceil() + 1.0)?, n.max(1));
+    // the two ReLU batches as one chain ([`Ctx::relu_chain`]): the second
+    // batch's re-share rides on the first's last flight
+    let mut rx = ArithShare::zeros(ring, 0);
+    let mut a = ArithShare::zeros(ring, 0);
+    let rz = {
+        let (rx, a) = (&mut rx, &mut a);
+        let party0 = ctx.party == 0;
+        let add = move |v: &ArithShare, c: u64| if party0 { ArithShare { ring, v: v.v.iter().map(|q| ring.add(*q, c)).collect() } } else { v.clone() };
+        let mut step = |_: usize, r: &ArithShare| -> Result<ArithShare> {
+            *rx = r.clone();
+            *a = r.scale(2).sub(x); // |x|
+            Ok(concat(&[&add(a, ring.neg(clip)), &add(a, ring.sub(1, at)), &add(a, ring.neg(at))]))
+        };
+        ctx.relu_chain(ch, x, &[n, 3 * n], &[(max_abs * unit).ceil(), ((max_abs + GELU_CLIP) * unit).ceil() + 1.0], &mut step)?
+    };
+    let rz = split(&rz, n.max(1));
     let (over, p, q) = if n == 0 { (a.clone(), a.clone(), a.clone()) } else { (rz[0].clone(), rz[1].clone(), rz[2].clone()) };
     let b = p.sub(&q); // [|x| ≥ 1.6] as a ring integer
     let t = a.sub(&over); // min(|x|, 4) at scale f, read as u = t/4 at scale f + 2
@@ -108,10 +126,13 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
     // locally), u³ and u⁴ are truncated to it
     let s_p = 2 * (f + 2);
     let ps = poly::eval_raw(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s_p, s)?;
+    // g = ⌊P₁⌋ + ⌊P₂ − P₁⌋·b: the truncation of P₁ and the truncate-and-
+    // multiply of (P₂ − P₁, b) in one exchange ([`Ctx::trunc_and_trunc_mul`];
+    // two faithful truncations, ≤ 2 ulps, instead of a product then one
+    // truncation: one flight fewer, the same bytes — since 2026-11-25)
     let diff = ps[1].sub(&ps[0]);
-    let sel = ctx.mul(ch, &b, &diff)?;
-    let g = ctx.trunc(ch, &ps[0].add(&sel), s_p + s - f)?;
-    Ok(rx.sub(&g))
+    let (g1, sel) = ctx.trunc_and_trunc_mul(ch, &ps[0], &diff, s_p + s - f, &b)?;
+    Ok(rx.sub(&g1.add(&sel)))
 }
 
 /// GeLU in f64 (erf from Abramowitz–Stegun 7.1.26, |error| ≤ 1.5·10⁻⁷):

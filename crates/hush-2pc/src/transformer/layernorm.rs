@@ -7,7 +7,9 @@
 //! **Steps** (rows of H, scale 2^f in and out):
 //! 1. clip x to ±2^10 ([`LN_CLIP_LOG2`]): x_c = x − ReLU(x − R) + ReLU(−x − R)
 //!    (one batched ReLU round) — the documented input range; larger
-//!    magnitudes saturate instead of wrapping the variance.
+//!    magnitudes saturate instead of wrapping the variance. Skipped for
+//!    inputs proven within ±2^11 ([`layernorm_within`]: the steps are then
+//!    sized for 2^11).
 //! 2. μ = ⌊Σx_c·⌊2^{s_μ}/H⌉ / 2^{s_μ}⌋ (one truncation per row, s_μ as
 //!    large as the ring allows: relative error of 1/H ≤ H·2^{−s_μ−1}).
 //! 3. z = x_c − μ; z² in one opening ([`Ctx::powers`]); Σz² per row,
@@ -17,6 +19,11 @@
 //!    steps are scaled by at most 2^{f/2} instead of amplifying rounding
 //!    noise — near-constant rows give outputs near β, not noise).
 //! 5. y = z·r truncated to 2^f; then, if given, ·γ (public, truncated) + β.
+//!    The rsqrt's last truncation is fused with the product by z
+//!    ([`Ctx::trunc_mul`] on the row's untruncated value broadcast to its
+//!    elements: one flight instead of two, the bytes of the Beaver product
+//!    it replaces; each element truncates faithfully itself — since
+//!    2026-11-25).
 //!
 //! **Error bound** (f = 12, |x| ≤ 2^10, σ² ≥ 2^{−f}): |y − y_true| ≤
 //! |y|·3·10⁻⁴ + (|μ error| + 2^{−f})·r + 2^{−f} where the mean's error is
@@ -29,7 +36,8 @@
 //! into the next linear layer; secret γ would add one Beaver product).
 //!
 //! **Rounds** (fss family): clip 1, mean 1, square 1, variance 2,
-//! rsqrt 1 + 7, output 2 — 15 (+1 with γ).
+//! rsqrt 1 + 5, output 2 (the rsqrt's last truncation fused into it) —
+//! 13 (+1 with γ; 12 without the clip, inputs proven within ±2^11).
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! only; μ, σ² and the outputs stay shared.
@@ -42,6 +50,8 @@ use hush_transport::Channel;
 
 /// Inputs are clipped to ±2^10.
 pub const LN_CLIP_LOG2: u32 = 10;
+/// Inputs proven within ±2^11 skip the clip (see [`layernorm_within`]).
+pub const LN_NOCLIP_MAX: f64 = 2048.0;
 /// Internal scale of the variance and the rsqrt.
 pub const LN_SCALE: u32 = 24;
 /// Largest admissible variance (2^22 = (2·2^10)²).
@@ -63,6 +73,18 @@ pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize
 /// (max_abs + 2^10)·2^f ([`Ctx::relu_within`]; 25 bits instead of 64 for
 /// |x| ≤ 2^12 at f = 12). Same steps and error bound; the clear reference
 /// fails on an input above the bound.
+///
+/// **No clip for |x| ≤ 2^11** ([`LN_NOCLIP_MAX`], since 2026-11-25) when
+/// the ring allows 2·(f + 12) + 3 + log2 H ≤ ℓ (f ≤ 12 at ℓ = 64, H ≤
+/// 2^10): the clip only exists to bound the ring values below, and a
+/// proven bound does that itself — every step is sized for R = 2^11
+/// instead of 2^10 (the mean's Σx·⌊2^{s_μ}/H⌉ and the variance's products
+/// stay below 2^{ℓ−3} with s_μ, s_v one bit smaller), and the variance of
+/// values in [−R, R] is at most R² = 2^22, the rsqrt's range as before.
+/// One comparison round fewer (4 TAMI flights) and no clip bytes; the
+/// result is the unclipped LayerNorm, equal to the clipped one for
+/// |x| ≤ 2^10 and more accurate between 2^10 and 2^11 (BERT's first
+/// LayerNorm, proven ≤ 1 640).
 #[allow(clippy::too_many_arguments)]
 pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, eps: f64, gamma: Option<&[f64]>, beta: Option<&[f64]>, max_abs: f64) -> Result<ArithShare> {
     let (ring, f) = (ctx.ring(), ctx.fx.frac);
@@ -91,11 +113,17 @@ pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len
     }
     let bound = ((max_abs * (f as f64).exp2()).ceil() + cl as f64).max(0.0);
     ctx.check_bound(x, (max_abs * (f as f64).exp2()).ceil(), "layernorm")?;
-    let r = ctx.relu_within(ch, &concat(&[&ctx.add_const(x, ring.neg(cl)), &ctx.add_const(&x.neg(), ring.neg(cl))]), bound)?;
-    let r = split(&r, n);
-    let xc = x.sub(&r[0]).add(&r[1]);
+    // c: log2 of the magnitude the steps below are sized for
+    let unclipped = max_abs <= LN_NOCLIP_MAX && 2 * (f + LN_CLIP_LOG2 + 2) + 3 + hb <= l;
+    let (xc, c) = if unclipped {
+        (x.clone(), LN_CLIP_LOG2 + 1)
+    } else {
+        let r = ctx.relu_within(ch, &concat(&[&ctx.add_const(x, ring.neg(cl)), &ctx.add_const(&x.neg(), ring.neg(cl))]), bound)?;
+        let r = split(&r, n);
+        (x.sub(&r[0]).add(&r[1]), LN_CLIP_LOG2)
+    };
     // 2. mean
-    let s_mu = l - 3 - (LN_CLIP_LOG2 + f + 1);
+    let s_mu = l - 3 - (c + f + 1);
     let row_sum = |v: &ArithShare| ArithShare { ring, v: v.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
     let c_mu = ((s_mu as f64).exp2() / len as f64).round() as u64;
     let mu = ctx.trunc(ch, &row_sum(&xc).scale(c_mu), s_mu)?;
@@ -104,14 +132,16 @@ pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len
     // 3. variance
     let sq = ctx.powers(ch, &z, 2)?.pop().expect("two powers");
     let q = ctx.trunc(ch, &row_sum(&sq), f)?;
-    let s_v = l - 3 - (2 * (LN_CLIP_LOG2 + 1) + f);
+    let s_v = l - 3 - (2 * (c + 1) + f);
     let c_v = ((s_v as f64).exp2() / len as f64).round() as u64;
     let var = ctx.trunc(ch, &q.scale(c_v), s_v + f - LN_SCALE)?;
     // 4. rsqrt
     let v = ctx.add_const(&var, poly::enc(ctx, eps, LN_SCALE));
-    let rs = recip::rsqrt(ctx, ch, &v, LN_SCALE, -(f as i32), LN_VAR_HI)?;
-    // 5. output
-    let p = ctx.mul(ch, &z, &bcast(&rs))?;
+    let (rp, rk) = recip::rsqrt_untruncated(ctx, ch, &v, LN_SCALE, -(f as i32), LN_VAR_HI)?;
+    // 5. output: rsqrt's last truncation fused with the product by z
+    // (per element: each element truncates its row's value itself, one
+    // flight; the same faithful rounding per element)
+    let (_, p) = ctx.trunc_mul(ch, &bcast(&rp), rk, &z)?;
     let mut y = ctx.trunc(ch, &p, LN_SCALE)?;
     if let Some(g) = gamma {
         let gv: Vec<u64> = (0..n).map(|i| poly::enc(ctx, g[i % len], f)).collect();

@@ -36,6 +36,16 @@ pub fn matmul(ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShar
     ctx.trunc(ch, &z, f)
 }
 
+/// [`matmul`] without the truncation: the exact products at scale 2^{2f}
+/// (one flight), for a caller that folds the truncation into a later one
+/// (BERT's P·V into the o projection's). The same range check; the caller
+/// states why the later values stay below 2^{ℓ−2}.
+pub fn matmul_untruncated(ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, d: MatDims, bound: Bound) -> Result<ArithShare> {
+    range::check_product(ctx, d.k, bound, "matmul")?;
+    let (a, b) = range::apply(ctx, ch, a, b, bound, "matmul")?;
+    ctx.matmul(ch, &a, &b, count, d)
+}
+
 /// Transposes each of `count` row-major m×n matrices (local, for Kᵀ).
 pub fn transpose(x: &ArithShare, count: usize, m: usize, n: usize) -> ArithShare {
     let mut v = vec![0u64; x.len()];

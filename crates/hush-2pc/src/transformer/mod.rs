@@ -14,10 +14,10 @@
 //! |---|---|---|
 //! | MatMul of two secrets | [`matmul`] | 2 (3 saturating) |
 //! | Mul, Pow | [`elementwise`] | 2 (Mul saturating: 3) |
-//! | GeLU | [`gelu`] | 6 |
-//! | exp (x ≤ 0), Softmax | [`softmax`] | 27 at L = 128 |
-//! | LayerNorm | [`layernorm`] | 15 |
-//! | reciprocal, rsqrt | [`recip`] | 8 / 8 |
+//! | GeLU | [`gelu`] | 5 |
+//! | exp (x ≤ 0), Softmax | [`softmax`] | 25 at L = 128 |
+//! | LayerNorm | [`layernorm`] | 13 |
+//! | reciprocal, rsqrt | [`recip`] | 7 / 7 (6 / 6 untruncated) |
 //! | polynomials (one-round powers) | [`poly`] | 3 |
 //! | product of 2–4 secrets, one opening ([`Ctx::product`]) | [`ctx`] | 1 (Beaver: ⌈log2 d⌉) |
 //!

@@ -23,9 +23,11 @@
 //! Three iterations for the reciprocal (Softmax's probabilities need its
 //! 10⁻⁶), two for rsqrt (LayerNorm's outputs, |y| ≲ 4, need 3.5·10⁻⁵
 //! relative). Each truncation is fused with the product that follows it
-//! ([`Ctx::trunc_mul`], one flight): 2N + 1 flights for the reciprocal
-//! (7; 4N = 12 unfused) and 3N + 1 for rsqrt (7; 6N = 12 unfused), after
-//! the guess's comparison round. Until 2026-11-25 the guess had one
+//! ([`Ctx::trunc_mul`], one flight), and the first product v·y₀ is linear
+//! in the guess's ReLU outputs (no flight, see `clamp_and_guess`; since
+//! 2026-11-25): 2N flights for the reciprocal (6; 4N + 1 = 13 unfused) and
+//! 3N for rsqrt (6; 6N + 1 = 13 unfused), after the guess's comparison
+//! round. Until 2026-11-25 the guess had one
 //! segment per octave (|e₀| ≤ 0.415) and took 4 and 3 iterations: the finer
 //! guess costs more comparisons in the same single round (34 instead of 18
 //! ReLUs per reciprocal over [2^−1, 2^7], 274 instead of 70 per rsqrt over
@@ -82,8 +84,16 @@ fn pow2f(ctx: &Ctx, t: f64, s: u32) -> Result<u64> {
 /// (`sub` segments per octave; `g(t)` is the guess on the segment from 2^t).
 /// `max_ulps` bounds |v| (ring units; infinite: the whole ring): the
 /// compared values v − 2^t are then within max_ulps + 2^{hi+s}.
+///
+/// Also returns a = v_c·y₀ **without a product** (since 2026-11-25; it was
+/// one Beaver flight): y₀ = G(t_0) + Σ_q Δ_q·b_q is linear in the bits,
+/// and each v_c·b_q is linear in the same batch's ReLU outputs:
+/// v_c·b_q = ReLU(v − 2^{t_q}) + 2^{t_q}·b_q − ReLU(v − 2^hi) (for v in
+/// range v·b_q = (v − 2^{t_q})·b_q + 2^{t_q}·b_q; above 2^hi, where b_q = 1,
+/// v_c = v − ReLU(v − 2^hi); below 2^lo every b_q = 0) — exactly the
+/// ring value the product gave.
 #[allow(clippy::too_many_arguments)]
-fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64, sub: u32, g: impl Fn(f64) -> f64) -> Result<(ArithShare, ArithShare)> {
+fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64, sub: u32, g: impl Fn(f64) -> f64) -> Result<(ArithShare, ArithShare, ArithShare)> {
     if lo >= hi || sub == 0 || sub > 64 {
         return Err(invalid("empty range"));
     }
@@ -103,12 +113,17 @@ fn clamp_and_guess(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, 
     let vc = ctx.add_const(&r[0].sub(&r[1]), pow2(ctx, lo, s)?);
     let enc = |c: f64| ring.from_signed((c * (s as f64).exp2()).round() as i64);
     let mut y = ctx.constant(n, enc(g(t(0))));
+    let mut a = vc.scale(enc(g(t(0))));
     for q in 1..=segs {
         let i = 2 * (q as usize - 1);
         let b = r[2 + i].sub(&r[3 + i]);
-        y = y.add(&b.scale(ring.sub(enc(g(t(q))), enc(g(t(q - 1))))));
+        let delta = ring.sub(enc(g(t(q))), enc(g(t(q - 1))));
+        y = y.add(&b.scale(delta));
+        // v_c·b_q = ReLU(v − 2^{t_q}) + 2^{t_q}·b_q − ReLU(v − 2^hi)
+        let vb = r[3 + i].add(&b.scale(pow2f(ctx, t(q), s)?)).sub(&r[1]);
+        a = a.add(&vb.scale(delta));
     }
-    Ok((vc, y))
+    Ok((vc, y, a))
 }
 
 /// The guess constant c = 2/(2^h + 2^−h), h = 1/(2·sub): minimises the
@@ -129,55 +144,70 @@ pub fn reciprocal(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, l
 /// the bound ([`Ctx::relu_within`]); the clear reference fails above it.
 #[allow(clippy::too_many_arguments)]
 pub fn reciprocal_within(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64) -> Result<ArithShare> {
+    let (p, sh) = reciprocal_untruncated(ctx, ch, v, s, lo, hi, max_ulps)?;
+    ctx.trunc(ch, &p, sh)
+}
+
+/// [`reciprocal_within`] without its last truncation: (p, k) with the
+/// reciprocal = ⌊p/2^k⌋ (k = s, |p| < 2^{ℓ−3} by the ring checks), for a
+/// caller that fuses that truncation with the product it feeds
+/// ([`Ctx::trunc_mul`]: one flight fewer). One flight fewer here.
+#[allow(clippy::too_many_arguments)]
+pub fn reciprocal_untruncated(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32, max_ulps: f64) -> Result<(ArithShare, u32)> {
     let l = ctx.ring().bits() as i32;
     if 2 * s as i32 + 2 - lo + 3 > l {
         return Err(invalid(format!("reciprocal at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
     }
     let (c, h) = (guess_c(RECIP_SUB), 0.5 / RECIP_SUB as f64);
-    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, max_ulps, RECIP_SUB, |t| c * (-(t + h)).exp2())?;
+    let (vc, mut y, mut a) = clamp_and_guess(ctx, ch, v, s, lo, hi, max_ulps, RECIP_SUB, |t| c * (-(t + h)).exp2())?;
     // y ← ⌊y·(2 − ⌊v·y⌋)⌋ with every truncation fused with the product
-    // after it ([`Ctx::trunc_mul`]): v·y (one product), then per iteration
+    // after it ([`Ctx::trunc_mul`]): v·y (linear, from the guess), then per iteration
     // (⌊v·y⌋, ⌊v·y⌋·y) in one flight, p = 2y − ⌊v·y⌋·y (local), and
     // (y', v·y') = (⌊p⌋, ⌊p⌋·v) in one flight — the same values as a
-    // truncation then a product, 2N + 1 flights instead of 4N.
+    // truncation then a product, 2N flights instead of 4N + 1.
     let two = 2u64 << s;
-    let mut a = ctx.mul(ch, &vc, &y)?;
     for it in 0..NEWTON_ITERS {
         let (_, ty) = ctx.trunc_mul(ch, &a, s, &y)?;
         let p = y.scale(two).sub(&ty);
         if it + 1 == NEWTON_ITERS {
-            y = ctx.trunc(ch, &p, s)?;
-        } else {
-            (y, a) = ctx.trunc_mul(ch, &p, s, &vc)?;
+            return Ok((p, s));
         }
+        (y, a) = ctx.trunc_mul(ch, &p, s, &vc)?;
     }
-    Ok(y)
+    unreachable!("NEWTON_ITERS ≥ 1")
 }
 
 /// 1/√v for v at scale 2^s (accurate for v ∈ [2^lo, 2^hi], saturating
 /// outside); result at scale 2^s.
 pub fn rsqrt(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32) -> Result<ArithShare> {
+    let (p, sh) = rsqrt_untruncated(ctx, ch, v, s, lo, hi)?;
+    ctx.trunc(ch, &p, sh)
+}
+
+/// [`rsqrt`] without its last truncation: (p, k) with 1/√v = ⌊p/2^k⌋
+/// (k = s + 1, |p| < 2^{ℓ−3} by the ring checks), for a caller that fuses
+/// that truncation with the product it feeds ([`Ctx::trunc_mul`]).
+pub fn rsqrt_untruncated(ctx: &mut Ctx, ch: &mut dyn Channel, v: &ArithShare, s: u32, lo: i32, hi: i32) -> Result<(ArithShare, u32)> {
     let l = ctx.ring().bits() as i32;
     if hi.div_euclid(2) + 1 + 2 * s as i32 + 1 + 3 > l || 2 * s as i32 + 2 - lo.div_euclid(2) + 3 > l {
         return Err(invalid(format!("rsqrt at scale 2^{s} over [2^{lo}, 2^{hi}] does not fit a {l}-bit ring")));
     }
     let (c, h) = (guess_c(RSQRT_SUB), 0.5 / RSQRT_SUB as f64);
-    let (vc, mut y) = clamp_and_guess(ctx, ch, v, s, lo, hi, f64::INFINITY, RSQRT_SUB, |t| c.sqrt() * (-(t + h) / 2.0).exp2())?;
+    let (vc, mut y, mut a) = clamp_and_guess(ctx, ch, v, s, lo, hi, f64::INFINITY, RSQRT_SUB, |t| c.sqrt() * (-(t + h) / 2.0).exp2())?;
     // v·y² as (v·y)·y: y² at scale 2^s would keep only ~2^{2s}/v
     // significant units when v is large; v·y ≈ √v keeps them all. Every
     // truncation is fused with the product after it ([`Ctx::trunc_mul`]):
-    // 3N + 1 flights instead of 6N, the same values.
+    // 3N flights instead of 6N + 1 (v·y is linear, from the guess), the
+    // same values.
     let three = 3u64 << s;
-    let mut a = ctx.mul(ch, &vc, &y)?;
     for it in 0..RSQRT_ITERS {
         let (_, vyy) = ctx.trunc_mul(ch, &a, s, &y)?; // ⌊v·y⌋·y
         let (_, ty) = ctx.trunc_mul(ch, &vyy, s, &y)?; // ⌊v·y·y⌋·y
         let p = y.scale(three).sub(&ty);
         if it + 1 == RSQRT_ITERS {
-            y = ctx.trunc(ch, &p, s + 1)?;
-        } else {
-            (y, a) = ctx.trunc_mul(ch, &p, s + 1, &vc)?;
+            return Ok((p, s + 1));
         }
+        (y, a) = ctx.trunc_mul(ch, &p, s + 1, &vc)?;
     }
-    Ok(y)
+    unreachable!("RSQRT_ITERS ≥ 1")
 }

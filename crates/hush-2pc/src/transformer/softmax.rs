@@ -10,6 +10,11 @@
 //!    ReLU(0) = 0: either operand, the same value).
 //! 2. d = x − m ≤ 0, clipped below at −T = −16: d_c = −T + ReLU(d + T)
 //!    (one ReLU round). exp(−16) = 1.1·10⁻⁷, below 2^{−f} for f ≤ 22.
+//!    The tree's levels and the clip run as one chain of ReLUs
+//!    ([`Ctx::relu_chain`], since 2026-11-25): with the `tami` family and
+//!    single-level batches (bounded inputs, [`softmax_within`]) each
+//!    comparison's re-share rides on the previous one's last flight — at
+//!    L = 128, 8 ReLUs in 25 flights instead of 32.
 //! 3. exp(d_c) = exp(d_c/2^N)^{2^N}, N = 6 (range reduction by the argument:
 //!    v = d_c/64 ∈ [−¼, 0] is d_c's own integer read at scale 2^{f+6},
 //!    no operation); exp(v) by a degree-3 polynomial (least squares on
@@ -20,7 +25,11 @@
 //!    N + 1 openings instead of 2N (since 2026-11-25).
 //! 4. s = Σ_row exp (local), 1/s by [`super::recip::reciprocal`] over
 //!    [2^−1, 2^⌈log2 L⌉] (s ≥ exp(0) ≈ 1 and s ≤ L by construction), then
-//!    out = exp·(1/s) truncated to 2^f.
+//!    out = exp·(1/s) truncated to 2^f. The reciprocal's last truncation
+//!    is fused with the product by exp ([`Ctx::trunc_mul`] on the row's
+//!    untruncated value broadcast to its elements, one flight instead of
+//!    two, the same bytes as the Beaver product it replaces; each element
+//!    truncates it faithfully itself — since 2026-11-25).
 //!
 //! **Error bound:** exp relative error ≤ 2^6·(1.2·10⁻⁶ + 2^{−24}·4) ≈
 //! 1.0·10⁻⁴ (the squarings double the relative error each), the
@@ -37,7 +46,10 @@
 //!
 //! **Rounds** (fss family, L = 128): max tree 7, clip 1, exp polynomial 2
 //! (powers, truncation of u³), squarings 7 (the first fused with the
-//! polynomial's truncation), reciprocal 1 + 7, product 2 — 27.
+//! polynomial's truncation), reciprocal 1 + 5, product 2 (the
+//! reciprocal's last truncation fused into it) — 25. In the `tami`
+//! family each ReLU round is 4 flights (re-share, leaf, merge opening, e;
+//! 5 with two merge levels), the chained tree and clip 3·8 + 1.
 //!
 //! **View.** Comparison-family messages (simulatable) and uniform openings
 //! (Beaver, powers, truncations) only; the max, the sums and the outputs
@@ -99,6 +111,55 @@ pub fn row_max_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
         width = width.div_ceil(2);
     }
     Ok(ArithShare { ring, v: cur.into_iter().map(|c| c[0]).collect() })
+}
+
+/// Steps 1–2 as one chain of ReLUs ([`Ctx::relu_chain`]: the tree's
+/// levels, then the clip ReLU(x − m + T), each re-share riding on the
+/// previous comparison's last flight): returns ReLU(x − m + T) for the row
+/// maxima m. Entries bounded by `bu` ring units, T = 16 encoded as `t`.
+fn max_and_clip(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, bu: f64, t: u64) -> Result<ArithShare> {
+    let rows = x.len() / len;
+    let ring = x.ring;
+    let unit = (ctx.fx.frac as f64).exp2();
+    let (mut sizes, mut bounds) = (Vec::new(), Vec::new());
+    let mut w = len;
+    while w > 1 {
+        sizes.push(rows * (w / 2));
+        bounds.push(2.0 * bu);
+        w = w.div_ceil(2);
+    }
+    sizes.push(x.len());
+    bounds.push(2.0 * bu + (EXP_CLIP * unit).ceil());
+    let mut cur: Vec<Vec<u64>> = x.v.chunks(len).map(|c| c.to_vec()).collect();
+    let mut width = len;
+    let diffs = |cur: &[Vec<u64>], width: usize| -> ArithShare {
+        let half = width / 2;
+        ArithShare { ring, v: cur.iter().flat_map(|c| (0..half).map(move |p| ring.sub(c[2 * p], c[2 * p + 1]))).collect() }
+    };
+    // the clip's input x − m + T from the maxima
+    let party0 = ctx.party == 0;
+    let shifted = |cur: &[Vec<u64>]| -> ArithShare {
+        let v = (0..x.len()).map(|i| ring.add(ring.sub(x.v[i], cur[i / len][0]), if party0 { t } else { 0 })).collect();
+        ArithShare { ring, v }
+    };
+    let first = if len > 1 { diffs(&cur, width) } else { shifted(&cur) };
+    let mut step = |_: usize, rl: &ArithShare| -> Result<ArithShare> {
+        // max(a, b) = b + ReLU(a − b)
+        let half = width / 2;
+        for (r, c) in cur.iter_mut().enumerate() {
+            let mut next = Vec::with_capacity(width.div_ceil(2));
+            for p in 0..half {
+                next.push(ring.add(c[2 * p + 1], rl.v[r * half + p]));
+            }
+            if width % 2 == 1 {
+                next.push(c[width - 1]);
+            }
+            *c = next;
+        }
+        width = width.div_ceil(2);
+        Ok(if width > 1 { diffs(&cur, width) } else { shifted(&cur) })
+    };
+    ctx.relu_chain(ch, &first, &sizes, &bounds, &mut step)
 }
 
 fn check_params(ctx: &Ctx) -> Result<()> {
@@ -175,20 +236,18 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     let unit = (f as f64).exp2();
     let bu = (max_abs * unit).ceil();
     ctx.check_bound(x, bu, "softmax")?;
-    let m = row_max_within(ctx, ch, x, len, bu)?;
-    let mb: Vec<u64> = (0..x.len()).map(|i| m.v[i / len]).collect();
-    let d = x.sub(&ArithShare { ring, v: mb });
     let t = poly::enc(ctx, EXP_CLIP, f);
-    let shifted = ctx.add_const(&d, t);
-    let rl = ctx.relu_within(ch, &shifted, 2.0 * bu + (EXP_CLIP * unit).ceil())?;
+    let rl = max_and_clip(ctx, ch, x, len, bu, t)?;
     let dc = ctx.add_const(&rl, ring.neg(t));
     let e = exp_clipped(ctx, ch, &dc)?;
     let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
     let hi = (len.max(2) as f64).log2().ceil() as i32;
     // the sums are at most L·(1 + 10⁻³) at scale 2^24: below 2^{hi + 25}
-    let inv = recip::reciprocal_within(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
-    let ib: Vec<u64> = (0..rows * len).map(|i| inv.v[i / len]).collect();
-    let p = ctx.mul(ch, &e, &ArithShare { ring, v: ib })?;
+    let (ip, ik) = recip::reciprocal_untruncated(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
+    // the reciprocal's last truncation fused with the product by exp (per
+    // element, one flight: [`Ctx::trunc_mul`])
+    let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
+    let (_, p) = ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?;
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
 }
 
