@@ -98,19 +98,27 @@ pub fn row_max_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
             }
         }
         let rl = ctx.relu_within(ch, &ArithShare { ring, v: diffs }, 2.0 * max_ulps)?;
-        for (r, c) in cur.iter_mut().enumerate() {
-            let mut next = Vec::with_capacity(width.div_ceil(2));
-            for p in 0..half {
-                next.push(ring.add(c[2 * p + 1], rl.v[r * half + p]));
-            }
-            if width % 2 == 1 {
-                next.push(c[width - 1]);
-            }
-            *c = next;
-        }
-        width = width.div_ceil(2);
+        tree_level(&mut cur, &mut width, &rl);
     }
     Ok(ArithShare { ring, v: cur.into_iter().map(|c| c[0]).collect() })
+}
+
+/// One level of the comparison tree: each row's pairs (a, b) become
+/// max(a, b) = b + ReLU(a − b) from the level's ReLU outputs `rl` (rows ×
+/// ⌊width/2⌋, row-major); an odd last entry moves up unchanged. Local.
+fn tree_level(cur: &mut [Vec<u64>], width: &mut usize, rl: &ArithShare) {
+    let (ring, half) = (rl.ring, *width / 2);
+    for (r, c) in cur.iter_mut().enumerate() {
+        let mut next = Vec::with_capacity(width.div_ceil(2));
+        for p in 0..half {
+            next.push(ring.add(c[2 * p + 1], rl.v[r * half + p]));
+        }
+        if *width % 2 == 1 {
+            next.push(c[*width - 1]);
+        }
+        *c = next;
+    }
+    *width = width.div_ceil(2);
 }
 
 /// Steps 1–2 as one chain of ReLUs ([`Ctx::relu_chain`]: the tree's
@@ -144,19 +152,7 @@ fn max_and_clip(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize,
     };
     let first = if len > 1 { diffs(&cur, width) } else { shifted(&cur) };
     let mut step = |_: usize, rl: &ArithShare| -> Result<ArithShare> {
-        // max(a, b) = b + ReLU(a − b)
-        let half = width / 2;
-        for (r, c) in cur.iter_mut().enumerate() {
-            let mut next = Vec::with_capacity(width.div_ceil(2));
-            for p in 0..half {
-                next.push(ring.add(c[2 * p + 1], rl.v[r * half + p]));
-            }
-            if width % 2 == 1 {
-                next.push(c[width - 1]);
-            }
-            *c = next;
-        }
-        width = width.div_ceil(2);
+        tree_level(&mut cur, &mut width, rl);
         Ok(if width > 1 { diffs(&cur, width) } else { shifted(&cur) })
     };
     ctx.relu_chain(ch, &first, &sizes, &bounds, &mut step)
