@@ -92,15 +92,48 @@ pub fn deal_trunc(key: Block, party: u8, n: usize, bits: u32, f: u32) -> TruncSh
 pub struct TruncPairs;
 pub static TRUNC_PAIRS: TruncPairs = TruncPairs;
 
+/// The request and [`Description`] of a truncation kind whose parameters
+/// are (ring width, shift) ([`TruncPairs::params`]), party 1 seeded: from
+/// its KIND, its dealing function (key, party, n, bits, f) and party 1's
+/// expansion (sub-key, n, bits), each returning a share with `to_bytes`.
+macro_rules! trunc_kind {
+    ($ty:ident, $kind:literal, $deal:path, $party1:path) => {
+        impl $ty {
+            pub const KIND: &'static str = $kind;
+
+            pub fn request(batch: u64, n: u32, bits: u32, f: u32) -> DealRequest {
+                let mut w = Writer::default();
+                w.u32(bits).u32(f);
+                DealRequest::new(Self::KIND, batch, n, w.0)
+            }
+        }
+
+        impl Description for $ty {
+            fn kind(&self) -> &'static str {
+                Self::KIND
+            }
+            fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+                let (bits, f) = TruncPairs::params(params)?;
+                Ok(format!("{}/{batch}/{n}/{bits}/{f}", Self::KIND))
+            }
+            fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+                let (bits, f) = TruncPairs::params(params)?;
+                Ok($deal(key, party, n as usize, bits, f).to_bytes(bits))
+            }
+            fn seeded_party(&self) -> Option<u8> {
+                Some(1)
+            }
+            fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+                let (bits, _) = TruncPairs::params(params)?;
+                Ok($party1(sub, n as usize, bits).to_bytes(bits))
+            }
+        }
+    };
+}
+
+trunc_kind!(TruncPairs, "2pc/trunc-pairs", deal_trunc, party1);
+
 impl TruncPairs {
-    pub const KIND: &'static str = "2pc/trunc-pairs";
-
-    pub fn request(batch: u64, n: u32, bits: u32, f: u32) -> DealRequest {
-        let mut w = Writer::default();
-        w.u32(bits).u32(f);
-        DealRequest::new(Self::KIND, batch, n, w.0)
-    }
-
     pub fn params(params: &[u8]) -> Result<(u32, u32)> {
         let (bits, f) = hush_deal::parse_params(params, "truncation-pair parameters", |r: &mut Reader<'_>| Ok((r.u32()?, r.u32()?)))?;
         if !(2..=64).contains(&bits) || f == 0 || f >= bits - 1 {
@@ -110,26 +143,6 @@ impl TruncPairs {
     }
 }
 
-impl Description for TruncPairs {
-    fn kind(&self) -> &'static str {
-        Self::KIND
-    }
-    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
-        let (bits, f) = Self::params(params)?;
-        Ok(format!("{}/{batch}/{n}/{bits}/{f}", Self::KIND))
-    }
-    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        let (bits, f) = Self::params(params)?;
-        Ok(deal_trunc(key, party, n as usize, bits, f).to_bytes(bits))
-    }
-    fn seeded_party(&self) -> Option<u8> {
-        Some(1)
-    }
-    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        let (bits, _) = Self::params(params)?;
-        Ok(party1(sub, n as usize, bits).to_bytes(bits))
-    }
-}
 
 /// Truncate-and-square tuples: the correlation of
 /// [`crate::transformer::Ctx::trunc_square`] — a truncation pair
@@ -208,36 +221,7 @@ pub fn deal_trunc_square(key: Block, party: u8, n: usize, bits: u32, f: u32) -> 
 pub struct TruncSquares;
 pub static TRUNC_SQUARES: TruncSquares = TruncSquares;
 
-impl TruncSquares {
-    pub const KIND: &'static str = "2pc/trunc-squares";
-
-    pub fn request(batch: u64, n: u32, bits: u32, f: u32) -> DealRequest {
-        let mut w = Writer::default();
-        w.u32(bits).u32(f);
-        DealRequest::new(Self::KIND, batch, n, w.0)
-    }
-}
-
-impl Description for TruncSquares {
-    fn kind(&self) -> &'static str {
-        Self::KIND
-    }
-    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
-        let (bits, f) = TruncPairs::params(params)?;
-        Ok(format!("{}/{batch}/{n}/{bits}/{f}", Self::KIND))
-    }
-    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        let (bits, f) = TruncPairs::params(params)?;
-        Ok(deal_trunc_square(key, party, n as usize, bits, f).to_bytes(bits))
-    }
-    fn seeded_party(&self) -> Option<u8> {
-        Some(1)
-    }
-    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        let (bits, _) = TruncPairs::params(params)?;
-        Ok(party1_sq(sub, n as usize, bits).to_bytes(bits))
-    }
-}
+trunc_kind!(TruncSquares, "2pc/trunc-squares", deal_trunc_square, party1_sq);
 
 /// Truncate-and-multiply tuples: the correlation of
 /// [`crate::transformer::Ctx::trunc_mul`] — a truncation pair
@@ -321,33 +305,4 @@ pub fn deal_trunc_mul(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Tru
 pub struct TruncMuls;
 pub static TRUNC_MULS: TruncMuls = TruncMuls;
 
-impl TruncMuls {
-    pub const KIND: &'static str = "2pc/trunc-muls";
-
-    pub fn request(batch: u64, n: u32, bits: u32, f: u32) -> DealRequest {
-        let mut w = Writer::default();
-        w.u32(bits).u32(f);
-        DealRequest::new(Self::KIND, batch, n, w.0)
-    }
-}
-
-impl Description for TruncMuls {
-    fn kind(&self) -> &'static str {
-        Self::KIND
-    }
-    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
-        let (bits, f) = TruncPairs::params(params)?;
-        Ok(format!("{}/{batch}/{n}/{bits}/{f}", Self::KIND))
-    }
-    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        let (bits, f) = TruncPairs::params(params)?;
-        Ok(deal_trunc_mul(key, party, n as usize, bits, f).to_bytes(bits))
-    }
-    fn seeded_party(&self) -> Option<u8> {
-        Some(1)
-    }
-    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        let (bits, _) = TruncPairs::params(params)?;
-        Ok(party1_mul(sub, n as usize, bits).to_bytes(bits))
-    }
-}
+trunc_kind!(TruncMuls, "2pc/trunc-muls", deal_trunc_mul, party1_mul);
