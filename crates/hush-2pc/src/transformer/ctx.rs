@@ -310,102 +310,88 @@ impl Ctx {
                 }
                 Pre::Relu(gates)
             }
-            Need::Trunc { n, f } => {
-                let mut t = TruncShare::default();
-                let mut done = 0;
-                while done < n {
-                    let m = (n - done).min(chunk);
+            Need::Trunc { n, f } => Pre::Trunc(in_dealings(
+                n,
+                chunk,
+                TruncShare::default(),
+                |m| {
                     let batch = d.next_batch();
-                    let p = TruncShare::from_bytes(&d.deal(TruncPairs::request(batch, m as u32, bits, f))?, m, bits)?;
-                    t.r.extend_from_slice(&p.r);
-                    t.hi.extend_from_slice(&p.hi);
-                    t.msb.extend_from_slice(&p.msb);
-                    done += m;
-                }
-                Pre::Trunc(t)
-            }
-            Need::TruncSq { n, f } => {
-                let mut t = TruncSqShare::default();
-                let mut done = 0;
-                while done < n {
-                    let m = (n - done).min(chunk);
+                    Ok(TruncShare::from_bytes(&d.deal(TruncPairs::request(batch, m as u32, bits, f))?, m, bits)?)
+                },
+                append_trunc,
+            )?),
+            Need::TruncSq { n, f } => Pre::TruncSq(in_dealings(
+                n,
+                chunk,
+                TruncSqShare::default(),
+                |m| {
                     let batch = d.next_batch();
-                    let p = TruncSqShare::from_bytes(&d.deal(TruncSquares::request(batch, m as u32, bits, f))?, m, bits)?;
-                    t.t.r.extend_from_slice(&p.t.r);
-                    t.t.hi.extend_from_slice(&p.t.hi);
-                    t.t.msb.extend_from_slice(&p.t.msb);
+                    Ok(TruncSqShare::from_bytes(&d.deal(TruncSquares::request(batch, m as u32, bits, f))?, m, bits)?)
+                },
+                |t, p| {
+                    append_trunc(&mut t.t, &p.t);
                     t.sq.extend_from_slice(&p.sq);
                     t.hm.extend_from_slice(&p.hm);
-                    done += m;
-                }
-                Pre::TruncSq(t)
-            }
-            Need::TruncMul { n, f } => {
-                let mut t = TruncMulShare::default();
-                let mut done = 0;
-                while done < n {
-                    let m = (n - done).min(chunk);
+                },
+            )?),
+            Need::TruncMul { n, f } => Pre::TruncMul(in_dealings(
+                n,
+                chunk,
+                TruncMulShare::default(),
+                |m| {
                     let batch = d.next_batch();
-                    let p = TruncMulShare::from_bytes(&d.deal(TruncMuls::request(batch, m as u32, bits, f))?, m, bits)?;
-                    t.t.r.extend_from_slice(&p.t.r);
-                    t.t.hi.extend_from_slice(&p.t.hi);
-                    t.t.msb.extend_from_slice(&p.t.msb);
+                    Ok(TruncMulShare::from_bytes(&d.deal(TruncMuls::request(batch, m as u32, bits, f))?, m, bits)?)
+                },
+                |t, p| {
+                    append_trunc(&mut t.t, &p.t);
                     t.s.extend_from_slice(&p.s);
                     t.hs.extend_from_slice(&p.hs);
                     t.ms.extend_from_slice(&p.ms);
-                    done += m;
-                }
-                Pre::TruncMul(t)
-            }
+                },
+            )?),
             Need::Triples { n } => {
                 let mut unused = hush_transport::MemChannel::pair().0;
                 Pre::Triples(beaver::TripleSource::arith_triples(d, &mut unused, party, bits, n)?)
             }
-            Need::Powers { n, k } => {
-                let mut t = PowerShare { pows: vec![Vec::with_capacity(n); k as usize] };
-                let mut done = 0;
-                while done < n {
-                    let m = (n - done).min(chunk);
+            Need::Powers { n, k } => Pre::Powers(in_dealings(
+                n,
+                chunk,
+                PowerShare { pows: vec![Vec::with_capacity(n); k as usize] },
+                |m| {
                     let batch = d.next_batch();
-                    let p = PowerShare::from_bytes(&d.deal(PowerTuples::request(batch, m as u32, bits, k))?, m, bits, k)?;
-                    for (a, b) in t.pows.iter_mut().zip(&p.pows) {
-                        a.extend_from_slice(b);
-                    }
-                    done += m;
-                }
-                Pre::Powers(t)
-            }
-            Need::Product { n, d: nf } => {
-                let mut t = SubsetShare { sets: vec![Vec::with_capacity(n); (1 << nf) - 1] };
-                let mut done = 0;
-                while done < n {
-                    let m = (n - done).min(chunk);
+                    Ok(PowerShare::from_bytes(&d.deal(PowerTuples::request(batch, m as u32, bits, k))?, m, bits, k)?)
+                },
+                |t, p| append_columns(&mut t.pows, &p.pows),
+            )?),
+            Need::Product { n, d: nf } => Pre::Product(in_dealings(
+                n,
+                chunk,
+                SubsetShare { sets: vec![Vec::with_capacity(n); (1 << nf) - 1] },
+                |m| {
                     let batch = d.next_batch();
-                    let p = SubsetShare::from_bytes(&d.deal(SubsetProducts::request(batch, m as u32, bits, nf))?, m, bits, nf)?;
-                    for (a, b) in t.sets.iter_mut().zip(&p.sets) {
-                        a.extend_from_slice(b);
-                    }
-                    done += m;
-                }
-                Pre::Product(t)
-            }
+                    Ok(SubsetShare::from_bytes(&d.deal(SubsetProducts::request(batch, m as u32, bits, nf))?, m, bits, nf)?)
+                },
+                |t, p| append_columns(&mut t.sets, &p.sets),
+            )?),
             Need::Matrix { count, d: dims } => {
                 let per = ((MAX_WORDS / dims.words().max(1)) as usize).min(chunk);
                 if per == 0 {
                     return Err(invalid(format!("a {}×{}·{}×{} product exceeds one dealing ({MAX_WORDS} words)", dims.m, dims.k, dims.k, dims.n)));
                 }
-                let mut t = MatrixShare::default();
-                let mut done = 0;
-                while done < count {
-                    let m = (count - done).min(per);
+                Pre::Matrix(in_dealings(
+                    count,
+                    per,
+                    MatrixShare::default(),
+                    |m| {
                     let batch = d.next_batch();
-                    let p = MatrixShare::from_bytes(&d.deal(MatrixTriples::request(batch, m as u32, bits, dims))?, m, dims, bits)?;
-                    t.a.extend_from_slice(&p.a);
-                    t.b.extend_from_slice(&p.b);
-                    t.c.extend_from_slice(&p.c);
-                    done += m;
-                }
-                Pre::Matrix(t)
+                    Ok(MatrixShare::from_bytes(&d.deal(MatrixTriples::request(batch, m as u32, bits, dims))?, m, dims, bits)?)
+                },
+                    |t, p| {
+                        t.a.extend_from_slice(&p.a);
+                        t.b.extend_from_slice(&p.b);
+                        t.c.extend_from_slice(&p.c);
+                    },
+                )?)
             }
         })
     }
@@ -1198,4 +1184,31 @@ pub fn concat(parts: &[&ArithShare]) -> ArithShare {
 /// Splits a batched result back into `k` parts of `n` elements.
 pub fn split(x: &ArithShare, n: usize) -> Vec<ArithShare> {
     x.v.chunks(n.max(1)).map(|c| ArithShare { ring: x.ring, v: c.to_vec() }).collect()
+}
+
+/// `n` items dealt in dealings of at most `per` (each one request, parsed
+/// by `one(m)`), appended in order into `acc` by `append`.
+fn in_dealings<S>(n: usize, per: usize, mut acc: S, mut one: impl FnMut(usize) -> Result<S>, append: impl Fn(&mut S, &S)) -> Result<S> {
+    let mut done = 0;
+    while done < n {
+        let m = (n - done).min(per);
+        let p = one(m)?;
+        append(&mut acc, &p);
+        done += m;
+    }
+    Ok(acc)
+}
+
+/// Appends truncation pairs.
+fn append_trunc(t: &mut TruncShare, p: &TruncShare) {
+    t.r.extend_from_slice(&p.r);
+    t.hi.extend_from_slice(&p.hi);
+    t.msb.extend_from_slice(&p.msb);
+}
+
+/// Appends column-wise (one vector per power or subset).
+fn append_columns(t: &mut [Vec<u64>], p: &[Vec<u64>]) {
+    for (a, b) in t.iter_mut().zip(p) {
+        a.extend_from_slice(b);
+    }
 }
