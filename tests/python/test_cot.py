@@ -5,7 +5,7 @@ import hush
 
 def test_version_and_names():
     assert hush.__version__
-    assert set(hush.net_profiles()) == {"none", "lan", "wan", "mobile"}
+    assert set(hush.net_profiles()) == {"none", "lan", "wan", "mobile", "shaper"}
     assert "iknp" in hush.cot_sources()
 
 

@@ -191,3 +191,20 @@ def test_bench_lr_table_is_labelled_extrapolated():
     assert abs(cells[-1]["epoch_min"] / cells[0]["epoch_min"] - 10) < 1e-6
     basis = recs[-1]
     assert basis["bench"] == "lr" and basis["samples"] == 8 and basis["features_other"] == 70_000
+
+
+def test_bench_lr_on_an_emulated_network_reports_directions():
+    # SHAPER's network (40 Mbps per direction, 40 ms one-way) on a tiny run:
+    # the record names it, and the two directions' bytes add up to the total
+    p = _hush("bench", "lr", "--samples", "64", "--features", "3,5", "--density", "0.5", "--batch", "32",
+              "--bits", "1024", "--sigmoid", "linear", "--net", "shaper", "--transport", "mem", "--json", env=_env())
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["net"] == "shaper" and r["transport"] == "mem"
+    assert r["bytes_labels_to_features"] > 0 and r["bytes_features_to_labels"] > 0
+    assert r["bytes_labels_to_features"] + r["bytes_features_to_labels"] == r["bytes"]
+    # the emulation never delivers early: at least one 40 ms flight is felt
+    # (a lower bound only, which load cannot break)
+    assert r["wall_s"] > 0.04
+    p = _hush("bench", "lr", "--net", "adsl", "--json", env=_env())
+    assert p.returncode != 0 and "--net" in p.stderr and "shaper" in p.stderr, p.stderr

@@ -76,6 +76,11 @@ pub struct Report {
     pub epoch_s: Vec<f64>,
     pub bytes: u64,
     pub rounds: u32,
+    /// Payload bytes the labels party sent (labels → features) and
+    /// received (features → labels) in training; set by the in-process
+    /// runners of `hush bench lr`.
+    pub bytes_from_labels: u64,
+    pub bytes_to_labels: u64,
 }
 
 fn fx(v: f64) -> u64 {

@@ -27,18 +27,26 @@ impl NetProfile {
     pub fn mobile() -> Self {
         Self { name: "mobile".into(), bandwidth_bps: Some(100_000_000), latency: Duration::from_millis(80) }
     }
-    /// Looks a profile up by name (`none`, `lan`, `wan`, `mobile`).
+    /// SHAPER's evaluation network (§5: "40 Mbps network bandwidth and 40ms
+    /// latency", the setting of its Table 6 and of CAESAR's CPU figures):
+    /// 40 Mbps per direction, 40 ms one-way. The paper does not say whether
+    /// its 40 ms is one-way or a round trip; one-way is the slower reading.
+    pub fn shaper() -> Self {
+        Self { name: "shaper".into(), bandwidth_bps: Some(40_000_000), latency: Duration::from_millis(40) }
+    }
+    /// Looks a profile up by name (`none`, `lan`, `wan`, `mobile`, `shaper`).
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
             "none" => Some(Self::none()),
             "lan" => Some(Self::lan()),
             "wan" => Some(Self::wan()),
             "mobile" => Some(Self::mobile()),
+            "shaper" => Some(Self::shaper()),
             _ => None,
         }
     }
     pub fn names() -> &'static [&'static str] {
-        &["none", "lan", "wan", "mobile"]
+        &["none", "lan", "wan", "mobile", "shaper"]
     }
     pub fn is_none(&self) -> bool {
         self.bandwidth_bps.is_none() && self.latency.is_zero()

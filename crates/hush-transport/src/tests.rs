@@ -241,6 +241,9 @@ fn profile_adds_latency_and_bandwidth() {
     // Lower bound only (emulation must not deliver early).
     assert!(el >= Duration::from_millis(115), "{el:?}");
     assert_eq!(NetProfile::by_name("mobile").unwrap().latency, Duration::from_millis(80));
+    let s = NetProfile::by_name("shaper").unwrap();
+    assert_eq!((s.bandwidth_bps, s.latency), (Some(40_000_000), Duration::from_millis(40)));
+    assert!(NetProfile::names().iter().all(|n| NetProfile::by_name(n).is_some_and(|p| p.name == *n)));
     assert!(NetProfile::by_name("bogus").is_none());
 }
 
