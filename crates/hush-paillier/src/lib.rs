@@ -135,6 +135,7 @@ mod fixedbase;
 pub mod ifma;
 mod key;
 mod pack;
+pub mod packed;
 pub mod proto;
 pub mod sparse;
 mod wipe;

@@ -32,6 +32,13 @@ impl Packing {
         Ok(Packing { value_bits, slot_bits, slots })
     }
 
+    /// The same layout with at most `cap` slots per ciphertext (≥ 1): fewer
+    /// values per packed ciphertext, for callers that trade the packed
+    /// side's bytes against the other side's (both parties must cap alike).
+    pub fn capped(self, cap: usize) -> Packing {
+        Packing { slots: self.slots.min(cap.max(1)), ..self }
+    }
+
     /// Packs up to `slots` ciphertexts into one: Enc(Σ m_k · 2^(k·slot_bits))
     /// by Horner's rule (slot_bits squarings per extra slot).
     pub fn pack(&self, pk: &PublicKey, cts: &[Ciphertext]) -> Result<Ciphertext> {

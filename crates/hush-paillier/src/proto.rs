@@ -232,9 +232,27 @@ pub fn h2s_eval_packed_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized
     count: usize,
     value_bits: u32,
     rng: &mut R,
+    make_group: impl FnMut(usize) -> Result<Ciphertext>,
+) -> Result<Vec<u64>> {
+    h2s_eval_packed_pack(ch, owner, count, h2s_packing(owner, value_bits)?, 0, rng, make_group)
+}
+
+/// [`h2s_eval_packed_with`] with an explicit `pack` (e.g. a
+/// [`Packing::capped`] one; the owner calls [`h2s_owner_pack`] with the
+/// same) and the shares of ⌊v / 2^`shift`⌋ instead of v, for values
+/// 0 ≤ v < 2^value_bits: with the mask r, the owner gets ⌊(v + r)/2^shift⌋
+/// and the evaluator −⌊r/2^shift⌋ (mod 2^64), whose sum is ⌊v/2^shift⌋ or
+/// one more (integer shares, so no wrap-around error: v + r < n). With
+/// `shift` = 0 it is [`h2s_eval_packed_with`] exactly.
+pub fn h2s_eval_packed_pack<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    owner: &PublicKey,
+    count: usize,
+    pack: Packing,
+    shift: u32,
+    rng: &mut R,
     mut make_group: impl FnMut(usize) -> Result<Ciphertext>,
 ) -> Result<Vec<u64>> {
-    let pack = h2s_packing(owner, value_bits)?;
     let base = Integer::from(1) << pack.value_bits;
     let groups = pack.packed_len(count);
     let mut shares = Vec::with_capacity(count);
@@ -243,7 +261,7 @@ pub fn h2s_eval_packed_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized
     for g in 0..groups {
         let k = pack.slots.min(count - g * pack.slots);
         let masks: Vec<Integer> = (0..k).map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
-        shares.extend(masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()));
+        shares.extend(masks.iter().map(|r| Integer::from(r >> shift).to_u64_wrapping().wrapping_neg()));
         let p = owner.add_plain(&make_group(g)?, &pack.pack_plain(&masks));
         owner.write_ct(&owner.rerandomize(&p, rng), &mut frame);
         in_frame += 1;
@@ -259,8 +277,13 @@ pub fn h2s_eval_packed_with<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized
 /// h2s, owner side: receives the packed ciphertexts frame by frame,
 /// decrypts and unpacks; returns the owner's shares.
 pub fn h2s_owner<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, count: usize, value_bits: u32) -> Result<Vec<u64>> {
+    h2s_owner_pack(ch, kp, count, h2s_packing(kp.public(), value_bits)?, 0)
+}
+
+/// [`h2s_owner`] for [`h2s_eval_packed_pack`]'s explicit packing and
+/// shift: the owner's shares of ⌊v / 2^`shift`⌋.
+pub fn h2s_owner_pack<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, count: usize, pack: Packing, shift: u32) -> Result<Vec<u64>> {
     let pk = kp.public();
-    let pack = h2s_packing(pk, value_bits)?;
     let groups = pack.packed_len(count);
     let mut out = Vec::with_capacity(count);
     let mut g = 0;
@@ -271,7 +294,7 @@ pub fn h2s_owner<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, count: usize, va
             let lo = g * pack.slots;
             let k = pack.slots.min(count - lo);
             for v in pack.unpack(&m, k).map_err(|e| Error::Malformed { what: "h2s", reason: e.to_string() })? {
-                out.push(v.to_u64_wrapping());
+                out.push(Integer::from(v >> shift).to_u64_wrapping());
             }
             g += 1;
         }

@@ -872,3 +872,179 @@ fn mul_u64_batch_equals_mul_plain() {
         }
     }
 }
+
+/// A random sparse matrix with entries in ±(2^xb − 1), every extreme among
+/// them, some empty rows.
+fn random_csr(r: &mut StdRng, rows: usize, cols: usize, per_row: usize, xb: u32, neg: bool) -> Csr {
+    let lim = (1i64 << xb) - 1;
+    let mut t = vec![];
+    for i in 0..rows {
+        if i % 5 == 4 {
+            continue; // empty row
+        }
+        for _ in 0..r.gen_range(1..=per_row) {
+            let v = match r.gen_range(0..6) {
+                0 => lim,
+                1 if neg => -lim,
+                2 => 1,
+                3 if neg => -1,
+                _ => r.gen_range(if neg { -lim } else { 1 }..=lim),
+            };
+            t.push((i, r.gen_range(0..cols), v));
+        }
+    }
+    let mut x = Csr::from_triplets(rows, cols, t);
+    // duplicates were summed: clip back into the bound
+    for v in x.values.iter_mut() {
+        *v = (*v).clamp(-lim, lim);
+    }
+    x
+}
+
+/// The slot-packed matrix–vector product ([`packed`]) equals X·s over
+/// Z_{2^64} up to +1 per row (the integer shares' floor), for matrices
+/// with negative and positive extremes, empty rows, lengths that are not a
+/// multiple of K, shares 0 and 2^64 − 1, K from 1 to the key's largest;
+/// bytes and rounds pinned: ⌈d/K⌉ ciphertexts one way, one per row back,
+/// two flights.
+#[test]
+fn packed_matvec_equals_plaintext_and_pins_its_bytes() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let mut r = rng(90);
+    let mut ks = std::collections::BTreeSet::new();
+    for (rows, cols, per_row, k_max, neg) in
+        [(37, 23, 6, 8, true), (16, 5, 4, 8, true), (9, 40, 6, 1, true), (20, 31, 8, 3, false), (0, 7, 2, 4, true), (8, 1, 1, 8, true), (70, 200, 12, 2, true)]
+    {
+        let xb = 16;
+        let x = random_csr(&mut r, rows, cols, per_row, xb, neg);
+        let mut s: Vec<u64> = (0..cols).map(|_| r.gen()).collect();
+        s[0] = 0;
+        s[cols - 1] = u64::MAX;
+        let layout = packed::PackedVec::new(cols, xb, pk.bits(), k_max).unwrap();
+        ks.insert(layout.k);
+        let (o, e, cost) = run2(
+            |ch| packed::matvec_packed_owner(ch, kp, &s, rows, layout, &mut rng(91)).unwrap(),
+            |ch| packed::matvec_packed_eval(ch, &pk, &x, layout, &mut rng(92)).unwrap(),
+        );
+        let want = x.matvec_ring(&s);
+        assert_eq!((o.len(), e.len()), (rows, rows));
+        for i in 0..rows {
+            let d = o[i].wrapping_add(e[i]).wrapping_sub(want[i]);
+            assert!(d <= 1, "rows {rows} cols {cols} K {}: row {i} off by {d}", layout.k);
+        }
+        assert_eq!(cost.bytes_sent, (layout.cts() * pk.ct_bytes()) as u64, "owner → evaluator: ⌈d/K⌉ ciphertexts");
+        assert_eq!(cost.bytes_recv, (rows * pk.ct_bytes()) as u64, "evaluator → owner: one per row");
+        assert_eq!(cost.rounds, if rows == 0 { 1 } else { 2 });
+    }
+    // K = 1 (no packing), K = 2 and larger ones up to what a 1024-bit key fits all ran
+    assert!(ks.contains(&1) && ks.contains(&2) && ks.iter().any(|&k| k >= 4), "{ks:?}");
+}
+
+/// The eight-lane (IFMA) and the row-by-row (GMP) computations of the
+/// packed products give the same plaintexts, at 2,048 bits where K = 6.
+#[test]
+fn packed_rows_ifma_equal_gmp() {
+    let kp = key2048();
+    let pk = kp.public().clone();
+    let mut r = rng(93);
+    let (rows, cols) = (19, 50);
+    let x = random_csr(&mut r, rows, cols, 10, 16, true);
+    let s: Vec<u64> = (0..cols).map(|_| r.gen()).collect();
+    let layout = packed::PackedVec::new(cols, 16, pk.bits(), 6).unwrap();
+    assert_eq!(layout.k, 6);
+    let (_, e, _) = run2(
+        |ch| packed::matvec_packed_owner(ch, kp, &s, rows, layout, &mut rng(94)).unwrap(),
+        |ch| packed::matvec_packed_eval(ch, &pk, &x, layout, &mut rng(95)).unwrap(),
+    );
+    assert_eq!(e.len(), rows);
+    // direct: the same packed ciphertexts, rows alone (GMP) vs together
+    let cts: Vec<Ciphertext> = s
+        .chunks(layout.k)
+        .map(|c| {
+            let mut m = Integer::new();
+            for &v in c.iter().rev() {
+                m <<= layout.slot_bits;
+                m += v;
+            }
+            kp.encrypt(&m, &mut r).unwrap()
+        })
+        .collect();
+    let comp = packed::complements_for_tests(&pk, &cts, layout);
+    let together = packed::rows_packed_for_tests(&x, &pk, &cts, &comp, layout, 0..rows);
+    for i in 0..rows {
+        let alone = packed::rows_packed_for_tests(&x, &pk, &cts, &comp, layout, i..i + 1);
+        assert_eq!(kp.decrypt(&alone[0]), kp.decrypt(&together[i]), "row {i}");
+        // and the wanted sum sits in slot K − 1 of the plaintext, mod 2^64
+        let v = kp.decrypt(&together[i]);
+        let w = Integer::from(&v >> layout.shift()).to_u64_wrapping();
+        assert_eq!(w, x.matvec_ring(&s)[i], "row {i}");
+    }
+}
+
+/// The curious key owner in the packed product: it decrypts V + r, where V
+/// carries more of the evaluator's row than the wanted sum (the slots that
+/// moved up and down). Its shares' low nibbles are uniform for a matrix of
+/// ones and for one of extremes, and the two agree (χ² as in the h2s
+/// tests); without the mask they would be the (deterministic) wanted sums.
+#[test]
+fn packed_matvec_owner_view_is_independent_of_the_matrix() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let (rows, cols) = (2048, 6);
+    let layout = packed::PackedVec::new(cols, 16, pk.bits(), 8).unwrap();
+    let s: Vec<u64> = (0..cols as u64).map(|j| j * 0x1234_5678_9abc + 7).collect();
+    let hist = |v: i64, seed: u64| -> [f64; 16] {
+        let x = Csr::from_triplets(rows, cols, (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j, v))).collect());
+        let (owner, _, _) = run2(
+            |ch| packed::matvec_packed_owner(ch, kp, &s, rows, layout, &mut rng(seed)).unwrap(),
+            |ch| packed::matvec_packed_eval(ch, &pk, &x, layout, &mut rng(seed + 1)).unwrap(),
+        );
+        let mut h = [0f64; 16];
+        for o in owner {
+            h[(o & 15) as usize] += 1.0;
+        }
+        h
+    };
+    let (h0, h1) = (hist(1, 80), hist(-((1 << 16) - 1), 82));
+    let e = rows as f64 / 16.0;
+    for h in [&h0, &h1] {
+        let chi: f64 = h.iter().map(|o| (o - e) * (o - e) / e).sum();
+        assert!(chi < 50.0, "owner's shares not uniform: χ² = {chi}");
+    }
+    let two: f64 = h0.iter().zip(&h1).map(|(a, b)| if a + b > 0.0 { (a - b) * (a - b) / (a + b) } else { 0.0 }).sum();
+    assert!(two < 50.0, "owner's shares depend on the matrix: χ² = {two}");
+}
+
+/// Untrusted input in the packed product: too few ciphertexts from the
+/// owner, an out-of-range one, a matrix above the layout's bound (refused
+/// before anything is received), a share vector of the wrong length.
+#[test]
+fn packed_matvec_refuses_bad_input() {
+    let kp = key1024();
+    let pk = kp.public().clone();
+    let layout = packed::PackedVec::new(10, 16, pk.bits(), 8).unwrap();
+    let x = Csr::from_triplets(3, 10, vec![(0, 1, 5), (2, 9, -3)]);
+    // too few ciphertexts, then the link closes
+    let (_, e, _) = run2(
+        |ch| send_cts(ch, &pk, &[kp.encrypt(&Integer::from(1), &mut rng(1)).unwrap()]).unwrap(),
+        |ch| packed::matvec_packed_eval(ch, &pk, &x, layout, &mut rng(2)).unwrap_err(),
+    );
+    assert!(matches!(e, Error::Transport(_) | Error::Malformed { .. }), "{e}");
+    // a ciphertext that is not below n²
+    let mut bad = pk.n2().clone().to_digits::<u8>(rug::integer::Order::Msf);
+    bad.resize(pk.ct_bytes(), 0xff);
+    let bytes: Vec<u8> = std::iter::repeat(bad).take(layout.cts()).flatten().collect();
+    let (_, e, _) = run2(
+        |ch| ch.send(&bytes).unwrap(),
+        |ch| packed::matvec_packed_eval(ch, &pk, &x, layout, &mut rng(2)).unwrap_err(),
+    );
+    assert!(matches!(e, Error::BadCiphertext { .. } | Error::Malformed { .. }), "{e}");
+    // entries above the bound
+    let big = Csr::from_triplets(1, 10, vec![(0, 0, 1 << 16)]);
+    let (mut a, _b) = MemChannel::pair();
+    let e = packed::matvec_packed_eval(&mut a, &pk, &big, layout, &mut rng(3)).unwrap_err();
+    assert!(matches!(e, Error::PlaintextRange(_)), "{e}");
+    let e = packed::send_packed(&mut a, kp, &[1, 2, 3], layout, &mut rng(4)).unwrap_err();
+    assert!(matches!(e, Error::Packing(_)), "{e}");
+}
