@@ -321,9 +321,9 @@ def train_vertical(role: str, X: _t.Any, y: _t.Any = None, *, listen: _t.Optiona
     ``reveal=True`` at both parties the model is opened and returned as
     ``weights_labels_party`` (intercept last when ``intercept``) and
     ``weights_features_party``. ``low_bandwidth=True`` (both parties)
-    trades CPU for bytes: on wide data the backward passes then pack by
-    squaring instead of receiving pre-shifted copies (about half the bytes,
-    ~40 % more CPU per batch). Returns a dict with ``bytes``, ``rounds``,
+    is for slow links: the model shares go slot-packed in the forward pass
+    and the backward pass balances the two directions (on SHAPER's shape
+    about 40 % of the bytes for ~10 % more CPU per batch). Returns a dict with ``bytes``, ``rounds``,
     ``wall_s`` and those weights. Runs without the GIL; errors raise
     ``ValueError`` (arguments, data) or ``RuntimeError`` (peer, link)."""
     rows, cols, indptr, indices, data = _csr_parts(X)

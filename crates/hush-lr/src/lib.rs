@@ -99,12 +99,16 @@ pub struct TrainConfig {
     pub order_seed: u64,
     /// Open the model at the end (both parties must agree).
     pub reveal: bool,
-    /// Fewer bytes over less CPU: the backward passes' h2s packs by
-    /// squaring (Horner) instead of receiving the error share pre-shifted
-    /// into every slot (see `secure::Session::backward`: on wide data the
-    /// shifted copies cut a batch's CPU by ~40 % and double its bytes —
-    /// the better trade on a LAN, not on a slow WAN). Both parties must
-    /// agree (checked in the handshake).
+    /// For slow links: the forward pass sends each party's share of the
+    /// peer's weights slot-packed, K = 6 to a ciphertext
+    /// (`hush_paillier::packed`: the peer shifts every slot into place with
+    /// squarings and both extract the products from integer shares), and
+    /// the backward pass caps the slots of its packed gradients on each
+    /// side so that the two directions carry about the same
+    /// (`secure::balanced_caps`). On SHAPER's 1M × (30k + 70k) shape a
+    /// batch of 4,096 sends 41–50 MB instead of 127 MB (busier direction
+    /// 21.6–30.1 MB instead of 77 MB) for about 10 % more CPU on loopback.
+    /// Both parties must agree (checked in the handshake).
     pub low_bandwidth: bool,
 }
 

@@ -9,8 +9,15 @@
 //!   ⌈d / slots⌉ packed ciphertexts each way;
 //! * triples: generated per epoch (2·n of them, the labels party holds the
 //!   key), 2 rounds.
+//!
+//! With `low_bandwidth` the forward pass sends ⌈d_peer / K⌉ slot-packed
+//! ciphertexts each way and gets one product per row back
+//! (`hush_paillier::packed`, whose docs give the construction and what
+//! each host sees), and the backward pass sends c·b shifted copies and gets
+//! ⌈d / c⌉ packed gradients back with the caps c of [`balanced_caps`].
 
 use crate::{batches, Error, Result, Sigmoid, TrainConfig, FRAC, XBITS};
+use hush_paillier::packed::{self, PackedVec};
 use hush_paillier::proto::{self, Triples};
 use hush_paillier::sparse::Csr;
 use hush_paillier::{KeyPair, PublicKey};
@@ -116,6 +123,37 @@ pub(crate) fn shifted(d_eval: usize, b: usize) -> bool {
     d_eval >= SHIFT_RATIO * b
 }
 
+/// Shares per packed ciphertext in the low-bandwidth forward pass (at most;
+/// [`PackedVec::new`] lowers it for small keys). At 2,048 bits a key fits
+/// 10 for SHAPER's shapes; 6 keeps the evaluator's added squarings
+/// ((K−1)·S per eight rows) near the bytes they save on a 40 Mbps link.
+pub(crate) const PACK_K: usize = 6;
+
+/// The low-bandwidth backward pass's caps (c_L, c_F): slots per packed
+/// gradient ciphertext for the labels party's d_l features and for the
+/// features party's d_f, from public sizes only, so both parties compute
+/// the same. A batch's ciphertexts per direction (b rows; forward packed
+/// shares and one product per row each way; `triple_cts` amortised Paillier
+/// triple ciphertexts from the labels party, which owns the triples' key):
+/// labels → features ⌈d_f/K⌉ + b + c_F·b + ⌈d_l/c_L⌉ + triples,
+/// features → labels ⌈d_l/K⌉ + b + c_L·b + ⌈d_f/c_F⌉;
+/// the caps minimise the larger of the two (then the sum, then the caps).
+pub(crate) fn balanced_caps(d_l: usize, d_f: usize, b: usize, slots_max: usize, triple_cts: usize) -> (usize, usize) {
+    let k = PACK_K;
+    let mut best = (usize::MAX, usize::MAX, 1, 1);
+    for c_l in 1..=slots_max.min(d_l).max(1) {
+        for c_f in 1..=slots_max.min(d_f).max(1) {
+            let lf = d_f.div_ceil(k) + b + c_f * b + d_l.div_ceil(c_l) + triple_cts;
+            let fl = d_l.div_ceil(k) + b + c_l * b + d_f.div_ceil(c_f);
+            let cand = (lf.max(fl), lf + fl, c_l, c_f);
+            if cand < best {
+                best = cand;
+            }
+        }
+    }
+    (best.2, best.3)
+}
+
 /// Public bound on |row · share| for rows of at most `nnz` entries.
 fn value_bits(nnz: usize) -> u32 {
     64 + XBITS + bits_of(nnz)
@@ -145,7 +183,7 @@ pub struct Session<'a, C: Channel + ?Sized> {
     pub setup_s: f64,
 }
 
-const MAGIC: &[u8; 8] = b"hushLR03";
+const MAGIC: &[u8; 8] = b"hushLR04";
 
 impl<'a, C: Channel + ?Sized> Session<'a, C> {
     /// Handshake: checks roles, sample counts and hyper-parameters agree,
@@ -232,6 +270,19 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
     fn forward(&mut self, xb: &Csr, m: &ModelShares) -> Result<Vec<u64>> {
         let b = xb.rows;
         let local = xb.matvec_ring(&m.own);
+        if self.cfg.low_bandwidth {
+            // each party's share of the peer's weights goes K to a
+            // ciphertext (hush_paillier::packed: the peer shifts each slot
+            // into place and both extract the sum from integer shares)
+            let mine = PackedVec::new(self.d_peer, XBITS, self.kp.public().bits(), PACK_K)?;
+            let theirs = PackedVec::new(xb.cols, XBITS, self.peer.bits(), PACK_K)?;
+            packed::send_packed(self.ch, &self.kp, &m.peer, mine, &mut self.rng)?;
+            let peer = self.peer.clone();
+            let ev = packed::matvec_packed_eval(self.ch, &peer, xb, theirs, &mut self.rng)?;
+            let ow = packed::recv_products(self.ch, &self.kp, b, mine)?;
+            let p0 = self.p0();
+            return Ok((0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect());
+        }
         proto::s2h_owner(self.ch, &self.kp, &m.peer, &mut self.rng)?;
         let cts = proto::recv_cts(self.ch, &self.peer, xb.cols, "encrypted model share")?;
         let peer = self.peer.clone();
@@ -296,6 +347,9 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         let xt = xb.transpose();
         let b = xb.rows;
         let local = xt.matvec_ring(e);
+        if self.cfg.low_bandwidth {
+            return self.backward_balanced(&xt, e, local);
+        }
         // my ciphertexts, evaluated by the peer on its d_peer features
         let wide = !self.cfg.low_bandwidth;
         let mine_shifted = wide && shifted(self.d_peer, b);
@@ -322,6 +376,38 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         };
         let ow = proto::h2s_owner(self.ch, &self.kp, self.d_peer, value_bits(b))?;
         let g_own = (0..xt.rows).map(|j| local[j].wrapping_add(ev[j])).collect();
+        Ok((g_own, ow))
+    }
+
+    /// The low-bandwidth backward pass: the error shares go as shifted
+    /// copies (no squarings, as in the wide case above), but with the
+    /// number of slots per packed gradient ciphertext capped on each side
+    /// ([`balanced_caps`]) so that neither direction carries much more than
+    /// the other: c copies of the error share one way (c·b ciphertexts),
+    /// ⌈d/c⌉ packed gradients back. Same h2s masks and views as the wide
+    /// case (the caps are public, computed from public sizes).
+    fn backward_balanced(&mut self, xt: &Csr, e: &[u64], local: Vec<u64>) -> Result<(Vec<u64>, Vec<u64>)> {
+        let b = e.len();
+        let (d_own, d_peer) = (xt.rows, self.d_peer);
+        let (d_l, d_f) = if self.p0() { (d_own, d_peer) } else { (d_peer, d_own) };
+        // the triples are generated in a phase of their own (each epoch's
+        // start), so they do not weigh on a batch's balance
+        let triple_cts = 0;
+        let slots_max = proto::h2s_packing(self.kp.public(), value_bits(b))?.slots.min(proto::h2s_packing(&self.peer, value_bits(b))?.slots);
+        let (c_l, c_f) = balanced_caps(d_l, d_f, b, slots_max, triple_cts);
+        let (c_mine, c_peer) = if self.p0() { (c_f, c_l) } else { (c_l, c_f) };
+        // mine: the peer evaluates its d_peer features on my copies
+        let my_pack = proto::h2s_packing(self.kp.public(), value_bits(b))?.capped(c_mine);
+        proto::s2h_owner_shifted(self.ch, &self.kp, e, my_pack.slots, my_pack.slot_bits, &mut self.rng)?;
+        // the peer's copies, evaluated here on my features
+        let peer = self.peer.clone();
+        let pack = proto::h2s_packing(&peer, value_bits(b))?.capped(c_peer);
+        let cts = proto::recv_cts(self.ch, &peer, b * pack.slots, "encrypted error share (shifted copies)")?;
+        let grouped = xt.grouped(pack.slots);
+        let mut f = hush_paillier::sparse::row_enc_stream(&grouped, &peer, &cts);
+        let ev = proto::h2s_eval_packed_pack(self.ch, &peer, d_own, pack, 0, &mut self.rng, |g| Ok(f(g)))?;
+        let ow = proto::h2s_owner_pack(self.ch, &self.kp, d_peer, my_pack, 0)?;
+        let g_own = (0..d_own).map(|j| local[j].wrapping_add(ev[j])).collect();
         Ok((g_own, ow))
     }
 

@@ -391,3 +391,66 @@ fn npz_labels_file() {
     assert!(e.contains("--labels is for .npz"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The low-bandwidth mode with the cubic sigmoid (Paillier triples, two
+/// Beaver products) recovers the planted signs and matches the plaintext
+/// run of the same algorithm, as the default mode does.
+#[test]
+fn low_bandwidth_cubic_matches_plaintext() {
+    let (ds, wstar) = synthetic(256, 40, 0.3, 21);
+    let c = TrainConfig { epochs: 3, batch: 32, lr: 2.0, lr_decay: 0.5, sigmoid: Sigmoid::Cubic, low_bandwidth: true, ..cfg(Sigmoid::Cubic) };
+    let (w, wp) = split_run(&ds, 13, &c);
+    for j in 0..40 {
+        assert!((w[j] - wp[j]).abs() < 0.05, "w[{j}]: secure {} vs plaintext {}", w[j], wp[j]);
+    }
+    let agree = (0..40).filter(|&j| (w[j] > 0.0) == (wstar[j] > 0.0)).count();
+    assert!(agree >= 36, "sign agreement {agree}/40");
+}
+
+/// One low-bandwidth batch's bytes per direction, pinned: the packed
+/// forward (⌈d/K⌉ ciphertexts of the sender's share of the receiver's
+/// weights, one product per row back) and the balanced backward (c·b
+/// shifted error copies, ⌈d/c⌉ packed gradients back), as the difference
+/// between a one-batch and a two-batch training of the same shapes
+/// (linear sigmoid: no triples, no openings).
+#[test]
+fn low_bandwidth_batch_bytes_are_pinned() {
+    let (d_l, d_f, b) = (10usize, 30usize, 16usize);
+    let per_dir = |n: usize| {
+        let (ds, _) = synthetic(n, d_l + d_f, 0.4, 22);
+        let c = TrainConfig { epochs: 1, batch: b as u32, sigmoid: Sigmoid::Linear, low_bandwidth: true, ..cfg(Sigmoid::Linear) };
+        let (x, y) = MemChannel::pair();
+        let (_, _, rep, bytes, rounds) = run_pair(x, y, &ds.columns(0, d_l), &ds.columns(d_l, d_l + d_f), &c).unwrap();
+        assert_eq!(rep.bytes_from_labels + rep.bytes_to_labels, bytes);
+        (rep.bytes_from_labels, rep.bytes_to_labels, rounds)
+    };
+    let (l1, f1, r1) = per_dir(b);
+    let (l2, f2, r2) = per_dir(2 * b);
+    let k_l = hush_paillier::packed::PackedVec::new(d_l, XBITS, 1024, crate::secure::PACK_K).unwrap().k;
+    let k_f = hush_paillier::packed::PackedVec::new(d_f, XBITS, 1024, crate::secure::PACK_K).unwrap().k;
+    let slots = hush_paillier::Packing::new(64 + XBITS + 5, hush_paillier::SIGMA, 1024).unwrap().slots;
+    let (c_l, c_f) = crate::secure::balanced_caps(d_l, d_f, b, slots, 0);
+    assert!((1..=slots).contains(&c_l) && (1..=slots).contains(&c_f));
+    let ct = 256u64; // a 1024-bit key's ciphertext
+    let lf = (d_f.div_ceil(k_f) + b + c_f * b + d_l.div_ceil(c_l)) as u64 * ct;
+    let fl = (d_l.div_ceil(k_l) + b + c_l * b + d_f.div_ceil(c_f)) as u64 * ct;
+    assert_eq!((l2 - l1, f2 - f1), (lf, fl), "K = ({k_l}, {k_f}), caps = ({c_l}, {c_f})");
+    // packed forward (2 flights) and balanced backward (2 flights)
+    assert_eq!(r2 - r1, 4);
+}
+
+/// The caps on SHAPER's shape (1M × (30k + 70k), batch 4,096, 2,048-bit
+/// keys: 15 slots, K = 6): the busier direction carries less than 40 % of
+/// the default mode's 150k ciphertexts (labels → features: 70k weight
+/// shares, 15 error copies of 4,096, 30k/15 gradients, the triples).
+#[test]
+fn balanced_caps_on_shapers_shape() {
+    let (d_l, d_f, b) = (30_000usize, 70_000usize, 4096usize);
+    let (c_l, c_f) = crate::secure::balanced_caps(d_l, d_f, b, 15, 4 * b);
+    let k = crate::secure::PACK_K;
+    let lf = d_f.div_ceil(k) + b + c_f * b + d_l.div_ceil(c_l) + 4 * b;
+    let fl = d_l.div_ceil(k) + b + c_l * b + d_f.div_ceil(c_f);
+    let default_lf = d_f + d_l.div_ceil(15) + 15 * b + 4 * b;
+    assert!(5 * lf.max(fl) < 2 * default_lf, "caps ({c_l}, {c_f}): {lf} / {fl} vs {default_lf}");
+    assert!(lf.abs_diff(fl) < 2 * b, "unbalanced: {lf} / {fl}");
+}

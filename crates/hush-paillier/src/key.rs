@@ -56,6 +56,9 @@ struct PublicInner {
     /// The IFMA Montgomery context mod n², made on first use (None where
     /// the CPU has no IFMA).
     mont: std::sync::OnceLock<Option<crate::ifma::MontCtx>>,
+    /// The fixed-base table of h_s in that context's Montgomery domain
+    /// (public), made on first batched use.
+    fixed: std::sync::OnceLock<Option<crate::ifma::FixedTable>>,
 }
 
 /// A public key: n, h_s and the fixed-base table of h_s mod n².
@@ -95,7 +98,7 @@ impl PublicKey {
         let a_bits = short_exponent_bits(n_bits);
         let table = FixedBase::new(&hs, &n2, a_bits, w, false);
         let ct_bytes = (2 * n_bits).div_ceil(8) as usize;
-        Ok(PublicKey(Arc::new(PublicInner { n, n2, hs, n_bits, a_bits, ct_bytes, table, mont: std::sync::OnceLock::new() })))
+        Ok(PublicKey(Arc::new(PublicInner { n, n2, hs, n_bits, a_bits, ct_bytes, table, mont: std::sync::OnceLock::new(), fixed: std::sync::OnceLock::new() })))
     }
 
     /// The modulus n.
@@ -188,6 +191,42 @@ impl PublicKey {
     pub fn random_factor<R: RngCore + CryptoRng + ?Sized>(&self, rng: &mut R) -> Integer {
         let a = random_bits(rng, self.0.a_bits);
         self.0.table.pow(&a)
+    }
+
+    /// `count` random factors h_s^a (fresh short exponents): eight at a
+    /// time on the IFMA lanes where the CPU has them (the public fixed-base
+    /// table in the Montgomery domain mod n², made once per key), else
+    /// [`PublicKey::random_factor`] one by one. Same distribution either way.
+    pub fn random_factors<R: RngCore + CryptoRng + ?Sized>(&self, count: usize, rng: &mut R) -> Vec<Integer> {
+        let table = if count > 1 { self.fixed_n2() } else { None };
+        let (Some(table), Some(ctx)) = (table, self.mont_n2()) else {
+            return (0..count).map(|_| self.random_factor(rng)).collect();
+        };
+        let mut out = Vec::with_capacity(count);
+        while out.len() < count {
+            let k = crate::ifma::LANES.min(count - out.len());
+            let a: Vec<Integer> = (0..k).map(|_| random_bits(rng, self.0.a_bits)).collect();
+            out.extend(table.pow8(ctx, &a));
+        }
+        out
+    }
+
+    /// [`PublicKey::rerandomize`] of many ciphertexts, with
+    /// [`PublicKey::random_factors`].
+    pub fn rerandomize_batch<R: RngCore + CryptoRng + ?Sized>(&self, cs: &[Ciphertext], rng: &mut R) -> Vec<Ciphertext> {
+        self.random_factors(cs.len(), rng)
+            .into_iter()
+            .zip(cs)
+            .map(|(mut r, c)| {
+                r *= &c.0;
+                r %= &self.0.n2;
+                Ciphertext(r)
+            })
+            .collect()
+    }
+
+    fn fixed_n2(&self) -> Option<&crate::ifma::FixedTable> {
+        self.0.fixed.get_or_init(|| self.mont_n2().and_then(|ctx| crate::ifma::FixedTable::new(ctx, &self.0.table))).as_ref()
     }
 
     /// Encrypts m ∈ [0, n) with the public key only (fixed base mod n²).

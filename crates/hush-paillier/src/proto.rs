@@ -155,14 +155,13 @@ fn h2s_pack_groups<R: RngCore + CryptoRng + ?Sized>(
     let base = Integer::from(1) << pack.value_bits;
     let packed = pack.pack_many(owner, groups)?;
     let mut shares = Vec::new();
-    let mut out = Vec::with_capacity(groups.len());
+    let mut masked = Vec::with_capacity(groups.len());
     for (g, p) in groups.iter().zip(packed) {
         let masks: Vec<Integer> = g.iter().map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
         shares.extend(masks.iter().map(|r| r.to_u64_wrapping().wrapping_neg()));
-        let p = owner.add_plain(&p, &pack.pack_plain(&masks));
-        out.push(owner.rerandomize(&p, rng));
+        masked.push(owner.add_plain(&p, &pack.pack_plain(&masks)));
     }
-    Ok((out, shares))
+    Ok((owner.rerandomize_batch(&masked, rng), shares))
 }
 
 /// h2s, evaluator side: turns ciphertexts of signed values |v| < 2^value_bits
@@ -257,19 +256,26 @@ pub fn h2s_eval_packed_pack<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized
     let groups = pack.packed_len(count);
     let mut shares = Vec::with_capacity(count);
     let mut frame = Vec::new();
-    let mut in_frame = 0;
-    for g in 0..groups {
-        let k = pack.slots.min(count - g * pack.slots);
-        let masks: Vec<Integer> = (0..k).map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
-        shares.extend(masks.iter().map(|r| Integer::from(r >> shift).to_u64_wrapping().wrapping_neg()));
-        let p = owner.add_plain(&make_group(g)?, &pack.pack_plain(&masks));
-        owner.write_ct(&owner.rerandomize(&p, rng), &mut frame);
-        in_frame += 1;
-        if in_frame == STREAM_CHUNK || g + 1 == groups {
-            ch.send_chunked(&frame)?;
-            frame.clear();
-            in_frame = 0;
+    // eight groups at a time (the lanes of the batched rerandomisation),
+    // frames of STREAM_CHUNK
+    let mut g = 0;
+    while g < groups {
+        let take = crate::ifma::LANES.min(groups - g);
+        let mut masked = Vec::with_capacity(take);
+        for h in g..g + take {
+            let k = pack.slots.min(count - h * pack.slots);
+            let masks: Vec<Integer> = (0..k).map(|_| random_bits(rng, pack.value_bits + SIGMA) + &base).collect();
+            shares.extend(masks.iter().map(|r| Integer::from(r >> shift).to_u64_wrapping().wrapping_neg()));
+            masked.push(owner.add_plain(&make_group(h)?, &pack.pack_plain(&masks)));
         }
+        for (i, c) in owner.rerandomize_batch(&masked, rng).iter().enumerate() {
+            owner.write_ct(c, &mut frame);
+            if (g + i + 1) % STREAM_CHUNK == 0 || g + i + 1 == groups {
+                ch.send_chunked(&frame)?;
+                frame.clear();
+            }
+        }
+        g += take;
     }
     Ok(shares)
 }

@@ -1048,3 +1048,31 @@ fn packed_matvec_refuses_bad_input() {
     let e = packed::send_packed(&mut a, kp, &[1, 2, 3], layout, &mut rng(4)).unwrap_err();
     assert!(matches!(e, Error::Packing(_)), "{e}");
 }
+
+/// Batched rerandomisation (the public fixed-base table on the IFMA lanes
+/// where the CPU has them): every factor is an encryption of zero, the
+/// plaintexts are kept, the ciphertexts change, and no two factors are
+/// equal; batch sizes that fill and do not fill the eight lanes.
+#[test]
+fn rerandomize_batch_keeps_plaintexts() {
+    for kp in [key1024(), key2048()] {
+        let pk = kp.public();
+        let mut r = rng(33);
+        for count in [1usize, 7, 8, 9, 20] {
+            let ms: Vec<Integer> = (0..count).map(|i| Integer::from(i as u64 * 0x9e37_79b9 + 1)).collect();
+            let cs: Vec<Ciphertext> = ms.iter().map(|m| pk.encrypt(m, &mut r).unwrap()).collect();
+            let rr = pk.rerandomize_batch(&cs, &mut r);
+            for ((m, c), d) in ms.iter().zip(&cs).zip(&rr) {
+                assert_ne!(c, d);
+                pk.validate(d.as_integer(), "t").unwrap();
+                assert_eq!(&kp.decrypt(d), m);
+            }
+            let f = pk.random_factors(count, &mut r);
+            let distinct: std::collections::BTreeSet<_> = f.iter().map(|x| x.to_string()).collect();
+            assert_eq!(distinct.len(), count);
+            for x in &f {
+                assert_eq!(kp.decrypt(&Ciphertext(x.clone())), 0);
+            }
+        }
+    }
+}
