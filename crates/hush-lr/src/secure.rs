@@ -132,19 +132,17 @@ pub(crate) const PACK_K: usize = 6;
 /// The low-bandwidth backward pass's caps (c_L, c_F): slots per packed
 /// gradient ciphertext for the labels party's d_l features and for the
 /// features party's d_f, from public sizes only, so both parties compute
-/// the same. A batch's ciphertexts per direction (b rows; forward packed
-/// shares and one product per row each way; `triple_cts` amortised Paillier
-/// triple ciphertexts from the labels party, which owns the triples' key):
-/// labels → features ⌈d_f/K⌉ + b + c_F·b + ⌈d_l/c_L⌉ + triples,
-/// features → labels ⌈d_l/K⌉ + b + c_L·b + ⌈d_f/c_F⌉;
-/// the caps minimise the larger of the two (then the sum, then the caps).
-pub(crate) fn balanced_caps(d_l: usize, d_f: usize, b: usize, slots_max: usize, triple_cts: usize) -> (usize, usize) {
-    let k = PACK_K;
+/// the same. The backward pass's ciphertexts per direction (b rows):
+/// labels → features c_F·b shifted error copies + ⌈d_l/c_L⌉ packed
+/// gradients, features → labels c_L·b + ⌈d_f/c_F⌉; the caps minimise the
+/// larger of the two (then the sum, then the caps). The forward pass and
+/// the triples have their own flights and do not enter.
+pub(crate) fn balanced_caps(d_l: usize, d_f: usize, b: usize, slots_max: usize) -> (usize, usize) {
     let mut best = (usize::MAX, usize::MAX, 1, 1);
     for c_l in 1..=slots_max.min(d_l).max(1) {
         for c_f in 1..=slots_max.min(d_f).max(1) {
-            let lf = d_f.div_ceil(k) + b + c_f * b + d_l.div_ceil(c_l) + triple_cts;
-            let fl = d_l.div_ceil(k) + b + c_l * b + d_f.div_ceil(c_f);
+            let lf = c_f * b + d_l.div_ceil(c_l);
+            let fl = c_l * b + d_f.div_ceil(c_f);
             let cand = (lf.max(fl), lf + fl, c_l, c_f);
             if cand < best {
                 best = cand;
@@ -268,6 +266,16 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
 
     /// Shares of X_batch·θ (scale 2^FRAC) for both blocks.
     fn forward(&mut self, xb: &Csr, m: &ModelShares) -> Result<Vec<u64>> {
+        Ok(self.forward_with_triples(xb, m, 0)?.0)
+    }
+
+    /// [`Self::forward`], and in the low-bandwidth mode also `triples`
+    /// Beaver triples made in the same flights, with the features party as
+    /// the triples' key owner (its triple ciphertexts go with its packed
+    /// shares, the labels party's answers with its products: the triples'
+    /// bytes go the forward pass's lighter way instead of taking a phase
+    /// of their own).
+    fn forward_with_triples(&mut self, xb: &Csr, m: &ModelShares, triples: usize) -> Result<(Vec<u64>, Triples)> {
         let b = xb.rows;
         let local = xb.matvec_ring(&m.own);
         if self.cfg.low_bandwidth {
@@ -277,11 +285,31 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
             let mine = PackedVec::new(self.d_peer, XBITS, self.kp.public().bits(), PACK_K)?;
             let theirs = PackedVec::new(xb.cols, XBITS, self.peer.bits(), PACK_K)?;
             packed::send_packed(self.ch, &self.kp, &m.peer, mine, &mut self.rng)?;
+            // the features party owns these triples' key: its direction
+            // carries less in the forward pass (the labels party's packed
+            // shares of the wider block go the other way)
+            let pending = if triples > 0 && !self.p0() {
+                Some(proto::triples_owner_send(self.ch, &self.kp, triples, &mut self.rng)?)
+            } else {
+                None
+            };
             let peer = self.peer.clone();
             let ev = packed::matvec_packed_eval(self.ch, &peer, xb, theirs, &mut self.rng)?;
+            let mut t = if triples > 0 && self.p0() {
+                proto::triples_helper(self.ch, &peer, triples, &mut self.rng)?
+            } else {
+                Triples::default()
+            };
             let ow = packed::recv_products(self.ch, &self.kp, b, mine)?;
+            if let Some(p) = pending {
+                t = proto::triples_owner_finish(self.ch, &self.kp, p)?;
+            }
             let p0 = self.p0();
-            return Ok((0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect());
+            let z = (0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect();
+            return Ok((z, t));
+        }
+        if triples > 0 {
+            return Err(Error::Config("triples within the forward pass are the low-bandwidth mode's".into()));
         }
         proto::s2h_owner(self.ch, &self.kp, &m.peer, &mut self.rng)?;
         let cts = proto::recv_cts(self.ch, &self.peer, xb.cols, "encrypted model share")?;
@@ -290,7 +318,7 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         let ev = proto::h2s_eval_with(self.ch, &peer, b, value_bits(xb.cols), &mut self.rng, |r| Ok(f(r)))?;
         let ow = proto::h2s_owner(self.ch, &self.kp, b, value_bits(self.d_peer))?;
         let p0 = self.p0();
-        Ok((0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect())
+        Ok(((0..b).map(|i| trunc(local[i].wrapping_add(ev[i]).wrapping_add(ow[i]), p0, FRAC)).collect(), Triples::default()))
     }
 
     fn beaver(&mut self, x: &[u64], y: &[u64], t: &Triples, off: usize) -> Result<Vec<u64>> {
@@ -390,11 +418,8 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         let b = e.len();
         let (d_own, d_peer) = (xt.rows, self.d_peer);
         let (d_l, d_f) = if self.p0() { (d_own, d_peer) } else { (d_peer, d_own) };
-        // the triples are generated in a phase of their own (each epoch's
-        // start), so they do not weigh on a batch's balance
-        let triple_cts = 0;
         let slots_max = proto::h2s_packing(self.kp.public(), value_bits(b))?.slots.min(proto::h2s_packing(&self.peer, value_bits(b))?.slots);
-        let (c_l, c_f) = balanced_caps(d_l, d_f, b, slots_max, triple_cts);
+        let (c_l, c_f) = balanced_caps(d_l, d_f, b, slots_max);
         let (c_mine, c_peer) = if self.p0() { (c_f, c_l) } else { (c_l, c_f) };
         // mine: the peer evaluates its d_peer features on my copies
         let my_pack = proto::h2s_packing(self.kp.public(), value_bits(b))?.capped(c_mine);
@@ -438,13 +463,18 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         let p0 = self.p0();
         for ep in 0..self.cfg.epochs {
             let te = Instant::now();
-            let t = if self.cfg.sigmoid == Sigmoid::Cubic { self.triples(2 * self.n)? } else { Triples::default() };
+            // the low-bandwidth mode makes each batch's triples within its
+            // forward pass; the default mode makes an epoch's up front
+            let cubic = self.cfg.sigmoid == Sigmoid::Cubic;
+            let per_batch = cubic && self.cfg.low_bandwidth;
+            let t_epoch = if cubic && !per_batch { self.triples(2 * self.n)? } else { Triples::default() };
             report.triple_s += te.elapsed().as_secs_f64();
             let mut off = 0;
             for batch in batches(self.n, self.cfg.batch as usize, ep, self.cfg.order_seed) {
                 let xb = x.select_rows(&batch);
-                let z = self.forward(&xb, &m)?;
-                let mut e = self.sigmoid(&z, &t, off)?;
+                let (z, t_batch) = self.forward_with_triples(&xb, &m, if per_batch { 2 * batch.len() } else { 0 })?;
+                let (t, o) = if per_batch { (&t_batch, 0) } else { (&t_epoch, off) };
+                let mut e = self.sigmoid(&z, t, o)?;
                 off += 2 * batch.len();
                 if p0 {
                     let y = labels.unwrap();

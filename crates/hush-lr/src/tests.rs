@@ -429,7 +429,7 @@ fn low_bandwidth_batch_bytes_are_pinned() {
     let k_l = hush_paillier::packed::PackedVec::new(d_l, XBITS, 1024, crate::secure::PACK_K).unwrap().k;
     let k_f = hush_paillier::packed::PackedVec::new(d_f, XBITS, 1024, crate::secure::PACK_K).unwrap().k;
     let slots = hush_paillier::Packing::new(64 + XBITS + 5, hush_paillier::SIGMA, 1024).unwrap().slots;
-    let (c_l, c_f) = crate::secure::balanced_caps(d_l, d_f, b, slots, 0);
+    let (c_l, c_f) = crate::secure::balanced_caps(d_l, d_f, b, slots);
     assert!((1..=slots).contains(&c_l) && (1..=slots).contains(&c_f));
     let ct = 256u64; // a 1024-bit key's ciphertext
     let lf = (d_f.div_ceil(k_f) + b + c_f * b + d_l.div_ceil(c_l)) as u64 * ct;
@@ -437,20 +437,41 @@ fn low_bandwidth_batch_bytes_are_pinned() {
     assert_eq!((l2 - l1, f2 - f1), (lf, fl), "K = ({k_l}, {k_f}), caps = ({c_l}, {c_f})");
     // packed forward (2 flights) and balanced backward (2 flights)
     assert_eq!(r2 - r1, 4);
+    // the cubic sigmoid adds the batch's 2b triples, made in the forward
+    // pass's flights with the features party owning their key (4b
+    // ciphertexts to the labels party, ⌈2b/slots⌉ packed answers back), and
+    // its two Beaver openings (2b words each way, each)
+    let per_dir_cubic = |n: usize| {
+        let (ds, _) = synthetic(n, d_l + d_f, 0.4, 22);
+        let c = TrainConfig { epochs: 1, batch: b as u32, sigmoid: Sigmoid::Cubic, low_bandwidth: true, ..cfg(Sigmoid::Cubic) };
+        let (x, y) = MemChannel::pair();
+        let (_, _, rep, _, rounds) = run_pair(x, y, &ds.columns(0, d_l), &ds.columns(d_l, d_l + d_f), &c).unwrap();
+        (rep.bytes_from_labels, rep.bytes_to_labels, rounds)
+    };
+    let (l1c, f1c, r1c) = per_dir_cubic(b);
+    let (l2c, f2c, r2c) = per_dir_cubic(2 * b);
+    let t_slots = hush_paillier::Packing::new(130, hush_paillier::SIGMA, 1024).unwrap().slots;
+    let open = 2 * (2 * b as u64 * 8);
+    assert_eq!(
+        (l2c - l1c, f2c - f1c),
+        (lf + (2 * b).div_ceil(t_slots) as u64 * ct + open, fl + 4 * b as u64 * ct + open)
+    );
+    // the triples ride the forward pass's flights; the openings take two
+    assert_eq!(r2c - r1c, 6);
 }
 
 /// The caps on SHAPER's shape (1M × (30k + 70k), batch 4,096, 2,048-bit
-/// keys: 15 slots, K = 6): the busier direction carries less than 40 % of
-/// the default mode's 150k ciphertexts (labels → features: 70k weight
-/// shares, 15 error copies of 4,096, 30k/15 gradients, the triples).
+/// keys: 15 slots): the backward pass's busier direction carries about half
+/// of what the wide default's labels → features direction does (15 error
+/// copies of 4,096 and 30k/15 packed gradients), and the two directions
+/// are within one error copy of each other.
 #[test]
 fn balanced_caps_on_shapers_shape() {
     let (d_l, d_f, b) = (30_000usize, 70_000usize, 4096usize);
-    let (c_l, c_f) = crate::secure::balanced_caps(d_l, d_f, b, 15, 4 * b);
-    let k = crate::secure::PACK_K;
-    let lf = d_f.div_ceil(k) + b + c_f * b + d_l.div_ceil(c_l) + 4 * b;
-    let fl = d_l.div_ceil(k) + b + c_l * b + d_f.div_ceil(c_f);
-    let default_lf = d_f + d_l.div_ceil(15) + 15 * b + 4 * b;
-    assert!(5 * lf.max(fl) < 2 * default_lf, "caps ({c_l}, {c_f}): {lf} / {fl} vs {default_lf}");
-    assert!(lf.abs_diff(fl) < 2 * b, "unbalanced: {lf} / {fl}");
+    let (c_l, c_f) = crate::secure::balanced_caps(d_l, d_f, b, 15);
+    let lf = c_f * b + d_l.div_ceil(c_l);
+    let fl = c_l * b + d_f.div_ceil(c_f);
+    let default_lf = 15 * b + d_l.div_ceil(15);
+    assert!(2 * lf.max(fl) < default_lf, "caps ({c_l}, {c_f}): {lf} / {fl} vs {default_lf}");
+    assert!(lf.abs_diff(fl) <= b, "unbalanced: {lf} / {fl}");
 }

@@ -326,6 +326,26 @@ pub fn triples_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     count: usize,
     rng: &mut R,
 ) -> Result<Triples> {
+    let pending = triples_owner_send(ch, kp, count, rng)?;
+    triples_owner_finish(ch, kp, pending)
+}
+
+/// The owner's half-made triples between [`triples_owner_send`] and
+/// [`triples_owner_finish`] (so other messages can go in between, e.g. a
+/// training step's, and the two directions of the link overlap).
+pub struct PendingTriples {
+    a: Vec<u64>,
+    b: Vec<u64>,
+}
+
+/// [`triples_owner`]'s first flight: draws a₀, b₀ and sends their
+/// slot-shifted encryptions.
+pub fn triples_owner_send<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
+    ch: &mut C,
+    kp: &KeyPair,
+    count: usize,
+    rng: &mut R,
+) -> Result<PendingTriples> {
     let a: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
     let b: Vec<u64> = (0..count).map(|_| rng.next_u64()).collect();
     // each value pre-shifted to the h2s slot its triple's cross term lands in
@@ -339,6 +359,14 @@ pub fn triples_owner<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
     let cts = kp.encrypt_batch(&ms, rng)?;
     crate::wipe::wipe_all(ms.iter_mut());
     send_cts(ch, kp.public(), &cts)?;
+    Ok(PendingTriples { a, b })
+}
+
+/// [`triples_owner`]'s second half: receives the helper's packed cross
+/// terms and completes the triples.
+pub fn triples_owner_finish<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, pending: PendingTriples) -> Result<Triples> {
+    let PendingTriples { a, b } = pending;
+    let count = a.len();
     let s = h2s_owner(ch, kp, count, TRIPLE_BITS)?;
     let c = (0..count).map(|i| a[i].wrapping_mul(b[i]).wrapping_add(s[i])).collect();
     Ok(Triples { a, b, c })
