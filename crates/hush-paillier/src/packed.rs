@@ -218,7 +218,7 @@ pub fn matvec_packed_eval<C: Channel + ?Sized, R: RngCore + CryptoRng + ?Sized>(
 
 /// P̄_g = P_g^{−1}·Enc(2^64·Σ_k 2^{kS}) for every packed ciphertext: one
 /// inversion for all (Montgomery's trick), three products each.
-fn complements(pk: &PublicKey, cts: &[Ciphertext], layout: PackedVec) -> Vec<Integer> {
+pub(crate) fn complements(pk: &PublicKey, cts: &[Ciphertext], layout: PackedVec) -> Vec<Integer> {
     let n2 = pk.n2();
     if cts.is_empty() {
         return Vec::new();
@@ -297,19 +297,3 @@ pub(crate) fn rows_packed(
     Ok(out)
 }
 
-#[cfg(test)]
-pub(crate) fn complements_for_tests(pk: &PublicKey, cts: &[Ciphertext], layout: PackedVec) -> Vec<Integer> {
-    complements(pk, cts, layout)
-}
-
-#[cfg(test)]
-pub(crate) fn rows_packed_for_tests(
-    x: &Csr,
-    pk: &PublicKey,
-    cts: &[Ciphertext],
-    comp: &[Integer],
-    layout: PackedVec,
-    rows: std::ops::Range<usize>,
-) -> Vec<Ciphertext> {
-    rows_packed(x, pk, cts, comp, layout, rows).unwrap()
-}

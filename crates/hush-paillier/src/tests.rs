@@ -320,13 +320,18 @@ fn h2s_owner_view_is_independent_of_the_value() {
         h
     };
     let (h0, h1) = (hist(0, 40), hist((1 << bits) - 1, 50));
-    let e = n as f64 / 16.0;
-    for h in [&h0, &h1] {
+    assert_uniform_and_alike(&h0, &h1, n as f64 / 16.0, "the value");
+}
+
+/// Two low-nibble histograms of a curious owner's shares are each uniform
+/// (χ², 15 dof, expected count `e` per cell) and alike (two-sample χ²).
+fn assert_uniform_and_alike(h0: &[f64; 16], h1: &[f64; 16], e: f64, what: &str) {
+    for h in [h0, h1] {
         let chi: f64 = h.iter().map(|o| (o - e) * (o - e) / e).sum();
         assert!(chi < 50.0, "owner's shares not uniform: χ² = {chi}");
     }
-    let two: f64 = h0.iter().zip(&h1).map(|(a, b)| if a + b > 0.0 { (a - b) * (a - b) / (a + b) } else { 0.0 }).sum();
-    assert!(two < 50.0, "owner's shares depend on the value: χ² = {two}");
+    let two: f64 = h0.iter().zip(h1).map(|(a, b)| if a + b > 0.0 { (a - b) * (a - b) / (a + b) } else { 0.0 }).sum();
+    assert!(two < 50.0, "owner's shares depend on {what}: χ² = {two}");
 }
 
 fn rand_int(r: &mut StdRng, bits: u32) -> Integer {
@@ -842,14 +847,8 @@ fn h2s_packed_owner_view_is_independent_of_the_value() {
         h
     };
     let (h0, h1) = (hist(0, 60), hist((1 << bits) - 1, 70));
-    let e = (n / pack.slots) as f64 / 16.0;
     for (a, b) in h0.iter().zip(&h1) {
-        for h in [a, b] {
-            let chi: f64 = h.iter().map(|o| (o - e) * (o - e) / e).sum();
-            assert!(chi < 50.0, "owner's packed shares not uniform: χ² = {chi}");
-        }
-        let two: f64 = a.iter().zip(b).map(|(x, y)| if x + y > 0.0 { (x - y) * (x - y) / (x + y) } else { 0.0 }).sum();
-        assert!(two < 50.0, "owner's packed shares depend on the value: χ² = {two}");
+        assert_uniform_and_alike(a, b, (n / pack.slots) as f64 / 16.0, "the packed value");
     }
 }
 
@@ -970,10 +969,10 @@ fn packed_rows_ifma_equal_gmp() {
             kp.encrypt(&m, &mut r).unwrap()
         })
         .collect();
-    let comp = packed::complements_for_tests(&pk, &cts, layout);
-    let together = packed::rows_packed_for_tests(&x, &pk, &cts, &comp, layout, 0..rows);
+    let comp = packed::complements(&pk, &cts, layout);
+    let together = packed::rows_packed(&x, &pk, &cts, &comp, layout, 0..rows).unwrap();
     for i in 0..rows {
-        let alone = packed::rows_packed_for_tests(&x, &pk, &cts, &comp, layout, i..i + 1);
+        let alone = packed::rows_packed(&x, &pk, &cts, &comp, layout, i..i + 1).unwrap();
         assert_eq!(kp.decrypt(&alone[0]), kp.decrypt(&together[i]), "row {i}");
         // and the wanted sum sits in slot K − 1 of the plaintext, mod 2^64
         let v = kp.decrypt(&together[i]);
@@ -1007,13 +1006,7 @@ fn packed_matvec_owner_view_is_independent_of_the_matrix() {
         h
     };
     let (h0, h1) = (hist(1, 80), hist(-((1 << 16) - 1), 82));
-    let e = rows as f64 / 16.0;
-    for h in [&h0, &h1] {
-        let chi: f64 = h.iter().map(|o| (o - e) * (o - e) / e).sum();
-        assert!(chi < 50.0, "owner's shares not uniform: χ² = {chi}");
-    }
-    let two: f64 = h0.iter().zip(&h1).map(|(a, b)| if a + b > 0.0 { (a - b) * (a - b) / (a + b) } else { 0.0 }).sum();
-    assert!(two < 50.0, "owner's shares depend on the matrix: χ² = {two}");
+    assert_uniform_and_alike(&h0, &h1, rows as f64 / 16.0, "the matrix");
 }
 
 /// Untrusted input in the packed product: too few ciphertexts from the
