@@ -262,7 +262,12 @@ def main() -> int:
     ap.add_argument("--frac", type=int, default=12)
     ap.add_argument("--bits", type=int, default=64)
     ap.add_argument("--top", type=int, default=10, help="ranking depth compared per query")
+    ap.add_argument("--export-only", action="store_true",
+                    help="only write the ONNX graph (for `hush bench infer --model minilm-l6`) and print its path")
     a = ap.parse_args()
+    if a.export_only:
+        print(model_path())
+        return 0
     sentences = [s for s in SENTENCES.read_text().splitlines() if s.strip()][: a.n]
     texts = sentences + QUERIES
     ids, mask = tokenize(texts, a.max_len)

@@ -80,3 +80,28 @@ def test_bad_model_files_are_refused_clearly(tmp_path):
     r = subprocess.run([hush, "embed", "--model", str(minilm.model_path()), "--ids", str(tmp_path / "ids.npy"), "--mask", str(tmp_path / "mask.npy"),
                         "--out", str(tmp_path / "e.npy")], capture_output=True, text=True)
     assert r.returncode != 0 and "vocabulary" in r.stderr, r.stderr
+
+
+def test_bench_infer_minilm_reports_layers_and_matches_the_references(model, tmp_path):
+    """`hush bench infer --model minilm-l6`: the real encoder on one sequence
+    (short here: --seq 16), per-layer figures for its 6 layers, the output
+    against the f64 encoder and the plaintext fixed-point reference; a
+    missing graph is a clear error naming the script that writes it."""
+    import json
+    import os
+
+    env = dict(os.environ, HUSH_MINILM_ONNX=str(model))
+    p = subprocess.run([minilm.hush_binary(), "bench", "infer", "--model", "minilm-l6", "--seq", "16", "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["model"] == "minilm-l6" and r["seq"] == 16 and r["layers"] == 6 and r["hidden"] == 384
+    assert [l["layer"] for l in r["per_layer"]] == list(range(6))
+    assert all(l["bytes"] > 0 and l["rounds"] > 0 for l in r["per_layer"])
+    assert sum(l["bytes"] for l in r["per_layer"]) < r["bytes"]  # embeddings and pooling come on top
+    assert r["f64_cosine"] >= 0.99 and r["reference_cosine"] >= 0.99
+    assert "simulated" in r["tee_note"]
+    env["HUSH_MINILM_ONNX"] = str(tmp_path / "absent.onnx")
+    p = subprocess.run([minilm.hush_binary(), "bench", "infer", "--model", "minilm-l6", "--json"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode != 0 and "scripts/minilm.py" in p.stderr, p.stderr

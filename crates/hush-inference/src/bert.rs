@@ -855,6 +855,11 @@ fn bounds_json(s: &BertShape, frac: u32, on: bool) -> serde_json::Value {
     serde_json::json!({ "qkv": b.qkv, "scores": b.scores, "h1": b.h1, "ffn_in": b.ffn_in, "h2": b.h2, "weight_max": W_MAX })
 }
 
+/// The CPU model name (`/proc/cpuinfo`), for benchmark records.
+pub(crate) fn cpu_model_public() -> String {
+    cpu_model()
+}
+
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()

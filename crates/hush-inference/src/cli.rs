@@ -282,10 +282,12 @@ pub struct RunArgs {
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchInferArgs {
-    /// minionn-mnist, minionn-cifar, squeezenet, resnet50, bert-base (random weights), or a model file.
+    /// minionn-mnist, minionn-cifar, squeezenet, resnet50, bert-base (random
+    /// weights), minilm-l6 (the real all-MiniLM-L6-v2 from scripts/minilm.py's
+    /// graph), or a model file.
     #[arg(long, default_value = "minionn-mnist")]
     pub model: String,
-    /// bert-base: sequence length.
+    /// bert-base, minilm-l6: sequence length.
     #[arg(long, default_value_t = 128)]
     pub seq: usize,
     /// bert-base: run only the first N of its 12 layers (quick runs).
@@ -722,6 +724,9 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
     if a.model == "bert-base" {
         return crate::bert::bench_bert_main(&a);
+    }
+    if a.model == "minilm-l6" {
+        return crate::encoder::bench_minilm_main(&a);
     }
     if a.common.mode == "malicious-client" {
         return bench_malicious_client(a, probe);

