@@ -1055,6 +1055,7 @@ pub fn bench_minilm_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
         "reference_max_abs_diff": max_diff,
         "reference_cosine": cosine(&emb[0], &clear[0]),
         "f64_cosine": cosine(&emb[0], &float[0]),
+        "reference_f64_cosine": cosine(&clear[0], &float[0]),
         "cpu": crate::bert::cpu_model_public(),
         "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties on this machine",
     });
