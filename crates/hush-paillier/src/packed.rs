@@ -62,10 +62,11 @@
 //!   unpacked protocol; x_bits is a public bound (the evaluator refuses a
 //!   matrix above it before anything is sent).
 //!
-//! Costs: owner → evaluator ⌈d/K⌉ ciphertexts (K = 5–6 at 2,048 bits);
-//! evaluator → owner one ciphertext per row (the unpacked h2s packs ~19
-//! rows per ciphertext); the evaluator's work grows by (K−1)·S squarings
-//! per eight rows. 1 round each way, as [`crate::proto::matvec_owner`].
+//! Costs: owner → evaluator ⌈d/K⌉ ciphertexts (a 2,048-bit key fits K = 10
+//! for d ≤ 10^5; vertical LR uses 6); evaluator → owner one ciphertext per
+//! row (the unpacked h2s packs about 14 rows per ciphertext there); the
+//! evaluator's work grows by (K−1)·S squarings per eight rows. 1 round each
+//! way, as [`crate::proto::matvec_owner`].
 
 use crate::key::{Ciphertext, KeyPair, PublicKey};
 use crate::pack::Packing;
