@@ -993,7 +993,7 @@ pub fn minilm_path() -> std::path::PathBuf {
 
 /// `hush bench infer --model minilm-l6 --seq N`: the real all-MiniLM-L6-v2
 /// encoder (6 layers, hidden 384, 12 heads, FFN 1536) on one sequence of N
-/// tokens ([CLS], N − 2 ids drawn from a fixed seed, [SEP]), tee mode, both
+/// tokens (\[CLS\], N − 2 ids drawn from a fixed seed, \[SEP\]), tee mode, both
 /// parties in this process over the emulated `--net`; per-layer time,
 /// bytes and rounds; the output compared with the plaintext fixed-point
 /// reference and with the f64 encoder.
