@@ -14,7 +14,7 @@
 //! ciphertexts each way and gets one product per row back
 //! (`hush_paillier::packed`, whose docs give the construction and what
 //! each host sees), and the backward pass sends c·b shifted copies and gets
-//! ⌈d / c⌉ packed gradients back with the caps c of [`balanced_caps`].
+//! ⌈d / c⌉ packed gradients back with the caps c of `balanced_caps`.
 
 use crate::{batches, Error, Result, Sigmoid, TrainConfig, FRAC, XBITS};
 use hush_paillier::packed::{self, PackedVec};
