@@ -838,13 +838,19 @@ pub fn bench_bert_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
         return Err(Error::Config("HUSH_BERT_LANES in 1..=16".into()));
     }
     let r = bench_bert(a.seq, a.layers, &a.common.net, fx, opts)?;
-    if a.json {
+    print_record(a.json, &format!("bert-base, seq {}, random weights", a.seq), &r);
+    Ok(())
+}
+
+/// A transformer benchmark's record: one JSON line with `--json`, else a
+/// header naming the run (and the simulated module) and the record pretty.
+pub(crate) fn print_record(json: bool, what: &str, r: &serde_json::Value) {
+    if json {
         println!("{r}");
     } else {
-        println!("hush bench infer (bert-base, seq {}, random weights; tee module simulated — gives no hardware protection)", a.seq);
-        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        println!("hush bench infer ({what}; tee module simulated — gives no hardware protection)");
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
     }
-    Ok(())
 }
 
 fn bounds_json(s: &BertShape, frac: u32, on: bool) -> serde_json::Value {
@@ -856,11 +862,7 @@ fn bounds_json(s: &BertShape, frac: u32, on: bool) -> serde_json::Value {
 }
 
 /// The CPU model name (`/proc/cpuinfo`), for benchmark records.
-pub(crate) fn cpu_model_public() -> String {
-    cpu_model()
-}
-
-fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))

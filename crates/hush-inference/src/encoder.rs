@@ -1056,15 +1056,10 @@ pub fn bench_minilm_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
         "reference_cosine": cosine(&emb[0], &clear[0]),
         "f64_cosine": cosine(&emb[0], &float[0]),
         "reference_f64_cosine": cosine(&clear[0], &float[0]),
-        "cpu": crate::bert::cpu_model_public(),
+        "cpu": crate::bert::cpu_model(),
         "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties on this machine",
     });
-    if a.json {
-        println!("{rec}");
-    } else {
-        println!("hush bench infer (minilm-l6, seq {}; tee module simulated — gives no hardware protection)", a.seq);
-        println!("{}", serde_json::to_string_pretty(&rec).unwrap_or_default());
-    }
+    crate::bert::print_record(a.json, &format!("minilm-l6, seq {}", a.seq), &rec);
     Ok(())
 }
 

@@ -103,7 +103,7 @@ impl PackedVec {
         if room < slot_bits {
             return Err(Error::Packing(format!("a {slot_bits}-bit product slot does not fit a {n_bits}-bit plaintext")));
         }
-        let k_fit = ((room / slot_bits + 1) / 2) as usize;
+        let k_fit = (room / slot_bits).div_ceil(2) as usize;
         Ok(PackedVec { len, k: k_fit.min(k_max).max(1), slot_bits, x_bits })
     }
 

@@ -300,7 +300,7 @@ pub fn h2s_owner_pack<C: Channel + ?Sized>(ch: &mut C, kp: &KeyPair, count: usiz
             let lo = g * pack.slots;
             let k = pack.slots.min(count - lo);
             for v in pack.unpack(&m, k).map_err(|e| Error::Malformed { what: "h2s", reason: e.to_string() })? {
-                out.push(Integer::from(v >> shift).to_u64_wrapping());
+                out.push((v >> shift).to_u64_wrapping());
             }
             g += 1;
         }
