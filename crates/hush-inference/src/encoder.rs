@@ -851,8 +851,10 @@ pub fn cosine(a: &[f64], b: &[f64]) -> f64 {
 /// `hush embed`: private sentence embeddings (both parties in this process).
 #[derive(clap::Args, Clone, Debug)]
 pub struct EmbedArgs {
-    /// The encoder (.onnx with Hugging Face parameter names and
-    /// metadata_props, as written by scripts/minilm.py).
+    /// The encoder: an .onnx graph as torch.onnx.export or optimum write it
+    /// (run by the graph runtime; the first output is written), or one with
+    /// Hugging Face parameter names and `hush.encoder` metadata as
+    /// scripts/minilm.py writes it (mean-pooled, normalised embeddings).
     #[arg(long)]
     pub model: std::path::PathBuf,
     /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]).
@@ -861,6 +863,10 @@ pub struct EmbedArgs {
     /// Attention mask (.npy, same shape, 1 for real tokens then 0 for padding).
     #[arg(long)]
     pub mask: std::path::PathBuf,
+    /// Token types (.npy, same shape) for graphs with a `token_type_ids`
+    /// input (zeros when absent).
+    #[arg(long)]
+    pub token_types: Option<std::path::PathBuf>,
     /// Where to write the embeddings (.npy, sentences × hidden, float64).
     #[arg(long)]
     pub out: std::path::PathBuf,
@@ -925,6 +931,9 @@ pub fn embed_main(a: EmbedArgs) -> Result<()> {
         p => return Err(Error::Config(format!("embed: --proto {p}: tami or fss (the transformer operators need dealt correlations)"))),
     };
     let fx = FixedConfig::new(a.bits, a.frac)?;
+    if !crate::graph_run::is_hush_encoder_file(&a.model)? {
+        return crate::graph_run::embed_graph_main(&a, fx, proto);
+    }
     let t = Instant::now();
     let e = hush_onnx::encoder::encoder_from_file(&a.model).map_err(|e| Error::Model(e.to_string()))?;
     let load_s = t.elapsed().as_secs_f64();
