@@ -81,6 +81,8 @@ mod tests_he;
 mod tests_mem;
 #[cfg(test)]
 mod tests_crisp;
+#[cfg(test)]
+mod tests_graph;
 
 pub use fixed::FixedConfig;
 pub use model::Model;

@@ -309,6 +309,11 @@ impl GraphModel {
             return Err(Error::Parse(format!("{} bytes is larger than the {MAX_FILE_BYTES}-byte limit", onnx.len())));
         }
         let model = ModelProto::decode(onnx).map_err(|e| Error::Parse(e.to_string()))?;
+        Self::from_model(model)
+    }
+
+    /// [`GraphModel::from_onnx`] on a decoded model.
+    pub fn from_model(model: ModelProto) -> Result<Self> {
         let graph = model.graph.ok_or_else(|| Error::Unsupported("graph: the model has no graph".into()))?;
         let mut inits = HashMap::new();
         for t in &graph.initializer {
@@ -558,8 +563,6 @@ impl GraphModel {
                             if let Some(c) = other(z, out0(end)).filter(|c| self.is_const(c, &prod)) {
                                 beta = Some(c);
                                 mem.push(z);
-                                let _ = end;
-                                end = z;
                             }
                         }
                     }
