@@ -315,8 +315,9 @@ impl<'a> Exec<'a> {
                 let (av, bv) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
                 Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?)
             }
-            Step::Move { srcs, map, .. } => {
-                let ss: Vec<&ArithShare> = srcs.iter().map(|&s| self.sh(s)).collect::<Result<_>>()?;
+            Step::Move { ins, .. } => {
+                let map = self.p.move_map(st).map_err(|e| Error::Model(e.to_string()))?;
+                let ss: Vec<&ArithShare> = ins.iter().filter_map(|s| if let Src::Slot(k) = s { Some(*k) } else { None }).map(|k| self.sh(k)).collect::<Result<_>>()?;
                 Val::Sh(ArithShare { ring, v: map.iter().map(|&(s, i)| ss[s as usize].v[i as usize]).collect() })
             }
         })

@@ -108,8 +108,10 @@ pub enum Step {
     Softmax { out: Slot, x: Slot, len: usize },
     /// `count` products of (m × k)·(k × n), two shared operands.
     MatMul { out: Slot, a: Slot, b: Slot, count: usize, m: usize, k: usize, n: usize },
-    /// out\[i\] = srcs\[map\[i\].0\]\[map\[i\].1\] (data movement only).
-    Move { out: Slot, srcs: Vec<Slot>, map: Vec<(u32, u32)> },
+    /// Data movement only: output `output` of `node` run on the shared
+    /// values (`ins`' slots) and constants; the index map comes from
+    /// running the node on tensors of indices ([`Program::move_map`]).
+    Move { out: Slot, node: Box<NodeProto>, ins: Vec<Src>, output: usize },
 }
 
 impl Step {
@@ -224,6 +226,69 @@ impl Program {
             h = h.wrapping_mul(0x100000001b3);
         }
         format!("{h:016x}")
+    }
+
+    /// The index map of a [`Step::Move`]: for each output element, (which
+    /// of the step's slot inputs, index in it). Errors if the node would
+    /// mix a constant into the private value.
+    pub fn move_map(&self, step: &Step) -> Result<Vec<(u32, u32)>> {
+        let Step::Move { node, ins, output, .. } = step else { return bad("not a data-movement step") };
+        let (t, offsets) = self.move_eval(node, ins, *output)?;
+        let total = offsets.last().map_or(0, |(o, s)| o + self.slot_len(*s));
+        let mut map = Vec::with_capacity(t.len());
+        for &x in &t.v {
+            if x < 0.0 || x.fract() != 0.0 || x as usize >= total {
+                return bad(format!("{}: a constant mixed into a private value", node_label(node)));
+            }
+            let g = x as usize;
+            let k = offsets.iter().rposition(|(o, _)| *o <= g).unwrap_or(0);
+            map.push((k as u32, (g - offsets[k].0) as u32));
+        }
+        Ok(map)
+    }
+
+    fn slot_len(&self, s: Slot) -> usize {
+        self.slots.get(s).map_or(0, |i| i.shape.iter().product())
+    }
+
+    /// Runs a movement node on iota tensors: (output, (offset, slot) per slot input).
+    fn move_eval(&self, node: &NodeProto, ins: &[Src], output: usize) -> Result<(Tensor, Vec<(usize, Slot)>)> {
+        let mut probe = Vec::new();
+        let mut offsets = Vec::new();
+        let mut total = 0usize;
+        for s in ins {
+            probe.push(match s {
+                Src::Slot(k) => {
+                    let info = self.slots.get(*k).ok_or_else(|| Error::Unsupported(format!("graph: slot {k} out of range")))?;
+                    let mut t = Tensor::iota(&info.shape)?;
+                    t.v.iter_mut().for_each(|x| *x += total as f64);
+                    offsets.push((total, *k));
+                    total += t.len();
+                    Some(t)
+                }
+                Src::Const(t) => Some(t.clone()),
+                Src::Absent => None,
+            });
+        }
+        if offsets.is_empty() {
+            return bad(format!("{}: no private input", node_label(node)));
+        }
+        let refs: Vec<Option<&Tensor>> = probe.iter().map(|t| t.as_ref()).collect();
+        let mut outs = eval_node(node, &refs)?;
+        if output >= outs.len() {
+            return bad(format!("{}: output {output} out of range", node_label(node)));
+        }
+        Ok((outs.swap_remove(output), offsets))
+    }
+
+    /// The shape and bound (the largest of its sources') of a movement step.
+    fn move_shape(&self, step: &Step) -> Result<(Vec<usize>, f64)> {
+        let Step::Move { node, ins, output, .. } = step else { return bad("not a data-movement step") };
+        let (t, offsets) = self.move_eval(node, ins, *output)?;
+        let map = self.move_map(step)?;
+        let bound = offsets.iter().map(|(_, s)| self.slots[*s].bound).fold(0.0, f64::max);
+        let _ = map;
+        Ok((t.shape, bound))
     }
 
     /// Counts of each operator kind (reports).
@@ -807,44 +872,24 @@ impl<'a> Lower<'a> {
         Ok(())
     }
 
-    /// A data-movement node on shared values: the index map from iota tensors.
+    /// A data-movement node on shared values (its index map is computed
+    /// from iota tensors, at lowering to check it and at run time).
     fn movement(&mut self, n: &NodeProto, ins: &[Option<V>]) -> Result<()> {
         let mut srcs = Vec::new();
-        let mut probe = Vec::new();
-        let mut offsets = Vec::new();
-        let mut total = 0usize;
         for v in ins {
-            match v {
-                Some(V::Shared(s)) => {
-                    let mut t = Tensor::iota(&self.p.slots[*s].shape)?;
-                    t.v.iter_mut().for_each(|x| *x += total as f64);
-                    offsets.push((total, srcs.len()));
-                    total += t.len();
-                    srcs.push(*s);
-                    probe.push(Some(t));
-                }
-                Some(V::C(t, _)) if t.int || srcs.is_empty() && n.op_type.as_deref() != Some("Concat") => probe.push(Some(t.clone())),
-                Some(V::C(t, _)) => probe.push(Some(t.clone())),
-                None => probe.push(None),
+            srcs.push(match v {
+                Some(V::Shared(s)) => Src::Slot(*s),
+                Some(V::C(t, _)) => Src::Const(t.clone()),
+                None => Src::Absent,
                 Some(V::Client(_)) => return bad(format!("{}: mixes the client's values into a private value's layout", node_label(n))),
-            }
+            });
         }
-        let refs: Vec<Option<&Tensor>> = probe.iter().map(|t| t.as_ref()).collect();
-        let outs = eval_node(n, &refs)?;
-        for (name, t) in n.output.iter().zip(outs) {
-            let mut map = Vec::with_capacity(t.len());
-            let mut bound: f64 = 0.0;
-            for &x in &t.v {
-                let g = x as usize;
-                let Some(&(off, si)) = offsets.iter().rev().find(|(o, _)| *o <= g) else { return bad(format!("{}: a constant mixed into a private value", node_label(n))) };
-                if x < 0.0 || g >= total || x.fract() != 0.0 {
-                    return bad(format!("{}: a constant mixed into a private value", node_label(n)));
-                }
-                bound = bound.max(self.bound(srcs[si]));
-                map.push((si as u32, (g - off) as u32));
-            }
-            let out = self.slot(t.shape.clone(), false, bound, name)?;
-            self.push(Step::Move { out, srcs: srcs.clone(), map });
+        for (k, name) in n.output.iter().enumerate() {
+            let step = Step::Move { out: usize::MAX, node: Box::new(n.clone()), ins: srcs.clone(), output: k };
+            let (shape, bound) = self.p.move_shape(&step)?;
+            let out = self.slot(shape, false, bound, name)?;
+            let Step::Move { node, ins, output, .. } = step else { unreachable!() };
+            self.push(Step::Move { out, node, ins, output });
             self.vals.insert(name.clone(), V::Shared(out));
         }
         Ok(())
@@ -904,21 +949,12 @@ impl<'a> Lower<'a> {
                 if op == "Cast" && ![1, 10, 11, 16].contains(&(attr_int(n, "to", 1) as i32)) {
                     return bad(format!("{}: casting a private value to an integer type", node_label(n)));
                 }
-                // the same values in a new shape: a Move with the identity map keeps slots simple
-                let mut probe: Vec<Option<Tensor>> = vec![Some(Tensor::iota(&self.p.slots[s].shape)?)];
-                for k in 1..n.input.len() {
-                    probe.push(match &ins[k] {
-                        Some(V::C(t, _)) => Some(t.clone()),
-                        None => None,
-                        _ => return bad(format!("{}: a non-constant shape", node_label(n))),
-                    });
+                // the same values in a new shape
+                if ins.iter().skip(1).any(|v| !matches!(v, Some(V::C(..)) | None)) {
+                    return bad(format!("{}: a non-constant shape", node_label(n)));
                 }
-                let refs: Vec<Option<&Tensor>> = probe.iter().map(|t| t.as_ref()).collect();
-                let t = eval_node(n, &refs)?.swap_remove(0);
-                let out = self.slot(t.shape.clone(), false, self.bound(s), &n.output[0])?;
-                self.push(Step::Move { out, srcs: vec![s], map: (0..t.len() as u32).map(|i| (0, i)).collect() });
-                self.set(n, V::Shared(out));
-                Ok(())
+                let _ = s;
+                self.movement(n, &ins)
             }
             "Transpose" | "Slice" | "Split" | "Concat" | "Expand" => self.movement(n, &ins),
             "Gather" => match (&ins[0], &ins[1]) {
@@ -1071,10 +1107,12 @@ impl<'a> Lower<'a> {
         if from == shape {
             return Ok(s);
         }
-        let idx = crate::broadcast_index(&from, shape).ok_or_else(|| Error::Unsupported(format!("graph: {from:?} does not broadcast to {shape:?}")))?;
+        crate::broadcast_index(&from, shape).ok_or_else(|| Error::Unsupported(format!("graph: {from:?} does not broadcast to {shape:?}")))?;
         let name = self.p.slots[s].name.clone();
         let out = self.slot(shape.to_vec(), false, self.bound(s), &name)?;
-        Ok(self.push(Step::Move { out, srcs: vec![s], map: idx.into_iter().map(|i| (0, i as u32)).collect() }))
+        let node = NodeProto { op_type: Some("Expand".into()), name: Some(format!("{name}::broadcast")), input: vec!["x".into(), "shape".into()], output: vec!["y".into()], ..Default::default() };
+        let dims = Tensor::ints(vec![shape.len()], shape.iter().map(|&d| d as f64).collect());
+        Ok(self.push(Step::Move { out, node: Box::new(node), ins: vec![Src::Slot(s), Src::Const(dims)], output: 0 }))
     }
 
     fn mul_div(&mut self, n: &NodeProto, op: &str, _ins: &[Option<V>]) -> Result<()> {
@@ -1188,21 +1226,20 @@ impl<'a> Lower<'a> {
     fn swap_last(&mut self, s: Slot, name: &str) -> Result<Slot> {
         let shape = self.p.slots[s].shape.clone();
         let r = shape.len();
-        let (m, k) = (shape[r - 2], shape[r - 1]);
-        let count: usize = shape[..r - 2].iter().product();
-        let mut map = Vec::with_capacity(count * m * k);
-        for c in 0..count {
-            for j in 0..k {
-                for i in 0..m {
-                    map.push((0u32, (c * m * k + i * k + j) as u32));
-                }
-            }
-        }
+        let mut perm: Vec<i64> = (0..r as i64).collect();
+        perm.swap(r - 2, r - 1);
         let mut os = shape;
-        os[r - 2] = k;
-        os[r - 1] = m;
+        os.swap(r - 2, r - 1);
         let out = self.slot(os, false, self.bound(s), name)?;
-        Ok(self.push(Step::Move { out, srcs: vec![s], map }))
+        let node = NodeProto {
+            op_type: Some("Transpose".into()),
+            name: Some(format!("{name}::swap")),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            attribute: vec![crate::proto::AttributeProto { name: Some("perm".into()), ints: perm, r#type: Some(crate::proto::attr_type::INTS), ..Default::default() }],
+            ..Default::default()
+        };
+        Ok(self.push(Step::Move { out, node: Box::new(node), ins: vec![Src::Slot(s)], output: 0 }))
     }
 
     fn gemm(&mut self, n: &NodeProto, _ins: &[Option<V>]) -> Result<()> {
