@@ -62,16 +62,61 @@ enum Val {
     Unknown,
 }
 
+/// How a layer with the server's weights (linear layers, embeddings,
+/// per-channel scales, LayerNorm's γ) is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinearBackend {
+    /// The module-dealt linear path ([`crate::linear`]): the weights are
+    /// loaded into the server's own trusted module (tee mode only — given
+    /// to a dealer, they would be the dealer's).
+    Module,
+    /// Dealt matrix (and Beaver) triples: the weights are a secret operand
+    /// the server shares as (W, 0); the provider deals (A, B, C = A·B)
+    /// knowing nothing of W; W − B is opened to the client (B uniform:
+    /// it reveals nothing). The dealer's view is request sizes only.
+    Triples,
+}
+
+impl LinearBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinearBackend::Module => "module",
+            LinearBackend::Triples => "triples",
+        }
+    }
+}
+
 /// Options of a private run.
 #[derive(Clone, Copy, Debug)]
 pub struct GraphOptions {
     pub fx: FixedConfig,
     pub proto: Proto,
+    pub linear: LinearBackend,
+    /// Size GeLU's and Softmax's comparisons from the program's proven
+    /// bounds (fewer bits, cheaper). The bounds come from the weights, so
+    /// the widths show in the provider's requests: on in tee mode (the
+    /// provider is the parties' own modules), off in dealer mode, where
+    /// the comparisons span the whole ring and the dealer's requests are a
+    /// function of the shapes alone (test:
+    /// `triples_backend_keeps_every_weight_from_the_provider`).
+    pub widths_from_bounds: bool,
+}
+
+impl GraphOptions {
+    /// The tee preset: weights in the server's module, bound-sized comparisons.
+    pub fn tee(fx: FixedConfig, proto: Proto) -> Self {
+        GraphOptions { fx, proto, linear: LinearBackend::Module, widths_from_bounds: true }
+    }
+    /// The dealer preset: matrix triples, whole-ring comparisons — the
+    /// dealer's view is independent of the weights.
+    pub fn dealer(fx: FixedConfig, proto: Proto) -> Self {
+        GraphOptions { fx, proto, linear: LinearBackend::Triples, widths_from_bounds: false }
+    }
 }
 
 impl Default for GraphOptions {
     fn default() -> Self {
-        GraphOptions { fx: FixedConfig { bits: 64, frac: 12 }, proto: Proto::Tami }
+        GraphOptions::tee(FixedConfig { bits: 64, frac: 12 }, Proto::Tami)
     }
 }
 
@@ -103,6 +148,8 @@ pub fn check_program(p: &Program, fx: FixedConfig) -> Result<()> {
 
 struct Exec<'a> {
     role: Role,
+    backend: LinearBackend,
+    widths: bool,
     p: &'a Program,
     fx: FixedConfig,
     ring: Ring,
@@ -171,6 +218,68 @@ impl<'a> Exec<'a> {
         Ok(ArithShare::new(self.ring, y))
     }
 
+    /// The server's ring values as a sharing (W, 0).
+    fn server_share(&self, n: usize, f: impl FnOnce() -> Vec<u64>) -> ArithShare {
+        if self.has_weights() {
+            ArithShare::new(self.ring, f())
+        } else {
+            ArithShare::zeros(self.ring, n)
+        }
+    }
+
+    /// a (m×k) · b (k×n) over the ring from dealt matrix triples, in
+    /// chunks of k and n that fit one request
+    /// ([`hush_2pc::deal::matrix::MAX_WORDS`]); one opening per chunk.
+    fn ring_matmul(&mut self, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, m: usize, k: usize, n: usize) -> Result<ArithShare> {
+        let cap = hush_2pc::deal::matrix::MAX_WORDS as usize;
+        let mut kc = k;
+        let mut nc = n;
+        while m * kc + kc * nc + m * nc > cap && (kc > 1 || nc > 1) {
+            if kc >= nc {
+                kc = kc.div_ceil(2);
+            } else {
+                nc = nc.div_ceil(2);
+            }
+        }
+        if kc == k && nc == n {
+            return self.ctx.matmul(ch, a, b, 1, MatDims { m, k, n }).map_err(tpc);
+        }
+        let mut out = vec![0u64; m * n];
+        for k0 in (0..k).step_by(kc) {
+            let kl = kc.min(k - k0);
+            let ac: Vec<u64> = (0..m).flat_map(|i| a.v[i * k + k0..i * k + k0 + kl].iter().copied()).collect();
+            for n0 in (0..n).step_by(nc) {
+                let nl = nc.min(n - n0);
+                let bc: Vec<u64> = (k0..k0 + kl).flat_map(|t| b.v[t * n + n0..t * n + n0 + nl].iter().copied()).collect();
+                let y = self.ctx.matmul(ch, &ArithShare::new(self.ring, ac.clone()), &ArithShare::new(self.ring, bc), 1, MatDims { m, k: kl, n: nl }).map_err(tpc)?;
+                for i in 0..m {
+                    for j in 0..nl {
+                        out[i * n + n0 + j] = self.ring.add(out[i * n + n0 + j], y.v[i * nl + j]);
+                    }
+                }
+            }
+        }
+        Ok(ArithShare::new(self.ring, out))
+    }
+
+    /// x (row-major, rows of `len`) times the server's per-column c, over
+    /// the ring: module-dealt or one Beaver product with (c, 0).
+    fn scale_cols(&mut self, ch: &mut dyn Channel, x: &ArithShare, len: usize, c: &[f64]) -> Result<ArithShare> {
+        let (ring, f) = (self.ring, self.fx.frac);
+        let rows = x.len() / len.max(1);
+        match self.backend {
+            LinearBackend::Module => {
+                let xt = transpose(x, rows, len);
+                let y = self.linear(ch, || LinearOp::Scale { channels: len as u32, inner: rows as u32, weight: c.iter().map(|&v| enc(ring, v, f)).collect() }, x.len(), x.len(), &xt)?;
+                Ok(transpose(&y, len, rows))
+            }
+            LinearBackend::Triples => {
+                let cs = self.server_share(x.len(), || (0..x.len()).map(|i| enc(ring, c[i % len], f)).collect());
+                self.ctx.mul(ch, x, &cs).map_err(tpc)
+            }
+        }
+    }
+
     fn server_add(&self, x: &ArithShare, c: impl Fn(usize) -> u64) -> ArithShare {
         if !self.has_weights() {
             return x.clone();
@@ -219,6 +328,12 @@ impl<'a> Exec<'a> {
                     }
                 }
                 let (vocab, h) = (*vocab, *h);
+                if self.backend == LinearBackend::Triples {
+                    // one-hot (T × vocab, the client's) · table (vocab × h, the server's)
+                    let oh_t = transpose(&ArithShare::new(ring, oh), vocab, t);
+                    let tb = self.server_share(vocab * h, || table.iter().map(|&v| enc(ring, v, f)).collect());
+                    return Ok(Val::Sh(self.ring_matmul(ch, &oh_t, &tb, t, vocab, h)?));
+                }
                 let y = self.linear(
                     ch,
                     || {
@@ -238,6 +353,13 @@ impl<'a> Exec<'a> {
             }
             Step::Linear { x, rows, n_in, n_out, w, b, .. } => {
                 let (rows, n_in, n_out) = (*rows, *n_in, *n_out);
+                if self.backend == LinearBackend::Triples {
+                    let xs = self.sh(*x)?.clone();
+                    let ws = self.server_share(n_in * n_out, || w.iter().map(|&v| enc(ring, v, f)).collect());
+                    let y = self.ring_matmul(ch, &xs, &ws, rows, n_in, n_out)?;
+                    let y = if b.is_empty() { y } else { self.server_add(&y, |i| enc(ring, b[i % n_out], 2 * f)) };
+                    return Ok(Val::Sh(self.ctx.trunc(ch, &y, f).map_err(tpc)?));
+                }
                 let xt = transpose(self.sh(*x)?, rows, n_in);
                 let y = self.linear(
                     ch,
@@ -289,18 +411,16 @@ impl<'a> Exec<'a> {
                     (true, true) => Val::Sh(y),
                     (true, false) => Val::Sh(self.server_add(&y, |i| enc(ring, beta[i % len], f))),
                     (false, _) => {
-                        let rows = y.len() / len;
-                        let yt = transpose(&y, rows, *len);
-                        let g = self.linear(ch, || LinearOp::Scale { channels: *len as u32, inner: rows as u32, weight: gamma.iter().map(|&v| enc(ring, v, f)).collect() }, y.len(), y.len(), &yt)?;
-                        let g = if beta.is_empty() { g } else { self.server_add(&g, |i| enc(ring, beta[i / rows], 2 * f)) };
-                        let g = self.ctx.trunc(ch, &g, f).map_err(tpc)?;
-                        Val::Sh(transpose(&g, *len, rows))
+                        let g = self.scale_cols(ch, &y, *len, gamma)?;
+                        let g = if beta.is_empty() { g } else { self.server_add(&g, |i| enc(ring, beta[i % len], 2 * f)) };
+                        Val::Sh(self.ctx.trunc(ch, &g, f).map_err(tpc)?)
                     }
                 }
             }
             Step::Gelu { x, .. } => {
                 let xs = self.sh(*x)?.clone();
-                Val::Sh(gelu::gelu_within(&mut self.ctx, ch, &xs, self.p.slots[*x].bound).map_err(tpc)?)
+                let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
+                Val::Sh(gelu::gelu_within(&mut self.ctx, ch, &xs, b).map_err(tpc)?)
             }
             Step::Tanh { x, .. } => {
                 let xs = self.sh(*x)?.clone();
@@ -308,7 +428,8 @@ impl<'a> Exec<'a> {
             }
             Step::Softmax { x, len, .. } => {
                 let xs = self.sh(*x)?.clone();
-                Val::Sh(softmax::softmax_within(&mut self.ctx, ch, &xs, *len, self.p.slots[*x].bound).map_err(tpc)?)
+                let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
+                Val::Sh(softmax::softmax_within(&mut self.ctx, ch, &xs, *len, b).map_err(tpc)?)
             }
             Step::MatMul { a, b, count, m, k, n, .. } => {
                 let bd = Bound::Proven { x: self.p.slots[*a].bound, y: self.p.slots[*b].bound };
@@ -329,11 +450,9 @@ impl<'a> Exec<'a> {
         let ring = self.ring;
         let f = self.fx.frac;
         let xs = self.sh(x)?.clone();
-        let rows = xs.len() / len.max(1);
-        let xt = transpose(&xs, rows, len);
-        let y = self.linear(ch, || LinearOp::Scale { channels: len as u32, inner: rows as u32, weight: c.iter().map(|&v| enc(ring, v, f)).collect() }, xs.len(), xs.len(), &xt)?;
-        let y = self.ctx.trunc(ch, &y, f).map_err(tpc)?;
-        Ok(transpose(&y, len, rows))
+        let y = self.scale_cols(ch, &xs, len, c)?;
+        let _ = ring;
+        self.ctx.trunc(ch, &y, f).map_err(tpc)
     }
 
     fn run(&mut self, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<Vec<ArithShare>> {
@@ -362,15 +481,21 @@ pub struct GraphStats {
 /// at the server and the public one at the client; `inputs` are the
 /// client's (empty at the server). Returns the outputs at the client.
 pub fn party_tee(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<Option<Vec<Tensor>>> {
+    let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
+    hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
+    party_with(role, prog, o, ch, inputs, module)
+}
+
+/// One party's run with an established correlation provider (a trusted
+/// module, simulated, or a dealer connection).
+pub fn party_with(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule) -> Result<Option<Vec<Tensor>>> {
     if role == Role::Server && !prog.has_weights {
         return Err(Error::Config("graph: the server's program has no weights".into()));
     }
     check_program(prog, o.fx)?;
-    let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
-    hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
+    let mut ex = Exec { role, backend: o.linear, widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
     let outs = ex.run(ch, inputs)?;
     let flat: Vec<u64> = outs.iter().flat_map(|s| s.v.iter().copied()).collect();
     if role == Role::Server {
@@ -418,7 +543,7 @@ pub fn run_private(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOp
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())
@@ -476,7 +601,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, fx: FixedConfig, proto: P
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
-    let o = GraphOptions { fx, proto };
+    let o = GraphOptions::tee(fx, proto);
     check_program(&prog, fx)?;
     let load_s = t0.elapsed().as_secs_f64();
     let (y, st) = run_private(&prog, &inputs, &o)?;

@@ -213,3 +213,86 @@ fn values_that_could_wrap_are_refused_before_running() {
     assert!(e.contains("wrap"), "{e}");
 }
 const GRAPH_PIN: (u64, u64) = (198418, 106);
+
+/// Records every request a party makes of its correlation provider.
+struct Recorder {
+    inner: Box<dyn hush_tee::TrustedModule>,
+    log: std::sync::Arc<std::sync::Mutex<Vec<hush_tee::Request>>>,
+}
+
+impl hush_tee::TrustedModule for Recorder {
+    fn call(&mut self, req: &hush_tee::Request) -> hush_tee::Result<hush_tee::Response> {
+        self.log.lock().unwrap().push(req.clone());
+        self.inner.call(req)
+    }
+    fn stats(&self) -> hush_tee::ModuleStats {
+        self.inner.stats()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// Runs the graph with the server's provider recorded; returns the output
+/// and the server's requests after seed agreement.
+fn run_recorded(m: ModelProto, backend: crate::graph_run::LinearBackend) -> (Vec<Tensor>, Vec<hush_tee::Request>) {
+    use crate::engine::SharedModule;
+    use crate::graph_run::{party_with, Role};
+    use hush_tee::{InProcessModule, Module, ModuleRole, Request};
+    let g = GraphModel::from_model(m).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let public = prog.public();
+    let d = GraphOptions::default();
+    let o = if backend == crate::graph_run::LinearBackend::Triples { GraphOptions::dealer(d.fx, d.proto) } else { d };
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (mut ca, mut cb) = hush_transport::MemChannel::pair();
+    let (rs, rc) = std::thread::scope(|sc| {
+        let (prog, public, inp, log) = (&prog, &public, &inp, log.clone());
+        let hs = sc.spawn(move || {
+            let rec = Recorder { inner: Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))), log };
+            let mut module = SharedModule::new(Box::new(rec));
+            hush_tee::establish(&mut module, &mut ca, ModuleRole::Sender).unwrap();
+            party_with(Role::Server, prog, &o, &mut ca, &HashMap::new(), module)
+        });
+        let hc = sc.spawn(move || {
+            let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
+            hush_tee::establish(&mut module, &mut cb, ModuleRole::Receiver).unwrap();
+            party_with(Role::Client, public, &o, &mut cb, inp, module)
+        });
+        (hs.join().unwrap(), hc.join().unwrap())
+    });
+    rs.unwrap();
+    let y = rc.unwrap().unwrap();
+    let reqs: Vec<Request> = log.lock().unwrap().iter().filter(|r| !matches!(r, Request::Hello { .. } | Request::PeerHello { .. } | Request::PeerConfirm { .. })).cloned().collect();
+    (y, reqs)
+}
+
+#[test]
+fn triples_backend_keeps_every_weight_from_the_provider() {
+    use crate::graph_run::LinearBackend;
+    let other = |_: &mut Vec<NodeProto>, i: &mut Vec<TensorProto>| {
+        // other weights of the same shapes: every weight tensor redrawn
+        for (k, t) in i.iter_mut().enumerate() {
+            let n = t.float_data.len();
+            t.float_data = rnd(n, 100 + k as u64, 0.5);
+        }
+    };
+    let (y1, r1) = run_recorded(graph(|_, _| {}), LinearBackend::Triples);
+    let (y2, r2) = run_recorded(graph(other), LinearBackend::Triples);
+    // the provider (a dealer, in dealer mode) receives the same requests for both weight sets
+    assert!(!r1.is_empty());
+    assert_eq!(r1, r2, "the provider's view depends on the weights");
+    assert!(!r1.iter().any(|r| matches!(r, hush_tee::Request::Linear(_) | hush_tee::Request::LinearSeeded(_))));
+    assert_ne!(y1[0].v, y2[0].v);
+    // and the result is right
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let f = g.eval_f64(&inputs()).unwrap();
+    let e = y1[0].v.iter().zip(&f[0].v).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(e < 0.02, "triples backend vs f64: {e}");
+    // the module backend, by contrast, hands the weights to the provider:
+    // this test would catch it
+    let (_, m1) = run_recorded(graph(|_, _| {}), LinearBackend::Module);
+    let (_, m2) = run_recorded(graph(other), LinearBackend::Module);
+    assert_ne!(m1, m2);
+}

@@ -16,7 +16,7 @@ use crate::{broadcast_index, broadcast_shape, elems, tensor_const, Error, Result
 
 /// A dense tensor of f64 values (integers and booleans exactly
 /// representable), row-major.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tensor {
     pub shape: Vec<usize>,
     pub v: Vec<f64>,

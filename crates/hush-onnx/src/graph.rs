@@ -65,8 +65,8 @@ pub const SUPPORTED: &[&str] = &[
 /// A slot: one value of the program.
 pub type Slot = usize;
 
-/// An input of a client-side evaluation.
-#[derive(Clone, Debug)]
+/// An input of a client-side evaluation or a data-movement step.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Src {
     Slot(Slot),
     Const(Tensor),
@@ -76,13 +76,18 @@ pub enum Src {
 /// One operator of the runtime with concrete sizes. Shared values are
 /// row-major in their ONNX shapes. Weight fields are empty in the client's
 /// copy ([`Program::public`]).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Step {
     /// A client input.
     Input { out: Slot, name: String },
     /// A node computed by the client in the clear on client values and
     /// public constants.
-    ClientEval { out: Slot, node: Box<NodeProto>, ins: Vec<Src> },
+    ClientEval {
+        out: Slot,
+        #[serde(with = "node_hex")]
+        node: Box<NodeProto>,
+        ins: Vec<Src>,
+    },
     /// `table[ids]` for the client's integer ids: one-hot × table (vocab × h).
     Embed { out: Slot, ids: Slot, vocab: usize, h: usize, table: Vec<f64> },
     /// x (rows × n_in) · w (n_in × n_out) + b.
@@ -111,7 +116,13 @@ pub enum Step {
     /// Data movement only: output `output` of `node` run on the shared
     /// values (`ins`' slots) and constants; the index map comes from
     /// running the node on tensors of indices ([`Program::move_map`]).
-    Move { out: Slot, node: Box<NodeProto>, ins: Vec<Src>, output: usize },
+    Move {
+        out: Slot,
+        #[serde(with = "node_hex")]
+        node: Box<NodeProto>,
+        ins: Vec<Src>,
+        output: usize,
+    },
 }
 
 impl Step {
@@ -163,7 +174,7 @@ impl Step {
 }
 
 /// What is known of a slot.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SlotInfo {
     pub shape: Vec<usize>,
     /// A client value (clear at the client, unknown to the server).
@@ -175,7 +186,7 @@ pub struct SlotInfo {
 }
 
 /// A graph lowered for one input shape.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
     pub steps: Vec<Step>,
     pub slots: Vec<SlotInfo>,
@@ -301,6 +312,196 @@ impl Program {
             }
         }
         m
+    }
+}
+
+/// A node inside a serialised program: its protobuf bytes in hex.
+mod node_hex {
+    use crate::proto::NodeProto;
+    use prost::Message;
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(n: &NodeProto, s: S) -> Result<S::Ok, S::Error> {
+        let b = n.encode_to_vec();
+        s.serialize_str(&b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<NodeProto>, D::Error> {
+        let h = String::deserialize(d)?;
+        if h.len() % 2 != 0 || h.len() > 1 << 20 {
+            return Err(serde::de::Error::custom("node: bad hex length"));
+        }
+        let b: Option<Vec<u8>> = (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect();
+        let b = b.ok_or_else(|| serde::de::Error::custom("node: not hex"))?;
+        NodeProto::decode(b.as_slice()).map(Box::new).map_err(|e| serde::de::Error::custom(format!("node: {e}")))
+    }
+}
+
+/// Largest program accepted from a peer: elements over all its slots.
+pub const MAX_PROGRAM_ELEMS: usize = 1 << 29;
+/// Most steps in a program.
+pub const MAX_STEPS: usize = 1 << 16;
+
+impl Program {
+    /// The public program as JSON (what the server sends the client).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.public()).unwrap_or_default()
+    }
+
+    /// A program received from a peer: parsed, then [`Program::validate`]d.
+    pub fn from_json(s: &str) -> Result<Program> {
+        if s.len() > 1 << 28 {
+            return bad("program: too large");
+        }
+        let p: Program = serde_json::from_str(s).map_err(|e| Error::Parse(format!("program: {e}")))?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Checks an untrusted program before anything is allocated for it:
+    /// sizes capped, every step's operands defined before it and of the
+    /// right kind and size, data-movement maps in range.
+    pub fn validate(&self) -> Result<()> {
+        if self.steps.len() > MAX_STEPS || self.slots.len() > MAX_STEPS {
+            return bad(format!("program: {} steps and {} slots (at most {MAX_STEPS})", self.steps.len(), self.slots.len()));
+        }
+        let mut total = 0usize;
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.shape.len() > 8 || !(s.bound >= 0.0) {
+                return bad(format!("program: slot {i} has shape {:?} and bound {}", s.shape, s.bound));
+            }
+            let n = elems(&s.shape).ok_or_else(|| Error::Unsupported(format!("graph: program: slot {i} of shape {:?} is too large", s.shape)))?;
+            total = total.saturating_add(n);
+        }
+        if total > MAX_PROGRAM_ELEMS {
+            return bad(format!("program: {total} elements over all values (at most {MAX_PROGRAM_ELEMS})"));
+        }
+        let mut defined = vec![false; self.slots.len()];
+        let len = |k: Slot| self.slot_len(k);
+        for (j, st) in self.steps.iter().enumerate() {
+            let o = st.out();
+            let fail = |m: &str| bad::<()>(format!("program: step {j} ({}): {m}", st.kind()));
+            if o >= self.slots.len() || defined[o] {
+                return fail("output slot out of range or defined twice");
+            }
+            let sh = |k: Slot| -> Result<()> {
+                if k >= self.slots.len() || !defined[k] || self.slots[k].client {
+                    return bad(format!("program: step {j} ({}): operand {k} is not a shared value defined before it", st.kind()));
+                }
+                Ok(())
+            };
+            let cl = |k: Slot| -> Result<()> {
+                if k >= self.slots.len() || !defined[k] || !self.slots[k].client {
+                    return bad(format!("program: step {j} ({}): operand {k} is not a client value defined before it", st.kind()));
+                }
+                Ok(())
+            };
+            let client_out = matches!(st, Step::Input { .. } | Step::ClientEval { .. });
+            if self.slots[o].client != client_out {
+                return fail("output slot of the wrong kind");
+            }
+            let w = self.has_weights;
+            match st {
+                Step::Input { name, .. } => {
+                    if !self.inputs.iter().any(|(n, s, k)| n == name && *k == o && *s == self.slots[o].shape) {
+                        return fail("an input not listed");
+                    }
+                }
+                Step::ClientEval { ins, .. } => {
+                    for s in ins {
+                        if let Src::Slot(k) = s {
+                            cl(*k)?;
+                        }
+                    }
+                }
+                Step::Embed { ids, vocab, h, table, .. } => {
+                    cl(*ids)?;
+                    if (*vocab).saturating_mul(len(*ids)) > MAX_PROGRAM_ELEMS || len(*ids).saturating_mul(*h) != len(o) || (w && table.len() != vocab * h) {
+                        return fail("sizes");
+                    }
+                }
+                Step::Linear { x, rows, n_in, n_out, w: wt, b, .. } => {
+                    sh(*x)?;
+                    if rows.saturating_mul(*n_in) != len(*x) || rows.saturating_mul(*n_out) != len(o) || (w && (wt.len() != n_in * n_out || !(b.is_empty() || b.len() == *n_out))) {
+                        return fail("sizes");
+                    }
+                }
+                Step::AddConst { x, c, .. } => {
+                    sh(*x)?;
+                    if len(*x) != len(o) || (w && c.len() != len(o)) {
+                        return fail("sizes");
+                    }
+                }
+                Step::Scale { x, c, .. } => {
+                    sh(*x)?;
+                    if len(*x) != len(o) || !c.is_finite() {
+                        return fail("sizes");
+                    }
+                }
+                Step::ScaleVec { x, len: l, c, .. } => {
+                    sh(*x)?;
+                    if *l == 0 || len(*x) != len(o) || len(o) % l != 0 || (w && c.len() != *l) {
+                        return fail("sizes");
+                    }
+                }
+                Step::Add { a, b, .. } | Step::Sub { a, b, .. } | Step::Mul { a, b, .. } => {
+                    sh(*a)?;
+                    sh(*b)?;
+                    if len(*a) != len(o) || len(*b) != len(o) {
+                        return fail("sizes");
+                    }
+                }
+                Step::Neg { x, .. } | Step::Gelu { x, .. } | Step::Tanh { x, .. } => {
+                    sh(*x)?;
+                    if len(*x) != len(o) {
+                        return fail("sizes");
+                    }
+                }
+                Step::Mask { x, m, idx, clamp, .. } => {
+                    sh(*x)?;
+                    cl(*m)?;
+                    if len(*x) != len(o) || idx.len() != len(o) || idx.iter().any(|&i| i as usize >= len(*m)) || !clamp.is_finite() {
+                        return fail("sizes");
+                    }
+                }
+                Step::LayerNorm { x, len: l, gamma, beta, eps, .. } => {
+                    sh(*x)?;
+                    if *l == 0 || len(*x) != len(o) || len(o) % l != 0 || !(0.0..1.0).contains(eps) || (w && ((!gamma.is_empty() && gamma.len() != *l) || (!beta.is_empty() && beta.len() != *l))) {
+                        return fail("sizes");
+                    }
+                }
+                Step::Softmax { x, len: l, .. } => {
+                    sh(*x)?;
+                    if *l == 0 || len(*x) != len(o) || len(o) % l != 0 {
+                        return fail("sizes");
+                    }
+                }
+                Step::MatMul { a, b, count, m, k, n, .. } => {
+                    sh(*a)?;
+                    sh(*b)?;
+                    let p = |x: usize, y: usize, z: usize| x.checked_mul(y).and_then(|v| v.checked_mul(z));
+                    if p(*count, *m, *k) != Some(len(*a)) || p(*count, *k, *n) != Some(len(*b)) || p(*count, *m, *n) != Some(len(o)) {
+                        return fail("sizes");
+                    }
+                }
+                Step::Move { ins, .. } => {
+                    for s in ins {
+                        if let Src::Slot(k) = s {
+                            sh(*k)?;
+                        }
+                    }
+                    let (shape, _) = self.move_shape(st)?;
+                    if shape != self.slots[o].shape {
+                        return fail("shape");
+                    }
+                }
+            }
+            defined[o] = true;
+        }
+        for (_, s) in &self.outputs {
+            if *s >= self.slots.len() || !defined[*s] || self.slots[*s].client {
+                return bad("program: an output is not a shared value");
+            }
+        }
+        Ok(())
     }
 }
 
