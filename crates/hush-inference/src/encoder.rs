@@ -855,8 +855,12 @@ pub struct EmbedArgs {
     /// (run by the graph runtime; the first output is written), or one with
     /// Hugging Face parameter names and `hush.encoder` metadata as
     /// scripts/minilm.py writes it (mean-pooled, normalised embeddings).
-    #[arg(long)]
-    pub model: std::path::PathBuf,
+    #[arg(long, required_unless_present = "connect")]
+    pub model: Option<std::path::PathBuf>,
+    /// Run with a remote server (`hush serve --model encoder.onnx`) instead
+    /// of both parties in this process: HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "model")]
+    pub connect: Option<String>,
     /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]).
     #[arg(long)]
     pub ids: std::path::PathBuf,
@@ -876,12 +880,6 @@ pub struct EmbedArgs {
     /// Fraction bits (8..=12).
     #[arg(long, default_value_t = 12)]
     pub frac: u32,
-    /// Comparison family: tami or fss.
-    #[arg(long, default_value = "tami")]
-    pub proto: String,
-    /// Mode: tee (the only one implemented for the encoder).
-    #[arg(long, default_value = "tee")]
-    pub mode: String,
     /// Cap on sentences × padded length per two-party batch.
     #[arg(long, default_value_t = DEFAULT_BATCH_TOKENS)]
     pub batch_tokens: usize,
@@ -892,6 +890,10 @@ pub struct EmbedArgs {
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Mode (tee or dealer: encoder graphs; tee: hush.encoder graphs),
+    /// family (tami or fss; auto = tami), links and dealer.
+    #[command(flatten)]
+    pub common: crate::cli::CommonArgs,
 }
 
 /// Reads ids and mask; each row's mask must be 1s then 0s.
@@ -922,20 +924,24 @@ pub fn read_tokens(ids: &std::path::Path, mask: &std::path::Path) -> Result<Vec<
 }
 
 pub fn embed_main(a: EmbedArgs) -> Result<()> {
-    if a.mode != "tee" {
-        return Err(Error::Config(format!("embed: --mode {} is not implemented for the encoder (tee only)", a.mode)));
+    if let Some(addr) = a.connect.clone() {
+        return crate::graph_serve::embed_remote_main(&a, &addr);
     }
-    let proto = match a.proto.as_str() {
-        "tami" => Proto::Tami,
+    let model = a.model.clone().ok_or_else(|| Error::Config("embed: --model or --connect is needed".into()))?;
+    if a.common.mode != "tee" {
+        return Err(Error::Config(format!("embed: --mode {} runs only with a server (--connect); in this process both parties run in tee mode", a.common.mode)));
+    }
+    let proto = match a.common.proto.as_str() {
+        "tami" | "auto" => Proto::Tami,
         "fss" => Proto::Fss,
         p => return Err(Error::Config(format!("embed: --proto {p}: tami or fss (the transformer operators need dealt correlations)"))),
     };
     let fx = FixedConfig::new(a.bits, a.frac)?;
-    if !crate::graph_run::is_hush_encoder_file(&a.model)? {
-        return crate::graph_run::embed_graph_main(&a, fx, proto);
+    if !crate::graph_run::is_hush_encoder_file(&model)? {
+        return crate::graph_run::embed_graph_main(&a, &model, fx, proto);
     }
     let t = Instant::now();
-    let e = hush_onnx::encoder::encoder_from_file(&a.model).map_err(|e| Error::Model(e.to_string()))?;
+    let e = hush_onnx::encoder::encoder_from_file(&model).map_err(|e| Error::Model(e.to_string()))?;
     let load_s = t.elapsed().as_secs_f64();
     let sentences = read_tokens(&a.ids, &a.mask)?;
     let o = EmbedOptions { fx, proto, batch_tokens: a.batch_tokens.max(1) };
@@ -952,13 +958,13 @@ pub fn embed_main(a: EmbedArgs) -> Result<()> {
     };
     let rec = serde_json::json!({
         "cmd": "embed",
-        "model": a.model.display().to_string(),
+        "model": model.display().to_string(),
         "sentences": emb.len(),
         "hidden": e.hidden,
         "layers": e.layers.len(),
         "heads": e.heads,
         "mode": "tee",
-        "proto": a.proto,
+        "proto": a.common.proto,
         "bits": fx.bits,
         "frac": fx.frac,
         "batches": st.batches,

@@ -314,6 +314,9 @@ impl<'a> Exec<'a> {
                 }
                 let refs: Vec<Option<&Tensor>> = ts.iter().map(|t| t.as_ref()).collect();
                 let mut out = eval_node(node, &refs).map_err(|e| Error::Input(e.to_string()))?;
+                if out.is_empty() || out[0].shape != self.p.slots[st.out()].shape {
+                    return Err(Error::Input(format!("a client-side step gave a value of another shape than the program's {:?}", self.p.slots[st.out()].shape)));
+                }
                 Val::Cl(out.swap_remove(0))
             }
             Step::Embed { ids, vocab, h, table, .. } => {
@@ -394,12 +397,16 @@ impl<'a> Exec<'a> {
                 let (a, b) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
                 Val::Sh(elementwise::mul(&mut self.ctx, ch, &a, &b, bd).map_err(tpc)?)
             }
-            Step::Mask { x, m, idx, clamp, .. } => {
+            Step::Mask { x, m, clamp, .. } => {
                 let xs = self.sh(*x)?.clone();
                 match self.cl(*m)? {
                     None => Val::Sh(xs),
                     Some(mt) => {
-                        let v = xs.v.iter().zip(idx).map(|(a, &i)| ring.add(*a, enc(ring, mt.v[i as usize].clamp(-clamp, *clamp), f))).collect();
+                        let idx = self.p.mask_index(st).ok_or_else(|| Error::Model("mask: shapes".into()))?;
+                        if mt.shape != self.p.slots[*m].shape {
+                            return Err(Error::Input(format!("mask of shape {:?}, the program says {:?}", mt.shape, self.p.slots[*m].shape)));
+                        }
+                        let v = xs.v.iter().zip(idx).map(|(a, i)| ring.add(*a, enc(ring, mt.v[i].clamp(-clamp, *clamp), f))).collect();
                         Val::Sh(ArithShare { ring, v })
                     }
                 }
@@ -563,6 +570,13 @@ pub fn is_hush_encoder_file(path: &std::path::Path) -> Result<bool> {
 /// `attention_mask` from `--ids`/`--mask`, `token_type_ids` from
 /// `--token-types` or zeros. Any other input is refused by name.
 pub fn graph_inputs(g: &hush_onnx::graph::GraphModel, ids: &std::path::Path, mask: &std::path::Path, types: Option<&std::path::Path>) -> Result<HashMap<String, Tensor>> {
+    let names: Vec<&str> = g.inputs.iter().map(|i| i.name.as_str()).collect();
+    token_inputs(&names, ids, mask, types)
+}
+
+/// The standard encoder inputs by name (`input_ids`, `attention_mask`,
+/// `token_type_ids`) for the names given.
+pub fn token_inputs(names: &[&str], ids: &std::path::Path, mask: &std::path::Path, types: Option<&std::path::Path>) -> Result<HashMap<String, Tensor>> {
     let (si, vi) = crate::npy::read(ids)?;
     let (sm, vm) = crate::npy::read(mask)?;
     if si.len() != 2 || si != sm {
@@ -572,8 +586,8 @@ pub fn graph_inputs(g: &hush_onnx::graph::GraphModel, ids: &std::path::Path, mas
         return Err(Error::Input(format!("mask value {} at {r}: expected 0 or 1", vm[r])));
     }
     let mut out = HashMap::new();
-    for spec in &g.inputs {
-        let t = match spec.name.as_str() {
+    for name in names {
+        let t = match *name {
             "input_ids" => Tensor::ints(si.clone(), vi.clone()),
             "attention_mask" => Tensor::ints(si.clone(), vm.clone()),
             "token_type_ids" => match types {
@@ -588,16 +602,16 @@ pub fn graph_inputs(g: &hush_onnx::graph::GraphModel, ids: &std::path::Path, mas
             },
             o => return Err(Error::Input(format!("the graph's input '{o}' has no source (hush embed gives input_ids, attention_mask and token_type_ids)"))),
         };
-        out.insert(spec.name.clone(), t);
+        out.insert(name.to_string(), t);
     }
     Ok(out)
 }
 
 /// `hush embed` on a graph that is not a `hush.encoder` graph: the graph
 /// runtime, both parties in this process, tee mode (simulated modules).
-pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, fx: FixedConfig, proto: Proto) -> Result<()> {
+pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, fx: FixedConfig, proto: Proto) -> Result<()> {
     let t0 = Instant::now();
-    let g = hush_onnx::graph::GraphModel::from_file(&a.model).map_err(|e| Error::Model(e.to_string()))?;
+    let g = hush_onnx::graph::GraphModel::from_file(model).map_err(|e| Error::Model(e.to_string()))?;
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
@@ -618,13 +632,13 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, fx: FixedConfig, proto: P
     let rec = serde_json::json!({
         "cmd": "embed",
         "runtime": "graph",
-        "model": a.model.display().to_string(),
+        "model": model.display().to_string(),
         "program": prog.fingerprint(),
         "ops": prog.op_counts().iter().map(|(k, n)| serde_json::json!({"op": k, "count": n})).collect::<Vec<_>>(),
         "output": prog.outputs.first().map(|o| o.0.clone()),
         "output_shape": first.shape,
         "mode": "tee",
-        "proto": a.proto,
+        "proto": a.common.proto,
         "bits": fx.bits,
         "frac": fx.frac,
         "online_s": st.seconds,

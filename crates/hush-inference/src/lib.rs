@@ -60,6 +60,7 @@ pub mod encoder;
 pub mod engine;
 pub mod fixed;
 pub mod graph_run;
+pub mod graph_serve;
 pub mod float_ref;
 pub mod he_linear;
 pub mod hello;

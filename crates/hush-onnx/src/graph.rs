@@ -105,7 +105,7 @@ pub enum Step {
     Mul { out: Slot, a: Slot, b: Slot },
     /// x + m for the client's m (broadcast by `idx`), each term clamped to
     /// [−clamp, clamp] (an attention mask before a Softmax).
-    Mask { out: Slot, x: Slot, m: Slot, idx: Vec<u32>, clamp: f64 },
+    Mask { out: Slot, x: Slot, m: Slot, clamp: f64 },
     /// LayerNorm over rows of `len`, then γ, β (empty: none).
     LayerNorm { out: Slot, x: Slot, len: usize, eps: f64, gamma: Vec<f64>, beta: Vec<f64> },
     Gelu { out: Slot, x: Slot, tanh: bool },
@@ -302,6 +302,13 @@ impl Program {
         Ok((t.shape, bound))
     }
 
+    /// For a [`Step::Mask`]: the client value's element added to each
+    /// element of the output (numpy broadcasting).
+    pub fn mask_index(&self, step: &Step) -> Option<Vec<usize>> {
+        let Step::Mask { x, m, .. } = step else { return None };
+        crate::broadcast_index(&self.slots.get(*m)?.shape, &self.slots.get(*x)?.shape)
+    }
+
     /// Counts of each operator kind (reports).
     pub fn op_counts(&self) -> Vec<(&'static str, usize)> {
         let mut m: Vec<(&'static str, usize)> = Vec::new();
@@ -455,10 +462,10 @@ impl Program {
                         return fail("sizes");
                     }
                 }
-                Step::Mask { x, m, idx, clamp, .. } => {
+                Step::Mask { x, m, clamp, .. } => {
                     sh(*x)?;
                     cl(*m)?;
-                    if len(*x) != len(o) || idx.len() != len(o) || idx.iter().any(|&i| i as usize >= len(*m)) || !clamp.is_finite() {
+                    if len(*x) != len(o) || self.mask_index(st).is_none() || !clamp.is_finite() {
                         return fail("sizes");
                     }
                 }
@@ -1232,13 +1239,13 @@ impl<'a> Lower<'a> {
         }
         let shape = self.p.slots[x].shape.clone();
         let ms = self.p.slots[m].shape.clone();
-        let idx = crate::broadcast_index(&ms, &shape).ok_or_else(|| Error::Unsupported(format!("graph: {}: mask of shape {ms:?} does not broadcast to {shape:?}", node_label(n))))?;
+        crate::broadcast_index(&ms, &shape).ok_or_else(|| Error::Unsupported(format!("graph: {}: mask of shape {ms:?} does not broadcast to {shape:?}", node_label(n))))?;
         // M = 2·(score bound) + 32: a masked score sits ≥ 32 below its row's
         // maximum, and Softmax gives it at most exp(−16) of weight (as in
         // `hush_inference::encoder`); terms beyond ±M are clamped
         let clamp = 2.0 * self.bound(x) + 32.0;
         let out = self.slot(shape, false, self.bound(x) + clamp, &n.output[0])?;
-        self.push(Step::Mask { out, x, m, idx: idx.into_iter().map(|i| i as u32).collect(), clamp });
+        self.push(Step::Mask { out, x, m, clamp });
         self.set(n, V::Shared(out));
         Ok(())
     }
