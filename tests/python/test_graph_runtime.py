@@ -113,3 +113,91 @@ def test_bad_inputs_are_refused(tmp_path):
     inputs["attention_mask"][0, 0] = 7
     p = run_embed(tmp_path, path, inputs)
     assert p.returncode != 0 and "mask" in p.stderr, p.stderr
+
+
+# ---- across hosts: two (tee) or three (dealer) processes, TLS with pins ------------------
+
+import socket
+import time
+
+
+def free_addr():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    a = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    return a
+
+
+class Listening:
+    """A listening hush command; its fingerprint from its first line."""
+
+    def __init__(self, args, addr, home):
+        self.p = subprocess.Popen([HUSH] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, HOME=str(home)))
+        line = self.p.stdout.readline()
+        assert line.startswith("fingerprint sha256:"), (args, line, self.p.stderr.read() if self.p.poll() is not None else "")
+        self.fp = line.split()[1]
+        host, port = addr.rsplit(":", 1)
+        t = time.time()
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                break
+            except OSError:
+                assert time.time() - t < 20, f"{args} did not start"
+                time.sleep(0.05)
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+        return self.p.stderr.read()
+
+
+def remote_embed(tmp, addr, inputs, extra):
+    args = [HUSH, "embed", "--connect", addr, "--out", str(tmp / "remote.npy"), "--json"]
+    for flag, key in (("--ids", "input_ids"), ("--mask", "attention_mask"), ("--token-types", "token_type_ids")):
+        if key in inputs:
+            np.save(tmp / f"r_{key}.npy", inputs[key])
+            args += [flag, str(tmp / f"r_{key}.npy")]
+    return subprocess.run(args + extra, capture_output=True, text=True, timeout=300, env=dict(os.environ, HOME=str(tmp)))
+
+
+@pytest.mark.parametrize("mode", ["tee", "dealer"])
+def test_served_across_processes_matches_onnxruntime(tmp_path, mode):
+    model = ts.bert_classifier()
+    path = tmp_path / "bert_classifier.onnx"
+    onnx.save(model, path)
+    inputs = ts.sample_inputs(token_types=True)
+    ref = ort.InferenceSession(str(path)).run(None, inputs)[0]
+    procs = []
+    try:
+        mode_flags = []
+        if mode == "dealer":
+            daddr = free_addr()
+            dealer = Listening(["dealer", "--listen", daddr], daddr, tmp_path)
+            procs.append(dealer)
+            mode_flags = ["--mode", "dealer", "--dealer", daddr, "--dealer-pin", dealer.fp]
+        saddr = free_addr()
+        srv = Listening(["serve", "--model", str(path), "--listen", saddr] + mode_flags, saddr, tmp_path)
+        procs.append(srv)
+        p = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp] + mode_flags)
+        assert p.returncode == 0, p.stderr
+        rec = json.loads(p.stdout)
+        out = np.load(tmp_path / "remote.npy")
+        err = float(np.abs(out - ref).max())
+        print(mode, "max |hush - onnxruntime|", err, rec)
+        assert err <= TOL, err
+        assert rec["mode"] == mode
+        assert rec["plan"]["linear"] == ("module" if mode == "tee" else "triples")
+        # a client of the other mode is refused at the hello, naming both; the server keeps serving
+        other = [] if mode == "dealer" else ["--mode", "dealer", "--dealer", "127.0.0.1:9", "--dealer-pin", "sha256:" + "ab" * 32]
+        q = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp] + other)
+        assert q.returncode != 0 and "mode mismatch" in q.stderr and "--mode tee" in q.stderr and "--mode dealer" in q.stderr, q.stderr
+        # a wrong pin: refused before anything is sent
+        q = remote_embed(tmp_path, saddr, inputs, ["--pin", "sha256:" + "cd" * 32] + mode_flags)
+        assert q.returncode != 0
+        p2 = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp] + mode_flags)
+        assert p2.returncode == 0, p2.stderr
+    finally:
+        logs = [pr.stop() for pr in reversed(procs)]
+    print(logs)
