@@ -890,6 +890,10 @@ pub struct EmbedArgs {
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// With --connect: the graph output to compute and reveal (default:
+    /// the graph's first output; no other output is revealed).
+    #[arg(long, value_name = "NAME")]
+    pub output: Option<String>,
     /// Mode (tee or dealer: encoder graphs; tee: hush.encoder graphs),
     /// family (tami or fss; auto = tami), links and dealer.
     #[command(flatten)]

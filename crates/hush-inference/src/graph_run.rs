@@ -138,6 +138,12 @@ pub fn check_program(p: &Program, fx: FixedConfig) -> Result<()> {
             Some(Step::Linear { .. } | Step::ScaleVec { .. } | Step::Scale { .. } | Step::LayerNorm { .. }) => 2.0 * f,
             _ => f,
         };
+        if let Some(Step::L2Norm { x, len, .. }) = p.steps.iter().find(|st| st.out() == i) {
+            let sq = *len as f64 * p.slots[*x].bound.powi(2);
+            if sq > (L2_HI as f64).exp2() {
+                return Err(Error::Model(format!("value '{}': L2 normalisation of rows whose squared norm could reach {sq:.3e}, beyond its range 2^{L2_HI}", s.name)));
+            }
+        }
         let bits = s.bound.max(f64::MIN_POSITIVE).log2() + pre;
         if !(bits < lim) {
             return Err(Error::Model(format!("value '{}': worst case {:.3e} at scale 2^{pre} could wrap the {}-bit ring", s.name, s.bound, fx.bits)));
@@ -145,6 +151,13 @@ pub fn check_program(p: &Program, fx: FixedConfig) -> Result<()> {
     }
     Ok(())
 }
+
+/// Internal scale of the L2 normalisation's rsqrt.
+pub const L2_SCALE: u32 = 22;
+/// Range of ‖x‖² the L2 normalisation is accurate on: [2^L2_LO, 2^L2_HI]
+/// (a program whose worst case exceeds 2^L2_HI is refused).
+pub const L2_LO: i32 = -10;
+pub const L2_HI: i32 = 30;
 
 struct Exec<'a> {
     role: Role,
@@ -433,6 +446,46 @@ impl<'a> Exec<'a> {
                 let xs = self.sh(*x)?.clone();
                 Val::Sh(tanh::tanh(&mut self.ctx, ch, &xs).map_err(tpc)?)
             }
+            Step::Pool { x, m, d, axis, .. } => {
+                let xs = self.sh(*x)?.clone();
+                let (im, id) = self.p.pool_index(st).ok_or_else(|| Error::Model("pool: shapes".into()))?;
+                let w = match (self.cl(*m)?, self.cl(*d)?) {
+                    (Some(mt), Some(dt)) => {
+                        let shape = &self.p.slots[*x].shape;
+                        let inner: usize = shape[axis + 1..].iter().product();
+                        let n_ax = shape[*axis].max(1);
+                        let mut w = Vec::with_capacity(xs.len());
+                        let mut mass = vec![0.0f64; xs.len() / n_ax];
+                        for i in 0..xs.len() {
+                            let v = mt.v[im[i]] / dt.v[id[i]];
+                            if !v.is_finite() {
+                                return Err(Error::Input(format!("pooling weight {v} (mask / count)")));
+                            }
+                            mass[(i / (inner * n_ax)) * inner + i % inner] += v.abs();
+                            w.push(enc(ring, v, f));
+                        }
+                        if let Some(m) = mass.iter().find(|&&m| m > 1.0 + 1e-6) {
+                            return Err(Error::Input(format!("pooling weights (mask / count) summing to {m} in absolute value: only means (at most 1) are supported")));
+                        }
+                        ArithShare::new(ring, w)
+                    }
+                    _ => ArithShare::zeros(ring, xs.len()),
+                };
+                let prod = elementwise::mul(&mut self.ctx, ch, &xs, &w, Bound::Proven { x: self.p.slots[*x].bound, y: 1.0 }).map_err(tpc)?;
+                let shape = &self.p.slots[*x].shape;
+                let inner: usize = shape[axis + 1..].iter().product();
+                let n_ax = shape[*axis];
+                let mut out = vec![0u64; xs.len() / n_ax.max(1)];
+                for (i, v) in prod.v.iter().enumerate() {
+                    let o = (i / (inner * n_ax)) * inner + i % inner;
+                    out[o] = ring.add(out[o], *v);
+                }
+                Val::Sh(ArithShare::new(ring, out))
+            }
+            Step::L2Norm { x, len, .. } => {
+                let xs = self.sh(*x)?.clone();
+                Val::Sh(self.l2norm(ch, &xs, *len)?)
+            }
             Step::Softmax { x, len, .. } => {
                 let xs = self.sh(*x)?.clone();
                 let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
@@ -460,6 +513,21 @@ impl<'a> Exec<'a> {
         let y = self.scale_cols(ch, &xs, len, c)?;
         let _ = ring;
         self.ctx.trunc(ch, &y, f).map_err(tpc)
+    }
+
+    /// Each row of `len` divided by its L2 norm: Σx² (exact), brought to
+    /// scale 2^[`L2_SCALE`], rsqrt by Newton's iteration on
+    /// [2^[`L2_LO`], 2^[`L2_HI`]] ([`hush_2pc::transformer::recip::rsqrt`]),
+    /// x·rsqrt, one truncation (as in [`crate::encoder`]'s normalisation).
+    fn l2norm(&mut self, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+        let (ring, f) = (self.ring, self.fx.frac);
+        let sq = self.ctx.powers(ch, x, 2).map_err(tpc)?.pop().ok_or_else(|| Error::Config("powers".into()))?;
+        let sums = ArithShare::new(ring, sq.v.chunks(len).map(|c| c.iter().fold(0u64, |a, v| ring.add(a, *v))).collect());
+        let v = if 2 * f > L2_SCALE { self.ctx.trunc(ch, &sums, 2 * f - L2_SCALE).map_err(tpc)? } else { sums.scale(1u64 << (L2_SCALE - 2 * f)) };
+        let r = hush_2pc::transformer::recip::rsqrt(&mut self.ctx, ch, &v, L2_SCALE, L2_LO, L2_HI).map_err(tpc)?;
+        let rb = ArithShare::new(ring, (0..x.len()).map(|i| r.v[i / len]).collect());
+        let y = self.ctx.mul(ch, x, &rb).map_err(tpc)?;
+        self.ctx.trunc(ch, &y, L2_SCALE).map_err(tpc)
     }
 
     fn run(&mut self, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<Vec<ArithShare>> {

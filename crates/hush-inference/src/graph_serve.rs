@@ -152,7 +152,12 @@ pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options)
         Ok(s) => s,
         Err(m) => return Err(refuse(ch, m)),
     };
-    let prog = match g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string())).and_then(|p| check_program(&p, o.fx).map(|_| p)) {
+    // the outputs revealed: those the client names, else the graph's first
+    let outs: Vec<String> = match hello.get("outputs").and_then(Value::as_array) {
+        Some(v) if !v.is_empty() => v.iter().filter_map(Value::as_str).map(str::to_string).take(16).collect(),
+        _ => g.outputs.iter().take(1).cloned().collect(),
+    };
+    let prog = match g.instantiate_outputs(&shapes, &outs).map_err(|e| Error::Model(e.to_string())).and_then(|p| check_program(&p, o.fx).map(|_| p)) {
         Ok(p) => p,
         Err(e) => return Err(refuse(ch, format!("the server cannot run its graph for these inputs: {e}"))),
     };
@@ -188,18 +193,18 @@ pub struct RemoteRun {
 }
 
 /// Runs an encoder graph with a remote server: the client's side.
-pub fn run_remote(addr: &str, opts: &Options, inputs: &HashMap<String, Tensor>) -> Result<RemoteRun> {
+pub fn run_remote(addr: &str, opts: &Options, inputs: &HashMap<String, Tensor>, outputs: &[String]) -> Result<RemoteRun> {
     let copts = ChannelOptions { profile: opts.profile.clone(), connect_timeout: opts.link.connect_timeout(), ..Default::default() };
     let sec = opts.link.to_peer(addr)?;
     let mut ch = TcpChannel::connect_with(addr, copts, &sec)?;
-    run_remote_on(&mut ch, opts, inputs)
+    run_remote_on(&mut ch, opts, inputs, outputs)
 }
 
 /// [`run_remote`] on a connected channel.
-pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, inputs: &HashMap<String, Tensor>) -> Result<RemoteRun> {
+pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, inputs: &HashMap<String, Tensor>, outputs: &[String]) -> Result<RemoteRun> {
     let t = Instant::now();
     let shapes: serde_json::Map<String, Value> = inputs.iter().map(|(k, v)| (k.clone(), json!(v.shape))).collect();
-    let hello = json!({"hush": "graph", "version": 1, "mode": opts.mode.name(), "proto": opts.proto, "proto_explicit": opts.expect.proto, "inputs": shapes});
+    let hello = json!({"hush": "graph", "version": 1, "mode": opts.mode.name(), "proto": opts.proto, "proto_explicit": opts.expect.proto, "inputs": shapes, "outputs": outputs});
     ch.send(hello.to_string().as_bytes())?;
     let reply = recv_json(ch, "server reply")?;
     if reply.get("ok").and_then(Value::as_bool) != Some(true) {
@@ -300,7 +305,7 @@ pub fn embed_remote_main(a: &crate::encoder::EmbedArgs, addr: &str) -> Result<()
     crate::cli::needs_dealer_addr(&a.common, "hush embed")?;
     let opts = crate::cli::options(&a.common, None, None)?;
     let inputs = crate::graph_run::token_inputs(&["input_ids", "attention_mask", "token_type_ids"], &a.ids, &a.mask, a.token_types.as_deref())?;
-    let r = run_remote(addr, &opts, &inputs)?;
+    let r = run_remote(addr, &opts, &inputs, &a.output.iter().cloned().collect::<Vec<_>>())?;
     let first = r.outputs.first().ok_or_else(|| Error::Model("the graph has no outputs".into()))?;
     crate::npy::write(&a.out, &first.shape, &first.v)?;
     let rec = json!({

@@ -490,6 +490,23 @@ pub fn eval_node(node: &NodeProto, ins: &[Option<&Tensor>]) -> Result<Vec<Tensor
         "Tanh" => one(unary(x(0)?, f64::tanh)),
         "Relu" => one(unary(x(0)?, |a| a.max(0.0))),
         "Sigmoid" => one(unary(x(0)?, |a| 1.0 / (1.0 + (-a).exp()))),
+        "Clip" => {
+            let a = x(0)?;
+            let lo = ins.get(1).copied().flatten().and_then(|t| t.v.first().copied()).unwrap_or(attr_float(node, "min", f64::NEG_INFINITY));
+            let hi = ins.get(2).copied().flatten().and_then(|t| t.v.first().copied()).unwrap_or(attr_float(node, "max", f64::INFINITY));
+            one(unary(a, |v| v.max(lo).min(hi)))
+        }
+        "ReduceL2" => {
+            let sq = unary(x(0)?, |v| v * v);
+            let mut n2 = node.clone();
+            n2.op_type = Some("ReduceSum".into());
+            let mut ins2: Vec<Option<&Tensor>> = ins.to_vec();
+            ins2[0] = Some(&sq);
+            let mut r = eval_node(&n2, &ins2)?;
+            r[0].v.iter_mut().for_each(|v| *v = v.sqrt());
+            r[0].int = false;
+            Ok(r)
+        }
         "ReduceMean" | "ReduceSum" => {
             let a = x(0)?;
             let r = a.shape.len();

@@ -110,6 +110,13 @@ pub enum Step {
     LayerNorm { out: Slot, x: Slot, len: usize, eps: f64, gamma: Vec<f64>, beta: Vec<f64> },
     Gelu { out: Slot, x: Slot, tanh: bool },
     Tanh { out: Slot, x: Slot },
+    /// Σ over `axis` of x·(m/d): masked mean pooling with the client's m
+    /// and d (each broadcast to x's shape, and to the output's); the
+    /// client's weights m/d of each output must sum to at most 1 in
+    /// absolute value (a mean, not a sum: checked by the client).
+    Pool { out: Slot, x: Slot, m: Slot, d: Slot, axis: usize },
+    /// x / ‖x‖ over rows of `len` (the last axis).
+    L2Norm { out: Slot, x: Slot, len: usize },
     Softmax { out: Slot, x: Slot, len: usize },
     /// `count` products of (m × k)·(k × n), two shared operands.
     MatMul { out: Slot, a: Slot, b: Slot, count: usize, m: usize, k: usize, n: usize },
@@ -143,6 +150,8 @@ impl Step {
             | Step::LayerNorm { out, .. }
             | Step::Gelu { out, .. }
             | Step::Tanh { out, .. }
+            | Step::Pool { out, .. }
+            | Step::L2Norm { out, .. }
             | Step::Softmax { out, .. }
             | Step::MatMul { out, .. }
             | Step::Move { out, .. } => *out,
@@ -166,6 +175,8 @@ impl Step {
             Step::LayerNorm { .. } => "layernorm",
             Step::Gelu { .. } => "gelu",
             Step::Tanh { .. } => "tanh",
+            Step::Pool { .. } => "pool",
+            Step::L2Norm { .. } => "l2norm",
             Step::Softmax { .. } => "softmax",
             Step::MatMul { .. } => "matmul",
             Step::Move { .. } => "move",
@@ -307,6 +318,30 @@ impl Program {
     pub fn mask_index(&self, step: &Step) -> Option<Vec<usize>> {
         let Step::Mask { x, m, .. } = step else { return None };
         crate::broadcast_index(&self.slots.get(*m)?.shape, &self.slots.get(*x)?.shape)
+    }
+
+    /// For a [`Step::Pool`]: for each element of x, the index of its m and
+    /// of its d (d indexed by the output position, x without `axis`).
+    pub fn pool_index(&self, step: &Step) -> Option<(Vec<usize>, Vec<usize>)> {
+        let Step::Pool { out, x, m, d, axis } = step else { return None };
+        let xs = &self.slots.get(*x)?.shape;
+        let os = &self.slots.get(*out)?.shape;
+        let mut red: Vec<usize> = xs.clone();
+        red.remove(*axis);
+        if *os != red && {
+            let mut k = xs.clone();
+            k[*axis] = 1;
+            *os != k
+        } {
+            return None;
+        }
+        let im = crate::broadcast_index(&self.slots.get(*m)?.shape, xs)?;
+        let id_out = crate::broadcast_index(&self.slots.get(*d)?.shape, &red)?;
+        // x's element → its output position (x without `axis`)
+        let inner: usize = xs[axis + 1..].iter().product();
+        let n_ax = xs[*axis];
+        let id = (0..im.len()).map(|i| id_out[(i / (inner * n_ax)) * inner + i % inner]).collect();
+        Some((im, id))
     }
 
     /// Counts of each operator kind (reports).
@@ -475,6 +510,21 @@ impl Program {
                         return fail("sizes");
                     }
                 }
+                Step::Pool { x, m, d, axis, .. } => {
+                    sh(*x)?;
+                    cl(*m)?;
+                    cl(*d)?;
+                    let xs = &self.slots[*x].shape;
+                    if *axis >= xs.len() || self.pool_index(st).is_none() {
+                        return fail("sizes");
+                    }
+                }
+                Step::L2Norm { x, len: l, .. } => {
+                    sh(*x)?;
+                    if *l == 0 || len(*x) != len(o) || len(o) % l != 0 {
+                        return fail("sizes");
+                    }
+                }
                 Step::Softmax { x, len: l, .. } => {
                     sh(*x)?;
                     if *l == 0 || len(*x) != len(o) || len(o) % l != 0 {
@@ -526,6 +576,12 @@ pub struct InputSpec {
 enum Fused {
     LayerNorm { x: String, axes_node: usize, eps: f64, gamma: Option<String>, beta: Option<String> },
     Gelu { x: String, tanh: bool },
+    /// Σ_axis (a·b) / d: masked mean pooling (one of a, b private, the
+    /// other and d the client's); `sum` is the ReduceSum node.
+    Pool { a: String, b: String, d: String, sum: usize },
+    /// y / ‖y‖ over the last axis (the norm's floor, if any, ignored: a
+    /// zero row stays zero).
+    L2Norm { y: String, reduce: usize },
 }
 
 /// An imported encoder graph.
@@ -627,7 +683,7 @@ impl GraphModel {
         const PLAIN: &[&str] = &[
             "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Softmax", "LayerNormalization", "Gather", "Transpose", "Reshape", "Slice", "Split", "Concat",
             "Unsqueeze", "Squeeze", "Flatten", "Expand", "Identity", "Dropout", "Cast", "Shape", "Constant", "ConstantOfShape", "Range", "Where",
-            "Equal", "Not", "Tanh", "Less", "Greater", "And", "Or", "Neg", "Size", "Max", "Min",
+            "Equal", "Not", "Tanh", "Less", "Greater", "And", "Or", "Neg", "Size", "Max", "Min", "Clip", "ReduceL2",
             // allowed where they only touch constants or client values (checked when lowering)
             "Erf", "ReduceMean", "ReduceSum", "Pow", "Sqrt", "Reciprocal", "Exp", "Abs", "Relu", "Sigmoid",
         ];
@@ -793,6 +849,58 @@ impl GraphModel {
                         roots.insert(root, Fused::Gelu { x, tanh: true });
                     }
                 }
+                "Div" => {
+                    // pooling: Div(ReduceSum(Mul(a, b)), d)
+                    let a0 = n.input.first().map(|s| s.as_str()).unwrap_or("");
+                    if let Some(&r) = prod.get(a0) {
+                        if op(r) == "ReduceSum" && only(r) == Some(i) {
+                            if let Some(&m) = prod.get(g.node[r].input.first().map(|s| s.as_str()).unwrap_or("")) {
+                                if op(m) == "Mul" && only(m) == Some(r) && n.input.len() == 2 {
+                                    let mi = &g.node[m].input;
+                                    members.extend([m, r]);
+                                    roots.insert(i, Fused::Pool { a: mi[0].clone(), b: mi[1].clone(), d: n.input[1].clone(), sum: r });
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                    // L2 normalisation: Div(y, [Expand]([Max|Clip](Sqrt(ReduceSum(y·y)) | ReduceL2(y))))
+                    let y = a0.to_string();
+                    let mut chain = Vec::new();
+                    let mut cur = n.input.get(1).and_then(|d| prod.get(d.as_str()).copied());
+                    let mut reduce = None;
+                    while let Some(c) = cur {
+                        if only(c) != Some(*chain.last().unwrap_or(&i)) {
+                            break;
+                        }
+                        match op(c) {
+                            "Expand" | "Max" | "Clip" | "Sqrt" => {
+                                chain.push(c);
+                                cur = prod.get(g.node[c].input.first().map(|s| s.as_str()).unwrap_or("")).copied();
+                            }
+                            "ReduceL2" if g.node[c].input.first() == Some(&y) => {
+                                chain.push(c);
+                                reduce = Some(c);
+                                break;
+                            }
+                            "ReduceSum" => {
+                                let Some(&sq) = prod.get(g.node[c].input.first().map(|s| s.as_str()).unwrap_or("")) else { break };
+                                let is_sq = (op(sq) == "Mul" && g.node[sq].input.iter().all(|s| *s == y))
+                                    || (op(sq) == "Pow" && g.node[sq].input.first() == Some(&y) && near(g.node[sq].input.get(1).and_then(|e| self.scalar(e, &prod)), 2.0));
+                                if is_sq && only(sq) == Some(c) && chain.iter().any(|&k| op(k) == "Sqrt") {
+                                    chain.extend([c, sq]);
+                                    reduce = Some(c);
+                                }
+                                break;
+                            }
+                            _ => break,
+                        }
+                    }
+                    if let Some(rd) = reduce {
+                        members.extend(chain.iter().copied());
+                        roots.insert(i, Fused::L2Norm { y, reduce: rd });
+                    }
+                }
                 "ReduceMean" => {
                     let x = n.input.first().cloned().unwrap_or_default();
                     let Some(d) = only(i) else { continue };
@@ -884,7 +992,18 @@ impl GraphModel {
 
     /// Lowers the graph for concrete input shapes (by input name).
     pub fn instantiate(&self, shapes: &HashMap<String, Vec<usize>>) -> Result<Program> {
-        Lower::new(self).run(shapes)
+        Lower::new(self).run(shapes, None)
+    }
+
+    /// [`GraphModel::instantiate`] revealing only the named outputs (the
+    /// others are not sent to the client).
+    pub fn instantiate_outputs(&self, shapes: &HashMap<String, Vec<usize>>, outputs: &[String]) -> Result<Program> {
+        for o in outputs {
+            if !self.outputs.contains(o) {
+                return bad(format!("the graph has no output '{o}' (it has {})", self.outputs.join(", ")));
+            }
+        }
+        Lower::new(self).run(shapes, Some(outputs))
     }
 }
 
@@ -956,7 +1075,7 @@ impl<'a> Lower<'a> {
         o
     }
 
-    fn run(mut self, shapes: &HashMap<String, Vec<usize>>) -> Result<Program> {
+    fn run(mut self, shapes: &HashMap<String, Vec<usize>>, select: Option<&[String]>) -> Result<Program> {
         for (k, t) in &self.m.inits {
             let secret = !t.int && t.len() > 1;
             self.vals.insert(k.clone(), V::C(t.clone(), secret));
@@ -983,6 +1102,9 @@ impl<'a> Lower<'a> {
             self.node(i, n)?;
         }
         for o in &self.m.outputs {
+            if select.is_some_and(|s| !s.contains(o)) {
+                continue;
+            }
             match self.vals.get(o) {
                 Some(V::Shared(s)) => self.p.outputs.push((o.clone(), *s)),
                 Some(_) => return bad(format!("output '{o}' does not depend on the server's weights and the client's input together (nothing to compute privately)")),
@@ -1007,6 +1129,59 @@ impl<'a> Lower<'a> {
                 let b = self.bound(xs).max(0.17) + GELU_ERR;
                 let out = self.slot(self.p.slots[xs].shape.clone(), false, b, &n.output[0])?;
                 self.push(Step::Gelu { out, x: xs, tanh: *tanh });
+                self.set(n, V::Shared(out));
+            }
+            Fused::Pool { a, b, d, sum } => {
+                let va = self.vals.get(a).cloned();
+                let vb = self.vals.get(b).cloned();
+                let vd = self.vals.get(d).cloned();
+                let (x, m) = match (va, vb) {
+                    (Some(V::Shared(x)), Some(V::Client(m))) | (Some(V::Client(m)), Some(V::Shared(x))) => (x, m),
+                    _ => return bad(format!("{}: a sum of products divided by a value is supported only as masked mean pooling (a private value times the client's mask, over the client's count)", node_label(n))),
+                };
+                let Some(V::Client(dv)) = vd else { return bad(format!("{}: pooling's denominator must be the client's own value", node_label(n))) };
+                let sn = &self.m.graph.node[*sum];
+                let xs = self.p.slots[x].shape.clone();
+                let axes = crate::eval::attr_ints(sn, "axes").map(Ok).unwrap_or_else(|| match self.get(sn, 1)? {
+                    Some(V::C(t, _)) => t.as_ints(),
+                    _ => bad(format!("{}: pooling over non-constant axes", node_label(sn))),
+                })?;
+                if axes.len() != 1 {
+                    return bad(format!("{}: pooling over {} axes (one is supported)", node_label(sn), axes.len()));
+                }
+                let axis = norm_axis(sn, axes[0], xs.len())?;
+                let mut os = xs.clone();
+                if attr_int(sn, "keepdims", 1) != 0 {
+                    os[axis] = 1;
+                } else {
+                    os.remove(axis);
+                }
+                // the client's weights m/d of each output sum to at most 1 in
+                // absolute value (a mean; checked at the client), so the
+                // pooled value is within x's bound
+                let bound = self.bound(x);
+                let out = self.slot(os, false, bound, &n.output[0])?;
+                let step = Step::Pool { out, x, m, d: dv, axis };
+                if self.p.pool_index(&step).is_none() {
+                    return bad(format!("{}: the mask and count do not broadcast to the pooled shapes", node_label(n)));
+                }
+                self.push(step);
+                self.set(n, V::Shared(out));
+            }
+            Fused::L2Norm { y, reduce } => {
+                let Some(V::Shared(x)) = self.vals.get(y).cloned() else { return bad(format!("{}: L2 normalisation of a non-private value", node_label(n))) };
+                let rn = &self.m.graph.node[*reduce];
+                let xs = self.p.slots[x].shape.clone();
+                let axes = crate::eval::attr_ints(rn, "axes").map(Ok).unwrap_or_else(|| match self.get(rn, 1)? {
+                    Some(V::C(t, _)) => t.as_ints(),
+                    _ => Ok(vec![-1]),
+                })?;
+                if axes.len() != 1 || norm_axis(rn, axes[0], xs.len())? + 1 != xs.len() {
+                    return bad(format!("{}: L2 normalisation over axes {axes:?} (only the last axis)", node_label(rn)));
+                }
+                let len = *xs.last().unwrap_or(&1);
+                let out = self.slot(xs, false, 1.0 + 1e-2, &n.output[0])?;
+                self.push(Step::L2Norm { out, x, len });
                 self.set(n, V::Shared(out));
             }
             Fused::LayerNorm { x, axes_node, eps, gamma, beta } => {
