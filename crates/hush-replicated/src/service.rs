@@ -1709,9 +1709,36 @@ fn connect_node(nodes: &[String; 3], i: usize, opts: &ChannelOptions, link: &Lin
     connect_with_hello(addr, 1, i, opts, &sec).map_err(|e| Error::Protocol { step: "connect to a node", msg: format!("party {i} at {addr}: {e}") })
 }
 
+/// Opens an extra-lane link (`HLAN`) for `job`, `lane` at node `i` under
+/// this identity, as a submitter's client does: for tests of lane
+/// binding (a node refuses it with a status frame when the job belongs
+/// to someone else).
+#[doc(hidden)]
+pub fn open_lane_link(nodes: &[String; 3], i: usize, job: u64, lane: u32, opts: &ChannelOptions, link: &LinkConfig) -> Result<TcpChannel> {
+    let mut ch = connect_node(nodes, i, opts, link)?;
+    let mut m = b"HLAN".to_vec();
+    m.extend_from_slice(&job.to_le_bytes());
+    m.extend_from_slice(&lane.to_le_bytes());
+    ch.send(&m).map_err(Error::transport("lane to a node"))?;
+    Ok(ch)
+}
+
 /// Submits a job: `inputs` gives the bits of the inline input values only
 /// (in order), stored values come from the nodes' stores.
 pub fn submit_job(nodes: &[String; 3], spec: &JobSpec, inputs: &Inputs, opts: &ChannelOptions, link: &LinkConfig) -> Result<JobResult> {
+    submit_job_with_id(nodes, spec, inputs, opts, link, None)
+}
+
+/// [`submit_job`] under a job id the caller chose (`None`: a random one).
+/// Nodes refuse an id they have seen; ids must be unpredictable to others.
+pub fn submit_job_with_id(
+    nodes: &[String; 3],
+    spec: &JobSpec,
+    inputs: &Inputs,
+    opts: &ChannelOptions,
+    link: &LinkConfig,
+    job_id: Option<u64>,
+) -> Result<JobResult> {
     let (instances, words, streams) = (spec.instances, spec.words, spec.streams);
     if streams == 0 || streams > MAX_STREAMS {
         return Err(Error::Input(format!("{streams} streams (allowed 1..={MAX_STREAMS})")));
@@ -1737,11 +1764,15 @@ pub fn submit_job(nodes: &[String; 3], spec: &JobSpec, inputs: &Inputs, opts: &C
     for s in &mut seeds {
         *s = os_seed()?;
     }
-    let job_id = loop {
-        let id = u64::from_le_bytes(os_seed()?[..8].try_into().unwrap());
-        if id != 0 {
-            break id;
-        }
+    let job_id = match job_id {
+        Some(0) => return Err(Error::Input("job id 0 is reserved".into())),
+        Some(id) => id,
+        None => loop {
+            let id = u64::from_le_bytes(os_seed()?[..8].try_into().unwrap());
+            if id != 0 {
+                break id;
+            }
+        },
     };
     let header = encode_header(&JobHeader {
         job_id,
