@@ -11,16 +11,30 @@
 //!
 //! * **Data owner** (`hush share`): shares a named value into replicated
 //!   shares and sends each node its pair. The uploader's fingerprint is the
-//!   input's *owner*; with it go two lists set by the owner: `users` (who
-//!   may submit jobs reading the input) and `recipients` (who may receive
-//!   results computed from it). The owner is implicitly in both; `any`
-//!   allows everyone. Only the owner may replace a name.
+//!   input's *owner*; with it goes the owner's *grant*: `users` (who may
+//!   submit jobs reading the input), `recipients` (who may receive results
+//!   computed from it) and `circuits` (which functions, at which input
+//!   position: [`crate::grant`]; none by default). The owner is implicitly
+//!   in both lists and not bound by `circuits`; `any` allows everyone (or,
+//!   in `circuits`, every function). Only the owner may replace a name or
+//!   re-grant it (`hush share --regrant`). An upload is two steps (the
+//!   nodes' current versions, then one version above all of them), so the
+//!   three nodes hold each input at one version ([`crate::store`]).
 //! * **Submitter** (`hush job`): names a circuit and, per circuit input,
 //!   a stored input or inline data it shares itself; `--output-to FP`
 //!   names the output party. Every node checks, for every stored input,
-//!   that the submitter is a user and the output party (the submitter
-//!   itself without `--output-to`) a recipient; a refusal is a clear error
-//!   naming the input and fingerprints, from each node independently.
+//!   that the submitter is a user, the output party (the submitter itself
+//!   without `--output-to`) a recipient, and the job's circuit (built-in
+//!   name or SHA-256 of its text) with the input at its position granted;
+//!   a refusal is a clear error naming the input, the fingerprints or the
+//!   circuit, from each node independently. Since a job needs all three
+//!   nodes and each checks its own copy of the grant, one node alone
+//!   cannot admit a job its grant does not allow.
+//! * **Admission cross-check**: before a job's first AND, each node sends
+//!   the next one the digest of the job header and, per stored input, its
+//!   name, record version, upload id and grant digest; a difference fails
+//!   the job, naming the input and the node that is behind (a store
+//!   restored from a backup, or a node that missed an update).
 //! * **Output party** (`hush fetch --job ID`): a job run with `--output-to`
 //!   leaves each node's share of the outputs in its store (encrypted at
 //!   rest, [`crate::store`]); only a client presenting the output party's
@@ -36,7 +50,10 @@
 //! of the party it claims to be. The first frame says what the connection
 //! is for: ring links carry (job id, lane); client links a request:
 //! `HJB2` job header (JSON), `HLAN` an extra lane of a job, `HSHR` a
-//! share upload, `HFET` a fetch, `HSTA` status, `HCAN` cancel.
+//! share upload or re-grant, `HFET` a fetch, `HSTA` status, `HCAN` cancel.
+//! An `HLAN` link is bound to the identity that opened it: a job takes
+//! only its submitter's, and once the job's header has arrived a lane link
+//! from anyone else is refused at once, leaving the job untouched.
 //!
 //! ## Jobs, concurrency and lanes
 //! Each job has its own ring links, one set per *lane*; a job split over
