@@ -142,25 +142,24 @@ impl FuncGrant {
         if !validate {
             return Ok(FuncGrant::Func { id: FuncId::Builtin(f.to_string()), pos });
         }
-        let c = Circuit::builtin(f).ok_or_else(|| {
+        let (cname, inputs) = Circuit::builtin_signature(f).ok_or_else(|| {
             Error::Input(format!(
                 "--allow-circuit {s:?}: not a built-in circuit (hush circuit list) nor sha256:<hex of a Bristol file>, nor `any`"
             ))
         })?;
-        let n = c.inputs.len();
+        let n = inputs.len();
         match pos {
             Some(p) if p >= n => {
-                return Err(Error::Input(format!("--allow-circuit {s:?}: {} has {n} input values (positions 1..={n})", c.name)));
+                return Err(Error::Input(format!("--allow-circuit {s:?}: {cname} has {n} input values (positions 1..={n})")));
             }
             None if n > 1 => {
                 return Err(Error::Input(format!(
-                    "--allow-circuit {s:?}: {} takes {n} input values (widths {:?}); name the one this input feeds, e.g. {}@1",
-                    c.name, c.inputs, c.name
+                    "--allow-circuit {s:?}: {cname} takes {n} input values (widths {inputs:?}); name the one this input feeds, e.g. {cname}@1"
                 )));
             }
             _ => {}
         }
-        Ok(FuncGrant::Func { id: FuncId::Builtin(c.name.clone()), pos })
+        Ok(FuncGrant::Func { id: FuncId::Builtin(cname), pos })
     }
 
     /// The canonical text of the entry (stored in the record).
@@ -244,5 +243,12 @@ mod tests {
         let two = CircuitId { n_values: 2, ..ident.clone() };
         assert!(!nd.allows(&two, 0));
         assert_eq!(parse_list(&["aes128@1".into(), "aes-128@1".into(), "any".into()]).unwrap(), vec!["aes128@1", "any"]);
+        // generated built-ins and aliases; the header-only signature agrees with the parsed circuit
+        assert_eq!(FuncGrant::parse("aes128_expanded@1").unwrap().canonical(), "aes128-expanded@1");
+        assert_eq!(FuncGrant::parse("neg64").unwrap().canonical(), "neg64");
+        for n in Circuit::builtin_names() {
+            let c = Circuit::builtin(n).unwrap();
+            assert_eq!(Circuit::builtin_signature(n), Some((c.name.clone(), c.inputs.clone())), "{n}");
+        }
     }
 }
