@@ -630,7 +630,8 @@ impl Drop for IdleTrim<'_> {
 
 fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
     let me = sh.cfg.party;
-    let Ok(first) = ch.recv() else { return };
+    // the first frame may carry shares (an upload): zeroized when dropped
+    let Ok(first) = ch.recv().map(Zeroizing::new) else { return };
     if first.len() < 4 {
         return;
     }
