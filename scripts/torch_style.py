@@ -245,7 +245,20 @@ def sample_inputs(batch=2, seq=12, vocab=200, seed=3, token_types=False):
     return out
 
 
+def bert_base(layers=12) -> onnx.ModelProto:
+    """BERT-base's shapes (vocab 30522, hidden 768, 12 heads, FFN 3072,
+    512 positions) as the classifier above, random weights: the benchmark
+    graph of `hush embed` at seq 128 (about 440 MB)."""
+    return bert_classifier(vocab=30522, h=768, nh=12, ffn=3072, max_pos=512, layers=layers, classes=2, seed=5)
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--bert-base":
+        out = Path(sys.argv[2])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(bert_base(), out)
+        print(f"wrote {out}")
+        return
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "target/torch_style")
     out.mkdir(parents=True, exist_ok=True)
     onnx.save(prenorm_block(), out / "prenorm_block.onnx")

@@ -28,7 +28,7 @@ import numpy as _np
 from . import _native
 from ._native import __version__, bench_aes, bench_cot, cot_sources, net_profiles
 
-__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed"]
+__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed", "embed_remote"]
 
 # A path to a model file (``.hushm`` or ``.onnx``) or an identity folder.
 _PathLike = _t.Union[str, "_os.PathLike[str]"]
@@ -166,6 +166,33 @@ def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.O
     emb, rep = _native.embed_tokens(_os.fspath(model), rows, proto=proto, bits=bits, frac=frac,
                                     batch_tokens=batch_tokens, check=check)
     out = _np.asarray(emb, dtype=_np.float64)
+    return (out, _json.loads(rep)) if report else out
+
+
+def embed_remote(addr: str, ids: _t.Any, mask: _t.Any, token_types: _t.Any = None, *, pin: _t.Optional[str] = None,
+                 identity: _t.Optional[_PathLike] = None, insecure: bool = False, mode: str = "tee",
+                 dealer: _t.Optional[str] = None, dealer_pin: _t.Optional[str] = None, output: _t.Optional[str] = None,
+                 proto: str = "auto", net: str = "none", connect_timeout: _t.Optional[float] = None,
+                 report: bool = False) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
+    """Runs an encoder graph served by ``hush serve --model encoder.onnx`` on
+    ``addr`` (the graph runtime: graphs as ``torch.onnx.export`` or
+    ``optimum`` write them). ``ids``/``mask`` (and ``token_types``) are
+    ``rows x padded length`` integer arrays, as a Hugging Face tokenizer
+    returns them; the server learns the padded shape only. ``pin`` is the
+    server's fingerprint; ``mode`` ``"tee"`` (trusted modules **simulated
+    here — no hardware protection**) or ``"dealer"`` (with ``dealer`` and
+    ``dealer_pin``: the dealer never sees the weights). Returns the graph's
+    first output (or ``output``), and with ``report=True`` the run's record."""
+    a = _np.ascontiguousarray(ids, dtype=_np.int64)
+    m = _np.ascontiguousarray(mask, dtype=_np.int64)
+    if a.ndim != 2 or a.shape != m.shape:
+        raise ValueError(f"ids {a.shape} and mask {m.shape} must be 2-D arrays of the same shape")
+    tt = None if token_types is None else _np.ascontiguousarray(token_types, dtype=_np.int64).ravel().tolist()
+    ident = None if identity is None else _os.path.expanduser(_os.fspath(identity))
+    vals, shape, rep = _native.embed_remote(addr, a.ravel().tolist(), m.ravel().tolist(), list(a.shape), token_types=tt,
+                                            output=output, proto=proto, net=net, pin=pin, identity=ident, insecure=insecure,
+                                            mode=mode, dealer=dealer, dealer_pin=dealer_pin, connect_timeout=connect_timeout)
+    out = _np.asarray(vals, dtype=_np.float64).reshape(shape)
     return (out, _json.loads(rep)) if report else out
 
 

@@ -196,8 +196,43 @@ def test_served_across_processes_matches_onnxruntime(tmp_path, mode):
         # a wrong pin: refused before anything is sent
         q = remote_embed(tmp_path, saddr, inputs, ["--pin", "sha256:" + "cd" * 32] + mode_flags)
         assert q.returncode != 0
+        # a client whose input breaks mid-session (a token outside the vocabulary: the
+        # client stops after the set-up), and one asking for an oversized input: both
+        # fail with a clear error; the server keeps serving
+        bad = {k: v.copy() for k, v in inputs.items()}
+        bad["input_ids"][0, 1] = 10_000
+        q = remote_embed(tmp_path, saddr, bad, ["--pin", srv.fp] + mode_flags)
+        assert q.returncode != 0 and "vocabulary" in q.stderr, q.stderr
+        huge = {k: np.zeros((1, 20000), dtype=np.int64) for k in inputs}
+        q = remote_embed(tmp_path, saddr, huge, ["--pin", srv.fp] + mode_flags)
+        assert q.returncode != 0 and "20000" in q.stderr, q.stderr
         p2 = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp] + mode_flags)
         assert p2.returncode == 0, p2.stderr
+        assert np.array_equal(np.load(tmp_path / "remote.npy").shape, ref.shape)
     finally:
         logs = [pr.stop() for pr in reversed(procs)]
     print(logs)
+
+
+def test_python_embed_remote(tmp_path):
+    """hush.embed_remote against a served graph (tee), with the classifier."""
+    import hush
+
+    model = ts.bert_classifier()
+    path = tmp_path / "c.onnx"
+    onnx.save(model, path)
+    inputs = ts.sample_inputs(token_types=True)
+    ref = ort.InferenceSession(str(path)).run(None, inputs)[0]
+    saddr = free_addr()
+    srv = Listening(["serve", "--model", str(path), "--listen", saddr], saddr, tmp_path)
+    try:
+        out, rep = hush.embed_remote(saddr, inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"], pin=srv.fp, report=True)
+        assert out.shape == ref.shape and float(np.abs(out - ref).max()) <= TOL
+        assert rep["mode"] == "tee" and rep["plan"]["linear"] == "module"
+        with pytest.raises(RuntimeError, match="mode mismatch"):
+            hush.embed_remote(saddr, inputs["input_ids"], inputs["attention_mask"], pin=srv.fp, mode="dealer",
+                              dealer="127.0.0.1:9", dealer_pin="sha256:" + "ab" * 32)
+        with pytest.raises(ValueError):
+            hush.embed_remote(saddr, inputs["input_ids"], inputs["attention_mask"][:, :3], pin=srv.fp)
+    finally:
+        srv.stop()

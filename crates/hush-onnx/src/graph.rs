@@ -1055,8 +1055,18 @@ impl<'a> Lower<'a> {
         match n.input.get(i) {
             None => Ok(None),
             Some(s) if s.is_empty() => Ok(None),
-            Some(s) => self.vals.get(s).cloned().map(Some).ok_or_else(|| Error::Unsupported(format!("graph: {}: input '{s}' is not defined before it", node_label(n)))),
+            Some(s) => self.lookup(s).map(Some).ok_or_else(|| Error::Unsupported(format!("graph: {}: input '{s}' is not defined before it", node_label(n)))),
         }
+    }
+
+    /// A value by name: computed, or an initializer (copied on use, so
+    /// that each weight is copied once, into the step that uses it).
+    fn lookup(&self, name: &str) -> Option<V> {
+        if let Some(v) = self.vals.get(name) {
+            return Some(v.clone());
+        }
+        let t = self.m.inits.get(name)?;
+        Some(V::C(t.clone(), !t.int && t.len() > 1))
     }
 
     fn need(&self, n: &NodeProto, i: usize) -> Result<V> {
@@ -1076,10 +1086,6 @@ impl<'a> Lower<'a> {
     }
 
     fn run(mut self, shapes: &HashMap<String, Vec<usize>>, select: Option<&[String]>) -> Result<Program> {
-        for (k, t) in &self.m.inits {
-            let secret = !t.int && t.len() > 1;
-            self.vals.insert(k.clone(), V::C(t.clone(), secret));
-        }
         for spec in &self.m.inputs {
             let shape = shapes.get(&spec.name).ok_or_else(|| Error::Unsupported(format!("graph: no shape given for input '{}'", spec.name)))?.clone();
             if !spec.dims.is_empty() && (spec.dims.len() != shape.len() || spec.dims.iter().zip(&shape).any(|(d, s)| d.is_some_and(|d| d != *s))) {
@@ -1105,7 +1111,7 @@ impl<'a> Lower<'a> {
             if select.is_some_and(|s| !s.contains(o)) {
                 continue;
             }
-            match self.vals.get(o) {
+            match self.lookup(o).as_ref() {
                 Some(V::Shared(s)) => self.p.outputs.push((o.clone(), *s)),
                 Some(_) => return bad(format!("output '{o}' does not depend on the server's weights and the client's input together (nothing to compute privately)")),
                 None => return bad(format!("output '{o}' is never computed")),
@@ -1124,7 +1130,7 @@ impl<'a> Lower<'a> {
     fn fused(&mut self, i: usize, n: &NodeProto, f: &Fused) -> Result<()> {
         match f {
             Fused::Gelu { x, tanh } => {
-                let xv = self.vals.get(x).cloned().ok_or_else(|| Error::Unsupported(format!("graph: GeLU input '{x}' undefined")))?;
+                let xv = self.lookup(x).ok_or_else(|| Error::Unsupported(format!("graph: GeLU input '{x}' undefined")))?;
                 let xs = self.shared(n, &xv)?;
                 let b = self.bound(xs).max(0.17) + GELU_ERR;
                 let out = self.slot(self.p.slots[xs].shape.clone(), false, b, &n.output[0])?;
@@ -1132,9 +1138,9 @@ impl<'a> Lower<'a> {
                 self.set(n, V::Shared(out));
             }
             Fused::Pool { a, b, d, sum } => {
-                let va = self.vals.get(a).cloned();
-                let vb = self.vals.get(b).cloned();
-                let vd = self.vals.get(d).cloned();
+                let va = self.lookup(a);
+                let vb = self.lookup(b);
+                let vd = self.lookup(d);
                 let (x, m) = match (va, vb) {
                     (Some(V::Shared(x)), Some(V::Client(m))) | (Some(V::Client(m)), Some(V::Shared(x))) => (x, m),
                     _ => return bad(format!("{}: a sum of products divided by a value is supported only as masked mean pooling (a private value times the client's mask, over the client's count)", node_label(n))),
@@ -1169,7 +1175,7 @@ impl<'a> Lower<'a> {
                 self.set(n, V::Shared(out));
             }
             Fused::L2Norm { y, reduce } => {
-                let Some(V::Shared(x)) = self.vals.get(y).cloned() else { return bad(format!("{}: L2 normalisation of a non-private value", node_label(n))) };
+                let Some(V::Shared(x)) = self.lookup(y) else { return bad(format!("{}: L2 normalisation of a non-private value", node_label(n))) };
                 let rn = &self.m.graph.node[*reduce];
                 let xs = self.p.slots[x].shape.clone();
                 let axes = crate::eval::attr_ints(rn, "axes").map(Ok).unwrap_or_else(|| match self.get(rn, 1)? {
@@ -1185,7 +1191,7 @@ impl<'a> Lower<'a> {
                 self.set(n, V::Shared(out));
             }
             Fused::LayerNorm { x, axes_node, eps, gamma, beta } => {
-                let xv = self.vals.get(x).cloned().ok_or_else(|| Error::Unsupported(format!("graph: LayerNorm input '{x}' undefined")))?;
+                let xv = self.lookup(x).ok_or_else(|| Error::Unsupported(format!("graph: LayerNorm input '{x}' undefined")))?;
                 let xs = self.shared(n, &xv)?;
                 let shape = self.p.slots[xs].shape.clone();
                 let an = &self.m.graph.node[*axes_node];
@@ -1201,7 +1207,7 @@ impl<'a> Lower<'a> {
                 let vec_of = |s: &mut Self, name: &Option<String>| -> Result<Vec<f64>> {
                     match name {
                         None => Ok(Vec::new()),
-                        Some(c) => match s.vals.get(c) {
+                        Some(c) => match s.lookup(c).as_ref() {
                             Some(V::C(t, _)) if t.len() == len || t.len() == 1 => Ok((0..len).map(|j| t.v[j % t.len()]).collect()),
                             _ => bad(format!("{}: LayerNorm scale/shift '{c}' must be a constant of {len} values", node_label(n))),
                         },
@@ -1545,7 +1551,7 @@ impl<'a> Lower<'a> {
         Ok(())
     }
 
-    fn linear(&mut self, name: &str, x: Slot, w: &[f64], n_in: usize, n_out: usize, b: Vec<f64>) -> Result<Slot> {
+    fn linear(&mut self, name: &str, x: Slot, w: Vec<f64>, n_in: usize, n_out: usize, b: Vec<f64>) -> Result<Slot> {
         let shape = self.p.slots[x].shape.clone();
         let rows = self.p.slots[x].slots_len() / n_in.max(1);
         let bx = self.bound(x);
@@ -1557,7 +1563,7 @@ impl<'a> Lower<'a> {
             *l = n_out;
         }
         let out = self.slot(os, false, bound, name)?;
-        Ok(self.push(Step::Linear { out, x, rows, n_in, n_out, w: w.to_vec(), b }))
+        Ok(self.push(Step::Linear { out, x, rows, n_in, n_out, w, b }))
     }
 
     fn matmul(&mut self, n: &NodeProto, _ins: &[Option<V>]) -> Result<()> {
@@ -1570,7 +1576,8 @@ impl<'a> Lower<'a> {
                 if w.shape.len() != 2 || sx.last() != Some(&w.shape[0]) {
                     return bad(format!("{}: a private {:?} times a weight {:?} (the weight must be 2-D, in × out)", node_label(n), sx, w.shape));
                 }
-                let o = self.linear(&name, *x, &w.v, w.shape[0], w.shape[1], Vec::new())?;
+                let (n_in, n_out) = (w.shape[0], w.shape[1]);
+                let o = self.linear(&name, *x, w.v.clone(), n_in, n_out, Vec::new())?;
                 self.set(n, V::Shared(o));
             }
             (V::C(w, _), V::Shared(x)) => {
@@ -1583,7 +1590,7 @@ impl<'a> Lower<'a> {
                 let (n_out, n_in) = (w.shape[0], w.shape[1]);
                 let t1 = self.swap_last(x.to_owned(), &name)?;
                 let wt = crate::eval::transpose2(w);
-                let y = self.linear(&name, t1, &wt.v, n_in, n_out, Vec::new())?;
+                let y = self.linear(&name, t1, wt.v, n_in, n_out, Vec::new())?;
                 let o = self.swap_last(y, &name)?;
                 self.set(n, V::Shared(o));
             }
@@ -1648,7 +1655,7 @@ impl<'a> Lower<'a> {
             Some(V::C(c, _)) => (Vec::new(), Some(c)),
             Some(_) => return bad(format!("{}: Gemm's C must be a constant", node_label(n))),
         };
-        let y = self.linear(&name, *x, &wv, n_in, n_out, bias)?;
+        let y = self.linear(&name, *x, wv, n_in, n_out, bias)?;
         let y = match rest {
             None => y,
             Some(c) => {

@@ -297,6 +297,69 @@ fn embed_tokens(
     })
 }
 
+/// The client of an encoder-graph server (`hush serve --model encoder.onnx`):
+/// `ids`, `mask` (and `token_types`) are `rows × padded length` integer
+/// arrays, flattened, with their `shape`. Returns (the output's values, its
+/// shape, the run's record as JSON text).
+#[pyfunction]
+#[pyo3(signature = (addr, ids, mask, shape, token_types=None, output=None, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None))]
+#[allow(clippy::too_many_arguments)]
+fn embed_remote(
+    py: Python<'_>,
+    addr: &str,
+    ids: Vec<i64>,
+    mask: Vec<i64>,
+    shape: Vec<usize>,
+    token_types: Option<Vec<i64>>,
+    output: Option<String>,
+    proto: &str,
+    net: &str,
+    pin: Option<String>,
+    identity: Option<String>,
+    insecure: bool,
+    mode: &str,
+    dealer: Option<String>,
+    dealer_pin: Option<String>,
+    connect_timeout: Option<f64>,
+) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
+    use hush_onnx::eval::Tensor;
+    if !insecure && pin.is_none() {
+        return Err(PyValueError::new_err(format!("no pin for {addr}: pass pin=\"sha256:<hex>\" (the server's fingerprint), or insecure=True on both sides")));
+    }
+    let n: usize = shape.iter().product();
+    if shape.len() != 2 || n == 0 || ids.len() != n || mask.len() != n || token_types.as_ref().is_some_and(|t| t.len() != n) {
+        return Err(PyValueError::new_err(format!("ids, mask (and token_types) must be non-empty 2-D arrays of one shape (got shape {shape:?})")));
+    }
+    if mask.iter().any(|&m| m != 0 && m != 1) || ids.iter().any(|&t| t < 0) {
+        return Err(PyValueError::new_err("mask must hold only 0 and 1, token ids must be non-negative"));
+    }
+    let mut opts = inference_options(proto, net, 64, 12)?;
+    opts.link = link_of(identity, pin.into_iter().collect(), insecure)?;
+    if let Some(t) = connect_timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(PyValueError::new_err("connect_timeout must be a positive number of seconds"));
+        }
+        opts.link = opts.link.with_connect_timeout(std::time::Duration::from_secs_f64(t));
+    }
+    opts.mode = mode_of(mode, dealer.as_deref(), dealer_pin.as_deref(), false)?;
+    opts.resolve_family().map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let f = |v: &[i64]| Tensor::ints(shape.clone(), v.iter().map(|&x| x as f64).collect());
+    let mut inputs = std::collections::HashMap::from([("input_ids".to_string(), f(&ids)), ("attention_mask".to_string(), f(&mask))]);
+    inputs.insert("token_type_ids".into(), f(token_types.as_deref().unwrap_or(&vec![0; n])));
+    let addr = addr.to_string();
+    guarded(py, move || {
+        let outs: Vec<String> = output.into_iter().collect();
+        let r = hush_inference::graph_serve::run_remote(&addr, &opts, &inputs, &outs).map_err(|e| e.to_string())?;
+        let first = r.outputs.into_iter().next().ok_or("the graph has no outputs")?;
+        let rec = serde_json::json!({
+            "cmd": "embed", "runtime": "graph", "connect": addr, "mode": r.mode, "proto": r.proto, "plan": r.plan,
+            "program": r.program, "output": r.output_names.first(), "total_s": r.seconds, "bytes_sent": r.bytes_sent,
+            "bytes_recv": r.bytes_recv, "rounds": r.rounds,
+        });
+        Ok((first.v, first.shape, rec.to_string()))
+    })
+}
+
 /// A model server (many concurrent client sessions on their own threads).
 #[pyclass]
 struct NativeServer {
@@ -581,6 +644,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cot_sources, m)?)?;
     m.add_function(wrap_pyfunction!(run_model, m)?)?;
     m.add_function(wrap_pyfunction!(embed_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(embed_remote, m)?)?;
     m.add_function(wrap_pyfunction!(onnx_to_hushm, m)?)?;
     m.add_function(wrap_pyfunction!(onnx_file_to_hushm, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
