@@ -86,12 +86,17 @@ impl LinearBackend {
     }
 }
 
-/// Options of a private run.
-#[derive(Clone, Copy, Debug)]
+/// Options of a private run: the plan (issue 28, item 2). `linear` is the
+/// default backend of the steps that touch the server's weights;
+/// `per_step` overrides it step by step (`hush plan`, `--plan`); a mix is
+/// validated by [`GraphOptions::validate`].
+#[derive(Clone, Debug)]
 pub struct GraphOptions {
     pub fx: FixedConfig,
     pub proto: Proto,
     pub linear: LinearBackend,
+    /// Backend per step index (None: `linear`).
+    pub per_step: Option<std::sync::Arc<Vec<Option<LinearBackend>>>>,
     /// Size GeLU's and Softmax's comparisons from the program's proven
     /// bounds (fewer bits, cheaper). The bounds come from the weights, so
     /// the widths show in the provider's requests: on in tee mode (the
@@ -105,13 +110,62 @@ pub struct GraphOptions {
 impl GraphOptions {
     /// The tee preset: weights in the server's module, bound-sized comparisons.
     pub fn tee(fx: FixedConfig, proto: Proto) -> Self {
-        GraphOptions { fx, proto, linear: LinearBackend::Module, widths_from_bounds: true }
+        GraphOptions { fx, proto, linear: LinearBackend::Module, per_step: None, widths_from_bounds: true }
     }
     /// The dealer preset: matrix triples, whole-ring comparisons — the
     /// dealer's view is independent of the weights.
     pub fn dealer(fx: FixedConfig, proto: Proto) -> Self {
-        GraphOptions { fx, proto, linear: LinearBackend::Triples, widths_from_bounds: false }
+        GraphOptions { fx, proto, linear: LinearBackend::Triples, per_step: None, widths_from_bounds: false }
     }
+}
+
+impl GraphOptions {
+    /// The backend of step `i`.
+    pub fn backend(&self, i: usize) -> LinearBackend {
+        self.per_step.as_ref().and_then(|v| v.get(i).copied().flatten()).unwrap_or(self.linear)
+    }
+
+    /// Refuses mixes whose security argument does not compose: with a
+    /// dealer as the provider (`dealer_provider`), a module-dealt step would
+    /// load that step's weights into the dealer — refused naming the step.
+    /// With the parties' own modules (tee) both backends are sound in any
+    /// mix: the module that sees W is the server's own, and the triples
+    /// backend shows W to no one (its openings are masked by dealt uniform
+    /// randomness), so each step's view argument holds on its own and the
+    /// steps compose sequentially (each step's outputs are fresh sharings).
+    pub fn validate(&self, p: &Program, dealer_provider: bool) -> Result<()> {
+        if let Some(v) = &self.per_step {
+            if v.len() != p.steps.len() {
+                return Err(Error::Config(format!("plan: {} entries for a program of {} steps", v.len(), p.steps.len())));
+            }
+        }
+        if dealer_provider {
+            for (i, st) in p.steps.iter().enumerate() {
+                if touches_weights(st) && self.backend(i) == LinearBackend::Module {
+                    return Err(Error::Config(format!(
+                        "plan: step {i} ({} '{}') is module-dealt in dealer mode: that would give the dealer its weights (an unsound mix: use the triples backend)",
+                        st.kind(),
+                        p.slots[st.out()].name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a step computes with the server's weights through a linear
+/// backend (the steps a plan chooses for).
+pub fn touches_weights(st: &Step) -> bool {
+    matches!(st, Step::Embed { .. } | Step::Linear { .. } | Step::ScaleVec { .. }) || matches!(st, Step::LayerNorm { gamma, .. } if !gamma.is_empty())
+}
+
+/// Cost of one step at one party (`hush plan`).
+#[derive(Clone, Debug, Default)]
+pub struct StepCost {
+    pub secs: f64,
+    pub bytes_sent: u64,
+    pub rounds: u32,
 }
 
 impl Default for GraphOptions {
@@ -162,6 +216,8 @@ pub const L2_HI: i32 = 30;
 struct Exec<'a> {
     role: Role,
     backend: LinearBackend,
+    plan: GraphOptions,
+    meter: Vec<StepCost>,
     widths: bool,
     p: &'a Program,
     fx: FixedConfig,
@@ -532,12 +588,17 @@ impl<'a> Exec<'a> {
 
     fn run(&mut self, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<Vec<ArithShare>> {
         self.vals = vec![None; self.p.slots.len()];
-        for st in &self.p.steps {
+        self.meter.clear();
+        for (i, st) in self.p.steps.iter().enumerate() {
+            self.backend = self.plan.backend(i);
+            let (t0, c0) = (Instant::now(), ch.cost());
             let v = self.step(ch, st, inputs).map_err(|e| match e {
                 Error::Nonlinear(m) => Error::Nonlinear(format!("{} → '{}': {m}", st.kind(), self.p.slots[st.out()].name)),
                 e => e,
             })?;
             self.vals[st.out()] = Some(v);
+            let c1 = ch.cost();
+            self.meter.push(StepCost { secs: t0.elapsed().as_secs_f64(), bytes_sent: c1.bytes_sent - c0.bytes_sent, rounds: c1.rounds - c0.rounds });
         }
         self.p.outputs.iter().map(|(_, s)| self.sh(*s).cloned()).collect()
     }
@@ -564,18 +625,24 @@ pub fn party_tee(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Chan
 /// One party's run with an established correlation provider (a trusted
 /// module, simulated, or a dealer connection).
 pub fn party_with(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule) -> Result<Option<Vec<Tensor>>> {
+    party_metered(role, prog, o, ch, inputs, module).map(|r| r.0)
+}
+
+/// [`party_with`], also returning this party's cost per step.
+pub fn party_metered(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule) -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
     if role == Role::Server && !prog.has_weights {
         return Err(Error::Config("graph: the server's program has no weights".into()));
     }
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
     let outs = ex.run(ch, inputs)?;
+    let meter = std::mem::take(&mut ex.meter);
     let flat: Vec<u64> = outs.iter().flat_map(|s| s.v.iter().copied()).collect();
     if role == Role::Server {
         linear::send_ring(ch, &o.fx, &flat)?;
-        return Ok(None);
+        return Ok((None, meter));
     }
     let other = linear::recv_ring(ch, &o.fx, flat.len(), "graph: the server's share of the outputs")?;
     let mut res = Vec::new();
@@ -585,32 +652,47 @@ pub fn party_with(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Cha
         off += sh.len();
         res.push(Tensor::new(prog.slots[*s].shape.clone(), v));
     }
-    Ok(Some(res))
+    Ok((Some(res), meter))
 }
 
 /// Both parties in this process over an in-memory channel (tee mode,
 /// simulated modules): the outputs and the run's figures.
 pub fn run_private(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<(Vec<Tensor>, GraphStats)> {
+    run_private_on(prog, inputs, o, &hush_transport::NetProfile::none()).map(|(y, st, _)| (y, st))
+}
+
+/// [`run_private`] over an emulated network, with both parties' cost per
+/// step: (server's, client's).
+pub type StepCosts = (Vec<StepCost>, Vec<StepCost>);
+
+/// Both parties in this process (tee mode) over an emulated link `net`.
+pub fn run_private_on(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions, net: &hush_transport::NetProfile) -> Result<(Vec<Tensor>, GraphStats, StepCosts)> {
     let public = prog.public();
-    let (mut ca, mut cb) = MemChannel::pair();
+    let (mut ca, mut cb) = MemChannel::pair_with(hush_transport::ChannelOptions { profile: net.clone(), ..Default::default() });
     let t = Instant::now();
+    let tee = |ch: &mut MemChannel, role: Role, p: &Program, inp: &HashMap<String, Tensor>| -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
+        let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
+        hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
+        party_metered(role, p, o, ch, inp, module)
+    };
     let (rs, rc) = std::thread::scope(|sc| {
         let hs = sc.spawn(|| {
-            let r = party_tee(Role::Server, prog, o, &mut ca, &HashMap::new());
+            let r = tee(&mut ca, Role::Server, prog, &HashMap::new());
             (r, ca.cost())
         });
         let hc = sc.spawn(|| {
-            let r = party_tee(Role::Client, &public, o, &mut cb, inputs);
+            let r = tee(&mut cb, Role::Client, &public, inputs);
             (r, cb.cost())
         });
         (hs.join(), hc.join())
     });
     let ((rs, cs), (rc, cc)) = (rs.map_err(|_| Error::Config("server thread panicked".into()))?, rc.map_err(|_| Error::Config("client thread panicked".into()))?);
-    let y = match (rs, rc) {
+    let ((_, ms), (y, mc)) = match (rs, rc) {
         (_, Err(e)) | (Err(e), _) => return Err(e),
-        (Ok(_), Ok(y)) => y.ok_or_else(|| Error::Config("the client got no result".into()))?,
+        (Ok(a), Ok(b)) => (a, b),
     };
-    Ok((y, GraphStats { seconds: t.elapsed().as_secs_f64(), bytes: cs.bytes_sent + cc.bytes_sent, rounds: cs.rounds.max(cc.rounds) as u64 }))
+    let y = y.ok_or_else(|| Error::Config("the client got no result".into()))?;
+    Ok((y, GraphStats { seconds: t.elapsed().as_secs_f64(), bytes: cs.bytes_sent + cc.bytes_sent, rounds: cs.rounds.max(cc.rounds) as u64 }, (ms, mc)))
 }
 
 /// The fixed-point reference: the same steps with both parties' data in
@@ -618,7 +700,7 @@ pub fn run_private(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOp
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())

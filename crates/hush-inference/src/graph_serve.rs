@@ -173,6 +173,7 @@ pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options)
     ch.send(reply.to_string().as_bytes())?;
     let mut module = provider.module;
     runtime::establish(&mut module, ch, opts, ModuleRole::Sender)?;
+    o.validate(&prog, matches!(opts.mode, Mode::Dealer { .. }))?;
     party_with(Role::Server, &prog, &o, ch, &HashMap::new(), module.clone()).map_err(|e| runtime::diagnose(&mut module, &opts.mode, e))?;
     Ok(1)
 }
