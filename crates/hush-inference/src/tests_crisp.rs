@@ -81,7 +81,7 @@ impl Channel for Tamper {
 }
 
 /// A small CNN (conv → ReLU → MaxPool → dense) run with a client that
-/// alters one of its online messages (input, a linear layer's F‖G, a gate
+/// alters one of its online messages (input, a linear layer's masked opening F, a gate
 /// opening, the output share or its check share): the server aborts with
 /// the check's error, the client gets no output. Honest runs pass.
 #[test]
@@ -116,7 +116,7 @@ fn tampering_at_model_level(backend: crisp_run::LinearBackend) {
     let xf = input(36, 3);
     let xq = cplan.encode_input(&xf).unwrap();
     let want = reference::run(&plan, &plan.encode_input(&xf).unwrap()).unwrap();
-    // client online messages: δ, F‖G (conv), trunc, ReLU, 2 MaxPool levels, F‖G (dense), trunc, z, q
+    // client online messages: δ, F (conv), trunc, ReLU, 2 MaxPool levels, F (dense), trunc, z, q
     for target in [usize::MAX, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9] {
         let (mut a, cb) = MemChannel::pair();
         a.set_timeout(std::time::Duration::from_secs(20));
@@ -387,8 +387,8 @@ fn deviant_session(addr: &str, o: &Options, how: Deviate) -> crate::Result<runti
     runtime::ClientSession::start(Deviant { inner: ch, how, sent: Vec::new() }, o)
 }
 
-/// Online sends of the tiny CNN's client per inference: δ, F‖G (conv),
-/// trunc, ReLU, 2 MaxPool levels, F‖G (dense), trunc, z, q.
+/// Online sends of the tiny CNN's client per inference: δ, F (conv),
+/// trunc, ReLU, 2 MaxPool levels, F (dense), trunc, z, q.
 const TINY_ONLINE_SENDS: usize = 10;
 
 /// Served malicious-client sessions over TCP with TLS and a TLS dealer
