@@ -167,10 +167,12 @@
 //! preprocessing in hush: this module needs a [`Dealer`].
 //!
 //! ## Next steps (not built)
-//! * **A ZK proof of plaintext knowledge** for the client's ciphertexts in
-//!   CRISP's linear layers ([`crate::crisp_ckks`] states the gap without
-//!   it exactly); the dealt [`linear`] (the default backend) has no such
-//!   gap.
+//! * **Closing the `ckks` backend's two gaps** ([`crate::crisp_ckks`]:
+//!   malformed ciphertexts, and the selective failure above): the dealer
+//!   would make the ciphertexts of the dealt masks under a client key it
+//!   deals, so the server never multiplies W by a client-made ciphertext
+//!   (docs/security-malicious-client.md). The dealt [`linear`] (the
+//!   default backend) has neither gap.
 //! * Tee underneath only with real hardware. (The engine wiring exists:
 //!   `hush_inference::crisp_run` runs a model, one [`Session`] per
 //!   inference, [`trunc`] after each weighted layer, the release through
