@@ -375,9 +375,9 @@ fn a_role_far_ahead_of_its_peer_is_held_then_refused_at_the_session_budget() {
     let (admitted, refusal, mut s, mut c) = client_alone(&h, &t, n, 64);
     let e = refusal.expect("a client alone was never refused");
     assert!(e.contains("--session-mem") && e.contains("unclaimed") && e.contains("receiver (client)"), "{e}");
-    // held bytes stay below the budget plus the computations under way (≤ 4) and one batch
+    // held bytes stay below the budget plus the computations under way (≤ 2) and one batch
     // (admitted until the held shares reach the budget: at least budget/one)
-    let bound = (4u64 << 20) / one + 4 + 1;
+    let bound = (4u64 << 20) / one + 2 + 1;
     assert!(admitted >= (4u64 << 20) / one && admitted <= bound, "{admitted} requests admitted (one server share {one} bytes, bound {bound})");
     // the server catches up: its shares were kept, and the client proceeds
     for b in 1..=admitted {
@@ -443,7 +443,13 @@ fn dealer_caps_sessions_per_address_and_answers_probes() {
 #[ignore = "measurement: ~1-2 min of dealer CPU"]
 fn review_stream_rss() {
     let rss = || hush_transport::admission::resident_bytes().unwrap_or(0) >> 20;
-    for (budget, max) in [(0u64, 12u64), (256 << 20, 64), (dealer::DEFAULT_SESSION_MEM, 64)] {
+    // one phase per process when HUSH_RSS_BUDGET_MIB is set (RSS is not returned between phases)
+    let phases: Vec<(u64, u64)> = match std::env::var("HUSH_RSS_BUDGET_MIB").ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(0) => vec![(0, 12)],
+        Some(m) => vec![(m << 20, 64)],
+        None => vec![(0u64, 12u64), (256 << 20, 64), (dealer::DEFAULT_SESSION_MEM, 64)],
+    };
+    for (budget, max) in phases {
         let t = tls();
         let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
         cfg.session_mem = budget;

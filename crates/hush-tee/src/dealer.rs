@@ -103,7 +103,7 @@ pub const DEFAULT_MAX_SESSIONS_PER_ADDR: usize = 256;
 /// seeded path answers at once and computes the peer's share on a helper
 /// thread: without this bound a request stream could start many before
 /// any of them is counted against the budget).
-const MAX_INFLIGHT: usize = 4;
+const MAX_INFLIGHT: usize = 2;
 
 /// A fresh random session id (OS randomness).
 pub fn new_session_id() -> SessionId {
