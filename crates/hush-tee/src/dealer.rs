@@ -31,6 +31,30 @@
 //!    zeroized — and when both have ended the session's seed is dropped
 //!    from the table. The dealer keeps nothing after a session.
 //!
+//! ## Admission (what one party can make the dealer hold)
+//! Issue 33: with paired dealing (`Paired`, below) the first role to ask for a
+//! batch makes the dealer compute both shares and keep the other role's,
+//! so a client alone could ask far ahead and make the dealer hold the
+//! server's shares (GiBs per session). Now:
+//! * per session, the shares held for one role (computed on the other's
+//!   request, unclaimed) are bounded by [`DealerConfig::session_mem`]
+//!   (`hush dealer --session-mem`, default [`DEFAULT_SESSION_MEM`]); a
+//!   request that would add to them beyond it is held without computing
+//!   until the peer claims shares, and refused after
+//!   [`DealerConfig::ahead_wait`] with an error naming the budget
+//!   (`Paired::admit_ahead`); held bytes stay below the budget plus
+//!   two batches (computations under way). Dealing plans keep their own budget
+//!   ([`DealerConfig::plan_mem`]).
+//! * sessions opened from one source address are capped
+//!   ([`DealerConfig::max_sessions_per_addr`]; the server side caps its
+//!   clients' sessions per address too: `hush serve --max-sessions-per-addr`);
+//! * a party can [`probe`] the dealer (a server does at start) without
+//!   opening a session.
+//!
+//! Honest sessions are unaffected: the roles ask for the same batches in
+//! the same order, so a role only waits when it is more than the budget
+//! ahead of a peer that is not asking.
+//!
 //! ## Why a third party cannot get a session's correlations
 //! A session's shares are only released to the connection that claimed the
 //! role. The server claims the sender role *before* the id leaves the
@@ -167,7 +191,7 @@ pub struct DealerConfig {
     /// that would compute more for the peer while this much is held is
     /// *held without computing* until the peer claims shares, and refused
     /// with an error after [`DealerConfig::ahead_wait`]. Held bytes stay
-    /// below this plus [`MAX_INFLIGHT`] batches.
+    /// below this plus two batches (computations under way).
     pub session_mem: u64,
     /// How long a request ahead of the budget waits for the peer.
     pub ahead_wait: Duration,
