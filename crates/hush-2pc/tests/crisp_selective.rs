@@ -3,9 +3,11 @@
 //!
 //! A malicious client adds an error to its share of one input of a
 //! private linear layer — in the **value** part or the **MAC** part, a
-//! **lift-bit** error (2^ℓ: changes no value) or a **top-bit** error
+//! **lift-bit** error (2^ℓ: changes no value), a **top-bit** error
 //! (2^(k−1): the bit the reduction mod 2^k truncates away after a product
-//! with an even weight) — and otherwise follows the protocol. For each
+//! with an even weight) or a **low-bit** error (1: below the fraction bits
+//! a later truncation drops; it changes W·x exactly when column i is
+//! nonzero) — and otherwise follows the protocol. For each
 //! such deviation class, before **each** of the two private layers, the
 //! same deviation runs against two weight sets that differ exactly in one
 //! predicate the attack of issue 36 read:
@@ -23,10 +25,11 @@
 //! probabilities observable (value lift error ≈ 3/16, value top-bit 3/4,
 //! MAC lift error 1/16, MAC top-bit 1/2). `TRIALS` = 400 sessions per
 //! weight set and class. **False-failure probability:** the test fails when
-//! |p̂_a − p̂_b| > 5.5·sqrt(2·p̄(1 − p̄)/TRIALS) + 1/TRIALS for one of the 24
+//! |p̂_a − p̂_b| > 5.5·sqrt(2·p̄(1 − p̄)/TRIALS) + 1/TRIALS for one of the 36
 //! comparisons; under equal rates each comparison exceeds 5.5 standard
 //! deviations with probability ≈ 4·10^−8 (normal approximation; the
-//! 1/TRIALS slack covers its error at p = 1/16), so ≈ 10^−6 for the test.
+//! 1/TRIALS slack covers its error at p = 1/16 and a single pass at p ≈ 0),
+//! so ≈ 1.5·10^−6 for the test.
 //! Against the earlier protocol the smallest gap of a zero/equal-column
 //! class is 1 − 3/4 = 1/4 (top-bit errors), ≥ 2.3 times the threshold at
 //! p̄ = 7/8 — that revert was run once and fails (see the docs page
@@ -140,8 +143,8 @@ fn session(ch: &mut dyn Channel, d: &mut Dealer, party: u8, w: Option<(&[u128], 
 
 /// Runs `cases` (weights, client input, deviation) one session each over
 /// one in-process dealer pair; returns the client's verdicts and checks
-/// that both parties agree and that every pass released the right output
-/// (the deviations change no value).
+/// that both parties agree and that every pass of a value-preserving
+/// deviation released the right output.
 fn run(cases: Vec<([i64; 16], [i64; 16], Vec<u64>, Dev)>) -> Vec<bool> {
     let l = Lift::new(ELL, S).unwrap();
     let ring = Ring::new(ELL).unwrap();
@@ -157,7 +160,9 @@ fn run(cases: Vec<([i64; 16], [i64; 16], Vec<u64>, Dev)>) -> Vec<bool> {
     let mut out = Vec::with_capacity(cases.len());
     for (w1, w2, x, dev) in &cases {
         let (pass, y) = session(&mut cb, &mut d, 1, None, Some(x), Some(*dev));
-        if pass {
+        // (a low-bit error that passes is the ordinary soundness error,
+        // ≈ (k+2)·2^−(k+1) per session at these parameters, and may change a value)
+        if pass && dev.e % (1u128 << ELL) == 0 {
             assert_eq!(y.unwrap(), plain(ring, w1, w2, x), "{dev:?}: a value-preserving deviation passed with a wrong output");
         }
         out.push(pass);
@@ -176,7 +181,7 @@ fn check_verdict_is_independent_of_the_weights() {
     for layer in 0..2 {
         for pred in [Pred::Zero, Pred::Equal, Pred::Even] {
             for part in [Part::Value, Part::Mac] {
-                for (ename, e) in [("lift 2^ℓ", 1u128 << ELL), ("top 2^(k−1)", 1u128 << (l.k() - 1))] {
+                for (ename, e) in [("lift 2^ℓ", 1u128 << ELL), ("top 2^(k−1)", 1u128 << (l.k() - 1)), ("low 1", 1u128)] {
                     let at = if pred == Pred::Equal { (0, Some(3)) } else { (1, None) };
                     classes.push((layer, pred, part, ename, Dev { layer, part, e, at }));
                 }
