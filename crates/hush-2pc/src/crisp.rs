@@ -69,27 +69,34 @@
 //!
 //! ## Soundness (what a cheating client can do)
 //! The client's only inputs to the computation are the messages it sends
-//! (gate openings, δ, z_1, ⟨q⟩_1) and its local shares. Any deviation is
-//! equivalent to adding an error e_j to the j-th opened value (a gate's
-//! x̂, or z) — an error in its value share before an opening, in transit,
-//! a replayed or wrong x + r are all of this form — plus errors e'_j in
-//! its MAC shares and an offset Δ on ⟨q⟩_1. The FSS gates themselves
-//! authenticate their outputs correctly for whatever x̂ was opened (the
-//! dealer is honest), so the only broken MAC relations are at openings:
-//! there d_j = e'_j − μ·e_j, and the check passes iff
-//! Δ + Σ c_j e'_j ≡ μ·E (mod 2^k), E = Σ c_j e_j. Everything on the left is
-//! the client's choice after seeing the coefficients; μ is hidden from it
-//! (its FSS keys are pseudorandom, its dealt shares uniform, every server
-//! message is masked by a fresh dealt r). A client that evaluates its keys
-//! at another x̂ than the one the server received, or alters its outputs,
-//! adds errors it can compute from its own view, which is simulatable
-//! without μ (key privacy) — so the errors are independent of μ and the
-//! bound below holds up to the (negligible) advantage of distinguishing a
-//! key from its simulation. Let 2^v be the largest power of
-//! two dividing all e_j; if some error changes a value, v ≤ ℓ − 1. Since
-//! some e_j/2^v is odd and its coefficient is uniform, E/2^v is uniform
-//! mod 2^(k−v), and given 2^w ∥ E the product μE is uniform over 2^(k−w)
-//! values. Summing over w, with K = k − v ≥ s + 1:
+//! (gate openings, δ, a private linear layer's F, z_1, ⟨q⟩_1) and its local
+//! shares. Every message but δ and ⟨q⟩_1 is an **opening**: a value
+//! x̃ + ρ for a dealt mask ρ whose MAC shares the parties hold (a gate's
+//! r, a linear layer's B, the output mask a). Any deviation is equivalent
+//! to adding an error e_j to the j-th opened value — an error in its value
+//! share before an opening, in transit, a replayed or wrong x + r are all
+//! of this form — plus errors e'_j in its MAC shares and an offset Δ on
+//! ⟨q⟩_1. After an opening, both parties continue from the *opened* value:
+//! the FSS gates authenticate their outputs correctly for whatever x̂ was
+//! opened (the dealer is honest), and a private linear layer multiplies
+//! the opened X′ by W and authenticates the product with the server's own
+//! μ ([`linear`]). So the only broken MAC relations are at openings:
+//! there d_j = e'_j − μ·e_j, where e'_j collects the client's MAC-share
+//! errors since the previous openings (carried through public linear maps
+//! only), and the check passes iff Δ + Σ c_j e'_j ≡ μ·E (mod 2^k),
+//! E = Σ c_j e_j. Everything on the left is the client's choice after
+//! seeing the coefficients; μ is hidden from it (its FSS keys are
+//! pseudorandom, its dealt shares uniform, every server message is masked
+//! by a fresh dealt r or A). A client that evaluates its keys at another
+//! x̂ than the one the server received, or alters its outputs, adds errors
+//! it can compute from its own view, which is simulatable without μ (key
+//! privacy) — so the errors are independent of μ and the bound below
+//! holds up to the (negligible) advantage of distinguishing a key from its
+//! simulation. Let 2^v be the largest power of two dividing all e_j; if
+//! some error changes a value, v ≤ ℓ − 1. Since some e_j/2^v is odd and
+//! its coefficient is uniform, E/2^v is uniform mod 2^(k−v), and given
+//! 2^w ∥ E the product μE is uniform over 2^(k−w) values. Summing over w,
+//! with K = k − v ≥ s + 1:
 //!
 //! Pr\[pass\] ≤ (K + 2)·2^−(K+1) ≤ (s + 3)·2^−(s+2)
 //!
@@ -97,10 +104,42 @@
 //! `tests/crisp.rs` observes). Errors with v ≥ ℓ change no value (see
 //! above) and pass with probability ≤ 2^−(k−v)·(k−v+2)/2 — harmless
 //! either way. A nonzero Δ alone (no value error) is always caught.
-//! **No selective failure**: d_j depends only on the client's own errors,
-//! so whether the check passes is independent of the server's data and of
-//! the client's true intermediate values — the abort bit leaks nothing
-//! (this is why CRISP Remark 5.1 may drop the first check of BCGGIKR21).
+//!
+//! ## No selective failure: the verdict is independent of W
+//! A *selective-failure* attack makes the check's outcome depend on the
+//! server's secrets: a client that adds a value-preserving error and
+//! watches whether the session aborts learns a predicate of the model.
+//! **Claim:** for any client strategy, the verdict is a function of the
+//! client's deviations (e_j, e'_j, Δ), μ and the coefficients c_j only —
+//! and the deviations are functions of the client's view, which is
+//! independent of W (E = W̃ − A and every opening are uniformly masked) —
+//! so the probability of passing is the same for every W and every client
+//! input. **Why:** by the paragraph above each check share is
+//! d_j = e'_j − μ·e_j. The server's W enters the computation in exactly
+//! one place, [`linear`], as f(W̃, X′) for the opened X′; its output MAC
+//! is computed from that same product (μ·f(W̃, X′)) and from dealt shares
+//! of μB (f(W̃, β_0) + f(E, β_1) + C′), so it is a correct MAC of the
+//! output for *every* X′, including one shifted by a client error: no
+//! term of the form f(W̃, ·) survives in any later d_j. The client's
+//! errors on F (value part) and on its MAC share of x (MAC part) are
+//! caught at this layer's own opening, before the product, as e′ − μe.
+//! Lift-bit errors (multiples of 2^ℓ) and top-bit errors (2^(k−1)) are no
+//! exception: they pass or fail with a probability set by μ and the c_j
+//! (e.g. e = 2^(k−1) on F passes iff μ·c is even), whatever W is.
+//! *History* (issue 36): an earlier [`linear`] had the client send its MAC
+//! share masked as well and multiplied both parts by W, so a client error
+//! reached the check as f(W̃, e′ − μe): an error in input i passed iff
+//! column i of W annihilated it (zero column; equal columns for e at i and
+//! −e at j; an even column for 2^(k−1)) — one chosen predicate of W per
+//! inference, and the old claim here ("d_j depends only on the client's
+//! own errors") was false for private-weight layers. This is the first
+//! check of Boyle et al. (BCGGIKR21) that CRISP Remark 5.1 drops, on the
+//! grounds that all-zero weights are unlikely; they need not be all zero,
+//! one column suffices. The test `crisp_selective.rs` runs every
+//! deviation class against weight pairs that differ in each predicate and
+//! checks equal pass rates. ([`crate::crisp_ckks`], the opt-in CKKS
+//! backend, multiplies client-*encrypted* data by W and is **not** covered
+//! by this claim; see its docs.)
 //! **Nothing before the check**: every server message before the verdict
 //! is a uniform mask (x̂ shares masked by fresh r, masked weights W − A of
 //! [`linear_prepare`] with A fresh) or public coins, so an
@@ -111,12 +150,13 @@
 //!   openings ⟨x̃⟩_1 + ⟨r⟩_1 (uniform: r fresh per element), δ = x̃ − a and
 //!   z_1 = ⟨ỹ⟩_1 + a (uniform: a fresh and known only to the client), and
 //!   ⟨q⟩_1 (= −⟨q⟩_0 in an honest run), and per private linear layer
-//!   F‖G (uniform: masked by the client's dealt B, B′). Simulatable from
+//!   F = ⟨x̃⟩_1 − B (uniform: B fresh, client-only). Simulatable from
 //!   nothing.
 //! * Client: its keys (pseudorandom, hiding r and μ), uniform dealt
 //!   shares, the server's openings (uniform), the coefficient seed
 //!   (public coins), per private linear layer E = W̃ − A (uniform), the
-//!   verdict and, after a pass, z mod 2^ℓ = the output plus its own mask.
+//!   verdict — independent of W and of every value (above) — and, after a
+//!   pass, z mod 2^ℓ = the output plus its own mask.
 //!
 //! ## Trust
 //! Correlations come from a dealer (`dealer` mode: real protection if it
@@ -127,10 +167,12 @@
 //! preprocessing in hush: this module needs a [`Dealer`].
 //!
 //! ## Next steps (not built)
-//! * **A ZK proof of plaintext knowledge** for the client's ciphertexts in
-//!   CRISP's linear layers ([`crate::crisp_ckks`] states the gap without
-//!   it exactly); the dealt [`linear`] (the default backend) has no such
-//!   gap.
+//! * **Closing the `ckks` backend's two gaps** ([`crate::crisp_ckks`]:
+//!   malformed ciphertexts, and the selective failure above): the dealer
+//!   would make the ciphertexts of the dealt masks under a client key it
+//!   deals, so the server never multiplies W by a client-made ciphertext
+//!   (docs/security-malicious-client.md). The dealt [`linear`] (the
+//!   default backend) has neither gap.
 //! * Tee underneath only with real hardware. (The engine wiring exists:
 //!   `hush_inference::crisp_run` runs a model, one [`Session`] per
 //!   inference, [`trunc`] after each weighted layer, the release through
@@ -656,10 +698,12 @@ pub fn maxpool(ch: &mut dyn Channel, sess: &mut Session, batches: &[ReluBatch], 
 // ------------------------------------------------------------ private-weight linear layers
 
 /// This party's dealt bilinear triple for one private-weight linear layer
-/// ([`linear`]). Server: A (weight-shaped), C_0, C′_0. Client: B, B′
-/// (input-shaped), C_1, C′_1 — and, after [`linear_prepare`], its output
-/// shares D = f(E, B) + C_1, D′ = f(E, B′) + C′_1. Single use (consumed
-/// by [`linear`]); zeroized on drop.
+/// ([`linear`]), with an authenticated client mask. Server: A
+/// (weight-shaped), β_0 (input-shaped), C_0, C′_0 — after
+/// [`linear_prepare`], C′_0 becomes f(W̃, β_0) + C′_0. Client: B, β_1
+/// (input-shaped), C_1, C′_1 — after [`linear_prepare`], its output shares
+/// D = f(E, B) + C_1, D′ = f(E, β_1) + C′_1. β_0 + β_1 = μ·B. Single use
+/// (consumed by [`linear`]); zeroized on drop.
 pub struct LinBatch {
     pub party: Party,
     pub lift: Lift,
@@ -667,10 +711,12 @@ pub struct LinBatch {
     pub shape: LinShape,
     /// Server: A. Client: unused (empty).
     a: Vec<u128>,
-    /// Client: B, B′. Server: empty.
+    /// Client: B. Server: empty.
     b: Vec<u128>,
-    b2: Vec<u128>,
-    /// C_p, C′_p; on the client, after preparation, D and D′.
+    /// β_p: this party's share of μ·B.
+    beta: Vec<u128>,
+    /// C_p, C′_p; after preparation, the input-independent parts of this
+    /// party's output shares (see above).
     c: Vec<u128>,
     c2: Vec<u128>,
     prepared: bool,
@@ -678,7 +724,7 @@ pub struct LinBatch {
 
 impl Drop for LinBatch {
     fn drop(&mut self) {
-        for v in [&mut self.a, &mut self.b, &mut self.b2, &mut self.c, &mut self.c2] {
+        for v in [&mut self.a, &mut self.b, &mut self.beta, &mut self.c, &mut self.c2] {
             v.zeroize();
         }
     }
@@ -701,13 +747,13 @@ pub fn deal_linear(dealer: &mut Dealer, sess: &Session, shape: LinShape) -> Resu
     let mut bytes = dealer.deal(CrispMac::request(l.params(CrispOp::Lin(shape), batch, sess.epoch), 1))?;
     let mut rd = &bytes[..];
     let parsed = (|| -> Result<LinBatch> {
-        let mut t = LinBatch { party: sess.party, lift: l, epoch: sess.epoch, shape, a: Vec::new(), b: Vec::new(), b2: Vec::new(), c: Vec::new(), c2: Vec::new(), prepared: false };
+        let mut t = LinBatch { party: sess.party, lift: l, epoch: sess.epoch, shape, a: Vec::new(), b: Vec::new(), beta: Vec::new(), c: Vec::new(), c2: Vec::new(), prepared: false };
         if sess.party == 0 {
             t.a = take_values(&mut rd, wl, k)?;
         } else {
             t.b = take_values(&mut rd, il, k)?;
-            t.b2 = take_values(&mut rd, il, k)?;
         }
+        t.beta = take_values(&mut rd, il, k)?;
         t.c = take_values(&mut rd, ol, k)?;
         t.c2 = take_values(&mut rd, ol, k)?;
         if !rd.is_empty() {
@@ -720,7 +766,7 @@ pub fn deal_linear(dealer: &mut Dealer, sess: &Session, shape: LinShape) -> Resu
 }
 
 const STEP_LIN_E: &str = "CRISP linear: masked weights W − A";
-const STEP_LIN_FG: &str = "CRISP linear: masked client shares";
+const STEP_LIN_F: &str = "CRISP linear: the client's masked opening x − B";
 
 fn lin_err(e: String) -> crate::Error {
     invalid(e)
@@ -728,9 +774,10 @@ fn lin_err(e: String) -> crate::Error {
 
 /// Input-independent (may run offline, before the client's input exists):
 /// the server sends E = W̃ − A (W̃ its weights lifted to Z_2^k; `w` is
-/// `Some` on the server only); the client receives E (size and range
-/// checked) and computes its output shares D = f(E, B) + C_1,
-/// D′ = f(E, B′) + C′_1. One server→client message of |W|·⌈k/8⌉ bytes.
+/// `Some` on the server only) and precomputes f(W̃, β_0) + C′_0; the
+/// client receives E (size and range checked) and computes its output
+/// shares D = f(E, B) + C_1, D′ = f(E, β_1) + C′_1. One server→client
+/// message of |W|·⌈k/8⌉ bytes.
 pub fn linear_prepare(ch: &mut dyn Channel, sess: &Session, t: &mut LinBatch, w: Option<&[u128]>) -> Result<()> {
     sess.ensure_open()?;
     check_lin(sess, t)?;
@@ -738,10 +785,11 @@ pub fn linear_prepare(ch: &mut dyn Channel, sess: &Session, t: &mut LinBatch, w:
         return Err(invalid("linear triple already prepared"));
     }
     let l = sess.lift;
+    let m = l.mask();
     let (wl, _, _) = t.shape.lens().ok_or_else(|| invalid("linear shape out of range"))?;
     if sess.party == 0 {
         let w = w.ok_or_else(|| invalid("the server's weights are missing"))?;
-        if w.len() != wl || w.iter().any(|v| v & !l.mask() != 0) {
+        if w.len() != wl || w.iter().any(|v| v & !m != 0) {
             return Err(invalid(format!("{} weights for a layer of {wl}, or a weight outside Z_2^{}", w.len(), l.k())));
         }
         let mut e: Vec<u128> = w.iter().zip(&t.a).map(|(w, a)| l.sub(*w, *a)).collect();
@@ -749,14 +797,17 @@ pub fn linear_prepare(ch: &mut dyn Channel, sess: &Session, t: &mut LinBatch, w:
         e.zeroize();
         t.a.zeroize();
         t.a = Vec::new();
+        let mut wb = t.shape.apply(w, &t.beta, m).map_err(lin_err)?;
+        wb.iter_mut().zip(&t.c2).for_each(|(x, c)| *x = l.add(*x, *c));
+        t.c2.zeroize();
+        t.c2 = wb;
     } else {
         if w.is_some() {
             return Err(invalid("the client has no weights"));
         }
         let mut e = recv_values(ch, STEP_LIN_E, &l, wl)?;
-        let m = l.mask();
         let d = t.shape.apply(&e, &t.b, m).map_err(lin_err);
-        let d2 = t.shape.apply(&e, &t.b2, m).map_err(lin_err);
+        let d2 = t.shape.apply(&e, &t.beta, m).map_err(lin_err);
         e.zeroize();
         let (mut d, mut d2) = (d?, d2?);
         d.iter_mut().zip(&t.c).for_each(|(x, c)| *x = l.add(*x, *c));
@@ -780,48 +831,67 @@ fn check_lin(sess: &Session, t: &LinBatch) -> Result<()> {
 /// Online: authenticated y = f(W, x) for the server's private weights W
 /// (`w`: the server's lifted weights, the same as given to
 /// [`linear_prepare`]; `None` at the client), one one-way client→server
-/// message of 2·|x|·⌈k/8⌉ bytes. The bias, if any, is added by the
-/// server afterwards ([`AuthShare::add_public`]).
+/// message of |x|·⌈k/8⌉ bytes. The bias, if any, is added by the server
+/// afterwards ([`AuthShare::add_public`]).
 ///
-/// **Protocol** (a Beaver triple for the bilinear map f — the layer's
-/// convolution or matrix product — applied to the value and to the MAC
-/// component; Beaver, CRYPTO '91; matrix form as in SecureML, S&P 2017):
-/// dealt (A, C_0, C′_0) to the server and (B, B′, C_1, C′_1) to the client
-/// with C_0 + C_1 = f(A, B), C′_0 + C′_1 = f(A, B′), all uniform in Z_2^k
-/// and fresh per layer and inference. The server has sent E = W̃ − A
-/// ([`linear_prepare`]). The client sends F = ⟨x̃⟩_1 − B and
-/// G = ⟨μx̃⟩_1 − B′; the server's shares are f(W̃, ⟨x̃⟩_0 + F) + C_0 and
-/// f(W̃, ⟨μx̃⟩_0 + G) + C′_0, the client's D = f(E, B) + C_1 and
-/// D′ = f(E, B′) + C′_1. They sum to f(W̃, x̃) and f(W̃, μx̃) = μ·f(W̃, x̃)
-/// (f is bilinear over Z_2^k), so values **and MACs** are correct, and
-/// the output is the lift of W·x mod 2^ℓ.
+/// **Protocol: a checked opening, then a Beaver product** (Beaver,
+/// CRYPTO '91; matrix form as in SecureML, S&P 2017; the authenticated
+/// mask as in SPDZ's and SPDZ2k's input and multiplication steps). Dealt:
+/// (A, β_0, C_0, C′_0) to the server and (B, β_1, C_1, C′_1) to the client,
+/// all uniform in Z_2^k and fresh per layer and inference, with
+/// β_0 + β_1 = μ·B, C_0 + C_1 = f(A, B), C′_0 + C′_1 = f(A, β_1). Offline
+/// the server has sent E = W̃ − A ([`linear_prepare`]).
+/// 1. The client sends F = ⟨x̃⟩_1 − B; the server forms the **opened**
+///    masked input X′ = ⟨x̃⟩_0 + F (= x̃ − B in an honest run).
+/// 2. The opening's MAC relation goes into the final check, exactly like a
+///    gate's: the server records ⟨μx̃⟩_0 − β_0 − μ·X′, the client
+///    ⟨μx̃⟩_1 − β_1 (they sum to μx̃ − μB − μX′ = 0).
+/// 3. Output shares: server f(W̃, X′) + C_0 and μ·f(W̃, X′) + f(W̃, β_0) + C′_0,
+///    client D = f(E, B) + C_1 and D′ = f(E, β_1) + C′_1. They sum to
+///    f(W̃, X′ + B) and μ·f(W̃, X′) + f(W̃, μB) = μ·f(W̃, X′ + B) (f is
+///    bilinear over Z_2^k): values **and MACs** are right, and the output
+///    is the lift of W·x mod 2^ℓ.
 ///
-/// **What each party sees.** Server: F and G, uniform (B, B′ uniform,
-/// fresh, client-only) — nothing about x. Client: E = W̃ − A, uniform (A
-/// uniform, fresh per layer and inference, server-only) — nothing about W;
-/// B, B′, C_1, C′_1 are uniform and independent of W and μ. Dealer: it
-/// draws A, B, B′, C and never receives W, x or any online message: it
+/// **No selective failure through W** (issue 36). The earlier version
+/// had the client send F and G = ⟨μx̃⟩_1 − B′ and multiplied *both* by W:
+/// a client error (e, e′) on them reached the check only as
+/// f(W̃, e′ − μe), so whether the check passed depended on W — a client
+/// could add a value-preserving e (2^ℓ, or 2^(k−1)) or any MAC error e′
+/// to input i and learn whether column i of W is zero, whether two
+/// columns are equal, whether a column is even. Here the server
+/// multiplies W only by X′, and **authenticates the product itself**
+/// (μ·f(W̃, X′) from its own μ; f(W̃, β_0) + f(E, β_1) + C′ from dealt
+/// shares of μB): whatever X′ the client caused, the output shares carry a
+/// *correct* MAC of f(W̃, X′ + B). A client error e in F and e′ in its MAC
+/// share enter the check only through this opening, as e′ − μe, which
+/// does not involve W; errors the client adds to D, D′ are additive share
+/// errors it chose, checked at the next opening as (its MAC error) −
+/// μ·(its value error), again without W. So every check share is a
+/// function of the client's own deviations and μ, never of W, and the
+/// verdict is independent of W (the full argument, over all gates, is in
+/// the module docs, "No selective failure"). This is the SPDZ2k rule
+/// (Cramer et al., CRYPTO 2018, §3: "MAC-check every opened value") and
+/// the first check of Boyle et al. (BCGGIKR21) that CRISP Remark 5.1
+/// drops: a value enters a product with a secret only after it is opened
+/// under a MAC that the batched final check verifies with coefficients
+/// drawn after every opening is fixed.
+///
+/// **What each party sees.** Server: F, uniform (B uniform, fresh,
+/// client-only); β_0 uniform (β_1 is) — nothing about x. Client:
+/// E = W̃ − A, uniform (A uniform, fresh per layer and inference,
+/// server-only) — nothing about W; B, β_1, C_1, C′_1 are uniform and
+/// independent of W and μ (β_0 = μB − β_1 never reaches it). Dealer: it
+/// draws A, B, β, C and never receives W, x or any online message: it
 /// learns nothing of W (unlike hush's semi-honest module-dealt layer,
 /// where the module/dealer holds W). As in every dealer-mode protocol, a
 /// dealer colluding with the client learns W (from A and E), one colluding
 /// with the server learns the client's shares.
 ///
-/// **Why a malicious client cannot forge a MAC through it.** Whatever the
-/// client does here amounts to errors (e, e′) in F and G and errors
-/// (ε, ε′) on its output shares D, D′; the outputs become
-/// ỹ + f(W̃, e) + ε and μỹ + f(W̃, e′) + ε′. These errors are functions of
-/// the client's view and of W, all independent of μ (its view here is E,
-/// B, B′, C_1, C′_1: uniform and μ-free). The layer's output is opened
-/// only inside a later gate or the release, whose check share is
-/// (MAC error) − μ·(value error); so the SPDZ2k bound of the module docs
-/// applies unchanged: a value-changing deviation passes the final check
-/// with probability ≤ (s + 3)·2^−(s+2). W being unknown to the client is
-/// not needed for this (μ alone is); it only keeps the model private.
-///
 /// **Deviation from CRISP.** CRISP's linear layers (§IV, InitLin/Lin) are
-/// CKKS-based and need no dealer ([`crate::crisp_ckks`]); this is the dealer-mode route (needs a
-/// [`Dealer`] trusted not to collude) and costs |W| elements of traffic
-/// per layer and inference (offline) plus 2·|x| online.
+/// CKKS-based and need no dealer ([`crate::crisp_ckks`]); this is the
+/// dealer-mode route (needs a [`Dealer`] trusted not to collude) and costs
+/// |W| elements of traffic per layer and inference (offline) plus |x|
+/// online, and |x| more entries in the final check.
 pub fn linear(ch: &mut dyn Channel, sess: &mut Session, t: LinBatch, w: Option<&[u128]>, x: &AuthShare) -> Result<AuthShare> {
     sess.ensure_open()?;
     check_lin(sess, &t)?;
@@ -838,28 +908,25 @@ pub fn linear(ch: &mut dyn Channel, sess: &mut Session, t: LinBatch, w: Option<&
         if w.is_some() {
             return Err(invalid("the client has no weights"));
         }
-        let mut fg: Vec<u128> = Vec::with_capacity(2 * il);
-        fg.extend(x.v.iter().zip(&t.b).map(|(v, b)| l.sub(*v, *b)));
-        fg.extend(x.m.iter().zip(&t.b2).map(|(v, b)| l.sub(*v, *b)));
-        send_values(ch, &l, &fg)?;
-        fg.zeroize();
+        let mut f: Vec<u128> = x.v.iter().zip(&t.b).map(|(v, b)| l.sub(*v, *b)).collect();
+        send_values(ch, &l, &f)?;
+        f.zeroize();
+        sess.pending.extend(x.m.iter().zip(&t.beta).map(|(mx, b)| l.sub(*mx, *b)));
         Ok(AuthShare { v: t.c.clone(), m: t.c2.clone() })
     } else {
         let w = w.ok_or_else(|| invalid("the server's weights are missing"))?;
         if w.len() != wl || w.iter().any(|v| v & !m != 0) {
             return Err(invalid(format!("{} weights for a layer of {wl}, or a weight outside Z_2^{}", w.len(), l.k())));
         }
-        let mut fg = recv_values(ch, STEP_LIN_FG, &l, 2 * il)?;
-        let mut xv: Vec<u128> = x.v.iter().zip(&fg[..il]).map(|(a, b)| l.add(*a, *b)).collect();
-        let mut xm: Vec<u128> = x.m.iter().zip(&fg[il..]).map(|(a, b)| l.add(*a, *b)).collect();
-        fg.zeroize();
-        let v = t.shape.apply(w, &xv, m).map_err(lin_err);
-        let mm = t.shape.apply(w, &xm, m).map_err(lin_err);
-        xv.zeroize();
-        xm.zeroize();
-        let (mut v, mut mm) = (v?, mm?);
+        let f = recv_values(ch, STEP_LIN_F, &l, il)?;
+        let mut xo: Vec<u128> = x.v.iter().zip(&f).map(|(a, b)| l.add(*a, *b)).collect();
+        let mu = sess.mu;
+        sess.pending.extend((0..il).map(|i| l.sub(l.sub(x.m[i], t.beta[i]), l.mul(mu, xo[i]))));
+        let v = t.shape.apply(w, &xo, m).map_err(lin_err);
+        xo.zeroize();
+        let mut v = v?;
+        let mm: Vec<u128> = v.iter().zip(&t.c2).map(|(y, c)| l.add(l.mul(mu, *y), *c)).collect();
         v.iter_mut().zip(&t.c).for_each(|(y, c)| *y = l.add(*y, *c));
-        mm.iter_mut().zip(&t.c2).for_each(|(y, c)| *y = l.add(*y, *c));
         Ok(AuthShare { v, m: mm })
     }
 }

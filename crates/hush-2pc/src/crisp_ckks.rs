@@ -45,6 +45,23 @@
 //! its errors stay independent of μ. The SPDZ2k bound of [`crate::crisp`]
 //! applies unchanged.
 //!
+//! **Selective failure: not closed here** (issue 36). Soundness is not
+//! privacy of the verdict: the client's errors (e_v, e_m) reach the check
+//! only as W·(e_m − μ·e_v), so whether it passes depends on W. A
+//! value-preserving e_v (a multiple of 2^ℓ, or 2^(k−1)) or any e_m on input
+//! i passes iff W·e_i ≡ 0 — column i zero, two columns equal, a column
+//! even — one chosen predicate of W per inference. CRISP's t-tags would
+//! not stop it either (they compare the packed ciphertext with the
+//! client's own shares, which the client chooses consistently). The dealt
+//! backend ([`crate::crisp::linear`]) closes it by opening x − B under a
+//! MAC before the product and authenticating the product at the server;
+//! here the product's other operand is a client ciphertext, and the same
+//! fix needs the ciphertext of the mask B to come from an honest party
+//! (the dealer encrypting B + i·β_1 under a client key it deals) or a
+//! proof that it encrypts the dealt B — neither is built. This backend
+//! stays opt-in with both gaps named in its warning
+//! (`hush_inference::crisp_run::CKKS_GAP_WARNING`).
+//!
 //! ## Where μ lives
 //! μ is drawn per inference by the dealer and given to the server only
 //! ([`crate::crisp::Session::start`]); this layer uses it once, to form the

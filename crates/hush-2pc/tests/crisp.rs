@@ -207,8 +207,9 @@ fn run(l: Lift, m: Model, x: Vec<u64>, wire: Wire, local: Local) -> (hush_2pc::R
 }
 
 /// [`run`] with the private-weight linear layers when `private` (client
-/// messages then: 0 = δ, 1 = F‖G of W1, 2 = first ReLU opening, 3 = F‖G
-/// of W2, 4 = second ReLU, 5 = MaxPool, 6 = truncation, 7 = z, 8 = ⟨q⟩).
+/// messages then: 0 = δ, 1 = F of W1 (the masked opening x − B, 8
+/// values), 2 = first ReLU opening, 3 = F of W2 (6 values), 4 = second
+/// ReLU, 5 = MaxPool, 6 = truncation, 7 = z, 8 = ⟨q⟩).
 fn run_with(l: Lift, m: Model, x: Vec<u64>, wire: Wire, local: Local, private: bool) -> (hush_2pc::Result<Option<Vec<u64>>>, hush_2pc::Result<Option<Vec<u64>>>, Vec<String>) {
     let (mut ca, cb) = MemChannel::pair();
     ca.set_timeout(Duration::from_secs(20));
@@ -489,8 +490,8 @@ struct Tally {
     undetected_value_change: usize,
 }
 
-/// Whether adding `e` to element `elem` of the F part of a private
-/// layer's F‖G changes a value: f(W, e·1_elem) ≢ 0 (mod 2^ℓ).
+/// Whether adding `e` to element `elem` of a private layer's F changes a
+/// value: f(W, e·1_elem) ≢ 0 (mod 2^ℓ).
 fn f_error_changes(w: &[i64], cols: usize, elem: usize, e: u128, ell: u32) -> bool {
     let m = (1u128 << ell) - 1;
     (0..w.len() / cols).any(|r| (w[r * cols + elem] as i128 as u128).wrapping_mul(e) & m != 0)
@@ -544,10 +545,11 @@ fn campaign(trials: usize, seed: u64, private: bool) -> Tally {
             5 => (Wire::None, Local::MacShare((p.random_block().0 & l.mask()).max(1)), false),
             6 => (Wire::Add { target: q_idx, elem: 0, e: (p.random_block().0 & l.mask()).max(1) }, Local::None, true),
             _ => {
-                // private layers only: an error in the MAC part G of F‖G
+                // private layers only: a lift-bit error (a multiple of 2^ℓ:
+                // no value changes) in F
                 let (ix, n_in) = fg[(p.next_u64() % 2) as usize];
-                let e = (p.random_block().0 & l.mask()).max(1);
-                (Wire::Add { target: ix, elem: n_in + (p.next_u64() as usize % n_in), e }, Local::None, false)
+                let e = ((p.random_block().0 << 37) & l.mask()).max(1 << 37);
+                (Wire::Add { target: ix, elem: p.next_u64() as usize % n_in, e }, Local::None, false)
             }
         };
         let (rs, rc, _) = run_with(l, m, x, wire, local, private);
@@ -1066,9 +1068,9 @@ fn private_weight_pipeline_matches_plaintext() {
     }
 }
 
-/// Deviations inside the private layer: errors in F (value part) and in G
-/// (MAC part) of either layer, a bit flip, a replayed F‖G, a truncated
-/// F‖G — all end without output.
+/// Deviations inside the private layer: errors in F (the masked opening)
+/// of either layer, lift-bit errors, a bit flip, a replayed F — all end
+/// without output.
 #[test]
 fn private_layer_tampering_is_caught() {
     let l = Lift::new(37, 40).unwrap();
@@ -1077,10 +1079,10 @@ fn private_layer_tampering_is_caught() {
         Wire::Add { target: 1, elem: 0, e: 1 },
         Wire::Add { target: 1, elem: 5, e: 1 << 36 },
         Wire::Add { target: 3, elem: 2, e: 12345 },
-        Wire::Add { target: 1, elem: 8 + 3, e: 1 }, // G of W1: a MAC error only
-        Wire::Add { target: 3, elem: 6 + 1, e: 1 << 50 },
+        Wire::Add { target: 1, elem: 3, e: 1 << 37 }, // a lift-bit error: no value changes, still caught
+        Wire::Add { target: 3, elem: 1, e: 1 << 50 },
         Wire::FlipBit { target: 3, bit: 7 },
-        Wire::Replay { target: 3, from: 1 }, // F‖G of W1 (16 values) where 12 are due: a wrong length
+        Wire::Replay { target: 3, from: 1 }, // F of W1 (8 values) where 6 are due: a wrong length
     ];
     for (i, wire) in cases.into_iter().enumerate() {
         let (rs, rc, _) = run_with(l, Model::new(i as u64), inputs(ring, i as u64), wire, Local::None, true);

@@ -327,3 +327,147 @@ fn dealing_plans_are_the_servers_admitted_and_served_as_dealt_alone() {
     assert!(sa.call(&Request::Plan(vec![reqs[2].clone()])).is_err());
     h.shutdown();
 }
+
+// ------------------------------------------------------------ admission ahead of the peer (issue 33)
+
+/// The review's request stream: a client alone (its server never asks)
+/// requests large TAMI batches at ℓ = 64, each making the dealer compute
+/// and hold the server's share. Returns (requests admitted, the refusal).
+fn client_alone(h: &DealerHandle, t: &Tls, n: u32, max: u64) -> (u64, Option<String>, DealerModule, DealerModule) {
+    use hush_2pc::deal::tami::{Flavor, TamiShape, TamiTables};
+    let sid = dealer::new_session_id();
+    let s = join(h, t, &sid, ModuleRole::Sender).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let mut c = join(h, t, &sid, ModuleRole::Receiver).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let shape = TamiShape::new(64, 5, 8, Flavor::Relu);
+    for b in 1..=max {
+        if let Err(e) = c.call(&Request::Deal(TamiTables::request(b, n, &shape))) {
+            return (b - 1, Some(e.to_string()), s, c);
+        }
+    }
+    (max, None, s, c)
+}
+
+/// A client far ahead of its server is held, then refused at the
+/// session's budget (`hush dealer --session-mem`) with an error naming it;
+/// the server then takes what was dealt for it, and the client's requests
+/// are admitted again once the server has caught up. With a peer that
+/// catches up while the request is held, nothing is refused.
+#[test]
+fn a_role_far_ahead_of_its_peer_is_held_then_refused_at_the_session_budget() {
+    use hush_2pc::deal::tami::{Flavor, TamiShape, TamiTables};
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+    cfg.session_mem = 4 << 20;
+    cfg.ahead_wait = Duration::from_millis(300);
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let l2 = lines.clone();
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(move |l| l2.lock().unwrap().push(l))).unwrap();
+    let shape = TamiShape::new(64, 5, 8, Flavor::Relu);
+    let n = 1u32 << 13;
+    // the size of the server's share of one batch (≈ 1.5 MB)
+    let sid = dealer::new_session_id();
+    let mut s0 = join(&h, &t, &sid, ModuleRole::Sender).unwrap();
+    let one = match s0.call(&Request::Deal(TamiTables::request(1, n, &shape))).unwrap() {
+        Response::Dealt(ref b) => b.len() as u64,
+        r => panic!("{r:?}"),
+    };
+    drop(s0);
+    let (admitted, refusal, mut s, mut c) = client_alone(&h, &t, n, 64);
+    let e = refusal.expect("a client alone was never refused");
+    assert!(e.contains("--session-mem") && e.contains("unclaimed") && e.contains("receiver (client)"), "{e}");
+    // held bytes stay below the budget plus the computations under way (≤ 2) and one batch
+    // (admitted until the held shares reach the budget: at least budget/one)
+    let bound = (4u64 << 20) / one + 2 + 1;
+    assert!(admitted >= (4u64 << 20) / one && admitted <= bound, "{admitted} requests admitted (one server share {one} bytes, bound {bound})");
+    // the server catches up: its shares were kept, and the client proceeds
+    for b in 1..=admitted {
+        match s.call(&Request::Deal(TamiTables::request(b, n, &shape))).unwrap() {
+            Response::Dealt(ref v) => assert_eq!(v.len() as u64, one),
+            r => panic!("{r:?}"),
+        }
+    }
+    let next = admitted + 1;
+    assert!(c.call(&Request::Deal(TamiTables::request(next, n, &shape))).is_ok(), "after the server caught up the client is admitted again");
+    drop((s, c));
+    // a peer that catches up while the request is held: nothing refused
+    let sid = dealer::new_session_id();
+    let mut s = join(&h, &t, &sid, ModuleRole::Sender).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let mut c = join(&h, &t, &sid, ModuleRole::Receiver).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let ahead = bound + 2;
+    let srv = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        for b in 1..=ahead {
+            assert!(s.call(&Request::Deal(TamiTables::request(b, n, &shape))).is_ok());
+        }
+    });
+    for b in 1..=ahead {
+        c.call(&Request::Deal(TamiTables::request(b, n, &shape))).unwrap_or_else(|e| panic!("batch {b}: {e}"));
+    }
+    srv.join().unwrap();
+    drop(c);
+    wait_for("sessions to end", || h.live_sessions() == 0);
+    h.shutdown();
+    let log = lines.lock().unwrap().join("\n");
+    assert!(log.contains("refused ahead of the peer at the session budget"), "{log}");
+}
+
+/// Sessions from one source address are capped (`--max-sessions-per-addr`);
+/// a probe (a server checking its dealer at start) opens nothing, and a
+/// wrong pin fails it.
+#[test]
+fn dealer_caps_sessions_per_address_and_answers_probes() {
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+    cfg.max_sessions_per_addr = 2;
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
+    let a = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    let _b = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).unwrap();
+    let e = join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).err().expect("third session from one address");
+    assert!(e.to_string().contains("--max-sessions-per-addr"), "{e}");
+    drop(a);
+    wait_for("a session to end", || h.live_sessions() == 1);
+    assert!(join(&h, &t, &dealer::new_session_id(), ModuleRole::Sender).is_ok(), "a freed slot is usable again");
+    dealer::probe(&h.addr.to_string(), &t.party, None).unwrap();
+    let wrong = tls();
+    assert!(dealer::probe(&h.addr.to_string(), &wrong.party, None).is_err(), "a probe with the wrong pin must fail");
+    h.shutdown();
+}
+
+/// Measurement for the docs (not a pass/fail on time or memory): the
+/// review's stream — TAMI requests of n = 2^20 at ℓ = 64 from a client
+/// alone — against budgets of 0 (no admission bound: the old behaviour,
+/// 12 requests), 256 MiB and the default 1 GiB; prints the process's
+/// resident memory after each phase. `cargo test --release --test
+/// dealer_service -- --ignored --nocapture review_stream_rss`.
+#[test]
+#[ignore = "measurement: ~1-2 min of dealer CPU"]
+fn review_stream_rss() {
+    let rss = || hush_transport::admission::resident_bytes().unwrap_or(0) >> 20;
+    // one phase per process when HUSH_RSS_BUDGET_MIB is set (RSS is not returned between phases)
+    let phases: Vec<(u64, u64)> = match std::env::var("HUSH_RSS_BUDGET_MIB").ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(0) => vec![(0, 12)],
+        Some(m) => vec![(m << 20, 64)],
+        None => vec![(0u64, 12u64), (256 << 20, 64), (dealer::DEFAULT_SESSION_MEM, 64)],
+    };
+    for (budget, max) in phases {
+        let t = tls();
+        let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+        cfg.session_mem = budget;
+        cfg.ahead_wait = Duration::from_secs(2);
+        let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
+        let r0 = rss();
+        let t0 = Instant::now();
+        let (admitted, refusal, s, c) = client_alone(&h, &t, 1 << 20, max);
+        let r1 = rss();
+        println!(
+            "{{\"bench\":\"dealer_client_alone\",\"session_mem_mib\":{},\"requests_admitted\":{admitted},\"refused\":{},\"rss_before_mib\":{r0},\"rss_after_mib\":{r1},\"growth_mib\":{},\"seconds\":{:.1}}}",
+            budget >> 20,
+            refusal.is_some(),
+            r1.saturating_sub(r0),
+            t0.elapsed().as_secs_f64()
+        );
+        drop((s, c));
+        h.shutdown();
+        hush_transport::admission::return_free_memory();
+    }
+}

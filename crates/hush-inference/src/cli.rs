@@ -103,6 +103,20 @@ pub struct DealerArgs {
     /// Most connections in their set-up (handshake, join); more are closed at once.
     #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
+    /// Per session: bytes of shares held dealt-but-unclaimed for one role
+    /// (computed on the other role's request). A role that asks for more
+    /// while this much waits for its peer is held without computing, then
+    /// refused (--ahead-wait). Default 1GiB: four times a party's default
+    /// pre-dealing budget.
+    #[arg(long, default_value = "1GiB")]
+    pub session_mem: String,
+    /// Seconds a request ahead of --session-mem is held for the peer to
+    /// catch up before it is refused.
+    #[arg(long, default_value_t = 60)]
+    pub ahead_wait: u64,
+    /// Most sessions opened from one source address at once.
+    #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_SESSIONS_PER_ADDR)]
+    pub max_sessions_per_addr: usize,
     /// Refuse new sessions while the dealer's resident memory is at this
     /// size (e.g. 8G; `none`: no cap). Default: 3/4 of physical memory.
     #[arg(long, value_name = "BYTES")]
@@ -121,6 +135,9 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     cfg.plan_mem = parse_size(&a.plan_mem)?;
     cfg.max_pending = a.max_pending.max(1);
     cfg.max_mem = crate::limits::cap_flag(a.max_mem.as_deref(), "--max-mem")?;
+    cfg.session_mem = parse_size(&a.session_mem)?;
+    cfg.ahead_wait = std::time::Duration::from_secs(a.ahead_wait.max(1));
+    cfg.max_sessions_per_addr = a.max_sessions_per_addr.max(1);
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);
@@ -187,6 +204,11 @@ pub struct ServeArgs {
     /// Most concurrent client sessions (more are refused with an error).
     #[arg(long, default_value_t = 64)]
     pub max_sessions: usize,
+    /// Most concurrent sessions from one client address (more are refused;
+    /// in dealer and malicious-client modes each session holds a dealer
+    /// session).
+    #[arg(long, default_value_t = runtime::DEFAULT_MAX_SESSIONS_PER_ADDR)]
+    pub max_sessions_per_addr: usize,
     /// Per-session memory cap (e.g. 512M): sessions are fitted to it
     /// (chunk, pre-dealing) and refused when the model cannot run within
     /// it. Default: none.
@@ -507,7 +529,7 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         crate::limits::cap_flag(a.total_mem.as_deref(), "--total-mem")?,
         a.max_pending,
     );
-    let o = Options { max_sessions: a.max_sessions, limits, ..o };
+    let o = Options { max_sessions: a.max_sessions, max_sessions_per_addr: a.max_sessions_per_addr, limits, ..o };
     if let Some(g) = crate::graph_serve::graph_model_for(&a.model)? {
         return crate::graph_serve::serve_graph_main(a, o, g);
     }

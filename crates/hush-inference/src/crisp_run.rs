@@ -496,9 +496,12 @@ pub fn party_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u8,
 
 /// The linear layers of `--mode malicious-client` (`--crisp-linear`):
 /// * `dealt` (the default): this module's dealer-dealt bilinear triples
-///   ([`hush_2pc::crisp::linear`]); the dealer never sees W, and the client
-///   sends nothing the server multiplies by W, so no malformed message can
-///   make the server's reply depend on W beyond the output share.
+///   ([`hush_2pc::crisp::linear`]); the dealer never sees W. The client's
+///   only input to a product with W is an opening x − B under a MAC that
+///   the final check verifies, and the server authenticates the product
+///   itself, so the check's verdict is independent of W (no selective
+///   failure; `hush_2pc::crisp`, "No selective failure", and the test
+///   `crisp_selective.rs`).
 /// * `ckks`: CRISP's own layers (§IV; [`crate::crisp_ckks`]): no dealer for
 ///   the linear part, but without CRISP's zero-knowledge proof of plaintext
 ///   knowledge (not built) a malicious client can add a raw polynomial to
@@ -506,7 +509,14 @@ pub fn party_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u8,
 ///   its choice per revealed coefficient and inference **without failing
 ///   the check** (`hush_rlwe::ckks_crisp`, "Well-formedness"; the test
 ///   `malformed_ciphertext_gap_is_real_and_bounded` reads a weight's sign
-///   that way). Opt-in, and announced by [`CKKS_GAP_WARNING`].
+///   that way). It also keeps issue 36's **selective failure**: the server
+///   multiplies client-encrypted shares (value and MAC) by W, so a
+///   value-preserving error e in them reaches the check as W·(e′ − μe) and
+///   the verdict says whether W annihilates it (a zero, equal or even
+///   column) — the dealt backend's fix (open x − B under a MAC first)
+///   needs the masks' ciphertexts to come from an honest party, which is
+///   not built (docs/security-malicious-client.md). Opt-in, and announced
+///   by [`CKKS_GAP_WARNING`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinearBackend {
     #[default]
@@ -515,7 +525,7 @@ pub enum LinearBackend {
 }
 
 /// What hush prints when `--crisp-linear ckks` is chosen.
-pub const CKKS_GAP_WARNING: &str = "--crisp-linear ckks: CRISP's CKKS linear layers without a zero-knowledge proof of plaintext knowledge (not built here): a malicious client can learn about one bit of a chosen linear function of the weights per revealed coefficient and inference without failing the check. The default, dealt, has no such gap.";
+pub const CKKS_GAP_WARNING: &str = "--crisp-linear ckks: CRISP's CKKS linear layers without a zero-knowledge proof of plaintext knowledge (not built here): a malicious client can learn about one bit of a chosen linear function of the weights per revealed coefficient and inference without failing the check, and one chosen predicate of the weights per inference from whether the check fails (selective failure). The default, dealt, has neither gap.";
 
 impl LinearBackend {
     pub fn name(&self) -> &'static str {

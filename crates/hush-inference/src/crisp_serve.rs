@@ -32,10 +32,11 @@
 //!
 //! ## What each host sees, and why that is safe
 //! As in [`hush_2pc::crisp`] ("What each party sees"): the server sees
-//! uniform openings, δ, z_1, F‖G and ⟨q⟩_1 (simulatable from nothing); the
+//! uniform openings, δ, z_1, F and ⟨q⟩_1 (simulatable from nothing); the
 //! client sees pseudorandom keys, uniform shares and openings, E = W − A,
-//! the coefficient seed (public coins), the verdict, and after a pass its
-//! output. The session layer adds only public data: the hello (mode, s,
+//! the coefficient seed (public coins), the verdict (independent of W with
+//! the default `dealt` layers: [`hush_2pc::crisp`], "No selective
+//! failure"), and after a pass its output. The session layer adds only public data: the hello (mode, s,
 //! backend, ring sizes, the architecture — which every mode gives the
 //! client), "ready"/"I"/"Q", and the dealer session id (which lets a
 //! party join the dealer session *in its own role*, already claimed for

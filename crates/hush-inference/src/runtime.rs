@@ -217,6 +217,11 @@ pub struct Options {
     pub profile: NetProfile,
     /// Most concurrent sessions a server runs (more are refused).
     pub max_sessions: usize,
+    /// Most concurrent sessions from one client address (more are
+    /// refused): in dealer and malicious-client modes every session opens
+    /// a dealer session, so this bounds what one client host can make the
+    /// dealer hold (issue 33).
+    pub max_sessions_per_addr: usize,
     /// Client's peak-memory budget in bytes: the chunk size and
     /// pre-dealing budget are fitted to it ([`crate::budget::fit`]), a
     /// budget below the model's floor is refused before the client sends
@@ -269,6 +274,22 @@ pub struct Options {
 /// Default pre-dealing budget per party (256 MiB).
 pub const DEFAULT_PREDEAL_MEM: u64 = 256 << 20;
 
+/// Default [`Options::max_sessions_per_addr`].
+pub const DEFAULT_MAX_SESSIONS_PER_ADDR: usize = 8;
+
+/// A dealer-mode (or malicious-client) server's check of its dealer at
+/// start: the dealer answers at its address with the pinned identity
+/// ([`hush_tee::dealer::probe`]; opens no session). Other modes: nothing.
+pub fn check_dealer(opts: &Options) -> Result<()> {
+    match &opts.mode {
+        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } if !addr.is_empty() => {
+            hush_tee::dealer::probe(addr, &dealer_link(opts, addr, *pin)?, opts.link.connect_timeout_flag())
+                .map_err(|e| Error::Config(format!("{} mode: the dealer does not answer as configured (checked at start, before serving any client): {e}", opts.mode.name())))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -278,6 +299,7 @@ impl Default for Options {
             tee: "in-process".into(),
             profile: NetProfile::none(),
             max_sessions: 64,
+            max_sessions_per_addr: DEFAULT_MAX_SESSIONS_PER_ADDR,
             max_mem: None,
             predeal_mem: DEFAULT_PREDEAL_MEM,
             lookahead: true,
@@ -1505,9 +1527,12 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
 pub type Session = Arc<dyn Fn(&mut TcpChannel) -> Result<usize> + Send + Sync>;
 
 /// The accept loop of every hush server (CNN models, encoder graphs):
-/// each connection on its own thread, set-up bounded, sessions capped,
-/// a failing or panicking session never taking the server down.
+/// each connection on its own thread, set-up bounded, sessions capped (in
+/// all and per source address), a dealer-mode server's dealer checked at
+/// start, a failing or panicking session never taking the server down.
 pub fn serve_with(addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sync>, session: Session) -> Result<ServerHandle> {
+    check_dealer(&opts)?;
+    let per_addr: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Arc::default();
     let listener = TcpListener::bind(addr).map_err(|e| Error::Io(format!("listen on {addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| Error::Io(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -1527,8 +1552,8 @@ pub fn serve_with(addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sy
             if st.load(Ordering::SeqCst) {
                 break;
             }
-            let stream = match accepted {
-                Ok((s, _)) => s,
+            let (stream, source) = match accepted {
+                Ok((s, a)) => (s, a.ip()),
                 Err(e) => {
                     log(format!("accept failed: {e}"));
                     continue;
@@ -1537,7 +1562,7 @@ pub fn serve_with(addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sy
             next_id += 1;
             let id = next_id;
             let Some(ticket) = crate::limits::enter_pending(&opts.limits, stream, id, &*log, &fc) else { continue };
-            let (sess, o, l, okc, fc, act, sec) = (session.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone(), sec.clone());
+            let (sess, o, l, okc, fc, act, sec, pa) = (session.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone(), sec.clone(), per_addr.clone());
             std::thread::spawn(move || {
                 let (stream, ticket) = ticket;
                 let copts = ChannelOptions { profile: o.profile.clone(), max_buffered: crate::limits::session_buffer(o.limits.session_mem), ..Default::default() };
@@ -1553,8 +1578,33 @@ pub fn serve_with(addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sy
                         return;
                     }
                 };
+                let from_addr = pa.lock().map(|mut t| {
+                    let n = t.entry(source).or_insert(0);
+                    *n += 1;
+                    *n
+                });
+                let leave_addr = || {
+                    if let Ok(mut t) = pa.lock() {
+                        if let Some(n) = t.get_mut(&source) {
+                            *n -= 1;
+                            if *n == 0 {
+                                t.remove(&source);
+                            }
+                        }
+                    }
+                };
+                if from_addr.map_or(true, |n| n > o.max_sessions_per_addr.max(1)) {
+                    leave_addr();
+                    ch.set_timeout(std::time::Duration::from_secs(5));
+                    let _ = ch.recv();
+                    let _ = ch.send(json!({"ok": false, "error": format!("too many sessions from this address (at most {} at once); try again later", o.max_sessions_per_addr.max(1))}).to_string().as_bytes());
+                    fc.fetch_add(1, Ordering::SeqCst);
+                    l(format!("session {id}: refused ({} sessions already open from {source}, --max-sessions-per-addr)", o.max_sessions_per_addr.max(1)));
+                    return;
+                }
                 if act.fetch_add(1, Ordering::SeqCst) >= o.max_sessions {
                     act.fetch_sub(1, Ordering::SeqCst);
+                    leave_addr();
                     // Answer the hello with a refusal, waiting briefly.
                     ch.set_timeout(std::time::Duration::from_secs(5));
                     let _ = ch.recv();
@@ -1579,6 +1629,7 @@ pub fn serve_with(addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sy
                     }
                 }
                 act.fetch_sub(1, Ordering::SeqCst);
+                leave_addr();
                 hush_transport::admission::return_free_memory();
             });
         }

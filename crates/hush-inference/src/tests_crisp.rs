@@ -81,7 +81,7 @@ impl Channel for Tamper {
 }
 
 /// A small CNN (conv → ReLU → MaxPool → dense) run with a client that
-/// alters one of its online messages (input, a linear layer's F‖G, a gate
+/// alters one of its online messages (input, a linear layer's masked opening F, a gate
 /// opening, the output share or its check share): the server aborts with
 /// the check's error, the client gets no output. Honest runs pass.
 #[test]
@@ -116,7 +116,7 @@ fn tampering_at_model_level(backend: crisp_run::LinearBackend) {
     let xf = input(36, 3);
     let xq = cplan.encode_input(&xf).unwrap();
     let want = reference::run(&plan, &plan.encode_input(&xf).unwrap()).unwrap();
-    // client online messages: δ, F‖G (conv), trunc, ReLU, 2 MaxPool levels, F‖G (dense), trunc, z, q
+    // client online messages: δ, F (conv), trunc, ReLU, 2 MaxPool levels, F (dense), trunc, z, q
     for target in [usize::MAX, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9] {
         let (mut a, cb) = MemChannel::pair();
         a.set_timeout(std::time::Duration::from_secs(20));
@@ -387,8 +387,8 @@ fn deviant_session(addr: &str, o: &Options, how: Deviate) -> crate::Result<runti
     runtime::ClientSession::start(Deviant { inner: ch, how, sent: Vec::new() }, o)
 }
 
-/// Online sends of the tiny CNN's client per inference: δ, F‖G (conv),
-/// trunc, ReLU, 2 MaxPool levels, F‖G (dense), trunc, z, q.
+/// Online sends of the tiny CNN's client per inference: δ, F (conv),
+/// trunc, ReLU, 2 MaxPool levels, F (dense), trunc, z, q.
 const TINY_ONLINE_SENDS: usize = 10;
 
 /// Served malicious-client sessions over TCP with TLS and a TLS dealer
@@ -545,7 +545,10 @@ fn served_hello_agrees_on_mode_and_mac_parameter() {
     let e = runtime::connect(&addr, &semi).err().unwrap().to_string();
     assert!(e.contains("trust mode mismatch") && e.contains("--mode dealer") && e.contains("--mode malicious-client"), "{e}");
     // the reverse: a semi-honest dealer-mode server refuses a malicious-client client
-    let so = Options { mode: Mode::Dealer { addr: addr_d, pin: pin_d }, proto: "fss".into(), link: hush_transport::LinkConfig::insecure(), ..Default::default() };
+    // (a plaintext server needs a plaintext dealer: a server checks its dealer at start)
+    let _ = (addr_d, pin_d);
+    let plain_dealer = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(hush_transport::LinkSecurity::Insecure, hush_2pc::deal::kinds()), Arc::new(|_| {})).unwrap();
+    let so = Options { mode: Mode::Dealer { addr: plain_dealer.addr.to_string(), pin: None }, proto: "fss".into(), link: hush_transport::LinkConfig::insecure(), ..Default::default() };
     let h = runtime::serve(model, "127.0.0.1:0", so, Arc::new(|_| {})).unwrap();
     let co_ins = Options { link: hush_transport::LinkConfig::insecure(), ..srv.client.clone() };
     let e = runtime::connect(&h.addr.to_string(), &co_ins).err().unwrap().to_string();
@@ -556,8 +559,9 @@ fn served_hello_agrees_on_mode_and_mac_parameter() {
         Mode::MaliciousClient { addr, pin } => (addr.clone(), *pin),
         _ => unreachable!(),
     };
+    let _ = (addr_d, pin_d);
     let so = Options {
-        mode: Mode::MaliciousClient { addr: addr_d, pin: pin_d },
+        mode: Mode::MaliciousClient { addr: plain_dealer.addr.to_string(), pin: None },
         proto: "crisp".into(),
         link: hush_transport::LinkConfig::insecure(),
         limits: crate::limits::ServerLimits::new(Some(64 << 10), None, 16),
@@ -567,6 +571,7 @@ fn served_hello_agrees_on_mode_and_mac_parameter() {
     let e = runtime::connect(&h.addr.to_string(), &co_ins).err().unwrap().to_string();
     assert!(e.contains("per-session memory cap") && e.contains("malicious-client"), "{e}");
     h.shutdown();
+    plain_dealer.shutdown();
     // the server's side of the hello check, directly
     let hello = serde_json::json!({"mac_s": 40, "crisp_linear": "ckks"});
     assert!(crate::crisp_serve::check_client_hello(&hello, &co()).unwrap_err().contains("--crisp-linear ckks"));

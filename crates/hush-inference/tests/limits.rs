@@ -179,3 +179,38 @@ fn dealer_pending_bound_and_memory_cap_refuse() {
     assert!(e.contains("dealer memory cap reached"), "{e}");
     d.shutdown();
 }
+
+/// Issue 33: a dealer-mode server checks its dealer when it starts (a
+/// dead address fails `serve` before it listens, naming the check), and a
+/// server caps the sessions one client address holds at once
+/// (`--max-sessions-per-addr`): the extra session is refused with a
+/// message naming the flag, the others run correctly.
+#[test]
+fn dealer_mode_server_checks_its_dealer_at_start_and_caps_sessions_per_address() {
+    // a port with nothing behind it
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let mut o = Options { mode: runtime::Mode::Dealer { addr: dead, pin: None }, ..Default::default() };
+    o.link = o.link.clone().with_connect_timeout(Duration::from_millis(300));
+    let e = runtime::serve(Arc::new(model()), "127.0.0.1:0", o, Arc::new(|_| {})).err().expect("a server with a dead dealer must not start").to_string();
+    assert!(e.contains("checked at start"), "{e}");
+    // a live dealer: the server starts; per-address cap 2
+    let d = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(hush_transport::LinkSecurity::Insecure, hush_2pc::deal::kinds()), Arc::new(|_| {})).unwrap();
+    let o = Options { mode: runtime::Mode::Dealer { addr: d.addr.to_string(), pin: None }, max_sessions_per_addr: 2, ..Default::default() };
+    let (h, log, m) = start(o.clone());
+    let addr = h.addr.to_string();
+    let a = runtime::connect(&addr, &o).unwrap();
+    let b = runtime::connect(&addr, &o).unwrap();
+    let e = runtime::connect(&addr, &o).err().expect("a third session from one address").to_string();
+    assert!(e.contains("too many sessions from this address"), "{e}");
+    eventually("the refusal in the server's log", || logged(&log, "--max-sessions-per-addr"));
+    drop((a, b));
+    let x = input(&m);
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    eventually("a slot to free", || {
+        runtime::connect(&addr, &o).ok().map(|mut s| {
+            let r = s.infer(&m.input_shape.clone(), &x, |_, _| {}).unwrap();
+            assert_eq!(r.logits, reference::run_f64(&plan, &x).unwrap());
+        }).is_some()
+    });
+    d.shutdown();
+}

@@ -31,6 +31,30 @@
 //!    zeroized — and when both have ended the session's seed is dropped
 //!    from the table. The dealer keeps nothing after a session.
 //!
+//! ## Admission (what one party can make the dealer hold)
+//! Issue 33: with paired dealing (`Paired`, below) the first role to ask for a
+//! batch makes the dealer compute both shares and keep the other role's,
+//! so a client alone could ask far ahead and make the dealer hold the
+//! server's shares (GiBs per session). Now:
+//! * per session, the shares held for one role (computed on the other's
+//!   request, unclaimed) are bounded by [`DealerConfig::session_mem`]
+//!   (`hush dealer --session-mem`, default [`DEFAULT_SESSION_MEM`]); a
+//!   request that would add to them beyond it is held without computing
+//!   until the peer claims shares, and refused after
+//!   [`DealerConfig::ahead_wait`] with an error naming the budget
+//!   (`Paired::admit_ahead`); held bytes stay below the budget plus
+//!   two batches (computations under way). Dealing plans keep their own budget
+//!   ([`DealerConfig::plan_mem`]).
+//! * sessions opened from one source address are capped
+//!   ([`DealerConfig::max_sessions_per_addr`]; the server side caps its
+//!   clients' sessions per address too: `hush serve --max-sessions-per-addr`);
+//! * a party can [`probe`] the dealer (a server does at start) without
+//!   opening a session.
+//!
+//! Honest sessions are unaffected: the roles ask for the same batches in
+//! the same order, so a role only waits when it is more than the budget
+//! ahead of a peer that is not asking.
+//!
 //! ## Why a third party cannot get a session's correlations
 //! A session's shares are only released to the connection that claimed the
 //! role. The server claims the sender role *before* the id leaves the
@@ -72,6 +96,8 @@ pub type SessionId = [u8; 32];
 
 /// First bytes of a party's join message.
 const MAGIC: &[u8] = b"hush-dealer v1";
+/// A party's probe ([`probe`]): answered with `Established`, opens nothing.
+const PROBE: &[u8] = b"hush-dealer probe v1";
 
 /// How long the dealer waits for a connection's join message.
 pub const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,6 +111,23 @@ pub const DEFAULT_PLAN_MEM: u64 = 1 << 30;
 
 /// Default bound on connections in their set-up ([`DealerConfig::max_pending`]).
 pub const DEFAULT_MAX_PENDING: usize = 256;
+
+/// Default [`DealerConfig::session_mem`]: 1 GiB of shares one role may
+/// hold dealt-but-unclaimed for the other. An honest party runs ahead of
+/// its peer by at most its pre-dealing budget (`--predeal-mem`, 256 MiB by
+/// default) plus a batch; the default is four times that. (The join
+/// carries no model, so the dealer cannot size it per model; a server
+/// with larger pre-dealing raises `hush dealer --session-mem`.)
+pub const DEFAULT_SESSION_MEM: u64 = 1 << 30;
+/// Default [`DealerConfig::ahead_wait`].
+pub const DEFAULT_AHEAD_WAIT: Duration = Duration::from_secs(60);
+/// Default [`DealerConfig::max_sessions_per_addr`].
+pub const DEFAULT_MAX_SESSIONS_PER_ADDR: usize = 256;
+/// Computations one role may have under way for the other at once (the
+/// seeded path answers at once and computes the peer's share on a helper
+/// thread: without this bound a request stream could start many before
+/// any of them is counted against the budget).
+const MAX_INFLIGHT: usize = 2;
 
 /// A fresh random session id (OS randomness).
 pub fn new_session_id() -> SessionId {
@@ -141,6 +184,20 @@ pub struct DealerConfig {
     /// Resident-memory cap (bytes): opening a session is refused while
     /// the dealer's resident memory is at it (`None`: no cap).
     pub max_mem: Option<u64>,
+    /// **Admission of requests ahead of the peer** (`--session-mem`):
+    /// bytes of shares the dealer holds for one role of a session,
+    /// computed on the other role's request and not yet claimed (dealing
+    /// plans have their own budget, [`DealerConfig::plan_mem`]). A request
+    /// that would compute more for the peer while this much is held is
+    /// *held without computing* until the peer claims shares, and refused
+    /// with an error after [`DealerConfig::ahead_wait`]. Held bytes stay
+    /// below this plus two batches (computations under way).
+    pub session_mem: u64,
+    /// How long a request ahead of the budget waits for the peer.
+    pub ahead_wait: Duration,
+    /// Most sessions opened from one source address at once (the sender's
+    /// IP; more are refused).
+    pub max_sessions_per_addr: usize,
     /// **INSECURE, tests only**: every session gets this seed instead of
     /// a fresh random one, so that outputs can be compared bit for bit
     /// with other providers. No `hush` command sets it.
@@ -149,7 +206,19 @@ pub struct DealerConfig {
 
 impl DealerConfig {
     pub fn new(link: LinkSecurity, kinds: crate::deal::Kinds) -> Self {
-        DealerConfig { link, kinds, idle_timeout: DEFAULT_IDLE_TIMEOUT, max_sessions: DEFAULT_MAX_SESSIONS, plan_mem: DEFAULT_PLAN_MEM, max_pending: DEFAULT_MAX_PENDING, max_mem: None, insecure_test_seed: None }
+        DealerConfig {
+            link,
+            kinds,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            plan_mem: DEFAULT_PLAN_MEM,
+            max_pending: DEFAULT_MAX_PENDING,
+            max_mem: None,
+            session_mem: DEFAULT_SESSION_MEM,
+            ahead_wait: DEFAULT_AHEAD_WAIT,
+            max_sessions_per_addr: DEFAULT_MAX_SESSIONS_PER_ADDR,
+            insecure_test_seed: None,
+        }
     }
 }
 
@@ -160,6 +229,8 @@ struct Slot {
     live_connections: u8,
     /// Batches one role's request computed for the other (see [`Paired`]).
     paired: Arc<Paired>,
+    /// The sender's source address ([`DealerConfig::max_sessions_per_addr`]).
+    source: Option<std::net::IpAddr>,
 }
 
 #[derive(Default)]
@@ -232,8 +303,8 @@ pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Syn
             if st.load(Ordering::SeqCst) {
                 break;
             }
-            let stream = match accepted {
-                Ok((s, _)) => s,
+            let (stream, source) = match accepted {
+                Ok((s, a)) => (s, a.ip()),
                 Err(e) => {
                     log(format!("accept failed: {e}"));
                     continue;
@@ -251,7 +322,7 @@ pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Syn
             }
             let (tb, cs, cfg, log) = (tb.clone(), cs.clone(), cfg.clone(), log.clone());
             std::thread::spawn(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connection(stream, &tb, &cfg, ticket)));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connection(stream, source, &tb, &cfg, ticket)));
                 match r {
                     Ok(Ok(line)) => log(format!("connection {id}: {line}")),
                     Ok(Err(e)) => log(format!("connection {id}: {e}")),
@@ -267,7 +338,7 @@ pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Syn
 }
 
 /// Claims (session, role) in the table; returns the session's seed.
-fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &DealerConfig) -> std::result::Result<(Zeroizing<[u8; 32]>, Arc<Paired>), String> {
+fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, source: Option<std::net::IpAddr>, cfg: &DealerConfig) -> std::result::Result<(Zeroizing<[u8; 32]>, Arc<Paired>), String> {
     let mut t = table.lock().map_err(|_| "dealer table poisoned".to_string())?;
     match role {
         ModuleRole::Sender => {
@@ -276,6 +347,12 @@ fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &Deal
             }
             if t.sessions.len() >= cfg.max_sessions {
                 return Err(format!("dealer busy ({} sessions, the most it holds); try again later", cfg.max_sessions));
+            }
+            if let Some(ip) = source {
+                let from = t.sessions.values().filter(|s| s.source == Some(ip)).count();
+                if from >= cfg.max_sessions_per_addr {
+                    return Err(format!("{from} sessions already open from {ip}, the most one address may hold (--max-sessions-per-addr {}); try again later", cfg.max_sessions_per_addr));
+                }
             }
             if let (Some(cap), Some(rss)) = (cfg.max_mem, hush_transport::admission::resident_bytes()) {
                 if rss >= cap {
@@ -287,8 +364,8 @@ fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, cfg: &Deal
                 Some(s) => seed.copy_from_slice(&s),
                 None => Prg::from_os().fill_bytes(&mut *seed),
             }
-            let paired = Arc::new(Paired::default());
-            t.sessions.insert(*session, Slot { seed: seed.clone(), receiver_claimed: false, live_connections: 1, paired: paired.clone() });
+            let paired = Arc::new(Paired { budget: cfg.session_mem, ahead_wait: cfg.ahead_wait, ..Paired::default() });
+            t.sessions.insert(*session, Slot { seed: seed.clone(), receiver_claimed: false, live_connections: 1, paired: paired.clone(), source });
             Ok((seed, paired))
         }
         ModuleRole::Receiver => {
@@ -358,19 +435,26 @@ fn deal_paired(module: &mut Module, paired: &Arc<Paired>, d: &DealRequest, seede
 }
 
 /// One party's connection: join, then requests until it ends.
-fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig, pending: hush_transport::admission::PendingTicket) -> Result<String> {
+fn connection(stream: TcpStream, source: std::net::IpAddr, table: &Mutex<Table>, cfg: &DealerConfig, pending: hush_transport::admission::PendingTicket) -> Result<String> {
     let mut ch = TcpChannel::from_accepted(stream, channel_options(), &cfg.link)?;
     ch.set_timeout(JOIN_TIMEOUT);
     let join = ch.recv();
     drop(pending);
-    let (session, role) = match decode_join(&join?) {
+    let join = join?;
+    if join == PROBE {
+        // a server checking its dealer at start: the TLS handshake (the
+        // pin) is the check; nothing is opened
+        let _ = ch.send(&Response::Established.encode());
+        return Ok("probe answered (a party checking its dealer; no session)".into());
+    }
+    let (session, role) = match decode_join(&join) {
         Ok(j) => j,
         Err(e) => {
             let _ = ch.send(&Response::Error(e.to_string()).encode());
             return Err(e);
         }
     };
-    let (seed, paired) = match claim(table, &session, role, cfg) {
+    let (seed, paired) = match claim(table, &session, role, Some(source), cfg) {
         Ok(s) => s,
         Err(e) => {
             let _ = ch.send(&Response::Error(format!("dealer refused the {}: {e}", role_name(role))).encode());
@@ -410,12 +494,13 @@ fn connection(stream: TcpStream, table: &Mutex<Table>, cfg: &DealerConfig, pendi
     release(table, &session);
     match served {
         Ok(n) => Ok(format!(
-            "{} ended after {n} request(s) ({} shares of the session served from batches computed once for both roles or ahead, {} computed ahead; {} computed from the dealing plan, {} requests served from them); its state is erased",
+            "{} ended after {n} request(s) ({} shares of the session served from batches computed once for both roles or ahead, {} computed ahead; {} computed from the dealing plan, {} requests served from them; {} refused ahead of the peer at the session budget); its state is erased",
             role_name(role),
             paired.taken.load(Ordering::Relaxed),
             paired.ahead.load(Ordering::Relaxed),
             paired.planned.load(Ordering::Relaxed),
-            paired.plan_served.load(Ordering::Relaxed)
+            paired.plan_served.load(Ordering::Relaxed),
+            paired.refused_ahead.load(Ordering::Relaxed)
         )),
         Err(e) => Err(Error::Process(format!("{} ended with an error: {e}; its state is erased", role_name(role)))),
     }
@@ -457,6 +542,12 @@ struct Paired {
     plan_cv: std::sync::Condvar,
     /// The session's server connection ended: the plan's worker stops.
     closed: std::sync::atomic::AtomicBool,
+    /// [`DealerConfig::session_mem`] and [`DealerConfig::ahead_wait`]
+    /// (0 budget: the default struct of unit tests — no admission bound).
+    budget: u64,
+    ahead_wait: Duration,
+    /// Requests refused at the budget (for the dealer's log).
+    refused_ahead: std::sync::atomic::AtomicU64,
 }
 
 /// **Dealing plans.** A server that knows the rest of its dealing
@@ -545,6 +636,7 @@ impl Paired {
         let other = 1 - me;
         self.sweep(&p.req, me);
         self.asked(&p.req, me);
+        self.admit_ahead(&p.req, me)?;
         if seeded_req && p.seeded() {
             // the client's sub-key now; the server's share on a helper thread
             let start = {
@@ -562,6 +654,7 @@ impl Paired {
                         if e.served[other] && !e.computing {
                             st.remove(&p.req);
                         }
+                        self.cv.notify_all();
                         false
                     }
                     None if len < self.cap() => {
@@ -599,6 +692,8 @@ impl Paired {
                     if e.served[other] {
                         st.remove(&p.req);
                     }
+                    drop(st);
+                    self.cv.notify_all(); // a request held ahead of the budget re-checks
                     return Ok(Response::Dealt(share));
                 }
                 Some(e) if e.computing => {
@@ -675,6 +770,50 @@ impl Paired {
                 !(e.served[0] && e.served[1] && !e.computing)
             });
         }
+        self.cv.notify_all();
+    }
+
+    /// **Admission ahead of the peer** ([`DealerConfig::session_mem`]).
+    /// A request of role `me` for a batch nobody has computed yet will
+    /// leave the peer's share here. While the peer's unclaimed shares
+    /// reach the budget (or [`MAX_INFLIGHT`] computations for it are under
+    /// way), the request is held — nothing computed, nothing allocated —
+    /// until the peer claims shares; after `ahead_wait` it is refused with
+    /// an error naming the budget. An honest peer claims what was dealt
+    /// for it (the roles ask for the same batches in the same order), so
+    /// only a role far ahead of its peer, or alone, ever waits.
+    fn admit_ahead(&self, req: &DealRequest, me: usize) -> Result<()> {
+        if self.budget == 0 {
+            return Ok(());
+        }
+        let other = 1 - me;
+        let deadline = std::time::Instant::now() + self.ahead_wait;
+        let mut st = self.st.lock().map_err(|_| Error::Process("dealer pairing lock".into()))?;
+        loop {
+            if st.contains_key(req) {
+                return Ok(()); // computed or under way: taking it adds nothing
+            }
+            let (bytes, inflight) = held_for(&st, other);
+            if bytes < self.budget && inflight < MAX_INFLIGHT {
+                return Ok(());
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline || self.closed.load(Ordering::Acquire) {
+                self.refused_ahead.fetch_add(1, Ordering::Relaxed);
+                return Err(Error::Refused(format!(
+                    "dealer: the {} asked for batch {} of '{}' while {} MiB of shares dealt for the {} are unclaimed ({} computation(s) under way; this session's budget is {} MiB, hush dealer --session-mem); held {:.1} s without the peer catching up, so refused: a party this far ahead of its peer is not following the protocol",
+                    role_name(ModuleRole::from_byte(me as u8).unwrap_or(ModuleRole::Sender)),
+                    req.batch,
+                    req.kind,
+                    bytes >> 20,
+                    role_name(ModuleRole::from_byte(other as u8).unwrap_or(ModuleRole::Sender)),
+                    inflight,
+                    self.budget >> 20,
+                    self.ahead_wait.as_secs_f64()
+                )));
+            }
+            st = self.cv.wait_timeout(st, (deadline - now).min(Duration::from_millis(100))).map_err(|_| Error::Process("dealer pairing lock".into()))?.0;
+        }
     }
 
     /// Computes batches b + 1..=b + [`AHEAD`] of `d` (same kind, size,
@@ -697,6 +836,9 @@ impl Paired {
             let Ok(mut st) = self.st.lock() else { return };
             if st.contains_key(&next) || st.len() >= self.cap() {
                 return;
+            }
+            if self.budget > 0 && held_for(&st, 0).0 + held_for(&st, 1).0 >= self.budget {
+                return; // never speculate beyond the session's budget
             }
             st.insert(next.clone(), PairEntry { shares: [None, None], computing: true, served: [false, false], planned: false });
         }
@@ -865,6 +1007,37 @@ impl Paired {
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.plan_cv.notify_all();
+    }
+}
+
+/// Bytes of shares held for role `p` (computed on the other role's
+/// request or ahead, not yet claimed; dealing-plan entries have their own
+/// budget and are not counted) and computations under way that will hold
+/// one.
+fn held_for(st: &HashMap<DealRequest, PairEntry>, p: usize) -> (u64, usize) {
+    let (mut bytes, mut inflight) = (0u64, 0usize);
+    for e in st.values().filter(|e| !e.planned && !e.served[p]) {
+        bytes += e.shares[p].as_ref().map_or(0, |s| s.len() as u64);
+        inflight += e.computing as usize;
+    }
+    (bytes, inflight)
+}
+
+/// Checks that a dealer answers at `addr` with the pinned identity in
+/// `sec` (a party's check at start, e.g. `hush serve --mode dealer`):
+/// connects, completes the TLS handshake, sends a probe that opens
+/// nothing, and expects the dealer's acknowledgement.
+pub fn probe(addr: &str, sec: &LinkSecurity, connect_timeout: Option<Duration>) -> Result<()> {
+    let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
+    let base = channel_options();
+    let opts = ChannelOptions { connect_timeout: connect_timeout.unwrap_or(base.connect_timeout), ..base };
+    let mut ch = TcpChannel::connect_with(addr, opts, sec).map_err(lost)?;
+    ch.send(PROBE).map_err(lost)?;
+    ch.set_timeout(JOIN_TIMEOUT);
+    match &Response::decode(&ch.recv().map_err(lost)?)? {
+        Response::Established => Ok(()),
+        Response::Error(e) => Err(Error::Dealer(format!("dealer at {addr} answered the probe with an error: {e}"))),
+        _ => Err(Error::Malformed("dealer: unexpected reply to the probe".into())),
     }
 }
 

@@ -23,10 +23,14 @@
 //!   δ = x − a) and to release the output only after the check (the client
 //!   sends y_1 + a; see [`crate::crisp`]).
 //! * [`CrispOp::Lin`] (n = 1, the layer's public [`LinShape`] in the
-//!   parameters): one bilinear triple of a private-weight linear layer —
-//!   the server gets A (weight-shaped), C_0, C′_0; the client B, B′
-//!   (input-shaped), C_1, C′_1; C_0 + C_1 = f(A, B), C′_0 + C′_1 =
-//!   f(A, B′) (see [`crate::crisp::linear`]). The dealer never sees W.
+//!   parameters): one bilinear triple of a private-weight linear layer
+//!   with an **authenticated** client mask — the server gets A
+//!   (weight-shaped), β_0 (input-shaped), C_0, C′_0; the client B, β_1
+//!   (input-shaped), C_1, C′_1; β_0 + β_1 = μ·B, C_0 + C_1 = f(A, B),
+//!   C′_0 + C′_1 = f(A, β_1) (see [`crate::crisp::linear`]: the client's
+//!   opening x̃ − B is MAC-checked before the server multiplies it by W).
+//!   The dealer never sees W. β_1 is uniform and independent of μ (β_0 is
+//!   never released to the client), as for [`CrispOp::ClientMask`].
 //!   The shape selects the batch key and each vector has its own PRG
 //!   stream, so a host asking another shape gets independent values;
 //!   sizes and work are capped ([`MAX_LIN_ELEMS`], [`MAX_LIN_MACS`])
@@ -105,10 +109,11 @@ pub enum CrispOp {
     /// Exact truncation by `f` bits with MACs ([`hush_fss::mac::MacTruncKey`]).
     Trunc { f: u32 },
     /// One bilinear triple of a private-weight linear layer of shape
-    /// `LinShape` ([`crate::crisp::linear`]): the server gets A
-    /// (weight-shaped), C_0 and C′_0; the client B, B′ (input-shaped), C_1
-    /// and C′_1, with C_0 + C_1 = f(A, B) and C′_0 + C′_1 = f(A, B′) for
-    /// the layer's bilinear map f. Independent of μ and of the weights.
+    /// `LinShape` ([`crate::crisp::linear`]) with an authenticated client
+    /// mask: the server gets A (weight-shaped), β_0, C_0 and C′_0; the
+    /// client B, β_1 (input-shaped), C_1 and C′_1, with β_0 + β_1 = μ·B,
+    /// C_0 + C_1 = f(A, B) and C′_0 + C′_1 = f(A, β_1) for the layer's
+    /// bilinear map f. Independent of the weights.
     Lin(LinShape),
 }
 
@@ -521,25 +526,30 @@ impl CrispMac {
                 };
                 let mut a = draw(4, wl);
                 let mut b = draw(5, il);
-                let mut b2 = draw(6, il);
+                // β_1 uniform and β_0 = μ·B − β_1: authenticated shares of
+                // the client's mask B (the opening x̃ − B is then checked;
+                // see crate::crisp::linear).
+                let mut beta1 = draw(6, il);
+                let mut beta0: Vec<u128> = b.iter().zip(&beta1).map(|(x, t)| mu.wrapping_mul(*x).wrapping_sub(*t) & m).collect();
                 let mut c1 = draw(7, ol);
                 let mut c1b = draw(8, ol);
                 let mut c = sh.apply(&a, &b, m).map_err(Error::Refused)?;
-                let mut c2 = sh.apply(&a, &b2, m).map_err(Error::Refused)?;
+                let mut c2 = sh.apply(&a, &beta1, m).map_err(Error::Refused)?;
                 c.iter_mut().zip(&c1).for_each(|(x, y)| *x = x.wrapping_sub(*y) & m);
                 c2.iter_mut().zip(&c1b).for_each(|(x, y)| *x = x.wrapping_sub(*y) & m);
                 if want[0] {
                     put_values(&mut out[0], &a, k);
+                    put_values(&mut out[0], &beta0, k);
                     put_values(&mut out[0], &c, k);
                     put_values(&mut out[0], &c2, k);
                 }
                 if want[1] {
                     put_values(&mut out[1], &b, k);
-                    put_values(&mut out[1], &b2, k);
+                    put_values(&mut out[1], &beta1, k);
                     put_values(&mut out[1], &c1, k);
                     put_values(&mut out[1], &c1b, k);
                 }
-                for v in [&mut a, &mut b, &mut b2, &mut c1, &mut c1b, &mut c, &mut c2] {
+                for v in [&mut a, &mut b, &mut beta0, &mut beta1, &mut c1, &mut c1b, &mut c, &mut c2] {
                     v.zeroize();
                 }
             }
@@ -687,17 +697,22 @@ mod tests {
         assert_eq!(s1, CRISP_MAC.deal(key, 1, 1, &p.encode()).unwrap());
         let mut r0 = &s0[..];
         let a = take_values(&mut r0, wl, k).unwrap();
+        let beta0 = take_values(&mut r0, il, k).unwrap();
         let c0 = take_values(&mut r0, ol, k).unwrap();
         let c0b = take_values(&mut r0, ol, k).unwrap();
         assert!(r0.is_empty());
         let mut r1 = &s1[..];
         let b = take_values(&mut r1, il, k).unwrap();
-        let b2 = take_values(&mut r1, il, k).unwrap();
+        let beta1 = take_values(&mut r1, il, k).unwrap();
         let c1 = take_values(&mut r1, ol, k).unwrap();
         let c1b = take_values(&mut r1, ol, k).unwrap();
         assert!(r1.is_empty());
+        let mu = mac_key(key, 1, k);
+        for j in 0..il {
+            assert_eq!(beta0[j].wrapping_add(beta1[j]) & m, mu.wrapping_mul(b[j]) & m, "β_0 + β_1 = μ·B");
+        }
         let ab = sh.apply(&a, &b, m).unwrap();
-        let ab2 = sh.apply(&a, &b2, m).unwrap();
+        let ab2 = sh.apply(&a, &beta1, m).unwrap();
         for j in 0..ol {
             assert_eq!(c0[j].wrapping_add(c1[j]) & m, ab[j]);
             assert_eq!(c0b[j].wrapping_add(c1b[j]) & m, ab2[j]);
