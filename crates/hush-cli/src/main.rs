@@ -50,6 +50,12 @@ enum Cmd {
     /// BERT) from ONNX: both parties in this process, tee mode (trusted
     /// module simulated — gives no hardware protection).
     Embed(hush_inference::encoder::EmbedArgs),
+    /// Plans an encoder graph (.onnx) step by step: for each layer with the
+    /// server's weights, the backend (module-dealt or dealt triples) with
+    /// the smaller predicted time on a network profile, from costs measured
+    /// on this machine; why it won; totals of every fixed preset and of the
+    /// plan (`--verify`: measured beside predicted).
+    Plan(PlanArgs),
     /// Convert an ONNX model into a hush model file (.hushm); prints the
     /// layers. `serve`, `run` and `bench infer` also take .onnx directly.
     Import(ImportArgs),
@@ -222,6 +228,66 @@ struct CotArgs {
     json: bool,
 }
 
+/// `hush plan`.
+#[derive(clap::Args, Clone, Debug)]
+struct PlanArgs {
+    /// The encoder graph (.onnx, as torch.onnx.export or optimum write it).
+    model: std::path::PathBuf,
+    /// Trust mode: tee (a choice per layer) or dealer (dealt triples only:
+    /// the dealer must never see W).
+    #[arg(long, default_value = "tee")]
+    mode: String,
+    /// Network profile the times are predicted for (none, lan, wan, mobile, shaper).
+    #[arg(long, default_value = "lan")]
+    net: String,
+    /// Sentences per request.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Padded sequence length.
+    #[arg(long, default_value_t = 128)]
+    seq: usize,
+    /// Comparison family (tami or fss).
+    #[arg(long, default_value = "tami")]
+    proto: String,
+    /// Fraction bits (8..=12).
+    #[arg(long, default_value_t = 12)]
+    frac: u32,
+    /// Also run the plan over the emulated profile and print measured beside predicted.
+    #[arg(long)]
+    verify: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
+    use hush_inference::{graph_plan, graph_run::GraphOptions, Error};
+    let net = hush_transport::NetProfile::by_name(&a.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.net, hush_transport::NetProfile::names().join(", "))))?;
+    if a.batch == 0 || a.seq == 0 || a.batch.saturating_mul(a.seq) > hush_inference::graph_serve::MAX_INPUT_ELEMS {
+        return Err(Error::Config(format!("--batch {} --seq {}: at most {} tokens", a.batch, a.seq, hush_inference::graph_serve::MAX_INPUT_ELEMS)));
+    }
+    let proto = match a.proto.as_str() {
+        "tami" => hush_2pc::nonlinear::Proto::Tami,
+        "fss" => hush_2pc::nonlinear::Proto::Fss,
+        p => return Err(Error::Config(format!("--proto {p}: tami or fss"))),
+    };
+    let fx = hush_inference::graph_serve::graph_fixed(a.frac)?;
+    let opts = match a.mode.as_str() {
+        "tee" => GraphOptions::tee(fx, proto),
+        "dealer" => GraphOptions::dealer(fx, proto),
+        m => return Err(Error::Config(format!("--mode {m}: encoder graphs are planned in tee and dealer modes (interactive and silent are not implemented for them)"))),
+    };
+    let g = graph_plan::load(&a.model)?;
+    let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify };
+    let (_, rep) = graph_plan::plan_graph(&g, &req)?;
+    if a.json {
+        println!("{rep}");
+    } else {
+        graph_plan::print_plan(&rep);
+    }
+    Ok(())
+}
+
 fn inference(r: Result<(), hush_inference::Error>) -> Result<(), String> {
     r.map_err(|e| e.to_string())
 }
@@ -263,6 +329,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
         Cmd::Import(a) => import(a),
         Cmd::Embed(a) => inference(hush_inference::encoder::embed_main(a)),
+        Cmd::Plan(a) => inference(plan_main(a)),
         Cmd::Report { input, html } => report::report_main(&input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
         Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),

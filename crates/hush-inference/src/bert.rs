@@ -862,7 +862,7 @@ fn bounds_json(s: &BertShape, frac: u32, on: bool) -> serde_json::Value {
 }
 
 /// The CPU model name (`/proc/cpuinfo`), for benchmark records.
-pub(crate) fn cpu_model() -> String {
+pub fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))

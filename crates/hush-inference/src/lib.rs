@@ -59,6 +59,7 @@ pub mod cli;
 pub mod encoder;
 pub mod engine;
 pub mod fixed;
+pub mod graph_plan;
 pub mod graph_run;
 pub mod graph_serve;
 pub mod float_ref;

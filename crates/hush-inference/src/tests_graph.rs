@@ -248,17 +248,17 @@ fn run_recorded(m: ModelProto, backend: crate::graph_run::LinearBackend) -> (Vec
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (mut ca, mut cb) = hush_transport::MemChannel::pair();
     let (rs, rc) = std::thread::scope(|sc| {
-        let (prog, public, inp, log) = (&prog, &public, &inp, log.clone());
+        let (prog, public, inp, log, o) = (&prog, &public, &inp, log.clone(), &o);
         let hs = sc.spawn(move || {
             let rec = Recorder { inner: Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))), log };
             let mut module = SharedModule::new(Box::new(rec));
             hush_tee::establish(&mut module, &mut ca, ModuleRole::Sender).unwrap();
-            party_with(Role::Server, prog, &o, &mut ca, &HashMap::new(), module)
+            party_with(Role::Server, prog, o, &mut ca, &HashMap::new(), module)
         });
         let hc = sc.spawn(move || {
             let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
             hush_tee::establish(&mut module, &mut cb, ModuleRole::Receiver).unwrap();
-            party_with(Role::Client, public, &o, &mut cb, inp, module)
+            party_with(Role::Client, public, o, &mut cb, inp, module)
         });
         (hs.join().unwrap(), hc.join().unwrap())
     });
@@ -295,4 +295,38 @@ fn triples_backend_keeps_every_weight_from_the_provider() {
     let (_, m1) = run_recorded(graph(|_, _| {}), LinearBackend::Module);
     let (_, m2) = run_recorded(graph(other), LinearBackend::Module);
     assert_ne!(m1, m2);
+}
+
+#[test]
+fn plans_mix_backends_per_step_and_refuse_unsound_mixes() {
+    use crate::graph_run::{touches_weights, LinearBackend};
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    // alternate the backends over the weight steps: same result as either preset, within the bound
+    let mut k = 0;
+    let per: Vec<Option<LinearBackend>> = prog
+        .steps
+        .iter()
+        .map(|s| {
+            touches_weights(s).then(|| {
+                k += 1;
+                if k % 2 == 0 { LinearBackend::Triples } else { LinearBackend::Module }
+            })
+        })
+        .collect();
+    assert!(k >= 3, "{k} weight steps");
+    let mixed = GraphOptions { per_step: Some(std::sync::Arc::new(per.clone())), ..GraphOptions::default() };
+    mixed.validate(&prog, false).unwrap();
+    let (y, _) = run_private(&prog, &inp, &mixed).unwrap();
+    let f = g.eval_f64(&inp).unwrap();
+    let e = y[0].v.iter().zip(&f[0].v).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(e < 0.02, "mixed plan vs f64: {e}");
+    // the same mix with a dealer as the provider: refused, naming the first module-dealt step
+    let err = mixed.validate(&prog, true).unwrap_err().to_string();
+    let first = per.iter().position(|b| *b == Some(LinearBackend::Module)).unwrap();
+    assert!(err.contains(&format!("step {first} ")) && err.contains("dealer") && err.contains("unsound"), "{err}");
+    // a plan of the wrong length
+    let short = GraphOptions { per_step: Some(std::sync::Arc::new(vec![None; 3])), ..GraphOptions::default() };
+    assert!(short.validate(&prog, false).is_err());
 }

@@ -1,0 +1,192 @@
+//! `hush plan` for encoder graphs: a backend per step from measured costs
+//! (issue 28, items 2–3).
+//!
+//! **Cost model.** The program is run once per candidate backend, both
+//! parties in this process with no network emulation, on inputs of the
+//! requested shape (random token ids, a full mask); each step's compute
+//! time (the slower party's), bytes per direction and rounds are metered
+//! ([`crate::graph_run::StepCost`]). A step's predicted time on a network
+//! profile is
+//!
+//! > compute + rounds · one-way latency + (the busier direction's bytes) · 8 / bandwidth.
+//!
+//! **Choice.** Only the steps that compute with the server's weights
+//! ([`crate::graph_run::touches_weights`]) have a choice: the module-dealt
+//! path or dealt matrix/Beaver triples. `auto` takes, per step, the
+//! candidate with the smaller predicted time; the other steps are the same
+//! under every candidate. In dealer mode the only sound candidate is the
+//! triples backend ([`crate::graph_run::GraphOptions::validate`]), so the
+//! plan is the preset. `--verify` runs the chosen plan over the emulated
+//! profile and puts the measured time beside the predicted one.
+//!
+//! What the plan cannot see: contention between the two parties for the
+//! same cores (both run here), and the dealer's own compute (dealer mode's
+//! triples are dealt here by the in-process modules, as in tee mode).
+
+use crate::graph_run::{run_private_on, touches_weights, GraphOptions, LinearBackend, StepCost};
+use crate::{Error, Result};
+use hush_onnx::eval::Tensor;
+use hush_onnx::graph::{GraphModel, Program, Step};
+use hush_transport::NetProfile;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What `hush plan` is asked.
+#[derive(Clone, Debug)]
+pub struct PlanRequest {
+    /// `tee` or `dealer`.
+    pub mode: String,
+    pub batch: usize,
+    pub seq: usize,
+    pub net: NetProfile,
+    pub opts: GraphOptions,
+    /// Also run the chosen plan over the emulated profile.
+    pub verify: bool,
+}
+
+/// A step's predicted cost under one backend.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Predicted {
+    pub secs: f64,
+    pub compute: f64,
+    pub bytes: u64,
+    pub rounds: u32,
+}
+
+fn predict(s: &StepCost, c: &StepCost, net: &NetProfile) -> Predicted {
+    let compute = s.secs.max(c.secs);
+    let rounds = s.rounds.max(c.rounds);
+    let busier = s.bytes_sent.max(c.bytes_sent);
+    let wire = net.bandwidth_bps.map_or(0.0, |bw| busier as f64 * 8.0 / bw as f64);
+    Predicted { secs: compute + rounds as f64 * net.latency.as_secs_f64() + wire, compute, bytes: s.bytes_sent + c.bytes_sent, rounds }
+}
+
+/// Inputs of the requested shape: random token ids (below the first
+/// embedding's vocabulary), a full mask, token type 0.
+pub fn dry_inputs(p: &Program) -> HashMap<String, Tensor> {
+    let mut out = HashMap::new();
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    for (name, shape, slot) in &p.inputs {
+        let n: usize = shape.iter().product();
+        let vocab = p.steps.iter().find_map(|s| match s {
+            Step::Embed { ids, vocab, .. } if ids == slot => Some(*vocab),
+            _ => None,
+        });
+        let v = match (name.as_str(), vocab) {
+            ("attention_mask", _) => vec![1.0; n],
+            (_, Some(v)) if name != "token_type_ids" => (0..n)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    (1 + seed % (v.max(2) as u64 - 1)) as f64
+                })
+                .collect(),
+            _ => vec![0.0; n],
+        };
+        out.insert(name.clone(), Tensor::ints(shape.clone(), v));
+    }
+    out
+}
+
+/// The plan and its report (JSON: per step and totals).
+pub fn plan_graph(g: &GraphModel, r: &PlanRequest) -> Result<(GraphOptions, Value)> {
+    let mut shapes = HashMap::new();
+    for i in &g.inputs {
+        shapes.insert(i.name.clone(), vec![r.batch, r.seq]);
+    }
+    let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
+    let inputs = dry_inputs(&prog);
+    let cands: Vec<LinearBackend> = match r.mode.as_str() {
+        "tee" => vec![LinearBackend::Module, LinearBackend::Triples],
+        "dealer" => vec![LinearBackend::Triples],
+        m => return Err(Error::Config(format!("hush plan --mode {m}: encoder graphs are planned in tee and dealer modes"))),
+    };
+    let none = NetProfile::none();
+    let mut per: Vec<Vec<Predicted>> = Vec::new();
+    for &b in &cands {
+        let o = GraphOptions { linear: b, per_step: None, ..r.opts.clone() };
+        let (_, _, (ms, mc)) = run_private_on(&prog, &inputs, &o, &none)?;
+        per.push(ms.iter().zip(&mc).map(|(s, c)| predict(s, c, &r.net)).collect());
+    }
+    let mut choice: Vec<Option<LinearBackend>> = vec![None; prog.steps.len()];
+    let mut rows = Vec::new();
+    let mut total = Predicted::default();
+    for (i, st) in prog.steps.iter().enumerate() {
+        let (k, why) = if touches_weights(st) && cands.len() > 1 {
+            let k = (0..cands.len()).min_by(|&a, &b| per[a][i].secs.total_cmp(&per[b][i].secs)).unwrap_or(0);
+            let alts: Vec<String> = (0..cands.len()).filter(|&j| j != k).map(|j| format!("{} {:.4} s ({} B, {} rounds)", cands[j].name(), per[j][i].secs, per[j][i].bytes, per[j][i].rounds)).collect();
+            choice[i] = Some(cands[k]);
+            (k, format!("{} {:.4} s beats {}", cands[k].name(), per[k][i].secs, alts.join(", ")))
+        } else if touches_weights(st) {
+            choice[i] = Some(cands[0]);
+            (0, "the only sound backend with a dealer (it never sees W)".to_string())
+        } else {
+            (0, String::new())
+        };
+        let p = per[k][i];
+        total.secs += p.secs;
+        total.compute += p.compute;
+        total.bytes += p.bytes;
+        total.rounds += p.rounds;
+        if touches_weights(st) || p.secs > 1e-3 {
+            rows.push(json!({
+                "step": i, "op": st.kind(), "value": prog.slots[st.out()].name, "choice": choice[i].map(|b| b.name()),
+                "predicted_s": p.secs, "bytes": p.bytes, "rounds": p.rounds, "why": why,
+            }));
+        }
+    }
+    let fixed: Vec<Value> = cands
+        .iter()
+        .enumerate()
+        .map(|(j, b)| {
+            let s: f64 = per[j].iter().map(|p| p.secs).sum();
+            json!({"preset": b.name(), "predicted_s": s, "bytes": per[j].iter().map(|p| p.bytes).sum::<u64>(), "rounds": per[j].iter().map(|p| p.rounds).sum::<u32>()})
+        })
+        .collect();
+    let plan = GraphOptions { per_step: Some(Arc::new(choice)), ..r.opts.clone() };
+    plan.validate(&prog, r.mode == "dealer")?;
+    let measured = if r.verify {
+        let (_, st, _) = run_private_on(&prog, &inputs, &plan, &r.net)?;
+        Some(json!({"seconds": st.seconds, "bytes": st.bytes, "rounds": st.rounds, "predicted_over_measured": total.secs / st.seconds.max(1e-9)}))
+    } else {
+        None
+    };
+    let rep = json!({
+        "cmd": "plan", "mode": r.mode, "net": r.net.name, "batch": r.batch, "seq": r.seq, "program": prog.fingerprint(),
+        "auto": {"predicted_s": total.secs, "compute_s": total.compute, "bytes": total.bytes, "rounds": total.rounds},
+        "fixed": fixed, "steps": rows, "measured": measured,
+        "cost_model": "per step: measured compute (both parties in this process, no network) + rounds x one-way latency + busier direction's bytes / bandwidth",
+        "cpu": crate::bert::cpu_model(),
+        "note": if r.mode == "tee" { "tee mode: trusted module simulated — gives no hardware protection" } else { "dealer mode: the dealer never sees W (triples backend)" },
+    });
+    Ok((plan, rep))
+}
+
+/// Prints a plan report as a table.
+pub fn print_plan(rep: &Value) {
+    println!("hush plan: {} mode, net {}, batch {} × seq {} (program {})", rep["mode"].as_str().unwrap_or(""), rep["net"].as_str().unwrap_or(""), rep["batch"], rep["seq"], rep["program"].as_str().unwrap_or(""));
+    println!("{:>5}  {:<10} {:<34} {:<8} {:>10} {:>12} {:>6}  why", "step", "op", "value", "backend", "pred. s", "bytes", "rounds");
+    for r in rep["steps"].as_array().into_iter().flatten() {
+        let name: String = r["value"].as_str().unwrap_or("").chars().take(34).collect();
+        println!(
+            "{:>5}  {:<10} {:<34} {:<8} {:>10.4} {:>12} {:>6}  {}",
+            r["step"], r["op"].as_str().unwrap_or(""), name, r["choice"].as_str().unwrap_or("-"), r["predicted_s"].as_f64().unwrap_or(0.0), r["bytes"], r["rounds"], r["why"].as_str().unwrap_or("")
+        );
+    }
+    for f in rep["fixed"].as_array().into_iter().flatten() {
+        println!("preset {:<8} predicted {:.3} s, {} bytes, {} rounds", f["preset"].as_str().unwrap_or(""), f["predicted_s"].as_f64().unwrap_or(0.0), f["bytes"], f["rounds"]);
+    }
+    let a = &rep["auto"];
+    println!("auto            predicted {:.3} s ({:.3} s compute), {} bytes, {} rounds", a["predicted_s"].as_f64().unwrap_or(0.0), a["compute_s"].as_f64().unwrap_or(0.0), a["bytes"], a["rounds"]);
+    if let Some(m) = rep["measured"].as_object() {
+        println!("measured (auto plan over the emulated link): {:.3} s, {} bytes, {} rounds — predicted/measured {:.2}", m["seconds"].as_f64().unwrap_or(0.0), m["bytes"], m["rounds"], m["predicted_over_measured"].as_f64().unwrap_or(0.0));
+    }
+    println!("{}", rep["note"].as_str().unwrap_or(""));
+}
+
+/// Reads an encoder graph (errors name the node that cannot run).
+pub fn load(path: &std::path::Path) -> Result<GraphModel> {
+    GraphModel::from_file(path).map_err(|e| Error::Model(e.to_string()))
+}
