@@ -97,7 +97,7 @@ pub fn psi_main(a: PsiArgs) -> Result<()> {
     let table = Table::load(&a.ids)?;
     let ids = table.ids(&a.id_column, &name)?;
     let load_s = t_load.elapsed().as_secs_f64();
-    let cfg = PsiConfig { output: if a.size_only { Output::SizeOnly } else { Output::Aligned }, max_peer_ids: a.max_peer_ids };
+    let cfg = PsiConfig { output: if a.size_only { Output::SizeOnly } else { Output::Aligned }, max_peer_ids: a.max_peer_ids, ..Default::default() };
     let link = LinkConfig::from_flags(&a.link).map_err(Error::Transport)?;
     let r = psi_party(&ids, role, &cfg, a.listen.as_deref(), a.peer.as_deref(), &link)?;
     if let (Some(out), Some(rows)) = (&a.out, &r.out.rows) {

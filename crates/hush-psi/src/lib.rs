@@ -36,7 +36,9 @@
 //!
 //! Cost: 2 rounds; each party sends 18 + 32·n_own + 32·n_peer bytes; each
 //! party hashes n_own IDs to the group and computes n_own + n_peer
-//! variable-base scalar multiplications (in parallel with rayon).
+//! variable-base scalar multiplications (in parallel with rayon). Both
+//! flights stream in chunks (see [`run`]), so computation overlaps the
+//! transfer and memory for the wire stays at one chunk.
 //!
 //! # Security (semi-honest)
 //!
@@ -173,17 +175,31 @@ impl Output {
 /// per ID, so 2^25 IDs are 1 GiB of points).
 pub const DEFAULT_MAX_PEER_IDS: usize = 1 << 25;
 
+/// Points per streamed chunk (512 KiB on the wire). Both parties must use
+/// the same (it fixes the framing); the unit tests use small chunks so that
+/// every path crosses chunk boundaries.
+#[cfg(not(test))]
+pub const CHUNK: usize = 1 << 14;
+#[cfg(test)]
+pub const CHUNK: usize = 16;
+
+/// Extra wait for the returned codes with `--size-only`, per point of both
+/// sets (the peer must exponentiate all of them before it can shuffle).
+pub const SIZE_ONLY_WAIT_PER_POINT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Settings of one run.
 #[derive(Clone, Debug)]
 pub struct PsiConfig {
     pub output: Output,
     /// Largest peer set accepted.
     pub max_peer_ids: usize,
+    /// Receive timeout of the channel during (and after) the run.
+    pub timeout: std::time::Duration,
 }
 
 impl Default for PsiConfig {
     fn default() -> Self {
-        Self { output: Output::Aligned, max_peer_ids: DEFAULT_MAX_PEER_IDS }
+        Self { output: Output::Aligned, max_peer_ids: DEFAULT_MAX_PEER_IDS, timeout: hush_transport::DEFAULT_TIMEOUT }
     }
 }
 
@@ -291,6 +307,14 @@ fn exponentiate_peer(points: &[u8], k: &Scalar) -> Result<Vec<[u8; 32]>> {
 /// Runs one party of the PSI over `ch` (see the module doc). `ids` are this
 /// party's IDs (distinct; a duplicate is refused before anything is sent).
 /// Randomness (the secret scalar and permutations) comes from `rng`.
+///
+/// Both flights stream in chunks of [`CHUNK`] points: a party computes
+/// and sends its points chunk by chunk, and returns each chunk of the
+/// peer's points as soon as it has exponentiated it, so no receive waits
+/// longer than about one chunk's computation (the channel's timeout is set
+/// to `cfg.timeout`). With `--size-only` the returned codes must all be
+/// shuffled before any is sent, so the wait for them is widened by
+/// [`SIZE_ONLY_WAIT_PER_POINT`] per point of both sets.
 pub fn run<C, R, T>(ch: &mut C, role: Role, ids: &[T], cfg: &PsiConfig, rng: &mut R) -> Result<PsiOutput>
 where
     C: Channel + ?Sized,
@@ -298,41 +322,64 @@ where
     T: AsRef<[u8]> + Sync,
 {
     check_distinct(ids)?;
+    let chunk = CHUNK;
+    ch.set_timeout(cfg.timeout);
     let n = ids.len();
     let key = Zeroizing::new(Scalar::random(rng));
     let perm = permutation(n, rng);
-    // flight 1: own points, in the secret order `perm`
-    let mut own = vec![0u8; n * POINT_LEN];
-    own.par_chunks_exact_mut(POINT_LEN).zip(perm.par_iter()).for_each(|(out, &row)| {
-        out.copy_from_slice((hash_to_group(ids[row].as_ref()) * &*key).compress().as_bytes());
-    });
+    // flight 1: own points, in the secret order `perm`, chunk by chunk
     ch.send(&header(role, cfg.output, n))?;
-    ch.send_chunked(&own)?;
-    drop(own);
+    let mut buf = vec![0u8; chunk.min(n) * POINT_LEN];
+    for rows in perm.chunks(chunk) {
+        let out = &mut buf[..rows.len() * POINT_LEN];
+        out.par_chunks_exact_mut(POINT_LEN).zip(rows.par_iter()).for_each(|(o, &row)| {
+            o.copy_from_slice((hash_to_group(ids[row].as_ref()) * &*key).compress().as_bytes());
+        });
+        ch.send_chunked(out)?;
+    }
     let h = ch.recv()?;
     let m = check_header(&h, role, cfg)?;
-    let mut theirs = vec![0u8; m * POINT_LEN];
-    ch.recv_chunked_into("PSI peer points", &mut theirs)?;
-    {
-        let mut seen = HashSet::with_capacity(m);
-        for (i, c) in theirs.chunks_exact(POINT_LEN).enumerate() {
-            if !seen.insert(c) {
-                return Err(Error::PeerDuplicate { what: "its points", index: i });
+    // flight 2: the peer's points times our key, in its order (aligned:
+    // each chunk returned at once) or shuffled (size only: all at the end)
+    let mut seen: HashSet<[u8; 32]> = HashSet::with_capacity(m.min(chunk.saturating_mul(64)));
+    let mut codes_peer: Vec<[u8; 32]> = Vec::with_capacity(m.min(chunk.saturating_mul(64)));
+    let mut theirs = vec![0u8; chunk.min(m) * POINT_LEN];
+    let mut done = 0usize;
+    while done < m {
+        let k = chunk.min(m - done);
+        let inp = &mut theirs[..k * POINT_LEN];
+        ch.recv_chunked_into("PSI peer points", inp)?;
+        for (i, c) in inp.chunks_exact(POINT_LEN).enumerate() {
+            if !seen.insert(c.try_into().expect("32 bytes")) {
+                return Err(Error::PeerDuplicate { what: "its points", index: done + i });
             }
         }
+        let codes = exponentiate_peer(inp, &key).map_err(|e| match e {
+            Error::InvalidPoint { index } => Error::InvalidPoint { index: done + index },
+            e => e,
+        })?;
+        if cfg.output == Output::Aligned {
+            let flat: Vec<u8> = codes.iter().flatten().copied().collect();
+            ch.send_chunked(&flat)?;
+        }
+        codes_peer.extend_from_slice(&codes);
+        done += k;
     }
-    // flight 2: the peer's points times our key, in its order (or shuffled)
-    let mut codes_peer = exponentiate_peer(&theirs, &key)?;
-    drop(theirs);
+    drop(seen);
     if cfg.output == Output::SizeOnly {
         let p = permutation(m, rng);
-        codes_peer = p.iter().map(|&i| codes_peer[i]).collect();
+        let shuffled: Vec<[u8; 32]> = p.iter().map(|&i| codes_peer[i]).collect();
+        for c in shuffled.chunks(chunk) {
+            let flat: Vec<u8> = c.iter().flatten().copied().collect();
+            ch.send_chunked(&flat)?;
+        }
+        ch.set_timeout(cfg.timeout + SIZE_ONLY_WAIT_PER_POINT * u32::try_from(n.saturating_add(m)).unwrap_or(u32::MAX));
     }
-    let flat: Vec<u8> = codes_peer.iter().flatten().copied().collect();
-    ch.send_chunked(&flat)?;
-    drop(flat);
     let mut codes_own = vec![0u8; n * POINT_LEN];
-    ch.recv_chunked_into("PSI returned codes", &mut codes_own)?;
+    for c in codes_own.chunks_mut(chunk * POINT_LEN) {
+        ch.recv_chunked_into("PSI returned codes", c)?;
+    }
+    ch.set_timeout(cfg.timeout);
     let set: HashSet<&[u8; 32]> = {
         let mut s = HashSet::with_capacity(m);
         for (i, c) in codes_peer.iter().enumerate() {

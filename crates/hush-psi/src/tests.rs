@@ -112,8 +112,7 @@ fn duplicate_ids_are_refused_before_anything_is_sent() {
 
 #[test]
 fn bytes_and_rounds_are_pinned() {
-    // a small frame size so that the points span several frames
-    let opts = ChannelOptions { max_frame: 1000, ..Default::default() };
+    let opts = ChannelOptions::default();
     let mut rng = StdRng::seed_from_u64(3);
     let (a, b) = random_sets(&mut rng, 100, 70, 30);
     let cfg = PsiConfig::default();
@@ -125,10 +124,22 @@ fn bytes_and_rounds_are_pinned() {
     assert_eq!(cb.bytes_sent, 18 + 32 * 70 + 32 * 100);
     assert_eq!(ca.bytes_sent, bytes_sent(100, 70));
     assert_eq!((ca.bytes_recv, cb.bytes_recv), (cb.bytes_sent, ca.bytes_sent));
-    // frames: header + ceil(3200/1000) points, then ceil(2240/1000) codes
-    assert_eq!(ca.msgs_sent, 1 + 4 + 3);
+    // frames: header, then per chunk of CHUNK = 16 points (512 bytes, one
+    // frame each): 7 chunks of own points (100 IDs), 5 of codes (70 IDs)
+    assert_eq!(CHUNK, 16);
+    assert_eq!(ca.msgs_sent, 1 + 7 + 5);
+    assert_eq!(cb.msgs_sent, 1 + 5 + 7);
     assert_eq!((ca.rounds, cb.rounds), (ROUNDS, ROUNDS));
     assert_eq!(ROUNDS, 2);
+    // frames smaller than a chunk: the same bytes and rounds, more frames
+    let opts = ChannelOptions { max_frame: 100, ..Default::default() };
+    let (a, b) = random_sets(&mut rng, 100, 70, 30);
+    let cfg = PsiConfig::default();
+    let ((ra, ca), (rb, cb)) = pair_with(a.clone(), b.clone(), cfg.clone(), cfg, opts, 4);
+    check_aligned(&a, &b, &ra.unwrap(), &rb.unwrap());
+    assert_eq!((ca.bytes_sent, cb.bytes_sent), (bytes_sent(100, 70), bytes_sent(70, 100)));
+    assert_eq!(ca.msgs_sent, 1 + (6 * 6 + 2) + (4 * 6 + 2));
+    assert_eq!((ca.rounds, cb.rounds), (2, 2));
 }
 
 #[test]
@@ -215,6 +226,13 @@ fn malformed_peer_flights_are_refused() {
     assert!(matches!(e, Error::InvalidPoint { index: 1 }), "{e}");
     let e = peer_sends(vec![header(Role::Receiver, Output::Aligned, 1).to_vec(), vec![0u8; 32]], ids.clone(), cfg.clone());
     assert!(matches!(e, Error::InvalidPoint { index: 0 }), "{e}");
+    // an invalid point in a later chunk is reported at its position in the flight
+    let mut many: Vec<u8> = (0..40u32).flat_map(|i| good_point(&i.to_le_bytes())).collect();
+    many[35 * 32..36 * 32].copy_from_slice(&[0xee; 32]);
+    let mut msgs = vec![header(Role::Receiver, Output::Aligned, 40).to_vec()];
+    msgs.extend(many.chunks(CHUNK * POINT_LEN).map(|c| c.to_vec()));
+    let e = peer_sends(msgs, ids.clone(), cfg.clone());
+    assert!(matches!(e, Error::InvalidPoint { index: 35 }), "{e}");
     // duplicate points
     let mut dup = good_point(b"x");
     dup.extend(good_point(b"x"));

@@ -599,6 +599,7 @@ fn psi(
     let cfg = hush_psi::PsiConfig {
         output: if size_only { hush_psi::Output::SizeOnly } else { hush_psi::Output::Aligned },
         max_peer_ids,
+        ..Default::default()
     };
     let r = guarded(py, move || {
         hush_psi::cli::psi_party(&ids, role, &cfg, listen.as_deref(), peer.as_deref(), &link).map_err(|e| e.to_string())
