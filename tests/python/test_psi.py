@@ -223,3 +223,25 @@ def test_train_with_ids_column_on_partly_overlapping_breast_cancer(tmp_path):
     sk_acc = float((sk.predict(At) == yte).mean())
     assert abs(acc - sk_acc) <= 0.01 + 1e-9, (acc, sk_acc)
     assert acc > 0.9, acc
+
+
+def test_train_ids_column_errors(tmp_path):
+    _write_csv(tmp_path / "lab.csv", ["id", "label", "a"], [["x", 1, 0.5], ["y", 0, -0.5]])
+    _write_csv(tmp_path / "feat.csv", ["id", "b"], [["p", 0.1], ["q", 0.2]])
+    (tmp_path / "feat.svm").write_text("1 1:0.1\n0 1:0.2\n")
+    hyper = ["--epochs", "1", "--batch", "2"]
+    # disjoint IDs: nothing to train on, said at both parties
+    (lc, _, le), (fc, _, fe) = _pair(
+        ["train", "--role", "labels", "--data", str(tmp_path / "lab.csv"), "--ids-column", "id", "--out", str(tmp_path / "l.json"), *hyper],
+        ["train", "--role", "features", "--data", str(tmp_path / "feat.csv"), "--ids-column", "id", "--out", str(tmp_path / "f.json"), *hyper],
+    )
+    assert lc != 0 and fc != 0
+    assert "found no ID shared by both parties" in le and "found no ID shared by both parties" in fe, (le, fe)
+    # one party without --ids-column: the other names the flag
+    (lc, _, le), (fc, _, fe) = _pair(
+        ["train", "--role", "labels", "--data", str(tmp_path / "lab.csv"), "--ids-column", "id", "--out", str(tmp_path / "l.json"), *hyper],
+        ["train", "--role", "features", "--data", str(tmp_path / "feat.svm"), "--out", str(tmp_path / "f.json"), *hyper],
+    )
+    assert lc != 0 and fc != 0
+    assert "both parties must pass --ids-column" in le, le
+    assert not (tmp_path / "l.json").exists() and not (tmp_path / "f.json").exists()

@@ -241,7 +241,10 @@ pub fn train_party_ids(
         Some(ids) => {
             let c0 = ch.cost();
             let psi_role = if role == Role::Labels { hush_psi::Role::Receiver } else { hush_psi::Role::Sender };
-            let o = hush_psi::run(&mut ch, psi_role, ids, &hush_psi::PsiConfig::default(), &mut rand::rngs::OsRng)?;
+            let o = hush_psi::run(&mut ch, psi_role, ids, &hush_psi::PsiConfig::default(), &mut rand::rngs::OsRng).map_err(|e| match e {
+                hush_psi::Error::Handshake(m) => Error::Config(format!("{m} (with --ids-column, both parties must pass --ids-column)")),
+                e => Error::Psi(e),
+            })?;
             let rows = o.rows.expect("aligned output");
             if rows.is_empty() {
                 return Err(Error::Data(format!(
