@@ -332,6 +332,8 @@ where
     let mut buf = vec![0u8; chunk.min(n) * POINT_LEN];
     for rows in perm.chunks(chunk) {
         let out = &mut buf[..rows.len() * POINT_LEN];
+        // by reference: no copy of the secret scalar outside its Zeroizing box
+        #[allow(clippy::op_ref)]
         out.par_chunks_exact_mut(POINT_LEN).zip(rows.par_iter()).for_each(|(o, &row)| {
             o.copy_from_slice((hash_to_group(ids[row].as_ref()) * &*key).compress().as_bytes());
         });
