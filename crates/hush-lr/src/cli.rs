@@ -235,6 +235,16 @@ pub fn train_party_ids(
     if role == Role::Labels && !has_labels {
         return Err(Error::Config("the labels party needs labels (give --labels FILE with .npz data)".into()));
     }
+    // aligned rows: the data is checked and quantised before connecting
+    let aligned_x = match ids {
+        None => {
+            if role == Role::Labels && intercept {
+                ds = with_intercept(&ds);
+            }
+            Some(ds.to_fixed()?)
+        }
+        Some(_) => None,
+    };
     let mut ch = connect(listen, peer, link)?;
     let t0 = Instant::now();
     let psi = match ids {
@@ -245,7 +255,7 @@ pub fn train_party_ids(
                 hush_psi::Error::Handshake(m) => Error::Config(format!("{m} (with --ids-column, both parties must pass --ids-column)")),
                 e => Error::Psi(e),
             })?;
-            let rows = o.rows.expect("aligned output");
+            let rows = o.rows.ok_or_else(|| Error::Config("the PSI returned no rows (aligned output expected)".into()))?;
             if rows.is_empty() {
                 return Err(Error::Data(format!(
                     "the PSI found no ID shared by both parties ({} own rows, {} at the peer): nothing to train on",
@@ -258,10 +268,15 @@ pub fn train_party_ids(
         }
         None => None,
     };
-    if role == Role::Labels && intercept {
-        ds = with_intercept(&ds);
-    }
-    let x = ds.to_fixed()?;
+    let x = match aligned_x {
+        Some(x) => x,
+        None => {
+            if role == Role::Labels && intercept {
+                ds = with_intercept(&ds);
+            }
+            ds.to_fixed()?
+        }
+    };
     let mut rep = Report::default();
     let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, cfg)?;
     rep.setup_s = s.setup_s;
