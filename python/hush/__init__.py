@@ -368,3 +368,32 @@ def train_vertical(role: str, X: _t.Any, y: _t.Any = None, *, listen: _t.Optiona
 
 
 __all__ += ["train_vertical"]
+
+
+def psi(role: str, ids: _t.Iterable[_t.Any], *, listen: _t.Optional[str] = None, peer: _t.Optional[str] = None,
+        pin: _t.Optional[str] = None, identity: _t.Optional[_PathLike] = None, insecure: bool = False,
+        size_only: bool = False, max_peer_ids: int = 1 << 25) -> dict:
+    """One party of a private set intersection (ECDH-PSI on Ristretto255,
+    semi-honest; the same as ``hush psi``).
+
+    ``role`` is ``"sender"`` or ``"receiver"`` (the peer takes the other);
+    ``ids`` are this party's row IDs, compared as strings (``str(x)``; they
+    must be unique). Exactly one of ``listen="HOST:PORT"`` (prints its
+    fingerprint) or ``peer="HOST:PORT"`` with ``pin="sha256:..."``.
+
+    Returns a dict: ``rows`` — this party's row indices of the
+    intersection, in the order both parties share (row ``i`` here and row
+    ``i`` at the peer carry the same ID), so ``table.iloc[r["rows"]]``
+    aligns a DataFrame; ``None`` with ``size_only=True`` (both parties must
+    agree), which reveals only ``intersection``; and ``intersection``,
+    ``own_size``, ``peer_size``, ``bytes``, ``rounds``, ``wall_s``. Each
+    party learns the peer's set size and the intersection (or its size),
+    nothing about the other IDs. Errors raise ``ValueError`` (arguments,
+    duplicate IDs) or ``RuntimeError`` (peer, link)."""
+    id_list = [x if isinstance(x, str) else x.decode() if isinstance(x, bytes) else str(x) for x in ids]
+    return _native.psi(role, id_list, listen=listen, peer=peer, pin=pin,
+                       identity=None if identity is None else str(identity), insecure=insecure,
+                       size_only=size_only, max_peer_ids=max_peer_ids)
+
+
+__all__ += ["psi"]

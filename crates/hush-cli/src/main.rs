@@ -99,6 +99,8 @@ enum Cmd {
     Train(hush_lr::cli::TrainArgs),
     /// Score rows with a vertical LR model: with the peer (shared model), or alone from a revealed one.
     Predict(hush_lr::cli::PredictArgs),
+    /// Private set intersection (ECDH-PSI): align this party's CSV rows with the peer's by ID.
+    Psi(hush_psi::cli::PsiArgs),
 }
 
 #[derive(Subcommand)]
@@ -344,6 +346,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
         Cmd::Train(a) => hush_lr::cli::train_main(a).map_err(|e| e.to_string()),
         Cmd::Predict(a) => hush_lr::cli::predict_main(a).map_err(|e| e.to_string()),
+        Cmd::Psi(a) => hush_psi::cli::psi_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Paillier(a)) => {
             let r = hush_lr::cli::bench_paillier(a.bits, a.iters, a.window).map_err(|e| e.to_string())?;
             emit(&r, a.json);

@@ -18,9 +18,22 @@ pub struct TrainArgs {
     pub role: String,
     /// This party's data: libsvm/svmlight text or a SciPy sparse .npz (CSR,
     /// `scipy.sparse.save_npz`), samples aligned by row with the peer's file
-    /// (the features party's labels are ignored).
+    /// (the features party's labels are ignored); with --ids-column, a CSV
+    /// file with a header whose rows are aligned by a PSI first.
     #[arg(long)]
     pub data: PathBuf,
+    /// Rows are not aligned: --data is CSV with this ID column; an ECDH-PSI
+    /// with the peer (see `hush psi`) keeps only the IDs both hold, in one
+    /// shared order, then training runs on that intersection. Both parties
+    /// must pass it. The peer learns this party's row count and which IDs
+    /// are shared, nothing about the other IDs.
+    #[arg(long, value_name = "NAME", conflicts_with = "labels")]
+    pub ids_column: Option<String>,
+    /// With --ids-column: the CSV column holding the labels (0/1 or −1/+1;
+    /// labels party; a features party's column of that name is ignored).
+    /// Every other column is a numeric feature.
+    #[arg(long, value_name = "NAME", default_value = "label", requires = "ids_column")]
+    pub label_column: String,
     /// Labels for a .npz --data (labels party): .npy (0/1 or -1/+1) or text,
     /// one per line.
     #[arg(long)]
@@ -117,9 +130,24 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
         reveal: a.reveal,
         low_bandwidth: a.low_bandwidth,
     };
-    let (ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
+    let (ds, has_labels, ids) = match &a.ids_column {
+        Some(col) => {
+            let (ds, has, ids) = crate::data::load_csv_with_ids(&a.data, col, &a.label_column)?;
+            (ds, has, Some(ids))
+        }
+        None => {
+            let (ds, has) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
+            (ds, has, None)
+        }
+    };
     let link = LinkConfig::from_flags(&a.link)?;
-    let o = train_party(ds, has_labels, role, &cfg, a.intercept, a.listen.as_deref(), a.peer.as_deref(), &link, Some(&a.out))?;
+    let o = train_party_ids(ds, ids.as_deref(), has_labels, role, &cfg, a.intercept, a.listen.as_deref(), a.peer.as_deref(), &link, Some(&a.out))?;
+    if let Some(p) = &o.psi {
+        eprintln!(
+            "PSI: {} of this party's {} rows are shared with the peer's {} ({:.2} s, {} bytes); training on them",
+            p.intersection, p.own_size, p.peer_size, p.wall_s, p.bytes
+        );
+    }
     eprintln!(
         "trained {} epochs in {:.2} s ({} bytes, {} rounds); shares written to {}",
         a.epochs,
@@ -139,6 +167,20 @@ pub struct PartyOutcome {
     pub report: Report,
     pub bytes: u64,
     pub rounds: u32,
+    /// The PSI that aligned the rows (with `ids`).
+    pub psi: Option<PsiReport>,
+}
+
+/// What the PSI before a training did.
+#[derive(Clone, Debug)]
+pub struct PsiReport {
+    pub own_size: usize,
+    pub peer_size: usize,
+    pub intersection: usize,
+    /// This party's rows, in the order trained on.
+    pub rows: Vec<usize>,
+    pub wall_s: f64,
+    pub bytes: u64,
 }
 
 /// One party of a training over TCP (the `hush train` command and
@@ -147,7 +189,7 @@ pub struct PartyOutcome {
 /// and writes the model file atomically to `out` if given.
 #[allow(clippy::too_many_arguments)]
 pub fn train_party(
-    mut ds: Dataset,
+    ds: Dataset,
     has_labels: bool,
     role: Role,
     cfg: &TrainConfig,
@@ -157,6 +199,33 @@ pub fn train_party(
     link: &LinkConfig,
     out: Option<&std::path::Path>,
 ) -> Result<PartyOutcome> {
+    train_party_ids(ds, None, has_labels, role, cfg, intercept, listen, peer, link, out)
+}
+
+/// [`train_party`] on rows that are not aligned: with `ids` (one per row,
+/// unique), an ECDH-PSI ([`hush_psi`]) over the same link first keeps the
+/// rows whose IDs both parties hold, in the order both outputs share (the
+/// labels party is the PSI's receiver). Without `ids` the rows must
+/// already be aligned.
+#[allow(clippy::too_many_arguments)]
+pub fn train_party_ids(
+    mut ds: Dataset,
+    ids: Option<&[String]>,
+    has_labels: bool,
+    role: Role,
+    cfg: &TrainConfig,
+    intercept: bool,
+    listen: Option<&str>,
+    peer: Option<&str>,
+    link: &LinkConfig,
+    out: Option<&std::path::Path>,
+) -> Result<PartyOutcome> {
+    if let Some(ids) = ids {
+        if ids.len() != ds.len() {
+            return Err(Error::Config(format!("{} IDs for {} rows", ids.len(), ds.len())));
+        }
+        hush_psi::check_distinct(ids)?;
+    }
     if cfg.key_bits != 2048 && cfg.key_bits != 3072 {
         return Err(Error::Config(format!("--bits {} (2048 or 3072)", cfg.key_bits)));
     }
@@ -166,12 +235,48 @@ pub fn train_party(
     if role == Role::Labels && !has_labels {
         return Err(Error::Config("the labels party needs labels (give --labels FILE with .npz data)".into()));
     }
-    if role == Role::Labels && intercept {
-        ds = with_intercept(&ds);
-    }
-    let x = ds.to_fixed()?;
+    // aligned rows: the data is checked and quantised before connecting
+    let aligned_x = match ids {
+        None => {
+            if role == Role::Labels && intercept {
+                ds = with_intercept(&ds);
+            }
+            Some(ds.to_fixed()?)
+        }
+        Some(_) => None,
+    };
     let mut ch = connect(listen, peer, link)?;
     let t0 = Instant::now();
+    let psi = match ids {
+        Some(ids) => {
+            let c0 = ch.cost();
+            let psi_role = if role == Role::Labels { hush_psi::Role::Receiver } else { hush_psi::Role::Sender };
+            let o = hush_psi::run(&mut ch, psi_role, ids, &hush_psi::PsiConfig::default(), &mut rand::rngs::OsRng).map_err(|e| match e {
+                hush_psi::Error::Handshake(m) => Error::Config(format!("{m} (with --ids-column, both parties must pass --ids-column)")),
+                e => Error::Psi(e),
+            })?;
+            let rows = o.rows.ok_or_else(|| Error::Config("the PSI returned no rows (aligned output expected)".into()))?;
+            if rows.is_empty() {
+                return Err(Error::Data(format!(
+                    "the PSI found no ID shared by both parties ({} own rows, {} at the peer): nothing to train on",
+                    o.own_size, o.peer_size
+                )));
+            }
+            ds = ds.subset(&rows);
+            let c = ch.cost() - c0;
+            Some(PsiReport { own_size: o.own_size, peer_size: o.peer_size, intersection: o.intersection, rows, wall_s: t0.elapsed().as_secs_f64(), bytes: c.bytes_sent + c.bytes_recv })
+        }
+        None => None,
+    };
+    let x = match aligned_x {
+        Some(x) => x,
+        None => {
+            if role == Role::Labels && intercept {
+                ds = with_intercept(&ds);
+            }
+            ds.to_fixed()?
+        }
+    };
     let mut rep = Report::default();
     let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, cfg)?;
     rep.setup_s = s.setup_s;
@@ -184,7 +289,7 @@ pub fn train_party(
     }
     rep.wall_s = t0.elapsed().as_secs_f64();
     let c = ch.cost();
-    Ok(PartyOutcome { shares: m, opened, report: rep, bytes: c.bytes_sent + c.bytes_recv, rounds: c.rounds })
+    Ok(PartyOutcome { shares: m, opened, report: rep, bytes: c.bytes_sent + c.bytes_recv, rounds: c.rounds, psi })
 }
 
 #[derive(clap::Args, Debug)]

@@ -231,6 +231,50 @@ pub fn load_with_labels(path: &std::path::Path, labels: Option<&std::path::Path>
     }
 }
 
+/// Reads a party's data from CSV with an ID column (for `hush train
+/// --ids-column`): a header line, the IDs in `id_col`, the labels (0/1 or
+/// −1/+1) in `label_col` if the file has that column, every other column a
+/// numeric feature (empty cells are refused). Returns the data, whether it
+/// carries labels, and the IDs (unique, checked).
+pub fn load_csv_with_ids(path: &std::path::Path, id_col: &str, label_col: &str) -> Result<(Dataset, bool, Vec<String>)> {
+    let name = path.display().to_string();
+    let t = hush_psi::csv::Table::load(path)?;
+    let ids = t.ids(id_col, &name)?;
+    let idc = t.column(id_col, &name)?;
+    let lc = t.columns.iter().position(|c| c == label_col && c != id_col);
+    let feat: Vec<usize> = (0..t.columns.len()).filter(|&c| c != idc && Some(c) != lc).collect();
+    if feat.len() > MAX_COLS {
+        return Err(Error::Data(format!("{name}: {} feature columns above the limit {MAX_COLS}", feat.len())));
+    }
+    let mut rows = Vec::with_capacity(t.fields.len());
+    let mut labels = Vec::with_capacity(t.fields.len());
+    for (r, f) in t.fields.iter().enumerate() {
+        let bad = |m: String| Error::Data(format!("{name}:{}: {m}", t.line_no[r]));
+        let mut row = Vec::new();
+        for (j, &c) in feat.iter().enumerate() {
+            let v: f64 = f[c].trim().parse().map_err(|_| bad(format!("column {:?}: {:?} is not a number", t.columns[c], f[c])))?;
+            if !v.is_finite() {
+                return Err(bad(format!("column {:?}: {v} is not finite", t.columns[c])));
+            }
+            if v != 0.0 {
+                row.push((j, v));
+            }
+        }
+        rows.push(row);
+        if let Some(lc) = lc {
+            let l: f64 = f[lc].trim().parse().map_err(|_| bad(format!("label {:?} is not a number", f[lc])))?;
+            labels.push(match l {
+                l if l == 1.0 => 1.0,
+                l if l == 0.0 || l == -1.0 => 0.0,
+                l => return Err(bad(format!("label {l} (expected 0/1 or -1/+1)"))),
+            });
+        } else {
+            labels.push(0.0);
+        }
+    }
+    Ok((Dataset { rows, cols: feat.len(), labels }, lc.is_some(), ids))
+}
+
 /// Synthetic sparse data with a planted model, generated as documented:
 /// `n` samples × `d` features; each entry is non-zero independently with
 /// probability `density`, its value uniform in [−1, 1]; the planted model

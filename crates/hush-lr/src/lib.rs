@@ -46,6 +46,8 @@ pub enum Error {
     Paillier(#[from] hush_paillier::Error),
     #[error(transparent)]
     Transport(#[from] hush_transport::Error),
+    #[error("PSI: {0}")]
+    Psi(#[from] hush_psi::Error),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -475,3 +475,33 @@ fn balanced_caps_on_shapers_shape() {
     assert!(2 * lf.max(fl) < default_lf, "caps ({c_l}, {c_f}): {lf} / {fl} vs {default_lf}");
     assert!(lf.abs_diff(fl) <= b, "unbalanced: {lf} / {fl}");
 }
+
+#[test]
+fn csv_with_ids_parsing_and_validation() {
+    let dir = std::env::temp_dir().join(format!("hush-lr-csv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("d.csv");
+    std::fs::write(&p, "x1,id,label,x2\n0.5,u7,1,0\n-2,u3,-1,1e-3\n0,u9,0,4\n").unwrap();
+    let (d, has, ids) = crate::data::load_csv_with_ids(&p, "id", "label").unwrap();
+    assert!(has);
+    assert_eq!(ids, ["u7", "u3", "u9"]);
+    assert_eq!(d.cols, 2);
+    assert_eq!(d.labels, vec![1.0, 0.0, 0.0]);
+    assert_eq!(d.rows, vec![vec![(0, 0.5)], vec![(0, -2.0), (1, 1e-3)], vec![(1, 4.0)]]);
+    // no label column: a features party's file
+    let (d, has, _) = crate::data::load_csv_with_ids(&p, "id", "y").unwrap();
+    assert!(!has);
+    assert_eq!(d.cols, 3);
+    for (text, want) in [
+        ("id,x\na,1\nb,x\n", "\"x\" is not a number"),
+        ("id,x\na,1\na,2\n", "duplicate ID \"a\""),
+        ("id,label\na,2\n", "label 2"),
+        ("id,x\na,inf\n", "not finite"),
+        ("key,x\na,1\n", "no column \"id\""),
+    ] {
+        std::fs::write(&p, text).unwrap();
+        let e = crate::data::load_csv_with_ids(&p, "id", "label").unwrap_err().to_string();
+        assert!(e.contains(want), "{text:?}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -635,6 +635,50 @@ fn train_vertical(
     Ok(d.into_any().unbind())
 }
 
+/// One party of an ECDH-PSI (hush-psi) over TCP + TLS: the aligned row
+/// order (this party's row indices of the intersection, in the order both
+/// parties' outputs share) or only the intersection's size.
+#[pyfunction]
+#[pyo3(signature = (role, ids, listen=None, peer=None, pin=None, identity=None, insecure=false, size_only=false, max_peer_ids=hush_psi::DEFAULT_MAX_PEER_IDS))]
+#[allow(clippy::too_many_arguments)]
+fn psi(
+    py: Python<'_>,
+    role: &str,
+    ids: Vec<String>,
+    listen: Option<String>,
+    peer: Option<String>,
+    pin: Option<String>,
+    identity: Option<String>,
+    insecure: bool,
+    size_only: bool,
+    max_peer_ids: usize,
+) -> PyResult<PyObject> {
+    let role = hush_psi::Role::parse(role).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if listen.is_some() == peer.is_some() {
+        return Err(PyValueError::new_err("give exactly one of listen=ADDR or peer=ADDR"));
+    }
+    hush_psi::check_distinct(&ids).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let link = link_of(identity, pin.into_iter().collect(), insecure)?;
+    let cfg = hush_psi::PsiConfig {
+        output: if size_only { hush_psi::Output::SizeOnly } else { hush_psi::Output::Aligned },
+        max_peer_ids,
+        ..Default::default()
+    };
+    let r = guarded(py, move || {
+        hush_psi::cli::psi_party(&ids, role, &cfg, listen.as_deref(), peer.as_deref(), &link).map_err(|e| e.to_string())
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("role", role.name())?;
+    d.set_item("rows", r.out.rows.clone())?;
+    d.set_item("intersection", r.out.intersection)?;
+    d.set_item("own_size", r.out.own_size)?;
+    d.set_item("peer_size", r.out.peer_size)?;
+    d.set_item("bytes", r.cost.bytes_sent + r.cost.bytes_recv)?;
+    d.set_item("rounds", r.cost.rounds)?;
+    d.set_item("wall_s", r.wall_s)?;
+    Ok(d.into_any().unbind())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -652,6 +696,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(tee_module_main, m)?)?;
     m.add_function(wrap_pyfunction!(train_vertical, m)?)?;
+    m.add_function(wrap_pyfunction!(psi, m)?)?;
     m.add_class::<NativeServer>()?;
     m.add_class::<NativeClient>()?;
     Ok(())
