@@ -236,3 +236,22 @@ def test_python_embed_remote(tmp_path):
             hush.embed_remote(saddr, inputs["input_ids"], inputs["attention_mask"][:, :3], pin=srv.fp)
     finally:
         srv.stop()
+
+
+def test_hush_plan_chooses_per_layer_and_dealer_mode_has_one_sound_backend(tmp_path):
+    model = ts.bert_classifier()
+    path = tmp_path / "c.onnx"
+    onnx.save(model, path)
+    p = subprocess.run([HUSH, "plan", str(path), "--seq", "8", "--net", "wan", "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    weight_steps = [s for s in rep["steps"] if s["choice"]]
+    assert weight_steps and all(s["choice"] in ("module", "triples") and "beats" in s["why"] for s in weight_steps)
+    assert {f["preset"] for f in rep["fixed"]} == {"module", "triples"}
+    assert rep["cpu"] and "simulated" in rep["note"]
+    d = subprocess.run([HUSH, "plan", str(path), "--seq", "8", "--mode", "dealer", "--json"], capture_output=True, text=True, timeout=300)
+    assert d.returncode == 0, d.stderr
+    rd = json.loads(d.stdout)
+    assert all(s["choice"] == "triples" for s in rd["steps"] if s["choice"]) and [f["preset"] for f in rd["fixed"]] == ["triples"]
+    bad = subprocess.run([HUSH, "plan", str(path), "--mode", "interactive"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "not implemented" in bad.stderr
