@@ -761,14 +761,20 @@ pub fn token_inputs(names: &[&str], ids: &std::path::Path, mask: &std::path::Pat
 /// runtime, both parties in this process, tee mode (simulated modules).
 pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, fx: FixedConfig, proto: Proto) -> Result<()> {
     let t0 = Instant::now();
-    let g = hush_onnx::graph::GraphModel::from_file(model).map_err(|e| Error::Model(e.to_string()))?;
+    let g = hush_onnx::graph::GraphModel::from_file(model).map_err(|e| {
+        Error::Model(format!(
+            "{}: not an encoder graph hush can run ({e}); hush embed takes graphs as torch.onnx.export or optimum write them, or the hush.encoder graphs of scripts/minilm.py (CNNs go through hush serve/run)",
+            model.display()
+        ))
+    })?;
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
     let o = GraphOptions::tee(fx, proto);
     check_program(&prog, fx)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let (y, st) = run_private(&prog, &inputs, &o)?;
+    let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.common.net, hush_transport::NetProfile::names().join(", "))))?;
+    let (y, st, _) = run_private_on(&prog, &inputs, &o, &net)?;
     let first = y.first().ok_or_else(|| Error::Model("the graph has no outputs".into()))?;
     crate::npy::write(&a.out, &first.shape, &first.v)?;
     let check = if a.check {
@@ -791,6 +797,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, 
         "proto": a.common.proto,
         "bits": fx.bits,
         "frac": fx.frac,
+        "net": a.common.net,
         "online_s": st.seconds,
         "load_s": load_s,
         "bytes": st.bytes,
