@@ -14,12 +14,13 @@ modules — **simulated here, which gives no hardware protection**):
   encoder (e.g. all-MiniLM-L6-v2), both parties in this process.
 
 Benchmarks: :func:`bench_cot`, :func:`bench_aes`; names: :func:`net_profiles`,
-:func:`cot_sources`. Model tools: ``hush.onnx_import`` (ONNX → hush model
+:func:`cot_sources`. Bundled demo data: :func:`samples`. Model tools: ``hush.onnx_import`` (ONNX → hush model
 file) and ``hush.models`` (benchmark model builders).
 """
 
 import json as _json
 import os as _os
+import pathlib as _pathlib
 import sys as _sys
 import typing as _t
 
@@ -28,13 +29,32 @@ import numpy as _np
 from . import _native
 from ._native import __version__, bench_aes, bench_cot, cot_sources, net_profiles
 
-__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed"]
+__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed", "samples"]
 
 # A path to a model file (``.hushm`` or ``.onnx``) or an identity folder.
 _PathLike = _t.Union[str, "_os.PathLike[str]"]
 # ``True`` for a progress bar on stderr, ``False``/``None`` for none, or a
 # callable ``f(done, total)`` called after each layer.
 _ProgressArg = _t.Union[bool, None, _t.Callable[[int, int], _t.Any]]
+
+
+def _identity_arg(identity: _t.Optional[_PathLike]) -> _t.Optional[str]:
+    """An identity folder as a string, ``~`` expanded (as a shell would)."""
+    return None if identity is None else _os.path.expanduser(_os.fspath(identity))
+
+
+def samples() -> "_pathlib.Path":
+    """The folder of the bundled demo data: ``mnist_cnn.hushm`` (the MNIST
+    CNN), ``mnist_cnn.json`` (its description) and ``samples/*.npy`` (MNIST test images, the true
+    label in each file name, e.g. ``mnist_8000_label4.npy``).
+
+    Inside an installed package this is ``site-packages/hush/_models``; the
+    ``hush`` command's ``demo`` uses the same folder.
+    """
+    d = _pathlib.Path(__file__).resolve().parent / "_models"
+    if not (d / "mnist_cnn.hushm").is_file():
+        raise FileNotFoundError(f"the bundled demo data is missing from {d} (a broken install?)")
+    return d
 
 
 def _model_bytes(model: _PathLike) -> bytes:
@@ -198,7 +218,7 @@ class Server:
                  dealer_pin: _t.Optional[str] = None, mac_s: _t.Optional[int] = None,
                  crisp_linear: _t.Optional[str] = None) -> None:
         self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
-                                identity=None if identity is None else str(identity), pins=list(pins),
+                                identity=_identity_arg(identity), pins=list(pins),
                                 insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin, mac_s=mac_s,
                                 crisp_linear=crisp_linear)
 
@@ -250,7 +270,7 @@ class Client:
                  connect_timeout: _t.Optional[float] = None, mac_s: _t.Optional[int] = None,
                  crisp_linear: _t.Optional[str] = None) -> None:
         self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
-                                  identity=None if identity is None else str(identity), insecure=insecure,
+                                  identity=_identity_arg(identity), insecure=insecure,
                                   mode=mode, dealer=dealer, dealer_pin=dealer_pin,
                                   connect_timeout=connect_timeout, mac_s=mac_s, crisp_linear=crisp_linear)
 
@@ -334,7 +354,7 @@ def train_vertical(role: str, X: _t.Any, y: _t.Any = None, *, listen: _t.Optiona
             raise ValueError(f"y must be 1-D, got shape {ya.shape}")
         labels = ya.tolist()
     return _native.train_vertical(role, rows, cols, indptr, indices, data, labels=labels, listen=listen, peer=peer,
-                                  pin=pin, identity=None if identity is None else str(identity), insecure=insecure,
+                                  pin=pin, identity=_identity_arg(identity), insecure=insecure,
                                   out=None if out is None else str(out), epochs=epochs, batch=batch, lr=lr,
                                   lr_decay=lr_decay, l2=l2, bits=bits, sigmoid=sigmoid, intercept=intercept,
                                   reveal=reveal, seed=seed, low_bandwidth=low_bandwidth)

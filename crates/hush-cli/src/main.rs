@@ -9,6 +9,8 @@ use clap::{Args, Parser, Subcommand};
 pub(crate) mod config;
 #[path = "report.rs"]
 pub(crate) mod report;
+#[path = "help.rs"]
+pub(crate) mod help;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
@@ -81,8 +83,12 @@ enum Cmd {
     /// which peers pin with --pin.
     Keygen {
         /// Folder to write identity.key and identity.crt into (created; existing files are not overwritten).
-        #[arg(long)]
-        out: std::path::PathBuf,
+        #[arg(long, value_name = "DIR", required_unless_present = "show", conflicts_with = "show")]
+        out: Option<std::path::PathBuf>,
+        /// Print the fingerprint of an existing identity folder (one that
+        /// `hush keygen --out DIR` made) instead of making a new one.
+        #[arg(long, value_name = "DIR")]
+        show: Option<std::path::PathBuf>,
     },
     /// Boolean circuits: run all three parties in this process, or inspect a circuit.
     Circuit {
@@ -269,8 +275,12 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
         Cmd::Fetch(a) => replicated(hush_replicated::cli::fetch_main(a)),
-        Cmd::Keygen { out } => {
-            let fp = hush_transport::peering::keygen(&out).map_err(|e| format!("keygen: {e}"))?;
+        Cmd::Keygen { out, show } => {
+            let fp = match (out, show) {
+                (_, Some(dir)) => hush_transport::Identity::load(&dir).map_err(|e| format!("keygen --show: {e}"))?.fingerprint(),
+                (Some(dir), None) => hush_transport::peering::keygen(&dir).map_err(|e| format!("keygen: {e}"))?,
+                (None, None) => return Err("keygen: give --out DIR (a new identity) or --show DIR (an existing one)".into()),
+            };
             println!("fingerprint {fp}");
             Ok(())
         }
@@ -432,7 +442,7 @@ fn bench_with_report(args: &[std::ffi::OsString]) -> Option<u8> {
 
 /// The connection notice of every command (see `hush_transport::notice`).
 fn print_connect_notice(msg: &str) {
-    eprintln!("hush: {msg}");
+    eprintln!("hush: {msg}; --connect-timeout SECS sets the wait");
 }
 
 /// Parses `args` and runs the command; the exit status (see
@@ -455,7 +465,10 @@ where
             return 2;
         }
     };
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = help::grouped(<Cli as clap::CommandFactory>::command())
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();

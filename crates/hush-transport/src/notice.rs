@@ -22,9 +22,13 @@ pub fn clear_connect_notice() {
     *CONNECT_NOTICE.write().unwrap_or_else(|p| p.into_inner()) = None;
 }
 
-/// The notice printed while retrying a refused connection to `addr`.
-pub fn waiting_line(addr: &str) -> String {
-    format!("waiting for {addr}: connection refused, retrying…")
+/// The notice printed while retrying a refused connection to `addr` for
+/// up to `wait`: "waiting for ADDR: connection refused, retrying… (for up
+/// to 30 s)".
+pub fn waiting_line(addr: &str, wait: std::time::Duration) -> String {
+    let secs = wait.as_secs_f64();
+    let secs = if secs.fract() == 0.0 { format!("{secs:.0}") } else { format!("{secs:.1}") };
+    format!("waiting for {addr}: connection refused, retrying… (for up to {secs} s)")
 }
 
 /// Calls the installed hook, if any.
