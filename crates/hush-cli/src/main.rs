@@ -11,6 +11,8 @@ pub(crate) mod config;
 pub(crate) mod report;
 #[path = "help.rs"]
 pub(crate) mod help;
+#[path = "records_md.rs"]
+pub(crate) mod records_md;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
@@ -59,11 +61,17 @@ enum Cmd {
     /// per-layer time, bytes and rounds as bar charts (inline SVG), and one
     /// table per benchmark. `hush bench ... --report OUT.html` writes one directly.
     Report {
-        /// The `--json` output (one JSON object per line).
-        input: std::path::PathBuf,
+        /// The `--json` output (one JSON object per line); with --markdown, any number of record files.
+        #[arg(required = true, num_args = 1..)]
+        inputs: Vec<std::path::PathBuf>,
         /// Where to write the HTML (default: the input with .html).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "markdown")]
         html: Option<std::path::PathBuf>,
+        /// Print Markdown tables to stdout instead (one per benchmark, human
+        /// units; every record must carry `cpu`, `date` and `load`, as the
+        /// records in bench/records/ do): the performance page of the docs.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Deployment configs (TOML): validate them and check that parties agree.
     Config {
@@ -269,7 +277,11 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
         Cmd::Import(a) => import(a),
         Cmd::Embed(a) => inference(hush_inference::encoder::embed_main(a)),
-        Cmd::Report { input, html } => report::report_main(&input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
+        Cmd::Report { inputs, markdown: true, .. } => records_md::markdown_main(&inputs).map(|md| print!("{md}")),
+        Cmd::Report { inputs, html, .. } => match inputs.as_slice() {
+            [input] => report::report_main(input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
+            _ => Err("report: one input file for HTML (several only with --markdown)".into()),
+        },
         Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
