@@ -139,3 +139,64 @@ fn a_bad_npy_is_named_once_without_a_doubled_prefix() {
     assert!(!err.contains("input: npy:"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// An RFC 3339 UTC timestamp with milliseconds at the start of `line`, then a space.
+fn stamped(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 25
+        && line.is_char_boundary(24)
+        && line[..24].chars().enumerate().all(|(i, c)| match i {
+            4 | 7 => c == '-',
+            10 => c == 'T',
+            13 | 16 => c == ':',
+            19 => c == '.',
+            23 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        })
+        && b[24] == b' '
+}
+
+#[test]
+fn server_log_lines_carry_timestamps() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    assert!(stamped("2026-11-28T13:52:56.892Z hush serve: session 1: x"));
+    assert!(!stamped("hush serve: session 1: 1 inference(s) served"));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    drop(l);
+    let model = repo().join("models/mnist_cnn.hushm");
+    let mut srv = Command::new(HUSH)
+        .args(["serve", "--model", model.to_str().unwrap(), "--listen", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut fp = String::new();
+    BufReader::new(srv.stdout.take().unwrap()).read_line(&mut fp).unwrap();
+    let fp = fp.trim().strip_prefix("fingerprint ").unwrap().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = srv.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let x = repo().join("models/samples/mnist_8000_label4.npy");
+    let out = tmp("log").join("y.npy");
+    let o = hush(&["infer", "--connect", &addr, "--pin", &fp, "--input", x.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    let mut lines = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !lines.iter().any(|l: &String| l.contains("session 1:")) && std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            lines.push(l);
+        }
+    }
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(lines.iter().any(|l| l.contains("session 1: 1 inference(s) served")), "{lines:#?}");
+    for l in lines.iter().filter(|l| l.contains("hush serve:")) {
+        assert!(stamped(l), "a server log line without an RFC 3339 timestamp: {l}");
+    }
+}

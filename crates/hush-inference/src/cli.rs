@@ -121,11 +121,12 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     cfg.plan_mem = parse_size(&a.plan_mem)?;
     cfg.max_pending = a.max_pending.max(1);
     cfg.max_mem = crate::limits::cap_flag(a.max_mem.as_deref(), "--max-mem")?;
-    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));
+    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush dealer: {s}", hush_transport::notice::timestamp()));
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);
     eprintln!(
-        "hush dealer: dealing on {} (dealer mode: one module per session and role, nothing kept after a session; trusted not to collude with either party)",
+        "{} hush dealer: dealing on {} (dealer mode: one module per session and role, nothing kept after a session; trusted not to collude with either party)",
+        hush_transport::notice::timestamp(),
         h.addr
     );
     h.wait();
@@ -509,11 +510,12 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     );
     let o = Options { max_sessions: a.max_sessions, limits, ..o };
     let model = Arc::new(Model::load(&a.model)?);
-    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush serve: {s}"));
+    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush serve: {s}", hush_transport::notice::timestamp()));
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;
     print_identity("hush serve", &o.link);
     eprintln!(
-        "hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, {}",
+        "{} hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, {}",
+        hush_transport::notice::timestamp(),
         model.name,
         model.nodes.len(),
         model.input_shape,
@@ -529,7 +531,11 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     } else {
         format!("--proto auto: {} unless a client asks for another of {}", o.proto, o.mode.families().join(", "))
     };
-    eprintln!("hush serve: model digest {} (clients may require it with --model-digest); family {family}", crate::hello::architecture_digest(&model.header_json));
+    eprintln!(
+        "{} hush serve: model digest {} (clients may require it with --model-digest); family {family}",
+        hush_transport::notice::timestamp(),
+        crate::hello::architecture_digest(&model.header_json)
+    );
     h.wait();
     Ok(())
 }
