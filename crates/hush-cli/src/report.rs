@@ -109,11 +109,6 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
-/// A horizontal bar chart, one bar per label, as an inline SVG.
-pub fn bar_chart(title: &str, unit: &str, labels: &[String], values: &[f64]) -> String {
-    bar_chart_with(title, unit, labels, values, &fmt_num)
-}
-
 /// Tick positions for an axis from 0 to at least `max`: steps of 1, 2 or 5
 /// × 10^k, about five of them; the last tick is the axis end (≥ `max`).
 pub fn ticks(max: f64) -> Vec<f64> {
@@ -127,7 +122,8 @@ pub fn ticks(max: f64) -> Vec<f64> {
     (0..=n).map(|i| i as f64 * step).collect()
 }
 
-/// [`bar_chart`] with values shown by `fmt` (on the bars and the axis ticks).
+/// A horizontal bar chart, one bar per label, as an inline SVG; values
+/// shown by `fmt` (on the bars and the axis ticks).
 pub fn bar_chart_with(title: &str, unit: &str, labels: &[String], values: &[f64], fmt: &dyn Fn(f64) -> String) -> String {
     let n = labels.len().min(values.len());
     let (left, right, top, bar, gap) = (170.0, 90.0, 34.0, 14.0, 4.0);

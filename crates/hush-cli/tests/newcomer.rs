@@ -200,3 +200,22 @@ fn server_log_lines_carry_timestamps() {
         assert!(stamped(l), "a server log line without an RFC 3339 timestamp: {l}");
     }
 }
+
+#[test]
+fn a_dealer_mode_server_checks_its_dealer_at_start() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dealer = l.local_addr().unwrap().to_string();
+    drop(l);
+    let model = repo().join("models/mnist_cnn.hushm");
+    for mode in ["dealer", "malicious-client"] {
+        let t = std::time::Instant::now();
+        let o = hush(
+            &["serve", "--model", model.to_str().unwrap(), "--listen", "127.0.0.1:0", "--mode", mode, "--dealer", &dealer, "--dealer-pin", &pin(), "--connect-timeout", "1"],
+            &[],
+        );
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{mode}: served without a dealer:\n{err}");
+        assert!(err.contains(&format!("the dealer at {dealer} cannot be reached at start")), "{mode}: {err}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{mode}: took {:?}", t.elapsed());
+    }
+}

@@ -500,9 +500,27 @@ fn mode_line(o: &Options) -> String {
     }
 }
 
+/// `hush serve` in dealer or malicious-client mode: reaches the dealer once
+/// at start (TCP, then TLS against `--dealer-pin`) and hangs up, so an
+/// unreachable dealer or a wrong pin stops the server now instead of failing
+/// its first client's session seconds later.
+fn check_dealer_at_start(o: &Options, addr: &str, pin: Option<hush_transport::Fingerprint>) -> Result<()> {
+    let sec = runtime::dealer_link(o, addr, pin)?;
+    let base = hush_tee::dealer::channel_options();
+    let copts = hush_transport::ChannelOptions { connect_timeout: o.link.connect_timeout_flag().unwrap_or(base.connect_timeout), ..base };
+    let ch = hush_transport::TcpChannel::connect_with(addr, copts, &sec).map_err(|e| {
+        Error::Config(format!("the dealer at {addr} cannot be reached at start: {e} (start `hush dealer` first; --dealer and --dealer-pin name it)"))
+    })?;
+    drop(ch);
+    Ok(())
+}
+
 pub fn serve_main(a: ServeArgs) -> Result<()> {
     needs_dealer_addr(&a.common, "hush serve")?;
     let o = options(&a.common, Some(&a.fixed), None)?;
+    if let Some((addr, pin)) = o.mode.dealer() {
+        check_dealer_at_start(&o, addr, pin)?;
+    }
     let limits = crate::limits::ServerLimits::new(
         a.session_mem.as_deref().map(crate::limits::parse_bytes).transpose()?,
         crate::limits::cap_flag(a.total_mem.as_deref(), "--total-mem")?,
