@@ -112,10 +112,15 @@ fn fmt_num(x: f64) -> String {
 /// Tick positions for an axis from 0 to at least `max`: steps of 1, 2 or 5
 /// × 10^k, about five of them; the last tick is the axis end (≥ `max`).
 pub fn ticks(max: f64) -> Vec<f64> {
+    ticks_min_step(max, 0.0)
+}
+
+/// [`ticks`] with steps of at least `min_step` (1 for counts such as rounds).
+fn ticks_min_step(max: f64, min_step: f64) -> Vec<f64> {
     if !(max > 0.0) || !max.is_finite() {
         return vec![0.0, 1.0];
     }
-    let raw = max / 5.0;
+    let raw = (max / 5.0).max(min_step);
     let mag = 10f64.powf(raw.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
     let n = (max / step - 1e-9).ceil().max(1.0) as usize;
@@ -124,14 +129,14 @@ pub fn ticks(max: f64) -> Vec<f64> {
 
 /// A horizontal bar chart, one bar per label, as an inline SVG; values
 /// shown by `fmt` (on the bars and the axis ticks).
-pub fn bar_chart_with(title: &str, unit: &str, labels: &[String], values: &[f64], fmt: &dyn Fn(f64) -> String) -> String {
+pub fn bar_chart_with(title: &str, unit: &str, labels: &[String], values: &[f64], fmt: &dyn Fn(f64) -> String, min_step: f64) -> String {
     let n = labels.len().min(values.len());
     let (left, right, top, bar, gap) = (170.0, 90.0, 34.0, 14.0, 4.0);
     let width = 820.0;
     let plot_w = width - left - right;
     let height = top + n as f64 * (bar + gap) + 30.0;
     let max = values.iter().take(n).cloned().filter(|v| v.is_finite()).fold(0.0f64, f64::max);
-    let ticks = ticks(max);
+    let ticks = ticks_min_step(max, min_step);
     let axis_end = *ticks.last().unwrap_or(&1.0);
     let scale = if axis_end > 0.0 { plot_w / axis_end } else { 0.0 };
     let axis_y = top + n as f64 * (bar + gap);
@@ -208,9 +213,9 @@ fn layer_figures(r: &Value) -> Vec<String> {
     let b: Vec<f64> = layers.iter().map(|l| num(l, "bytes_sent") + num(l, "bytes_recv")).collect();
     let rd: Vec<f64> = layers.iter().map(|l| num(l, "rounds")).collect();
     vec![
-        bar_chart_with("Online time per layer", "ms, s", &labels, &t, &|ms| if ms == 0.0 { "0".into() } else { human_secs(ms / 1e3) }),
-        bar_chart_with("Bytes per layer, both directions", "B, kB, MB, GB", &labels, &b, &|x| if x == 0.0 { "0".into() } else { human_bytes(x) }),
-        bar_chart_with("Rounds per layer", "rounds", &labels, &rd, &fmt_num),
+        bar_chart_with("Online time per layer", "ms, s", &labels, &t, &|ms| if ms == 0.0 { "0".into() } else { human_secs(ms / 1e3) }, 0.0),
+        bar_chart_with("Bytes per layer, both directions", "B, kB, MB, GB", &labels, &b, &|x| if x == 0.0 { "0".into() } else { human_bytes(x) }, 0.0),
+        bar_chart_with("Rounds per layer", "rounds", &labels, &rd, &fmt_num, 1.0),
     ]
 }
 
@@ -417,6 +422,7 @@ mod tests {
         assert_eq!(ticks(7.3), vec![0.0, 2.0, 4.0, 6.0, 8.0]);
         assert_eq!(ticks(100.0), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
         assert_eq!(ticks(0.0), vec![0.0, 1.0]);
+        assert_eq!(ticks_min_step(2.0, 1.0), vec![0.0, 1.0, 2.0]);
         assert!(ticks(2.0e6).len() >= 3 && *ticks(2.0e6).last().unwrap() >= 2.0e6);
         // the comparison table keeps to the key columns
         let wide = json!({"bench": "cot", "a1": 1, "a2": 2, "a3": 3, "wall_s": 0.5});
