@@ -281,8 +281,21 @@ class Client:
 
     def infer(self, x: _t.Any, progress: _ProgressArg = False,
               report: bool = False) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
-        """Private inference of one input; returns logits (and a cost report)."""
+        """Private inference of one input; returns logits (and a cost report).
+
+        An input of the wrong shape or with NaN/infinite values raises
+        ``ValueError`` before anything is sent, and the session stays open
+        for the next input. (A failure during the protocol itself ends the
+        session: the next call raises ``RuntimeError("client session is
+        closed")``.)
+        """
         xa = _np.ascontiguousarray(x, dtype=_np.float64)
+        want = self.input_shape
+        if tuple(xa.shape) not in (want, (1,) + want):
+            raise ValueError(f"input of shape {tuple(xa.shape)}, the model expects {want} "
+                             f"(optionally with a leading batch dimension of 1); the session stays open")
+        if not _np.isfinite(xa).all():
+            raise ValueError("input has NaN or infinite values; the session stays open")
         logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
                                            progress=_progress_arg(progress, "hush.Client.infer"))
         out = _np.asarray(logits, dtype=_np.float64).reshape(shape)

@@ -162,3 +162,18 @@ def test_models_accepts_the_cli_spelling(tmp_path):
     assert out.stat().st_size > 0
     bad = subprocess.run([sys.executable, "-m", "hush.models", "lenet", str(out)], capture_output=True, text=True)
     assert bad.returncode == 2 and "minionn_mnist" in bad.stderr
+
+
+def test_client_session_survives_a_rejected_input():
+    d = hush.samples()
+    import numpy as np
+    x = np.load(d / "samples" / "mnist_8000_label4.npy")
+    with hush.Server(d / "mnist_cnn.hushm") as srv:
+        with hush.Client(srv.addr, pin=srv.fingerprint) as c:
+            with pytest.raises(ValueError, match="expects"):
+                c.infer(np.zeros((3, 3)))
+            bad = np.array(x, dtype=np.float64)
+            bad.flat[0] = np.nan
+            with pytest.raises(ValueError, match="NaN"):
+                c.infer(bad)
+            assert int(np.argmax(c.infer(x))) == 4
