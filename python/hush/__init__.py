@@ -27,9 +27,13 @@ import typing as _t
 import numpy as _np
 
 from . import _native
+from ._errors import (HushError, InvalidArgument, ProtocolError, ConnectionRefused, PinMismatch, ModeMismatch,
+                      SettingMismatch, ServerAborted, PeerSilent, translated as _translated)
 from ._native import __version__, bench_aes, bench_cot, cot_sources, net_profiles
 
-__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed", "samples"]
+__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed", "samples",
+           "HushError", "InvalidArgument", "ProtocolError", "ConnectionRefused", "PinMismatch", "ModeMismatch",
+           "SettingMismatch", "ServerAborted", "PeerSilent"]
 
 # A path to a model file (``.hushm`` or ``.onnx``) or an identity folder.
 _PathLike = _t.Union[str, "_os.PathLike[str]"]
@@ -127,10 +131,11 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
     ``cf2`` in interactive/silent mode and ``crisp`` in malicious-client mode.
     """
     xa = _np.ascontiguousarray(x, dtype=_np.float64)
-    logits, shape, rep = _native.run_model(
-        _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
-        bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode, mac_s=mac_s,
-        crisp_linear=crisp_linear)
+    with _translated():
+        logits, shape, rep = _native.run_model(
+            _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
+            bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode, mac_s=mac_s,
+            crisp_linear=crisp_linear)
     out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
     return (out, _json.loads(rep)) if report else out
 
@@ -183,8 +188,9 @@ def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.O
             rows.append([int(t) for t in row[:n]])
     if any(t < 0 for row in rows for t in row):
         raise ValueError("token ids must be non-negative")
-    emb, rep = _native.embed_tokens(_os.fspath(model), rows, proto=proto, bits=bits, frac=frac,
-                                    batch_tokens=batch_tokens, check=check)
+    with _translated():
+        emb, rep = _native.embed_tokens(_os.fspath(model), rows, proto=proto, bits=bits, frac=frac,
+                                        batch_tokens=batch_tokens, check=check)
     out = _np.asarray(emb, dtype=_np.float64)
     return (out, _json.loads(rep)) if report else out
 
@@ -217,10 +223,11 @@ class Server:
                  insecure: bool = False, mode: str = "tee", dealer: _t.Optional[str] = None,
                  dealer_pin: _t.Optional[str] = None, mac_s: _t.Optional[int] = None,
                  crisp_linear: _t.Optional[str] = None) -> None:
-        self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
-                                identity=_identity_arg(identity), pins=list(pins),
-                                insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin, mac_s=mac_s,
-                                crisp_linear=crisp_linear)
+        with _translated():
+            self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
+                                    identity=_identity_arg(identity), pins=list(pins),
+                                    insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin, mac_s=mac_s,
+                                    crisp_linear=crisp_linear)
 
     @property
     def addr(self) -> str:
@@ -269,10 +276,11 @@ class Client:
                  dealer: _t.Optional[str] = None, dealer_pin: _t.Optional[str] = None,
                  connect_timeout: _t.Optional[float] = None, mac_s: _t.Optional[int] = None,
                  crisp_linear: _t.Optional[str] = None) -> None:
-        self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
-                                  identity=_identity_arg(identity), insecure=insecure,
-                                  mode=mode, dealer=dealer, dealer_pin=dealer_pin,
-                                  connect_timeout=connect_timeout, mac_s=mac_s, crisp_linear=crisp_linear)
+        with _translated():
+            self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
+                                      identity=_identity_arg(identity), insecure=insecure,
+                                      mode=mode, dealer=dealer, dealer_pin=dealer_pin,
+                                      connect_timeout=connect_timeout, mac_s=mac_s, crisp_linear=crisp_linear)
 
     @property
     def input_shape(self) -> _t.Tuple[int, ...]:
@@ -296,8 +304,9 @@ class Client:
                              f"(optionally with a leading batch dimension of 1); the session stays open")
         if not _np.isfinite(xa).all():
             raise ValueError("input has NaN or infinite values; the session stays open")
-        logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
-                                           progress=_progress_arg(progress, "hush.Client.infer"))
+        with _translated():
+            logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
+                                               progress=_progress_arg(progress, "hush.Client.infer"))
         out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
         return (out, _json.loads(rep)) if report else out
 
@@ -366,11 +375,12 @@ def train_vertical(role: str, X: _t.Any, y: _t.Any = None, *, listen: _t.Optiona
         if ya.ndim != 1:
             raise ValueError(f"y must be 1-D, got shape {ya.shape}")
         labels = ya.tolist()
-    return _native.train_vertical(role, rows, cols, indptr, indices, data, labels=labels, listen=listen, peer=peer,
-                                  pin=pin, identity=_identity_arg(identity), insecure=insecure,
-                                  out=None if out is None else str(out), epochs=epochs, batch=batch, lr=lr,
-                                  lr_decay=lr_decay, l2=l2, bits=bits, sigmoid=sigmoid, intercept=intercept,
-                                  reveal=reveal, seed=seed, low_bandwidth=low_bandwidth)
+    with _translated():
+        return _native.train_vertical(role, rows, cols, indptr, indices, data, labels=labels, listen=listen, peer=peer,
+                                      pin=pin, identity=_identity_arg(identity), insecure=insecure,
+                                      out=None if out is None else str(out), epochs=epochs, batch=batch, lr=lr,
+                                      lr_decay=lr_decay, l2=l2, bits=bits, sigmoid=sigmoid, intercept=intercept,
+                                      reveal=reveal, seed=seed, low_bandwidth=low_bandwidth)
 
 
 __all__ += ["train_vertical"]

@@ -177,3 +177,36 @@ def test_client_session_survives_a_rejected_input():
             with pytest.raises(ValueError, match="NaN"):
                 c.infer(bad)
             assert int(np.argmax(c.infer(x))) == 4
+
+
+def test_typed_exceptions_speak_python():
+    import numpy as np
+    d = hush.samples()
+    m, x = d / "mnist_cnn.hushm", np.load(d / "samples" / "mnist_8000_label4.npy")
+    with pytest.raises(hush.InvalidArgument, match='proto="tami" does not run in mode="interactive"') as e:
+        hush.run(m, x, mode="interactive", proto="tami")
+    assert isinstance(e.value, ValueError) and "--" not in str(e.value)
+    with pytest.raises(hush.ConnectionRefused) as e:
+        hush.Client("127.0.0.1:1", pin="sha256:" + "ab" * 32, connect_timeout=1)
+    assert isinstance(e.value, RuntimeError) and isinstance(e.value, ConnectionError)
+    with hush.Server(m) as srv:
+        with pytest.raises(hush.PinMismatch, match="pin= expects|pin expects") as e:
+            hush.Client(srv.addr, pin="sha256:" + "00" * 32)
+        assert "--pin" not in str(e.value)
+        with pytest.raises(hush.ModeMismatch, match='mode="tee"') as e:
+            hush.Client(srv.addr, pin=srv.fingerprint, mode="dealer", dealer="127.0.0.1:1",
+                        dealer_pin="sha256:" + "00" * 32, connect_timeout=1).infer(x)
+        assert "--mode" not in str(e.value)
+    for cls in (hush.PinMismatch, hush.ModeMismatch, hush.SettingMismatch, hush.ServerAborted, hush.PeerSilent):
+        assert issubclass(cls, hush.ProtocolError) and issubclass(cls, RuntimeError) and issubclass(cls, hush.HushError)
+
+
+def test_pythonic_messages():
+    from hush._errors import pythonic
+    assert pythonic("the client asks for --proto tami, this server runs --proto fss") == \
+        'the client asks for proto="tami", this server runs proto="fss"'
+    assert pythonic("--mac-s 8: choose 32") == "mac_s=8: choose 32"
+    assert pythonic("when --dealer is omitted") == "when dealer is omitted"
+    assert pythonic("needs --dealer ADDR and --dealer-pin sha256:<hex>") == 'needs dealer="ADDR" and dealer_pin="sha256:<hex>"'
+    assert pythonic("started with --insecure (plaintext)") == "started with insecure=True (plaintext)"
+    assert pythonic("this client expects --bits 40") == "this client expects bits=40"
