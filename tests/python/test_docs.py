@@ -210,3 +210,106 @@ def test_pythonic_messages():
     assert pythonic("needs --dealer ADDR and --dealer-pin sha256:<hex>") == 'needs dealer="ADDR" and dealer_pin="sha256:<hex>"'
     assert pythonic("started with --insecure (plaintext)") == "started with insecure=True (plaintext)"
     assert pythonic("this client expects --bits 40") == "this client expects bits=40"
+
+
+def sh_blocks(path):
+    """(marker, block) for every sh/bash block of a Markdown file; marker is
+    the `<!-- docs-test: ... -->` line just before it, or None."""
+    lines = open(os.path.join(ROOT, path), encoding="utf-8").read().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        if re.match(r"^```(sh|bash)\s*$", lines[i]):
+            m = re.match(r"^<!-- docs-test: (.*) -->$", lines[i - 1]) if i else None
+            j = i + 1
+            while not lines[j].startswith("```"):
+                j += 1
+            out.append((m.group(1) if m else None, "\n".join(lines[i + 1:j])))
+            i = j
+        i += 1
+    return out
+
+
+def test_every_command_block_is_run_or_marked():
+    """Each shell block in README.md and docs/ says whether a test runs it
+    verbatim (`run: TEST`) or why not (`skip: REASON`)."""
+    files = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+    this = open(__file__, encoding="utf-8").read()
+    for f in files:
+        for marker, block in sh_blocks(f):
+            assert marker, f"{f}: a shell block without a <!-- docs-test: run|skip --> marker:\n{block}"
+            kind, _, why = marker.partition(":")
+            assert kind in ("run", "skip") and why.strip(), f"{f}: marker {marker!r}"
+            if kind == "run":
+                test = why.strip().split("::")[-1]
+                assert f"def {test}(" in this, f"{f}: {marker!r} names no test in {__file__}"
+
+
+def commands_of(block):
+    """The block's commands: continuation lines joined, comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return commands(joined)
+
+
+def test_deploy_walkthrough_on_one_host(tmp_path):
+    """docs/deploy.md sections 1-3 (identities, two-host inference, three
+    hosts in dealer mode), verbatim, on loopback: the test fills in the
+    addresses (SERVER, DEALER, 0.0.0.0 → 127.0.0.1 on free ports), the
+    fingerprints the parties print, the model and input files."""
+    exe = hush_bin()
+    runs = [b for m, b in sh_blocks("docs/deploy.md") if m and m.startswith("run:")]
+    assert len(runs) == 6, runs
+    p_server, p_dealer = free_port(), free_port()
+    x = os.path.join(ROOT, "models", "samples", "mnist_8000_label4.npy")
+    fps, procs = {}, []
+
+    def fill(cmd):
+        cmd = (cmd.replace("0.0.0.0:7000", f"127.0.0.1:{p_server}").replace("SERVER:7000", f"127.0.0.1:{p_server}")
+               .replace("0.0.0.0:7100", f"127.0.0.1:{p_dealer}").replace("DEALER:7100", f"127.0.0.1:{p_dealer}")
+               .replace("model.hushm", os.path.join(ROOT, "models", "mnist_cnn.hushm"))
+               .replace("x.npy", x).replace("y.npy", str(tmp_path / "y.npy")))
+        for who, fp in fps.items():
+            cmd = cmd.replace(f"sha256:<{who}'s>", fp)
+        assert "<" not in cmd, f"unfilled placeholder in {cmd}"
+        args = cmd.split()
+        assert args[0] == "hush", cmd
+        return [exe] + [str(tmp_path) + a[1:] if a.startswith("~/") else a for a in args[1:]]
+
+    def start(argv, who, port):
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, HOME=str(tmp_path)))
+        procs.append(p)
+        line = p.stdout.readline()
+        m = re.search(r"sha256:[0-9a-f]{64}", line)
+        assert m, f"{who} printed {line!r}: {p.stderr.read() if p.poll() is not None else ''}"
+        fps[who] = m.group(0)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return p
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"{who} does not listen")
+
+    try:
+        for block in runs:
+            for cmd in commands_of(block):
+                argv = fill(cmd)
+                sub = argv[1]
+                if sub == "serve":
+                    for p in [q for q in procs if "serve" in q.args]:  # section 3's server replaces section 2's
+                        p.kill()
+                        p.wait()
+                        procs.remove(p)
+                    start(argv, "server", p_server)
+                elif sub == "dealer":
+                    start(argv, "dealer", p_dealer)
+                else:
+                    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=dict(os.environ, HOME=str(tmp_path)))
+                    assert r.returncode == 0, f"{cmd}\n{r.stderr}"
+                    if sub == "infer":
+                        assert "class 4" in r.stdout, r.stdout
+        assert set(fps) == {"server", "dealer"}
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
