@@ -111,11 +111,7 @@ fn fmt_num(x: f64) -> String {
 
 /// Tick positions for an axis from 0 to at least `max`: steps of 1, 2 or 5
 /// × 10^k, about five of them; the last tick is the axis end (≥ `max`).
-pub fn ticks(max: f64) -> Vec<f64> {
-    ticks_min_step(max, 0.0)
-}
-
-/// [`ticks`] with steps of at least `min_step` (1 for counts such as rounds).
+/// Steps are at least `min_step` (1 for counts such as rounds).
 fn ticks_min_step(max: f64, min_step: f64) -> Vec<f64> {
     if !(max > 0.0) || !max.is_finite() {
         return vec![0.0, 1.0];
@@ -419,6 +415,7 @@ mod tests {
             assert!(h.contains(want), "no {want}");
         }
         assert!(!h.contains("CPU<x>"));
+        let ticks = |m| ticks_min_step(m, 0.0);
         assert_eq!(ticks(7.3), vec![0.0, 2.0, 4.0, 6.0, 8.0]);
         assert_eq!(ticks(100.0), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
         assert_eq!(ticks(0.0), vec![0.0, 1.0]);
