@@ -61,6 +61,17 @@ def samples() -> "_pathlib.Path":
     return d
 
 
+def _note_raw_input(xa: "_np.ndarray") -> None:
+    """Warns when an input looks like raw integer data (e.g. uint8 pixels
+    0..255): hush computes on the values as given, and a model trained on
+    normalised inputs then predicts garbage without any error."""
+    if xa.size and float(xa.max()) > 1.0 and bool(_np.all(_np.mod(xa, 1) == 0)):
+        import warnings
+        warnings.warn(f"the input holds whole numbers up to {float(xa.max()):g} (raw pixels?); hush computes on them "
+                      "as given — if the model was trained on normalised inputs (e.g. pixels / 255), normalise them first",
+                      UserWarning, stacklevel=3)
+
+
 def _model_bytes(model: _PathLike) -> bytes:
     """Bytes of a hush model file from a path to a .hushm or .onnx file."""
     path = _os.fspath(model)
@@ -131,6 +142,7 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
     ``cf2`` in interactive/silent mode and ``crisp`` in malicious-client mode.
     """
     xa = _np.ascontiguousarray(x, dtype=_np.float64)
+    _note_raw_input(xa)
     with _translated():
         logits, shape, rep = _native.run_model(
             _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
@@ -304,6 +316,7 @@ class Client:
                              f"(optionally with a leading batch dimension of 1); the session stays open")
         if not _np.isfinite(xa).all():
             raise ValueError("input has NaN or infinite values; the session stays open")
+        _note_raw_input(xa)
         with _translated():
             logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
                                                progress=_progress_arg(progress, "hush.Client.infer"))

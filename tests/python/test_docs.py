@@ -313,3 +313,21 @@ def test_deploy_walkthrough_on_one_host(tmp_path):
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_raw_integer_input_is_flagged():
+    """uint8 pixels (0..255) are computed on as given: a warning says so
+    (the model file declares no input range; see the issue's closing note)."""
+    import warnings
+    import numpy as np
+    d = hush.samples()
+    x = np.load(d / "samples" / "mnist_8000_label4.npy")
+    raw = np.round(x * 255).astype(np.uint8)
+    with pytest.warns(UserWarning, match="normalise"):
+        hush.run(d / "mnist_cnn.hushm", raw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert int(np.argmax(hush.run(d / "mnist_cnn.hushm", x))) == 4
+    with hush.Server(d / "mnist_cnn.hushm") as srv, hush.Client(srv.addr, pin=srv.fingerprint) as c:
+        with pytest.warns(UserWarning, match="whole numbers up to 255"):
+            c.infer(raw)

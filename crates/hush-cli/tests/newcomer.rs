@@ -219,3 +219,31 @@ fn a_dealer_mode_server_checks_its_dealer_at_start() {
         assert!(t.elapsed() < std::time::Duration::from_secs(60), "{mode}: took {:?}", t.elapsed());
     }
 }
+
+#[test]
+fn raw_integer_pixels_get_a_note() {
+    // the bundled image scaled to 0..255 and stored as uint8, as a camera would give it
+    let d = tmp("raw");
+    let x = d.join("raw.npy");
+    let header = "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 28, 28), }";
+    let mut h = header.to_string();
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(h.as_bytes());
+    bytes.extend((0..784).map(|i| ((i * 37) % 256) as u8));
+    std::fs::write(&x, &bytes).unwrap();
+    let model = repo().join("models/mnist_cnn.hushm");
+    let o = hush(&["run", "--model", model.to_str().unwrap(), "--input", x.to_str().unwrap(), "--out", d.join("y.npy").to_str().unwrap()], &[]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("hush: note:") && err.contains("whole numbers up to 255") && err.contains("normalise"), "{err}");
+    // a normalised input gets no note
+    let ok = repo().join("models/samples/mnist_8000_label4.npy");
+    let o = hush(&["run", "--model", model.to_str().unwrap(), "--input", ok.to_str().unwrap(), "--out", d.join("y2.npy").to_str().unwrap()], &[]);
+    assert!(o.status.success() && !text(&o.stderr).contains("note:"), "{}", text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&d);
+}

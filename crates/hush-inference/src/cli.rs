@@ -617,6 +617,7 @@ pub fn infer_main(a: InferArgs) -> Result<()> {
     o.expect.model_digest = a.model_digest.clone();
     announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
+    note_raw_input(&a.input, &x);
     let mut s = runtime::connect(&a.connect, &o)?;
     if s.proto != o.proto {
         eprintln!("hush infer: protocol family {} (the server's; this client has --proto auto)", s.proto);
@@ -691,6 +692,26 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
     Ok(r)
 }
 
+/// A note on stderr when an input looks like raw integer data (e.g. uint8
+/// pixels 0..255): hush computes on the values as given, and a model
+/// trained on normalised inputs then predicts garbage without any error.
+fn note_raw_input(path: &Path, x: &[f64]) {
+    if let Some(line) = raw_input_note(path, x) {
+        eprintln!("hush: note: {line}");
+    }
+}
+
+/// The note of [`note_raw_input`], if `x` is all integers with one above 1.
+pub fn raw_input_note(path: &Path, x: &[f64]) -> Option<String> {
+    let max = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (max > 1.0 && x.iter().all(|v| v.fract() == 0.0)).then(|| {
+        format!(
+            "{} holds whole numbers up to {max} (raw pixels?); hush computes on them as given — if the model was trained on normalised inputs (e.g. pixels / 255), normalise them first",
+            path.display()
+        )
+    })
+}
+
 /// `hush run`: both parties locally (or a plaintext executor with --exec).
 pub fn run_main(a: RunArgs) -> Result<()> {
     let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
@@ -701,6 +722,7 @@ pub fn run_main(a: RunArgs) -> Result<()> {
     }
     let model = Arc::new(Model::load(&a.model)?);
     let (shape, x) = npy::read(&a.input)?;
+    note_raw_input(&a.input, &x);
     let items = inputs_of(&model, &shape, &x, a.batch)?;
     let t = Instant::now();
     let outs: Vec<Vec<f64>> = match a.exec.as_str() {
