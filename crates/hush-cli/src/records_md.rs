@@ -62,8 +62,8 @@ fn human_count(x: f64) -> String {
     if x >= 1e6 {
         let e = x.log10().floor() as i32;
         format!("{:.2}×10^{e}", x / 10f64.powi(e))
-    } else if x == x.trunc() {
-        let s = (x as i64).to_string();
+    } else if x == x.trunc() || x >= 1000.0 {
+        let s = (x.round() as i64).to_string();
         let mut out = String::new();
         for (i, c) in s.chars().enumerate() {
             if i > 0 && (s.len() - i) % 3 == 0 {
@@ -214,6 +214,8 @@ mod tests {
         assert_eq!(human_secs(4.561), "4.56 s");
         assert_eq!(human_secs(123.4), "123 s");
         assert_eq!(human_count(1636.0), "1,636");
+        assert_eq!(human_count(234_594.4), "234,594");
+        assert_eq!(human_count(12.34), "12.3");
         assert_eq!(human_count(2.84e9), "2.84×10^9");
     }
 
