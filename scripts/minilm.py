@@ -245,6 +245,87 @@ def private_embed(onnx_path: Path, ids: np.ndarray, mask: np.ndarray, frac: int 
         return np.load(d / "emb.npy"), rec
 
 
+class Served:
+    """A `hush serve` of the graph (and, in dealer mode, a `hush dealer`)
+    on loopback ports, TLS with pinned identities in a temporary HOME:
+    the two (three) processes of a deployment, on this machine."""
+
+    def __init__(self, onnx_path: Path, mode: str = "tee"):
+        import socket
+
+        self.home = tempfile.TemporaryDirectory()
+        self.env = dict(os.environ, HOME=self.home.name)
+        self.procs = []
+
+        def free():
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            a = "127.0.0.1:%d" % s.getsockname()[1]
+            s.close()
+            return a
+
+        def start(args, addr):
+            p = subprocess.Popen([hush_binary()] + args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.env)
+            self.procs.append(p)
+            line = p.stdout.readline()
+            if not line.startswith("fingerprint "):
+                raise RuntimeError(f"hush {args[0]} did not start: {line!r}")
+            host, port = addr.rsplit(":", 1)
+            t = time.time()
+            while True:
+                try:
+                    socket.create_connection((host, int(port)), timeout=1).close()
+                    return line.split()[1]
+                except OSError:
+                    if time.time() - t > 60:
+                        raise RuntimeError(f"hush {args[0]} did not listen")
+                    time.sleep(0.05)
+
+        self.mode_flags = []
+        if mode == "dealer":
+            daddr = free()
+            dfp = start(["dealer", "--listen", daddr], daddr)
+            self.mode_flags = ["--mode", "dealer", "--dealer", daddr, "--dealer-pin", dfp]
+        self.addr = free()
+        self.fp = start(["serve", "--model", str(onnx_path), "--listen", self.addr] + self.mode_flags, self.addr)
+
+    def embed(self, ids: np.ndarray, mask: np.ndarray, batch: int = 8) -> tuple[np.ndarray, list[dict]]:
+        """Embeddings of every row, `batch` sentences per session (sorted by
+        length so that padding stays small: the server sees padded shapes)."""
+        order = np.argsort(mask.sum(1), kind="stable")
+        out = [None] * len(ids)
+        recs = []
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            for i in range(0, len(order), batch):
+                rows = order[i : i + batch]
+                n = int(mask[rows].sum(1).max())
+                np.save(d / "ids.npy", ids[rows, :n])
+                np.save(d / "mask.npy", mask[rows, :n])
+                cmd = [hush_binary(), "embed", "--connect", self.addr, "--pin", self.fp, "--ids", str(d / "ids.npy"),
+                       "--mask", str(d / "mask.npy"), "--out", str(d / "emb.npy"), "--json"] + self.mode_flags
+                r = subprocess.run(cmd, capture_output=True, text=True, env=self.env)
+                if r.returncode != 0:
+                    raise RuntimeError(f"hush embed --connect failed: {r.stderr.strip()}")
+                recs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+                e = np.load(d / "emb.npy")
+                for j, row in enumerate(rows):
+                    out[row] = e[j]
+        return np.stack(out), recs
+
+    def close(self):
+        for p in reversed(self.procs):
+            p.kill()
+            p.wait()
+        self.home.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
@@ -262,6 +343,9 @@ def main() -> int:
     ap.add_argument("--frac", type=int, default=12)
     ap.add_argument("--bits", type=int, default=64)
     ap.add_argument("--top", type=int, default=10, help="ranking depth compared per query")
+    ap.add_argument("--served", choices=["tee", "dealer"],
+                    help="run through `hush serve` + `hush embed --connect` (graph runtime, separate processes, TLS) in this mode")
+    ap.add_argument("--batch", type=int, default=8, help="sentences per session with --served")
     ap.add_argument("--export-only", action="store_true",
                     help="only write the ONNX graph (for `hush bench infer --model minilm-l6`) and print its path")
     a = ap.parse_args()
@@ -276,13 +360,23 @@ def main() -> int:
     ref = float_embed(path, ids, mask)
     t_ref = time.time() - t
     t = time.time()
-    emb, rec = private_embed(path, ids, mask, a.frac, a.bits)
+    if a.served:
+        with Served(path, a.served) as srv:
+            emb, recs = srv.embed(ids, mask, a.batch)
+        rec = {"served": a.served, "sessions": len(recs), "online_s": sum(r["total_s"] for r in recs),
+               "bytes": sum(r["bytes_sent"] + r["bytes_recv"] for r in recs), "rounds": sum(r["rounds"] for r in recs),
+               "batches": len(recs), "plan": recs[0]["plan"]}
+    else:
+        emb, rec = private_embed(path, ids, mask, a.frac, a.bits)
     t_priv = time.time() - t
     c = cosines(emb, ref)
     n = len(sentences)
     print(f"MiniLM-L6 (all-MiniLM-L6-v2), {len(texts)} texts ({n} sentences + {len(QUERIES)} queries), "
           f"tokens per text {int(mask.sum(1).min())}..{int(mask.sum(1).max())}, ℓ = {a.bits}, f = {a.frac}")
-    print("tee mode: trusted module simulated — gives no hardware protection; both parties in one process")
+    if a.served:
+        print(f"{a.served} mode, separate processes over TLS (hush serve + hush embed --connect){'; trusted module simulated — gives no hardware protection' if a.served == 'tee' else ''}")
+    else:
+        print("tee mode: trusted module simulated — gives no hardware protection; both parties in one process")
     print(f"cosine(private, onnxruntime float): min {c.min():.6f}  mean {c.mean():.6f}  median {np.median(c):.6f}  "
           f"(sentences only: min {c[:n].min():.6f}); below 0.99: {int((c < 0.99).sum())}")
     same_all = True

@@ -105,3 +105,20 @@ def test_bench_infer_minilm_reports_layers_and_matches_the_references(model, tmp
     p = subprocess.run([minilm.hush_binary(), "bench", "infer", "--model", "minilm-l6", "--json"],
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode != 0 and "scripts/minilm.py" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("mode", ["tee", "dealer"])
+def test_served_across_processes(model, mode):
+    """MiniLM-L6's graph through the graph runtime, served: `hush serve` and
+    `hush embed --connect` (and `hush dealer`) as separate processes over
+    TLS with pinned identities. Cosine ≥ 0.9999 to onnxruntime and the
+    same ranking."""
+    ids, mask = minilm.tokenize(DOCS + [QUERY], max_len=32)
+    ref = minilm.float_embed(model, ids, mask)
+    with minilm.Served(model, mode) as srv:
+        emb, recs = srv.embed(ids, mask, batch=8)
+    cos = minilm.cosines(emb, ref)
+    print(mode, "cosines", cos, recs)
+    assert cos.min() >= 0.9999, cos
+    assert minilm.ranking(emb[4], emb[:4]) == minilm.ranking(ref[4], ref[:4])
+    assert recs[0]["mode"] == mode and recs[0]["plan"]["linear"] == ("module" if mode == "tee" else "triples")

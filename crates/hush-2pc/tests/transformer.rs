@@ -1094,3 +1094,36 @@ fn trunc_mul_is_one_flight_and_exact_up_to_the_truncation() {
     let short = ArithShare::new(ring, vec![1, 2]);
     assert!(cc.trunc_mul(&mut dummy, &short, f, &ArithShare::new(ring, vec![1])).is_err());
 }
+
+fn tanh_op() -> Op {
+    std::sync::Arc::new(|c, ch, x| hush_2pc::transformer::tanh::tanh(c, ch, x))
+}
+
+#[test]
+fn tanh_matches_reference_and_float_in_both_families() {
+    let mut x = randoms(400, -5.0, 5.0, 11);
+    // edges: zero, ±1 ulp (the sign bit), the exp clip at |2x| = 16, huge magnitudes
+    x.extend([0.0, ULP, -ULP, 2.0 * ULP, -2.0 * ULP, 8.0, -8.0, 8.0 + ULP, 20.0, -20.0, 1e6, -1e6, 1e9, -1e9]);
+    for proto in [Proto::Fss, Proto::Tami] {
+        let o = run(proto, true, &x, tanh_op());
+        let want: Vec<f64> = x.iter().map(|v| v.tanh()).collect();
+        let (e, i) = max_err(&o.secure, &want);
+        assert!(e <= hush_2pc::transformer::tanh::TANH_ERR_F12, "{proto:?}: tanh error {e} at x = {} (got {}, want {})", x[i], o.secure[i], want[i]);
+        let (e, i) = max_err(&o.secure, &o.clear);
+        assert!(e <= 4.0 * ULP, "{proto:?}: secure vs reference {e} at x = {}", x[i]);
+        assert!(o.secure.iter().all(|v| v.abs() <= 1.0 + hush_2pc::transformer::tanh::TANH_ERR_F12));
+    }
+}
+
+#[test]
+fn tanh_rounds_and_bytes_are_pinned() {
+    let x = randoms(64, -3.0, 3.0, 12);
+    let o = run(Proto::Fss, true, &x, tanh_op());
+    // pinned from a run (a change in any constituent operator shows here):
+    // the sign ReLU batch, exp (clip ReLU, polynomial, six squarings), the
+    // reciprocal's octave ReLUs and Newton steps, one truncated product
+    // and the sign product
+    assert_eq!((o.cost.rounds, o.cost.bytes_sent), (TANH_PIN.0, TANH_PIN.1), "tanh on 64 values");
+    assert_eq!(o.cost.bytes_sent, o.cost.bytes_recv);
+}
+const TANH_PIN: (u32, u64) = (22, 20480);

@@ -67,8 +67,19 @@ fn owner_submitter_and_output_party_through_the_cli() {
     let pt = "00112233445566778899aabbccddeeff";
     // the owner stores the key, for this submitter and this output party
     let mut a = with(&["share"], &owner_dir);
-    a.extend(s(&["--name", "k1", "--input", key, "--allow-job", &sub_fp, "--allow-output", &out_fp]));
+    a.extend(s(&["--name", "k1", "--input", key, "--allow-job", &sub_fp, "--allow-output", &out_fp, "--allow-circuit", "aes128@1"]));
     ok(&a);
+    // a grant of every function must say `any`, and warns
+    let mut a = with(&["share"], &owner_dir);
+    a.extend(s(&["--name", "k2", "--input", key, "--allow-job", &sub_fp, "--allow-circuit", "any"]));
+    let o = run(&a);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("warning") && err.contains("learn the input"), "{err}");
+    // a two-input built-in without the position of the input: refused up front
+    let mut a = with(&["share"], &owner_dir);
+    a.extend(s(&["--name", "k3", "--input", key, "--allow-job", &sub_fp, "--allow-circuit", "aes128"]));
+    let o = run(&a);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("aes128@1"), "{}", String::from_utf8_lossy(&o.stderr));
     // a submitter the owner did not allow is refused
     let mut a = with(&["job"], &stranger_dir);
     a.extend(s(&["--circuit", "aes128", "--inputs", "k1,-", "--input", pt, "--output-to", &out_fp]));

@@ -359,7 +359,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
     num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(|| Error::Config(format!("bad size '{s}' (e.g. 256MiB)")))
 }
 
-fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
+pub(crate) fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
     let profile = NetProfile::by_name(&common.net)
         .ok_or_else(|| Error::Config(format!("unknown network profile '{}' (choose one of {})", common.net, NetProfile::names().join(", "))))?;
     let predeal_mem = parse_size(&common.predeal_mem)?;
@@ -472,7 +472,7 @@ fn describe_prediction(post: Post, logits: &[f64]) -> String {
 }
 
 /// `hush serve`: serve the model to many concurrent clients until killed.
-fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
+pub(crate) fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
     if common.mode == "dealer" && common.dealer.is_none() {
         return Err(Error::Config(format!("{cmd} --mode dealer needs --dealer ADDR (where `hush dealer` listens) and --dealer-pin sha256:<hex>")));
     }
@@ -482,7 +482,7 @@ fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
     Ok(())
 }
 
-fn mode_line(o: &Options) -> String {
+pub(crate) fn mode_line(o: &Options) -> String {
     match &o.mode {
         runtime::Mode::Tee => format!("tee mode, modules {} (attestation {})", o.tee, hush_tee::SIMULATED_NOTE),
         runtime::Mode::Dealer { addr, .. } => format!("dealer mode, dealer at {addr} (trusted not to collude with either party)"),
@@ -527,6 +527,9 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         a.max_pending,
     );
     let o = Options { max_sessions: a.max_sessions, limits, ..o };
+    if let Some(g) = crate::graph_serve::graph_model_for(&a.model)? {
+        return crate::graph_serve::serve_graph_main(a, o, g);
+    }
     let model = Arc::new(Model::load(&a.model)?);
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush serve: {s}", hush_transport::notice::timestamp()));
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;

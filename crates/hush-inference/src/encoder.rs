@@ -851,16 +851,26 @@ pub fn cosine(a: &[f64], b: &[f64]) -> f64 {
 /// `hush embed`: private sentence embeddings (both parties in this process).
 #[derive(clap::Args, Clone, Debug)]
 pub struct EmbedArgs {
-    /// The encoder (.onnx with Hugging Face parameter names and
-    /// metadata_props, as written by scripts/minilm.py).
-    #[arg(long)]
-    pub model: std::path::PathBuf,
+    /// The encoder: an .onnx graph as torch.onnx.export or optimum write it
+    /// (run by the graph runtime; the first output is written), or one with
+    /// Hugging Face parameter names and `hush.encoder` metadata as
+    /// scripts/minilm.py writes it (mean-pooled, normalised embeddings).
+    #[arg(long, required_unless_present = "connect")]
+    pub model: Option<std::path::PathBuf>,
+    /// Run with a remote server (`hush serve --model encoder.onnx`) instead
+    /// of both parties in this process: HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "model")]
+    pub connect: Option<String>,
     /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]).
     #[arg(long)]
     pub ids: std::path::PathBuf,
     /// Attention mask (.npy, same shape, 1 for real tokens then 0 for padding).
     #[arg(long)]
     pub mask: std::path::PathBuf,
+    /// Token types (.npy, same shape) for graphs with a `token_type_ids`
+    /// input (zeros when absent).
+    #[arg(long)]
+    pub token_types: Option<std::path::PathBuf>,
     /// Where to write the embeddings (.npy, sentences × hidden, float64).
     #[arg(long)]
     pub out: std::path::PathBuf,
@@ -870,12 +880,6 @@ pub struct EmbedArgs {
     /// Fraction bits (8..=12).
     #[arg(long, default_value_t = 12)]
     pub frac: u32,
-    /// Comparison family: tami or fss.
-    #[arg(long, default_value = "tami")]
-    pub proto: String,
-    /// Mode: tee (the only one implemented for the encoder).
-    #[arg(long, default_value = "tee")]
-    pub mode: String,
     /// Cap on sentences × padded length per two-party batch.
     #[arg(long, default_value_t = DEFAULT_BATCH_TOKENS)]
     pub batch_tokens: usize,
@@ -886,6 +890,14 @@ pub struct EmbedArgs {
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// With --connect: the graph output to compute and reveal (default:
+    /// the graph's first output; no other output is revealed).
+    #[arg(long, value_name = "NAME")]
+    pub output: Option<String>,
+    /// Mode (tee or dealer: encoder graphs; tee: hush.encoder graphs),
+    /// family (tami or fss; auto = tami), links and dealer.
+    #[command(flatten)]
+    pub common: crate::cli::CommonArgs,
 }
 
 /// Reads ids and mask; each row's mask must be 1s then 0s.
@@ -916,17 +928,24 @@ pub fn read_tokens(ids: &std::path::Path, mask: &std::path::Path) -> Result<Vec<
 }
 
 pub fn embed_main(a: EmbedArgs) -> Result<()> {
-    if a.mode != "tee" {
-        return Err(Error::Config(format!("embed: --mode {} is not implemented for the encoder (tee only)", a.mode)));
+    if let Some(addr) = a.connect.clone() {
+        return crate::graph_serve::embed_remote_main(&a, &addr);
     }
-    let proto = match a.proto.as_str() {
-        "tami" => Proto::Tami,
+    let model = a.model.clone().ok_or_else(|| Error::Config("embed: --model or --connect is needed".into()))?;
+    if a.common.mode != "tee" {
+        return Err(Error::Config(format!("embed: --mode {} runs only with a server (--connect); in this process both parties run in tee mode", a.common.mode)));
+    }
+    let proto = match a.common.proto.as_str() {
+        "tami" | "auto" => Proto::Tami,
         "fss" => Proto::Fss,
         p => return Err(Error::Config(format!("embed: --proto {p}: tami or fss (the transformer operators need dealt correlations)"))),
     };
     let fx = FixedConfig::new(a.bits, a.frac)?;
+    if !crate::graph_run::is_hush_encoder_file(&model)? {
+        return crate::graph_run::embed_graph_main(&a, &model, fx, proto);
+    }
     let t = Instant::now();
-    let e = hush_onnx::encoder::encoder_from_file(&a.model).map_err(|e| Error::Model(e.to_string()))?;
+    let e = hush_onnx::encoder::encoder_from_file(&model).map_err(|e| Error::Model(e.to_string()))?;
     let load_s = t.elapsed().as_secs_f64();
     let sentences = read_tokens(&a.ids, &a.mask)?;
     let o = EmbedOptions { fx, proto, batch_tokens: a.batch_tokens.max(1) };
@@ -943,13 +962,13 @@ pub fn embed_main(a: EmbedArgs) -> Result<()> {
     };
     let rec = serde_json::json!({
         "cmd": "embed",
-        "model": a.model.display().to_string(),
+        "model": model.display().to_string(),
         "sentences": emb.len(),
         "hidden": e.hidden,
         "layers": e.layers.len(),
         "heads": e.heads,
         "mode": "tee",
-        "proto": a.proto,
+        "proto": a.common.proto,
         "bits": fx.bits,
         "frac": fx.frac,
         "batches": st.batches,

@@ -59,6 +59,8 @@ pub mod cli;
 pub mod encoder;
 pub mod engine;
 pub mod fixed;
+pub mod graph_run;
+pub mod graph_serve;
 pub mod float_ref;
 pub mod he_linear;
 pub mod hello;
@@ -80,6 +82,8 @@ mod tests_he;
 mod tests_mem;
 #[cfg(test)]
 mod tests_crisp;
+#[cfg(test)]
+mod tests_graph;
 
 pub use fixed::FixedConfig;
 pub use model::Model;

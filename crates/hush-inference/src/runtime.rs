@@ -600,7 +600,7 @@ pub(crate) fn check_client_mode(hello: &Value, opts: &Options) -> std::result::R
 
 /// Completes a party's provider after the hello exchange: tee-mode seed
 /// agreement over `ch` (or the test seed); nothing more in dealer mode.
-fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, role: ModuleRole) -> Result<()> {
+pub(crate) fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, role: ModuleRole) -> Result<()> {
     if opts.mode != Mode::Tee {
         return Ok(());
     }
@@ -628,7 +628,7 @@ pub(crate) fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Erro
 }
 
 /// Client side: the provider the server's reply calls for.
-fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
+pub(crate) fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
     let theirs = reply.get("mode").and_then(Value::as_str).unwrap_or("tee");
     if theirs != opts.mode.name() {
         return Err(Error::Peer(format!("trust mode mismatch: the server runs --mode {theirs}, this client runs --mode {}", opts.mode.name())));
@@ -666,7 +666,7 @@ fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
     }
 }
 
-fn recv_json(ch: &mut dyn Channel, what: &str) -> Result<Value> {
+pub(crate) fn recv_json(ch: &mut dyn Channel, what: &str) -> Result<Value> {
     let b = ch.recv()?;
     if b.len() > 16 << 20 {
         return Err(Error::Protocol(format!("{what}: message too large")));
@@ -1496,6 +1496,18 @@ impl ServerHandle {
 /// session end.
 pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sync>) -> Result<ServerHandle> {
     let plan = Arc::new(Plan::new(&model, opts.cfg)?);
+    let o = opts.clone();
+    serve_with(addr, opts, log, Arc::new(move |ch: &mut TcpChannel| serve_session(ch, &model, &plan, &o)))
+}
+
+/// A session handler of [`serve_with`]: runs one session on an accepted,
+/// secured channel; returns the number of requests served.
+pub type Session = Arc<dyn Fn(&mut TcpChannel) -> Result<usize> + Send + Sync>;
+
+/// The accept loop of every hush server (CNN models, encoder graphs):
+/// each connection on its own thread, set-up bounded, sessions capped,
+/// a failing or panicking session never taking the server down.
+pub fn serve_with(addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sync>, session: Session) -> Result<ServerHandle> {
     let listener = TcpListener::bind(addr).map_err(|e| Error::Io(format!("listen on {addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| Error::Io(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -1525,7 +1537,7 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
             next_id += 1;
             let id = next_id;
             let Some(ticket) = crate::limits::enter_pending(&opts.limits, stream, id, &*log, &fc) else { continue };
-            let (m, p, o, l, okc, fc, act, sec) = (model.clone(), plan.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone(), sec.clone());
+            let (sess, o, l, okc, fc, act, sec) = (session.clone(), opts.clone(), log.clone(), okc.clone(), fc.clone(), active.clone(), sec.clone());
             std::thread::spawn(move || {
                 let (stream, ticket) = ticket;
                 let copts = ChannelOptions { profile: o.profile.clone(), max_buffered: crate::limits::session_buffer(o.limits.session_mem), ..Default::default() };
@@ -1551,7 +1563,7 @@ pub fn serve(model: Arc<Model>, addr: &str, opts: Options, log: Arc<dyn Fn(Strin
                     l(format!("session {id}: refused (server busy)"));
                     return;
                 }
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_session(&mut ch, &m, &p, &o)));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sess(&mut ch)));
                 match r {
                     Ok(Ok(n)) => {
                         okc.fetch_add(1, Ordering::SeqCst);

@@ -105,6 +105,12 @@ pub fn encoder_from_file(path: &std::path::Path) -> Result<Encoder> {
     encoder_from_onnx(&b)
 }
 
+/// Whether the ONNX bytes carry `hush.encoder` metadata (the graphs
+/// `scripts/minilm.py` writes); others go through [`crate::graph`].
+pub fn is_hush_encoder(onnx: &[u8]) -> bool {
+    ModelProto::decode(onnx).is_ok_and(|m| m.metadata_props.iter().any(|e| e.key.as_deref() == Some("hush.encoder")))
+}
+
 /// Reads an encoder from the bytes of an ONNX model.
 pub fn encoder_from_onnx(onnx: &[u8]) -> Result<Encoder> {
     if onnx.len() as u64 > MAX_FILE_BYTES {

@@ -39,6 +39,8 @@
 //! byte for byte.
 
 pub mod encoder;
+pub mod eval;
+pub mod graph;
 pub mod proto;
 
 use prost::Message;

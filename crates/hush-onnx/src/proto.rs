@@ -101,6 +101,7 @@ pub struct AttributeProto {
 /// `TensorProto.DataType` values hush reads.
 pub mod data_type {
     pub const FLOAT: i32 = 1;
+    pub const BOOL: i32 = 9;
     pub const INT32: i32 = 6;
     pub const INT64: i32 = 7;
     pub const DOUBLE: i32 = 11;

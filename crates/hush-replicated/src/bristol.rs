@@ -289,6 +289,21 @@ impl Circuit {
         crate::gen::generated_name(key) || BUILTINS.iter().any(|(n, _)| *n == key)
     }
 
+    /// Canonical name and input widths of a built-in circuit, without
+    /// parsing its gates (bundled files: the header only).
+    pub fn builtin_signature(name: &str) -> Option<(String, Vec<usize>)> {
+        let key = Self::builtin_key(name);
+        if let Some(c) = crate::gen::generated(key) {
+            return Some((c.name.clone(), c.inputs.clone()));
+        }
+        let (n, text) = BUILTINS.iter().find(|(n, _)| *n == key)?;
+        let line = text.lines().filter(|l| !l.trim().is_empty()).nth(1)?;
+        let mut it = line.split_whitespace().map(|t| t.parse::<usize>().ok());
+        let k = it.next()??;
+        let widths: Option<Vec<usize>> = it.take(k).collect();
+        Some((n.to_string(), widths?))
+    }
+
     /// The text of a bundled circuit file (None for generated circuits).
     pub fn builtin_text(name: &str) -> Option<&'static str> {
         let key = Self::builtin_key(name);

@@ -4,7 +4,7 @@
 
 use crate::bristol::Circuit;
 use crate::error::{Error, Result};
-use crate::service::{all_cores, fetch_result, job_control, run_node, share_input, submit_job, Acl, CircuitSpec, InputSource, Inputs, JobSpec, NodeConfig, DEFAULT_CHUNK_WORDS};
+use crate::service::{all_cores, fetch_result, job_control, regrant_input, run_node, share_input, submit_job, Acl, CircuitSpec, InputSource, Inputs, JobSpec, NodeConfig, DEFAULT_CHUNK_WORDS};
 use hush_transport::{ChannelOptions, LinkConfig, LinkFlags, NetProfile};
 use std::time::Duration;
 
@@ -347,8 +347,13 @@ pub fn circuit_main(cmd: CircuitCmd) -> Result<()> {
             // party; a data holder sends each party 2 bits per input wire
             // (x_i, a_i); each party sends the output party 1 bit per
             // output wire (a_i).
+            let digest = match Circuit::builtin(&a.circuit) {
+                Some(b) => crate::grant::builtin_digest(&b, &a.circuit),
+                None => crate::grant::text_digest(&crate::bristol::read_circuit_text(&a.circuit)?),
+            };
+            let digest: String = digest.iter().map(|x| format!("{x:02x}")).collect();
             let v = serde_json::json!({
-                "circuit": c.name, "inputs": c.inputs, "outputs": c.outputs, "gates": c.gates.len(),
+                "circuit": c.name, "sha256": digest, "inputs": c.inputs, "outputs": c.outputs, "gates": c.gates.len(),
                 "wires": c.num_wires, "and_gates": c.and_count(), "and_depth": c.and_depth(), "live_slots": p.nslots,
                 "ring_bytes_per_instance_per_party": ands / 8.0,
                 "ring_bytes_per_instance_total": 3.0 * ands / 8.0,
@@ -360,6 +365,7 @@ pub fn circuit_main(cmd: CircuitCmd) -> Result<()> {
                 println!("{v}");
             } else {
                 println!("circuit {}: inputs {:?}, outputs {:?}", c.name, c.inputs, c.outputs);
+                println!("  {:<44}sha256:{digest}", "digest (for hush share --allow-circuit)");
                 println!("  {:<44}{:>12}", "gates", c.gates.len());
                 println!("  {:<44}{:>12}", "AND gates", c.and_count());
                 println!("  {:<44}{:>12}", "AND depth (rounds)", c.and_depth());
@@ -400,9 +406,10 @@ pub struct ShareArgs {
     /// Name under which the nodes store the input (1-64 of A-Z a-z 0-9 . _ -).
     #[arg(long)]
     pub name: String,
-    /// The value: hex (natural byte order), or a file whose bytes are the value.
-    #[arg(long)]
-    pub input: String,
+    /// The value: hex (natural byte order), or a file whose bytes are the
+    /// value (not with --regrant).
+    #[arg(long, required_unless_present = "regrant")]
+    pub input: Option<String>,
     /// Width in bits (default: 8 × bytes).
     #[arg(long)]
     pub width: Option<usize>,
@@ -414,6 +421,19 @@ pub struct ShareArgs {
     /// this input; you always may.
     #[arg(long = "allow-output", value_delimiter = ',')]
     pub allow_output: Vec<String>,
+    /// Functions the --allow-job identities may compute on this input:
+    /// built-in circuit names (`hush circuit list`) or `sha256:<hex>` of a
+    /// Bristol file, each with `@N` for the input value this input feeds
+    /// (e.g. `aes128@1`: the key of AES-128), or `any` (every function,
+    /// so a recipient may learn the input itself). Default: none (only
+    /// you may compute on it).
+    #[arg(long = "allow-circuit", value_delimiter = ',')]
+    pub allow_circuit: Vec<String>,
+    /// Replace the access lists and --allow-circuit of an input the nodes
+    /// already hold, keeping its shares (no --input). This is how an input
+    /// stored before function grants is given a meaning again.
+    #[arg(long, conflicts_with_all = ["input", "width"])]
+    pub regrant: bool,
     #[arg(long, default_value_t = 20)]
     pub timeout: u64,
     /// TLS identity (the owner's: `--identity DIR`) and pins of the three nodes.
@@ -423,18 +443,41 @@ pub struct ShareArgs {
 
 pub fn share_main(a: ShareArgs) -> Result<()> {
     let nodes = three(&a.nodes, "--nodes")?;
-    let hexv = if std::path::Path::new(&a.input).is_file() {
-        let b = std::fs::read(&a.input).map_err(|e| Error::File { what: format!("reading {}", a.input), err: e })?;
-        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-    } else {
-        a.input.trim().trim_start_matches("0x").to_string()
-    };
-    let width = a.width.unwrap_or(hexv.len() / 2 * 8);
-    let bits = crate::bristol::value_bits_from_hex(&hexv, width).map_err(|e| Error::Input(format!("--input: {e}")))?;
+    let circuits = crate::grant::parse_list(&a.allow_circuit)?;
+    if circuits.iter().any(|c| c == "any") && !a.allow_job.is_empty() {
+        eprintln!(
+            "hush share: warning: --allow-circuit any lets {} compute any function of {:?}, the identity included: every identity in --allow-output ({}) may then learn the input itself",
+            a.allow_job.join(","),
+            a.name,
+            if a.allow_output.is_empty() { "you only".to_string() } else { a.allow_output.join(",") }
+        );
+    }
+    if circuits.is_empty() && !a.allow_job.is_empty() {
+        eprintln!("hush share: no --allow-circuit: the identities in --allow-job may compute nothing on {:?} (only you may)", a.name);
+    }
+    let acl = Acl { users: a.allow_job, recipients: a.allow_output, circuits };
     let link = resolve_link(&a.link)?;
     let opts = link.channel_options(ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() });
-    share_input(&nodes, &a.name, &bits, &Acl { users: a.allow_job, recipients: a.allow_output }, &opts, &link)?;
-    eprintln!("stored {:?} ({width} bits) at the three nodes; owner {}", a.name, link.fingerprint().map(|f| f.to_string()).unwrap_or_default());
+    let owner = link.fingerprint().map(|f| f.to_string()).unwrap_or_default();
+    if a.regrant {
+        let st = regrant_input(&nodes, &a.name, &acl, &opts, &link)?;
+        eprintln!("re-granted {:?} at the three nodes: version {}, grant sha256:{}; owner {owner}", a.name, st.version, st.grant);
+        return Ok(());
+    }
+    let input = a.input.as_deref().ok_or_else(|| Error::Input("--input is required (or --regrant)".into()))?;
+    let hexv = if std::path::Path::new(input).is_file() {
+        let b = zeroize::Zeroizing::new(std::fs::read(input).map_err(|e| Error::File { what: format!("reading {input}"), err: e })?);
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    } else {
+        input.trim().trim_start_matches("0x").to_string()
+    };
+    let hexv = zeroize::Zeroizing::new(hexv);
+    let width = a.width.unwrap_or(hexv.len() / 2 * 8);
+    let mut bits = crate::bristol::value_bits_from_hex(&hexv, width).map_err(|e| Error::Input(format!("--input: {e}")))?;
+    let r = share_input(&nodes, &a.name, &bits, &acl, &opts, &link);
+    zeroize::Zeroize::zeroize(&mut bits);
+    let st = r?;
+    eprintln!("stored {:?} ({width} bits) at the three nodes: version {}, grant sha256:{}; owner {owner}", a.name, st.version, st.grant);
     Ok(())
 }
 

@@ -35,6 +35,7 @@ pub mod cli;
 pub mod engine;
 mod error;
 pub mod gen;
+pub mod grant;
 pub mod local;
 pub mod prf;
 pub mod service;

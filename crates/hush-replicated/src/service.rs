@@ -11,16 +11,30 @@
 //!
 //! * **Data owner** (`hush share`): shares a named value into replicated
 //!   shares and sends each node its pair. The uploader's fingerprint is the
-//!   input's *owner*; with it go two lists set by the owner: `users` (who
-//!   may submit jobs reading the input) and `recipients` (who may receive
-//!   results computed from it). The owner is implicitly in both; `any`
-//!   allows everyone. Only the owner may replace a name.
+//!   input's *owner*; with it goes the owner's *grant*: `users` (who may
+//!   submit jobs reading the input), `recipients` (who may receive results
+//!   computed from it) and `circuits` (which functions, at which input
+//!   position: [`crate::grant`]; none by default). The owner is implicitly
+//!   in both lists and not bound by `circuits`; `any` allows everyone (or,
+//!   in `circuits`, every function). Only the owner may replace a name or
+//!   re-grant it (`hush share --regrant`). An upload is two steps (the
+//!   nodes' current versions, then one version above all of them), so the
+//!   three nodes hold each input at one version ([`crate::store`]).
 //! * **Submitter** (`hush job`): names a circuit and, per circuit input,
 //!   a stored input or inline data it shares itself; `--output-to FP`
 //!   names the output party. Every node checks, for every stored input,
-//!   that the submitter is a user and the output party (the submitter
-//!   itself without `--output-to`) a recipient; a refusal is a clear error
-//!   naming the input and fingerprints, from each node independently.
+//!   that the submitter is a user, the output party (the submitter itself
+//!   without `--output-to`) a recipient, and the job's circuit (built-in
+//!   name or SHA-256 of its text) with the input at its position granted;
+//!   a refusal is a clear error naming the input, the fingerprints or the
+//!   circuit, from each node independently. Since a job needs all three
+//!   nodes and each checks its own copy of the grant, one node alone
+//!   cannot admit a job its grant does not allow.
+//! * **Admission cross-check**: before a job's first AND, each node sends
+//!   the next one the digest of the job header and, per stored input, its
+//!   name, record version, upload id and grant digest; a difference fails
+//!   the job, naming the input and the node that is behind (a store
+//!   restored from a backup, or a node that missed an update).
 //! * **Output party** (`hush fetch --job ID`): a job run with `--output-to`
 //!   leaves each node's share of the outputs in its store (encrypted at
 //!   rest, [`crate::store`]); only a client presenting the output party's
@@ -36,7 +50,10 @@
 //! of the party it claims to be. The first frame says what the connection
 //! is for: ring links carry (job id, lane); client links a request:
 //! `HJB2` job header (JSON), `HLAN` an extra lane of a job, `HSHR` a
-//! share upload, `HFET` a fetch, `HSTA` status, `HCAN` cancel.
+//! share upload or re-grant, `HFET` a fetch, `HSTA` status, `HCAN` cancel.
+//! An `HLAN` link is bound to the identity that opened it: a job takes
+//! only its submitter's, and once the job's header has arrived a lane link
+//! from anyone else is refused at once, leaving the job untouched.
 //!
 //! ## Jobs, concurrency and lanes
 //! Each job has its own ring links, one set per *lane*; a job split over
@@ -66,7 +83,9 @@ use crate::engine::{recv_words, run_streams_lane, send_words, words_as_bytes, wo
 use crate::error::{Error, Result};
 use crate::prf::{os_seed, Prf};
 use crate::share::{next, prev};
-use crate::store::{check_name, Store};
+use crate::grant::{CircuitId, FuncGrant};
+use crate::store::{check_name, RecordMeta, Store, LEGACY_GRANT};
+use zeroize::{Zeroize, Zeroizing};
 use hush_transport::{Channel, ChannelExt, ChannelOptions, Cost, Fingerprint, LinkConfig, LinkSecurity, TcpChannel};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::TcpListener;
@@ -155,12 +174,18 @@ fn read_hello(s: &mut std::net::TcpStream) -> std::io::Result<(u8, usize)> {
 
 /// Where links wait for the job thread that takes them: ring links from
 /// the previous party (kind 0) and extra client lanes (kind 1), by (job,
-/// lane, kind). A link nobody claims within `ttl` (a job whose header never
+/// lane, kind, identity). A lane link is kept under the fingerprint of the
+/// client that opened it, and a job takes only the one of its submitter:
+/// a link parked by anyone else for the same job and lane (squatting) is
+/// never taken and never replaces the submitter's, so it cannot fail the
+/// job; it expires or goes when the job ends. Once a job's header has
+/// arrived, a lane link for it from another identity is refused at once
+/// ([`handle_client`]). A link nobody claims within `ttl` (a job whose header never
 /// reached this node: its submitter left, or never meant to send it) is
 /// dropped — by the next `put` or the node's sweeper ([`Hub::sweep`]); at
 /// most [`MAX_PARKED`] links wait at once (more are closed).
 struct Hub {
-    m: Mutex<HashMap<(u64, u32, u8), (TcpChannel, Instant)>>,
+    m: Mutex<HashMap<HubKey, (TcpChannel, Instant)>>,
     cv: Condvar,
     ttl: Duration,
 }
@@ -168,12 +193,15 @@ struct Hub {
 /// Most links parked in the hub at once.
 pub const MAX_PARKED: usize = 1024;
 
+/// (job, lane, kind, identity of the link's opener: ring links `None`).
+type HubKey = (u64, u32, u8, Option<Fingerprint>);
+
 impl Hub {
     fn new(ttl: Duration) -> Self {
         Hub { m: Mutex::new(HashMap::new()), cv: Condvar::new(), ttl }
     }
     /// Parks a link; `false` (the link is closed) when the hub is full.
-    fn put(&self, key: (u64, u32, u8), ch: TcpChannel) -> bool {
+    fn put(&self, key: HubKey, ch: TcpChannel) -> bool {
         let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
         let ttl = self.ttl;
         m.retain(|_, (_, t)| t.elapsed() < ttl);
@@ -192,7 +220,7 @@ impl Hub {
         m.retain(|_, (_, t)| t.elapsed() < ttl);
         n - m.len()
     }
-    fn take(&self, key: (u64, u32, u8), deadline: Instant, cancel: &AtomicBool) -> Option<TcpChannel> {
+    fn take(&self, key: HubKey, deadline: Instant, cancel: &AtomicBool) -> Option<TcpChannel> {
         let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some((ch, _)) = m.remove(&key) {
@@ -387,7 +415,7 @@ struct Shared {
     jobs: Mutex<JobTable>,
     sched: Sched,
     /// Compiled circuits by hash, with the circuit's name for job records.
-    programs: Mutex<HashMap<[u8; 32], Arc<(Program, Circuit, Arc<str>)>>>,
+    programs: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
     handled: Mutex<u64>,
     handled_cv: Condvar,
     /// Jobs being served at this node now.
@@ -567,7 +595,7 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                         let Ok(f) = ch.recv_exact("ring link (job, lane)", 12) else { return };
                         let job = u64::from_le_bytes(f[..8].try_into().unwrap());
                         let lane = u32::from_le_bytes(f[8..].try_into().unwrap());
-                        if !sh.hub.put((job, lane, 0), ch) {
+                        if !sh.hub.put((job, lane, 0, None), ch) {
                             eprintln!("hush node {me}: dropped a ring link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
                         }
                         return;
@@ -602,7 +630,8 @@ impl Drop for IdleTrim<'_> {
 
 fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
     let me = sh.cfg.party;
-    let Ok(first) = ch.recv() else { return };
+    // the first frame may carry shares (an upload): zeroized when dropped
+    let Ok(first) = ch.recv().map(Zeroizing::new) else { return };
     if first.len() < 4 {
         return;
     }
@@ -623,12 +652,29 @@ fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
         b"HLAN" if body.len() == 12 => {
             let job = u64::from_le_bytes(body[..8].try_into().unwrap());
             let lane = u32::from_le_bytes(body[8..].try_into().unwrap());
-            if !sh.hub.put((job, lane, 1), ch) {
+            let who = ch.peer_fingerprint();
+            // A job whose header arrived is bound to its submitter: a lane
+            // link from anyone else is refused now (the job is untouched).
+            let owner = sh.jobs.lock().unwrap_or_else(|e| e.into_inner()).get(job).map(|j| j.submitter);
+            if let Some(sub) = owner {
+                if sub != who {
+                    let e = Error::protocol(
+                        "access control",
+                        format!("lane link for job {job:016x} refused: the job was submitted by another identity"),
+                    );
+                    if sh.cfg.verbose {
+                        eprintln!("hush node {me}: {e}");
+                    }
+                    let _ = ch.send(&err_frame(me, &e));
+                    return;
+                }
+            }
+            if !sh.hub.put((job, lane, 1, who), ch) {
                 eprintln!("hush node {me}: refused a lane link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
             }
             return;
         }
-        b"HSHR" => handle_share(sh, &ch, body),
+        b"HSHR" => handle_share(sh, &mut ch, body),
         b"HFET" => match handle_fetch(sh, &mut ch, body) {
             Ok(()) => return,
             Err(e) => Err(e),
@@ -660,61 +706,170 @@ fn need_acl(sh: &Shared, ch: &TcpChannel, what: &str) -> Result<(Fingerprint, &'
     Ok((fp, &()))
 }
 
-/// A stored input as kept (encrypted) by one node.
+/// A stored input as kept (encrypted) by one node. Its shares are
+/// zeroized when it is dropped.
 struct InputRecord {
     owner: Fingerprint,
     users: Vec<String>,
     recipients: Vec<String>,
+    /// Function grant entries, canonical ([`crate::grant`]).
+    circuits: Vec<String>,
     width: usize,
     /// Upload id: the same at all three nodes for one upload.
     upload: String,
     x: Vec<bool>,
     a: Vec<bool>,
+    /// Stored before grants named functions (it allows none).
+    legacy: bool,
 }
 
-fn bits_to_hex(b: &[bool]) -> String {
+impl Drop for InputRecord {
+    fn drop(&mut self) {
+        self.x.zeroize();
+        self.a.zeroize();
+    }
+}
+
+fn bits_to_bytes(b: &[bool]) -> Vec<u8> {
     let mut bytes = vec![0u8; b.len().div_ceil(8)];
     for (i, &v) in b.iter().enumerate() {
         bytes[i / 8] |= (v as u8) << (i % 8);
     }
-    hex(&bytes)
+    bytes
 }
-fn hex_to_bits(s: &str, n: usize) -> Result<Vec<bool>> {
-    let bytes = unhex(s)?;
+fn bytes_to_bits(bytes: &[u8], n: usize) -> Result<Vec<bool>> {
     if bytes.len() != n.div_ceil(8) {
         return Err(Error::protocol("stored input", "share length does not match the width"));
     }
     Ok((0..n).map(|i| (bytes[i / 8] >> (i % 8)) & 1 == 1).collect())
 }
+fn hex_to_bits(s: &str, n: usize) -> Result<Vec<bool>> {
+    let mut bytes = unhex(s)?;
+    let r = bytes_to_bits(&bytes, n);
+    bytes.zeroize();
+    r
+}
+
+/// `u32 LE length ‖ JSON ‖ rest`: the JSON and the rest (binary shares).
+fn split_meta<'a>(b: &'a [u8], step: &'static str) -> Result<(serde_json::Value, &'a [u8])> {
+    if b.len() < 4 {
+        return Err(Error::protocol(step, "truncated"));
+    }
+    let n = u32::from_le_bytes(b[..4].try_into().expect("4")) as usize;
+    if b.len() - 4 < n {
+        return Err(Error::protocol(step, "truncated"));
+    }
+    let v = serde_json::from_slice(&b[4..4 + n]).map_err(|e| Error::protocol(step, e.to_string()))?;
+    Ok((v, &b[4 + n..]))
+}
+fn join_meta(meta: &serde_json::Value, rest: &[&[u8]]) -> Vec<u8> {
+    let m = meta.to_string();
+    let mut out = (m.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(m.as_bytes());
+    for r in rest {
+        out.extend_from_slice(r);
+    }
+    out
+}
+
+fn str_list(v: &serde_json::Value, k: &str) -> Vec<String> {
+    v.get(k).and_then(|x| x.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+}
+
+/// SHA-256 of an owner's grant: owner, access lists and function entries
+/// (canonical), bound into the record's associated data and compared
+/// between the nodes at every job.
+fn grant_digest(owner: &Fingerprint, users: &[String], recipients: &[String], circuits: &[String]) -> [u8; 32] {
+    let j = serde_json::json!({ "owner": owner.to_string(), "users": users, "recipients": recipients, "circuits": circuits });
+    sha256(&[b"hush grant v1", j.to_string().as_bytes()])
+}
 
 impl InputRecord {
-    fn to_json(&self, name: &str) -> Vec<u8> {
-        serde_json::json!({
-            "name": name, "owner": self.owner.to_string(), "users": self.users, "recipients": self.recipients,
-            "width": self.width, "upload": self.upload, "x": bits_to_hex(&self.x), "a": bits_to_hex(&self.a),
-        })
-        .to_string()
-        .into_bytes()
+    fn grant(&self) -> [u8; 32] {
+        if self.legacy {
+            LEGACY_GRANT
+        } else {
+            grant_digest(&self.owner, &self.users, &self.recipients, &self.circuits)
+        }
     }
-    fn from_json(b: &[u8]) -> Result<Self> {
+    /// Record plaintext: `u32 ‖ JSON (no shares) ‖ x bytes ‖ a bytes`.
+    fn to_bytes(&self, name: &str) -> Zeroizing<Vec<u8>> {
+        let meta = serde_json::json!({
+            "name": name, "owner": self.owner.to_string(), "users": self.users, "recipients": self.recipients,
+            "circuits": self.circuits, "width": self.width, "upload": self.upload,
+        });
+        let (x, a) = (Zeroizing::new(bits_to_bytes(&self.x)), Zeroizing::new(bits_to_bytes(&self.a)));
+        Zeroizing::new(join_meta(&meta, &[&x, &a]))
+    }
+    fn from_bytes(meta: &RecordMeta, b: &[u8]) -> Result<Self> {
+        if meta.grant == LEGACY_GRANT && b.first() == Some(&b'{') {
+            return Self::from_legacy_json(b);
+        }
+        let (v, rest) = split_meta(b, "stored input")?;
+        let width = v.get("width").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+        let nb = width.div_ceil(8);
+        if width == 0 || rest.len() != 2 * nb {
+            return Err(Error::protocol("stored input", "share length does not match the width"));
+        }
+        let r = InputRecord {
+            owner: v.get("owner").and_then(|x| x.as_str()).unwrap_or("").parse().map_err(|_| Error::protocol("stored input", "bad owner"))?,
+            users: str_list(&v, "users"),
+            recipients: str_list(&v, "recipients"),
+            circuits: str_list(&v, "circuits"),
+            width,
+            upload: v.get("upload").and_then(|x| x.as_str()).unwrap_or("").to_string(),
+            x: bytes_to_bits(&rest[..nb], width)?,
+            a: bytes_to_bits(&rest[nb..], width)?,
+            legacy: false,
+        };
+        if r.grant() != meta.grant {
+            return Err(Error::protocol("stored input", "the record's grant does not match the digest bound to it"));
+        }
+        Ok(r)
+    }
+    /// A record of a store made before grants named functions: JSON with
+    /// hex shares and no function list.
+    fn from_legacy_json(b: &[u8]) -> Result<Self> {
         let v: serde_json::Value = serde_json::from_slice(b).map_err(|e| Error::protocol("stored input", e.to_string()))?;
         let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
-        let list = |k: &str| -> Vec<String> {
-            v.get(k).and_then(|x| x.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
-        };
         let width = v.get("width").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
         Ok(InputRecord {
             owner: s("owner").parse().map_err(|_| Error::protocol("stored input", "bad owner"))?,
-            users: list("users"),
-            recipients: list("recipients"),
+            users: str_list(&v, "users"),
+            recipients: str_list(&v, "recipients"),
+            circuits: Vec::new(),
             width,
             upload: s("upload"),
             x: hex_to_bits(&s("x"), width)?,
             a: hex_to_bits(&s("a"), width)?,
+            legacy: true,
         })
     }
     fn allows(list: &[String], owner: &Fingerprint, who: &Fingerprint) -> bool {
         who == owner || list.iter().any(|e| e == "any" || e.parse::<Fingerprint>().ok().as_ref() == Some(who))
+    }
+    /// Whether the function grant lets circuit `c` read this input as its
+    /// input value `pos` (0-based). The owner's own jobs are not bound.
+    fn allows_function(&self, who: &Fingerprint, c: &CircuitId, pos: usize) -> bool {
+        *who == self.owner || self.circuits.iter().any(|g| FuncGrant::from_canonical(g).is_ok_and(|g| g.allows(c, pos)))
+    }
+}
+
+/// Reads and parses a stored input.
+fn read_input(store: &Store, name: &str) -> Result<Option<(RecordMeta, InputRecord)>> {
+    match store.get("inputs", name)? {
+        None => Ok(None),
+        Some((meta, plain)) => Ok(Some((meta, InputRecord::from_bytes(&meta, &plain)?))),
+    }
+}
+
+/// Owner of a stored input: from the manifest, or (adopted first-format
+/// records) from the record.
+fn input_owner(store: &Store, name: &str) -> Result<Option<String>> {
+    match store.owner("inputs", name) {
+        None => Ok(None),
+        Some(o) if !o.is_empty() => Ok(Some(o)),
+        Some(_) => Ok(read_input(store, name)?.map(|(_, r)| r.owner.to_string())),
     }
 }
 
@@ -731,37 +886,75 @@ fn parse_fp_list(v: &serde_json::Value, k: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-fn handle_share(sh: &Shared, ch: &TcpChannel, body: &[u8]) -> Result<Vec<u8>> {
+/// `HSHR`: an upload (or, with `regrant`, a new grant for the shares a
+/// node already holds), in two steps on one connection. (1) The client
+/// sends the upload; the node checks it and the ownership, and answers
+/// with the input's current version. (2) The client, having heard all
+/// three nodes, sends one version above the highest of them; the node
+/// writes the record under it (refusing a version that is not newer) and
+/// answers. So the three nodes hold one input at one version even after
+/// a node missed an earlier upload.
+fn handle_share(sh: &Shared, ch: &mut TcpChannel, body: &[u8]) -> Result<Vec<u8>> {
     let (owner, _) = need_acl(sh, ch, "stored inputs")?;
-    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| Error::protocol("share", e.to_string()))?;
+    let (v, shares) = split_meta(body, "share")?;
     let name = v.get("name").and_then(|x| x.as_str()).unwrap_or("").to_string();
     check_name(&name)?;
-    let width = v.get("width").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
-    if width == 0 || width > 1 << 24 {
-        return Err(Error::Input(format!("width {width} out of range")));
-    }
-    let rec = InputRecord {
-        owner,
-        users: parse_fp_list(&v, "users")?,
-        recipients: parse_fp_list(&v, "recipients")?,
-        width,
-        upload: v.get("upload").and_then(|x| x.as_str()).unwrap_or("").to_string(),
-        x: hex_to_bits(v.get("x").and_then(|x| x.as_str()).unwrap_or(""), width)?,
-        a: hex_to_bits(v.get("a").and_then(|x| x.as_str()).unwrap_or(""), width)?,
-    };
+    let regrant = v.get("regrant").and_then(|x| x.as_bool()).unwrap_or(false);
+    let users = parse_fp_list(&v, "users")?;
+    let recipients = parse_fp_list(&v, "recipients")?;
+    let circuits = crate::grant::parse_list(&str_list(&v, "circuits"))?;
     let store = sh.store.as_ref().expect("checked");
-    let _g = sh.store_lock.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(old) = store.get("inputs", &name)? {
-        let old = InputRecord::from_json(&old)?;
-        if old.owner != owner {
-            return Err(Error::protocol("access control", format!("input {name:?} belongs to {}; only its owner may replace it", old.owner)));
+    let fresh = if regrant {
+        None
+    } else {
+        let width = v.get("width").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+        if width == 0 || width > 1 << 24 {
+            return Err(Error::Input(format!("width {width} out of range")));
         }
+        let nb = width.div_ceil(8);
+        if shares.len() != 2 * nb {
+            return Err(Error::protocol("share", "share length does not match the width"));
+        }
+        let upload = v.get("upload").and_then(|x| x.as_str()).unwrap_or("").to_string();
+        Some((width, upload, bytes_to_bits(&shares[..nb], width)?, bytes_to_bits(&shares[nb..], width)?))
+    };
+    let check_owner = || -> Result<u64> {
+        if let Some(o) = input_owner(store, &name)? {
+            if o != owner.to_string() {
+                return Err(Error::protocol("access control", format!("input {name:?} belongs to {o}; only its owner may replace or re-grant it")));
+            }
+        }
+        Ok(store.version("inputs", &name).unwrap_or(0))
+    };
+    let current = {
+        let _g = sh.store_lock.lock().unwrap_or_else(|e| e.into_inner());
+        check_owner()?
+    };
+    if regrant && current == 0 {
+        return Err(Error::protocol("share", format!("no stored input {name:?} on this node to re-grant (share it with --input)")));
     }
-    store.put("inputs", &name, &rec.to_json(&name))?;
+    ch.send(&ok_frame(serde_json::json!({ "version": current }).to_string().as_bytes())).map_err(Error::transport("share (current version)"))?;
+    let f = ch.recv().map_err(Error::transport("share (version to write)"))?;
+    let version = u64::from_le_bytes(f.as_slice().try_into().map_err(|_| Error::protocol("share", "bad version frame"))?);
+    let _g = sh.store_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let now = check_owner()?;
+    if version <= now {
+        return Err(Error::protocol("share", format!("input {name:?}: version {version} is not newer than the stored version {now}")));
+    }
+    let rec = match fresh {
+        Some((width, upload, x, a)) => InputRecord { owner, users, recipients, circuits, width, upload, x, a, legacy: false },
+        None => {
+            let (_, old) = read_input(store, &name)?.ok_or_else(|| Error::protocol("share", format!("no stored input {name:?} to re-grant")))?;
+            InputRecord { owner, users, recipients, circuits, width: old.width, upload: old.upload.clone(), x: old.x.clone(), a: old.a.clone(), legacy: false }
+        }
+    };
+    let grant = rec.grant();
+    store.put("inputs", &name, RecordMeta { version, grant }, &owner.to_string(), &rec.to_bytes(&name))?;
     if sh.cfg.verbose {
-        eprintln!("hush node {}: stored input {name:?} ({width} bits) for owner {owner}", sh.cfg.party);
+        let what = if regrant { "re-granted" } else { "stored" };
+        eprintln!("hush node {}: {what} input {name:?} ({} bits) for owner {owner}, version {version}", sh.cfg.party, rec.width);
     }
-    Ok(Vec::new())
+    Ok(serde_json::json!({ "version": version, "grant": hex(&grant) }).to_string().into_bytes())
 }
 
 fn handle_fetch(sh: &Shared, ch: &mut TcpChannel, body: &[u8]) -> Result<()> {
@@ -769,7 +962,7 @@ fn handle_fetch(sh: &Shared, ch: &mut TcpChannel, body: &[u8]) -> Result<()> {
     let job = u64::from_le_bytes(body.try_into().map_err(|_| Error::protocol("fetch", "bad request"))?);
     let name = format!("{job:016x}");
     let rec = sh.store.as_ref().expect("checked").get("results", &name)?;
-    let Some(rec) = rec else {
+    let Some((_, rec)) = rec else {
         let state = sh.jobs.lock().unwrap_or_else(|e| e.into_inner()).get(job).map(|j| format!("{:?}", j.state));
         return Err(Error::protocol("fetch", format!("no stored result for job {name}{}", state.map(|s| format!(" (job state: {s})")).unwrap_or_default())));
     };
@@ -777,6 +970,9 @@ fn handle_fetch(sh: &Shared, ch: &mut TcpChannel, body: &[u8]) -> Result<()> {
         return Err(Error::protocol("fetch", "corrupt result record"));
     }
     let mlen = u32::from_le_bytes(rec[..4].try_into().unwrap()) as usize;
+    if rec.len() - 4 < mlen {
+        return Err(Error::protocol("fetch", "corrupt result record"));
+    }
     let meta: serde_json::Value = serde_json::from_slice(&rec[4..4 + mlen]).map_err(|e| Error::protocol("fetch", e.to_string()))?;
     let to = meta.get("output_to").and_then(|x| x.as_str()).unwrap_or("");
     if to != who.to_string() {
@@ -1041,7 +1237,24 @@ enum WireSrc {
     Inline(usize),
 }
 
-fn program_for(sh: &Shared, spec: &CircuitSpec) -> Result<Arc<(Program, Circuit, Arc<str>)>> {
+impl Drop for WireSrc {
+    fn drop(&mut self) {
+        if let WireSrc::Stored(x, a) = self {
+            x.zeroize();
+            a.zeroize();
+        }
+    }
+}
+
+/// A job's circuit, compiled, with what grants are checked against.
+struct Compiled {
+    prog: Program,
+    circ: Circuit,
+    name: Arc<str>,
+    id: CircuitId,
+}
+
+fn program_for(sh: &Shared, spec: &CircuitSpec) -> Result<Arc<Compiled>> {
     let key = match spec {
         CircuitSpec::Builtin(n) => sha256(&[b"builtin", n.as_bytes()]),
         CircuitSpec::Text(t) => sha256(&[b"text", t.as_bytes()]),
@@ -1051,7 +1264,11 @@ fn program_for(sh: &Shared, spec: &CircuitSpec) -> Result<Arc<(Program, Circuit,
     }
     let c = spec.circuit()?;
     let name: Arc<str> = Arc::from(c.name.as_str());
-    let p = Arc::new((Program::compile(&c), c, name));
+    let id = match spec {
+        CircuitSpec::Builtin(n) => CircuitId { builtin: Some(c.name.clone()), digest: crate::grant::builtin_digest(&c, n), n_values: c.inputs.len() },
+        CircuitSpec::Text(t) => CircuitId { builtin: None, digest: crate::grant::text_digest(t), n_values: c.inputs.len() },
+    };
+    let p = Arc::new(Compiled { prog: Program::compile(&c), circ: c, name, id });
     let mut m = sh.programs.lock().unwrap_or_else(|e| e.into_inner());
     if m.len() > 16 {
         m.clear();
@@ -1069,7 +1286,7 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
     let hdr = decode_header(hdr_bytes)?;
     let submitter = client.peer_fingerprint();
     let pc = program_for(sh, &hdr.circuit)?;
-    let (prog, circ) = (&pc.0, &pc.1);
+    let (prog, circ) = (&pc.prog, &pc.circ);
     let words = hdr.words;
     // Input sources and access control.
     let sources = if hdr.sources.is_empty() { vec![InputSource::Inline; circ.inputs.len()] } else { hdr.sources.clone() };
@@ -1085,8 +1302,10 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
     }
     let mut wires = Vec::with_capacity(prog.n_in);
     let mut n_inline = 0usize;
-    let mut uploads = Vec::new();
-    for (s, &width) in sources.iter().zip(&circ.inputs) {
+    // Per stored input: name, version, upload id and grant digest — what
+    // the three nodes must agree on (compared at admission, run_lane).
+    let mut held = Vec::new();
+    for (pos, (s, &width)) in sources.iter().zip(&circ.inputs).enumerate() {
         match s {
             InputSource::Inline => {
                 for _ in 0..width {
@@ -1095,8 +1314,8 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
                 }
             }
             InputSource::Stored(name) => {
-                let rec = sh.store.as_ref().expect("checked").get("inputs", name)?;
-                let rec = InputRecord::from_json(&rec.ok_or_else(|| Error::protocol("job", format!("no stored input {name:?} on this node")))?)?;
+                let (meta, rec) = read_input(sh.store.as_ref().expect("checked"), name)?
+                    .ok_or_else(|| Error::protocol("job", format!("no stored input {name:?} on this node")))?;
                 let sub = submitter.expect("checked");
                 if !InputRecord::allows(&rec.users, &rec.owner, &sub) {
                     return Err(Error::protocol(
@@ -1111,10 +1330,25 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
                         format!("input {name:?} (owner {}) does not allow results to go to {receiver}", rec.owner),
                     ));
                 }
+                if !rec.allows_function(&sub, &pc.id, pos) {
+                    let why = if rec.legacy {
+                        format!(
+                            "it was stored before grants named functions and allows none until its owner re-grants it (hush share --regrant --name {name} --allow-circuit ...)"
+                        )
+                    } else if rec.circuits.is_empty() {
+                        "its owner granted no function (only the owner may compute on it)".to_string()
+                    } else {
+                        format!("its owner granted only {}", rec.circuits.join(","))
+                    };
+                    return Err(Error::protocol(
+                        "access control",
+                        format!("input {name:?} (owner {}) does not allow circuit {} with it as input value {} of {}: {why}", rec.owner, pc.id.describe(), pos + 1, pc.id.n_values),
+                    ));
+                }
                 if rec.width != width {
                     return Err(Error::protocol("job", format!("stored input {name:?} has {} bits, the circuit input {width}", rec.width)));
                 }
-                uploads.push(rec.upload.clone());
+                held.push(serde_json::json!({ "name": name, "version": meta.version, "upload": rec.upload, "grant": hex(&meta.grant) }));
                 for k in 0..width {
                     wires.push(WireSrc::Stored(rec.x[k], rec.a[k]));
                 }
@@ -1127,7 +1361,7 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
     {
         let mut jobs = sh.jobs.lock().unwrap_or_else(|e| e.into_inner());
         let id_name = format!("{:016x}", hdr.job_id);
-        let stored_result = sh.store.as_ref().map(|s| s.list("results").contains(&id_name)).unwrap_or(false);
+        let stored_result = sh.store.as_ref().is_some_and(|s| s.contains("results", &id_name));
         if hdr.job_id == 0 || jobs.contains(hdr.job_id) || stored_result {
             return Err(Error::protocol("job header", format!("job id {id_name} was used before")));
         }
@@ -1136,7 +1370,7 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
             JobInfo {
                 submitter,
                 output_to: hdr.output_to,
-                circuit: pc.2.clone(),
+                circuit: pc.name.clone(),
                 nchunks,
                 progress: Progress::Live { done: done.clone(), cancel: cancel.clone() },
                 state: JobState::Queued,
@@ -1146,8 +1380,10 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
     }
     // What every node must agree on: the header, and the uploads of the
     // stored inputs (all three hold shares of the same upload).
-    let mut check = sha256(&[hdr_bytes, uploads.join(",").as_bytes()]).to_vec();
+    let held = serde_json::Value::Array(held).to_string();
+    let mut check = sha256(&[hdr_bytes, held.as_bytes()]).to_vec();
     check.extend_from_slice(&hdr.job_id.to_le_bytes());
+    check.extend_from_slice(held.as_bytes());
     let queue_deadline = Instant::now() + sh.cfg.ring.timeout.max(Duration::from_secs(10)) * 10;
     let sub_name = submitter.map(|f| f.to_string()).unwrap_or_default();
     if me == 0 {
@@ -1189,17 +1425,18 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
     }
     // Store the result share before anyone is told the job is done.
     if let (Some(buf), Some(to)) = (result_buf, hdr.output_to) {
-        let outs = buf.into_inner().unwrap_or_else(|e| e.into_inner());
+        let outs = Zeroizing::new(buf.into_inner().unwrap_or_else(|e| e.into_inner()));
         let meta = serde_json::json!({
             "job": format!("{:016x}", hdr.job_id), "party": me, "output_to": to.to_string(),
             "submitter": submitter.map(|f| f.to_string()), "circuit": circ.name, "outputs": circ.outputs,
             "instances": hdr.instances, "words": words, "n_out": prog.n_out,
         })
         .to_string();
-        let mut rec = (meta.len() as u32).to_le_bytes().to_vec();
+        let mut rec = Zeroizing::new((meta.len() as u32).to_le_bytes().to_vec());
         rec.extend_from_slice(meta.as_bytes());
         rec.extend_from_slice(words_as_bytes(&outs));
-        if let Err(e) = sh.store.as_ref().expect("checked").put("results", &format!("{:016x}", hdr.job_id), &rec) {
+        let rm = RecordMeta { version: 1, grant: sha256(&[b"result for", to.to_string().as_bytes()]) };
+        if let Err(e) = sh.store.as_ref().expect("checked").put("results", &format!("{:016x}", hdr.job_id), rm, &to.to_string(), &rec) {
             set_state(sh, hdr.job_id, JobState::Failed(e.to_string()));
             return Err(e);
         }
@@ -1227,6 +1464,38 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
     Ok(())
 }
 
+/// Why the previous party's job check differs from ours: names the stored
+/// input and the node that is behind when their versions differ (a node
+/// whose store was rolled back, or that missed an update), else the
+/// header. The check is `SHA-256 (32) ‖ job id (8) ‖ stored inputs (JSON)`.
+fn explain_check_mismatch(me: usize, mine: &[u8], theirs: &[u8]) -> Error {
+    let p = prev(me);
+    let parse = |b: &[u8]| -> Option<Vec<serde_json::Value>> { serde_json::from_slice::<serde_json::Value>(b.get(40..)?).ok()?.as_array().cloned() };
+    if let (Some(a), Some(b)) = (parse(mine), parse(theirs)) {
+        for (m, t) in a.iter().zip(&b) {
+            if m == t || m.get("name") != t.get("name") {
+                continue;
+            }
+            let name = m.get("name").and_then(|x| x.as_str()).unwrap_or("?");
+            let (vm, vt) = (m["version"].as_u64().unwrap_or(0), t["version"].as_u64().unwrap_or(0));
+            if vm != vt {
+                let (behind, bv, ahead, av) = if vt < vm { (p, vt, me, vm) } else { (me, vm, p, vt) };
+                return Error::protocol(
+                    "job check",
+                    format!(
+                        "stored input {name:?}: party {behind} holds version {bv}, party {ahead} version {av}: the store of party {behind} is behind (restored from a backup, or it missed an update); the job is refused. The owner re-shares or re-grants {name:?} to bring the three nodes to one version"
+                    ),
+                );
+            }
+            return Error::protocol(
+                "job check",
+                format!("stored input {name:?} (version {vm}) differs between party {p} and party {me} (upload or grant): the owner re-shares it"),
+            );
+        }
+    }
+    Error::protocol("job check", "the previous party runs a different job (different header or different uploads of a stored input: re-share it)")
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_lane(
     sh: &Shared,
@@ -1252,7 +1521,7 @@ fn run_lane(
     let client: &mut TcpChannel = match client0 {
         Some(c) => c,
         None => {
-            let c = sh.hub.take((job, l32, 1), deadline, cancel).ok_or_else(|| Error::protocol("job lanes", format!("lane {lane}: the client did not connect")))?;
+            let c = sh.hub.take((job, l32, 1, submitter), deadline, cancel).ok_or_else(|| Error::protocol("job lanes", format!("lane {lane}: the client did not connect")))?;
             if c.peer_fingerprint() != submitter {
                 return Err(Error::protocol("access control", format!("lane {lane} connected by another identity than the submitter")));
             }
@@ -1274,7 +1543,7 @@ fn run_lane(
             Ok(ch)
         };
         let take_prev = |dl: Instant| -> Result<TcpChannel> {
-            sh.hub.take((job, l32, 0), dl, cancel).ok_or_else(|| {
+            sh.hub.take((job, l32, 0, None), dl, cancel).ok_or_else(|| {
                 if cancel.load(Ordering::Relaxed) {
                     Error::protocol("job", "cancelled")
                 } else {
@@ -1292,12 +1561,9 @@ fn run_lane(
         };
         let keys = PartyKeys::setup(i, os_seed()?, &mut to_next, &mut from_prev)?;
         to_next.send(check).map_err(Error::transport("job check (send to the next party)"))?;
-        let theirs = from_prev.recv_exact("job check", check.len()).map_err(Error::transport("job check (from the previous party)"))?;
+        let theirs = from_prev.recv().map_err(Error::transport("job check (from the previous party)"))?;
         if theirs != check {
-            return Err(Error::protocol(
-                "job check",
-                "the previous party runs a different job (different header or different uploads of a stored input: re-share it)",
-            ));
+            return Err(explain_check_mismatch(i, check, &theirs));
         }
         let c0 = client.cost();
         let r0 = to_next.cost() + from_prev.cost();
@@ -1309,14 +1575,14 @@ fn run_lane(
         let k = hdr.streams.min(my_chunks as usize).max(1);
         let mut evs = (0..k).map(|_| Evaluator::new(prog, words)).collect::<Result<Vec<_>>>()?;
         // Template: stored wires broadcast to every instance.
-        let mut template = vec![0u64; prog.n_in * w2];
+        let mut template = Zeroizing::new(vec![0u64; prog.n_in * w2]);
         for (w, src) in wires.iter().enumerate() {
             if let WireSrc::Stored(x, a) = *src {
                 template[w * w2..][..words].fill(0u64.wrapping_sub(x as u64));
                 template[w * w2 + words..][..words].fill(0u64.wrapping_sub(a as u64));
             }
         }
-        let mut inline = vec![0u64; n_inline * w2];
+        let mut inline = Zeroizing::new(vec![0u64; n_inline * w2]);
         let client_cell = std::cell::RefCell::new(&mut *client);
         let n_out = prog.n_out;
         let t = Instant::now();
@@ -1461,9 +1727,36 @@ fn connect_node(nodes: &[String; 3], i: usize, opts: &ChannelOptions, link: &Lin
     connect_with_hello(addr, 1, i, opts, &sec).map_err(|e| Error::Protocol { step: "connect to a node", msg: format!("party {i} at {addr}: {e}") })
 }
 
+/// Opens an extra-lane link (`HLAN`) for `job`, `lane` at node `i` under
+/// this identity, as a submitter's client does: for tests of lane
+/// binding (a node refuses it with a status frame when the job belongs
+/// to someone else).
+#[doc(hidden)]
+pub fn open_lane_link(nodes: &[String; 3], i: usize, job: u64, lane: u32, opts: &ChannelOptions, link: &LinkConfig) -> Result<TcpChannel> {
+    let mut ch = connect_node(nodes, i, opts, link)?;
+    let mut m = b"HLAN".to_vec();
+    m.extend_from_slice(&job.to_le_bytes());
+    m.extend_from_slice(&lane.to_le_bytes());
+    ch.send(&m).map_err(Error::transport("lane to a node"))?;
+    Ok(ch)
+}
+
 /// Submits a job: `inputs` gives the bits of the inline input values only
 /// (in order), stored values come from the nodes' stores.
 pub fn submit_job(nodes: &[String; 3], spec: &JobSpec, inputs: &Inputs, opts: &ChannelOptions, link: &LinkConfig) -> Result<JobResult> {
+    submit_job_with_id(nodes, spec, inputs, opts, link, None)
+}
+
+/// [`submit_job`] under a job id the caller chose (`None`: a random one).
+/// Nodes refuse an id they have seen; ids must be unpredictable to others.
+pub fn submit_job_with_id(
+    nodes: &[String; 3],
+    spec: &JobSpec,
+    inputs: &Inputs,
+    opts: &ChannelOptions,
+    link: &LinkConfig,
+    job_id: Option<u64>,
+) -> Result<JobResult> {
     let (instances, words, streams) = (spec.instances, spec.words, spec.streams);
     if streams == 0 || streams > MAX_STREAMS {
         return Err(Error::Input(format!("{streams} streams (allowed 1..={MAX_STREAMS})")));
@@ -1489,11 +1782,15 @@ pub fn submit_job(nodes: &[String; 3], spec: &JobSpec, inputs: &Inputs, opts: &C
     for s in &mut seeds {
         *s = os_seed()?;
     }
-    let job_id = loop {
-        let id = u64::from_le_bytes(os_seed()?[..8].try_into().unwrap());
-        if id != 0 {
-            break id;
-        }
+    let job_id = match job_id {
+        Some(0) => return Err(Error::Input("job id 0 is reserved".into())),
+        Some(id) => id,
+        None => loop {
+            let id = u64::from_le_bytes(os_seed()?[..8].try_into().unwrap());
+            if id != 0 {
+                break id;
+            }
+        },
     };
     let header = encode_header(&JobHeader {
         job_id,
@@ -1658,20 +1955,74 @@ fn client_party(
     Ok((outputs, stats))
 }
 
-/// Access lists of a stored input (fingerprints, or `any`); the owner is
-/// implicitly in both.
+/// Access lists and function grant of a stored input (fingerprints, or
+/// `any`); the owner is implicitly in both lists and not bound by the
+/// function grant.
 #[derive(Clone, Debug, Default)]
 pub struct Acl {
     /// Who may submit jobs reading the input.
     pub users: Vec<String>,
     /// Who may receive results computed from it.
     pub recipients: Vec<String>,
+    /// Which functions others may compute on it: built-in names or
+    /// `sha256:<hex>` of Bristol files, each with `@N` for the input value
+    /// it may feed, or `any` ([`crate::grant`]). Empty: none.
+    pub circuits: Vec<String>,
+}
+
+/// What the nodes answered to an upload or re-grant.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    /// The version the three nodes now hold.
+    pub version: u64,
+    /// The grant digest (hex) the three nodes bound to the record.
+    pub grant: String,
 }
 
 /// `hush share`: replicated shares of one `bits.len()`-bit value, stored
 /// under `name` at the three nodes with `acl`; the caller (its TLS
 /// identity) becomes the owner.
-pub fn share_input(nodes: &[String; 3], name: &str, bits: &[bool], acl: &Acl, opts: &ChannelOptions, link: &LinkConfig) -> Result<()> {
+pub fn share_input(nodes: &[String; 3], name: &str, bits: &[bool], acl: &Acl, opts: &ChannelOptions, link: &LinkConfig) -> Result<Stored> {
+    let n = bits.len();
+    if n == 0 {
+        return Err(Error::Input("an empty input".into()));
+    }
+    let mut rng = crate::prf::Prg::from_os()?;
+    let mut r = Zeroizing::new(vec![0u64; n.div_ceil(64) * 2]);
+    rng.fill_words(&mut r);
+    let bit = |w: &[u64], k: usize| (w[k / 64] >> (k % 64)) & 1 == 1;
+    let (r0, r1) = r.split_at(n.div_ceil(64));
+    let mut x: [Vec<bool>; 3] = [(0..n).map(|k| bit(r0, k)).collect(), (0..n).map(|k| bit(r1, k)).collect(), (0..n).map(|k| bit(r0, k) ^ bit(r1, k)).collect()];
+    let upload = hex(&os_seed()?);
+    let bodies: Vec<Zeroizing<Vec<u8>>> = (0..3)
+        .map(|i| {
+            let mut a: Vec<bool> = (0..n).map(|k| x[prev(i)][k] ^ bits[k]).collect();
+            let meta = serde_json::json!({
+                "name": name, "width": n, "users": acl.users, "recipients": acl.recipients, "circuits": acl.circuits, "upload": upload,
+            });
+            let (xb, ab) = (Zeroizing::new(bits_to_bytes(&x[i])), Zeroizing::new(bits_to_bytes(&a)));
+            a.zeroize();
+            Zeroizing::new(join_meta(&meta, &[&xb, &ab]))
+        })
+        .collect();
+    for v in &mut x {
+        v.zeroize();
+    }
+    store_at_nodes(nodes, name, acl, bodies, opts, link)
+}
+
+/// `hush share --regrant`: the owner replaces the access lists and
+/// function grant of an input the nodes already hold, keeping its shares
+/// (the way to give inputs stored before function grants a meaning again).
+pub fn regrant_input(nodes: &[String; 3], name: &str, acl: &Acl, opts: &ChannelOptions, link: &LinkConfig) -> Result<Stored> {
+    let meta = serde_json::json!({ "name": name, "regrant": true, "users": acl.users, "recipients": acl.recipients, "circuits": acl.circuits });
+    let body = Zeroizing::new(join_meta(&meta, &[]));
+    store_at_nodes(nodes, name, acl, vec![body.clone(), body.clone(), body], opts, link)
+}
+
+/// The two steps of `HSHR` toward the three nodes: send, hear the current
+/// versions, send one above the highest, hear the results.
+fn store_at_nodes(nodes: &[String; 3], name: &str, acl: &Acl, bodies: Vec<Zeroizing<Vec<u8>>>, opts: &ChannelOptions, link: &LinkConfig) -> Result<Stored> {
     check_name(name)?;
     if !link.is_tls() {
         return Err(Error::Input("stored inputs need TLS identities (not --insecure)".into()));
@@ -1681,35 +2032,56 @@ pub fn share_input(nodes: &[String; 3], name: &str, bits: &[bool], acl: &Acl, op
             f.parse::<Fingerprint>().map_err(|e| Error::Input(format!("{f:?}: {e}")))?;
         }
     }
-    let n = bits.len();
-    let mut rng = crate::prf::Prg::from_os()?;
-    let mut r = vec![0u64; n.div_ceil(64) * 2];
-    rng.fill_words(&mut r);
-    let bit = |w: &[u64], k: usize| (w[k / 64] >> (k % 64)) & 1 == 1;
-    let (r0, r1) = r.split_at(n.div_ceil(64));
-    let x: [Vec<bool>; 3] = [(0..n).map(|k| bit(r0, k)).collect(), (0..n).map(|k| bit(r1, k)).collect(), (0..n).map(|k| bit(r0, k) ^ bit(r1, k)).collect()];
-    let upload = hex(&os_seed()?);
+    crate::grant::parse_list(&acl.circuits)?;
     let mut chans = Vec::new();
     for i in 0..3 {
         chans.push(connect_node(nodes, i, opts, link)?);
     }
-    for (i, ch) in chans.iter_mut().enumerate() {
-        let a: Vec<bool> = (0..n).map(|k| x[prev(i)][k] ^ bits[k]).collect();
-        let body = serde_json::json!({
-            "name": name, "width": n, "users": acl.users, "recipients": acl.recipients, "upload": upload,
-            "x": bits_to_hex(&x[i]), "a": bits_to_hex(&a),
-        });
-        let mut m = b"HSHR".to_vec();
-        m.extend_from_slice(body.to_string().as_bytes());
+    for (ch, body) in chans.iter_mut().zip(&bodies) {
+        let mut m = Zeroizing::new(b"HSHR".to_vec());
+        m.extend_from_slice(body);
         ch.send(&m).map_err(Error::transport("share to a node"))?;
     }
+    drop(bodies);
+    let mut version = 0u64;
     let mut first_err = None;
     for (i, ch) in chans.iter_mut().enumerate() {
-        if let Err(e) = read_status(ch, i, "share") {
-            first_err.get_or_insert(e);
+        match read_status(ch, i, "share") {
+            Ok(b) => {
+                let v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| Error::protocol("share", e.to_string()))?;
+                version = version.max(v.get("version").and_then(|x| x.as_u64()).unwrap_or(0));
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
         }
     }
-    first_err.map_or(Ok(()), Err)
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let version = version.checked_add(1).ok_or_else(|| Error::protocol("share", "version overflow"))?;
+    for ch in chans.iter_mut() {
+        ch.send(&version.to_le_bytes()).map_err(Error::transport("share version to a node"))?;
+    }
+    let mut grants = Vec::new();
+    for (i, ch) in chans.iter_mut().enumerate() {
+        match read_status(ch, i, "share") {
+            Ok(b) => {
+                let v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| Error::protocol("share", e.to_string()))?;
+                grants.push(v.get("grant").and_then(|x| x.as_str()).unwrap_or("").to_string());
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if grants.iter().any(|g| *g != grants[0]) {
+        return Err(Error::protocol("share", "the three nodes bound different grant digests"));
+    }
+    Ok(Stored { version, grant: grants.swap_remove(0) })
 }
 
 /// What an output party fetched.

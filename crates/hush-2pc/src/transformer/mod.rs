@@ -48,6 +48,7 @@ pub mod poly;
 pub mod range;
 pub mod recip;
 pub mod softmax;
+pub mod tanh;
 
 pub use ctx::{Ctx, Need};
 pub use range::Bound;

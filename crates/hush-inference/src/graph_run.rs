@@ -1,0 +1,730 @@
+//! The graph runtime's executor: runs a [`Program`] lowered from an ONNX
+//! encoder graph ([`hush_onnx::graph`]) between the server (weights) and
+//! the client (inputs), or in the clear as the fixed-point reference.
+//!
+//! Each [`Step`] maps to one private operator: linear layers, embeddings
+//! and per-channel scales through the module-dealt linear path
+//! ([`crate::linear`]: the server's weights stay in its module); GeLU,
+//! Softmax, LayerNorm, tanh, secret×secret MatMul and products through
+//! [`hush_2pc::transformer`] on the context's correlations; data movement,
+//! additions and public scales locally; the attention mask added by the
+//! client alone (its own input, clamped to ±M, never revealed). Values are
+//! at scale 2^f in Z_2^64; a linear layer's products at 2^{2f} are
+//! truncated once after the bias.
+//!
+//! **Trust.** This executor runs in `tee` mode: the correlations come from
+//! two trusted modules that agree a seed — **simulated on these machines,
+//! no hardware protection**. Dealer and interactive providers for this path
+//! are not wired yet (refused by [`GraphOptions`]'s callers with a message
+//! saying so).
+//!
+//! **What the server learns:** the program (architecture and the padded
+//! input shape: batch and sequence length — not the true lengths, which are
+//! in the client's mask) and nothing else; **the client learns** the
+//! outputs and the program's public part (no weights; worst-case bounds as
+//! powers of two, see [`hush_onnx::graph`]).
+
+use crate::engine::SharedModule;
+use crate::fixed::FixedConfig;
+use crate::{linear, Error, Result};
+use hush_2pc::deal::matrix::MatDims;
+use hush_2pc::nonlinear::Proto;
+use hush_2pc::share::{ArithShare, FixedPoint};
+use hush_2pc::tee::Dealer;
+use hush_2pc::transformer::{elementwise, gelu, layernorm, matmul, softmax, tanh, Bound, Ctx};
+use hush_onnx::eval::{eval_node, Tensor};
+use hush_onnx::graph::{Program, Src, Step};
+use hush_primitives::Ring;
+use hush_tee::linear_deal::LinearOp;
+use hush_tee::{InProcessModule, Module, ModuleRole};
+use hush_transport::{Channel, MemChannel};
+use std::collections::HashMap;
+use std::time::Instant;
+
+fn tpc(e: hush_2pc::Error) -> Error {
+    Error::Nonlinear(e.to_string())
+}
+
+/// Which side runs the program.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    Server,
+    Client,
+    /// both parties' data in one place (the fixed-point reference)
+    Clear,
+}
+
+#[derive(Clone, Debug)]
+enum Val {
+    Sh(ArithShare),
+    Cl(Tensor),
+    /// a client value, at the server
+    Unknown,
+}
+
+/// How a layer with the server's weights (linear layers, embeddings,
+/// per-channel scales, LayerNorm's γ) is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinearBackend {
+    /// The module-dealt linear path ([`crate::linear`]): the weights are
+    /// loaded into the server's own trusted module (tee mode only — given
+    /// to a dealer, they would be the dealer's).
+    Module,
+    /// Dealt matrix (and Beaver) triples: the weights are a secret operand
+    /// the server shares as (W, 0); the provider deals (A, B, C = A·B)
+    /// knowing nothing of W; W − B is opened to the client (B uniform:
+    /// it reveals nothing). The dealer's view is request sizes only.
+    Triples,
+}
+
+impl LinearBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinearBackend::Module => "module",
+            LinearBackend::Triples => "triples",
+        }
+    }
+}
+
+/// Options of a private run.
+#[derive(Clone, Copy, Debug)]
+pub struct GraphOptions {
+    pub fx: FixedConfig,
+    pub proto: Proto,
+    pub linear: LinearBackend,
+    /// Size GeLU's and Softmax's comparisons from the program's proven
+    /// bounds (fewer bits, cheaper). The bounds come from the weights, so
+    /// the widths show in the provider's requests: on in tee mode (the
+    /// provider is the parties' own modules), off in dealer mode, where
+    /// the comparisons span the whole ring and the dealer's requests are a
+    /// function of the shapes alone (test:
+    /// `triples_backend_keeps_every_weight_from_the_provider`).
+    pub widths_from_bounds: bool,
+}
+
+impl GraphOptions {
+    /// The tee preset: weights in the server's module, bound-sized comparisons.
+    pub fn tee(fx: FixedConfig, proto: Proto) -> Self {
+        GraphOptions { fx, proto, linear: LinearBackend::Module, widths_from_bounds: true }
+    }
+    /// The dealer preset: matrix triples, whole-ring comparisons — the
+    /// dealer's view is independent of the weights.
+    pub fn dealer(fx: FixedConfig, proto: Proto) -> Self {
+        GraphOptions { fx, proto, linear: LinearBackend::Triples, widths_from_bounds: false }
+    }
+}
+
+impl Default for GraphOptions {
+    fn default() -> Self {
+        GraphOptions::tee(FixedConfig { bits: 64, frac: 12 }, Proto::Tami)
+    }
+}
+
+/// Checks, before anything is dealt, that no value of the program can
+/// wrap the ring: every shared value's bound at 2^f and every linear
+/// layer's products at 2^{2f} below 2^{ℓ−2}. Errors name the value.
+pub fn check_program(p: &Program, fx: FixedConfig) -> Result<()> {
+    fx.validate()?;
+    if fx.bits != 64 || !(8..=12).contains(&fx.frac) {
+        return Err(Error::Config(format!("the graph runtime's operators need ℓ = 64 and 8..=12 fraction bits (got --bits {} --frac {})", fx.bits, fx.frac)));
+    }
+    let lim = (fx.bits - 2) as f64;
+    let f = fx.frac as f64;
+    for (i, s) in p.slots.iter().enumerate() {
+        if s.client {
+            continue;
+        }
+        let pre = match p.steps.iter().find(|st| st.out() == i) {
+            Some(Step::Linear { .. } | Step::ScaleVec { .. } | Step::Scale { .. } | Step::LayerNorm { .. }) => 2.0 * f,
+            _ => f,
+        };
+        if let Some(Step::L2Norm { x, len, .. }) = p.steps.iter().find(|st| st.out() == i) {
+            let sq = *len as f64 * p.slots[*x].bound.powi(2);
+            if sq > (L2_HI as f64).exp2() {
+                return Err(Error::Model(format!("value '{}': L2 normalisation of rows whose squared norm could reach {sq:.3e}, beyond its range 2^{L2_HI}", s.name)));
+            }
+        }
+        let bits = s.bound.max(f64::MIN_POSITIVE).log2() + pre;
+        if !(bits < lim) {
+            return Err(Error::Model(format!("value '{}': worst case {:.3e} at scale 2^{pre} could wrap the {}-bit ring", s.name, s.bound, fx.bits)));
+        }
+    }
+    Ok(())
+}
+
+/// Internal scale of the L2 normalisation's rsqrt.
+pub const L2_SCALE: u32 = 22;
+/// Range of ‖x‖² the L2 normalisation is accurate on: [2^L2_LO, 2^L2_HI]
+/// (a program whose worst case exceeds 2^L2_HI is refused).
+pub const L2_LO: i32 = -10;
+pub const L2_HI: i32 = 30;
+
+struct Exec<'a> {
+    role: Role,
+    backend: LinearBackend,
+    widths: bool,
+    p: &'a Program,
+    fx: FixedConfig,
+    ring: Ring,
+    ctx: Ctx,
+    module: Option<SharedModule>,
+    next_id: u32,
+    vals: Vec<Option<Val>>,
+}
+
+fn enc(ring: Ring, x: f64, s: u32) -> u64 {
+    ring.from_signed((x * (s as f64).exp2()).round() as i64)
+}
+
+fn transpose(x: &ArithShare, rows: usize, cols: usize) -> ArithShare {
+    matmul::transpose(x, 1, rows, cols)
+}
+
+impl<'a> Exec<'a> {
+    fn sh(&self, s: usize) -> Result<&ArithShare> {
+        match self.vals.get(s) {
+            Some(Some(Val::Sh(x))) => Ok(x),
+            _ => Err(Error::Config(format!("graph: value {s} ('{}') is not a shared value here (a program bug)", self.p.slots[s].name))),
+        }
+    }
+
+    fn cl(&self, s: usize) -> Result<Option<&Tensor>> {
+        match self.vals.get(s) {
+            Some(Some(Val::Cl(t))) => Ok(Some(t)),
+            Some(Some(Val::Unknown)) => Ok(None),
+            _ => Err(Error::Config(format!("graph: value {s} is not a client value (a program bug)"))),
+        }
+    }
+
+    fn has_weights(&self) -> bool {
+        self.role != Role::Client
+    }
+
+    fn knows_client(&self) -> bool {
+        self.role != Role::Server
+    }
+
+    /// y = op(x) through the module-dealt linear path (in the clear in the
+    /// reference); `op` is built only where the weights are.
+    fn linear(&mut self, ch: &mut dyn Channel, op: impl FnOnce() -> LinearOp, in_len: usize, out_len: usize, x: &ArithShare) -> Result<ArithShare> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let y = match self.role {
+            Role::Clear => {
+                let mut y = vec![0u64; out_len];
+                op().apply(self.fx.bits, &x.v, &mut y);
+                y
+            }
+            Role::Server => {
+                let op = op();
+                let m = self.module.as_mut().ok_or_else(|| Error::Config("no module".into()))?;
+                linear::load(m, id, &op)?;
+                let d = linear::deal(m, &self.fx, id, 0, in_len, out_len)?;
+                linear::server_with(ch, &self.fx, d, &op, &x.v)?
+            }
+            Role::Client => {
+                let m = self.module.as_mut().ok_or_else(|| Error::Config("no module".into()))?;
+                let d = linear::deal(m, &self.fx, id, 0, in_len, out_len)?;
+                linear::client_with(ch, &self.fx, d, &x.v, out_len)?
+            }
+        };
+        Ok(ArithShare::new(self.ring, y))
+    }
+
+    /// The server's ring values as a sharing (W, 0).
+    fn server_share(&self, n: usize, f: impl FnOnce() -> Vec<u64>) -> ArithShare {
+        if self.has_weights() {
+            ArithShare::new(self.ring, f())
+        } else {
+            ArithShare::zeros(self.ring, n)
+        }
+    }
+
+    /// a (m×k) · b (k×n) over the ring from dealt matrix triples, in
+    /// chunks of k and n that fit one request
+    /// ([`hush_2pc::deal::matrix::MAX_WORDS`]); one opening per chunk.
+    fn ring_matmul(&mut self, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, m: usize, k: usize, n: usize) -> Result<ArithShare> {
+        let cap = hush_2pc::deal::matrix::MAX_WORDS as usize;
+        let mut kc = k;
+        let mut nc = n;
+        while m * kc + kc * nc + m * nc > cap && (kc > 1 || nc > 1) {
+            if kc >= nc {
+                kc = kc.div_ceil(2);
+            } else {
+                nc = nc.div_ceil(2);
+            }
+        }
+        if kc == k && nc == n {
+            return self.ctx.matmul(ch, a, b, 1, MatDims { m, k, n }).map_err(tpc);
+        }
+        let mut out = vec![0u64; m * n];
+        for k0 in (0..k).step_by(kc) {
+            let kl = kc.min(k - k0);
+            let ac: Vec<u64> = (0..m).flat_map(|i| a.v[i * k + k0..i * k + k0 + kl].iter().copied()).collect();
+            for n0 in (0..n).step_by(nc) {
+                let nl = nc.min(n - n0);
+                let bc: Vec<u64> = (k0..k0 + kl).flat_map(|t| b.v[t * n + n0..t * n + n0 + nl].iter().copied()).collect();
+                let y = self.ctx.matmul(ch, &ArithShare::new(self.ring, ac.clone()), &ArithShare::new(self.ring, bc), 1, MatDims { m, k: kl, n: nl }).map_err(tpc)?;
+                for i in 0..m {
+                    for j in 0..nl {
+                        out[i * n + n0 + j] = self.ring.add(out[i * n + n0 + j], y.v[i * nl + j]);
+                    }
+                }
+            }
+        }
+        Ok(ArithShare::new(self.ring, out))
+    }
+
+    /// x (row-major, rows of `len`) times the server's per-column c, over
+    /// the ring: module-dealt or one Beaver product with (c, 0).
+    fn scale_cols(&mut self, ch: &mut dyn Channel, x: &ArithShare, len: usize, c: &[f64]) -> Result<ArithShare> {
+        let (ring, f) = (self.ring, self.fx.frac);
+        let rows = x.len() / len.max(1);
+        match self.backend {
+            LinearBackend::Module => {
+                let xt = transpose(x, rows, len);
+                let y = self.linear(ch, || LinearOp::Scale { channels: len as u32, inner: rows as u32, weight: c.iter().map(|&v| enc(ring, v, f)).collect() }, x.len(), x.len(), &xt)?;
+                Ok(transpose(&y, len, rows))
+            }
+            LinearBackend::Triples => {
+                let cs = self.server_share(x.len(), || (0..x.len()).map(|i| enc(ring, c[i % len], f)).collect());
+                self.ctx.mul(ch, x, &cs).map_err(tpc)
+            }
+        }
+    }
+
+    fn server_add(&self, x: &ArithShare, c: impl Fn(usize) -> u64) -> ArithShare {
+        if !self.has_weights() {
+            return x.clone();
+        }
+        ArithShare { ring: x.ring, v: x.v.iter().enumerate().map(|(i, a)| self.ring.add(*a, c(i))).collect() }
+    }
+
+    fn step(&mut self, ch: &mut dyn Channel, st: &Step, inputs: &HashMap<String, Tensor>) -> Result<Val> {
+        let (ring, f) = (self.ring, self.fx.frac);
+        Ok(match st {
+            Step::Input { name, out } => {
+                if !self.knows_client() {
+                    return Ok(Val::Unknown);
+                }
+                let t = inputs.get(name).ok_or_else(|| Error::Input(format!("input '{name}' is missing")))?;
+                if t.shape != self.p.slots[*out].shape {
+                    return Err(Error::Input(format!("input '{name}' has shape {:?}, the program was built for {:?}", t.shape, self.p.slots[*out].shape)));
+                }
+                Val::Cl(t.clone())
+            }
+            Step::ClientEval { node, ins, .. } => {
+                if !self.knows_client() {
+                    return Ok(Val::Unknown);
+                }
+                let mut ts: Vec<Option<Tensor>> = Vec::new();
+                for s in ins {
+                    ts.push(match s {
+                        Src::Slot(k) => Some(self.cl(*k)?.cloned().ok_or_else(|| Error::Config("client value unknown".into()))?),
+                        Src::Const(t) => Some(t.clone()),
+                        Src::Absent => None,
+                    });
+                }
+                let refs: Vec<Option<&Tensor>> = ts.iter().map(|t| t.as_ref()).collect();
+                let mut out = eval_node(node, &refs).map_err(|e| Error::Input(e.to_string()))?;
+                if out.is_empty() || out[0].shape != self.p.slots[st.out()].shape {
+                    return Err(Error::Input(format!("a client-side step gave a value of another shape than the program's {:?}", self.p.slots[st.out()].shape)));
+                }
+                Val::Cl(out.swap_remove(0))
+            }
+            Step::Embed { ids, vocab, h, table, .. } => {
+                let t = self.p.slots[*ids].shape.iter().product::<usize>();
+                let mut oh = vec![0u64; vocab * t];
+                if let Some(idt) = self.cl(*ids)? {
+                    for (k, &v) in idt.v.iter().enumerate() {
+                        if !(v >= 0.0 && v.fract() == 0.0 && (v as usize) < *vocab) {
+                            return Err(Error::Input(format!("token id {v} at position {k} is outside the vocabulary (0..{vocab})")));
+                        }
+                        oh[v as usize * t + k] = 1;
+                    }
+                }
+                let (vocab, h) = (*vocab, *h);
+                if self.backend == LinearBackend::Triples {
+                    // one-hot (T × vocab, the client's) · table (vocab × h, the server's)
+                    let oh_t = transpose(&ArithShare::new(ring, oh), vocab, t);
+                    let tb = self.server_share(vocab * h, || table.iter().map(|&v| enc(ring, v, f)).collect());
+                    return Ok(Val::Sh(self.ring_matmul(ch, &oh_t, &tb, t, vocab, h)?));
+                }
+                let y = self.linear(
+                    ch,
+                    || {
+                        let mut wt = vec![0u64; h * vocab];
+                        for v in 0..vocab {
+                            for j in 0..h {
+                                wt[j * vocab + v] = enc(ring, table[v * h + j], f);
+                            }
+                        }
+                        LinearOp::Conv { c_in: vocab as u32, h: 1, w: t as u32, c_out: h as u32, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4], weight: wt }
+                    },
+                    vocab * t,
+                    h * t,
+                    &ArithShare::new(ring, oh),
+                )?;
+                Val::Sh(transpose(&y, h, t))
+            }
+            Step::Linear { x, rows, n_in, n_out, w, b, .. } => {
+                let (rows, n_in, n_out) = (*rows, *n_in, *n_out);
+                if self.backend == LinearBackend::Triples {
+                    let xs = self.sh(*x)?.clone();
+                    let ws = self.server_share(n_in * n_out, || w.iter().map(|&v| enc(ring, v, f)).collect());
+                    let y = self.ring_matmul(ch, &xs, &ws, rows, n_in, n_out)?;
+                    let y = if b.is_empty() { y } else { self.server_add(&y, |i| enc(ring, b[i % n_out], 2 * f)) };
+                    return Ok(Val::Sh(self.ctx.trunc(ch, &y, f).map_err(tpc)?));
+                }
+                let xt = transpose(self.sh(*x)?, rows, n_in);
+                let y = self.linear(
+                    ch,
+                    || {
+                        let mut wt = vec![0u64; n_out * n_in];
+                        for i in 0..n_in {
+                            for j in 0..n_out {
+                                wt[j * n_in + i] = enc(ring, w[i * n_out + j], f);
+                            }
+                        }
+                        LinearOp::Conv { c_in: n_in as u32, h: 1, w: rows as u32, c_out: n_out as u32, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4], weight: wt }
+                    },
+                    n_in * rows,
+                    n_out * rows,
+                    &xt,
+                )?;
+                let y = if b.is_empty() { y } else { self.server_add(&y, |i| enc(ring, b[i / rows], 2 * f)) };
+                let y = self.ctx.trunc(ch, &y, f).map_err(tpc)?;
+                Val::Sh(transpose(&y, n_out, rows))
+            }
+            Step::AddConst { x, c, .. } => Val::Sh(self.server_add(self.sh(*x)?, |i| enc(ring, c[i], f))),
+            Step::Scale { x, c, .. } => {
+                let y = self.sh(*x)?.scale(enc(ring, *c, f));
+                Val::Sh(self.ctx.trunc(ch, &y, f).map_err(tpc)?)
+            }
+            Step::ScaleVec { x, len, c, .. } => Val::Sh(self.scale_vec(ch, *x, *len, c)?),
+            Step::Add { a, b, .. } => Val::Sh(self.sh(*a)?.add(self.sh(*b)?)),
+            Step::Sub { a, b, .. } => Val::Sh(self.sh(*a)?.sub(self.sh(*b)?)),
+            Step::Neg { x, .. } => Val::Sh(self.sh(*x)?.neg()),
+            Step::Mul { a, b, .. } => {
+                let bd = Bound::Proven { x: self.p.slots[*a].bound, y: self.p.slots[*b].bound };
+                let (a, b) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
+                Val::Sh(elementwise::mul(&mut self.ctx, ch, &a, &b, bd).map_err(tpc)?)
+            }
+            Step::Mask { x, m, clamp, .. } => {
+                let xs = self.sh(*x)?.clone();
+                match self.cl(*m)? {
+                    None => Val::Sh(xs),
+                    Some(mt) => {
+                        let idx = self.p.mask_index(st).ok_or_else(|| Error::Model("mask: shapes".into()))?;
+                        if mt.shape != self.p.slots[*m].shape {
+                            return Err(Error::Input(format!("mask of shape {:?}, the program says {:?}", mt.shape, self.p.slots[*m].shape)));
+                        }
+                        let v = xs.v.iter().zip(idx).map(|(a, i)| ring.add(*a, enc(ring, mt.v[i].clamp(-clamp, *clamp), f))).collect();
+                        Val::Sh(ArithShare { ring, v })
+                    }
+                }
+            }
+            Step::LayerNorm { x, len, eps, gamma, beta, .. } => {
+                let xs = self.sh(*x)?.clone();
+                let y = layernorm::layernorm(&mut self.ctx, ch, &xs, *len, *eps, None, None).map_err(tpc)?;
+                match (gamma.is_empty(), beta.is_empty()) {
+                    (true, true) => Val::Sh(y),
+                    (true, false) => Val::Sh(self.server_add(&y, |i| enc(ring, beta[i % len], f))),
+                    (false, _) => {
+                        let g = self.scale_cols(ch, &y, *len, gamma)?;
+                        let g = if beta.is_empty() { g } else { self.server_add(&g, |i| enc(ring, beta[i % len], 2 * f)) };
+                        Val::Sh(self.ctx.trunc(ch, &g, f).map_err(tpc)?)
+                    }
+                }
+            }
+            Step::Gelu { x, .. } => {
+                let xs = self.sh(*x)?.clone();
+                let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
+                Val::Sh(gelu::gelu_within(&mut self.ctx, ch, &xs, b).map_err(tpc)?)
+            }
+            Step::Tanh { x, .. } => {
+                let xs = self.sh(*x)?.clone();
+                Val::Sh(tanh::tanh(&mut self.ctx, ch, &xs).map_err(tpc)?)
+            }
+            Step::Pool { x, m, d, axis, .. } => {
+                let xs = self.sh(*x)?.clone();
+                let (im, id) = self.p.pool_index(st).ok_or_else(|| Error::Model("pool: shapes".into()))?;
+                let w = match (self.cl(*m)?, self.cl(*d)?) {
+                    (Some(mt), Some(dt)) => {
+                        let shape = &self.p.slots[*x].shape;
+                        let inner: usize = shape[axis + 1..].iter().product();
+                        let n_ax = shape[*axis].max(1);
+                        let mut w = Vec::with_capacity(xs.len());
+                        let mut mass = vec![0.0f64; xs.len() / n_ax];
+                        for i in 0..xs.len() {
+                            let v = mt.v[im[i]] / dt.v[id[i]];
+                            if !v.is_finite() {
+                                return Err(Error::Input(format!("pooling weight {v} (mask / count)")));
+                            }
+                            mass[(i / (inner * n_ax)) * inner + i % inner] += v.abs();
+                            w.push(enc(ring, v, f));
+                        }
+                        if let Some(m) = mass.iter().find(|&&m| m > 1.0 + 1e-6) {
+                            return Err(Error::Input(format!("pooling weights (mask / count) summing to {m} in absolute value: only means (at most 1) are supported")));
+                        }
+                        ArithShare::new(ring, w)
+                    }
+                    _ => ArithShare::zeros(ring, xs.len()),
+                };
+                let prod = elementwise::mul(&mut self.ctx, ch, &xs, &w, Bound::Proven { x: self.p.slots[*x].bound, y: 1.0 }).map_err(tpc)?;
+                let shape = &self.p.slots[*x].shape;
+                let inner: usize = shape[axis + 1..].iter().product();
+                let n_ax = shape[*axis];
+                let mut out = vec![0u64; xs.len() / n_ax.max(1)];
+                for (i, v) in prod.v.iter().enumerate() {
+                    let o = (i / (inner * n_ax)) * inner + i % inner;
+                    out[o] = ring.add(out[o], *v);
+                }
+                Val::Sh(ArithShare::new(ring, out))
+            }
+            Step::L2Norm { x, len, .. } => {
+                let xs = self.sh(*x)?.clone();
+                Val::Sh(self.l2norm(ch, &xs, *len)?)
+            }
+            Step::Softmax { x, len, .. } => {
+                let xs = self.sh(*x)?.clone();
+                let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
+                Val::Sh(softmax::softmax_within(&mut self.ctx, ch, &xs, *len, b).map_err(tpc)?)
+            }
+            Step::MatMul { a, b, count, m, k, n, .. } => {
+                let bd = Bound::Proven { x: self.p.slots[*a].bound, y: self.p.slots[*b].bound };
+                let (av, bv) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
+                Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?)
+            }
+            Step::Move { ins, .. } => {
+                let map = self.p.move_map(st).map_err(|e| Error::Model(e.to_string()))?;
+                let ss: Vec<&ArithShare> = ins.iter().filter_map(|s| if let Src::Slot(k) = s { Some(*k) } else { None }).map(|k| self.sh(k)).collect::<Result<_>>()?;
+                Val::Sh(ArithShare { ring, v: map.iter().map(|&(s, i)| ss[s as usize].v[i as usize]).collect() })
+            }
+        })
+    }
+
+    /// x · c per position of the last axis (the server's c): a module-dealt
+    /// per-channel scale on the transposed value, then one truncation.
+    fn scale_vec(&mut self, ch: &mut dyn Channel, x: usize, len: usize, c: &[f64]) -> Result<ArithShare> {
+        let ring = self.ring;
+        let f = self.fx.frac;
+        let xs = self.sh(x)?.clone();
+        let y = self.scale_cols(ch, &xs, len, c)?;
+        let _ = ring;
+        self.ctx.trunc(ch, &y, f).map_err(tpc)
+    }
+
+    /// Each row of `len` divided by its L2 norm: Σx² (exact), brought to
+    /// scale 2^[`L2_SCALE`], rsqrt by Newton's iteration on
+    /// [2^[`L2_LO`], 2^[`L2_HI`]] ([`hush_2pc::transformer::recip::rsqrt`]),
+    /// x·rsqrt, one truncation (as in [`crate::encoder`]'s normalisation).
+    fn l2norm(&mut self, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+        let (ring, f) = (self.ring, self.fx.frac);
+        let sq = self.ctx.powers(ch, x, 2).map_err(tpc)?.pop().ok_or_else(|| Error::Config("powers".into()))?;
+        let sums = ArithShare::new(ring, sq.v.chunks(len).map(|c| c.iter().fold(0u64, |a, v| ring.add(a, *v))).collect());
+        let v = if 2 * f > L2_SCALE { self.ctx.trunc(ch, &sums, 2 * f - L2_SCALE).map_err(tpc)? } else { sums.scale(1u64 << (L2_SCALE - 2 * f)) };
+        let r = hush_2pc::transformer::recip::rsqrt(&mut self.ctx, ch, &v, L2_SCALE, L2_LO, L2_HI).map_err(tpc)?;
+        let rb = ArithShare::new(ring, (0..x.len()).map(|i| r.v[i / len]).collect());
+        let y = self.ctx.mul(ch, x, &rb).map_err(tpc)?;
+        self.ctx.trunc(ch, &y, L2_SCALE).map_err(tpc)
+    }
+
+    fn run(&mut self, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<Vec<ArithShare>> {
+        self.vals = vec![None; self.p.slots.len()];
+        for st in &self.p.steps {
+            let v = self.step(ch, st, inputs).map_err(|e| match e {
+                Error::Nonlinear(m) => Error::Nonlinear(format!("{} → '{}': {m}", st.kind(), self.p.slots[st.out()].name)),
+                e => e,
+            })?;
+            self.vals[st.out()] = Some(v);
+        }
+        self.p.outputs.iter().map(|(_, s)| self.sh(*s).cloned()).collect()
+    }
+}
+
+/// Per-run figures.
+#[derive(Clone, Debug, Default)]
+pub struct GraphStats {
+    pub seconds: f64,
+    pub bytes: u64,
+    pub rounds: u64,
+}
+
+/// One party's run over `ch` in tee mode (an in-process simulated module
+/// paired with the peer's). `prog` is the server's program (with weights)
+/// at the server and the public one at the client; `inputs` are the
+/// client's (empty at the server). Returns the outputs at the client.
+pub fn party_tee(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<Option<Vec<Tensor>>> {
+    let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
+    hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
+    party_with(role, prog, o, ch, inputs, module)
+}
+
+/// One party's run with an established correlation provider (a trusted
+/// module, simulated, or a dealer connection).
+pub fn party_with(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule) -> Result<Option<Vec<Tensor>>> {
+    if role == Role::Server && !prog.has_weights {
+        return Err(Error::Config("graph: the server's program has no weights".into()));
+    }
+    check_program(prog, o.fx)?;
+    let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
+    let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
+    let mut ex = Exec { role, backend: o.linear, widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
+    let outs = ex.run(ch, inputs)?;
+    let flat: Vec<u64> = outs.iter().flat_map(|s| s.v.iter().copied()).collect();
+    if role == Role::Server {
+        linear::send_ring(ch, &o.fx, &flat)?;
+        return Ok(None);
+    }
+    let other = linear::recv_ring(ch, &o.fx, flat.len(), "graph: the server's share of the outputs")?;
+    let mut res = Vec::new();
+    let mut off = 0;
+    for ((_, s), sh) in prog.outputs.iter().zip(&outs) {
+        let v = (0..sh.len()).map(|i| o.fx.decode(fp.ring.add(sh.v[i], other[off + i]))).collect();
+        off += sh.len();
+        res.push(Tensor::new(prog.slots[*s].shape.clone(), v));
+    }
+    Ok(Some(res))
+}
+
+/// Both parties in this process over an in-memory channel (tee mode,
+/// simulated modules): the outputs and the run's figures.
+pub fn run_private(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<(Vec<Tensor>, GraphStats)> {
+    let public = prog.public();
+    let (mut ca, mut cb) = MemChannel::pair();
+    let t = Instant::now();
+    let (rs, rc) = std::thread::scope(|sc| {
+        let hs = sc.spawn(|| {
+            let r = party_tee(Role::Server, prog, o, &mut ca, &HashMap::new());
+            (r, ca.cost())
+        });
+        let hc = sc.spawn(|| {
+            let r = party_tee(Role::Client, &public, o, &mut cb, inputs);
+            (r, cb.cost())
+        });
+        (hs.join(), hc.join())
+    });
+    let ((rs, cs), (rc, cc)) = (rs.map_err(|_| Error::Config("server thread panicked".into()))?, rc.map_err(|_| Error::Config("client thread panicked".into()))?);
+    let y = match (rs, rc) {
+        (_, Err(e)) | (Err(e), _) => return Err(e),
+        (Ok(_), Ok(y)) => y.ok_or_else(|| Error::Config("the client got no result".into()))?,
+    };
+    Ok((y, GraphStats { seconds: t.elapsed().as_secs_f64(), bytes: cs.bytes_sent + cc.bytes_sent, rounds: cs.rounds.max(cc.rounds) as u64 }))
+}
+
+/// The fixed-point reference: the same steps with both parties' data in
+/// one place ([`Ctx::clear`], exact ring arithmetic, floor truncation).
+pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
+    check_program(prog, o.fx)?;
+    let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
+    let (mut dummy, _peer) = MemChannel::pair();
+    let outs = ex.run(&mut dummy, inputs)?;
+    Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())
+}
+
+/// Whether an ONNX file is one of the `hush.encoder` graphs (read with its
+/// size checked first).
+pub fn is_hush_encoder_file(path: &std::path::Path) -> Result<bool> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+    let mut b = Vec::new();
+    f.take(hush_onnx::MAX_FILE_BYTES + 1).read_to_end(&mut b).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+    Ok(hush_onnx::encoder::is_hush_encoder(&b))
+}
+
+/// The client's inputs by the graph's input names: `input_ids` and
+/// `attention_mask` from `--ids`/`--mask`, `token_type_ids` from
+/// `--token-types` or zeros. Any other input is refused by name.
+pub fn graph_inputs(g: &hush_onnx::graph::GraphModel, ids: &std::path::Path, mask: &std::path::Path, types: Option<&std::path::Path>) -> Result<HashMap<String, Tensor>> {
+    let names: Vec<&str> = g.inputs.iter().map(|i| i.name.as_str()).collect();
+    token_inputs(&names, ids, mask, types)
+}
+
+/// The standard encoder inputs by name (`input_ids`, `attention_mask`,
+/// `token_type_ids`) for the names given.
+pub fn token_inputs(names: &[&str], ids: &std::path::Path, mask: &std::path::Path, types: Option<&std::path::Path>) -> Result<HashMap<String, Tensor>> {
+    let (si, vi) = crate::npy::read(ids)?;
+    let (sm, vm) = crate::npy::read(mask)?;
+    if si.len() != 2 || si != sm {
+        return Err(Error::Input(format!("ids {si:?} and mask {sm:?} must be two arrays of the same 2-D shape")));
+    }
+    if let Some(r) = vm.iter().position(|&m| m != 0.0 && m != 1.0) {
+        return Err(Error::Input(format!("mask value {} at {r}: expected 0 or 1", vm[r])));
+    }
+    let mut out = HashMap::new();
+    for name in names {
+        let t = match *name {
+            "input_ids" => Tensor::ints(si.clone(), vi.clone()),
+            "attention_mask" => Tensor::ints(si.clone(), vm.clone()),
+            "token_type_ids" => match types {
+                Some(p) => {
+                    let (st, vt) = crate::npy::read(p)?;
+                    if st != si {
+                        return Err(Error::Input(format!("token types {st:?} for ids {si:?}")));
+                    }
+                    Tensor::ints(st, vt)
+                }
+                None => Tensor::ints(si.clone(), vec![0.0; vi.len()]),
+            },
+            o => return Err(Error::Input(format!("the graph's input '{o}' has no source (hush embed gives input_ids, attention_mask and token_type_ids)"))),
+        };
+        out.insert(name.to_string(), t);
+    }
+    Ok(out)
+}
+
+/// `hush embed` on a graph that is not a `hush.encoder` graph: the graph
+/// runtime, both parties in this process, tee mode (simulated modules).
+pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, fx: FixedConfig, proto: Proto) -> Result<()> {
+    let t0 = Instant::now();
+    let g = hush_onnx::graph::GraphModel::from_file(model).map_err(|e| Error::Model(e.to_string()))?;
+    let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
+    let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
+    let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
+    let o = GraphOptions::tee(fx, proto);
+    check_program(&prog, fx)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let (y, st) = run_private(&prog, &inputs, &o)?;
+    let first = y.first().ok_or_else(|| Error::Model("the graph has no outputs".into()))?;
+    crate::npy::write(&a.out, &first.shape, &first.v)?;
+    let check = if a.check {
+        let c = run_clear(&prog, &inputs, &o)?;
+        let fl = g.eval_f64(&inputs).map_err(|e| Error::Model(e.to_string()))?;
+        let d = |p: &Tensor, q: &Tensor| p.v.iter().zip(&q.v).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+        Some((d(first, &c[0]), d(first, &fl[0])))
+    } else {
+        None
+    };
+    let rec = serde_json::json!({
+        "cmd": "embed",
+        "runtime": "graph",
+        "model": model.display().to_string(),
+        "program": prog.fingerprint(),
+        "ops": prog.op_counts().iter().map(|(k, n)| serde_json::json!({"op": k, "count": n})).collect::<Vec<_>>(),
+        "output": prog.outputs.first().map(|o| o.0.clone()),
+        "output_shape": first.shape,
+        "mode": "tee",
+        "proto": a.common.proto,
+        "bits": fx.bits,
+        "frac": fx.frac,
+        "online_s": st.seconds,
+        "load_s": load_s,
+        "bytes": st.bytes,
+        "rounds": st.rounds,
+        "reference_max_abs_diff": check.map(|c| c.0),
+        "float_max_abs_diff": check.map(|c| c.1),
+        "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties in this process",
+    });
+    if a.json {
+        println!("{rec}");
+    } else {
+        println!("hush embed (graph runtime): output '{}' {:?}, {:.2} s, {:.1} MiB, {} rounds (tee mode: trusted module simulated — gives no hardware protection)", prog.outputs[0].0, first.shape, st.seconds, st.bytes as f64 / 1048576.0, st.rounds);
+        if let Some((d, fl)) = check {
+            println!("fixed-point reference: max |diff| {d:.2e}; float (f64) graph: max |diff| {fl:.2e}");
+        }
+        println!("wrote {}", a.out.display());
+    }
+    Ok(())
+}

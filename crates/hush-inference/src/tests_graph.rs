@@ -1,0 +1,298 @@
+//! The graph runtime (`hush_onnx::graph` + `graph_run`) on a small encoder
+//! graph built here node by node: embedding Gather, fused LayerNorm,
+//! projections, QKᵀ with a transpose, a scale, torch's mask arithmetic,
+//! Softmax, PV, an Erf GeLU, the first token and a Tanh. Private (tee,
+//! simulated modules) against the f64 interpreter and the fixed-point
+//! reference; bytes and rounds pinned; refusals.
+
+use crate::graph_run::{check_program, run_clear, run_private, GraphOptions};
+use hush_onnx::eval::Tensor;
+use hush_onnx::graph::{GraphModel, Step};
+use hush_onnx::proto::*;
+use std::collections::HashMap;
+
+const V: usize = 30;
+const H: usize = 8;
+
+fn attr_f(name: &str, v: f32) -> AttributeProto {
+    AttributeProto { name: Some(name.into()), f: Some(v), r#type: Some(attr_type::FLOAT), ..Default::default() }
+}
+fn attr_i(name: &str, v: i64) -> AttributeProto {
+    AttributeProto { name: Some(name.into()), i: Some(v), r#type: Some(attr_type::INT), ..Default::default() }
+}
+fn attr_is(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto { name: Some(name.into()), ints: v.to_vec(), r#type: Some(attr_type::INTS), ..Default::default() }
+}
+fn node(op: &str, ins: &[&str], out: &str, attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto { input: ins.iter().map(|s| s.to_string()).collect(), output: vec![out.into()], name: Some(format!("/{op}_{out}")), op_type: Some(op.into()), attribute: attrs, domain: None }
+}
+fn f32s(name: &str, dims: &[i64], v: Vec<f32>) -> TensorProto {
+    TensorProto { dims: dims.to_vec(), data_type: Some(data_type::FLOAT), float_data: v, name: Some(name.into()), ..Default::default() }
+}
+fn i64s(name: &str, dims: &[i64], v: Vec<i64>) -> TensorProto {
+    TensorProto { dims: dims.to_vec(), data_type: Some(data_type::INT64), int64_data: v, name: Some(name.into()), ..Default::default() }
+}
+fn constant(out: &str, t: TensorProto) -> NodeProto {
+    NodeProto { output: vec![out.into()], name: Some(format!("/Constant_{out}")), op_type: Some("Constant".into()), attribute: vec![AttributeProto { name: Some("value".into()), t: Some(t), r#type: Some(attr_type::TENSOR), ..Default::default() }], ..Default::default() }
+}
+fn input(name: &str) -> ValueInfoProto {
+    let dims = ["batch", "seq"].iter().map(|d| Dimension { value: Some(DimensionValue::DimParam(d.to_string())) }).collect();
+    ValueInfoProto { name: Some(name.into()), r#type: Some(TypeProto { tensor_type: Some(TypeProtoTensor { elem_type: Some(data_type::INT64), shape: Some(TensorShapeProto { dim: dims }) }) }) }
+}
+
+fn rnd(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+/// The test graph; `mutate` may edit its nodes before it is built.
+fn graph(mutate: impl FnOnce(&mut Vec<NodeProto>, &mut Vec<TensorProto>)) -> ModelProto {
+    let h = H as i64;
+    let mut inits = vec![
+        f32s("emb", &[V as i64, h], rnd(V * H, 1, 1.0)),
+        f32s("ln.g", &[h], rnd(H, 2, 0.2).iter().map(|v| 1.0 + v).collect()),
+        f32s("ln.b", &[h], rnd(H, 3, 0.1)),
+        f32s("wq", &[h, h], rnd(H * H, 4, 0.5)),
+        f32s("wk", &[h, h], rnd(H * H, 5, 0.5)),
+    ];
+    let mut nodes = vec![
+        node("Gather", &["emb", "input_ids"], "e", vec![]),
+        node("LayerNormalization", &["e", "ln.g", "ln.b"], "l", vec![attr_i("axis", -1), attr_f("epsilon", 1e-5)]),
+        node("MatMul", &["l", "wq"], "q", vec![]),
+        node("MatMul", &["l", "wk"], "k", vec![]),
+        node("Transpose", &["k"], "kt", vec![attr_is("perm", &[0, 2, 1])]),
+        node("MatMul", &["q", "kt"], "s", vec![]),
+        constant("c4", f32s("", &[], vec![4.0])),
+        node("Div", &["s", "c4"], "s2", vec![]),
+        constant("ax1", i64s("", &[1], vec![1])),
+        node("Unsqueeze", &["attention_mask", "ax1"], "m1", vec![]),
+        node("Cast", &["m1"], "mc", vec![attr_i("to", 1)]),
+        constant("one", f32s("", &[], vec![1.0])),
+        node("Sub", &["one", "mc"], "inv", vec![]),
+        constant("big", f32s("", &[], vec![-3.4e38])),
+        node("Mul", &["inv", "big"], "term", vec![]),
+        node("Add", &["s2", "term"], "s3", vec![]),
+        node("Softmax", &["s3"], "p", vec![attr_i("axis", -1)]),
+        node("MatMul", &["p", "l"], "v", vec![]),
+        constant("sq2", f32s("", &[], vec![std::f32::consts::SQRT_2])),
+        node("Div", &["v", "sq2"], "ga", vec![]),
+        node("Erf", &["ga"], "gr", vec![]),
+        node("Add", &["gr", "one"], "gq", vec![]),
+        node("Mul", &["v", "gq"], "gu", vec![]),
+        constant("half", f32s("", &[], vec![0.5])),
+        node("Mul", &["gu", "half"], "g", vec![]),
+        constant("i0", i64s("", &[], vec![0])),
+        node("Gather", &["g", "i0"], "first", vec![attr_i("axis", 1)]),
+        node("Tanh", &["first"], "y", vec![]),
+    ];
+    mutate(&mut nodes, &mut inits);
+    let out = ValueInfoProto { name: Some("y".into()), r#type: None };
+    ModelProto {
+        ir_version: Some(8),
+        graph: Some(GraphProto { node: nodes, name: Some("t".into()), initializer: inits, input: vec![input("input_ids"), input("attention_mask")], output: vec![out] }),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        metadata_props: vec![],
+    }
+}
+
+fn inputs() -> HashMap<String, Tensor> {
+    // two sentences of 6 tokens, the second padded after 4
+    let ids = vec![3., 7., 1., 29., 11., 5., 2., 8., 13., 21., 0., 0.];
+    let mask = vec![1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 0., 0.];
+    HashMap::from([("input_ids".to_string(), Tensor::ints(vec![2, 6], ids)), ("attention_mask".to_string(), Tensor::ints(vec![2, 6], mask))])
+}
+
+fn shapes(i: &HashMap<String, Tensor>) -> HashMap<String, Vec<usize>> {
+    i.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect()
+}
+
+#[test]
+fn graph_runs_privately_within_the_fixed_point_bound_with_pinned_cost() {
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let kinds: Vec<&str> = prog.steps.iter().map(|s| s.kind()).collect();
+    for k in ["embed", "layernorm", "linear", "matmul", "scale", "mask", "softmax", "gelu", "tanh", "move"] {
+        assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+    }
+    let o = GraphOptions::default();
+    let (y, st) = run_private(&prog, &inp, &o).unwrap();
+    let f = g.eval_f64(&inp).unwrap();
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    assert_eq!(y[0].shape, vec![2, H]);
+    assert_eq!(f[0].shape, vec![2, H]);
+    let err = |a: &Tensor, b: &Tensor| a.v.iter().zip(&b.v).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+    assert!(err(&y[0], &f[0]) < 0.02, "private vs f64: {}", err(&y[0], &f[0]));
+    assert!(err(&y[0], &c[0]) < 0.01, "private vs fixed-point reference: {}", err(&y[0], &c[0]));
+    // pinned from a run: any change in the lowering or an operator shows here
+    assert_eq!((st.bytes, st.rounds), GRAPH_PIN, "bytes and rounds of the test graph");
+}
+
+#[test]
+fn the_mask_hides_padding_from_the_real_tokens() {
+    // the padded sentence alone at its true length gives the same first-token output
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let (y, _) = run_private(&prog, &inp, &GraphOptions::default()).unwrap();
+    let alone = HashMap::from([
+        ("input_ids".to_string(), Tensor::ints(vec![1, 4], vec![2., 8., 13., 21.])),
+        ("attention_mask".to_string(), Tensor::ints(vec![1, 4], vec![1.; 4])),
+    ]);
+    let p1 = g.instantiate(&shapes(&alone)).unwrap();
+    let (y1, _) = run_private(&p1, &alone, &GraphOptions::default()).unwrap();
+    let d = y[0].v[H..].iter().zip(&y1[0].v).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 0.01, "{d}");
+}
+
+#[test]
+fn public_program_has_no_weights_and_the_same_fingerprint() {
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let prog = g.instantiate(&shapes(&inputs())).unwrap();
+    let pubp = prog.public();
+    assert!(!pubp.has_weights);
+    for s in &pubp.steps {
+        let w = match s {
+            Step::Embed { table, .. } => table.len(),
+            Step::Linear { w, .. } => w.len(),
+            Step::AddConst { c, .. } | Step::ScaleVec { c, .. } => c.len(),
+            Step::LayerNorm { gamma, beta, .. } => gamma.len().max(beta.len()).saturating_sub(1),
+            _ => 0,
+        };
+        assert_eq!(w, 0, "{s:?}");
+    }
+    assert_eq!(prog.fingerprint(), pubp.fingerprint());
+    // a different padded length is a different program
+    let mut other = inputs();
+    for t in other.values_mut() {
+        t.shape = vec![3, 4];
+    }
+    assert_ne!(g.instantiate(&shapes(&other)).unwrap().fingerprint(), prog.fingerprint());
+}
+
+#[test]
+fn unsupported_nodes_and_unsound_uses_are_refused_by_name() {
+    // an operator the runtime does not have
+    let e = GraphModel::from_model(graph(|n, _| n[20].op_type = Some("Sin".into()))).unwrap_err().to_string();
+    assert!(e.contains("/Erf_gr") && e.contains("Sin") && e.contains("supported"), "{e}");
+    // a weight vector in the client's mask arithmetic would reveal it
+    let e = GraphModel::from_model(graph(|n, i| {
+        i.push(f32s("secret", &[6], rnd(6, 9, 1.0)));
+        n[14] = node("Mul", &["inv", "secret"], "term", vec![]);
+    }))
+    .unwrap()
+    .instantiate(&shapes(&inputs()))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("weight") && e.contains("/Mul_term"), "{e}");
+    // a client value added to a private one anywhere but before a Softmax
+    let e = GraphModel::from_model(graph(|n, _| n[16] = node("Relu", &["s3"], "p", vec![])))
+        .and_then(|g| g.instantiate(&shapes(&inputs())))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Relu") || e.contains("attention mask"), "{e}");
+    // wrong input rank
+    let mut bad = inputs();
+    bad.get_mut("input_ids").unwrap().shape = vec![12];
+    assert!(GraphModel::from_model(graph(|_, _| {})).unwrap().instantiate(&shapes(&bad)).is_err());
+}
+
+#[test]
+fn values_that_could_wrap_are_refused_before_running() {
+    // embeddings of 1e15 cannot be held at 2^12 in a 64-bit ring
+    let g = GraphModel::from_model(graph(|_, i| i[0] = f32s("emb", &[V as i64, H as i64], vec![1e15; V * H]))).unwrap();
+    let prog = g.instantiate(&shapes(&inputs())).unwrap();
+    let e = check_program(&prog, GraphOptions::default().fx).unwrap_err().to_string();
+    assert!(e.contains("wrap"), "{e}");
+}
+const GRAPH_PIN: (u64, u64) = (198418, 106);
+
+/// Records every request a party makes of its correlation provider.
+struct Recorder {
+    inner: Box<dyn hush_tee::TrustedModule>,
+    log: std::sync::Arc<std::sync::Mutex<Vec<hush_tee::Request>>>,
+}
+
+impl hush_tee::TrustedModule for Recorder {
+    fn call(&mut self, req: &hush_tee::Request) -> hush_tee::Result<hush_tee::Response> {
+        self.log.lock().unwrap().push(req.clone());
+        self.inner.call(req)
+    }
+    fn stats(&self) -> hush_tee::ModuleStats {
+        self.inner.stats()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// Runs the graph with the server's provider recorded; returns the output
+/// and the server's requests after seed agreement.
+fn run_recorded(m: ModelProto, backend: crate::graph_run::LinearBackend) -> (Vec<Tensor>, Vec<hush_tee::Request>) {
+    use crate::engine::SharedModule;
+    use crate::graph_run::{party_with, Role};
+    use hush_tee::{InProcessModule, Module, ModuleRole, Request};
+    let g = GraphModel::from_model(m).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let public = prog.public();
+    let d = GraphOptions::default();
+    let o = if backend == crate::graph_run::LinearBackend::Triples { GraphOptions::dealer(d.fx, d.proto) } else { d };
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (mut ca, mut cb) = hush_transport::MemChannel::pair();
+    let (rs, rc) = std::thread::scope(|sc| {
+        let (prog, public, inp, log) = (&prog, &public, &inp, log.clone());
+        let hs = sc.spawn(move || {
+            let rec = Recorder { inner: Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))), log };
+            let mut module = SharedModule::new(Box::new(rec));
+            hush_tee::establish(&mut module, &mut ca, ModuleRole::Sender).unwrap();
+            party_with(Role::Server, prog, &o, &mut ca, &HashMap::new(), module)
+        });
+        let hc = sc.spawn(move || {
+            let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
+            hush_tee::establish(&mut module, &mut cb, ModuleRole::Receiver).unwrap();
+            party_with(Role::Client, public, &o, &mut cb, inp, module)
+        });
+        (hs.join().unwrap(), hc.join().unwrap())
+    });
+    rs.unwrap();
+    let y = rc.unwrap().unwrap();
+    let reqs: Vec<Request> = log.lock().unwrap().iter().filter(|r| !matches!(r, Request::Hello { .. } | Request::PeerHello { .. } | Request::PeerConfirm { .. })).cloned().collect();
+    (y, reqs)
+}
+
+#[test]
+fn triples_backend_keeps_every_weight_from_the_provider() {
+    use crate::graph_run::LinearBackend;
+    let other = |_: &mut Vec<NodeProto>, i: &mut Vec<TensorProto>| {
+        // other weights of the same shapes: every weight tensor redrawn
+        for (k, t) in i.iter_mut().enumerate() {
+            let n = t.float_data.len();
+            t.float_data = rnd(n, 100 + k as u64, 0.5);
+        }
+    };
+    let (y1, r1) = run_recorded(graph(|_, _| {}), LinearBackend::Triples);
+    let (y2, r2) = run_recorded(graph(other), LinearBackend::Triples);
+    // the provider (a dealer, in dealer mode) receives the same requests for both weight sets
+    assert!(!r1.is_empty());
+    assert_eq!(r1, r2, "the provider's view depends on the weights");
+    assert!(!r1.iter().any(|r| matches!(r, hush_tee::Request::Linear(_) | hush_tee::Request::LinearSeeded(_))));
+    assert_ne!(y1[0].v, y2[0].v);
+    // and the result is right
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let f = g.eval_f64(&inputs()).unwrap();
+    let e = y1[0].v.iter().zip(&f[0].v).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(e < 0.02, "triples backend vs f64: {e}");
+    // the module backend, by contrast, hands the weights to the provider:
+    // this test would catch it
+    let (_, m1) = run_recorded(graph(|_, _| {}), LinearBackend::Module);
+    let (_, m2) = run_recorded(graph(other), LinearBackend::Module);
+    assert_ne!(m1, m2);
+}

@@ -1,0 +1,203 @@
+"""The graph runtime (issue 28) on encoder graphs written as
+``torch.onnx.export`` writes them (``scripts/torch_style.py`` reproduces the
+exporter's node patterns: no torch wheel installs here): a pre-norm block at
+opset 13 (decomposed LayerNorm, Erf GeLU, the mask arithmetic torch emits)
+and a BERT-style classifier at opset 17 (fused LayerNormalization, tanh
+GeLU, masked_fill, pooler with Tanh, Gemm head). Each runs privately with
+``hush embed`` (tee mode, both parties in one process; the trusted module
+is simulated — no hardware protection) and is compared with onnxruntime.
+
+The tolerance, 0.03, is the fixed-point bound at f = 12 for these sizes: each
+LayerNorm contributes ≤ 3·10⁻³ relative error (``LN_ERR_F12``) times |γ|
+and the next layers' gain, GeLU 1.7·10⁻³, Softmax 6·10⁻⁴, tanh 2·10⁻³,
+plus one ulp (2.4·10⁻⁴) per truncation; measured: 4.6·10⁻³ and 6.8·10⁻³."""
+
+import importlib.util
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+_spec = importlib.util.spec_from_file_location("torch_style", ROOT / "scripts" / "torch_style.py")
+ts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ts)
+HUSH = os.path.join(os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target")), "release", "hush")
+TOL = 0.03
+
+pytestmark = pytest.mark.skipif(not os.path.exists(HUSH), reason="target/release/hush not built")
+
+
+def run_embed(tmp, model_path, inputs, extra=()):
+    args = [HUSH, "embed", "--model", str(model_path), "--out", str(tmp / "out.npy"), "--json", "--check"]
+    for flag, key in (("--ids", "input_ids"), ("--mask", "attention_mask"), ("--token-types", "token_type_ids")):
+        if key in inputs:
+            np.save(tmp / f"{key}.npy", inputs[key])
+            args += [flag, str(tmp / f"{key}.npy")]
+    p = subprocess.run(args + list(extra), capture_output=True, text=True, timeout=300)
+    return p
+
+
+@pytest.mark.parametrize("name,types", [("prenorm_block", False), ("bert_classifier", True)])
+def test_torch_style_graph_matches_onnxruntime(tmp_path, name, types):
+    model = getattr(ts, name)()
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    inputs = ts.sample_inputs(token_types=types)
+    ref = ort.InferenceSession(str(path)).run(None, inputs)[0]
+    p = run_embed(tmp_path, path, inputs)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    out = np.load(tmp_path / "out.npy")
+    assert out.shape == ref.shape
+    err = float(np.abs(out - ref).max())
+    print(name, "max |hush - onnxruntime|", err, rec)
+    assert err <= TOL, err
+    # the Rust f64 interpreter of the same graph agrees with onnxruntime too
+    assert rec["float_max_abs_diff"] <= TOL
+    assert rec["runtime"] == "graph" and "simulated" in rec["tee_note"]
+    ops = {o["op"] for o in rec["ops"]}
+    assert {"embed", "linear", "layernorm", "gelu", "softmax", "matmul", "mask"} <= ops
+    if name == "bert_classifier":
+        assert "tanh" in ops
+
+
+def test_padding_does_not_change_the_real_tokens(tmp_path):
+    """The pre-norm block on a short sentence alone and padded to a longer
+    batch: the real tokens' outputs agree (the mask works)."""
+    model = ts.prenorm_block()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    full = ts.sample_inputs(batch=2, seq=12)
+    n = int(full["attention_mask"][1].sum())
+    alone = {"input_ids": full["input_ids"][1:, :n], "attention_mask": full["attention_mask"][1:, :n]}
+    a = run_embed(tmp_path, path, full)
+    assert a.returncode == 0, a.stderr
+    padded = np.load(tmp_path / "out.npy")[1, :n]
+    b = run_embed(tmp_path, path, alone)
+    assert b.returncode == 0, b.stderr
+    single = np.load(tmp_path / "out.npy")[0]
+    assert np.abs(padded - single).max() <= 2 * TOL
+
+
+def test_unsupported_node_is_refused_by_name_before_dealing(tmp_path):
+    model = ts.prenorm_block()
+    # replace the first Erf with Sin: no GeLU pattern, an unsupported operator
+    for node in model.graph.node:
+        if node.op_type == "Erf":
+            node.op_type = "Sin"
+            bad_name = node.name
+            break
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, path)
+    p = run_embed(tmp_path, path, ts.sample_inputs())
+    assert p.returncode != 0
+    assert bad_name in p.stderr and "Sin" in p.stderr and "supported" in p.stderr, p.stderr
+    assert "rounds" not in p.stdout
+
+
+def test_bad_inputs_are_refused(tmp_path):
+    model = ts.prenorm_block()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    inputs = ts.sample_inputs()
+    inputs["input_ids"][0, 0] = 10_000  # outside the 200-token vocabulary
+    p = run_embed(tmp_path, path, inputs)
+    assert p.returncode != 0 and "vocabulary" in p.stderr, p.stderr
+    inputs = ts.sample_inputs()
+    inputs["attention_mask"][0, 0] = 7
+    p = run_embed(tmp_path, path, inputs)
+    assert p.returncode != 0 and "mask" in p.stderr, p.stderr
+
+
+# ---- across hosts: two (tee) or three (dealer) processes, TLS with pins ------------------
+
+import socket
+import time
+
+
+def free_addr():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    a = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    return a
+
+
+class Listening:
+    """A listening hush command; its fingerprint from its first line."""
+
+    def __init__(self, args, addr, home):
+        self.p = subprocess.Popen([HUSH] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, HOME=str(home)))
+        line = self.p.stdout.readline()
+        assert line.startswith("fingerprint sha256:"), (args, line, self.p.stderr.read() if self.p.poll() is not None else "")
+        self.fp = line.split()[1]
+        host, port = addr.rsplit(":", 1)
+        t = time.time()
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                break
+            except OSError:
+                assert time.time() - t < 20, f"{args} did not start"
+                time.sleep(0.05)
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+        return self.p.stderr.read()
+
+
+def remote_embed(tmp, addr, inputs, extra):
+    args = [HUSH, "embed", "--connect", addr, "--out", str(tmp / "remote.npy"), "--json"]
+    for flag, key in (("--ids", "input_ids"), ("--mask", "attention_mask"), ("--token-types", "token_type_ids")):
+        if key in inputs:
+            np.save(tmp / f"r_{key}.npy", inputs[key])
+            args += [flag, str(tmp / f"r_{key}.npy")]
+    return subprocess.run(args + extra, capture_output=True, text=True, timeout=300, env=dict(os.environ, HOME=str(tmp)))
+
+
+@pytest.mark.parametrize("mode", ["tee", "dealer"])
+def test_served_across_processes_matches_onnxruntime(tmp_path, mode):
+    model = ts.bert_classifier()
+    path = tmp_path / "bert_classifier.onnx"
+    onnx.save(model, path)
+    inputs = ts.sample_inputs(token_types=True)
+    ref = ort.InferenceSession(str(path)).run(None, inputs)[0]
+    procs = []
+    try:
+        mode_flags = []
+        if mode == "dealer":
+            daddr = free_addr()
+            dealer = Listening(["dealer", "--listen", daddr], daddr, tmp_path)
+            procs.append(dealer)
+            mode_flags = ["--mode", "dealer", "--dealer", daddr, "--dealer-pin", dealer.fp]
+        saddr = free_addr()
+        srv = Listening(["serve", "--model", str(path), "--listen", saddr] + mode_flags, saddr, tmp_path)
+        procs.append(srv)
+        p = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp] + mode_flags)
+        assert p.returncode == 0, p.stderr
+        rec = json.loads(p.stdout)
+        out = np.load(tmp_path / "remote.npy")
+        err = float(np.abs(out - ref).max())
+        print(mode, "max |hush - onnxruntime|", err, rec)
+        assert err <= TOL, err
+        assert rec["mode"] == mode
+        assert rec["plan"]["linear"] == ("module" if mode == "tee" else "triples")
+        # a client of the other mode is refused at the hello, naming both; the server keeps serving
+        other = [] if mode == "dealer" else ["--mode", "dealer", "--dealer", "127.0.0.1:9", "--dealer-pin", "sha256:" + "ab" * 32]
+        q = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp] + other)
+        assert q.returncode != 0 and "mode mismatch" in q.stderr and "--mode tee" in q.stderr and "--mode dealer" in q.stderr, q.stderr
+        # a wrong pin: refused before anything is sent
+        q = remote_embed(tmp_path, saddr, inputs, ["--pin", "sha256:" + "cd" * 32] + mode_flags)
+        assert q.returncode != 0
+        p2 = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp] + mode_flags)
+        assert p2.returncode == 0, p2.stderr
+    finally:
+        logs = [pr.stop() for pr in reversed(procs)]
+    print(logs)
