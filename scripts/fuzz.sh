@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh all SECONDS          # every target in turn
 #   HUSH_FUZZ_EXECS=1000000 scripts/fuzz.sh TARGET 1800
 #                                        # stop at 10^6 executions or 30 min, whichever first
-# Needs (once): `cargo install cargo-afl` (builds AFL++ from source; a C
+# Needs (once): `cargo install --locked cargo-afl` (builds AFL++ from source; a C
 # compiler and make, both on a stock Debian with build-essential). Findings
 # land in fuzz/out/TARGET/default/{crashes,hangs}: copy a crash to
 # tests/corpus/TARGET/ — crates/hush-cli/tests/corpus.rs replays every file
@@ -18,7 +18,7 @@ export CARGO_TARGET_DIR="$root/target/afl"
 bin="$CARGO_TARGET_DIR/release/hush-fuzz"
 targets=$(sed -n '/^pub const TARGETS/,/^];/p' fuzz/src/targets.rs | grep -o '"[a-z0-9_]*"' | tr -d '"')
 if [ $# -lt 2 ]; then echo "usage: $0 TARGET|all SECONDS"; echo "targets:" $targets; exit 2; fi
-command -v cargo-afl >/dev/null || { echo "cargo-afl missing: cargo install cargo-afl" >&2; exit 1; }
+command -v cargo-afl >/dev/null || { echo "cargo-afl missing: cargo install --locked cargo-afl" >&2; exit 1; }
 (cd fuzz && cargo afl build --release -q)
 # seed corpora: honest transcripts (written by the binary itself) plus committed regressions
 seeds="$root/fuzz/out/seeds"

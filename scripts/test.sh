@@ -2,6 +2,10 @@
 # Every test: set up, then the Rust test suite and the Python test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# every relative link and anchor in README.md and docs/*.md (under a second;
+# `bash scripts/docs.sh` also builds the book, not run here)
+echo "== Documentation links" >&2
+python3 scripts/check_links.py
 bash scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 echo "== Rust tests" >&2

@@ -14,27 +14,62 @@ modules — **simulated here, which gives no hardware protection**):
   encoder (e.g. all-MiniLM-L6-v2), both parties in this process.
 
 Benchmarks: :func:`bench_cot`, :func:`bench_aes`; names: :func:`net_profiles`,
-:func:`cot_sources`. Model tools: ``hush.onnx_import`` (ONNX → hush model
+:func:`cot_sources`. Bundled demo data: :func:`samples`. Model tools: ``hush.onnx_import`` (ONNX → hush model
 file) and ``hush.models`` (benchmark model builders).
 """
 
 import json as _json
 import os as _os
+import pathlib as _pathlib
 import sys as _sys
 import typing as _t
 
 import numpy as _np
 
 from . import _native
+from ._errors import (HushError, InvalidArgument, ProtocolError, ConnectionRefused, PinMismatch, ModeMismatch,
+                      SettingMismatch, ServerAborted, PeerSilent, translated as _translated)
 from ._native import __version__, bench_aes, bench_cot, cot_sources, net_profiles
 
-__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed", "embed_remote"]
+__all__ = ["__version__", "bench_aes", "bench_cot", "cot_sources", "net_profiles", "Server", "Client", "run", "embed", "embed_remote",
+           "samples", "HushError", "InvalidArgument", "ProtocolError", "ConnectionRefused", "PinMismatch", "ModeMismatch",
+           "SettingMismatch", "ServerAborted", "PeerSilent"]
 
 # A path to a model file (``.hushm`` or ``.onnx``) or an identity folder.
 _PathLike = _t.Union[str, "_os.PathLike[str]"]
 # ``True`` for a progress bar on stderr, ``False``/``None`` for none, or a
 # callable ``f(done, total)`` called after each layer.
 _ProgressArg = _t.Union[bool, None, _t.Callable[[int, int], _t.Any]]
+
+
+def _identity_arg(identity: _t.Optional[_PathLike]) -> _t.Optional[str]:
+    """An identity folder as a string, ``~`` expanded (as a shell would)."""
+    return None if identity is None else _os.path.expanduser(_os.fspath(identity))
+
+
+def samples() -> "_pathlib.Path":
+    """The folder of the bundled demo data: ``mnist_cnn.hushm`` (the MNIST
+    CNN), ``mnist_cnn.json`` (its description) and ``samples/*.npy`` (MNIST test images, the true
+    label in each file name, e.g. ``mnist_8000_label4.npy``).
+
+    Inside an installed package this is ``site-packages/hush/_models``; the
+    ``hush`` command's ``demo`` uses the same folder.
+    """
+    d = _pathlib.Path(__file__).resolve().parent / "_models"
+    if not (d / "mnist_cnn.hushm").is_file():
+        raise FileNotFoundError(f"the bundled demo data is missing from {d} (a broken install?)")
+    return d
+
+
+def _note_raw_input(xa: "_np.ndarray") -> None:
+    """Warns when an input looks like raw integer data (e.g. uint8 pixels
+    0..255): hush computes on the values as given, and a model trained on
+    normalised inputs then predicts garbage without any error."""
+    if xa.size and float(xa.max()) > 1.0 and bool(_np.all(_np.mod(xa, 1) == 0)):
+        import warnings
+        warnings.warn(f"the input holds whole numbers up to {float(xa.max()):g} (raw pixels?); hush computes on them "
+                      "as given — if the model was trained on normalised inputs (e.g. pixels / 255), normalise them first",
+                      UserWarning, stacklevel=3)
 
 
 def _model_bytes(model: _PathLike) -> bytes:
@@ -107,10 +142,12 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
     ``cf2`` in interactive/silent mode and ``crisp`` in malicious-client mode.
     """
     xa = _np.ascontiguousarray(x, dtype=_np.float64)
-    logits, shape, rep = _native.run_model(
-        _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
-        bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode, mac_s=mac_s,
-        crisp_linear=crisp_linear)
+    _note_raw_input(xa)
+    with _translated():
+        logits, shape, rep = _native.run_model(
+            _model_bytes(model), xa.ravel().tolist(), list(xa.shape), proto=proto, net=net,
+            bits=bits, frac=frac, progress=_progress_arg(progress, "hush.run"), mode=mode, mac_s=mac_s,
+            crisp_linear=crisp_linear)
     out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
     return (out, _json.loads(rep)) if report else out
 
@@ -163,8 +200,9 @@ def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.O
             rows.append([int(t) for t in row[:n]])
     if any(t < 0 for row in rows for t in row):
         raise ValueError("token ids must be non-negative")
-    emb, rep = _native.embed_tokens(_os.fspath(model), rows, proto=proto, bits=bits, frac=frac,
-                                    batch_tokens=batch_tokens, check=check)
+    with _translated():
+        emb, rep = _native.embed_tokens(_os.fspath(model), rows, proto=proto, bits=bits, frac=frac,
+                                        batch_tokens=batch_tokens, check=check)
     out = _np.asarray(emb, dtype=_np.float64)
     return (out, _json.loads(rep)) if report else out
 
@@ -224,10 +262,11 @@ class Server:
                  insecure: bool = False, mode: str = "tee", dealer: _t.Optional[str] = None,
                  dealer_pin: _t.Optional[str] = None, mac_s: _t.Optional[int] = None,
                  crisp_linear: _t.Optional[str] = None) -> None:
-        self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
-                                identity=None if identity is None else str(identity), pins=list(pins),
-                                insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin, mac_s=mac_s,
-                                crisp_linear=crisp_linear)
+        with _translated():
+            self._s = _native.serve(_model_bytes(model), listen, proto=proto, net=net, bits=bits, frac=frac,
+                                    identity=_identity_arg(identity), pins=list(pins),
+                                    insecure=insecure, mode=mode, dealer=dealer, dealer_pin=dealer_pin, mac_s=mac_s,
+                                    crisp_linear=crisp_linear)
 
     @property
     def addr(self) -> str:
@@ -276,10 +315,11 @@ class Client:
                  dealer: _t.Optional[str] = None, dealer_pin: _t.Optional[str] = None,
                  connect_timeout: _t.Optional[float] = None, mac_s: _t.Optional[int] = None,
                  crisp_linear: _t.Optional[str] = None) -> None:
-        self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
-                                  identity=None if identity is None else str(identity), insecure=insecure,
-                                  mode=mode, dealer=dealer, dealer_pin=dealer_pin,
-                                  connect_timeout=connect_timeout, mac_s=mac_s, crisp_linear=crisp_linear)
+        with _translated():
+            self._c = _native.connect(addr, proto=proto, net=net, pin=pin,
+                                      identity=_identity_arg(identity), insecure=insecure,
+                                      mode=mode, dealer=dealer, dealer_pin=dealer_pin,
+                                      connect_timeout=connect_timeout, mac_s=mac_s, crisp_linear=crisp_linear)
 
     @property
     def input_shape(self) -> _t.Tuple[int, ...]:
@@ -288,10 +328,25 @@ class Client:
 
     def infer(self, x: _t.Any, progress: _ProgressArg = False,
               report: bool = False) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
-        """Private inference of one input; returns logits (and a cost report)."""
+        """Private inference of one input; returns logits (and a cost report).
+
+        An input of the wrong shape or with NaN/infinite values raises
+        ``ValueError`` before anything is sent, and the session stays open
+        for the next input. (A failure during the protocol itself ends the
+        session: the next call raises ``RuntimeError("client session is
+        closed")``.)
+        """
         xa = _np.ascontiguousarray(x, dtype=_np.float64)
-        logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
-                                           progress=_progress_arg(progress, "hush.Client.infer"))
+        want = self.input_shape
+        if tuple(xa.shape) not in (want, (1,) + want):
+            raise ValueError(f"input of shape {tuple(xa.shape)}, the model expects {want} "
+                             f"(optionally with a leading batch dimension of 1); the session stays open")
+        if not _np.isfinite(xa).all():
+            raise ValueError("input has NaN or infinite values; the session stays open")
+        _note_raw_input(xa)
+        with _translated():
+            logits, shape, rep = self._c.infer(xa.ravel().tolist(), list(xa.shape),
+                                               progress=_progress_arg(progress, "hush.Client.infer"))
         out = _np.asarray(logits, dtype=_np.float64).reshape(shape)
         return (out, _json.loads(rep)) if report else out
 
@@ -360,11 +415,12 @@ def train_vertical(role: str, X: _t.Any, y: _t.Any = None, *, listen: _t.Optiona
         if ya.ndim != 1:
             raise ValueError(f"y must be 1-D, got shape {ya.shape}")
         labels = ya.tolist()
-    return _native.train_vertical(role, rows, cols, indptr, indices, data, labels=labels, listen=listen, peer=peer,
-                                  pin=pin, identity=None if identity is None else str(identity), insecure=insecure,
-                                  out=None if out is None else str(out), epochs=epochs, batch=batch, lr=lr,
-                                  lr_decay=lr_decay, l2=l2, bits=bits, sigmoid=sigmoid, intercept=intercept,
-                                  reveal=reveal, seed=seed, low_bandwidth=low_bandwidth)
+    with _translated():
+        return _native.train_vertical(role, rows, cols, indptr, indices, data, labels=labels, listen=listen, peer=peer,
+                                      pin=pin, identity=_identity_arg(identity), insecure=insecure,
+                                      out=None if out is None else str(out), epochs=epochs, batch=batch, lr=lr,
+                                      lr_decay=lr_decay, l2=l2, bits=bits, sigmoid=sigmoid, intercept=intercept,
+                                      reveal=reveal, seed=seed, low_bandwidth=low_bandwidth)
 
 
 __all__ += ["train_vertical"]

@@ -146,6 +146,9 @@ def main(argv=None) -> int:
     import onnx
 
     argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        # the CLI spells the names with dashes (`hush bench infer --model minionn-mnist`): accept both
+        argv = [argv[0].replace("-", "_")] + list(argv[1:])
     if len(argv) != 2 or argv[0] not in BUILDERS:
         print(f"usage: python -m hush.models {{{','.join(BUILDERS)}}} OUT.onnx", file=sys.stderr)
         return 2

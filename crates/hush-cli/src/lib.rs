@@ -19,7 +19,8 @@ mod app;
 /// error (`--help` and `--version` print and return 0).
 ///
 /// Installs a [`hush_transport::set_connect_notice`] hook that prints
-/// "hush: waiting for ADDR: connection refused, retrying…" to stderr.
+/// "hush: waiting for ADDR: connection refused, retrying… (for up to 30 s);
+/// --connect-timeout SECS sets the wait" to stderr.
 pub fn run_with_args<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,

@@ -9,6 +9,10 @@ use clap::{Args, Parser, Subcommand};
 pub(crate) mod config;
 #[path = "report.rs"]
 pub(crate) mod report;
+#[path = "help.rs"]
+pub(crate) mod help;
+#[path = "records_md.rs"]
+pub(crate) mod records_md;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
@@ -63,11 +67,17 @@ enum Cmd {
     /// per-layer time, bytes and rounds as bar charts (inline SVG), and one
     /// table per benchmark. `hush bench ... --report OUT.html` writes one directly.
     Report {
-        /// The `--json` output (one JSON object per line).
-        input: std::path::PathBuf,
+        /// The `--json` output (one JSON object per line); with --markdown, any number of record files.
+        #[arg(required = true, num_args = 1..)]
+        inputs: Vec<std::path::PathBuf>,
         /// Where to write the HTML (default: the input with .html).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "markdown")]
         html: Option<std::path::PathBuf>,
+        /// Print Markdown tables to stdout instead (one per benchmark, human
+        /// units; every record must carry `cpu`, `date` and `load`, as the
+        /// records in bench/records/ do): the performance page of the docs.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Deployment configs (TOML): validate them and check that parties agree.
     Config {
@@ -87,8 +97,12 @@ enum Cmd {
     /// which peers pin with --pin.
     Keygen {
         /// Folder to write identity.key and identity.crt into (created; existing files are not overwritten).
-        #[arg(long)]
-        out: std::path::PathBuf,
+        #[arg(long, value_name = "DIR", required_unless_present = "show", conflicts_with = "show")]
+        out: Option<std::path::PathBuf>,
+        /// Print the fingerprint of an existing identity folder (one that
+        /// `hush keygen --out DIR` made) instead of making a new one.
+        #[arg(long, value_name = "DIR")]
+        show: Option<std::path::PathBuf>,
     },
     /// Boolean circuits: run all three parties in this process, or inspect a circuit.
     Circuit {
@@ -332,14 +346,22 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Import(a) => import(a),
         Cmd::Embed(a) => inference(hush_inference::encoder::embed_main(a)),
         Cmd::Plan(a) => inference(plan_main(a)),
-        Cmd::Report { input, html } => report::report_main(&input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
+        Cmd::Report { inputs, markdown: true, .. } => records_md::markdown_main(&inputs).map(|md| print!("{md}")),
+        Cmd::Report { inputs, html, .. } => match inputs.as_slice() {
+            [input] => report::report_main(input, html.as_deref()).map(|p| println!("wrote {}", p.display())),
+            _ => Err("report: one input file for HTML (several only with --markdown)".into()),
+        },
         Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
         Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
         Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
         Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
         Cmd::Fetch(a) => replicated(hush_replicated::cli::fetch_main(a)),
-        Cmd::Keygen { out } => {
-            let fp = hush_transport::peering::keygen(&out).map_err(|e| format!("keygen: {e}"))?;
+        Cmd::Keygen { out, show } => {
+            let fp = match (out, show) {
+                (_, Some(dir)) => hush_transport::Identity::load(&dir).map_err(|e| format!("keygen --show: {e}"))?.fingerprint(),
+                (Some(dir), None) => hush_transport::peering::keygen(&dir).map_err(|e| format!("keygen: {e}"))?,
+                (None, None) => return Err("keygen: give --out DIR (a new identity) or --show DIR (an existing one)".into()),
+            };
             println!("fingerprint {fp}");
             Ok(())
         }
@@ -502,7 +524,7 @@ fn bench_with_report(args: &[std::ffi::OsString]) -> Option<u8> {
 
 /// The connection notice of every command (see `hush_transport::notice`).
 fn print_connect_notice(msg: &str) {
-    eprintln!("hush: {msg}");
+    eprintln!("hush: {msg}; --connect-timeout SECS sets the wait");
 }
 
 /// Parses `args` and runs the command; the exit status (see
@@ -525,7 +547,10 @@ where
             return 2;
         }
     };
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = help::grouped(<Cli as clap::CommandFactory>::command())
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();

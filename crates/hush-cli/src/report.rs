@@ -18,6 +18,8 @@ use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::records_md::{human_bytes, human_secs};
+
 /// Largest input read.
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// Most records rendered.
@@ -107,15 +109,33 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
-/// A horizontal bar chart, one bar per label, as an inline SVG.
-pub fn bar_chart(title: &str, unit: &str, labels: &[String], values: &[f64]) -> String {
+/// Tick positions for an axis from 0 to at least `max`: steps of 1, 2 or 5
+/// × 10^k, about five of them; the last tick is the axis end (≥ `max`).
+/// Steps are at least `min_step` (1 for counts such as rounds).
+fn ticks_min_step(max: f64, min_step: f64) -> Vec<f64> {
+    if !(max > 0.0) || !max.is_finite() {
+        return vec![0.0, 1.0];
+    }
+    let raw = (max / 5.0).max(min_step);
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let n = (max / step - 1e-9).ceil().max(1.0) as usize;
+    (0..=n).map(|i| i as f64 * step).collect()
+}
+
+/// A horizontal bar chart, one bar per label, as an inline SVG; values
+/// shown by `fmt` (on the bars and the axis ticks).
+pub fn bar_chart_with(title: &str, unit: &str, labels: &[String], values: &[f64], fmt: &dyn Fn(f64) -> String, min_step: f64) -> String {
     let n = labels.len().min(values.len());
     let (left, right, top, bar, gap) = (170.0, 90.0, 34.0, 14.0, 4.0);
     let width = 820.0;
     let plot_w = width - left - right;
-    let height = top + n as f64 * (bar + gap) + 24.0;
+    let height = top + n as f64 * (bar + gap) + 30.0;
     let max = values.iter().take(n).cloned().filter(|v| v.is_finite()).fold(0.0f64, f64::max);
-    let scale = if max > 0.0 { plot_w / max } else { 0.0 };
+    let ticks = ticks_min_step(max, min_step);
+    let axis_end = *ticks.last().unwrap_or(&1.0);
+    let scale = if axis_end > 0.0 { plot_w / axis_end } else { 0.0 };
+    let axis_y = top + n as f64 * (bar + gap);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -123,7 +143,13 @@ pub fn bar_chart(title: &str, unit: &str, labels: &[String], values: &[f64]) -> 
         t = esc(title)
     );
     let _ = write!(s, r#"<text x="{left}" y="20" class="title">{} ({})</text>"#, esc(title), esc(unit));
-    let _ = write!(s, r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#888"/>"##, height - 20.0);
+    for t in &ticks {
+        let x = left + t * scale;
+        let _ = write!(s, r#"<line x1="{x:.2}" y1="{top}" x2="{x:.2}" y2="{:.2}" class="grid"/>"#, axis_y + 4.0);
+        let _ = write!(s, r#"<text x="{x:.2}" y="{:.2}" class="tick" text-anchor="middle">{}</text>"#, axis_y + 16.0, esc(&fmt(*t)));
+    }
+    let _ = write!(s, r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{axis_y}" stroke="#888"/>"##);
+    let _ = write!(s, r##"<line x1="{left}" y1="{axis_y}" x2="{:.2}" y2="{axis_y}" stroke="#888"/>"##, left + plot_w);
     for i in 0..n {
         let y = top + i as f64 * (bar + gap);
         let v = if values[i].is_finite() && values[i] > 0.0 { values[i] } else { 0.0 };
@@ -133,10 +159,9 @@ pub fn bar_chart(title: &str, unit: &str, labels: &[String], values: &[f64]) -> 
             label.push('…');
         }
         let _ = write!(s, r#"<text x="{}" y="{}" class="lab" text-anchor="end">{}</text>"#, left - 6.0, y + bar - 3.0, esc(&label));
-        let _ = write!(s, r#"<rect x="{left}" y="{y}" width="{w:.2}" height="{bar}" class="bar"><title>{}: {} {}</title></rect>"#, esc(&labels[i]), fmt_num(v), esc(unit));
-        let _ = write!(s, r#"<text x="{:.2}" y="{}" class="val">{}</text>"#, left + w + 4.0, y + bar - 3.0, fmt_num(v));
+        let _ = write!(s, r#"<rect x="{left}" y="{y}" width="{w:.2}" height="{bar}" class="bar"><title>{}: {}</title></rect>"#, esc(&labels[i]), esc(&fmt(v)));
+        let _ = write!(s, r#"<text x="{:.2}" y="{}" class="val">{}</text>"#, left + w + 4.0, y + bar - 3.0, esc(&fmt(v)));
     }
-    let _ = write!(s, r#"<text x="{left}" y="{}" class="lab">0</text><text x="{}" y="{}" class="lab" text-anchor="end">{}</text>"#, height - 6.0, left + plot_w, height - 6.0, fmt_num(max));
     s.push_str("</svg>");
     s
 }
@@ -184,9 +209,9 @@ fn layer_figures(r: &Value) -> Vec<String> {
     let b: Vec<f64> = layers.iter().map(|l| num(l, "bytes_sent") + num(l, "bytes_recv")).collect();
     let rd: Vec<f64> = layers.iter().map(|l| num(l, "rounds")).collect();
     vec![
-        bar_chart("Online time per layer", "ms", &labels, &t),
-        bar_chart("Bytes per layer, both directions", "bytes", &labels, &b),
-        bar_chart("Rounds per layer", "rounds", &labels, &rd),
+        bar_chart_with("Online time per layer", "ms, s", &labels, &t, &|ms| if ms == 0.0 { "0".into() } else { human_secs(ms / 1e3) }, 0.0),
+        bar_chart_with("Bytes per layer, both directions", "B, kB, MB, GB", &labels, &b, &|x| if x == 0.0 { "0".into() } else { human_bytes(x) }, 0.0),
+        bar_chart_with("Rounds per layer", "rounds", &labels, &rd, &fmt_num, 1.0),
     ]
 }
 
@@ -200,7 +225,82 @@ fn cell(v: &Value) -> Option<String> {
     }
 }
 
-/// One table per benchmark: a row per record, a column per scalar field.
+/// The columns of the per-benchmark comparison tables (those a record has):
+/// the settings that tell runs apart, then the headline costs. Every other
+/// field is in the record's key–value table.
+const KEY_COLS: &[&str] = &[
+    "model", "mode", "proto", "source", "op", "circuit", "n", "bits", "net", "client_profile", "wall_s", "online_s", "offline_s",
+    "setup_s", "bytes", "rounds", "cots_per_s", "blocks_per_s", "aes_per_s", "enc_batch_us", "dec_batch_us", "ct_pt_batch_us", "cpu", "date",
+    "load",
+];
+
+/// A field's value for a table cell: seconds (`*_s`) in ms/s and byte
+/// counts (`*bytes*`) in kB/MB/GB, the exact number kept as a tooltip.
+fn human_cell(key: &str, v: &Value) -> Option<String> {
+    let x = v.as_f64().filter(|x| x.is_finite());
+    match x {
+        Some(x) if key.ends_with("_s") && x > 0.0 => Some(format!("<span title=\"{}\">{}</span>", fmt_num(x), esc(&human_secs(x)))),
+        Some(x) if key.contains("bytes") && !key.contains("per_") && x >= 1000.0 => {
+            Some(format!("<span title=\"{}\">{}</span>", fmt_num(x), esc(&human_bytes(x))))
+        }
+        _ => cell(v),
+    }
+}
+
+fn fnum(r: &Value, k: &str) -> Option<f64> {
+    r.get(k).and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+/// The summary box of a record: online and offline time, bytes, rounds,
+/// and where and when it ran, in human units.
+fn summary(r: &Value) -> String {
+    let mut items: Vec<(&str, String)> = Vec::new();
+    if let Some(x) = fnum(r, "online_s").or(fnum(r, "wall_s")) {
+        items.push(("online", human_secs(x)));
+    }
+    if let Some(x) = fnum(r, "offline_s").or(fnum(r, "setup_s")) {
+        items.push(("offline", human_secs(x)));
+    }
+    if let Some(x) = fnum(r, "bytes") {
+        items.push(("bytes", if x >= 1000.0 { human_bytes(x) } else { format!("{} B", x as i64) }));
+    }
+    if let Some(x) = fnum(r, "rounds") {
+        items.push(("rounds", fmt_num(x)));
+    }
+    if let Some(x) = fnum(r, "client_peak_mem_bytes").or(fnum(r, "peak_mem_bytes")) {
+        items.push(("client peak memory", human_bytes(x)));
+    }
+    for (k, label) in [("cpu", "CPU"), ("date", "date"), ("load", "load")] {
+        if let Some(v) = r.get(k).and_then(cell).filter(|v| !v.is_empty()) {
+            items.push((label, v));
+        }
+    }
+    let mut s = String::from("<div class=\"summary\"><h3>Summary</h3><dl>");
+    for (k, v) in items {
+        // values are escaped already (cell) or built from numbers
+        let _ = write!(s, "<div><dt>{}</dt><dd>{}</dd></div>", esc(k), if k == "CPU" || k == "date" || k == "load" { v } else { esc(&v) });
+    }
+    s.push_str("</dl></div>");
+    s
+}
+
+/// A record's fields as a key–value table (scalars; arrays and objects by size).
+fn kv_table(r: &Value) -> String {
+    let Some(o) = r.as_object() else { return String::new() };
+    let mut s = format!("<details><summary>All {} fields</summary><table class=\"kv\"><tbody>", o.len());
+    for (k, v) in o {
+        let shown = match v {
+            Value::Array(a) => format!("({} entries)", a.len()),
+            Value::Object(m) => format!("({} fields)", m.len()),
+            v => human_cell(k, v).unwrap_or_default(),
+        };
+        let _ = write!(s, "<tr><th>{}</th><td>{shown}</td></tr>", esc(k));
+    }
+    s.push_str("</tbody></table></details>");
+    s
+}
+
+/// One table per benchmark: a row per record, the [`KEY_COLS`] it has.
 fn tables(records: &[Value]) -> String {
     let mut groups: Vec<(String, Vec<&Value>)> = Vec::new();
     for r in records {
@@ -212,18 +312,14 @@ fn tables(records: &[Value]) -> String {
     }
     let mut s = String::new();
     for (bench, rows) in groups {
-        let mut cols: Vec<String> = Vec::new();
-        for r in &rows {
-            if let Some(o) = r.as_object() {
-                for (k, v) in o {
-                    if cell(v).is_some() && !cols.contains(k) && cols.len() < 200 {
-                        cols.push(k.clone());
-                    }
-                }
-            }
-        }
+        let cols: Vec<&str> = KEY_COLS.iter().copied().filter(|k| rows.iter().any(|r| r.get(*k).and_then(cell).is_some())).collect();
         let caption = PAPER.iter().find(|(k, _)| *k == bench).map(|(_, c)| c.to_string()).unwrap_or_else(|| format!("Benchmark {bench}"));
-        let _ = write!(s, "<h2>{}</h2><p class=\"note\">{} record(s); this machine's numbers.</p><div class=\"scroll\"><table><thead><tr>", esc(&caption), rows.len());
+        let _ = write!(
+            s,
+            "<h2>{}</h2><p class=\"note\">{} record(s); this machine's numbers. Each record's other fields are under \"All fields\" above.</p><div class=\"scroll\"><table><thead><tr>",
+            esc(&caption),
+            rows.len()
+        );
         for c in &cols {
             let _ = write!(s, "<th>{}</th>", esc(c));
         }
@@ -231,7 +327,7 @@ fn tables(records: &[Value]) -> String {
         for r in &rows {
             s.push_str("<tr>");
             for c in &cols {
-                let v = r.get(c).and_then(cell).unwrap_or_default();
+                let v = r.get(*c).and_then(|v| human_cell(c, v)).unwrap_or_default();
                 let _ = write!(s, "<td>{v}</td>");
             }
             s.push_str("</tr>");
@@ -245,7 +341,11 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222
 .note{color:#666;font-size:.9em}.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.8em}\
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}th{background:#f3f3f3}\
 svg{display:block;margin:.6em 0}svg .title{font-size:13px;font-weight:600}svg .lab,svg .val{font-size:10px;fill:#333}\
-svg .bar{fill:#3b6ea8}figure{margin:0 0 1em 0}";
+svg .bar{fill:#3b6ea8}svg .grid{stroke:#e4e4e4}svg .tick{font-size:10px;fill:#555}figure{margin:0 0 1em 0}\
+.summary{border:1px solid #b9c9dd;background:#f4f8fc;border-radius:6px;padding:.4em 1em;margin:.6em 0;display:inline-block}\
+.summary h3{font-size:1em;margin:.2em 0 .4em}.summary dl{display:flex;flex-wrap:wrap;gap:.3em 1.6em;margin:0}\
+.summary dt{font-size:.75em;color:#555}.summary dd{margin:0;font-size:1.1em;font-weight:600}\
+table.kv th{text-align:left}table.kv td{text-align:left;white-space:normal}details{margin:.4em 0 1em}";
 
 /// The whole HTML page for `records` read from `source`.
 pub fn render(records: &[Value], source: &str) -> String {
@@ -257,14 +357,12 @@ pub fn render(records: &[Value], source: &str) -> String {
         n = records.len()
     );
     for (i, r) in records.iter().enumerate() {
-        let figs = layer_figures(r);
-        if figs.is_empty() {
-            continue;
-        }
         let _ = write!(s, "<h2>Record {}: {}</h2>", i + 1, esc(&record_title(r)));
-        for f in figs {
+        s.push_str(&summary(r));
+        for f in layer_figures(r) {
             let _ = write!(s, "<figure>{f}</figure>");
         }
+        s.push_str(&kv_table(r));
     }
     s.push_str(&tables(records));
     s.push_str("</body></html>\n");
@@ -304,6 +402,29 @@ mod tests {
         let h = render(&[r.clone(), r], "x.json");
         assert_eq!(h.matches("<svg").count(), 6);
         assert_eq!(h.matches("</svg>").count(), 6);
+    }
+
+    #[test]
+    fn summary_box_human_units_and_ticks() {
+        let r = json!({"bench": "infer", "model": "m", "online_s": 50.02, "offline_s": 0.0123, "bytes": 443935760u64, "rounds": 1636,
+            "cpu": "CPU<x>", "date": "2026-11-28T13:00:00Z", "load": "1.0",
+            "per_layer": [{"name": "a", "secs": 0.5, "bytes_sent": 2_000_000, "bytes_recv": 0, "rounds": 3}]});
+        let h = render(&[r], "x");
+        assert_eq!(h.matches("class=\"summary\"").count(), 1);
+        for want in ["50.0 s", "12.3 ms", "444 MB", "1636", "CPU&lt;x&gt;", "2026-11-28T13:00:00Z", "2.00 MB", "500 ms", "All 10 fields"] {
+            assert!(h.contains(want), "no {want}");
+        }
+        assert!(!h.contains("CPU<x>"));
+        let ticks = |m| ticks_min_step(m, 0.0);
+        assert_eq!(ticks(7.3), vec![0.0, 2.0, 4.0, 6.0, 8.0]);
+        assert_eq!(ticks(100.0), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(ticks(0.0), vec![0.0, 1.0]);
+        assert_eq!(ticks_min_step(2.0, 1.0), vec![0.0, 1.0, 2.0]);
+        assert!(ticks(2.0e6).len() >= 3 && *ticks(2.0e6).last().unwrap() >= 2.0e6);
+        // the comparison table keeps to the key columns
+        let wide = json!({"bench": "cot", "a1": 1, "a2": 2, "a3": 3, "wall_s": 0.5});
+        let t = tables(&[wide]);
+        assert!(t.contains("<th>wall_s</th>") && !t.contains("<th>a1</th>"));
     }
 
     #[test]

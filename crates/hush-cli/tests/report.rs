@@ -32,6 +32,11 @@ fn check_html(p: &Path) -> String {
     for t in ["Online time per layer", "Bytes per layer", "Rounds per layer", "conv_1"] {
         assert!(h.contains(t), "no {t}");
     }
+    // the summary box, human units (bytes in kB/MB, times in ms/s) and axis ticks
+    assert!(h.contains(r#"class="summary""#) && h.contains("<h3>Summary</h3>"), "no summary box");
+    assert!(h.contains(" MB<") || h.contains(" kB<"), "no bytes in kB/MB");
+    assert!(h.contains(" ms<") || h.contains(" s<"), "no times in ms/s");
+    assert!(h.matches(r#"class="tick""#).count() >= 3 * 3, "axes without ticks");
     assert!(!h.contains("<script"), "no scripts");
     assert_eq!(h.matches("http").count(), h.matches("http://www.w3.org/2000/svg").count(), "nothing to fetch (only the SVG namespace)");
     h
@@ -176,9 +181,10 @@ fn headless_browser_loads(b: &str, html: &Path, svgs: usize) {
         assert!(errs.is_empty(), "{b} logged console messages loading the report:\n{}", errs.join("\n"));
         let dom = String::from_utf8_lossy(&o.stdout);
         assert_eq!(dom.matches("<svg").count(), svgs, "{b} did not keep the SVGs in its DOM");
-        for t in ["Online time per layer", "Bytes per layer", "Rounds per layer"] {
+        for t in ["Online time per layer", "Bytes per layer", "Rounds per layer", "Summary", r#"class="summary""#, r#"class="tick""#] {
             assert!(dom.contains(t), "{b}'s DOM has no {t}");
         }
+        assert!(dom.contains(" MB<") || dom.contains(" kB<"), "{b}'s DOM has no bytes in kB/MB");
         // and a rendering
         let size = format!("--screenshot={}", shot.display());
         let o = chromium(b, &profile, &[&size, "--window-size=1000,2600"], &url);

@@ -138,11 +138,12 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     cfg.session_mem = parse_size(&a.session_mem)?;
     cfg.ahead_wait = std::time::Duration::from_secs(a.ahead_wait.max(1));
     cfg.max_sessions_per_addr = a.max_sessions_per_addr.max(1);
-    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush dealer: {s}"));
+    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush dealer: {s}", hush_transport::notice::timestamp()));
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);
     eprintln!(
-        "hush dealer: dealing on {} (dealer mode: one module per session and role, nothing kept after a session; trusted not to collude with either party)",
+        "{} hush dealer: dealing on {} (dealer mode: one module per session and role, nothing kept after a session; trusted not to collude with either party)",
+        hush_transport::notice::timestamp(),
         h.addr
     );
     h.wait();
@@ -521,9 +522,27 @@ pub(crate) fn mode_line(o: &Options) -> String {
     }
 }
 
+/// `hush serve` in dealer or malicious-client mode: reaches the dealer once
+/// at start (TCP, then TLS against `--dealer-pin`) and hangs up, so an
+/// unreachable dealer or a wrong pin stops the server now instead of failing
+/// its first client's session seconds later.
+fn check_dealer_at_start(o: &Options, addr: &str, pin: Option<hush_transport::Fingerprint>) -> Result<()> {
+    let sec = runtime::dealer_link(o, addr, pin)?;
+    let base = hush_tee::dealer::channel_options();
+    let copts = hush_transport::ChannelOptions { connect_timeout: o.link.connect_timeout_flag().unwrap_or(base.connect_timeout), ..base };
+    let ch = hush_transport::TcpChannel::connect_with(addr, copts, &sec).map_err(|e| {
+        Error::Config(format!("the dealer at {addr} cannot be reached at start: {e} (start `hush dealer` first; --dealer and --dealer-pin name it)"))
+    })?;
+    drop(ch);
+    Ok(())
+}
+
 pub fn serve_main(a: ServeArgs) -> Result<()> {
     needs_dealer_addr(&a.common, "hush serve")?;
     let o = options(&a.common, Some(&a.fixed), None)?;
+    if let Some((addr, pin)) = o.mode.dealer() {
+        check_dealer_at_start(&o, addr, pin)?;
+    }
     let limits = crate::limits::ServerLimits::new(
         a.session_mem.as_deref().map(crate::limits::parse_bytes).transpose()?,
         crate::limits::cap_flag(a.total_mem.as_deref(), "--total-mem")?,
@@ -534,11 +553,12 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         return crate::graph_serve::serve_graph_main(a, o, g);
     }
     let model = Arc::new(Model::load(&a.model)?);
-    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush serve: {s}"));
+    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush serve: {s}", hush_transport::notice::timestamp()));
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;
     print_identity("hush serve", &o.link);
     eprintln!(
-        "hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, {}",
+        "{} hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, {}",
+        hush_transport::notice::timestamp(),
         model.name,
         model.nodes.len(),
         model.input_shape,
@@ -554,7 +574,11 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     } else {
         format!("--proto auto: {} unless a client asks for another of {}", o.proto, o.mode.families().join(", "))
     };
-    eprintln!("hush serve: model digest {} (clients may require it with --model-digest); family {family}", crate::hello::architecture_digest(&model.header_json));
+    eprintln!(
+        "{} hush serve: model digest {} (clients may require it with --model-digest); family {family}",
+        hush_transport::notice::timestamp(),
+        crate::hello::architecture_digest(&model.header_json)
+    );
     h.wait();
     Ok(())
 }
@@ -618,6 +642,7 @@ pub fn infer_main(a: InferArgs) -> Result<()> {
     o.expect.model_digest = a.model_digest.clone();
     announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
+    note_raw_input(&a.input, &x);
     let mut s = runtime::connect(&a.connect, &o)?;
     if s.proto != o.proto {
         eprintln!("hush infer: protocol family {} (the server's; this client has --proto auto)", s.proto);
@@ -692,6 +717,26 @@ pub fn run_secure_batch(model: Arc<Model>, items: &[Vec<f64>], o: &Options, tcp:
     Ok(r)
 }
 
+/// A note on stderr when an input looks like raw integer data (e.g. uint8
+/// pixels 0..255): hush computes on the values as given, and a model
+/// trained on normalised inputs then predicts garbage without any error.
+fn note_raw_input(path: &Path, x: &[f64]) {
+    if let Some(line) = raw_input_note(path, x) {
+        eprintln!("hush: note: {line}");
+    }
+}
+
+/// The note of [`note_raw_input`], if `x` is all integers with one above 1.
+pub fn raw_input_note(path: &Path, x: &[f64]) -> Option<String> {
+    let max = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (max > 1.0 && x.iter().all(|v| v.fract() == 0.0)).then(|| {
+        format!(
+            "{} holds whole numbers up to {max} (raw pixels?); hush computes on them as given — if the model was trained on normalised inputs (e.g. pixels / 255), normalise them first",
+            path.display()
+        )
+    })
+}
+
 /// `hush run`: both parties locally (or a plaintext executor with --exec).
 pub fn run_main(a: RunArgs) -> Result<()> {
     let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
@@ -702,6 +747,7 @@ pub fn run_main(a: RunArgs) -> Result<()> {
     }
     let model = Arc::new(Model::load(&a.model)?);
     let (shape, x) = npy::read(&a.input)?;
+    note_raw_input(&a.input, &x);
     let items = inputs_of(&model, &shape, &x, a.batch)?;
     let t = Instant::now();
     let outs: Vec<Vec<f64>> = match a.exec.as_str() {

@@ -69,7 +69,11 @@ pub fn parse(b: &[u8]) -> Result<(Vec<usize>, Vec<f64>)> {
 
 pub fn read(path: &std::path::Path) -> Result<(Vec<usize>, Vec<f64>)> {
     let b = std::fs::read(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
-    parse(&b).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
+    // "input: x.npy: not a .npy file", not "input: x.npy: input: npy: not a .npy file"
+    parse(&b).map_err(|e| match e {
+        Error::Input(m) => Error::Input(format!("{}: {}", path.display(), m.strip_prefix("npy: ").unwrap_or(&m))),
+        e => Error::Input(format!("{}: {e}", path.display())),
+    })
 }
 
 /// `.npy` bytes of a little-endian f64 array.

@@ -177,7 +177,7 @@ impl TcpChannel {
         let name = addr.to_string();
         let addrs: Vec<SocketAddr> = addr
             .to_socket_addrs()
-            .map_err(|e| Error::Setup { peer: name.clone(), msg: format!("cannot resolve address: {e}") })?
+            .map_err(|e| Error::Setup { peer: name.clone(), msg: resolve_error(&name, &e) })?
             .collect();
         let s = connect_addrs(&addrs, &name, &opts)?;
         tls::establish(s, opts, sec, Role::Client, name)
@@ -340,9 +340,20 @@ impl TcpChannel {
 pub fn connect_retrying(addr: &str, opts: &ChannelOptions) -> Result<TcpStream> {
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
-        .map_err(|e| Error::Setup { peer: addr.into(), msg: format!("cannot resolve address: {e}") })?
+        .map_err(|e| Error::Setup { peer: addr.into(), msg: resolve_error(addr, &e) })?
         .collect();
     connect_addrs(&addrs, addr, opts)
+}
+
+/// Why `addr` could not be resolved; an address without a port gets
+/// "expected HOST:PORT" (the usual slip: `127.0.0.1` for `127.0.0.1:7000`).
+fn resolve_error(addr: &str, e: &std::io::Error) -> String {
+    let has_port = addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && !h.ends_with(':') && p.parse::<u16>().is_ok());
+    if has_port {
+        format!("cannot resolve address: {e}")
+    } else {
+        format!("cannot resolve address: expected HOST:PORT (e.g. 127.0.0.1:7000), got '{addr}'")
+    }
 }
 
 /// TCP connect with retries while refused, up to `opts.connect_timeout`.
@@ -377,7 +388,7 @@ fn connect_addrs(addrs: &[SocketAddr], name: &str, opts: &ChannelOptions) -> Res
         }
         if !noticed {
             noticed = true;
-            crate::notice::connect_notice(&crate::notice::waiting_line(name));
+            crate::notice::connect_notice(&crate::notice::waiting_line(name, opts.connect_timeout));
         }
         std::thread::sleep(Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now())));
     }

@@ -32,7 +32,7 @@ fn refused_connections_notice_once_then_fail_naming_the_address() {
     let e = TcpChannel::connect_with(addr.as_str(), opts.clone(), &LinkSecurity::Insecure).err().expect("refused");
     assert!(t.elapsed() >= Duration::from_millis(400), "{:?}", t.elapsed());
     assert_eq!(e.to_string(), format!("could not connect to {addr}: connection refused"));
-    assert_eq!(*SEEN.lock().unwrap(), vec![format!("waiting for {addr}: connection refused, retrying…")]);
+    assert_eq!(*SEEN.lock().unwrap(), vec![format!("waiting for {addr}: connection refused, retrying… (for up to 0.4 s)")]);
 
     // the plain-stream variant (3PC hello) behaves alike
     let addr = closed_addr();

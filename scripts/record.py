@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Runs a `hush bench` command and appends its `--json` records to
+bench/records/<bench>.jsonl, each stamped with where and when it ran:
+
+  date      UTC start time, RFC 3339
+  load      1-minute load average before and after the run ("0.52 → 1.90")
+  cores     CPUs the OS reports
+  cpu       /proc/cpuinfo's model name (kept if the record has its own)
+  command   the command as run (`hush bench ...`)
+  commit    `git describe --always --dirty` of the checkout
+
+Usage:
+  python3 scripts/record.py bench aes --seconds 1
+  python3 scripts/record.py --hush target/release/hush bench cot --n 1000000
+  python3 scripts/record.py --page      # regenerate docs/performance.md's records section
+
+`--page` runs `hush report --markdown bench/records/*.jsonl` and writes its
+output between the markers of docs/performance.md (crates/hush-cli/tests/
+docs_records.rs fails when they differ). Standard library only.
+"""
+
+import datetime
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORDS = os.path.join(ROOT, "bench", "records")
+PAGE = os.path.join(ROOT, "docs", "performance.md")
+BEGIN = "<!-- records:begin"
+END = "<!-- records:end -->"
+
+
+def find_hush(explicit):
+    if explicit:
+        return explicit
+    built = os.path.join(ROOT, "target", "release", "hush")
+    if os.path.exists(built):
+        return built
+    found = shutil.which("hush")
+    if not found:
+        sys.exit("record.py: no hush program (build with `cargo build --release -p hush-cli`, or pass --hush PATH)")
+    return found
+
+
+def load1():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and v.strip():
+                    return v.strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def page(hush):
+    files = sorted(glob.glob(os.path.join(RECORDS, "*.jsonl")))
+    rel = [os.path.relpath(f, ROOT) for f in files]
+    md = subprocess.run([hush, "report", "--markdown", *rel], cwd=ROOT, capture_output=True, text=True)
+    if md.returncode != 0:
+        sys.exit(f"record.py: hush report --markdown failed:\n{md.stderr}")
+    with open(PAGE, encoding="utf-8") as f:
+        text = f.read()
+    a = text.index(BEGIN)
+    a = text.index("\n", a) + 1
+    b = text.index(END)
+    with open(PAGE, "w", encoding="utf-8") as f:
+        f.write(text[:a] + md.stdout + text[b:])
+    print(f"record.py: {os.path.relpath(PAGE, ROOT)}: {len(files)} record files", file=sys.stderr)
+
+
+def main(argv):
+    hush = None
+    if len(argv) >= 2 and argv[0] == "--hush":
+        hush, argv = argv[1], argv[2:]
+    hush = find_hush(hush)
+    if argv == ["--page"]:
+        page(hush)
+        return 0
+    if not argv or argv[0] != "bench":
+        sys.exit(__doc__)
+    args = list(argv)
+    if "--json" not in args:
+        args.append("--json")
+    started = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    before = load1()
+    run = subprocess.run([hush, *args], stdout=subprocess.PIPE, text=True)
+    after = load1()
+    if run.returncode != 0:
+        sys.exit(f"record.py: `hush {' '.join(args)}` failed ({run.returncode}); nothing recorded")
+    stamp = {
+        "date": started.isoformat().replace("+00:00", "Z"),
+        "load": f"{before:.2f} → {after:.2f}",
+        "cores": os.cpu_count(),
+        "command": "hush " + " ".join(a for a in args if a != "--json"),
+        "commit": commit(),
+    }
+    os.makedirs(RECORDS, exist_ok=True)
+    n = 0
+    for line in run.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        rec = json.loads(line)
+        rec.setdefault("cpu", cpu_model())
+        rec.update(stamp)
+        path = os.path.join(RECORDS, f"{rec.get('bench', 'other')}.jsonl")
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
+        n += 1
+        print(f"record.py: {os.path.relpath(path, ROOT)} += {rec.get('bench')} ({stamp['date']}, load {stamp['load']})", file=sys.stderr)
+    if n == 0:
+        sys.exit("record.py: the command printed no JSON record")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
