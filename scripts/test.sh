@@ -8,6 +8,12 @@ echo "== Documentation links" >&2
 python3 scripts/check_links.py
 bash scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
+# a headless browser for the report's rendering test (crates/hush-cli/tests/
+# report.rs; it is skipped, saying so, where none can be installed)
+if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "test: installing chromium (headless report check)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "test: chromium could not be installed; the browser check will be skipped" >&2
+fi
 echo "== Rust tests" >&2
 cargo test --release --workspace
 # tfhe-ntt picks its kernels at run time with no switch: on an AVX-512 CPU
