@@ -471,3 +471,43 @@ fn review_stream_rss() {
         hush_transport::admission::return_free_memory();
     }
 }
+
+/// The session budget a server announces for its model (issue 33: "sized
+/// from the session's announced model") replaces the dealer's cap for that
+/// session: a client alone is refused at the announced budget on a dealer
+/// whose `--session-mem` is the default 1 GiB; an announcement above the
+/// cap is clamped to it.
+#[test]
+fn a_server_announced_budget_sizes_its_session() {
+    use hush_2pc::deal::tami::{Flavor, TamiShape, TamiTables};
+    let t = tls();
+    let mut cfg = DealerConfig::new(t.dealer.clone(), hush_2pc::deal::kinds());
+    cfg.ahead_wait = Duration::from_millis(300);
+    assert_eq!(cfg.session_mem, dealer::DEFAULT_SESSION_MEM);
+    let h = dealer::serve("127.0.0.1:0", cfg, Arc::new(|_| {})).unwrap();
+    let addr = h.addr.to_string();
+    let none = hush_transport::NetProfile::none();
+    let shape = TamiShape::new(64, 5, 8, Flavor::Relu);
+    let n = 1u32 << 13;
+    let sid = dealer::new_session_id();
+    let s = DealerModule::connect_announced(&addr, &t.party, &none, None, &sid, ModuleRole::Sender, Some(4 << 20)).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let mut c = join(&h, &t, &sid, ModuleRole::Receiver).unwrap().with_kinds(hush_2pc::deal::kinds());
+    let mut refused = None;
+    let mut admitted = 0;
+    for b in 1..=64u64 {
+        match c.call(&Request::Deal(TamiTables::request(b, n, &shape))) {
+            Ok(_) => admitted += 1,
+            Err(e) => {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let e = refused.expect("a client alone past the announced 4 MiB was never refused");
+    assert!(e.contains("unclaimed"), "{e}");
+    // one server share is ≈ 1.5 MB: a few admitted, far fewer than the 1 GiB cap would allow
+    assert!((2..=6).contains(&admitted), "{admitted} admitted under a 4 MiB announcement");
+    drop((s, c));
+    wait_for("sessions to end", || h.live_sessions() == 0);
+    h.shutdown();
+}

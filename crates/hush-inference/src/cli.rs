@@ -106,8 +106,8 @@ pub struct DealerArgs {
     /// Per session: bytes of shares held dealt-but-unclaimed for one role
     /// (computed on the other role's request). A role that asks for more
     /// while this much waits for its peer is held without computing, then
-    /// refused (--ahead-wait). Default 1GiB: four times a party's default
-    /// pre-dealing budget.
+    /// refused (--ahead-wait). Each session's budget is what its server
+    /// announces for its model; this is the cap (default 1GiB).
     #[arg(long, default_value = "1GiB")]
     pub session_mem: String,
     /// Seconds a request ahead of --session-mem is held for the peer to

@@ -444,17 +444,21 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     // a client that names no budget gets none (it would not pre-deal);
     // the HE modes deal nothing
     let predeal_mem = if opts.mode.he() { 0 } else { hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem) };
-    let provider = match server_provider(opts) {
+    let (chunk, predeal_mem) = fit_for_client(model, plan, &proto, hello, opts.chunk, predeal_mem);
+    let (chunk, predeal_mem, admitted) = match crate::limits::admit(&opts.limits, model, plan, &proto, chunk, predeal_mem) {
+        Ok(a) => a,
+        Err(msg) => return Err(refuse(ch, msg)),
+    };
+    // the dealer session's budget for dealt-but-unclaimed shares, from this
+    // model (issue 33): a party runs ahead of its peer by at most the
+    // session's pre-dealing budget and one step's dealing (the lookahead)
+    let announce = crate::budget::lookahead_bytes(plan, &proto, chunk).ok().map(|l| 2 * (predeal_mem + l) + SESSION_MEM_SLACK);
+    let provider = match server_provider_for(opts, announce) {
         Ok(p) => p,
         Err(e) => {
             let _ = ch.send(json!({"ok": false, "error": format!("the server cannot provide correlations: {e}")}).to_string().as_bytes());
             return Err(e);
         }
-    };
-    let (chunk, predeal_mem) = fit_for_client(model, plan, &proto, hello, opts.chunk, predeal_mem);
-    let (chunk, predeal_mem, admitted) = match crate::limits::admit(&opts.limits, model, plan, &proto, chunk, predeal_mem) {
-        Ok(a) => a,
-        Err(msg) => return Err(refuse(ch, msg)),
     };
     let mut reply = json!({
         "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": chunk,
@@ -586,12 +590,22 @@ pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) 
 /// session at the dealer (so the session's sender role is claimed before
 /// its id leaves this process).
 pub(crate) fn server_provider(opts: &Options) -> Result<Provider> {
+    server_provider_for(opts, None)
+}
+
+/// Slack added to an announced dealer-session budget (the dealer's own
+/// batches in flight).
+pub const SESSION_MEM_SLACK: u64 = 64 << 20;
+
+/// [`server_provider`], announcing to a dealer the session's budget for
+/// dealt-but-unclaimed shares (`None`: the dealer's cap).
+pub(crate) fn server_provider_for(opts: &Options, announce: Option<u64>) -> Result<Provider> {
     match &opts.mode {
         Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
         Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
         Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
-            let m = hush_tee::DealerModule::connect_timed(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender)?
+            let m = hush_tee::DealerModule::connect_announced(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender, announce)?
                 .with_kinds(hush_2pc::deal::kinds());
             let fp = m.dealer_fingerprint();
             Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })

@@ -112,13 +112,17 @@ pub const DEFAULT_PLAN_MEM: u64 = 1 << 30;
 /// Default bound on connections in their set-up ([`DealerConfig::max_pending`]).
 pub const DEFAULT_MAX_PENDING: usize = 256;
 
-/// Default [`DealerConfig::session_mem`]: 1 GiB of shares one role may
-/// hold dealt-but-unclaimed for the other. An honest party runs ahead of
-/// its peer by at most its pre-dealing budget (`--predeal-mem`, 256 MiB by
-/// default) plus a batch; the default is four times that. (The join
-/// carries no model, so the dealer cannot size it per model; a server
-/// with larger pre-dealing raises `hush dealer --session-mem`.)
+/// Default [`DealerConfig::session_mem`]: the cap, 1 GiB, on the shares
+/// one role may hold dealt-but-unclaimed for the other. A session's own
+/// budget is what its server announces in its join, sized from its model:
+/// an honest party runs ahead of its peer by at most its pre-dealing
+/// budget plus one step's dealing (`hush_inference::runtime` announces
+/// twice that plus slack), clamped to [[`MIN_SESSION_MEM`], the cap]. A
+/// server that announces nothing gets the cap. Only the server's join may
+/// carry it, so a client cannot raise its own allowance.
 pub const DEFAULT_SESSION_MEM: u64 = 1 << 30;
+/// The smallest announced session budget honoured.
+pub const MIN_SESSION_MEM: u64 = 1 << 20;
 /// Default [`DealerConfig::ahead_wait`].
 pub const DEFAULT_AHEAD_WAIT: Duration = Duration::from_secs(60);
 /// Default [`DealerConfig::max_sessions_per_addr`].
@@ -338,7 +342,7 @@ pub fn serve(addr: &str, cfg: DealerConfig, log: Arc<dyn Fn(String) + Send + Syn
 }
 
 /// Claims (session, role) in the table; returns the session's seed.
-fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, source: Option<std::net::IpAddr>, cfg: &DealerConfig) -> std::result::Result<(Zeroizing<[u8; 32]>, Arc<Paired>), String> {
+fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, source: Option<std::net::IpAddr>, cfg: &DealerConfig, announced: Option<u64>) -> std::result::Result<(Zeroizing<[u8; 32]>, Arc<Paired>), String> {
     let mut t = table.lock().map_err(|_| "dealer table poisoned".to_string())?;
     match role {
         ModuleRole::Sender => {
@@ -364,7 +368,11 @@ fn claim(table: &Mutex<Table>, session: &SessionId, role: ModuleRole, source: Op
                 Some(s) => seed.copy_from_slice(&s),
                 None => Prg::from_os().fill_bytes(&mut *seed),
             }
-            let paired = Arc::new(Paired { budget: cfg.session_mem, ahead_wait: cfg.ahead_wait, ..Paired::default() });
+            // the session's budget: what its server announced for its model
+            // (sized to let an honest party run ahead by its pre-dealing and
+            // one step), never above the dealer's cap `--session-mem`
+            let budget = announced.map_or(cfg.session_mem, |a| a.clamp(MIN_SESSION_MEM.min(cfg.session_mem), cfg.session_mem));
+            let paired = Arc::new(Paired { budget, ahead_wait: cfg.ahead_wait, ..Paired::default() });
             t.sessions.insert(*session, Slot { seed: seed.clone(), receiver_claimed: false, live_connections: 1, paired: paired.clone(), source });
             Ok((seed, paired))
         }
@@ -395,19 +403,34 @@ fn release(table: &Mutex<Table>, session: &SessionId) {
     }
 }
 
-fn encode_join(session: &SessionId, role: ModuleRole) -> Vec<u8> {
+/// A join: MAGIC, the role, the session id, and (a server's, optionally)
+/// the session budget it announces for its model: 8 bytes, little-endian.
+fn encode_join(session: &SessionId, role: ModuleRole, announce: Option<u64>) -> Vec<u8> {
     let mut m = MAGIC.to_vec();
     m.push(role.byte());
     m.extend_from_slice(session);
+    if let Some(a) = announce {
+        m.extend_from_slice(&a.to_le_bytes());
+    }
     m
 }
 
-fn decode_join(m: &[u8]) -> Result<(SessionId, ModuleRole)> {
-    if m.len() != MAGIC.len() + 33 || &m[..MAGIC.len()] != MAGIC {
+fn decode_join(m: &[u8]) -> Result<(SessionId, ModuleRole, Option<u64>)> {
+    let k = MAGIC.len();
+    if !(m.len() == k + 33 || m.len() == k + 41) || &m[..k] != MAGIC {
         return Err(Error::Malformed("not a hush dealer join message (v1)".into()));
     }
-    let role = ModuleRole::from_byte(m[MAGIC.len()])?;
-    Ok((m[MAGIC.len() + 1..].try_into().expect("32 bytes"), role))
+    let role = ModuleRole::from_byte(m[k])?;
+    let session: SessionId = m[k + 1..k + 33].try_into().map_err(|_| Error::Malformed("join: session id".into()))?;
+    let announce = if m.len() == k + 41 {
+        if role != ModuleRole::Sender {
+            return Err(Error::Malformed("join: only the server (sender) announces a session budget".into()));
+        }
+        Some(u64::from_le_bytes(m[k + 33..].try_into().map_err(|_| Error::Malformed("join: budget".into()))?))
+    } else {
+        None
+    };
+    Ok((session, role, announce))
 }
 
 fn role_name(r: ModuleRole) -> &'static str {
@@ -447,14 +470,14 @@ fn connection(stream: TcpStream, source: std::net::IpAddr, table: &Mutex<Table>,
         let _ = ch.send(&Response::Established.encode());
         return Ok("probe answered (a party checking its dealer; no session)".into());
     }
-    let (session, role) = match decode_join(&join) {
+    let (session, role, announced) = match decode_join(&join) {
         Ok(j) => j,
         Err(e) => {
             let _ = ch.send(&Response::Error(e.to_string()).encode());
             return Err(e);
         }
     };
-    let (seed, paired) = match claim(table, &session, role, Some(source), cfg) {
+    let (seed, paired) = match claim(table, &session, role, Some(source), cfg, announced) {
         Ok(s) => s,
         Err(e) => {
             let _ = ch.send(&Response::Error(format!("dealer refused the {}: {e}", role_name(role))).encode());
@@ -1090,11 +1113,27 @@ impl DealerModule {
         session: &SessionId,
         role: ModuleRole,
     ) -> Result<Self> {
+        Self::connect_announced(addr, sec, profile, connect_timeout, session, role, None)
+    }
+
+    /// [`DealerModule::connect_timed`]; a server (sender) may announce the
+    /// session's budget for dealt-but-unclaimed shares, sized from its
+    /// model ([`DealerConfig::session_mem`] caps it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn connect_announced(
+        addr: &str,
+        sec: &LinkSecurity,
+        profile: &hush_transport::NetProfile,
+        connect_timeout: Option<Duration>,
+        session: &SessionId,
+        role: ModuleRole,
+        announce: Option<u64>,
+    ) -> Result<Self> {
         let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
         let base = channel_options();
         let opts = ChannelOptions { profile: profile.clone(), connect_timeout: connect_timeout.unwrap_or(base.connect_timeout), ..base };
         let mut ch = TcpChannel::connect_with(addr, opts, sec).map_err(lost)?;
-        ch.send(&encode_join(session, role)).map_err(lost)?;
+        ch.send(&encode_join(session, role, announce.filter(|_| role == ModuleRole::Sender))).map_err(lost)?;
         ch.set_timeout(JOIN_TIMEOUT);
         let r = Response::decode(&ch.recv().map_err(lost)?)?;
         match &r {
