@@ -8,9 +8,9 @@ use clap::Command;
 /// The groups of `hush --help`, in order. A subcommand in no group (a new
 /// one) is listed under "Other commands", so none is ever hidden.
 pub(crate) const GROUPS: &[(&str, &[&str])] = &[
-    ("Private inference (a client and a model server)", &["demo", "run", "serve", "infer", "dealer", "embed", "import"]),
+    ("Private inference (a client and a model server)", &["demo", "run", "serve", "infer", "dealer", "embed", "plan", "import"]),
     ("Three-party circuit service (Araki et al.)", &["node", "job", "share", "fetch", "circuit"]),
-    ("Training (vertical logistic regression)", &["train", "predict"]),
+    ("Training (vertical logistic regression)", &["psi", "train", "predict"]),
     ("Tools", &["keygen", "config", "bench", "report", "demo-cot"]),
 ];
 

@@ -50,9 +50,10 @@ enum Cmd {
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// Private sentence embeddings with a BERT-family encoder (MiniLM-L6,
-    /// BERT) from ONNX: both parties in this process, tee mode (trusted
-    /// module simulated — gives no hardware protection).
+    /// Private embeddings or outputs of a transformer encoder from ONNX
+    /// (torch.onnx/optimum exports, or scripts/minilm.py's graph): both
+    /// parties in this process (tee mode, module simulated — no hardware
+    /// protection), or with --connect against `hush serve` (tee or dealer).
     Embed(hush_inference::encoder::EmbedArgs),
     /// Plans an encoder graph (.onnx) step by step: for each layer with the
     /// server's weights, the backend (module-dealt or dealt triples) with
