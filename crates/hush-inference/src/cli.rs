@@ -192,7 +192,10 @@ pub struct FixedArgs {
 
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
-    /// Model: a .hushm file, or .onnx (converted in this process by the built-in importer).
+    /// Model: a .hushm file, or .onnx — a CNN (converted in this process by
+    /// the built-in importer) or a transformer encoder as torch.onnx.export
+    /// or optimum write it (served by the graph runtime in tee or dealer
+    /// mode; clients connect with `hush embed --connect`).
     #[arg(long)]
     pub model: PathBuf,
     /// Address to listen on, e.g. 0.0.0.0:7000.

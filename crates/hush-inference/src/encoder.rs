@@ -373,26 +373,15 @@ impl<'a> Runner<'a> {
     fn linear(&mut self, ch: &mut dyn Channel, op: impl FnOnce(&Quantized, usize) -> LinearOp, in_len: usize, out_len: usize, x: &ArithShare) -> Result<ArithShare> {
         let id = self.next_id;
         self.next_id += 1;
-        let y = match self.role {
-            Role::Clear => {
-                let op = op(self.weights()?, self.t());
-                let mut y = vec![0u64; out_len];
-                op.apply(self.fx.bits, &x.v, &mut y);
-                y
-            }
-            Role::Server => {
-                let op = op(self.weights()?, self.t());
-                let m = self.module.as_mut().ok_or_else(|| Error::Config("no module".into()))?;
-                linear::load(m, id, &op)?;
-                let d = linear::deal(m, &self.fx, id, 0, in_len, out_len)?;
-                linear::server_with(ch, &self.fx, d, &op, &x.v)?
-            }
-            Role::Client => {
-                let m = self.module.as_mut().ok_or_else(|| Error::Config("no module".into()))?;
-                let d = linear::deal(m, &self.fx, id, 0, in_len, out_len)?;
-                linear::client_with(ch, &self.fx, d, &x.v, out_len)?
-            }
+        let side = match self.role {
+            Role::Server => linear::Side::Server,
+            Role::Client => linear::Side::Client,
+            Role::Clear => linear::Side::Clear,
         };
+        let (w, t) = (self.weights(), self.t());
+        let m = self.module.as_mut().map(|m| m as &mut dyn hush_tee::TrustedModule);
+        // `op` is built only where the weights are (never at the client)
+        let y = linear::apply(side, m, ch, &self.fx, id, || Ok(op(w?, t)), in_len, out_len, &x.v)?;
         Ok(ArithShare::new(self.ring, y))
     }
 

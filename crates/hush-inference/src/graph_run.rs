@@ -265,26 +265,13 @@ impl<'a> Exec<'a> {
     fn linear(&mut self, ch: &mut dyn Channel, op: impl FnOnce() -> LinearOp, in_len: usize, out_len: usize, x: &ArithShare) -> Result<ArithShare> {
         let id = self.next_id;
         self.next_id += 1;
-        let y = match self.role {
-            Role::Clear => {
-                let mut y = vec![0u64; out_len];
-                op().apply(self.fx.bits, &x.v, &mut y);
-                y
-            }
-            Role::Server => {
-                let op = op();
-                let m = self.module.as_mut().ok_or_else(|| Error::Config("no module".into()))?;
-                linear::load(m, id, &op)?;
-                let d = linear::deal(m, &self.fx, id, 0, in_len, out_len)?;
-                linear::server_with(ch, &self.fx, d, &op, &x.v)?
-            }
-            Role::Client => {
-                let m = self.module.as_mut().ok_or_else(|| Error::Config("no module".into()))?;
-                let d = linear::deal(m, &self.fx, id, 0, in_len, out_len)?;
-                linear::client_with(ch, &self.fx, d, &x.v, out_len)?
-            }
+        let side = match self.role {
+            Role::Server => linear::Side::Server,
+            Role::Client => linear::Side::Client,
+            Role::Clear => linear::Side::Clear,
         };
-        Ok(ArithShare::new(self.ring, y))
+        let m = self.module.as_mut().map(|m| m as &mut dyn hush_tee::TrustedModule);
+        Ok(ArithShare::new(self.ring, linear::apply(side, m, ch, &self.fx, id, || Ok(op()), in_len, out_len, &x.v)?))
     }
 
     /// The server's ring values as a sharing (W, 0).

@@ -91,6 +91,53 @@ fn linear_call(module: &mut dyn TrustedModule, req: LinearRequest) -> Result<Lin
     }
 }
 
+/// Which side runs a module-dealt linear layer ([`apply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Server,
+    Client,
+    /// both parties' data in one place: y = W·x in the clear (references)
+    Clear,
+}
+
+/// One module-dealt linear layer `layer` at one side: the server loads the
+/// weights (`op`, built only where they are) into its module and both sides
+/// run the dealt product; in the clear the product is computed directly.
+/// Returns this side's share of y = W·x (no truncation).
+#[allow(clippy::too_many_arguments)]
+pub fn apply(
+    side: Side,
+    module: Option<&mut dyn TrustedModule>,
+    ch: &mut dyn Channel,
+    cfg: &FixedConfig,
+    layer: u32,
+    op: impl FnOnce() -> Result<LinearOp>,
+    in_len: usize,
+    out_len: usize,
+    x: &[u64],
+) -> Result<Vec<u64>> {
+    let no_module = || Error::Config("linear layer: no module".into());
+    match side {
+        Side::Clear => {
+            let mut y = vec![0u64; out_len];
+            op()?.apply(cfg.bits, x, &mut y);
+            Ok(y)
+        }
+        Side::Server => {
+            let op = op()?;
+            let m = module.ok_or_else(no_module)?;
+            load(m, layer, &op)?;
+            let d = deal(m, cfg, layer, 0, in_len, out_len)?;
+            server_with(ch, cfg, d, &op, x)
+        }
+        Side::Client => {
+            let m = module.ok_or_else(no_module)?;
+            let d = deal(m, cfg, layer, 0, in_len, out_len)?;
+            client_with(ch, cfg, d, x, out_len)
+        }
+    }
+}
+
 /// Server: binds the weights of every linear layer to its module (once per session).
 pub fn load(module: &mut dyn TrustedModule, layer: u32, op: &LinearOp) -> Result<()> {
     linear_call(module, LinearRequest::Load { layer, op: op.clone() })?;
