@@ -254,6 +254,13 @@ impl Program {
     /// of the step's slot inputs, index in it). Errors if the node would
     /// mix a constant into the private value.
     pub fn move_map(&self, step: &Step) -> Result<Vec<(u32, u32)>> {
+        self.move_checked(step).map(|(_, map, _)| map)
+    }
+
+    /// A movement step run once on index tensors: its output shape, its
+    /// index map (checked: no constant mixed into the private value) and
+    /// its bound (the largest of its sources').
+    fn move_checked(&self, step: &Step) -> Result<(Vec<usize>, Vec<(u32, u32)>, f64)> {
         let Step::Move { node, ins, output, .. } = step else { return bad("not a data-movement step") };
         let (t, offsets) = self.move_eval(node, ins, *output)?;
         let total = offsets.last().map_or(0, |(o, s)| o + self.slot_len(*s));
@@ -266,7 +273,8 @@ impl Program {
             let k = offsets.iter().rposition(|(o, _)| *o <= g).unwrap_or(0);
             map.push((k as u32, (g - offsets[k].0) as u32));
         }
-        Ok(map)
+        let bound = offsets.iter().map(|(_, s)| self.slots[*s].bound).fold(0.0, f64::max);
+        Ok((t.shape, map, bound))
     }
 
     fn slot_len(&self, s: Slot) -> usize {
@@ -305,12 +313,7 @@ impl Program {
 
     /// The shape and bound (the largest of its sources') of a movement step.
     fn move_shape(&self, step: &Step) -> Result<(Vec<usize>, f64)> {
-        let Step::Move { node, ins, output, .. } = step else { return bad("not a data-movement step") };
-        let (t, offsets) = self.move_eval(node, ins, *output)?;
-        let map = self.move_map(step)?;
-        let bound = offsets.iter().map(|(_, s)| self.slots[*s].bound).fold(0.0, f64::max);
-        let _ = map;
-        Ok((t.shape, bound))
+        self.move_checked(step).map(|(shape, _, bound)| (shape, bound))
     }
 
     /// For a [`Step::Mask`]: the client value's element added to each
