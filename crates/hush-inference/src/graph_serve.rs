@@ -95,6 +95,12 @@ pub type PlanCache = Arc<std::sync::Mutex<HashMap<String, GraphOptions>>>;
 /// preset is the only sound candidate, so nothing is measured).
 pub fn server_plan(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: &Options, cache: &PlanCache) -> Result<GraphOptions> {
     let dealer = matches!(opts.mode, Mode::Dealer { .. });
+    let p = server_plan_unchecked(o, prog, choice, opts, cache, dealer)?;
+    p.validate(prog, dealer)?;
+    Ok(p)
+}
+
+fn server_plan_unchecked(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: &Options, cache: &PlanCache, dealer: bool) -> Result<GraphOptions> {
     match choice {
         PlanChoice::Preset => Ok(o.clone()),
         PlanChoice::File { plan, .. } => o.with_plan_file(prog, plan, dealer),
