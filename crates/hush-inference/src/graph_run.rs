@@ -125,10 +125,11 @@ pub struct GraphOptions {
     pub public_bound: Option<f64>,
 }
 
-/// The dealer preset's public comparison bound (real units): 2^16, which
-/// sizes GeLU's and Softmax's comparisons at about 31 bits instead of 64
-/// (BERT-base's largest proven bound, its attention scores, is ≈ 1.2·10^4).
-pub const PUBLIC_CMP_BOUND: f64 = 65536.0;
+/// The dealer preset's public comparison bound (real units): 2^24, which
+/// sizes GeLU's and Softmax's comparisons at about 39 bits instead of 64.
+/// Softmax inputs carry the attention mask's large negative constant:
+/// torch-style exports' masked scores are proven to ≈ 2.1·10^6.
+pub const PUBLIC_CMP_BOUND: f64 = 16_777_216.0;
 
 impl GraphOptions {
     /// The tee preset: weights in the server's module, bound-sized comparisons.
