@@ -406,12 +406,6 @@ impl Session {
         self.pending.len()
     }
 
-    /// μ (the server's MAC key; 0 at the client), for the CKKS linear
-    /// layers of [`crate::crisp_ckks`], which add the bias as b + i·μb.
-    pub(crate) fn mac_key(&self) -> u128 {
-        self.mu
-    }
-
     pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.closed {
             return Err(invalid("CRISP session already checked: no further gates"));
@@ -734,6 +728,16 @@ impl LinBatch {
     /// Whether [`linear_prepare`] ran.
     pub fn is_prepared(&self) -> bool {
         self.prepared
+    }
+
+    /// A prepared triple whose input-independent parts were made another
+    /// way ([`crate::crisp_ckks::prepare`]: the product with W by HE on
+    /// dealer-made ciphertexts). Server: `beta` = β_0, `c`, `c2` its output
+    /// parts (c2 already includes f(W̃, β_0)); client: `b` = B, `beta` = β_1,
+    /// `c`, `c2` its output shares. [`linear`] then runs unchanged.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepared_parts(party: Party, lift: Lift, epoch: u64, shape: LinShape, b: Vec<u128>, beta: Vec<u128>, c: Vec<u128>, c2: Vec<u128>) -> LinBatch {
+        LinBatch { party, lift, epoch, shape, a: Vec::new(), b, beta, c, c2, prepared: true }
     }
 }
 
