@@ -1,7 +1,7 @@
 //! Model-level inference against a **malicious client** (CRISP, issue 14)
 //! in dealer mode. Two linear backends ([`LinearBackend`]): `dealt`, the
-//! default, this module's, and `ckks`, CRISP's own linear layers
-//! ([`crate::crisp_ckks`]; opt-in: see its well-formedness gap). This
+//! default, this module's, and `ckks`, CRISP's CKKS-packed linear layers
+//! on dealer-made ciphertexts ([`crate::crisp_ckks`]; opt-in). This
 //! module: a [`Plan`] run on authenticated shares
 //! ([`hush_2pc::crisp`]) — private-weight linear layers
 //! ([`hush_2pc::crisp::linear`], dealer-dealt bilinear triples; the dealer
@@ -514,21 +514,17 @@ pub fn party_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u8,
 ///   itself, so the check's verdict is independent of W (no selective
 ///   failure; `hush_2pc::crisp`, "No selective failure", and the test
 ///   `crisp_selective.rs`).
-/// * `ckks`: CRISP's own layers (§IV; [`crate::crisp_ckks`]): no dealer for
-///   the linear part, but without CRISP's zero-knowledge proof of plaintext
-///   knowledge (not built) a malicious client can add a raw polynomial to
-///   its ciphertext and learn about one bit of a linear function of W of
-///   its choice per revealed coefficient and inference **without failing
-///   the check** (`hush_rlwe::ckks_crisp`, "Well-formedness"; the test
-///   `malformed_ciphertext_gap_is_real_and_bounded` reads a weight's sign
-///   that way). It also keeps issue 36's **selective failure**: the server
-///   multiplies client-encrypted shares (value and MAC) by W, so a
-///   value-preserving error e in them reaches the check as W·(e′ − μe) and
-///   the verdict says whether W annihilates it (a zero, equal or even
-///   column) — the dealt backend's fix (open x − B under a MAC first)
-///   needs the masks' ciphertexts to come from an honest party, which is
-///   not built (docs/security-malicious-client.md). Opt-in, and announced
-///   by [`CKKS_GAP_WARNING`].
+/// * `ckks`: CRISP's CKKS packing (§IV; [`crate::crisp_ckks`]): the product
+///   with W is one homomorphic product giving value and MAC, run
+///   **offline on ciphertexts the dealer makes** of an authenticated mask
+///   (issue 36); online the client sends the same MAC-checked opening as
+///   with `dealt`. The client sends no ciphertext, so neither CRISP's
+///   missing zero-knowledge proof (the well-formedness gap of
+///   `hush_rlwe::ckks_crisp`) nor the selective failure through W applies
+///   (`hush_2pc::crisp_ckks`, "No selective failure"; the test
+///   `crisp_selective.rs`). Opt-in: it costs more offline (the dealer's
+///   ciphertexts, the server's HE product and its response); announced by
+///   [`CKKS_GAP_WARNING`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinearBackend {
     #[default]
@@ -536,8 +532,10 @@ pub enum LinearBackend {
     Ckks,
 }
 
-/// What hush prints when `--crisp-linear ckks` is chosen.
-pub const CKKS_GAP_WARNING: &str = "--crisp-linear ckks: CRISP's CKKS linear layers without a zero-knowledge proof of plaintext knowledge (not built here): a malicious client can learn about one bit of a chosen linear function of the weights per revealed coefficient and inference without failing the check, and one chosen predicate of the weights per inference from whether the check fails (selective failure). The default, dealt, has neither gap.";
+/// What hush prints when `--crisp-linear ckks` is chosen (a note on its
+/// construction and cost; the name is kept from when it announced gaps,
+/// closed since issue 36).
+pub const CKKS_GAP_WARNING: &str = "--crisp-linear ckks: CRISP's CKKS-packed linear layers with the input ciphertexts made by the dealer (the client sends none, so no zero-knowledge proof of plaintext knowledge is needed and the verdict does not depend on the weights); the HE product runs offline and costs more than the default, dealt. Both rest on a dealer that colludes with neither party.";
 
 impl LinearBackend {
     pub fn name(&self) -> &'static str {

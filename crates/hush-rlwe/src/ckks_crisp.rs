@@ -113,9 +113,12 @@
 //! W·φ + f with f flat over 2^(F+1): a statistical leak of at most
 //! |W·φ|/2^(F+1) < 1 (about one bit of a chosen linear function of W)
 //! per revealed coefficient and inference, **undetected**
-//! (`hush_2pc::crisp_ckks` tests demonstrate (ii) on two weight sets).
-//! Closing this needs the ZK proof (or a dealer-dealt layer:
-//! `hush_2pc::crisp::linear`, which has no such gap).
+//! (`tests/ckks_crisp.rs`, `malformed_ciphertext_gap_is_real_and_bounded`,
+//! demonstrates (ii)). Closing this needs the ZK proof, or ciphertexts the
+//! client does not make: `hush_2pc::crisp_ckks` (the malicious-client
+//! `ckks` backend) has a dealer encrypt an authenticated mask
+//! ([`encrypt_input`]) and the server answer with [`Server::respond`], so
+//! this gap does not arise there; [`Client::linear`] keeps it.
 
 use crate::cheetah::{layout_bytes_per_product, Layout, Shape};
 use crate::he::{PublicKey, SecretKey, SeededCt};

@@ -814,4 +814,49 @@ mod tests {
         let bx = take_values(&mut &t1[..], wl, k).unwrap();
         assert!(a.iter().all(|v| !bx.contains(v)), "a client share under another shape leaks the server's A");
     }
+
+    #[test]
+    fn ckks_key_and_layer_masks_are_consistent_and_bound_to_epoch_and_shape() {
+        let key = Block(0x77);
+        let (ell, s) = (37, 40);
+        let k = ell + s;
+        let m = mask128(k);
+        let kp = |batch, epoch| CrispParams { op: CrispOp::CkksKey, ell, s, batch, epoch };
+        // the client's key seed: one per epoch, 16 bytes; the server's share a public key
+        let (pk, seed) = CRISP_MAC.deal_pair(key, 1, &kp(3, 1).encode()).unwrap();
+        let ctx = ckks_context().unwrap();
+        assert_eq!(seed.len(), 16);
+        assert_eq!(pk.len(), hush_rlwe::he::SeededCt::wire_len(&ctx));
+        assert_eq!(CRISP_MAC.deal(key, 1, 1, &kp(4, 1).encode()).unwrap(), seed, "the same key in every batch of an epoch");
+        assert_ne!(CRISP_MAC.deal(key, 1, 1, &kp(4, 2).encode()).unwrap(), seed, "another epoch, another key");
+        assert!(CRISP_MAC.label(3, 2, &kp(3, 1).encode()).is_err(), "one key per request");
+        // a layer: β_0 + β_1 = μ·B; the server's ciphertexts have the layout's size
+        let sh = LinShape::Dense { n_in: 6, n_out: 4 };
+        let p = CrispParams { op: CrispOp::CkksLin(sh), ell, s, batch: 5, epoch: 1 };
+        assert_eq!(CrispParams::decode(&p.encode()).unwrap(), p, "shape round-trips");
+        let (s0, s1) = CRISP_MAC.deal_pair(key, 1, &p.encode()).unwrap();
+        assert_eq!(s1, CRISP_MAC.deal(key, 1, 1, &p.encode()).unwrap());
+        let mut r1 = &s1[..];
+        let b = take_values(&mut r1, 6, k).unwrap();
+        let beta1 = take_values(&mut r1, 6, k).unwrap();
+        assert!(r1.is_empty());
+        let mut r0 = &s0[..];
+        let beta0 = take_values(&mut r0, 6, k).unwrap();
+        let cfg = hush_rlwe::ckks_crisp::Config::new(ell, k);
+        let want = hush_rlwe::ckks_crisp::input_bytes(&ctx, &cfg, &crate::crisp_ckks::shape(&sh)).unwrap();
+        assert_eq!(u64::from_le_bytes(r0[..8].try_into().unwrap()), want as u64);
+        assert_eq!(r0.len(), 8 + want);
+        let mu = mac_key(key, 1, k);
+        for j in 0..6 {
+            assert_eq!(beta0[j].wrapping_add(beta1[j]) & m, mu.wrapping_mul(b[j]) & m, "β_0 + β_1 = μ·B");
+        }
+        // another shape in the same batch: independent masks
+        let q = CrispParams { op: CrispOp::CkksLin(LinShape::Dense { n_in: 6, n_out: 5 }), ..p };
+        let t1 = CRISP_MAC.deal(key, 1, 1, &q.encode()).unwrap();
+        let bx = take_values(&mut &t1[..], 6, k).unwrap();
+        assert!(b.iter().all(|v| !bx.contains(v)));
+        // a lift the HE layer cannot hold exactly is refused, not dealt
+        let big = CrispParams { op: CrispOp::CkksKey, ell: 64, s: 60, batch: 3, epoch: 1 };
+        assert!(CRISP_MAC.deal(key, 0, 1, &big.encode()).is_err());
+    }
 }
