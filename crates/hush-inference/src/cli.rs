@@ -227,6 +227,11 @@ pub struct ServeArgs {
     /// closed at once.
     #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
+    /// Encoder graphs: the plan — `auto` (the cost model's choice per
+    /// layer, measured once per input shape) or a plan file (TOML; see
+    /// docs/graph-runtime.md). Default: the mode's preset.
+    #[arg(long, value_name = "auto|FILE.toml")]
+    pub plan: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -361,6 +366,10 @@ pub struct BenchInferArgs {
     pub nets: String,
     #[arg(long)]
     pub json: bool,
+    /// Encoder graphs (`--model FILE.onnx`): the plan — `auto` or a plan
+    /// file (TOML); default: the mode's preset.
+    #[arg(long, value_name = "auto|FILE.toml")]
+    pub plan: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -384,7 +393,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
     num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(|| Error::Config(format!("bad size '{s}' (e.g. 256MiB)")))
 }
 
-pub(crate) fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
+pub fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
     let profile = NetProfile::by_name(&common.net)
         .ok_or_else(|| Error::Config(format!("unknown network profile '{}' (choose one of {})", common.net, NetProfile::names().join(", "))))?;
     let predeal_mem = parse_size(&common.predeal_mem)?;
@@ -554,6 +563,9 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     let o = Options { max_sessions: a.max_sessions, max_sessions_per_addr: a.max_sessions_per_addr, limits, ..o };
     if let Some(g) = crate::graph_serve::graph_model_for(&a.model)? {
         return crate::graph_serve::serve_graph_main(a, o, g);
+    }
+    if a.plan.is_some() {
+        return Err(Error::Config(format!("--plan: {} is a CNN model; CNNs run their mode's preset (per-layer plans are for encoder graphs so far)", a.model.display())));
     }
     let model = Arc::new(Model::load(&a.model)?);
     let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush serve: {s}", hush_transport::notice::timestamp()));
@@ -796,11 +808,8 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `probe` measures each party's peak heap (the `hush` binary passes
 /// hush-bench's counting allocator).
 pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
-    if a.model == "bert-base" {
-        return crate::bert::bench_bert_main(&a);
-    }
-    if a.model == "minilm-l6" {
-        return crate::encoder::bench_minilm_main(&a);
+    if a.model == "bert-base" || a.model == "minilm-l6" {
+        return Err(Error::Config(format!("{}: the transformer benchmarks are in hush-bench (`hush bench infer` dispatches them)", a.model)));
     }
     if a.common.mode == "malicious-client" {
         return bench_malicious_client(a, probe);

