@@ -134,10 +134,10 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
     any output; a dealer, started in this process here, deals the
     correlations — never a simulated module; ``mac_s`` is the MAC parameter
     s, default 40; ``crisp_linear`` the linear backend: ``"dealt"``, the
-    default, or ``"ckks"``, CRISP's own CKKS layers, which lack CRISP's
-    zero-knowledge proof of plaintext knowledge and so let a malicious
-    client learn about one bit of a chosen linear function of the weights
-    per revealed coefficient: it emits a ``UserWarning`` saying so).
+    default, or ``"ckks"``, CRISP's CKKS-packed layers with the
+    ciphertexts made by the dealer and the HE product offline — the same
+    online openings as ``"dealt"``, more offline cost; it emits a
+    ``UserWarning`` noting this).
     ``proto="auto"`` picks ``tami`` in tee/dealer mode,
     ``cf2`` in interactive/silent mode and ``crisp`` in malicious-client mode.
     """

@@ -14,7 +14,8 @@
 //! **private** weights are [`linear`]: a dealer-dealt bilinear (Beaver)
 //! triple applied to the value and the MAC component — a stated deviation
 //! from CRISP, whose linear layers are CKKS-based (§IV, Fig. 2; built as
-//! [`crate::crisp_ckks`], opt-in because of its well-formedness gap);
+//! [`crate::crisp_ckks`], opt-in: its HE product runs offline on
+//! dealer-made ciphertexts and its online step is this [`linear`]);
 //! public coefficients are local maps ([`AuthShare::matvec_public`]).
 //!
 //! ## Values, MACs and the lifted ring (CRISP §V-B, SPDZ2k)
@@ -137,9 +138,12 @@
 //! grounds that all-zero weights are unlikely; they need not be all zero,
 //! one column suffices. The test `crisp_selective.rs` runs every
 //! deviation class against weight pairs that differ in each predicate and
-//! checks equal pass rates. ([`crate::crisp_ckks`], the opt-in CKKS
-//! backend, multiplies client-*encrypted* data by W and is **not** covered
-//! by this claim; see its docs.)
+//! checks equal pass rates. [`crate::crisp_ckks`], the opt-in CKKS
+//! backend, is covered too: its online step is this [`linear`], and its
+//! HE product multiplies W only by ciphertexts the dealer made of the
+//! authenticated mask B (earlier it multiplied client-encrypted shares by
+//! W and had the same leak; see its docs and the ckks test in
+//! `crisp_selective.rs`).
 //! **Nothing before the check**: every server message before the verdict
 //! is a uniform mask (x̂ shares masked by fresh r, masked weights W − A of
 //! [`linear_prepare`] with A fresh) or public coins, so an
@@ -167,12 +171,10 @@
 //! preprocessing in hush: this module needs a [`Dealer`].
 //!
 //! ## Next steps (not built)
-//! * **Closing the `ckks` backend's two gaps** ([`crate::crisp_ckks`]:
-//!   malformed ciphertexts, and the selective failure above): the dealer
-//!   would make the ciphertexts of the dealt masks under a client key it
-//!   deals, so the server never multiplies W by a client-made ciphertext
-//!   (docs/security-malicious-client.md). The dealt [`linear`] (the
-//!   default backend) has neither gap.
+//! * (Built since: the `ckks` backend's two gaps — malformed ciphertexts
+//!   and the selective failure above — are closed by dealer-made
+//!   ciphertexts of the dealt masks under a client key the dealer deals,
+//!   [`crate::crisp_ckks`]; docs/security-malicious-client.md.)
 //! * Tee underneath only with real hardware. (The engine wiring exists:
 //!   `hush_inference::crisp_run` runs a model, one [`Session`] per
 //!   inference, [`trunc`] after each weighted layer, the release through
@@ -404,12 +406,6 @@ impl Session {
     /// Elements opened so far whose MAC relation awaits the check.
     pub fn pending(&self) -> usize {
         self.pending.len()
-    }
-
-    /// μ (the server's MAC key; 0 at the client), for the CKKS linear
-    /// layers of [`crate::crisp_ckks`], which add the bias as b + i·μb.
-    pub(crate) fn mac_key(&self) -> u128 {
-        self.mu
     }
 
     pub(crate) fn ensure_open(&self) -> Result<()> {
@@ -735,6 +731,16 @@ impl LinBatch {
     pub fn is_prepared(&self) -> bool {
         self.prepared
     }
+
+    /// A prepared triple whose input-independent parts were made another
+    /// way ([`crate::crisp_ckks::prepare`]: the product with W by HE on
+    /// dealer-made ciphertexts). Server: `beta` = β_0, `c`, `c2` its output
+    /// parts (c2 already includes f(W̃, β_0)); client: `b` = B, `beta` = β_1,
+    /// `c`, `c2` its output shares. [`linear`] then runs unchanged.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepared_parts(party: Party, lift: Lift, epoch: u64, shape: LinShape, b: Vec<u128>, beta: Vec<u128>, c: Vec<u128>, c2: Vec<u128>) -> LinBatch {
+        LinBatch { party, lift, epoch, shape, a: Vec::new(), b, beta, c, c2, prepared: true }
+    }
 }
 
 /// Offline: this party's triple for a linear layer of `shape` (one dealing
@@ -888,8 +894,10 @@ fn check_lin(sess: &Session, t: &LinBatch) -> Result<()> {
 /// with the server learns the client's shares.
 ///
 /// **Deviation from CRISP.** CRISP's linear layers (§IV, InitLin/Lin) are
-/// CKKS-based and need no dealer ([`crate::crisp_ckks`]); this is the
-/// dealer-mode route (needs a [`Dealer`] trusted not to collude) and costs
+/// CKKS-based and need no dealer (hush's [`crate::crisp_ckks`] keeps the
+/// CKKS packing but has the dealer make the ciphertexts, and then runs
+/// this function online); this is the dealer-mode route (needs a
+/// [`Dealer`] trusted not to collude) and costs
 /// |W| elements of traffic per layer and inference (offline) plus |x|
 /// online, and |x| more entries in the final check.
 pub fn linear(ch: &mut dyn Channel, sess: &mut Session, t: LinBatch, w: Option<&[u128]>, x: &AuthShare) -> Result<AuthShare> {

@@ -1,111 +1,133 @@
-//! # CRISP's linear layers: InitLin and Lin (CRISP §IV, Fig. 2; App. C)
+//! # CRISP's linear layers with CKKS packing (CRISP §IV, Fig. 2; App. C)
 //!
-//! The linear layers of inference against a malicious client as CRISP
-//! builds them: the client encrypts its authenticated share under its own
-//! key with the **value in the real part and the MAC in the imaginary part
-//! of the same slot**, the server multiplies by its plaintext weights once
-//! and gets both W·x and μ·W·x, adds the bias as b + i·μb, masks, floods,
-//! and returns; both end with authenticated shares (⟨Wx + b⟩, ⟨μ(Wx + b)⟩)
-//! on the lifted ring Z_2^k (k = ℓ + s) that feed the MAC-carrying gates
-//! of [`crate::crisp`] and its final check. The RLWE side (encoding,
-//! parameters, noise budget, flooding, the wire) is
+//! The `ckks` linear backend of the malicious-client mode. CRISP's idea is
+//! kept: one ciphertext carries a **value in the real part and its MAC in
+//! the imaginary part of the same slot**, so one homomorphic product with
+//! the server's plaintext weights W yields both W·v and W·m. The RLWE side
+//! (encoding, parameters, noise budget, flooding, the wire) is
 //! [`hush_rlwe::ckks_crisp`]; read its docs for the complex packing
 //! (v + X^(N/2)·m: X^(N/2) is i in every CKKS slot) and for why the scale
 //! is the exact q/2^k rather than an approximate 2^40.
 //!
-//! * **InitLin** ([`init_lin`]): CRISP's client first obtains shares of
-//!   μx "by multiplication triples or garbled circuits" and then encrypts
-//!   x + i·⟨μx⟩_1. Here the first step is [`crate::crisp::input`] (a
-//!   dealt mask a with shares of μa; the client sends δ = x − a): the
-//!   client then holds (x̃, σ_1), the server (0, σ_0 + μδ), and Lin runs
-//!   on these shares.
-//! * **Lin** ([`lin`]): client → server Enc(⟨x̃⟩_1 + i·⟨μx̃⟩_1), the server
-//!   adds Ecd(⟨x̃⟩_0 + i·⟨μx̃⟩_0) (CRISP: x' = c_1 + Ecd(⟨μx⟩_0·j)),
-//!   multiplies by W, adds Ecd(b + i·μb − R − i·R') (App. C), re-randomises
-//!   and floods; the client decrypts (Wx̃ + b − R, μ(Wx̃ + b) − R'), the
-//!   server keeps (R, R'). One flight each way.
+//! **What is encrypted, and by whom (the change of issue 36).** CRISP's
+//! Lin has the *client* encrypt its own shares (⟨x⟩_1, ⟨μx⟩_1) online and
+//! the server multiply them by W. Here the HE product runs **offline on a
+//! dealt, authenticated mask**, and the client's online input is a
+//! **MAC-checked opening**, exactly as in the dealt backend
+//! ([`crate::crisp::linear`]):
+//! * *Offline, dealer* ([`crate::deal::crisp`], ops `CkksKey` and
+//!   `CkksLin`): per inference an RLWE key (the client gets the seed of
+//!   its secret key, the server the public key); per layer a uniform mask
+//!   B with authenticated shares β_0 + β_1 = μ·B (client: B, β_1; server:
+//!   β_0) and the ciphertexts Enc_sk(B + X^(N/2)·β_1) in the layer's layout,
+//!   **made by the dealer and given to the server**.
+//! * *Offline, server → client* ([`prepare`]): the server multiplies those
+//!   ciphertexts by W, subtracts fresh uniform (R, R′) in the value and MAC
+//!   halves, re-randomises (Enc_pk(0)) and floods, and sends the response;
+//!   the client decrypts Y = W·B − R and T = W·β_1 − R′. The server keeps
+//!   R and R′ + W·β_0. This is CRISP's Lin (one product gives the value
+//!   and the MAC part), applied to the mask instead of the input.
+//! * *Online* ([`lin`] = [`crate::crisp::linear`]): the client sends
+//!   F = ⟨x̃⟩_1 − B; the server forms X′ = ⟨x̃⟩_0 + F, records the opening's
+//!   MAC relation ⟨μx̃⟩_0 − β_0 − μX′ for the final check (the client
+//!   ⟨μx̃⟩_1 − β_1), and outputs (W̃·X′ + R, μ·W̃·X′ + W̃·β_0 + R′); the client
+//!   outputs (Y, T). They sum to W̃·(X′ + B) = W̃·x̃ and μ·W̃·X′ + W̃·μB =
+//!   μ·W̃·x̃: values and MACs are right. The server adds the bias as b, μb.
+//!   One one-way message of |x| elements, as in the dealt backend.
 //!
-//! **Deviation: no t-tags.** CRISP's Lin (Fig. 2) also makes the client
-//! send Enc(Re⟨m⟩_1), Enc(Im⟨m⟩_1) and computes t = μ³·Re − μ²·Im to
-//! check that the packed ciphertext agrees with the shares. hush does not
-//! need them: its final check already covers every *opening* of every gate
-//! and the output ([`crate::crisp`], "Soundness"), and whatever the client
-//! puts in its ciphertext only adds an error, independent of μ, to the
-//! shares this layer produces — value error W·e_v, MAC error W·e_m for
-//! the client's (e_v, e_m) — which the next opening's check share
-//! (MAC error − μ·value error) exposes exactly as for an altered share.
-//! The server's side of the layer (its share, W, b, μb, R, R', the
-//! flooding) is independent of the client's message, so the errors are
-//! functions of the client's view and of W, never of μ (the client sees no
-//! μ-dependent value: its decryptions are masked by fresh R, R'). The
-//! server's μ-dependent inputs (its MAC share, μb) enter the response only
-//! as multiples of Δ plus encoding roundings bounded by D, so even a
-//! client that sends a malformed ciphertext and reads the flooded residual
-//! (see below) sees them at statistical distance ≤ D/2^(F+1) ≈ 2^−66:
-//! its errors stay independent of μ. The SPDZ2k bound of [`crate::crisp`]
-//! applies unchanged.
+//! ## No selective failure: the verdict is independent of W
+//! **The gap this closes.** With the client encrypting its own shares, an
+//! error (e_v, e_m) it put in its plaintext (a value-preserving
+//! e_v = 2^ℓ or 2^(k−1), any e_m) reached the final check only as
+//! W·(e_m − μ·e_v), so the check passed iff W annihilated it — a zero
+//! column, two equal columns, an even column: one chosen predicate of W
+//! per inference (issue 36). A zero-knowledge proof of plaintext knowledge
+//! would not have stopped it (the client knows the plaintext it chose).
 //!
-//! **Selective failure: not closed here** (issue 36). Soundness is not
-//! privacy of the verdict: the client's errors (e_v, e_m) reach the check
-//! only as W·(e_m − μ·e_v), so whether it passes depends on W. A
-//! value-preserving e_v (a multiple of 2^ℓ, or 2^(k−1)) or any e_m on input
-//! i passes iff W·e_i ≡ 0 — column i zero, two columns equal, a column
-//! even — one chosen predicate of W per inference. CRISP's t-tags would
-//! not stop it either (they compare the packed ciphertext with the
-//! client's own shares, which the client chooses consistently). The dealt
-//! backend ([`crate::crisp::linear`]) closes it by opening x − B under a
-//! MAC before the product and authenticating the product at the server;
-//! here the product's other operand is a client ciphertext, and the same
-//! fix needs the ciphertext of the mask B to come from an honest party
-//! (the dealer encrypting B + i·β_1 under a client key it deals) or a
-//! proof that it encrypts the dealt B — neither is built. This backend
-//! stays opt-in with both gaps named in its warning
-//! (`hush_inference::crisp_run::CKKS_GAP_WARNING`).
+//! **Claim.** For every client strategy the verdict is a function of the
+//! client's deviations, μ and the check coefficients, and the deviations
+//! are (up to statistical distance 2^−κ per layer, κ ≥ 40 the flooding
+//! margin) independent of W; so the probability of passing is the same for
+//! every W. **Why.** The client's inputs to this layer are
+//! (i) the opening F, (ii) its output shares (Y, T). It contributes
+//! nothing to the ciphertexts W is multiplied by: their plaintext (B, β_1)
+//! is fixed by the dealer (trusted not to collude, as for every CRISP
+//! correlation here) and they never pass through the client. (i) An error
+//! e on F and e′ on its MAC share of x are caught at this opening as
+//! e′ − μ·e, before W is applied; the server then multiplies W by the
+//! *opened* X′ and computes the product's MAC itself from its own μ, so
+//! the output carries a correct MAC of W̃·(X′ + B) whatever X′ was — no
+//! term f(W, ·) of a client error reaches any check share (the argument of
+//! [`crate::crisp`], "No selective failure", applies verbatim).
+//! (ii) Errors it adds to Y, T are additive share errors, checked at the
+//! next opening as (MAC error) − μ·(value error); they are functions of
+//! its view, and its view of this layer is W-independent: Y, T are
+//! uniform (R, R′ fresh), and the decrypted phases carry the weight-
+//! dependent noise only under flooding 2^κ times larger (statistical
+//! distance ≤ 2^−κ; [`hush_rlwe::ckks_crisp`], "What each party sees"),
+//! whatever the client does with its secret key. This is the SPDZ2k rule
+//! (Cramer et al., CRYPTO 2018: a client-influenced value enters a product
+//! with a secret only after it is opened under a MAC that the batched final
+//! check verifies, with coefficients drawn after every opening is fixed) and
+//! the first check of Boyle et al. (BCGGIKR21) that CRISP Remark 5.1 drops.
+//! The test `crisp_selective.rs` runs every deviation class of the dealt
+//! backend's W-dependence test through this backend too.
 //!
-//! ## Where μ lives
-//! μ is drawn per inference by the dealer and given to the server only
-//! ([`crate::crisp::Session::start`]); this layer uses it once, to form the
-//! bias MAC μ·b in the server's plaintext. The client never receives μ, μb
-//! or anything that depends on them unmasked: its output shares are
-//! uniform (R, R' fresh), its decryptions of the response are flooded.
+//! **The well-formedness gap is gone as well.** The client sends no
+//! ciphertext at all, so the gap of [`hush_rlwe::ckks_crisp`]
+//! ("Well-formedness": a raw polynomial φ added to a client ciphertext
+//! revealing ≈ one bit of W·φ per coefficient) cannot be exercised through
+//! this backend; it remains a property of the raw RLWE layer
+//! (`Client::linear`), which this backend no longer uses.
+//!
+//! **Soundness** is the dealt backend's: every client message but δ and
+//! ⟨q⟩_1 is an opening under a dealt authenticated mask, so a
+//! value-changing deviation passes the check with probability
+//! ≤ (s + 3)·2^−(s+2) ([`crate::crisp`], "Soundness").
+//!
+//! **Deviation from CRISP (stated).** CRISP's client encrypts online and
+//! needs no dealer for the linear layers (and assumes a ZK proof of
+//! plaintext knowledge, Fig. 2 footnote a, not built). Here the dealer —
+//! which this mode already needs for μ and every gate key — makes the
+//! ciphertexts, and the HE product moves offline. Costs: the dealer sends
+//! the server one ciphertext (≈ 205 KB) per input polynomial and encrypts
+//! it; the server's HE product and the response (server → client) are
+//! offline; online is one message of |x| elements instead of the upload
+//! of ciphertexts and the response. CRISP's t-tags (Fig. 2) are not
+//! needed: the ciphertexts are honest by construction.
 //!
 //! ## What each party sees
-//! * **Server**: the client's public key and ciphertexts (seeded) —
-//!   pseudorandom under RLWE at the HE standard's 128-bit parameters,
-//!   whatever the client's shares are; its own shares. Nothing about x.
-//! * **Honest client**: uniform output shares, and the response, whose a
-//!   part is re-randomised by Enc_pk(0) and whose b part is flooded with
-//!   F − log2 D ≥ 40 bits of margin (≈ 66 at ℓ = 37, s = 40): 2^−40-close
-//!   to a simulation from its shares alone. Nothing about W, b or μ.
-//! * **Malicious client**: the client's ciphertexts are checked for their
-//!   syntax only (hello, lengths, every residue below its prime); no
-//!   zero-knowledge proof of plaintext knowledge is built, so a client can
-//!   add an arbitrary polynomial φ to its phase. Exactly what that allows
-//!   ([`hush_rlwe::ckks_crisp`], "Well-formedness"): per revealed
-//!   coefficient and inference, about one bit of a linear function of W
-//!   of its choice **without failing the check** (statistical distance
-//!   ≤ |W·φ|/2^(F+1) with |W·φ| < Δ/2), or a few bits (≤ log2(Δ/2^F) ≈ 3)
-//!   in an inference the check then aborts. The test
-//!   `malformed_ciphertext_gap_is_real_and_bounded` (hush-rlwe's
-//!   `tests/ckks_crisp.rs`) plays that client and reads a weight's sign
-//!   while its shares stay correct. The dealt layer ([`crate::crisp::linear`]) has no
-//!   such gap (the client only ever sees uniformly masked W − A).
+//! * **Server**: the public key and the dealer's ciphertexts under a key
+//!   it does not hold (pseudorandom under RLWE at the HE standard's
+//!   128-bit parameters), β_0 (uniform), F (uniform: B fresh, client-only).
+//!   Nothing about x.
+//! * **Client**: its secret-key seed, B, β_1 (uniform, independent of μ),
+//!   the response, whose a part is re-randomised by Enc_pk(0) and whose
+//!   b part is flooded with F − log2 D ≥ 40 bits of margin: 2^−40-close to a
+//!   simulation from (Y, T), which are uniform. Nothing about W or μ.
+//! * **Dealer**: nothing online; it never sees W, x or a response. As for
+//!   every dealt correlation, a dealer colluding with the server learns x
+//!   (from B and F), one colluding with the client can forge MACs (μ).
 //!
-//! Untrusted bytes: the server's parsing checks lengths before allocating
-//! and ranges; the client's parsing of the response likewise. Errors never
-//! panic.
+//! Untrusted bytes: the dealt shares are length- and range-checked, the
+//! server parses the dealer's ciphertexts (every residue below its prime),
+//! the client's parsing of the response checks lengths before allocating.
+//! Errors never panic. Secrets (key seed, B, β, R, R′) are zeroized.
 
-use crate::crisp::{AuthShare, LinShape, MaskBatch, Session};
+use crate::crisp::{AuthShare, LinBatch, LinShape, MaskBatch, Session};
+use crate::deal::crisp::{take_values, CrispMac, CrispOp};
+use crate::tee::Dealer;
 use crate::{invalid, malformed, Result};
 use hush_primitives::{Block, Prg};
-use hush_rlwe::ckks_crisp::{self, Client, Config, CtHook, Server};
+use hush_rlwe::ckks_crisp::{self, Client, Config, Server};
 use hush_rlwe::cheetah::Shape;
 use hush_rlwe::Context;
 use hush_transport::Channel;
 use std::sync::Arc;
 use zeroize::Zeroize;
 
-/// One party's state of the CKKS linear layers of a session.
+/// One party's state of the CKKS linear layers of a session: the client's
+/// secret key or the server's copy of the public key (both dealt).
 pub enum CkksLin {
     Client(Box<Client>),
     Server(Box<Server>),
@@ -121,22 +143,31 @@ fn rlwe(e: hush_rlwe::Error) -> crate::Error {
 
 /// The RLWE context of these layers (N = 8192, four 50-bit primes).
 pub fn context() -> Result<Arc<Context>> {
-    Ok(Arc::new(Context::new(ckks_crisp::params()).map_err(rlwe)?))
+    Ok(crate::deal::crisp::ckks_context()?)
 }
 
-/// Setup (once per session, may run offline): the client generates its
-/// key pair from `seed` (fresh OS randomness if `None`) and sends the
-/// hello and its public key; the server receives them (a parameter
-/// mismatch or malformed key is an error).
-pub fn setup(ch: &mut dyn Channel, sess: &Session, ctx: Arc<Context>, seed: Option<Block>) -> Result<CkksLin> {
+/// Setup (once per session, offline, no message between the parties):
+/// the epoch's RLWE key from the dealer — the client derives its secret
+/// key from the dealt seed, the server receives the public key (checked).
+pub fn setup(dealer: &mut Dealer, sess: &Session, ctx: Arc<Context>) -> Result<CkksLin> {
     let l = sess.lift;
     let cfg = Config::new(l.ell, l.k());
-    let prg = Prg::new(seed.unwrap_or_else(hush_primitives::rand::os_seed));
-    if sess.party == 1 {
-        Ok(CkksLin::Client(Box::new(Client::setup(ch, ctx, cfg, prg).map_err(rlwe)?)))
+    let batch = dealer.next_batch();
+    let mut bytes = dealer.deal(CrispMac::request(l.params(CrispOp::CkksKey, batch, sess.epoch), 1))?;
+    let out = if sess.party == 1 {
+        if bytes.len() != 16 {
+            let n = bytes.len();
+            bytes.zeroize();
+            return Err(malformed("CRISP CKKS key seed", format!("{n} bytes, expected 16")));
+        }
+        let seed = Block::from_slice(&bytes);
+        let sk = crate::deal::crisp::ckks_secret_key(&ctx, seed);
+        CkksLin::Client(Box::new(Client::with_secret_key(ctx, cfg, sk, Prg::new(hush_primitives::rand::os_seed())).map_err(rlwe)?))
     } else {
-        Ok(CkksLin::Server(Box::new(Server::setup(ch, ctx, cfg, prg).map_err(rlwe)?)))
-    }
+        CkksLin::Server(Box::new(Server::with_public_key(ctx, cfg, &bytes, Prg::new(hush_primitives::rand::os_seed())).map_err(rlwe)?))
+    };
+    bytes.zeroize();
+    Ok(out)
 }
 
 /// The RLWE layer's shape of a CRISP linear shape (Scale becomes a 1×1
@@ -170,33 +201,85 @@ pub fn scale_weights(w: &[u64]) -> Vec<u64> {
     out
 }
 
-/// Online: **Lin** — authenticated shares of W·x + b for the server's
-/// private weights. The server passes `w` (ℓ-bit ring elements, the
-/// layer's weights; for a Scale layer its per-channel weights) and `bias`
-/// (ℓ-bit ring elements, per output; `None`: no bias), the client `None`
-/// for both. One flight each way.
-pub fn lin(ch: &mut dyn Channel, sess: &mut Session, he: &mut CkksLin, sh: &LinShape, w: Option<&[u64]>, bias: Option<&[u64]>, x: &AuthShare) -> Result<AuthShare> {
-    lin_with(ch, sess, he, sh, w, bias, x, None)
+/// This party's dealt material of one CKKS linear layer (single use,
+/// zeroized on drop): client B, β_1; server β_0 and the dealer-made input
+/// ciphertexts Enc_sk(B + X^(N/2)·β_1).
+pub struct CkksMask {
+    pub party: crate::Party,
+    pub lift: crate::crisp::Lift,
+    pub epoch: u64,
+    pub shape: LinShape,
+    b: Vec<u128>,
+    beta: Vec<u128>,
+    cts: Vec<u8>,
 }
 
-/// As [`lin`], with a hook on the client's outgoing ciphertexts (a
-/// malicious client in tests and the tamper trials; ignored at the server).
-#[allow(clippy::too_many_arguments)]
-pub fn lin_with(ch: &mut dyn Channel, sess: &mut Session, he: &mut CkksLin, sh: &LinShape, w: Option<&[u64]>, bias: Option<&[u64]>, x: &AuthShare, hook: Option<CtHook<'_>>) -> Result<AuthShare> {
+impl Drop for CkksMask {
+    fn drop(&mut self) {
+        self.b.zeroize();
+        self.beta.zeroize();
+        self.cts.zeroize();
+    }
+}
+
+/// Offline: this party's dealt mask and (server) ciphertexts of a CKKS
+/// linear layer of `sh` (one dealing crossing; the dealer never sees W).
+pub fn deal_lin(dealer: &mut Dealer, sess: &Session, ctx: &Context, sh: LinShape) -> Result<CkksMask> {
+    let l = sess.lift;
+    let k = l.k();
+    let (_, il, _) = sh.lens().ok_or_else(|| invalid(format!("linear shape {sh:?} out of range")))?;
+    let cfg = Config::new(l.ell, k);
+    let ct_len = ckks_crisp::input_bytes(ctx, &cfg, &shape(&sh)).map_err(rlwe)?;
+    let batch = dealer.next_batch();
+    let mut bytes = dealer.deal(CrispMac::request(l.params(CrispOp::CkksLin(sh), batch, sess.epoch), 1))?;
+    let parsed = (|| -> Result<CkksMask> {
+        let mut rd = &bytes[..];
+        let mut t = CkksMask { party: sess.party, lift: l, epoch: sess.epoch, shape: sh, b: Vec::new(), beta: Vec::new(), cts: Vec::new() };
+        if sess.party == 1 {
+            t.b = take_values(&mut rd, il, k)?;
+            t.beta = take_values(&mut rd, il, k)?;
+        } else {
+            t.beta = take_values(&mut rd, il, k)?;
+            if rd.len() < 8 || u64::from_le_bytes(rd[..8].try_into().expect("8 bytes")) != ct_len as u64 || rd.len() != 8 + ct_len {
+                return Err(malformed("CRISP CKKS dealt ciphertexts", format!("{} bytes, expected 8 + {ct_len}", rd.len())));
+            }
+            t.cts = rd[8..].to_vec();
+            rd = &[];
+        }
+        if !rd.is_empty() {
+            return Err(malformed("CRISP CKKS layer mask", "trailing bytes"));
+        }
+        Ok(t)
+    })();
+    bytes.zeroize();
+    parsed
+}
+
+/// Offline (input-independent): **the HE product on the dealt mask**. The
+/// server passes its ℓ-bit weights `w` (for a Scale layer its per-channel
+/// weights), the client `None`. The server multiplies the dealer's
+/// ciphertexts by W and sends the flooded response (one server → client
+/// flight); the result is a prepared triple for [`lin`]
+/// ([`crate::crisp::linear`]): client (B, β_1, Y = W·B − R, T = W·β_1 − R′),
+/// server (β_0, R, W̃·β_0 + R′).
+pub fn prepare(ch: &mut dyn Channel, sess: &Session, he: &mut CkksLin, mask: CkksMask, w: Option<&[u64]>) -> Result<LinBatch> {
     sess.ensure_open()?;
     let l = sess.lift;
-    let (wl, il, ol) = sh.lens().ok_or_else(|| invalid(format!("linear shape {sh:?} out of range")))?;
-    if x.len() != il || x.m.len() != il {
-        return Err(invalid(format!("{} inputs for a linear layer of {il}", x.len())));
+    if mask.party != sess.party || mask.lift != l || mask.epoch != sess.epoch {
+        return Err(invalid("CKKS layer mask dealt for another party, lift or session (epoch)"));
     }
-    let rs = shape(sh);
+    let sh = mask.shape;
+    let (wl, il, ol) = sh.lens().ok_or_else(|| invalid(format!("linear shape {sh:?} out of range")))?;
+    let rs = shape(&sh);
+    let mut mask = mask;
     match he {
         CkksLin::Client(c) => {
-            if sess.party != 1 || w.is_some() || bias.is_some() {
+            if sess.party != 1 || w.is_some() {
                 return Err(invalid("the client has no weights, and its session must be the client's"));
             }
-            let (v, m) = c.linear_with(ch, &rs, &x.v, &x.m, hook).map_err(rlwe)?;
-            Ok(AuthShare { v, m })
+            let (y, t) = c.receive(ch, &rs).map_err(rlwe)?;
+            let (b, beta) = (std::mem::take(&mut mask.b), std::mem::take(&mut mask.beta));
+            Ok(LinBatch::prepared_parts(1, l, sess.epoch, sh, b, beta, y, t))
         }
         CkksLin::Server(s) => {
             let w = w.ok_or_else(|| invalid("the server's weights are missing"))?;
@@ -204,24 +287,50 @@ pub fn lin_with(ch: &mut dyn Channel, sess: &mut Session, he: &mut CkksLin, sh: 
                 return Err(invalid(format!("{} weights for a layer of {wl}", w.len())));
             }
             let mut wfull = if matches!(sh, LinShape::Scale { .. }) { scale_weights(w) } else { w.to_vec() };
-            let mu = sess.mac_key();
-            let (mut b, mut bm) = (vec![0u128; ol], vec![0u128; ol]);
-            if let Some(bias) = bias {
-                if bias.len() != ol {
-                    return Err(invalid(format!("{} biases for {ol} outputs", bias.len())));
-                }
-                for (i, &v) in bias.iter().enumerate() {
-                    b[i] = l.lift(v);
-                    bm[i] = l.mul(mu, b[i]);
-                }
-            }
-            let r = s.linear(ch, &rs, &wfull, &b, &bm, &x.v, &x.m).map_err(rlwe);
+            let zi = vec![0u128; il];
+            let zo = vec![0u128; ol];
+            let r = s.respond(ch, &rs, &wfull, &zo, &zo, &zi, &zi, &mask.cts).map_err(rlwe);
             wfull.zeroize();
-            b.zeroize();
-            bm.zeroize();
-            let (v, m) = r?;
-            Ok(AuthShare { v, m })
+            let (rv, rm) = r?;
+            // W̃·β_0 + R′ (W̃ the sign-extended lift of the ℓ-bit weights)
+            let mut wt: Vec<u128> = w.iter().map(|&v| l.lift(v)).collect();
+            let wb = sh.apply(&wt, &mask.beta, l.mask()).map_err(invalid);
+            wt.zeroize();
+            let mut wb = wb?;
+            wb.iter_mut().zip(&rm).for_each(|(x, r)| *x = l.add(*x, *r));
+            let mut rm = rm;
+            rm.zeroize();
+            let beta = std::mem::take(&mut mask.beta);
+            Ok(LinBatch::prepared_parts(0, l, sess.epoch, sh, Vec::new(), beta, rv, wb))
         }
+    }
+}
+
+/// Online: **Lin** — authenticated shares of W·x + b for the server's
+/// private weights, on a triple from [`prepare`]: the checked opening of
+/// [`crate::crisp::linear`] (one client → server message of |x|·⌈k/8⌉
+/// bytes), then the server adds the bias (ℓ-bit ring elements per output;
+/// `None`: no bias). The server passes `w` (ℓ-bit, as to [`prepare`]),
+/// the client `None` for both.
+pub fn lin(ch: &mut dyn Channel, sess: &mut Session, t: LinBatch, w: Option<&[u64]>, bias: Option<&[u64]>, x: &AuthShare) -> Result<AuthShare> {
+    let l = sess.lift;
+    if sess.party == 1 && (w.is_some() || bias.is_some()) {
+        return Err(invalid("the client has no weights"));
+    }
+    let mut wt: Option<Vec<u128>> = w.map(|w| w.iter().map(|&v| l.lift(v)).collect());
+    let y = crate::crisp::linear(ch, sess, t, wt.as_deref(), x);
+    if let Some(v) = wt.as_mut() {
+        v.zeroize();
+    }
+    let y = y?;
+    match bias {
+        Some(b) if sess.party == 0 => {
+            let mut bl: Vec<u128> = b.iter().map(|&v| l.lift(v)).collect();
+            let out = y.add_public(sess, &bl);
+            bl.zeroize();
+            out
+        }
+        _ => Ok(y),
     }
 }
 
@@ -231,13 +340,12 @@ pub fn lin_with(ch: &mut dyn Channel, sess: &mut Session, he: &mut CkksLin, sh: 
 pub fn init_lin(
     ch: &mut dyn Channel,
     sess: &mut Session,
-    he: &mut CkksLin,
     masks: &MaskBatch,
     x: Option<&[u64]>,
-    sh: &LinShape,
+    t: LinBatch,
     w: Option<&[u64]>,
     bias: Option<&[u64]>,
 ) -> Result<AuthShare> {
     let a = crate::crisp::input(ch, sess, masks, x)?;
-    lin(ch, sess, he, sh, w, bias, &a)
+    lin(ch, sess, t, w, bias, &a)
 }

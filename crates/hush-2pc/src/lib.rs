@@ -23,9 +23,11 @@
 //!   lifted ring Z_2^(ℓ+s), the MAC-carrying ReLU and MaxPool gates, the
 //!   final consistency check with the server's abort path (protocol layer
 //!   only; see its docs for what is still missing).
-//! * [`crisp_ckks`] — CRISP's linear layers InitLin/Lin: value and MAC in
-//!   one ciphertext under the client's key (`hush_rlwe::ckks_crisp`),
-//!   producing authenticated shares for [`crisp`]'s gates and check.
+//! * [`crisp_ckks`] — CRISP's linear layers InitLin/Lin with CKKS packing
+//!   (value and MAC in one ciphertext, `hush_rlwe::ckks_crisp`): the dealer
+//!   encrypts an authenticated mask under a key it deals, the server's HE
+//!   product runs offline, online a MAC-checked opening ([`crisp::linear`])
+//!   — authenticated shares for [`crisp`]'s gates and check.
 //! * [`nonlinear`] — one interface over the families: DReLU, ReLU, MaxPool,
 //!   faithful truncation.
 //! * [`deal`] — the dealing kinds this layer consumes, described once

@@ -958,7 +958,7 @@ fn bench_malicious_client(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -
             v["dealer"] = json!(dealer_where);
             v["link"] = json!(link);
             v["protocol"] = json!(if o.crisp.linear == "ckks" {
-                "CRISP: MAC-carrying FSS ReLU/MaxPool/truncation, CKKS linear layers (value + i·MAC in one ciphertext, exact scale q/2^k, the client's key; no ZK proof of plaintext knowledge), final MAC check"
+                "CRISP: MAC-carrying FSS ReLU/MaxPool/truncation, CKKS linear layers (value + i·MAC in one ciphertext, exact scale q/2^k; the dealer makes the ciphertexts of an authenticated mask, the server's HE product runs offline, online a MAC-checked opening), final MAC check"
             } else {
                 "CRISP: MAC-carrying FSS ReLU/MaxPool/truncation, private-weight linear layers (dealer-dealt bilinear triples), final MAC check"
             });
@@ -973,7 +973,7 @@ fn bench_malicious_client(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -
             v["checked_openings"] = json!(c.checked_openings);
             v["check"] = json!("passed");
             v["offline_note"] = json!(if o.crisp.linear == "ckks" {
-                "offline = MAC key and all dealt gate correlations (dealer link) and the client's public key (client → server); offline_bytes counts the party link, dealer_bytes_client the client's dealer link"
+                "offline = MAC key, all dealt gate correlations, the RLWE key and the layers' masks (dealer link; the server also gets the ciphertexts) and the server's HE responses (server → client); offline_bytes counts the party link, dealer_bytes_client the client's dealer link"
             } else {
                 "offline = MAC key, all dealt correlations (dealer link) and the masked weights W − A (server → client); offline_bytes counts the party link, dealer_bytes_client the client's dealer link"
             });

@@ -1,15 +1,15 @@
-//! Model-level inference against a **malicious client** with CRISP's own
-//! linear layers (issue 14; CRISP §IV–V): the client's authenticated
-//! shares go through [`hush_2pc::crisp_ckks`] — one ciphertext per input
-//! polynomial carrying the value (real part) and its MAC (imaginary part),
-//! one homomorphic product with the server's plaintext weights, the bias
-//! as b + i·μb — and the nonlinear layers, truncations and the final
-//! consistency check are those of [`crate::crisp_run`] (MAC-carrying FSS
-//! gates dealt by the dealer). It is the opt-in linear backend of
-//! `--mode malicious-client` (`--crisp-linear ckks`,
+//! Model-level inference against a **malicious client** with CRISP's
+//! CKKS-packed linear layers (issue 14; CRISP §IV–V), built as
+//! [`hush_2pc::crisp_ckks`]: per linear layer the dealer makes the
+//! ciphertexts Enc(B + i·β_1) of an authenticated mask (value in the real
+//! part, MAC in the imaginary part), the server multiplies them by its
+//! plaintext weights once offline and returns the flooded product, and
+//! online the client sends the same MAC-checked opening x − B as with the
+//! dealt triples; the nonlinear layers, truncations and the final
+//! consistency check are those of [`crate::crisp_run`]. It is the opt-in
+//! linear backend of `--mode malicious-client` (`--crisp-linear ckks`,
 //! [`crate::crisp_run::LinearBackend::Ckks`]); the default is the
-//! dealer-dealt bilinear triples (`dealt`), which have no well-formedness
-//! gap (see below and [`hush_rlwe::ckks_crisp`]).
+//! dealer-dealt bilinear triples (`dealt`).
 //!
 //! **What it computes** is bit for bit the plaintext fixed-point
 //! reference ([`crate::reference`]): the linear layers are exact on the
@@ -17,20 +17,20 @@
 //! rounding, see [`hush_rlwe::ckks_crisp`]), the gates exact. Tests:
 //! `tests_crisp.rs`.
 //!
-//! **Trust and views.** μ and every gate correlation come from the dealer
-//! (independent party); the linear layers need no dealer at all — the
-//! dealer never touches W. The server sees ciphertexts under the client's
-//! fresh key (generated per inference, in the offline phase) and uniform
-//! openings; the client sees flooded responses and uniform shares. The
-//! client's ciphertexts are checked for syntax only; the exact gap (about
-//! one bit of a chosen linear function of W per revealed coefficient and
-//! inference for a client that sends malformed ciphertexts, with no ZK
-//! proof of plaintext knowledge) is stated in [`hush_2pc::crisp_ckks`].
+//! **Trust and views.** μ, every gate correlation, the RLWE key (the
+//! client gets its secret-key seed, the server the public key) and every
+//! layer's input ciphertexts come from the dealer (independent party; it
+//! never touches W). The server sees ciphertexts under a key it does not
+//! hold and uniform openings; the client sees flooded responses and
+//! uniform shares. The client sends no ciphertext, so CRISP's missing
+//! proof of plaintext knowledge leaves no gap here, and the check's
+//! verdict is independent of W ([`hush_2pc::crisp_ckks`], "No selective
+//! failure").
 //!
-//! **Phases.** *Offline*: the MAC key request (fresh μ), the client's key
-//! pair and public key (client → server), every dealt gate. *Online*: the
-//! client's input (InitLin = authenticated input + the first Lin), the
-//! layers, the check and the release.
+//! **Phases.** *Offline*: the MAC key request (fresh μ), the RLWE key,
+//! every dealt gate and layer mask, then per linear layer the server's HE
+//! product (server → client). *Online*: the client's input, the layers
+//! (one opening each), the check and the release.
 //!
 //! **One model loop.** The phases are [`crate::crisp_run`]'s
 //! ([`crate::crisp_run::offline_with`], [`crate::crisp_run::online`]): the

@@ -1,7 +1,7 @@
 //! Model-level inference against a **malicious client** (CRISP, issue 14)
 //! in dealer mode. Two linear backends ([`LinearBackend`]): `dealt`, the
-//! default, this module's, and `ckks`, CRISP's own linear layers
-//! ([`crate::crisp_ckks`]; opt-in: see its well-formedness gap). This
+//! default, this module's, and `ckks`, CRISP's CKKS-packed linear layers
+//! on dealer-made ciphertexts ([`crate::crisp_ckks`]; opt-in). This
 //! module: a [`Plan`] run on authenticated shares
 //! ([`hush_2pc::crisp`]) — private-weight linear layers
 //! ([`hush_2pc::crisp::linear`], dealer-dealt bilinear triples; the dealer
@@ -56,7 +56,7 @@ use crate::model::{Model, Op};
 use crate::plan::{Plan, StepKind};
 use crate::{Error, Result};
 use hush_2pc::crisp::{self, AuthShare, LinBatch, LinShape, Lift, ReluBatch, Session, TruncBatch};
-use hush_2pc::crisp_ckks::{self, CkksLin};
+use hush_2pc::crisp_ckks;
 use hush_2pc::tee::Dealer;
 use hush_transport::Channel;
 use std::time::Instant;
@@ -218,9 +218,11 @@ enum Lin {
     /// `dealt`: the dealer's bilinear triple; weights and bias lifted to
     /// Z_2^(ℓ+s).
     Triple { t: Option<LinBatch>, w: Vec<u128>, bias: Vec<u128> },
-    /// `ckks`: the layer's shape for [`hush_2pc::crisp_ckks::lin`]; the
-    /// ℓ-bit weights and bias.
-    Ckks { sh: LinShape, w: Vec<u64>, bias: Vec<u64> },
+    /// `ckks`, before the offline HE product: the dealer's mask and
+    /// ciphertexts ([`hush_2pc::crisp_ckks::deal_lin`]) and the ℓ-bit
+    /// weights; [`hush_2pc::crisp_ckks::prepare`] turns it into a
+    /// [`Lin::Triple`] (the online step is the same checked opening).
+    Ckks { mask: Option<crisp_ckks::CkksMask>, w: Vec<u64>, wl: Vec<u128>, bias: Vec<u128> },
 }
 
 impl Drop for Lin {
@@ -230,8 +232,9 @@ impl Drop for Lin {
                 w.zeroize();
                 bias.zeroize();
             }
-            Lin::Ckks { w, bias, .. } => {
+            Lin::Ckks { w, wl, bias, .. } => {
                 w.zeroize();
+                wl.zeroize();
                 bias.zeroize();
             }
         }
@@ -241,8 +244,6 @@ impl Drop for Lin {
 /// Everything a party holds after the offline phase.
 pub struct Offline {
     sess: Session,
-    /// The CKKS backend's session (keys); `None` with `dealt`.
-    he: Option<CkksLin>,
     input_masks: crisp::MaskBatch,
     output_masks: crisp::MaskBatch,
     steps: Vec<Dealt>,
@@ -257,8 +258,10 @@ pub fn offline(model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, deal
 }
 
 /// [`offline`] with the linear layers of `backend`: with `ckks`, the
-/// client's key pair and public key (client → server) right after the MAC
-/// key request, and no triples or masked weights for the linear layers.
+/// epoch's RLWE key from the dealer right after the MAC key request, per
+/// linear layer the dealer's mask and ciphertexts instead of a triple, and
+/// the server's HE response (server → client) instead of the masked
+/// weights.
 #[allow(clippy::too_many_arguments)]
 pub fn offline_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u8, ch: &mut dyn Channel, dealer: &mut Dealer, s: u32) -> Result<Offline> {
     let server = party == 0;
@@ -270,18 +273,19 @@ pub fn offline_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u
     let shapes = linear_shapes(model, plan)?;
     let sess = Session::start(dealer, party, lift).map_err(tpc)?;
     let he = match backend {
-        LinearBackend::Ckks => Some(crisp_ckks::setup(ch, &sess, crisp_ckks::context().map_err(tpc)?, None).map_err(tpc)?),
+        LinearBackend::Ckks => Some(crisp_ckks::setup(dealer, &sess, crisp_ckks::context().map_err(tpc)?).map_err(tpc)?),
         LinearBackend::Dealt => None,
     };
+    let mut he = he;
     let input_masks = crisp::deal_masks(dealer, &sess, plan.input_len).map_err(tpc)?;
     let mut steps = Vec::with_capacity(plan.steps.len());
     for (st, sh) in plan.steps.iter().zip(&shapes) {
         let d = match &st.kind {
             StepKind::Linear { op, bias, out_len, .. } => {
                 let sh = sh.ok_or_else(|| Error::Model(format!("node '{}': no linear shape", st.name)))?;
-                let t = match backend {
-                    LinearBackend::Dealt => Some(crisp::deal_linear(dealer, &sess, sh).map_err(tpc)?),
-                    LinearBackend::Ckks => None,
+                let (t, mask) = match backend {
+                    LinearBackend::Dealt => (Some(crisp::deal_linear(dealer, &sess, sh).map_err(tpc)?), None),
+                    LinearBackend::Ckks => (None, Some(crisp_ckks::deal_lin(dealer, &sess, &*crisp_ckks::context().map_err(tpc)?, sh).map_err(tpc)?)),
                 };
                 let trunc = crisp::deal_trunc(dealer, &sess, *out_len, cfg.frac).map_err(tpc)?;
                 let weight = match (server, op) {
@@ -296,8 +300,8 @@ pub fn offline_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u
                 let lin = match (t, weight) {
                     (Some(t), Some(w)) => Lin::Triple { t: Some(t), w: w.iter().map(|&v| lift.lift(v)).collect(), bias: bias.iter().map(|&v| lift.lift(v)).collect() },
                     (Some(t), None) => Lin::Triple { t: Some(t), w: Vec::new(), bias: vec![0u128; *out_len] },
-                    (None, Some(w)) => Lin::Ckks { sh, w: w.clone(), bias: bias.clone() },
-                    (None, None) => Lin::Ckks { sh, w: Vec::new(), bias: Vec::new() },
+                    (None, Some(w)) => Lin::Ckks { mask, w: w.clone(), wl: w.iter().map(|&v| lift.lift(v)).collect(), bias: bias.iter().map(|&v| lift.lift(v)).collect() },
+                    (None, None) => Lin::Ckks { mask, w: Vec::new(), wl: Vec::new(), bias: vec![0u128; *out_len] },
                 };
                 Dealt::Linear { lin, trunc }
             }
@@ -313,13 +317,24 @@ pub fn offline_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u
         steps.push(d);
     }
     let output_masks = crisp::deal_masks(dealer, &sess, plan.steps.get(plan.output.wrapping_sub(1)).map(|s| s.out_len).unwrap_or(plan.input_len)).map_err(tpc)?;
-    // dealt: the masked weights E = W − A, server → client, layer by layer
+    // dealt: the masked weights E = W − A, server → client, layer by layer;
+    // ckks: the HE product on the dealer's ciphertexts, server → client
     for d in steps.iter_mut() {
-        if let Dealt::Linear { lin: Lin::Triple { t: Some(t), w, .. }, .. } = d {
-            crisp::linear_prepare(ch, &sess, t, server.then_some(&w[..])).map_err(tpc)?;
+        if let Dealt::Linear { lin, .. } = d {
+            match lin {
+                Lin::Triple { t: Some(t), w, .. } => crisp::linear_prepare(ch, &sess, t, server.then_some(&w[..])).map_err(tpc)?,
+                Lin::Ckks { mask, w, wl, bias } => {
+                    let he = he.as_mut().ok_or_else(|| Error::Protocol("CKKS layer without a CKKS session".into()))?;
+                    let m = mask.take().ok_or_else(|| Error::Protocol("CKKS layer mask used twice".into()))?;
+                    let t = crisp_ckks::prepare(ch, &sess, he, m, server.then_some(&w[..])).map_err(tpc)?;
+                    *lin = Lin::Triple { t: Some(t), w: std::mem::take(wl), bias: std::mem::take(bias) };
+                }
+                _ => {}
+            }
         }
     }
-    Ok(Offline { sess, he, input_masks, output_masks, steps })
+    drop(he); // the CKKS keys are used offline only
+    Ok(Offline { sess, input_masks, output_masks, steps })
 }
 
 /// Online phase: the client passes `Some(x)` (its encoded input), the
@@ -397,10 +412,7 @@ pub fn online_metered(plan: &Plan, ch: &mut dyn Channel, off: &mut Offline, x: O
                         let y = crisp::linear(ch, sess, t, server.then_some(&w[..]), a).map_err(tpc)?;
                         y.add_public(sess, bias).map_err(tpc)?
                     }
-                    Lin::Ckks { sh, w, bias } => {
-                        let he = off.he.as_mut().ok_or_else(|| Error::Protocol("CKKS layer without a CKKS session".into()))?;
-                        crisp_ckks::lin(ch, sess, he, sh, server.then_some(&w[..]), server.then_some(&bias[..]), a).map_err(tpc)?
-                    }
+                    Lin::Ckks { .. } => return Err(Error::Protocol("CKKS layer not prepared in the offline phase".into())),
                 };
                 crisp::trunc(ch, sess, trunc, &y).map_err(tpc)?
             }
@@ -502,21 +514,17 @@ pub fn party_with(backend: LinearBackend, model: &Model, plan: &Plan, party: u8,
 ///   itself, so the check's verdict is independent of W (no selective
 ///   failure; `hush_2pc::crisp`, "No selective failure", and the test
 ///   `crisp_selective.rs`).
-/// * `ckks`: CRISP's own layers (§IV; [`crate::crisp_ckks`]): no dealer for
-///   the linear part, but without CRISP's zero-knowledge proof of plaintext
-///   knowledge (not built) a malicious client can add a raw polynomial to
-///   its ciphertext and learn about one bit of a linear function of W of
-///   its choice per revealed coefficient and inference **without failing
-///   the check** (`hush_rlwe::ckks_crisp`, "Well-formedness"; the test
-///   `malformed_ciphertext_gap_is_real_and_bounded` reads a weight's sign
-///   that way). It also keeps issue 36's **selective failure**: the server
-///   multiplies client-encrypted shares (value and MAC) by W, so a
-///   value-preserving error e in them reaches the check as W·(e′ − μe) and
-///   the verdict says whether W annihilates it (a zero, equal or even
-///   column) — the dealt backend's fix (open x − B under a MAC first)
-///   needs the masks' ciphertexts to come from an honest party, which is
-///   not built (docs/security-malicious-client.md). Opt-in, and announced
-///   by [`CKKS_GAP_WARNING`].
+/// * `ckks`: CRISP's CKKS packing (§IV; [`crate::crisp_ckks`]): the product
+///   with W is one homomorphic product giving value and MAC, run
+///   **offline on ciphertexts the dealer makes** of an authenticated mask
+///   (issue 36); online the client sends the same MAC-checked opening as
+///   with `dealt`. The client sends no ciphertext, so neither CRISP's
+///   missing zero-knowledge proof (the well-formedness gap of
+///   `hush_rlwe::ckks_crisp`) nor the selective failure through W applies
+///   (`hush_2pc::crisp_ckks`, "No selective failure"; the test
+///   `crisp_selective.rs`). Opt-in: it costs more offline (the dealer's
+///   ciphertexts, the server's HE product and its response); announced by
+///   [`CKKS_GAP_WARNING`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinearBackend {
     #[default]
@@ -524,8 +532,10 @@ pub enum LinearBackend {
     Ckks,
 }
 
-/// What hush prints when `--crisp-linear ckks` is chosen.
-pub const CKKS_GAP_WARNING: &str = "--crisp-linear ckks: CRISP's CKKS linear layers without a zero-knowledge proof of plaintext knowledge (not built here): a malicious client can learn about one bit of a chosen linear function of the weights per revealed coefficient and inference without failing the check, and one chosen predicate of the weights per inference from whether the check fails (selective failure). The default, dealt, has neither gap.";
+/// What hush prints when `--crisp-linear ckks` is chosen (a note on its
+/// construction and cost; the name is kept from when it announced gaps,
+/// closed since issue 36).
+pub const CKKS_GAP_WARNING: &str = "--crisp-linear ckks: CRISP's CKKS-packed linear layers with the input ciphertexts made by the dealer (the client sends none, so no zero-knowledge proof of plaintext knowledge is needed and the verdict does not depend on the weights); the HE product runs offline and costs more than the default, dealt. Both rest on a dealer that colludes with neither party.";
 
 impl LinearBackend {
     pub fn name(&self) -> &'static str {

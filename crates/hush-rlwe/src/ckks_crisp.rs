@@ -55,7 +55,8 @@
 //! each ŵ_g with at most N/2 nonzero centered weights |w| ≤ 2^(ℓ−1):
 //! D = G·(N/2)·2^(ℓ−1)·22 + 21(2N + 1) + 2 bounds all but f. Flooding f is
 //! uniform in [−2^F, 2^F) with the **largest** F the scale allows,
-//! F = ⌊log2 q⌋ − k − 3 (so that 2^F + D < Δ/2: exact decoding), and the
+//! F = min(⌊log2 q⌋ − k − 3, 126) (so that 2^F + D < Δ/2: exact
+//! decoding; the cap only matters for k < 70, small test lifts), and the
 //! layer is refused unless F ≥ ⌈log2 D⌉ + κ_min (κ_min = 40 = s by
 //! default; at ℓ = 37, k = 77 and one input group F − log2 D ≈ 66).
 //! After the switch to 2^K the phase error is at most
@@ -112,9 +113,12 @@
 //! W·φ + f with f flat over 2^(F+1): a statistical leak of at most
 //! |W·φ|/2^(F+1) < 1 (about one bit of a chosen linear function of W)
 //! per revealed coefficient and inference, **undetected**
-//! (`hush_2pc::crisp_ckks` tests demonstrate (ii) on two weight sets).
-//! Closing this needs the ZK proof (or a dealer-dealt layer:
-//! `hush_2pc::crisp::linear`, which has no such gap).
+//! (`tests/ckks_crisp.rs`, `malformed_ciphertext_gap_is_real_and_bounded`,
+//! demonstrates (ii)). Closing this needs the ZK proof, or ciphertexts the
+//! client does not make: `hush_2pc::crisp_ckks` (the malicious-client
+//! `ckks` backend) has a dealer encrypt an authenticated mask
+//! ([`encrypt_input`]) and the server answer with [`Server::respond`], so
+//! this gap does not arise there; [`Client::linear`] keeps it.
 
 use crate::cheetah::{layout_bytes_per_product, Layout, Shape};
 use crate::he::{PublicKey, SecretKey, SeededCt};
@@ -129,6 +133,9 @@ use zeroize::Zeroize;
 
 /// The minimum statistical flooding margin κ (bits) a layer must keep.
 pub const MIN_FLOOD_BITS: u32 = 40;
+/// The largest flooding exponent F (small k, as in tests with a small
+/// lift, would otherwise ask for F > 126).
+pub const MAX_FLOOD_LOG: u32 = 126;
 
 /// The parameter set of CRISP's linear layers (see the module docs).
 pub fn params() -> Params {
@@ -333,13 +340,16 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     let noise_log = d.log2().ceil() as u32;
     let log_q = ctx.params.log_q().floor() as u32;
     let need = cfg.k + 3 + noise_log + cfg.min_flood_bits;
-    if log_q < need || log_q - cfg.k - 3 > 127 {
+    // the largest F the scale allows, capped at MAX_FLOOD_LOG (the flooding
+    // sampler draws F + 1 ≤ 127 bits; a smaller F only makes decoding safer)
+    let flood_log = log_q.saturating_sub(cfg.k + 3).min(MAX_FLOOD_LOG);
+    if log_q < need || flood_log < noise_log + cfg.min_flood_bits {
         return Err(Error::Params(format!(
             "CRISP linear layer: {} (log q = {log_q}) cannot hold k = {} exactly with κ = {} flooding bits over {groups} input groups (needs log q ≥ {need})",
             ctx.params.name, cfg.k, cfg.min_flood_bits
         )));
     }
-    Ok(Budget { flood_log: log_q - cfg.k - 3, noise_log })
+    Ok(Budget { flood_log, noise_log })
 }
 
 /// The layout of `shape` at ring degree N/2 (packed; N for two
@@ -538,24 +548,9 @@ impl Client {
     /// ciphertext (a malicious client, in tests).
     pub fn linear_with(&mut self, ch: &mut dyn Channel, shape: &Shape, v: &[u128], m: &[u128], mut hook: Option<CtHook<'_>>) -> Result<(Vec<u128>, Vec<u128>)> {
         let ctx = self.ctx.clone();
-        let cfg = self.cfg;
-        let lay = layout(&ctx, &cfg, shape)?;
-        budget(&ctx, &cfg, lay.groups)?;
-        check_shares(&cfg, "client share", v, m, shape.in_len())?;
-        let bu = bytes_up(&ctx);
         let seed = self.prg.random_block();
-        let (sk, wide, ctxr, layr) = (&self.sk, &self.wide, &ctx, &lay);
-        let mut cts: Vec<SeededCt> = (0..lay.in_cts() * cfg.planes())
-            .into_par_iter()
-            .map(|idx| {
-                let mut prg = Prg::with_nonce(seed, idx as u64);
-                let mut p = input_plain(layr, &cfg, idx, v, m, ctxr.n);
-                let ct = encrypt(ctxr, sk, wide, &p, &mut prg);
-                p.zeroize();
-                ct
-            })
-            .collect();
-        let mut up = Vec::with_capacity(cts.len() * bu);
+        let mut cts = encrypt_cts(&ctx, &self.cfg, &self.sk, &self.wide, shape, v, m, seed)?;
+        let mut up = Vec::with_capacity(cts.len() * bytes_up(&ctx));
         for (idx, ct) in cts.iter_mut().enumerate() {
             if let Some(h) = hook.as_mut() {
                 h(idx, ct);
@@ -564,6 +559,29 @@ impl Client {
             ct.b.zeroize();
         }
         ch.send_chunked(&up)?;
+        self.receive(ch, shape)
+    }
+
+    /// A client whose secret key was made elsewhere (the dealer of
+    /// `hush_2pc::crisp_ckks`, which also encrypts the inputs): no hello,
+    /// nothing sent; use [`Client::receive`].
+    pub fn with_secret_key(ctx: Arc<Context>, cfg: Config, sk: SecretKey, prg: Prg) -> Result<Client> {
+        budget(&ctx, &cfg, 1)?;
+        let wide = Wide::new(&ctx, cfg.k)?;
+        let crt = Crt::new(&ctx);
+        Ok(Client { ctx, cfg, sk, prg, wide, view: None, last_view: Vec::new(), crt })
+    }
+
+    /// The second half of a layer: receives the server's response to
+    /// input ciphertexts under this client's key (its own, sent by
+    /// [`Client::linear`], or made by a dealer and given to the server)
+    /// and decrypts this party's shares (y_C, t_C).
+    pub fn receive(&mut self, ch: &mut dyn Channel, shape: &Shape) -> Result<(Vec<u128>, Vec<u128>)> {
+        let ctx = self.ctx.clone();
+        let cfg = self.cfg;
+        let lay = layout(&ctx, &cfg, shape)?;
+        budget(&ctx, &cfg, lay.groups)?;
+        let (sk, ctxr) = (&self.sk, &ctx);
         // the response: a length fixed by the public layout
         let needed: Vec<Vec<(u32, u32)>> = (0..lay.rows).flat_map(|r| (0..lay.tiles).map(move |t| (r, t))).map(|(r, t)| lay.needed(r, t)).collect();
         let total: usize = needed.iter().map(|nd| bytes_down(&ctx, &cfg, nd.len())).sum();
@@ -610,6 +628,48 @@ impl Client {
     pub fn last_fine_view(&self) -> &[(u128, u128)] {
         &self.last_view
     }
+}
+
+/// The input ciphertexts of one layer: Enc_sk(v + X^(N/2)·m) per input
+/// polynomial of `shape`'s layout (two ciphertexts per position if not
+/// packed), seeded from `seed` (one stream per ciphertext).
+#[allow(clippy::too_many_arguments)]
+fn encrypt_cts(ctx: &Context, cfg: &Config, sk: &SecretKey, wide: &Wide, shape: &Shape, v: &[u128], m: &[u128], seed: hush_primitives::Block) -> Result<Vec<SeededCt>> {
+    let lay = layout(ctx, cfg, shape)?;
+    budget(ctx, cfg, lay.groups)?;
+    check_shares(cfg, "client share", v, m, shape.in_len())?;
+    let layr = &lay;
+    Ok((0..lay.in_cts() * cfg.planes())
+        .into_par_iter()
+        .map(|idx| {
+            let mut prg = Prg::with_nonce(seed, idx as u64);
+            let mut p = input_plain(layr, cfg, idx, v, m, ctx.n);
+            let ct = encrypt(ctx, sk, wide, &p, &mut prg);
+            p.zeroize();
+            ct
+        })
+        .collect())
+}
+
+/// Honest input ciphertexts of one layer under `sk`, as the bytes the
+/// server's [`Server::respond`] takes (what a client would upload): for a
+/// party that encrypts on the client's behalf — `hush_2pc::crisp_ckks`'s
+/// dealer, so that the server only ever multiplies its weights by
+/// ciphertexts whose plaintext the client did not choose.
+pub fn encrypt_input(ctx: &Context, cfg: &Config, sk: &SecretKey, shape: &Shape, v: &[u128], m: &[u128], seed: hush_primitives::Block) -> Result<Vec<u8>> {
+    let wide = Wide::new(ctx, cfg.k)?;
+    let mut cts = encrypt_cts(ctx, cfg, sk, &wide, shape, v, m, seed)?;
+    let mut up = Vec::with_capacity(cts.len() * bytes_up(ctx));
+    for ct in cts.iter_mut() {
+        ct.write(ctx, &mut up);
+        ct.b.zeroize();
+    }
+    Ok(up)
+}
+
+/// The bytes of one layer's input ciphertexts ([`encrypt_input`]).
+pub fn input_bytes(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<usize> {
+    Ok(layout(ctx, cfg, shape)?.in_cts() * cfg.planes() * bytes_up(ctx))
 }
 
 /// Seeded encryption of the plaintext `p` (N values in Z_2^k).
@@ -727,6 +787,19 @@ impl Server {
         Ok(Server { pk: PublicKey::from_seeded(&ctx, &pk), ctx, cfg, prg, wide, flood: true })
     }
 
+    /// A server given the client's public key by a dealer (the seeded
+    /// encryption of zero that [`SecretKey::public_key`] makes): no hello,
+    /// nothing received; use [`Server::respond`].
+    pub fn with_public_key(ctx: Arc<Context>, cfg: Config, pk: &[u8], prg: Prg) -> Result<Server> {
+        budget(&ctx, &cfg, 1)?;
+        let wide = Wide::new(&ctx, cfg.k)?;
+        let (pk, rest) = SeededCt::read(&ctx, pk, "CRISP linear layer: dealt public key")?;
+        if !rest.is_empty() {
+            return Err(Error::Malformed { what: "CRISP linear layer: dealt public key", why: "trailing bytes".into() });
+        }
+        Ok(Server { pk: PublicKey::from_seeded(&ctx, &pk), ctx, cfg, prg, wide, flood: true })
+    }
+
     /// **Insecure, tests only**: no flooding.
     #[doc(hidden)]
     pub fn insecure_disable_flooding_for_tests(&mut self) {
@@ -741,6 +814,27 @@ impl Server {
         let ctx = self.ctx.clone();
         let cfg = self.cfg;
         let lay = layout(&ctx, &cfg, shape)?;
+        budget(&ctx, &cfg, lay.groups)?;
+        check_shares(&cfg, "server share", v, m, shape.in_len())?;
+        check_shares(&cfg, "bias", bias, bias_mac, shape.out_len())?;
+        let wm = if cfg.ell == 64 { u64::MAX } else { (1u64 << cfg.ell) - 1 };
+        if w.len() != shape.weight_len() || w.iter().any(|&x| x & !wm != 0) {
+            return Err(Error::Shape(format!("{} weights for a layer of {}, or one outside Z_2^{}", w.len(), shape.weight_len(), cfg.ell)));
+        }
+        let mut up = vec![0u8; lay.in_cts() * cfg.planes() * bytes_up(&ctx)];
+        ch.recv_chunked_into("CRISP linear layer: client ciphertexts", &mut up)?;
+        self.respond(ch, shape, w, bias, bias_mac, v, m, &up)
+    }
+
+    /// The server's half of a layer on given input ciphertexts `up` (the
+    /// client's upload, or honest ones from a dealer: [`encrypt_input`]);
+    /// sends the response and returns its output shares (R, R′). `up` is
+    /// checked (exact length, every residue below its prime).
+    #[allow(clippy::too_many_arguments)]
+    pub fn respond(&mut self, ch: &mut dyn Channel, shape: &Shape, w: &[u64], bias: &[u128], bias_mac: &[u128], v: &[u128], m: &[u128], up: &[u8]) -> Result<(Vec<u128>, Vec<u128>)> {
+        let ctx = self.ctx.clone();
+        let cfg = self.cfg;
+        let lay = layout(&ctx, &cfg, shape)?;
         let bud = budget(&ctx, &cfg, lay.groups)?;
         check_shares(&cfg, "server share", v, m, shape.in_len())?;
         check_shares(&cfg, "bias", bias, bias_mac, shape.out_len())?;
@@ -750,8 +844,9 @@ impl Server {
         }
         let bu = bytes_up(&ctx);
         let planes = cfg.planes();
-        let mut up = vec![0u8; lay.in_cts() * planes * bu];
-        ch.recv_chunked_into("CRISP linear layer: client ciphertexts", &mut up)?;
+        if up.len() != lay.in_cts() * planes * bu {
+            return Err(Error::Malformed { what: "CRISP linear layer: input ciphertexts", why: format!("{} bytes, the layout needs {}", up.len(), lay.in_cts() * planes * bu) });
+        }
         let (ctxr, layr, wide) = (&ctx, &lay, &self.wide);
         let cts: Vec<(Vec<u64>, Vec<u64>)> = up
             .par_chunks(bu)

@@ -115,6 +115,18 @@ pub enum CrispOp {
     /// C_0 + C_1 = f(A, B) and C′_0 + C′_1 = f(A, β_1) for the layer's
     /// bilinear map f. Independent of the weights.
     Lin(LinShape),
+    /// The client's RLWE key of the `ckks` linear backend
+    /// ([`crate::crisp_ckks`]), one per epoch: the client gets the 16-byte
+    /// seed its secret key is derived from, the server the public key.
+    CkksKey,
+    /// One `ckks` linear layer's **dealer-made** input ciphertexts: the
+    /// client gets B, β_1 (input-shaped, uniform), the server β_0
+    /// (β_0 + β_1 = μ·B) and Enc_sk(B + X^(N/2)·β_1) in the layer's
+    /// layout under the epoch's [`CrispOp::CkksKey`], so the server never
+    /// multiplies its weights by a ciphertext the client made
+    /// ([`crate::crisp_ckks`], "No selective failure"). Independent of the
+    /// weights.
+    CkksLin(LinShape),
 }
 
 /// Largest vector (weights, input or output) of one CRISP linear triple
@@ -295,6 +307,8 @@ impl CrispOp {
             CrispOp::ClientMask => 2,
             CrispOp::Trunc { f } => 3 + 4 * (f as u8 & 63),
             CrispOp::Lin(_) => 4,
+            CrispOp::CkksKey => 8,
+            CrispOp::CkksLin(_) => 12,
         }
     }
     /// The operation from its byte; a linear triple's shape is read later
@@ -302,6 +316,8 @@ impl CrispOp {
     fn from_code(c: u8) -> Result<Self> {
         Ok(match c & 3 {
             0 if c == 4 => CrispOp::Lin(LinShape::Dense { n_in: 0, n_out: 0 }),
+            0 if c == 8 => CrispOp::CkksKey,
+            0 if c == 12 => CrispOp::CkksLin(LinShape::Dense { n_in: 0, n_out: 0 }),
             0 | 1 | 2 if c >> 2 != 0 => return Err(Error::Malformed(format!("CRISP dealing operation {c}"))),
             0 => CrispOp::MacKey,
             1 => CrispOp::Relu,
@@ -333,7 +349,7 @@ impl CrispParams {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u8(self.op.code()).u32(self.ell).u32(self.s).u64(self.batch).u64(self.epoch);
-        if let CrispOp::Lin(sh) = &self.op {
+        if let CrispOp::Lin(sh) | CrispOp::CkksLin(sh) = &self.op {
             sh.encode(&mut w);
         }
         w.0
@@ -341,8 +357,10 @@ impl CrispParams {
     pub fn decode(params: &[u8]) -> Result<Self> {
         let p = hush_deal::parse_params(params, "CRISP parameters", |r: &mut Reader<'_>| {
             let mut p = CrispParams { op: CrispOp::from_code(r.u8()?)?, ell: r.u32()?, s: r.u32()?, batch: r.u64()?, epoch: r.u64()? };
-            if let CrispOp::Lin(_) = p.op {
-                p.op = CrispOp::Lin(LinShape::decode(r)?);
+            match p.op {
+                CrispOp::Lin(_) => p.op = CrispOp::Lin(LinShape::decode(r)?),
+                CrispOp::CkksLin(_) => p.op = CrispOp::CkksLin(LinShape::decode(r)?),
+                _ => {}
             }
             Ok(p)
         })?;
@@ -406,6 +424,32 @@ pub fn take_values(buf: &mut &[u8], expect: usize, k: u32) -> Result<Vec<u128>> 
 const TAG_BATCH: u128 = 0;
 const TAG_MU: u128 = 1;
 const TAG_EPOCH: u128 = 2;
+const TAG_CKKS_KEY: u128 = 3;
+
+/// The seed of the epoch's `ckks` secret key (both key shares and every
+/// layer's ciphertexts of the epoch derive from it).
+fn ckks_key_seed(session: Block, epoch: u64) -> Block {
+    Prf::new(epoch_key(session, epoch)).eval(Block(TAG_CKKS_KEY << 120))
+}
+
+/// The `ckks` backend's RLWE context (built once per process).
+pub(crate) fn ckks_context() -> Result<std::sync::Arc<hush_rlwe::Context>> {
+    static CTX: std::sync::OnceLock<std::sync::Arc<hush_rlwe::Context>> = std::sync::OnceLock::new();
+    if let Some(c) = CTX.get() {
+        return Ok(c.clone());
+    }
+    let c = hush_rlwe::Context::new(hush_rlwe::ckks_crisp::params()).map_err(|e| Error::Refused(format!("CKKS context: {e}")))?;
+    Ok(CTX.get_or_init(|| std::sync::Arc::new(c)).clone())
+}
+
+/// The epoch's secret key from its seed (the client derives the same).
+pub(crate) fn ckks_secret_key(ctx: &hush_rlwe::Context, seed: Block) -> hush_rlwe::he::SecretKey {
+    hush_rlwe::he::SecretKey::generate(ctx, &mut Prg::with_nonce(seed, 0))
+}
+
+fn ckks_err(e: hush_rlwe::Error) -> Error {
+    Error::Refused(format!("CRISP CKKS dealing: {e}"))
+}
 
 fn epoch_key(session: Block, epoch: u64) -> Block {
     Prf::new(session).eval(Block((TAG_EPOCH << 120) | epoch as u128))
@@ -419,7 +463,7 @@ fn batch_key(session: Block, p: &CrispParams, n: u32) -> Block {
         | ((n as u128) << 64)
         | p.batch as u128;
     let mut kb = Prf::new(epoch_key(session, p.epoch)).eval(Block(x));
-    if let CrispOp::Lin(sh) = &p.op {
+    if let CrispOp::Lin(sh) | CrispOp::CkksLin(sh) = &p.op {
         // The shape selects the key too (CBC over its fixed-length,
         // tag-prefixed encoding, a prefix-free PRF input): a request with
         // another shape than the peer's gets independent values.
@@ -553,6 +597,51 @@ impl CrispMac {
                     v.zeroize();
                 }
             }
+            CrispOp::CkksKey => {
+                if n != 1 {
+                    return Err(Error::Refused("the CRISP CKKS key is dealt as one element".into()));
+                }
+                let seed = ckks_key_seed(session, p.epoch);
+                if want[0] {
+                    let ctx = ckks_context()?;
+                    hush_rlwe::ckks_crisp::budget(&ctx, &hush_rlwe::ckks_crisp::Config::new(p.ell, k), 1).map_err(ckks_err)?;
+                    let sk = ckks_secret_key(&ctx, seed);
+                    sk.public_key(&ctx, &mut Prg::with_nonce(seed, 1)).write(&ctx, &mut out[0]);
+                }
+                if want[1] {
+                    out[1].extend_from_slice(&seed.to_bytes());
+                }
+            }
+            CrispOp::CkksLin(sh) => {
+                if n != 1 {
+                    return Err(Error::Refused("a CRISP CKKS layer's ciphertexts are dealt as one element".into()));
+                }
+                let (_, il, _) = sh.lens().ok_or_else(|| Error::Refused(format!("CRISP linear shape {sh:?} out of range")))?;
+                let m = mask128(k);
+                let draw = |nonce: u64, n: usize| -> Vec<u128> {
+                    let mut prg = Prg::with_nonce(kb, nonce);
+                    (0..n).map(|_| prg.random_block().0 & m).collect()
+                };
+                let mut b = draw(5, il);
+                let mut beta1 = draw(6, il);
+                if want[0] {
+                    let mut beta0: Vec<u128> = b.iter().zip(&beta1).map(|(x, t)| mu.wrapping_mul(*x).wrapping_sub(*t) & m).collect();
+                    put_values(&mut out[0], &beta0, k);
+                    beta0.zeroize();
+                    let ctx = ckks_context()?;
+                    let cfg = hush_rlwe::ckks_crisp::Config::new(p.ell, k);
+                    let sk = ckks_secret_key(&ctx, ckks_key_seed(session, p.epoch));
+                    let cts = hush_rlwe::ckks_crisp::encrypt_input(&ctx, &cfg, &sk, &crate::crisp_ckks::shape(&sh), &b, &beta1, Prg::with_nonce(kb, 9).random_block()).map_err(ckks_err)?;
+                    out[0].extend_from_slice(&(cts.len() as u64).to_le_bytes());
+                    out[0].extend_from_slice(&cts);
+                }
+                if want[1] {
+                    put_values(&mut out[1], &b, k);
+                    put_values(&mut out[1], &beta1, k);
+                }
+                b.zeroize();
+                beta1.zeroize();
+            }
             CrispOp::ClientMask => {
                 let mut prg = Prg::with_nonce(kb, 3);
                 let mut a = Vec::with_capacity(n);
@@ -593,7 +682,7 @@ impl Description for CrispMac {
         if p.batch != batch {
             return Err(Error::Refused(format!("CRISP parameters name batch {} in a request for batch {batch}", p.batch)));
         }
-        if matches!(p.op, CrispOp::MacKey | CrispOp::Lin(_)) && n != 1 {
+        if matches!(p.op, CrispOp::MacKey | CrispOp::Lin(_) | CrispOp::CkksKey | CrispOp::CkksLin(_)) && n != 1 {
             return Err(Error::Refused("the CRISP MAC key is dealt as one element".into()));
         }
         if p.op == CrispOp::MacKey && p.epoch != batch {
@@ -724,5 +813,50 @@ mod tests {
         let t1 = CRISP_MAC.deal(key, 1, 1, &q.encode()).unwrap();
         let bx = take_values(&mut &t1[..], wl, k).unwrap();
         assert!(a.iter().all(|v| !bx.contains(v)), "a client share under another shape leaks the server's A");
+    }
+
+    #[test]
+    fn ckks_key_and_layer_masks_are_consistent_and_bound_to_epoch_and_shape() {
+        let key = Block(0x77);
+        let (ell, s) = (37, 40);
+        let k = ell + s;
+        let m = mask128(k);
+        let kp = |batch, epoch| CrispParams { op: CrispOp::CkksKey, ell, s, batch, epoch };
+        // the client's key seed: one per epoch, 16 bytes; the server's share a public key
+        let (pk, seed) = CRISP_MAC.deal_pair(key, 1, &kp(3, 1).encode()).unwrap();
+        let ctx = ckks_context().unwrap();
+        assert_eq!(seed.len(), 16);
+        assert_eq!(pk.len(), hush_rlwe::he::SeededCt::wire_len(&ctx));
+        assert_eq!(CRISP_MAC.deal(key, 1, 1, &kp(4, 1).encode()).unwrap(), seed, "the same key in every batch of an epoch");
+        assert_ne!(CRISP_MAC.deal(key, 1, 1, &kp(4, 2).encode()).unwrap(), seed, "another epoch, another key");
+        assert!(CRISP_MAC.label(3, 2, &kp(3, 1).encode()).is_err(), "one key per request");
+        // a layer: β_0 + β_1 = μ·B; the server's ciphertexts have the layout's size
+        let sh = LinShape::Dense { n_in: 6, n_out: 4 };
+        let p = CrispParams { op: CrispOp::CkksLin(sh), ell, s, batch: 5, epoch: 1 };
+        assert_eq!(CrispParams::decode(&p.encode()).unwrap(), p, "shape round-trips");
+        let (s0, s1) = CRISP_MAC.deal_pair(key, 1, &p.encode()).unwrap();
+        assert_eq!(s1, CRISP_MAC.deal(key, 1, 1, &p.encode()).unwrap());
+        let mut r1 = &s1[..];
+        let b = take_values(&mut r1, 6, k).unwrap();
+        let beta1 = take_values(&mut r1, 6, k).unwrap();
+        assert!(r1.is_empty());
+        let mut r0 = &s0[..];
+        let beta0 = take_values(&mut r0, 6, k).unwrap();
+        let cfg = hush_rlwe::ckks_crisp::Config::new(ell, k);
+        let want = hush_rlwe::ckks_crisp::input_bytes(&ctx, &cfg, &crate::crisp_ckks::shape(&sh)).unwrap();
+        assert_eq!(u64::from_le_bytes(r0[..8].try_into().unwrap()), want as u64);
+        assert_eq!(r0.len(), 8 + want);
+        let mu = mac_key(key, 1, k);
+        for j in 0..6 {
+            assert_eq!(beta0[j].wrapping_add(beta1[j]) & m, mu.wrapping_mul(b[j]) & m, "β_0 + β_1 = μ·B");
+        }
+        // another shape in the same batch: independent masks
+        let q = CrispParams { op: CrispOp::CkksLin(LinShape::Dense { n_in: 6, n_out: 5 }), ..p };
+        let t1 = CRISP_MAC.deal(key, 1, 1, &q.encode()).unwrap();
+        let bx = take_values(&mut &t1[..], 6, k).unwrap();
+        assert!(b.iter().all(|v| !bx.contains(v)));
+        // a lift the HE layer cannot hold exactly is refused, not dealt
+        let big = CrispParams { op: CrispOp::CkksKey, ell: 64, s: 60, batch: 3, epoch: 1 };
+        assert!(CRISP_MAC.deal(key, 0, 1, &big.encode()).is_err());
     }
 }
