@@ -577,7 +577,10 @@ impl TamiShare {
     pub fn to_bytes(&self, shape: &TamiShape) -> Vec<u8> {
         let l = shape.bits;
         let seg = table_segments(shape, &shape.plan());
-        let mut b = Blob::new();
+        // Every field crosses in at most its in-memory size, plus a count
+        // word per array.
+        let arrays = 8 + 2 * (self.subsets.len() + self.masks.len());
+        let mut b = Blob::with_capacity(self.dealt_bytes() + 8 * arrays + 16);
         if let Some(k) = self.seed {
             b.put(&[k.0 as u64, (k.0 >> 64) as u64]);
             put_tables(&mut b, &self.pad, &seg);
