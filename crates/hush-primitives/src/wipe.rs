@@ -33,15 +33,30 @@ pub fn wipe_u64s(w: &mut [u64]) {
 /// (what `Zeroize for Vec<u8>` does, at memory speed).
 pub fn wipe_vec(v: &mut Vec<u8>) {
     wipe_bytes(v.as_mut_slice());
-    v.spare_capacity_mut().zeroize();
+    wipe_spare(v);
     v.clear();
 }
 
 /// [`wipe_vec`] for a word vector.
 pub fn wipe_vec_u64(v: &mut Vec<u64>) {
     wipe_u64s(v.as_mut_slice());
-    v.spare_capacity_mut().zeroize();
+    wipe_spare(v);
     v.clear();
+}
+
+/// Zeroes a vector's spare capacity with one `memset` (`zeroize` on the
+/// `MaybeUninit` slice stores one element at a time); the pointer then
+/// escapes through `black_box` and a compiler fence, so the stores are not
+/// removed as dead before the memory is freed or reused.
+fn wipe_spare<T: Copy>(v: &mut Vec<T>) {
+    let spare = v.spare_capacity_mut();
+    let (p, n) = (spare.as_mut_ptr(), spare.len());
+    // SAFETY: `p` points to `n` elements of spare capacity owned by `v`;
+    // writing zero bytes to uninitialised memory is sound, and `T` is only
+    // ever instantiated with plain integers (u8, u64).
+    unsafe { std::ptr::write_bytes(p, 0, n) };
+    std::hint::black_box(p);
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
 }
 
 #[cfg(test)]
