@@ -219,7 +219,7 @@ pub fn bench_deal(a: &DealArgs) -> Result<Vec<Record>> {
         let bound_s = bound[0].max(bound[1]);
         let dealt = best[0].0 + best[1].0;
         let mut r = Record::new("deal");
-        r.set("kind", *kind)
+        r.set("deal_kind", *kind)
             .set("dealing_kind", job.desc.kind())
             .set("unit", job.unit)
             .set("n", a.n as u64)
