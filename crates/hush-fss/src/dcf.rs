@@ -678,15 +678,36 @@ pub(crate) fn gen_core_each(
     roots: &[[u128; 2]],
     alphas: &[u64],
     betas: &[[u64; 2]],
+    emit: impl FnMut(usize, [&KeyParts<'_>; 2]),
+) {
+    // One instance per key shape, so the level loop's shape tests and lane
+    // loops are constants (issue 35: the loop around the AES call is most
+    // of a key's generation time).
+    match (lanes, is_packed(out_bits, lanes)) {
+        (1, true) => gen_core_shaped::<1, true>(bits, out_bits, roots, alphas, betas, emit),
+        (1, false) => gen_core_shaped::<1, false>(bits, out_bits, roots, alphas, betas, emit),
+        _ => gen_core_shaped::<2, false>(bits, out_bits, roots, alphas, betas, emit),
+    }
+}
+
+#[allow(clippy::needless_range_loop)] // k indexes several per-key arrays
+fn gen_core_shaped<const NL: usize, const PACKED: bool>(
+    bits: u32,
+    out_bits: u32,
+    roots: &[[u128; 2]],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
     mut emit: impl FnMut(usize, [&KeyParts<'_>; 2]),
 ) {
+    let lanes = NL as u32;
     debug_assert!(check_params(bits, out_bits, lanes, 0).is_ok());
+    debug_assert_eq!(PACKED, is_packed(out_bits, lanes));
     assert_eq!(roots.len(), alphas.len());
     assert_eq!(roots.len(), betas.len());
     let nk = roots.len();
-    let packed = is_packed(out_bits, lanes);
+    let packed = PACKED;
     let om = mask(out_bits);
-    let nl = lanes as usize;
+    let nl = NL;
     let n = bits as usize;
     let nu = et_nu(bits, out_bits, lanes);
     let d = depth(bits, out_bits, lanes) as usize;
