@@ -38,7 +38,7 @@ def table():
         cpus.add(r.get("cpu", "?"))
         rows.append(
             f"| {kind} (ℓ = {bits}) | {n:,} | {r['items_per_s']:.3g} | {r['dealt_bytes'] / 1e6:.1f} MB | "
-            f"{r['dealt_bytes_per_s'] / 1e9:.2f} GB/s | {r['aes_per_item_party0']:.1f} / {r['aes_per_item_party1']:.1f} | "
+            f"{r['dealt_bytes_per_s'] / 1e9:.2f} GB/s | {r['aes_per_item_party0']:.3g} / {r['aes_per_item_party1']:.3g} | "
             f"{ms(r['bound_s'])} | {ms(r['module_s'])} | {r['bound_ratio']:.1f} | {r.get('threads', 1)} | "
             f"{r.get('load', '?')} | {r.get('date', '?')[:16]} |")
     rate = ", ".join(f"{r['aes_blocks_per_s']:.3g}" for r in list(latest.values())[-1:])
