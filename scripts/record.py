@@ -110,7 +110,8 @@ def main(argv):
         "load": f"{before:.2f} → {after:.2f}",
         "cores": os.cpu_count(),
         "command": "hush " + " ".join(a for a in args if a != "--json"),
-        "commit": commit(),
+        # HUSH_RECORD_COMMIT names the build when --hush is not this checkout's.
+        "commit": os.environ.get("HUSH_RECORD_COMMIT") or commit(),
     }
     os.makedirs(RECORDS, exist_ok=True)
     n = 0

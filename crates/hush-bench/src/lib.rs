@@ -12,6 +12,7 @@
 
 pub mod aes;
 pub mod cot;
+pub mod deal;
 pub mod he_linear;
 pub mod infer;
 mod machine;

@@ -189,6 +189,8 @@ enum BenchCmd {
     /// Two-party comparison layer: millionaires', DReLU, ReLU, MaxPool, truncation
     /// in the CrypTFlow2, TAMI-MPC and FSS families.
     Nonlinear(hush_bench::nonlinear::NonlinearArgs),
+    /// Trusted-module dealing per kind: items/s, dealt bytes/s, against this core's AES-call bound.
+    Deal(hush_bench::deal::DealArgs),
     /// Cheetah's HE linear layers (coefficient-encoded conv/FC, RLWE) on benchmark shapes.
     #[command(name = "he-linear")]
     HeLinear(hush_bench::he_linear::HeLinearArgs),
@@ -383,6 +385,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
         Cmd::Bench(BenchCmd::ThreePc(a)) => replicated(hush_replicated::cli::bench_3pc_main(a)),
         Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_bench::nonlinear::bench_nonlinear_main(a).map_err(|e| e.to_string()),
+        Cmd::Bench(BenchCmd::Deal(a)) => hush_bench::deal::bench_deal(&a).map_err(|e| e.to_string()).map(|rs| rs.iter().for_each(|r| emit(r, a.json))),
         Cmd::Bench(BenchCmd::HeLinear(a)) => hush_bench::he_linear::bench_he_linear_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Aes { json, batch, seconds }) => {
             if batch == 0 || !(seconds > 0.0) {

@@ -54,6 +54,8 @@ fn every_bench_record_carries_the_contract_keys() {
     }
     check(&["nonlinear", "--op", "gelu", "--shape", "2x32", "--mode", "dealer", "--proto", "fss"]);
     check(&["aes", "--seconds", "0.05"]);
+    let r = &check(&["deal", "--kind", "fss-relu", "--n", "2000", "--repeat", "1"])[0];
+    assert!(r["bound_ratio"].as_f64().is_some_and(|x| x > 0.0) && r["cpu"].is_string(), "deal: {r}");
     check(&["he-linear", "--layers", "minionn-mnist"]);
     check(&["aes3", "--n", "4096", "--verify", "8"]);
     let recs = check(&["aes3", "--n", "4096", "--verify", "8", "--tls-overhead"]);

@@ -163,12 +163,24 @@ impl std::fmt::Debug for Kinds {
 
 /// `n` words of the PRG stream `nonce` under `key`.
 pub fn stream(key: Block, nonce: u64, n: usize) -> Vec<u64> {
-    let mut prg = Prg::with_nonce(key, nonce);
-    let mut bytes = vec![0u8; n * 8];
-    prg.fill_bytes(&mut bytes);
-    let v = bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
-    zeroize::Zeroize::zeroize(&mut bytes);
+    let mut v = vec![0u64; n];
+    stream_into(key, nonce, &mut v);
     v
+}
+
+/// [`stream`] written into `out` (its length is the word count): the same
+/// words, no temporary buffer.
+pub fn stream_into(key: Block, nonce: u64, out: &mut [u64]) {
+    let mut prg = Prg::with_nonce(key, nonce);
+    // The stream's bytes read as little-endian words: on a little-endian
+    // target the words' own bytes; elsewhere, fill then swap.
+    // SAFETY: u64 has no invalid bit patterns and the byte view covers
+    // exactly `out`'s initialised memory.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, out.len() * 8) };
+    prg.fill_bytes(bytes);
+    if cfg!(target_endian = "big") {
+        out.iter_mut().for_each(|x| *x = u64::from_le(*x));
+    }
 }
 
 /// Ring mask for `bits` (1..=64).
@@ -187,6 +199,11 @@ pub struct Blob(pub Vec<u8>);
 impl Blob {
     pub fn new() -> Self {
         Blob(Vec::new())
+    }
+    /// An empty blob with room for `bytes` (a share written without
+    /// reallocating: each regrowth copies and touches fresh pages).
+    pub fn with_capacity(bytes: usize) -> Self {
+        Blob(Vec::with_capacity(bytes))
     }
     pub fn put(&mut self, v: &[u64]) -> &mut Self {
         self.0.extend_from_slice(&(v.len() as u64).to_le_bytes());

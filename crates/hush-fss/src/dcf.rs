@@ -220,34 +220,64 @@ impl DcfKey {
     }
 
     pub(crate) fn write(&self, w: &mut Writer) {
-        w.bytes(&[TAG_DCF, self.party, self.bits as u8, self.out_bits as u8, self.lanes as u8]);
+        let parts = KeyParts { s0: self.s0, cw: &self.cw, tl: self.tl, tr: self.tr, vbits: self.vbits, leaf: self.leaf };
+        parts.write(w, self.party, self.bits, self.out_bits, self.lanes);
+    }
+}
+
+/// One party's DCF key as its parts, borrowed: what batched generation
+/// hands out per key ([`gen_core_each`]) so a dealer writes the encoding
+/// straight into its share, without a [`DcfKey`] (two allocations) per key.
+pub(crate) struct KeyParts<'a> {
+    pub s0: u128,
+    /// Per level: seed correction (two words), then `lanes` value
+    /// corrections unless packed (the layout of `DcfKey::cw`).
+    pub cw: &'a [u64],
+    pub tl: u64,
+    pub tr: u64,
+    pub vbits: u64,
+    pub leaf: [u64; 2],
+}
+
+impl KeyParts<'_> {
+    /// The encoding of [`DcfKey::to_bytes`] (the one writer of the format).
+    pub(crate) fn write(&self, w: &mut Writer, party: u8, bits: u32, out_bits: u32, lanes: u32) {
+        w.bytes(&[TAG_DCF, party, bits as u8, out_bits as u8, lanes as u8]);
         w.u128(self.s0);
-        let st = stride(self.out_bits, self.lanes);
-        let d = depth(self.bits, self.out_bits, self.lanes);
+        let st = stride(out_bits, lanes);
+        let d = depth(bits, out_bits, lanes);
         for i in 0..d as usize {
-            w.u128(self.scw(i, st));
+            w.u128((self.cw[i * st] as u128) | ((self.cw[i * st + 1] as u128) << 64));
         }
         w.bits(self.tl, d);
         w.bits(self.tr, d);
-        for i in 0..d as usize {
-            for l in 0..self.lanes as usize {
-                w.bits(self.vcw(i, l, st), self.out_bits);
+        if st == 2 {
+            for i in 0..d as usize {
+                w.bits((self.vbits >> i) & 1, out_bits);
+            }
+        } else {
+            for i in 0..d as usize {
+                for l in 0..lanes as usize {
+                    w.bits(self.cw[i * st + 2 + l], out_bits);
+                }
             }
         }
-        if is_packed(self.out_bits, self.lanes) {
-            let tb = 1u32 << et_nu(self.bits, self.out_bits, self.lanes);
+        if is_packed(out_bits, lanes) {
+            let tb = 1u32 << et_nu(bits, out_bits, lanes);
             w.bits(self.leaf[0], tb.min(64));
             if tb > 64 {
                 w.bits(self.leaf[1], tb - 64);
             }
         } else {
-            for l in 0..self.lanes as usize {
-                w.bits(self.leaf[l], self.out_bits);
+            for l in 0..lanes as usize {
+                w.bits(self.leaf[l], out_bits);
             }
         }
         w.flush_bits();
     }
+}
 
+impl DcfKey {
     /// Decodes a key, checking the header, the exact length and canonical
     /// form. Never panics.
     pub fn from_bytes(b: &[u8]) -> Result<Self, Error> {
@@ -606,7 +636,6 @@ pub(crate) fn draw_roots(prg: &mut Prg, out_bits: u32, lanes: u32) -> [u128; 2] 
 /// for byte. The tree is built level by level over chunks of keys, one AES
 /// call per level for all seeds of the chunk. Same preconditions as
 /// [`gen_lanes`] (0 ≤ bits ≤ 64, α < 2^bits).
-#[allow(clippy::needless_range_loop)] // k indexes several per-key arrays
 pub(crate) fn gen_core(
     bits: u32,
     out_bits: u32,
@@ -615,13 +644,70 @@ pub(crate) fn gen_core(
     alphas: &[u64],
     betas: &[[u64; 2]],
 ) -> (Vec<DcfKey>, Vec<DcfKey>) {
+    let nk = roots.len();
+    let mut out0 = Vec::with_capacity(nk);
+    let mut out1 = Vec::with_capacity(nk);
+    gen_core_each(bits, out_bits, lanes, roots, alphas, betas, |_, [p0, p1]| {
+        let mk = |party: u8, p: &KeyParts<'_>| DcfKey {
+            party,
+            bits,
+            out_bits,
+            lanes,
+            s0: p.s0,
+            cw: p.cw.to_vec(),
+            tl: p.tl,
+            tr: p.tr,
+            vbits: p.vbits,
+            leaf: p.leaf,
+        };
+        out0.push(mk(0, p0));
+        out1.push(mk(1, p1));
+    });
+    (out0, out1)
+}
+
+/// [`gen_core`] handing each key pair to `emit(j, [party 0's, party 1's])`
+/// as borrowed parts, in order (j = 0, 1, …), instead of building
+/// [`DcfKey`]s: the dealer encodes them straight into its shares. The
+/// parts' buffers are erased once the generation ends.
+#[allow(clippy::needless_range_loop)] // k indexes several per-key arrays
+pub(crate) fn gen_core_each(
+    bits: u32,
+    out_bits: u32,
+    lanes: u32,
+    roots: &[[u128; 2]],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
+    emit: impl FnMut(usize, [&KeyParts<'_>; 2]),
+) {
+    // One instance per key shape, so the level loop's shape tests and lane
+    // loops are constants (issue 35: the loop around the AES call is most
+    // of a key's generation time).
+    match (lanes, is_packed(out_bits, lanes)) {
+        (1, true) => gen_core_shaped::<1, true>(bits, out_bits, roots, alphas, betas, emit),
+        (1, false) => gen_core_shaped::<1, false>(bits, out_bits, roots, alphas, betas, emit),
+        _ => gen_core_shaped::<2, false>(bits, out_bits, roots, alphas, betas, emit),
+    }
+}
+
+#[allow(clippy::needless_range_loop)] // k indexes several per-key arrays
+fn gen_core_shaped<const NL: usize, const PACKED: bool>(
+    bits: u32,
+    out_bits: u32,
+    roots: &[[u128; 2]],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
+    mut emit: impl FnMut(usize, [&KeyParts<'_>; 2]),
+) {
+    let lanes = NL as u32;
     debug_assert!(check_params(bits, out_bits, lanes, 0).is_ok());
+    debug_assert_eq!(PACKED, is_packed(out_bits, lanes));
     assert_eq!(roots.len(), alphas.len());
     assert_eq!(roots.len(), betas.len());
     let nk = roots.len();
-    let packed = is_packed(out_bits, lanes);
+    let packed = PACKED;
     let om = mask(out_bits);
-    let nl = lanes as usize;
+    let nl = NL;
     let n = bits as usize;
     let nu = et_nu(bits, out_bits, lanes);
     let d = depth(bits, out_bits, lanes) as usize;
@@ -630,8 +716,6 @@ pub(crate) fn gen_core(
     let per = if packed { 2 } else { 4 };
     let bpk = 2 * per;
     let cm = GEN_CHUNK.min(nk.max(1));
-    let mut out0 = Vec::with_capacity(nk);
-    let mut out1 = Vec::with_capacity(nk);
     let mut blk = vec![Block::ZERO; cm * bpk];
     let mut s = vec![[0u128; 2]; cm];
     let mut t = vec![[0u64; 2]; cm];
@@ -764,23 +848,11 @@ pub(crate) fn gen_core(
                     leaf[l] = if t[k][1] == 1 { v.wrapping_neg() } else { v } & om;
                 }
             }
-            let cw = cwf[k * dst..(k + 1) * dst].to_vec();
-            let k0 = DcfKey {
-                party: 0,
-                bits,
-                out_bits,
-                lanes,
-                s0: roots[base + k][0],
-                cw: cw.clone(),
-                tl: tl[k],
-                tr: tr[k],
-                vbits: vb[k],
-                leaf,
-            };
-            let k1 = DcfKey { party: 1, bits, out_bits, lanes, s0: roots[base + k][1], cw, tl: tl[k], tr: tr[k], vbits: vb[k], leaf };
+            let cw = &cwf[k * dst..(k + 1) * dst];
+            let p0 = KeyParts { s0: roots[base + k][0], cw, tl: tl[k], tr: tr[k], vbits: vb[k], leaf };
+            let p1 = KeyParts { s0: roots[base + k][1], ..p0 };
+            emit(base + k, [&p0, &p1]);
             leaf.zeroize();
-            out0.push(k0);
-            out1.push(k1);
         }
         base += m;
     }
@@ -792,7 +864,6 @@ pub(crate) fn gen_core(
     tl.zeroize();
     tr.zeroize();
     vb.zeroize();
-    (out0, out1)
 }
 
 /// Validates the parameters of a batch of one-lane DCFs.

@@ -15,9 +15,8 @@
 //! the trusted modules and the dealer service serve it, `hush-2pc`'s FSS
 //! gates consume it.
 
-use crate::{
-    dcf_gen_batch_multi, drelu_gen_batch, lt_gen_batch, relu_gen_batch, DcfBatchSpec, DcfKey, DreluKey, LtKey, ReluKey,
-};
+use crate::gates::{drelu_gen_batch_append, relu_gen_batch_append, GateDraws};
+use crate::{dcf_gen_batch_multi, lt_gen_batch, DcfBatchSpec, DcfKey, DreluKey, LtKey, ReluKey};
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, Blob, BlobReader, DealRequest, Description, Error, Result};
 use hush_primitives::{Block, Prg};
@@ -168,7 +167,17 @@ impl FssShare {
 
 /// Gates whose keys are generated per batched call (bounds the memory of
 /// the keys of both parties held at once).
-const DEAL_CHUNK: usize = 64;
+const DEAL_CHUNK: usize = 256;
+
+/// The key buffers of the shares being dealt, by party (for the
+/// generators that append encodings, e.g. [`relu_gen_batch_append`]).
+fn key_outs<'a>(out: &'a mut [FssShare], parties: &[u8]) -> [Option<&'a mut Vec<u8>>; 2] {
+    let mut o: [Option<&mut Vec<u8>>; 2] = [None, None];
+    for (s, &p) in out.iter_mut().zip(parties) {
+        o[p as usize & 1] = Some(&mut s.keys);
+    }
+    o
+}
 
 /// The dealer: party `party`'s share of `n` gates.
 ///
@@ -182,6 +191,111 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &FssShape) -> FssShare {
 /// The shares of `parties` (each 0 or 1) from one key generation: what a
 /// dealer serving both parties computes once.
 pub fn deal_parties(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
+    match shape.gate {
+        FssGate::Millionaire if shape.bits < 64 => deal_tree_gates(key, parties, n, shape),
+        FssGate::Drelu | FssGate::Relu => deal_tree_gates(key, parties, n, shape),
+        _ => deal_chunked(key, parties, n, shape),
+    }
+}
+
+/// Gates built per parallel task by [`deal_tree_gates`] (one AES call per
+/// tree level covers them; their keys of both parties stay in L2).
+const PAR_CHUNK: usize = 256;
+
+/// The one-DCF gates (ReLU, DReLU, the millionaires' below 64 bits), built
+/// **in place, in parallel**: every PRG draw is made first, in the order of
+/// [`deal_chunked`] (the value PRG per gate, then the key PRG's roots and
+/// offsets per gate — two independent streams, so the order across them
+/// does not matter), then the trees of chunks of [`PAR_CHUNK`] gates are
+/// built on the cores available (rayon) and each chunk's keys encoded
+/// straight into its own slot of the shares (fixed key size). The same
+/// bytes as [`deal_chunked`] (`tests::batched_deal_matches_one_at_a_time`).
+fn deal_tree_gates(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
+    use rayon::prelude::*;
+    let l = shape.bits;
+    let lm = ring_mask(l);
+    let millionaire = shape.gate == FssGate::Millionaire;
+    let wm = ring_mask(l + 1);
+    let mut vprg = Prg::with_nonce(key, 1);
+    let mut kprg = Prg::with_nonce(key, 2);
+    let mut ms: Vec<u64> = Vec::with_capacity(n);
+    let mut rs: Vec<u64> = Vec::with_capacity(n);
+    for _ in 0..n {
+        ms.push(vprg.next_u64() & lm);
+        let r = vprg.next_u64() & lm;
+        rs.push(if millionaire { (r | ((vprg.next_u64() & 1) << l)) & wm } else { r });
+    }
+    let zeros = vec![0u64; n];
+    let draws = match shape.gate {
+        FssGate::Relu => GateDraws::relu(&mut kprg, l, &rs, &zeros),
+        FssGate::Drelu => GateDraws::drelu(&mut kprg, l, &rs, &zeros, 1),
+        _ => GateDraws::drelu(&mut kprg, l + 1, &rs, &zeros, 1),
+    }
+    .expect("gate parameters were validated");
+    let kb = draws.key_bytes();
+    debug_assert_eq!(kb, shape.key_bytes());
+    let head = FssShare::head_bytes(n, shape);
+    let mut out: Vec<FssShare> = parties
+        .iter()
+        .map(|&p| {
+            let mut keys = Vec::with_capacity(head + n * kb);
+            keys.resize(head, 0);
+            let vals = (0..n)
+                .map(|j| match (p, millionaire) {
+                    (0, true) => rs[j].wrapping_sub(ms[j]).wrapping_sub(1) & wm,
+                    (0, false) => ms[j].wrapping_add(rs[j]) & lm,
+                    _ => ms[j],
+                })
+                .collect();
+            FssShare { vals, offs: Vec::new(), keys, head }
+        })
+        .collect();
+    ms.zeroize();
+    rs.zeroize();
+    {
+        // Per chunk: (first gate, the chunk's slot in each party's keys).
+        type Slots<'a> = Vec<(u8, &'a mut [std::mem::MaybeUninit<u8>])>;
+        let mut work: Vec<(usize, Slots<'_>)> = (0..n.div_ceil(PAR_CHUNK)).map(|c| (c * PAR_CHUNK, Vec::new())).collect();
+        for (s, &p) in out.iter_mut().zip(parties) {
+            let spare = &mut s.keys.spare_capacity_mut()[..n * kb];
+            for (c, slot) in spare.chunks_mut(PAR_CHUNK * kb).enumerate() {
+                work[c].1.push((p, slot));
+            }
+        }
+        work.into_par_iter().for_each(|(lo, slots)| {
+            let m = slots.first().map_or(0, |s| s.1.len() / kb);
+            let mut bufs = [Vec::new(), Vec::new()];
+            for (p, _) in &slots {
+                bufs[*p as usize & 1] = Vec::with_capacity(m * kb);
+            }
+            {
+                let [b0, b1] = &mut bufs;
+                let want = |p: u8| slots.iter().any(|s| s.0 == p);
+                draws.append(lo..lo + m, [want(0).then_some(b0), want(1).then_some(b1)]);
+            }
+            for (p, slot) in slots {
+                let b = &bufs[p as usize & 1];
+                assert_eq!(b.len(), slot.len(), "FSS key encoding has the fixed key size");
+                // SAFETY: `slot` and `b` have the same length, do not
+                // overlap (`b` is this task's own buffer) and MaybeUninit<u8>
+                // has the layout of u8.
+                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), slot.as_mut_ptr() as *mut u8, b.len()) };
+            }
+            bufs.iter_mut().for_each(hush_primitives::wipe::wipe_vec);
+        });
+    }
+    for s in &mut out {
+        // SAFETY: every byte of [head, head + n·kb) was written above: the
+        // chunks of every party's slot cover it (each chunk's buffer has
+        // exactly its slot's length, asserted before the copy).
+        unsafe { s.keys.set_len(head + n * kb) };
+    }
+    out
+}
+
+/// The gates dealt chunk by chunk on one thread (two-DCF gates: the
+/// millionaires' at 64 bits, truncation).
+fn deal_chunked(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
     let l = shape.bits;
     let lm = ring_mask(l);
     let mut vprg = Prg::with_nonce(key, 1);
@@ -199,6 +313,7 @@ pub fn deal_parties(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> V
     let mut rs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
     let mut cs: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
     let mut os: Vec<u64> = Vec::with_capacity(DEAL_CHUNK.min(n));
+    let zeros = vec![0u64; DEAL_CHUNK.min(n)];
     let mut done = 0;
     while done < n {
         let cn = DEAL_CHUNK.min(n - done);
@@ -228,12 +343,9 @@ pub fn deal_parties(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> V
                 // gt(y, x) = DReLU_{ℓ+1}(y − x − 1): one (ℓ)-bit DCF; party 0's
                 // helper is h = r − x − 1 mod 2^{ℓ+1}, so x̂ = y + h.
                 let wm = ring_mask(l + 1);
-                let zeros = vec![0u64; cn];
-                let (k0, k1) = drelu_gen_batch(&mut kprg, l + 1, &rs, &zeros, 1);
+                drelu_gen_batch_append(&mut kprg, l + 1, &rs, &zeros[..cn], 1, key_outs(&mut out, parties)).expect("DReLU parameters");
                 for (s, &p) in out.iter_mut().zip(parties) {
-                    let p = p as usize;
-                    for (j, k) in (if p == 0 { &k0 } else { &k1 }).iter().enumerate() {
-                        k.append_to(&mut s.keys);
+                    for j in 0..cn {
                         let (m, r) = (ms[j], rs[j]);
                         s.vals.push(if p == 0 { r.wrapping_sub(m).wrapping_sub(1) & wm } else { m });
                     }
@@ -255,24 +367,15 @@ pub fn deal_parties(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> V
                     }
                 }
             }
-            FssGate::Drelu => {
-                let zeros = vec![0u64; cn];
-                let (k0, k1) = drelu_gen_batch(&mut kprg, l, &rs, &zeros, 1);
-                for (s, &p) in out.iter_mut().zip(parties) {
-                    let p = p as usize;
-                    for (j, k) in (if p == 0 { &k0 } else { &k1 }).iter().enumerate() {
-                        k.append_to(&mut s.keys);
-                        s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
-                    }
+            FssGate::Drelu | FssGate::Relu => {
+                let outs = key_outs(&mut out, parties);
+                if shape.gate == FssGate::Relu {
+                    relu_gen_batch_append(&mut kprg, l, &rs, &zeros[..cn], outs).expect("ReLU parameters");
+                } else {
+                    drelu_gen_batch_append(&mut kprg, l, &rs, &zeros[..cn], 1, outs).expect("DReLU parameters");
                 }
-            }
-            FssGate::Relu => {
-                let zeros = vec![0u64; cn];
-                let (k0, k1) = relu_gen_batch(&mut kprg, l, &rs, &zeros);
                 for (s, &p) in out.iter_mut().zip(parties) {
-                    let p = p as usize;
-                    for (j, k) in (if p == 0 { &k0 } else { &k1 }).iter().enumerate() {
-                        k.append_to(&mut s.keys);
+                    for j in 0..cn {
                         s.vals.push(if p == 0 { ms[j].wrapping_add(rs[j]) & lm } else { ms[j] });
                     }
                 }
@@ -383,11 +486,12 @@ mod tests {
 
     #[test]
     fn batched_deal_matches_one_at_a_time() {
+        // 600 gates: several parallel chunks of PAR_CHUNK, the last partial.
         let gates = [FssGate::Millionaire, FssGate::Drelu, FssGate::Relu, FssGate::Trunc { f: 5 }];
         for &bits in &[8u32, 32, 64] {
             for &gate in &gates {
                 let shape = FssShape { bits, gate };
-                for &n in &[0usize, 1, 150] {
+                for &n in &[0usize, 1, 150, 600] {
                     for party in 0..2u8 {
                         let key = Block(0xfeed_0000 + bits as u128);
                         let a = deal(key, party, n, &shape);

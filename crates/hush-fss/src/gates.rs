@@ -714,6 +714,41 @@ pub fn try_drelu_gen_batch(
     check_gate(bits, out_bits)?;
     check_len("r_out", r_out.len(), r_in.len())?;
     let n = r_in.len();
+    let (mut roots, mut alphas, mut betas, mut cs) = drelu_draws(prg, bits, r_in, r_out, out_bits);
+    let (d0, d1) = dcf::gen_core(bits - 1, out_bits, 1, &roots, &alphas, &betas);
+    roots.zeroize();
+    alphas.zeroize();
+    betas.zeroize();
+    let mut k0 = Vec::with_capacity(n);
+    let mut k1 = Vec::with_capacity(n);
+    for ((c, a), b) in cs.iter().zip(d0).zip(d1) {
+        k0.push(DreluKey { party: 0, bits, out_bits, c: c[0], dcf: a });
+        k1.push(DreluKey { party: 1, bits, out_bits, c: c[1], dcf: b });
+    }
+    cs.zeroize();
+    Ok((k0, k1))
+}
+
+/// [`try_drelu_gen_batch`] appending the keys' encodings
+/// ([`DreluKey::append_to`], byte for byte) to `outs[p]` for each party p
+/// given (see [`relu_gen_batch_append`]).
+pub fn drelu_gen_batch_append(
+    prg: &mut Prg,
+    bits: u32,
+    r_in: &[u64],
+    r_out: &[u64],
+    out_bits: u32,
+    outs: [Option<&mut Vec<u8>>; 2],
+) -> Result<(), Error> {
+    GateDraws::drelu(prg, bits, r_in, r_out, out_bits)?.append(0..r_in.len(), outs);
+    Ok(())
+}
+
+/// Roots, α, β and both parties' constants of a DReLU batch, drawn per
+/// gate in the order of [`drelu_gen`].
+#[allow(clippy::type_complexity)]
+fn drelu_draws(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64], out_bits: u32) -> (Vec<[u128; 2]>, Vec<u64>, Vec<[u64; 2]>, Vec<[[u64; 2]; 2]>) {
+    let n = r_in.len();
     let m = out_bits;
     let mut roots = Vec::with_capacity(n);
     let mut alphas = Vec::with_capacity(n);
@@ -734,18 +769,7 @@ pub fn try_drelu_gen_batch(
         off.zeroize();
         ro.zeroize();
     }
-    let (d0, d1) = dcf::gen_core(bits - 1, m, 1, &roots, &alphas, &betas);
-    roots.zeroize();
-    alphas.zeroize();
-    betas.zeroize();
-    let mut k0 = Vec::with_capacity(n);
-    let mut k1 = Vec::with_capacity(n);
-    for ((c, a), b) in cs.iter().zip(d0).zip(d1) {
-        k0.push(DreluKey { party: 0, bits, out_bits, c: c[0], dcf: a });
-        k1.push(DreluKey { party: 1, bits, out_bits, c: c[1], dcf: b });
-    }
-    cs.zeroize();
-    Ok((k0, k1))
+    (roots, alphas, betas, cs)
 }
 
 /// Batched [`relu_gen`] (same contract as [`drelu_gen_batch`]: byte-identical
@@ -758,6 +782,133 @@ pub fn relu_gen_batch(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64]) -> 
 pub fn try_relu_gen_batch(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64]) -> Result<(Vec<ReluKey>, Vec<ReluKey>), Error> {
     check_gate(bits, bits)?;
     check_len("r_out", r_out.len(), r_in.len())?;
+    let n = r_in.len();
+    let (mut roots, mut alphas, mut betas, mut es) = relu_draws(prg, bits, r_in, r_out);
+    let (d0, d1) = dcf::gen_core(bits - 1, bits, 2, &roots, &alphas, &betas);
+    roots.zeroize();
+    alphas.zeroize();
+    betas.zeroize();
+    let mut k0 = Vec::with_capacity(n);
+    let mut k1 = Vec::with_capacity(n);
+    for ((e, a), b) in es.iter().zip(d0).zip(d1) {
+        k0.push(ReluKey { party: 0, bits, e: e[0], dcf: a });
+        k1.push(ReluKey { party: 1, bits, e: e[1], dcf: b });
+    }
+    es.zeroize();
+    Ok((k0, k1))
+}
+
+/// [`try_relu_gen_batch`] appending the keys' encodings
+/// ([`ReluKey::append_to`], byte for byte) to `outs[p]` for each party p
+/// given, instead of returning keys: the dealer's path, with no key object
+/// (nor its two allocations) per gate. The same PRG draws in the same order.
+pub fn relu_gen_batch_append(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64], outs: [Option<&mut Vec<u8>>; 2]) -> Result<(), Error> {
+    GateDraws::relu(prg, bits, r_in, r_out)?.append(0..r_in.len(), outs);
+    Ok(())
+}
+
+/// Which gate a [`GateDraws`] is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DrawnGate {
+    Relu,
+    Drelu,
+}
+
+/// Every PRG draw of a batch of ReLU or DReLU keys, made up front in the
+/// order of one-at-a-time generation: the trees can then be built and
+/// encoded in any order or in parallel ([`GateDraws::append`] over
+/// disjoint ranges), with the same bytes. Erased on drop.
+pub struct GateDraws {
+    gate: DrawnGate,
+    bits: u32,
+    out_bits: u32,
+    roots: Vec<[u128; 2]>,
+    alphas: Vec<u64>,
+    betas: Vec<[u64; 2]>,
+    /// Both parties' gate constants (ReLU: e; DReLU: c in the first two).
+    consts: Vec<[[u64; 3]; 2]>,
+}
+
+impl Drop for GateDraws {
+    fn drop(&mut self) {
+        self.roots.zeroize();
+        self.alphas.zeroize();
+        self.betas.zeroize();
+        self.consts.zeroize();
+    }
+}
+
+impl GateDraws {
+    /// The draws of [`try_relu_gen_batch`].
+    pub fn relu(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64]) -> Result<Self, Error> {
+        check_gate(bits, bits)?;
+        check_len("r_out", r_out.len(), r_in.len())?;
+        let (roots, alphas, betas, consts) = relu_draws(prg, bits, r_in, r_out);
+        Ok(GateDraws { gate: DrawnGate::Relu, bits, out_bits: bits, roots, alphas, betas, consts })
+    }
+    /// The draws of [`try_drelu_gen_batch`].
+    pub fn drelu(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64], out_bits: u32) -> Result<Self, Error> {
+        check_gate(bits, out_bits)?;
+        check_len("r_out", r_out.len(), r_in.len())?;
+        let (roots, alphas, betas, mut cs) = drelu_draws(prg, bits, r_in, r_out, out_bits);
+        let consts = cs.iter().map(|c| [[c[0][0], c[0][1], 0], [c[1][0], c[1][1], 0]]).collect();
+        cs.zeroize();
+        Ok(GateDraws { gate: DrawnGate::Drelu, bits, out_bits, roots, alphas, betas, consts })
+    }
+    /// Gates drawn.
+    pub fn len(&self) -> usize {
+        self.roots.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.roots.is_empty()
+    }
+    /// Bytes of one party's encoded key.
+    pub fn key_bytes(&self) -> usize {
+        match self.gate {
+            DrawnGate::Relu => ReluKey::size_bytes(self.bits),
+            DrawnGate::Drelu => DreluKey::size_bytes(self.bits, self.out_bits),
+        }
+    }
+    /// Builds the keys of gates `range` and appends their encodings to
+    /// `outs[p]` for each party p given (byte for byte what
+    /// `append_to` of the generated keys writes).
+    pub fn append(&self, range: std::ops::Range<usize>, mut outs: [Option<&mut Vec<u8>>; 2]) {
+        let (bits, out_bits) = (self.bits, self.out_bits);
+        let (lanes, tag) = match self.gate {
+            DrawnGate::Relu => (2, TAG_RELU),
+            DrawnGate::Drelu => (1, TAG_DRELU),
+        };
+        let consts = &self.consts[range.clone()];
+        dcf::gen_core_each(
+            bits - 1,
+            out_bits,
+            lanes,
+            &self.roots[range.clone()],
+            &self.alphas[range.clone()],
+            &self.betas[range],
+            |j, parts| {
+                for (b, out) in outs.iter_mut().enumerate() {
+                    if let Some(out) = out.as_deref_mut() {
+                        let mut w = Writer::from_vec(std::mem::take(out));
+                        w.bytes(&[tag, b as u8, bits as u8, out_bits as u8]);
+                        let c = &consts[j][b];
+                        let nc = if self.gate == DrawnGate::Relu { 3 } else { 2 };
+                        for &e in &c[..nc] {
+                            w.u64(e);
+                        }
+                        parts[b].write(&mut w, b as u8, bits - 1, out_bits, lanes);
+                        *out = w.buf;
+                    }
+                }
+            },
+        );
+    }
+}
+
+/// Roots, α, β and both parties' offsets of a ReLU batch, drawn per gate
+/// in the order of [`relu_gen`].
+#[allow(clippy::type_complexity)]
+fn relu_draws(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64]) -> (Vec<[u128; 2]>, Vec<u64>, Vec<[u64; 2]>, Vec<[[u64; 3]; 2]>) {
     let n = r_in.len();
     let nm = mask(bits);
     let mut roots = Vec::with_capacity(n);
@@ -782,18 +933,7 @@ pub fn try_relu_gen_batch(prg: &mut Prg, bits: u32, r_in: &[u64], r_out: &[u64])
         rs.zeroize();
         ro.zeroize();
     }
-    let (d0, d1) = dcf::gen_core(bits - 1, bits, 2, &roots, &alphas, &betas);
-    roots.zeroize();
-    alphas.zeroize();
-    betas.zeroize();
-    let mut k0 = Vec::with_capacity(n);
-    let mut k1 = Vec::with_capacity(n);
-    for ((e, a), b) in es.iter().zip(d0).zip(d1) {
-        k0.push(ReluKey { party: 0, bits, e: e[0], dcf: a });
-        k1.push(ReluKey { party: 1, bits, e: e[1], dcf: b });
-    }
-    es.zeroize();
-    Ok((k0, k1))
+    (roots, alphas, betas, es)
 }
 
 /// Batched [`lt_gen`] (same contract as [`drelu_gen_batch`]: byte-identical

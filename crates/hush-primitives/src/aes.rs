@@ -112,6 +112,7 @@ impl Aes128 {
     /// [`Self::encrypt_blocks`] on a given back end (tests, benchmarks).
     /// A back end whose level this CPU lacks runs the best one it has.
     pub fn encrypt_blocks_with(&self, b: Backend, data: &mut [Block]) {
+        BLOCKS.with(|c| c.set(c.get().wrapping_add(data.len() as u64)));
         let b = Backend::for_level(simd::detected()).min_with(b);
         match b {
             #[cfg(target_arch = "x86_64")]
@@ -139,6 +140,20 @@ impl Aes128 {
             *b = Block::from_bytes(ga.into());
         }
     }
+}
+
+thread_local! {
+    /// AES blocks this thread has encrypted (any key): a meter, read by
+    /// [`blocks_counted`].
+    static BLOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// AES-128 blocks encrypted so far **on the calling thread** (every key,
+/// every back end; key expansion not counted). A meter for benchmarks
+/// (`hush bench deal` prices each dealing kind in AES calls per item from
+/// the difference of two readings); it wraps at 2^64.
+pub fn blocks_counted() -> u64 {
+    BLOCKS.with(|c| c.get())
 }
 
 /// The fixed, public key of the fixed-key permutation π.

@@ -52,10 +52,18 @@ impl Prg {
             }
             return;
         }
+        // Misaligned: through a stack buffer, 64 blocks at a time.
         let full = out.len() / 16;
-        let mut tmp = vec![Block::ZERO; full];
-        self.fill_blocks(&mut tmp);
-        out[..full * 16].copy_from_slice(Block::as_bytes(&tmp));
+        let mut tmp = [Block::ZERO; BUF];
+        let mut done = 0;
+        while done < full {
+            let m = (full - done).min(BUF);
+            self.fill_blocks(&mut tmp[..m]);
+            out[done * 16..(done + m) * 16].copy_from_slice(Block::as_bytes(&tmp[..m]));
+            done += m;
+        }
+        use zeroize::Zeroize;
+        tmp.zeroize();
         let rest = out.len() - full * 16;
         if rest > 0 {
             let b = self.random_block().to_bytes();

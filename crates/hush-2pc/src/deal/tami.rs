@@ -577,7 +577,8 @@ impl TamiShare {
     pub fn to_bytes(&self, shape: &TamiShape) -> Vec<u8> {
         let l = shape.bits;
         let seg = table_segments(shape, &shape.plan());
-        let mut b = Blob::new();
+        // + 4: put_tables writes whole u32 halves into 4 bytes of slack.
+        let mut b = Blob::with_capacity(self.wire_len(shape, &seg) + 4);
         if let Some(k) = self.seed {
             b.put(&[k.0 as u64, (k.0 >> 64) as u64]);
             put_tables(&mut b, &self.pad, &seg);
@@ -585,6 +586,7 @@ impl TamiShare {
                 b.put(s);
             }
             b.put_ring(&self.rho, l).put_ring(&self.rho_x, l);
+            debug_assert_eq!(b.0.len(), self.wire_len(shape, &seg));
             return std::mem::take(&mut b.0);
         }
         b.put_ring(&self.input, l);
@@ -596,7 +598,24 @@ impl TamiShare {
             b.put(m);
         }
         b.put(&self.rho_bits).put_ring(&self.rho, l).put_ring(&self.rho_x, l);
+        debug_assert_eq!(b.0.len(), self.wire_len(shape, &seg));
         std::mem::take(&mut b.0)
+    }
+
+    /// The exact length of [`TamiShare::to_bytes`] (written without
+    /// regrowth).
+    fn wire_len(&self, shape: &TamiShape, seg: &[(u32, u32)]) -> usize {
+        let rb = shape.bits.div_ceil(8) as usize;
+        let ring = |v: &[u64]| 8 + v.len() * rb;
+        let words = |v: &[u64]| 8 + 8 * v.len();
+        let per: usize = seg.iter().map(|&(g, e)| seg_bytes(g) + seg_bytes(e)).sum();
+        let tables = |v: &[u64]| 8 + if seg.is_empty() { 0 } else { v.len() / seg.len() * per };
+        let subsets: usize = self.subsets.iter().map(|s| words(s)).sum();
+        if self.seed.is_some() {
+            return words(&[0, 0]) + tables(&self.pad) + subsets + ring(&self.rho) + ring(&self.rho_x);
+        }
+        let masks: usize = self.masks.iter().skip(1).map(|m| words(m)).sum();
+        ring(&self.input) + tables(&self.tables) + subsets + masks + words(&self.rho_bits) + ring(&self.rho) + ring(&self.rho_x)
     }
 
     pub fn from_bytes(buf: &[u8], party: u8, n: usize, shape: &TamiShape, plan: &Plan) -> Result<Self> {
@@ -1071,6 +1090,22 @@ mod tests {
         // and differs from the plain kind's shares under the same key
         assert_ne!(h0, deal(key, 0, n, &shape).to_bytes(&shape));
         assert_ne!(h0, deal(key, 1, n, &shape).to_bytes(&shape));
+    }
+
+    #[test]
+    fn wire_len_is_exact() {
+        for flavor in [Flavor::Millionaire, Flavor::Drelu, Flavor::Relu, Flavor::Trunc { f: 3 }] {
+            for (bits, k, arity) in [(32, 4, 8), (16, 5, 4), (37, 4, 2)] {
+                let shape = TamiShape::new(bits, k, arity, flavor);
+                let seg = table_segments(&shape, &shape.plan());
+                for n in [1usize, 63, 130] {
+                    for p in 0..2 {
+                        let s = deal(Block(9), p, n, &shape);
+                        assert_eq!(s.to_bytes(&shape).len(), s.wire_len(&shape, &seg), "{shape:?} n {n} party {p}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
