@@ -302,7 +302,7 @@ fn a_refused_sessions_reason_is_in_the_server_log() {
         (vec!["--pin", &fp, "--input", bad.to_str().unwrap()], "the client left before its first inference"),
     ];
     let mut lines: Vec<String> = Vec::new();
-    let mut wait_for = |lines: &mut Vec<String>, session: usize| {
+    let wait_for = |lines: &mut Vec<String>, session: usize| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         let key = format!("session {session}:");
         while !lines.iter().any(|l| l.contains(&key)) && std::time::Instant::now() < deadline {

@@ -851,10 +851,10 @@ pub struct EmbedArgs {
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "model")]
     pub connect: Option<String>,
     /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]).
-    #[arg(long, required_unless_present = "text", default_value = "")]
+    #[arg(long, required_unless_present = "text", default_value = "(--text)", hide_default_value = true)]
     pub ids: std::path::PathBuf,
     /// Attention mask (.npy, same shape, 1 for real tokens then 0 for padding).
-    #[arg(long, required_unless_present = "text", default_value = "")]
+    #[arg(long, required_unless_present = "text", default_value = "(--text)", hide_default_value = true)]
     pub mask: std::path::PathBuf,
     /// Token types (.npy, same shape) for graphs with a `token_type_ids`
     /// input (zeros when absent).

@@ -131,13 +131,15 @@ mod tests {
     pub(crate) fn wordpiece_json(vocab: &[&str]) -> String {
         let v: serde_json::Map<String, serde_json::Value> = vocab.iter().enumerate().map(|(i, w)| (w.to_string(), serde_json::json!(i))).collect();
         let id = |w: &str| vocab.iter().position(|x| *x == w).unwrap();
+        let added: Vec<serde_json::Value> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+            .iter()
+            .map(|t| serde_json::json!({ "id": id(t), "content": t, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true }))
+            .collect();
         serde_json::json!({
             "version": "1.0",
             "truncation": null,
             "padding": null,
-            "added_tokens": ["[PAD]", "[UNK]", "[CLS]", "[SEP]"].iter().map(|t| serde_json::json!({
-                "id": id(t), "content": t, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true
-            })).collect::<Vec<_>>(),
+            "added_tokens": added,
             "normalizer": { "type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": true },
             "pre_tokenizer": { "type": "BertPreTokenizer" },
             "post_processor": {
