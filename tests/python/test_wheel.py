@@ -7,7 +7,8 @@ no rustc) and no HUSH_* variables, and ``hush demo`` runs from it.
 The wheel carries its GMP (``hush.libs/``, from maturin's ``--auditwheel
 repair``): the installed extension must load it from there, not from the
 system. The install time is printed (``pytest -s``) and written to
-``target/wheel-install.json``; it is not asserted (no timing assertions in
+``target/wheel-install.json`` as a record line (``HUSH_WHEEL_COLD=1``: with
+no pip cache); it is not asserted (no timing assertions in
 tests). pip fetches numpy and onnx from PyPI (or its cache).
 """
 
@@ -68,16 +69,28 @@ def test_wheel_installs_without_rust_and_runs_the_demo():
                if not (k.startswith("HUSH_") or k.startswith("CARGO") or k.startswith("RUST") or k in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"))}
         env["PATH"] = _no_rust_path(venv)
         env["PIP_NO_INPUT"] = "1"
+        cold = os.environ.get("HUSH_WHEEL_COLD") == "1"  # measure with no pip cache (numpy, onnx from PyPI)
+        if cold:
+            env["PIP_NO_CACHE_DIR"] = "1"
         for tool in ("cargo", "rustc"):
             assert shutil.which(tool, path=env["PATH"]) is None, f"{tool} is on the test's PATH"
+        load0 = os.getloadavg()[0]
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         t0 = time.monotonic()
         _run([os.path.join(venv, "bin", "pip"), "install", "--disable-pip-version-check", "-q", "--only-binary", ":all:", wheel],
              env, tmp, 600)
         install_s = time.monotonic() - t0
         print(f"\nwheel install into a fresh venv: {install_s:.1f} s ({name})")
         os.makedirs(os.path.join(ROOT, "target"), exist_ok=True)
+        cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
+        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+        rec = {"bench": "wheel-install", "wheel": name, "wall_s": round(install_s, 2), "pip_cache": not cold,
+               "what": "pip install of the wheel into a fresh venv (numpy, onnx from PyPI), no cargo/rustc on the PATH",
+               "cpu": cpu, "cores": os.cpu_count(), "date": started, "load": f"{load0:.2f} → {os.getloadavg()[0]:.2f}",
+               "command": "pytest tests/python/test_wheel.py" + (" (HUSH_WHEEL_COLD=1)" if cold else ""), "commit": commit}
+        # a record line in bench/records' format (committed by hand when quoted)
         with open(os.path.join(ROOT, "target", "wheel-install.json"), "w") as f:
-            json.dump({"wheel": name, "install_s": round(install_s, 2), "load": os.getloadavg()[0], "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
+            f.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
         work = os.path.join(tmp, "work")
         os.makedirs(work)
         assert shutil.which("hush", path=env["PATH"]) == os.path.join(venv, "bin", "hush")
