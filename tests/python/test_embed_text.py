@@ -14,6 +14,7 @@ so a wheel user needs no script.
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import zipfile
 from pathlib import Path
@@ -131,3 +132,22 @@ def test_hush_embed_text_equals_onnxruntime_on_python_ids(tmp_path):
     np.save(tmp_path / "ids.npy", ids)
     p = subprocess.run(args + ["--ids", str(tmp_path / "ids.npy")], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "--ids" in p.stderr and "--text" in p.stderr, p.stderr
+    # served: the client tokenises (--connect needs --tokenizer), the server sees the padded shape
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    addr = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    srv = subprocess.Popen([HUSH, "serve", "--model", str(path), "--listen", addr], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        fp = srv.stdout.readline().split()[1]
+        remote = [HUSH, "embed", "--connect", addr, "--pin", fp, "--out", str(tmp_path / "remote.npy"), "--json", "--max-len", "32"]
+        for t in texts:
+            remote += ["--text", t]
+        p = subprocess.run(remote, capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "--connect needs --tokenizer" in p.stderr, p.stderr
+        p = subprocess.run(remote + ["--tokenizer", str(other / "tok.json"), "--connect-timeout", "20"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert float(np.abs(np.load(tmp_path / "remote.npy") - ref).max()) <= TOL
+    finally:
+        srv.kill()
+        srv.wait()
