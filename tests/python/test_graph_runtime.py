@@ -255,3 +255,50 @@ def test_hush_plan_chooses_per_layer_and_dealer_mode_has_one_sound_backend(tmp_p
     assert all(s["choice"] == "triples" for s in rd["steps"] if s["choice"]) and [f["preset"] for f in rd["fixed"]] == ["triples"]
     bad = subprocess.run([HUSH, "plan", str(path), "--mode", "interactive"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "not implemented" in bad.stderr
+
+
+def test_served_plans_mixed_auto_and_mismatched(tmp_path):
+    """hush serve --plan FILE (a per-operator mix) and --plan auto over two
+    processes: a client with the same plan file, or with --plan auto, runs
+    and matches onnxruntime; a client expecting the preset is refused at the
+    hello naming both plans; a plan file with a bad entry is refused at the
+    session, naming the entry."""
+    model = ts.bert_classifier()
+    path = tmp_path / "c.onnx"
+    onnx.save(model, path)
+    inputs = ts.sample_inputs(token_types=True)
+    ref = ort.InferenceSession(str(path)).run(None, inputs)[0]
+    plan = tmp_path / "mix.toml"
+    plan.write_text('linear = "module"\n[ops]\nlinear = "triples"\n')
+    saddr = free_addr()
+    srv = Listening(["serve", "--model", str(path), "--listen", saddr, "--plan", str(plan)], saddr, tmp_path)
+    try:
+        p = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp, "--plan", str(plan)])
+        assert p.returncode == 0, p.stderr
+        rec = json.loads(p.stdout)
+        assert rec["plan"]["linear"] == "module" and rec["plan"]["overrides"], rec["plan"]
+        assert all(o["linear"] == "triples" for o in rec["plan"]["overrides"])
+        assert float(np.abs(np.load(tmp_path / "remote.npy") - ref).max()) <= TOL
+        q = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp])
+        assert q.returncode != 0 and "plan mismatch" in q.stderr and "the server runs" in q.stderr and "preset" in q.stderr, q.stderr
+        a = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp, "--plan", "auto"])
+        assert a.returncode == 0, a.stderr
+    finally:
+        srv.stop()
+    saddr = free_addr()
+    srv = Listening(["serve", "--model", str(path), "--listen", saddr, "--plan", "auto", "--net", "wan"], saddr, tmp_path)
+    try:
+        a = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp, "--plan", "auto", "--net", "wan"])
+        assert a.returncode == 0, a.stderr
+        assert float(np.abs(np.load(tmp_path / "remote.npy") - ref).max()) <= TOL
+    finally:
+        srv.stop()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[ops]\nsoftmax = "triples"\n')
+    saddr = free_addr()
+    srv = Listening(["serve", "--model", str(path), "--listen", saddr, "--plan", str(bad)], saddr, tmp_path)
+    try:
+        q = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp, "--plan", str(bad)])
+        assert q.returncode != 0 and "ops.softmax" in q.stderr, q.stderr
+    finally:
+        srv.stop()

@@ -1127,3 +1127,97 @@ fn tanh_rounds_and_bytes_are_pinned() {
     assert_eq!(o.cost.bytes_sent, o.cost.bytes_recv);
 }
 const TANH_PIN: (u32, u64) = (22, 20480);
+
+/// Runs X·W with X shared (party 0 holds `x0`, party 1 `x1`) and W party
+/// 0's own, over the in-memory channel with in-process modules; returns the
+/// product's shares, both parties' costs and the messages each received.
+#[allow(clippy::type_complexity)]
+fn weight_run(x0: Vec<u64>, x1: Vec<u64>, w: Vec<u64>, count: usize, d: MatDims) -> ((Vec<u64>, Cost, Vec<Vec<u8>>), (Vec<u64>, Cost, Vec<Vec<u8>>)) {
+    let (ca, cb) = MemChannel::pair();
+    let (ra, rb) = (std::sync::Arc::new(std::sync::Mutex::new(Vec::new())), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
+    let rb2 = rb.clone();
+    let t = std::thread::spawn(move || {
+        let mut cb = Recording { inner: cb, log: rb2.clone() };
+        let dl = Dealer::in_process(&mut cb, 1).unwrap();
+        rb2.lock().unwrap().clear();
+        let before = cb.cost();
+        let mut c = Ctx::new(1, Proto::Fss, dl, fx()).unwrap();
+        let y = c.weight_matmul(&mut cb, &ArithShare::new(fx().ring, x1), &[], count, d).unwrap();
+        (y.v.clone(), cb.cost() - before)
+    });
+    let mut ca = Recording { inner: ca, log: ra.clone() };
+    let dl = Dealer::in_process(&mut ca, 0).unwrap();
+    ra.lock().unwrap().clear();
+    let before = ca.cost();
+    let mut c = Ctx::new(0, Proto::Fss, dl, fx()).unwrap();
+    let y0 = c.weight_matmul(&mut ca, &ArithShare::new(fx().ring, x0), &w, count, d).unwrap();
+    let c0 = ca.cost() - before;
+    let (y1, c1) = t.join().unwrap();
+    let (l0, l1) = (ra.lock().unwrap().clone(), rb.lock().unwrap().clone());
+    ((y0.v.clone(), c0, l0), (y1, c1, l1))
+}
+
+#[test]
+fn weight_products_match_the_plaintext_product_with_pinned_cost() {
+    let ring = fx().ring;
+    let mut p = Prg::new(Block(31));
+    for (count, d) in [(1, MatDims { m: 1, k: 1, n: 1 }), (2, MatDims { m: 3, k: 5, n: 4 }), (1, MatDims { m: 7, k: 33, n: 17 }), (3, MatDims { m: 5, k: 2, n: 1 })] {
+        let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
+        // edge values: 0, ±1, the ring's extremes, then random words
+        let mut x: Vec<u64> = (0..count * ma).map(|_| p.next_u64()).collect();
+        let edges = [0u64, 1, u64::MAX, 1 << 63, (1 << 63) - 1];
+        for (i, e) in edges.iter().enumerate().take(x.len()) {
+            x[i] = *e;
+        }
+        let w: Vec<u64> = (0..count * mb).map(|i| if i < edges.len() { edges[i] } else { p.next_u64() }).collect();
+        let (x0, x1) = share_arith(ring, &x, &mut p);
+        let ((y0, c0, _), (y1, c1, _)) = weight_run(x0.v.clone(), x1.v.clone(), w.clone(), count, d);
+        let mut want = vec![0u64; count * mc];
+        for q in 0..count {
+            hush_2pc::deal::matrix::matmul_ring(&x[q * ma..(q + 1) * ma], &w[q * mb..(q + 1) * mb], d, &mut want[q * mc..(q + 1) * mc]);
+        }
+        let got: Vec<u64> = y0.iter().zip(&y1).map(|(a, b)| ring.add(*a, *b)).collect();
+        assert_eq!(got, want, "{count} × {d:?}");
+        // one flight each way: the server sends V = W − B (k·n words per
+        // product), the client U = X₁ − A (m·k words)
+        assert_eq!((c0.rounds, c0.bytes_sent), (1, 8 * (count * mb) as u64), "server cost at {d:?}");
+        assert_eq!((c1.rounds, c1.bytes_sent), (1, 8 * (count * ma) as u64), "client cost at {d:?}");
+    }
+    // mismatched lengths are errors, not panics
+    let mut c = Ctx::new(0, Proto::Fss, Dealer::new(Box::new(Null)), fx()).unwrap();
+    let (mut ch, _peer) = MemChannel::pair();
+    let d = MatDims { m: 2, k: 3, n: 4 };
+    assert!(c.weight_matmul(&mut ch, &ArithShare::new(ring, vec![0; 6]), &[0; 11], 1, d).is_err());
+    assert!(c.weight_matmul(&mut ch, &ArithShare::new(ring, vec![0; 5]), &[0; 12], 1, d).is_err());
+}
+
+#[test]
+fn weight_triples_views_do_not_depend_on_the_secret_factor() {
+    // The client's view (V = W − B) against a secret bit per weight, and the
+    // server's view (U = X₁ − A, with its own X₀) against a secret bit per
+    // input element: each ±2^40, far apart. A curious party guesses the bit
+    // from the top bit of what it can reconstruct: chance, within 5σ.
+    let ring = fx().ring;
+    let mut p = Prg::new(Block(32));
+    let d = MatDims { m: 40, k: 100, n: 50 };
+    let (ma, mb) = (d.m * d.k, d.k * d.n);
+    let sign = |b: bool| ring.from_signed(if b { 1 << 40 } else { -(1 << 40) });
+    let wb: Vec<bool> = (0..mb).map(|_| p.next_u64() & 1 == 1).collect();
+    let xb: Vec<bool> = (0..ma).map(|_| p.next_u64() & 1 == 1).collect();
+    let w: Vec<u64> = wb.iter().map(|b| sign(*b)).collect();
+    let x: Vec<u64> = xb.iter().map(|b| sign(*b)).collect();
+    let (x0, x1) = share_arith(ring, &x, &mut p);
+    let x0v = x0.v.clone();
+    let ((_, _, seen0), (_, _, seen1)) = weight_run(x0.v.clone(), x1.v.clone(), w, 1, d);
+    let chance = |right: usize, n: usize, what: &str| {
+        let dev = (right as f64 - n as f64 / 2.0).abs();
+        assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "{what}: the view predicts the secret {right}/{n} times");
+    };
+    let word = |m: &[u8], i: usize| u64::from_le_bytes(m[i * 8..i * 8 + 8].try_into().unwrap());
+    let v = seen1.iter().find(|m| m.len() == mb * 8).expect("the client received V");
+    chance((0..mb).filter(|&i| !ring.msb(word(v, i)) == wb[i]).count(), mb, "client sees W − B");
+    let u = seen0.iter().find(|m| m.len() == ma * 8).expect("the server received U");
+    chance((0..ma).filter(|&i| !ring.msb(ring.add(word(u, i), x0v[i])) == xb[i]).count(), ma, "server sees X − A");
+    // and the attack works where there is no mask: the plain W's top bit gives it away
+    assert_eq!((0..mb).filter(|&i| !ring.msb(sign(wb[i])) == wb[i]).count(), mb);
+}

@@ -223,6 +223,11 @@ pub struct ServeArgs {
     /// closed at once.
     #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
+    /// Encoder graphs: the plan — `auto` (the cost model's choice per
+    /// layer, measured once per input shape) or a plan file (TOML; see
+    /// docs/graph-runtime.md). Default: the mode's preset.
+    #[arg(long, value_name = "auto|FILE.toml")]
+    pub plan: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -550,6 +555,9 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     let o = Options { max_sessions: a.max_sessions, max_sessions_per_addr: a.max_sessions_per_addr, limits, ..o };
     if let Some(g) = crate::graph_serve::graph_model_for(&a.model)? {
         return crate::graph_serve::serve_graph_main(a, o, g);
+    }
+    if a.plan.is_some() {
+        return Err(Error::Config(format!("--plan: {} is a CNN model; CNNs run their mode's preset (per-layer plans are for encoder graphs so far)", a.model.display())));
     }
     let model = Arc::new(Model::load(&a.model)?);
     let log = hush_transport::notice::logger("hush serve");

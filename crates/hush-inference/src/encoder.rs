@@ -895,6 +895,12 @@ pub struct EmbedArgs {
     /// the graph's first output; no other output is revealed).
     #[arg(long, value_name = "NAME")]
     pub output: Option<String>,
+    /// With --connect: the plan this client expects — `auto` (any plan
+    /// sound for the mode, as the server chose it) or a plan file (TOML);
+    /// a server running another plan is refused at the hello. Default: the
+    /// mode's preset.
+    #[arg(long, value_name = "auto|FILE.toml")]
+    pub plan: Option<String>,
     /// Mode (tee or dealer: encoder graphs; tee: hush.encoder graphs),
     /// family (tami or fss; auto = tami), links and dealer.
     #[command(flatten)]

@@ -97,7 +97,13 @@ pub fn plan_graph(g: &GraphModel, r: &PlanRequest) -> Result<(GraphOptions, Valu
         shapes.insert(i.name.clone(), vec![r.batch, r.seq]);
     }
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
-    let inputs = dry_inputs(&prog);
+    plan_program(&prog, r)
+}
+
+/// [`plan_graph`] for a program already lowered (a served session's:
+/// `--plan auto`).
+pub fn plan_program(prog: &Program, r: &PlanRequest) -> Result<(GraphOptions, Value)> {
+    let inputs = dry_inputs(prog);
     let cands: Vec<LinearBackend> = match r.mode.as_str() {
         "tee" => vec![LinearBackend::Module, LinearBackend::Triples],
         "dealer" => vec![LinearBackend::Triples],

@@ -70,10 +70,12 @@ pub enum LinearBackend {
     /// loaded into the server's own trusted module (tee mode only — given
     /// to a dealer, they would be the dealer's).
     Module,
-    /// Dealt matrix (and Beaver) triples: the weights are a secret operand
-    /// the server shares as (W, 0); the provider deals (A, B, C = A·B)
-    /// knowing nothing of W; W − B is opened to the client (B uniform:
-    /// it reveals nothing). The dealer's view is request sizes only.
+    /// Dealt one-sided matrix triples
+    /// ([`hush_2pc::deal::matrix::WeightTriples`]): the client holds A, the
+    /// server B, C = A·B is shared; the server opens W − B to the client
+    /// (B uniform: it reveals nothing) and the client X₁ − A to the server.
+    /// The provider deals knowing nothing of W: the dealer's view is
+    /// request sizes only.
     Triples,
 }
 
@@ -154,6 +156,205 @@ impl GraphOptions {
     }
 }
 
+/// A plan file's choices (`--plan FILE.toml`, parsed by the CLI): a base
+/// backend, then per operator type, then per step (named by its output
+/// value), each later one overriding the earlier. Entries are kept with
+/// their source text so that a refusal names the entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanFile {
+    /// `linear = "module" | "triples"` (None: the mode's preset).
+    pub linear: Option<String>,
+    /// `[ops]`: operator type → backend.
+    pub ops: Vec<(String, String)>,
+    /// `[steps]`: output value name → backend.
+    pub steps: Vec<(String, String)>,
+}
+
+/// Which plan a party runs (`--plan`): the mode's preset, the cost
+/// model's choice per step (`auto`: at the server, measured once per
+/// program; a client accepts any plan sound for its mode), or a plan file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PlanChoice {
+    #[default]
+    Preset,
+    Auto,
+    File { path: String, plan: PlanFile },
+}
+
+impl PlanChoice {
+    pub fn describe(&self) -> String {
+        match self {
+            PlanChoice::Preset => "the mode's preset".into(),
+            PlanChoice::Auto => "auto".into(),
+            PlanChoice::File { path, .. } => format!("plan file {path}"),
+        }
+    }
+}
+
+/// Largest plan file read.
+const MAX_PLAN_FILE: u64 = 1 << 20;
+
+impl PlanChoice {
+    /// `--plan`: `auto`, or a plan file's path.
+    pub fn from_arg(arg: Option<&str>) -> Result<PlanChoice> {
+        match arg {
+            None => Ok(PlanChoice::Preset),
+            Some("auto") => Ok(PlanChoice::Auto),
+            Some(path) => {
+                let f = std::fs::File::open(path).map_err(|e| Error::Config(format!("--plan {path}: {e}")))?;
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PLAN_FILE + 1), &mut text).map_err(|e| Error::Config(format!("--plan {path}: {e}")))?;
+                if text.len() as u64 > MAX_PLAN_FILE {
+                    return Err(Error::Config(format!("--plan {path}: larger than {MAX_PLAN_FILE} bytes")));
+                }
+                let plan = PlanFile::from_toml(&text).map_err(|e| Error::Config(format!("--plan {path}: {e}")))?;
+                Ok(PlanChoice::File { path: path.to_string(), plan })
+            }
+        }
+    }
+}
+
+impl PlanFile {
+    /// Parses a plan file:
+    ///
+    /// ```toml
+    /// linear = "triples"            # the default backend (optional)
+    /// [ops]                         # per operator type
+    /// embed = "module"
+    /// [steps]                       # per step, by its output value's name
+    /// "/encoder/layer.0/output/dense/MatMul_output_0" = "triples"
+    /// ```
+    ///
+    /// Unknown keys are refused naming the entry; values are checked
+    /// against a program by [`GraphOptions::with_plan_file`].
+    pub fn from_toml(text: &str) -> std::result::Result<PlanFile, String> {
+        let v: toml::Table = text.parse().map_err(|e: toml::de::Error| format!("not a plan file (TOML): {}", e.message()))?;
+        let mut f = PlanFile::default();
+        let string = |entry: &str, v: &toml::Value| v.as_str().map(str::to_string).ok_or_else(|| format!("plan file entry {entry}: expected a string (module or triples)"));
+        for (k, val) in &v {
+            match (k.as_str(), val) {
+                ("linear", v) => f.linear = Some(string("linear", v)?),
+                ("ops" | "steps", toml::Value::Table(t)) => {
+                    for (name, b) in t {
+                        let entry = format!("{k}.{name}");
+                        let pair = (name.clone(), string(&entry, b)?);
+                        if k == "ops" { f.ops.push(pair) } else { f.steps.push(pair) }
+                    }
+                }
+                ("ops" | "steps", _) => return Err(format!("plan file entry {k}: expected a table")),
+                (o, _) => return Err(format!("plan file entry {o}: unknown key (a plan file has linear, [ops] and [steps])")),
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// The operator types a plan chooses a linear backend for.
+pub const PLANNED_OPS: &[&str] = &["embed", "linear", "scale-vec", "layernorm"];
+
+fn backend_named(entry: &str, v: &str) -> Result<LinearBackend> {
+    match v {
+        "module" => Ok(LinearBackend::Module),
+        "triples" => Ok(LinearBackend::Triples),
+        o => Err(Error::Config(format!("plan file entry {entry}: unknown backend '{o}' (module or triples)"))),
+    }
+}
+
+impl GraphOptions {
+    /// This plan with a plan file's choices applied over program `p`:
+    /// unknown operators, operators without a backend choice, unknown
+    /// values and unsound mixes (a module-dealt step with a dealer as the
+    /// provider) are refused naming the file's entry.
+    pub fn with_plan_file(&self, p: &Program, f: &PlanFile, dealer_provider: bool) -> Result<GraphOptions> {
+        let mut o = self.clone();
+        let sound = |entry: &str, b: LinearBackend| -> Result<LinearBackend> {
+            if dealer_provider && b == LinearBackend::Module {
+                return Err(Error::Config(format!(
+                    "plan file entry {entry}: module-dealt layers with a dealer would give the dealer the server's weights (an unsound mix; only triples compose with a dealer)"
+                )));
+            }
+            Ok(b)
+        };
+        if let Some(v) = &f.linear {
+            o.linear = sound("linear", backend_named("linear", v)?)?;
+        }
+        let mut per: Vec<Option<LinearBackend>> = match &self.per_step {
+            Some(v) if v.len() == p.steps.len() => v.to_vec(),
+            _ => vec![None; p.steps.len()],
+        };
+        for (op, v) in &f.ops {
+            let entry = format!("ops.{op}");
+            if !PLANNED_OPS.contains(&op.as_str()) {
+                let known = p.steps.iter().any(|s| s.kind() == op) || ["input", "client", "add-const", "scale", "add", "sub", "neg", "mul", "mask", "gelu", "tanh", "pool", "l2norm", "softmax", "matmul", "move"].contains(&op.as_str());
+                return Err(Error::Config(if known {
+                    format!("plan file entry {entry}: operator '{op}' has no linear backend to choose (operators with a choice: {})", PLANNED_OPS.join(", "))
+                } else {
+                    format!("plan file entry {entry}: unknown operator '{op}' (operators with a choice: {})", PLANNED_OPS.join(", "))
+                }));
+            }
+            let b = sound(&entry, backend_named(&entry, v)?)?;
+            for (i, st) in p.steps.iter().enumerate() {
+                if st.kind() == op && touches_weights(st) {
+                    per[i] = Some(b);
+                }
+            }
+        }
+        for (name, v) in &f.steps {
+            let entry = format!("steps.\"{name}\"");
+            let b = sound(&entry, backend_named(&entry, v)?)?;
+            let i = p
+                .steps
+                .iter()
+                .position(|st| p.slots[st.out()].name == *name)
+                .ok_or_else(|| Error::Config(format!("plan file entry {entry}: no step of this program computes a value named '{name}'")))?;
+            if !touches_weights(&p.steps[i]) {
+                return Err(Error::Config(format!("plan file entry {entry}: step {i} ({}) has no linear backend to choose", p.steps[i].kind())));
+            }
+            per[i] = Some(b);
+        }
+        o.per_step = if per.iter().all(|b| b.is_none()) { None } else { Some(std::sync::Arc::new(per)) };
+        o.validate(p, dealer_provider)?;
+        Ok(o)
+    }
+
+    /// The plan a peer sent ([`GraphOptions::to_json`]) over this
+    /// party's fixed-point and family settings, checked against program
+    /// `p` and sound for the provider.
+    pub fn from_json(&self, v: &serde_json::Value, p: &Program, dealer_provider: bool) -> Result<GraphOptions> {
+        let bad = |m: &str| Error::Protocol(format!("the peer's plan: {m}"));
+        let mut o = self.clone();
+        o.linear = backend_named("linear", v.get("linear").and_then(serde_json::Value::as_str).ok_or_else(|| bad("no linear backend"))?).map_err(|e| bad(&e.to_string()))?;
+        o.widths_from_bounds = v.get("widths_from_bounds").and_then(serde_json::Value::as_bool).ok_or_else(|| bad("no comparison sizing"))?;
+        let mut per = vec![None; p.steps.len()];
+        for e in v.get("overrides").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
+            let i = e.get("step").and_then(serde_json::Value::as_u64).ok_or_else(|| bad("an override without a step"))? as usize;
+            if i >= p.steps.len() || !touches_weights(&p.steps[i]) {
+                return Err(bad(&format!("step {i} has no linear backend to choose")));
+            }
+            let b = e.get("linear").and_then(serde_json::Value::as_str).ok_or_else(|| bad("an override without a backend"))?;
+            per[i] = Some(backend_named("override", b).map_err(|e| bad(&e.to_string()))?);
+        }
+        o.per_step = if per.iter().all(|b| b.is_none()) { None } else { Some(std::sync::Arc::new(per)) };
+        o.validate(p, dealer_provider)?;
+        Ok(o)
+    }
+
+    /// The plan as the hello carries it: the default backend, the
+    /// comparison sizing and every step's effective backend where a step
+    /// has a choice (so two plans agree exactly when this does).
+    pub fn to_json(&self, p: &Program) -> serde_json::Value {
+        let steps: Vec<serde_json::Value> = p
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, st)| touches_weights(st))
+            .filter(|(i, _)| self.backend(*i) != self.linear)
+            .map(|(i, st)| serde_json::json!({"step": i, "value": p.slots[st.out()].name, "linear": self.backend(i).name()}))
+            .collect();
+        serde_json::json!({"linear": self.linear.name(), "widths_from_bounds": self.widths_from_bounds, "overrides": steps})
+    }
+}
+
 /// Whether a step computes with the server's weights through a linear
 /// backend (the steps a plan chooses for).
 pub fn touches_weights(st: &Step) -> bool {
@@ -228,6 +429,21 @@ struct Exec<'a> {
     vals: Vec<Option<Val>>,
 }
 
+/// Chunks (k, n) of an m×k·k×n product small enough for one dealing
+/// ([`hush_2pc::deal::matrix::MAX_WORDS`] words).
+fn chunk_dims(m: usize, k: usize, n: usize) -> (usize, usize) {
+    let cap = hush_2pc::deal::matrix::MAX_WORDS as usize;
+    let (mut kc, mut nc) = (k, n);
+    while m * kc + kc * nc + m * nc > cap && (kc > 1 || nc > 1) {
+        if kc >= nc {
+            kc = kc.div_ceil(2);
+        } else {
+            nc = nc.div_ceil(2);
+        }
+    }
+    (kc, nc)
+}
+
 fn enc(ring: Ring, x: f64, s: u32) -> u64 {
     ring.from_signed((x * (s as f64).exp2()).round() as i64)
 }
@@ -274,40 +490,33 @@ impl<'a> Exec<'a> {
         Ok(ArithShare::new(self.ring, linear::apply(side, m, ch, &self.fx, id, || Ok(op()), in_len, out_len, &x.v)?))
     }
 
-    /// The server's ring values as a sharing (W, 0).
-    fn server_share(&self, n: usize, f: impl FnOnce() -> Vec<u64>) -> ArithShare {
+    /// The server's weights as ring values (empty at the client).
+    fn weights(&self, f: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
         if self.has_weights() {
-            ArithShare::new(self.ring, f())
+            f()
         } else {
-            ArithShare::zeros(self.ring, n)
+            Vec::new()
         }
     }
 
-    /// a (m×k) · b (k×n) over the ring from dealt matrix triples, in
-    /// chunks of k and n that fit one request
-    /// ([`hush_2pc::deal::matrix::MAX_WORDS`]); one opening per chunk.
-    fn ring_matmul(&mut self, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, m: usize, k: usize, n: usize) -> Result<ArithShare> {
-        let cap = hush_2pc::deal::matrix::MAX_WORDS as usize;
-        let mut kc = k;
-        let mut nc = n;
-        while m * kc + kc * nc + m * nc > cap && (kc > 1 || nc > 1) {
-            if kc >= nc {
-                kc = kc.div_ceil(2);
-            } else {
-                nc = nc.div_ceil(2);
-            }
-        }
+    /// x (m×k, shared) · w (k×n, the server's own) over the ring from dealt
+    /// one-sided triples ([`hush_2pc::deal::matrix::WeightTriples`]: the
+    /// dealer never sees W), in chunks of k and n that fit one request.
+    fn weight_matmul(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], m: usize, k: usize, n: usize) -> Result<ArithShare> {
+        let (kc, nc) = chunk_dims(m, k, n);
+        let server = self.has_weights();
         if kc == k && nc == n {
-            return self.ctx.matmul(ch, a, b, 1, MatDims { m, k, n }).map_err(tpc);
+            return self.ctx.weight_matmul(ch, x, w, 1, MatDims { m, k, n }).map_err(tpc);
         }
         let mut out = vec![0u64; m * n];
         for k0 in (0..k).step_by(kc) {
             let kl = kc.min(k - k0);
-            let ac: Vec<u64> = (0..m).flat_map(|i| a.v[i * k + k0..i * k + k0 + kl].iter().copied()).collect();
+            let xc: Vec<u64> = (0..m).flat_map(|i| x.v[i * k + k0..i * k + k0 + kl].iter().copied()).collect();
+            let xc = ArithShare::new(self.ring, xc);
             for n0 in (0..n).step_by(nc) {
                 let nl = nc.min(n - n0);
-                let bc: Vec<u64> = (k0..k0 + kl).flat_map(|t| b.v[t * n + n0..t * n + n0 + nl].iter().copied()).collect();
-                let y = self.ctx.matmul(ch, &ArithShare::new(self.ring, ac.clone()), &ArithShare::new(self.ring, bc), 1, MatDims { m, k: kl, n: nl }).map_err(tpc)?;
+                let wc: Vec<u64> = if server { (k0..k0 + kl).flat_map(|t| w[t * n + n0..t * n + n0 + nl].iter().copied()).collect() } else { Vec::new() };
+                let y = self.ctx.weight_matmul(ch, &xc, &wc, 1, MatDims { m, k: kl, n: nl }).map_err(tpc)?;
                 for i in 0..m {
                     for j in 0..nl {
                         out[i * n + n0 + j] = self.ring.add(out[i * n + n0 + j], y.v[i * nl + j]);
@@ -319,7 +528,7 @@ impl<'a> Exec<'a> {
     }
 
     /// x (row-major, rows of `len`) times the server's per-column c, over
-    /// the ring: module-dealt or one Beaver product with (c, 0).
+    /// the ring: module-dealt or one-sided triples (the dealer never sees c).
     fn scale_cols(&mut self, ch: &mut dyn Channel, x: &ArithShare, len: usize, c: &[f64]) -> Result<ArithShare> {
         let (ring, f) = (self.ring, self.fx.frac);
         let rows = x.len() / len.max(1);
@@ -330,8 +539,11 @@ impl<'a> Exec<'a> {
                 Ok(transpose(&y, len, rows))
             }
             LinearBackend::Triples => {
-                let cs = self.server_share(x.len(), || (0..x.len()).map(|i| enc(ring, c[i % len], f)).collect());
-                self.ctx.mul(ch, x, &cs).map_err(tpc)
+                // `len` one-sided products x[:, j] (rows×1) · c_j (1×1)
+                let xt = transpose(x, rows, len);
+                let cs = self.weights(|| c.iter().map(|&v| enc(ring, v, f)).collect());
+                let y = self.ctx.weight_matmul(ch, &xt, &cs, len, MatDims { m: rows, k: 1, n: 1 }).map_err(tpc)?;
+                Ok(transpose(&y, len, rows))
             }
         }
     }
@@ -390,8 +602,8 @@ impl<'a> Exec<'a> {
                 if self.backend == LinearBackend::Triples {
                     // one-hot (T × vocab, the client's) · table (vocab × h, the server's)
                     let oh_t = transpose(&ArithShare::new(ring, oh), vocab, t);
-                    let tb = self.server_share(vocab * h, || table.iter().map(|&v| enc(ring, v, f)).collect());
-                    return Ok(Val::Sh(self.ring_matmul(ch, &oh_t, &tb, t, vocab, h)?));
+                    let tb = self.weights(|| table.iter().map(|&v| enc(ring, v, f)).collect());
+                    return Ok(Val::Sh(self.weight_matmul(ch, &oh_t, &tb, t, vocab, h)?));
                 }
                 let y = self.linear(
                     ch,
@@ -414,8 +626,8 @@ impl<'a> Exec<'a> {
                 let (rows, n_in, n_out) = (*rows, *n_in, *n_out);
                 if self.backend == LinearBackend::Triples {
                     let xs = self.sh(*x)?.clone();
-                    let ws = self.server_share(n_in * n_out, || w.iter().map(|&v| enc(ring, v, f)).collect());
-                    let y = self.ring_matmul(ch, &xs, &ws, rows, n_in, n_out)?;
+                    let ws = self.weights(|| w.iter().map(|&v| enc(ring, v, f)).collect());
+                    let y = self.weight_matmul(ch, &xs, &ws, rows, n_in, n_out)?;
                     let y = if b.is_empty() { y } else { self.server_add(&y, |i| enc(ring, b[i % n_out], 2 * f)) };
                     return Ok(Val::Sh(self.ctx.trunc(ch, &y, f).map_err(tpc)?));
                 }
@@ -550,11 +762,9 @@ impl<'a> Exec<'a> {
     /// x · c per position of the last axis (the server's c): a module-dealt
     /// per-channel scale on the transposed value, then one truncation.
     fn scale_vec(&mut self, ch: &mut dyn Channel, x: usize, len: usize, c: &[f64]) -> Result<ArithShare> {
-        let ring = self.ring;
         let f = self.fx.frac;
         let xs = self.sh(x)?.clone();
         let y = self.scale_cols(ch, &xs, len, c)?;
-        let _ = ring;
         self.ctx.trunc(ch, &y, f).map_err(tpc)
     }
 
@@ -759,8 +969,17 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, 
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
     let o = GraphOptions::tee(fx, proto);
     check_program(&prog, fx)?;
-    let load_s = t0.elapsed().as_secs_f64();
     let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.common.net, hush_transport::NetProfile::names().join(", "))))?;
+    let o = match PlanChoice::from_arg(a.plan.as_deref())? {
+        PlanChoice::Preset => o,
+        PlanChoice::File { plan, .. } => o.with_plan_file(&prog, &plan, false)?,
+        PlanChoice::Auto => {
+            let (batch, seq) = prog.inputs.first().map(|(_, s, _)| (s.first().copied().unwrap_or(1), s.get(1).copied().unwrap_or(1))).unwrap_or((1, 1));
+            let req = crate::graph_plan::PlanRequest { mode: "tee".into(), batch, seq, net: net.clone(), opts: o.clone(), verify: false };
+            crate::graph_plan::plan_program(&prog, &req)?.0
+        }
+    };
+    let load_s = t0.elapsed().as_secs_f64();
     let (y, st, _) = run_private_on(&prog, &inputs, &o, &net)?;
     let first = y.first().ok_or_else(|| Error::Model("the graph has no outputs".into()))?;
     crate::npy::write(&a.out, &first.shape, &first.v)?;
@@ -781,6 +1000,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, 
         "output": prog.outputs.first().map(|o| o.0.clone()),
         "output_shape": first.shape,
         "mode": "tee",
+        "plan": o.to_json(&prog),
         "proto": a.common.proto,
         "bits": fx.bits,
         "frac": fx.frac,

@@ -29,7 +29,7 @@
 //! the client learns:** the outputs and the public program.
 
 use crate::fixed::FixedConfig;
-use crate::graph_run::{check_program, party_with, GraphOptions, LinearBackend, Role};
+use crate::graph_run::{check_program, party_with, GraphOptions, LinearBackend, PlanChoice, Role};
 use crate::runtime::{self, Mode, Options, ServerHandle};
 use crate::{Error, Result};
 use hush_2pc::nonlinear::Proto;
@@ -86,14 +86,39 @@ fn recv_json(ch: &mut dyn Channel, what: &str) -> Result<Value> {
     serde_json::from_slice(&b).map_err(|e| Error::Protocol(format!("{what}: not JSON ({e})")))
 }
 
-fn plan_json(o: &GraphOptions) -> Value {
-    json!({"linear": o.linear.name(), "widths_from_bounds": o.widths_from_bounds})
+/// Plans measured by `--plan auto`, per program fingerprint.
+pub type PlanCache = Arc<std::sync::Mutex<HashMap<String, GraphOptions>>>;
+
+/// The server's plan for a session's program: the preset, a plan file's
+/// choices (refused naming the entry) or the cost model's (`auto`,
+/// measured once per program and cached; in dealer mode the triples
+/// preset is the only sound candidate, so nothing is measured).
+pub fn server_plan(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: &Options, cache: &PlanCache) -> Result<GraphOptions> {
+    let dealer = matches!(opts.mode, Mode::Dealer { .. });
+    match choice {
+        PlanChoice::Preset => Ok(o.clone()),
+        PlanChoice::File { plan, .. } => o.with_plan_file(prog, plan, dealer),
+        PlanChoice::Auto if dealer => Ok(o.clone()),
+        PlanChoice::Auto => {
+            let key = prog.fingerprint();
+            if let Some(p) = cache.lock().map_err(|_| Error::Config("plan cache poisoned".into()))?.get(&key) {
+                return Ok(p.clone());
+            }
+            let (batch, seq) = prog.inputs.first().map(|(_, s, _)| (s.first().copied().unwrap_or(1), s.get(1).copied().unwrap_or(1))).unwrap_or((1, 1));
+            let req = crate::graph_plan::PlanRequest { mode: "tee".into(), batch, seq, net: opts.profile.clone(), opts: o.clone(), verify: false };
+            let (p, _) = crate::graph_plan::plan_program(prog, &req)?;
+            cache.lock().map_err(|_| Error::Config("plan cache poisoned".into()))?.insert(key, p.clone());
+            Ok(p)
+        }
+    }
 }
 
-/// Serves an encoder graph on `addr` (each connection a session).
-pub fn serve_graph(g: Arc<GraphModel>, addr: &str, opts: Options, log: Arc<dyn Fn(String) + Send + Sync>) -> Result<ServerHandle> {
+/// Serves an encoder graph on `addr` (each connection a session) with the
+/// plan `plan`.
+pub fn serve_graph(g: Arc<GraphModel>, addr: &str, opts: Options, plan: PlanChoice, log: Arc<dyn Fn(String) + Send + Sync>) -> Result<ServerHandle> {
     let o = opts.clone();
-    runtime::serve_with(addr, opts, log, Arc::new(move |ch: &mut TcpChannel| serve_graph_session(ch, &g, &o)))
+    let cache: PlanCache = Arc::default();
+    runtime::serve_with(addr, opts, log, Arc::new(move |ch: &mut TcpChannel| serve_graph_session(ch, &g, &o, &plan, &cache)))
 }
 
 /// The input shapes a client asks for: the graph's inputs, each a list of
@@ -123,7 +148,7 @@ fn parse_shapes(g: &GraphModel, v: Option<&Value>) -> std::result::Result<HashMa
 }
 
 /// One server session on an accepted channel.
-pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options) -> Result<usize> {
+pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options, plan: &PlanChoice, cache: &PlanCache) -> Result<usize> {
     let hello = recv_json(ch, "client hello")?;
     let refuse = |ch: &mut dyn Channel, msg: String| -> Error {
         let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
@@ -161,12 +186,16 @@ pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options)
         Ok(p) => p,
         Err(e) => return Err(refuse(ch, format!("the server cannot run its graph for these inputs: {e}"))),
     };
+    let o = match server_plan(&o, &prog, plan, opts, cache) {
+        Ok(o) => o,
+        Err(e) => return Err(refuse(ch, format!("the server's plan ({}): {e}", plan.describe()))),
+    };
     let provider = match runtime::server_provider(opts) {
         Ok(p) => p,
         Err(e) => return Err(refuse(ch, format!("the server cannot provide correlations: {e}"))),
     };
     let mut reply = json!({
-        "ok": true, "bits": o.fx.bits, "frac": o.fx.frac, "proto": proto, "plan": plan_json(&o),
+        "ok": true, "bits": o.fx.bits, "frac": o.fx.frac, "proto": proto, "plan": o.to_json(&prog),
         "program": prog.to_json(),
     });
     runtime::mode_fields(&mut reply, opts, &provider);
@@ -194,15 +223,15 @@ pub struct RemoteRun {
 }
 
 /// Runs an encoder graph with a remote server: the client's side.
-pub fn run_remote(addr: &str, opts: &Options, inputs: &HashMap<String, Tensor>, outputs: &[String]) -> Result<RemoteRun> {
+pub fn run_remote(addr: &str, opts: &Options, plan: &PlanChoice, inputs: &HashMap<String, Tensor>, outputs: &[String]) -> Result<RemoteRun> {
     let copts = ChannelOptions { profile: opts.profile.clone(), connect_timeout: opts.link.connect_timeout(), ..Default::default() };
     let sec = opts.link.to_peer(addr)?;
     let mut ch = TcpChannel::connect_with(addr, copts, &sec)?;
-    run_remote_on(&mut ch, opts, inputs, outputs)
+    run_remote_on(&mut ch, opts, plan, inputs, outputs)
 }
 
 /// [`run_remote`] on a connected channel.
-pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, inputs: &HashMap<String, Tensor>, outputs: &[String]) -> Result<RemoteRun> {
+pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, plan: &PlanChoice, inputs: &HashMap<String, Tensor>, outputs: &[String]) -> Result<RemoteRun> {
     let t = Instant::now();
     let shapes: serde_json::Map<String, Value> = inputs.iter().map(|(k, v)| (k.clone(), json!(v.shape))).collect();
     let hello = json!({"hush": "graph", "version": 1, "mode": opts.mode.name(), "proto": opts.proto, "proto_explicit": opts.expect.proto, "inputs": shapes, "outputs": outputs});
@@ -217,16 +246,31 @@ pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, inputs: &HashMap<Stri
     if reply.get("bits").and_then(Value::as_u64) != Some(64) {
         return Err(Error::Peer("the server's ring is not 64 bits (encoder graphs need ℓ = 64)".into()));
     }
-    let o = graph_options(opts, &proto, graph_fixed(frac)?)?;
+    let preset = graph_options(opts, &proto, graph_fixed(frac)?)?;
     let theirs = reply.get("plan").cloned().unwrap_or(Value::Null);
-    if theirs != plan_json(&o) {
-        return Err(Error::Peer(format!("plan mismatch: the server runs {theirs}, this client's --mode {} calls for {}", opts.mode.name(), plan_json(&o))));
-    }
     let pj = reply.get("program").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server reply lacks the program".into()))?;
     let prog = Program::from_json(pj).map_err(|e| Error::Protocol(format!("the server's program: {e}")))?;
     if prog.has_weights {
         return Err(Error::Protocol("the server's program carries weights (it must send the public program)".into()));
     }
+    let dealer = matches!(opts.mode, Mode::Dealer { .. });
+    // the plan this client expects (`auto`: any plan sound for its mode)
+    let mine = match plan {
+        PlanChoice::Preset => Some(preset.clone()),
+        PlanChoice::File { plan: f, .. } => Some(preset.with_plan_file(&prog, f, dealer)?),
+        PlanChoice::Auto => None,
+    };
+    if let Some(m) = &mine {
+        if theirs != m.to_json(&prog) {
+            return Err(Error::Peer(format!(
+                "plan mismatch: the server runs {theirs}, this client ({}, --mode {}) calls for {}",
+                plan.describe(),
+                opts.mode.name(),
+                m.to_json(&prog)
+            )));
+        }
+    }
+    let o = preset.from_json(&theirs, &prog, dealer)?;
     for (name, shape, _) in &prog.inputs {
         if inputs.get(name).map(|t| &t.shape) != Some(shape) {
             return Err(Error::Protocol(format!("the server's program takes input '{name}' of shape {shape:?}, not the one asked for")));
@@ -286,7 +330,8 @@ pub fn serve_graph_main(a: crate::cli::ServeArgs, o: Options, g: GraphModel) -> 
     let inputs: Vec<String> = g.inputs.iter().map(|i| i.name.clone()).collect();
     let outputs = g.outputs.clone();
     let log = hush_transport::notice::logger("hush serve");
-    let h = serve_graph(Arc::new(g), &a.listen, o.clone(), log)?;
+    let plan = PlanChoice::from_arg(a.plan.as_deref())?;
+    let h = serve_graph(Arc::new(g), &a.listen, o.clone(), plan, log)?;
     crate::cli::print_identity("hush serve", &o.link);
     hush_transport::log_line!(
         "hush serve",
@@ -307,7 +352,8 @@ pub fn embed_remote_main(a: &crate::encoder::EmbedArgs, addr: &str) -> Result<()
     crate::cli::needs_dealer_addr(&a.common, "hush embed")?;
     let opts = crate::cli::options(&a.common, None, None)?;
     let inputs = crate::graph_run::token_inputs(&["input_ids", "attention_mask", "token_type_ids"], &a.ids, &a.mask, a.token_types.as_deref())?;
-    let r = run_remote(addr, &opts, &inputs, &a.output.iter().cloned().collect::<Vec<_>>())?;
+    let plan = PlanChoice::from_arg(a.plan.as_deref())?;
+    let r = run_remote(addr, &opts, &plan, &inputs, &a.output.iter().cloned().collect::<Vec<_>>())?;
     let first = r.outputs.first().ok_or_else(|| Error::Model("the graph has no outputs".into()))?;
     crate::npy::write(&a.out, &first.shape, &first.v)?;
     let rec = json!({

@@ -330,3 +330,59 @@ fn plans_mix_backends_per_step_and_refuse_unsound_mixes() {
     let short = GraphOptions { per_step: Some(std::sync::Arc::new(vec![None; 3])), ..GraphOptions::default() };
     assert!(short.validate(&prog, false).is_err());
 }
+
+#[test]
+fn plan_files_apply_per_operator_and_step_and_refuse_bad_entries_by_name() {
+    use crate::graph_run::{touches_weights, LinearBackend, PlanFile};
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let tee = GraphOptions::default();
+    let dealer = GraphOptions::dealer(tee.fx, tee.proto);
+    // a linear step to name
+    let (li, lname) = prog.steps.iter().enumerate().find(|(_, s)| s.kind() == "linear").map(|(i, s)| (i, prog.slots[s.out()].name.clone())).unwrap();
+    let text = format!("linear = \"module\"\n[ops]\nlinear = \"triples\"\n[steps]\n\"{lname}\" = \"module\"\n");
+    let f = PlanFile::from_toml(&text).unwrap();
+    let o = tee.with_plan_file(&prog, &f, false).unwrap();
+    for (i, st) in prog.steps.iter().enumerate() {
+        if !touches_weights(st) {
+            continue;
+        }
+        let want = if i == li { LinearBackend::Module } else if st.kind() == "linear" { LinearBackend::Triples } else { LinearBackend::Module };
+        assert_eq!(o.backend(i), want, "step {i} ({})", st.kind());
+    }
+    // the hello's form round-trips, and the mixed plan runs within the bound
+    let back = tee.from_json(&o.to_json(&prog), &prog, false).unwrap();
+    assert_eq!(back.to_json(&prog), o.to_json(&prog));
+    assert!((0..prog.steps.len()).all(|i| back.backend(i) == o.backend(i)));
+    let (y, _) = run_private(&prog, &inp, &o).unwrap();
+    let fl = g.eval_f64(&inp).unwrap();
+    let e = y[0].v.iter().zip(&fl[0].v).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(e < 0.02, "plan-file run vs f64: {e}");
+    // refusals name the entry
+    let refused = |text: &str, dealer_provider: bool| -> String {
+        match PlanFile::from_toml(text) {
+            Err(e) => e,
+            Ok(f) => (if dealer_provider { &dealer } else { &tee }).with_plan_file(&prog, &f, dealer_provider).unwrap_err().to_string(),
+        }
+    };
+    let e = refused("[ops]\nconvolution = \"module\"\n", false);
+    assert!(e.contains("ops.convolution") && e.contains("unknown operator"), "{e}");
+    let e = refused("[ops]\nsoftmax = \"triples\"\n", false);
+    assert!(e.contains("ops.softmax") && e.contains("no linear backend"), "{e}");
+    let e = refused("[steps]\n\"no-such-value\" = \"triples\"\n", false);
+    assert!(e.contains("no-such-value") && e.contains("no step"), "{e}");
+    let e = refused("[ops]\nlinear = \"cheetah\"\n", false);
+    assert!(e.contains("ops.linear") && e.contains("unknown backend 'cheetah'"), "{e}");
+    let e = refused("[ops]\nlinear = \"module\"\n", true);
+    assert!(e.contains("ops.linear") && e.contains("unsound") && e.contains("dealer"), "{e}");
+    let e = refused(&format!("[steps]\n\"{lname}\" = \"module\"\n"), true);
+    assert!(e.contains(&lname) && e.contains("unsound"), "{e}");
+    let e = refused("speed = \"fast\"\n", false);
+    assert!(e.contains("speed") && e.contains("unknown key"), "{e}");
+    let e = refused("[ops\n", false);
+    assert!(e.contains("TOML"), "{e}");
+    // a peer's plan that is unsound for this party's provider is refused too
+    let mixed = tee.with_plan_file(&prog, &PlanFile::from_toml("[ops]\nlinear = \"module\"\n").unwrap(), false).unwrap();
+    assert!(dealer.from_json(&mixed.to_json(&prog), &prog, true).is_err());
+}

@@ -15,6 +15,7 @@ pub mod aes;
 pub mod bitvec;
 pub mod block;
 pub mod cache;
+pub mod gemm;
 pub mod hash;
 pub mod prf;
 pub mod prg;

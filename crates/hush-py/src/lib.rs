@@ -363,7 +363,7 @@ fn embed_remote(
     let addr = addr.to_string();
     guarded(py, move || {
         let outs: Vec<String> = output.into_iter().collect();
-        let r = hush_inference::graph_serve::run_remote(&addr, &opts, &inputs, &outs).map_err(|e| e.to_string())?;
+        let r = hush_inference::graph_serve::run_remote(&addr, &opts, &hush_inference::graph_run::PlanChoice::Preset, &inputs, &outs).map_err(|e| e.to_string())?;
         let first = r.outputs.into_iter().next().ok_or("the graph has no outputs")?;
         let rec = serde_json::json!({
             "cmd": "embed", "runtime": "graph", "connect": addr, "mode": r.mode, "proto": r.proto, "plan": r.plan,

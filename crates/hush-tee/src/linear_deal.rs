@@ -195,6 +195,14 @@ impl LinearOp {
         assert_eq!(y.len(), self.out_len(), "linear output length");
         let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
         match self {
+            LinearOp::Conv { c_in, h, w, c_out, kh: 1, kw: 1, stride: [1, 1], pads: [0, 0, 0, 0], weight } => {
+                // a 1×1 convolution is the product W (c_out × c_in) · X (c_in × h·w)
+                let plane = *h as usize * *w as usize;
+                hush_primitives::gemm::gemm(weight, x, *c_out as usize, *c_in as usize, plane, y);
+                if mask != u64::MAX {
+                    y.iter_mut().for_each(|v| *v &= mask);
+                }
+            }
             LinearOp::Conv { c_in, h, w, c_out, kh, kw, stride, pads, weight } => {
                 let (oh, ow) = self.conv_out();
                 let (ci, h, w, kh, kw) = (*c_in as usize, *h as usize, *w as usize, *kh as usize, *kw as usize);

@@ -90,19 +90,10 @@ fn party1(sub: Block, count: usize, d: MatDims, bits: u32) -> MatrixShare {
     }
 }
 
-/// C = A·B over Z_2^64 (reduced by the caller), row-major.
+/// C = A·B over Z_2^64 (reduced by the caller), row-major
+/// ([`hush_primitives::gemm`]).
 pub fn matmul_ring(a: &[u64], b: &[u64], d: MatDims, out: &mut [u64]) {
-    for i in 0..d.m {
-        let row = &mut out[i * d.n..(i + 1) * d.n];
-        row.iter_mut().for_each(|x| *x = 0);
-        for t in 0..d.k {
-            let av = a[i * d.k + t];
-            let brow = &b[t * d.n..(t + 1) * d.n];
-            for (o, bv) in row.iter_mut().zip(brow) {
-                *o = o.wrapping_add(av.wrapping_mul(*bv));
-            }
-        }
-    }
+    hush_primitives::gemm::gemm(a, b, d.m, d.k, d.n, out);
 }
 
 /// `party`'s share of `count` matrix triples over Z_2^bits.
@@ -183,5 +174,138 @@ impl Description for MatrixTriples {
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let (bits, d) = Self::params(n, params)?;
         Ok(party1(sub, n as usize, d, bits).to_bytes(bits))
+    }
+}
+
+/// One-sided matrix triples for a product X·W whose right factor W is
+/// **one party's own** (the server's weights, party 0), the dealer-mode
+/// linear layers' correlation (issue 28: "the dealer must never see W").
+///
+/// Party 1 (the client) gets A (m×k) and C₁ (m×n) as PRG streams under its
+/// sub-key; party 0 (the weight holder) gets a seed for B (k×n) and
+/// C₀ = A·B − C₁. Consumed by [`crate::transformer::Ctx::weight_matmul`]:
+/// the client opens U = X₁ − A, the server opens V = W − B, and
+///
+/// > (X₀ + U)·W + C₀  +  A·V + C₁  =  X·W − A·W + A·W − A·B + A·B  =  X·W.
+///
+/// **Why one-sided.** The two-sided matrix triple ([`MatrixTriples`])
+/// shares both factors, so both parties open both differences and each
+/// computes two products; here each party opens one matrix and computes
+/// one product (X₀ + U)·W resp. A·V, the dealer one (A·B): three products
+/// per layer instead of five, and the client sends only m·k words.
+///
+/// **What each host sees.** The client sees V = W − B with B uniform and
+/// unknown to it (B's seed goes to party 0 only), so V is uniform whatever
+/// W is; it also holds A and C₁, independent of W. The server sees U =
+/// X₁ − A with A uniform and unknown to it: uniform whatever X₁ is. C₀ is
+/// masked by the client's uniform C₁. The dealer computes A·B and never
+/// sees U, V, X or W (it takes no part in the online phase). Each triple
+/// is used for one product only (fresh batch per request), so V and U are
+/// one-time pads. The curious-party test is
+/// `weight_triples_views_do_not_depend_on_the_secret_factor`
+/// (crates/hush-2pc/tests/transformer.rs).
+pub struct WeightTriples;
+pub static WEIGHT_TRIPLES: WeightTriples = WeightTriples;
+
+/// One party's share of `count` one-sided triples: party 0 holds B (`ab`)
+/// and C₀, party 1 holds A (`ab`) and C₁.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WeightShare {
+    pub ab: Vec<u64>,
+    pub c: Vec<u64>,
+}
+
+impl Drop for WeightShare {
+    fn drop(&mut self) {
+        self.ab.zeroize();
+        self.c.zeroize();
+    }
+}
+
+const WB: u64 = 7;
+const WA: u64 = 8;
+const WC1: u64 = 9;
+/// Sub-key index of party 0's B seed (party 1's is 1).
+const WB_SEED: u8 = 2;
+
+fn weight_party1(sub: Block, count: usize, d: MatDims, bits: u32) -> WeightShare {
+    WeightShare { ab: ring_stream(sub, WA, count * d.m * d.k, bits), c: ring_stream(sub, WC1, count * d.m * d.n, bits) }
+}
+
+impl WeightShare {
+    /// Party 0's bytes are its B seed and C₀; party 1's are A and C₁.
+    pub fn from_bytes(buf: &[u8], party: u8, count: usize, d: MatDims, bits: u32) -> Result<Self> {
+        let mut rd = BlobReader::new(buf);
+        let t = if party == 0 {
+            let seed = rd.take_ring(2, 64)?;
+            let c = rd.take_ring(count * d.m * d.n, bits)?;
+            WeightShare { ab: ring_stream(Block::from_u64s(seed[0], seed[1]), WB, count * d.k * d.n, bits), c }
+        } else {
+            WeightShare { ab: rd.take_ring(count * d.m * d.k, bits)?, c: rd.take_ring(count * d.m * d.n, bits)? }
+        };
+        rd.finish()?;
+        Ok(t)
+    }
+}
+
+/// `party`'s dealt bytes for `count` one-sided triples over Z_2^bits.
+pub fn deal_weight(key: Block, party: u8, count: usize, d: MatDims, bits: u32) -> Vec<u8> {
+    let one = weight_party1(hush_deal::sub_key(key, 1), count, d, bits);
+    let mut b = Blob::new();
+    if party == 1 {
+        b.put_ring(&one.ab, bits).put_ring(&one.c, bits);
+        return std::mem::take(&mut b.0);
+    }
+    let seed = hush_deal::sub_key(key, WB_SEED);
+    let mut bm = ring_stream(seed, WB, count * d.k * d.n, bits);
+    let msk = ring_mask(bits);
+    let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
+    let mut c0 = vec![0u64; count * mc];
+    for q in 0..count {
+        let out = &mut c0[q * mc..(q + 1) * mc];
+        matmul_ring(&one.ab[q * ma..(q + 1) * ma], &bm[q * mb..(q + 1) * mb], d, out);
+        for (o, c1) in out.iter_mut().zip(&one.c[q * mc..(q + 1) * mc]) {
+            *o = o.wrapping_sub(*c1) & msk;
+        }
+    }
+    bm.zeroize();
+    let mut s = vec![seed.lo(), seed.hi()];
+    b.put_ring(&s, 64).put_ring(&c0, bits);
+    s.zeroize();
+    c0.zeroize();
+    std::mem::take(&mut b.0)
+}
+
+impl WeightTriples {
+    pub const KIND: &'static str = "2pc/weight-triples";
+
+    pub fn request(batch: u64, count: u32, bits: u32, d: MatDims) -> DealRequest {
+        let mut w = Writer::default();
+        w.u32(bits).u32(d.m as u32).u32(d.k as u32).u32(d.n as u32);
+        DealRequest::new(Self::KIND, batch, count, w.0)
+    }
+}
+
+impl Description for WeightTriples {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+    fn label(&self, batch: u64, n: u32, params: &[u8]) -> Result<String> {
+        let (bits, d) = MatrixTriples::params(n, params)?;
+        Ok(format!("{}/{batch}/{n}/{bits}/{}x{}x{}", Self::KIND, d.m, d.k, d.n))
+    }
+    fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, d) = MatrixTriples::params(n, params)?;
+        Ok(deal_weight(key, party, n as usize, d, bits))
+    }
+    fn seeded_party(&self) -> Option<u8> {
+        Some(1)
+    }
+    fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
+        let (bits, d) = MatrixTriples::params(n, params)?;
+        let one = weight_party1(sub, n as usize, d, bits);
+        let mut b = Blob::new();
+        b.put_ring(&one.ab, bits).put_ring(&one.c, bits);
+        Ok(std::mem::take(&mut b.0))
     }
 }

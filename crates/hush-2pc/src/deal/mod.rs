@@ -28,6 +28,6 @@ use hush_deal::Kinds;
 /// Every two-party dealing kind, for the providers (modules, dealer).
 pub fn kinds() -> Kinds {
     Kinds::new(&[&triples::ARITH_TRIPLES, &triples::BIT_TRIPLES, &tami::TAMI_TABLES, &tami::TAMI_TABLES_SWAPPED, &hush_fss::deal::FSS_KEYS,
-        &trunc::TRUNC_PAIRS, &trunc::TRUNC_SQUARES, &trunc::TRUNC_MULS, &powers::POWER_TUPLES, &matrix::MATRIX_TRIPLES,
+        &trunc::TRUNC_PAIRS, &trunc::TRUNC_SQUARES, &trunc::TRUNC_MULS, &powers::POWER_TUPLES, &matrix::MATRIX_TRIPLES, &matrix::WEIGHT_TRIPLES,
         &subset::SUBSET_PRODUCTS, &crisp::CRISP_MAC])
 }

@@ -64,7 +64,8 @@
 //! (values above the ring are an error naming the step).
 
 use crate::beaver;
-use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, MAX_WORDS};
+use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, WeightShare, WeightTriples, MAX_WORDS};
+use zeroize::Zeroize;
 use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
 use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
@@ -95,6 +96,8 @@ pub enum Need {
     Powers { n: usize, k: u32 },
     Product { n: usize, d: u32 },
     Matrix { count: usize, d: MatDims },
+    /// One-sided triples for X·W with W party 0's ([`Ctx::weight_matmul`]).
+    Weight { count: usize, d: MatDims },
 }
 
 enum Gate {
@@ -111,6 +114,7 @@ enum Pre {
     Powers(PowerShare),
     Product(SubsetShare),
     Matrix(MatrixShare),
+    Weight(WeightShare),
 }
 
 enum Mode {
@@ -389,6 +393,25 @@ impl Ctx {
                     |t, p| {
                         t.a.extend_from_slice(&p.a);
                         t.b.extend_from_slice(&p.b);
+                        t.c.extend_from_slice(&p.c);
+                    },
+                )?)
+            }
+            Need::Weight { count, d: dims } => {
+                let per = ((MAX_WORDS / dims.words().max(1)) as usize).min(chunk);
+                if per == 0 {
+                    return Err(invalid(format!("a {}×{}·{}×{} product exceeds one dealing ({MAX_WORDS} words)", dims.m, dims.k, dims.k, dims.n)));
+                }
+                Pre::Weight(in_dealings(
+                    count,
+                    per,
+                    WeightShare::default(),
+                    |m| {
+                        let batch = d.next_batch();
+                        Ok(WeightShare::from_bytes(&d.deal(WeightTriples::request(batch, m as u32, bits, dims))?, party, m, dims, bits)?)
+                    },
+                    |t, p| {
+                        t.ab.extend_from_slice(&p.ab);
                         t.c.extend_from_slice(&p.c);
                     },
                 )?)
@@ -1173,7 +1196,65 @@ impl Ctx {
         }
         Ok(ArithShare::new(r, out))
     }
+    /// `count` products X_q·W_q where X_q (m×k) is shared and W_q (k×n) is
+    /// **party 0's own** matrix (`w`, ignored at party 1), over the ring, no
+    /// truncation: one exchange with a one-sided triple
+    /// ([`crate::deal::matrix::WeightTriples`]). Party 1 sends U = X₁ − A
+    /// (m·k words per product), party 0 sends V = W − B (k·n words); party 0
+    /// computes (X₀ + U)·W + C₀ and party 1 A·V + C₁.
+    pub fn weight_matmul(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], count: usize, d: MatDims) -> Result<ArithShare> {
+        let r = x.ring;
+        let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
+        if d.m == 0 || d.k == 0 || d.n == 0 || x.len() != count * ma || (self.party == 0 && w.len() != count * mb) {
+            return Err(invalid(format!("weight matmul: {count} products of {}×{}·{}×{} do not match {} and {} elements", d.m, d.k, d.k, d.n, x.len(), w.len())));
+        }
+        if count == 0 {
+            return Ok(self.zeros(0));
+        }
+        let mut out = vec![0u64; count * mc];
+        if self.is_clear() {
+            for q in 0..count {
+                crate::deal::matrix::matmul_ring(&x.v[q * ma..(q + 1) * ma], &w[q * mb..(q + 1) * mb], d, &mut out[q * mc..(q + 1) * mc]);
+            }
+            out.iter_mut().for_each(|v| *v = r.reduce(*v));
+            return Ok(ArithShare::new(r, out));
+        }
+        let party = self.party;
+        let Some(pre) = self.take(Need::Weight { count, d })? else { return Ok(self.zeros(count * mc)) };
+        let Pre::Weight(t) = pre else { return Err(invalid("preprocessing: not a weight-triple batch")) };
+        let l = r.bits();
+        let step = "weight product: openings";
+        let mut msg = Vec::new();
+        if party == 0 {
+            let mut v: Vec<u64> = w.iter().zip(&t.ab).map(|(a, b)| r.sub(*a, *b)).collect();
+            pack_ring(&v, l, &mut msg);
+            v.zeroize();
+            wire::send(ch, &msg)?;
+            let mut u = vec![0u64; count * ma];
+            let peer = wire::recv(ch, step, u.len() * wire::ring_bytes(l))?;
+            unpack_ring(step, &peer, l, &mut u)?;
+            u.iter_mut().zip(&x.v).for_each(|(p, q)| *p = p.wrapping_add(*q));
+            for q in 0..count {
+                let o = &mut out[q * mc..(q + 1) * mc];
+                crate::deal::matrix::matmul_ring(&u[q * ma..(q + 1) * ma], &w[q * mb..(q + 1) * mb], d, o);
+            }
+        } else {
+            let u: Vec<u64> = x.v.iter().zip(&t.ab).map(|(a, b)| r.sub(*a, *b)).collect();
+            pack_ring(&u, l, &mut msg);
+            wire::send(ch, &msg)?;
+            let mut v = vec![0u64; count * mb];
+            let peer = wire::recv(ch, step, v.len() * wire::ring_bytes(l))?;
+            unpack_ring(step, &peer, l, &mut v)?;
+            for q in 0..count {
+                let o = &mut out[q * mc..(q + 1) * mc];
+                crate::deal::matrix::matmul_ring(&t.ab[q * ma..(q + 1) * ma], &v[q * mb..(q + 1) * mb], d, o);
+            }
+        }
+        out.iter_mut().zip(&t.c).for_each(|(o, c)| *o = r.add(r.reduce(*o), *c));
+        Ok(ArithShare::new(r, out))
+    }
 }
+
 
 /// Concatenates share vectors (one batched call for several operands).
 pub fn concat(parts: &[&ArithShare]) -> ArithShare {
