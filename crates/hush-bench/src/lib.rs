@@ -13,6 +13,7 @@
 pub mod aes;
 pub mod cot;
 pub mod he_linear;
+pub mod infer;
 mod machine;
 pub mod nonlinear;
 mod record;

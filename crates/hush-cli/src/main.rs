@@ -343,7 +343,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Infer(a) => inference(hush_inference::cli::infer_main(a)),
         Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
         Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
-        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_inference::cli::bench_infer_main(a, Some(infer_probe()))),
+        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_bench::infer::bench_infer_main(a, Some(infer_probe()))),
         Cmd::Import(a) => import(a),
         Cmd::Embed(a) => inference(hush_inference::encoder::embed_main(a)),
         Cmd::Plan(a) => inference(plan_main(a)),

@@ -815,36 +815,9 @@ fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
     }), y))
 }
 
-/// `hush bench infer --model bert-base`: tee mode only for now.
-pub fn bench_bert_main(a: &crate::cli::BenchInferArgs) -> Result<()> {
-    if a.common.mode != "tee" {
-        return Err(Error::Config(format!("bert-base: --mode {} is not implemented yet (tee only; the operators run in dealer mode, the linear path's dealer wiring is not done)", a.common.mode)));
-    }
-    // ℓ = 64 is needed by the transformer operators: the default 37 is raised.
-    let bits = if a.fixed.bits == 37 { 64 } else { a.fixed.bits };
-    let fx = FixedConfig::new(bits, a.fixed.frac)?;
-    // benchmark knobs (environment, so the shared CLI stays as it is):
-    // HUSH_BERT_LANES, HUSH_BERT_SEQUENTIAL=1 (no dealing thread),
-    // HUSH_BERT_FULL_WIDTH=1 (whole-ring comparisons)
-    let mut opts = BertOpts::default();
-    let env = |k: &str| std::env::var(k).ok();
-    if let Some(v) = env("HUSH_BERT_LANES") {
-        opts.lanes = v.parse().map_err(|_| Error::Config(format!("HUSH_BERT_LANES={v}: a number")))?;
-    }
-    opts.overlap = env("HUSH_BERT_SEQUENTIAL").as_deref() != Some("1");
-    opts.bounded = env("HUSH_BERT_FULL_WIDTH").as_deref() != Some("1");
-    opts.pipeline = env("HUSH_BERT_NO_PIPELINE").as_deref() != Some("1");
-    if !(1..=16).contains(&opts.lanes) {
-        return Err(Error::Config("HUSH_BERT_LANES in 1..=16".into()));
-    }
-    let r = bench_bert(a.seq, a.layers, &a.common.net, fx, opts)?;
-    print_record(a.json, &format!("bert-base, seq {}, random weights", a.seq), &r);
-    Ok(())
-}
-
 /// A transformer benchmark's record: one JSON line with `--json`, else a
 /// header naming the run (and the simulated module) and the record pretty.
-pub(crate) fn print_record(json: bool, what: &str, r: &serde_json::Value) {
+pub fn print_record(json: bool, what: &str, r: &serde_json::Value) {
     if json {
         println!("{r}");
     } else {

@@ -362,6 +362,10 @@ pub struct BenchInferArgs {
     pub nets: String,
     #[arg(long)]
     pub json: bool,
+    /// Encoder graphs (`--model FILE.onnx`): the plan — `auto` or a plan
+    /// file (TOML); default: the mode's preset.
+    #[arg(long, value_name = "auto|FILE.toml")]
+    pub plan: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -385,7 +389,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
     num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(|| Error::Config(format!("bad size '{s}' (e.g. 256MiB)")))
 }
 
-pub(crate) fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
+pub fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
     let profile = NetProfile::by_name(&common.net)
         .ok_or_else(|| Error::Config(format!("unknown network profile '{}' (choose one of {})", common.net, NetProfile::names().join(", "))))?;
     let predeal_mem = parse_size(&common.predeal_mem)?;
@@ -796,11 +800,8 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `probe` measures each party's peak heap (the `hush` binary passes
 /// hush-bench's counting allocator).
 pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
-    if a.model == "bert-base" {
-        return crate::bert::bench_bert_main(&a);
-    }
-    if a.model == "minilm-l6" {
-        return crate::encoder::bench_minilm_main(&a);
+    if a.model == "bert-base" || a.model == "minilm-l6" {
+        return Err(Error::Config(format!("{}: the transformer benchmarks are in hush-bench (`hush bench infer` dispatches them)", a.model)));
     }
     if a.common.mode == "malicious-client" {
         return bench_malicious_client(a, probe);

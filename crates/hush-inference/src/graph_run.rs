@@ -107,17 +107,40 @@ pub struct GraphOptions {
     /// function of the shapes alone (test:
     /// `triples_backend_keeps_every_weight_from_the_provider`).
     pub widths_from_bounds: bool,
+    /// Without `widths_from_bounds`: size those comparisons for this
+    /// **public** bound (real units) instead of the whole ring. The dealer
+    /// preset uses [`PUBLIC_CMP_BOUND`].
+    ///
+    /// **Why the dealer still learns nothing of W.** The width is a
+    /// constant of the preset, the same for every model and weight set;
+    /// the server checks, before anything is dealt ([`GraphOptions::validate`]),
+    /// that every GeLU and Softmax input's proven bound is within it, and
+    /// refuses the program otherwise (naming the value) — so for every
+    /// program it runs, the dealer's requests are a function of the shapes
+    /// and this constant alone (the same test as above runs the dealer
+    /// preset on two weight sets and compares the request streams). The
+    /// comparisons are exact for inputs within the bound
+    /// ([`hush_2pc::transformer::gelu::gelu_within`]), and the proven
+    /// bound holds for every input, so the result is the whole-ring one.
+    pub public_bound: Option<f64>,
 }
+
+/// The dealer preset's public comparison bound (real units): 2^24, which
+/// sizes GeLU's and Softmax's comparisons at about 39 bits instead of 64.
+/// Softmax inputs carry the attention mask's large negative constant:
+/// torch-style exports' masked scores are proven to ≈ 2.1·10^6.
+pub const PUBLIC_CMP_BOUND: f64 = 16_777_216.0;
 
 impl GraphOptions {
     /// The tee preset: weights in the server's module, bound-sized comparisons.
     pub fn tee(fx: FixedConfig, proto: Proto) -> Self {
-        GraphOptions { fx, proto, linear: LinearBackend::Module, per_step: None, widths_from_bounds: true }
+        GraphOptions { fx, proto, linear: LinearBackend::Module, per_step: None, widths_from_bounds: true, public_bound: None }
     }
-    /// The dealer preset: matrix triples, whole-ring comparisons — the
-    /// dealer's view is independent of the weights.
+    /// The dealer preset: one-sided weight triples, comparisons sized for
+    /// the public bound [`PUBLIC_CMP_BOUND`] — the dealer's view is
+    /// independent of the weights.
     pub fn dealer(fx: FixedConfig, proto: Proto) -> Self {
-        GraphOptions { fx, proto, linear: LinearBackend::Triples, per_step: None, widths_from_bounds: false }
+        GraphOptions { fx, proto, linear: LinearBackend::Triples, per_step: None, widths_from_bounds: false, public_bound: Some(PUBLIC_CMP_BOUND) }
     }
 }
 
@@ -139,6 +162,20 @@ impl GraphOptions {
         if let Some(v) = &self.per_step {
             if v.len() != p.steps.len() {
                 return Err(Error::Config(format!("plan: {} entries for a program of {} steps", v.len(), p.steps.len())));
+            }
+        }
+        if let (false, Some(pb)) = (self.widths_from_bounds, self.public_bound) {
+            for st in &p.steps {
+                if let Step::Gelu { x, .. } | Step::Softmax { x, .. } = st {
+                    if !(p.slots[*x].bound <= pb) {
+                        return Err(Error::Model(format!(
+                            "value '{}' ({} input) has a proven bound of {:.3e}, beyond the public comparison bound {pb:.0} of this plan (the dealer preset sizes comparisons for a public bound so that the dealer learns nothing of the weights)",
+                            p.slots[*x].name,
+                            st.kind(),
+                            p.slots[*x].bound
+                        )));
+                    }
+                }
             }
         }
         if dealer_provider {
@@ -325,6 +362,10 @@ impl GraphOptions {
         let mut o = self.clone();
         o.linear = backend_named("linear", v.get("linear").and_then(serde_json::Value::as_str).ok_or_else(|| bad("no linear backend"))?).map_err(|e| bad(&e.to_string()))?;
         o.widths_from_bounds = v.get("widths_from_bounds").and_then(serde_json::Value::as_bool).ok_or_else(|| bad("no comparison sizing"))?;
+        o.public_bound = match v.get("public_bound") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(b) => Some(b.as_f64().filter(|b| b.is_finite() && *b > 0.0).ok_or_else(|| bad("a public bound that is not a positive number"))?),
+        };
         let mut per = vec![None; p.steps.len()];
         for e in v.get("overrides").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
             let i = e.get("step").and_then(serde_json::Value::as_u64).ok_or_else(|| bad("an override without a step"))? as usize;
@@ -351,7 +392,7 @@ impl GraphOptions {
             .filter(|(i, _)| self.backend(*i) != self.linear)
             .map(|(i, st)| serde_json::json!({"step": i, "value": p.slots[st.out()].name, "linear": self.backend(i).name()}))
             .collect();
-        serde_json::json!({"linear": self.linear.name(), "widths_from_bounds": self.widths_from_bounds, "overrides": steps})
+        serde_json::json!({"linear": self.linear.name(), "widths_from_bounds": self.widths_from_bounds, "public_bound": self.public_bound, "overrides": steps})
     }
 }
 
@@ -420,6 +461,7 @@ struct Exec<'a> {
     plan: GraphOptions,
     meter: Vec<StepCost>,
     widths: bool,
+    public_bound: Option<f64>,
     p: &'a Program,
     fx: FixedConfig,
     ring: Ring,
@@ -488,6 +530,16 @@ impl<'a> Exec<'a> {
         };
         let m = self.module.as_mut().map(|m| m as &mut dyn hush_tee::TrustedModule);
         Ok(ArithShare::new(self.ring, linear::apply(side, m, ch, &self.fx, id, || Ok(op()), in_len, out_len, &x.v)?))
+    }
+
+    /// The bound GeLU's and Softmax's comparisons are sized for: the
+    /// proven one, the plan's public one (checked by `validate`), or none.
+    fn cmp_bound(&self, x: usize) -> f64 {
+        if self.widths {
+            self.p.slots[x].bound
+        } else {
+            self.public_bound.unwrap_or(f64::INFINITY)
+        }
     }
 
     /// The server's weights as ring values (empty at the client).
@@ -694,7 +746,7 @@ impl<'a> Exec<'a> {
             }
             Step::Gelu { x, .. } => {
                 let xs = self.sh(*x)?.clone();
-                let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
+                let b = self.cmp_bound(*x);
                 Val::Sh(gelu::gelu_within(&mut self.ctx, ch, &xs, b).map_err(tpc)?)
             }
             Step::Tanh { x, .. } => {
@@ -743,7 +795,7 @@ impl<'a> Exec<'a> {
             }
             Step::Softmax { x, len, .. } => {
                 let xs = self.sh(*x)?.clone();
-                let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
+                let b = self.cmp_bound(*x);
                 Val::Sh(softmax::softmax_within(&mut self.ctx, ch, &xs, *len, b).map_err(tpc)?)
             }
             Step::MatMul { a, b, count, m, k, n, .. } => {
@@ -833,7 +885,7 @@ pub fn party_metered(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn 
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
     let outs = ex.run(ch, inputs)?;
     let meter = std::mem::take(&mut ex.meter);
     let flat: Vec<u64> = outs.iter().flat_map(|s| s.v.iter().copied()).collect();
@@ -897,7 +949,7 @@ pub fn run_private_on(prog: &Program, inputs: &HashMap<String, Tensor>, o: &Grap
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())

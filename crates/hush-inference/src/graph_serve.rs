@@ -95,6 +95,12 @@ pub type PlanCache = Arc<std::sync::Mutex<HashMap<String, GraphOptions>>>;
 /// preset is the only sound candidate, so nothing is measured).
 pub fn server_plan(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: &Options, cache: &PlanCache) -> Result<GraphOptions> {
     let dealer = matches!(opts.mode, Mode::Dealer { .. });
+    let p = server_plan_unchecked(o, prog, choice, opts, cache, dealer)?;
+    p.validate(prog, dealer)?;
+    Ok(p)
+}
+
+fn server_plan_unchecked(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: &Options, cache: &PlanCache, dealer: bool) -> Result<GraphOptions> {
     match choice {
         PlanChoice::Preset => Ok(o.clone()),
         PlanChoice::File { plan, .. } => o.with_plan_file(prog, plan, dealer),
@@ -293,6 +299,28 @@ pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, plan: &PlanChoice, in
         plan: theirs,
         program: prog.fingerprint(),
     })
+}
+
+/// One session of graph `g` over a loopback TCP link (TLS when `opts`
+/// asks for it, each end pinning the other), the server on its own
+/// thread: the client's result and the server's seconds
+/// (`hush bench infer --model FILE.onnx --transport tcp`).
+pub fn run_loopback(g: Arc<GraphModel>, opts: &Options, plan: &PlanChoice, inputs: &HashMap<String, Tensor>) -> Result<(RemoteRun, f64)> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| Error::Io(format!("loopback listener: {e}")))?;
+    let addr = l.local_addr().map_err(|e| Error::Io(e.to_string()))?;
+    let (sa, sb) = runtime::loopback_security(opts.link.is_tls())?;
+    let copts = ChannelOptions { profile: opts.profile.clone(), ..Default::default() };
+    let (so, sp, sc) = (opts.clone(), plan.clone(), copts.clone());
+    let server = std::thread::spawn(move || -> Result<f64> {
+        let t = Instant::now();
+        let mut ch = TcpChannel::accept_with(&l, sc, &sa)?;
+        serve_graph_session(&mut ch, &g, &so, &sp, &PlanCache::default())?;
+        Ok(t.elapsed().as_secs_f64())
+    });
+    let client = TcpChannel::connect_with(addr, copts, &sb).map_err(Error::from).and_then(|mut ch| run_remote_on(&mut ch, opts, plan, inputs, &[]));
+    let server = server.join().map_err(|_| Error::Protocol("the server thread panicked".into()))?;
+    let r = client?;
+    Ok((r, server?))
 }
 
 /// Which linear backend a plan names (reports).

@@ -1392,7 +1392,7 @@ impl End {
 /// A loopback link's two ends' security: TLS with ephemeral identities
 /// pinned to each other (as `hush_transport::peering::loopback_pair`), or
 /// plaintext.
-fn loopback_security(tls: bool) -> Result<(hush_transport::LinkSecurity, hush_transport::LinkSecurity)> {
+pub(crate) fn loopback_security(tls: bool) -> Result<(hush_transport::LinkSecurity, hush_transport::LinkSecurity)> {
     use hush_transport::{Identity, LinkSecurity, PeerCheck, TlsSettings};
     if !tls {
         return Ok((LinkSecurity::Insecure, LinkSecurity::Insecure));

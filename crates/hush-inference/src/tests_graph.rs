@@ -386,3 +386,28 @@ fn plan_files_apply_per_operator_and_step_and_refuse_bad_entries_by_name() {
     let mixed = tee.with_plan_file(&prog, &PlanFile::from_toml("[ops]\nlinear = \"module\"\n").unwrap(), false).unwrap();
     assert!(dealer.from_json(&mixed.to_json(&prog), &prog, true).is_err());
 }
+
+#[test]
+fn the_dealer_presets_public_comparison_bound_refuses_programs_beyond_it() {
+    use crate::graph_run::PUBLIC_CMP_BOUND;
+    let inp = inputs();
+    let d = GraphOptions::default();
+    let dealer = GraphOptions::dealer(d.fx, d.proto);
+    // the test graph fits: its GeLU/Softmax inputs are proven far below the bound
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    dealer.validate(&prog, true).unwrap();
+    assert_eq!(dealer.to_json(&prog)["public_bound"], PUBLIC_CMP_BOUND);
+    // weights scaled up until some comparison input's proven bound passes it
+    let big = GraphModel::from_model(graph(|_, i| {
+        for t in i.iter_mut() {
+            t.float_data.iter_mut().for_each(|v| *v *= 400.0);
+        }
+    }))
+    .unwrap();
+    let prog = big.instantiate(&shapes(&inp)).unwrap();
+    let e = dealer.validate(&prog, true).unwrap_err().to_string();
+    assert!(e.contains("public comparison bound") && e.contains("proven bound"), "{e}");
+    // the tee preset sizes from the proven bounds and has no such limit
+    GraphOptions::default().validate(&prog, false).unwrap();
+}
