@@ -186,10 +186,15 @@ def build_onnx(path: Path) -> Path:
 
 
 def model_path() -> Path:
-    """The built graph, cached under target/minilm (rebuilt when missing)."""
+    """The built graph, cached under target/minilm (rebuilt when missing),
+    with the model's tokenizer.json beside it (what ``hush embed --text``
+    reads)."""
     p = CACHE / "all-MiniLM-L6-v2.onnx"
     if not p.is_file():
         build_onnx(p)
+    t = p.parent / "tokenizer.json"
+    if not t.is_file():
+        t.write_text(load_package()[2])
     return p
 
 

@@ -21,5 +21,12 @@ cargo test --release --workspace
 # ones (the same plaintext references)
 echo "== HE tests on tfhe-ntt's AVX2 kernels (hush-rlwe without ntt-avx512)" >&2
 cargo test --release -p hush-rlwe --no-default-features
+# the prebuilt wheel, built once (about 40 s after the build above: the
+# extension relinks); tests/python/test_wheel.py installs it into a fresh
+# venv with no Rust on the PATH and runs `hush demo` from it
+echo "== Wheel (scripts/wheel.sh)" >&2
+bash scripts/wheel.sh
+HUSH_WHEEL="$PWD/$(ls target/wheels/hush-*.whl)"
+export HUSH_WHEEL
 echo "== Python tests" >&2
 .venv/bin/python -m pytest -q tests/python

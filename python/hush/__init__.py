@@ -152,7 +152,8 @@ def run(model: _PathLike, x: _t.Any, proto: str = "auto", net: str = "none", bit
     return (out, _json.loads(rep)) if report else out
 
 
-def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.Optional[_t.Callable[[_t.List[str]], _t.Any]] = None,
+def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *,
+          tokenizer: _t.Union[None, _PathLike, _t.Callable[[_t.List[str]], _t.Any]] = None,
           proto: str = "tami", bits: int = 64, frac: int = 12, batch_tokens: _t.Optional[int] = None,
           check: bool = False, report: bool = False) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
     """Private sentence embeddings with a BERT-family encoder, both parties in this process.
@@ -169,6 +170,10 @@ def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.O
     a list of per-sentence id lists (no padding, no mask). With
     ``tokenizer`` (a callable taking the list of sentences and returning
     ``(ids, mask)``), ``ids`` may be the list of sentences themselves.
+    Sentences without a callable are tokenised here with the model's
+    Hugging Face ``tokenizer.json`` (``tokenizer=`` its path; by default the
+    file of that name next to ``model``), by the same code as ``hush embed
+    --text``; at most 128 tokens per sentence.
     Tokenization is the client's, local: the server learns the sequence
     lengths only (as the batches' padded lengths).
 
@@ -177,12 +182,20 @@ def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *, tokenizer: _t.O
     smallest headroom of the ranges proved at load; ``check=True`` also runs
     the plaintext fixed-point reference and reports the smallest cosine).
     """
-    if tokenizer is not None:
-        if isinstance(ids, str):
-            ids = [ids]
+    if isinstance(ids, str):
+        ids = [ids]
+    sentences = isinstance(ids, (list, tuple)) and bool(ids) and all(isinstance(x, str) for x in ids)
+    if callable(tokenizer):
         ids, mask = tokenizer(list(ids))
-    if isinstance(ids, str) or (isinstance(ids, (list, tuple)) and ids and not isinstance(ids[0], (list, tuple, _np.ndarray))):
-        raise TypeError("ids: a 2-D array of token ids, a list of id lists, or sentences with tokenizer=...")
+    elif sentences:
+        path = _os.path.join(_os.path.dirname(_os.path.abspath(_os.fspath(model))), "tokenizer.json") if tokenizer is None \
+            else _os.path.expanduser(_os.fspath(tokenizer))
+        if tokenizer is None and not _os.path.isfile(path):
+            raise FileNotFoundError(f"no tokenizer.json next to the model ({path}): give tokenizer= (its path, or a callable)")
+        with _translated():
+            ids, mask = _native.tokenize(path, list(ids)), None
+    if isinstance(ids, (list, tuple)) and ids and not isinstance(ids[0], (list, tuple, _np.ndarray)):
+        raise TypeError("ids: a 2-D array of token ids, a list of id lists, or sentences")
     if mask is None:
         rows = [[int(t) for t in row] for row in ids]
     else:

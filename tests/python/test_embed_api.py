@@ -5,6 +5,7 @@ written by scripts/minilm.py), checked against onnxruntime's float
 embeddings of the same graph: cosine ≥ 0.99 per sentence, seq ≤ 32."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -42,12 +43,16 @@ def test_embed_matches_onnxruntime(model):
     # the same through a tokenizer callable, and as unpadded id lists
     emb2 = hush.embed(model, SENTENCES[:1], tokenizer=lambda s: minilm.tokenize(s, max_len=32))
     assert minilm.cosines(emb2, ref[:1])[0] >= 0.99
+    # sentences alone: tokenised by hush with the tokenizer.json beside the
+    # model (scripts/minilm.py writes it there), the same ids
+    emb2 = hush.embed(model, SENTENCES[0])
+    assert minilm.cosines(emb2, ref[:1])[0] >= 0.99
     rows = [list(r[: int(m.sum())]) for r, m in zip(ids, mask)][2:]
     emb3 = hush.embed(model, rows)
     assert minilm.cosines(emb3, ref[2:])[0] >= 0.99
 
 
-def test_embed_refuses_bad_inputs_clearly(model):
+def test_embed_refuses_bad_inputs_clearly(model, tmp_path):
     ids, mask = minilm.tokenize(SENTENCES[:1], max_len=32)
     with pytest.raises(ValueError, match="same shape"):
         hush.embed(model, ids, mask[:, :-1])
@@ -60,4 +65,9 @@ def test_embed_refuses_bad_inputs_clearly(model):
     with pytest.raises(ValueError, match="proto"):
         hush.embed(model, [[101, 102]], proto="cf2")
     with pytest.raises(TypeError):
-        hush.embed(model, "not tokenized")
+        hush.embed(model, [1, 2, 3])
+    # sentences, and no tokenizer.json next to the model
+    alone = tmp_path / "m.onnx"
+    os.symlink(model, alone)
+    with pytest.raises(FileNotFoundError, match="tokenizer="):
+        hush.embed(alone, "a sentence")

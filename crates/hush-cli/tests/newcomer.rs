@@ -247,3 +247,91 @@ fn raw_integer_pixels_get_a_note() {
     assert!(o.status.success() && !text(&o.stderr).contains("note:"), "{}", text(&o.stderr));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A refused session's reason lands in the server's log, each line
+/// stamped: a wrong pin (the client rejects the server's certificate), a
+/// client of another mode, a client that refuses the server's settings
+/// (it leaves right after the hello), a client whose input does not fit
+/// (it leaves before its first inference), and a peer that does not speak
+/// the hush protocol.
+#[test]
+fn a_refused_sessions_reason_is_in_the_server_log() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    drop(l);
+    let model = repo().join("models/mnist_cnn.hushm");
+    let mut srv = Command::new(HUSH)
+        .args(["serve", "--model", model.to_str().unwrap(), "--listen", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut fp = String::new();
+    BufReader::new(srv.stdout.take().unwrap()).read_line(&mut fp).unwrap();
+    let fp = fp.trim().strip_prefix("fingerprint ").unwrap().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = srv.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let d = tmp("refusals");
+    let x = repo().join("models/samples/mnist_8000_label4.npy");
+    let (x, out) = (x.to_str().unwrap(), d.join("y.npy"));
+    let out = out.to_str().unwrap();
+    // a 2-D input the model does not take (float64 .npy, written here)
+    let bad = d.join("bad.npy");
+    let mut h = "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 5), }".to_string();
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(h.as_bytes());
+    bytes.extend(std::iter::repeat(0u8).take(15 * 8));
+    std::fs::write(&bad, &bytes).unwrap();
+    let dealer_pin = pin();
+    let clients: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--pin", &dealer_pin, "--input", x], "the peer rejected our certificate"),
+        (vec!["--pin", &fp, "--mode", "dealer", "--dealer", "127.0.0.1:9", "--dealer-pin", &dealer_pin, "--input", x], "trust mode mismatch: the client runs --mode dealer, this server runs --mode tee"),
+        (vec!["--pin", &fp, "--bits", "40", "--input", x], "the client left right after the server's hello: it refused the server's settings"),
+        (vec!["--pin", &fp, "--input", bad.to_str().unwrap()], "the client left before its first inference"),
+    ];
+    let mut lines: Vec<String> = Vec::new();
+    let wait_for = |lines: &mut Vec<String>, session: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let key = format!("session {session}:");
+        while !lines.iter().any(|l| l.contains(&key)) && std::time::Instant::now() < deadline {
+            if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+                lines.push(l);
+            }
+        }
+        lines.iter().find(|l| l.contains(&key)).cloned().unwrap_or_default()
+    };
+    for (k, (flags, reason)) in clients.iter().enumerate() {
+        let mut args = vec!["infer", "--connect", &addr, "--out", out, "--connect-timeout", "5"];
+        args.extend(flags.iter().copied());
+        let o = hush(&args, &[]);
+        assert!(!o.status.success(), "client {k} was served: {}", text(&o.stderr));
+        let line = wait_for(&mut lines, k + 1);
+        assert!(line.contains(reason), "client {k}: the server logged {line:?}, not {reason:?}; client said {}", text(&o.stderr));
+        assert!(stamped(&line), "{line}");
+    }
+    // a peer that does not speak the hush protocol
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let line = wait_for(&mut lines, clients.len() + 1);
+    drop(s);
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert!(line.contains("does not speak the hush protocol") && stamped(&line), "{line}");
+    // the server kept serving: one line per session, every line stamped
+    for l in lines.iter().filter(|l| l.contains("hush serve:")) {
+        assert!(stamped(l), "{l}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -96,6 +96,12 @@ fn owner_submitter_and_output_party_through_the_cli() {
     a.extend(s(&["--id", &id]));
     let st = ok(&a);
     assert!(st.contains(&id), "status: {st}");
+    // a table for a human (one row per node), the nodes' JSON with --json
+    assert!(st.lines().next().is_some_and(|l| l.starts_with("job") && l.contains("state")) && !st.contains('{'), "status: {st}");
+    assert_eq!(st.lines().filter(|l| l.contains(&id) && l.contains("aes128")).count(), 3, "status: {st}");
+    a.push("--json".into());
+    let js = ok(&a);
+    assert_eq!(js.lines().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v["jobs"][0]["job"] == id.as_str())).count(), 3, "status --json: {js}");
     // only the output party can fetch; it gets the plaintext evaluation
     for who in [&sub_dir, &stranger_dir] {
         let mut a = with(&["fetch"], who);

@@ -138,14 +138,10 @@ pub fn dealer_main(a: DealerArgs) -> Result<()> {
     cfg.session_mem = parse_size(&a.session_mem)?;
     cfg.ahead_wait = std::time::Duration::from_secs(a.ahead_wait.max(1));
     cfg.max_sessions_per_addr = a.max_sessions_per_addr.max(1);
-    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush dealer: {s}", hush_transport::notice::timestamp()));
+    let log = hush_transport::notice::logger("hush dealer");
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);
-    eprintln!(
-        "{} hush dealer: dealing on {} (dealer mode: one module per session and role, nothing kept after a session; trusted not to collude with either party)",
-        hush_transport::notice::timestamp(),
-        h.addr
-    );
+    hush_transport::log_line!("hush dealer", "dealing on {} (dealer mode: one module per session and role, nothing kept after a session; trusted not to collude with either party)", h.addr);
     h.wait();
     Ok(())
 }
@@ -568,12 +564,12 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         return Err(Error::Config(format!("--plan: {} is a CNN model; CNNs run their mode's preset (per-layer plans are for encoder graphs so far)", a.model.display())));
     }
     let model = Arc::new(Model::load(&a.model)?);
-    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("{} hush serve: {s}", hush_transport::notice::timestamp()));
+    let log = hush_transport::notice::logger("hush serve");
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;
     print_identity("hush serve", &o.link);
-    eprintln!(
-        "{} hush serve: model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, {}",
-        hush_transport::notice::timestamp(),
+    hush_transport::log_line!(
+        "hush serve",
+        "model '{}' ({} layers, input {:?}) on {} — ring 2^{}, {} fraction bits, {}",
         model.name,
         model.nodes.len(),
         model.input_shape,
@@ -589,11 +585,7 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
     } else {
         format!("--proto auto: {} unless a client asks for another of {}", o.proto, o.mode.families().join(", "))
     };
-    eprintln!(
-        "{} hush serve: model digest {} (clients may require it with --model-digest); family {family}",
-        hush_transport::notice::timestamp(),
-        crate::hello::architecture_digest(&model.header_json)
-    );
+    hush_transport::log_line!("hush serve", "model digest {} (clients may require it with --model-digest); family {family}", crate::hello::architecture_digest(&model.header_json));
     h.wait();
     Ok(())
 }

@@ -851,15 +851,27 @@ pub struct EmbedArgs {
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "model")]
     pub connect: Option<String>,
     /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]).
-    #[arg(long)]
+    #[arg(long, required_unless_present = "text", default_value = "(--text)", hide_default_value = true)]
     pub ids: std::path::PathBuf,
     /// Attention mask (.npy, same shape, 1 for real tokens then 0 for padding).
-    #[arg(long)]
+    #[arg(long, required_unless_present = "text", default_value = "(--text)", hide_default_value = true)]
     pub mask: std::path::PathBuf,
     /// Token types (.npy, same shape) for graphs with a `token_type_ids`
     /// input (zeros when absent).
     #[arg(long)]
     pub token_types: Option<std::path::PathBuf>,
+    /// A sentence to embed, instead of --ids/--mask (repeat for several):
+    /// tokenised here with the model's Hugging Face tokenizer.json.
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["ids", "mask", "token_types"])]
+    pub text: Vec<String>,
+    /// The tokenizer for --text (a Hugging Face tokenizer.json); default:
+    /// tokenizer.json next to --model (needed with --connect).
+    #[arg(long, value_name = "PATH", requires = "text")]
+    pub tokenizer: Option<std::path::PathBuf>,
+    /// With --text: at most this many tokens per sentence, special tokens
+    /// included (longer sentences are cut).
+    #[arg(long, value_name = "N", default_value_t = 128, requires = "text")]
+    pub max_len: usize,
     /// Where to write the embeddings (.npy, sentences × hidden, float64).
     #[arg(long)]
     pub out: std::path::PathBuf,
@@ -922,7 +934,18 @@ pub fn read_tokens(ids: &std::path::Path, mask: &std::path::Path) -> Result<Vec<
     Ok(out)
 }
 
-pub fn embed_main(a: EmbedArgs) -> Result<()> {
+pub fn embed_main(mut a: EmbedArgs) -> Result<()> {
+    // --text: tokenised here, then the same .npy inputs as --ids/--mask
+    let _token_files = if a.text.is_empty() {
+        None
+    } else {
+        let path = crate::tokenize::tokenizer_path(a.model.as_deref(), a.tokenizer.as_deref())?;
+        let t = crate::tokenize::encode(&path, &a.text, a.max_len)?;
+        let f = crate::tokenize::TokenFiles::write(&t)?;
+        eprintln!("hush embed: {} sentence(s) tokenised with {} (longest {} tokens)", t.ids.len(), path.display(), t.ids.iter().map(Vec::len).max().unwrap_or(0));
+        (a.ids, a.mask, a.token_types) = (f.ids.clone(), f.mask.clone(), Some(f.types.clone()));
+        Some(f)
+    };
     if let Some(addr) = a.connect.clone() {
         return crate::graph_serve::embed_remote_main(&a, &addr);
     }

@@ -357,12 +357,13 @@ pub fn serve_graph_main(a: crate::cli::ServeArgs, o: Options, g: GraphModel) -> 
     graph_options(&o, &o.proto, o.cfg)?;
     let inputs: Vec<String> = g.inputs.iter().map(|i| i.name.clone()).collect();
     let outputs = g.outputs.clone();
-    let log: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|s: String| eprintln!("hush serve: {s}"));
+    let log = hush_transport::notice::logger("hush serve");
     let plan = PlanChoice::from_arg(a.plan.as_deref())?;
     let h = serve_graph(Arc::new(g), &a.listen, o.clone(), plan, log)?;
     crate::cli::print_identity("hush serve", &o.link);
-    eprintln!(
-        "hush serve: encoder graph {} (inputs {}, outputs {}) on {} — ring 2^64, {} fraction bits, {}; clients connect with `hush embed --connect`; the server learns the padded input shapes only",
+    hush_transport::log_line!(
+        "hush serve",
+        "encoder graph {} (inputs {}, outputs {}) on {} — ring 2^64, {} fraction bits, {}; clients connect with `hush embed --connect`; the server learns the padded input shapes only",
         a.model.display(),
         inputs.join(", "),
         outputs.join(", "),

@@ -30,6 +30,8 @@
 //! * [`crisp_run`], [`crisp_serve`] — `malicious-client` mode (CRISP): a
 //!   model on authenticated shares with the final consistency check, and
 //!   its served sessions (dealer underneath).
+//! * [`tokenize`] — `hush embed --text`: the model's Hugging Face
+//!   `tokenizer.json`, read with the `tokenizers` crate.
 //! * [`cli`] — clap argument structs and `*_main` entry points for the
 //!   `hush` binary; [`zoo`] — benchmark architectures with random weights.
 //!
@@ -73,6 +75,7 @@ pub mod plan;
 pub mod progress;
 pub mod reference;
 pub mod runtime;
+pub mod tokenize;
 pub mod zoo;
 
 #[cfg(test)]

@@ -478,7 +478,38 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
         None
     };
     ch.send(reply.to_string().as_bytes())?;
-    let mut module = provider.module;
+    server_setup(ch, model, plan, opts, provider.module, cot_set, proto, chunk, predeal_mem, admitted).map_err(client_left_after_hello)
+}
+
+/// A client that checks the server's hello and refuses it (a `--bits`,
+/// `--frac`, `--proto` or `--model-digest` it requires, its memory budget)
+/// leaves without a word: the server's next step sees only "peer
+/// disconnected". Said as what it most likely is, so the server's log
+/// shows why the session ended (the client's own error names the setting).
+fn client_left_after_hello(e: Error) -> Error {
+    match e {
+        Error::Transport(hush_transport::Error::Disconnected) | Error::Tee(hush_tee::Error::Transport(hush_transport::Error::Disconnected)) => Error::Peer(
+            "the client left right after the server's hello: it refused the server's settings (a --bits, --frac, --proto or --model-digest it requires, or its memory budget; the client's error names which)".into(),
+        ),
+        e => e,
+    }
+}
+
+/// The rest of [`server_open`] once the hello is answered.
+#[allow(clippy::too_many_arguments)]
+fn server_setup(
+    ch: &mut dyn Channel,
+    model: &Model,
+    plan: &Plan,
+    opts: &Options,
+    module: SharedModule,
+    cot_set: Option<&'static str>,
+    proto: String,
+    chunk: usize,
+    predeal_mem: u64,
+    admitted: hush_transport::admission::Reservation,
+) -> Result<ServerSession> {
+    let mut module = module;
     if let Some(c) = cot_set {
         let (nl, he) = he_session(ch, SERVER, &opts.mode, &opts.tee, c, &opts.he_params, model, plan, chunk)?;
         ch.send(READY)?;
@@ -791,7 +822,16 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
     let ServerSession { mut module, mut nl, mut he, mut pre, predeal_mem, _admitted } = server_open(ch, model, plan, opts, &hello)?;
     let mut served = 0usize;
     let r = (|| loop {
-        let ctl = ch.recv()?;
+        let ctl = match ch.recv() {
+            // the client ended the session before its first request
+            // (e.g. it refused the server's settings once set up)
+            Err(hush_transport::Error::Disconnected) if served == 0 => {
+                return Err(Error::Peer(
+                    "the client left before its first inference: it refused the server's settings (a --bits, --frac, --proto or --model-digest it requires, or its memory budget) or its input does not fit the model; the client's error names which".into(),
+                ))
+            }
+            r => r?,
+        };
         match ctl.as_slice() {
             b"Q" => return Ok(served),
             b"I" => {

@@ -297,6 +297,20 @@ fn embed_tokens(
     })
 }
 
+/// Token ids of each sentence (special tokens added, at most `max_len`,
+/// no padding) with the Hugging Face tokenizer.json at `path`: the same
+/// code as `hush embed --text` (the `tokenizers` crate).
+#[pyfunction]
+#[pyo3(signature = (path, texts, max_len=128))]
+fn tokenize(py: Python<'_>, path: std::path::PathBuf, texts: Vec<String>, max_len: usize) -> PyResult<Vec<Vec<u32>>> {
+    let r = py.allow_threads(|| catch_unwind(AssertUnwindSafe(|| hush_inference::tokenize::encode(&path, &texts, max_len))));
+    match r {
+        Ok(Ok(t)) => Ok(t.ids),
+        Ok(Err(e)) => Err(PyValueError::new_err(e.to_string())),
+        Err(_) => Err(PyRuntimeError::new_err("internal error (Rust panic caught at the Python boundary)")),
+    }
+}
+
 /// The client of an encoder-graph server (`hush serve --model encoder.onnx`):
 /// `ids`, `mask` (and `token_types`) are `rows × padded length` integer
 /// arrays, flattened, with their `shape`. Returns (the output's values, its
@@ -688,6 +702,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cot_sources, m)?)?;
     m.add_function(wrap_pyfunction!(run_model, m)?)?;
     m.add_function(wrap_pyfunction!(embed_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize, m)?)?;
     m.add_function(wrap_pyfunction!(embed_remote, m)?)?;
     m.add_function(wrap_pyfunction!(onnx_to_hushm, m)?)?;
     m.add_function(wrap_pyfunction!(onnx_file_to_hushm, m)?)?;

@@ -160,6 +160,9 @@ pub struct JobControlArgs {
     pub id: Option<String>,
     #[arg(long, default_value_t = 20)]
     pub timeout: u64,
+    /// Each node's answer as one JSON object per line (default: a table).
+    #[arg(long)]
+    pub json: bool,
     /// TLS identity (the submitter's or output party's) and pins of the three nodes.
     #[command(flatten)]
     pub link: LinkFlags,
@@ -179,16 +182,111 @@ fn job_control_main(a: JobControlArgs, cancel: bool) -> Result<()> {
     let link = resolve_link(&a.link)?;
     let opts = link.channel_options(ChannelOptions { timeout: Duration::from_secs(a.timeout.max(1)), ..Default::default() });
     let mut failed = None;
+    let mut answers = Vec::new();
     for (i, r) in job_control(&nodes, id, cancel, &opts, &link).into_iter().enumerate() {
         match r {
-            Ok(v) => println!("{v}"),
+            Ok(v) if a.json => println!("{v}"),
+            Ok(v) => answers.push((i, v)),
             Err(e) => {
                 eprintln!("party {i}: {e}");
                 failed = Some(e);
             }
         }
     }
+    if !a.json {
+        print!("{}", status_table(&answers));
+    }
     failed.map_or(Ok(()), Err)
+}
+
+/// Seconds for a human: `4.2 s`, `3 min 05 s`, `2 h 07 min`.
+fn human_age(s: f64) -> String {
+    if !s.is_finite() || s < 0.0 {
+        return "-".into();
+    }
+    let t = s as u64;
+    match t {
+        _ if s < 60.0 => format!("{s:.1} s"),
+        _ if t < 3600 => format!("{} min {:02} s", t / 60, t % 60),
+        _ => format!("{} h {:02} min", t / 3600, t % 3600 / 60),
+    }
+}
+
+/// A fingerprint cut for a table column: `sha256:` and 12 hex digits, then `…`.
+fn short_fp(f: &str) -> String {
+    let n = "sha256:".len() + 12;
+    if f.chars().count() > n + 1 {
+        format!("{}…", f.chars().take(n).collect::<String>())
+    } else {
+        f.to_string()
+    }
+}
+
+/// `hush job status|cancel` for a human: one row per job and node (job,
+/// node, state, chunks done, age, circuit, output party), a failed job's
+/// error on the line below, a cancellation as one line per node.
+/// `answers` are the nodes' JSON answers (`{"party", "jobs": [...]}` or
+/// `{"party", "cancelled"}`), with the node's index in party order.
+pub fn status_table(answers: &[(usize, serde_json::Value)]) -> String {
+    use std::fmt::Write;
+    let str_of = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+    let mut out = String::new();
+    let mut rows: Vec<[String; 7]> = Vec::new();
+    let mut errors: Vec<(usize, String)> = Vec::new();
+    for (i, v) in answers {
+        if let Some(c) = v.get("cancelled").and_then(|x| x.as_str()) {
+            let _ = writeln!(out, "party {i}: job {c} cancelled");
+            continue;
+        }
+        let jobs = v.get("jobs").and_then(|x| x.as_array()).map(Vec::as_slice).unwrap_or(&[]);
+        if jobs.is_empty() {
+            let _ = writeln!(out, "party {i}: no jobs of yours");
+        }
+        for j in jobs {
+            let n = |k: &str| j.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+            let to = j.get("output_to").and_then(|x| x.as_str()).map(short_fp).unwrap_or_else(|| "(submitter)".into());
+            rows.push([
+                str_of(j, "job"),
+                i.to_string(),
+                str_of(j, "state"),
+                format!("{}/{}", n("chunks_done"), n("chunks")),
+                human_age(j.get("age_s").and_then(|x| x.as_f64()).unwrap_or(f64::NAN)),
+                str_of(j, "circuit"),
+                to,
+            ]);
+            let err = str_of(j, "error");
+            if !err.is_empty() {
+                errors.push((rows.len() - 1, err));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return out;
+    }
+    let head = ["job", "party", "state", "chunks", "age", "circuit", "output to"];
+    let w: Vec<usize> = (0..7).map(|c| rows.iter().map(|r| r[c].chars().count()).chain([head[c].len()]).max().unwrap_or(0)).collect();
+    let line = |cells: &[&str]| -> String {
+        let mut l = String::new();
+        for (c, x) in cells.iter().enumerate() {
+            let pad = w[c].saturating_sub(x.chars().count());
+            // numbers right-aligned, words left-aligned
+            if c == 3 || c == 4 {
+                let _ = write!(l, "{}{x}  ", " ".repeat(pad));
+            } else {
+                let _ = write!(l, "{x}{}  ", " ".repeat(pad));
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(&head));
+    for (k, r) in rows.iter().enumerate() {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", line(&cells));
+        for (_, e) in errors.iter().filter(|(at, _)| *at == k) {
+            let _ = writeln!(out, "  error: {e}");
+        }
+    }
+    out
 }
 
 /// Runs one job and prints the outputs (one hex string per output value),
@@ -519,4 +617,43 @@ pub fn fetch_main(a: FetchArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn job_status_reads_as_a_table() {
+        let fp = format!("sha256:{}", "ab".repeat(32));
+        let job = |state: &str, done: u64, err: &str, age: f64| {
+            json!({ "job": "00000000000000ff", "state": state, "error": err, "circuit": "aes128", "chunks_done": done, "chunks": 4,
+                    "age_s": age, "submitter": fp, "output_to": fp })
+        };
+        let answers = vec![
+            (0, json!({ "party": 0, "jobs": [job("done", 4, "", 3.25)] })),
+            (1, json!({ "party": 1, "jobs": [job("running", 2, "", 125.0)] })),
+            (2, json!({ "party": 2, "jobs": [job("failed", 1, "lost party 1", 7300.0)] })),
+        ];
+        let t = status_table(&answers);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 5, "{t}");
+        assert!(lines[0].starts_with("job") && lines[0].contains("state") && lines[0].contains("output to"), "{t}");
+        assert!(lines[1].contains("00000000000000ff") && lines[1].contains(" done ") && lines[1].contains("4/4") && lines[1].contains("3.2 s"), "{t}");
+        assert!(lines[2].contains("running") && lines[2].contains("2/4") && lines[2].contains("2 min 05 s"), "{t}");
+        assert!(lines[3].contains("failed") && lines[3].contains("2 h 01 min"), "{t}");
+        assert_eq!(lines[4], "  error: lost party 1");
+        // the fingerprint shortened, columns aligned, no JSON
+        assert!(lines[1].contains("sha256:abababababab…") && !t.contains('{'), "{t}");
+        let col = |l: &str| l.find("aes128").unwrap();
+        assert!(lines[1..4].iter().all(|l| col(l) == col(lines[1])), "{t}");
+        // no jobs, a cancellation, the submitter as output party
+        let t = status_table(&[(0, json!({ "party": 0, "jobs": [] })), (1, json!({ "party": 1, "cancelled": "00000000000000ff" }))]);
+        assert_eq!(t, "party 0: no jobs of yours\nparty 1: job 00000000000000ff cancelled\n");
+        let mut j = job("queued", 0, "", 0.5);
+        j["output_to"] = serde_json::Value::Null;
+        assert!(status_table(&[(0, json!({ "party": 0, "jobs": [j] }))]).contains("(submitter)"));
+        assert_eq!(human_age(f64::NAN), "-");
+    }
 }

@@ -536,7 +536,7 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                 if s.cfg.verbose {
                     let after = hush_transport::admission::resident_bytes();
                     if let (Some(b), Some(a)) = (before, after) {
-                        eprintln!("hush node {}: idle; gave free memory back: resident {:.1} -> {:.1} MiB", s.cfg.party, b as f64 / 1048576.0, a as f64 / 1048576.0);
+                        hush_transport::log_line!(format!("hush node {}", s.cfg.party), "idle; gave free memory back: resident {:.1} -> {:.1} MiB", b as f64 / 1048576.0, a as f64 / 1048576.0);
                     }
                 }
             }
@@ -551,7 +551,7 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                 let Some(ticket) = pending.try_enter() else {
                     let from_addr = s.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
                     let _ = s.shutdown(std::net::Shutdown::Both);
-                    eprintln!("hush node {}: refused a connection from {from_addr}: {} connections already in set-up", sh.cfg.party, pending.max());
+                    hush_transport::log_line!(format!("hush node {}", sh.cfg.party), "refused a connection from {from_addr}: {} connections already in set-up", pending.max());
                     continue;
                 };
                 let (sh, sec) = (sh.clone(), sec.clone());
@@ -563,7 +563,7 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                     let (kind, from) = match read_hello(&mut s) {
                         Ok(h) => h,
                         Err(e) => {
-                            eprintln!("hush node {me}: refused a connection from {from_addr}: {e}");
+                            hush_transport::log_line!(format!("hush node {me}"), "refused a connection from {from_addr}: {e}");
                             return;
                         }
                     };
@@ -573,7 +573,7 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                     let mut ch = match ch {
                         Ok(c) => c,
                         Err(e) => {
-                            eprintln!("hush node {me}: refused a connection from {from_addr}: {e}");
+                            hush_transport::log_line!(format!("hush node {me}"), "refused a connection from {from_addr}: {e}");
                             return;
                         }
                     };
@@ -583,8 +583,9 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                             if got.is_none() || got != peer_pins[from] {
                                 let got = got.map(|f| f.to_string()).unwrap_or_else(|| "no certificate".into());
                                 let want = peer_pins[from].map(|f| f.to_string()).unwrap_or_else(|| "nothing (no pin)".into());
-                                eprintln!(
-                                    "hush node {me}: refused a ring connection from {from_addr} claiming to be party {from}: it presented {got}, party {from} is pinned to {want}"
+                                hush_transport::log_line!(
+                                    format!("hush node {me}"),
+                                    "refused a ring connection from {from_addr} claiming to be party {from}: it presented {got}, party {from} is pinned to {want}"
                                 );
                                 return;
                             }
@@ -596,7 +597,7 @@ pub fn run_node(cfg: NodeConfig) -> Result<()> {
                         let job = u64::from_le_bytes(f[..8].try_into().unwrap());
                         let lane = u32::from_le_bytes(f[8..].try_into().unwrap());
                         if !sh.hub.put((job, lane, 0, None), ch) {
-                            eprintln!("hush node {me}: dropped a ring link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
+                            hush_transport::log_line!(format!("hush node {me}"), "dropped a ring link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
                         }
                         return;
                     }
@@ -644,7 +645,7 @@ fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
             *sh.handled.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             sh.handled_cv.notify_all();
             if let Err(e) = &r {
-                eprintln!("hush node {me}: job failed: {e}");
+                hush_transport::log_line!(format!("hush node {me}"), "job failed: {e}");
                 let _ = ch.send(&err_frame(me, e));
             }
             return;
@@ -663,14 +664,14 @@ fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
                         format!("lane link for job {job:016x} refused: the job was submitted by another identity"),
                     );
                     if sh.cfg.verbose {
-                        eprintln!("hush node {me}: {e}");
+                        hush_transport::log_line!(format!("hush node {me}"), "{e}");
                     }
                     let _ = ch.send(&err_frame(me, &e));
                     return;
                 }
             }
             if !sh.hub.put((job, lane, 1, who), ch) {
-                eprintln!("hush node {me}: refused a lane link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
+                hush_transport::log_line!(format!("hush node {me}"), "refused a lane link for job {job:016x}: {MAX_PARKED} links already wait for their jobs");
             }
             return;
         }
@@ -689,7 +690,7 @@ fn handle_client(sh: &Arc<Shared>, mut ch: TcpChannel) {
         }
         Err(e) => {
             if sh.cfg.verbose {
-                eprintln!("hush node {me}: refused a request: {e}");
+                hush_transport::log_line!(format!("hush node {me}"), "refused a request: {e}");
             }
             let _ = ch.send(&err_frame(me, &e));
         }
@@ -952,7 +953,7 @@ fn handle_share(sh: &Shared, ch: &mut TcpChannel, body: &[u8]) -> Result<Vec<u8>
     store.put("inputs", &name, RecordMeta { version, grant }, &owner.to_string(), &rec.to_bytes(&name))?;
     if sh.cfg.verbose {
         let what = if regrant { "re-granted" } else { "stored" };
-        eprintln!("hush node {}: {what} input {name:?} ({} bits) for owner {owner}, version {version}", sh.cfg.party, rec.width);
+        hush_transport::log_line!(format!("hush node {}", sh.cfg.party), "{what} input {name:?} ({} bits) for owner {owner}, version {version}", rec.width);
     }
     Ok(serde_json::json!({ "version": version, "grant": hex(&grant) }).to_string().into_bytes())
 }
@@ -1459,7 +1460,7 @@ fn serve_job(sh: &Arc<Shared>, client: &mut TcpChannel, hdr_bytes: &[u8]) -> Res
         let _ = ch.send(b"{}");
     }
     if sh.cfg.verbose {
-        eprintln!("hush node {me}: job {:016x} done in {:.3}s ({nchunks} chunks, {lanes} lanes)", hdr.job_id, t0.elapsed().as_secs_f64());
+        hush_transport::log_line!(format!("hush node {me}"), "job {:016x} done in {:.3}s ({nchunks} chunks, {lanes} lanes)", hdr.job_id, t0.elapsed().as_secs_f64());
     }
     Ok(())
 }

@@ -46,6 +46,28 @@ pub fn timestamp() -> String {
     rfc3339(d.as_secs(), d.subsec_millis())
 }
 
+/// One log line of a long-running hush process (a server, dealer or node):
+/// `2026-11-28T13:50:01.123Z WHO: MESSAGE`, so every server's log reads
+/// the same and sorts by time. [`log_line!`](crate::log_line) prints it to
+/// stderr; [`logger`] makes the per-session log sink the servers take.
+pub fn stamp(who: &str, msg: &str) -> String {
+    format!("{} {who}: {msg}", timestamp())
+}
+
+/// A server's log sink: each line stamped ([`stamp`]) and written to stderr.
+pub fn logger(who: &'static str) -> std::sync::Arc<dyn Fn(String) + Send + Sync> {
+    std::sync::Arc::new(move |m: String| eprintln!("{}", stamp(who, &m)))
+}
+
+/// Prints one stamped log line to stderr: `log_line!("hush node {p}", "job {id} done")`
+/// — who, then the message's format string and arguments.
+#[macro_export]
+macro_rules! log_line {
+    ($who:expr, $($msg:tt)+) => {
+        ::std::eprintln!("{}", $crate::notice::stamp(&$who, &::std::format!($($msg)+)))
+    };
+}
+
 /// `secs` since the Unix epoch (UTC) and `millis` as RFC 3339.
 pub fn rfc3339(secs: u64, millis: u32) -> String {
     let days = (secs / 86_400) as i64;
@@ -73,6 +95,8 @@ mod tests {
         assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z"); // leap day of a century leap year
         assert_eq!(rfc3339(1_795_868_999, 999), "2026-11-28T12:29:59.999Z");
         assert_eq!(rfc3339(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
+        let l = stamp("hush serve", "session 1: refused");
+        assert!(l.ends_with(" hush serve: session 1: refused") && l.as_bytes()[23] == b'Z', "{l}");
         let t = timestamp();
         assert_eq!(t.len(), 24, "{t}");
         assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
