@@ -107,9 +107,9 @@ pub struct GraphOptions {
     /// function of the shapes alone (test:
     /// `triples_backend_keeps_every_weight_from_the_provider`).
     pub widths_from_bounds: bool,
-    /// Without `widths_from_bounds`: size those comparisons for this
-    /// **public** bound (real units) instead of the whole ring. The dealer
-    /// preset uses [`PUBLIC_CMP_BOUND`].
+    /// Without `widths_from_bounds`: size those comparisons for these
+    /// **public** bounds (real units, per operator type) instead of the
+    /// whole ring. The dealer preset uses [`PUBLIC_CMP_BOUND`].
     ///
     /// **Why the dealer still learns nothing of W.** The width is a
     /// constant of the preset, the same for every model and weight set;
@@ -122,14 +122,22 @@ pub struct GraphOptions {
     /// comparisons are exact for inputs within the bound
     /// ([`hush_2pc::transformer::gelu::gelu_within`]), and the proven
     /// bound holds for every input, so the result is the whole-ring one.
-    pub public_bound: Option<f64>,
+    pub public_bound: Option<PublicBounds>,
 }
 
-/// The dealer preset's public comparison bound (real units): 2^24, which
-/// sizes GeLU's and Softmax's comparisons at about 39 bits instead of 64.
-/// Softmax inputs carry the attention mask's large negative constant:
-/// torch-style exports' masked scores are proven to ≈ 2.1·10^6.
-pub const PUBLIC_CMP_BOUND: f64 = 16_777_216.0;
+/// Public comparison bounds (real units) per operator type.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PublicBounds {
+    pub gelu: f64,
+    pub softmax: f64,
+}
+
+/// The dealer preset's public comparison bounds: GeLU inputs 2^12 (about
+/// 27-bit comparisons instead of 64; BERT-base's FFN inputs are proven to
+/// ≈ 39), Softmax inputs 2^30 (about 45 bits: they carry the attention
+/// mask's large negative constant, which a torch-style BERT-base export's
+/// masked scores are proven to reach at 2^29).
+pub const PUBLIC_CMP_BOUND: PublicBounds = PublicBounds { gelu: 4096.0, softmax: 1_073_741_824.0 };
 
 impl GraphOptions {
     /// The tee preset: weights in the server's module, bound-sized comparisons.
@@ -137,7 +145,7 @@ impl GraphOptions {
         GraphOptions { fx, proto, linear: LinearBackend::Module, per_step: None, widths_from_bounds: true, public_bound: None }
     }
     /// The dealer preset: one-sided weight triples, comparisons sized for
-    /// the public bound [`PUBLIC_CMP_BOUND`] — the dealer's view is
+    /// the public bounds [`PUBLIC_CMP_BOUND`] — the dealer's view is
     /// independent of the weights.
     pub fn dealer(fx: FixedConfig, proto: Proto) -> Self {
         GraphOptions { fx, proto, linear: LinearBackend::Triples, per_step: None, widths_from_bounds: false, public_bound: Some(PUBLIC_CMP_BOUND) }
@@ -164,9 +172,10 @@ impl GraphOptions {
                 return Err(Error::Config(format!("plan: {} entries for a program of {} steps", v.len(), p.steps.len())));
             }
         }
-        if let (false, Some(pb)) = (self.widths_from_bounds, self.public_bound) {
+        if let (false, Some(pbs)) = (self.widths_from_bounds, self.public_bound) {
             for st in &p.steps {
                 if let Step::Gelu { x, .. } | Step::Softmax { x, .. } = st {
+                    let pb = if matches!(st, Step::Gelu { .. }) { pbs.gelu } else { pbs.softmax };
                     if !(p.slots[*x].bound <= pb) {
                         return Err(Error::Model(format!(
                             "value '{}' ({} input) has a proven bound of {:.3e}, beyond the public comparison bound {pb:.0} of this plan (the dealer preset sizes comparisons for a public bound so that the dealer learns nothing of the weights)",
@@ -364,7 +373,13 @@ impl GraphOptions {
         o.widths_from_bounds = v.get("widths_from_bounds").and_then(serde_json::Value::as_bool).ok_or_else(|| bad("no comparison sizing"))?;
         o.public_bound = match v.get("public_bound") {
             None | Some(serde_json::Value::Null) => None,
-            Some(b) => Some(b.as_f64().filter(|b| b.is_finite() && *b > 0.0).ok_or_else(|| bad("a public bound that is not a positive number"))?),
+            Some(b) => {
+                let pb: PublicBounds = serde_json::from_value(b.clone()).map_err(|_| bad("public bounds that are not {gelu, softmax}"))?;
+                if ![pb.gelu, pb.softmax].iter().all(|b| b.is_finite() && *b > 0.0) {
+                    return Err(bad("a public bound that is not a positive number"));
+                }
+                Some(pb)
+            }
         };
         let mut per = vec![None; p.steps.len()];
         for e in v.get("overrides").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
@@ -461,7 +476,7 @@ struct Exec<'a> {
     plan: GraphOptions,
     meter: Vec<StepCost>,
     widths: bool,
-    public_bound: Option<f64>,
+    public_bound: Option<PublicBounds>,
     p: &'a Program,
     fx: FixedConfig,
     ring: Ring,
@@ -534,11 +549,11 @@ impl<'a> Exec<'a> {
 
     /// The bound GeLU's and Softmax's comparisons are sized for: the
     /// proven one, the plan's public one (checked by `validate`), or none.
-    fn cmp_bound(&self, x: usize) -> f64 {
-        if self.widths {
-            self.p.slots[x].bound
-        } else {
-            self.public_bound.unwrap_or(f64::INFINITY)
+    fn cmp_bound(&self, x: usize, gelu: bool) -> f64 {
+        match (self.widths, self.public_bound) {
+            (true, _) => self.p.slots[x].bound,
+            (false, Some(pb)) => if gelu { pb.gelu } else { pb.softmax },
+            (false, None) => f64::INFINITY,
         }
     }
 
@@ -746,7 +761,7 @@ impl<'a> Exec<'a> {
             }
             Step::Gelu { x, .. } => {
                 let xs = self.sh(*x)?.clone();
-                let b = self.cmp_bound(*x);
+                let b = self.cmp_bound(*x, true);
                 Val::Sh(gelu::gelu_within(&mut self.ctx, ch, &xs, b).map_err(tpc)?)
             }
             Step::Tanh { x, .. } => {
@@ -795,7 +810,7 @@ impl<'a> Exec<'a> {
             }
             Step::Softmax { x, len, .. } => {
                 let xs = self.sh(*x)?.clone();
-                let b = self.cmp_bound(*x);
+                let b = self.cmp_bound(*x, false);
                 Val::Sh(softmax::softmax_within(&mut self.ctx, ch, &xs, *len, b).map_err(tpc)?)
             }
             Step::MatMul { a, b, count, m, k, n, .. } => {
