@@ -132,12 +132,12 @@ pub struct PublicBounds {
     pub softmax: f64,
 }
 
-/// The dealer preset's public comparison bounds: GeLU inputs 2^12 (about
-/// 27-bit comparisons instead of 64; BERT-base's FFN inputs are proven to
-/// ≈ 39), Softmax inputs 2^30 (about 45 bits: they carry the attention
+/// The dealer preset's public comparison bounds: GeLU inputs 2^16 (about
+/// 31-bit comparisons instead of 64; all-MiniLM-L6-v2's FFN inputs are
+/// proven to 2^13), Softmax inputs 2^30 (about 45 bits: they carry the attention
 /// mask's large negative constant, which a torch-style BERT-base export's
 /// masked scores are proven to reach at 2^29).
-pub const PUBLIC_CMP_BOUND: PublicBounds = PublicBounds { gelu: 4096.0, softmax: 1_073_741_824.0 };
+pub const PUBLIC_CMP_BOUND: PublicBounds = PublicBounds { gelu: 65536.0, softmax: 1_073_741_824.0 };
 
 impl GraphOptions {
     /// The tee preset: weights in the server's module, bound-sized comparisons.
