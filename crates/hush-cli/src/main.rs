@@ -137,18 +137,42 @@ struct ImportArgs {
     model: std::path::PathBuf,
     /// The .hushm file to write.
     out: std::path::PathBuf,
+    /// Declare the input range the model was trained on, LO,HI (e.g. 0,1):
+    /// clients refuse inputs outside it, naming the value.
+    #[arg(long, value_name = "LO,HI")]
+    input_range: Option<String>,
+    /// With --input-range: the factor that brings raw whole-number inputs
+    /// into the range (e.g. 0.00392156862745098 = 1/255 for 8-bit pixels);
+    /// clients then normalise such inputs instead of refusing them.
+    #[arg(long, value_name = "FACTOR", requires = "input_range")]
+    raw_scale: Option<f64>,
 }
 
 /// `hush import IN.onnx OUT.hushm`: the built-in importer, then the loader's checks.
 fn import(a: ImportArgs) -> Result<(), String> {
     let bytes = hush_inference::model::convert_onnx(&a.model).map_err(|e| e.to_string())?;
+    let bytes = match &a.input_range {
+        None => bytes,
+        Some(r) => {
+            let (lo, hi) = r
+                .split_once(',')
+                .and_then(|(l, h)| Some((l.trim().parse::<f64>().ok()?, h.trim().parse::<f64>().ok()?)))
+                .ok_or_else(|| format!("--input-range {r}: expected LO,HI (two numbers, e.g. 0,1)"))?;
+            hush_inference::model::Model::declare_input_range(&bytes, (lo, hi), a.raw_scale).map_err(|e| e.to_string())?
+        }
+    };
     let m = hush_inference::model::Model::from_bytes(&bytes).map_err(|e| e.to_string())?;
     std::fs::write(&a.out, &bytes).map_err(|e| format!("{}: {e}", a.out.display()))?;
     println!(
-        "{}: {} layers, input {:?}, output {:?}, postprocess {:?}, {} weights",
+        "{}: {} layers, input {:?}{}, output {:?}, postprocess {:?}, {} weights",
         a.out.display(),
         m.nodes.len(),
         m.input_shape,
+        match (m.input_range, m.input_raw_scale) {
+            (Some((lo, hi)), Some(s)) => format!(" in [{lo}, {hi}] (raw inputs × {s})"),
+            (Some((lo, hi)), None) => format!(" in [{lo}, {hi}]"),
+            _ => String::new(),
+        },
         m.output_shape(),
         m.post,
         m.params()

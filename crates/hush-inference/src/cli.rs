@@ -472,15 +472,25 @@ fn inputs_of(model: &Model, shape: &[usize], x: &[f64], batch: bool) -> Result<V
         if shape.is_empty() || x.len() != shape[0] * n {
             return Err(Error::Input(format!("--batch input of shape {shape:?}: each item must have the model's shape {:?}", model.input_shape)));
         }
-        Ok(x.chunks(n).map(|c| c.to_vec()).collect())
+        x.chunks(n).map(|c| prepared(model, c)).collect()
     } else {
         let want = &model.input_shape;
         let ok = shape == want.as_slice() || (shape.len() == want.len() + 1 && shape[0] == 1 && &shape[1..] == want.as_slice());
         if !ok {
             return Err(Error::Input(format!("input of shape {shape:?}, the model expects {want:?} (optionally with a leading batch dimension of 1)")));
         }
-        Ok(vec![x.to_vec()])
+        Ok(vec![prepared(model, x)?])
     }
+}
+
+/// One input through the model's declared range ([`Model::prepare_input`]),
+/// the note (a normalisation applied) on stderr.
+fn prepared(model: &Model, x: &[f64]) -> Result<Vec<f64>> {
+    let (v, note) = model.prepare_input(x)?;
+    if let Some(n) = note {
+        eprintln!("hush: note: {n}");
+    }
+    Ok(v)
 }
 
 fn write_out(path: &Path, model: &Model, outs: &[Vec<f64>], batch: bool) -> Result<()> {
@@ -649,8 +659,10 @@ pub fn infer_main(a: InferArgs) -> Result<()> {
     o.expect.model_digest = a.model_digest.clone();
     announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
-    note_raw_input(&a.input, &x);
     let mut s = runtime::connect(&a.connect, &o)?;
+    if s.model.input_range.is_none() {
+        note_raw_input(&a.input, &x);
+    }
     if s.proto != o.proto {
         eprintln!("hush infer: protocol family {} (the server's; this client has --proto auto)", s.proto);
         o.proto = s.proto.clone();
@@ -754,7 +766,9 @@ pub fn run_main(a: RunArgs) -> Result<()> {
     }
     let model = Arc::new(Model::load(&a.model)?);
     let (shape, x) = npy::read(&a.input)?;
-    note_raw_input(&a.input, &x);
+    if model.input_range.is_none() {
+        note_raw_input(&a.input, &x);
+    }
     let items = inputs_of(&model, &shape, &x, a.batch)?;
     let t = Instant::now();
     let outs: Vec<Vec<f64>> = match a.exec.as_str() {

@@ -128,6 +128,9 @@ pub struct Model {
     pub has_weights: bool,
     /// The public architecture (the JSON header), sent to clients.
     pub header_json: String,
+    /// The declared input range and raw scale ([`HeaderIo::range`]).
+    pub input_range: Option<(f64, f64)>,
+    pub input_raw_scale: Option<f64>,
 }
 
 // ---- JSON header ------------------------------------------------------------
@@ -136,6 +139,15 @@ pub struct Model {
 pub struct HeaderIo {
     pub name: String,
     pub shape: Vec<usize>,
+    /// The input: the value range the model was trained on, `[lo, hi]`
+    /// (optional; checked on the client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
+    /// The input: the factor that brings raw whole-number data into
+    /// `range` (e.g. 1/255 for 8-bit pixels into [0, 1]); applied on the
+    /// client to inputs that are all whole numbers outside the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_scale: Option<f64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -220,6 +232,35 @@ impl Model {
         }
         let header = std::str::from_utf8(&b[12..12 + h]).map_err(|_| Error::Model("header is not UTF-8".into()))?;
         Self::parse(header, Some(&b[12 + h..]))
+    }
+
+    /// A model file's bytes with its input range (and raw scale) declared
+    /// in the header (`hush import --input-range`); tensors unchanged.
+    pub fn declare_input_range(b: &[u8], range: (f64, f64), raw_scale: Option<f64>) -> Result<Vec<u8>> {
+        Self::from_bytes(b)?;
+        if !(range.0.is_finite() && range.1.is_finite() && range.0 < range.1) {
+            return Err(Error::Model(format!("input range [{}, {}]: two finite numbers, low below high", range.0, range.1)));
+        }
+        if let Some(s) = raw_scale.filter(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(Error::Model(format!("input raw scale {s}: a positive finite number")));
+        }
+        let h = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")) as usize;
+        let mut v: serde_json::Value = serde_json::from_slice(&b[12..12 + h]).map_err(|e| Error::Model(format!("header: {e}")))?;
+        v["input"]["range"] = serde_json::json!([range.0, range.1]);
+        v["input"]["raw_scale"] = serde_json::json!(raw_scale);
+        if raw_scale.is_none() {
+            if let Some(o) = v["input"].as_object_mut() {
+                o.remove("raw_scale");
+            }
+        }
+        let head = serde_json::to_vec(&v).map_err(|e| Error::Model(format!("header: {e}")))?;
+        let mut out = Vec::with_capacity(b.len() + 64);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&(head.len() as u32).to_le_bytes());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&b[12 + h..]);
+        Self::from_bytes(&out)?;
+        Ok(out)
     }
 
     /// Reads a model file. `.onnx` files are converted first by the
@@ -463,10 +504,22 @@ impl Model {
         if shapes[output] != h.output.shape {
             return Err(Error::Model(format!("output shape {:?} declared, {:?} computed", h.output.shape, shapes[output])));
         }
+        if let Some([lo, hi]) = h.input.range {
+            if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+                return Err(Error::Model(format!("input range [{lo}, {hi}]: two finite numbers, low below high")));
+            }
+        }
+        match (h.input.raw_scale, h.input.range) {
+            (Some(s), _) if !(s.is_finite() && s > 0.0) => return Err(Error::Model(format!("input raw_scale {s}: a positive finite number"))),
+            (Some(_), None) => return Err(Error::Model("input raw_scale without a range".into())),
+            _ => {}
+        }
         // The public architecture: the header as parsed (normalized JSON).
         let header_json = serde_json::to_string(&h).map_err(|e| Error::Model(format!("header: {e}")))?;
         Ok(Model {
             name: h.name,
+            input_range: h.input.range.map(|r| (r[0], r[1])),
+            input_raw_scale: h.input.raw_scale,
             input_shape: h.input.shape,
             nodes,
             output,
@@ -483,6 +536,31 @@ impl Model {
         } else {
             &self.nodes[id - 1].shape
         }
+    }
+
+    /// An input as the model takes it: unchanged when the model declares
+    /// no range or every value is inside it; multiplied by the declared raw
+    /// scale when all values are whole numbers that it brings into the
+    /// range (with a note saying so); else refused, naming the first value
+    /// outside the range, with a hint for raw integer data.
+    pub fn prepare_input(&self, x: &[f64]) -> Result<(Vec<f64>, Option<String>)> {
+        let Some((lo, hi)) = self.input_range else { return Ok((x.to_vec(), None)) };
+        let tol = 1e-6 * (hi - lo).abs().max(1.0);
+        let inside = |v: f64| v >= lo - tol && v <= hi + tol;
+        let Some((i, v)) = x.iter().copied().enumerate().find(|(_, v)| !inside(*v)) else { return Ok((x.to_vec(), None)) };
+        let whole = x.iter().all(|v| v.fract() == 0.0);
+        let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if let Some(s) = self.input_raw_scale {
+            if whole && x.iter().all(|&v| inside(v * s)) {
+                return Ok((x.iter().map(|v| v * s).collect(), Some(format!("the input holds whole numbers up to {max}: multiplied by the model's declared raw scale {s} into its input range [{lo}, {hi}]"))));
+            }
+        }
+        let hint = match (whole && max > 1.0, self.input_raw_scale) {
+            (true, None) => " (raw integer data such as 8-bit pixels? normalise it first, e.g. divide by 255; the model declares no raw scale)".to_string(),
+            (true, Some(s)) => format!(" (times the model's raw scale {s} it is still outside the range)"),
+            _ => String::new(),
+        };
+        Err(Error::Input(format!("input value {v} at index {i} is outside the model's declared input range [{lo}, {hi}]{hint}")))
     }
 
     pub fn input_len(&self) -> usize {
@@ -687,8 +765,8 @@ impl Builder {
             format: "hush-model".into(),
             version: FORMAT_VERSION,
             name: self.name,
-            input: HeaderIo { name: "input".into(), shape: self.input },
-            output: HeaderIo { name: vname(out), shape: self.shapes[out.0].clone() },
+            input: HeaderIo { name: "input".into(), shape: self.input, range: None, raw_scale: None },
+            output: HeaderIo { name: vname(out), shape: self.shapes[out.0].clone(), range: None, raw_scale: None },
             postprocess: self.post.unwrap_or(Post::None),
             nodes: self.nodes,
             tensors: self.tensors,

@@ -801,3 +801,39 @@ fn onnx_file_loads_like_its_hushm() {
     let b = crate::model::Model::load(&root.join("mnist_cnn.hushm")).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_declared_input_range_normalises_raw_inputs_or_refuses_with_a_hint() {
+    let (mut b, x) = Builder::new("ranged", &[4]);
+    let y = b.relu(x);
+    let plain = b.finish(y);
+    // no declaration: inputs pass as given
+    let m = Model::from_bytes(&plain).unwrap();
+    assert_eq!(m.input_range, None);
+    assert_eq!(m.prepare_input(&[0.0, 255.0, 3.0, 7.0]).unwrap(), (vec![0.0, 255.0, 3.0, 7.0], None));
+    // [0, 1] with the 8-bit raw scale: kept in the file, inside values unchanged
+    let s = 1.0 / 255.0;
+    let ranged = Model::declare_input_range(&plain, (0.0, 1.0), Some(s)).unwrap();
+    let m = Model::from_bytes(&ranged).unwrap();
+    assert_eq!((m.input_range, m.input_raw_scale), (Some((0.0, 1.0)), Some(s)));
+    assert!(m.header_json.contains("\"range\"") && m.header_json.contains("raw_scale"));
+    assert_eq!(m.prepare_input(&[0.0, 0.5, 1.0, 0.25]).unwrap().0, vec![0.0, 0.5, 1.0, 0.25]);
+    // raw 8-bit pixels: normalised, with a note saying so
+    let (v, note) = m.prepare_input(&[0.0, 255.0, 51.0, 102.0]).unwrap();
+    assert!(v.iter().zip([0.0, 1.0, 0.2, 0.4]).all(|(a, b)| (a - b).abs() < 1e-12), "{v:?}");
+    assert!(note.unwrap().contains("raw scale"));
+    // not raw data and outside: refused naming the value and its index
+    let e = m.prepare_input(&[0.0, 0.5, 1.5, 0.25]).unwrap_err().to_string();
+    assert!(e.contains("1.5") && e.contains("index 2") && e.contains("[0, 1]"), "{e}");
+    // whole numbers beyond what the raw scale brings into range: refused
+    let e = m.prepare_input(&[0.0, 300.0, 1.0, 2.0]).unwrap_err().to_string();
+    assert!(e.contains("300") && e.contains("still outside"), "{e}");
+    // a range without a raw scale: raw pixels refused with the hint
+    let strict = Model::from_bytes(&Model::declare_input_range(&plain, (0.0, 1.0), None).unwrap()).unwrap();
+    let e = strict.prepare_input(&[0.0, 255.0, 3.0, 7.0]).unwrap_err().to_string();
+    assert!(e.contains("divide by 255") && e.contains("255"), "{e}");
+    // bad declarations are refused when the file is read
+    for (r, sc) in [((1.0, 0.0), None), ((0.0, f64::NAN), None), ((0.0, 1.0), Some(-1.0)), ((0.0, 1.0), Some(f64::INFINITY))] {
+        assert!(Model::declare_input_range(&plain, r, sc).is_err(), "{r:?} {sc:?}");
+    }
+}

@@ -222,6 +222,7 @@ fn run_model(
             model.input_shape
         )));
     }
+    let (data, _note) = model.prepare_input(&data).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let out_shape = model.output_shape().to_vec();
     let prog = progress_fn(progress);
     let (logits, report) = guarded(py, move || {
@@ -473,6 +474,14 @@ impl NativeClient {
     #[pyo3(signature = (data, shape, progress=None))]
     fn infer(&self, py: Python<'_>, data: Vec<f64>, shape: Vec<usize>, progress: Option<PyObject>) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
         let mut s = self.take().ok_or_else(|| PyRuntimeError::new_err("client session is closed"))?;
+        let data = match s.model.prepare_input(&data) {
+            Ok((d, _)) => d,
+            Err(e) => {
+                // refused before anything is sent: the session stays open
+                self.put(s);
+                return Err(PyValueError::new_err(e.to_string()));
+            }
+        };
         let prog = progress_fn(progress);
         let (s, r) = py.allow_threads(move || {
             let r = catch_unwind(AssertUnwindSafe(|| s.infer(&shape, &data, prog)));
