@@ -220,10 +220,18 @@ def embed(model: _PathLike, ids: _t.Any, mask: _t.Any = None, *,
     return (out, _json.loads(rep)) if report else out
 
 
+def _plan_arg(plan: _t.Optional[_PathLike]) -> _t.Optional[str]:
+    """``None``, ``"auto"`` or a plan file's path (``~`` expanded)."""
+    if plan is None or plan == "auto":
+        return plan
+    return _os.path.expanduser(_os.fspath(plan))
+
+
 def embed_remote(addr: str, ids: _t.Any, mask: _t.Any, token_types: _t.Any = None, *, pin: _t.Optional[str] = None,
                  identity: _t.Optional[_PathLike] = None, insecure: bool = False, mode: str = "tee",
                  dealer: _t.Optional[str] = None, dealer_pin: _t.Optional[str] = None, output: _t.Optional[str] = None,
                  proto: str = "auto", net: str = "none", connect_timeout: _t.Optional[float] = None,
+                 plan: _t.Optional[_PathLike] = None,
                  report: bool = False) -> _t.Union[_np.ndarray, _t.Tuple[_np.ndarray, dict]]:
     """Runs an encoder graph served by ``hush serve --model encoder.onnx`` on
     ``addr`` (the graph runtime: graphs as ``torch.onnx.export`` or
@@ -242,7 +250,8 @@ def embed_remote(addr: str, ids: _t.Any, mask: _t.Any, token_types: _t.Any = Non
     ident = None if identity is None else _os.path.expanduser(_os.fspath(identity))
     vals, shape, rep = _native.embed_remote(addr, a.ravel().tolist(), m.ravel().tolist(), list(a.shape), token_types=tt,
                                             output=output, proto=proto, net=net, pin=pin, identity=ident, insecure=insecure,
-                                            mode=mode, dealer=dealer, dealer_pin=dealer_pin, connect_timeout=connect_timeout)
+                                            mode=mode, dealer=dealer, dealer_pin=dealer_pin, connect_timeout=connect_timeout,
+                                            plan=_plan_arg(plan))
     out = _np.asarray(vals, dtype=_np.float64).reshape(shape)
     return (out, _json.loads(rep)) if report else out
 

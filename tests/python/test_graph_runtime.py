@@ -283,6 +283,15 @@ def test_served_plans_mixed_auto_and_mismatched(tmp_path):
         assert q.returncode != 0 and "plan mismatch" in q.stderr and "the server runs" in q.stderr and "preset" in q.stderr, q.stderr
         a = remote_embed(tmp_path, saddr, inputs, ["--pin", srv.fp, "--plan", "auto"])
         assert a.returncode == 0, a.stderr
+        # the same from Python: the plan file, auto, and the preset refused
+        import hush
+
+        out, rep = hush.embed_remote(saddr, inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"],
+                                     pin=srv.fp, plan=plan, report=True)
+        assert float(np.abs(out - ref).max()) <= TOL and rep["plan"]["overrides"] and rep["by_op"]["linear"]["rounds"] > 0
+        hush.embed_remote(saddr, inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"], pin=srv.fp, plan="auto")
+        with pytest.raises(RuntimeError, match="plan mismatch"):
+            hush.embed_remote(saddr, inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"], pin=srv.fp)
     finally:
         srv.stop()
     saddr = free_addr()
@@ -302,3 +311,24 @@ def test_served_plans_mixed_auto_and_mismatched(tmp_path):
         assert q.returncode != 0 and "ops.softmax" in q.stderr, q.stderr
     finally:
         srv.stop()
+
+
+def test_bench_infer_runs_encoder_graphs_with_the_plan_in_the_record(tmp_path):
+    """hush bench infer --model FILE.onnx: tee in one process with --plan auto
+    (predicted beside measured), and dealer over loopback TCP + TLS."""
+    model = ts.bert_classifier()
+    path = tmp_path / "c.onnx"
+    onnx.save(model, path)
+    p = subprocess.run([HUSH, "bench", "infer", "--model", str(path), "--seq", "8", "--transport", "mem", "--plan", "auto", "--json"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, HOME=str(tmp_path)))
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["runtime"] == "graph" and r["plan"]["linear"] == "module" and r["predicted_s"] > 0 and r["total_s"] > 0
+    assert "simulated" in r["tee_note"]
+    d = subprocess.run([HUSH, "bench", "infer", "--model", str(path), "--seq", "8", "--mode", "dealer", "--transport", "tcp", "--json"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, HOME=str(tmp_path)))
+    assert d.returncode == 0, d.stderr
+    rd = json.loads(d.stdout)
+    assert rd["tls"] and rd["plan"]["linear"] == "triples" and rd["plan"]["public_bound"]["softmax"] > 0 and rd["rounds"] > 0
+    bad = subprocess.run([HUSH, "bench", "infer", "--model", str(path), "--seq", "8", "--mode", "dealer", "--transport", "mem"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--transport tcp" in bad.stderr

@@ -25,7 +25,9 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<MemProbe>) -> Result<()
 /// token ids (full mask). `mem`: both parties in this process (tee only);
 /// `tcp`: the server on its own thread over a loopback TCP + TLS link, in
 /// dealer mode with a dealer service started in this process. The record
-/// carries the plan.
+/// carries the plan, and with `--plan auto --transport mem` the cost
+/// model's predicted time beside the measured one (`hush report` shows
+/// both).
 pub fn bench_graph(a: &BenchInferArgs) -> Result<()> {
     use hush_inference::graph_run::{run_private_on, GraphOptions, PlanChoice};
     use hush_inference::graph_serve::{graph_fixed, graph_options, run_loopback};
@@ -41,6 +43,7 @@ pub fn bench_graph(a: &BenchInferArgs) -> Result<()> {
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
     let inputs = hush_inference::graph_plan::dry_inputs(&prog);
     let t0 = std::time::Instant::now();
+    let mut predicted: Option<f64> = None;
     let (secs, bytes, rounds, plan_json, server_s) = match a.transport.as_str() {
         "mem" => {
             if a.common.mode != "tee" {
@@ -52,7 +55,9 @@ pub fn bench_graph(a: &BenchInferArgs) -> Result<()> {
                 PlanChoice::File { plan, .. } => preset.with_plan_file(&prog, plan, false)?,
                 PlanChoice::Auto => {
                     let req = hush_inference::graph_plan::PlanRequest { mode: "tee".into(), batch: 1, seq: a.seq, net: o.profile.clone(), opts: preset, verify: false };
-                    hush_inference::graph_plan::plan_program(&prog, &req)?.0
+                    let (p, rep) = hush_inference::graph_plan::plan_program(&prog, &req)?;
+                    predicted = rep["auto"]["predicted_s"].as_f64();
+                    p
                 }
             };
             let (_, st, _) = run_private_on(&prog, &inputs, &opts, &o.profile)?;
@@ -79,6 +84,8 @@ pub fn bench_graph(a: &BenchInferArgs) -> Result<()> {
         "tls": a.transport == "tcp" && o.link.is_tls(),
         "net": a.common.net,
         "total_s": secs,
+        "predicted_s": predicted,
+        "predicted_over_measured": predicted.map(|p| p / secs.max(1e-9)),
         "wall_s": t0.elapsed().as_secs_f64(),
         "server_s": server_s,
         "bytes": bytes,

@@ -317,7 +317,7 @@ fn tokenize(py: Python<'_>, path: std::path::PathBuf, texts: Vec<String>, max_le
 /// arrays, flattened, with their `shape`. Returns (the output's values, its
 /// shape, the run's record as JSON text).
 #[pyfunction]
-#[pyo3(signature = (addr, ids, mask, shape, token_types=None, output=None, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None))]
+#[pyo3(signature = (addr, ids, mask, shape, token_types=None, output=None, proto="auto", net="none", pin=None, identity=None, insecure=false, mode="tee", dealer=None, dealer_pin=None, connect_timeout=None, plan=None))]
 #[allow(clippy::too_many_arguments)]
 fn embed_remote(
     py: Python<'_>,
@@ -336,8 +336,10 @@ fn embed_remote(
     dealer: Option<String>,
     dealer_pin: Option<String>,
     connect_timeout: Option<f64>,
+    plan: Option<String>,
 ) -> PyResult<(Vec<f64>, Vec<usize>, String)> {
     use hush_onnx::eval::Tensor;
+    let plan = hush_inference::graph_run::PlanChoice::from_arg(plan.as_deref()).map_err(|e| PyValueError::new_err(e.to_string()))?;
     if !insecure && pin.is_none() {
         return Err(PyValueError::new_err(format!("no pin for {addr}: pass pin=\"sha256:<hex>\" (the server's fingerprint), or insecure=True on both sides")));
     }
@@ -364,11 +366,11 @@ fn embed_remote(
     let addr = addr.to_string();
     guarded(py, move || {
         let outs: Vec<String> = output.into_iter().collect();
-        let r = hush_inference::graph_serve::run_remote(&addr, &opts, &hush_inference::graph_run::PlanChoice::Preset, &inputs, &outs).map_err(|e| e.to_string())?;
+        let r = hush_inference::graph_serve::run_remote(&addr, &opts, &plan, &inputs, &outs).map_err(|e| e.to_string())?;
         let first = r.outputs.into_iter().next().ok_or("the graph has no outputs")?;
         let rec = serde_json::json!({
             "cmd": "embed", "runtime": "graph", "connect": addr, "mode": r.mode, "proto": r.proto, "plan": r.plan,
-            "program": r.program, "output": r.output_names.first(), "total_s": r.seconds, "bytes_sent": r.bytes_sent,
+            "program": r.program, "by_op": r.by_op, "output": r.output_names.first(), "total_s": r.seconds, "bytes_sent": r.bytes_sent,
             "bytes_recv": r.bytes_recv, "rounds": r.rounds,
         });
         Ok((first.v, first.shape, rec.to_string()))
