@@ -50,16 +50,8 @@ pub fn bench_graph(a: &BenchInferArgs) -> Result<()> {
                 return Err(Error::Config(format!("--transport mem runs both parties in this process with their own modules (tee); --mode {} needs --transport tcp", a.common.mode)));
             }
             let preset = GraphOptions::tee(o.cfg, Proto::Tami);
-            let opts = match &plan {
-                PlanChoice::Preset => preset,
-                PlanChoice::File { plan, .. } => preset.with_plan_file(&prog, plan, false)?,
-                PlanChoice::Auto => {
-                    let req = hush_inference::graph_plan::PlanRequest { mode: "tee".into(), batch: 1, seq: a.seq, net: o.profile.clone(), opts: preset, verify: false };
-                    let (p, rep) = hush_inference::graph_plan::plan_program(&prog, &req)?;
-                    predicted = rep["auto"]["predicted_s"].as_f64();
-                    p
-                }
-            };
+            let (opts, rep) = hush_inference::graph_plan::resolve(&plan, &preset, &prog, &o.profile, false)?;
+            predicted = rep.and_then(|r| r["auto"]["predicted_s"].as_f64());
             let (_, st, _) = run_private_on(&prog, &inputs, &opts, &o.profile)?;
             (st.seconds, st.bytes, st.rounds, opts.to_json(&prog), None)
         }

@@ -23,7 +23,7 @@
 //! same cores (both run here), and the dealer's own compute (dealer mode's
 //! triples are dealt here by the in-process modules, as in tee mode).
 
-use crate::graph_run::{run_private_on, touches_weights, GraphOptions, LinearBackend, StepCost};
+use crate::graph_run::{run_private_on, touches_weights, GraphOptions, LinearBackend, PlanChoice, StepCost};
 use crate::{Error, Result};
 use hush_onnx::eval::Tensor;
 use hush_onnx::graph::{GraphModel, Program, Step};
@@ -168,6 +168,26 @@ pub fn plan_program(prog: &Program, r: &PlanRequest) -> Result<(GraphOptions, Va
         "note": if r.mode == "tee" { "tee mode: trusted module simulated — gives no hardware protection" } else { "dealer mode: the dealer never sees W (triples backend)" },
     });
     Ok((plan, rep))
+}
+
+/// The plan a party runs for program `prog` (`--plan`): the preset, a plan
+/// file's choices over `prog`, or the cost model's ([`plan_program`] at the
+/// program's own batch and length, on profile `net`; with a dealer as the
+/// provider the preset is the only sound plan, so nothing is measured).
+/// Returns the cost model's report when it ran.
+pub fn resolve(choice: &PlanChoice, preset: &GraphOptions, prog: &Program, net: &NetProfile, dealer: bool) -> Result<(GraphOptions, Option<Value>)> {
+    match choice {
+        PlanChoice::Preset => Ok((preset.clone(), None)),
+        PlanChoice::File { plan, .. } => Ok((preset.with_plan_file(prog, plan, dealer)?, None)),
+        PlanChoice::Auto if dealer => Ok((preset.clone(), None)),
+        PlanChoice::Auto => {
+            let shape = prog.inputs.first().map(|(_, s, _)| s.as_slice()).unwrap_or(&[]);
+            let (batch, seq) = (shape.first().copied().unwrap_or(1), shape.get(1).copied().unwrap_or(1));
+            let req = PlanRequest { mode: "tee".into(), batch, seq, net: net.clone(), opts: preset.clone(), verify: false };
+            let (p, rep) = plan_program(prog, &req)?;
+            Ok((p, Some(rep)))
+        }
+    }
 }
 
 /// Prints a plan report as a table.

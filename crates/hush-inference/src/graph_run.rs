@@ -1037,15 +1037,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, 
     let o = GraphOptions::tee(fx, proto);
     check_program(&prog, fx)?;
     let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.common.net, hush_transport::NetProfile::names().join(", "))))?;
-    let o = match PlanChoice::from_arg(a.plan.as_deref())? {
-        PlanChoice::Preset => o,
-        PlanChoice::File { plan, .. } => o.with_plan_file(&prog, &plan, false)?,
-        PlanChoice::Auto => {
-            let (batch, seq) = prog.inputs.first().map(|(_, s, _)| (s.first().copied().unwrap_or(1), s.get(1).copied().unwrap_or(1))).unwrap_or((1, 1));
-            let req = crate::graph_plan::PlanRequest { mode: "tee".into(), batch, seq, net: net.clone(), opts: o.clone(), verify: false };
-            crate::graph_plan::plan_program(&prog, &req)?.0
-        }
-    };
+    let (o, _) = crate::graph_plan::resolve(&PlanChoice::from_arg(a.plan.as_deref())?, &o, &prog, &net, false)?;
     let load_s = t0.elapsed().as_secs_f64();
     let (y, st, _) = run_private_on(&prog, &inputs, &o, &net)?;
     let first = y.first().ok_or_else(|| Error::Model("the graph has no outputs".into()))?;

@@ -101,22 +101,19 @@ pub fn server_plan(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: 
 }
 
 fn server_plan_unchecked(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: &Options, cache: &PlanCache, dealer: bool) -> Result<GraphOptions> {
-    match choice {
-        PlanChoice::Preset => Ok(o.clone()),
-        PlanChoice::File { plan, .. } => o.with_plan_file(prog, plan, dealer),
-        PlanChoice::Auto if dealer => Ok(o.clone()),
-        PlanChoice::Auto => {
-            let key = prog.fingerprint();
-            if let Some(p) = cache.lock().map_err(|_| Error::Config("plan cache poisoned".into()))?.get(&key) {
-                return Ok(p.clone());
-            }
-            let (batch, seq) = prog.inputs.first().map(|(_, s, _)| (s.first().copied().unwrap_or(1), s.get(1).copied().unwrap_or(1))).unwrap_or((1, 1));
-            let req = crate::graph_plan::PlanRequest { mode: "tee".into(), batch, seq, net: opts.profile.clone(), opts: o.clone(), verify: false };
-            let (p, _) = crate::graph_plan::plan_program(prog, &req)?;
-            cache.lock().map_err(|_| Error::Config("plan cache poisoned".into()))?.insert(key, p.clone());
-            Ok(p)
+    // `auto` is measured once per program and cached; the rest is cheap
+    let cached = matches!(choice, PlanChoice::Auto) && !dealer;
+    let key = prog.fingerprint();
+    if cached {
+        if let Some(p) = cache.lock().map_err(|_| Error::Config("plan cache poisoned".into()))?.get(&key) {
+            return Ok(p.clone());
         }
     }
+    let (p, _) = crate::graph_plan::resolve(choice, o, prog, &opts.profile, dealer)?;
+    if cached {
+        cache.lock().map_err(|_| Error::Config("plan cache poisoned".into()))?.insert(key, p.clone());
+    }
+    Ok(p)
 }
 
 /// Serves an encoder graph on `addr` (each connection a session) with the
