@@ -395,18 +395,7 @@ pub fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&
     let predeal_mem = parse_size(&common.predeal_mem)?;
     let link = resolve_link(&common.link)?;
     // dealer mode without --dealer: a local dealer is filled in by local_dealer()
-    let mode = if (common.mode == "dealer" || common.mode == "malicious-client") && common.dealer.is_none() {
-        if common.dealer_pin.is_some() {
-            return Err(Error::Config("--dealer-pin needs --dealer ADDR".into()));
-        }
-        if common.mode == "dealer" {
-            runtime::Mode::Dealer { addr: String::new(), pin: None }
-        } else {
-            runtime::Mode::MaliciousClient { addr: String::new(), pin: None }
-        }
-    } else {
-        runtime::Mode::from_flags(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?
-    };
+    let mode = runtime::Mode::from_flags_local(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?;
     crate::he_linear::params_by_name(&common.he_params)?;
     let mut o = Options {
         proto: common.proto.clone(),
@@ -421,7 +410,7 @@ pub fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&
     };
     o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
-    if let runtime::Mode::MaliciousClient { .. } = o.mode {
+    if o.mode.preset().engine == crate::preset::Engine::Crisp {
         o.crisp = crate::crisp_run::CrispOptions { s: common.mac_s, linear: common.crisp_linear.clone() };
         o.crisp.check()?;
         if o.crisp.linear == "ckks" {
@@ -523,21 +512,7 @@ pub(crate) fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
 }
 
 pub(crate) fn mode_line(o: &Options) -> String {
-    match &o.mode {
-        runtime::Mode::Tee => format!("tee mode, modules {} (attestation {})", o.tee, hush_tee::SIMULATED_NOTE),
-        runtime::Mode::Dealer { addr, .. } => format!("dealer mode, dealer at {addr} (trusted not to collude with either party)"),
-        runtime::Mode::Interactive => format!("interactive mode: cryptography only — HE linear layers ({}), cf2 comparisons on Ferret COTs", o.he_params),
-        runtime::Mode::MaliciousClient { addr, .. } => format!(
-            "malicious-client mode (CRISP): MACs under a fresh key per inference, one consistency check before any output, MAC parameter s = {}, linear backend {}; dealer at {addr} (trusted not to collude with either party)",
-            o.crisp.s, o.crisp.linear
-        ),
-        runtime::Mode::Silent => format!(
-            "silent mode: HE linear layers ({}), cf2 comparisons on SilentFlow COTs from the modules ({}, attestation {})",
-            o.he_params,
-            o.tee,
-            hush_tee::SIMULATED_NOTE
-        ),
-    }
+    o.mode.summary(&o.tee, &o.he_params, &o.crisp)
 }
 
 /// `hush serve` in dealer or malicious-client mode: reaches the dealer once
@@ -588,7 +563,7 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         o.cfg.frac,
         mode_line(&o)
     );
-    let family = if let runtime::Mode::MaliciousClient { .. } = o.mode {
+    let family = if o.mode.preset().engine == crate::preset::Engine::Crisp {
         "crisp (the only family of --mode malicious-client)".to_string()
     } else if o.expect.proto {
         format!("--proto {} (clients asking for another family are refused)", o.proto)

@@ -72,6 +72,8 @@ pub mod linear;
 pub mod model;
 pub mod npy;
 pub mod plan;
+pub mod preset;
+pub mod provider;
 pub mod progress;
 pub mod reference;
 pub mod runtime;
