@@ -54,6 +54,7 @@
 
 pub mod bert;
 pub mod budget;
+pub mod cnn_plan;
 pub mod crisp_ckks;
 pub mod crisp_run;
 pub mod crisp_serve;

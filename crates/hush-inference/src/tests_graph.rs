@@ -442,3 +442,33 @@ fn the_dealer_presets_public_comparison_bound_refuses_programs_beyond_it() {
     // the tee preset sizes from the proven bounds and has no such limit
     GraphOptions::default().validate(&prog, false).unwrap();
 }
+
+#[test]
+fn cnn_plans_choose_the_family_with_the_smallest_prediction_and_say_who_holds_w() {
+    use crate::cnn_plan::{plan_cnn, CnnPlanRequest};
+    use crate::runtime::{Mode, Options};
+    let model = std::sync::Arc::new(crate::zoo::load("minionn-mnist").unwrap());
+    for (mode, net) in [(Mode::Tee, "wan"), (Mode::Dealer { addr: String::new(), pin: None }, "mobile")] {
+        let mut opts = Options { mode: mode.clone(), proto: "auto".into(), ..Default::default() };
+        opts.resolve_family().unwrap();
+        let req = CnnPlanRequest { opts, net: hush_transport::NetProfile::by_name(net).unwrap(), verify: false };
+        let (fam, rep) = plan_cnn(model.clone(), &req).unwrap();
+        let fixed = rep["fixed"].as_array().unwrap();
+        // every family of the preset is a candidate, and auto is the cheapest
+        let fams: Vec<&str> = fixed.iter().map(|f| f["family"].as_str().unwrap()).collect();
+        assert_eq!(fams, mode.families().to_vec());
+        let min = fixed.iter().map(|f| f["predicted_s"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+        assert_eq!(rep["auto"]["predicted_s"].as_f64().unwrap(), min);
+        assert!(fixed.iter().any(|f| f["family"] == fam.as_str() && f["predicted_s"].as_f64().unwrap() == min));
+        // one row per layer, and a per-layer mix can only be as fast or faster
+        assert_eq!(rep["layers"].as_array().unwrap().len(), model.nodes.len());
+        assert!(rep["per_layer_mix_predicted_s"].as_f64().unwrap() <= min + 1e-9);
+        let dealer = matches!(mode, Mode::Dealer { .. });
+        assert_eq!(rep["dealer_sees_weights"].as_bool(), Some(dealer));
+        assert_eq!(rep["note"].as_str().unwrap().contains("THE DEALER HOLDS THE WEIGHTS"), dealer, "{}", rep["note"]);
+    }
+    // CRISP's engine has one family: refused by name
+    let o = Options { mode: Mode::MaliciousClient { addr: String::new(), pin: None }, proto: "crisp".into(), ..Default::default() };
+    let e = plan_cnn(model, &CnnPlanRequest { opts: o, net: hush_transport::NetProfile::lan(), verify: false }).unwrap_err().to_string();
+    assert!(e.contains("malicious-client"), "{e}");
+}
