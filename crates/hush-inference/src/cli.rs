@@ -362,8 +362,10 @@ pub struct BenchInferArgs {
     pub nets: String,
     #[arg(long)]
     pub json: bool,
-    /// Encoder graphs (`--model FILE.onnx`): the plan — `auto` or a plan
-    /// file (TOML); default: the mode's preset.
+    /// The plan: `auto` (encoder graphs: a backend per layer; CNNs: the
+    /// mode's comparison family predicted fastest on --net, see `hush
+    /// plan`) or, for encoder graphs, a plan file (TOML); default: the
+    /// mode's preset.
     #[arg(long, value_name = "auto|FILE.toml")]
     pub plan: Option<String>,
 }
@@ -808,6 +810,18 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
         announce_link("hush", &o.link);
     }
     let model = Arc::new(crate::zoo::load(&a.model)?);
+    // --plan auto: the family the cost model predicts fastest on this
+    // profile (crate::cnn_plan), measured here before the run
+    let plan_rep = match a.plan.as_deref() {
+        None => None,
+        Some("auto") => {
+            let req = crate::cnn_plan::CnnPlanRequest { opts: o.clone(), net: o.profile.clone(), verify: false };
+            let (fam, rep) = crate::cnn_plan::plan_cnn(model.clone(), &req)?;
+            o.proto = fam;
+            Some(rep)
+        }
+        Some(f) => return Err(Error::Config(format!("--plan {f}: {} is a CNN; CNNs take --plan auto (the family per model) or a --proto (plan files are for encoder graphs so far)", a.model))),
+    };
     let tcp = a.transport == "tcp";
     let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
     for _ in 0..a.repeat.max(1) {
@@ -838,6 +852,16 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
             let mut v = runtime::run_json(&model, &run, o);
             if let Some(p) = probe {
                 v["peak_mem_method"] = json!(p.method);
+            }
+            v["plan"] = match &plan_rep {
+                Some(rep) => json!({"choice": "auto", "family": o.proto, "fixed": rep["fixed"]}),
+                None => json!({"choice": "preset", "mode": o.mode.name(), "family": o.proto}),
+            };
+            if let Some(rep) = &plan_rep {
+                let pred = rep["auto"]["predicted_s"].as_f64().unwrap_or(f64::NAN);
+                let meas = v["online_s"].as_f64().unwrap_or(f64::NAN) + v["offline_s"].as_f64().unwrap_or(f64::NAN);
+                v["predicted_s"] = json!(pred);
+                v["predicted_over_measured"] = json!(pred / meas);
             }
             v["params"] = json!(model.params());
             v["macs"] = json!(run.server_layers.iter().map(|l| l.macs).sum::<u64>());
