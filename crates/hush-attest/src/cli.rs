@@ -181,3 +181,63 @@ pub fn verify_main(args: &[String]) -> i32 {
         }
     }
 }
+
+/// `hush attest ...` as clap subcommands (what `hush` dispatches to).
+#[derive(clap::Subcommand, Debug)]
+pub enum AttestCmd {
+    /// Check evidence offline and print each leg (signature, chain, root,
+    /// TCB, measurement, report-data binding, debug, freshness). Exit status:
+    /// 0 every leg passed, 1 a leg failed, 2 none failed but some were skipped.
+    Verify(VerifyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// hush evidence (what a dealer or module serves), or a raw 1184-byte
+    /// SEV-SNP report (binary or hex, as `snpguest report` writes it).
+    #[arg(long, value_name = "FILE")]
+    pub evidence: PathBuf,
+    /// The VCEK (DER) when the evidence carries no certificate table.
+    #[arg(long, value_name = "FILE")]
+    pub vcek: Option<PathBuf>,
+    /// The attestation policy (TOML; see docs/attestation.md). Default:
+    /// pinned vendor roots, debug forbidden, and no allowed measurement.
+    #[arg(long, visible_alias = "attest-policy", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// DER SubjectPublicKeyInfo of the TLS key the evidence must bind.
+    #[arg(long, value_name = "FILE")]
+    pub tls_spki: Option<PathBuf>,
+    /// The nonce (hex) the verifier sent.
+    #[arg(long, value_name = "HEX")]
+    pub nonce: Option<String>,
+    /// Check certificate and collateral validity at this time (unix seconds) instead of now.
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    pub at: Option<u64>,
+}
+
+/// Run `hush attest <cmd>`: `Ok` when accepted; `Err` naming the failed leg
+/// when refused; exits with status 2 when no leg failed but some were skipped.
+pub fn attest_cmd(cmd: AttestCmd) -> std::result::Result<(), String> {
+    let AttestCmd::Verify(a) = cmd;
+    let o = VerifyOptions {
+        evidence: a.evidence,
+        vcek: a.vcek,
+        policy: a.policy,
+        json: a.json,
+        tls_spki: a.tls_spki,
+        nonce: a.nonce.map(|n| crate::unhex("--nonce", &n)).transpose().map_err(|e| e.to_string())?,
+        at: a.at,
+    };
+    let v = run(&o, &mut std::io::stdout().lock()).map_err(|e| format!("attest verify: {e}"))?;
+    if v.accepted() {
+        return Ok(());
+    }
+    if let Some((leg, why)) = v.failed() {
+        return Err(format!("attest verify: refused on the {} leg: {why}", leg.name()));
+    }
+    eprintln!("hush attest verify: not accepted: some legs were skipped (give --tls-spki and --nonce to check binding and freshness)");
+    std::process::exit(2)
+}

@@ -26,7 +26,7 @@
 //! the table), ended by an all-zero entry, followed by the certificates (DER).
 
 use crate::{Error, Result};
-use sev::firmware::host::CertType;
+pub use sev::firmware::host::CertType;
 
 pub const MAGIC: &[u8; 4] = b"HATT";
 pub const VERSION: u16 = 1;

@@ -128,7 +128,7 @@ pub(crate) fn verify(evidence: &Evidence, policy: &Policy, input: &VerifyInput<'
         Ok(t) => t,
         Err(e) => {
             v.set(Leg::Chain, Outcome::Fail(e.to_string()));
-            let _ = report_legs(&mut v, &report, evidence, policy, input, None, None);
+            report_legs(&mut v, &report, evidence, policy, input, None, None);
             return v.finish("not checked: no usable endorsement certificate");
         }
     };
@@ -136,7 +136,7 @@ pub(crate) fn verify(evidence: &Evidence, policy: &Policy, input: &VerifyInput<'
         Ok(c) => c,
         Err(e) => {
             v.set(Leg::Chain, Outcome::Fail(format!("endorsement certificate: {e}")));
-            let _ = report_legs(&mut v, &report, evidence, policy, input, None, None);
+            report_legs(&mut v, &report, evidence, policy, input, None, None);
             return v.finish("not checked: no usable endorsement certificate");
         }
     };
@@ -263,7 +263,7 @@ fn report_legs(
     input: &VerifyInput<'_>,
     vek_kind: Option<EndorsementKey>,
     ext: Option<&VekExt>,
-) -> Option<()> {
+) {
     let t = report.reported_tcb;
     let m = policy.snp.min_tcb;
     let tcb_str = format!(
@@ -353,5 +353,4 @@ fn report_legs(
         (Some(_), None) => Outcome::Skipped("nonce matches; endorsement certificate not readable".into()),
     };
     v.set(Leg::Freshness, fresh);
-    Some(())
 }
