@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! hush attest verify --evidence FILE [--vcek FILE] [--policy FILE] [--json]
-//!                    [--tls-spki FILE] [--nonce HEX] [--at UNIX_SECONDS]
+//!                    [--tls-spki FILE | --tls-cert FILE] [--nonce HEX] [--at UNIX_SECONDS]
 //! ```
 //!
 //! `--evidence` takes hush evidence (the format of [`crate::evidence`]), or a
@@ -24,7 +24,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 pub const USAGE: &str = "usage: hush attest verify --evidence FILE [--vcek FILE] [--policy FILE] [--json] \
-[--tls-spki FILE] [--nonce HEX] [--at UNIX_SECONDS]";
+[--tls-spki FILE | --tls-cert FILE] [--nonce HEX] [--at UNIX_SECONDS]";
 
 #[derive(Clone, Debug, Default)]
 pub struct VerifyOptions {
@@ -33,6 +33,7 @@ pub struct VerifyOptions {
     pub policy: Option<PathBuf>,
     pub json: bool,
     pub tls_spki: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
     pub nonce: Option<Vec<u8>>,
     pub at: Option<u64>,
 }
@@ -52,6 +53,7 @@ impl VerifyOptions {
                 "--vcek" => o.vcek = Some(PathBuf::from(val("--vcek")?)),
                 "--policy" | "--attest-policy" => o.policy = Some(PathBuf::from(val("--policy")?)),
                 "--tls-spki" => o.tls_spki = Some(PathBuf::from(val("--tls-spki")?)),
+                "--tls-cert" => o.tls_cert = Some(PathBuf::from(val("--tls-cert")?)),
                 "--nonce" => o.nonce = Some(crate::unhex("--nonce", &val("--nonce")?)?),
                 "--at" => {
                     let s = val("--at")?;
@@ -96,7 +98,12 @@ pub fn run(o: &VerifyOptions, out: &mut dyn Write) -> Result<Verdict> {
         None => Policy::default(),
     };
     let vek = o.vcek.as_ref().map(|p| read_capped(p, crate::evidence::MAX_CERT_LEN)).transpose()?;
-    let spki = o.tls_spki.as_ref().map(|p| read_capped(p, 64 * 1024)).transpose()?;
+    let spki = match (&o.tls_spki, &o.tls_cert) {
+        (Some(_), Some(_)) => return Err(Error::Io("give --tls-spki or --tls-cert, not both".into())),
+        (Some(p), None) => Some(read_capped(p, 64 * 1024)?),
+        (None, Some(p)) => Some(crate::spki_of_certificate(&read_capped(p, 64 * 1024)?)?),
+        (None, None) => None,
+    };
     let now = o.at.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
     });
@@ -210,6 +217,9 @@ pub struct VerifyArgs {
     /// DER SubjectPublicKeyInfo of the TLS key the evidence must bind.
     #[arg(long, value_name = "FILE")]
     pub tls_spki: Option<PathBuf>,
+    /// The TLS certificate (PEM or DER, e.g. a hush identity.crt) whose key the evidence must bind.
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_spki")]
+    pub tls_cert: Option<PathBuf>,
     /// The nonce (hex) the verifier sent.
     #[arg(long, value_name = "HEX")]
     pub nonce: Option<String>,
@@ -228,6 +238,7 @@ pub fn attest_cmd(cmd: AttestCmd) -> std::result::Result<(), String> {
         policy: a.policy,
         json: a.json,
         tls_spki: a.tls_spki,
+        tls_cert: a.tls_cert,
         nonce: a.nonce.map(|n| crate::unhex("--nonce", &n)).transpose().map_err(|e| e.to_string())?,
         at: a.at,
     };

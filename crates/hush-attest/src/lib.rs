@@ -70,6 +70,23 @@ pub fn report_data(spki_der: &[u8], nonce: &[u8]) -> [u8; 64] {
     h.finalize().into()
 }
 
+/// The DER `SubjectPublicKeyInfo` of a TLS certificate given as DER or PEM
+/// (e.g. a hush `identity.crt`, or the end-entity certificate rustls
+/// reports for a peer): what [`report_data`] hashes.
+pub fn spki_of_certificate(cert: &[u8]) -> Result<Vec<u8>> {
+    use x509_cert::der::{Decode, DecodePem, Encode};
+    let c = if cert.starts_with(b"-----BEGIN") {
+        x509_cert::Certificate::from_pem(cert)
+    } else {
+        x509_cert::Certificate::from_der(cert)
+    }
+    .map_err(|e| Error::Format(format!("TLS certificate: {e}")))?;
+    c.tbs_certificate
+        .subject_public_key_info
+        .to_der()
+        .map_err(|e| Error::Format(format!("TLS certificate's SubjectPublicKeyInfo: {e}")))
+}
+
 /// Lower-case hex, for measurements and report data in output.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -249,3 +249,13 @@ fn evidence_survives_encode_decode() {
     let d = Evidence::decode(&e.encode()).unwrap();
     assert_eq!(d, e);
 }
+
+#[test]
+fn spki_of_a_certificate_is_its_subject_public_key_info() {
+    use p384::pkcs8::EncodePublicKey;
+    let t = TestChain::generate([0; 4], &[0; 64]);
+    let spki = hush_attest::spki_of_certificate(&t.vcek_der).unwrap();
+    assert_eq!(spki, t.vcek_key.verifying_key().to_public_key_der().unwrap().as_bytes());
+    assert!(hush_attest::spki_of_certificate(b"not a certificate").is_err());
+    assert!(hush_attest::spki_of_certificate(&t.vcek_der[..100]).is_err());
+}
