@@ -223,6 +223,15 @@ pub enum EndorsementKey {
     Vlek,
 }
 
+impl std::fmt::Display for EndorsementKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EndorsementKey::Vcek => "VCEK",
+            EndorsementKey::Vlek => "VLEK",
+        })
+    }
+}
+
 /// The checked contents of an SNP certificate table: exactly one of VCEK or
 /// VLEK, at most one ASK (or ASVK, for a VLEK) and at most one ARK.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -150,10 +150,10 @@ pub(crate) fn verify(evidence: &Evidence, policy: &Policy, input: &VerifyInput<'
     } else if let Err(e) = canonical(&report, raw) {
         Outcome::Fail(e)
     } else if !matches!((signing_key, table.vek_kind), (0, EndorsementKey::Vcek) | (1, EndorsementKey::Vlek)) {
-        Outcome::Fail(format!("KEY_INFO.SIGNING_KEY is {signing_key} but the table carries a {:?}", table.vek_kind))
+        Outcome::Fail(format!("KEY_INFO.SIGNING_KEY is {signing_key} but the table carries a {}", table.vek_kind))
     } else {
         match (&vek, &report).verify() {
-            Ok(()) => Outcome::Pass(format!("ECDSA P-384 signature verifies under the {:?}", table.vek_kind)),
+            Ok(()) => Outcome::Pass(format!("ECDSA P-384 signature verifies under the {}", table.vek_kind)),
             Err(e) => Outcome::Fail(format!("report signature: {e}")),
         }
     };
@@ -219,7 +219,7 @@ pub(crate) fn verify(evidence: &Evidence, policy: &Policy, input: &VerifyInput<'
     }
     match &chain_ok {
         Some((name, trusted)) => {
-            v.set(Leg::Chain, Outcome::Pass(format!("{:?} <- ASK <- ARK verifies ({name})", table.vek_kind)));
+            v.set(Leg::Chain, Outcome::Pass(format!("{} <- ASK <- ARK verifies ({name})", table.vek_kind)));
             v.product = Some(name.clone());
             let root = if vlek_refused {
                 Outcome::Fail("the report is signed by a VLEK and the policy does not allow VLEKs".into())
