@@ -4,10 +4,11 @@
 //! VCEK/VLEK <- ASK (ASVK for a VLEK) <- ARK, and the pinned ARK/ASK of
 //! Milan, Genoa and Turin all come from `sev`. This module adds what `sev`
 //! leaves to the caller (AMD SEV-SNP ABI spec 56860 §7.3, VCEK spec 57230 §3):
-//! - the report must re-encode to the exact bytes received: `sev` parses the
-//!   named fields and re-encodes reserved ones as zero before checking the
-//!   signature, so without this check a bit flipped in a reserved byte of
-//!   the signed body would go unnoticed;
+//! - the report must re-encode to the exact bytes received: `sev` checks the
+//!   signature over its own re-encoding of the parsed fields, with reserved
+//!   bytes written as zero. `sev` 8 refuses non-zero reserved bytes when
+//!   parsing; this check stands behind that, so that a byte the parser
+//!   drops or normalises can never escape the signature;
 //! - the key named by KEY_INFO.SIGNING_KEY must be the one the table carries;
 //! - the ARK must equal a pinned root (byte for byte), not just be self-signed;
 //! - the VCEK's TCB extensions (blSPL, teeSPL, snpSPL, ucodeSPL, fmcSPL) must

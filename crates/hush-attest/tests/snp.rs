@@ -78,13 +78,26 @@ fn real_milan_report_verifies_with_vcek_only_against_pinned_roots() {
 fn flipped_bits_in_signed_body_are_refused_on_signature_leg() {
     let report = milan_report();
     let policy = policy_for(&report);
-    // family_id, a reserved byte (0x34), report_data, chip_id, and the last signed byte.
+    // family_id, SIGNATURE_ALGO, report_data, chip_id, and the last signed byte.
     for at in [0x10, 0x34, REPORT_DATA + 5, CHIP_ID + 3, 0x29f] {
         let mut r = report.clone();
         r[at] ^= 0x01;
         let v = verify(&milan_evidence(r), &policy, &offline());
         assert!(is_fail(&v, Leg::Signature), "byte {at:#x}: {:?}", v.outcome(Leg::Signature));
         assert!(!v.accepted());
+    }
+    // Reserved bytes (0x4c..0x50; 0x188..0x1a0 in a version-2 report): the
+    // sev crate re-encodes them as zero before checking the signature, so
+    // they must be refused before that (sev 8 refuses them when parsing;
+    // the canonical re-encoding check stands behind it).
+    for at in [0x4c, 0x190] {
+        let mut r = report.clone();
+        r[at] ^= 0x01;
+        let v = verify(&milan_evidence(r), &policy, &offline());
+        match v.outcome(Leg::Signature) {
+            Outcome::Fail(why) => assert!(why.contains("not canonical") || why.contains("zeroed"), "byte {at:#x}: {why}"),
+            o => panic!("byte {at:#x}: {o:?}"),
+        }
     }
 }
 
