@@ -117,6 +117,10 @@ enum Cmd {
     Predict(hush_lr::cli::PredictArgs),
     /// Private set intersection (ECDH-PSI): align this party's CSV rows with the peer's by ID.
     Psi(hush_psi::cli::PsiArgs),
+    /// Hardware attestation (AMD SEV-SNP, Intel TDX) of a dealer or module:
+    /// `hush attest verify` checks evidence offline and prints each leg.
+    #[command(subcommand)]
+    Attest(hush_attest::cli::AttestCmd),
 }
 
 #[derive(Subcommand)]
@@ -428,6 +432,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Train(a) => hush_lr::cli::train_main(a).map_err(|e| e.to_string()),
         Cmd::Predict(a) => hush_lr::cli::predict_main(a).map_err(|e| e.to_string()),
         Cmd::Psi(a) => hush_psi::cli::psi_main(a).map_err(|e| e.to_string()),
+        Cmd::Attest(c) => hush_attest::cli::attest_cmd(c),
         Cmd::Bench(BenchCmd::Paillier(a)) => {
             let r = hush_lr::cli::bench_paillier(a.bits, a.iters, a.window).map_err(|e| e.to_string())?;
             emit(&r, a.json);
