@@ -289,7 +289,8 @@ struct PlanArgs {
     /// family chosen per model).
     #[arg(long, default_value = "tee")]
     mode: String,
-    /// Network profile the times are predicted for (none, lan, wan, mobile, shaper).
+    /// Network profile the times are predicted for (none, lan, wan, mobile,
+    /// shaper), or several comma-separated (measured once, one plan each).
     #[arg(long, default_value = "lan")]
     net: String,
     /// Sentences per request.
@@ -314,7 +315,8 @@ struct PlanArgs {
 
 fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     use hush_inference::{graph_plan, graph_run::GraphOptions, Error};
-    let net = hush_transport::NetProfile::by_name(&a.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.net, hush_transport::NetProfile::names().join(", "))))?;
+    let nets = a.net.split(',').map(|n| hush_transport::NetProfile::by_name(n.trim()).ok_or_else(|| Error::Config(format!("--net {n}: one of {}", hush_transport::NetProfile::names().join(", "))))).collect::<Result<Vec<_>, _>>()?;
+    let net = nets[0].clone();
     // a CNN: a benchmark architecture by name, a .hushm, or an ONNX file the
     // encoder-graph importer refuses and the CNN importer takes
     let name = a.model.to_string_lossy().to_string();
@@ -330,12 +332,12 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     if let Some(model) = cnn {
         let mut opts = hush_inference::runtime::Options { mode: hush_inference::runtime::Mode::from_flags_local(&a.mode, None, None)?, proto: "auto".into(), ..Default::default() };
         opts.resolve_family()?;
-        let req = hush_inference::cnn_plan::CnnPlanRequest { opts, net, verify: a.verify };
-        let (_, rep) = hush_inference::cnn_plan::plan_cnn(std::sync::Arc::new(model), &req)?;
-        if a.json {
-            println!("{rep}");
-        } else {
-            hush_inference::cnn_plan::print_plan(&rep);
+        for (_, rep) in hush_inference::cnn_plan::plan_cnn_nets(std::sync::Arc::new(model), &opts, &nets, a.verify)? {
+            if a.json {
+                println!("{rep}");
+            } else {
+                hush_inference::cnn_plan::print_plan(&rep);
+            }
         }
         return Ok(());
     }
@@ -358,11 +360,12 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
         _ => graph_plan::load(&a.model)?,
     };
     let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify };
-    let (_, rep) = graph_plan::plan_graph(&g, &req)?;
-    if a.json {
-        println!("{rep}");
-    } else {
-        graph_plan::print_plan(&rep);
+    for (_, rep) in graph_plan::plan_graph_nets(&g, &req, &nets)? {
+        if a.json {
+            println!("{rep}");
+        } else {
+            graph_plan::print_plan(&rep);
+        }
     }
     Ok(())
 }

@@ -80,25 +80,44 @@ fn run(model: &Arc<Model>, o: &Options, x: &[f64]) -> Result<runtime::LocalRun> 
 
 /// The plan of `model` for `req`: the chosen family and the report (JSON).
 pub fn plan_cnn(model: Arc<Model>, req: &CnnPlanRequest) -> Result<(String, Value)> {
-    let preset = req.opts.mode.preset();
+    let mut v = plan_cnn_nets(model, &req.opts, std::slice::from_ref(&req.net), req.verify)?;
+    v.pop().ok_or_else(|| Error::Config("no plan".into()))
+}
+
+/// Measured once per family (no network), one plan and report per profile
+/// of `nets` (each verified over its emulated profile with `verify`).
+pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], verify: bool) -> Result<Vec<(String, Value)>> {
+    let preset = opts.mode.preset();
     if preset.engine != crate::preset::Engine::SemiHonest {
         return Err(Error::Config(format!("hush plan --mode {}: CNNs are planned in tee, dealer, interactive and silent modes (malicious-client runs CRISP's one family)", preset.mode)));
     }
     let x = input(&model);
     let none = NetProfile::none();
-    let mut cands = Vec::new();
+    let mut runs = Vec::new();
     for fam in preset.families {
-        let o = Options { proto: fam.to_string(), profile: none.clone(), ..req.opts.clone() };
+        let o = Options { proto: fam.to_string(), profile: none.clone(), ..opts.clone() };
         let r = run(&model, &o, &x)?;
-        let cl = &r.inference.report;
-        if cl.layers.len() != r.server_layers.len() {
+        if r.inference.report.layers.len() != r.server_layers.len() {
             return Err(Error::Protocol("the two parties metered different layer counts".into()));
         }
-        let layers = r.server_layers.iter().zip(&cl.layers).map(|(s, c)| predict(s, c, &req.net)).collect();
-        let offline_bytes = cl.offline_bytes_sent + cl.offline_bytes_recv;
-        let offline = cl.offline_secs + req.net.bandwidth_bps.map_or(0.0, |bw| offline_bytes as f64 * 8.0 / bw as f64);
-        cands.push((Measured { family: fam.to_string(), layers, offline, offline_bytes }, cl.layers.clone()));
+        runs.push((fam.to_string(), r));
     }
+    let mut out = Vec::new();
+    for net in nets {
+        let mut cands = Vec::new();
+        for (fam, r) in &runs {
+            let cl = &r.inference.report;
+            let layers = r.server_layers.iter().zip(&cl.layers).map(|(s, c)| predict(s, c, net)).collect();
+            let offline_bytes = cl.offline_bytes_sent + cl.offline_bytes_recv;
+            let offline = cl.offline_secs + net.bandwidth_bps.map_or(0.0, |bw| offline_bytes as f64 * 8.0 / bw as f64);
+            cands.push((Measured { family: fam.clone(), layers, offline, offline_bytes }, cl.layers.clone()));
+        }
+        out.push(report(&model, opts, &preset, net, &cands, verify, &x)?);
+    }
+    Ok(out)
+}
+
+fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, net: &NetProfile, cands: &[(Measured, Vec<LayerCost>)], verify: bool, x: &[f64]) -> Result<(String, Value)> {
     let total = |m: &Measured| m.offline + m.layers.iter().map(|p| p.secs).sum::<f64>();
     let best = (0..cands.len()).min_by(|&a, &b| total(&cands[a].0).total_cmp(&total(&cands[b].0))).ok_or_else(|| Error::Config("no candidate".into()))?;
     let chosen = cands[best].0.family.clone();
@@ -123,9 +142,9 @@ pub fn plan_cnn(model: Arc<Model>, req: &CnnPlanRequest) -> Result<(String, Valu
         .iter()
         .map(|(m, _)| json!({"family": m.family, "predicted_s": total(m), "offline_s": m.offline, "offline_bytes": m.offline_bytes, "bytes": m.layers.iter().map(|p| p.bytes).sum::<u64>(), "rounds": m.layers.iter().map(|p| p.rounds).sum::<u32>()}))
         .collect();
-    let measured = if req.verify {
-        let o = Options { proto: chosen.clone(), profile: req.net.clone(), ..req.opts.clone() };
-        let r = run(&model, &o, &x)?;
+    let measured = if verify {
+        let o = Options { proto: chosen.clone(), profile: net.clone(), ..opts.clone() };
+        let r = run(model, &o, x)?;
         let cl = &r.inference.report;
         let secs = cl.offline_secs + cl.online_secs;
         Some(json!({"seconds": secs, "online_s": cl.online_secs, "offline_s": cl.offline_secs, "predicted_over_measured": total(&cands[best].0) / secs.max(1e-9)}))
@@ -133,14 +152,14 @@ pub fn plan_cnn(model: Arc<Model>, req: &CnnPlanRequest) -> Result<(String, Valu
         None
     };
     let rep = json!({
-        "cmd": "plan", "model": model.name, "mode": preset.mode, "net": req.net.name, "linear": format!("{:?}", preset.linear).to_lowercase(),
+        "cmd": "plan", "model": model.name, "mode": preset.mode, "net": net.name, "linear": format!("{:?}", preset.linear).to_lowercase(),
         "auto": {"family": chosen, "predicted_s": total(&cands[best].0)},
         "per_layer_mix_predicted_s": mixed,
         "fixed": fixed, "layers": rows, "measured": measured,
         "dealer_sees_weights": preset.dealer(),
         "cost_model": "per layer: measured compute (both parties in this process, no network) + rounds x one-way latency + busier direction's bytes / bandwidth; plus the offline phase as measured and its bytes / bandwidth",
         "cpu": crate::bert::cpu_model(),
-        "note": note(&preset),
+        "note": note(preset),
     });
     Ok((chosen, rep))
 }
