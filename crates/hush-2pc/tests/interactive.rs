@@ -615,3 +615,34 @@ fn malformed_provider_messages_are_errors_not_panics() {
         assert!(!e.to_string().is_empty(), "{case}");
     }
 }
+
+/// The interactive provider's traffic per kind for one GeLU on 128×768
+/// (the plan of the operator, each item produced separately). A
+/// measurement, not a check: `cargo test --release -p hush-2pc --test
+/// interactive -- --ignored --nocapture gelu_128x768`.
+#[test]
+#[ignore]
+fn gelu_128x768_provider_costs() {
+    let n = 128 * 768;
+    let out = run2(12, move |p, s, ch| {
+        let mut c = Ctx::new_interactive(p, s, fx()).unwrap();
+        let zeros = ArithShare::zeros(fx().ring, n);
+        let plan = c.plan(|c, ch| gelu::gelu(c, ch, &zeros)).unwrap();
+        let mut rows = Vec::new();
+        for need in &plan {
+            let before = ch.cost();
+            let t = std::time::Instant::now();
+            let pre = c.deal_plan_on(ch, std::slice::from_ref(need)).unwrap();
+            drop(pre);
+            let cost = ch.cost() - before;
+            rows.push((format!("{need:?}"), cost.bytes_sent, cost.bytes_recv, cost.rounds, t.elapsed().as_secs_f64()));
+        }
+        rows
+    });
+    eprintln!("GeLU 128×768, interactive provider (IKNP COTs), per plan item: party 0 sent / received bytes, rounds, seconds");
+    for r in &out[0].0 {
+        eprintln!("{:<40} {:>12} {:>12} {:>4} {:>7.2}", r.0, r.1, r.2, r.3, r.4);
+    }
+    let tot: (u64, u64) = out[0].0.iter().fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
+    eprintln!("total: party 0 sent {} received {} bytes", tot.0, tot.1);
+}

@@ -34,9 +34,14 @@
 //!
 //! Correlations come through [`crate::tee::Dealer`], so the same code runs
 //! on an in-process trusted module (`tee`), the module process, or the
-//! dealer service (`dealer`), and never knows which. Interactive and silent
-//! modes (correlations from OT/HE) are **not implemented** for these
-//! operators: [`Ctx::new`] refuses them with [`NOT_INTERACTIVE`].
+//! dealer service (`dealer`), and never knows which — or, in a context made
+//! by [`Ctx::new_interactive`], from the **interactive provider**
+//! ([`crate::interactive`]: the parties make each correlation over COTs,
+//! comparisons by CrypTFlow2's `cf2`; no module and no dealer exist in such
+//! a context). Dealing then talks to the peer, so [`Ctx::prefill_on`] and
+//! [`Ctx::deal_plan_on`] take the channel ([`Ctx::prefill`] and
+//! [`Ctx::deal_plan`] refuse with [`NEEDS_CHANNEL`]). [`Ctx::new`] still
+//! refuses `cf2` ([`NOT_INTERACTIVE`]): a dealt context has no OT session.
 //!
 //! **Truncation and its range (deviation from the repo's full-range
 //! truncation, argued here).** `crate::nonlinear::Session::trunc` truncates
@@ -81,8 +86,9 @@ use hush_primitives::Ring;
 use hush_transport::Channel;
 use std::collections::VecDeque;
 
-/// The refusal of modes whose correlations would need OT or HE.
-pub const NOT_INTERACTIVE: &str = "transformer operators need correlations from a trusted module or a dealer (tee or dealer mode); interactive and silent modes need the HE core and are not implemented for them";
+/// The refusal of `cf2` in a dealt context ([`Ctx::new`]), and of the
+/// `silent` preset, which is not wired for these operators yet.
+pub const NOT_INTERACTIVE: &str = "transformer operators in a dealt context need the tami or fss family; for cf2 with no trusted party build the context with Ctx::new_interactive (interactive mode); the silent preset is not implemented for them";
 
 /// The refusal of the channel-less dealing calls in interactive mode.
 pub const NEEDS_CHANNEL: &str = "interactive correlations are produced with the peer: use prefill_on / deal_plan_on with the channel";
