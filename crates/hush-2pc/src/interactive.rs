@@ -74,12 +74,17 @@
 //!   f, ℓ − i + f − 1 above, ℓ − 1 for the top bit): about ℓ²/2 + f·ℓ/2
 //!   bits and ℓ OTs per pair, one direction, one flight after the COTs.
 //!   Exact, so the pair is the dealer's (not a probabilistic truncation).
-//!   The square and multiply variants add r_hi², r_hi·r_msb (resp. a uniform
-//!   s and r_hi·s, r_msb·s) by [`mul_shared`]: one more flight.
+//!   The square variant adds r_hi² (a square: one cross term, one
+//!   direction, [`products`]) and r_hi·r_msb; the multiply variant a
+//!   uniform s, r_hi·s ([`mul_shared`]) and r_msb·s. A product with r_msb
+//!   is cheap: r_msb = u ⊕ v of the two parties' own top bits, so
+//!   [`bit_times_shared`] takes one OT with a 1-bit multiplier per element
+//!   and direction (vectors of two: x_P and u·x_P) instead of ℓ.
 //! * [`powers`] and [`subsets`]: products of fresh uniform masks by
-//!   [`mul_shared`] level by level (⌈log2 K⌉ resp. ⌈log2 d⌉ flights after the
-//!   first): each product of two shared values is two OLEs with a chosen
-//!   multiplier (one per cross term), ℓ + ℓ(ℓ+1)/2 bits each way. This is
+//!   [`products`] level by level (⌈log2 K⌉ resp. ⌈log2 d⌉ OLE calls): each
+//!   product of two shared values is two OLEs with a chosen multiplier
+//!   (one per cross term), ℓ + ℓ(ℓ+1)/2 bits each way; a square
+//!   (r², r⁴, r⁸) one OLE in one direction. This is
 //!   cheaper than taking a Beaver triple and opening it (the triple's
 //!   OLEs plus 2ℓ bits of opening each way): the derandomisation bit per
 //!   OT replaces the opening. Power tuples would also follow from one
@@ -317,7 +322,7 @@ fn vole_batch(
     }
     // derandomisation: d = y ⊕ c, one bit per OT of a chosen direction
     let mine_d = match &recv {
-        Some((d, Some(y), (g0, g1))) if d.chosen => {
+        Some((d, Some(y), (g0, g1))) if d.chosen && nr > 0 => {
             let yb = d.ybits as usize;
             let mut w = Bits::new(nr.div_ceil(8));
             for g in *g0..*g1 {
@@ -330,7 +335,9 @@ fn vole_batch(
         }
         _ => None,
     };
-    let peer_d_len = send.as_ref().filter(|(d, _, _)| d.chosen).map(|_| ns.div_ceil(8));
+    // a direction with no OTs in this batch sends nothing (the peer's
+    // matching direction has none either: the specs are the same)
+    let peer_d_len = send.as_ref().filter(|(d, _, _)| d.chosen && ns > 0).map(|_| ns.div_ceil(8));
     let peer_d = flight(ch, STEP_D, mine_d.as_deref(), peer_d_len)?;
     if let Some(pd) = &peer_d {
         if ns % 8 != 0 && pd[pd.len() - 1] >> (ns % 8) != 0 {
@@ -339,7 +346,7 @@ fn vole_batch(
     }
     // corrections, as sender
     let mut mine_tau = None;
-    if let Some((d, x, (g0, g1))) = &send {
+    if let Some((d, x, (g0, g1))) = send.as_ref().filter(|_| ns > 0) {
         let (m, yb) = (d.m, d.ybits as usize);
         let mut w = Bits::new(d.tau_bits(*g0, *g1).div_ceil(8));
         let (mut e0, mut e1) = (vec![0u64; m], vec![0u64; m]);
@@ -365,7 +372,7 @@ fn vole_batch(
         e1.zeroize();
         mine_tau = Some(w.finish());
     }
-    let peer_tau_len = recv.as_ref().map(|(d, _, (g0, g1))| d.tau_bits(*g0, *g1).div_ceil(8));
+    let peer_tau_len = recv.as_ref().filter(|_| nr > 0).map(|(d, _, (g0, g1))| d.tau_bits(*g0, *g1).div_ceil(8));
     let peer_tau = flight(ch, STEP_TAU, mine_tau.as_deref(), peer_tau_len)?;
     if let (Some((d, y, (g0, g1))), Some(pt)) = (&recv, &peer_tau) {
         let total = d.tau_bits(*g0, *g1);
@@ -411,14 +418,67 @@ fn vole_batch(
 /// (as sender with x_P, as receiver with y_P), both directions in one
 /// call. **View:** [`vole`]'s (uniform d bits and corrections).
 pub fn mul_shared(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ring, x: &[u64], y: &[u64]) -> Result<Vec<u64>> {
+    let (p, _) = products(ot, ch, party, ring, x, y, &[])?;
+    Ok(p)
+}
+
+/// [`mul_shared`] of (x, y) and the squares of `z`, in one call: a square
+/// (z₀ + z₁)² = z₀² + z₁² + 2·z₀z₁ has one cross term, so it takes one
+/// direction only (party 0 sends z₀, party 1 multiplies by z₁): half of a
+/// product. Returns (x·y, z²).
+pub fn products(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ring, x: &[u64], y: &[u64], z: &[u64]) -> Result<(Vec<u64>, Vec<u64>)> {
     if x.len() != y.len() {
         return Err(invalid("interactive product: operands of different lengths"));
     }
+    let (n, q) = (x.len(), z.len());
     let l = ring.bits();
     let wf = move |_| l;
-    let dir = Dir { groups: x.len(), m: 1, ybits: l, width: &wf, chosen: true };
-    let v = vole(ot, ch, party, Some((dir, x)), Some((dir, Some(y))))?;
-    Ok((0..x.len()).map(|i| ring.add(ring.add(ring.mul(x[i], y[i]), v.send[i]), v.recv[i])).collect())
+    // party 0 → 1 carries the products' first cross term and the squares'
+    let wide = Dir { groups: n + q, m: 1, ybits: l, width: &wf, chosen: true };
+    let narrow = Dir { groups: n, m: 1, ybits: l, width: &wf, chosen: true };
+    let xz: Vec<u64> = x.iter().chain(z).copied().collect();
+    let yz: Vec<u64> = y.iter().chain(z).copied().collect();
+    let v = if party == 0 {
+        vole(ot, ch, party, Some((wide, &xz)), Some((narrow, Some(y))))?
+    } else {
+        vole(ot, ch, party, Some((narrow, x)), Some((wide, Some(&yz))))?
+    };
+    let (cross_s, cross_r) = (&v.send, &v.recv);
+    let prod = (0..n).map(|i| ring.add(ring.add(ring.mul(x[i], y[i]), cross_s[i]), cross_r[i])).collect();
+    let sq = (0..q)
+        .map(|i| {
+            let c = if party == 0 { cross_s[n + i] } else { cross_r[n + i] };
+            ring.add(ring.mul(z[i], z[i]), ring.mul(2, c))
+        })
+        .collect();
+    Ok((prod, sq))
+}
+
+/// b·x for a bit b = b₀ ⊕ b₁ (each party's own bit, e.g. r_msb's top
+/// random bits) and an additively shared x, element-wise:
+/// (b₀ + b₁ − 2b₀b₁)(x₀ + x₁) needs b₁x₀, b₁·(b₀x₀) (party 1's bit times
+/// party 0's pair (x₀, b₀x₀)) and the mirror terms: one vector OLE per
+/// direction with a **1-bit** multiplier and vectors of 2: one OT and
+/// 2ℓ + 1 bits per element each way, instead of a product's ℓ OTs and
+/// ℓ(ℓ+1)/2 + ℓ bits. **View:** [`vole`]'s.
+pub fn bit_times_shared(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ring, b: &[u64], x: &[u64]) -> Result<Vec<u64>> {
+    if b.len() != x.len() || b.iter().any(|v| *v > 1) {
+        return Err(invalid("bit times shared: operand lengths, or a bit above 1"));
+    }
+    let n = x.len();
+    let l = ring.bits();
+    let wf = move |_| l;
+    let dir = Dir { groups: n, m: 2, ybits: 1, width: &wf, chosen: true };
+    let pairs: Vec<u64> = (0..n).flat_map(|i| [x[i], ring.mul(b[i], x[i])]).collect();
+    let v = vole(ot, ch, party, Some((dir, &pairs)), Some((dir, Some(b))))?;
+    Ok((0..n)
+        .map(|i| {
+            // b_P·x_P + (b_{1−P}x_P) + (b_P x_{1−P}) − 2(b_{1−P}b_P x_P) − 2(b_P b_{1−P} x_{1−P})
+            let one = ring.add(v.send[2 * i], v.recv[2 * i]);
+            let two = ring.add(v.send[2 * i + 1], v.recv[2 * i + 1]);
+            ring.sub(ring.add(ring.mul(b[i], x[i]), one), ring.mul(2, two))
+        })
+        .collect())
 }
 
 fn random_ring(ot: &mut OtSession, ring: Ring, n: usize) -> Vec<u64> {
@@ -535,6 +595,12 @@ fn sum_rows(s: &[u64], count: usize, d: MatDims, c: &mut [u64], ring: Ring) {
 /// [`crate::deal::trunc::TruncPairs`]), exactly: r from XOR-shared random
 /// bits, converted by one 1-bit OLE per bit (see the module docs).
 pub fn trunc(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32, f: u32, n: usize) -> Result<TruncShare> {
+    Ok(trunc_bits(ot, ch, party, bits, f, n)?.0)
+}
+
+/// [`trunc`], also returning this party's own random top bits (r_msb is
+/// their XOR), for [`bit_times_shared`].
+fn trunc_bits(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32, f: u32, n: usize) -> Result<(TruncShare, Vec<u64>)> {
     let ring = Ring::new(bits).ok_or_else(|| invalid("ring width"))?;
     let l = bits as usize;
     if f == 0 || f as usize + 2 > l {
@@ -582,33 +648,35 @@ pub fn trunc(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32, 
         t.hi.push(hi & ring.mask());
         t.msb.push(msb & ring.mask());
     }
+    let top: Vec<u64> = (0..n).map(|e| own[e * l + l - 1]).collect();
     let mut own = own;
     own.zeroize();
-    Ok(t)
+    Ok((t, top))
 }
 
 /// `n` truncate-and-square tuples ([`crate::deal::trunc::TruncSquares`]):
-/// a pair, then r_hi² and r_hi·r_msb by [`mul_shared`].
+/// a pair, then r_hi² (a square: one direction, [`products`]) and
+/// r_hi·r_msb ([`bit_times_shared`] on the pair's own top bits).
 pub fn trunc_square(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32, f: u32, n: usize) -> Result<TruncSqShare> {
     let ring = Ring::new(bits).ok_or_else(|| invalid("ring width"))?;
-    let t = trunc(ot, ch, party, bits, f, n)?;
-    let x: Vec<u64> = t.hi.iter().chain(&t.hi).copied().collect();
-    let y: Vec<u64> = t.hi.iter().chain(&t.msb).copied().collect();
-    let p = mul_shared(ot, ch, party, ring, &x, &y)?;
-    Ok(TruncSqShare { sq: p[..n].to_vec(), hm: p[n..].to_vec(), t })
+    let (t, mut top) = trunc_bits(ot, ch, party, bits, f, n)?;
+    let (_, sq) = products(ot, ch, party, ring, &[], &[], &t.hi)?;
+    let hm = bit_times_shared(ot, ch, party, ring, &top, &t.hi)?;
+    top.zeroize();
+    Ok(TruncSqShare { sq, hm, t })
 }
 
 /// `n` truncate-and-multiply tuples ([`crate::deal::trunc::TruncMuls`]): a
-/// pair, a uniform s (each party's own share), then r_hi·s and r_msb·s by
-/// [`mul_shared`].
+/// pair, a uniform s (each party's own share), then r_hi·s by
+/// [`mul_shared`] and r_msb·s by [`bit_times_shared`].
 pub fn trunc_mul(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32, f: u32, n: usize) -> Result<TruncMulShare> {
     let ring = Ring::new(bits).ok_or_else(|| invalid("ring width"))?;
-    let t = trunc(ot, ch, party, bits, f, n)?;
+    let (t, mut top) = trunc_bits(ot, ch, party, bits, f, n)?;
     let s = random_ring(ot, ring, n);
-    let x: Vec<u64> = t.hi.iter().chain(&t.msb).copied().collect();
-    let y: Vec<u64> = s.iter().chain(&s).copied().collect();
-    let p = mul_shared(ot, ch, party, ring, &x, &y)?;
-    Ok(TruncMulShare { hs: p[..n].to_vec(), ms: p[n..].to_vec(), s, t })
+    let hs = mul_shared(ot, ch, party, ring, &t.hi, &s)?;
+    let ms = bit_times_shared(ot, ch, party, ring, &top, &s)?;
+    top.zeroize();
+    Ok(TruncMulShare { hs, ms, s, t })
 }
 
 /// `n` power tuples r, …, r^k ([`crate::deal::powers::PowerTuples`]): r_P
@@ -623,14 +691,20 @@ pub fn powers(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32,
     while pows.len() < k as usize {
         let have = pows.len();
         let hi = (2 * have).min(k as usize);
+        // r^j = r^have · r^{j − have}; the last, j = 2·have, is a square
+        let sq = hi == 2 * have;
         let (mut x, mut y) = (Vec::new(), Vec::new());
-        for j in have + 1..=hi {
+        for j in have + 1..=hi - usize::from(sq) {
             x.extend_from_slice(&pows[have - 1]);
             y.extend_from_slice(&pows[j - have - 1]);
         }
-        let p = mul_shared(ot, ch, party, ring, &x, &y)?;
-        for c in p.chunks(n.max(1)).take(hi - have) {
+        let z = if sq { pows[have - 1].clone() } else { Vec::new() };
+        let (p, s2) = products(ot, ch, party, ring, &x, &y, &z)?;
+        for c in p.chunks(n.max(1)).take(hi - have - usize::from(sq)) {
             pows.push(c.to_vec());
+        }
+        if sq {
+            pows.push(s2);
         }
         if n == 0 {
             pows.resize(hi, Vec::new());

@@ -262,29 +262,35 @@ fn bytes_and_rounds_per_provider_call_are_pinned() {
     let tri = l * (l + 1) / 2;
     let gilboa = |groups: u64, m: u64| (groups * m * tri).div_ceil(8);
     let chosen = |groups: u64| gilboa(groups, 1) + (groups * l).div_ceil(8) + iknp_bytes((groups * l) as usize);
+    // `products` of p pairs and q squares: party 0 → 1 carries p + q cross
+    // terms, party 1 → 0 p (a square has one cross term)
+    let prods = |p: u64, q: u64| [gilboa(p + q, 1) + (p * l).div_ceil(8) + iknp_bytes((p * l) as usize), gilboa(p, 1) + ((p + q) * l).div_ceil(8) + iknp_bytes(((p + q) * l) as usize)];
+    // a bit times a share: one OT per element each way, vectors of two
+    // ℓ-bit corrections and one derandomisation bit
+    let bit_times = |g: u64| g * 2 * l / 8 + g.div_ceil(8) + iknp_bytes(g as usize);
     // truncation pairs: Σ_i w_i bits per pair, one direction (party 0 → 1)
     let wsum: u64 = (0..l).map(|i| if i == l - 1 { l - 1 } else if i >= f { l - i + f - 1 } else { l - i - 1 }).sum();
     let tp = [(nn * wsum).div_ceil(8), iknp_bytes(n * l as usize)];
     // rounds: the channel's message depth added by the call (IKNP's
     // matrix u and the corrections in flight together where the
     // directions overlap): the COTs of both directions and the
-    // corrections (2); one direction (1); + the derandomisation bits and
-    // corrections of each product level of both directions (4, then 2
-    // per further level on COTs already warm: 7 for two levels).
+    // corrections (2); one direction (1); each later OLE call adds its
+    // COTs, derandomisation bits and corrections (a square's single
+    // direction overlaps with less).
     let expect: Vec<([u64; 2], u32)> = vec![
         ([gilboa(nn, 1) + iknp_bytes(n * 64); 2], 2),
         ([gilboa(2 * (d.k * d.n) as u64, d.m as u64) + iknp_bytes(2 * d.k * d.n * 64); 2], 2),
         ([gilboa(2 * (d.m * d.k) as u64, d.n as u64), iknp_bytes(2 * d.m * d.k * 64)], 1),
         (tp, 1),
-        ([tp[0] + chosen(2 * nn), tp[1] + chosen(2 * nn)], 5),
-        ([tp[0] + chosen(2 * nn), tp[1] + chosen(2 * nn)], 5),
-        ([chosen(nn) + chosen(2 * nn); 2], 7),
+        ([tp[0] + prods(0, nn)[0] + bit_times(nn), tp[1] + prods(0, nn)[1] + bit_times(nn)], 7),
+        ([tp[0] + chosen(nn) + bit_times(nn), tp[1] + chosen(nn) + bit_times(nn)], 9),
+        ([prods(0, nn)[0] + prods(nn, nn)[0], prods(0, nn)[1] + prods(nn, nn)[1]], 5),
         ([chosen(3 * nn) + chosen(nn); 2], 7),
     ];
     for ((name, call), (bytes, rounds)) in calls.into_iter().zip(expect) {
         let out = run2(4, move |p, mut s, ch| call(p, &mut s, ch));
         let got = [out[0].1.bytes_sent, out[1].1.bytes_sent];
-        eprintln!("{name}: sent {got:?}, rounds {} / {}", out[0].1.rounds, out[1].1.rounds);
+
         assert_eq!(got, bytes, "{name}: bytes sent by party 0, party 1");
         assert_eq!(out[0].1.rounds.max(out[1].1.rounds), rounds, "{name}: rounds");
     }
