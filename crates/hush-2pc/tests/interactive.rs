@@ -27,13 +27,21 @@ fn fx() -> FixedPoint {
 }
 
 fn ot(ch: &mut dyn Channel, p: u8, seed: u64) -> OtSession {
-    OtSession::setup(ch, p, &SourceConfig::named("iknp"), &mut Prg::new(Block((seed * 2 + p as u64) as u128))).unwrap()
+    ot_from("iknp", ch, p, seed)
+}
+
+fn ot_from(source: &str, ch: &mut dyn Channel, p: u8, seed: u64) -> OtSession {
+    OtSession::setup(ch, p, &SourceConfig::named(source), &mut Prg::new(Block((seed * 2 + p as u64) as u128))).unwrap()
 }
 
 /// Both parties over an in-memory pair, each with an IKNP session set up
 /// first; `f(party, session, channel)`; returns each party's result, its
 /// cost after the setup, and the messages it received after the setup.
 fn run2<R: Send + 'static>(seed: u64, f: impl Fn(u8, OtSession, &mut dyn Channel) -> R + Send + Sync + 'static) -> [(R, Cost, Vec<Vec<u8>>); 2] {
+    run2_on("iknp", seed, f)
+}
+
+fn run2_on<R: Send + 'static>(source: &'static str, seed: u64, f: impl Fn(u8, OtSession, &mut dyn Channel) -> R + Send + Sync + 'static) -> [(R, Cost, Vec<Vec<u8>>); 2] {
     let f = std::sync::Arc::new(f);
     let (ca, cb) = MemChannel::pair();
     let mut hs = Vec::new();
@@ -42,7 +50,7 @@ fn run2<R: Send + 'static>(seed: u64, f: impl Fn(u8, OtSession, &mut dyn Channel
         hs.push(std::thread::spawn(move || {
             let log = ViewLog::default();
             let mut ch = Recording::with_log(c, log.clone());
-            let s = ot(&mut ch, p, seed);
+            let s = ot_from(source, &mut ch, p, seed);
             log.lock().unwrap().clear();
             let before = ch.cost();
             let r = f(p, s, &mut ch);
@@ -623,14 +631,16 @@ fn malformed_provider_messages_are_errors_not_panics() {
 }
 
 /// The interactive provider's traffic per kind for one GeLU on 128×768
-/// (the plan of the operator, each item produced separately). A
-/// measurement, not a check: `cargo test --release -p hush-2pc --test
-/// interactive -- --ignored --nocapture gelu_128x768`.
+/// (the plan of the operator, each item produced separately), on Ferret
+/// COTs (`HUSH_COT=iknp` for IKNP). A measurement, not a check: `cargo
+/// test --release -p hush-2pc --test interactive -- --ignored --nocapture
+/// gelu_128x768`.
 #[test]
 #[ignore]
 fn gelu_128x768_provider_costs() {
     let n = 128 * 768;
-    let out = run2(12, move |p, s, ch| {
+    let source = if std::env::var("HUSH_COT").as_deref() == Ok("iknp") { "iknp" } else { "ferret" };
+    let out = run2_on(source, 12, move |p, s, ch| {
         let mut c = Ctx::new_interactive(p, s, fx()).unwrap();
         let zeros = ArithShare::zeros(fx().ring, n);
         let plan = c.plan(|c, ch| gelu::gelu(c, ch, &zeros)).unwrap();
@@ -645,7 +655,7 @@ fn gelu_128x768_provider_costs() {
         }
         rows
     });
-    eprintln!("GeLU 128×768, interactive provider (IKNP COTs), per plan item: party 0 sent / received bytes, rounds, seconds");
+    eprintln!("GeLU 128×768, interactive provider ({source} COTs), per plan item: party 0 sent / received bytes, rounds, seconds");
     for r in &out[0].0 {
         eprintln!("{:<40} {:>12} {:>12} {:>4} {:>7.2}", r.0, r.1, r.2, r.3, r.4);
     }
