@@ -751,6 +751,3 @@ pub fn subsets(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32
     }
     Ok(SubsetShare { sets })
 }
-
-#[allow(dead_code)]
-fn _unused(_: Block) {}

@@ -566,6 +566,17 @@ fn matmul_mul_pow_and_weight_products_run_interactively() {
 }
 
 #[test]
+fn full_range_truncation_runs_on_cf2() {
+    // values with no bound: trunc_full uses CrypTFlow2's truncation on the
+    // context's COT session (faithful: within one ulp of the reference)
+    let mut x = randoms(60, -1e6, 1e6, 17);
+    x.extend([0.0, ULP, -ULP, 1e9, -1e9]);
+    let (secure, clear, _) = run_op(&x, std::sync::Arc::new(|c, ch, x| c.trunc_full(ch, &x.scale(1 << 12), 12)), false);
+    let (e, i) = max_err(&secure, &clear);
+    assert!(e <= ULP, "trunc_full vs reference {e} at {}", x[i]);
+}
+
+#[test]
 fn relu_is_cf2_with_the_proven_width() {
     let mut x = randoms(100, -50.0, 50.0, 16);
     x.extend([0.0, ULP, -ULP, 60.0, -60.0]);
