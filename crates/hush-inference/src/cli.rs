@@ -816,8 +816,8 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
         None => None,
         Some("auto") => {
             let req = crate::cnn_plan::CnnPlanRequest { opts: o.clone(), net: o.profile.clone(), verify: false };
-            let (fam, rep) = crate::cnn_plan::plan_cnn(model.clone(), &req)?;
-            o.proto = fam;
+            let (choice, rep) = crate::cnn_plan::plan_cnn(model.clone(), &req)?;
+            o = choice.apply(&o);
             Some(rep)
         }
         Some(f) => return Err(Error::Config(format!("--plan {f}: {} is a CNN; CNNs take --plan auto (the family per model) or a --proto (plan files are for encoder graphs so far)", a.model))),
@@ -854,7 +854,7 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
                 v["peak_mem_method"] = json!(p.method);
             }
             v["plan"] = match &plan_rep {
-                Some(rep) => json!({"choice": "auto", "family": o.proto, "fixed": rep["fixed"]}),
+                Some(rep) => json!({"choice": "auto", "family": rep["auto"]["family"], "mix": rep["auto"]["mix"], "fixed": rep["fixed"]}),
                 None => json!({"choice": "preset", "mode": o.mode.name(), "family": o.proto}),
             };
             if let Some(rep) = &plan_rep {

@@ -20,11 +20,11 @@
 //! modes; `cf2` alone in the HE modes (nothing to choose: the report still
 //! predicts it layer by layer). The linear backend is the preset's.
 //!
-//! **What auto cannot do for CNNs yet.** The engine runs one comparison
-//! family per session ([`crate::engine::Nonlinear`]), so the choice is per
-//! model and network, not per layer; the per-layer rows say which family
-//! would have won each layer, i.e. how much a per-layer mix could gain.
-//! And in dealer mode a CNN's linear layers are module-dealt at the dealer:
+//! **Per layer.** Each layer's cost depends only on its own family (its
+//! gates' keys or tables, bytes and rounds), so the mix that takes every
+//! layer's fastest family is predicted by summing the winners; `auto` runs
+//! it ([`crate::engine::MixedNonlinear`]) when it is predicted at least 1 %
+//! faster than the best single family. And in dealer mode a CNN's linear layers are module-dealt at the dealer:
 //! **the dealer holds W** (said in the report's `dealer_sees_weights`).
 
 use crate::engine::LayerCost;
@@ -43,6 +43,22 @@ pub struct CnnPlanRequest {
     pub net: NetProfile,
     /// Also run the chosen plan over the emulated profile.
     pub verify: bool,
+}
+
+/// What `auto` chose: a family for every layer, or a family per layer
+/// (`mix`: indices into [`crate::engine::MIX_FAMILIES`], one per plan step;
+/// `family` is then the session's nominal family, the best single one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CnnChoice {
+    pub family: String,
+    pub mix: Option<Arc<Vec<u8>>>,
+}
+
+impl CnnChoice {
+    /// The options that run this choice.
+    pub fn apply(&self, o: &Options) -> Options {
+        Options { proto: self.family.clone(), family_plan: self.mix.clone(), ..o.clone() }
+    }
 }
 
 /// A layer's predicted cost under one candidate.
@@ -79,14 +95,14 @@ fn run(model: &Arc<Model>, o: &Options, x: &[f64]) -> Result<runtime::LocalRun> 
 }
 
 /// The plan of `model` for `req`: the chosen family and the report (JSON).
-pub fn plan_cnn(model: Arc<Model>, req: &CnnPlanRequest) -> Result<(String, Value)> {
+pub fn plan_cnn(model: Arc<Model>, req: &CnnPlanRequest) -> Result<(CnnChoice, Value)> {
     let mut v = plan_cnn_nets(model, &req.opts, std::slice::from_ref(&req.net), req.verify)?;
     v.pop().ok_or_else(|| Error::Config("no plan".into()))
 }
 
 /// Measured once per family (no network), one plan and report per profile
 /// of `nets` (each verified over its emulated profile with `verify`).
-pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], verify: bool) -> Result<Vec<(String, Value)>> {
+pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], verify: bool) -> Result<Vec<(CnnChoice, Value)>> {
     let preset = opts.mode.preset();
     if preset.engine != crate::preset::Engine::SemiHonest {
         return Err(Error::Config(format!("hush plan --mode {}: CNNs are planned in tee, dealer, interactive and silent modes (malicious-client runs CRISP's one family)", preset.mode)));
@@ -95,7 +111,7 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
     let none = NetProfile::none();
     let mut runs = Vec::new();
     for fam in preset.families {
-        let o = Options { proto: fam.to_string(), profile: none.clone(), ..opts.clone() };
+        let o = Options { proto: fam.to_string(), profile: none.clone(), family_plan: None, ..opts.clone() };
         let r = run(&model, &o, &x)?;
         if r.inference.report.layers.len() != r.server_layers.len() {
             return Err(Error::Protocol("the two parties metered different layer counts".into()));
@@ -117,24 +133,28 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
     Ok(out)
 }
 
-fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, net: &NetProfile, cands: &[(Measured, Vec<LayerCost>)], verify: bool, x: &[f64]) -> Result<(String, Value)> {
+fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, net: &NetProfile, cands: &[(Measured, Vec<LayerCost>)], verify: bool, x: &[f64]) -> Result<(CnnChoice, Value)> {
     let total = |m: &Measured| m.offline + m.layers.iter().map(|p| p.secs).sum::<f64>();
     let best = (0..cands.len()).min_by(|&a, &b| total(&cands[a].0).total_cmp(&total(&cands[b].0))).ok_or_else(|| Error::Config("no candidate".into()))?;
     let chosen = cands[best].0.family.clone();
     let mut rows = Vec::new();
     let mut mixed = cands[best].0.offline;
+    let fam_index = |f: &str| crate::engine::MIX_FAMILIES.iter().position(|m| *m == f);
+    let mixable = cands.len() > 1 && cands.iter().all(|(m, _)| fam_index(&m.family).is_some());
+    let mut mix = Vec::with_capacity(cands[best].1.len());
     for (i, l) in cands[best].1.iter().enumerate() {
         let p = cands[best].0.layers[i];
         // another family wins the layer only if clearly faster (1 % and 1 µs)
         let win = (0..cands.len()).filter(|&j| cands[j].0.layers[i].secs < p.secs * 0.99 - 1e-6).min_by(|&a, &b| cands[a].0.layers[i].secs.total_cmp(&cands[b].0.layers[i].secs)).unwrap_or(best);
         mixed += cands[win].0.layers[i].secs;
+        mix.push(fam_index(&cands[win].0.family).unwrap_or(0) as u8);
         let alts: Vec<String> = (0..cands.len()).filter(|&j| j != best).map(|j| format!("{} {:.4} s", cands[j].0.family, cands[j].0.layers[i].secs)).collect();
         let why = if alts.is_empty() {
             format!("{} (the only family of --mode {})", chosen, preset.mode)
         } else if win == best {
             format!("{} {:.4} s beats {}", chosen, p.secs, alts.join(", "))
         } else {
-            format!("{} {:.4} s alone would win this layer (one family per session: {} wins the model)", cands[win].0.family, cands[win].0.layers[i].secs, chosen)
+            format!("{} {:.4} s beats {} {:.4} s on this layer", cands[win].0.family, cands[win].0.layers[i].secs, chosen, p.secs)
         };
         rows.push(json!({"layer": i, "name": l.name, "kind": l.kind, "choice": chosen, "predicted_s": p.secs, "bytes": p.bytes, "rounds": p.rounds, "why": why}));
     }
@@ -142,18 +162,30 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         .iter()
         .map(|(m, _)| json!({"family": m.family, "predicted_s": total(m), "offline_s": m.offline, "offline_bytes": m.offline_bytes, "bytes": m.layers.iter().map(|p| p.bytes).sum::<u64>(), "rounds": m.layers.iter().map(|p| p.rounds).sum::<u32>()}))
         .collect();
+    // the per-layer mix when it is predicted clearly faster (1 %) than the
+    // best single family: the layers' costs do not depend on the family of
+    // their neighbours (each gate's cost is its own), except the offline
+    // phase, taken as the best family's
+    let use_mix = mixable && mixed < total(&cands[best].0) * 0.99;
+    let choice = CnnChoice { family: chosen.clone(), mix: use_mix.then(|| Arc::new(mix.clone())) };
+    if use_mix {
+        for (r, &m) in rows.iter_mut().zip(&mix) {
+            r["choice"] = json!(crate::engine::MIX_FAMILIES[m as usize]);
+        }
+    }
+    let auto_s = if use_mix { mixed } else { total(&cands[best].0) };
     let measured = if verify {
-        let o = Options { proto: chosen.clone(), profile: net.clone(), ..opts.clone() };
+        let o = Options { profile: net.clone(), ..choice.apply(opts) };
         let r = run(model, &o, x)?;
         let cl = &r.inference.report;
         let secs = cl.offline_secs + cl.online_secs;
-        Some(json!({"seconds": secs, "online_s": cl.online_secs, "offline_s": cl.offline_secs, "predicted_over_measured": total(&cands[best].0) / secs.max(1e-9)}))
+        Some(json!({"seconds": secs, "online_s": cl.online_secs, "offline_s": cl.offline_secs, "predicted_over_measured": auto_s / secs.max(1e-9)}))
     } else {
         None
     };
     let rep = json!({
         "cmd": "plan", "model": model.name, "mode": preset.mode, "net": net.name, "linear": format!("{:?}", preset.linear).to_lowercase(),
-        "auto": {"family": chosen, "predicted_s": total(&cands[best].0)},
+        "auto": {"family": if use_mix { "per-layer".to_string() } else { chosen.clone() }, "predicted_s": auto_s, "mix": choice.mix.as_deref().map(|m| m.iter().map(|&i| crate::engine::MIX_FAMILIES[i as usize]).collect::<Vec<_>>())},
         "per_layer_mix_predicted_s": mixed,
         "fixed": fixed, "layers": rows, "measured": measured,
         "dealer_sees_weights": preset.dealer(),
@@ -161,11 +193,11 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         "cpu": crate::bert::cpu_model(),
         "note": note(preset),
     });
-    Ok((chosen, rep))
+    Ok((choice, rep))
 }
 
 fn note(p: &crate::preset::Preset) -> String {
-    let mut s = String::from("one comparison family per session for CNNs (per-layer mixing is not implemented for them: `per_layer_mix_predicted_s` is what it could give)");
+    let mut s = String::from("auto runs one family for every layer, or a family per layer (tee and dealer: fss and tami mixed, `auto.mix`) when that is predicted at least 1 % faster");
     match p.provider {
         crate::preset::Provider::OwnModules => s.push_str("; tee mode: trusted modules simulated — gives no hardware protection"),
         crate::preset::Provider::Dealer => s.push_str("; dealer mode: a CNN's linear layers are module-dealt at the dealer, so THE DEALER HOLDS THE WEIGHTS (encoder graphs' dealer preset does not give it W)"),
@@ -188,7 +220,7 @@ pub fn print_plan(rep: &Value) {
     for f in rep["fixed"].as_array().into_iter().flatten() {
         println!("family {:<6} predicted {:.3} s (offline {:.3} s), {} bytes online, {} rounds", f["family"].as_str().unwrap_or(""), f["predicted_s"].as_f64().unwrap_or(0.0), f["offline_s"].as_f64().unwrap_or(0.0), f["bytes"], f["rounds"]);
     }
-    println!("auto: {} predicted {:.3} s (a per-layer mix would be {:.3} s)", rep["auto"]["family"].as_str().unwrap_or(""), rep["auto"]["predicted_s"].as_f64().unwrap_or(0.0), rep["per_layer_mix_predicted_s"].as_f64().unwrap_or(0.0));
+    println!("auto: {} predicted {:.3} s (the per-layer mix: {:.3} s)", rep["auto"]["family"].as_str().unwrap_or(""), rep["auto"]["predicted_s"].as_f64().unwrap_or(0.0), rep["per_layer_mix_predicted_s"].as_f64().unwrap_or(0.0));
     if let Some(m) = rep["measured"].as_object() {
         println!("measured over the emulated link: {:.3} s (online {:.3}, offline {:.3}) — predicted/measured {:.2}", m["seconds"].as_f64().unwrap_or(0.0), m["online_s"].as_f64().unwrap_or(0.0), m["offline_s"].as_f64().unwrap_or(0.0), m["predicted_over_measured"].as_f64().unwrap_or(0.0));
     }

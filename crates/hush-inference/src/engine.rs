@@ -570,6 +570,133 @@ pub fn make_family(name: &str, module: SharedModule, party: u8, bits: u32, chunk
     }
 }
 
+/// Builds a party's nonlinear layer: one family by name, or with
+/// `family_plan` (one family index per plan step, into [`MIX_FAMILIES`]) a
+/// [`MixedNonlinear`] that runs each step's gates in its own family.
+pub fn make_nonlinear(name: &str, family_plan: Option<&[u8]>, plan: &Plan, module: SharedModule, party: u8, bits: u32, chunk: usize) -> Result<Box<dyn Nonlinear>> {
+    match family_plan {
+        None => make_family(name, module, party, bits, chunk),
+        Some(choice) => {
+            let fams = MIX_FAMILIES.iter().map(|f| make_family(f, module.clone(), party, bits, chunk)).collect::<Result<Vec<_>>>()?;
+            Ok(Box::new(MixedNonlinear::new(plan, choice, fams, chunk)?))
+        }
+    }
+}
+
+/// The families a per-layer plan mixes (index = the plan's entry).
+pub const MIX_FAMILIES: &[&str] = &["fss", "tami"];
+
+/// A comparison family per plan step (issue 28: "a plan per operator"):
+/// each step's ReLU, MaxPool rounds and truncations run in the family the
+/// plan names for it, all on the same provider.
+///
+/// **How both parties stay in step.** The dealing schedule
+/// ([`schedule_steps`]) is a deterministic function of the public plan,
+/// the chunk and the public per-step choice, so the k-th nonlinear item of
+/// an inference has the same family at both parties; pre-dealing, the
+/// look-ahead worker and the online gates each walk that sequence with
+/// their own cursor (every gate call consumes one item per chunk of its
+/// input, exactly as the schedule counts them). Each family deals through
+/// its own dealer handle (its own dealing kinds and batch counter), so the
+/// two families' correlations never share a batch.
+///
+/// **Why mixing is sound.** Each family's gate takes fresh additive
+/// sharings and returns fresh additive sharings of its output, with a view
+/// simulatable from its own output (`hush-2pc`'s fss and tami arguments);
+/// the steps compose sequentially, so which family ran the previous step
+/// changes nothing of the next step's view. Both families draw on the same
+/// provider, so a mix asks for no trust a single-family run does not.
+pub struct MixedNonlinear {
+    fams: Vec<Box<dyn Nonlinear>>,
+    /// Family of each nonlinear schedule item, in schedule order.
+    seq: Arc<Vec<u8>>,
+    /// Next item to pre-deal, next item the online gates consume.
+    pk: usize,
+    ok: usize,
+    chunk: usize,
+}
+
+impl MixedNonlinear {
+    pub fn new(plan: &Plan, choice: &[u8], fams: Vec<Box<dyn Nonlinear>>, chunk: usize) -> Result<Self> {
+        if choice.len() != plan.steps.len() {
+            return Err(Error::Config(format!("family plan: {} entries for a model of {} layers", choice.len(), plan.steps.len())));
+        }
+        if let Some(&c) = choice.iter().find(|&&c| c as usize >= fams.len()) {
+            return Err(Error::Config(format!("family plan: family index {c} (the mix has {})", fams.len())));
+        }
+        let chunk = chunk.max(1);
+        let seq = schedule_steps(plan, chunk).into_iter().filter_map(|(it, si)| matches!(it, DealItem::Nonlinear { .. }).then_some(choice[si])).collect();
+        Ok(MixedNonlinear { fams, seq: Arc::new(seq), pk: 0, ok: 0, chunk })
+    }
+
+    fn fam_at(&self, k: usize) -> Result<usize> {
+        self.seq.get(k).map(|&f| f as usize).ok_or_else(|| Error::Protocol(format!("mixed families: nonlinear item {k} beyond the schedule's {}", self.seq.len())))
+    }
+}
+
+impl Nonlinear for MixedNonlinear {
+    fn family(&self) -> &'static str {
+        "mixed"
+    }
+    fn gate(&mut self, ch: &mut dyn Channel, x: &mut [u64], g: Gate) -> Result<()> {
+        let items = x.len().div_ceil(self.chunk);
+        if items == 0 {
+            return Ok(());
+        }
+        let f = self.fam_at(self.ok)?;
+        self.ok += items;
+        self.fams[f].gate(ch, x, g)
+    }
+    fn exact_truncation(&self) -> bool {
+        self.fams.iter().all(|f| f.exact_truncation())
+    }
+    fn chunk(&self) -> usize {
+        self.chunk
+    }
+    fn predeal(&mut self, g: Gate, n: usize) -> Result<()> {
+        let f = self.fam_at(self.pk)?;
+        self.pk += 1;
+        self.fams[f].predeal(g, n)
+    }
+    fn clear_predealt(&mut self) {
+        for f in &mut self.fams {
+            f.clear_predealt();
+        }
+        // a new inference's schedule starts (pre-dealing, or the end of a run)
+        self.pk = 0;
+        self.ok = 0;
+    }
+    fn predealt_len(&self) -> usize {
+        self.fams.iter().map(|f| f.predealt_len()).sum()
+    }
+    fn est_bytes(&self, g: Gate, n: usize) -> u64 {
+        self.fams.iter().map(|f| f.est_bytes(g, n)).max().unwrap_or(0)
+    }
+    fn batch_dealer(&self) -> BatchDealer {
+        // the look-ahead deals the items after the pre-dealt prefix
+        let mut ds: Vec<BatchDealer> = self.fams.iter().map(|f| f.batch_dealer()).collect();
+        let (seq, mut k) = (self.seq.clone(), self.pk);
+        Box::new(move |g, n| {
+            let f = *seq.get(k).ok_or_else(|| Error::Protocol("mixed families: look-ahead beyond the schedule".into()))? as usize;
+            k += 1;
+            ds[f](g, n)
+        })
+    }
+    fn set_feed(&mut self, feed: Option<Feed>) {
+        for f in &mut self.fams {
+            f.set_feed(feed.clone());
+        }
+    }
+    fn plan_requests(&self, items: &[(Gate, usize)]) -> Result<Vec<hush_tee::deal::DealRequest>> {
+        let mut out = Vec::new();
+        for (fi, f) in self.fams.iter().enumerate() {
+            let mine: Vec<(Gate, usize)> = items.iter().enumerate().filter(|(j, _)| self.seq.get(self.pk + j).map(|&x| x as usize) == Some(fi)).map(|(_, it)| *it).collect();
+            out.extend(f.plan_requests(&mine)?);
+        }
+        Ok(out)
+    }
+}
+
 /// Costs of one layer, as seen by one party.
 #[derive(Clone, Debug, Default)]
 pub struct LayerCost {
@@ -664,26 +791,31 @@ pub enum DealItem {
 /// The dealing schedule of one inference: every linear layer's masks and
 /// every nonlinear chunk, in online order.
 pub fn schedule(plan: &Plan, chunk: usize) -> Vec<DealItem> {
+    schedule_steps(plan, chunk).into_iter().map(|(it, _)| it).collect()
+}
+
+/// [`schedule`], each item with the index of the plan step it serves.
+pub fn schedule_steps(plan: &Plan, chunk: usize) -> Vec<(DealItem, usize)> {
     let chunk = chunk.max(1);
     let frac = plan.cfg.frac;
     let mut out = Vec::new();
-    let nl = |out: &mut Vec<DealItem>, gate: Gate, n: usize| {
+    let nl = |out: &mut Vec<(DealItem, usize)>, si: usize, gate: Gate, n: usize| {
         let mut left = n;
         while left > 0 {
             let m = left.min(chunk);
-            out.push(DealItem::Nonlinear { gate, n: m });
+            out.push((DealItem::Nonlinear { gate, n: m }, si));
             left -= m;
         }
     };
-    for st in &plan.steps {
+    for (si, st) in plan.steps.iter().enumerate() {
         match &st.kind {
             StepKind::Linear { layer, in_len, out_len, op, .. } => {
                 let (i, o) = op.as_ref().map(|op| (op.in_len(), op.out_len())).unwrap_or((*in_len, *out_len));
-                out.push(DealItem::Linear { layer: *layer, in_len: i, out_len: o });
-                nl(&mut out, Gate::Trunc(frac), o);
+                out.push((DealItem::Linear { layer: *layer, in_len: i, out_len: o }, si));
+                nl(&mut out, si, Gate::Trunc(frac), o);
             }
-            StepKind::AvgPool { .. } => nl(&mut out, Gate::Trunc(frac), st.out_len),
-            StepKind::Relu => nl(&mut out, Gate::Relu, st.out_len),
+            StepKind::AvgPool { .. } => nl(&mut out, si, Gate::Trunc(frac), st.out_len),
+            StepKind::Relu => nl(&mut out, si, Gate::Relu, st.out_len),
             StepKind::MaxPool { offs, .. } => {
                 // window sizes halve (rounding up) each round of pairs
                 let mut sizes: Vec<usize> = offs.windows(2).map(|w| (w[1] - w[0]) as usize).collect();
@@ -692,7 +824,7 @@ pub fn schedule(plan: &Plan, chunk: usize) -> Vec<DealItem> {
                     if pairs == 0 {
                         break;
                     }
-                    nl(&mut out, Gate::Relu, pairs);
+                    nl(&mut out, si, Gate::Relu, pairs);
                     for s in sizes.iter_mut() {
                         *s = s.div_ceil(2);
                     }

@@ -117,6 +117,11 @@ pub struct Options {
     /// `malicious-client` mode: the MAC parameter s and the linear backend
     /// (both must agree at the hello; refusals name both).
     pub crisp: crate::crisp_run::CrispOptions,
+    /// A comparison family per CNN layer (indices into
+    /// [`engine::MIX_FAMILIES`], one per plan step; `hush plan`'s per-layer
+    /// mix): both parties must hold the same (checked at the hello, the
+    /// refusal names both). `None`: `proto` for every layer.
+    pub family_plan: Option<Arc<Vec<u8>>>,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -148,6 +153,7 @@ impl Default for Options {
             expect: Default::default(),
             limits: Default::default(),
             crisp: Default::default(),
+            family_plan: None,
         }
     }
 }
@@ -192,6 +198,14 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     };
     if let Err(msg) = check_client_mode(hello, opts) {
         return Err(refuse(ch, msg));
+    }
+    let mine = json!(opts.family_plan.as_deref());
+    let theirs = hello.get("family_plan").cloned().unwrap_or(Value::Null);
+    if mine != theirs {
+        return Err(refuse(ch, format!("per-layer family plan mismatch: the client runs {theirs}, this server runs {mine} (indices into {:?}, one per layer)", engine::MIX_FAMILIES)));
+    }
+    if opts.family_plan.is_some() && (opts.mode.he() || !engine::MIX_FAMILIES.contains(&opts.proto.as_str())) {
+        return Err(refuse(ch, format!("a per-layer family plan mixes {:?} (tee and dealer modes); --mode {} --proto {} cannot run it", engine::MIX_FAMILIES, opts.mode.name(), opts.proto)));
     }
     let proto = match crate::hello::negotiate_family(hello, opts) {
         Ok(p) => p,
@@ -273,7 +287,7 @@ fn server_setup(
     }
     establish(&mut module, ch, opts, ModuleRole::Sender)?;
     engine::load_weights(plan, &mut module)?;
-    let mut nl = engine::make_family(&proto, module.clone(), SERVER, plan.cfg.bits, chunk)?;
+    let mut nl = engine::make_nonlinear(&proto, opts.family_plan.as_deref().map(|v| v.as_slice()), plan, module.clone(), SERVER, plan.cfg.bits, chunk)?;
     let mut pre = engine::Predealt::default();
     engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
     plan_at_dealer(plan, &mut module, &*nl, &pre, opts)?;
@@ -511,7 +525,7 @@ impl<C: Channel> ClientSession<C> {
         if mc {
             opts.crisp.check()?;
         }
-        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name()});
+        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name(), "family_plan": opts.family_plan.as_deref()});
         if mc {
             crate::crisp_serve::hello_fields(&mut hello, &opts.crisp);
         }
@@ -606,7 +620,7 @@ impl<C: Channel> ClientSession<C> {
             (nl, Some(he), Some(cot), Some(hp))
         } else {
             establish(&mut module, &mut ch, opts, ModuleRole::Receiver)?;
-            (engine::make_family(&proto, module.clone(), CLIENT, cfg.bits, chunk)?, None, None, None)
+            (engine::make_nonlinear(&proto, opts.family_plan.as_deref().map(|v| v.as_slice()), &plan, module.clone(), CLIENT, cfg.bits, chunk)?, None, None, None)
         };
         let predeal_mem = if opts.mode.he() { 0 } else { predeal_mem };
         let offline_secs = t0.elapsed().as_secs_f64();

@@ -837,3 +837,46 @@ fn a_declared_input_range_normalises_raw_inputs_or_refuses_with_a_hint() {
         assert!(Model::declare_input_range(&plain, r, sc).is_err(), "{r:?} {sc:?}");
     }
 }
+
+/// A comparison family per layer (`Options::family_plan`): an all-fss plan
+/// through the mixed layer is exact (so every gate ran fss), a mixed plan
+/// stays within tami's truncation bound, over several inferences of one
+/// session with part of the schedule pre-dealt and the rest dealt by the
+/// look-ahead; a client with another plan is refused at the hello.
+#[test]
+fn per_layer_family_plans_run_each_layer_in_its_family() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let steps = plan.steps.len();
+    let x = input_for(&m, 7);
+    let r = reference::run_f64(&plan, &x).unwrap();
+    let with = |mix: Vec<u8>| Options { family_plan: Some(Arc::new(mix)), ..opts("fss") };
+    assert_eq!(secure(&m, &x, &with(vec![0; steps])), r, "all fss through the mixed layer is exact");
+    let ulp = 1.0 / 4096.0;
+    for mix in [(0..steps).map(|i| (i % 2) as u8).collect::<Vec<_>>(), (0..steps).map(|i| 1 - (i % 2) as u8).collect(), vec![1; steps]] {
+        for (a, b) in secure(&m, &x, &with(mix.clone())).iter().zip(&r) {
+            assert!((a - b).abs() <= 16.0 * ulp, "{mix:?}: {a} vs reference {b}");
+        }
+    }
+    // one session, several inferences, partial pre-dealing + look-ahead
+    let mix: Vec<u8> = (0..steps).map(|i| (i % 2) as u8).collect();
+    let o = Options { predeal_mem: 40_000, ..with(mix.clone()) };
+    let xs: Vec<Vec<f64>> = (0..3).map(|k| input_for(&m, 20 + k)).collect();
+    for (i, (y, _, _, _)) in session_runs(&m, &xs, &o, &o).into_iter().enumerate() {
+        let want = reference::run_f64(&plan, &xs[i]).unwrap();
+        let got = plan.decode(&y);
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() <= 16.0 * ulp, "inference {i}: {a} vs {b}");
+        }
+    }
+    // plans must agree at the hello, the refusal names both
+    let (mut a, b) = MemChannel::pair();
+    let (m2, p2, so) = (m.clone(), Plan::new(&m, FixedConfig::default()).unwrap(), o.clone());
+    let srv = std::thread::spawn(move || runtime::serve_session(&mut a, &m2, &p2, &so));
+    let e = runtime::ClientSession::start(b, &opts("fss")).err().expect("refused").to_string();
+    assert!(e.contains("family plan mismatch"), "{e}");
+    assert!(srv.join().unwrap().is_err());
+    // a plan of the wrong length is refused
+    let e = runtime::run_local(m.clone(), &m.input_shape.clone(), &x, &with(vec![0; steps + 1]), false, |_, _| {}).err().expect("refused").to_string();
+    assert!(e.contains("family plan"), "{e}");
+}
