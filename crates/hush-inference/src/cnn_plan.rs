@@ -79,8 +79,13 @@ fn predict(s: &LayerCost, c: &LayerCost, net: &NetProfile) -> Pred {
 struct Measured {
     family: String,
     layers: Vec<Pred>,
+    /// Predicted offline phase: set-up (measured, plus its rounds' latency
+    /// and bytes over the link) and pre-dealing.
     offline: f64,
     offline_bytes: u64,
+    predeal: f64,
+    /// Elements each layer's gates cover (weights the pre-dealing of a mix).
+    elems: Vec<f64>,
 }
 
 fn input(model: &Model) -> Vec<f64> {
@@ -125,8 +130,9 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
             let cl = &r.inference.report;
             let layers = r.server_layers.iter().zip(&cl.layers).map(|(s, c)| predict(s, c, net)).collect();
             let offline_bytes = cl.offline_bytes_sent + cl.offline_bytes_recv;
-            let offline = cl.offline_secs + net.bandwidth_bps.map_or(0.0, |bw| offline_bytes as f64 * 8.0 / bw as f64);
-            cands.push((Measured { family: fam.clone(), layers, offline, offline_bytes }, cl.layers.clone()));
+            let offline = cl.offline_secs + cl.offline_rounds as f64 * net.latency.as_secs_f64() + net.bandwidth_bps.map_or(0.0, |bw| offline_bytes as f64 * 8.0 / bw as f64);
+            let elems = cl.layers.iter().map(|l| if matches!(l.kind, "relu" | "maxpool" | "linear" | "avgpool") { l.elems as f64 } else { 0.0 }).collect();
+            cands.push((Measured { family: fam.clone(), layers, offline, offline_bytes, predeal: cl.predeal_secs, elems }, cl.layers.clone()));
         }
         out.push(report(&model, opts, &preset, net, &cands, verify, &x)?);
     }
@@ -138,15 +144,21 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
     let best = (0..cands.len()).min_by(|&a, &b| total(&cands[a].0).total_cmp(&total(&cands[b].0))).ok_or_else(|| Error::Config("no candidate".into()))?;
     let chosen = cands[best].0.family.clone();
     let mut rows = Vec::new();
-    let mut mixed = cands[best].0.offline;
+    // a mix's offline phase: the best family's set-up, and each family's
+    // pre-dealing in proportion to the elements of the layers it runs
+    let all: f64 = cands[best].0.elems.iter().sum::<f64>().max(1.0);
+    let mut mixed = cands[best].0.offline - cands[best].0.predeal;
     let fam_index = |f: &str| crate::engine::MIX_FAMILIES.iter().position(|m| *m == f);
     let mixable = cands.len() > 1 && cands.iter().all(|(m, _)| fam_index(&m.family).is_some());
     let mut mix = Vec::with_capacity(cands[best].1.len());
     for (i, l) in cands[best].1.iter().enumerate() {
         let p = cands[best].0.layers[i];
-        // another family wins the layer only if clearly faster (1 % and 1 µs)
-        let win = (0..cands.len()).filter(|&j| cands[j].0.layers[i].secs < p.secs * 0.99 - 1e-6).min_by(|&a, &b| cands[a].0.layers[i].secs.total_cmp(&cands[b].0.layers[i].secs)).unwrap_or(best);
-        mixed += cands[win].0.layers[i].secs;
+        // a layer's cost under a family: its online time and its share of
+        // that family's pre-dealing; another family wins the layer only if
+        // clearly cheaper (1 % and 1 µs)
+        let cost = |j: usize| cands[j].0.layers[i].secs + cands[j].0.predeal * cands[best].0.elems[i] / all;
+        let win = (0..cands.len()).filter(|&j| cost(j) < cost(best) * 0.99 - 1e-6).min_by(|&a, &b| cost(a).total_cmp(&cost(b))).unwrap_or(best);
+        mixed += cost(win);
         mix.push(fam_index(&cands[win].0.family).unwrap_or(0) as u8);
         let alts: Vec<String> = (0..cands.len()).filter(|&j| j != best).map(|j| format!("{} {:.4} s", cands[j].0.family, cands[j].0.layers[i].secs)).collect();
         let why = if alts.is_empty() {

@@ -374,6 +374,9 @@ pub struct PartyReport {
     pub offline_secs: f64,
     pub offline_bytes_sent: u64,
     pub offline_bytes_recv: u64,
+    /// Rounds of the offline phase (hello, set-up; the session's first
+    /// inference).
+    pub offline_rounds: u32,
     pub module: String,
     /// Pre-dealing for this inference (included in `offline_secs`).
     pub predeal_secs: f64,
@@ -711,6 +714,7 @@ impl<C: Channel> ClientSession<C> {
             ready_wait_secs,
             offline_bytes_sent: self.offline_cost.bytes_sent,
             offline_bytes_recv: self.offline_cost.bytes_recv,
+            offline_rounds: self.offline_cost.rounds,
             module: self.module.describe(),
             predeal_secs: pd.0,
             predeal_items: pd.1,
