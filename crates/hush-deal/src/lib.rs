@@ -183,6 +183,42 @@ pub fn stream_into(key: Block, nonce: u64, out: &mut [u64]) {
     }
 }
 
+/// Words `at .. at + out.len()` of [`stream`]`(key, nonce, ·)`, without
+/// the words before them (counter mode: word 2i and 2i + 1 are block i's
+/// halves), so that a long stream can be produced in independent parts.
+pub fn stream_at(key: Block, nonce: u64, at: usize, out: &mut [u64]) {
+    if out.is_empty() {
+        return;
+    }
+    // SAFETY: u64 has no invalid bit patterns and the byte view covers
+    // exactly `out`'s initialised memory.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, out.len() * 8) };
+    stream_bytes_at(key, nonce, at, bytes);
+    if cfg!(target_endian = "big") {
+        out.iter_mut().for_each(|x| *x = u64::from_le(*x));
+    }
+}
+
+/// The little-endian bytes of words `at .. at + out.len() / 8` of
+/// [`stream`]`(key, nonce, ·)` (`out.len()` a multiple of 8): a share's
+/// stream-valued array written straight into its wire bytes.
+pub fn stream_bytes_at(key: Block, nonce: u64, at: usize, out: &mut [u8]) {
+    debug_assert_eq!(out.len() % 8, 0);
+    if out.is_empty() {
+        return;
+    }
+    let mut prg = Prg::with_nonce_at(key, nonce, (at / 2) as u64);
+    if at % 2 == 1 {
+        // Odd start: the high half of block at / 2 first.
+        let b = prg.random_block().to_bytes();
+        out[..8].copy_from_slice(&b[8..]);
+        let mut rest = Prg::with_nonce_at(key, nonce, (at / 2 + 1) as u64);
+        rest.fill_bytes(&mut out[8..]);
+        return;
+    }
+    prg.fill_bytes(out);
+}
+
 /// Ring mask for `bits` (1..=64).
 #[inline]
 pub fn ring_mask(bits: u32) -> u64 {
@@ -319,4 +355,36 @@ pub fn parse_params<T>(params: &[u8], what: &'static str, f: impl FnOnce(&mut Re
     let v = f(&mut r)?;
     r.finish()?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    /// Any part of a stream, from any word (odd or even), of any length,
+    /// equals the same words of the whole stream.
+    #[test]
+    fn stream_parts_equal_the_whole() {
+        let key = Block(0x1234_5678_9abc);
+        let whole = stream(key, 7, 300);
+        for at in [0usize, 1, 2, 3, 63, 64, 127, 128, 129, 200] {
+            for len in [1usize, 2, 3, 17, 64, 100] {
+                if at + len > whole.len() {
+                    continue;
+                }
+                let mut part = vec![0u64; len];
+                stream_at(key, 7, at, &mut part);
+                assert_eq!(part, whole[at..at + len], "at {at} len {len}");
+                // bytes into an unaligned slice
+                let mut buf = vec![0u8; len * 8 + 3];
+                stream_bytes_at(key, 7, at, &mut buf[3..]);
+                let words: Vec<u64> = buf[3..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                assert_eq!(words, whole[at..at + len], "bytes at {at} len {len}");
+            }
+        }
+        // another nonce is another stream
+        let mut other = vec![0u64; 4];
+        stream_at(key, 8, 0, &mut other);
+        assert_ne!(other, whole[..4]);
+    }
 }

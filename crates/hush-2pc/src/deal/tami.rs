@@ -104,6 +104,8 @@ use hush_primitives::Block;
 use std::collections::BTreeMap;
 use zeroize::Zeroize;
 
+mod wire;
+
 /// What the comparison feeds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Flavor {
@@ -857,6 +859,17 @@ pub fn deal_swapped(key: Block, host: u8, n: usize, shape: &TamiShape) -> TamiSh
     deal_roles(key, 1 - host, hush_deal::sub_key(key, 1), hush_deal::sub_key(key, 0), n, shape)
 }
 
+/// [`deal`]`(…).to_bytes(shape)`, built in place in the wire layout on
+/// every core (the same bytes; see `wire`): what the providers serve.
+pub fn deal_bytes(key: Block, party: u8, n: usize, shape: &TamiShape) -> Vec<u8> {
+    wire::roles_bytes(key, party, hush_deal::sub_key(key, 0), hush_deal::sub_key(key, 1), n, shape)
+}
+
+/// [`deal_swapped`]`(…).to_bytes(shape)`, built in place (see [`deal_bytes`]).
+pub fn deal_swapped_bytes(key: Block, host: u8, n: usize, shape: &TamiShape) -> Vec<u8> {
+    wire::roles_bytes(key, 1 - host, hush_deal::sub_key(key, 1), hush_deal::sub_key(key, 0), n, shape)
+}
+
 /// Role `role`'s share (0 = A, 1 = B), A's own streams under `sub_a`, B's
 /// whole share under `sub_b`.
 fn deal_roles(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, shape: &TamiShape) -> TamiShare {
@@ -1008,14 +1021,14 @@ impl Description for TamiTables {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = Self::shape(params)?;
-        Ok(deal(key, party, n as usize, &shape).to_bytes(&shape))
+        Ok(deal_bytes(key, party, n as usize, &shape))
     }
     fn seeded_party(&self) -> Option<u8> {
         Some(1)
     }
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = Self::shape(params)?;
-        Ok(deal_party1(sub, n as usize, &shape).to_bytes(&shape))
+        Ok(wire::party1_bytes(sub, n as usize, &shape))
     }
 }
 
@@ -1055,14 +1068,14 @@ impl Description for TamiTablesSwapped {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = TamiTables::shape(params)?;
-        Ok(deal_swapped(key, party, n as usize, &shape).to_bytes(&shape))
+        Ok(deal_swapped_bytes(key, party, n as usize, &shape))
     }
     fn seeded_party(&self) -> Option<u8> {
         Some(0)
     }
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = TamiTables::shape(params)?;
-        Ok(deal_party1(sub, n as usize, &shape).to_bytes(&shape))
+        Ok(wire::party1_bytes(sub, n as usize, &shape))
     }
 }
 
