@@ -57,6 +57,8 @@ struct Geo {
     halves: Vec<(usize, usize)>,
     /// Bytes of one comparison's tables on the wire.
     per: usize,
+    /// Per chunk: byte offset of its gt half in a comparison's row.
+    offs: Vec<usize>,
     /// Per chunk: B's table position mask.
     posmask: Vec<u64>,
     /// Per level: (subsets, inputs, parents).
@@ -73,6 +75,12 @@ impl Geo {
         let seg = table_segments(shape, &plan);
         let halves: Vec<(usize, usize)> = seg.iter().map(|&(g, e)| (seg_bytes(g), seg_bytes(e))).collect();
         let per = halves.iter().map(|h| h.0 + h.1).sum();
+        let offs = halves.iter().scan(0, |o, h| {
+            let at = *o;
+            *o += h.0 + h.1;
+            Some(at)
+        });
+        let offs = offs.collect();
         let posmask = chunks.iter().enumerate().map(|(j, &(_, w))| position_mask(w, in_idx[j][1] != usize::MAX)).collect();
         let levels = plan.levels.iter().map(|lv| (lv.subsets.len(), lv.inputs.len(), subset_parents(lv))).collect();
         Geo {
@@ -86,6 +94,7 @@ impl Geo {
             in_idx,
             halves,
             per,
+            offs,
             posmask,
             levels,
             post: shape.has_post(),
@@ -150,28 +159,15 @@ fn put_words(out: &mut [u8], vals: impl Iterator<Item = u64>) {
     }
 }
 
-/// Table words of whole comparisons in [`put_tables`]' row layout.
-#[inline]
-fn put_table_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)]) {
-    let len = out.len();
-    let mut pos = 0;
-    let mut put = |pos: &mut usize, v: u32, b: usize| {
-        // A whole u32 where it fits: the bytes past the half's width are
-        // overwritten by the next half (they are zero anyway).
-        if *pos + 4 <= len {
-            out[*pos..*pos + 4].copy_from_slice(&v.to_le_bytes());
-        } else {
-            out[*pos..*pos + b].copy_from_slice(&v.to_le_bytes()[..b]);
-        }
-        *pos += b;
-    };
-    for row in words.chunks_exact(halves.len().max(1)) {
-        for (&t, &(gb, eb)) in row.iter().zip(halves) {
-            put(&mut pos, t as u32, gb);
-            put(&mut pos, (t >> 32) as u32, eb);
-        }
+/// One table half (`b` = 0, 1, 2 or 4 bytes) at `pos`.
+#[inline(always)]
+fn put_half(out: &mut [u8], pos: usize, v: u32, b: usize) {
+    match b {
+        0 => {}
+        1 => out[pos] = v as u8,
+        2 => out[pos..pos + 2].copy_from_slice(&(v as u16).to_le_bytes()),
+        _ => out[pos..pos + 4].copy_from_slice(&v.to_le_bytes()),
     }
-    debug_assert_eq!(pos, len);
 }
 
 /// Per-worker scratch (secret values: erased on drop).
@@ -221,8 +217,11 @@ impl Drop for Scratch {
 
 /// `v` resized to `len` words of stream `nonce` under `key` from word `at`.
 fn fill(v: &mut Vec<u64>, key: Block, nonce: u64, at: usize, len: usize) -> &mut [u64] {
-    v.clear();
-    v.resize(len, 0);
+    // Every word is overwritten: no clearing when the length is the last part's.
+    if v.len() != len {
+        v.clear();
+        v.resize(len, 0);
+    }
     stream_at(key, nonce, at, v);
     v
 }
@@ -332,12 +331,15 @@ fn part_b(g: &Geo, sub: Block, t: usize, o: Out<'_>, s: &mut Scratch) {
     let v = fill(&mut s.input, sub, S_INPUT, c0, m);
     put_ring(o.input, v.iter().map(|x| x & lm), g.rb);
     let v = fill(&mut s.tables, sub, S_TABLE, c0 * g.nc, m * g.nc);
-    for row in v.chunks_exact_mut(g.nc) {
-        for (x, &pm) in row.iter_mut().zip(&g.posmask) {
-            *x &= pm;
+    for (j, (&pm, &(gb, eb))) in g.posmask.iter().zip(&g.halves).enumerate() {
+        let at = g.offs[j];
+        for i in 0..m {
+            let x = v[i * g.nc + j] & pm;
+            let pos = i * g.per + at;
+            put_half(o.tables, pos, x as u32, gb);
+            put_half(o.tables, pos + gb, (x >> 32) as u32, eb);
         }
     }
-    put_table_rows(o.tables, v, &g.halves);
     for (li, (p, &(ns, _, _))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
         stream_bytes_at(sub, S_SUB_B + li as u64, w0 * ns, p);
     }
@@ -376,12 +378,7 @@ fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, lu
     let nc = g.nc;
     // B's input and tables, A's τ.
     fill(&mut s.input, sub_b, S_INPUT, c0, m).iter_mut().for_each(|x| *x &= lm);
-    let tb = fill(&mut s.tables, sub_b, S_TABLE, c0 * nc, m * nc);
-    for row in tb.chunks_exact_mut(nc) {
-        for (x, &pm) in row.iter_mut().zip(&g.posmask) {
-            *x &= pm;
-        }
-    }
+    fill(&mut s.tables, sub_b, S_TABLE, c0 * nc, m * nc);
     let sm = ring_mask(shape.sent_bits());
     fill(&mut s.tau, sub_a, S_TAU, c0, m).iter_mut().for_each(|x| *x &= sm);
     // Level-0 merge masks r (the dealer's), the last word clipped.
@@ -392,31 +389,34 @@ fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, lu
             *x &= g.tail;
         }
     }
-    // Pads S = U ⊕ T.
+    // Pads S = U ⊕ T, chunk by chunk (its constants hoisted), written
+    // straight into the part's rows.
     s.pad.clear();
-    s.pad.resize(m * nc, 0);
-    for i in 0..m {
-        let xc = threshold(shape, s.input[i]);
-        let (wi, bi) = (i / 64, i % 64);
-        let rw = &s.r1[wi * t0..(wi + 1) * t0];
-        let tau = s.tau[i];
-        for (j, &(lo, width)) in g.chunks.iter().enumerate() {
-            let cm = (1u64 << width) - 1;
-            let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
-            let xj = (xc >> lo) & cm;
-            let tj = (tau >> lo) & cm;
-            let mut v = luts[width as usize][((xj << width) | tj) as usize];
-            v ^= full & 0u64.wrapping_sub((rw[g.in_idx[j][0]] >> bi) & 1);
-            let ie = g.in_idx[j][1];
-            if ie == usize::MAX {
-                v &= full;
-            } else {
-                v ^= (full << 32) & 0u64.wrapping_sub((rw[ie] >> bi) & 1);
+    s.pad.extend(s.input.iter().map(|&x| threshold(shape, x)));
+    let (xc, tau, tb, r1) = (&s.pad, &s.tau, &s.tables, &s.r1);
+    for (j, &(lo, width)) in g.chunks.iter().enumerate() {
+        let cm = (1u64 << width) - 1;
+        let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
+        let lut = &luts[width as usize][..];
+        let (ig, ie) = (g.in_idx[j][0], g.in_idx[j][1]);
+        // Without an eq leaf the eq half is dropped; with one it carries r_eq.
+        let (keep, eqm) = if ie == usize::MAX { (full, 0) } else { (u64::MAX, full << 32) };
+        let (pm, (gb, eb), at) = (g.posmask[j], g.halves[j], g.offs[j]);
+        for i in 0..m {
+            let (wi, bi) = (i / 64, i % 64);
+            let xj = (xc[i] >> lo) & cm;
+            let tj = (tau[i] >> lo) & cm;
+            let mut v = lut[((xj << width) | tj) as usize];
+            v ^= full & 0u64.wrapping_sub((r1[wi * t0 + ig] >> bi) & 1);
+            if eqm != 0 {
+                v ^= eqm & 0u64.wrapping_sub((r1[wi * t0 + ie] >> bi) & 1);
             }
-            s.pad[i * nc + j] = v ^ s.tables[i * nc + j];
+            let x = (v & keep) ^ (tb[i * nc + j] & pm);
+            let pos = i * g.per + at;
+            put_half(o.tables, pos, x as u32, gb);
+            put_half(o.tables, pos + gb, (x >> 32) as u32, eb);
         }
     }
-    put_table_rows(o.tables, &s.pad, &g.halves);
     // Subset products ∏_U r ⊕ B's shares, level by level; level ≥ 1 masks
     // r' = A's stream ⊕ B's stream.
     for (li, (p, (ns, ti, parents))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
