@@ -219,6 +219,79 @@ pub fn stream_bytes_at(key: Block, nonce: u64, at: usize, out: &mut [u8]) {
     prg.fill_bytes(out);
 }
 
+/// Items per part of [`elementwise_bytes`]: a multiple of 128, so that a
+/// part starts on a whole AES block of every per-item (or per-64-item)
+/// stream, and small enough that a part's scratch stays in cache.
+pub const PART: usize = 4096;
+
+/// An elementwise share built in place in its wire layout, in parallel
+/// parts (issue 35): `arrays` arrays of `n` ring values, each as
+/// [`Blob::put_ring`]`(·, bits)` writes it (`bits` = 64: as [`Blob::put`]),
+/// one after the other. `f(start, vals)` computes the values of items
+/// `start .. start + m` (m = `vals[0].len()` ≤ [`PART`]): `vals` holds
+/// `arrays + extra` scratch vectors of m words (the first `arrays` are
+/// written, at most `bits` bits each; the `extra` ones are the part's
+/// working space). Parts run on every core (rayon); the scratch is erased
+/// when a worker is done. The bytes are those of encoding the whole arrays
+/// with [`Blob`]: a kind that switches to this keeps its description.
+pub fn elementwise_bytes<F>(n: usize, arrays: usize, extra: usize, bits: u32, f: F) -> Vec<u8>
+where
+    F: Fn(usize, &mut [Vec<u64>]) + Sync,
+{
+    use rayon::prelude::*;
+    let rb = bits.div_ceil(8) as usize;
+    let mut buf = vec![0u8; arrays * (8 + n * rb)];
+    let parts = n.div_ceil(PART);
+    let mut outs: Vec<Vec<&mut [u8]>> = (0..parts).map(|_| Vec::with_capacity(arrays)).collect();
+    let mut rest: &mut [u8] = &mut buf;
+    for _ in 0..arrays {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(8 + n * rb);
+        head[..8].copy_from_slice(&(n as u64).to_le_bytes());
+        rest = tail;
+        if n > 0 {
+            for (o, p) in outs.iter_mut().zip(head[8..].chunks_mut(PART * rb)) {
+                o.push(p);
+            }
+        }
+    }
+    struct Scratch(Vec<Vec<u64>>);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            self.0.iter_mut().for_each(hush_primitives::wipe::wipe_vec_u64);
+        }
+    }
+    outs.into_par_iter().enumerate().for_each_init(
+        || Scratch(vec![Vec::new(); arrays + extra]),
+        |s, (t, o)| {
+            let start = t * PART;
+            let m = PART.min(n - start);
+            for v in s.0.iter_mut() {
+                if v.len() != m {
+                    v.clear();
+                    v.resize(m, 0);
+                }
+            }
+            f(start, &mut s.0);
+            for (vals, out) in s.0.iter().zip(o) {
+                let len = out.len();
+                let mut pos = 0;
+                for &x in vals {
+                    debug_assert!(bits >= 64 || x >> bits == 0, "ring value wider than {bits} bits");
+                    // 8-byte stores, the next value's overwriting the excess;
+                    // the last ones exact.
+                    if pos + 8 <= len {
+                        out[pos..pos + 8].copy_from_slice(&x.to_le_bytes());
+                    } else {
+                        out[pos..pos + rb].copy_from_slice(&x.to_le_bytes()[..rb]);
+                    }
+                    pos += rb;
+                }
+            }
+        },
+    );
+    buf
+}
+
 /// Ring mask for `bits` (1..=64).
 #[inline]
 pub fn ring_mask(bits: u32) -> u64 {
@@ -361,6 +434,33 @@ pub fn parse_params<T>(params: &[u8], what: &'static str, f: impl FnOnce(&mut Re
 mod stream_tests {
     use super::*;
 
+    /// The in-place elementwise builder writes what encoding whole arrays
+    /// with `Blob` writes, for every width and around the part size.
+    #[test]
+    fn elementwise_matches_blob() {
+        for bits in [1u32, 8, 12, 32, 37, 64] {
+            for n in [0usize, 1, PART - 1, PART, PART + 1, 2 * PART + 77] {
+                let key = Block(bits as u128 * 1000 + n as u128);
+                let whole: Vec<Vec<u64>> = (0..3).map(|a| stream(key, a, n).into_iter().map(|x| x & ring_mask(bits)).collect()).collect();
+                let mut b = Blob::new();
+                for v in &whole {
+                    b.put_ring(v, bits);
+                }
+                let fast = elementwise_bytes(n, 3, 1, bits, |start, vals| {
+                    let m = vals[0].len();
+                    for a in 0..3 {
+                        stream_at(key, a as u64, start, &mut vals[3][..m]);
+                        let (outs, tmp) = vals.split_at_mut(3);
+                        for (o, x) in outs[a].iter_mut().zip(&tmp[0]) {
+                            *o = x & ring_mask(bits);
+                        }
+                    }
+                });
+                assert_eq!(fast, b.0, "bits {bits} n {n}");
+            }
+        }
+    }
+
     /// Any part of a stream, from any word (odd or even), of any length,
     /// equals the same words of the whole stream.
     #[test]
@@ -382,7 +482,7 @@ mod stream_tests {
                 assert_eq!(words, whole[at..at + len], "bytes at {at} len {len}");
             }
         }
-        // another nonce is another stream
+        // another nonce is another stream (checked below)
         let mut other = vec![0u64; 4];
         stream_at(key, 8, 0, &mut other);
         assert_ne!(other, whole[..4]);
