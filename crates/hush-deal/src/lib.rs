@@ -168,6 +168,18 @@ pub fn stream(key: Block, nonce: u64, n: usize) -> Vec<u64> {
     v
 }
 
+/// [`stream`] produced in parallel parts (the same words).
+pub fn stream_par(key: Block, nonce: u64, n: usize) -> Vec<u64> {
+    use rayon::prelude::*;
+    let mut v = vec![0u64; n];
+    if n < 2 * PART {
+        stream_into(key, nonce, &mut v);
+    } else {
+        v.par_chunks_mut(PART).enumerate().for_each(|(i, c)| stream_at(key, nonce, i * PART, c));
+    }
+    v
+}
+
 /// [`stream`] written into `out` (its length is the word count): the same
 /// words, no temporary buffer.
 pub fn stream_into(key: Block, nonce: u64, out: &mut [u64]) {
@@ -292,6 +304,25 @@ where
     buf
 }
 
+/// Decodes `out.len()` values of `width` bytes each from `bytes` with
+/// `one`, in parallel parts of [`PART`] values for a large array (a share's
+/// decode is the host's half of a dealing's cost; its fresh pages are
+/// first touched on every core).
+pub fn par_decode(bytes: &[u8], width: usize, out: &mut [u64], one: impl Fn(&[u8]) -> u64 + Sync) {
+    use rayon::prelude::*;
+    debug_assert_eq!(bytes.len(), out.len() * width);
+    let run = |(o, b): (&mut [u64], &[u8])| {
+        for (x, c) in o.iter_mut().zip(b.chunks_exact(width)) {
+            *x = one(c);
+        }
+    };
+    if out.len() < 2 * PART {
+        run((out, bytes));
+    } else {
+        out.par_chunks_mut(PART).zip(bytes.par_chunks(PART * width)).for_each(run);
+    }
+}
+
 /// Ring mask for `bits` (1..=64).
 #[inline]
 pub fn ring_mask(bits: u32) -> u64 {
@@ -363,7 +394,8 @@ impl<'a> BlobReader<'a> {
         if self.buf.len() < need {
             return Err(Error::Malformed("dealt share: truncated".into()));
         }
-        let v = self.buf[8..need].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        let mut v = vec![0u64; n];
+        par_decode(&self.buf[8..need], 8, &mut v, |c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
         self.buf = &self.buf[need..];
         Ok(v)
     }
@@ -400,15 +432,14 @@ impl<'a> BlobReader<'a> {
         if self.buf.len() < need {
             return Err(Error::Malformed("dealt share: truncated".into()));
         }
-        let mut v = Vec::with_capacity(n);
-        for c in self.buf[8..need].chunks_exact(rb) {
+        let mut v = vec![0u64; n];
+        par_decode(&self.buf[8..need], rb, &mut v, |c| {
             let mut a = [0u8; 8];
-            a[..rb].copy_from_slice(c);
-            let x = u64::from_le_bytes(a);
-            if bits < 64 && x >> bits != 0 {
-                return Err(Error::Malformed(format!("dealt share: a value wider than {bits} bits")));
-            }
-            v.push(x);
+            a[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(a)
+        });
+        if bits < 64 && v.iter().fold(0u64, |acc, x| acc | x >> bits) != 0 {
+            return Err(Error::Malformed(format!("dealt share: a value wider than {bits} bits")));
         }
         self.buf = &self.buf[need..];
         Ok(v)
@@ -482,6 +513,8 @@ mod stream_tests {
                 assert_eq!(words, whole[at..at + len], "bytes at {at} len {len}");
             }
         }
+        assert_eq!(stream_par(key, 7, 300), whole);
+        assert_eq!(stream_par(key, 7, 3 * PART + 5), stream(key, 7, 3 * PART + 5));
         // another nonce is another stream (checked below)
         let mut other = vec![0u64; 4];
         stream_at(key, 8, 0, &mut other);
