@@ -95,31 +95,39 @@ pub fn deal_subsets_bytes(key: Block, party: u8, n: usize, bits: u32, d: u32) ->
         return party1_bytes(sub, n, bits, d);
     }
     let (m, d, sets) = (ring_mask(bits), d as usize, (1usize << d) - 1);
-    // Scratch: party 1's sets, then party 0's d own streams.
-    hush_deal::elementwise_bytes(n, sets, sets + d, bits, |start, v| {
+    // Scratch: party 1's sets, party 0's d own streams, the d masks r_j.
+    hush_deal::elementwise_bytes(n, sets, sets + 2 * d, bits, |start, v| {
         let (out, rest) = v.split_at_mut(sets);
-        let (one, own) = rest.split_at_mut(sets);
+        let (one, rest) = rest.split_at_mut(sets);
+        let (own, r) = rest.split_at_mut(d);
         for (s, o) in one.iter_mut().enumerate() {
             super::trunc::ring_part(sub, P1 + 1 + s as u64, start, bits, o);
         }
         for (j, o) in own.iter_mut().enumerate() {
             super::trunc::ring_part(key, R0 + j as u64, start, bits, o);
         }
-        let mut r = [0u64; MAX_FACTORS as usize];
-        for i in 0..out[0].len() {
-            for j in 0..d {
-                r[j] = own[j][i].wrapping_add(one[(1 << j) - 1][i]) & m;
-            }
-            for s in 1usize..1 << d {
-                out[s - 1][i] = if s.is_power_of_two() {
-                    own[s.trailing_zeros() as usize][i]
-                } else {
-                    let p = (0..d).filter(|j| s >> j & 1 == 1).fold(1u64, |a, j| a.wrapping_mul(r[j]));
-                    p.wrapping_sub(one[s - 1][i]) & m
-                };
+        for j in 0..d {
+            for ((x, a), b) in r[j].iter_mut().zip(&own[j]).zip(&one[(1 << j) - 1]) {
+                *x = a.wrapping_add(*b) & m;
             }
         }
-        r.zeroize();
+        // Set by set, item by item (straight loops over the part's arrays).
+        for s in 1usize..1 << d {
+            let o = &mut out[s - 1];
+            if s.is_power_of_two() {
+                o.copy_from_slice(&own[s.trailing_zeros() as usize]);
+                continue;
+            }
+            o.iter_mut().for_each(|x| *x = 1);
+            for j in (0..d).filter(|j| s >> j & 1 == 1) {
+                for (x, rj) in o.iter_mut().zip(&r[j]) {
+                    *x = x.wrapping_mul(*rj);
+                }
+            }
+            for (x, b) in o.iter_mut().zip(&one[s - 1]) {
+                *x = x.wrapping_sub(*b) & m;
+            }
+        }
     })
 }
 
