@@ -57,8 +57,6 @@ struct Geo {
     halves: Vec<(usize, usize)>,
     /// Bytes of one comparison's tables on the wire.
     per: usize,
-    /// Per chunk: byte offset of its gt half in a comparison's row.
-    offs: Vec<usize>,
     /// Per chunk: B's table position mask.
     posmask: Vec<u64>,
     /// Per level: (subsets, inputs, parents).
@@ -75,12 +73,6 @@ impl Geo {
         let seg = table_segments(shape, &plan);
         let halves: Vec<(usize, usize)> = seg.iter().map(|&(g, e)| (seg_bytes(g), seg_bytes(e))).collect();
         let per = halves.iter().map(|h| h.0 + h.1).sum();
-        let offs = halves.iter().scan(0, |o, h| {
-            let at = *o;
-            *o += h.0 + h.1;
-            Some(at)
-        });
-        let offs = offs.collect();
         let posmask = chunks.iter().enumerate().map(|(j, &(_, w))| position_mask(w, in_idx[j][1] != usize::MAX)).collect();
         let levels = plan.levels.iter().map(|lv| (lv.subsets.len(), lv.inputs.len(), subset_parents(lv))).collect();
         Geo {
@@ -94,7 +86,6 @@ impl Geo {
             in_idx,
             halves,
             per,
-            offs,
             posmask,
             levels,
             post: shape.has_post(),
@@ -170,6 +161,40 @@ fn put_half(out: &mut [u8], pos: usize, v: u32, b: usize) {
     }
 }
 
+/// Table words (whole comparisons, `halves.len()` words each) in
+/// [`put_tables`]' row layout: each half as a whole little-endian u64 at
+/// its position, the position advanced by the half's width (the excess
+/// bytes are zero — the words carry only their table positions — and are
+/// overwritten by the next halves); the last row exactly.
+fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usize) {
+    let nc = halves.len().max(1);
+    let rows = words.len() / nc;
+    if rows == 0 {
+        return;
+    }
+    // Rows whose 8-byte stores stay inside `out`: all but the last (a half
+    // is at most 4 bytes, a row at least 1 byte... the last row may end
+    // less than 8 bytes before the end).
+    let fast = if per >= 8 { rows - 1 } else { rows.saturating_sub(8usize.div_ceil(per) + 1) };
+    let mut pos = 0usize;
+    for row in words[..fast * nc].chunks_exact(nc) {
+        for (&t, &(gb, eb)) in row.iter().zip(halves) {
+            out[pos..pos + 8].copy_from_slice(&(t & 0xffff_ffff).to_le_bytes());
+            pos += gb;
+            out[pos..pos + 8].copy_from_slice(&(t >> 32).to_le_bytes());
+            pos += eb;
+        }
+    }
+    for row in words[fast * nc..rows * nc].chunks_exact(nc) {
+        for (&t, &(gb, eb)) in row.iter().zip(halves) {
+            put_half(out, pos, t as u32, gb);
+            put_half(out, pos + gb, (t >> 32) as u32, eb);
+            pos += gb + eb;
+        }
+    }
+    debug_assert_eq!(pos, out.len());
+}
+
 /// Per-worker scratch (secret values: erased on drop).
 #[derive(Default)]
 struct Scratch {
@@ -179,7 +204,6 @@ struct Scratch {
     mask_b: Vec<u64>,
     mask_a: Vec<u64>,
     r: Vec<u64>,
-    prod: Vec<u64>,
     rho_b: Vec<u64>,
     rhosh_b: Vec<u64>,
     rhox_b: Vec<u64>,
@@ -188,6 +212,9 @@ struct Scratch {
     smask: Vec<u64>,
     r1: Vec<u64>,
     pad: Vec<u64>,
+    prod8: Vec<[u64; 8]>,
+    r8: Vec<[u64; 8]>,
+    xs: Vec<u64>,
 }
 
 impl Drop for Scratch {
@@ -200,7 +227,6 @@ impl Drop for Scratch {
             &mut self.mask_b,
             &mut self.mask_a,
             &mut self.r,
-            &mut self.prod,
             &mut self.rho_b,
             &mut self.rhosh_b,
             &mut self.rhox_b,
@@ -209,9 +235,12 @@ impl Drop for Scratch {
             &mut self.smask,
             &mut self.r1,
             &mut self.pad,
+            &mut self.xs,
         ] {
             wipe(v);
         }
+        self.prod8.zeroize();
+        self.r8.zeroize();
     }
 }
 
@@ -331,15 +360,12 @@ fn part_b(g: &Geo, sub: Block, t: usize, o: Out<'_>, s: &mut Scratch) {
     let v = fill(&mut s.input, sub, S_INPUT, c0, m);
     put_ring(o.input, v.iter().map(|x| x & lm), g.rb);
     let v = fill(&mut s.tables, sub, S_TABLE, c0 * g.nc, m * g.nc);
-    for (j, (&pm, &(gb, eb))) in g.posmask.iter().zip(&g.halves).enumerate() {
-        let at = g.offs[j];
-        for i in 0..m {
-            let x = v[i * g.nc + j] & pm;
-            let pos = i * g.per + at;
-            put_half(o.tables, pos, x as u32, gb);
-            put_half(o.tables, pos + gb, (x >> 32) as u32, eb);
+    for row in v.chunks_exact_mut(g.nc) {
+        for (x, &pm) in row.iter_mut().zip(&g.posmask) {
+            *x &= pm;
         }
     }
+    pack_rows(o.tables, v, &g.halves, g.per);
     for (li, (p, &(ns, _, _))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
         stream_bytes_at(sub, S_SUB_B + li as u64, w0 * ns, p);
     }
@@ -389,34 +415,34 @@ fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, lu
             *x &= g.tail;
         }
     }
-    // Pads S = U ⊕ T, chunk by chunk (its constants hoisted), written
-    // straight into the part's rows.
+    // Pads S = U ⊕ T, chunk by chunk (its constants hoisted), then packed
+    // row by row.
     s.pad.clear();
     s.pad.extend(s.input.iter().map(|&x| threshold(shape, x)));
-    let (xc, tau, tb, r1) = (&s.pad, &s.tau, &s.tables, &s.r1);
+    if s.xs.len() != m * nc {
+        s.xs.clear();
+        s.xs.resize(m * nc, 0);
+    }
+    let (xc, tau, tb, r1, xs) = (&s.pad, &s.tau, &s.tables, &s.r1, &mut s.xs);
     for (j, &(lo, width)) in g.chunks.iter().enumerate() {
         let cm = (1u64 << width) - 1;
         let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
         let lut = &luts[width as usize][..];
         let (ig, ie) = (g.in_idx[j][0], g.in_idx[j][1]);
         // Without an eq leaf the eq half is dropped; with one it carries r_eq.
-        let (keep, eqm) = if ie == usize::MAX { (full, 0) } else { (u64::MAX, full << 32) };
-        let (pm, (gb, eb), at) = (g.posmask[j], g.halves[j], g.offs[j]);
+        let (keep, eqm, ie) = if ie == usize::MAX { (full, 0, ig) } else { (u64::MAX, full << 32, ie) };
+        let pm = g.posmask[j];
         for i in 0..m {
             let (wi, bi) = (i / 64, i % 64);
             let xj = (xc[i] >> lo) & cm;
             let tj = (tau[i] >> lo) & cm;
             let mut v = lut[((xj << width) | tj) as usize];
             v ^= full & 0u64.wrapping_sub((r1[wi * t0 + ig] >> bi) & 1);
-            if eqm != 0 {
-                v ^= eqm & 0u64.wrapping_sub((r1[wi * t0 + ie] >> bi) & 1);
-            }
-            let x = (v & keep) ^ (tb[i * nc + j] & pm);
-            let pos = i * g.per + at;
-            put_half(o.tables, pos, x as u32, gb);
-            put_half(o.tables, pos + gb, (x >> 32) as u32, eb);
+            v ^= eqm & 0u64.wrapping_sub((r1[wi * t0 + ie] >> bi) & 1);
+            xs[i * nc + j] = (v & keep) ^ (tb[i * nc + j] & pm);
         }
     }
+    pack_rows(o.tables, xs, &g.halves, g.per);
     // Subset products ∏_U r ⊕ B's shares, level by level; level ≥ 1 masks
     // r' = A's stream ⊕ B's stream.
     for (li, (p, (ns, ti, parents))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
@@ -431,16 +457,34 @@ fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, lu
             s.r.extend(s.mask_a.iter().zip(&s.mask_b).map(|(a, b)| a ^ b));
         }
         fill(&mut s.sub_b, sub_b, S_SUB_B + li as u64, w0 * ns, mw * ns);
-        s.prod.clear();
-        s.prod.resize(ns, 0);
-        for wi in 0..mw {
-            let r = &s.r[wi * ti..(wi + 1) * ti];
-            for (si, &(parent, top)) in parents.iter().enumerate() {
-                let up = if parent == NONE { u64::MAX } else { s.prod[parent as usize] };
-                s.prod[si] = up & r[top as usize];
+        // Eight words at a time: every subset's product is one 8-lane AND
+        // of its parent's and its highest input's (vector registers).
+        s.prod8.clear();
+        s.prod8.resize(ns, [0; 8]);
+        s.r8.clear();
+        s.r8.resize(ti, [0; 8]);
+        for wg in (0..mw).step_by(8) {
+            let lanes = 8.min(mw - wg);
+            for (t, rt) in s.r8.iter_mut().enumerate() {
+                for l in 0..lanes {
+                    rt[l] = s.r[(wg + l) * ti + t];
+                }
             }
-            let bsub = &s.sub_b[wi * ns..(wi + 1) * ns];
-            put_words(&mut p[wi * ns * 8..(wi + 1) * ns * 8], s.prod.iter().zip(bsub).map(|(x, y)| x ^ y));
+            for si in 0..ns {
+                let (parent, top) = parents[si];
+                let up = if parent == NONE { [u64::MAX; 8] } else { s.prod8[parent as usize] };
+                let rt = &s.r8[top as usize];
+                let mut v = [0u64; 8];
+                for l in 0..8 {
+                    v[l] = up[l] & rt[l];
+                }
+                s.prod8[si] = v;
+            }
+            for l in 0..lanes {
+                let wi = wg + l;
+                let bsub = &s.sub_b[wi * ns..(wi + 1) * ns];
+                put_words(&mut p[wi * ns * 8..(wi + 1) * ns * 8], s.prod8.iter().zip(bsub).map(|(x, y)| x[l] ^ y));
+            }
         }
     }
     if g.post {
