@@ -29,6 +29,9 @@ pub const TARGETS: &[&str] = &[
     "module_request",
     "module_messages",
     "fss_keys",
+    "attest_evidence",
+    "attest_cert_table",
+    "attest_policy",
     "peer_iknp",
     "peer_ferret",
     "peer_silent",
@@ -67,6 +70,15 @@ pub fn run(name: &str, data: &[u8]) {
         "module_request" => module_request(data),
         "module_messages" => module_messages(data),
         "fss_keys" => fss_keys(data),
+        "attest_evidence" => attest_evidence(data),
+        "attest_cert_table" => {
+            let _ = hush_attest::evidence::parse_cert_table(data);
+        }
+        "attest_policy" => {
+            if let Ok(s) = std::str::from_utf8(data) {
+                let _ = hush_attest::Policy::from_toml(s);
+            }
+        }
         "peer_iknp" => peer_cot("iknp", data),
         "peer_ferret" => peer_cot("ferret", data),
         "peer_silent" => peer_cot("silent", data),
@@ -419,6 +431,9 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             vec![b.finish(y)]
         }
         "architecture" => vec![small_model().0.header_json.as_bytes().to_vec()],
+        "attest_evidence" => attest_seeds().0,
+        "attest_cert_table" => vec![attest_seeds().1],
+        "attest_policy" => vec![b"kinds = [\"sev-snp\"]\n[sev_snp]\nproducts = [\"Milan\"]\nmin_tcb = { snp = 8 }\n[tdx]\ntcb_statuses = [\"UpToDate\"]\n".to_vec()],
         "bristol" => vec![b"2 5\n2 1 1\n1 1\n\n2 1 0 1 2 AND\n1 1 2 3 INV\n2 1 3 0 4 XOR\n".to_vec()],
         "peer_iknp" => two(|p, ch| cot_party("iknp", p, ch)),
         "peer_ferret" => two(|p, ch| cot_party("ferret", p, ch)),
@@ -438,4 +453,38 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         }
         _ => vec![vec![0u8; 64]],
     }
+}
+
+/// Evidence (hush-attest): decode, then the certificate table and a full
+/// verification (sev / dcap-qvl parsers) under the default policy.
+fn attest_evidence(data: &[u8]) {
+    if let Ok(e) = hush_attest::Evidence::decode(data) {
+        let _ = hush_attest::evidence::parse_cert_table(&e.aux);
+        let input = hush_attest::VerifyInput { now: 1_750_809_600, ..Default::default() };
+        let _ = hush_attest::verify(&e, &hush_attest::Policy::default(), &input);
+    }
+}
+
+/// Seeds from the real evidence in crates/hush-attest/testdata: an SNP
+/// report with its VCEK table, a TDX quote with its collateral; and the table.
+fn attest_seeds() -> (Vec<Vec<u8>>, Vec<u8>) {
+    use hush_attest::evidence::{encode_cert_table, EvidenceKind};
+    let hex = include_str!("../../crates/hush-attest/testdata/report_milan.hex");
+    let report = hush_attest::unhex("report", hex).unwrap_or_default();
+    let vcek: &[u8] = include_bytes!("../../crates/hush-attest/testdata/vcek_milan.der");
+    let table = encode_cert_table(&[(sev_cert_type_vcek(), vcek)]);
+    let mut out = Vec::new();
+    if let Ok(e) = hush_attest::Evidence::new(EvidenceKind::SevSnp, vec![1; 32], report, table.clone()) {
+        out.push(e.encode());
+    }
+    let quote = include_bytes!("../../crates/hush-attest/testdata/tdx_quote").to_vec();
+    let coll = include_bytes!("../../crates/hush-attest/testdata/tdx_quote_collateral.json").to_vec();
+    if let Ok(e) = hush_attest::Evidence::new(EvidenceKind::Tdx, vec![], quote, coll) {
+        out.push(e.encode());
+    }
+    (out, table)
+}
+
+fn sev_cert_type_vcek() -> hush_attest::evidence::CertType {
+    hush_attest::evidence::CertType::VCEK
 }

@@ -56,6 +56,7 @@ pub mod crisp;
 pub mod crisp_ckks;
 pub mod deal;
 pub mod fss;
+pub mod interactive;
 pub mod module_process;
 pub mod nonlinear;
 pub mod share;

@@ -33,7 +33,8 @@ pub struct NonlinearArgs {
     #[arg(long)]
     pub shape: Option<String>,
     /// Correlation provider of a transformer operator: tee (in-process
-    /// trusted modules) or dealer (a dealer service in this process).
+    /// trusted modules), dealer (a dealer service in this process) or
+    /// interactive (no trusted party: COTs from --source, cf2 comparisons).
     #[arg(long, default_value = "tee")]
     pub mode: String,
     /// Transformer operators: compute polynomial powers with Beaver

@@ -13,6 +13,12 @@
 //! seed. The ring is ℓ = 64 for these operators (their powers need it);
 //! `--frac` sets the fraction bits (default 12).
 //!
+//! `--mode interactive` has no module and no dealer: the parties make every
+//! correlation with each other over COTs from `--source` (iknp, ferret,
+//! silent) by `hush_2pc::interactive`, comparisons by CrypTFlow2 (`cf2`).
+//! Its `offline_s` is that traffic (`offline_bytes`, `offline_rounds`),
+//! `total_s` = offline + online; `setup_s` is the COT source's setup.
+//!
 //! `--mode dealer` starts a dealer service in this process (TLS on
 //! loopback): it competes for the same cores, and its link is plaintext
 //! loopback TCP under TLS, not a separate host.
@@ -58,6 +64,7 @@ struct PartyOut {
     start: Instant,
     end: Instant,
     online: Cost,
+    offline: Cost,
     dealt: u64,
     crossings: u64,
     plan_items: usize,
@@ -76,21 +83,31 @@ fn run_op(op: &str, c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usiz
 fn party(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, share: Vec<u64>, ch: &mut dyn Channel, p: u8, module: Option<Box<dyn hush_tee::TrustedModule>>, barrier: Arc<Barrier>) -> Result<PartyOut> {
     crate::pin_party(p as usize);
     let ts = Instant::now();
-    let dealer = match module {
-        Some(m) => Dealer::new(m),
-        None => Dealer::in_process(ch, p)?,
+    let mut c = if a.mode == "interactive" {
+        let cfg = hush_correlations::registry::SourceConfig::named(&a.source);
+        let ot = hush_2pc::beaver::OtSession::setup(ch, p, &cfg, &mut Prg::from_os())?;
+        Ctx::new_interactive(p, ot, fx)?
+    } else {
+        let dealer = match module {
+            Some(m) => Dealer::new(m),
+            None => Dealer::in_process(ch, p)?,
+        };
+        Ctx::new(p, proto, dealer, fx)?
     };
     let setup_s = ts.elapsed().as_secs_f64();
-    let mut c = Ctx::new(p, proto, dealer, fx)?;
     c.k = a.k;
-    c.arity = a.arity;
+    if !c.is_interactive() {
+        c.arity = a.arity;
+    }
     c.one_round = !a.no_one_round;
     let x = ArithShare::new(fx.ring, share);
+    let c0 = ch.cost();
     let t0 = Instant::now();
     let zeros = ArithShare::zeros(fx.ring, x.len());
     let plan = c.plan(|c, ch| run_op(&a.op, c, ch, &zeros, len))?;
-    c.prefill(&plan)?;
+    c.prefill_on(ch, &plan)?;
     let offline_s = t0.elapsed().as_secs_f64();
+    let offline = ch.cost() - c0;
     barrier.wait();
     let c1 = ch.cost();
     let start = Instant::now();
@@ -100,13 +117,15 @@ fn party(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, share: Vec
     if c.pending() != 0 {
         return Err(Error::Bench(format!("{} dealt items left unused", c.pending())));
     }
-    let d = c.dealer().expect("a dealer");
-    Ok(PartyOut { setup_s, offline_s, start, end, online, dealt: d.dealt_bytes, crossings: d.stats().crossings, plan_items: plan.len(), out: y.v.clone() })
+    let (dealt, crossings) = c.dealer().map_or((0, 0), |d| (d.dealt_bytes, d.stats().crossings));
+    Ok(PartyOut { setup_s, offline_s, start, end, online, offline, dealt, crossings, plan_items: plan.len(), out: y.v.clone() })
 }
 
 /// Runs one transformer operator and returns its record.
 pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
     let proto = match a.proto.as_str() {
+        // interactive mode compares with cf2 whatever --proto says
+        _ if a.mode == "interactive" => Proto::Cf2,
         "tami" => Proto::Tami,
         "fss" => Proto::Fss,
         "cf2" => return Err(Error::Invalid(hush_2pc::transformer::ctx::NOT_INTERACTIVE.into())),
@@ -130,7 +149,7 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
     // dealer mode: a dealer service in this process, both parties join one session
     let mut dealer_handle = None;
     let (m0, m1): (Option<Box<dyn hush_tee::TrustedModule>>, Option<Box<dyn hush_tee::TrustedModule>>) = match a.mode.as_str() {
-        "tee" => (None, None),
+        "tee" | "interactive" => (None, None),
         "dealer" => {
             use hush_tee::dealer::{self, DealerConfig};
             use hush_tee::{DealerModule, ModuleRole};
@@ -149,8 +168,8 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
             dealer_handle = Some(h);
             (Some(Box::new(m0)), Some(Box::new(m1)))
         }
-        "interactive" | "silent" => return Err(Error::Invalid(hush_2pc::transformer::ctx::NOT_INTERACTIVE.into())),
-        o => return Err(Error::Invalid(format!("unknown --mode {o} (tee, dealer)"))),
+        "silent" => return Err(Error::Invalid(hush_2pc::transformer::ctx::NOT_INTERACTIVE.into())),
+        o => return Err(Error::Invalid(format!("unknown --mode {o} (tee, dealer, interactive)"))),
     };
     let barrier = Arc::new(Barrier::new(2));
     let (b1, b2) = (barrier.clone(), barrier);
@@ -194,6 +213,11 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
         .set("rounds", s.online.rounds.max(r.online.rounds) as u64)
         .set("setup_s", s.setup_s.max(r.setup_s))
         .set("offline_s", s.offline_s.max(r.offline_s))
+        .set("offline_bytes", s.offline.bytes_sent + r.offline.bytes_sent)
+        .set("offline_rounds", s.offline.rounds.max(r.offline.rounds) as u64)
+        .set("party0_offline_bytes_sent", s.offline.bytes_sent)
+        .set("party1_offline_bytes_sent", r.offline.bytes_sent)
+        .set("total_s", s.offline_s.max(r.offline_s) + wall)
         .set("dealt_bytes", s.dealt + r.dealt)
         .set("dealt_bytes_party0", s.dealt)
         .set("dealt_bytes_party1", r.dealt)
@@ -211,9 +235,14 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
     if proto == Proto::Tami {
         rec.set("k", a.k as u64).set("arity", a.arity as u64);
     }
+    if a.mode == "interactive" {
+        rec.set("source", a.source.as_str()).set("k", a.k as u64);
+    }
     rec.set(
         "tee_note",
-        if a.mode == "dealer" {
+        if a.mode == "interactive" {
+            "interactive mode: no module and no dealer; correlations from COTs between the parties (offline_s, offline_bytes)"
+        } else if a.mode == "dealer" {
             "dealer mode: a dealer service in this process (TLS on loopback), sharing the cores"
         } else {
             "tee mode: trusted module simulated — gives no hardware protection"

@@ -11,7 +11,7 @@ pub(crate) const GROUPS: &[(&str, &[&str])] = &[
     ("Private inference (a client and a model server)", &["demo", "run", "serve", "infer", "dealer", "embed", "plan", "import"]),
     ("Three-party circuit service (Araki et al.)", &["node", "job", "share", "fetch", "circuit"]),
     ("Training (vertical logistic regression)", &["psi", "train", "predict"]),
-    ("Tools", &["keygen", "config", "bench", "report", "demo-cot"]),
+    ("Tools", &["keygen", "config", "bench", "report", "demo-cot", "attest"]),
 ];
 
 /// Widest help text, in columns.

@@ -55,11 +55,12 @@ enum Cmd {
     /// parties in this process (tee mode, module simulated — no hardware
     /// protection), or with --connect against `hush serve` (tee or dealer).
     Embed(hush_inference::encoder::EmbedArgs),
-    /// Plans an encoder graph (.onnx) step by step: for each layer with the
-    /// server's weights, the backend (module-dealt or dealt triples) with
-    /// the smaller predicted time on a network profile, from costs measured
-    /// on this machine; why it won; totals of every fixed preset and of the
-    /// plan (`--verify`: measured beside predicted).
+    /// Plans a model from costs measured on this machine, predicted on a
+    /// network profile: an encoder graph (.onnx) step by step (the backend
+    /// of each layer with the server's weights: module-dealt or dealt
+    /// triples), a CNN layer by layer (the comparison family of the mode);
+    /// why each choice won; totals of every fixed choice and of the plan
+    /// (`--verify`: measured beside predicted).
     Plan(PlanArgs),
     /// Convert an ONNX model into a hush model file (.hushm); prints the
     /// layers. `serve`, `run` and `bench infer` also take .onnx directly.
@@ -116,6 +117,10 @@ enum Cmd {
     Predict(hush_lr::cli::PredictArgs),
     /// Private set intersection (ECDH-PSI): align this party's CSV rows with the peer's by ID.
     Psi(hush_psi::cli::PsiArgs),
+    /// Hardware attestation (AMD SEV-SNP, Intel TDX) of a dealer or module:
+    /// `hush attest verify` checks evidence offline and prints each leg.
+    #[command(subcommand)]
+    Attest(hush_attest::cli::AttestCmd),
 }
 
 #[derive(Subcommand)]
@@ -274,13 +279,18 @@ struct CotArgs {
 /// `hush plan`.
 #[derive(clap::Args, Clone, Debug)]
 struct PlanArgs {
-    /// The encoder graph (.onnx, as torch.onnx.export or optimum write it).
+    /// The encoder graph (.onnx, as torch.onnx.export or optimum write it),
+    /// or a CNN (.hushm, a CNN's .onnx, or a benchmark architecture:
+    /// minionn-mnist, minionn-cifar, squeezenet, resnet50).
     model: std::path::PathBuf,
-    /// Trust mode: tee (a choice per layer) or dealer (dealt triples only:
-    /// the dealer must never see W).
+    /// Trust mode. Encoder graphs: tee (a backend per layer) or dealer
+    /// (dealt triples only: the dealer must never see W). CNNs: tee,
+    /// dealer (the dealer holds W), interactive or silent (the comparison
+    /// family chosen per model).
     #[arg(long, default_value = "tee")]
     mode: String,
-    /// Network profile the times are predicted for (none, lan, wan, mobile, shaper).
+    /// Network profile the times are predicted for (none, lan, wan, mobile,
+    /// shaper), or several comma-separated (measured once, one plan each).
     #[arg(long, default_value = "lan")]
     net: String,
     /// Sentences per request.
@@ -305,7 +315,32 @@ struct PlanArgs {
 
 fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     use hush_inference::{graph_plan, graph_run::GraphOptions, Error};
-    let net = hush_transport::NetProfile::by_name(&a.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.net, hush_transport::NetProfile::names().join(", "))))?;
+    let nets = a.net.split(',').map(|n| hush_transport::NetProfile::by_name(n.trim()).ok_or_else(|| Error::Config(format!("--net {n}: one of {}", hush_transport::NetProfile::names().join(", "))))).collect::<Result<Vec<_>, _>>()?;
+    let net = nets[0].clone();
+    // a CNN: a benchmark architecture by name, a .hushm, or an ONNX file the
+    // encoder-graph importer refuses and the CNN importer takes
+    let name = a.model.to_string_lossy().to_string();
+    let graph = if hush_inference::zoo::NAMES.contains(&name.as_str()) || name.ends_with(".hushm") { None } else { Some(graph_plan::load(&a.model)) };
+    let cnn = match &graph {
+        None => Some(hush_inference::zoo::load(&name)?),
+        Some(Err(e)) => match hush_inference::zoo::load(&name) {
+            Ok(m) => Some(m),
+            Err(_) => return Err(Error::Model(e.to_string())),
+        },
+        Some(Ok(_)) => None,
+    };
+    if let Some(model) = cnn {
+        let mut opts = hush_inference::runtime::Options { mode: hush_inference::runtime::Mode::from_flags_local(&a.mode, None, None)?, proto: "auto".into(), ..Default::default() };
+        opts.resolve_family()?;
+        for (_, rep) in hush_inference::cnn_plan::plan_cnn_nets(std::sync::Arc::new(model), &opts, &nets, a.verify)? {
+            if a.json {
+                println!("{rep}");
+            } else {
+                hush_inference::cnn_plan::print_plan(&rep);
+            }
+        }
+        return Ok(());
+    }
     if a.batch == 0 || a.seq == 0 || a.batch.saturating_mul(a.seq) > hush_inference::graph_serve::MAX_INPUT_ELEMS {
         return Err(Error::Config(format!("--batch {} --seq {}: at most {} tokens", a.batch, a.seq, hush_inference::graph_serve::MAX_INPUT_ELEMS)));
     }
@@ -320,13 +355,17 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
         "dealer" => GraphOptions::dealer(fx, proto),
         m => return Err(Error::Config(format!("--mode {m}: encoder graphs are planned in tee and dealer modes (interactive and silent are not implemented for them)"))),
     };
-    let g = graph_plan::load(&a.model)?;
+    let g = match graph {
+        Some(Ok(g)) => g,
+        _ => graph_plan::load(&a.model)?,
+    };
     let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify };
-    let (_, rep) = graph_plan::plan_graph(&g, &req)?;
-    if a.json {
-        println!("{rep}");
-    } else {
-        graph_plan::print_plan(&rep);
+    for (_, rep) in graph_plan::plan_graph_nets(&g, &req, &nets)? {
+        if a.json {
+            println!("{rep}");
+        } else {
+            graph_plan::print_plan(&rep);
+        }
     }
     Ok(())
 }
@@ -396,6 +435,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Train(a) => hush_lr::cli::train_main(a).map_err(|e| e.to_string()),
         Cmd::Predict(a) => hush_lr::cli::predict_main(a).map_err(|e| e.to_string()),
         Cmd::Psi(a) => hush_psi::cli::psi_main(a).map_err(|e| e.to_string()),
+        Cmd::Attest(c) => hush_attest::cli::attest_cmd(c),
         Cmd::Bench(BenchCmd::Paillier(a)) => {
             let r = hush_lr::cli::bench_paillier(a.bits, a.iters, a.window).map_err(|e| e.to_string())?;
             emit(&r, a.json);

@@ -74,7 +74,7 @@ fn help_groups_every_subcommand_and_wraps_at_the_width() {
     // every subcommand clap knows is listed exactly once, under some group
     let names = [
         "demo", "demo-cot", "serve", "infer", "run", "dealer", "bench", "embed", "import", "report", "config", "node", "job",
-        "share", "fetch", "keygen", "circuit", "train", "predict",
+        "share", "fetch", "keygen", "circuit", "train", "predict", "attest",
     ];
     for n in names {
         let count = h.lines().filter(|l| l.split_whitespace().next() == Some(n) && l.starts_with("  ")).count();

@@ -53,6 +53,8 @@ fn every_bench_record_carries_the_contract_keys() {
         assert!(r["cpu"].is_string() && r["offline_s"].as_f64().is_some(), "{op}: {r}");
     }
     check(&["nonlinear", "--op", "gelu", "--shape", "2x32", "--mode", "dealer", "--proto", "fss"]);
+    let r = &check(&["nonlinear", "--op", "gelu", "--shape", "2x32", "--mode", "interactive"])[0];
+    assert!(r["offline_bytes"].as_u64().is_some_and(|b| b > 0) && r["dealt_bytes"] == 0 && r["module_crossings"] == 0, "interactive: {r}");
     check(&["aes", "--seconds", "0.05"]);
     let r = &check(&["deal", "--kind", "fss-relu", "--n", "2000", "--repeat", "1"])[0];
     assert!(r["bound_ratio"].as_f64().is_some_and(|x| x > 0.0) && r["cpu"].is_string(), "deal: {r}");

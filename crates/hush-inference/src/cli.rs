@@ -362,8 +362,10 @@ pub struct BenchInferArgs {
     pub nets: String,
     #[arg(long)]
     pub json: bool,
-    /// Encoder graphs (`--model FILE.onnx`): the plan — `auto` or a plan
-    /// file (TOML); default: the mode's preset.
+    /// The plan: `auto` (encoder graphs: a backend per layer; CNNs: the
+    /// mode's comparison family predicted fastest on --net, see `hush
+    /// plan`) or, for encoder graphs, a plan file (TOML); default: the
+    /// mode's preset.
     #[arg(long, value_name = "auto|FILE.toml")]
     pub plan: Option<String>,
 }
@@ -395,18 +397,7 @@ pub fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&
     let predeal_mem = parse_size(&common.predeal_mem)?;
     let link = resolve_link(&common.link)?;
     // dealer mode without --dealer: a local dealer is filled in by local_dealer()
-    let mode = if (common.mode == "dealer" || common.mode == "malicious-client") && common.dealer.is_none() {
-        if common.dealer_pin.is_some() {
-            return Err(Error::Config("--dealer-pin needs --dealer ADDR".into()));
-        }
-        if common.mode == "dealer" {
-            runtime::Mode::Dealer { addr: String::new(), pin: None }
-        } else {
-            runtime::Mode::MaliciousClient { addr: String::new(), pin: None }
-        }
-    } else {
-        runtime::Mode::from_flags(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?
-    };
+    let mode = runtime::Mode::from_flags_local(&common.mode, common.dealer.as_deref(), common.dealer_pin.as_deref())?;
     crate::he_linear::params_by_name(&common.he_params)?;
     let mut o = Options {
         proto: common.proto.clone(),
@@ -421,7 +412,7 @@ pub fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&
     };
     o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
-    if let runtime::Mode::MaliciousClient { .. } = o.mode {
+    if o.mode.preset().engine == crate::preset::Engine::Crisp {
         o.crisp = crate::crisp_run::CrispOptions { s: common.mac_s, linear: common.crisp_linear.clone() };
         o.crisp.check()?;
         if o.crisp.linear == "ckks" {
@@ -523,21 +514,7 @@ pub(crate) fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
 }
 
 pub(crate) fn mode_line(o: &Options) -> String {
-    match &o.mode {
-        runtime::Mode::Tee => format!("tee mode, modules {} (attestation {})", o.tee, hush_tee::SIMULATED_NOTE),
-        runtime::Mode::Dealer { addr, .. } => format!("dealer mode, dealer at {addr} (trusted not to collude with either party)"),
-        runtime::Mode::Interactive => format!("interactive mode: cryptography only — HE linear layers ({}), cf2 comparisons on Ferret COTs", o.he_params),
-        runtime::Mode::MaliciousClient { addr, .. } => format!(
-            "malicious-client mode (CRISP): MACs under a fresh key per inference, one consistency check before any output, MAC parameter s = {}, linear backend {}; dealer at {addr} (trusted not to collude with either party)",
-            o.crisp.s, o.crisp.linear
-        ),
-        runtime::Mode::Silent => format!(
-            "silent mode: HE linear layers ({}), cf2 comparisons on SilentFlow COTs from the modules ({}, attestation {})",
-            o.he_params,
-            o.tee,
-            hush_tee::SIMULATED_NOTE
-        ),
-    }
+    o.mode.summary(&o.tee, &o.he_params, &o.crisp)
 }
 
 /// `hush serve` in dealer or malicious-client mode: reaches the dealer once
@@ -588,7 +565,7 @@ pub fn serve_main(a: ServeArgs) -> Result<()> {
         o.cfg.frac,
         mode_line(&o)
     );
-    let family = if let runtime::Mode::MaliciousClient { .. } = o.mode {
+    let family = if o.mode.preset().engine == crate::preset::Engine::Crisp {
         "crisp (the only family of --mode malicious-client)".to_string()
     } else if o.expect.proto {
         format!("--proto {} (clients asking for another family are refused)", o.proto)
@@ -833,6 +810,18 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
         announce_link("hush", &o.link);
     }
     let model = Arc::new(crate::zoo::load(&a.model)?);
+    // --plan auto: the family the cost model predicts fastest on this
+    // profile (crate::cnn_plan), measured here before the run
+    let plan_rep = match a.plan.as_deref() {
+        None => None,
+        Some("auto") => {
+            let req = crate::cnn_plan::CnnPlanRequest { opts: o.clone(), net: o.profile.clone(), verify: false };
+            let (fam, rep) = crate::cnn_plan::plan_cnn(model.clone(), &req)?;
+            o.proto = fam;
+            Some(rep)
+        }
+        Some(f) => return Err(Error::Config(format!("--plan {f}: {} is a CNN; CNNs take --plan auto (the family per model) or a --proto (plan files are for encoder graphs so far)", a.model))),
+    };
     let tcp = a.transport == "tcp";
     let mut p = hush_primitives::Prg::new(hush_primitives::Block(99));
     for _ in 0..a.repeat.max(1) {
@@ -863,6 +852,16 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
             let mut v = runtime::run_json(&model, &run, o);
             if let Some(p) = probe {
                 v["peak_mem_method"] = json!(p.method);
+            }
+            v["plan"] = match &plan_rep {
+                Some(rep) => json!({"choice": "auto", "family": o.proto, "fixed": rep["fixed"]}),
+                None => json!({"choice": "preset", "mode": o.mode.name(), "family": o.proto}),
+            };
+            if let Some(rep) = &plan_rep {
+                let pred = rep["auto"]["predicted_s"].as_f64().unwrap_or(f64::NAN);
+                let meas = v["online_s"].as_f64().unwrap_or(f64::NAN) + v["offline_s"].as_f64().unwrap_or(f64::NAN);
+                v["predicted_s"] = json!(pred);
+                v["predicted_over_measured"] = json!(pred / meas);
             }
             v["params"] = json!(model.params());
             v["macs"] = json!(run.server_layers.iter().map(|l| l.macs).sum::<u64>());

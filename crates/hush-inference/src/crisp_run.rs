@@ -574,11 +574,10 @@ pub fn run_local(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime:
 
 /// [`run_local`] with the linear layers of `backend`.
 pub fn run_local_with(model: std::sync::Arc<Model>, x: &[f64], opts: &crate::runtime::Options, s: u32, backend: LinearBackend) -> Result<LocalRun> {
-    use crate::runtime::Mode;
     use hush_tee::{DealerModule, ModuleRole};
-    let (addr, pin) = match &opts.mode {
-        Mode::MaliciousClient { addr, pin } | Mode::Dealer { addr, pin } if !addr.is_empty() => (addr.clone(), *pin),
-        m => return Err(Error::Config(format!("--mode malicious-client runs over a dealer only (got {}); a simulated trusted module would give the client host μ", m.name()))),
+    let (addr, pin) = match opts.mode.dealer() {
+        Some((addr, pin)) if !addr.is_empty() => (addr.to_string(), pin),
+        _ => return Err(Error::Config(format!("--mode malicious-client runs over a dealer only (got {}); a simulated trusted module would give the client host μ", opts.mode.name()))),
     };
     let plan = std::sync::Arc::new(Plan::new(&model, opts.cfg)?);
     let client_model = std::sync::Arc::new(Model::from_architecture(&model.header_json)?);

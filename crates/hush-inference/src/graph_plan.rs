@@ -100,9 +100,25 @@ pub fn plan_graph(g: &GraphModel, r: &PlanRequest) -> Result<(GraphOptions, Valu
     plan_program(&prog, r)
 }
 
+/// [`plan_graph`] for several profiles: measured once, one plan each.
+pub fn plan_graph_nets(g: &GraphModel, r: &PlanRequest, nets: &[NetProfile]) -> Result<Vec<(GraphOptions, Value)>> {
+    let mut shapes = HashMap::new();
+    for i in &g.inputs {
+        shapes.insert(i.name.clone(), vec![r.batch, r.seq]);
+    }
+    let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
+    plan_program_nets(&prog, r, nets)
+}
+
 /// [`plan_graph`] for a program already lowered (a served session's:
 /// `--plan auto`).
 pub fn plan_program(prog: &Program, r: &PlanRequest) -> Result<(GraphOptions, Value)> {
+    plan_program_nets(prog, r, std::slice::from_ref(&r.net))?.pop().ok_or_else(|| Error::Config("no plan".into()))
+}
+
+/// [`plan_program`] for several profiles: each candidate is measured once
+/// (no network), then predicted and chosen per profile.
+pub fn plan_program_nets(prog: &Program, r: &PlanRequest, nets: &[NetProfile]) -> Result<Vec<(GraphOptions, Value)>> {
     let inputs = dry_inputs(prog);
     let cands: Vec<LinearBackend> = match r.mode.as_str() {
         "tee" => vec![LinearBackend::Module, LinearBackend::Triples],
@@ -110,12 +126,23 @@ pub fn plan_program(prog: &Program, r: &PlanRequest) -> Result<(GraphOptions, Va
         m => return Err(Error::Config(format!("hush plan --mode {m}: encoder graphs are planned in tee and dealer modes"))),
     };
     let none = NetProfile::none();
-    let mut per: Vec<Vec<Predicted>> = Vec::new();
+    let mut costs = Vec::new();
     for &b in &cands {
         let o = GraphOptions { linear: b, per_step: None, ..r.opts.clone() };
-        let (_, _, (ms, mc)) = run_private_on(&prog, &inputs, &o, &none)?;
-        per.push(ms.iter().zip(&mc).map(|(s, c)| predict(s, c, &r.net)).collect());
+        let (_, _, (ms, mc)) = run_private_on(prog, &inputs, &o, &none)?;
+        costs.push((ms, mc));
     }
+    let mut out = Vec::new();
+    for net in nets {
+        let per: Vec<Vec<Predicted>> = costs.iter().map(|(ms, mc)| ms.iter().zip(mc).map(|(s, c)| predict(s, c, net)).collect()).collect();
+        let r = PlanRequest { net: net.clone(), ..r.clone() };
+        out.push(choose(prog, &r, &cands, &per, &inputs)?);
+    }
+    Ok(out)
+}
+
+/// The plan and report of one profile from the candidates' predictions.
+fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<Predicted>], inputs: &HashMap<String, Tensor>) -> Result<(GraphOptions, Value)> {
     let mut choice: Vec<Option<LinearBackend>> = vec![None; prog.steps.len()];
     let mut rows = Vec::new();
     let mut total = Predicted::default();
@@ -152,9 +179,9 @@ pub fn plan_program(prog: &Program, r: &PlanRequest) -> Result<(GraphOptions, Va
         })
         .collect();
     let plan = GraphOptions { per_step: Some(Arc::new(choice)), ..r.opts.clone() };
-    plan.validate(&prog, r.mode == "dealer")?;
+    plan.validate(prog, r.mode == "dealer")?;
     let measured = if r.verify {
-        let (_, st, _) = run_private_on(&prog, &inputs, &plan, &r.net)?;
+        let (_, st, _) = run_private_on(prog, inputs, &plan, &r.net)?;
         Some(json!({"seconds": st.seconds, "bytes": st.bytes, "rounds": st.rounds, "predicted_over_measured": total.secs / st.seconds.max(1e-9)}))
     } else {
         None

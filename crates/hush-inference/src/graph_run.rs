@@ -484,6 +484,10 @@ struct Exec<'a> {
     module: Option<SharedModule>,
     next_id: u32,
     vals: Vec<Option<Val>>,
+    /// The plan pass of [`Exec::run_ahead`]: the context records what
+    /// each step consumes; nothing is sent (the module-dealt linear path
+    /// returns zeros without a call).
+    planning: bool,
 }
 
 /// Chunks (k, n) of an m×k·k×n product small enough for one dealing
@@ -538,6 +542,9 @@ impl<'a> Exec<'a> {
     fn linear(&mut self, ch: &mut dyn Channel, op: impl FnOnce() -> LinearOp, in_len: usize, out_len: usize, x: &ArithShare) -> Result<ArithShare> {
         let id = self.next_id;
         self.next_id += 1;
+        if self.planning {
+            return Ok(ArithShare::zeros(self.ring, out_len));
+        }
         let side = match self.role {
             Role::Server => linear::Side::Server,
             Role::Client => linear::Side::Client,
@@ -851,11 +858,18 @@ impl<'a> Exec<'a> {
     }
 
     fn run(&mut self, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<Vec<ArithShare>> {
+        self.run_with(ch, inputs, |_, _| Ok(()))
+    }
+
+    /// Runs every step; `before(ctx, i)` is called before step `i` (the
+    /// look-ahead installs that step's correlations there).
+    fn run_with(&mut self, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, mut before: impl FnMut(&mut Ctx, usize) -> Result<()>) -> Result<Vec<ArithShare>> {
         self.vals = vec![None; self.p.slots.len()];
         self.meter.clear();
         for (i, st) in self.p.steps.iter().enumerate() {
             self.backend = self.plan.backend(i);
             let (t0, c0) = (Instant::now(), ch.cost());
+            before(&mut self.ctx, i)?;
             let v = self.step(ch, st, inputs).map_err(|e| match e {
                 Error::Nonlinear(m) => Error::Nonlinear(format!("{} → '{}': {m}", st.kind(), self.p.slots[st.out()].name)),
                 e => e,
@@ -866,7 +880,100 @@ impl<'a> Exec<'a> {
         }
         self.p.outputs.iter().map(|(_, s)| self.sh(*s).cloned()).collect()
     }
+
+    /// What each step consumes from the provider, in order: the program run
+    /// once in plan mode ([`Ctx::begin_plan`]: nothing computed by the
+    /// protocols, nothing sent, the module-dealt path skipped). The needs
+    /// are a function of the public program and the plan alone, so both
+    /// parties derive the same list; a divergence would surface as a
+    /// "preprocessing plan mismatch" error at the first differing item.
+    fn plan_steps(&mut self, inputs: &HashMap<String, Tensor>) -> Result<Vec<Vec<hush_2pc::transformer::ctx::Need>>> {
+        let (id0, saved) = (self.next_id, std::mem::take(&mut self.vals));
+        self.planning = true;
+        let (mut unused, _peer) = MemChannel::pair();
+        let mut needs = Vec::with_capacity(self.p.steps.len());
+        self.vals = vec![None; self.p.slots.len()];
+        let r = (|| {
+            for (i, st) in self.p.steps.iter().enumerate() {
+                self.backend = self.plan.backend(i);
+                self.ctx.begin_plan().map_err(tpc)?;
+                let v = self.step(&mut unused, st, inputs);
+                let n = self.ctx.end_plan().map_err(tpc)?;
+                self.vals[st.out()] = Some(v?);
+                needs.push(n);
+            }
+            Ok(())
+        })();
+        self.planning = false;
+        self.next_id = id0;
+        self.vals = saved;
+        r.map(|_| needs)
+    }
+
+    /// [`Exec::run`] with the provider's work moved off the online path: the
+    /// needs of every step are planned first ([`Exec::plan_steps`]), then a
+    /// dealing thread with its own context on the same provider deals them
+    /// step by step ([`Ctx::deal_plan`]), at most [`DEAL_AHEAD_STEPS`] steps
+    /// ahead, while this thread runs the steps on what it installs. The
+    /// online context never deals. With a dealer as the provider, the
+    /// dealer computes and ships step i + 1's correlations while the
+    /// parties compute step i; with the parties' own modules, the dealing
+    /// runs on the core the ping-pong of the online phase leaves idle.
+    ///
+    /// **Why this changes nothing of the views.** The same correlations
+    /// are dealt, in the same order and with the same batch numbers, as
+    /// lazy dealing would deal them (one context deals them all); only
+    /// their timing moves, and dealing is input-independent. The dealing
+    /// thread sends nothing to the peer.
+    fn run_ahead(&mut self, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule) -> Result<Vec<ArithShare>> {
+        let needs = self.plan_steps(inputs)?;
+        let (party, proto, fx) = (self.ctx.party, self.ctx.proto(), self.ctx.fx);
+        let (k, arity, one_round) = (self.ctx.k, self.ctx.arity, self.ctx.one_round);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<hush_2pc::Result<hush_2pc::transformer::ctx::Prefilled>>(DEAL_AHEAD_STEPS);
+        std::thread::scope(|sc| {
+            let needs = &needs;
+            let worker = sc.spawn(move || {
+                let mut d = match Ctx::new(party, proto, Dealer::new(Box::new(module)), fx) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                (d.k, d.arity, d.one_round) = (k, arity, one_round);
+                for n in needs.iter().filter(|n| !n.is_empty()) {
+                    let r = d.deal_plan(n);
+                    let stop = r.is_err();
+                    if tx.send(r).is_err() || stop {
+                        return; // the online side stopped, or dealing failed
+                    }
+                }
+            });
+            let r = self.run_with(ch, inputs, |ctx, i| {
+                ctx.lazy().map_err(tpc)?;
+                if needs[i].is_empty() {
+                    return Ok(());
+                }
+                let pre = rx.recv().map_err(|_| Error::Config("the dealing thread stopped".into()))?.map_err(tpc)?;
+                ctx.install(pre).map_err(tpc)
+            });
+            drop(rx);
+            let joined = worker.join();
+            let r = r.and_then(|o| {
+                self.ctx.lazy().map_err(tpc)?;
+                Ok(o)
+            });
+            match joined {
+                Ok(()) => r,
+                Err(_) => r.and(Err(Error::Config("the dealing thread panicked".into()))),
+            }
+        })
+    }
 }
+
+/// Steps the dealing thread of [`Exec::run_ahead`] may run ahead of the
+/// online phase (their correlations are held meanwhile).
+pub const DEAL_AHEAD_STEPS: usize = 2;
 
 /// Per-run figures.
 #[derive(Clone, Debug, Default)]
@@ -892,16 +999,24 @@ pub fn party_with(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Cha
     party_metered(role, prog, o, ch, inputs, module).map(|r| r.0)
 }
 
-/// [`party_with`], also returning this party's cost per step.
+/// [`party_with`], also returning this party's cost per step. Deals on a
+/// look-ahead thread ([`DEAL_AHEAD_STEPS`]) unless `HUSH_LOOKAHEAD=0`.
 pub fn party_metered(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule) -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
+    party_run(role, prog, o, ch, inputs, module, crate::engine::lookahead_env())
+}
+
+/// [`party_metered`] with the look-ahead chosen (`ahead`: a dealing thread
+/// deals each step's correlations ahead of it; otherwise each primitive
+/// deals when called).
+pub fn party_run(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule, ahead: bool) -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
     if role == Role::Server && !prog.has_weights {
         return Err(Error::Config("graph: the server's program has no weights".into()));
     }
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module), next_id: 0, vals: Vec::new() };
-    let outs = ex.run(ch, inputs)?;
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), next_id: 0, vals: Vec::new(), planning: false };
+    let outs = if ahead { ex.run_ahead(ch, inputs, module)? } else { ex.run(ch, inputs)? };
     let meter = std::mem::take(&mut ex.meter);
     let flat: Vec<u64> = outs.iter().flat_map(|s| s.v.iter().copied()).collect();
     if role == Role::Server {
@@ -964,7 +1079,7 @@ pub fn run_private_on(prog: &Program, inputs: &HashMap<String, Tensor>, o: &Grap
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new() };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new(), planning: false };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())

@@ -30,7 +30,8 @@
 
 use crate::fixed::FixedConfig;
 use crate::graph_run::{check_program, party_with, GraphOptions, LinearBackend, PlanChoice, Role};
-use crate::runtime::{self, Mode, Options, ServerHandle};
+use crate::preset::TransformerPreset;
+use crate::runtime::{self, Options, ServerHandle};
 use crate::{Error, Result};
 use hush_2pc::nonlinear::Proto;
 use hush_onnx::eval::Tensor;
@@ -58,13 +59,13 @@ fn proto_of(p: &str) -> Result<Proto> {
 /// The plan a trust mode calls for (the presets): see the module docs.
 pub fn graph_options(opts: &Options, proto: &str, fx: FixedConfig) -> Result<GraphOptions> {
     let proto = proto_of(proto)?;
-    match &opts.mode {
-        Mode::Tee => Ok(GraphOptions::tee(fx, proto)),
-        Mode::Dealer { .. } => Ok(GraphOptions::dealer(fx, proto)),
-        m => Err(Error::Config(format!(
+    match opts.mode.preset().transformer {
+        Some(TransformerPreset::Tee) => Ok(GraphOptions::tee(fx, proto)),
+        Some(TransformerPreset::Dealer) => Ok(GraphOptions::dealer(fx, proto)),
+        None => Err(Error::Config(format!(
             "--mode {}: encoder graphs run in tee and dealer modes; {} is not implemented for them yet (interactive and silent need HE/OT providers for the transformer correlations, malicious-client needs CRISP's checks for them)",
-            m.name(),
-            m.name()
+            opts.mode.name(),
+            opts.mode.name()
         ))),
     }
 }
@@ -94,7 +95,7 @@ pub type PlanCache = Arc<std::sync::Mutex<HashMap<String, GraphOptions>>>;
 /// measured once per program and cached; in dealer mode the triples
 /// preset is the only sound candidate, so nothing is measured).
 pub fn server_plan(o: &GraphOptions, prog: &Program, choice: &PlanChoice, opts: &Options, cache: &PlanCache) -> Result<GraphOptions> {
-    let dealer = matches!(opts.mode, Mode::Dealer { .. });
+    let dealer = opts.mode.preset().dealer();
     let p = server_plan_unchecked(o, prog, choice, opts, cache, dealer)?;
     p.validate(prog, dealer)?;
     Ok(p)
@@ -205,7 +206,7 @@ pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options,
     ch.send(reply.to_string().as_bytes())?;
     let mut module = provider.module;
     runtime::establish(&mut module, ch, opts, ModuleRole::Sender)?;
-    o.validate(&prog, matches!(opts.mode, Mode::Dealer { .. }))?;
+    o.validate(&prog, opts.mode.preset().dealer())?;
     party_with(Role::Server, &prog, &o, ch, &HashMap::new(), module.clone()).map_err(|e| runtime::diagnose(&mut module, &opts.mode, e))?;
     Ok(1)
 }
@@ -258,7 +259,7 @@ pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, plan: &PlanChoice, in
     if prog.has_weights {
         return Err(Error::Protocol("the server's program carries weights (it must send the public program)".into()));
     }
-    let dealer = matches!(opts.mode, Mode::Dealer { .. });
+    let dealer = opts.mode.preset().dealer();
     // the plan this client expects (`auto`: any plan sound for its mode)
     let mine = match plan {
         PlanChoice::Preset => Some(preset.clone()),

@@ -54,6 +54,7 @@
 
 pub mod bert;
 pub mod budget;
+pub mod cnn_plan;
 pub mod crisp_ckks;
 pub mod crisp_run;
 pub mod crisp_serve;
@@ -72,6 +73,8 @@ pub mod linear;
 pub mod model;
 pub mod npy;
 pub mod plan;
+pub mod preset;
+pub mod provider;
 pub mod progress;
 pub mod reference;
 pub mod runtime;

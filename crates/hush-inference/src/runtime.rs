@@ -37,170 +37,18 @@ use crate::fixed::FixedConfig;
 use crate::model::Model;
 use crate::plan::Plan;
 use crate::{linear, Error, Result};
-use hush_tee::{InProcessModule, Module, ModuleRole, Request, Response, TrustedModule};
-use hush_transport::{Channel, ChannelOptions, ClientProfile, CpuLimit, Fingerprint, LinkConfig, MemChannel, NetProfile, TcpChannel, Throttled};
+use hush_tee::{ModuleRole, TrustedModule};
+use hush_transport::{Channel, ChannelOptions, ClientProfile, CpuLimit, LinkConfig, MemChannel, NetProfile, TcpChannel, Throttled};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Where the correlations come from (VISION.md "Trust modes").
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// Each party's trusted module (simulated attestation — gives no
-    /// hardware protection); the modules agree a seed over the parties' link.
-    #[default]
-    Tee,
-    /// The dealer service at `addr` (`hush dealer`), reached over TLS with
-    /// the dealer pinned to `pin` (else to a `--pin ADDR=` entry for
-    /// `addr`). Trusted not to collude with either party; see
-    /// [`hush_tee::dealer`] for what it can and cannot learn.
-    Dealer { addr: String, pin: Option<Fingerprint> },
-    /// Cryptography only: Cheetah's HE linear layers ([`crate::he_linear`],
-    /// the client holds the RLWE secret key) and the `cf2` comparisons on
-    /// Ferret COTs. No trusted party of any kind.
-    Interactive,
-    /// SilentFlow's end-to-end configuration (Table IV): the same HE linear
-    /// layers, and `cf2` on COTs the parties' modules expand silently from
-    /// an agreed seed (simulated attestation — gives no hardware
-    /// protection: the COT correlations then rest on the simulation).
-    Silent,
-    /// CRISP against a **malicious client** ([`crate::crisp_run`],
-    /// [`crate::crisp_serve`]): authenticated shares, MAC-carrying gates and
-    /// the final consistency check, with the correlations (μ, FSS keys,
-    /// masks, bilinear triples) from the dealer service at `addr` (pinned
-    /// like [`Mode::Dealer`]'s) — the dealer must collude with neither
-    /// party. The server is assumed semi-honest. No trusted module
-    /// underneath: see the trust paragraph of [`crate::crisp_run`] for why
-    /// a simulated module is refused rather than warned about.
-    MaliciousClient { addr: String, pin: Option<Fingerprint> },
-}
-
-impl Mode {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Mode::Tee => "tee",
-            Mode::Dealer { .. } => "dealer",
-            Mode::Interactive => "interactive",
-            Mode::Silent => "silent",
-            Mode::MaliciousClient { .. } => "malicious-client",
-        }
-    }
-
-    /// The dealer of `dealer` and `malicious-client` mode: its address and pin.
-    pub fn dealer(&self) -> Option<(&str, Option<Fingerprint>)> {
-        match self {
-            Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => Some((addr, *pin)),
-            _ => None,
-        }
-    }
-
-    /// Whether the linear layers are HE (`interactive`, `silent`) rather
-    /// than module-dealt (`tee`, `dealer`).
-    pub fn he(&self) -> bool {
-        matches!(self, Mode::Interactive | Mode::Silent)
-    }
-
-    /// The nonlinear families this mode runs (`--proto`).
-    pub fn families(&self) -> &'static [&'static str] {
-        if matches!(self, Mode::MaliciousClient { .. }) {
-            return &["crisp"];
-        }
-        if self.he() {
-            engine::HE_FAMILIES
-        } else {
-            engine::FAMILIES
-        }
-    }
-
-    /// The family `--proto auto` means in this mode.
-    /// The family `--proto auto` picks: `tami` in `tee`/`dealer` (TAMI-MPC's
-    /// one-round comparison: online SqueezeNet 2.8 s vs 28 s for `fss`
-    /// in tee mode on this machine kind, ResNet-50 10 s vs minutes of FSS
-    /// key generation, and a twentieth of `fss`'s bytes on a dealer's
-    /// links), `cf2` in the HE modes. `fss` (exact truncation, one round
-    /// per gate) stays a `--proto` away.
-    pub fn default_family(&self) -> &'static str {
-        if matches!(self, Mode::MaliciousClient { .. }) {
-            return "crisp";
-        }
-        if self.he() {
-            "cf2"
-        } else {
-            "tami"
-        }
-    }
-
-    /// Checks `proto` against the mode (`auto` is resolved by the caller).
-    pub fn check_family(&self, proto: &str) -> Result<()> {
-        if self.families().contains(&proto) {
-            return Ok(());
-        }
-        let known = engine::FAMILIES.contains(&proto) || engine::HE_FAMILIES.contains(&proto) || proto == "crisp";
-        Err(Error::Config(if known {
-            format!("--proto {proto} does not run in --mode {} (this mode runs {})", self.name(), self.families().join(", "))
-        } else {
-            format!("unknown protocol family '{proto}' (--mode {} runs {})", self.name(), self.families().join(", "))
-        }))
-    }
-
-    /// From `--mode`, `--dealer` and `--dealer-pin`.
-    pub fn from_flags(mode: &str, dealer: Option<&str>, pin: Option<&str>) -> Result<Mode> {
-        match mode {
-            "tee" => {
-                if dealer.is_some() || pin.is_some() {
-                    return Err(Error::Config("--dealer and --dealer-pin need --mode dealer".into()));
-                }
-                Ok(Mode::Tee)
-            }
-            "dealer" => {
-                let addr = dealer.ok_or_else(|| Error::Config("--mode dealer needs --dealer ADDR (where `hush dealer` listens)".into()))?;
-                let pin = pin.map(|p| p.trim().parse::<Fingerprint>().map_err(|e| Error::Config(format!("--dealer-pin: {e}")))).transpose()?;
-                Ok(Mode::Dealer { addr: addr.to_string(), pin })
-            }
-            "interactive" | "silent" => {
-                if dealer.is_some() || pin.is_some() {
-                    return Err(Error::Config(format!("--dealer and --dealer-pin need --mode dealer, not --mode {mode}")));
-                }
-                Ok(if mode == "silent" { Mode::Silent } else { Mode::Interactive })
-            }
-            "malicious-client" => {
-                let addr = dealer.ok_or_else(|| Error::Config(MALICIOUS_CLIENT_NEEDS_DEALER.into()))?;
-                let pin = pin.map(|p| p.trim().parse::<Fingerprint>().map_err(|e| Error::Config(format!("--dealer-pin: {e}")))).transpose()?;
-                Ok(Mode::MaliciousClient { addr: addr.to_string(), pin })
-            }
-            m => Err(Error::Config(format!("--mode {m}: choose tee, dealer, interactive, silent or malicious-client"))),
-        }
-    }
-}
-
-/// Why `--mode malicious-client` needs `--dealer` (and never a module).
-pub const MALICIOUS_CLIENT_NEEDS_DEALER: &str = "--mode malicious-client needs --dealer ADDR (where `hush dealer` listens) and \
---dealer-pin sha256:<hex>: its correlations (the MAC key μ, FSS keys, masks, triples) come from a dealer that colludes with neither party. \
-A trusted module underneath (tee) is refused: hush's module is simulated, so a malicious client host could read μ from its own module \
-and forge every MAC. (hush run, demo and bench infer start a dealer in this process when --dealer is omitted.)";
-
-#[cfg(test)]
-mod malicious_client_mode {
-    use super::*;
-    #[test]
-    fn needs_a_dealer_and_never_a_module() {
-        let e = Mode::from_flags("malicious-client", None, None).unwrap_err().to_string();
-        assert!(e.contains("--dealer ADDR") && e.contains("tee") && e.contains("simulated"), "{e}");
-        let m = Mode::from_flags("malicious-client", Some("127.0.0.1:7100"), None).unwrap();
-        assert_eq!(m.name(), "malicious-client");
-        assert_eq!(m.dealer(), Some(("127.0.0.1:7100", None)));
-        assert!(Mode::from_flags("malicious-client", Some("h:1"), Some("nonsense")).is_err());
-        // the only family is CRISP's; auto resolves to it; others are refused by name
-        let mut o = Options { mode: m.clone(), proto: "auto".into(), ..Default::default() };
-        o.resolve_family().unwrap();
-        assert_eq!(o.proto, "crisp");
-        let e = Options { mode: m, proto: "tami".into(), ..Default::default() }.resolve_family().unwrap_err().to_string();
-        assert!(e.contains("--proto tami does not run in --mode malicious-client"), "{e}");
-        assert!(Mode::Dealer { addr: "a".into(), pin: None }.check_family("crisp").is_err());
-    }
-}
+pub use crate::preset::{Mode, MALICIOUS_CLIENT_NEEDS_DEALER};
+use crate::preset::{Cot, Engine};
+pub use crate::provider::*;
+use crate::provider::he_session;
 
 /// Options shared by both parties (the server's values win in a session).
 #[derive(Clone, Debug)]
@@ -277,19 +125,6 @@ pub const DEFAULT_PREDEAL_MEM: u64 = 256 << 20;
 /// Default [`Options::max_sessions_per_addr`].
 pub const DEFAULT_MAX_SESSIONS_PER_ADDR: usize = 8;
 
-/// A dealer-mode (or malicious-client) server's check of its dealer at
-/// start: the dealer answers at its address with the pinned identity
-/// ([`hush_tee::dealer::probe`]; opens no session). Other modes: nothing.
-pub fn check_dealer(opts: &Options) -> Result<()> {
-    match &opts.mode {
-        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } if !addr.is_empty() => {
-            hush_tee::dealer::probe(addr, &dealer_link(opts, addr, *pin)?, opts.link.connect_timeout_flag())
-                .map_err(|e| Error::Config(format!("{} mode: the dealer does not answer as configured (checked at start, before serving any client): {e}", opts.mode.name())))
-        }
-        _ => Ok(()),
-    }
-}
-
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -332,85 +167,6 @@ impl Options {
         }
         self.mode.check_family(&self.proto)
     }
-}
-
-/// The LPN sets a mode's COT source may use: Ferret's ladder in
-/// `interactive` mode, SilentFlow's set in `silent` mode.
-fn cot_sets(mode: &Mode) -> &'static [hush_correlations::lpn::LpnParams] {
-    if *mode == Mode::Silent {
-        &hush_correlations::lpn::SILENT_SETS
-    } else {
-        &hush_correlations::lpn::FERRET_SETS
-    }
-}
-
-/// The server's choice of LPN set for a session: `opts.cot_set` if given;
-/// else, for a client with a memory budget, the largest set whose two
-/// sources' working sets (one per direction) take at most a quarter of it;
-/// else the mode's first (largest) set.
-pub fn cot_set_for(opts: &Options, client_max_mem: Option<u64>, reserved: u64) -> Result<&'static str> {
-    let sets = cot_sets(&opts.mode);
-    if let Some(n) = &opts.cot_set {
-        return sets.iter().find(|p| p.name == n).map(|p| p.name).ok_or_else(|| {
-            Error::Config(format!("COT set '{n}' is not one of --mode {}'s ({})", opts.mode.name(), sets.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
-        });
-    }
-    Ok(crate::budget::cot_set_within(sets, client_max_mem, reserved).name)
-}
-
-/// The module slot of the HE modes, which have no trusted module for the
-/// engine (silent mode's modules live inside its COT source): every call
-/// is refused, naming the mode.
-struct NoModule(&'static str);
-
-impl TrustedModule for NoModule {
-    fn call(&mut self, _req: &Request) -> hush_tee::Result<Response> {
-        Err(hush_tee::Error::Refused(format!("--mode {} deals nothing through a module (HE linear layers, cf2 on COTs)", self.0)))
-    }
-    fn stats(&self) -> hush_tee::ModuleStats {
-        Default::default()
-    }
-    fn describe(&self) -> String {
-        match self.0 {
-            "silent" => format!("SilentFlow modules inside the COT source (attestation {})", hush_tee::SIMULATED_NOTE),
-            _ => "none (cryptography only)".into(),
-        }
-    }
-}
-
-/// A party's HE-mode session after the hello: COTs in both directions
-/// (Ferret, or SilentFlow with modules), then the RLWE keys (client →
-/// server). Returns the `cf2` family on the COTs and the HE linear layers.
-#[allow(clippy::too_many_arguments)]
-fn he_session(ch: &mut dyn Channel, party: u8, mode: &Mode, tee: &str, cot_set: &str, he_params: &str, model: &Model, plan: &Plan, chunk: usize) -> Result<(Box<dyn engine::Nonlinear>, crate::he_linear::HeLinear)> {
-    use hush_correlations::registry::{SourceConfig, TeeBackend};
-    use hush_primitives::Prg;
-    let set = *cot_sets(mode).iter().find(|p| p.name == cot_set).ok_or_else(|| Error::Protocol(format!("COT set '{cot_set}' is not one of --mode {}'s", mode.name())))?;
-    let mut sc = SourceConfig::named(if *mode == Mode::Silent { "silent" } else { "ferret" });
-    sc.params = Some(set);
-    sc.tee = match tee {
-        "in-process" => TeeBackend::InProcess,
-        "out-of-process" => TeeBackend::OutOfProcess,
-        other => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
-    };
-    let mut rng = Prg::from_os();
-    let ot = hush_2pc::beaver::OtSession::setup(ch, party, &sc, &mut rng).map_err(|e| Error::Nonlinear(format!("COT setup ({}): {e}", sc.name)))?;
-    let params = crate::he_linear::params_by_name(he_params)?;
-    let ctx = std::sync::Arc::new(hush_rlwe::Context::new(params).map_err(|e| Error::Config(e.to_string()))?);
-    let hcfg = hush_rlwe::cheetah::Config::new(plan.cfg.bits);
-    let he_err = |e: hush_rlwe::Error| match e {
-        hush_rlwe::Error::Transport(t) => Error::Transport(t),
-        hush_rlwe::Error::Malformed { .. } | hush_rlwe::Error::Mismatch(_) => Error::Protocol(format!("HE setup: {e}")),
-        other => Error::Config(format!("HE setup: {other}")),
-    };
-    let side = if party == CLIENT {
-        crate::he_linear::Side::Client(Box::new(hush_rlwe::cheetah::HeClient::setup(ch, ctx, hcfg, Prg::from_os()).map_err(he_err)?))
-    } else {
-        crate::he_linear::Side::Server(Box::new(hush_rlwe::cheetah::HeServer::setup(ch, ctx, hcfg, Prg::from_os()).map_err(he_err)?))
-    };
-    let he = crate::he_linear::HeLinear::new(side, model, plan)?;
-    let nl: Box<dyn engine::Nonlinear> = Box::new(engine::Cf2Nonlinear::new(ot, party, plan.cfg.bits, chunk));
-    Ok((nl, he))
 }
 
 /// A server's state for one session after the hello exchange.
@@ -531,7 +287,7 @@ fn server_setup(
 /// before the "ready" that lets the client send its input. Off with
 /// [`Options::dealer_plan`] = false (or `HUSH_DEALER_PLAN=0`).
 fn plan_at_dealer(plan: &Plan, module: &mut SharedModule, nl: &dyn engine::Nonlinear, pre: &engine::Predealt, opts: &Options) -> Result<()> {
-    if matches!(opts.mode, Mode::Dealer { .. }) && opts.dealer_plan && dealer_plan_env() {
+    if opts.mode.preset().dealer() && opts.dealer_plan && dealer_plan_env() {
         engine::plan_dealer(plan, module, nl, pre)?;
     }
     Ok(())
@@ -556,180 +312,6 @@ fn await_ready(ch: &mut dyn Channel) -> Result<()> {
     match ch.recv()?.as_slice() {
         b"R" => Ok(()),
         _ => Err(Error::Protocol("expected the server's ready message".into())),
-    }
-}
-
-fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
-    let m: Box<dyn TrustedModule> = match (kind, test_seed) {
-        ("in-process", false) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))),
-        ("in-process", true) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()).insecure_test_mode())),
-        ("out-of-process", false) => Box::new(hush_tee::OutOfProcessModule::spawn()?),
-        ("out-of-process", true) => Box::new(hush_tee::OutOfProcessModule::spawn_insecure_test()?),
-        (other, _) => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
-    };
-    Ok(SharedModule::new(m))
-}
-
-/// A dealer service started in this process for a local run in dealer
-/// mode (both parties here, no `--dealer` given); stops when dropped.
-pub struct LocalDealer(Option<hush_tee::dealer::DealerHandle>);
-
-impl Drop for LocalDealer {
-    fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            h.shutdown();
-        }
-    }
-}
-
-/// For local runs: when `o` is in dealer mode with an empty address,
-/// starts a dealer on loopback (TLS with an ephemeral identity, pinned,
-/// unless the parties are insecure) and points `o` at it.
-pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
-    match &o.mode {
-        Mode::Dealer { addr, .. } | Mode::MaliciousClient { addr, .. } if addr.is_empty() => {}
-        _ => return Ok(LocalDealer(None)),
-    }
-    let (sec, pin) = if o.link.is_tls() {
-        let id = Arc::new(hush_transport::Identity::generate()?);
-        let fp = id.fingerprint();
-        (hush_transport::LinkSecurity::Tls(hush_transport::TlsSettings { identity: id, peer: hush_transport::PeerCheck::AnyPeer, require_client_cert: false }), Some(fp))
-    } else {
-        (hush_transport::LinkSecurity::Insecure, None)
-    };
-    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec, hush_2pc::deal::kinds()), Arc::new(|l: String| if std::env::var_os("HUSH_DEALER_TRACE").is_some() { eprintln!("dealer: {l}") }))?;
-    o.mode = match o.mode {
-        Mode::MaliciousClient { .. } => Mode::MaliciousClient { addr: h.addr.to_string(), pin },
-        _ => Mode::Dealer { addr: h.addr.to_string(), pin },
-    };
-    Ok(LocalDealer(Some(h)))
-}
-
-/// A party's correlation provider for one session, before the hello
-/// exchange is over: the module, and in dealer mode the session.
-pub(crate) struct Provider {
-    pub(crate) module: SharedModule,
-    /// Dealer mode: the session id and the dealer's fingerprint.
-    dealer: Option<(hush_tee::dealer::SessionId, Option<Fingerprint>)>,
-}
-
-pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
-    opts.link.to_service(addr, pin, "--dealer-pin").map_err(|e| Error::Config(e.to_string()))
-}
-
-/// Server side, before its hello reply: in dealer mode, opens a fresh
-/// session at the dealer (so the session's sender role is claimed before
-/// its id leaves this process).
-pub(crate) fn server_provider(opts: &Options) -> Result<Provider> {
-    server_provider_for(opts, None)
-}
-
-/// Slack added to an announced dealer-session budget (the dealer's own
-/// batches in flight).
-pub const SESSION_MEM_SLACK: u64 = 64 << 20;
-
-/// [`server_provider`], announcing to a dealer the session's budget for
-/// dealt-but-unclaimed shares (`None`: the dealer's cap).
-pub(crate) fn server_provider_for(opts: &Options, announce: Option<u64>) -> Result<Provider> {
-    match &opts.mode {
-        Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
-        Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
-        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
-            let sid = hush_tee::dealer::new_session_id();
-            let m = hush_tee::DealerModule::connect_announced(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender, announce)?
-                .with_kinds(hush_2pc::deal::kinds());
-            let fp = m.dealer_fingerprint();
-            Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })
-        }
-    }
-}
-
-/// The hello-reply fields describing the server's mode.
-pub(crate) fn mode_fields(reply: &mut Value, opts: &Options, p: &Provider) {
-    reply["mode"] = json!(opts.mode.name());
-    if let Some((sid, fp)) = &p.dealer {
-        reply["dealer_session"] = json!(hush_tee::dealer::session_hex(sid));
-        reply["dealer_fingerprint"] = json!(fp.map(|f| f.to_string()));
-    }
-}
-
-/// Checks the client's mode against the server's; the refusal names both.
-pub(crate) fn check_client_mode(hello: &Value, opts: &Options) -> std::result::Result<(), String> {
-    let theirs = hello.get("mode").and_then(Value::as_str).unwrap_or("tee");
-    if theirs != opts.mode.name() {
-        return Err(format!(
-            "trust mode mismatch: the client runs --mode {theirs}, this server runs --mode {} (both parties must use the same mode)",
-            opts.mode.name()
-        ));
-    }
-    Ok(())
-}
-
-/// Completes a party's provider after the hello exchange: tee-mode seed
-/// agreement over `ch` (or the test seed); nothing more in dealer mode.
-pub(crate) fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, role: ModuleRole) -> Result<()> {
-    if opts.mode != Mode::Tee {
-        return Ok(());
-    }
-    match opts.insecure_test_seed {
-        Some(seed) => match module.call(&Request::InsecureTestSeed { role, seed })? {
-            Response::Established => Ok(()),
-            _ => Err(Error::Protocol("module: unexpected answer to the test seed".into())),
-        },
-        None => Ok(hush_tee::establish(module, ch, role)?),
-    }
-}
-
-/// In dealer mode a peer that vanishes has usually lost the dealer too:
-/// when a session fails, probe this party's own dealer connection (with a
-/// request every established module refuses harmlessly) and, if the dealer
-/// is gone, say so rather than only "peer disconnected".
-pub(crate) fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Error {
-    if mode.dealer().is_none() || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
-        return e;
-    }
-    match module.call(&Request::Hello { role: ModuleRole::Sender }) {
-        Err(hush_tee::Error::Dealer(m)) => Error::Tee(hush_tee::Error::Dealer(format!("{m}; the session ended ({e})"))),
-        _ => e,
-    }
-}
-
-/// Client side: the provider the server's reply calls for.
-pub(crate) fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
-    let theirs = reply.get("mode").and_then(Value::as_str).unwrap_or("tee");
-    if theirs != opts.mode.name() {
-        return Err(Error::Peer(format!("trust mode mismatch: the server runs --mode {theirs}, this client runs --mode {}", opts.mode.name())));
-    }
-    match &opts.mode {
-        Mode::Tee => new_module(&opts.tee, opts.insecure_test_seed.is_some()),
-        Mode::Interactive | Mode::Silent => Ok(SharedModule::new(Box::new(NoModule(opts.mode.name())))),
-        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
-            let sid = reply
-                .get("dealer_session")
-                .and_then(Value::as_str)
-                .ok_or_else(|| Error::Protocol("server hello (dealer mode) lacks the dealer session".into()))?;
-            let sid = hush_tee::dealer::parse_session_hex(sid)?;
-            let sec = dealer_link(opts, addr, *pin)?;
-            let server_dealer = reply.get("dealer_fingerprint").and_then(Value::as_str).map(str::to_string);
-            if let (Some(theirs), hush_transport::LinkSecurity::Tls(t)) = (&server_dealer, &sec) {
-                if let hush_transport::PeerCheck::Pinned(p) = &t.peer {
-                    if !p.iter().any(|f| f.to_string() == *theirs) {
-                        return Err(Error::Config(format!(
-                            "dealer mismatch: the server uses the dealer {theirs}, this client's dealer pin is {} (both parties must use the same dealer)",
-                            p.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", ")
-                        )));
-                    }
-                }
-            }
-            let m = hush_tee::DealerModule::connect_timed(addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Receiver).map_err(|e| match e {
-                hush_tee::Error::Refused(r) => Error::Tee(hush_tee::Error::Refused(format!(
-                    "{r} — the session was not opened at {addr} (does the server use the same dealer?) or its client role was taken by someone else; nothing was sent"
-                ))),
-                e => e.into(),
-            })?
-            .with_kinds(hush_2pc::deal::kinds());
-            Ok(SharedModule::new(Box::new(m)))
-        }
     }
 }
 
@@ -816,7 +398,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         let _ = ch.send(json!({"ok": false, "error": "not a hush inference client (version 1)"}).to_string().as_bytes());
         return Err(Error::Protocol("client hello: not a hush inference client".into()));
     }
-    if let Mode::MaliciousClient { .. } = opts.mode {
+    if opts.mode.preset().engine == Engine::Crisp {
         return crate::crisp_serve::serve_session(ch, model, plan, opts, &hello);
     }
     let ServerSession { mut module, mut nl, mut he, mut pre, predeal_mem, _admitted } = server_open(ch, model, plan, opts, &hello)?;
@@ -922,7 +504,7 @@ impl<C: Channel> ClientSession<C> {
         if let Some(p) = probe {
             (p.enter)(CLIENT as usize);
         }
-        let mc = matches!(opts.mode, Mode::MaliciousClient { .. });
+        let mc = opts.mode.preset().engine == Engine::Crisp;
         if mc && opts.max_mem.is_some() {
             return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
         }
@@ -1305,7 +887,7 @@ pub fn run_local_probed(
         let mut ch = a.open()?;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
-        if let Mode::MaliciousClient { .. } = o2.mode {
+        if o2.mode.preset().engine == Engine::Crisp {
             let mut s = crate::crisp_serve::server_open(&mut *ch, &m2, &p2, &o2, &hello)?;
             if ch.recv()? != b"I" {
                 return Err(Error::Protocol("expected an inference".into()));
@@ -1505,7 +1087,7 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
     if let (Some(c), Some(h)) = (&c.cot_set, &c.he_params) {
         v["cot_set"] = json!(c);
         v["he_params"] = json!(h);
-        v["cot_source"] = json!(if opts.mode == Mode::Silent { "silent (SilentFlow, module-expanded)" } else { "ferret" });
+        v["cot_source"] = json!(if opts.mode.preset().cot == Some(Cot::Silent) { "silent (SilentFlow, module-expanded)" } else { "ferret" });
     }
     if let Some(cc) = &c.crisp {
         // malicious-client mode: the check passed before the release
@@ -1526,15 +1108,7 @@ pub fn run_json(model: &Model, run: &LocalRun, opts: &Options) -> Value {
 /// What the client's measured peak counts, for records.
 pub fn client_mem_counts(opts: &Options, tcp: bool) -> String {
     let mut s = String::from("the client thread's heap: session, plan, activations, masks, dealt correlations, its messages");
-    match (&opts.mode, opts.tee.as_str()) {
-        (Mode::Tee, "in-process") => s.push_str(", and its in-process module"),
-        (Mode::Tee, _) => s.push_str("; not its out-of-process module (another process)"),
-        (Mode::Dealer { .. }, _) => s.push_str("; not the dealer (a third party, threads of this process in local runs)"),
-        (Mode::MaliciousClient { .. }, _) => s.push_str(", its authenticated shares and all of one inference's dealt FSS keys and triples; not the dealer"),
-        (Mode::Interactive, _) => s.push_str(", its RLWE keys and ciphertexts, and its COT sources (Ferret, both directions)"),
-        (Mode::Silent, "in-process") => s.push_str(", its RLWE keys and ciphertexts, and its COT sources with their in-process SilentFlow modules"),
-        (Mode::Silent, _) => s.push_str(", its RLWE keys and ciphertexts, and its COT sources; not their out-of-process modules"),
-    }
+    s.push_str(opts.mode.preset().client_holds(&opts.tee));
     if tcp && !opts.profile.is_none() {
         s.push_str(", and its channel's I/O thread (frames read ahead), when the heap meter tags it (the hush binary does)");
     }

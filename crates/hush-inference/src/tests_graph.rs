@@ -236,8 +236,12 @@ impl hush_tee::TrustedModule for Recorder {
 /// Runs the graph with the server's provider recorded; returns the output
 /// and the server's requests after seed agreement.
 fn run_recorded(m: ModelProto, backend: crate::graph_run::LinearBackend) -> (Vec<Tensor>, Vec<hush_tee::Request>) {
+    run_recorded_ahead(m, backend, true)
+}
+
+fn run_recorded_ahead(m: ModelProto, backend: crate::graph_run::LinearBackend, ahead: bool) -> (Vec<Tensor>, Vec<hush_tee::Request>) {
     use crate::engine::SharedModule;
-    use crate::graph_run::{party_with, Role};
+    use crate::graph_run::{party_run, Role};
     use hush_tee::{InProcessModule, Module, ModuleRole, Request};
     let g = GraphModel::from_model(m).unwrap();
     let inp = inputs();
@@ -253,12 +257,12 @@ fn run_recorded(m: ModelProto, backend: crate::graph_run::LinearBackend) -> (Vec
             let rec = Recorder { inner: Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))), log };
             let mut module = SharedModule::new(Box::new(rec));
             hush_tee::establish(&mut module, &mut ca, ModuleRole::Sender).unwrap();
-            party_with(Role::Server, prog, o, &mut ca, &HashMap::new(), module)
+            party_run(Role::Server, prog, o, &mut ca, &HashMap::new(), module, ahead).map(|x| x.0)
         });
         let hc = sc.spawn(move || {
             let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
             hush_tee::establish(&mut module, &mut cb, ModuleRole::Receiver).unwrap();
-            party_with(Role::Client, public, o, &mut cb, inp, module)
+            party_run(Role::Client, public, o, &mut cb, inp, module, ahead).map(|x| x.0)
         });
         (hs.join().unwrap(), hc.join().unwrap())
     });
@@ -266,6 +270,30 @@ fn run_recorded(m: ModelProto, backend: crate::graph_run::LinearBackend) -> (Vec
     let y = rc.unwrap().unwrap();
     let reqs: Vec<Request> = log.lock().unwrap().iter().filter(|r| !matches!(r, Request::Hello { .. } | Request::PeerHello { .. } | Request::PeerConfirm { .. })).cloned().collect();
     (y, reqs)
+}
+
+#[test]
+fn dealing_ahead_asks_the_provider_for_the_same_correlations_as_lazy_dealing() {
+    // the look-ahead thread deals what the operators would deal on demand,
+    // in the same order with the same batch numbers (dealer preset: every
+    // request comes from the dealing thread), and the outputs agree
+    use crate::graph_run::LinearBackend;
+    let key = |r: &hush_tee::Request| format!("{r:?}");
+    for b in [LinearBackend::Triples, LinearBackend::Module] {
+        let (y0, lazy) = run_recorded_ahead(graph(|_, _| {}), b, false);
+        let (y1, ahead) = run_recorded_ahead(graph(|_, _| {}), b, true);
+        assert!(!lazy.is_empty());
+        let (mut l, mut a): (Vec<String>, Vec<String>) = (lazy.iter().map(key).collect(), ahead.iter().map(key).collect());
+        if b == LinearBackend::Module {
+            // the module-dealt layers' requests come from the online thread,
+            // interleaved differently: the same requests, in another order
+            l.sort();
+            a.sort();
+        }
+        assert_eq!(l, a, "{b:?}");
+        let d = y0[0].v.iter().zip(&y1[0].v).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert!(d < 0.01, "{b:?}: {d}");
+    }
 }
 
 #[test]
@@ -413,4 +441,34 @@ fn the_dealer_presets_public_comparison_bound_refuses_programs_beyond_it() {
     assert!(e.contains("public comparison bound") && e.contains("proven bound"), "{e}");
     // the tee preset sizes from the proven bounds and has no such limit
     GraphOptions::default().validate(&prog, false).unwrap();
+}
+
+#[test]
+fn cnn_plans_choose_the_family_with_the_smallest_prediction_and_say_who_holds_w() {
+    use crate::cnn_plan::{plan_cnn, CnnPlanRequest};
+    use crate::runtime::{Mode, Options};
+    let model = std::sync::Arc::new(crate::zoo::load("minionn-mnist").unwrap());
+    for (mode, net) in [(Mode::Tee, "wan"), (Mode::Dealer { addr: String::new(), pin: None }, "mobile")] {
+        let mut opts = Options { mode: mode.clone(), proto: "auto".into(), ..Default::default() };
+        opts.resolve_family().unwrap();
+        let req = CnnPlanRequest { opts, net: hush_transport::NetProfile::by_name(net).unwrap(), verify: false };
+        let (fam, rep) = plan_cnn(model.clone(), &req).unwrap();
+        let fixed = rep["fixed"].as_array().unwrap();
+        // every family of the preset is a candidate, and auto is the cheapest
+        let fams: Vec<&str> = fixed.iter().map(|f| f["family"].as_str().unwrap()).collect();
+        assert_eq!(fams, mode.families().to_vec());
+        let min = fixed.iter().map(|f| f["predicted_s"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+        assert_eq!(rep["auto"]["predicted_s"].as_f64().unwrap(), min);
+        assert!(fixed.iter().any(|f| f["family"] == fam.as_str() && f["predicted_s"].as_f64().unwrap() == min));
+        // one row per layer, and a per-layer mix can only be as fast or faster
+        assert_eq!(rep["layers"].as_array().unwrap().len(), model.nodes.len());
+        assert!(rep["per_layer_mix_predicted_s"].as_f64().unwrap() <= min + 1e-9);
+        let dealer = matches!(mode, Mode::Dealer { .. });
+        assert_eq!(rep["dealer_sees_weights"].as_bool(), Some(dealer));
+        assert_eq!(rep["note"].as_str().unwrap().contains("THE DEALER HOLDS THE WEIGHTS"), dealer, "{}", rep["note"]);
+    }
+    // CRISP's engine has one family: refused by name
+    let o = Options { mode: Mode::MaliciousClient { addr: String::new(), pin: None }, proto: "crisp".into(), ..Default::default() };
+    let e = plan_cnn(model, &CnnPlanRequest { opts: o, net: hush_transport::NetProfile::lan(), verify: false }).unwrap_err().to_string();
+    assert!(e.contains("malicious-client"), "{e}");
 }

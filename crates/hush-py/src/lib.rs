@@ -96,8 +96,9 @@ fn cot_sources() -> Vec<&'static str> {
 /// which is announced by a `UserWarning` carrying
 /// [`hush_inference::crisp_run::CKKS_GAP_WARNING`], as the CLI prints it).
 fn crisp_of(py: Python<'_>, opts: &mut Options, mac_s: Option<u32>, crisp_linear: Option<&str>) -> PyResult<()> {
-    match (&opts.mode, mac_s, crisp_linear) {
-        (runtime::Mode::MaliciousClient { .. }, s, linear) => {
+    let crisp = opts.mode.preset().engine == hush_inference::preset::Engine::Crisp;
+    match (crisp, mac_s, crisp_linear) {
+        (true, s, linear) => {
             opts.crisp.s = s.unwrap_or(opts.crisp.s);
             if let Some(l) = linear {
                 opts.crisp.linear = l.to_string();
@@ -114,17 +115,12 @@ fn crisp_of(py: Python<'_>, opts: &mut Options, mac_s: Option<u32>, crisp_linear
     }
 }
 fn mode_of(mode: &str, dealer: Option<&str>, dealer_pin: Option<&str>, local_ok: bool) -> PyResult<runtime::Mode> {
-    if mode == "malicious-client" && dealer.is_none() && local_ok {
-        // both parties here: a dealer started in this process (never a module)
-        return Ok(runtime::Mode::MaliciousClient { addr: String::new(), pin: None });
+    if mode == "dealer" && dealer.is_none() && !local_ok {
+        return Err(PyValueError::new_err("mode=\"dealer\" needs dealer=\"HOST:PORT\" (where `hush dealer` listens) and dealer_pin=\"sha256:<hex>\""));
     }
-    if mode == "dealer" && dealer.is_none() {
-        if !local_ok {
-            return Err(PyValueError::new_err("mode=\"dealer\" needs dealer=\"HOST:PORT\" (where `hush dealer` listens) and dealer_pin=\"sha256:<hex>\""));
-        }
-        return Ok(runtime::Mode::Dealer { addr: String::new(), pin: None });
-    }
-    runtime::Mode::from_flags(mode, dealer, dealer_pin).map_err(|e| PyValueError::new_err(e.to_string()))
+    // local_ok: both parties here, a dealer started in this process (never a module)
+    let f = if local_ok { runtime::Mode::from_flags_local } else { runtime::Mode::from_flags };
+    f(mode, dealer, dealer_pin).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 fn inference_options(proto: &str, net: &str, bits: u32, frac: u32) -> PyResult<Options> {

@@ -34,9 +34,14 @@
 //!
 //! Correlations come through [`crate::tee::Dealer`], so the same code runs
 //! on an in-process trusted module (`tee`), the module process, or the
-//! dealer service (`dealer`), and never knows which. Interactive and silent
-//! modes (correlations from OT/HE) are **not implemented** for these
-//! operators: [`Ctx::new`] refuses them with [`NOT_INTERACTIVE`].
+//! dealer service (`dealer`), and never knows which — or, in a context made
+//! by [`Ctx::new_interactive`], from the **interactive provider**
+//! ([`crate::interactive`]: the parties make each correlation over COTs,
+//! comparisons by CrypTFlow2's `cf2`; no module and no dealer exist in such
+//! a context). Dealing then talks to the peer, so [`Ctx::prefill_on`] and
+//! [`Ctx::deal_plan_on`] take the channel ([`Ctx::prefill`] and
+//! [`Ctx::deal_plan`] refuse with [`NEEDS_CHANNEL`]). [`Ctx::new`] still
+//! refuses `cf2` ([`NOT_INTERACTIVE`]): a dealt context has no OT session.
 //!
 //! **Truncation and its range (deviation from the repo's full-range
 //! truncation, argued here).** `crate::nonlinear::Session::trunc` truncates
@@ -63,7 +68,8 @@
 //! fixed by the public shape, checked before use) and `unpack_ring`
 //! (values above the ring are an error naming the step).
 
-use crate::beaver;
+use crate::beaver::{self, OtSession};
+use crate::{cf2, interactive};
 use crate::deal::matrix::{MatDims, MatrixShare, MatrixTriples, WeightShare, WeightTriples, MAX_WORDS};
 use zeroize::Zeroize;
 use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
@@ -80,8 +86,12 @@ use hush_primitives::Ring;
 use hush_transport::Channel;
 use std::collections::VecDeque;
 
-/// The refusal of modes whose correlations would need OT or HE.
-pub const NOT_INTERACTIVE: &str = "transformer operators need correlations from a trusted module or a dealer (tee or dealer mode); interactive and silent modes need the HE core and are not implemented for them";
+/// The refusal of `cf2` in a dealt context ([`Ctx::new`]), and of the
+/// `silent` preset, which is not wired for these operators yet.
+pub const NOT_INTERACTIVE: &str = "transformer operators in a dealt context need the tami or fss family; for cf2 with no trusted party build the context with Ctx::new_interactive (interactive mode); the silent preset is not implemented for them";
+
+/// The refusal of the channel-less dealing calls in interactive mode.
+pub const NEEDS_CHANNEL: &str = "interactive correlations are produced with the peer: use prefill_on / deal_plan_on with the channel";
 
 /// What one primitive call consumes (the offline plan of an operator).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +113,9 @@ pub enum Need {
 enum Gate {
     Tami(tami::TamiBatch),
     Fss(fss::FssBatch),
+    /// The offline part of a CrypTFlow2 ReLU comparing `w` bits
+    /// (interactive: leaf ROTs, merge triples and multiplexer OTs).
+    Cf2(Box<cf2::Cf2Pre>, u32),
 }
 
 enum Pre {
@@ -150,6 +163,8 @@ pub struct Ctx {
     pub k: u32,
     pub arity: u32,
     dealer: Option<Dealer>,
+    /// The interactive provider's COT session (no module, no dealer).
+    ot: Option<OtSession>,
     mode: Mode,
 }
 
@@ -163,12 +178,40 @@ impl Ctx {
         if fx.ring.bits() < 8 {
             return Err(invalid("transformer operators need a ring of at least 8 bits"));
         }
-        Ok(Ctx { party, fx, one_round: true, proto, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: Some(dealer), mode: Mode::Lazy })
+        Ok(Ctx { party, fx, one_round: true, proto, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: Some(dealer), ot: None, mode: Mode::Lazy })
+    }
+
+    /// A context with **no trusted party** (`interactive` mode): every
+    /// correlation is produced with the peer over `ot`'s COTs by
+    /// [`crate::interactive`] (Gilboa OLEs for triples, matrix, weight,
+    /// truncation, power and subset tuples) and comparisons run CrypTFlow2's
+    /// millionaires' ([`crate::cf2`], family [`Proto::Cf2`]). There is no
+    /// module and no dealer handle at all, so no request can reach one.
+    /// Dealing needs the channel: lazy mode deals on the operator's channel;
+    /// use [`Ctx::prefill_on`] / [`Ctx::deal_plan_on`] for the offline phase.
+    pub fn new_interactive(party: Party, ot: OtSession, fx: FixedPoint) -> Result<Self> {
+        if fx.ring.bits() < 8 {
+            return Err(invalid("transformer operators need a ring of at least 8 bits"));
+        }
+        if ot.party != party {
+            return Err(invalid("new_interactive: the COT session belongs to the other party"));
+        }
+        Ok(Ctx { party, fx, one_round: true, proto: Proto::Cf2, k: cf2::DEFAULT_K, arity: 0, dealer: None, ot: Some(ot), mode: Mode::Lazy })
+    }
+
+    /// Whether correlations come from the interactive provider.
+    pub fn is_interactive(&self) -> bool {
+        self.ot.is_some()
+    }
+
+    /// Gives the COT session back (interactive mode).
+    pub fn into_ot(self) -> Option<OtSession> {
+        self.ot
     }
 
     /// The plaintext fixed-point reference (party 0 holds the values).
     pub fn clear(fx: FixedPoint) -> Self {
-        Ctx { party: 0, fx, one_round: true, proto: Proto::Fss, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: None, mode: Mode::Clear }
+        Ctx { party: 0, fx, one_round: true, proto: Proto::Fss, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: None, ot: None, mode: Mode::Clear }
     }
 
     pub fn ring(&self) -> Ring {
@@ -232,9 +275,12 @@ impl Ctx {
     /// The offline phase: deals every item of `plan` now (both parties must
     /// prefill the same plan); the following calls consume them in order.
     pub fn prefill(&mut self, plan: &[Need]) -> Result<()> {
+        if self.is_interactive() {
+            return Err(invalid(NEEDS_CHANNEL));
+        }
         let mut q = VecDeque::with_capacity(plan.len());
         for need in plan {
-            let pre = self.deal(need)?;
+            let pre = self.deal(None, need)?;
             q.push_back((need.clone(), pre));
         }
         self.mode = Mode::Prefilled(q);
@@ -249,9 +295,37 @@ impl Ctx {
     /// this context's, so both parties must deal the same plans in the same
     /// order here and nowhere else.
     pub fn deal_plan(&mut self, plan: &[Need]) -> Result<Prefilled> {
+        if self.is_interactive() {
+            return Err(invalid(NEEDS_CHANNEL));
+        }
         let mut q = VecDeque::with_capacity(plan.len());
         for need in plan {
-            let pre = self.deal(need)?;
+            let pre = self.deal(None, need)?;
+            q.push_back((need.clone(), pre));
+        }
+        Ok(Prefilled(q))
+    }
+
+    /// [`Ctx::prefill`] on any provider, the channel given for providers
+    /// that talk to the peer (interactive); a module or dealer ignores it.
+    /// Both parties must run the same plan at the same point of the
+    /// conversation.
+    pub fn prefill_on(&mut self, ch: &mut dyn Channel, plan: &[Need]) -> Result<()> {
+        let p = self.deal_plan_on(ch, plan)?;
+        self.mode = Mode::Prefilled(p.0);
+        Ok(())
+    }
+
+    /// [`Ctx::deal_plan`] on any provider (see [`Ctx::prefill_on`]). In
+    /// interactive mode the offline traffic goes over `ch`: a dealing
+    /// thread needs its own channel to the peer's dealing thread.
+    pub fn deal_plan_on(&mut self, ch: &mut dyn Channel, plan: &[Need]) -> Result<Prefilled> {
+        if self.is_clear() {
+            return Err(invalid("the clear reference deals nothing"));
+        }
+        let mut q = VecDeque::with_capacity(plan.len());
+        for need in plan {
+            let pre = self.deal(Some(&mut *ch), need)?;
             q.push_back((need.clone(), pre));
         }
         Ok(Prefilled(q))
@@ -290,7 +364,11 @@ impl Ctx {
         self.dealer.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))
     }
 
-    fn deal(&mut self, need: &Need) -> Result<Pre> {
+    fn deal(&mut self, ch: Option<&mut dyn Channel>, need: &Need) -> Result<Pre> {
+        if self.ot.is_some() {
+            let ch = ch.ok_or_else(|| invalid(NEEDS_CHANNEL))?;
+            return self.deal_interactive(ch, need);
+        }
         let (party, bits, proto, k, arity) = (self.party, self.fx.ring.bits(), self.proto, self.k, self.arity);
         let chunk = MAX_DEAL_N as usize;
         let d = self.dealer_mut()?;
@@ -419,15 +497,41 @@ impl Ctx {
         })
     }
 
+    /// The interactive provider's answer to `need` ([`crate::interactive`],
+    /// and [`crate::cf2::prepare`] for comparisons): produced with the peer
+    /// over `ch`, in one piece per need (the OLEs batch internally).
+    fn deal_interactive(&mut self, ch: &mut dyn Channel, need: &Need) -> Result<Pre> {
+        let (party, bits, k) = (self.party, self.fx.ring.bits(), self.k);
+        let ot = self.ot.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
+        Ok(match *need {
+            Need::Relu { swap: true, .. } => return Err(invalid("interactive mode: TAMI's swapped comparisons do not apply to cf2")),
+            Need::Relu { n, w, swap: false } => {
+                let w = if w == 0 { bits } else { w };
+                if !(2..=bits).contains(&w) {
+                    return Err(invalid(format!("interactive ReLU: width {w} in a {bits}-bit ring")));
+                }
+                Pre::Relu(vec![Gate::Cf2(Box::new(cf2::prepare(ot, ch, party, n, w - 1, k, n)?), w)])
+            }
+            Need::Trunc { n, f } => Pre::Trunc(interactive::trunc(ot, ch, party, bits, f, n)?),
+            Need::TruncSq { n, f } => Pre::TruncSq(interactive::trunc_square(ot, ch, party, bits, f, n)?),
+            Need::TruncMul { n, f } => Pre::TruncMul(interactive::trunc_mul(ot, ch, party, bits, f, n)?),
+            Need::Triples { n } => Pre::Triples(interactive::triples(ot, ch, party, bits, n)?),
+            Need::Powers { n, k } => Pre::Powers(interactive::powers(ot, ch, party, bits, k, n)?),
+            Need::Product { n, d } => Pre::Product(interactive::subsets(ot, ch, party, bits, d, n)?),
+            Need::Matrix { count, d } => Pre::Matrix(interactive::matrix(ot, ch, party, bits, count, d)?),
+            Need::Weight { count, d } => Pre::Weight(interactive::weight(ot, ch, party, bits, count, d)?),
+        })
+    }
+
     /// The correlation for `need`: `None` in plan mode (recorded), dealt now
     /// (lazy) or the next prefilled item (checked).
-    fn take(&mut self, need: Need) -> Result<Option<Pre>> {
+    fn take(&mut self, ch: &mut dyn Channel, need: Need) -> Result<Option<Pre>> {
         match &mut self.mode {
             Mode::Plan(v) => {
                 v.push(need);
                 Ok(None)
             }
-            Mode::Lazy => self.deal(&need).map(Some),
+            Mode::Lazy => self.deal(Some(ch), &need).map(Some),
             Mode::Prefilled(q) => match q.pop_front() {
                 Some((n, pre)) if n == need => Ok(Some(pre)),
                 Some((n, _)) => Err(invalid(format!("preprocessing plan mismatch: dealt {n:?}, the operator needs {need:?}"))),
@@ -532,15 +636,28 @@ impl Ctx {
             return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| crate::share::reference::relu(r, a)).collect() });
         }
         let party = self.party;
-        let w = if self.proto == Proto::Tami { w } else { 0 };
-        let Some(pre) = self.take(Need::Relu { n, w, swap: false })? else { return Ok(self.zeros(n)) };
-        let Pre::Relu(gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
+        let w = if self.proto == Proto::Fss { 0 } else { w };
+        let Some(pre) = self.take(ch, Need::Relu { n, w, swap: false })? else { return Ok(self.zeros(n)) };
+        let Pre::Relu(mut gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
         let mut out = Vec::with_capacity(n);
         let mut at = 0;
-        for g in &gates {
+        for g in gates.iter_mut() {
             let (m, res) = match g {
                 Gate::Tami(b) => (b.n, tami_general_online(ch, party, b, &ArithShare { ring: x.ring, v: x.v[at..at + b.n].to_vec() })?.arith()?),
                 Gate::Fss(b) => (b.n, fss::online(ch, b, Some(&x.v[at..at + b.n]), true)?.arith()?),
+                Gate::Cf2(pre, w) => {
+                    // the sign of x mod 2^w (exact for |x| < 2^{w−1}: the
+                    // reduction of shares is a ring homomorphism), then
+                    // the multiplexer on the full-ring x
+                    let m = pre.n;
+                    let rw = Ring::new(*w).ok_or_else(|| invalid("cf2 width"))?;
+                    let xs = ArithShare { ring: x.ring, v: x.v[at..at + m].to_vec() };
+                    let xw: Vec<u64> = xs.v.iter().map(|v| v & rw.mask()).collect();
+                    let inp = cf2::drelu_input(party, rw, &xw);
+                    let carry = cf2::millionaire_online(ch, party, pre, &inp)?;
+                    let b = cf2::drelu_finish(party, rw, &xw, carry);
+                    (m, cf2::mux_online(ch, party, pre, &b, &xs)?)
+                }
             };
             out.extend_from_slice(&res.v);
             at += m;
@@ -585,7 +702,7 @@ impl Ctx {
         }
         let ring = x0.ring;
         let bits = ring.bits();
-        let widths: Vec<u32> = max_ulps.iter().map(|&m| if self.proto == Proto::Tami { self.width_for(m) } else { 0 }).collect();
+        let widths: Vec<u32> = max_ulps.iter().map(|&m| if self.proto != Proto::Fss { self.width_for(m) } else { 0 }).collect();
         let chunk = MAX_DEAL_N as usize;
         let single = |w: u32| Self::relu_shape(bits, self.k, self.arity, w).plan().levels.len() == 1;
         // linked[i]: step i's re-share rides on step i − 1's e flight
@@ -606,7 +723,7 @@ impl Ctx {
                 }
                 let r = if matches!(self.mode, Mode::Plan(_)) && self.proto == Proto::Tami && !x.is_empty() {
                     self.check_bound(&x, max_ulps[i], "relu")?;
-                    self.take(Need::Relu { n: x.len(), w: widths[i], swap: swap[i] })?;
+                    self.take(ch, Need::Relu { n: x.len(), w: widths[i], swap: swap[i] })?;
                     self.zeros(x.len())
                 } else {
                     self.relu_within(ch, &x, max_ulps[i])?
@@ -638,7 +755,7 @@ impl Ctx {
             }
             let b = match pending.take() {
                 Some(b) => b,
-                None => self.take_gate(sizes[i], widths[i], swap[i])?.ok_or_else(|| invalid("relu_chain: missing batch"))?,
+                None => self.take_gate(ch, sizes[i], widths[i], swap[i])?.ok_or_else(|| invalid("relu_chain: missing batch"))?,
             };
             // y: A's masked value x + (x_B − m)
             let y: Option<Vec<u64>> = match (linked[i], incoming.take()) {
@@ -684,7 +801,7 @@ impl Ctx {
                 x = step(i, &o)?;
                 continue;
             }
-            let nb = self.take_gate(sizes[i + 1], widths[i + 1], swap[i + 1])?.ok_or_else(|| invalid("relu_chain: missing batch"))?;
+            let nb = self.take_gate(ch, sizes[i + 1], widths[i + 1], swap[i + 1])?.ok_or_else(|| invalid("relu_chain: missing batch"))?;
             if nb.party == b.party {
                 return Err(invalid("relu_chain: roles do not alternate"));
             }
@@ -717,8 +834,8 @@ impl Ctx {
     }
 
     /// The single TAMI batch of a chained ReLU step.
-    fn take_gate(&mut self, n: usize, w: u32, swap: bool) -> Result<Option<tami::TamiBatch>> {
-        match self.take(Need::Relu { n, w, swap })? {
+    fn take_gate(&mut self, ch: &mut dyn Channel, n: usize, w: u32, swap: bool) -> Result<Option<tami::TamiBatch>> {
+        match self.take(ch, Need::Relu { n, w, swap })? {
             None => Ok(None),
             Some(Pre::Relu(mut g)) if g.len() == 1 => match g.pop() {
                 Some(Gate::Tami(b)) => Ok(Some(b)),
@@ -744,7 +861,7 @@ impl Ctx {
             return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| FixedPoint::trunc_ref(r, a, f)).collect() });
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Trunc { n, f })? else { return Ok(self.zeros(n)) };
+        let Some(pre) = self.take(ch, Need::Trunc { n, f })? else { return Ok(self.zeros(n)) };
         let Pre::Trunc(t) = pre else { return Err(invalid("preprocessing: not a truncation batch")) };
         let bias = 1u64 << (l - 2);
         let mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.r[i]), if party == 0 { bias } else { 0 })).collect();
@@ -793,7 +910,7 @@ impl Ctx {
             return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| { let t = FixedPoint::trunc_ref(r, a, f); r.mul(t, t) }).collect() });
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::TruncSq { n, f })? else { return Ok(self.zeros(n)) };
+        let Some(pre) = self.take(ch, Need::TruncSq { n, f })? else { return Ok(self.zeros(n)) };
         let Pre::TruncSq(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-square batch")) };
         let bias = 1u64 << (l - 2);
         let mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.t.r[i]), if party == 0 { bias } else { 0 })).collect();
@@ -851,7 +968,7 @@ impl Ctx {
             return Ok((ArithShare { ring: r, v: t }, ArithShare { ring: r, v: ty }));
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::TruncMul { n, f })? else { return Ok((self.zeros(n), self.zeros(n))) };
+        let Some(pre) = self.take(ch, Need::TruncMul { n, f })? else { return Ok((self.zeros(n), self.zeros(n))) };
         let Pre::TruncMul(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
         let bias = 1u64 << (l - 2);
         let mut mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.t.r[i]), if party == 0 { bias } else { 0 })).collect();
@@ -909,8 +1026,8 @@ impl Ctx {
             return Ok((t1, p));
         }
         let party = self.party;
-        let pre1 = self.take(Need::Trunc { n: n1, f })?;
-        let pre2 = self.take(Need::TruncMul { n: n2, f })?;
+        let pre1 = self.take(ch, Need::Trunc { n: n1, f })?;
+        let pre2 = self.take(ch, Need::TruncMul { n: n2, f })?;
         let (Some(pre1), Some(pre2)) = (pre1, pre2) else { return Ok((self.zeros(n1), self.zeros(n2))) };
         let Pre::Trunc(t1) = pre1 else { return Err(invalid("preprocessing: not a truncation batch")) };
         let Pre::TruncMul(t2) = pre2 else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
@@ -966,6 +1083,13 @@ impl Ctx {
         if let Mode::Plan(_) = self.mode {
             return Err(invalid("trunc_full deals on demand and cannot be planned"));
         }
+        if let Some(ot) = self.ot.take() {
+            let mut s = crate::nonlinear::Session::interactive(self.party, ot);
+            s.k = self.k;
+            let r = s.trunc(ch, x, f);
+            self.ot = s.ot.take();
+            return r;
+        }
         let d = self.dealer.take().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
         let mut s = crate::nonlinear::Session::tee(self.party, self.proto, d);
         s.k = self.k;
@@ -988,7 +1112,7 @@ impl Ctx {
             return Ok(x.mul_public(&y.v));
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Triples { n })? else { return Ok(self.zeros(n)) };
+        let Some(pre) = self.take(ch, Need::Triples { n })? else { return Ok(self.zeros(n)) };
         let Pre::Triples(t) = pre else { return Err(invalid("preprocessing: not a triple batch")) };
         beaver::mul(ch, party, x, y, &t)
     }
@@ -1032,7 +1156,7 @@ impl Ctx {
             return Ok(out);
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Powers { n, k })? else { return Ok((0..k).map(|_| self.zeros(n)).collect()) };
+        let Some(pre) = self.take(ch, Need::Powers { n, k })? else { return Ok((0..k).map(|_| self.zeros(n)).collect()) };
         let Pre::Powers(t) = pre else { return Err(invalid("preprocessing: not a power-tuple batch")) };
         let l = r.bits();
         let mine: Vec<u64> = (0..n).map(|i| r.sub(x.v[i], t.pows[0][i])).collect();
@@ -1111,7 +1235,7 @@ impl Ctx {
             return Ok(cur.pop().expect("one factor left"));
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Product { n, d: d as u32 })? else { return Ok(self.zeros(n)) };
+        let Some(pre) = self.take(ch, Need::Product { n, d: d as u32 })? else { return Ok(self.zeros(n)) };
         let Pre::Product(t) = pre else { return Err(invalid("preprocessing: not a subset-product batch")) };
         let l = r.bits();
         let mut mine = Vec::with_capacity(d * n);
@@ -1162,7 +1286,7 @@ impl Ctx {
             return Ok(ArithShare::new(r, out));
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Matrix { count, d })? else { return Ok(self.zeros(count * mc)) };
+        let Some(pre) = self.take(ch, Need::Matrix { count, d })? else { return Ok(self.zeros(count * mc)) };
         let Pre::Matrix(t) = pre else { return Err(invalid("preprocessing: not a matrix-triple batch")) };
         let l = r.bits();
         let mut mine: Vec<u64> = a.v.iter().zip(&t.a).map(|(x, y)| r.sub(*x, *y)).collect();
@@ -1220,7 +1344,7 @@ impl Ctx {
             return Ok(ArithShare::new(r, out));
         }
         let party = self.party;
-        let Some(pre) = self.take(Need::Weight { count, d })? else { return Ok(self.zeros(count * mc)) };
+        let Some(pre) = self.take(ch, Need::Weight { count, d })? else { return Ok(self.zeros(count * mc)) };
         let Pre::Weight(t) = pre else { return Err(invalid("preprocessing: not a weight-triple batch")) };
         let l = r.bits();
         let step = "weight product: openings";

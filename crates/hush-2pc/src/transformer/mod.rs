@@ -6,8 +6,10 @@
 //! primitives (ReLU in the session's comparison family, truncation,
 //! Beaver and matrix-Beaver products, one-round powers), whose correlations
 //! come through the provider abstraction (`hush_deal::Description` served
-//! by a trusted module or the dealer service). Operators never know which
-//! provider answers; interactive and silent modes are refused
+//! by a trusted module or the dealer service), or from the interactive
+//! provider ([`crate::interactive`], [`Ctx::new_interactive`]: no trusted
+//! party, correlations over COTs, `cf2` comparisons). Operators never know
+//! which provider answers; the `silent` preset is not wired for them yet
 //! ([`ctx::NOT_INTERACTIVE`]).
 //!
 //! | operator | file | rounds (fss) |
@@ -35,7 +37,8 @@
 //! context deals on demand.
 //!
 //! **Trust.** Semi-honest parties; in `tee` mode the (simulated — gives no
-//! hardware protection) modules, in `dealer` mode a non-colluding dealer.
+//! hardware protection) modules, in `dealer` mode a non-colluding dealer,
+//! in interactive mode cryptography only (OT extension).
 //! What the dealer or module sees: only the public parameters of each
 //! request (kind, sizes, ring width) — never online data.
 

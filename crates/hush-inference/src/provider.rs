@@ -1,0 +1,289 @@
+//! Correlation providers: what each trust mode's session is built on
+//! (issue 28: "the session is built from the plan's providers").
+//!
+//! The constructors here are, with [`crate::preset::Mode::preset`] and plan
+//! validation, the only code that matches a mode: a server's and a
+//! client's provider for a session ([`server_provider`],
+//! [`client_provider`]: a trusted module — simulated, **no hardware
+//! protection** — a dealer session, or none), its completion after the
+//! hello ([`establish`]: the modules' seed agreement), the dealer a local
+//! run starts ([`local_dealer`]), the check of a configured dealer at start
+//! ([`check_dealer`]), and the HE modes' COT sources and RLWE keys
+//! ([`he_session`], [`cot_set_for`]).
+
+use crate::engine::{self, SharedModule, CLIENT};
+use crate::model::Model;
+use crate::plan::Plan;
+use crate::preset::{Cot, Mode, Provider as Source};
+use crate::runtime::Options;
+use crate::{Error, Result};
+use hush_tee::{InProcessModule, Module, ModuleRole, Request, Response, TrustedModule};
+use hush_transport::{Channel, Fingerprint};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// A dealer-mode (or malicious-client) server's check of its dealer at
+/// start: the dealer answers at its address with the pinned identity
+/// ([`hush_tee::dealer::probe`]; opens no session). Other modes: nothing.
+pub fn check_dealer(opts: &Options) -> Result<()> {
+    match &opts.mode {
+        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } if !addr.is_empty() => {
+            hush_tee::dealer::probe(addr, &dealer_link(opts, addr, *pin)?, opts.link.connect_timeout_flag())
+                .map_err(|e| Error::Config(format!("{} mode: the dealer does not answer as configured (checked at start, before serving any client): {e}", opts.mode.name())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The LPN sets a mode's COT source may use: Ferret's ladder in
+/// `interactive` mode, SilentFlow's set in `silent` mode.
+fn cot_sets(mode: &Mode) -> &'static [hush_correlations::lpn::LpnParams] {
+    if mode.preset().cot == Some(Cot::Silent) {
+        &hush_correlations::lpn::SILENT_SETS
+    } else {
+        &hush_correlations::lpn::FERRET_SETS
+    }
+}
+
+/// The server's choice of LPN set for a session: `opts.cot_set` if given;
+/// else, for a client with a memory budget, the largest set whose two
+/// sources' working sets (one per direction) take at most a quarter of it;
+/// else the mode's first (largest) set.
+pub fn cot_set_for(opts: &Options, client_max_mem: Option<u64>, reserved: u64) -> Result<&'static str> {
+    let sets = cot_sets(&opts.mode);
+    if let Some(n) = &opts.cot_set {
+        return sets.iter().find(|p| p.name == n).map(|p| p.name).ok_or_else(|| {
+            Error::Config(format!("COT set '{n}' is not one of --mode {}'s ({})", opts.mode.name(), sets.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
+        });
+    }
+    Ok(crate::budget::cot_set_within(sets, client_max_mem, reserved).name)
+}
+
+/// The module slot of the HE modes, which have no trusted module for the
+/// engine (silent mode's modules live inside its COT source): every call
+/// is refused, naming the mode.
+struct NoModule(&'static str);
+
+impl TrustedModule for NoModule {
+    fn call(&mut self, _req: &Request) -> hush_tee::Result<Response> {
+        Err(hush_tee::Error::Refused(format!("--mode {} deals nothing through a module (HE linear layers, cf2 on COTs)", self.0)))
+    }
+    fn stats(&self) -> hush_tee::ModuleStats {
+        Default::default()
+    }
+    fn describe(&self) -> String {
+        match self.0 {
+            "silent" => format!("SilentFlow modules inside the COT source (attestation {})", hush_tee::SIMULATED_NOTE),
+            _ => "none (cryptography only)".into(),
+        }
+    }
+}
+
+/// A party's HE-mode session after the hello: COTs in both directions
+/// (Ferret, or SilentFlow with modules), then the RLWE keys (client →
+/// server). Returns the `cf2` family on the COTs and the HE linear layers.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn he_session(ch: &mut dyn Channel, party: u8, mode: &Mode, tee: &str, cot_set: &str, he_params: &str, model: &Model, plan: &Plan, chunk: usize) -> Result<(Box<dyn engine::Nonlinear>, crate::he_linear::HeLinear)> {
+    use hush_correlations::registry::{SourceConfig, TeeBackend};
+    use hush_primitives::Prg;
+    let set = *cot_sets(mode).iter().find(|p| p.name == cot_set).ok_or_else(|| Error::Protocol(format!("COT set '{cot_set}' is not one of --mode {}'s", mode.name())))?;
+    let mut sc = SourceConfig::named(if mode.preset().cot == Some(Cot::Silent) { "silent" } else { "ferret" });
+    sc.params = Some(set);
+    sc.tee = match tee {
+        "in-process" => TeeBackend::InProcess,
+        "out-of-process" => TeeBackend::OutOfProcess,
+        other => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
+    };
+    let mut rng = Prg::from_os();
+    let ot = hush_2pc::beaver::OtSession::setup(ch, party, &sc, &mut rng).map_err(|e| Error::Nonlinear(format!("COT setup ({}): {e}", sc.name)))?;
+    let params = crate::he_linear::params_by_name(he_params)?;
+    let ctx = std::sync::Arc::new(hush_rlwe::Context::new(params).map_err(|e| Error::Config(e.to_string()))?);
+    let hcfg = hush_rlwe::cheetah::Config::new(plan.cfg.bits);
+    let he_err = |e: hush_rlwe::Error| match e {
+        hush_rlwe::Error::Transport(t) => Error::Transport(t),
+        hush_rlwe::Error::Malformed { .. } | hush_rlwe::Error::Mismatch(_) => Error::Protocol(format!("HE setup: {e}")),
+        other => Error::Config(format!("HE setup: {other}")),
+    };
+    let side = if party == CLIENT {
+        crate::he_linear::Side::Client(Box::new(hush_rlwe::cheetah::HeClient::setup(ch, ctx, hcfg, Prg::from_os()).map_err(he_err)?))
+    } else {
+        crate::he_linear::Side::Server(Box::new(hush_rlwe::cheetah::HeServer::setup(ch, ctx, hcfg, Prg::from_os()).map_err(he_err)?))
+    };
+    let he = crate::he_linear::HeLinear::new(side, model, plan)?;
+    let nl: Box<dyn engine::Nonlinear> = Box::new(engine::Cf2Nonlinear::new(ot, party, plan.cfg.bits, chunk));
+    Ok((nl, he))
+}
+
+fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
+    let m: Box<dyn TrustedModule> = match (kind, test_seed) {
+        ("in-process", false) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))),
+        ("in-process", true) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()).insecure_test_mode())),
+        ("out-of-process", false) => Box::new(hush_tee::OutOfProcessModule::spawn()?),
+        ("out-of-process", true) => Box::new(hush_tee::OutOfProcessModule::spawn_insecure_test()?),
+        (other, _) => return Err(Error::Config(format!("--tee {other}: choose in-process or out-of-process"))),
+    };
+    Ok(SharedModule::new(m))
+}
+
+/// A dealer service started in this process for a local run in dealer
+/// mode (both parties here, no `--dealer` given); stops when dropped.
+pub struct LocalDealer(Option<hush_tee::dealer::DealerHandle>);
+
+impl Drop for LocalDealer {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.shutdown();
+        }
+    }
+}
+
+/// For local runs: when `o` is in dealer mode with an empty address,
+/// starts a dealer on loopback (TLS with an ephemeral identity, pinned,
+/// unless the parties are insecure) and points `o` at it.
+pub fn local_dealer(o: &mut Options) -> Result<LocalDealer> {
+    match &o.mode {
+        Mode::Dealer { addr, .. } | Mode::MaliciousClient { addr, .. } if addr.is_empty() => {}
+        _ => return Ok(LocalDealer(None)),
+    }
+    let (sec, pin) = if o.link.is_tls() {
+        let id = Arc::new(hush_transport::Identity::generate()?);
+        let fp = id.fingerprint();
+        (hush_transport::LinkSecurity::Tls(hush_transport::TlsSettings { identity: id, peer: hush_transport::PeerCheck::AnyPeer, require_client_cert: false }), Some(fp))
+    } else {
+        (hush_transport::LinkSecurity::Insecure, None)
+    };
+    let h = hush_tee::dealer::serve("127.0.0.1:0", hush_tee::dealer::DealerConfig::new(sec, hush_2pc::deal::kinds()), Arc::new(|l: String| if std::env::var_os("HUSH_DEALER_TRACE").is_some() { eprintln!("dealer: {l}") }))?;
+    o.mode = match o.mode {
+        Mode::MaliciousClient { .. } => Mode::MaliciousClient { addr: h.addr.to_string(), pin },
+        _ => Mode::Dealer { addr: h.addr.to_string(), pin },
+    };
+    Ok(LocalDealer(Some(h)))
+}
+
+/// A party's correlation provider for one session, before the hello
+/// exchange is over: the module, and in dealer mode the session.
+pub(crate) struct Provider {
+    pub(crate) module: SharedModule,
+    /// Dealer mode: the session id and the dealer's fingerprint.
+    dealer: Option<(hush_tee::dealer::SessionId, Option<Fingerprint>)>,
+}
+
+pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
+    opts.link.to_service(addr, pin, "--dealer-pin").map_err(|e| Error::Config(e.to_string()))
+}
+
+/// Server side, before its hello reply: in dealer mode, opens a fresh
+/// session at the dealer (so the session's sender role is claimed before
+/// its id leaves this process).
+pub(crate) fn server_provider(opts: &Options) -> Result<Provider> {
+    server_provider_for(opts, None)
+}
+
+/// Slack added to an announced dealer-session budget (the dealer's own
+/// batches in flight).
+pub const SESSION_MEM_SLACK: u64 = 64 << 20;
+
+/// [`server_provider`], announcing to a dealer the session's budget for
+/// dealt-but-unclaimed shares (`None`: the dealer's cap).
+pub(crate) fn server_provider_for(opts: &Options, announce: Option<u64>) -> Result<Provider> {
+    match &opts.mode {
+        Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
+        Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
+        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
+            let sid = hush_tee::dealer::new_session_id();
+            let m = hush_tee::DealerModule::connect_announced(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender, announce)?
+                .with_kinds(hush_2pc::deal::kinds());
+            let fp = m.dealer_fingerprint();
+            Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })
+        }
+    }
+}
+
+/// The hello-reply fields describing the server's mode.
+pub(crate) fn mode_fields(reply: &mut Value, opts: &Options, p: &Provider) {
+    reply["mode"] = json!(opts.mode.name());
+    if let Some((sid, fp)) = &p.dealer {
+        reply["dealer_session"] = json!(hush_tee::dealer::session_hex(sid));
+        reply["dealer_fingerprint"] = json!(fp.map(|f| f.to_string()));
+    }
+}
+
+/// Checks the client's mode against the server's; the refusal names both.
+pub(crate) fn check_client_mode(hello: &Value, opts: &Options) -> std::result::Result<(), String> {
+    let theirs = hello.get("mode").and_then(Value::as_str).unwrap_or("tee");
+    if theirs != opts.mode.name() {
+        return Err(format!(
+            "trust mode mismatch: the client runs --mode {theirs}, this server runs --mode {} (both parties must use the same mode)",
+            opts.mode.name()
+        ));
+    }
+    Ok(())
+}
+
+/// Completes a party's provider after the hello exchange: tee-mode seed
+/// agreement over `ch` (or the test seed); nothing more in dealer mode.
+pub(crate) fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, role: ModuleRole) -> Result<()> {
+    if opts.mode.preset().provider != Source::OwnModules {
+        return Ok(());
+    }
+    match opts.insecure_test_seed {
+        Some(seed) => match module.call(&Request::InsecureTestSeed { role, seed })? {
+            Response::Established => Ok(()),
+            _ => Err(Error::Protocol("module: unexpected answer to the test seed".into())),
+        },
+        None => Ok(hush_tee::establish(module, ch, role)?),
+    }
+}
+
+/// In dealer mode a peer that vanishes has usually lost the dealer too:
+/// when a session fails, probe this party's own dealer connection (with a
+/// request every established module refuses harmlessly) and, if the dealer
+/// is gone, say so rather than only "peer disconnected".
+pub(crate) fn diagnose(module: &mut SharedModule, mode: &Mode, e: Error) -> Error {
+    if mode.dealer().is_none() || matches!(e, Error::Tee(hush_tee::Error::Dealer(_))) {
+        return e;
+    }
+    match module.call(&Request::Hello { role: ModuleRole::Sender }) {
+        Err(hush_tee::Error::Dealer(m)) => Error::Tee(hush_tee::Error::Dealer(format!("{m}; the session ended ({e})"))),
+        _ => e,
+    }
+}
+
+/// Client side: the provider the server's reply calls for.
+pub(crate) fn client_provider(opts: &Options, reply: &Value) -> Result<SharedModule> {
+    let theirs = reply.get("mode").and_then(Value::as_str).unwrap_or("tee");
+    if theirs != opts.mode.name() {
+        return Err(Error::Peer(format!("trust mode mismatch: the server runs --mode {theirs}, this client runs --mode {}", opts.mode.name())));
+    }
+    match &opts.mode {
+        Mode::Tee => new_module(&opts.tee, opts.insecure_test_seed.is_some()),
+        Mode::Interactive | Mode::Silent => Ok(SharedModule::new(Box::new(NoModule(opts.mode.name())))),
+        Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
+            let sid = reply
+                .get("dealer_session")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::Protocol("server hello (dealer mode) lacks the dealer session".into()))?;
+            let sid = hush_tee::dealer::parse_session_hex(sid)?;
+            let sec = dealer_link(opts, addr, *pin)?;
+            let server_dealer = reply.get("dealer_fingerprint").and_then(Value::as_str).map(str::to_string);
+            if let (Some(theirs), hush_transport::LinkSecurity::Tls(t)) = (&server_dealer, &sec) {
+                if let hush_transport::PeerCheck::Pinned(p) = &t.peer {
+                    if !p.iter().any(|f| f.to_string() == *theirs) {
+                        return Err(Error::Config(format!(
+                            "dealer mismatch: the server uses the dealer {theirs}, this client's dealer pin is {} (both parties must use the same dealer)",
+                            p.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", ")
+                        )));
+                    }
+                }
+            }
+            let m = hush_tee::DealerModule::connect_timed(addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Receiver).map_err(|e| match e {
+                hush_tee::Error::Refused(r) => Error::Tee(hush_tee::Error::Refused(format!(
+                    "{r} — the session was not opened at {addr} (does the server use the same dealer?) or its client role was taken by someone else; nothing was sent"
+                ))),
+                e => e.into(),
+            })?
+            .with_kinds(hush_2pc::deal::kinds());
+            Ok(SharedModule::new(Box::new(m)))
+        }
+    }
+}
