@@ -28,7 +28,7 @@
 //! module's would be.
 
 use crate::{Error, Record, Result};
-use hush_2pc::deal::{tami, triples, trunc};
+use hush_2pc::deal::{powers, subset, tami, triples, trunc};
 use hush_deal::Description;
 use hush_fss::deal::{FssGate, FssKeys, FssShape};
 use hush_primitives::{aes, Block};
@@ -45,6 +45,10 @@ pub const KINDS: &[(&str, &str)] = &[
     ("triples", "elementwise Beaver triples over Z_2^ℓ, 2pc/arith-triples"),
     ("and-triples", "bit-packed AND triples, 2pc/bit-triples"),
     ("trunc-pairs", "truncation pairs (r, r >> f, msb r), 2pc/trunc-pairs"),
+    ("trunc-squares", "truncation pairs with (r >> f)² and (r >> f)·msb r, 2pc/trunc-squares"),
+    ("trunc-muls", "truncation pairs with a mask s and (r >> f)·s, msb r·s, 2pc/trunc-muls"),
+    ("power-tuples", "power tuples r, r², …, r^K (--power K), 2pc/power-tuples"),
+    ("subset-products", "products of every subset of D masks (--factors D), 2pc/subset-products"),
 ];
 
 /// Arguments of `hush bench deal`.
@@ -69,6 +73,12 @@ pub struct DealArgs {
     /// Truncation shift f.
     #[arg(long, default_value_t = 12)]
     pub frac: u32,
+    /// Power tuples: the highest power K.
+    #[arg(long, default_value_t = 4)]
+    pub power: u32,
+    /// Subset products: the number of factors D.
+    #[arg(long, default_value_t = 3)]
+    pub factors: u32,
     /// Timed repetitions (the fastest is reported).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
@@ -133,6 +143,30 @@ fn job(a: &DealArgs, kind: &str) -> Result<Job> {
             params: trunc::TruncPairs::request(0, 1, a.bits, a.frac).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "pair",
+        }),
+        "trunc-squares" => Ok(Job {
+            desc: &trunc::TRUNC_SQUARES,
+            params: trunc::TruncSquares::request(0, 1, a.bits, a.frac).params,
+            per_request: hush_deal::MAX_DEAL_N,
+            unit: "pair",
+        }),
+        "trunc-muls" => Ok(Job {
+            desc: &trunc::TRUNC_MULS,
+            params: trunc::TruncMuls::request(0, 1, a.bits, a.frac).params,
+            per_request: hush_deal::MAX_DEAL_N,
+            unit: "pair",
+        }),
+        "power-tuples" => Ok(Job {
+            desc: &powers::POWER_TUPLES,
+            params: powers::PowerTuples::request(0, 1, a.bits, a.power).params,
+            per_request: hush_deal::MAX_DEAL_N,
+            unit: "tuple",
+        }),
+        "subset-products" => Ok(Job {
+            desc: &subset::SUBSET_PRODUCTS,
+            params: subset::SubsetProducts::request(0, 1, a.bits, a.factors).params,
+            per_request: hush_deal::MAX_DEAL_N,
+            unit: "tuple",
         }),
         k => Err(Error::Invalid(format!(
             "unknown dealing kind '{k}' (known: {}, all)",
@@ -248,8 +282,14 @@ pub fn bench_deal(a: &DealArgs) -> Result<Vec<Record>> {
         if kind.starts_with("tami") {
             r.set("k", a.k as u64).set("arity", a.arity as u64);
         }
-        if matches!(*kind, "fss-trunc" | "trunc-pairs") {
+        if matches!(*kind, "fss-trunc" | "trunc-pairs" | "trunc-squares" | "trunc-muls") {
             r.set("frac", a.frac as u64);
+        }
+        if *kind == "power-tuples" {
+            r.set("power", a.power as u64);
+        }
+        if *kind == "subset-products" {
+            r.set("factors", a.factors as u64);
         }
         r.set("note", "trusted module simulated — gives no hardware protection");
         crate::machine_fields(&mut r);
@@ -263,7 +303,7 @@ mod tests {
     use super::*;
 
     fn args(kind: &str) -> DealArgs {
-        DealArgs { kind: kind.into(), n: 300, bits: 16, k: 4, arity: 4, frac: 5, repeat: 1, json: true }
+        DealArgs { kind: kind.into(), n: 300, bits: 16, k: 4, arity: 4, frac: 5, power: 3, factors: 3, repeat: 1, json: true }
     }
 
     #[test]

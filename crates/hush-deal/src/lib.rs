@@ -168,6 +168,18 @@ pub fn stream(key: Block, nonce: u64, n: usize) -> Vec<u64> {
     v
 }
 
+/// [`stream`] produced in parallel parts (the same words).
+pub fn stream_par(key: Block, nonce: u64, n: usize) -> Vec<u64> {
+    use rayon::prelude::*;
+    let mut v = vec![0u64; n];
+    if n < 2 * PART {
+        stream_into(key, nonce, &mut v);
+    } else {
+        v.par_chunks_mut(PART).enumerate().for_each(|(i, c)| stream_at(key, nonce, i * PART, c));
+    }
+    v
+}
+
 /// [`stream`] written into `out` (its length is the word count): the same
 /// words, no temporary buffer.
 pub fn stream_into(key: Block, nonce: u64, out: &mut [u64]) {
@@ -180,6 +192,134 @@ pub fn stream_into(key: Block, nonce: u64, out: &mut [u64]) {
     prg.fill_bytes(bytes);
     if cfg!(target_endian = "big") {
         out.iter_mut().for_each(|x| *x = u64::from_le(*x));
+    }
+}
+
+/// Words `at .. at + out.len()` of [`stream`]`(key, nonce, ·)`, without
+/// the words before them (counter mode: word 2i and 2i + 1 are block i's
+/// halves), so that a long stream can be produced in independent parts.
+pub fn stream_at(key: Block, nonce: u64, at: usize, out: &mut [u64]) {
+    if out.is_empty() {
+        return;
+    }
+    // SAFETY: u64 has no invalid bit patterns and the byte view covers
+    // exactly `out`'s initialised memory.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, out.len() * 8) };
+    stream_bytes_at(key, nonce, at, bytes);
+    if cfg!(target_endian = "big") {
+        out.iter_mut().for_each(|x| *x = u64::from_le(*x));
+    }
+}
+
+/// The little-endian bytes of words `at .. at + out.len() / 8` of
+/// [`stream`]`(key, nonce, ·)` (`out.len()` a multiple of 8): a share's
+/// stream-valued array written straight into its wire bytes.
+pub fn stream_bytes_at(key: Block, nonce: u64, at: usize, out: &mut [u8]) {
+    debug_assert_eq!(out.len() % 8, 0);
+    if out.is_empty() {
+        return;
+    }
+    let mut prg = Prg::with_nonce_at(key, nonce, (at / 2) as u64);
+    if at % 2 == 1 {
+        // Odd start: the high half of block at / 2 first.
+        let b = prg.random_block().to_bytes();
+        out[..8].copy_from_slice(&b[8..]);
+        let mut rest = Prg::with_nonce_at(key, nonce, (at / 2 + 1) as u64);
+        rest.fill_bytes(&mut out[8..]);
+        return;
+    }
+    prg.fill_bytes(out);
+}
+
+/// Items per part of [`elementwise_bytes`]: a multiple of 128, so that a
+/// part starts on a whole AES block of every per-item (or per-64-item)
+/// stream, and small enough that a part's scratch stays in cache.
+pub const PART: usize = 4096;
+
+/// An elementwise share built in place in its wire layout, in parallel
+/// parts (issue 35): `arrays` arrays of `n` ring values, each as
+/// [`Blob::put_ring`]`(·, bits)` writes it (`bits` = 64: as [`Blob::put`]),
+/// one after the other. `f(start, vals)` computes the values of items
+/// `start .. start + m` (m = `vals[0].len()` ≤ [`PART`]): `vals` holds
+/// `arrays + extra` scratch vectors of m words (the first `arrays` are
+/// written, at most `bits` bits each; the `extra` ones are the part's
+/// working space). Parts run on every core (rayon); the scratch is erased
+/// when a worker is done. The bytes are those of encoding the whole arrays
+/// with [`Blob`]: a kind that switches to this keeps its description.
+pub fn elementwise_bytes<F>(n: usize, arrays: usize, extra: usize, bits: u32, f: F) -> Vec<u8>
+where
+    F: Fn(usize, &mut [Vec<u64>]) + Sync,
+{
+    use rayon::prelude::*;
+    let rb = bits.div_ceil(8) as usize;
+    let mut buf = vec![0u8; arrays * (8 + n * rb)];
+    let parts = n.div_ceil(PART);
+    let mut outs: Vec<Vec<&mut [u8]>> = (0..parts).map(|_| Vec::with_capacity(arrays)).collect();
+    let mut rest: &mut [u8] = &mut buf;
+    for _ in 0..arrays {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(8 + n * rb);
+        head[..8].copy_from_slice(&(n as u64).to_le_bytes());
+        rest = tail;
+        if n > 0 {
+            for (o, p) in outs.iter_mut().zip(head[8..].chunks_mut(PART * rb)) {
+                o.push(p);
+            }
+        }
+    }
+    struct Scratch(Vec<Vec<u64>>);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            self.0.iter_mut().for_each(hush_primitives::wipe::wipe_vec_u64);
+        }
+    }
+    outs.into_par_iter().enumerate().for_each_init(
+        || Scratch(vec![Vec::new(); arrays + extra]),
+        |s, (t, o)| {
+            let start = t * PART;
+            let m = PART.min(n - start);
+            for v in s.0.iter_mut() {
+                if v.len() != m {
+                    v.clear();
+                    v.resize(m, 0);
+                }
+            }
+            f(start, &mut s.0);
+            for (vals, out) in s.0.iter().zip(o) {
+                let len = out.len();
+                let mut pos = 0;
+                for &x in vals {
+                    debug_assert!(bits >= 64 || x >> bits == 0, "ring value wider than {bits} bits");
+                    // 8-byte stores, the next value's overwriting the excess;
+                    // the last ones exact.
+                    if pos + 8 <= len {
+                        out[pos..pos + 8].copy_from_slice(&x.to_le_bytes());
+                    } else {
+                        out[pos..pos + rb].copy_from_slice(&x.to_le_bytes()[..rb]);
+                    }
+                    pos += rb;
+                }
+            }
+        },
+    );
+    buf
+}
+
+/// Decodes `out.len()` values of `width` bytes each from `bytes` with
+/// `one`, in parallel parts of [`PART`] values for a large array (a share's
+/// decode is the host's half of a dealing's cost; its fresh pages are
+/// first touched on every core).
+pub fn par_decode(bytes: &[u8], width: usize, out: &mut [u64], one: impl Fn(&[u8]) -> u64 + Sync) {
+    use rayon::prelude::*;
+    debug_assert_eq!(bytes.len(), out.len() * width);
+    let run = |(o, b): (&mut [u64], &[u8])| {
+        for (x, c) in o.iter_mut().zip(b.chunks_exact(width)) {
+            *x = one(c);
+        }
+    };
+    if out.len() < 2 * PART {
+        run((out, bytes));
+    } else {
+        out.par_chunks_mut(PART).zip(bytes.par_chunks(PART * width)).for_each(run);
     }
 }
 
@@ -254,7 +394,8 @@ impl<'a> BlobReader<'a> {
         if self.buf.len() < need {
             return Err(Error::Malformed("dealt share: truncated".into()));
         }
-        let v = self.buf[8..need].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        let mut v = vec![0u64; n];
+        par_decode(&self.buf[8..need], 8, &mut v, |c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
         self.buf = &self.buf[need..];
         Ok(v)
     }
@@ -291,15 +432,14 @@ impl<'a> BlobReader<'a> {
         if self.buf.len() < need {
             return Err(Error::Malformed("dealt share: truncated".into()));
         }
-        let mut v = Vec::with_capacity(n);
-        for c in self.buf[8..need].chunks_exact(rb) {
+        let mut v = vec![0u64; n];
+        par_decode(&self.buf[8..need], rb, &mut v, |c| {
             let mut a = [0u8; 8];
-            a[..rb].copy_from_slice(c);
-            let x = u64::from_le_bytes(a);
-            if bits < 64 && x >> bits != 0 {
-                return Err(Error::Malformed(format!("dealt share: a value wider than {bits} bits")));
-            }
-            v.push(x);
+            a[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(a)
+        });
+        if bits < 64 && v.iter().fold(0u64, |acc, x| acc | x >> bits) != 0 {
+            return Err(Error::Malformed(format!("dealt share: a value wider than {bits} bits")));
         }
         self.buf = &self.buf[need..];
         Ok(v)
@@ -319,4 +459,65 @@ pub fn parse_params<T>(params: &[u8], what: &'static str, f: impl FnOnce(&mut Re
     let v = f(&mut r)?;
     r.finish()?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    /// The in-place elementwise builder writes what encoding whole arrays
+    /// with `Blob` writes, for every width and around the part size.
+    #[test]
+    fn elementwise_matches_blob() {
+        for bits in [1u32, 8, 12, 32, 37, 64] {
+            for n in [0usize, 1, PART - 1, PART, PART + 1, 2 * PART + 77] {
+                let key = Block(bits as u128 * 1000 + n as u128);
+                let whole: Vec<Vec<u64>> = (0..3).map(|a| stream(key, a, n).into_iter().map(|x| x & ring_mask(bits)).collect()).collect();
+                let mut b = Blob::new();
+                for v in &whole {
+                    b.put_ring(v, bits);
+                }
+                let fast = elementwise_bytes(n, 3, 1, bits, |start, vals| {
+                    let m = vals[0].len();
+                    for a in 0..3 {
+                        stream_at(key, a as u64, start, &mut vals[3][..m]);
+                        let (outs, tmp) = vals.split_at_mut(3);
+                        for (o, x) in outs[a].iter_mut().zip(&tmp[0]) {
+                            *o = x & ring_mask(bits);
+                        }
+                    }
+                });
+                assert_eq!(fast, b.0, "bits {bits} n {n}");
+            }
+        }
+    }
+
+    /// Any part of a stream, from any word (odd or even), of any length,
+    /// equals the same words of the whole stream.
+    #[test]
+    fn stream_parts_equal_the_whole() {
+        let key = Block(0x1234_5678_9abc);
+        let whole = stream(key, 7, 300);
+        for at in [0usize, 1, 2, 3, 63, 64, 127, 128, 129, 200] {
+            for len in [1usize, 2, 3, 17, 64, 100] {
+                if at + len > whole.len() {
+                    continue;
+                }
+                let mut part = vec![0u64; len];
+                stream_at(key, 7, at, &mut part);
+                assert_eq!(part, whole[at..at + len], "at {at} len {len}");
+                // bytes into an unaligned slice
+                let mut buf = vec![0u8; len * 8 + 3];
+                stream_bytes_at(key, 7, at, &mut buf[3..]);
+                let words: Vec<u64> = buf[3..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                assert_eq!(words, whole[at..at + len], "bytes at {at} len {len}");
+            }
+        }
+        assert_eq!(stream_par(key, 7, 300), whole);
+        assert_eq!(stream_par(key, 7, 3 * PART + 5), stream(key, 7, 3 * PART + 5));
+        // another nonce is another stream (checked below)
+        let mut other = vec![0u64; 4];
+        stream_at(key, 8, 0, &mut other);
+        assert_ne!(other, whole[..4]);
+    }
 }

@@ -120,7 +120,7 @@ impl Zeroize for DcfKeyBatch {
 /// Memory of the (large: ~100 MB for 2×10^5 keys) batch arrays.
 mod mem {
     /// Plain integer element types (all-zero bytes is a valid value).
-    pub(super) trait Plain: Copy {}
+    pub(super) trait Plain: Copy + Default + Send {}
     impl Plain for u32 {}
     impl Plain for u64 {}
     impl Plain for u128 {}
@@ -147,7 +147,30 @@ mod mem {
                 }
             }
         }
+        let mut v = v;
+        prefault(&mut v);
         v
+    }
+
+    /// First-touches a large vector's spare pages on every core (one
+    /// element per 4 KiB), so that the kernel's zeroing of fresh (huge)
+    /// pages — the largest item of building an FSS batch on hosts where it
+    /// is slow — is split across the cores instead of landing on the one
+    /// thread that fills the batch. The stored zeros are overwritten when
+    /// the batch is filled; the vector's length is unchanged.
+    fn prefault<T: Plain>(v: &mut Vec<T>) {
+        use rayon::prelude::*;
+        const PAGE: usize = 4096;
+        let step = (PAGE / std::mem::size_of::<T>().max(1)).max(1);
+        let spare = v.spare_capacity_mut();
+        if spare.len() * std::mem::size_of::<T>() < (8 << 20) {
+            return;
+        }
+        spare.par_chunks_mut(step * 64).for_each(|c| {
+            for p in c.chunks_mut(step) {
+                p[0].write(T::default());
+            }
+        });
     }
 
     /// Overwrites the whole allocation (capacity) with zeros and empties

@@ -25,6 +25,13 @@ impl Prg {
     pub fn with_nonce(seed: Block, nonce: u64) -> Self {
         Prg { aes: Aes128::new(seed), nonce, ctr: 0, buf: [Block::ZERO; BUF], pos: BUF }
     }
+    /// The stream `nonce` of `seed` from block `block` on: the same blocks
+    /// as [`Prg::with_nonce`]'s stream after `block` blocks, without
+    /// computing them (counter mode), so that parts of one stream can be
+    /// produced independently (in parallel).
+    pub fn with_nonce_at(seed: Block, nonce: u64, block: u64) -> Self {
+        Prg { aes: Aes128::new(seed), nonce, ctr: block, buf: [Block::ZERO; BUF], pos: BUF }
+    }
     /// A PRG seeded from the operating system.
     pub fn from_os() -> Self {
         Self::new(crate::rand::os_seed())

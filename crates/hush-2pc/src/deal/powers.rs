@@ -86,6 +86,39 @@ pub fn deal_powers(key: Block, party: u8, n: usize, bits: u32, k: u32) -> PowerS
 
 /// Power tuples (parameters: ring width `bits` in 1..=64, highest power
 /// `k` in 2..=[`MAX_POWER`]).
+/// [`deal_powers`]`(…).to_bytes(bits)`, built in place on every core
+/// ([`hush_deal::elementwise_bytes`]; the same bytes).
+pub fn deal_powers_bytes(key: Block, party: u8, n: usize, bits: u32, k: u32) -> Vec<u8> {
+    let sub = hush_deal::sub_key(key, 1);
+    if party == 1 {
+        return party1_bytes(sub, n, bits, k);
+    }
+    let (m, k) = (ring_mask(bits), k as usize);
+    hush_deal::elementwise_bytes(n, k, k, bits, |start, v| {
+        let (out, one) = v.split_at_mut(k);
+        for (j, o) in one.iter_mut().enumerate() {
+            super::trunc::ring_part(sub, P1 + 1 + j as u64, start, bits, o);
+        }
+        super::trunc::ring_part(key, R0, start, bits, &mut out[0]);
+        for i in 0..out[0].len() {
+            let r = out[0][i].wrapping_add(one[0][i]) & m;
+            let mut p = r;
+            for j in 1..k {
+                p = p.wrapping_mul(r) & m;
+                out[j][i] = p.wrapping_sub(one[j][i]) & m;
+            }
+        }
+    })
+}
+
+fn party1_bytes(sub: Block, n: usize, bits: u32, k: u32) -> Vec<u8> {
+    hush_deal::elementwise_bytes(n, k as usize, 0, bits, |start, v| {
+        for (j, o) in v.iter_mut().enumerate() {
+            super::trunc::ring_part(sub, P1 + 1 + j as u64, start, bits, o);
+        }
+    })
+}
+
 pub struct PowerTuples;
 pub static POWER_TUPLES: PowerTuples = PowerTuples;
 
@@ -117,13 +150,32 @@ impl Description for PowerTuples {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let (bits, k) = Self::params(params)?;
-        Ok(deal_powers(key, party, n as usize, bits, k).to_bytes(bits))
+        Ok(deal_powers_bytes(key, party, n as usize, bits, k))
     }
     fn seeded_party(&self) -> Option<u8> {
         Some(1)
     }
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let (bits, k) = Self::params(params)?;
-        Ok(party1(sub, n as usize, bits, k).to_bytes(bits))
+        Ok(party1_bytes(sub, n as usize, bits, k))
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    #[test]
+    fn in_place_powers_match_the_share_encoding() {
+        for (bits, k) in [(16u32, 2u32), (32, 4), (37, 8), (64, 3)] {
+            for n in [0usize, 1, 4095, 4096, 4097, 9000] {
+                let key = Block(0x90 + n as u128);
+                for p in 0..2u8 {
+                    assert_eq!(deal_powers_bytes(key, p, n, bits, k), deal_powers(key, p, n, bits, k).to_bytes(bits), "bits {bits} n {n} party {p}");
+                }
+                let sub = hush_deal::sub_key(key, 1);
+                assert_eq!(party1_bytes(sub, n, bits, k), party1(sub, n, bits, k).to_bytes(bits));
+            }
+        }
     }
 }

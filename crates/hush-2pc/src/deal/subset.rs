@@ -87,6 +87,58 @@ pub fn deal_subsets(key: Block, party: u8, n: usize, bits: u32, d: u32) -> Subse
 
 /// Subset products (parameters: ring width `bits` in 1..=64, factors `d`
 /// in 2..=[`MAX_FACTORS`]).
+/// [`deal_subsets`]`(…).to_bytes(bits)`, built in place on every core
+/// ([`hush_deal::elementwise_bytes`]; the same bytes).
+pub fn deal_subsets_bytes(key: Block, party: u8, n: usize, bits: u32, d: u32) -> Vec<u8> {
+    let sub = hush_deal::sub_key(key, 1);
+    if party == 1 {
+        return party1_bytes(sub, n, bits, d);
+    }
+    let (m, d, sets) = (ring_mask(bits), d as usize, (1usize << d) - 1);
+    // Scratch: party 1's sets, party 0's d own streams, the d masks r_j.
+    hush_deal::elementwise_bytes(n, sets, sets + 2 * d, bits, |start, v| {
+        let (out, rest) = v.split_at_mut(sets);
+        let (one, rest) = rest.split_at_mut(sets);
+        let (own, r) = rest.split_at_mut(d);
+        for (s, o) in one.iter_mut().enumerate() {
+            super::trunc::ring_part(sub, P1 + 1 + s as u64, start, bits, o);
+        }
+        for (j, o) in own.iter_mut().enumerate() {
+            super::trunc::ring_part(key, R0 + j as u64, start, bits, o);
+        }
+        for j in 0..d {
+            for ((x, a), b) in r[j].iter_mut().zip(&own[j]).zip(&one[(1 << j) - 1]) {
+                *x = a.wrapping_add(*b) & m;
+            }
+        }
+        // Set by set, item by item (straight loops over the part's arrays).
+        for s in 1usize..1 << d {
+            let o = &mut out[s - 1];
+            if s.is_power_of_two() {
+                o.copy_from_slice(&own[s.trailing_zeros() as usize]);
+                continue;
+            }
+            o.iter_mut().for_each(|x| *x = 1);
+            for j in (0..d).filter(|j| s >> j & 1 == 1) {
+                for (x, rj) in o.iter_mut().zip(&r[j]) {
+                    *x = x.wrapping_mul(*rj);
+                }
+            }
+            for (x, b) in o.iter_mut().zip(&one[s - 1]) {
+                *x = x.wrapping_sub(*b) & m;
+            }
+        }
+    })
+}
+
+fn party1_bytes(sub: Block, n: usize, bits: u32, d: u32) -> Vec<u8> {
+    hush_deal::elementwise_bytes(n, (1usize << d) - 1, 0, bits, |start, v| {
+        for (s, o) in v.iter_mut().enumerate() {
+            super::trunc::ring_part(sub, P1 + 1 + s as u64, start, bits, o);
+        }
+    })
+}
+
 pub struct SubsetProducts;
 pub static SUBSET_PRODUCTS: SubsetProducts = SubsetProducts;
 
@@ -118,13 +170,32 @@ impl Description for SubsetProducts {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let (bits, d) = Self::params(params)?;
-        Ok(deal_subsets(key, party, n as usize, bits, d).to_bytes(bits))
+        Ok(deal_subsets_bytes(key, party, n as usize, bits, d))
     }
     fn seeded_party(&self) -> Option<u8> {
         Some(1)
     }
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let (bits, d) = Self::params(params)?;
-        Ok(party1(sub, n as usize, bits, d).to_bytes(bits))
+        Ok(party1_bytes(sub, n as usize, bits, d))
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    #[test]
+    fn in_place_subset_products_match_the_share_encoding() {
+        for (bits, d) in [(16u32, 2u32), (32, 3), (37, 4), (64, 4)] {
+            for n in [0usize, 1, 4095, 4096, 4097, 9000] {
+                let key = Block(0x5b + n as u128);
+                for p in 0..2u8 {
+                    assert_eq!(deal_subsets_bytes(key, p, n, bits, d), deal_subsets(key, p, n, bits, d).to_bytes(bits), "bits {bits} n {n} party {p}");
+                }
+                let sub = hush_deal::sub_key(key, 1);
+                assert_eq!(party1_bytes(sub, n, bits, d), party1(sub, n, bits, d).to_bytes(bits));
+            }
+        }
     }
 }

@@ -104,6 +104,8 @@ use hush_primitives::Block;
 use std::collections::BTreeMap;
 use zeroize::Zeroize;
 
+mod wire;
+
 /// What the comparison feeds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Flavor {
@@ -540,7 +542,7 @@ fn take_tables(r: &mut BlobReader<'_>, expect: usize, seg: &[(u32, u32)]) -> Res
     let per: usize = seg.iter().map(|&(g, e)| seg_bytes(g) + seg_bytes(e)).sum();
     let rows = if seg.is_empty() { 0 } else { expect / seg.len() };
     let bytes = r.take_bytes(expect, rows * per)?;
-    let mut out = Vec::with_capacity(expect);
+    let mut out = vec![0u64; rows * seg.len()];
     let mut bad = 0u64;
     #[inline(always)]
     fn half(b: &[u8]) -> u64 {
@@ -552,15 +554,27 @@ fn take_tables(r: &mut BlobReader<'_>, expect: usize, seg: &[(u32, u32)]) -> Res
         }
     }
     let widths: Vec<(usize, usize, u32, u32)> = seg.iter().map(|&(g, e)| (seg_bytes(g), seg_bytes(e), g.min(63), e.min(63))).collect();
-    for row in bytes.chunks_exact(per.max(1)).take(rows) {
-        let mut pos = 0usize;
-        for &(gb, eb, g, e) in &widths {
-            let gt = half(&row[pos..pos + gb]);
-            let eq = half(&row[pos + gb..pos + gb + eb]);
-            pos += gb + eb;
-            bad |= (gt >> g) | (eq >> e);
-            out.push(gt | (eq << 32));
+    // Rows in parallel parts (the host's half of a dealing; its fresh
+    // pages first touched on every core).
+    let nc = seg.len().max(1);
+    let part = |(o, b): (&mut [u64], &[u8])| -> u64 {
+        let mut bad = 0u64;
+        for (orow, row) in o.chunks_exact_mut(nc).zip(b.chunks_exact(per.max(1))) {
+            let mut pos = 0usize;
+            for (x, &(gb, eb, g, e)) in orow.iter_mut().zip(&widths) {
+                let gt = half(&row[pos..pos + gb]);
+                let eq = half(&row[pos + gb..pos + gb + eb]);
+                pos += gb + eb;
+                bad |= (gt >> g) | (eq >> e);
+                *x = gt | (eq << 32);
+            }
         }
+        bad
+    };
+    const ROWS: usize = 4096;
+    if rows > 0 && per > 0 {
+        use rayon::prelude::*;
+        bad = out.par_chunks_mut(ROWS * nc).zip(bytes.par_chunks(ROWS * per)).map(part).reduce(|| 0, |a, b| a | b);
     }
     if bad != 0 {
         return Err(Error::Malformed("TAMI tables: a bit outside the table positions".into()));
@@ -823,6 +837,8 @@ fn party0_streams(sub0: Block, n: usize, shape: &TamiShape, plan: &Plan) -> Tami
     let lm = ring_mask(shape.bits);
     let mut s = TamiShare::default();
     s.seed = Some(sub0);
+    // On every core: a host expands these when it decodes its share.
+    let stream = hush_deal::stream_par;
     s.tau = stream(sub0, S_TAU, n);
     s.tau.iter_mut().for_each(|t| *t &= ring_mask(shape.sent_bits()));
     s.masks = level_masks(sub0, S_MASK_A, plan, w);
@@ -855,6 +871,17 @@ pub fn deal(key: Block, party: u8, n: usize, shape: &TamiShape) -> TamiShare {
 /// distribution with the hosts renamed.
 pub fn deal_swapped(key: Block, host: u8, n: usize, shape: &TamiShape) -> TamiShare {
     deal_roles(key, 1 - host, hush_deal::sub_key(key, 1), hush_deal::sub_key(key, 0), n, shape)
+}
+
+/// [`deal`]`(…).to_bytes(shape)`, built in place in the wire layout on
+/// every core (the same bytes; see `wire`): what the providers serve.
+pub fn deal_bytes(key: Block, party: u8, n: usize, shape: &TamiShape) -> Vec<u8> {
+    wire::roles_bytes(key, party, hush_deal::sub_key(key, 0), hush_deal::sub_key(key, 1), n, shape)
+}
+
+/// [`deal_swapped`]`(…).to_bytes(shape)`, built in place (see [`deal_bytes`]).
+pub fn deal_swapped_bytes(key: Block, host: u8, n: usize, shape: &TamiShape) -> Vec<u8> {
+    wire::roles_bytes(key, 1 - host, hush_deal::sub_key(key, 1), hush_deal::sub_key(key, 0), n, shape)
 }
 
 /// Role `role`'s share (0 = A, 1 = B), A's own streams under `sub_a`, B's
@@ -1008,14 +1035,14 @@ impl Description for TamiTables {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = Self::shape(params)?;
-        Ok(deal(key, party, n as usize, &shape).to_bytes(&shape))
+        Ok(deal_bytes(key, party, n as usize, &shape))
     }
     fn seeded_party(&self) -> Option<u8> {
         Some(1)
     }
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = Self::shape(params)?;
-        Ok(deal_party1(sub, n as usize, &shape).to_bytes(&shape))
+        Ok(wire::party1_bytes(sub, n as usize, &shape))
     }
 }
 
@@ -1055,14 +1082,14 @@ impl Description for TamiTablesSwapped {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = TamiTables::shape(params)?;
-        Ok(deal_swapped(key, party, n as usize, &shape).to_bytes(&shape))
+        Ok(deal_swapped_bytes(key, party, n as usize, &shape))
     }
     fn seeded_party(&self) -> Option<u8> {
         Some(0)
     }
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         let shape = TamiTables::shape(params)?;
-        Ok(deal_party1(sub, n as usize, &shape).to_bytes(&shape))
+        Ok(wire::party1_bytes(sub, n as usize, &shape))
     }
 }
 

@@ -112,6 +112,42 @@ pub fn deal_bits(key: Block, party: u8, n: usize) -> TripleShare {
 }
 
 /// Arithmetic Beaver triples over Z_2^bits (parameter: `bits`, 1..=64).
+/// [`deal_arith`]`(…).to_bytes()`, built in place on every core
+/// ([`hush_deal::elementwise_bytes`]; the same bytes).
+pub fn deal_arith_bytes(key: Block, party: u8, n: usize, bits: u32) -> Vec<u8> {
+    let sub = hush_deal::sub_key(key, 1);
+    let m = ring_mask(bits);
+    let part = move |k: Block, nonces: [u64; 3], start: usize, v: &mut [Vec<u64>]| {
+        for (o, nonce) in v.iter_mut().zip(nonces) {
+            hush_deal::stream_at(k, nonce, start, o);
+            o.iter_mut().for_each(|x| *x &= m);
+        }
+    };
+    if party == 1 {
+        return hush_deal::elementwise_bytes(n, 3, 0, 64, |start, v| part(sub, [A1, B1, C1], start, v));
+    }
+    hush_deal::elementwise_bytes(n, 3, 3, 64, |start, v| {
+        let (out, one) = v.split_at_mut(3);
+        part(sub, [A1, B1, C1], start, one);
+        part(key, [A0, B0, 0], start, &mut out[..2]);
+        let (ab, c) = out.split_at_mut(2);
+        for i in 0..c[0].len() {
+            c[0][i] = ab[0][i].wrapping_add(one[0][i]).wrapping_mul(ab[1][i].wrapping_add(one[1][i])).wrapping_sub(one[2][i]) & m;
+        }
+    })
+}
+
+/// [`arith_party1`]`(…).to_bytes()`, built in place.
+fn arith_party1_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    let m = ring_mask(bits);
+    hush_deal::elementwise_bytes(n, 3, 0, 64, |start, v| {
+        for (o, nonce) in v.iter_mut().zip([A1, B1, C1]) {
+            hush_deal::stream_at(sub, nonce, start, o);
+            o.iter_mut().for_each(|x| *x &= m);
+        }
+    })
+}
+
 pub struct ArithTriples;
 /// Bit-packed AND triples (no parameters).
 pub struct BitTriples;
@@ -145,13 +181,13 @@ impl Description for ArithTriples {
         Ok(format!("{}/{batch}/{n}/{}", Self::KIND, Self::bits(params)?))
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        Ok(deal_arith(key, party, n as usize, Self::bits(params)?).to_bytes())
+        Ok(deal_arith_bytes(key, party, n as usize, Self::bits(params)?))
     }
     fn seeded_party(&self) -> Option<u8> {
         Some(1)
     }
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
-        Ok(arith_party1(sub, n as usize, Self::bits(params)?).to_bytes())
+        Ok(arith_party1_bytes(sub, n as usize, Self::bits(params)?))
     }
 }
 
@@ -185,5 +221,24 @@ impl Description for BitTriples {
     fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         Self::no_params(params)?;
         Ok(bits_party1(sub, n as usize).to_bytes())
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    #[test]
+    fn in_place_triples_match_the_share_encoding() {
+        for bits in [1u32, 16, 32, 37, 64] {
+            for n in [0usize, 1, 4095, 4096, 4097, 9000] {
+                let key = Block(0x7e1 + n as u128);
+                for p in 0..2u8 {
+                    assert_eq!(deal_arith_bytes(key, p, n, bits), deal_arith(key, p, n, bits).to_bytes(), "bits {bits} n {n} party {p}");
+                }
+                let sub = hush_deal::sub_key(key, 1);
+                assert_eq!(arith_party1_bytes(sub, n, bits), arith_party1(sub, n, bits).to_bytes());
+            }
+        }
     }
 }

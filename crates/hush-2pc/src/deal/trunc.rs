@@ -57,6 +57,108 @@ const R1: u64 = 4;
 const H1: u64 = 5;
 const M1: u64 = 6;
 
+/// Words `start ..` of [`ring_stream`] (as many as `out` holds).
+pub(crate) fn ring_part(key: Block, nonce: u64, start: usize, bits: u32, out: &mut [u64]) {
+    hush_deal::stream_at(key, nonce, start, out);
+    let m = ring_mask(bits);
+    out.iter_mut().for_each(|x| *x &= m);
+}
+
+/// Party 1's first arrays (r, hi, msb and then the streams `more`) of
+/// items `start ..` into `v`.
+fn party1_part(sub: Block, start: usize, bits: u32, more: &[u64], v: &mut [Vec<u64>]) {
+    for (o, &nonce) in v.iter_mut().zip([R1, H1, M1].iter().chain(more)) {
+        ring_part(sub, nonce, start, bits, o);
+    }
+}
+
+/// Party 0's (r, hi, msb) of items `start ..` into `v[0..3]`, against party
+/// 1's, which must be in `one[0..3]`.
+fn party0_part(key: Block, start: usize, bits: u32, f: u32, v: &mut [Vec<u64>], one: &[Vec<u64>]) {
+    let m = ring_mask(bits);
+    ring_part(key, R0, start, bits, &mut v[0]);
+    let (r0, rest) = v.split_at_mut(1);
+    let (hi, msb) = rest.split_at_mut(1);
+    for i in 0..r0[0].len() {
+        let r = r0[0][i].wrapping_add(one[0][i]) & m;
+        hi[0][i] = (r >> f).wrapping_sub(one[1][i]) & m;
+        msb[0][i] = (r >> (bits - 1)).wrapping_sub(one[2][i]) & m;
+    }
+}
+
+/// [`deal_trunc`]`(…).to_bytes(bits)`, built in place on every core
+/// ([`hush_deal::elementwise_bytes`]; the same bytes).
+pub fn deal_trunc_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Vec<u8> {
+    let sub = hush_deal::sub_key(key, 1);
+    if party == 1 {
+        return party1_bytes(sub, n, bits);
+    }
+    hush_deal::elementwise_bytes(n, 3, 3, bits, |start, v| {
+        let (out, one) = v.split_at_mut(3);
+        party1_part(sub, start, bits, &[], one);
+        party0_part(key, start, bits, f, out, one);
+    })
+}
+
+fn party1_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    hush_deal::elementwise_bytes(n, 3, 0, bits, |start, v| party1_part(sub, start, bits, &[], v))
+}
+
+/// [`deal_trunc_square`]`(…).to_bytes(bits)`, built in place (the same bytes).
+pub fn deal_trunc_square_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Vec<u8> {
+    let sub = hush_deal::sub_key(key, 1);
+    if party == 1 {
+        return party1_sq_bytes(sub, n, bits);
+    }
+    let m = ring_mask(bits);
+    hush_deal::elementwise_bytes(n, 5, 5, bits, |start, v| {
+        let (out, one) = v.split_at_mut(5);
+        party1_part(sub, start, bits, &[SQ1, HM1], one);
+        party0_part(key, start, bits, f, out, one);
+        let (t, rest) = out.split_at_mut(3);
+        let (sq, hm) = rest.split_at_mut(1);
+        for i in 0..t[0].len() {
+            let r = t[0][i].wrapping_add(one[0][i]) & m;
+            let (h, b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
+            sq[0][i] = h.wrapping_mul(h).wrapping_sub(one[3][i]) & m;
+            hm[0][i] = h.wrapping_mul(b).wrapping_sub(one[4][i]) & m;
+        }
+    })
+}
+
+fn party1_sq_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    hush_deal::elementwise_bytes(n, 5, 0, bits, |start, v| party1_part(sub, start, bits, &[SQ1, HM1], v))
+}
+
+/// [`deal_trunc_mul`]`(…).to_bytes(bits)`, built in place (the same bytes).
+pub fn deal_trunc_mul_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Vec<u8> {
+    let sub = hush_deal::sub_key(key, 1);
+    if party == 1 {
+        return party1_mul_bytes(sub, n, bits);
+    }
+    let m = ring_mask(bits);
+    hush_deal::elementwise_bytes(n, 6, 6, bits, |start, v| {
+        let (out, one) = v.split_at_mut(6);
+        party1_part(sub, start, bits, &[S1M, HS1, MS1], one);
+        party0_part(key, start, bits, f, out, one);
+        ring_part(key, S0M, start, bits, &mut out[3]);
+        let (t, rest) = out.split_at_mut(3);
+        let (s0, rest) = rest.split_at_mut(1);
+        let (hs, ms) = rest.split_at_mut(1);
+        for i in 0..t[0].len() {
+            let r = t[0][i].wrapping_add(one[0][i]) & m;
+            let s = s0[0][i].wrapping_add(one[3][i]) & m;
+            let (h, b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
+            hs[0][i] = h.wrapping_mul(s).wrapping_sub(one[4][i]) & m;
+            ms[0][i] = b.wrapping_mul(s).wrapping_sub(one[5][i]) & m;
+        }
+    })
+}
+
+fn party1_mul_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    hush_deal::elementwise_bytes(n, 6, 0, bits, |start, v| party1_part(sub, start, bits, &[S1M, HS1, MS1], v))
+}
+
 pub(crate) fn ring_stream(key: Block, nonce: u64, n: usize, bits: u32) -> Vec<u64> {
     let m = ring_mask(bits);
     let mut v = stream(key, nonce, n);
@@ -118,20 +220,20 @@ macro_rules! trunc_kind {
             }
             fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
                 let (bits, f) = TruncPairs::params(params)?;
-                Ok($deal(key, party, n as usize, bits, f).to_bytes(bits))
+                Ok($deal(key, party, n as usize, bits, f))
             }
             fn seeded_party(&self) -> Option<u8> {
                 Some(1)
             }
             fn expand(&self, sub: Block, n: u32, params: &[u8]) -> Result<Vec<u8>> {
                 let (bits, _) = TruncPairs::params(params)?;
-                Ok($party1(sub, n as usize, bits).to_bytes(bits))
+                Ok($party1(sub, n as usize, bits))
             }
         }
     };
 }
 
-trunc_kind!(TruncPairs, "2pc/trunc-pairs", deal_trunc, party1);
+trunc_kind!(TruncPairs, "2pc/trunc-pairs", deal_trunc_bytes, party1_bytes);
 
 impl TruncPairs {
     pub fn params(params: &[u8]) -> Result<(u32, u32)> {
@@ -221,7 +323,7 @@ pub fn deal_trunc_square(key: Block, party: u8, n: usize, bits: u32, f: u32) -> 
 pub struct TruncSquares;
 pub static TRUNC_SQUARES: TruncSquares = TruncSquares;
 
-trunc_kind!(TruncSquares, "2pc/trunc-squares", deal_trunc_square, party1_sq);
+trunc_kind!(TruncSquares, "2pc/trunc-squares", deal_trunc_square_bytes, party1_sq_bytes);
 
 /// Truncate-and-multiply tuples: the correlation of
 /// [`crate::transformer::Ctx::trunc_mul`] — a truncation pair
@@ -305,4 +407,28 @@ pub fn deal_trunc_mul(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Tru
 pub struct TruncMuls;
 pub static TRUNC_MULS: TruncMuls = TruncMuls;
 
-trunc_kind!(TruncMuls, "2pc/trunc-muls", deal_trunc_mul, party1_mul);
+trunc_kind!(TruncMuls, "2pc/trunc-muls", deal_trunc_mul_bytes, party1_mul_bytes);
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    #[test]
+    fn in_place_truncation_kinds_match_the_share_encoding() {
+        for (bits, f) in [(16u32, 5u32), (32, 12), (37, 13), (64, 16)] {
+            for n in [0usize, 1, 4095, 4096, 4097, 9000] {
+                let key = Block(0x7c + n as u128);
+                let sub = hush_deal::sub_key(key, 1);
+                for p in 0..2u8 {
+                    let what = format!("bits {bits} n {n} party {p}");
+                    assert_eq!(deal_trunc_bytes(key, p, n, bits, f), deal_trunc(key, p, n, bits, f).to_bytes(bits), "{what}");
+                    assert_eq!(deal_trunc_square_bytes(key, p, n, bits, f), deal_trunc_square(key, p, n, bits, f).to_bytes(bits), "{what}");
+                    assert_eq!(deal_trunc_mul_bytes(key, p, n, bits, f), deal_trunc_mul(key, p, n, bits, f).to_bytes(bits), "{what}");
+                }
+                assert_eq!(party1_bytes(sub, n, bits), party1(sub, n, bits).to_bytes(bits));
+                assert_eq!(party1_sq_bytes(sub, n, bits), party1_sq(sub, n, bits).to_bytes(bits));
+                assert_eq!(party1_mul_bytes(sub, n, bits), party1_mul(sub, n, bits).to_bytes(bits));
+            }
+        }
+    }
+}
