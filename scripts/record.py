@@ -12,6 +12,9 @@ bench/records/<bench>.jsonl, each stamped with where and when it ran:
 Usage:
   python3 scripts/record.py bench aes --seconds 1
   python3 scripts/record.py --hush target/release/hush bench cot --n 1000000
+  python3 scripts/record.py plan squeezenet --mode tee --net lan,wan,mobile --verify
+                                        # `hush plan` reports, compacted to one record per
+                                        # model and profile in bench/records/plan.jsonl
   python3 scripts/record.py --page      # regenerate docs/performance.md's records section
 
 `--page` runs `hush report --markdown bench/records/*.jsonl` and writes its
@@ -86,6 +89,39 @@ def page(hush):
     print(f"record.py: {os.path.relpath(PAGE, ROOT)}: {len(files)} record files", file=sys.stderr)
 
 
+def compact_plan(rep):
+    """One `hush plan` report (a CNN's or an encoder graph's) as a record:
+    auto's prediction and choice, every fixed choice's prediction, the best
+    of them, and the measured run of auto's plan (`--verify`)."""
+    cnn = "family" in (rep.get("auto") or {})
+    fixed = {}
+    for f in rep.get("fixed", []):
+        fixed[f.get("family") or f.get("preset")] = f["predicted_s"]
+    best = min(fixed.values()) if fixed else None
+    auto = rep["auto"]["predicted_s"]
+    if cnn:
+        choice = rep["auto"]["family"]
+    else:
+        picked = sorted({r["choice"] for r in rep.get("steps", []) if r.get("choice")})
+        choice = "per-layer" if len(picked) > 1 else (picked[0] if picked else "preset")
+    m = rep.get("measured") or {}
+    out = {
+        "bench": "plan", "model": rep.get("model") or rep.get("program"), "mode": rep["mode"], "net": rep["net"],
+        "auto_choice": choice, "predicted_s": auto,
+        "fixed_predicted_s": fixed, "best_fixed_s": best,
+        "auto_over_best_fixed": (auto / best) if best else None,
+        "measured_s": m.get("seconds"), "predicted_over_measured": m.get("predicted_over_measured"),
+        "cost_model": rep.get("cost_model"),
+    }
+    if rep.get("seq"):
+        out["seq"] = rep["seq"]
+    if "dealer_sees_weights" in rep:
+        out["dealer_sees_weights"] = rep["dealer_sees_weights"]
+    if rep.get("cpu"):
+        out["cpu"] = rep["cpu"]
+    return out
+
+
 def main(argv):
     hush = None
     if len(argv) >= 2 and argv[0] == "--hush":
@@ -94,7 +130,7 @@ def main(argv):
     if argv == ["--page"]:
         page(hush)
         return 0
-    if not argv or argv[0] != "bench":
+    if not argv or argv[0] not in ("bench", "plan"):
         sys.exit(__doc__)
     args = list(argv)
     if "--json" not in args:
@@ -120,6 +156,8 @@ def main(argv):
         if not line.startswith("{"):
             continue
         rec = json.loads(line)
+        if argv[0] == "plan":
+            rec = compact_plan(rec)
         rec.setdefault("cpu", cpu_model())
         rec.update(stamp)
         path = os.path.join(RECORDS, f"{rec.get('bench', 'other')}.jsonl")

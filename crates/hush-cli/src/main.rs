@@ -360,7 +360,8 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
         _ => graph_plan::load(&a.model)?,
     };
     let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify };
-    for (_, rep) in graph_plan::plan_graph_nets(&g, &req, &nets)? {
+    for (_, mut rep) in graph_plan::plan_graph_nets(&g, &req, &nets)? {
+        rep["model"] = serde_json::json!(a.model.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
         if a.json {
             println!("{rep}");
         } else {
