@@ -94,9 +94,11 @@ def compact_plan(rep):
     auto's prediction and choice, every fixed choice's prediction, the best
     of them, and the measured run of auto's plan (`--verify`)."""
     cnn = "family" in (rep.get("auto") or {})
-    fixed = {}
+    fixed, fixed_measured = {}, {}
     for f in rep.get("fixed", []):
         fixed[f.get("family") or f.get("preset")] = f["predicted_s"]
+        if f.get("measured_s") is not None:
+            fixed_measured[f.get("family") or f.get("preset")] = f["measured_s"]
     best = min(fixed.values()) if fixed else None
     auto = rep["auto"]["predicted_s"]
     if cnn:
@@ -111,6 +113,9 @@ def compact_plan(rep):
         "fixed_predicted_s": fixed, "best_fixed_s": best,
         "auto_over_best_fixed": (auto / best) if best else None,
         "measured_s": m.get("seconds"), "predicted_over_measured": m.get("predicted_over_measured"),
+        "fixed_measured_s": fixed_measured or None,
+        "best_fixed_measured_s": min(fixed_measured.values()) if fixed_measured else None,
+        "auto_over_best_fixed_measured": (m["seconds"] / min(fixed_measured.values())) if fixed_measured and m.get("seconds") else None,
         "cost_model": rep.get("cost_model"),
     }
     if rep.get("seq"):

@@ -308,6 +308,10 @@ struct PlanArgs {
     /// Also run the plan over the emulated profile and print measured beside predicted.
     #[arg(long)]
     verify: bool,
+    /// CNNs: also run every fixed choice over the emulated profile (measured
+    /// beside predicted for each; implies --verify).
+    #[arg(long)]
+    verify_fixed: bool,
     /// One JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -332,7 +336,7 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     if let Some(model) = cnn {
         let mut opts = hush_inference::runtime::Options { mode: hush_inference::runtime::Mode::from_flags_local(&a.mode, None, None)?, proto: "auto".into(), ..Default::default() };
         opts.resolve_family()?;
-        for (_, rep) in hush_inference::cnn_plan::plan_cnn_nets(std::sync::Arc::new(model), &opts, &nets, a.verify)? {
+        for (_, rep) in hush_inference::cnn_plan::plan_cnn_nets(std::sync::Arc::new(model), &opts, &nets, a.verify || a.verify_fixed, a.verify_fixed)? {
             if a.json {
                 println!("{rep}");
             } else {

@@ -25,7 +25,7 @@ const HEADLINES: &[(&str, &[(&str, &str, &str)])] = &[
     ("aes3", &[("aes_per_s", "AES/s", "")]),
     ("lr", &[("epoch_s", "per epoch", "s")]),
     ("deal", &[("items_per_s", "items/s", ""), ("dealt_bytes_per_s", "dealt B/s", ""), ("bound_s", "AES bound", "s"), ("bound_ratio", "÷ bound", "")]),
-    ("plan", &[("predicted_s", "auto predicted", "s"), ("best_fixed_s", "best fixed predicted", "s"), ("auto_over_best_fixed", "auto ÷ best fixed", ""), ("measured_s", "auto measured", "s"), ("predicted_over_measured", "predicted ÷ measured", "")]),
+    ("plan", &[("predicted_s", "auto predicted", "s"), ("best_fixed_s", "best fixed predicted", "s"), ("auto_over_best_fixed", "auto ÷ best fixed", ""), ("measured_s", "auto measured", "s"), ("predicted_over_measured", "predicted ÷ measured", ""), ("best_fixed_measured_s", "best fixed measured", "s"), ("auto_over_best_fixed_measured", "auto ÷ best fixed, measured", "")]),
 ];
 
 /// Bytes in decimal units: 950 B, 12.3 kB, 4.56 MB, 1.23 GB.

@@ -815,7 +815,7 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> 
     let plan_rep = match a.plan.as_deref() {
         None => None,
         Some("auto") => {
-            let req = crate::cnn_plan::CnnPlanRequest { opts: o.clone(), net: o.profile.clone(), verify: false };
+            let req = crate::cnn_plan::CnnPlanRequest { opts: o.clone(), net: o.profile.clone(), verify: false, verify_fixed: false };
             let (choice, rep) = crate::cnn_plan::plan_cnn(model.clone(), &req)?;
             o = choice.apply(&o);
             Some(rep)

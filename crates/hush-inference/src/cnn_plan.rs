@@ -43,6 +43,8 @@ pub struct CnnPlanRequest {
     pub net: NetProfile,
     /// Also run the chosen plan over the emulated profile.
     pub verify: bool,
+    /// Also run every fixed choice over it (measured beside predicted).
+    pub verify_fixed: bool,
 }
 
 /// What `auto` chose: a family for every layer, or a family per layer
@@ -101,13 +103,13 @@ fn run(model: &Arc<Model>, o: &Options, x: &[f64]) -> Result<runtime::LocalRun> 
 
 /// The plan of `model` for `req`: the chosen family and the report (JSON).
 pub fn plan_cnn(model: Arc<Model>, req: &CnnPlanRequest) -> Result<(CnnChoice, Value)> {
-    let mut v = plan_cnn_nets(model, &req.opts, std::slice::from_ref(&req.net), req.verify)?;
+    let mut v = plan_cnn_nets(model, &req.opts, std::slice::from_ref(&req.net), req.verify, req.verify_fixed)?;
     v.pop().ok_or_else(|| Error::Config("no plan".into()))
 }
 
 /// Measured once per family (no network), one plan and report per profile
 /// of `nets` (each verified over its emulated profile with `verify`).
-pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], verify: bool) -> Result<Vec<(CnnChoice, Value)>> {
+pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], verify: bool, verify_fixed: bool) -> Result<Vec<(CnnChoice, Value)>> {
     let preset = opts.mode.preset();
     if preset.engine != crate::preset::Engine::SemiHonest {
         return Err(Error::Config(format!("hush plan --mode {}: CNNs are planned in tee, dealer, interactive and silent modes (malicious-client runs CRISP's one family)", preset.mode)));
@@ -134,12 +136,12 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
             let elems = cl.layers.iter().map(|l| if matches!(l.kind, "relu" | "maxpool" | "linear" | "avgpool") { l.elems as f64 } else { 0.0 }).collect();
             cands.push((Measured { family: fam.clone(), layers, offline, offline_bytes, predeal: cl.predeal_secs, elems }, cl.layers.clone()));
         }
-        out.push(report(&model, opts, &preset, net, &cands, verify, &x)?);
+        out.push(report(&model, opts, &preset, net, &cands, (verify, verify_fixed), &x)?);
     }
     Ok(out)
 }
 
-fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, net: &NetProfile, cands: &[(Measured, Vec<LayerCost>)], verify: bool, x: &[f64]) -> Result<(CnnChoice, Value)> {
+fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, net: &NetProfile, cands: &[(Measured, Vec<LayerCost>)], (verify, verify_fixed): (bool, bool), x: &[f64]) -> Result<(CnnChoice, Value)> {
     let total = |m: &Measured| m.offline + m.layers.iter().map(|p| p.secs).sum::<f64>();
     let best = (0..cands.len()).min_by(|&a, &b| total(&cands[a].0).total_cmp(&total(&cands[b].0))).ok_or_else(|| Error::Config("no candidate".into()))?;
     let chosen = cands[best].0.family.clone();
@@ -170,10 +172,17 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         };
         rows.push(json!({"layer": i, "name": l.name, "kind": l.kind, "choice": chosen, "predicted_s": p.secs, "bytes": p.bytes, "rounds": p.rounds, "why": why}));
     }
-    let fixed: Vec<Value> = cands
+    let mut fixed: Vec<Value> = cands
         .iter()
         .map(|(m, _)| json!({"family": m.family, "predicted_s": total(m), "offline_s": m.offline, "offline_bytes": m.offline_bytes, "bytes": m.layers.iter().map(|p| p.bytes).sum::<u64>(), "rounds": m.layers.iter().map(|p| p.rounds).sum::<u32>()}))
         .collect();
+    if verify_fixed {
+        for (f, (m, _)) in fixed.iter_mut().zip(cands) {
+            let o = Options { proto: m.family.clone(), family_plan: None, profile: net.clone(), ..opts.clone() };
+            let cl = run(model, &o, x)?.inference.report;
+            f["measured_s"] = json!(cl.offline_secs + cl.online_secs);
+        }
+    }
     // the per-layer mix when it is predicted clearly faster (1 %) than the
     // best single family: the layers' costs do not depend on the family of
     // their neighbours (each gate's cost is its own), except the offline

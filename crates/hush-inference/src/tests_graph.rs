@@ -451,7 +451,7 @@ fn cnn_plans_choose_the_family_with_the_smallest_prediction_and_say_who_holds_w(
     for (mode, net) in [(Mode::Tee, "wan"), (Mode::Dealer { addr: String::new(), pin: None }, "mobile")] {
         let mut opts = Options { mode: mode.clone(), proto: "auto".into(), ..Default::default() };
         opts.resolve_family().unwrap();
-        let req = CnnPlanRequest { opts, net: hush_transport::NetProfile::by_name(net).unwrap(), verify: false };
+        let req = CnnPlanRequest { opts, net: hush_transport::NetProfile::by_name(net).unwrap(), verify: false, verify_fixed: false };
         let (choice, rep) = plan_cnn(model.clone(), &req).unwrap();
         let fam = choice.family.clone();
         let fixed = rep["fixed"].as_array().unwrap();
@@ -479,6 +479,6 @@ fn cnn_plans_choose_the_family_with_the_smallest_prediction_and_say_who_holds_w(
     }
     // CRISP's engine has one family: refused by name
     let o = Options { mode: Mode::MaliciousClient { addr: String::new(), pin: None }, proto: "crisp".into(), ..Default::default() };
-    let e = plan_cnn(model, &CnnPlanRequest { opts: o, net: hush_transport::NetProfile::lan(), verify: false }).unwrap_err().to_string();
+    let e = plan_cnn(model, &CnnPlanRequest { opts: o, net: hush_transport::NetProfile::lan(), verify: false, verify_fixed: false }).unwrap_err().to_string();
     assert!(e.contains("malicious-client"), "{e}");
 }
