@@ -13,6 +13,12 @@ pub(crate) mod report;
 pub(crate) mod help;
 #[path = "records_md.rs"]
 pub(crate) mod records_md;
+#[path = "psi.rs"]
+pub(crate) mod psi;
+#[path = "replicated.rs"]
+pub(crate) mod replicated;
+#[path = "lr.rs"]
+pub(crate) mod lr;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
@@ -87,13 +93,13 @@ enum Cmd {
         cmd: ConfigCmd,
     },
     /// Run one compute party of the three-party circuit service (Araki et al.).
-    Node(hush_replicated::cli::NodeArgs),
+    Node(replicated::NodeArgs),
     /// Share inputs with three nodes, run a circuit, reconstruct the output.
-    Job(hush_replicated::cli::JobArgs),
+    Job(replicated::JobArgs),
     /// Data owner: upload shares of a named input to the three nodes (stored encrypted, access list by fingerprint).
-    Share(hush_replicated::cli::ShareArgs),
+    Share(replicated::ShareArgs),
     /// Output party: collect and reconstruct a job's result from the three nodes.
-    Fetch(hush_replicated::cli::FetchArgs),
+    Fetch(replicated::FetchArgs),
     /// Make a party identity for TLS links: DIR/identity.key (private,
     /// mode 0600) and DIR/identity.crt (self-signed); prints its fingerprint,
     /// which peers pin with --pin.
@@ -109,14 +115,14 @@ enum Cmd {
     /// Boolean circuits: run all three parties in this process, or inspect a circuit.
     Circuit {
         #[command(subcommand)]
-        cmd: hush_replicated::cli::CircuitCmd,
+        cmd: replicated::CircuitCmd,
     },
     /// Vertical logistic regression (CAESAR: secret sharing + Paillier), one party.
-    Train(hush_lr::cli::TrainArgs),
+    Train(lr::TrainArgs),
     /// Score rows with a vertical LR model: with the peer (shared model), or alone from a revealed one.
-    Predict(hush_lr::cli::PredictArgs),
+    Predict(lr::PredictArgs),
     /// Private set intersection (ECDH-PSI): align this party's CSV rows with the peer's by ID.
-    Psi(hush_psi::cli::PsiArgs),
+    Psi(psi::PsiArgs),
     /// Hardware attestation (AMD SEV-SNP, Intel TDX) of a dealer or module:
     /// `hush attest verify` checks evidence offline and prints each leg.
     #[command(subcommand)]
@@ -211,10 +217,10 @@ enum BenchCmd {
     /// Correlated OT generation, both parties in this process.
     Cot(CotArgs),
     /// Secure AES-128 with three node processes over loopback (Araki et al.).
-    Aes3(hush_replicated::cli::BenchAes3Args),
+    Aes3(replicated::BenchAes3Args),
     /// Secure AES/s by threads per node with three node processes, beside Araki et al. Table I.
     #[command(name = "3pc")]
-    ThreePc(hush_replicated::cli::Bench3pcArgs),
+    ThreePc(replicated::Bench3pcArgs),
     /// Two-party comparison layer: millionaires', DReLU, ReLU, MaxPool, truncation
     /// in the CrypTFlow2, TAMI-MPC and FSS families.
     Nonlinear(hush_bench::nonlinear::NonlinearArgs),
@@ -226,9 +232,9 @@ enum BenchCmd {
     /// Private inference of a benchmark model (online and offline split).
     Infer(hush_inference::cli::BenchInferArgs),
     /// Paillier (DJN, CRT, fixed base) µs/op on one core.
-    Paillier(hush_lr::cli::BenchPaillierArgs),
+    Paillier(lr::BenchPaillierArgs),
     /// Vertical sparse logistic regression, both parties in this process.
-    Lr(hush_lr::cli::BenchLrArgs),
+    Lr(lr::BenchLrArgs),
 }
 
 #[derive(Args)]
@@ -379,7 +385,7 @@ fn inference(r: Result<(), hush_inference::Error>) -> Result<(), String> {
     r.map_err(|e| e.to_string())
 }
 
-fn replicated(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
+fn replicated_err(r: Result<(), hush_replicated::Error>) -> Result<(), String> {
     r.map_err(|e| e.to_string())
 }
 
@@ -423,10 +429,10 @@ fn run(cli: Cli) -> Result<(), String> {
             _ => Err("report: one input file for HTML (several only with --markdown)".into()),
         },
         Cmd::Config { cmd: ConfigCmd::Check { files } } => config::check_main(&files),
-        Cmd::Node(a) => replicated(hush_replicated::cli::node_main(a)),
-        Cmd::Job(a) => replicated(hush_replicated::cli::job_main(a)),
-        Cmd::Share(a) => replicated(hush_replicated::cli::share_main(a)),
-        Cmd::Fetch(a) => replicated(hush_replicated::cli::fetch_main(a)),
+        Cmd::Node(a) => replicated_err(replicated::node_main(a)),
+        Cmd::Job(a) => replicated_err(replicated::job_main(a)),
+        Cmd::Share(a) => replicated_err(replicated::share_main(a)),
+        Cmd::Fetch(a) => replicated_err(replicated::fetch_main(a)),
         Cmd::Keygen { out, show } => {
             let fp = match (out, show) {
                 (_, Some(dir)) => hush_transport::Identity::load(&dir).map_err(|e| format!("keygen --show: {e}"))?.fingerprint(),
@@ -436,23 +442,24 @@ fn run(cli: Cli) -> Result<(), String> {
             println!("fingerprint {fp}");
             Ok(())
         }
-        Cmd::Circuit { cmd } => replicated(hush_replicated::cli::circuit_main(cmd)),
-        Cmd::Train(a) => hush_lr::cli::train_main(a).map_err(|e| e.to_string()),
-        Cmd::Predict(a) => hush_lr::cli::predict_main(a).map_err(|e| e.to_string()),
-        Cmd::Psi(a) => hush_psi::cli::psi_main(a).map_err(|e| e.to_string()),
+        Cmd::Circuit { cmd } => replicated_err(replicated::circuit_main(cmd)),
+        Cmd::Train(a) => lr::train_main(a).map_err(|e| e.to_string()),
+        Cmd::Predict(a) => lr::predict_main(a).map_err(|e| e.to_string()),
+        Cmd::Psi(a) => psi::psi_main(a).map_err(|e| e.to_string()),
         Cmd::Attest(c) => hush_attest::cli::attest_cmd(c),
         Cmd::Bench(BenchCmd::Paillier(a)) => {
-            let r = hush_lr::cli::bench_paillier(a.bits, a.iters, a.window).map_err(|e| e.to_string())?;
+            let r = hush_lr::bench::bench_paillier(a.bits, a.iters, a.window).map_err(|e| e.to_string())?;
             emit(&r, a.json);
             Ok(())
         }
         Cmd::Bench(BenchCmd::Lr(a)) => {
-            let r = hush_lr::cli::bench_lr(&a).map_err(|e| e.to_string())?;
-            emit(&r, a.json);
+            let json = a.json;
+            let r = hush_lr::bench::bench_lr(&a.into()).map_err(|e| e.to_string())?;
+            emit(&r, json);
             Ok(())
         }
-        Cmd::Bench(BenchCmd::Aes3(a)) => replicated(hush_replicated::cli::bench_aes3_main(a)),
-        Cmd::Bench(BenchCmd::ThreePc(a)) => replicated(hush_replicated::cli::bench_3pc_main(a)),
+        Cmd::Bench(BenchCmd::Aes3(a)) => replicated_err(replicated::bench_aes3_main(a)),
+        Cmd::Bench(BenchCmd::ThreePc(a)) => replicated_err(replicated::bench_3pc_main(a)),
         Cmd::Bench(BenchCmd::Nonlinear(a)) => hush_bench::nonlinear::bench_nonlinear_main(a).map_err(|e| e.to_string()),
         Cmd::Bench(BenchCmd::Deal(a)) => hush_bench::deal::bench_deal(&a).map_err(|e| e.to_string()).map(|rs| rs.iter().for_each(|r| emit(r, a.json))),
         Cmd::Bench(BenchCmd::HeLinear(a)) => hush_bench::he_linear::bench_he_linear_main(a).map_err(|e| e.to_string()),

@@ -22,11 +22,14 @@
 //! 4. g = Xᵀe for both blocks, as in step 1 with the transposed batch.
 //! 5. θ ← θ − η·(g/|B| + λθ) on shares, with SecureML's local truncation.
 
-pub mod cli;
+pub mod bench;
 pub mod data;
 pub mod npz;
+pub mod party;
 pub mod plain;
 pub mod secure;
+
+pub use party::{train_party, train_party_ids, PartyOutcome};
 
 /// Fractional bits of every fixed-point value (features, model, errors).
 pub const FRAC: u32 = 14;

@@ -1,4 +1,5 @@
-use crate::cli::{run_pair, with_intercept};
+use crate::bench::run_pair;
+use crate::party::with_intercept;
 use crate::data::{synthetic, Dataset};
 use crate::secure::{load_model, reveal, save_model, ModelShares, Role, Session};
 use crate::*;

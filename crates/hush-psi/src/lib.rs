@@ -81,8 +81,10 @@
 //! Yanai, Eurocrypt 2019 — or Private-ID/PS³I style protocols that output
 //! shared payloads) is not implemented here.
 
-pub mod cli;
 pub mod csv;
+mod party;
+
+pub use party::{connect, psi_party, PartyPsi};
 
 use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
 use curve25519_dalek::scalar::Scalar;

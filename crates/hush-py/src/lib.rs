@@ -637,7 +637,7 @@ fn train_vertical(
     let link = link_of(identity, pin.into_iter().collect(), insecure)?;
     let cfg = hush_lr::TrainConfig { epochs, batch, lr, lr_decay, l2, sigmoid, key_bits: bits, order_seed: seed, reveal, low_bandwidth };
     let o = guarded(py, move || {
-        hush_lr::cli::train_party(ds, has_labels, role, &cfg, intercept, listen.as_deref(), peer.as_deref(), &link, out.as_deref().map(std::path::Path::new))
+        hush_lr::train_party(ds, has_labels, role, &cfg, intercept, listen.as_deref(), peer.as_deref(), &link, out.as_deref().map(std::path::Path::new))
             .map_err(|e| e.to_string())
     })?;
     let d = PyDict::new(py);
@@ -686,7 +686,7 @@ fn psi(
         ..Default::default()
     };
     let r = guarded(py, move || {
-        hush_psi::cli::psi_party(&ids, role, &cfg, listen.as_deref(), peer.as_deref(), &link).map_err(|e| e.to_string())
+        hush_psi::psi_party(&ids, role, &cfg, listen.as_deref(), peer.as_deref(), &link).map_err(|e| e.to_string())
     })?;
     let d = PyDict::new(py);
     d.set_item("role", role.name())?;

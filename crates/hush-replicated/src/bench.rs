@@ -19,44 +19,35 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct BenchAes3Args {
+#[derive(Debug, Clone)]
+/// The options of [`bench_aes3_main`] (`hush bench aes3`; its flags and
+/// defaults are in `hush-cli`).
+pub struct Aes3Options {
     /// Number of AES-128 evaluations.
-    #[arg(long, default_value_t = 1 << 20)]
     pub n: u64,
     /// Emulated network on the ring links: none, lan, wan, mobile.
-    #[arg(long, default_value = "none")]
     pub net: String,
     /// One JSON object per line instead of a table.
-    #[arg(long)]
     pub json: bool,
     /// Instances per chunk = 64 × this.
-    #[arg(long, default_value_t = DEFAULT_CHUNK_WORDS)]
     pub chunk_words: usize,
     /// Chunks in flight per party (1..=8): hides the ring latency.
-    #[arg(long, default_value_t = 1)]
     pub streams: usize,
     /// Executable that provides the `node` subcommand (default: this one,
     /// or $HUSH_EXE).
-    #[arg(long)]
     pub exe: Option<PathBuf>,
     /// Instances checked against software AES.
-    #[arg(long, default_value_t = 64)]
     pub verify: u64,
     /// Plaintext links (default: TLS 1.3 between all parties, with an
     /// identity per node made for the run and every peer pinned).
-    #[arg(long)]
     pub insecure: bool,
     /// Run twice, plaintext then TLS, and report TLS's overhead (time and
     /// socket bytes) beside the plaintext figures.
-    #[arg(long)]
     pub tls_overhead: bool,
     /// aes128 (Bristol aes_128.txt, key expansion in the circuit, 6,400
     /// ANDs) or aes128-expanded (pre-expanded key, 5,120 ANDs).
-    #[arg(long, default_value = "aes128")]
     pub circuit: String,
     /// Threads per node (job lanes); nodes run with --threads this.
-    #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// Key handling: `stored` (one secret key, uploaded once with `hush
     /// share` semantics, used by every instance — the datacenter case; needs
@@ -64,7 +55,6 @@ pub struct BenchAes3Args {
     /// plaintext); `auto` (default) = `stored` over TLS, `inline` with
     /// `--insecure` or `--tls-overhead` (so that both runs compare the same
     /// work).
-    #[arg(long, default_value = "auto")]
     pub key: String,
 }
 
@@ -177,7 +167,7 @@ fn hex_to_bytes(s: &str) -> Vec<u8> {
 }
 
 /// Runs the benchmark and prints the result.
-pub fn bench_aes3_main(mut a: BenchAes3Args) -> Result<()> {
+pub fn bench_aes3_main(mut a: Aes3Options) -> Result<()> {
     if a.n == 0 {
         return Err(Error::Input("--n must be positive".into()));
     }
@@ -241,7 +231,7 @@ pub fn bench_aes3_main(mut a: BenchAes3Args) -> Result<()> {
 }
 
 /// One measured run (three fresh node processes): the record.
-fn measure(a: &BenchAes3Args, exe: &PathBuf, tls: bool, spec: &CircuitSpec, words: usize, and_per_aes: usize, depth: usize) -> Result<serde_json::Value> {
+fn measure(a: &Aes3Options, exe: &PathBuf, tls: bool, spec: &CircuitSpec, words: usize, and_per_aes: usize, depth: usize) -> Result<serde_json::Value> {
     let opts = ChannelOptions { timeout: Duration::from_secs(120), ..Default::default() };
     let t_setup = Instant::now();
     let ids = if tls { Some(RunIdentities::new()?) } else { None };
@@ -332,7 +322,7 @@ fn measure(a: &BenchAes3Args, exe: &PathBuf, tls: bool, spec: &CircuitSpec, word
     }))
 }
 
-fn print_record(a: &BenchAes3Args, rec: &serde_json::Value) {
+fn print_record(a: &Aes3Options, rec: &serde_json::Value) {
     let f = |k: &str| rec.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
     let (aes_per_s, and_per_aes) = (f("aes_per_s"), f("and_per_aes"));
     if a.json {
@@ -370,33 +360,26 @@ fn spec_name(s: &CircuitSpec) -> String {
 pub const ARAKI_TABLE_I: &[(usize, f64, f64)] =
     &[(1, 100_103.0, 0.572), (5, 530_408.0, 2.99), (10, 975_237.0, 5.47), (16, 1_242_310.0, 6.95), (20, 1_324_117.0, 7.38)];
 
-/// `hush bench 3pc`: AES/s by threads per node, beside Araki Table I.
-#[derive(clap::Args, Debug, Clone)]
-pub struct Bench3pcArgs {
+/// `hush bench 3pc`: AES/s by threads per node, beside Araki Table I (the
+/// options; its flags and defaults are in `hush-cli`).
+#[derive(Debug, Clone)]
+pub struct ThreePcOptions {
     /// Print the table (Araki Table I's shape).
-    #[arg(long)]
     pub table: bool,
     /// Threads per node to measure (default: 1 .. all cores).
-    #[arg(long, value_delimiter = ',')]
     pub threads: Vec<usize>,
     /// AES evaluations per measurement.
-    #[arg(long, default_value_t = 1 << 18)]
     pub n: u64,
     /// Repetitions per cell (the table shows min–max and median).
-    #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// aes128-expanded (default, as in the paper) or aes128.
-    #[arg(long, default_value = "aes128-expanded")]
     pub circuit: String,
-    #[arg(long, default_value_t = 2)]
     pub streams: usize,
-    #[arg(long)]
     pub exe: Option<PathBuf>,
-    #[arg(long)]
     pub json: bool,
 }
 
-pub fn bench_3pc_main(a: Bench3pcArgs) -> Result<()> {
+pub fn bench_3pc_main(a: ThreePcOptions) -> Result<()> {
     let cores = crate::service::all_cores();
     let threads = if a.threads.is_empty() { (1..=cores).collect() } else { a.threads.clone() };
     let mut rows = Vec::new();
@@ -404,7 +387,7 @@ pub fn bench_3pc_main(a: Bench3pcArgs) -> Result<()> {
         let mut rates = Vec::new();
         let mut gbps = Vec::new();
         for _ in 0..a.repeat.max(1) {
-            let b = BenchAes3Args {
+            let b = Aes3Options {
                 n: a.n, net: "none".into(), json: true, chunk_words: DEFAULT_CHUNK_WORDS, streams: a.streams, exe: a.exe.clone(), verify: 16,
                 insecure: false, tls_overhead: false, circuit: a.circuit.clone(), threads: t, key: "stored".into(),
             };

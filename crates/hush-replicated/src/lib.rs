@@ -25,18 +25,19 @@
 //!   message per AND layer).
 //! * [`local`] — all three parties in one process.
 //! * [`service`] — `hush node` / `hush job` over TCP.
-//! * [`bench`](mod@bench), [`cli`] — `hush bench aes3`, `hush circuit run` and the
-//!   clap argument structs the `hush` binary mounts.
+//! * [`node`] — one compute party from plain settings ([`node::NodeOptions`]).
+//! * [`bench`](mod@bench) — `hush bench aes3` and `hush bench 3pc` from plain
+//!   options. The commands' flags (clap) and output glue are in `hush-cli`.
 
 pub mod araki;
 pub mod bench;
 pub mod bristol;
-pub mod cli;
 pub mod engine;
 mod error;
 pub mod gen;
 pub mod grant;
 pub mod local;
+pub mod node;
 pub mod prf;
 pub mod service;
 pub mod share;

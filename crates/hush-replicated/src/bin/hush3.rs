@@ -1,57 +1,72 @@
-//! `hush3`: the crate's stand-alone front end (the same subcommands the
-//! `hush` binary mounts): `node`, `job`, `circuit run|info`, `bench aes3`.
-use clap::{Parser, Subcommand};
-use hush_replicated::cli;
+//! `hush3 node`: one compute party of the three-party service, for this
+//! crate's integration tests (a test can only start binaries of its own
+//! crate) and for `hush bench aes3 --exe`. Users run `hush node`, which
+//! takes the same flags; every other command is `hush`'s only. The flags
+//! are parsed by hand so that the library needs no clap.
 
-#[derive(Parser)]
-#[command(name = "hush3", about = "Three-party replicated secret sharing (Araki et al.)")]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
-}
+use hush_replicated::node::{node_main, NodeOptions};
 
-#[derive(Subcommand)]
-enum Cmd {
-    /// Run one compute party.
-    Node(cli::NodeArgs),
-    /// Share inputs, run a job on three nodes, reconstruct the output.
-    Job(cli::JobArgs),
-    /// Data owner: upload shares of a named input (stored encrypted at the nodes).
-    Share(cli::ShareArgs),
-    /// Output party: collect and reconstruct a job's stored result.
-    Fetch(cli::FetchArgs),
-    /// Circuits: run all three parties in this process, or inspect.
-    Circuit {
-        #[command(subcommand)]
-        cmd: cli::CircuitCmd,
-    },
-    /// Benchmarks.
-    Bench {
-        #[command(subcommand)]
-        cmd: BenchCmd,
-    },
-}
+const USAGE: &str = "usage: hush3 node --party I --peers A,B,C [--listen ADDR] [--net PROFILE] [--timeout SECS] [--max-jobs N] [--verbose] \
+[--store DIR] [--threads N] [--identity DIR] [--pin [ADDR=]sha256:HEX]... [--insecure] [--connect-timeout SECS]\n\
+(the flags of `hush node`; see `hush node --help`)";
 
-#[derive(Subcommand)]
-enum BenchCmd {
-    /// Secure AES-128 throughput with three node processes.
-    Aes3(cli::BenchAes3Args),
-    /// AES/s by threads per node, beside Araki et al. Table I.
-    #[command(name = "3pc")]
-    ThreePc(cli::Bench3pcArgs),
+fn parse(args: &[String]) -> Result<NodeOptions, String> {
+    let mut o = NodeOptions::default();
+    let mut peers = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| it.next().cloned()).ok_or_else(|| format!("{flag} needs a value"));
+        fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
+            v.parse().map_err(|_| format!("{flag} {v:?}: expected a number"))
+        }
+        match flag {
+            "--party" => o.party = num(flag, value()?)?,
+            "--peers" => {
+                o.peers = value()?.split(',').map(str::to_string).collect();
+                peers = true;
+            }
+            "--listen" => o.listen = Some(value()?),
+            "--net" => o.net = value()?,
+            "--timeout" => o.timeout = num(flag, value()?)?,
+            "--max-jobs" => o.max_jobs = Some(num(flag, value()?)?),
+            "--verbose" => o.verbose = true,
+            "--store" => o.store = Some(value()?.into()),
+            "--threads" => o.threads = Some(num(flag, value()?)?),
+            "--identity" => o.link.identity = Some(value()?.into()),
+            "--pin" => o.link.pins.push(value()?),
+            "--insecure" => o.link.insecure = true,
+            "--connect-timeout" => o.link.connect_timeout = Some(num(flag, value()?)?),
+            _ => return Err(format!("unknown argument {a:?}")),
+        }
+    }
+    if !peers {
+        return Err("--peers A,B,C is required".into());
+    }
+    Ok(o)
 }
 
 fn main() {
-    let r = match Cli::parse().cmd {
-        Cmd::Node(a) => cli::node_main(a),
-        Cmd::Job(a) => cli::job_main(a),
-        Cmd::Circuit { cmd } => cli::circuit_main(cmd),
-        Cmd::Bench { cmd: BenchCmd::Aes3(a) } => cli::bench_aes3_main(a),
-        Cmd::Bench { cmd: BenchCmd::ThreePc(a) } => cli::bench_3pc_main(a),
-        Cmd::Share(a) => cli::share_main(a),
-        Cmd::Fetch(a) => cli::fetch_main(a),
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match args.split_first() {
+        Some((cmd, rest)) if cmd == "node" => parse(rest),
+        Some((h, _)) if h == "--help" || h == "-h" => {
+            println!("{USAGE}");
+            return;
+        }
+        _ => Err("the only command is `node` (use `hush` for the others)".into()),
     };
-    if let Err(e) = r {
+    let opts = match opts {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = node_main(opts) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

@@ -1,9 +1,10 @@
-//! `hush psi`: one party of an ECDH-PSI over TCP (+ TLS with pinned
-//! identities), from a CSV file to the party's aligned CSV file.
+//! `hush psi`: the flags and output of one party of an ECDH-PSI over TCP
+//! (+ TLS with pinned identities), from a CSV file to the party's aligned
+//! CSV file. The protocol and the party function are in `hush-psi`.
 
-use crate::csv::{write_atomic, Table};
-use crate::{run, Error, Output, PsiConfig, PsiOutput, Result, Role};
-use hush_transport::{Channel, ChannelOptions, Cost, LinkConfig, LinkFlags, TcpChannel};
+use hush_psi::csv::{write_atomic, Table};
+use hush_psi::{psi_party, Error, Output, PsiConfig, Result, Role};
+use hush_transport::{LinkConfig, LinkFlags};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -35,59 +36,13 @@ pub struct PsiArgs {
     #[arg(long, alias = "connect")]
     pub peer: Option<String>,
     /// Largest peer set accepted (checked before allocating; 32 bytes per ID).
-    #[arg(long, default_value_t = crate::DEFAULT_MAX_PEER_IDS)]
+    #[arg(long, default_value_t = hush_psi::DEFAULT_MAX_PEER_IDS)]
     pub max_peer_ids: usize,
     /// Print one JSON record on stdout.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub link: LinkFlags,
-}
-
-/// Opens the link to the peer: listen (prints the fingerprint and the
-/// address) or connect.
-pub fn connect(listen: Option<&str>, peer: Option<&str>, link: &LinkConfig) -> Result<TcpChannel> {
-    let opts = link.channel_options(ChannelOptions::default());
-    Ok(match (listen, peer) {
-        (Some(addr), None) => {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Input(format!("cannot listen at {addr}: {e}")))?;
-            println!("{}", link.banner());
-            println!("listening {}", l.local_addr()?);
-            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
-        }
-        (None, Some(addr)) => {
-            if !link.is_tls() {
-                eprintln!("{}", hush_transport::INSECURE_WARNING);
-            }
-            TcpChannel::connect_with(addr, opts, &link.to_peer(addr)?)?
-        }
-        _ => return Err(Error::Input("give exactly one of --listen ADDR or --peer ADDR".into())),
-    })
-}
-
-/// One party's PSI over a fresh TCP link: the output, the channel's cost
-/// and the protocol's wall time (connection setup excluded).
-pub struct PartyPsi {
-    pub out: PsiOutput,
-    pub cost: Cost,
-    pub wall_s: f64,
-}
-
-/// Runs one party over TCP (the `hush psi` command and `hush.psi`).
-pub fn psi_party<T: AsRef<[u8]> + Sync>(
-    ids: &[T],
-    role: Role,
-    cfg: &PsiConfig,
-    listen: Option<&str>,
-    peer: Option<&str>,
-    link: &LinkConfig,
-) -> Result<PartyPsi> {
-    crate::check_distinct(ids)?;
-    let mut ch = connect(listen, peer, link)?;
-    let c0 = ch.cost();
-    let t0 = Instant::now();
-    let out = run(&mut ch, role, ids, cfg, &mut rand::rngs::OsRng)?;
-    Ok(PartyPsi { out, cost: ch.cost() - c0, wall_s: t0.elapsed().as_secs_f64() })
 }
 
 pub fn psi_main(a: PsiArgs) -> Result<()> {

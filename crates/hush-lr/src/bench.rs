@@ -1,431 +1,16 @@
-//! `hush train`, `hush bench paillier`, `hush bench lr`.
+//! `hush bench paillier` and `hush bench lr` from plain options (the flags
+//! are in `hush-cli`), and the in-process two-party runner the tests share.
 
 use crate::data::{synthetic, Dataset};
-use crate::secure::{reveal, save_model, Report, Role, Session};
+use crate::secure::{Report, Role, Session};
 use crate::{Error, Result, Sigmoid, TrainConfig};
 use hush_bench::Record;
 use hush_paillier::{Integer, KeyPair};
-use hush_transport::{Channel, ChannelOptions, LinkConfig, LinkFlags, MemChannel, TcpChannel};
+use hush_transport::{Channel, ChannelOptions, MemChannel};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::time::Instant;
-
-#[derive(clap::Args, Debug)]
-pub struct TrainArgs {
-    /// labels (holds the labels and some features) or features.
-    #[arg(long)]
-    pub role: String,
-    /// This party's data: libsvm/svmlight text or a SciPy sparse .npz (CSR,
-    /// `scipy.sparse.save_npz`), samples aligned by row with the peer's file
-    /// (the features party's labels are ignored); with --ids-column, a CSV
-    /// file with a header whose rows are aligned by a PSI first.
-    #[arg(long)]
-    pub data: PathBuf,
-    /// Rows are not aligned: --data is CSV with this ID column; an ECDH-PSI
-    /// with the peer (see `hush psi`) keeps only the IDs both hold, in one
-    /// shared order, then training runs on that intersection. Both parties
-    /// must pass it. The peer learns this party's row count and which IDs
-    /// are shared, nothing about the other IDs.
-    #[arg(long, value_name = "NAME", conflicts_with = "labels")]
-    pub ids_column: Option<String>,
-    /// With --ids-column: the CSV column holding the labels (0/1 or −1/+1;
-    /// labels party; a features party's column of that name is ignored).
-    /// Every other column is a numeric feature.
-    #[arg(long, value_name = "NAME", default_value = "label", requires = "ids_column")]
-    pub label_column: String,
-    /// Labels for a .npz --data (labels party): .npy (0/1 or -1/+1) or text,
-    /// one per line.
-    #[arg(long)]
-    pub labels: Option<PathBuf>,
-    /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
-    #[arg(long, conflicts_with = "peer")]
-    pub listen: Option<String>,
-    /// ... or connect to the peer at this address (needs --pin sha256:HEX).
-    #[arg(long)]
-    pub peer: Option<String>,
-    /// Where to write this party's model shares (JSON, written atomically).
-    #[arg(long)]
-    pub out: PathBuf,
-    #[arg(long, default_value_t = 10)]
-    pub epochs: u32,
-    #[arg(long, default_value_t = 64)]
-    pub batch: u32,
-    #[arg(long, default_value_t = 0.5)]
-    pub lr: f64,
-    /// Epoch e uses lr / (1 + lr_decay·e).
-    #[arg(long, default_value_t = 0.0)]
-    pub lr_decay: f64,
-    /// L2 regularisation λ.
-    #[arg(long, default_value_t = 0.0)]
-    pub l2: f64,
-    /// Paillier modulus bits: 2048 or 3072.
-    #[arg(long, default_value_t = 2048)]
-    pub bits: u32,
-    /// cubic (0.5 + 0.197z − 0.004z³) or linear (0.5 + z/4).
-    #[arg(long, default_value = "cubic")]
-    pub sigmoid: String,
-    /// For slow links: the model shares go slot-packed in the forward pass
-    /// and the backward pass balances the two directions (on SHAPER's
-    /// shape, 41–50 MB per batch of 4,096 instead of 127 MB, ~10 % more
-    /// CPU). Both parties must agree.
-    #[arg(long)]
-    pub low_bandwidth: bool,
-    /// Add a constant-1 intercept column (labels party; default on).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub intercept: bool,
-    /// Open the trained model to both parties and store it beside the
-    /// shares (both parties must pass it; checked before training).
-    #[arg(long)]
-    pub reveal: bool,
-    /// Seed of the batch order (both parties must agree).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    #[command(flatten)]
-    pub link: LinkFlags,
-}
-
-/// Opens the link to the peer: listen (prints the fingerprint and the
-/// address) or connect.
-pub fn connect(listen: Option<&str>, peer: Option<&str>, link: &LinkConfig) -> Result<TcpChannel> {
-    let opts = link.channel_options(ChannelOptions::default());
-    Ok(match (listen, peer) {
-        (Some(addr), None) => {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Config(format!("cannot listen at {addr}: {e}")))?;
-            println!("{}", link.banner());
-            println!("listening {}", l.local_addr()?);
-            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
-        }
-        (None, Some(addr)) => {
-            if !link.is_tls() {
-                eprintln!("{}", hush_transport::INSECURE_WARNING);
-            }
-            TcpChannel::connect_with(addr, opts, &link.to_peer(addr)?)?
-        }
-        _ => return Err(Error::Config("give exactly one of --listen ADDR or --peer ADDR".into())),
-    })
-}
-
-/// Adds a constant column of ones.
-pub fn with_intercept(ds: &Dataset) -> Dataset {
-    let mut d = ds.clone();
-    for r in &mut d.rows {
-        r.push((ds.cols, 1.0));
-    }
-    d.cols += 1;
-    d
-}
-
-pub fn train_main(a: TrainArgs) -> Result<()> {
-    let role = Role::parse(&a.role)?;
-    let cfg = TrainConfig {
-        epochs: a.epochs,
-        batch: a.batch,
-        lr: a.lr,
-        lr_decay: a.lr_decay,
-        l2: a.l2,
-        sigmoid: Sigmoid::parse(&a.sigmoid)?,
-        key_bits: a.bits,
-        order_seed: a.seed,
-        reveal: a.reveal,
-        low_bandwidth: a.low_bandwidth,
-    };
-    let (ds, has_labels, ids) = match &a.ids_column {
-        Some(col) => {
-            let (ds, has, ids) = crate::data::load_csv_with_ids(&a.data, col, &a.label_column)?;
-            (ds, has, Some(ids))
-        }
-        None => {
-            let (ds, has) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
-            (ds, has, None)
-        }
-    };
-    let link = LinkConfig::from_flags(&a.link)?;
-    let o = train_party_ids(ds, ids.as_deref(), has_labels, role, &cfg, a.intercept, a.listen.as_deref(), a.peer.as_deref(), &link, Some(&a.out))?;
-    if let Some(p) = &o.psi {
-        eprintln!(
-            "PSI: {} of this party's {} rows are shared with the peer's {} ({:.2} s, {} bytes); training on them",
-            p.intersection, p.own_size, p.peer_size, p.wall_s, p.bytes
-        );
-    }
-    eprintln!(
-        "trained {} epochs in {:.2} s ({} bytes, {} rounds); shares written to {}",
-        a.epochs,
-        o.report.wall_s,
-        o.bytes,
-        o.rounds,
-        a.out.display()
-    );
-    Ok(())
-}
-
-/// What one party's [`train_party`] ends with.
-pub struct PartyOutcome {
-    pub shares: crate::secure::ModelShares,
-    /// The opened model, if both parties chose to reveal.
-    pub opened: Option<crate::secure::Opened>,
-    pub report: Report,
-    pub bytes: u64,
-    pub rounds: u32,
-    /// The PSI that aligned the rows (with `ids`).
-    pub psi: Option<PsiReport>,
-}
-
-/// What the PSI before a training did.
-#[derive(Clone, Debug)]
-pub struct PsiReport {
-    pub own_size: usize,
-    pub peer_size: usize,
-    pub intersection: usize,
-    /// This party's rows, in the order trained on.
-    pub rows: Vec<usize>,
-    pub wall_s: f64,
-    pub bytes: u64,
-}
-
-/// One party of a training over TCP (the `hush train` command and
-/// `hush.train_vertical`): checks the inputs, connects, trains, reveals
-/// if `cfg.reveal` (both parties must agree; checked in the handshake),
-/// and writes the model file atomically to `out` if given.
-#[allow(clippy::too_many_arguments)]
-pub fn train_party(
-    ds: Dataset,
-    has_labels: bool,
-    role: Role,
-    cfg: &TrainConfig,
-    intercept: bool,
-    listen: Option<&str>,
-    peer: Option<&str>,
-    link: &LinkConfig,
-    out: Option<&std::path::Path>,
-) -> Result<PartyOutcome> {
-    train_party_ids(ds, None, has_labels, role, cfg, intercept, listen, peer, link, out)
-}
-
-/// [`train_party`] on rows that are not aligned: with `ids` (one per row,
-/// unique), an ECDH-PSI ([`hush_psi`]) over the same link first keeps the
-/// rows whose IDs both parties hold, in the order both outputs share (the
-/// labels party is the PSI's receiver). Without `ids` the rows must
-/// already be aligned.
-#[allow(clippy::too_many_arguments)]
-pub fn train_party_ids(
-    mut ds: Dataset,
-    ids: Option<&[String]>,
-    has_labels: bool,
-    role: Role,
-    cfg: &TrainConfig,
-    intercept: bool,
-    listen: Option<&str>,
-    peer: Option<&str>,
-    link: &LinkConfig,
-    out: Option<&std::path::Path>,
-) -> Result<PartyOutcome> {
-    if let Some(ids) = ids {
-        if ids.len() != ds.len() {
-            return Err(Error::Config(format!("{} IDs for {} rows", ids.len(), ds.len())));
-        }
-        hush_psi::check_distinct(ids)?;
-    }
-    if cfg.key_bits != 2048 && cfg.key_bits != 3072 {
-        return Err(Error::Config(format!("--bits {} (2048 or 3072)", cfg.key_bits)));
-    }
-    if cfg.epochs == 0 || cfg.batch == 0 || !cfg.lr.is_finite() || !cfg.l2.is_finite() || !cfg.lr_decay.is_finite() || cfg.l2 < 0.0 || cfg.lr_decay < 0.0 {
-        return Err(Error::Config("epochs and batch must be positive; lr, l2 and lr-decay finite, l2 and lr-decay not negative".into()));
-    }
-    if role == Role::Labels && !has_labels {
-        return Err(Error::Config("the labels party needs labels (give --labels FILE with .npz data)".into()));
-    }
-    // aligned rows: the data is checked and quantised before connecting
-    let aligned_x = match ids {
-        None => {
-            if role == Role::Labels && intercept {
-                ds = with_intercept(&ds);
-            }
-            Some(ds.to_fixed()?)
-        }
-        Some(_) => None,
-    };
-    let mut ch = connect(listen, peer, link)?;
-    let t0 = Instant::now();
-    let psi = match ids {
-        Some(ids) => {
-            let c0 = ch.cost();
-            let psi_role = if role == Role::Labels { hush_psi::Role::Receiver } else { hush_psi::Role::Sender };
-            let o = hush_psi::run(&mut ch, psi_role, ids, &hush_psi::PsiConfig::default(), &mut rand::rngs::OsRng).map_err(|e| match e {
-                hush_psi::Error::Handshake(m) => Error::Config(format!("{m} (with --ids-column, both parties must pass --ids-column)")),
-                e => Error::Psi(e),
-            })?;
-            let rows = o.rows.ok_or_else(|| Error::Config("the PSI returned no rows (aligned output expected)".into()))?;
-            if rows.is_empty() {
-                return Err(Error::Data(format!(
-                    "the PSI found no ID shared by both parties ({} own rows, {} at the peer): nothing to train on",
-                    o.own_size, o.peer_size
-                )));
-            }
-            ds = ds.subset(&rows);
-            let c = ch.cost() - c0;
-            Some(PsiReport { own_size: o.own_size, peer_size: o.peer_size, intersection: o.intersection, rows, wall_s: t0.elapsed().as_secs_f64(), bytes: c.bytes_sent + c.bytes_recv })
-        }
-        None => None,
-    };
-    let x = match aligned_x {
-        Some(x) => x,
-        None => {
-            if role == Role::Labels && intercept {
-                ds = with_intercept(&ds);
-            }
-            ds.to_fixed()?
-        }
-    };
-    let mut rep = Report::default();
-    let mut s = Session::start(&mut ch, role, ds.len(), ds.cols, cfg)?;
-    rep.setup_s = s.setup_s;
-    let labels = (role == Role::Labels).then_some(ds.labels.as_slice());
-    let mut m = s.train(&x, labels, &mut rep)?;
-    m.intercept = role == Role::Labels && intercept;
-    let opened = if cfg.reveal { Some(reveal(&mut ch, &m)?) } else { None };
-    if let Some(out) = out {
-        save_model(out, &m, opened.as_ref())?;
-    }
-    rep.wall_s = t0.elapsed().as_secs_f64();
-    let c = ch.cost();
-    Ok(PartyOutcome { shares: m, opened, report: rep, bytes: c.bytes_sent + c.bytes_recv, rounds: c.rounds, psi })
-}
-
-#[derive(clap::Args, Debug)]
-pub struct PredictArgs {
-    /// This party's model file from `hush train` (its role is read from it).
-    #[arg(long)]
-    pub model: PathBuf,
-    /// Rows to score: this party's columns (libsvm or .npz), samples aligned
-    /// by row with the peer's file. Without --listen/--peer: whole rows
-    /// (the labels party's columns, then the features party's) scored
-    /// locally with the revealed model.
-    #[arg(long)]
-    pub data: PathBuf,
-    /// Labels for a .npz --data (only used to report accuracy).
-    #[arg(long)]
-    pub labels: Option<PathBuf>,
-    /// Listen at this address (prints `fingerprint sha256:<hex>`) ...
-    #[arg(long, conflicts_with = "peer")]
-    pub listen: Option<String>,
-    /// ... or connect to the peer at this address (needs --pin sha256:HEX).
-    #[arg(long)]
-    pub peer: Option<String>,
-    /// Where the labels party (or a local run) writes the scores: CSV with
-    /// a header `score,probability,prediction` (z = θ·x, σ(z), 1 if z > 0 else 0),
-    /// one line per row, written atomically.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Paillier modulus bits of this session: 2048 or 3072 (both agree).
-    #[arg(long, default_value_t = 2048)]
-    pub bits: u32,
-    #[command(flatten)]
-    pub link: LinkFlags,
-}
-
-fn scores_csv(z: &[f64]) -> String {
-    let mut s = String::from("score,probability,prediction\n");
-    for &z in z {
-        s.push_str(&format!("{z},{},{}\n", 1.0 / (1.0 + (-z).exp()), u8::from(z > 0.0)));
-    }
-    s
-}
-
-fn acc_note(has: bool, z: &[f64], labels: &[f64]) -> String {
-    if has {
-        format!(" (accuracy against the data's labels {:.4})", accuracy_of(z, labels))
-    } else {
-        String::new()
-    }
-}
-
-fn accuracy_of(z: &[f64], labels: &[f64]) -> f64 {
-    z.iter().zip(labels).filter(|(z, y)| (**z > 0.0) == (**y > 0.5)).count() as f64 / z.len().max(1) as f64
-}
-
-/// Pads a data set's column count up to `want` (trailing all-zero columns
-/// are invisible in libsvm) or refuses more columns than the model has.
-fn fit_columns(mut ds: Dataset, want: usize, what: &str) -> Result<Dataset> {
-    if ds.cols > want {
-        return Err(Error::Data(format!("{what} has {} columns but the model has weights for {want}", ds.cols)));
-    }
-    ds.cols = want;
-    Ok(ds)
-}
-
-/// `hush predict`: with the peer (shared model; the labels party gets the
-/// scores, the features party learns nothing), or locally from a revealed
-/// model.
-pub fn predict_main(a: PredictArgs) -> Result<()> {
-    let m = crate::secure::load_model(&a.model)?;
-    let (ds, has_labels) = crate::data::load_with_labels(&a.data, a.labels.as_deref())?;
-    if a.listen.is_none() && a.peer.is_none() {
-        let op = crate::secure::load_opened(&a.model)?.ok_or_else(|| {
-            Error::Config(format!(
-                "{} holds model shares only (both parties must train with --reveal to score alone): give --listen or --peer to score with the peer",
-                a.model.display()
-            ))
-        })?;
-        let d_l = op.labels.len() - usize::from(op.intercept);
-        let ds = fit_columns(ds, d_l + op.features.len(), "--data")?;
-        let (l, f) = (ds.columns(0, d_l), ds.columns(d_l, ds.cols));
-        let l = if op.intercept { with_intercept(&l) } else { l };
-        let mut w = op.labels.clone();
-        w.extend(&op.features);
-        let j = l.hjoin(&f);
-        let z: Vec<f64> = j.rows.iter().map(|r| r.iter().map(|&(c, v)| w[c] * v).sum()).collect();
-        let out = a.out.as_ref().ok_or_else(|| Error::Config("--out FILE is needed to write the scores".into()))?;
-        crate::secure::write_atomic(out, scores_csv(&z).as_bytes())?;
-        eprintln!("scored {} rows with the revealed model{}; written to {}", z.len(), acc_note(has_labels, &z, &ds.labels), out.display());
-        return Ok(());
-    }
-    if a.bits != 2048 && a.bits != 3072 {
-        return Err(Error::Config(format!("--bits {} (2048 or 3072)", a.bits)));
-    }
-    if m.role == Role::Labels && a.out.is_none() {
-        return Err(Error::Config("the labels party receives the scores: give --out FILE".into()));
-    }
-    let width = m.own.len() - usize::from(m.intercept);
-    let ds = fit_columns(ds, width, "--data")?;
-    let ds = if m.intercept { with_intercept(&ds) } else { ds };
-    let x = ds.to_fixed()?;
-    let mut ch = connect(a.listen.as_deref(), a.peer.as_deref(), &LinkConfig::from_flags(&a.link)?)?;
-    let cfg = TrainConfig { key_bits: a.bits, ..TrainConfig::default() };
-    let mut s = Session::start(&mut ch, m.role, ds.len(), m.own.len(), &cfg)?;
-    if s.peer_features() != m.peer.len() {
-        return Err(Error::Peer(format!(
-            "the peer's model covers {} features but {} holds shares for {} (model files from different trainings?)",
-            s.peer_features(),
-            a.model.display(),
-            m.peer.len()
-        )));
-    }
-    let z = s.predict(&x, &m)?;
-    match (z, &a.out) {
-        (Some(z), Some(out)) => {
-            crate::secure::write_atomic(out, scores_csv(&z).as_bytes())?;
-            eprintln!("scored {} rows with the shared model{}; written to {}", z.len(), acc_note(has_labels, &z, &ds.labels), out.display());
-        }
-        _ => eprintln!("scored {} rows with the shared model; the scores went to the labels party", ds.len()),
-    }
-    Ok(())
-}
-
-#[derive(clap::Args, Debug)]
-pub struct BenchPaillierArgs {
-    /// 2048 or 3072.
-    #[arg(long, default_value_t = 2048)]
-    pub bits: u32,
-    /// Operations per measurement.
-    #[arg(long, default_value_t = 200)]
-    pub iters: usize,
-    /// Fixed-base window (bits).
-    #[arg(long, default_value_t = 8)]
-    pub window: u32,
-    #[arg(long)]
-    pub json: bool,
-}
 
 fn time_us(iters: usize, mut f: impl FnMut(usize)) -> f64 {
     let t = Instant::now();
@@ -543,71 +128,53 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     Ok(r)
 }
 
-#[derive(clap::Args, Debug)]
-pub struct BenchLrArgs {
+/// The options of [`bench_lr`] (the flags of `hush bench lr`, parsed in `hush-cli`).
+#[derive(Debug, Clone)]
+pub struct BenchLrOptions {
     /// A real data set instead of synthetic data: `breast_cancer`
     /// (scikit-learn's, read through the environment's Python; features
     /// 0–14 and the labels at one party, 15–29 at the other; prints
     /// `accuracy` on the held-out half beside `sklearn_accuracy` and
     /// `plaintext_accuracy`).
-    #[arg(long)]
     pub dataset: Option<String>,
     /// Held-out fraction of --dataset (stratified split, seeded by --seed).
-    #[arg(long, default_value_t = 0.5)]
     pub test_fraction: f64,
     /// Learning rate (default 0.5 synthetic, 1.0 breast_cancer).
-    #[arg(long)]
     pub lr: Option<f64>,
     /// Epoch e uses lr / (1 + lr_decay·e) (default 0 synthetic, 1 breast_cancer).
-    #[arg(long)]
     pub lr_decay: Option<f64>,
     /// L2 regularisation λ (default 0 synthetic, 0.03 breast_cancer;
     /// scikit-learn gets C = 1/(λ·n_train) on the same columns).
-    #[arg(long)]
     pub l2: Option<f64>,
-    #[arg(long, default_value_t = 2000)]
     pub samples: usize,
     /// SHAPER Table 6's shape: one epoch at 2·10^5 … 10^6 samples,
     /// 30,000 + 70,000 features, density 0.02 % (--samples, --features and
     /// --density are ignored). Each cell is extrapolated from one measured
     /// epoch of --measure-batches batches (cost per epoch is linear in the
     /// number of batches) and labelled so.
-    #[arg(long)]
     pub table: bool,
     /// Batches in the measured epoch of --table.
-    #[arg(long, default_value_t = 2)]
     pub measure_batches: usize,
     /// Features of the labels party and of the features party: A,B.
-    #[arg(long, default_value = "30,70")]
     pub features: String,
     /// Fraction of non-zero entries.
-    #[arg(long, default_value_t = 0.02)]
     pub density: f64,
     /// Epochs (default 1 synthetic, 20 breast_cancer).
-    #[arg(long)]
     pub epochs: Option<u32>,
     /// Batch size (default 256 synthetic, 32 breast_cancer).
-    #[arg(long)]
     pub batch: Option<u32>,
-    #[arg(long, default_value_t = 2048)]
     pub bits: u32,
-    #[arg(long, default_value = "cubic")]
     pub sigmoid: String,
     /// As `hush train --low-bandwidth`.
-    #[arg(long)]
     pub low_bandwidth: bool,
     /// mem (in-process channel) or tcp (loopback, TLS).
-    #[arg(long, default_value = "tcp")]
     pub transport: String,
     /// Emulated network between the two parties: none, lan, wan, mobile,
     /// or shaper (SHAPER's and CAESAR's evaluation network: 40 Mbps per
     /// direction, 40 ms one-way). Compute and communication overlap as
     /// they would on that link; `--table` then measures its epoch there.
-    #[arg(long, default_value = "none")]
     pub net: String,
-    #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -779,7 +346,7 @@ fn party_columns(train: &Dataset, test: &Dataset, lo: usize, hi: usize, intercep
     let sc = a.range_scaler();
     let (a, b) = (a.scale_sym(&sc), b.scale_sym(&sc));
     if intercept {
-        (with_intercept(&a), with_intercept(&b))
+        (crate::party::with_intercept(&a), crate::party::with_intercept(&b))
     } else {
         (a, b)
     }
@@ -803,7 +370,7 @@ fn channel_pair(transport: &str, net: &str) -> Result<(Box<dyn Channel>, Box<dyn
     })
 }
 
-fn bench_breast_cancer(a: &BenchLrArgs) -> Result<Record> {
+fn bench_breast_cancer(a: &BenchLrOptions) -> Result<Record> {
     let cfg = TrainConfig {
         epochs: a.epochs.unwrap_or(20),
         batch: a.batch.unwrap_or(32),
@@ -849,7 +416,7 @@ fn bench_breast_cancer(a: &BenchLrArgs) -> Result<Record> {
 const SHAPER_TABLE6: [(usize, f64, f64, f64); 5] =
     [(200_000, 615.0, 66.0, 11.0), (400_000, 1239.0, 133.0, 17.0), (600_000, 1862.0, 200.0, 23.0), (800_000, 2477.0, 266.0, 28.0), (1_000_000, 3101.0, 333.0, 33.0)];
 
-fn bench_lr_table(a: &BenchLrArgs) -> Result<Record> {
+fn bench_lr_table(a: &BenchLrOptions) -> Result<Record> {
     let (fa, fb, density) = (30_000usize, 70_000usize, 0.0002);
     let batch = a.batch.unwrap_or(4096);
     if a.measure_batches == 0 || batch == 0 {
@@ -963,7 +530,7 @@ fn bench_lr_table(a: &BenchLrArgs) -> Result<Record> {
     Ok(r)
 }
 
-pub fn bench_lr(a: &BenchLrArgs) -> Result<Record> {
+pub fn bench_lr(a: &BenchLrOptions) -> Result<Record> {
     if a.table {
         return bench_lr_table(a);
     }

@@ -1,16 +1,16 @@
-//! Command-line front ends: clap argument structs and entry functions that
-//! the `hush` binary mounts (`hush node`, `hush job`, `hush circuit run`,
-//! `hush bench aes3`). The crate's own `hush3` binary mounts the same ones.
+//! The three-party service's commands (`hush node`, `hush job`, `hush
+//! share`, `hush fetch`, `hush circuit ...`, `hush bench aes3|3pc`): clap
+//! argument structs and the glue that prints; the work is in
+//! `hush-replicated`.
 
-use crate::bristol::Circuit;
-use crate::error::{Error, Result};
-use crate::service::{all_cores, fetch_result, job_control, regrant_input, run_node, share_input, submit_job, Acl, CircuitSpec, InputSource, Inputs, JobSpec, NodeConfig, DEFAULT_CHUNK_WORDS};
-use hush_transport::{ChannelOptions, LinkConfig, LinkFlags, NetProfile};
+use hush_replicated::bench::{Aes3Options, ThreePcOptions};
+use hush_replicated::bristol::Circuit;
+use hush_replicated::node::NodeOptions;
+use hush_replicated::service::{fetch_result, job_control, regrant_input, share_input, submit_job, Acl, CircuitSpec, InputSource, Inputs, JobSpec, DEFAULT_CHUNK_WORDS};
+use hush_replicated::{Error, Result};
+use hush_transport::{ChannelOptions, LinkConfig, LinkFlags};
+use std::path::PathBuf;
 use std::time::Duration;
-
-fn profile(name: &str) -> Result<NetProfile> {
-    NetProfile::by_name(name).ok_or_else(|| Error::Input(format!("unknown network profile {name:?} (known: {:?})", NetProfile::names())))
-}
 
 fn three(v: &[String], what: &str) -> Result<[String; 3]> {
     <[String; 3]>::try_from(v.to_vec()).map_err(|_| Error::Input(format!("{what} needs exactly three addresses A,B,C, got {}", v.len())))
@@ -55,37 +55,19 @@ pub struct NodeArgs {
     pub link: LinkFlags,
 }
 
-fn resolve_link(f: &LinkFlags) -> Result<LinkConfig> {
-    LinkConfig::from_flags(f).map_err(|e| Error::Input(e.to_string()))
-}
-
-/// What a party prints at start: `fingerprint sha256:<hex>` on stdout
-/// (flushed), or the plaintext warning on stderr.
-fn print_identity(link: &LinkConfig) {
-    use std::io::Write;
-    match link.fingerprint() {
-        Some(fp) => {
-            println!("fingerprint {fp}");
-            let _ = std::io::stdout().flush();
-        }
-        None => eprintln!("hush: {}", link.banner()),
+impl From<NodeArgs> for NodeOptions {
+    fn from(a: NodeArgs) -> Self {
+        NodeOptions { party: a.party, peers: a.peers, listen: a.listen, net: a.net, timeout: a.timeout, max_jobs: a.max_jobs, verbose: a.verbose, store: a.store, threads: a.threads, link: a.link }
     }
 }
 
 /// Runs a compute party (returns only with `--max-jobs` or on a local error).
 pub fn node_main(a: NodeArgs) -> Result<()> {
-    let peers = three(&a.peers, "--peers")?;
-    if a.party > 2 {
-        return Err(Error::Input(format!("--party must be 0, 1 or 2, got {}", a.party)));
-    }
-    let listen = a.listen.clone().unwrap_or_else(|| peers[a.party].clone());
-    let t = Duration::from_secs(a.timeout.max(1));
-    let link = resolve_link(&a.link)?;
-    let ring = ChannelOptions { timeout: t, profile: profile(&a.net)?, connect_timeout: link.connect_timeout(), ..Default::default() };
-    let client = ChannelOptions { timeout: t, connect_timeout: link.connect_timeout(), ..Default::default() };
-    print_identity(&link);
-    let threads = a.threads.unwrap_or_else(all_cores).max(1);
-    run_node(NodeConfig { party: a.party, peers, listen, ring, client, max_jobs: a.max_jobs, verbose: a.verbose, link, store: a.store, threads })
+    hush_replicated::node::node_main(a.into())
+}
+
+fn resolve_link(f: &LinkFlags) -> Result<LinkConfig> {
+    LinkConfig::from_flags(f).map_err(|e| Error::Input(e.to_string()))
 }
 
 /// `hush job`: run a circuit on three nodes, on inline inputs (shared by
@@ -312,10 +294,10 @@ pub fn job_main(a: JobArgs) -> Result<()> {
         for (k, (s, &w)) in a.sources.iter().zip(&c.inputs).enumerate() {
             if s == "-" {
                 let h = hexes.next().ok_or_else(|| Error::Input(format!("input {}: `-` needs an --input", k + 1)))?;
-                bits.extend(crate::bristol::value_bits_from_hex(h, w).map_err(|e| Error::Input(format!("input {}: {e}", k + 1)))?);
+                bits.extend(hush_replicated::bristol::value_bits_from_hex(h, w).map_err(|e| Error::Input(format!("input {}: {e}", k + 1)))?);
                 src.push(InputSource::Inline);
             } else {
-                crate::store::check_name(s)?;
+                hush_replicated::store::check_name(s)?;
                 src.push(InputSource::Stored(s.clone()));
             }
         }
@@ -427,7 +409,7 @@ pub fn circuit_main(cmd: CircuitCmd) -> Result<()> {
     match cmd {
         CircuitCmd::Run(a) => circuit_run_main(a),
         CircuitCmd::Export(a) => {
-            print!("{}", crate::gen::to_bristol(&Circuit::load(&a.circuit)?));
+            print!("{}", hush_replicated::gen::to_bristol(&Circuit::load(&a.circuit)?));
             Ok(())
         }
         CircuitCmd::List => {
@@ -439,15 +421,15 @@ pub fn circuit_main(cmd: CircuitCmd) -> Result<()> {
         }
         CircuitCmd::Info(a) => {
             let c = Circuit::load(&a.circuit)?;
-            let p = crate::Program::compile(&c);
+            let p = hush_replicated::Program::compile(&c);
             let (n_in, n_out, ands) = (c.num_input_wires() as f64, c.num_output_wires() as f64, c.and_count() as f64);
             // Per instance: each party sends one bit per AND to the next
             // party; a data holder sends each party 2 bits per input wire
             // (x_i, a_i); each party sends the output party 1 bit per
             // output wire (a_i).
             let digest = match Circuit::builtin(&a.circuit) {
-                Some(b) => crate::grant::builtin_digest(&b, &a.circuit),
-                None => crate::grant::text_digest(&crate::bristol::read_circuit_text(&a.circuit)?),
+                Some(b) => hush_replicated::grant::builtin_digest(&b, &a.circuit),
+                None => hush_replicated::grant::text_digest(&hush_replicated::bristol::read_circuit_text(&a.circuit)?),
             };
             let digest: String = digest.iter().map(|x| format!("{x:02x}")).collect();
             let v = serde_json::json!({
@@ -485,7 +467,7 @@ pub fn circuit_run_main(a: CircuitRunArgs) -> Result<()> {
         let bits = c.inputs_from_hex(&a.inputs)?;
         c.outputs_to_hex(&c.eval_plain(&bits)?)
     } else {
-        crate::local::run_hex(&c, &a.inputs)?
+        hush_replicated::local::run_hex(&c, &a.inputs)?
     };
     for o in out {
         println!("{o}");
@@ -493,7 +475,101 @@ pub fn circuit_run_main(a: CircuitRunArgs) -> Result<()> {
     Ok(())
 }
 
-pub use crate::bench::{bench_3pc_main, bench_aes3_main, Bench3pcArgs, BenchAes3Args};
+/// `hush bench aes3`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchAes3Args {
+    /// Number of AES-128 evaluations.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub n: u64,
+    /// Emulated network on the ring links: none, lan, wan, mobile.
+    #[arg(long, default_value = "none")]
+    pub net: String,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Instances per chunk = 64 × this.
+    #[arg(long, default_value_t = DEFAULT_CHUNK_WORDS)]
+    pub chunk_words: usize,
+    /// Chunks in flight per party (1..=8): hides the ring latency.
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
+    /// Executable that provides the `node` subcommand (default: this one,
+    /// or $HUSH_EXE).
+    #[arg(long)]
+    pub exe: Option<PathBuf>,
+    /// Instances checked against software AES.
+    #[arg(long, default_value_t = 64)]
+    pub verify: u64,
+    /// Plaintext links (default: TLS 1.3 between all parties, with an
+    /// identity per node made for the run and every peer pinned).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Run twice, plaintext then TLS, and report TLS's overhead (time and
+    /// socket bytes) beside the plaintext figures.
+    #[arg(long)]
+    pub tls_overhead: bool,
+    /// aes128 (Bristol aes_128.txt, key expansion in the circuit, 6,400
+    /// ANDs) or aes128-expanded (pre-expanded key, 5,120 ANDs).
+    #[arg(long, default_value = "aes128")]
+    pub circuit: String,
+    /// Threads per node (job lanes); nodes run with --threads this.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Key handling: `stored` (one secret key, uploaded once with `hush
+    /// share` semantics, used by every instance — the datacenter case; needs
+    /// TLS) or `inline` (a fresh random key per instance, shared with the
+    /// plaintext); `auto` (default) = `stored` over TLS, `inline` with
+    /// `--insecure` or `--tls-overhead` (so that both runs compare the same
+    /// work).
+    #[arg(long, default_value = "auto")]
+    pub key: String,
+}
+
+impl From<BenchAes3Args> for Aes3Options {
+    fn from(a: BenchAes3Args) -> Self {
+        Aes3Options { n: a.n, net: a.net, json: a.json, chunk_words: a.chunk_words, streams: a.streams, exe: a.exe, verify: a.verify, insecure: a.insecure, tls_overhead: a.tls_overhead, circuit: a.circuit, threads: a.threads, key: a.key }
+    }
+}
+
+/// `hush bench 3pc`: AES/s by threads per node, beside Araki Table I.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Bench3pcArgs {
+    /// Print the table (Araki Table I's shape).
+    #[arg(long)]
+    pub table: bool,
+    /// Threads per node to measure (default: 1 .. all cores).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// AES evaluations per measurement.
+    #[arg(long, default_value_t = 1 << 18)]
+    pub n: u64,
+    /// Repetitions per cell (the table shows min–max and median).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// aes128-expanded (default, as in the paper) or aes128.
+    #[arg(long, default_value = "aes128-expanded")]
+    pub circuit: String,
+    #[arg(long, default_value_t = 2)]
+    pub streams: usize,
+    #[arg(long)]
+    pub exe: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl From<Bench3pcArgs> for ThreePcOptions {
+    fn from(a: Bench3pcArgs) -> Self {
+        ThreePcOptions { table: a.table, threads: a.threads, n: a.n, repeat: a.repeat, circuit: a.circuit, streams: a.streams, exe: a.exe, json: a.json }
+    }
+}
+
+pub fn bench_aes3_main(a: BenchAes3Args) -> Result<()> {
+    hush_replicated::bench::bench_aes3_main(a.into())
+}
+
+pub fn bench_3pc_main(a: Bench3pcArgs) -> Result<()> {
+    hush_replicated::bench::bench_3pc_main(a.into())
+}
 
 /// `hush share`: upload replicated shares of a named input to the three nodes.
 #[derive(clap::Args, Debug, Clone)]
@@ -541,7 +617,7 @@ pub struct ShareArgs {
 
 pub fn share_main(a: ShareArgs) -> Result<()> {
     let nodes = three(&a.nodes, "--nodes")?;
-    let circuits = crate::grant::parse_list(&a.allow_circuit)?;
+    let circuits = hush_replicated::grant::parse_list(&a.allow_circuit)?;
     if circuits.iter().any(|c| c == "any") && !a.allow_job.is_empty() {
         eprintln!(
             "hush share: warning: --allow-circuit any lets {} compute any function of {:?}, the identity included: every identity in --allow-output ({}) may then learn the input itself",
@@ -571,7 +647,7 @@ pub fn share_main(a: ShareArgs) -> Result<()> {
     };
     let hexv = zeroize::Zeroizing::new(hexv);
     let width = a.width.unwrap_or(hexv.len() / 2 * 8);
-    let mut bits = crate::bristol::value_bits_from_hex(&hexv, width).map_err(|e| Error::Input(format!("--input: {e}")))?;
+    let mut bits = hush_replicated::bristol::value_bits_from_hex(&hexv, width).map_err(|e| Error::Input(format!("--input: {e}")))?;
     let r = share_input(&nodes, &a.name, &bits, &acl, &opts, &link);
     zeroize::Zeroize::zeroize(&mut bits);
     let st = r?;
