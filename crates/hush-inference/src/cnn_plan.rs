@@ -10,9 +10,9 @@
 //! rounds are metered ([`LayerCost`]). A layer's predicted time on a
 //! profile is
 //!
-//! > compute + rounds · one-way latency + (the busier direction's bytes) · 8 / bandwidth,
+//! > max(compute, (the busier direction's bytes) · 8 / bandwidth) + rounds · one-way latency
 //!
-//! and the offline phase (pre-dealing before the input exists, the HE and
+//! (chunks are sent while the next is computed), and the offline phase (pre-dealing before the input exists, the HE and
 //! COT set-up) is added as measured, plus its bytes over the bandwidth.
 //!
 //! **Candidates.** The families of the mode's preset
@@ -75,7 +75,11 @@ fn predict(s: &LayerCost, c: &LayerCost, net: &NetProfile) -> Pred {
     let busier = s.bytes_sent.max(c.bytes_sent);
     let wire = net.bandwidth_bps.map_or(0.0, |bw| busier as f64 * 8.0 / bw as f64);
     let rounds = s.rounds.max(c.rounds);
-    Pred { secs: s.secs.max(c.secs) + rounds as f64 * net.latency.as_secs_f64() + wire, bytes: s.bytes_sent + c.bytes_sent, rounds }
+    // a layer's gates run in chunks whose sending overlaps the next chunk's
+    // computing (and the look-ahead's dealing): the slower of the two, not
+    // their sum (measured: the sum over-predicted fss on wan/mobile by up
+    // to 1.5×, `bench/records/plan.jsonl` 20:35)
+    Pred { secs: s.secs.max(c.secs).max(wire) + rounds as f64 * net.latency.as_secs_f64(), bytes: s.bytes_sent + c.bytes_sent, rounds }
 }
 
 struct Measured {
@@ -210,7 +214,7 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         "per_layer_mix_predicted_s": mixed,
         "fixed": fixed, "layers": rows, "measured": measured,
         "dealer_sees_weights": preset.dealer(),
-        "cost_model": "per layer: measured compute (both parties in this process, no network) + rounds x one-way latency + busier direction's bytes / bandwidth; plus the offline phase as measured and its bytes / bandwidth",
+        "cost_model": "per layer: max(measured compute (both parties in this process, no network), busier direction's bytes / bandwidth) + rounds x one-way latency; plus the offline phase as measured, its rounds x latency and its bytes / bandwidth",
         "cpu": crate::bert::cpu_model(),
         "note": note(preset),
     });
