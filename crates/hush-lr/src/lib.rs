@@ -28,6 +28,7 @@ pub mod npz;
 pub mod party;
 pub mod plain;
 pub mod secure;
+pub mod shard;
 
 pub use party::{train_party, train_party_ids, PartyOutcome};
 
@@ -157,3 +158,5 @@ pub fn accuracy(ds: &data::Dataset, w: &[f64], b: f64) -> f64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_shard;

@@ -178,7 +178,80 @@ pub struct Session<'a, C: Channel + ?Sized> {
     n: usize,
     cfg: TrainConfig,
     rng: StdRng,
+    randomness: Randomness,
     pub setup_s: f64,
+}
+
+/// Where a session's random values (Paillier keys, h2s masks, triples,
+/// encryption randomness) come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Randomness {
+    /// The operating system's generator: the only choice for real use.
+    Os,
+    /// **Insecure, for reproducibility tests only**: every random value is
+    /// derived from `seed` (a 64-bit value anyone can search), this party's
+    /// role and `worker`, and reseeded at the start of every epoch from
+    /// (seed, role, worker, epoch). Two runs with the same seeds, data and
+    /// model shares at an epoch's start produce bit-identical shares for
+    /// that epoch, which is what the tests of checkpoint/resume and of
+    /// sharding rely on. A peer that learns or guesses the seed learns this
+    /// party's masks and with them the shares it holds: never exposed on
+    /// the command line.
+    InsecureTestSeed { seed: u64, worker: u32 },
+}
+
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Randomness {
+    /// The generator for `tag` (0: keys, 1 + e: epoch e).
+    fn rng(self, role: Role, tag: u64) -> StdRng {
+        match self {
+            Randomness::Os => StdRng::from_entropy(),
+            Randomness::InsecureTestSeed { seed, worker } => {
+                let mut st = seed ^ ((role as u64) << 62) ^ ((worker as u64) << 40) ^ tag.wrapping_mul(0xd6e8_feb8_6659_fd93);
+                let mut k = [0u8; 32];
+                for c in k.chunks_exact_mut(8) {
+                    c.copy_from_slice(&splitmix(&mut st).to_le_bytes());
+                }
+                StdRng::from_seed(k)
+            }
+        }
+    }
+}
+
+/// What an epoch of batches shares: the Beaver triples of the cubic
+/// sigmoid made up front (default mode) and where the next batch's start.
+#[derive(Default)]
+pub struct EpochState {
+    epoch: u32,
+    triples: Triples,
+    off: usize,
+}
+
+/// θ ← θ − η·(g/b + λθ) on one party's shares of one block, with
+/// SecureML's local truncation: what [`Session::train`] applies after each
+/// batch, and what the driver of a sharded training ([`crate::shard`])
+/// applies to the gradient shares its workers summed. `g` is the raw
+/// gradient share Σ_rows x·e (scale 2^(2·FRAC)), `b` the batch's size.
+pub fn apply_gradient(role: Role, cfg: &TrainConfig, theta: &mut [u64], g: &[u64], b: usize, epoch: u32) {
+    let p0 = role == Role::Labels;
+    let eta = cfg.lr_at(epoch);
+    let k = fx(eta / b as f64);
+    let k2 = fx(eta * cfg.l2);
+    for (t, &g) in theta.iter_mut().zip(g) {
+        let g = trunc(g, p0, FRAC);
+        let mut step = trunc(g.wrapping_mul(k), p0, FRAC);
+        if k2 != 0 {
+            step = step.wrapping_add(trunc(t.wrapping_mul(k2), p0, FRAC));
+        }
+        *t = t.wrapping_sub(step);
+    }
 }
 
 const MAGIC: &[u8; 8] = b"hushLR04";
@@ -187,8 +260,13 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
     /// Handshake: checks roles, sample counts and hyper-parameters agree,
     /// exchanges feature counts and Paillier public keys.
     pub fn start(ch: &'a mut C, role: Role, n: usize, d_own: usize, cfg: &TrainConfig) -> Result<Self> {
+        Self::start_with(ch, role, n, d_own, cfg, Randomness::Os)
+    }
+
+    /// [`Self::start`] with the randomness given (see [`Randomness`]).
+    pub fn start_with(ch: &'a mut C, role: Role, n: usize, d_own: usize, cfg: &TrainConfig, randomness: Randomness) -> Result<Self> {
         let t0 = Instant::now();
-        let mut rng = StdRng::from_entropy();
+        let mut rng = randomness.rng(role, 0);
         let mut hello = Vec::new();
         hello.extend_from_slice(MAGIC);
         hello.push(role as u8);
@@ -239,7 +317,7 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         if peer.bits() != cfg.key_bits {
             return Err(Error::Peer(format!("peer key has {} bits, expected {}", peer.bits(), cfg.key_bits)));
         }
-        Ok(Session { ch, role, kp, peer, d_peer, n, cfg: cfg.clone(), rng, setup_s: t0.elapsed().as_secs_f64() })
+        Ok(Session { ch, role, kp, peer, d_peer, n, cfg: cfg.clone(), rng, randomness, setup_s: t0.elapsed().as_secs_f64() })
     }
 
     /// The peer's feature count (from the handshake).
@@ -436,18 +514,62 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
         Ok((g_own, ow))
     }
 
-    fn update(&self, theta: &mut [u64], g: &[u64], b: usize, eta: f64) {
-        let p0 = self.p0();
-        let k = fx(eta / b as f64);
-        let k2 = fx(eta * self.cfg.l2);
-        for (t, &g) in theta.iter_mut().zip(g) {
-            let g = trunc(g, p0, FRAC);
-            let mut step = trunc(g.wrapping_mul(k), p0, FRAC);
-            if k2 != 0 {
-                step = step.wrapping_add(trunc(t.wrapping_mul(k2), p0, FRAC));
-            }
-            *t = t.wrapping_sub(step);
+    /// The session's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The session's sample count (from the handshake).
+    pub fn samples(&self) -> usize {
+        self.n
+    }
+
+    /// Starts epoch `epoch` of which this session will process `rows`
+    /// rows: reseeds a seeded session ([`Randomness::InsecureTestSeed`])
+    /// and, for the cubic sigmoid in the default mode, makes the epoch's
+    /// 2·rows Beaver triples up front (the low-bandwidth mode makes each
+    /// batch's within its forward pass).
+    pub fn begin_epoch(&mut self, epoch: u32, rows: usize) -> Result<EpochState> {
+        if self.randomness != Randomness::Os {
+            self.rng = self.randomness.rng(self.role, 1 + epoch as u64);
         }
+        let cubic = self.cfg.sigmoid == Sigmoid::Cubic;
+        let triples = if cubic && !self.cfg.low_bandwidth && rows > 0 { self.triples(2 * rows)? } else { Triples::default() };
+        Ok(EpochState { epoch, triples, off: 0 })
+    }
+
+    /// One batch's gradient shares (own block, peer block), untruncated
+    /// (scale 2^(2·FRAC)): forward, sigmoid, error, backward. `xb` holds
+    /// the batch's rows of this party's fixed-point data, `y` their labels
+    /// at the labels party. [`apply_gradient`] turns them into the update.
+    pub fn batch_gradient(&mut self, xb: &Csr, y: Option<&[f64]>, m: &ModelShares, st: &mut EpochState) -> Result<(Vec<u64>, Vec<u64>)> {
+        if (self.role == Role::Labels) != y.is_some() || y.is_some_and(|y| y.len() != xb.rows) {
+            return Err(Error::Config("labels must be given to the labels party only, one per batch row".into()));
+        }
+        if m.own.len() != xb.cols || m.peer.len() != self.d_peer {
+            return Err(Error::Config(format!(
+                "model shares cover {} + {} features, the data {} and the peer {}",
+                m.own.len(),
+                m.peer.len(),
+                xb.cols,
+                self.d_peer
+            )));
+        }
+        let b = xb.rows;
+        let per_batch = self.cfg.sigmoid == Sigmoid::Cubic && self.cfg.low_bandwidth;
+        let (z, t_batch) = self.forward_with_triples(xb, m, if per_batch { 2 * b } else { 0 })?;
+        if !per_batch && self.cfg.sigmoid == Sigmoid::Cubic && st.triples.a.len() < st.off + 2 * b {
+            return Err(Error::Config("the epoch's triples are used up (more rows than begin_epoch was told)".into()));
+        }
+        let (t, o) = if per_batch { (&t_batch, 0) } else { (&st.triples, st.off) };
+        let mut e = self.sigmoid(&z, t, o)?;
+        st.off += 2 * b;
+        if let Some(y) = y {
+            for (k, &yk) in y.iter().enumerate() {
+                e[k] = e[k].wrapping_sub(fx(yk));
+            }
+        }
+        self.backward(xb, &e)
     }
 
     /// Trains from zero shares; `x` is this party's fixed-point data,
@@ -460,36 +582,26 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
             return Err(Error::Config("labels must be given to the labels party only".into()));
         }
         let mut m = ModelShares { role: self.role, own: vec![0; x.cols], peer: vec![0; self.d_peer], intercept: false };
-        let p0 = self.p0();
         for ep in 0..self.cfg.epochs {
             let te = Instant::now();
-            // the low-bandwidth mode makes each batch's triples within its
-            // forward pass; the default mode makes an epoch's up front
-            let cubic = self.cfg.sigmoid == Sigmoid::Cubic;
-            let per_batch = cubic && self.cfg.low_bandwidth;
-            let t_epoch = if cubic && !per_batch { self.triples(2 * self.n)? } else { Triples::default() };
+            let mut st = self.begin_epoch(ep, self.n)?;
             report.triple_s += te.elapsed().as_secs_f64();
-            let mut off = 0;
             for batch in batches(self.n, self.cfg.batch as usize, ep, self.cfg.order_seed) {
                 let xb = x.select_rows(&batch);
-                let (z, t_batch) = self.forward_with_triples(&xb, &m, if per_batch { 2 * batch.len() } else { 0 })?;
-                let (t, o) = if per_batch { (&t_batch, 0) } else { (&t_epoch, off) };
-                let mut e = self.sigmoid(&z, t, o)?;
-                off += 2 * batch.len();
-                if p0 {
-                    let y = labels.unwrap();
-                    for (k, &i) in batch.iter().enumerate() {
-                        e[k] = e[k].wrapping_sub(fx(y[i]));
-                    }
-                }
-                let (g_own, g_peer) = self.backward(&xb, &e)?;
-                let eta = self.cfg.lr_at(ep);
-                self.update(&mut m.own, &g_own, batch.len(), eta);
-                self.update(&mut m.peer, &g_peer, batch.len(), eta);
+                let yb: Option<Vec<f64>> = labels.map(|y| batch.iter().map(|&i| y[i]).collect());
+                let (g_own, g_peer) = self.batch_gradient(&xb, yb.as_deref(), &m, &mut st)?;
+                apply_gradient(self.role, &self.cfg, &mut m.own, &g_own, batch.len(), ep);
+                apply_gradient(self.role, &self.cfg, &mut m.peer, &g_peer, batch.len(), ep);
             }
+            debug_assert_eq!(st.epoch, ep);
             report.epoch_s.push(te.elapsed().as_secs_f64());
         }
         Ok(m)
+    }
+
+    /// Opens the model with the peer ([`reveal`] on this session's link).
+    pub fn reveal(&mut self, m: &ModelShares) -> Result<Opened> {
+        reveal(self.ch, m)
     }
 
     /// Shares of z = X·θ for prediction rows, opened to the labels party
