@@ -17,6 +17,8 @@ use hush_inference::model::Model;
 use hush_inference::runtime::{self, ClientSession, Options, ServerHandle};
 use hush_transport::TcpChannel;
 
+mod lr_shard;
+
 fn to_py(py: Python<'_>, r: &Record) -> PyResult<PyObject> {
     let d = PyDict::new(py);
     for (k, v) in &r.0 {
@@ -719,6 +721,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tee_module_main, m)?)?;
     m.add_function(wrap_pyfunction!(train_vertical, m)?)?;
     m.add_function(wrap_pyfunction!(psi, m)?)?;
+    m.add_function(wrap_pyfunction!(lr_shard::lr_apply_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(lr_shard::lr_save_model, m)?)?;
+    m.add_class::<lr_shard::LrWorker>()?;
     m.add_class::<NativeServer>()?;
     m.add_class::<NativeClient>()?;
     Ok(())
