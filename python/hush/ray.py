@@ -197,7 +197,8 @@ def train(role: str, X: _t.Any, y: _t.Any = None, *, workers: int = 2, ray_addre
           lr_decay: float = 0.0, l2: float = 0.0, bits: int = 2048, sigmoid: str = "cubic",
           intercept: bool = True, reveal: bool = False, seed: int = 1, low_bandwidth: bool = False,
           worker_cpus: float = 1, _insecure_test_seed: _t.Optional[int] = None,
-          _kill_worker_at: _t.Optional[_t.Tuple[int, int, int]] = None) -> dict:
+          _kill_worker_at: _t.Optional[_t.Tuple[int, int, int]] = None,
+          _max_batches: _t.Optional[int] = None) -> dict:
     """One party of a vertical LR training sharded over ``workers`` Ray
     actors (the arguments of :func:`hush.train_vertical`, plus):
 
@@ -248,13 +249,14 @@ def train(role: str, X: _t.Any, y: _t.Any = None, *, workers: int = 2, ray_addre
         dict(kw, index=i, listen=listens[i], peer=peers[i])) for i in range(k)]
     try:
         return _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, reveal, epochs,
-                    dict(lr=lr, lr_decay=lr_decay, l2=l2), kw, t0, _kill_worker_at)
+                    dict(lr=lr, lr_decay=lr_decay, l2=l2), kw, t0, _kill_worker_at, _max_batches)
     finally:
         for a in actors:
             _ray.kill(a)
 
 
-def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, reveal, epochs, upd, kw, t0, kill_at):
+def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, reveal, epochs, upd, kw, t0, kill_at,
+         max_batches):
     nodes = {n for n, _ in _ray.get([a.where.remote() for a in actors])}
     res: dict = {"role": role, "workers": k, "nodes": len(nodes)}
     if sids is not None:
@@ -297,7 +299,9 @@ def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, revea
             parts[4].astype("<f8").tobytes())
     wire_ref = _ray.put(wire)
     lab = None if labels is None else labels.astype("<f8").tobytes()
+    ts = _time.time()
     shapes = _get([a.start.remote(wire_ref, lab, intercept, start) for a in actors], start, None)
+    res["setup_s"] = _time.time() - ts
     d_own, d_peer = shapes[0]
     own, peer = bytes(8 * d_own), bytes(8 * d_peer)
     if checkpoint and _os.path.exists(checkpoint):
@@ -306,15 +310,23 @@ def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, revea
     else:
         res["resumed_from"] = None
     epoch_s = []
+    triples_s = 0.0
+    batches_run = 0
     for ep in range(start, epochs):
         te = _time.time()
         nb = _get([a.begin_epoch.remote(ep) for a in actors], ep, None)
+        triples_s += _time.time() - te
         for j in range(nb[0]):
+            if max_batches is not None and batches_run >= max_batches:
+                break  # a benchmark's partial epoch (no checkpoint is written for it)
+            batches_run += 1
             if kill_at is not None and (ep, j) == tuple(kill_at[1:]):
                 _ray.kill(actors[kill_at[0]], no_restart=True)
             steps = _get([a.step.remote(j, own, peer) for a in actors], ep, j)
             own, peer = _native.lr_apply_steps(role, own, peer, [tuple(s) for s in steps], ep, **upd)
         epoch_s.append(_time.time() - te)
+        if max_batches is not None and batches_run >= max_batches:
+            break
         if checkpoint:
             _write_atomic(checkpoint, _json.dumps({"format": CHECKPOINT_FORMAT, "role": role, "config": fp,
                                                     "workers": k, "epochs_done": ep + 1, "own": own.hex(),
@@ -328,5 +340,5 @@ def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, revea
         _native.lr_save_model(str(out), role, own, peer, has_intercept, opened)
     costs = _get([a.cost.remote() for a in actors], epochs, None)
     res.update(bytes=int(sum(c[0] for c in costs)), rounds=int(max(c[1] for c in costs)), epoch_s=epoch_s,
-               epochs=len(epoch_s), wall_s=_time.time() - t0)
+               epochs=len(epoch_s), batches_run=batches_run, triples_s=triples_s, wall_s=_time.time() - t0)
     return res
