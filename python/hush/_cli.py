@@ -76,6 +76,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args:
         args = ["hush"]
     sys.stdout.flush()
+    if len(args) > 2 and args[1] == "train" and any(a == "--ray" or a.startswith("--ray=") for a in args[2:]) \
+            and not any(a in ("-h", "--help") for a in args[2:]):
+        # sharded over Ray actors: Python drives them (hush.ray)
+        try:
+            from . import ray as _hray
+        except ImportError as e:
+            print(f"hush: error: --ray: {e}", file=sys.stderr)
+            return 1
+        return _hray._cli_train(args[2:])
     return int(_native.cli_main(args))
 
 

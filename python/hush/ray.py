@@ -40,14 +40,14 @@ except ImportError as _e:  # pragma: no cover - the extra is missing
     raise ImportError("hush.ray needs Ray: pip install 'hush[ray]'") from _e
 
 from . import _native
-from ._errors import HushError, InvalidArgument
+from ._errors import HushError, InvalidArgument, ProtocolError
 
 __all__ = ["train", "WorkerLost"]
 
 CHECKPOINT_FORMAT = "hush-lr-checkpoint-v1"
 
 
-class WorkerLost(HushError):
+class WorkerLost(ProtocolError):
     """A worker of a sharded training failed or its actor was lost."""
 
     def __init__(self, index: int, epoch: int, batch: _t.Optional[int], cause: str):
@@ -102,6 +102,8 @@ def _addresses(base: _t.Union[None, str, _t.Sequence[str]], k: int, what: str) -
 
 
 def _csr(X: _t.Any) -> _t.Tuple[int, int, _np.ndarray, _np.ndarray, _np.ndarray]:
+    if isinstance(X, tuple) and len(X) == 5:  # (rows, cols, indptr, indices, data), as the CLI hands it over
+        return int(X[0]), int(X[1]), _np.asarray(X[2], _np.uint64), _np.asarray(X[3], _np.uint64), _np.asarray(X[4], _np.float64)
     if hasattr(X, "tocsr"):
         c = X.tocsr()
         c.sort_indices()
@@ -342,3 +344,44 @@ def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, revea
     res.update(bytes=int(sum(c[0] for c in costs)), rounds=int(max(c[1] for c in costs)), epoch_s=epoch_s,
                epochs=len(epoch_s), batches_run=batches_run, triples_s=triples_s, wall_s=_time.time() - t0)
     return res
+
+
+def _cli_train(argv: _t.List[str]) -> int:
+    """``hush train --ray ADDRESS --workers K ...`` (``argv`` after
+    ``train``): the flags and data are parsed and loaded by the ``hush``
+    command's own code, then :func:`train` runs. ``--ray auto`` joins the
+    cluster ``ray start`` made on this host, ``--ray HOST:PORT`` that head,
+    ``--ray local`` starts a new cluster for this process (never joining
+    another: two parties on one host each get their own)."""
+    import sys
+
+    try:
+        spec = _native.lr_ray_spec(argv)
+    except ValueError as e:
+        print(f"hush: error: {e}".rstrip(), file=sys.stderr)
+        return 2 if str(e).lstrip().startswith(("error:", "Usage")) else 1
+    f = lambda k: _np.frombuffer(spec[k], dtype="<u8")  # noqa: E731
+    X = (spec["rows"], spec["cols"], f("indptr"), f("indices"), _np.frombuffer(spec["data"], dtype="<f8"))
+    y = None if spec.get("labels") is None else _np.frombuffer(spec["labels"], dtype="<f8")
+    address = spec["ray"]
+    try:
+        if not _ray.is_initialized():
+            _ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        r = train(spec["role"], X, y, workers=spec["workers"], listen=spec["listen"], peer=spec["peer"], pin=spec["pin"],
+                  identity=spec["identity"], insecure=spec["insecure"], ids=spec["ids"], out=spec["out"],
+                  checkpoint=spec["checkpoint"], epochs=spec["epochs"], batch=spec["batch"], lr=spec["lr"],
+                  lr_decay=spec["lr_decay"], l2=spec["l2"], bits=spec["bits"], sigmoid=spec["sigmoid"],
+                  intercept=spec["intercept"], reveal=spec["reveal"], seed=spec["seed"],
+                  low_bandwidth=spec["low_bandwidth"])
+    except (HushError, RuntimeError, ValueError, ConnectionError) as e:
+        print(f"hush: error: {e}", file=sys.stderr)
+        return 1
+    if "psi" in r:
+        p = r["psi"]
+        print(f"PSI: {p['intersection']} of this party's {p['own_size']} rows are shared with the peer's "
+              f"{p['peer_size']} ({p['wall_s']:.2f} s, {p['bytes']} bytes, {len(p['buckets'])} buckets); training on them",
+              file=sys.stderr)
+    resumed = "" if r["resumed_from"] is None else f" (resumed after epoch {r['resumed_from']})"
+    print(f"trained {r['epochs']} epochs{resumed} on {r['workers']} workers over {r['nodes']} Ray nodes in "
+          f"{r['wall_s']:.2f} s ({r['bytes']} bytes); shares written to {spec['out']}", file=sys.stderr)
+    return 0

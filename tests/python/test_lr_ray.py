@@ -169,3 +169,48 @@ def test_a_killed_worker_names_itself_and_the_resumed_run_ends_where_an_uninterr
     assert _shares(setup["tmp"] / "kr-lab.json") == _shares(setup["tmp"] / "k2-lab.json")
     assert _shares(setup["tmp"] / "kr-feat.json") == _shares(setup["tmp"] / "k2-feat.json")
     assert rl["weights_labels_party"] == runs["k2"][0]["weights_labels_party"]
+
+
+def _csv(path, header, rows):
+    with open(path, "w") as f:
+        f.write(",".join(header) + "\n")
+        for r in rows:
+            f.write(",".join(str(v) for v in r) + "\n")
+
+
+def test_cli_train_ray_aligns_csv_files_and_trains_on_two_workers(setup, tmp_path):
+    """`hush train --ray local --workers 2` from the Python package's
+    command: the same flags and CSV loading as `hush train`, handed to
+    hush.ray (each process starts its own local Ray cluster)."""
+    d = np.load(setup["tmp"] / "lab.npz")
+    e = np.load(setup["tmp"] / "feat.npz")
+    _csv(tmp_path / "lab.csv", ["id", "label"] + [f"a{j}" for j in range(15)],
+         [[i, int(l)] + [repr(float(v)) for v in x] for i, l, x in zip(d["ids"], d["y"], d["X"])])
+    _csv(tmp_path / "feat.csv", [f"b{j}" for j in range(15)] + ["id"],
+         [[repr(float(v)) for v in x] + [i] for i, x in zip(e["ids"], e["X"])])
+    hush_py = os.path.join(os.path.dirname(sys.executable), "hush")
+    base = f"127.0.0.1:{_free_base(2)}"
+    common = ["--ray", "local", "--workers", "2", "--ids-column", "id", "--epochs", "2", "--batch", "32", "--reveal"]
+    lab = [hush_py, "train", "--role", "labels", "--data", str(tmp_path / "lab.csv"), "--listen", base, "--identity",
+           str(setup["tmp"] / "id"), "--out", str(tmp_path / "l.json"), *common]
+    feat = [hush_py, "train", "--role", "features", "--data", str(tmp_path / "feat.csv"), "--peer", base, "--pin",
+            setup["fp"], "--out", str(tmp_path / "f.json"), *common]
+    ps = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in (lab, feat)]
+    (lo, le), (fo, fe) = [p.communicate(timeout=600) for p in ps]
+    assert ps[0].returncode == 0 and ps[1].returncode == 0, (le[-3000:], fe[-3000:])
+    n_common = len(setup["common"])
+    assert f"PSI: {n_common} of this party's {len(d['ids'])} rows are shared" in le, le
+    assert "on 2 workers" in le and "on 2 workers" in fe, (le, fe)
+    ml, mf = json.loads((tmp_path / "l.json").read_text()), json.loads((tmp_path / "f.json").read_text())
+    assert ml["weights_labels_party"] == mf["weights_labels_party"] and len(ml["weights_labels_party"]) == 16
+    assert len(ml["own_share"]) == 16 and len(mf["own_share"]) == 15
+
+
+def test_cli_ray_flags_outside_the_python_package(tmp_path):
+    (tmp_path / "x.svm").write_text("1 1:0.5\n0 1:-0.5\n")
+    base = ["train", "--role", "labels", "--data", str(tmp_path / "x.svm"), "--listen", "127.0.0.1:1", "--out",
+            str(tmp_path / "o.json")]
+    r = subprocess.run([HUSH, *base, "--ray", "auto", "--workers", "2"], capture_output=True, text=True)
+    assert r.returncode == 1 and "pip install 'hush[ray]'" in r.stderr, r.stderr
+    r = subprocess.run([HUSH, *base, "--workers", "2"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--ray" in r.stderr, r.stderr

@@ -29,6 +29,8 @@ where
     app::run_with_args(args)
 }
 
+pub use app::lr::{ray_spec, RaySpec};
+
 /// [`run_with_args`] on the process's own arguments.
 pub fn main() -> ExitCode {
     ExitCode::from(run_with_args(std::env::args_os()))

@@ -78,11 +78,74 @@ pub struct TrainArgs {
     /// Seed of the batch order (both parties must agree).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Shard the training over this party's Ray cluster (`auto`, or the
+    /// head's HOST:PORT): --workers actors, worker i linked to the peer's
+    /// worker i at PORT + i of --listen/--peer. Runs from the Python
+    /// package's `hush` (pip install 'hush[ray]'); both parties use it.
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray: Option<String>,
+    /// With --ray: workers (Ray actors) per party; both parties the same.
+    #[arg(long, value_name = "K", default_value_t = 1, requires = "ray")]
+    pub workers: u32,
+    /// With --ray: write this party's shares here after every epoch
+    /// (atomically, mode 0600) and resume after the last completed epoch
+    /// when the file exists (both parties resume from the same epoch).
+    #[arg(long, value_name = "FILE", requires = "ray")]
+    pub checkpoint: Option<PathBuf>,
     #[command(flatten)]
     pub link: LinkFlags,
 }
 
+/// `hush train --ray ...` as the Python package's `hush` hands it to
+/// `hush.ray`: the parsed flags and this party's data, loaded and checked
+/// by the same code as `hush train`.
+pub struct RaySpec {
+    pub args: TrainArgs,
+    pub data: hush_lr::data::Dataset,
+    pub has_labels: bool,
+    pub ids: Option<Vec<String>>,
+}
+
+#[derive(clap::Parser, Debug)]
+#[command(name = "hush train")]
+struct TrainCmd {
+    #[command(flatten)]
+    a: TrainArgs,
+}
+
+/// Parses `hush train` flags (`argv` after `train`) and loads the data.
+pub fn ray_spec(argv: Vec<String>) -> std::result::Result<RaySpec, String> {
+    use clap::Parser;
+    let mut full = vec!["hush train".to_string()];
+    full.extend(argv);
+    let a = TrainCmd::try_parse_from(full).map_err(|e| e.render().to_string())?.a;
+    if a.ray.is_none() {
+        return Err("ray_spec is for `hush train --ray`".into());
+    }
+    let (data, has_labels, ids) = load_train_data(&a).map_err(|e| e.to_string())?;
+    Ok(RaySpec { args: a, data, has_labels, ids })
+}
+
+fn load_train_data(a: &TrainArgs) -> Result<(hush_lr::data::Dataset, bool, Option<Vec<String>>)> {
+    Ok(match &a.ids_column {
+        Some(col) => {
+            let (ds, has, ids) = hush_lr::data::load_csv_with_ids(&a.data, col, &a.label_column)?;
+            (ds, has, Some(ids))
+        }
+        None => {
+            let (ds, has) = hush_lr::data::load_with_labels(&a.data, a.labels.as_deref())?;
+            (ds, has, None)
+        }
+    })
+}
+
 pub fn train_main(a: TrainArgs) -> Result<()> {
+    if let Some(r) = &a.ray {
+        return Err(hush_lr::Error::Config(format!(
+            "--ray {r}: a sharded training drives Ray actors from Python; run the `hush` command of the Python package \
+             (pip install 'hush[ray]'), which hands --ray to hush.ray"
+        )));
+    }
     let role = Role::parse(&a.role)?;
     let cfg = TrainConfig {
         epochs: a.epochs,
@@ -96,16 +159,7 @@ pub fn train_main(a: TrainArgs) -> Result<()> {
         reveal: a.reveal,
         low_bandwidth: a.low_bandwidth,
     };
-    let (ds, has_labels, ids) = match &a.ids_column {
-        Some(col) => {
-            let (ds, has, ids) = hush_lr::data::load_csv_with_ids(&a.data, col, &a.label_column)?;
-            (ds, has, Some(ids))
-        }
-        None => {
-            let (ds, has) = hush_lr::data::load_with_labels(&a.data, a.labels.as_deref())?;
-            (ds, has, None)
-        }
-    };
+    let (ds, has_labels, ids) = load_train_data(&a)?;
     let link = LinkConfig::from_flags(&a.link)?;
     let o = train_party_ids(ds, ids.as_deref(), has_labels, role, &cfg, a.intercept, a.listen.as_deref(), a.peer.as_deref(), &link, Some(&a.out))?;
     if let Some(p) = &o.psi {

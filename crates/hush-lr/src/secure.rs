@@ -7,8 +7,8 @@
 //! * sigmoid (cubic): two Beaver openings of 2·b words each;
 //! * backward: Enc(share of e) (b ciphertexts each way), then
 //!   ⌈d / slots⌉ packed ciphertexts each way;
-//! * triples: generated per epoch (2·n of them, the labels party holds the
-//!   key), 2 rounds.
+//! * triples: generated per epoch (2·n of them in flights of [`TRIPLE_CHUNK`], the labels party holds the
+//!   key), 2 rounds per flight.
 //!
 //! With `low_bandwidth` the forward pass sends ⌈d_peer / K⌉ slot-packed
 //! ciphertexts each way and gets one product per row back
@@ -224,6 +224,10 @@ impl Randomness {
         }
     }
 }
+
+/// Beaver triples per flight of an epoch's up-front generation (2^15:
+/// about a second of the owner's encryptions per flight).
+pub const TRIPLE_CHUNK: usize = 1 << 15;
 
 /// What an epoch of batches shares: the Beaver triples of the cubic
 /// sigmoid made up front (default mode) and where the next batch's start.
@@ -534,7 +538,21 @@ impl<'a, C: Channel + ?Sized> Session<'a, C> {
             self.rng = self.randomness.rng(self.role, 1 + epoch as u64);
         }
         let cubic = self.cfg.sigmoid == Sigmoid::Cubic;
-        let triples = if cubic && !self.cfg.low_bandwidth && rows > 0 { self.triples(2 * rows)? } else { Triples::default() };
+        let mut triples = Triples::default();
+        if cubic && !self.cfg.low_bandwidth {
+            // in chunks, so that the helper hears from the owner every few
+            // seconds however large the epoch (one flight of 2·10^6 triples
+            // kept a 1M-sample epoch's peer silent past the link's timeout)
+            let mut left = 2 * rows;
+            while left > 0 {
+                let n = left.min(TRIPLE_CHUNK);
+                let t = self.triples(n)?;
+                triples.a.extend_from_slice(&t.a);
+                triples.b.extend_from_slice(&t.b);
+                triples.c.extend_from_slice(&t.c);
+                left -= n;
+            }
+        }
         Ok(EpochState { epoch, triples, off: 0 })
     }
 

@@ -223,3 +223,56 @@ pub fn lr_save_model(path: std::path::PathBuf, role: &str, own: &[u8], peer: &[u
     };
     hush_lr::secure::save_model(&path, &m, op.as_ref()).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
+
+/// `hush train --ray ...` (the flags after `train`): parsed and the data
+/// loaded by the `hush` command's own code (`hush_cli::ray_spec`), as a
+/// dict for `hush.ray` (CSR arrays as bytes, flags by their long names).
+#[pyfunction]
+pub fn lr_ray_spec(py: Python<'_>, argv: Vec<String>) -> PyResult<PyObject> {
+    let s = py.allow_threads(|| hush_cli::ray_spec(argv)).map_err(PyValueError::new_err)?;
+    let a = &s.args;
+    let d = PyDict::new(py);
+    let mut indptr = vec![0u64];
+    let (mut indices, mut data) = (Vec::new(), Vec::new());
+    for r in &s.data.rows {
+        for &(c, v) in r {
+            indices.push(c as u64);
+            data.push(v.to_bits());
+        }
+        indptr.push(indices.len() as u64);
+    }
+    d.set_item("rows", s.data.rows.len())?;
+    d.set_item("cols", s.data.cols)?;
+    d.set_item("indptr", bytes_of(py, &indptr))?;
+    d.set_item("indices", bytes_of(py, &indices))?;
+    d.set_item("data", bytes_of(py, &data))?;
+    if s.has_labels && a.role == "labels" {
+        d.set_item("labels", bytes_of(py, &s.data.labels.iter().map(|v| v.to_bits()).collect::<Vec<_>>()))?;
+    }
+    d.set_item("ids", s.ids.clone())?;
+    d.set_item("role", &a.role)?;
+    d.set_item("listen", a.listen.clone())?;
+    d.set_item("peer", a.peer.clone())?;
+    d.set_item("out", a.out.to_string_lossy().to_string())?;
+    d.set_item("epochs", a.epochs)?;
+    d.set_item("batch", a.batch)?;
+    d.set_item("lr", a.lr)?;
+    d.set_item("lr_decay", a.lr_decay)?;
+    d.set_item("l2", a.l2)?;
+    d.set_item("bits", a.bits)?;
+    d.set_item("sigmoid", &a.sigmoid)?;
+    d.set_item("low_bandwidth", a.low_bandwidth)?;
+    d.set_item("intercept", a.intercept)?;
+    d.set_item("reveal", a.reveal)?;
+    d.set_item("seed", a.seed)?;
+    d.set_item("ray", a.ray.clone())?;
+    d.set_item("workers", a.workers)?;
+    d.set_item("checkpoint", a.checkpoint.as_ref().map(|p| p.to_string_lossy().to_string()))?;
+    d.set_item("identity", a.link.identity.as_ref().map(|p| p.to_string_lossy().to_string()))?;
+    if a.link.pins.len() > 1 {
+        return Err(PyValueError::new_err("--ray: give one --pin (the peer party's identity, the same for all its workers)"));
+    }
+    d.set_item("pin", a.link.pins.first().cloned())?;
+    d.set_item("insecure", a.link.insecure)?;
+    Ok(d.into_any().unbind())
+}
