@@ -331,3 +331,11 @@ def test_raw_integer_input_is_flagged():
     with hush.Server(d / "mnist_cnn.hushm") as srv, hush.Client(srv.addr, pin=srv.fingerprint) as c:
         with pytest.warns(UserWarning, match="whole numbers up to 255"):
             c.infer(raw)
+
+
+def test_lr_projection_table_is_current():
+    """docs/lr-ray.md's 10^8 projection is what scripts/lr_projection.py
+    computes from bench/records/lr-ray.jsonl."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lr_projection.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -15,6 +15,7 @@ tests). pip fetches numpy and onnx from PyPI (or its cache).
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,3 +108,21 @@ def test_wheel_installs_without_rust_and_runs_the_demo():
         assert "5/5 private predictions equal the true label" in r.stdout, r.stdout
         r = _run(["hush", "embed", "--help"], env, work, 60)
         assert "--text" in r.stdout and "--tokenizer" in r.stdout
+
+
+def test_wheel_pins_ray_for_the_ray_extra():
+    """`pip install 'hush[ray]'` (or `.[ray]` from a checkout) brings one
+    pinned Ray: the wheel's metadata names it as the extra's requirement."""
+    import zipfile
+
+    wheel = _wheel()
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        text = z.read(meta).decode()
+    assert "Provides-Extra: ray" in text, text
+    reqs = [l for l in text.splitlines() if l.startswith("Requires-Dist: ray")]
+    assert len(reqs) == 1 and "ray==" in reqs[0].replace(" ", ""), reqs
+    assert re.search(r"extra\s*==\s*[\"']ray[\"']", reqs[0]), reqs
+    with open(os.path.join(ROOT, "requirements-dev.txt")) as f:
+        pins = [l.strip() for l in f if l.startswith("ray==")]
+    assert pins and pins[0] in reqs[0].replace(" ", ""), (pins, reqs)

@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// The fields that tell a benchmark's runs apart, shown in the settings column.
 const SETTINGS: &[&str] =
-    &["model", "mode", "proto", "source", "op", "circuit", "shape", "seq", "layers", "deal_kind", "n", "bits", "net", "threads", "client_profile", "max_mem", "auto_choice"];
+    &["model", "mode", "proto", "source", "op", "circuit", "shape", "seq", "layers", "deal_kind", "n", "bits", "net", "threads", "client_profile", "max_mem", "auto_choice", "workers"];
 
 /// Per benchmark, the headline figures beyond time, bytes and rounds: (field, label, unit).
 const HEADLINES: &[(&str, &[(&str, &str, &str)])] = &[
@@ -24,6 +24,7 @@ const HEADLINES: &[(&str, &[(&str, &str, &str)])] = &[
     ("paillier", &[("enc_batch_us", "enc batched", "µs"), ("dec_batch_us", "dec batched", "µs"), ("ct_pt_batch_us", "ct·pt batched", "µs")]),
     ("aes3", &[("aes_per_s", "AES/s", "")]),
     ("lr", &[("epoch_s", "per epoch", "s")]),
+    ("lr-ray", &[("batches_measured", "batches measured", ""), ("per_batch_s", "per batch", "s"), ("epoch_s", "whole epoch", "s")]),
     ("deal", &[("items_per_s", "items/s", ""), ("dealt_bytes_per_s", "dealt B/s", ""), ("bound_s", "AES bound", "s"), ("bound_ratio", "÷ bound", "")]),
     ("plan", &[("predicted_s", "auto predicted", "s"), ("best_fixed_s", "best fixed predicted", "s"), ("auto_over_best_fixed", "auto ÷ best fixed", ""), ("measured_s", "auto measured", "s"), ("predicted_over_measured", "predicted ÷ measured", ""), ("best_fixed_measured_s", "best fixed measured", "s"), ("auto_over_best_fixed_measured", "auto ÷ best fixed, measured", "")]),
 ];
