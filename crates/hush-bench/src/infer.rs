@@ -1,21 +1,21 @@
 //! `hush bench infer`: the transformer benchmarks (BERT-base on the
 //! hand-tuned encoder path, the real MiniLM-L6) here, every other model
 //! through the inference engine's harness
-//! ([`hush_inference::cli::bench_infer_main`]).
+//! ([`hush_inference::commands::bench_infer_main`]).
 
 use hush_2pc::nonlinear::Proto;
-use hush_inference::cli::BenchInferArgs;
+use hush_inference::commands::BenchInferOptions;
 use hush_inference::fixed::FixedConfig;
 use hush_inference::runtime::MemProbe;
 use hush_inference::{bert, encoder, Error, Result};
 
 /// `hush bench infer`: dispatches on `--model`.
-pub fn bench_infer_main(a: BenchInferArgs, probe: Option<MemProbe>) -> Result<()> {
+pub fn bench_infer_main(a: BenchInferOptions, probe: Option<MemProbe>) -> Result<()> {
     match a.model.as_str() {
         "bert-base" => bench_bert_main(&a),
         "minilm-l6" => bench_minilm_main(&a),
         m if m.ends_with(".onnx") && hush_inference::graph_serve::graph_model_for(std::path::Path::new(m))?.is_some() => bench_graph(&a),
-        _ => hush_inference::cli::bench_infer_main(a, probe),
+        _ => hush_inference::commands::bench_infer_main(a, probe),
     }
 }
 
@@ -28,12 +28,12 @@ pub fn bench_infer_main(a: BenchInferArgs, probe: Option<MemProbe>) -> Result<()
 /// carries the plan, and with `--plan auto --transport mem` the cost
 /// model's predicted time beside the measured one (`hush report` shows
 /// both).
-pub fn bench_graph(a: &BenchInferArgs) -> Result<()> {
+pub fn bench_graph(a: &BenchInferOptions) -> Result<()> {
     use hush_inference::graph_run::{run_private_on, GraphOptions, PlanChoice};
     use hush_inference::graph_serve::{graph_fixed, graph_options, run_loopback};
     let path = std::path::Path::new(&a.model);
     let g = hush_onnx::graph::GraphModel::from_file(path).map_err(|e| Error::Model(e.to_string()))?;
-    let mut o = hush_inference::cli::options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
+    let mut o = hush_inference::commands::options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
     o.cfg = graph_fixed(a.fixed.frac)?;
     let plan = PlanChoice::from_arg(a.plan.as_deref())?;
     let mut shapes = std::collections::HashMap::new();
@@ -91,7 +91,7 @@ pub fn bench_graph(a: &BenchInferArgs) -> Result<()> {
 }
 
 /// `hush bench infer --model bert-base`: tee mode only for now.
-pub fn bench_bert_main(a: &BenchInferArgs) -> Result<()> {
+pub fn bench_bert_main(a: &BenchInferOptions) -> Result<()> {
     if a.common.mode != "tee" {
         return Err(Error::Config(format!("bert-base: --mode {} is not implemented on the hand-tuned BERT path (tee only); run a BERT-base graph through the graph runtime instead: `hush bench infer --model bert_base.onnx --mode {} --transport tcp` (scripts/torch_style.py --bert-base writes one)", a.common.mode, a.common.mode)));
     }
@@ -124,7 +124,7 @@ pub fn bench_bert_main(a: &BenchInferArgs) -> Result<()> {
 /// parties in this process over the emulated `--net`; per-layer time,
 /// bytes and rounds; the output compared with the plaintext fixed-point
 /// reference and with the f64 encoder.
-pub fn bench_minilm_main(a: &BenchInferArgs) -> Result<()> {
+pub fn bench_minilm_main(a: &BenchInferOptions) -> Result<()> {
     if a.common.mode != "tee" {
         return Err(Error::Config(format!("minilm-l6: --mode {} is not implemented for the encoder (tee only)", a.common.mode)));
     }

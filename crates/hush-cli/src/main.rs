@@ -19,6 +19,8 @@ pub(crate) mod psi;
 pub(crate) mod replicated;
 #[path = "lr.rs"]
 pub(crate) mod lr;
+#[path = "inference.rs"]
+pub(crate) mod inference;
 use hush_bench::{cot::CotBench, Record, Transport};
 use hush_correlations::registry::SourceConfig;
 
@@ -40,19 +42,19 @@ struct Cli {
 enum Cmd {
     /// The main job: private inference (tee mode) of bundled MNIST sample
     /// images on the bundled model; prints true label, private prediction, costs.
-    Demo(hush_inference::cli::DemoArgs),
+    Demo(inference::DemoArgs),
     /// Two parties over TCP loopback generate correlated OTs with IKNP and print the costs.
     DemoCot(DemoArgs),
     /// Serve private inference of a model to many concurrent clients (server party).
-    Serve(hush_inference::cli::ServeArgs),
+    Serve(inference::ServeArgs),
     /// Private inference against a `hush serve` server (client party).
-    Infer(hush_inference::cli::InferArgs),
+    Infer(inference::InferArgs),
     /// Private inference with both parties in this process.
-    Run(hush_inference::cli::RunArgs),
+    Run(inference::RunArgs),
     /// The dealer service of dealer mode: deals each session's correlations
     /// to its two parties over TLS (prints its fingerprint at start);
     /// trusted not to collude with either party.
-    Dealer(hush_inference::cli::DealerArgs),
+    Dealer(inference::DealerArgs),
     /// Benchmarks (one JSON object per line with --json).
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -60,7 +62,7 @@ enum Cmd {
     /// (torch.onnx/optimum exports, or scripts/minilm.py's graph): both
     /// parties in this process (tee mode, module simulated — no hardware
     /// protection), or with --connect against `hush serve` (tee or dealer).
-    Embed(hush_inference::encoder::EmbedArgs),
+    Embed(inference::EmbedArgs),
     /// Plans a model from costs measured on this machine, predicted on a
     /// network profile: an encoder graph (.onnx) step by step (the backend
     /// of each layer with the server's weights: module-dealt or dealt
@@ -230,7 +232,7 @@ enum BenchCmd {
     #[command(name = "he-linear")]
     HeLinear(hush_bench::he_linear::HeLinearArgs),
     /// Private inference of a benchmark model (online and offline split).
-    Infer(hush_inference::cli::BenchInferArgs),
+    Infer(inference::BenchInferArgs),
     /// Paillier (DJN, CRT, fixed base) µs/op on one core.
     Paillier(lr::BenchPaillierArgs),
     /// Vertical sparse logistic regression, both parties in this process.
@@ -413,15 +415,15 @@ fn run(cli: Cli) -> Result<(), String> {
     // a TCP channel's I/O thread counts for the party that made the channel
     hush_transport::set_io_thread_init(hush_bench::cot::mem::current_tag, hush_bench::cot::mem::set_tag);
     match cli.cmd {
-        Cmd::Demo(a) => inference(hush_inference::cli::demo_main(a)),
+        Cmd::Demo(a) => inference(hush_inference::commands::demo_main(a.into())),
         Cmd::DemoCot(a) => demo(a),
-        Cmd::Serve(a) => inference(hush_inference::cli::serve_main(a)),
-        Cmd::Infer(a) => inference(hush_inference::cli::infer_main(a)),
-        Cmd::Run(a) => inference(hush_inference::cli::run_main(a)),
-        Cmd::Dealer(a) => inference(hush_inference::cli::dealer_main(a)),
-        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_bench::infer::bench_infer_main(a, Some(infer_probe()))),
+        Cmd::Serve(a) => inference(hush_inference::commands::serve_main(a.into())),
+        Cmd::Infer(a) => inference(hush_inference::commands::infer_main(a.into())),
+        Cmd::Run(a) => inference(hush_inference::commands::run_main(a.into())),
+        Cmd::Dealer(a) => inference(hush_inference::commands::dealer_main(a.into())),
+        Cmd::Bench(BenchCmd::Infer(a)) => inference(hush_bench::infer::bench_infer_main(a.into(), Some(infer_probe()))),
         Cmd::Import(a) => import(a),
-        Cmd::Embed(a) => inference(hush_inference::encoder::embed_main(a)),
+        Cmd::Embed(a) => inference(hush_inference::encoder::embed_main(a.into())),
         Cmd::Plan(a) => inference(plan_main(a)),
         Cmd::Report { inputs, markdown: true, .. } => records_md::markdown_main(&inputs).map(|md| print!("{md}")),
         Cmd::Report { inputs, html, .. } => match inputs.as_slice() {

@@ -837,74 +837,61 @@ pub fn cosine(a: &[f64], b: &[f64]) -> f64 {
 
 // ---- `hush embed` ---------------------------------------------------------------------
 
-/// `hush embed`: private sentence embeddings (both parties in this process).
-#[derive(clap::Args, Clone, Debug)]
-pub struct EmbedArgs {
+/// `hush embed`: private sentence embeddings (both parties in this process,
+/// or with `connect` against a server). Each field is the flag of the same
+/// name; the flags (clap, their help and defaults) are in `hush-cli`.
+#[derive(Clone, Debug)]
+pub struct EmbedCommandOptions {
     /// The encoder: an .onnx graph as torch.onnx.export or optimum write it
     /// (run by the graph runtime; the first output is written), or one with
     /// Hugging Face parameter names and `hush.encoder` metadata as
     /// scripts/minilm.py writes it (mean-pooled, normalised embeddings).
-    #[arg(long, required_unless_present = "connect")]
     pub model: Option<std::path::PathBuf>,
     /// Run with a remote server (`hush serve --model encoder.onnx`) instead
     /// of both parties in this process: HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT", conflicts_with = "model")]
     pub connect: Option<String>,
-    /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]).
-    #[arg(long, required_unless_present = "text", default_value = "(--text)", hide_default_value = true)]
+    /// Token ids (.npy, sentences × padded length, integers; \[CLS\] … \[SEP\]);
+    /// with `text`, replaced by the tokenised sentences.
     pub ids: std::path::PathBuf,
-    /// Attention mask (.npy, same shape, 1 for real tokens then 0 for padding).
-    #[arg(long, required_unless_present = "text", default_value = "(--text)", hide_default_value = true)]
+    /// Attention mask (.npy, same shape, 1 for real tokens then 0 for
+    /// padding); with `text`, replaced like `ids`.
     pub mask: std::path::PathBuf,
     /// Token types (.npy, same shape) for graphs with a `token_type_ids`
     /// input (zeros when absent).
-    #[arg(long)]
     pub token_types: Option<std::path::PathBuf>,
     /// A sentence to embed, instead of --ids/--mask (repeat for several):
     /// tokenised here with the model's Hugging Face tokenizer.json.
-    #[arg(long, value_name = "TEXT", conflicts_with_all = ["ids", "mask", "token_types"])]
     pub text: Vec<String>,
     /// The tokenizer for --text (a Hugging Face tokenizer.json); default:
     /// tokenizer.json next to --model (needed with --connect).
-    #[arg(long, value_name = "PATH", requires = "text")]
     pub tokenizer: Option<std::path::PathBuf>,
     /// With --text: at most this many tokens per sentence, special tokens
     /// included (longer sentences are cut).
-    #[arg(long, value_name = "N", default_value_t = 128, requires = "text")]
     pub max_len: usize,
     /// Where to write the embeddings (.npy, sentences × hidden, float64).
-    #[arg(long)]
     pub out: std::path::PathBuf,
     /// Ring size ℓ (the encoder's operators need 64).
-    #[arg(long, default_value_t = 64)]
     pub bits: u32,
     /// Fraction bits (8..=12).
-    #[arg(long, default_value_t = 12)]
     pub frac: u32,
     /// Cap on sentences × padded length per two-party batch.
-    #[arg(long, default_value_t = DEFAULT_BATCH_TOKENS)]
     pub batch_tokens: usize,
     /// Also compute the plaintext fixed-point reference and report the
     /// largest difference.
-    #[arg(long)]
     pub check: bool,
     /// One JSON object on stdout.
-    #[arg(long)]
     pub json: bool,
     /// With --connect: the graph output to compute and reveal (default:
     /// the graph's first output; no other output is revealed).
-    #[arg(long, value_name = "NAME")]
     pub output: Option<String>,
     /// With --connect: the plan this client expects — `auto` (any plan
     /// sound for the mode, as the server chose it) or a plan file (TOML);
     /// a server running another plan is refused at the hello. Default: the
     /// mode's preset.
-    #[arg(long, value_name = "auto|FILE.toml")]
     pub plan: Option<String>,
     /// Mode (tee or dealer: encoder graphs; tee: hush.encoder graphs),
     /// family (tami or fss; auto = tami), links and dealer.
-    #[command(flatten)]
-    pub common: crate::cli::CommonArgs,
+    pub common: crate::commands::CommonOptions,
 }
 
 /// Reads ids and mask; each row's mask must be 1s then 0s.
@@ -934,7 +921,7 @@ pub fn read_tokens(ids: &std::path::Path, mask: &std::path::Path) -> Result<Vec<
     Ok(out)
 }
 
-pub fn embed_main(mut a: EmbedArgs) -> Result<()> {
+pub fn embed_main(mut a: EmbedCommandOptions) -> Result<()> {
     // --text: tokenised here, then the same .npy inputs as --ids/--mask
     let _token_files = if a.text.is_empty() {
         None

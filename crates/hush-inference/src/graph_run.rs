@@ -1138,7 +1138,7 @@ pub fn token_inputs(names: &[&str], ids: &std::path::Path, mask: &std::path::Pat
 
 /// `hush embed` on a graph that is not a `hush.encoder` graph: the graph
 /// runtime, both parties in this process, tee mode (simulated modules).
-pub fn embed_graph_main(a: &crate::encoder::EmbedArgs, model: &std::path::Path, fx: FixedConfig, proto: Proto) -> Result<()> {
+pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::path::Path, fx: FixedConfig, proto: Proto) -> Result<()> {
     let t0 = Instant::now();
     let g = hush_onnx::graph::GraphModel::from_file(model).map_err(|e| {
         Error::Model(format!(

@@ -360,7 +360,7 @@ pub fn graph_model_for(path: &std::path::Path) -> Result<Option<GraphModel>> {
 }
 
 /// `hush serve` for an encoder graph.
-pub fn serve_graph_main(a: crate::cli::ServeArgs, o: Options, g: GraphModel) -> Result<()> {
+pub fn serve_graph_main(a: crate::commands::ServeOptions, o: Options, g: GraphModel) -> Result<()> {
     let o = Options { cfg: graph_fixed(a.fixed.frac)?, ..o };
     graph_options(&o, &o.proto, o.cfg)?;
     let inputs: Vec<String> = g.inputs.iter().map(|i| i.name.clone()).collect();
@@ -368,7 +368,7 @@ pub fn serve_graph_main(a: crate::cli::ServeArgs, o: Options, g: GraphModel) -> 
     let log = hush_transport::notice::logger("hush serve");
     let plan = PlanChoice::from_arg(a.plan.as_deref())?;
     let h = serve_graph(Arc::new(g), &a.listen, o.clone(), plan, log)?;
-    crate::cli::print_identity("hush serve", &o.link);
+    crate::commands::print_identity("hush serve", &o.link);
     hush_transport::log_line!(
         "hush serve",
         "encoder graph {} (inputs {}, outputs {}) on {} — ring 2^64, {} fraction bits, {}; clients connect with `hush embed --connect`; the server learns the padded input shapes only",
@@ -377,16 +377,16 @@ pub fn serve_graph_main(a: crate::cli::ServeArgs, o: Options, g: GraphModel) -> 
         outputs.join(", "),
         h.addr,
         o.cfg.frac,
-        crate::cli::mode_line(&o)
+        crate::commands::mode_line(&o)
     );
     h.wait();
     Ok(())
 }
 
 /// `hush embed --connect ADDR`: the client of an encoder-graph server.
-pub fn embed_remote_main(a: &crate::encoder::EmbedArgs, addr: &str) -> Result<()> {
-    crate::cli::needs_dealer_addr(&a.common, "hush embed")?;
-    let opts = crate::cli::options(&a.common, None, None)?;
+pub fn embed_remote_main(a: &crate::encoder::EmbedCommandOptions, addr: &str) -> Result<()> {
+    crate::commands::needs_dealer_addr(&a.common, "hush embed")?;
+    let opts = crate::commands::options(&a.common, None, None)?;
     let inputs = crate::graph_run::token_inputs(&["input_ids", "attention_mask", "token_type_ids"], &a.ids, &a.mask, a.token_types.as_deref())?;
     let plan = PlanChoice::from_arg(a.plan.as_deref())?;
     let r = run_remote(addr, &opts, &plan, &inputs, &a.output.iter().cloned().collect::<Vec<_>>())?;

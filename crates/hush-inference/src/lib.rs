@@ -32,8 +32,12 @@
 //!   its served sessions (dealer underneath).
 //! * [`tokenize`] — `hush embed --text`: the model's Hugging Face
 //!   `tokenizer.json`, read with the `tokenizers` crate.
-//! * [`cli`] — clap argument structs and `*_main` entry points for the
-//!   `hush` binary; [`zoo`] — benchmark architectures with random weights.
+//! * [`commands`] — the entry points of the `hush` inference commands
+//!   (`serve_main`, `infer_main`, `run_main`, `dealer_main`, `demo_main`,
+//!   `bench_infer_main`; `hush embed` is [`encoder::embed_main`]) on plain
+//!   option structs ([`commands::CommonOptions`], [`commands::ServeOptions`],
+//!   ...); their flags (clap) are in `hush-cli`, which converts them; [`zoo`]
+//!   — benchmark architectures with random weights.
 //!
 //! **What is revealed.** The architecture (layer kinds and shapes) is public;
 //! the weights stay with the server; the input stays with the client; the
@@ -58,7 +62,7 @@ pub mod cnn_plan;
 pub mod crisp_ckks;
 pub mod crisp_run;
 pub mod crisp_serve;
-pub mod cli;
+pub mod commands;
 pub mod encoder;
 pub mod engine;
 pub mod fixed;

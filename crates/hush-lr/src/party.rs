@@ -5,29 +5,14 @@
 use crate::data::Dataset;
 use crate::secure::{reveal, save_model, Report, Role, Session};
 use crate::{Error, Result, TrainConfig};
-use hush_transport::{Channel, ChannelOptions, LinkConfig, LinkFlags, TcpChannel};
+use hush_transport::{Channel, LinkConfig, LinkFlags, TcpChannel};
 use std::path::PathBuf;
 use std::time::Instant;
 
 /// Opens the link to the peer: listen (prints the fingerprint and the
-/// address) or connect.
+/// address) or connect ([`hush_transport::peering::connect_party`]).
 pub fn connect(listen: Option<&str>, peer: Option<&str>, link: &LinkConfig) -> Result<TcpChannel> {
-    let opts = link.channel_options(ChannelOptions::default());
-    Ok(match (listen, peer) {
-        (Some(addr), None) => {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Config(format!("cannot listen at {addr}: {e}")))?;
-            println!("{}", link.banner());
-            println!("listening {}", l.local_addr()?);
-            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
-        }
-        (None, Some(addr)) => {
-            if !link.is_tls() {
-                eprintln!("{}", hush_transport::INSECURE_WARNING);
-            }
-            TcpChannel::connect_with(addr, opts, &link.to_peer(addr)?)?
-        }
-        _ => return Err(Error::Config("give exactly one of --listen ADDR or --peer ADDR".into())),
-    })
+    hush_transport::peering::connect_party(listen, peer, link, Error::Config)
 }
 
 /// Adds a constant column of ones.

@@ -2,28 +2,13 @@
 //! function behind the `hush psi` command (in `hush-cli`) and `hush.psi`.
 
 use crate::{run, Error, PsiConfig, PsiOutput, Result, Role};
-use hush_transport::{Channel, ChannelOptions, Cost, LinkConfig, TcpChannel};
+use hush_transport::{Channel, Cost, LinkConfig, TcpChannel};
 use std::time::Instant;
 
 /// Opens the link to the peer: listen (prints the fingerprint and the
-/// address) or connect.
+/// address) or connect ([`hush_transport::peering::connect_party`]).
 pub fn connect(listen: Option<&str>, peer: Option<&str>, link: &LinkConfig) -> Result<TcpChannel> {
-    let opts = link.channel_options(ChannelOptions::default());
-    Ok(match (listen, peer) {
-        (Some(addr), None) => {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Input(format!("cannot listen at {addr}: {e}")))?;
-            println!("{}", link.banner());
-            println!("listening {}", l.local_addr()?);
-            TcpChannel::accept_with(&l, opts, &link.accept_clients())?
-        }
-        (None, Some(addr)) => {
-            if !link.is_tls() {
-                eprintln!("{}", hush_transport::INSECURE_WARNING);
-            }
-            TcpChannel::connect_with(addr, opts, &link.to_peer(addr)?)?
-        }
-        _ => return Err(Error::Input("give exactly one of --listen ADDR or --peer ADDR".into())),
-    })
+    hush_transport::peering::connect_party(listen, peer, link, Error::Input)
 }
 
 /// One party's PSI over a fresh TCP link: the output, the channel's cost

@@ -294,3 +294,38 @@ pub fn loopback_pair(opts: crate::ChannelOptions, tls: bool) -> Result<(crate::T
     let sb = LinkSecurity::Tls(TlsSettings { identity: b, peer: PeerCheck::Pinned(vec![a.fingerprint()]), require_client_cert: false });
     crate::tcp_pair_loopback_with(opts, &sa, &sb)
 }
+
+/// Opens a two-party command's link to its one peer, as `hush train`,
+/// `hush predict` and `hush psi` do: with `listen`, binds there, prints
+/// the link's banner and `listening ADDR` on stdout and accepts one peer
+/// ([`LinkConfig::accept_clients`]); with `peer`, prints
+/// [`INSECURE_WARNING`] on stderr when the link is plaintext and connects
+/// ([`LinkConfig::to_peer`]: TLS needs the peer's pin).
+///
+/// The caller's error type: a bad pair of flags (neither or both given)
+/// and an address that cannot be bound become `usage(message)`, every other
+/// failure the caller's conversion of [`Error`] or of the I/O error.
+pub fn connect_party<E>(listen: Option<&str>, peer: Option<&str>, link: &LinkConfig, usage: impl FnOnce(String) -> E) -> std::result::Result<crate::TcpChannel, E>
+where
+    E: From<Error> + From<std::io::Error>,
+{
+    let opts = link.channel_options(crate::ChannelOptions::default());
+    Ok(match (listen, peer) {
+        (Some(addr), None) => {
+            let l = match std::net::TcpListener::bind(addr) {
+                Ok(l) => l,
+                Err(e) => return Err(usage(format!("cannot listen at {addr}: {e}"))),
+            };
+            println!("{}", link.banner());
+            println!("listening {}", l.local_addr()?);
+            crate::TcpChannel::accept_with(&l, opts, &link.accept_clients())?
+        }
+        (None, Some(addr)) => {
+            if !link.is_tls() {
+                eprintln!("{INSECURE_WARNING}");
+            }
+            crate::TcpChannel::connect_with(addr, opts, &link.to_peer(addr)?)?
+        }
+        _ => return Err(usage("give exactly one of --listen ADDR or --peer ADDR".into())),
+    })
+}

@@ -646,3 +646,67 @@ fn tls_server_silent_after_greeting_fails_handshake_within_the_deadline() {
     assert!(t.elapsed() < WITHIN, "{:?}", t.elapsed());
     h.join().unwrap();
 }
+
+/// The caller's error type of [`peering::connect_party`] in these tests.
+#[derive(Debug)]
+enum PartyErr {
+    Usage(String),
+    Link(Error),
+    Io(std::io::Error),
+}
+impl From<Error> for PartyErr {
+    fn from(e: Error) -> Self {
+        PartyErr::Link(e)
+    }
+}
+impl From<std::io::Error> for PartyErr {
+    fn from(e: std::io::Error) -> Self {
+        PartyErr::Io(e)
+    }
+}
+
+/// `connect_party`: neither or both of listen/peer, and an address that
+/// cannot be bound, are the caller's usage errors; a connecting party
+/// without the peer's pin is refused by the link layer before sending.
+#[test]
+fn connect_party_refuses_bad_flags_with_the_callers_usage_error() {
+    let link = LinkConfig::insecure();
+    for (l, p) in [(None, None), (Some("127.0.0.1:0"), Some("127.0.0.1:1"))] {
+        match peering::connect_party(l, p, &link, PartyErr::Usage) {
+            Err(PartyErr::Usage(m)) => assert_eq!(m, "give exactly one of --listen ADDR or --peer ADDR"),
+            other => panic!("{:?}", other.err()),
+        }
+    }
+    match peering::connect_party(Some("not-an-address"), None, &link, PartyErr::Usage) {
+        Err(PartyErr::Usage(m)) => assert!(m.starts_with("cannot listen at not-an-address: "), "{m}"),
+        other => panic!("{:?}", other.err()),
+    }
+    let tls = LinkConfig::from_flags(&LinkFlags::default()).unwrap();
+    match peering::connect_party(None, Some("127.0.0.1:9"), &tls, PartyErr::Usage) {
+        Err(PartyErr::Link(e)) => assert!(e.to_string().contains("pin"), "{e}"),
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+/// `connect_party`: a listening and a connecting party over TLS with the
+/// listener's pin exchange messages both ways.
+#[test]
+fn connect_party_links_a_listener_and_a_pinned_peer() {
+    let addr = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let server = LinkConfig::from_flags(&LinkFlags::default()).unwrap();
+    let pin = format!("{}", server.fingerprint().unwrap());
+    let client = LinkConfig::from_flags(&LinkFlags { pins: vec![pin], ..Default::default() }).unwrap();
+    let a2 = addr.clone();
+    let t = thread::spawn(move || -> std::result::Result<Vec<u8>, PartyErr> {
+        let mut ch = peering::connect_party(Some(&a2), None, &server, PartyErr::Usage)?;
+        ch.send(b"from the listener")?;
+        Ok(ch.recv()?)
+    });
+    let mut ch = peering::connect_party(None, Some(&addr), &client, PartyErr::Usage).unwrap();
+    assert_eq!(ch.recv().unwrap(), b"from the listener");
+    ch.send(b"from the peer").unwrap();
+    assert_eq!(t.join().unwrap().unwrap(), b"from the peer");
+}

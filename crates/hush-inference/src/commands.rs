@@ -1,11 +1,16 @@
-//! Command-line entry points for private inference (mounted by the `hush`
-//! binary as `serve`, `infer`, `run`, `demo` and `bench infer`; the
-//! `hush-inference` binary of this crate mounts the same).
+//! The entry points of the private-inference commands — `hush serve`,
+//! `infer`, `run`, `dealer`, `demo` and `bench infer` (`hush embed` is
+//! [`crate::encoder::embed_main`]) — each on a plain option struct.
+//!
+//! The flags themselves (clap, with their help text and defaults) live in
+//! `hush-cli` (`src/inference.rs`), which converts them into these structs;
+//! each field is the flag of the same name (`predeal_mem` is
+//! `--predeal-mem`), its doc the flag's meaning. [`CommonOptions`] and
+//! [`FixedOptions`] default to the flags' defaults.
 
 use crate::model::{Model, Post};
 use crate::runtime::{self, Options};
 use crate::{engine, npy, reference, Error, FixedConfig, Plan, Result};
-use clap::Args;
 use hush_transport::{LinkConfig, LinkFlags, MemChannel, NetProfile};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -13,26 +18,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Options every party shares.
-#[derive(Args, Clone, Debug)]
-pub struct CommonArgs {
+#[derive(Clone, Debug)]
+pub struct CommonOptions {
     /// Nonlinear protocol family: auto (tami in tee/dealer mode, cf2 in
     /// interactive/silent mode), fss (FSS gates) or tami (TAMI-MPC) in
     /// tee/dealer mode, cf2 (CrypTFlow2 on COTs) in interactive/silent mode.
-    #[arg(long, default_value = "auto")]
     pub proto: String,
     /// Network profile to emulate: none, lan, wan, mobile.
-    #[arg(long, default_value = "none")]
     pub net: String,
     /// Where the trusted modules run: in-process or out-of-process
     /// (attestation simulated — gives no hardware protection).
-    #[arg(long, default_value = "in-process")]
     pub tee: String,
     /// Per-party memory budget for pre-dealing (e.g. 256MiB; 0 disables):
     /// the modules deal the next inference's input-independent
     /// correlations (linear masks, comparison keys) before its input
     /// arrives; what does not fit is dealt during the online phase. A
     /// session uses the smaller of the two parties' budgets.
-    #[arg(long, default_value = "256MiB")]
     pub predeal_mem: String,
     /// Trust mode: tee (each party's trusted module; attestation simulated —
     /// gives no hardware protection), dealer (a `hush dealer` service on a
@@ -42,12 +43,10 @@ pub struct CommonArgs {
     /// malicious-client (CRISP: MACs on every wire and a final consistency
     /// check against a client that deviates; a dealer underneath, never a
     /// simulated module). Both parties must use the same mode.
-    #[arg(long, default_value = "tee")]
     pub mode: String,
     /// malicious-client mode: the MAC parameter s of the lifted ring
     /// Z_2^(ℓ+s) (default 40; a cheating client passes the check with
     /// probability ≤ (s+3)·2^-(s+2)). Both parties must use the same.
-    #[arg(long, value_name = "S", default_value_t = hush_2pc::crisp::DEFAULT_S)]
     pub mac_s: u32,
     /// malicious-client mode: the linear-layer backend — dealt (default:
     /// dealer-dealt bilinear triples) or ckks (CRISP's CKKS layers; without
@@ -55,79 +54,64 @@ pub struct CommonArgs {
     /// client can learn about one bit of a chosen linear function of the
     /// weights per revealed coefficient, undetected). Both parties must use
     /// the same.
-    #[arg(long, value_name = "BACKEND", default_value = "dealt")]
     pub crisp_linear: String,
     /// Interactive/silent modes: the RLWE parameter set of the HE linear
     /// layers (he128-n8192-p50: N = 8192, four 50-bit primes, log q < 200,
     /// 128-bit HE standard, AVX-512 IFMA kernels; he128-n8192: three 60-bit
     /// primes, log q < 180; he128-n8192-wide). The server's choice wins.
-    #[arg(long, default_value = crate::he_linear::DEFAULT_PARAMS)]
     pub he_params: String,
     /// Interactive/silent modes: the COT source's LPN set (interactive:
     /// ferret-main, lpn-b13, lpn-b12, lpn-b11, lpn-b10; silent: lpn-b10).
     /// Default: the server picks the largest that a client's --max-mem
     /// holds. The server's choice wins.
-    #[arg(long)]
     pub cot_set: Option<String>,
     /// Dealer mode: where `hush dealer` listens (HOST:PORT). `hush run`,
     /// `demo` and `bench infer` start a dealer in this process when omitted.
-    #[arg(long, value_name = "ADDR")]
     pub dealer: Option<String>,
     /// Dealer mode: the dealer's fingerprint (sha256:HEX, printed by
     /// `hush dealer` at start); required with TLS (the default).
-    #[arg(long, value_name = "sha256:HEX")]
     pub dealer_pin: Option<String>,
-    #[command(flatten)]
+    /// The link flags: identity, pins, `--insecure`, `--connect-timeout`.
     pub link: LinkFlags,
 }
 
 /// `hush dealer`: the dealer service of dealer mode.
-#[derive(Args, Clone, Debug)]
-pub struct DealerArgs {
+#[derive(Clone, Debug)]
+pub struct DealerOptions {
     /// Address to listen on, e.g. 0.0.0.0:7100.
-    #[arg(long, default_value = "127.0.0.1:7100")]
     pub listen: String,
     /// Close a session's connection after this many seconds of silence
     /// (its state is erased).
-    #[arg(long, default_value_t = 600)]
     pub idle_timeout: u64,
     /// Most sessions held at once (more are refused with an error).
-    #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,
     /// Bytes of shares one session's dealing plan may hold computed ahead
     /// in this process (the server sends the rest of its dealing schedule;
     /// the dealer computes it before the client's input exists, up to
     /// this); 0 turns plans off.
-    #[arg(long, default_value = "1GiB")]
     pub plan_mem: String,
     /// Most connections in their set-up (handshake, join); more are closed at once.
-    #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
     /// Per session: bytes of shares held dealt-but-unclaimed for one role
     /// (computed on the other role's request). A role that asks for more
     /// while this much waits for its peer is held without computing, then
     /// refused (--ahead-wait). Each session's budget is what its server
     /// announces for its model; this is the cap (default 1GiB).
-    #[arg(long, default_value = "1GiB")]
     pub session_mem: String,
     /// Seconds a request ahead of --session-mem is held for the peer to
     /// catch up before it is refused.
-    #[arg(long, default_value_t = 60)]
     pub ahead_wait: u64,
     /// Most sessions opened from one source address at once.
-    #[arg(long, default_value_t = hush_tee::dealer::DEFAULT_MAX_SESSIONS_PER_ADDR)]
     pub max_sessions_per_addr: usize,
     /// Refuse new sessions while the dealer's resident memory is at this
     /// size (e.g. 8G; `none`: no cap). Default: 3/4 of physical memory.
-    #[arg(long, value_name = "BYTES")]
     pub max_mem: Option<String>,
     /// With --pin, only parties presenting a pinned certificate are served.
-    #[command(flatten)]
     pub link: LinkFlags,
 }
 
 /// `hush dealer`: serve correlations to many concurrent sessions until killed.
-pub fn dealer_main(a: DealerArgs) -> Result<()> {
+pub fn dealer_main(a: DealerOptions) -> Result<()> {
     let link = resolve_link(&a.link)?;
     let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients(), hush_2pc::deal::kinds());
     cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
@@ -171,213 +155,191 @@ pub fn print_identity(cmd: &str, link: &LinkConfig) {
 }
 
 /// Fixed-point options (the server's values are used in a session).
-#[derive(Args, Clone, Debug)]
-pub struct FixedArgs {
+#[derive(Clone, Debug)]
+pub struct FixedOptions {
     /// Ring size ℓ (bits, ≤ 64).
-    #[arg(long, default_value_t = 37)]
     pub bits: u32,
     /// Fraction bits.
-    #[arg(long, default_value_t = 12)]
     pub frac: u32,
     /// Largest nonlinear batch (elements): bounds dealt key material per
     /// step (default 65536; 262144 for cf2 in the interactive and silent
     /// modes, whose chunks cost sequential flights).
-    #[arg(long)]
     pub chunk: Option<usize>,
 }
 
-#[derive(Args, Clone, Debug)]
-pub struct ServeArgs {
+impl Default for CommonOptions {
+    /// The flags' defaults: `tee` mode, family `auto`, no emulated network,
+    /// in-process modules, 256 MiB of pre-dealing, an ephemeral TLS identity.
+    fn default() -> Self {
+        CommonOptions {
+            proto: "auto".into(),
+            net: "none".into(),
+            tee: "in-process".into(),
+            predeal_mem: "256MiB".into(),
+            mode: "tee".into(),
+            mac_s: hush_2pc::crisp::DEFAULT_S,
+            crisp_linear: "dealt".into(),
+            he_params: crate::he_linear::DEFAULT_PARAMS.into(),
+            cot_set: None,
+            dealer: None,
+            dealer_pin: None,
+            link: LinkFlags::default(),
+        }
+    }
+}
+
+impl Default for FixedOptions {
+    /// The flags' defaults: ℓ = 37, 12 fraction bits, the mode's chunk.
+    fn default() -> Self {
+        FixedOptions { bits: 37, frac: 12, chunk: None }
+    }
+}
+
+/// `hush serve`: serve a model to many concurrent clients.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
     /// Model: a .hushm file, or .onnx — a CNN (converted in this process by
     /// the built-in importer) or a transformer encoder as torch.onnx.export
     /// or optimum write it (served by the graph runtime in tee or dealer
     /// mode; clients connect with `hush embed --connect`).
-    #[arg(long)]
     pub model: PathBuf,
     /// Address to listen on, e.g. 0.0.0.0:7000.
-    #[arg(long, default_value = "127.0.0.1:7000")]
     pub listen: String,
-    #[command(flatten)]
-    pub common: CommonArgs,
-    #[command(flatten)]
-    pub fixed: FixedArgs,
+    pub common: CommonOptions,
+    pub fixed: FixedOptions,
     /// Most concurrent client sessions (more are refused with an error).
-    #[arg(long, default_value_t = 64)]
     pub max_sessions: usize,
     /// Most concurrent sessions from one client address (more are refused;
     /// in dealer and malicious-client modes each session holds a dealer
     /// session).
-    #[arg(long, default_value_t = runtime::DEFAULT_MAX_SESSIONS_PER_ADDR)]
     pub max_sessions_per_addr: usize,
     /// Per-session memory cap (e.g. 512M): sessions are fitted to it
     /// (chunk, pre-dealing) and refused when the model cannot run within
     /// it. Default: none.
-    #[arg(long, value_name = "BYTES")]
     pub session_mem: Option<String>,
     /// Global memory cap over all sessions' estimated peaks (e.g. 8G;
     /// `none`: no cap); a session that would exceed it is refused.
     /// Default: 3/4 of physical memory.
-    #[arg(long, value_name = "BYTES")]
     pub total_mem: Option<String>,
     /// Most connections in their set-up (greeting, TLS handshake); more are
     /// closed at once.
-    #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
     /// Encoder graphs: the plan — `auto` (the cost model's choice per
     /// layer, measured once per input shape) or a plan file (TOML; see
     /// docs/graph-runtime.md). Default: the mode's preset.
-    #[arg(long, value_name = "auto|FILE.toml")]
     pub plan: Option<String>,
 }
 
-#[derive(Args, Clone, Debug)]
-pub struct InferArgs {
+/// `hush infer`: the client of a `hush serve` server.
+#[derive(Clone, Debug)]
+pub struct InferOptions {
     /// Server address.
-    #[arg(long)]
     pub connect: String,
     /// Input .npy (the model's input shape, optionally with a leading 1;
     /// with --batch, a stack of inputs).
-    #[arg(long)]
     pub input: PathBuf,
     /// Where to write the logits (.npy, float64).
-    #[arg(long)]
     pub out: PathBuf,
-    #[command(flatten)]
-    pub common: CommonArgs,
+    pub common: CommonOptions,
     /// Treat the first axis of the input as a batch of independent inputs.
-    #[arg(long)]
     pub batch: bool,
     /// Client peak-memory budget, e.g. 256MiB (refuses models that need more).
-    #[arg(long)]
     pub max_mem: Option<String>,
     /// Print one JSON object with the costs.
-    #[arg(long)]
     pub json: bool,
     /// Require the server's ring size ℓ (bits); a server with another is refused, naming both.
-    #[arg(long)]
     pub bits: Option<u32>,
     /// Require the server's fraction bits; a server with others is refused, naming both.
-    #[arg(long)]
     pub frac: Option<u32>,
     /// Require the server's nonlinear chunk; a server with another is refused, naming both.
-    #[arg(long)]
     pub chunk: Option<usize>,
     /// Require the server's model: the digest `hush serve` prints at start
     /// (sha256:HEX of the public architecture); another is refused, naming both.
-    #[arg(long, value_name = "sha256:HEX")]
     pub model_digest: Option<String>,
 }
 
-#[derive(Args, Clone, Debug)]
-pub struct RunArgs {
+/// `hush run`: both parties in this process (or a plaintext executor).
+#[derive(Clone, Debug)]
+pub struct RunOptions {
     /// Model: a .hushm file, or .onnx (converted in this process by the built-in importer).
-    #[arg(long)]
     pub model: PathBuf,
     /// Input .npy.
-    #[arg(long)]
     pub input: PathBuf,
     /// Where to write the logits (.npy, float64).
-    #[arg(long)]
     pub out: PathBuf,
-    #[command(flatten)]
-    pub common: CommonArgs,
-    #[command(flatten)]
-    pub fixed: FixedArgs,
+    pub common: CommonOptions,
+    pub fixed: FixedOptions,
     /// Weak-client profile for the client party: weak (TAMI-MPC's 800 MHz,
     /// 512 MB client), tiny (SilentFlow's 500 MHz, 256 MB) or none. Limits
     /// the client thread's CPU share (cgroup quota, else a duty-cycle
     /// throttle) and sets --max-mem to the profile's memory unless smaller.
-    #[arg(long, default_value = "none")]
     pub client_profile: String,
     /// secure (two parties), reference (plaintext fixed point) or float (f64).
-    #[arg(long, default_value = "secure")]
     pub exec: String,
     /// Treat the first axis of the input as a batch of independent inputs.
-    #[arg(long)]
     pub batch: bool,
     /// Transport between the two local parties: mem or tcp (loopback).
-    #[arg(long, default_value = "tcp")]
     pub transport: String,
     /// Client peak-memory budget, e.g. 512MiB: chunk and pre-dealing sizes
     /// are fitted to it, a budget below the model's floor is refused before
     /// anything is sent, and it is enforced as measured peak.
-    #[arg(long)]
     pub max_mem: Option<String>,
-    #[arg(long)]
     pub json: bool,
 }
 
-#[derive(Args, Clone, Debug)]
-pub struct BenchInferArgs {
+/// `hush bench infer`: the costs of one model (or `table`: a grid).
+#[derive(Clone, Debug)]
+pub struct BenchInferOptions {
     /// minionn-mnist, minionn-cifar, squeezenet, resnet50, bert-base (random
     /// weights), minilm-l6 (the real all-MiniLM-L6-v2 from scripts/minilm.py's
     /// graph), or a model file.
-    #[arg(long, default_value = "minionn-mnist")]
     pub model: String,
     /// bert-base, minilm-l6: sequence length.
-    #[arg(long, default_value_t = 128)]
     pub seq: usize,
     /// bert-base: run only the first N of its 12 layers (quick runs).
-    #[arg(long)]
     pub layers: Option<usize>,
-    #[command(flatten)]
-    pub common: CommonArgs,
-    #[command(flatten)]
-    pub fixed: FixedArgs,
-    #[arg(long, default_value = "tcp")]
+    pub common: CommonOptions,
+    pub fixed: FixedOptions,
     pub transport: String,
     /// Client peak-memory budget, e.g. 512MiB: chunk and pre-dealing sizes
     /// are fitted to it, a budget below the model's floor is refused before
     /// anything is sent, and the client's measured peak is enforced.
-    #[arg(long)]
     pub max_mem: Option<String>,
     /// Weak-client profile for the client party: weak (TAMI-MPC's 800 MHz,
     /// 512 MB client), tiny (SilentFlow's 500 MHz, 256 MB) or none.
-    #[arg(long, default_value = "none")]
     pub client_profile: String,
-    #[arg(long, default_value_t = 1)]
     pub repeat: usize,
     /// Also check the secure logits against the plaintext fixed-point reference.
-    #[arg(long)]
     pub check: bool,
     /// Run each repetition twice over TCP, plaintext then TLS, and report
     /// TLS's overhead (online time and session socket bytes) beside the
     /// plaintext figures.
-    #[arg(long)]
     pub tls_overhead: bool,
     /// Print TAMI-MPC Table 4's and SilentFlow Table IV's shape: models ×
     /// modes × networks, online and total time, bytes, rounds, with the
     /// papers' figures beside (and what is and is not like for like).
-    #[arg(long)]
     pub table: bool,
     /// With --table: the models (comma-separated).
-    #[arg(long, default_value = "minionn-mnist,minionn-cifar")]
     pub models: String,
     /// With --table: the modes (comma-separated; dealer mode runs a dealer
     /// in this process).
-    #[arg(long, default_value = "tee,dealer,interactive,silent")]
     pub modes: String,
     /// With --table: the network profiles (comma-separated).
-    #[arg(long, default_value = "lan,wan,mobile")]
     pub nets: String,
-    #[arg(long)]
     pub json: bool,
     /// The plan: `auto` (encoder graphs: a backend per layer; CNNs: the
     /// mode's comparison family predicted fastest on --net, see `hush
     /// plan`) or, for encoder graphs, a plan file (TOML); default: the
     /// mode's preset.
-    #[arg(long, value_name = "auto|FILE.toml")]
     pub plan: Option<String>,
 }
 
-#[derive(Args, Clone, Debug)]
-pub struct DemoArgs {
+/// `hush demo`: the bundled MNIST samples on the bundled model.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
     /// Folder with mnist_cnn.hushm and samples/ (default: the repository's models/).
-    #[arg(long)]
     pub models: Option<PathBuf>,
-    #[command(flatten)]
-    pub common: CommonArgs,
-    #[arg(long)]
+    pub common: CommonOptions,
     pub json: bool,
 }
 
@@ -391,7 +353,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
     num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(|| Error::Config(format!("bad size '{s}' (e.g. 256MiB)")))
 }
 
-pub fn options(common: &CommonArgs, fixed: Option<&FixedArgs>, max_mem: Option<&String>) -> Result<Options> {
+pub fn options(common: &CommonOptions, fixed: Option<&FixedOptions>, max_mem: Option<&String>) -> Result<Options> {
     let profile = NetProfile::by_name(&common.net)
         .ok_or_else(|| Error::Config(format!("unknown network profile '{}' (choose one of {})", common.net, NetProfile::names().join(", "))))?;
     let predeal_mem = parse_size(&common.predeal_mem)?;
@@ -503,7 +465,7 @@ fn describe_prediction(post: Post, logits: &[f64]) -> String {
 }
 
 /// `hush serve`: serve the model to many concurrent clients until killed.
-pub(crate) fn needs_dealer_addr(common: &CommonArgs, cmd: &str) -> Result<()> {
+pub(crate) fn needs_dealer_addr(common: &CommonOptions, cmd: &str) -> Result<()> {
     if common.mode == "dealer" && common.dealer.is_none() {
         return Err(Error::Config(format!("{cmd} --mode dealer needs --dealer ADDR (where `hush dealer` listens) and --dealer-pin sha256:<hex>")));
     }
@@ -532,7 +494,7 @@ fn check_dealer_at_start(o: &Options, addr: &str, pin: Option<hush_transport::Fi
     Ok(())
 }
 
-pub fn serve_main(a: ServeArgs) -> Result<()> {
+pub fn serve_main(a: ServeOptions) -> Result<()> {
     needs_dealer_addr(&a.common, "hush serve")?;
     let o = options(&a.common, Some(&a.fixed), None)?;
     if let Some((addr, pin)) = o.mode.dealer() {
@@ -627,7 +589,7 @@ fn client_json(model: &Model, inf: &runtime::Inference, o: &Options) -> serde_js
 }
 
 /// `hush infer`: private inference against a server.
-pub fn infer_main(a: InferArgs) -> Result<()> {
+pub fn infer_main(a: InferOptions) -> Result<()> {
     needs_dealer_addr(&a.common, "hush infer")?;
     let mut o = options(&a.common, None, a.max_mem.as_ref())?;
     o.expect.bits = a.bits;
@@ -734,7 +696,7 @@ pub fn raw_input_note(path: &Path, x: &[f64]) -> Option<String> {
 }
 
 /// `hush run`: both parties locally (or a plaintext executor with --exec).
-pub fn run_main(a: RunArgs) -> Result<()> {
+pub fn run_main(a: RunOptions) -> Result<()> {
     let o = options(&a.common, Some(&a.fixed), a.max_mem.as_ref())?;
     let mut o = with_profile(o, &a.client_profile)?;
     let _dealer = runtime::local_dealer(&mut o)?;
@@ -790,7 +752,7 @@ pub fn run_main(a: RunArgs) -> Result<()> {
 /// `hush bench infer`: online and offline costs of one model.
 /// `probe` measures each party's peak heap (the `hush` binary passes
 /// hush-bench's counting allocator).
-pub fn bench_infer_main(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+pub fn bench_infer_main(a: BenchInferOptions, probe: Option<runtime::MemProbe>) -> Result<()> {
     if a.model == "bert-base" || a.model == "minilm-l6" {
         return Err(Error::Config(format!("{}: the transformer benchmarks are in hush-bench (`hush bench infer` dispatches them)", a.model)));
     }
@@ -916,7 +878,7 @@ const CRISP_PAPER: [(&str, &str, f64, f64, f64, f64); 2] = [("A", "minionn-mnist
 /// over TCP with TLS like an external one). Reports online and offline
 /// time and bytes and the dealer links, and checks the logits against the
 /// plaintext fixed-point reference (bit-exact expected).
-fn bench_malicious_client(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+fn bench_malicious_client(a: BenchInferOptions, probe: Option<runtime::MemProbe>) -> Result<()> {
     if a.tls_overhead || a.model == "bert-base" {
         return Err(Error::Config("--mode malicious-client: --tls-overhead and bert-base are not supported".into()));
     }
@@ -1072,7 +1034,7 @@ fn paper_rows(model: &str) -> Vec<(&'static str, &'static str, &'static str, [f6
 }
 
 /// `hush bench infer --table`: models × modes × networks.
-fn bench_infer_table(a: BenchInferArgs, probe: Option<runtime::MemProbe>) -> Result<()> {
+fn bench_infer_table(a: BenchInferOptions, probe: Option<runtime::MemProbe>) -> Result<()> {
     if let Some(p) = probe {
         runtime::install_mem_probe(p);
     }
@@ -1194,7 +1156,7 @@ pub fn models_dir(explicit: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// `hush demo`: private inference of bundled MNIST samples on the bundled model.
-pub fn demo_main(a: DemoArgs) -> Result<()> {
+pub fn demo_main(a: DemoOptions) -> Result<()> {
     let mut o = options(&a.common, None, None)?;
     let _dealer = runtime::local_dealer(&mut o)?;
     if !o.link.is_tls() {
