@@ -647,8 +647,10 @@ fn tls_server_silent_after_greeting_fails_handshake_within_the_deadline() {
     h.join().unwrap();
 }
 
-/// The caller's error type of [`peering::connect_party`] in these tests.
+/// The caller's error type of [`peering::connect_party`] in these tests
+/// (the fields are read through `Debug` in failure messages).
 #[derive(Debug)]
+#[allow(dead_code)]
 enum PartyErr {
     Usage(String),
     Link(Error),
