@@ -116,6 +116,7 @@ def main():
                 max_batches=a.max_batches, addr=f"127.0.0.1:{port}")
     specs = [dict(base, role="labels", identity=f"{tmp}/id", out=f"{tmp}/l.json"),
              dict(base, role="features", pin=pin, out=f"{tmp}/f.json")]
+    commit0 = _rec.commit()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     load0 = _rec.load1()
     t0 = time.time()
@@ -159,7 +160,7 @@ def main():
         "machine": f"both parties' Ray clusters ({a.nodes} nodes each, {a.workers} workers each) on this machine's {os.cpu_count()} cores",
         "date": date,
         "load": f"{load0:.2f} \u2192 {load1:.2f}",
-        "commit": _rec.commit(),
+        "commit": commit0,
         "command": "python3 scripts/bench_lr_ray.py " + " ".join(sys.argv[1:]),
     }
     print(json.dumps(rec))
