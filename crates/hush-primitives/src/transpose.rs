@@ -10,6 +10,25 @@
 //! (AVX-512BW), then 16 × 16 (SSE2) and 16 × 1 tails; avx2 — 16 × 32 tiles
 //! (AVX2), same tails; portable — 8 × 8 bit blocks transposed in a `u64`
 //! with three delta swaps (no intrinsics).
+//!
+//! **The IKNP shape, 128 rows** (every output row one 16-byte block), has
+//! its own kernels that write each output block with one 16-byte store
+//! instead of eight 2-byte ones. A tile is all 128 rows × 64 column bytes
+//! (avx512) or × 32 (avx2), 8 KiB or 4 KiB, kept in L1:
+//! 1. per 16-row group, the 16 × 16 byte transpose above puts, in each
+//!    128-bit lane, one column byte of the 16 rows; each of its two 64-bit
+//!    halves is then an 8 × 8 bit matrix (byte i = row i), transposed in
+//!    place — at avx512 by one `vgf2p8affineqb` per 8 matrices (GFNI: the
+//!    data is the affine matrix, the constant operand picks one bit per
+//!    output byte), at avx2 by three delta swaps on 64-bit lanes — and a
+//!    byte shuffle pairs the halves, leaving for each output block the two
+//!    bytes this row group contributes, as one 16-bit word;
+//! 2. an 8 × 8 transpose of those words across the eight row groups
+//!    (three rounds of `punpck{l,h}{wd,dq,qdq}`) assembles whole blocks,
+//!    each stored once.
+//! Both are pinned against [`transpose_portable`] at every level the CPU
+//! has (tests below). Without GFNI (no AVX-512 CPU with VAES lacks it, but
+//! the level does not promise it) level avx512 runs the avx2 kernel.
 
 use crate::simd::{self, Level};
 
@@ -72,6 +91,14 @@ pub fn transpose_portable(input: &[u8], nrows: usize, ncols: usize, out: &mut [u
     }
 }
 
+/// Whether the CPU has GFNI (checked once).
+#[cfg(target_arch = "x86_64")]
+fn has_gfni() -> bool {
+    use std::sync::OnceLock;
+    static G: OnceLock<bool> = OnceLock::new();
+    *G.get_or_init(|| std::arch::is_x86_feature_detected!("gfni"))
+}
+
 /// # Safety
 /// The CPU has AVX2, and AVX-512 F + BW when `wide`.
 #[cfg(target_arch = "x86_64")]
@@ -79,9 +106,23 @@ unsafe fn transpose_x86(input: &[u8], nrows: usize, ncols: usize, out: &mut [u8]
     let ib = ncols / 8;
     let ip = input.as_ptr();
     let op = out.as_mut_ptr();
+    let mut j = 0;
+    if nrows == 128 {
+        // Whole-block kernels over the widest tiles, then the generic
+        // tiles below for the remaining (< 64 or < 32) column bytes.
+        if wide && has_gfni() {
+            while j + 64 <= ib {
+                x86::tile128_gfni(ip, ib, j, op);
+                j += 64;
+            }
+        }
+        while j + 32 <= ib {
+            x86::tile128_avx2(ip, ib, j, op);
+            j += 32;
+        }
+    }
     // Column blocks outermost: a block's input (nrows × 64 bytes) and its
     // output (512 rows × nrows/8 bytes) stay in L1 while all row groups pass.
-    let mut j = 0;
     while j < ib {
         let w = if wide && j + 64 <= ib {
             64
@@ -189,6 +230,138 @@ mod x86 {
         }
     }
 
+    /// Stores the eight assembled blocks of lane `L` of `c[b]`, b = 0..8,
+    /// at blocks `blk`, `blk + 1`, ... (one 16-byte store each).
+    macro_rules! store_blocks_avx2 {
+        ($op:expr, $blk:expr, $c:expr, $lane:literal) => {
+            for b in 0..8 {
+                let v = if $lane == 0 { _mm256_castsi256_si128($c[b]) } else { _mm256_extracti128_si256::<1>($c[b]) };
+                _mm_storeu_si128($op.add(16 * ($blk + b)) as *mut __m128i, v);
+            }
+        };
+    }
+
+    /// 8 × 8 transpose of 16-bit words within each 128-bit lane across
+    /// eight registers: out[b] lane L word h = q[h] lane L word b.
+    macro_rules! words8x8 {
+        ($q:expr, $lo16:ident, $hi16:ident, $lo32:ident, $hi32:ident, $lo64:ident, $hi64:ident) => {{
+            let q = $q;
+            let a = [
+                $lo16(q[0], q[1]), $hi16(q[0], q[1]), $lo16(q[2], q[3]), $hi16(q[2], q[3]),
+                $lo16(q[4], q[5]), $hi16(q[4], q[5]), $lo16(q[6], q[7]), $hi16(q[6], q[7]),
+            ];
+            let b = [
+                $lo32(a[0], a[2]), $hi32(a[0], a[2]), $lo32(a[1], a[3]), $hi32(a[1], a[3]),
+                $lo32(a[4], a[6]), $hi32(a[4], a[6]), $lo32(a[5], a[7]), $hi32(a[5], a[7]),
+            ];
+            [
+                $lo64(b[0], b[4]), $hi64(b[0], b[4]), $lo64(b[1], b[5]), $hi64(b[1], b[5]),
+                $lo64(b[2], b[6]), $hi64(b[2], b[6]), $lo64(b[3], b[7]), $hi64(b[3], b[7]),
+            ]
+        }};
+    }
+
+    /// 128 rows × 32 column bytes from byte `j` (256 output blocks from
+    /// block 8j) with AVX2; see the module comment.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn tile128_avx2(ip: *const u8, ib: usize, j: usize, op: *mut u8) {
+        // Phase 1 output: group h, register c at scratch[16h + c].
+        let mut scratch = [_mm256_setzero_si256(); 128];
+        let pair = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+        let m1 = _mm256_set1_epi64x(0x00aa_00aa_00aa_00aa);
+        let m2 = _mm256_set1_epi64x(0x0000_cccc_0000_cccc);
+        let m3 = _mm256_set1_epi64x(0x0000_0000_f0f0_f0f0);
+        for h in 0..8 {
+            let mut x = [_mm256_setzero_si256(); 16];
+            for k in 0..16 {
+                x[k] = _mm256_loadu_si256(ip.add((16 * h + k) * ib + j) as *const __m256i);
+            }
+            for _ in 0..4 {
+                let mut y = [_mm256_setzero_si256(); 16];
+                for i in 0..8 {
+                    y[2 * i] = _mm256_unpacklo_epi8(x[i], x[i + 8]);
+                    y[2 * i + 1] = _mm256_unpackhi_epi8(x[i], x[i + 8]);
+                }
+                x = y;
+            }
+            // x[c] lane L: byte k = row 16h+k at column byte j+16L+c; each
+            // 64-bit half an 8 × 8 bit matrix, transposed by delta swaps.
+            for c in 0..16 {
+                let mut v = x[c];
+                let t = _mm256_and_si256(_mm256_xor_si256(v, _mm256_srli_epi64::<7>(v)), m1);
+                v = _mm256_xor_si256(v, _mm256_xor_si256(t, _mm256_slli_epi64::<7>(t)));
+                let t = _mm256_and_si256(_mm256_xor_si256(v, _mm256_srli_epi64::<14>(v)), m2);
+                v = _mm256_xor_si256(v, _mm256_xor_si256(t, _mm256_slli_epi64::<14>(t)));
+                let t = _mm256_and_si256(_mm256_xor_si256(v, _mm256_srli_epi64::<28>(v)), m3);
+                v = _mm256_xor_si256(v, _mm256_xor_si256(t, _mm256_slli_epi64::<28>(t)));
+                scratch[16 * h + c] = _mm256_shuffle_epi8(v, pair);
+            }
+        }
+        // Phase 2: lane L, word b of scratch[16h + c] = bytes (2h, 2h+1) of
+        // block 8(j+16L+c)+b.
+        for c in 0..16 {
+            let q = [
+                scratch[c], scratch[16 + c], scratch[32 + c], scratch[48 + c],
+                scratch[64 + c], scratch[80 + c], scratch[96 + c], scratch[112 + c],
+            ];
+            let o = words8x8!(
+                q, _mm256_unpacklo_epi16, _mm256_unpackhi_epi16, _mm256_unpacklo_epi32, _mm256_unpackhi_epi32,
+                _mm256_unpacklo_epi64, _mm256_unpackhi_epi64
+            );
+            store_blocks_avx2!(op, 8 * (j + c), o, 0);
+            store_blocks_avx2!(op, 8 * (j + 16 + c), o, 1);
+        }
+    }
+
+    /// 128 rows × 64 column bytes from byte `j` (512 output blocks from
+    /// block 8j) with AVX-512BW and GFNI; see the module comment.
+    #[target_feature(enable = "avx512f,avx512bw,gfni")]
+    pub(super) unsafe fn tile128_gfni(ip: *const u8, ib: usize, j: usize, op: *mut u8) {
+        let mut scratch = [_mm512_setzero_si512(); 128];
+        let pair = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+        // Byte t of every 64-bit lane = 1 << t: output byte t of
+        // gf2p8affine(sel, A) has bit i = bit t of A's byte 7 − i.
+        let sel = _mm512_set1_epi64(0x8040_2010_0804_0201u64 as i64);
+        for h in 0..8 {
+            let mut x = [_mm512_setzero_si512(); 16];
+            // Rows loaded in reverse within each 8 (k ^ 7), so that byte
+            // 7 − i of a 64-bit half is row i of its 8 — the order the
+            // affine instruction reads its matrix in.
+            for k in 0..16 {
+                x[k] = _mm512_loadu_si512(ip.add((16 * h + (k ^ 7)) * ib + j) as *const _);
+            }
+            for _ in 0..4 {
+                let mut y = [_mm512_setzero_si512(); 16];
+                for i in 0..8 {
+                    y[2 * i] = _mm512_unpacklo_epi8(x[i], x[i + 8]);
+                    y[2 * i + 1] = _mm512_unpackhi_epi8(x[i], x[i + 8]);
+                }
+                x = y;
+            }
+            for c in 0..16 {
+                let v = _mm512_gf2p8affine_epi64_epi8::<0>(sel, x[c]);
+                scratch[16 * h + c] = _mm512_shuffle_epi8(v, pair);
+            }
+        }
+        for c in 0..16 {
+            let q = [
+                scratch[c], scratch[16 + c], scratch[32 + c], scratch[48 + c],
+                scratch[64 + c], scratch[80 + c], scratch[96 + c], scratch[112 + c],
+            ];
+            let o = words8x8!(
+                q, _mm512_unpacklo_epi16, _mm512_unpackhi_epi16, _mm512_unpacklo_epi32, _mm512_unpackhi_epi32,
+                _mm512_unpacklo_epi64, _mm512_unpackhi_epi64
+            );
+            for b in 0..8 {
+                let blk = 8 * (j + c) + b;
+                _mm_storeu_si128(op.add(16 * blk) as *mut __m128i, _mm512_castsi512_si128(o[b]));
+                _mm_storeu_si128(op.add(16 * (blk + 128)) as *mut __m128i, _mm512_extracti32x4_epi32::<1>(o[b]));
+                _mm_storeu_si128(op.add(16 * (blk + 256)) as *mut __m128i, _mm512_extracti32x4_epi32::<2>(o[b]));
+                _mm_storeu_si128(op.add(16 * (blk + 384)) as *mut __m128i, _mm512_extracti32x4_epi32::<3>(o[b]));
+            }
+        }
+    }
+
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(super) unsafe fn tile_16x64(ip: *const u8, ib: usize, nrows: usize, r: usize, j: usize, op: *mut u8) {
         let mut x = [_mm512_setzero_si512(); 16];
@@ -225,7 +398,13 @@ mod tests {
     fn matches_portable() {
         crate::simd::for_each_level("transpose", |l| {
             let mut p = Prg::new(Block(3));
-            for (nr, nc) in [(16, 8), (128, 128), (128, 1024), (32, 40), (128, 8 * 83), (48, 8 * 200), (16, 8 * 48), (32, 8 * 113)] {
+            for (nr, nc) in [
+                (16, 8), (128, 128), (128, 1024), (32, 40), (128, 8 * 83), (48, 8 * 200), (16, 8 * 48), (32, 8 * 113),
+                // The 128-row whole-block kernels: exact tiles, tiles plus
+                // every kind of tail (32-, 16- and 1-byte), wide matrices.
+                (128, 8 * 32), (128, 8 * 64), (128, 8 * 96), (128, 8 * 97), (128, 8 * 113), (128, 8 * 127),
+                (128, 8 * 1024), (128, 8 * 1000 + 8 * 17), (128, 8), (128, 24),
+            ] {
                 let mut a = vec![0u8; nr * nc / 8];
                 p.fill_bytes(&mut a);
                 let mut x = vec![0u8; a.len()];
