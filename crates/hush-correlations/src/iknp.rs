@@ -24,7 +24,8 @@
 //! works on tile i while the receiver computes tile i + 1, and nothing is
 //! allocated per tile. The transpose is [`hush_primitives::transpose`]'s
 //! whole-block 128-row kernel (GFNI at avx512, AVX2 delta swaps at avx2,
-//! portable 8 × 8 swaps otherwise). Each PRG stream is consumed in the
+//! portable 8 × 8 swaps otherwise), with non-temporal stores when the
+//! caller's buffer is larger than L2. Each PRG stream is consumed in the
 //! same order as a row-at-once expansion would, so the output depends only
 //! on the seeds, never on the tile size or the SIMD level
 //! (`tests/ot.rs`: `iknp_output_is_the_same_at_every_simd_level`).
@@ -51,7 +52,7 @@
 
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::{base_ot, Result};
-use hush_primitives::transpose::transpose;
+use hush_primitives::transpose::{transpose, transpose_streaming};
 use hush_primitives::{BitVec, Block, Prg};
 use hush_transport::{Channel, ChannelExt};
 
@@ -131,6 +132,7 @@ impl IknpReceiver {
             return Err(crate::Error::Invalid(format!("{} choices for {} COTs", choices.len(), t.len())));
         }
         let n = t.len();
+        let stream = streams(n);
         let words = choices.words();
         let mut off = 0;
         while off < n {
@@ -158,7 +160,7 @@ impl IknpReceiver {
                 xor3(u, row, r);
             }
             ch.send_chunked(buf)?;
-            transpose_into(mat, mp, &mut self.tmat, &mut t[off..off + m]);
+            transpose_into(mat, mp, &mut self.tmat, &mut t[off..off + m], stream);
             off += m;
         }
         self.produced += n as u64;
@@ -186,11 +188,25 @@ fn xor2(u: &mut [u8], a: &[u8]) {
     }
 }
 
+/// Whether a request of `n` COTs writes its output with non-temporal
+/// stores ([`transpose_streaming`]): when the caller's buffer is larger
+/// than one core's L2, its lines would be evicted before the caller reads
+/// them anyway, and streaming skips reading every line in before writing
+/// it (the output's memory traffic halves). Smaller requests stay cached.
+fn streams(n: usize) -> bool {
+    let l2 = hush_primitives::cache::l2_bytes().unwrap_or(1 << 20);
+    (n as u64) * 16 > l2
+}
+
 /// Transposes the 128 × mp tile into `out.len()` ≤ mp blocks, directly
 /// into the caller's buffer when no padding has to be cut off.
-fn transpose_into(mat: &[u8], mp: usize, scratch: &mut Vec<Block>, out: &mut [Block]) {
+fn transpose_into(mat: &[u8], mp: usize, scratch: &mut Vec<Block>, out: &mut [Block], stream: bool) {
     if out.len() == mp {
-        transpose(mat, KAPPA, mp, Block::as_bytes_mut(out));
+        if stream {
+            transpose_streaming(mat, KAPPA, mp, Block::as_bytes_mut(out));
+        } else {
+            transpose(mat, KAPPA, mp, Block::as_bytes_mut(out));
+        }
     } else {
         scratch.resize(mp, Block::ZERO);
         transpose(mat, KAPPA, mp, Block::as_bytes_mut(scratch));
@@ -230,6 +246,7 @@ impl CotSender for IknpSender {
 
     fn send_cots(&mut self, ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
         let n = q.len();
+        let stream = streams(n);
         let mut off = 0;
         while off < n {
             let m = (n - off).min(TILE);
@@ -247,7 +264,7 @@ impl CotSender for IknpSender {
                     xor2(row, &buf[j * rb..(j + 1) * rb]);
                 }
             }
-            transpose_into(mat, mp, &mut self.tmat, &mut q[off..off + m]);
+            transpose_into(mat, mp, &mut self.tmat, &mut q[off..off + m], stream);
             off += m;
         }
         self.produced += n as u64;
