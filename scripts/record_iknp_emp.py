@@ -100,6 +100,7 @@ def hush_run(hush, n, level, variant=None, label=None):
               "command": prefix + "hush " + " ".join(a for a in args if a != "--json"), "commit": label or commit()})
     if variant:
         r["variant"] = variant
+        r["command"] = prefix + f"hush[{label}] " + " ".join(a for a in args if a != "--json")
     return r
 
 
