@@ -61,6 +61,9 @@ pub const KAPPA: usize = 128;
 /// COTs per tile (one message of 128 × TILE bits = 128 KiB; the PRG rows,
 /// u and the transposed output of a tile stay in L2). A multiple of 128.
 pub const TILE: usize = 1 << 13;
+// Tiles start at multiples of TILE: whole 128-column blocks of the matrix
+// and whole 64-bit words of the choice vector.
+const _: () = assert!(TILE % KAPPA == 0 && TILE % 64 == 0);
 
 /// IKNP sender (holds Δ).
 pub struct IknpSender {

@@ -124,6 +124,11 @@ unsafe fn transpose_x86(input: &[u8], nrows: usize, ncols: usize, out: &mut [u8]
     if nrows == 128 {
         // Whole-block kernels over the widest tiles, then the generic
         // tiles below for the remaining (< 64 or < 32) column bytes.
+        // SAFETY (both kernels): the caller guarantees AVX2, and AVX-512
+        // F + BW when `wide`; GFNI is checked here. A tile reads rows
+        // 0..128 × bytes j..j+64 (or +32) of `input` (128 × ib bytes) and
+        // writes blocks 8j..8j+512 (or +256) of `out` (8·ib blocks), both
+        // in bounds as j + 64 ≤ ib (j + 32 ≤ ib).
         if wide && has_gfni() {
             while j + 64 <= ib {
                 if nt {
