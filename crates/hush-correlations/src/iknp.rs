@@ -10,9 +10,26 @@
 //! Transposing the 128 × m matrices gives row i: q_i = t_i ⊕ r_i·Δ, i.e. the
 //! hush convention t_i = q_i ⊕ b_i·Δ with b_i = r_i.
 //!
-//! Costs: 128 bits per COT from R to S, one round per batch (the chunks of a
-//! batch are one flight); setup = base OT (2 rounds, 32·129 bytes).
-//! The work is streamed in chunks of [`CHUNK`] COTs so memory stays small.
+//! Costs: 128 bits per COT from R to S, one round per batch (the tiles of
+//! a batch are one flight); setup = base OT (2 rounds, 32·129 bytes).
+//!
+//! **Streaming, in cache-sized tiles.** A batch is cut into tiles of
+//! [`TILE`] COTs (the last one padded to a multiple of 128 columns). Per
+//! tile the receiver expands its 2 × 128 PRG rows (counter-mode AES
+//! straight into the tile, [`hush_primitives::Prg::fill_bytes`]), forms
+//! u, sends it (128 rows of the tile's width, row-major) and transposes
+//! t into the caller's buffer; the sender receives that tile, expands its
+//! 128 rows, adds Δ_j·u_j and transposes into the caller's buffer. The
+//! matrices (128 KiB each) stay in L2 from PRG to transpose, the sender
+//! works on tile i while the receiver computes tile i + 1, and nothing is
+//! allocated per tile. The transpose is [`hush_primitives::transpose`]'s
+//! whole-block 128-row kernel (GFNI at avx512, AVX2 delta swaps at avx2,
+//! portable 8 × 8 swaps otherwise), with non-temporal stores when the
+//! caller's buffer is larger than L2. Each PRG stream is consumed in the
+//! same order as a row-at-once expansion would, so the output depends only
+//! on the seeds, never on the tile size or the SIMD level
+//! (`tests/ot.rs`: `iknp_output_is_the_same_at_every_simd_level`).
+//! Profile and figures beside emp-ot: `docs/perf-primitives.md`.
 //!
 //! **What each host sees.** Sender: from the base OTs k_j^{Δ_j} only, and
 //! the matrix u with columns u_j = G(k_j^0) ⊕ G(k_j^1) ⊕ r; G(k_j^{1−Δ_j})
@@ -35,23 +52,30 @@
 
 use crate::source::{CorrelationSource, CotReceiver, CotSender, Role};
 use crate::{base_ot, Result};
-use hush_primitives::transpose::transpose;
+use hush_primitives::transpose::{transpose, transpose_streaming};
 use hush_primitives::{BitVec, Block, Prg};
 use hush_transport::{Channel, ChannelExt};
 
 /// Security parameter κ (columns of the IKNP matrix).
 pub const KAPPA: usize = 128;
-/// COTs per streamed chunk (128 × CHUNK bits = 1 MiB per message).
-pub const CHUNK: usize = 1 << 16;
+/// COTs per tile (one message of 128 × TILE bits = 128 KiB; the PRG rows,
+/// u and the transposed output of a tile stay in L2). A multiple of 128.
+pub const TILE: usize = 1 << 13;
+// Tiles start at multiples of TILE: whole 128-column blocks of the matrix
+// and whole 64-bit words of the choice vector.
+const _: () = assert!(TILE % KAPPA == 0 && TILE % 64 == 0);
 
 /// IKNP sender (holds Δ).
 pub struct IknpSender {
     delta: Block,
     prgs: Vec<Prg>,
     produced: u64,
-    mat: Vec<u8>,
-    tmat: Vec<u8>,
-    buf: Vec<u8>,
+    /// One tile's 128 PRG rows (Block-typed for alignment).
+    mat: Vec<Block>,
+    /// The transposed tile when its padding must be cut off.
+    tmat: Vec<Block>,
+    /// The receiver's u for one tile.
+    buf: Vec<Block>,
 }
 
 /// IKNP receiver (holds the choice bits).
@@ -59,9 +83,11 @@ pub struct IknpReceiver {
     prgs: Vec<[Prg; 2]>,
     rng: Prg,
     produced: u64,
-    mat: Vec<u8>,
-    tmat: Vec<u8>,
-    buf: Vec<u8>,
+    mat: Vec<Block>,
+    tmat: Vec<Block>,
+    buf: Vec<Block>,
+    /// One tile's packed choice bits.
+    r: Vec<Block>,
 }
 
 impl IknpSender {
@@ -98,6 +124,7 @@ impl IknpReceiver {
             mat: Vec::new(),
             tmat: Vec::new(),
             buf: Vec::new(),
+            r: Vec::new(),
         })
     }
 
@@ -108,29 +135,35 @@ impl IknpReceiver {
             return Err(crate::Error::Invalid(format!("{} choices for {} COTs", choices.len(), t.len())));
         }
         let n = t.len();
+        let stream = streams(n);
+        let words = choices.words();
         let mut off = 0;
         while off < n {
-            let m = (n - off).min(CHUNK);
+            let m = (n - off).min(TILE);
             let mp = m.div_ceil(KAPPA) * KAPPA;
             let rb = mp / 8;
-            // r for this chunk, packed, padded with zeros.
-            let mut r = vec![0u8; rb];
-            for i in 0..m {
-                if choices.get(off + i) {
-                    r[i / 8] |= 1 << (i % 8);
-                }
+            // r for this tile, packed, padded with zeros (off is a multiple
+            // of TILE, hence of 64: whole words of the choice vector).
+            self.r.resize(mp / 128, Block::ZERO);
+            let rw = Block::as_bytes_mut(&mut self.r);
+            rw.fill(0);
+            for (k, w) in words[off / 64..(off + m).div_ceil(64)].iter().enumerate() {
+                rw[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
             }
-            self.mat.resize(KAPPA * rb, 0);
-            self.buf.resize(KAPPA * rb, 0);
+            self.mat.resize(mp, Block::ZERO);
+            self.buf.resize(mp, Block::ZERO);
+            let mat = Block::as_bytes_mut(&mut self.mat);
+            let buf = Block::as_bytes_mut(&mut self.buf);
+            let r = Block::as_bytes(&self.r);
             for j in 0..KAPPA {
-                let row = &mut self.mat[j * rb..(j + 1) * rb];
+                let row = &mut mat[j * rb..(j + 1) * rb];
                 self.prgs[j][0].fill_bytes(row);
-                let u = &mut self.buf[j * rb..(j + 1) * rb];
+                let u = &mut buf[j * rb..(j + 1) * rb];
                 self.prgs[j][1].fill_bytes(u);
-                xor3(u, row, &r);
+                xor3(u, row, r);
             }
-            ch.send_chunked(&self.buf)?;
-            transpose_into(&self.mat, mp, &mut self.tmat, &mut t[off..off + m]);
+            ch.send_chunked(buf)?;
+            transpose_into(mat, mp, &mut self.tmat, &mut t[off..off + m], stream);
             off += m;
         }
         self.produced += n as u64;
@@ -138,35 +171,50 @@ impl IknpReceiver {
     }
 }
 
-/// `u ^= a ^ b` word-wise (row lengths are multiples of 16 bytes).
+/// `u ^= a ^ b` (row lengths are multiples of 16 bytes).
+#[inline]
 fn xor3(u: &mut [u8], a: &[u8], b: &[u8]) {
-    for ((x, y), z) in u.chunks_exact_mut(8).zip(a.chunks_exact(8)).zip(b.chunks_exact(8)) {
-        let v = u64::from_ne_bytes(x.try_into().unwrap())
-            ^ u64::from_ne_bytes(y.try_into().unwrap())
-            ^ u64::from_ne_bytes(z.try_into().unwrap());
+    for ((x, y), z) in u.chunks_exact_mut(16).zip(a.chunks_exact(16)).zip(b.chunks_exact(16)) {
+        let v = u128::from_ne_bytes(x.try_into().unwrap())
+            ^ u128::from_ne_bytes(y.try_into().unwrap())
+            ^ u128::from_ne_bytes(z.try_into().unwrap());
         x.copy_from_slice(&v.to_ne_bytes());
     }
 }
 
-/// `u ^= a` word-wise.
+/// `u ^= a`.
+#[inline]
 fn xor2(u: &mut [u8], a: &[u8]) {
-    for (x, y) in u.chunks_exact_mut(8).zip(a.chunks_exact(8)) {
-        let v = u64::from_ne_bytes(x.try_into().unwrap()) ^ u64::from_ne_bytes(y.try_into().unwrap());
+    for (x, y) in u.chunks_exact_mut(16).zip(a.chunks_exact(16)) {
+        let v = u128::from_ne_bytes(x.try_into().unwrap()) ^ u128::from_ne_bytes(y.try_into().unwrap());
         x.copy_from_slice(&v.to_ne_bytes());
     }
 }
 
-/// Transposes the 128 × mp matrix into `out.len()` ≤ mp blocks, directly
+/// Whether a request of `n` COTs writes its output with non-temporal
+/// stores ([`transpose_streaming`]): when the caller's buffer is larger
+/// than one core's L2, its lines would be evicted before the caller reads
+/// them anyway, and streaming skips reading every line in before writing
+/// it (the output's memory traffic halves). Smaller requests stay cached.
+fn streams(n: usize) -> bool {
+    let l2 = hush_primitives::cache::l2_bytes().unwrap_or(1 << 20);
+    (n as u64) * 16 > l2
+}
+
+/// Transposes the 128 × mp tile into `out.len()` ≤ mp blocks, directly
 /// into the caller's buffer when no padding has to be cut off.
-fn transpose_into(mat: &[u8], mp: usize, scratch: &mut Vec<u8>, out: &mut [Block]) {
+fn transpose_into(mat: &[u8], mp: usize, scratch: &mut Vec<Block>, out: &mut [Block], stream: bool) {
     if out.len() == mp {
-        transpose(mat, KAPPA, mp, Block::as_bytes_mut(out));
-    } else {
-        scratch.resize(KAPPA * mp / 8, 0);
-        transpose(mat, KAPPA, mp, scratch);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Block::from_slice(&scratch[16 * i..16 * i + 16]);
+        if stream {
+            transpose_streaming(mat, KAPPA, mp, Block::as_bytes_mut(out));
+        } else {
+            transpose(mat, KAPPA, mp, Block::as_bytes_mut(out));
         }
+    } else {
+        scratch.resize(mp, Block::ZERO);
+        transpose(mat, KAPPA, mp, Block::as_bytes_mut(scratch));
+        let k = out.len();
+        out.copy_from_slice(&scratch[..k]);
     }
 }
 
@@ -201,22 +249,25 @@ impl CotSender for IknpSender {
 
     fn send_cots(&mut self, ch: &mut dyn Channel, q: &mut [Block]) -> Result<()> {
         let n = q.len();
+        let stream = streams(n);
         let mut off = 0;
         while off < n {
-            let m = (n - off).min(CHUNK);
+            let m = (n - off).min(TILE);
             let mp = m.div_ceil(KAPPA) * KAPPA;
             let rb = mp / 8;
-            self.buf.resize(KAPPA * rb, 0);
-            ch.recv_chunked_into("IKNP: receiver's matrix u", &mut self.buf)?;
-            self.mat.resize(KAPPA * rb, 0);
+            self.buf.resize(mp, Block::ZERO);
+            let buf = Block::as_bytes_mut(&mut self.buf);
+            ch.recv_chunked_into("IKNP: receiver's matrix u", buf)?;
+            self.mat.resize(mp, Block::ZERO);
+            let mat = Block::as_bytes_mut(&mut self.mat);
             for j in 0..KAPPA {
-                let row = &mut self.mat[j * rb..(j + 1) * rb];
+                let row = &mut mat[j * rb..(j + 1) * rb];
                 self.prgs[j].fill_bytes(row);
                 if (self.delta.0 >> j) & 1 == 1 {
-                    xor2(row, &self.buf[j * rb..(j + 1) * rb]);
+                    xor2(row, &buf[j * rb..(j + 1) * rb]);
                 }
             }
-            transpose_into(&self.mat, mp, &mut self.tmat, &mut q[off..off + m]);
+            transpose_into(mat, mp, &mut self.tmat, &mut q[off..off + m], stream);
             off += m;
         }
         self.produced += n as u64;
@@ -227,8 +278,7 @@ impl CotSender for IknpSender {
 impl CotReceiver for IknpReceiver {
     fn recv_cots(&mut self, ch: &mut dyn Channel, choices: &mut BitVec, t: &mut [Block]) -> Result<()> {
         *choices = BitVec::random(t.len(), &mut self.rng);
-        let c = choices.clone();
-        self.recv_cots_chosen(ch, &c, t)
+        self.recv_cots_chosen(ch, choices, t)
     }
 }
 
@@ -236,15 +286,23 @@ impl Drop for IknpSender {
     fn drop(&mut self) {
         use zeroize::Zeroize;
         self.delta.zeroize();
-        self.mat.zeroize();
-        self.tmat.zeroize();
+        wipe(&mut self.mat);
+        wipe(&mut self.tmat);
     }
 }
 
 impl Drop for IknpReceiver {
     fn drop(&mut self) {
-        use zeroize::Zeroize;
-        self.mat.zeroize();
-        self.tmat.zeroize();
+        wipe(&mut self.mat);
+        wipe(&mut self.tmat);
+        wipe(&mut self.r);
     }
+}
+
+/// Zeroes a block buffer (the PRG rows, COT outputs and choice bits of
+/// the last tile) before it is freed.
+fn wipe(v: &mut Vec<Block>) {
+    use zeroize::Zeroize;
+    Block::as_bytes_mut(v).zeroize();
+    v.clear();
 }

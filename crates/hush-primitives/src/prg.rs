@@ -39,38 +39,32 @@ impl Prg {
 
     /// Fills `out` with the next stream blocks.
     pub fn fill_blocks(&mut self, out: &mut [Block]) {
-        for (i, b) in out.iter_mut().enumerate() {
-            *b = Block::from_u64s(self.ctr + i as u64, self.nonce);
-        }
+        self.aes.ctr_blocks(self.nonce, self.ctr, out);
         self.ctr += out.len() as u64;
-        self.aes.encrypt_blocks(out);
     }
 
-    /// Fills `out` with stream bytes.
+    /// Fills `out` with stream bytes: the whole blocks straight from the
+    /// counter-mode kernel (into the caller's memory, aligned or not; no
+    /// staging copy), a partial tail from the next buffered block.
     pub fn fill_bytes(&mut self, out: &mut [u8]) {
+        let full = out.len() / 16;
         // SAFETY: every byte pattern is a valid Block (repr(transparent) u128).
-        let (pre, mid, post) = unsafe { out.align_to_mut::<Block>() };
+        let (pre, mid, _) = unsafe { out[..full * 16].align_to_mut::<Block>() };
         if pre.is_empty() {
             self.fill_blocks(mid);
-            if !post.is_empty() {
-                let b = self.random_block().to_bytes();
-                let n = post.len();
-                post.copy_from_slice(&b[..n]);
+        } else {
+            // Misaligned: through a stack buffer, 64 blocks at a time.
+            let mut tmp = [Block::ZERO; BUF];
+            let mut done = 0;
+            while done < full {
+                let m = (full - done).min(BUF);
+                self.fill_blocks(&mut tmp[..m]);
+                out[done * 16..(done + m) * 16].copy_from_slice(Block::as_bytes(&tmp[..m]));
+                done += m;
             }
-            return;
+            use zeroize::Zeroize;
+            tmp.zeroize();
         }
-        // Misaligned: through a stack buffer, 64 blocks at a time.
-        let full = out.len() / 16;
-        let mut tmp = [Block::ZERO; BUF];
-        let mut done = 0;
-        while done < full {
-            let m = (full - done).min(BUF);
-            self.fill_blocks(&mut tmp[..m]);
-            out[done * 16..(done + m) * 16].copy_from_slice(Block::as_bytes(&tmp[..m]));
-            done += m;
-        }
-        use zeroize::Zeroize;
-        tmp.zeroize();
         let rest = out.len() - full * 16;
         if rest > 0 {
             let b = self.random_block().to_bytes();

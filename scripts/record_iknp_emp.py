@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""hush IKNP beside emp-ot IKNP, 10^7 COTs, no network, interleaved rounds
+in one run; appends every run to bench/records/cot.jsonl, stamped like
+scripts/record.py does (cpu, date, load before → after, cores, command,
+commit), with a `session` id and `round` so that one run's rows belong
+together.
+
+  emp-ot: the peer harness of /work/shared/peers (README there), built in
+          ~/.cache/hush-peers: `PIN=1 run-emp.sh iknp N` (party 1 = COT
+          sender, party 2 = receiver, pinned to cpus 0 and 1; wall_s = the
+          slower party's timed rcot call, setup excluded). Recorded as
+          source "emp-ot-iknp", simd "native (-march=native)".
+  hush:   `hush bench cot --source iknp --n N --net none --json` (party
+          threads pinned to cpus 0 and 1; wall_s from the barrier to the
+          later party's end, setup excluded), once per level asked for:
+          native, and `HUSH_SIMD=avx2` etc.
+
+Usage:
+  python3 scripts/record_iknp_emp.py --rounds 4 --n 10000000 --levels native,avx2 \
+          [--baseline /path/to/older/hush=LABEL]              # also the code before a change
+  python3 scripts/record_iknp_emp.py --table [SESSION]   # Markdown table of a session
+                                                         # (default: the latest)
+Standard library only.
+"""
+
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORDS = os.path.join(ROOT, "bench", "records", "cot.jsonl")
+PEERS = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hush-peers")
+
+
+def load1():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k.strip() == "model name" and v.strip():
+                return v.strip()
+    return "unknown"
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    if out.returncode != 0:
+        sys.exit(f"record_iknp_emp.py: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
+    return json.loads([l for l in out.stdout.splitlines() if l.startswith("{")][-1])
+
+
+def emp_run(n):
+    env = dict(os.environ, PIN="1")
+    started, before = now(), load1()
+    r = run_json([os.path.join(PEERS, "run-emp.sh"), "iknp", str(n)], env)
+    after = load1()
+    return {
+        "bench": "cot", "source": "emp-ot-iknp", "n": r["n"], "net": "none",
+        "transport": "tcp", "link": "emp NetIO over TCP loopback between two processes",
+        "wall_s": r["wall_s"], "sender_s": r["wall_s_p1"], "receiver_s": r["wall_s_p2"], "setup_s": r["setup_s"],
+        "bytes": r["bytes"], "bits_per_cot": r["bits_per_cot"], "cots_per_s": r["n"] / r["wall_s"],
+        "param": r.get("param"), "pinning": "PIN=1: party 1 (sender) on cpu 0, party 2 (receiver) on cpu 1",
+        "simd": "native (-march=native)", "peer": "emp-ot 07a6c79 on emp-tool 1eef346, Release",
+        "date": started, "load": f"{before:.2f} → {after:.2f}", "cpu": cpu_model(), "cores": os.cpu_count(),
+        "command": f"PIN=1 run-emp.sh iknp {n}", "commit": "peer: emp-ot 07a6c79 (emp-tool 1eef346)",
+    }
+
+
+def hush_run(hush, n, level, variant=None, label=None):
+    env = dict(os.environ)
+    env.pop("HUSH_SIMD", None)
+    prefix = ""
+    if level != "native":
+        env["HUSH_SIMD"] = level
+        prefix = f"HUSH_SIMD={level} "
+    args = ["bench", "cot", "--source", "iknp", "--n", str(n), "--net", "none", "--json"]
+    started, before = now(), load1()
+    r = run_json([hush, *args], env)
+    after = load1()
+    r.setdefault("cpu", cpu_model())
+    r.update({"date": started, "load": f"{before:.2f} → {after:.2f}", "cores": os.cpu_count(),
+              "command": prefix + "hush " + " ".join(a for a in args if a != "--json"), "commit": label or commit()})
+    if variant:
+        r["variant"] = variant
+        r["command"] = prefix + f"hush[{label}] " + " ".join(a for a in args if a != "--json")
+    return r
+
+
+def measure(argv):
+    rounds, n, levels, hush = 4, 10_000_000, ["native", "avx2"], os.path.join(ROOT, "target", "release", "hush")
+    baseline = None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--rounds":
+            rounds = int(argv[i + 1]); i += 2
+        elif a == "--n":
+            n = int(float(argv[i + 1])); i += 2
+        elif a == "--levels":
+            levels = argv[i + 1].split(","); i += 2
+        elif a == "--hush":
+            hush = argv[i + 1]; i += 2
+        elif a == "--baseline":
+            # PATH=LABEL: another hush build (the code before a change),
+            # run at the native level in every round and recorded with
+            # variant "baseline" and commit LABEL.
+            baseline = argv[i + 1].split("=", 1); i += 2
+        else:
+            sys.exit(__doc__)
+    session = now()
+    recs = []
+    for k in range(rounds):
+        # One warm-up pair, unrecorded, before the first round.
+        if k == 0:
+            emp_run(n)
+            hush_run(hush, n, levels[0])
+        row = [emp_run(n)]
+        if baseline:
+            row.append(hush_run(baseline[0], n, "native", "baseline", baseline[1] if len(baseline) > 1 else "baseline"))
+        row += [hush_run(hush, n, l) for l in levels]
+        for r in row:
+            r["session"] = session
+            r["round"] = k + 1
+            recs.append(r)
+            print(f"round {k + 1}: {r['source']:12} {r.get('variant', ''):9} {r['simd']:24} {r['wall_s']:.4f} s  load {r['load']}", file=sys.stderr)
+    with open(RECORDS, "a", encoding="utf-8") as f:
+        for r in recs:
+            f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+    print(f"record_iknp_emp.py: {os.path.relpath(RECORDS, ROOT)} += {len(recs)} records, session {session}", file=sys.stderr)
+    print(table(session))
+
+
+def table(session=None):
+    with open(RECORDS, encoding="utf-8") as f:
+        recs = [json.loads(l) for l in f if l.strip()]
+    recs = [r for r in recs if r.get("session")]
+    if not recs:
+        sys.exit("record_iknp_emp.py: no session records in bench/records/cot.jsonl")
+    session = session or recs[-1]["session"]
+    recs = [r for r in recs if r["session"] == session]
+    rounds = sorted({r["round"] for r in recs})
+    emp = {r["round"]: r for r in recs if r["source"] == "emp-ot-iknp"}
+    kinds = []
+    for r in recs:
+        kind = (r.get("variant"), r["simd"], r.get("commit"))
+        if r["source"] == "iknp" and kind not in kinds:
+            kinds.append(kind)
+    first = recs[0]
+    loads = [r["load"] for r in recs]
+    l2 = next((r["l2_bytes"] for r in recs if r.get("l2_bytes")), None)
+    out = [f"Session {session} (`scripts/record_iknp_emp.py`, records in `bench/records/cot.jsonl`): "
+           f"{first['cpu']}, {first.get('cores')} cores" + (f", L2 {l2 // 1024} KiB per core" if l2 else ""),
+           f"{len(rounds)} interleaved rounds, n = {first['n']:,} COTs, no network; load (1-min) from {loads[0]} to {loads[-1]}.",
+           "",
+           "| run | per-round wall (s) | median | hush ÷ emp-ot, per round | median ratio |",
+           "|---|---|---|---|---|"]
+    e = [emp[k]["wall_s"] for k in rounds]
+    out.append(f"| emp-ot IKNP (`-march=native`) | {', '.join(f'{x:.3f}' for x in e)} | {statistics.median(e):.3f} | — | — |")
+    for kind in kinds:
+        variant, l, c = kind
+        h = {r["round"]: r for r in recs if r["source"] == "iknp" and (r.get("variant"), r["simd"], r.get("commit")) == kind}
+        hs = [h[k]["wall_s"] for k in rounds]
+        ratios = [h[k]["wall_s"] / emp[k]["wall_s"] for k in rounds]
+        name = f"hush IKNP before ({c}), simd {l}" if variant == "baseline" else f"hush IKNP ({c}), simd {l}"
+        out.append(f"| {name} | {', '.join(f'{x:.3f}' for x in hs)} | {statistics.median(hs):.3f} | "
+                   f"{', '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
+    return "\n".join(out)
+
+
+def main(argv):
+    if argv and argv[0] == "--table":
+        print(table(argv[1] if len(argv) > 1 else None))
+        return 0
+    measure(argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
