@@ -32,6 +32,32 @@ where
 pub use app::lr::{ray_spec, RaySpec};
 
 /// [`run_with_args`] on the process's own arguments.
+///
+/// Output into a closed pipe (`hush circuit list | head -1`) ends the
+/// process quietly with status 141, as a shell reports a process killed by
+/// SIGPIPE, instead of a panic and a backtrace. SIGPIPE itself stays
+/// ignored: a server writing to a module process or a peer that went away
+/// gets an error for that session, not a signal that ends the server.
 pub fn main() -> ExitCode {
-    ExitCode::from(run_with_args(std::env::args_os()))
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !stdout_closed(info.payload()) {
+            default(info)
+        }
+    }));
+    match std::panic::catch_unwind(|| run_with_args(std::env::args_os())) {
+        Ok(code) => ExitCode::from(code),
+        Err(p) if stdout_closed(&*p) => ExitCode::from(141),
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Whether a panic is std's "failed printing to stdout" on a closed pipe.
+fn stdout_closed(payload: &(dyn std::any::Any + Send)) -> bool {
+    let msg = payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied()).unwrap_or("");
+    msg.starts_with("failed printing to stdout") && msg.contains(&format!("os error {}", libc_epipe()))
+}
+
+const fn libc_epipe() -> i32 {
+    32 // EPIPE on Linux
 }
