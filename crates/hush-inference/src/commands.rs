@@ -152,13 +152,7 @@ fn dealer_attestation(a: &DealerOptions, link: &hush_transport::LinkSecurity) ->
         hush_transport::log_line!("hush dealer", "WARNING: {} — never use --attest test:DIR in a deployment", hush_attest::test_evidence::TEST_NOTE);
     }
     hush_transport::log_line!("hush dealer", "attestation: {} (REPORT_DATA = SHA-512(TLS SPKI || party's nonce))", src.describe());
-    // one report at a time: configfs-tsm's entry is shared by this process
-    let src = std::sync::Mutex::new(src);
-    Ok(Some(std::sync::Arc::new(move |cert: &[u8], nonce: &[u8; hush_tee::dealer::NONCE_LEN]| {
-        let spki = hush_attest::spki_of_certificate(cert).map_err(|e| e.to_string())?;
-        let s = src.lock().map_err(|_| "evidence source lock poisoned".to_string())?;
-        s.get(&spki, nonce).map(|e| e.encode()).map_err(|e| e.to_string())
-    })))
+    Ok(Some(runtime::evidence_hook(src)))
 }
 
 /// `hush dealer`: serve correlations to many concurrent sessions until killed.

@@ -183,6 +183,19 @@ pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) 
     opts.link.to_service(addr, pin, "--dealer-pin").map_err(|e| Error::Config(e.to_string()))
 }
 
+/// The dealer's evidence hook (`hush dealer --attest`) over `src`: each
+/// party's request gets evidence binding the SPKI of the certificate the
+/// dealer presents and the party's nonce. One report at a time
+/// (configfs-tsm's entry is shared by the process).
+pub fn evidence_hook(src: hush_attest::provider::Source) -> hush_tee::dealer::EvidenceFn {
+    let src = std::sync::Mutex::new(src);
+    Arc::new(move |cert: &[u8], nonce: &[u8; hush_tee::dealer::NONCE_LEN]| {
+        let spki = hush_attest::spki_of_certificate(cert).map_err(|e| e.to_string())?;
+        let s = src.lock().map_err(|_| "evidence source lock poisoned".to_string())?;
+        s.get(&spki, nonce).map(|e| e.encode()).map_err(|e| e.to_string())
+    })
+}
+
 /// The party's check of its dealer's evidence under `--dealer-attest`
 /// (`None` without it: no attestation, as before).
 pub(crate) fn dealer_check(opts: &Options) -> Option<hush_tee::dealer::DealerCheck> {
