@@ -170,6 +170,12 @@ impl TestRootKey {
         Ok(())
     }
 
+    /// Another handle on the same key (tests that sign several reports
+    /// with one root).
+    pub fn read_dir_for_test(other: &TestRootKey) -> Self {
+        TestRootKey { key: SigningKey::from_bytes(&other.key.to_bytes()) }
+    }
+
     /// Read `dir/test-root.key`.
     pub fn read_dir(dir: &Path) -> Result<Self> {
         let p = dir.join(KEY_FILE);
