@@ -127,6 +127,8 @@ pub struct DealerOptions {
     pub attest_collateral: Option<std::path::PathBuf>,
 }
 
+const ATTEST_REFUSES_IDENTITY: &str = "--attest refuses --identity: the evidence proves the measured dealer holds its TLS key, which is only true of a key made inside the VM; run without --identity (a fresh key in memory) and give parties --dealer-attest POLICY instead of a pin";
+
 /// `hush dealer --attest`: the evidence hook of the dealer service. Refuses
 /// `--identity` (a key read from a disk the host may have seen would let
 /// the host impersonate the attested dealer: the evidence binds the key,
@@ -140,7 +142,7 @@ fn dealer_attestation(a: &DealerOptions, link: &hush_transport::LinkSecurity) ->
         return Ok(None);
     };
     if a.link.identity.is_some() {
-        return Err(Error::Config("--attest refuses --identity: the evidence proves the measured dealer holds its TLS key, which is only true of a key made inside the VM; run without --identity (a fresh key in memory) and give parties --dealer-attest POLICY instead of a pin".into()));
+        return Err(Error::Config(ATTEST_REFUSES_IDENTITY.into()));
     }
     let hush_transport::LinkSecurity::Tls(t) = link else {
         return Err(Error::Config("--attest needs TLS: the evidence binds the dealer's TLS key (drop --insecure)".into()));
@@ -157,6 +159,9 @@ fn dealer_attestation(a: &DealerOptions, link: &hush_transport::LinkSecurity) ->
 
 /// `hush dealer`: serve correlations to many concurrent sessions until killed.
 pub fn dealer_main(a: DealerOptions) -> Result<()> {
+    if a.attest.is_some() && a.link.identity.is_some() {
+        return Err(Error::Config(ATTEST_REFUSES_IDENTITY.into()));
+    }
     let link = resolve_link(&a.link)?;
     let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients(), hush_2pc::deal::kinds());
     cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
