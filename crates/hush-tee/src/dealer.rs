@@ -542,7 +542,7 @@ fn connection(stream: TcpStream, source: std::net::IpAddr, table: &Mutex<Table>,
         if let Some(nonce) = m.strip_prefix(ATTEST) {
             match answer_attest(&mut ch, cfg, nonce) {
                 Ok(true) => join = ch.recv(),
-                Ok(false) => return Ok("a party asked for attestation evidence; this dealer has none (it runs without --attest)".into()),
+                Ok(false) => return Ok("a party asked for attestation evidence and was told why there is none (see the party's error)".into()),
                 Err(e) => return Err(e),
             }
         }
