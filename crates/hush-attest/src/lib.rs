@@ -17,6 +17,11 @@
 //!   ([`Leg`]: signature, chain, root, TCB, measurement, report-data binding,
 //!   debug, freshness).
 //! - [`cli`]: `hush attest verify`.
+//! - [`test_evidence`]: **tests only, no hardware protection** — evidence
+//!   signed by an Ed25519 test root a test generates, verified through the
+//!   same legs; the default policy refuses it, naming it as a test root.
+//! - [`provider::Source`]: what `hush dealer --attest snp|tdx|test:DIR`
+//!   obtains evidence from.
 //!
 //! The report binds the TLS key through REPORT_DATA, computed by
 //! [`report_data`]: `SHA-512(SPKI_DER || nonce)` where `SPKI_DER` is the DER
@@ -35,6 +40,7 @@ pub mod policy;
 pub mod provider;
 mod snp;
 mod tdx;
+pub mod test_evidence;
 pub mod verify;
 
 use sha2::{Digest, Sha512};

@@ -75,6 +75,9 @@ impl ConfigfsTsm {
         let want = match kind {
             EvidenceKind::SevSnp => "sev_guest",
             EvidenceKind::Tdx => "tdx_guest",
+            EvidenceKind::Test => {
+                return Err(perr("test evidence does not come from configfs-tsm (see hush_attest::test_evidence)".into()))
+            }
         };
         if provider != want {
             return Err(perr(format!("provider is {provider:?}, {} evidence needs {want:?}", kind.name())));
@@ -85,11 +88,12 @@ impl ConfigfsTsm {
         let gen_before = read_generation(&dir)?;
         let report_cap = match kind {
             EvidenceKind::SevSnp => SNP_REPORT_LEN,
-            EvidenceKind::Tdx => MAX_QUOTE,
+            EvidenceKind::Tdx | EvidenceKind::Test => MAX_QUOTE,
         };
         let report = read_capped(&dir.join("outblob"), report_cap).map_err(|e| perr(e.to_string()))?;
         let aux = match kind {
             EvidenceKind::SevSnp => read_capped(&dir.join("auxblob"), MAX_AUX).map_err(|e| perr(e.to_string()))?,
+            EvidenceKind::Test => Vec::new(),
             EvidenceKind::Tdx => match tdx_collateral {
                 Some(c) => c,
                 None => {
@@ -119,6 +123,7 @@ pub(crate) fn carried_report_data(kind: EvidenceKind, report: &[u8]) -> Result<[
     match kind {
         EvidenceKind::SevSnp => Ok(crate::snp::parse_report(report)?.report_data),
         EvidenceKind::Tdx => crate::tdx::report_data(report),
+        EvidenceKind::Test => Ok(crate::test_evidence::parse(report)?.report_data),
     }
 }
 
@@ -130,4 +135,62 @@ fn read_text(path: &Path) -> Result<String> {
 fn read_generation(dir: &Path) -> Result<u64> {
     let t = read_text(&dir.join("generation"))?;
     t.parse().map_err(|_| Error::Provider(format!("generation is {t:?}, not a number")))
+}
+
+/// Where a dealer (or module) gets its evidence: `hush dealer --attest
+/// snp|tdx|test:DIR`.
+#[derive(Debug)]
+pub enum Source {
+    /// configfs-tsm in an SEV-SNP or TDX guest (TDX: with the operator's
+    /// collateral, served beside the quote).
+    Configfs { tsm: ConfigfsTsm, kind: EvidenceKind, tdx_collateral: Option<Vec<u8>> },
+    /// **Tests only, no hardware protection**: [`crate::test_evidence`].
+    Test(crate::test_evidence::TestProvider),
+}
+
+impl Source {
+    /// From the flag's value: `snp`, `tdx` or `test:DIR`. `tsm_root`
+    /// overrides [`DEFAULT_ROOT`] (a fake tree in tests); `tdx_collateral`
+    /// is the QuoteCollateralV3 JSON file TDX evidence carries.
+    pub fn from_flag(spec: &str, tsm_root: Option<&Path>, tdx_collateral: Option<&Path>) -> Result<Self> {
+        let tsm = || match tsm_root {
+            Some(r) => ConfigfsTsm::new(r, format!("hush-{}", std::process::id())),
+            None => ConfigfsTsm::system(),
+        };
+        match spec {
+            "snp" | "sev-snp" => {
+                if tdx_collateral.is_some() {
+                    return Err(Error::Provider("TDX collateral given for SEV-SNP evidence (SNP carries its certificate table)".into()));
+                }
+                Ok(Source::Configfs { tsm: tsm(), kind: EvidenceKind::SevSnp, tdx_collateral: None })
+            }
+            "tdx" => {
+                let p = tdx_collateral.ok_or_else(|| {
+                    Error::Provider("TDX evidence needs its collateral (QuoteCollateralV3 JSON from a PCCS) so verifiers need no network: give its file".into())
+                })?;
+                let c = read_capped(p, MAX_AUX).map_err(|e| Error::Provider(e.to_string()))?;
+                Ok(Source::Configfs { tsm: tsm(), kind: EvidenceKind::Tdx, tdx_collateral: Some(c) })
+            }
+            s => match s.strip_prefix("test:") {
+                Some(dir) if !dir.is_empty() => Ok(Source::Test(crate::test_evidence::TestProvider::from_dir(Path::new(dir))?)),
+                _ => Err(Error::Provider(format!("--attest {s:?}: choose snp, tdx or test:DIR (test:DIR is for tests only and gives no hardware protection)"))),
+            },
+        }
+    }
+
+    /// Evidence binding `spki_der` (this process's TLS key) and `nonce`.
+    pub fn get(&self, spki_der: &[u8], nonce: &[u8]) -> Result<Evidence> {
+        match self {
+            Source::Configfs { tsm, kind, tdx_collateral } => tsm.get(*kind, spki_der, nonce, tdx_collateral.clone()),
+            Source::Test(t) => t.get(spki_der, nonce),
+        }
+    }
+
+    /// One line for logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Configfs { tsm, kind, .. } => format!("{} evidence from configfs-tsm at {}", kind.name(), tsm.root.display()),
+            Source::Test(_) => format!("{} (--attest test:DIR)", crate::test_evidence::TEST_NOTE),
+        }
+    }
 }

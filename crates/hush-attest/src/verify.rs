@@ -148,12 +148,17 @@ pub struct VerifyInput<'a> {
 pub fn verify(evidence: &Evidence, policy: &Policy, input: &VerifyInput<'_>) -> Verdict {
     let mut v = Verdict::new(evidence.kind);
     if !policy.kinds.contains(&evidence.kind) {
-        v.set(Leg::Root, Outcome::Fail(format!("policy does not accept {} evidence", evidence.kind.name())));
+        let why = match evidence.kind {
+            EvidenceKind::Test => crate::test_evidence::REFUSED_BY_POLICY.to_string(),
+            k => format!("policy does not accept {} evidence", k.name()),
+        };
+        v.set(Leg::Root, Outcome::Fail(why));
         return v.finish("not checked: evidence kind refused");
     }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match evidence.kind {
         EvidenceKind::SevSnp => crate::snp::verify(evidence, policy, input),
         EvidenceKind::Tdx => crate::tdx::verify(evidence, policy, input),
+        EvidenceKind::Test => crate::test_evidence::verify(evidence, policy, input),
     }));
     match r {
         Ok(v) => v,

@@ -75,6 +75,18 @@ pub struct CommonArgs {
     /// `hush dealer` at start); required with TLS (the default).
     #[arg(long, value_name = "sha256:HEX")]
     pub dealer_pin: Option<String>,
+    /// Dealer mode: the attestation policy (TOML; docs/attestation.md) the
+    /// dealer's hardware evidence (`hush dealer --attest snp|tdx`) must
+    /// pass, bound to the dealer's TLS key — beside or in place of
+    /// --dealer-pin. A dealer that fails is refused before any correlation
+    /// is used, naming the failed leg.
+    #[arg(long, value_name = "POLICY.toml")]
+    pub dealer_attest: Option<PathBuf>,
+    /// The trusted module process's attestation policy: not implemented yet
+    /// (the module is simulated — gives no hardware protection); refused
+    /// with an error saying so.
+    #[arg(long, value_name = "POLICY.toml")]
+    pub module_attest: Option<PathBuf>,
     #[command(flatten)]
     pub link: LinkFlags,
 }
@@ -122,6 +134,21 @@ pub struct DealerArgs {
     /// With --pin, only parties presenting a pinned certificate are served.
     #[command(flatten)]
     pub link: LinkFlags,
+    /// Hardware attestation for parties that ask (--dealer-attest): snp or
+    /// tdx (a report from configfs-tsm inside an AMD SEV-SNP / Intel TDX
+    /// confidential VM, REPORT_DATA binding this dealer's TLS key and the
+    /// party's nonce), or test:DIR (TESTS ONLY: a test root's signature,
+    /// no hardware protection). Needs TLS and refuses --identity (the key
+    /// must be made inside the VM).
+    #[arg(long, value_name = "snp|tdx|test:DIR")]
+    pub attest: Option<String>,
+    /// configfs-tsm's report directory (default /sys/kernel/config/tsm/report).
+    #[arg(long, value_name = "DIR")]
+    pub attest_tsm: Option<PathBuf>,
+    /// --attest tdx: the QuoteCollateralV3 JSON (from a PCCS) served beside
+    /// each quote, so parties verify without network access.
+    #[arg(long, value_name = "FILE")]
+    pub attest_collateral: Option<PathBuf>,
 }
 
 /// Fixed-point options (the server's values are used in a session).
@@ -421,6 +448,8 @@ impl From<CommonArgs> for commands::CommonOptions {
             cot_set: a.cot_set,
             dealer: a.dealer,
             dealer_pin: a.dealer_pin,
+            dealer_attest: a.dealer_attest,
+            module_attest: a.module_attest,
             link: a.link,
         }
     }
@@ -439,6 +468,9 @@ impl From<DealerArgs> for commands::DealerOptions {
             max_sessions_per_addr: a.max_sessions_per_addr,
             max_mem: a.max_mem,
             link: a.link,
+            attest: a.attest,
+            attest_tsm: a.attest_tsm,
+            attest_collateral: a.attest_collateral,
         }
     }
 }

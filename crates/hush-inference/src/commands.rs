@@ -71,6 +71,15 @@ pub struct CommonOptions {
     /// Dealer mode: the dealer's fingerprint (sha256:HEX, printed by
     /// `hush dealer` at start); required with TLS (the default).
     pub dealer_pin: Option<String>,
+    /// Dealer mode: the attestation policy (TOML, docs/attestation.md) the
+    /// dealer's hardware evidence must pass, beside or in place of
+    /// `--dealer-pin`; a dealer that fails is refused before any
+    /// correlation is used, naming the failed leg.
+    pub dealer_attest: Option<std::path::PathBuf>,
+    /// The trusted module process's attestation policy: not implemented
+    /// (the module is simulated — gives no hardware protection); refused
+    /// with an error saying so.
+    pub module_attest: Option<std::path::PathBuf>,
     /// The link flags: identity, pins, `--insecure`, `--connect-timeout`.
     pub link: LinkFlags,
 }
@@ -108,10 +117,51 @@ pub struct DealerOptions {
     pub max_mem: Option<String>,
     /// With --pin, only parties presenting a pinned certificate are served.
     pub link: LinkFlags,
+    /// Hardware evidence for parties that ask (`--dealer-attest`): `snp`,
+    /// `tdx` (configfs-tsm in a confidential VM) or `test:DIR` (tests only:
+    /// a test root, no hardware protection). `None`: none.
+    pub attest: Option<String>,
+    /// configfs-tsm's report directory (default /sys/kernel/config/tsm/report).
+    pub attest_tsm: Option<std::path::PathBuf>,
+    /// TDX: the QuoteCollateralV3 JSON served beside each quote.
+    pub attest_collateral: Option<std::path::PathBuf>,
+}
+
+const ATTEST_REFUSES_IDENTITY: &str = "--attest refuses --identity: the evidence proves the measured dealer holds its TLS key, which is only true of a key made inside the VM; run without --identity (a fresh key in memory) and give parties --dealer-attest POLICY instead of a pin";
+
+/// `hush dealer --attest`: the evidence hook of the dealer service. Refuses
+/// `--identity` (a key read from a disk the host may have seen would let
+/// the host impersonate the attested dealer: the evidence binds the key,
+/// and only a key made inside the VM is the VM's alone) and plaintext, and
+/// obtains evidence once at start so a dealer that cannot attest fails now.
+fn dealer_attestation(a: &DealerOptions, link: &hush_transport::LinkSecurity) -> Result<Option<hush_tee::dealer::EvidenceFn>> {
+    let Some(spec) = &a.attest else {
+        if a.attest_tsm.is_some() || a.attest_collateral.is_some() {
+            return Err(Error::Config("--attest-tsm and --attest-collateral need --attest".into()));
+        }
+        return Ok(None);
+    };
+    if a.link.identity.is_some() {
+        return Err(Error::Config(ATTEST_REFUSES_IDENTITY.into()));
+    }
+    let hush_transport::LinkSecurity::Tls(t) = link else {
+        return Err(Error::Config("--attest needs TLS: the evidence binds the dealer's TLS key (drop --insecure)".into()));
+    };
+    let src = hush_attest::provider::Source::from_flag(spec, a.attest_tsm.as_deref(), a.attest_collateral.as_deref()).map_err(|e| Error::Config(format!("--attest: {e}")))?;
+    let spki = hush_attest::spki_of_certificate(t.identity.cert_der()).map_err(|e| Error::Config(format!("--attest: {e}")))?;
+    src.get(&spki, &[0u8; hush_tee::dealer::NONCE_LEN]).map_err(|e| Error::Config(format!("--attest {spec}: no evidence at start: {e}")))?;
+    if let hush_attest::provider::Source::Test(_) = src {
+        hush_transport::log_line!("hush dealer", "WARNING: {} — never use --attest test:DIR in a deployment", hush_attest::test_evidence::TEST_NOTE);
+    }
+    hush_transport::log_line!("hush dealer", "attestation: {} (REPORT_DATA = SHA-512(TLS SPKI || party's nonce))", src.describe());
+    Ok(Some(runtime::evidence_hook(src)))
 }
 
 /// `hush dealer`: serve correlations to many concurrent sessions until killed.
 pub fn dealer_main(a: DealerOptions) -> Result<()> {
+    if a.attest.is_some() && a.link.identity.is_some() {
+        return Err(Error::Config(ATTEST_REFUSES_IDENTITY.into()));
+    }
     let link = resolve_link(&a.link)?;
     let mut cfg = hush_tee::dealer::DealerConfig::new(link.accept_clients(), hush_2pc::deal::kinds());
     cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
@@ -122,6 +172,7 @@ pub fn dealer_main(a: DealerOptions) -> Result<()> {
     cfg.session_mem = parse_size(&a.session_mem)?;
     cfg.ahead_wait = std::time::Duration::from_secs(a.ahead_wait.max(1));
     cfg.max_sessions_per_addr = a.max_sessions_per_addr.max(1);
+    cfg.attest = dealer_attestation(&a, &cfg.link)?;
     let log = hush_transport::notice::logger("hush dealer");
     let h = hush_tee::dealer::serve(&a.listen, cfg, log)?;
     print_identity("hush dealer", &link);
@@ -183,6 +234,8 @@ impl Default for CommonOptions {
             cot_set: None,
             dealer: None,
             dealer_pin: None,
+            dealer_attest: None,
+            module_attest: None,
             link: LinkFlags::default(),
         }
     }
@@ -374,6 +427,18 @@ pub fn options(common: &CommonOptions, fixed: Option<&FixedOptions>, max_mem: Op
     };
     o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
+    if common.module_attest.is_some() {
+        return Err(Error::Config("--module-attest is not implemented: the trusted module process cannot be attested yet (it is simulated and gives no hardware protection); a dealer can be: hush dealer --attest with --dealer-attest POLICY".into()));
+    }
+    if let Some(p) = &common.dealer_attest {
+        match o.mode.dealer() {
+            None => return Err(Error::Config(format!("--dealer-attest applies to --mode dealer and malicious-client, not --mode {}", o.mode.name()))),
+            Some(("", _)) => return Err(Error::Config("--dealer-attest needs --dealer ADDR (a dealer started in this process has no evidence to give)".into())),
+            Some(_) => {}
+        }
+        let policy = hush_attest::Policy::read_file(p).map_err(|e| Error::Config(format!("--dealer-attest: {e}")))?;
+        o.dealer_attest = Some(std::sync::Arc::new(policy));
+    }
     if o.mode.preset().engine == crate::preset::Engine::Crisp {
         o.crisp = crate::crisp_run::CrispOptions { s: common.mac_s, linear: common.crisp_linear.clone() };
         o.crisp.check()?;
@@ -485,6 +550,12 @@ pub(crate) fn mode_line(o: &Options) -> String {
 /// its first client's session seconds later.
 fn check_dealer_at_start(o: &Options, addr: &str, pin: Option<hush_transport::Fingerprint>) -> Result<()> {
     let sec = runtime::dealer_link(o, addr, pin)?;
+    if let Some(check) = runtime::dealer_check(o) {
+        let summary = hush_tee::dealer::probe_checked(addr, &sec, o.link.connect_timeout_flag(), Some(&check))
+            .map_err(|e| Error::Config(format!("the dealer at {addr} was checked at start and refused: {e}")))?;
+        hush_transport::log_line!("hush serve", "dealer at {addr} attested: {}", summary.unwrap_or_default());
+        return Ok(());
+    }
     let base = hush_tee::dealer::channel_options();
     let copts = hush_transport::ChannelOptions { connect_timeout: o.link.connect_timeout_flag().unwrap_or(base.connect_timeout), ..base };
     let ch = hush_transport::TcpChannel::connect_with(addr, copts, &sec).map_err(|e| {

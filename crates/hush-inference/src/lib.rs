@@ -95,6 +95,8 @@ mod tests_mem;
 mod tests_crisp;
 #[cfg(test)]
 mod tests_graph;
+#[cfg(test)]
+mod tests_attest;
 
 pub use fixed::FixedConfig;
 pub use model::Model;

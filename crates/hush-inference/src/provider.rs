@@ -28,8 +28,9 @@ use std::sync::Arc;
 pub fn check_dealer(opts: &Options) -> Result<()> {
     match &opts.mode {
         Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } if !addr.is_empty() => {
-            hush_tee::dealer::probe(addr, &dealer_link(opts, addr, *pin)?, opts.link.connect_timeout_flag())
+            hush_tee::dealer::probe_checked(addr, &dealer_link(opts, addr, *pin)?, opts.link.connect_timeout_flag(), dealer_check(opts).as_ref())
                 .map_err(|e| Error::Config(format!("{} mode: the dealer does not answer as configured (checked at start, before serving any client): {e}", opts.mode.name())))
+                .map(|_| ())
         }
         _ => Ok(()),
     }
@@ -169,7 +170,60 @@ pub(crate) struct Provider {
 }
 
 pub(crate) fn dealer_link(opts: &Options, addr: &str, pin: Option<Fingerprint>) -> Result<hush_transport::LinkSecurity> {
+    if opts.dealer_attest.is_some() {
+        if !opts.link.is_tls() {
+            return Err(Error::Config("--dealer-attest needs TLS: the dealer's evidence binds its TLS key (drop --insecure)".into()));
+        }
+        // attestation in place of a pin: any certificate, then the
+        // evidence must bind exactly the one this session was made with
+        if pin.is_none() && opts.link.to_service(addr, None, "--dealer-pin").is_err() {
+            return Ok(opts.link.to_any_peer());
+        }
+    }
     opts.link.to_service(addr, pin, "--dealer-pin").map_err(|e| Error::Config(e.to_string()))
+}
+
+/// The dealer's evidence hook (`hush dealer --attest`) over `src`: each
+/// party's request gets evidence binding the SPKI of the certificate the
+/// dealer presents and the party's nonce. One report at a time
+/// (configfs-tsm's entry is shared by the process).
+pub fn evidence_hook(src: hush_attest::provider::Source) -> hush_tee::dealer::EvidenceFn {
+    let src = std::sync::Mutex::new(src);
+    Arc::new(move |cert: &[u8], nonce: &[u8; hush_tee::dealer::NONCE_LEN]| {
+        let spki = hush_attest::spki_of_certificate(cert).map_err(|e| e.to_string())?;
+        let s = src.lock().map_err(|_| "evidence source lock poisoned".to_string())?;
+        s.get(&spki, nonce).map(|e| e.encode()).map_err(|e| e.to_string())
+    })
+}
+
+/// The party's check of its dealer's evidence under `--dealer-attest`
+/// (`None` without it: no attestation, as before).
+pub(crate) fn dealer_check(opts: &Options) -> Option<hush_tee::dealer::DealerCheck> {
+    let policy = opts.dealer_attest.clone()?;
+    Some(hush_tee::dealer::DealerCheck {
+        max_evidence: hush_attest::evidence::MAX_EVIDENCE,
+        verify: Arc::new(move |ev: &[u8], nonce: &[u8; hush_tee::dealer::NONCE_LEN], cert: &[u8]| verify_dealer_evidence(&policy, ev, nonce, cert)),
+    })
+}
+
+/// Verifies a dealer's evidence against `policy`, the nonce this party
+/// sent and the dealer's certificate from this TLS session; every leg must
+/// pass. The refusal names the failed (or unchecked) leg.
+pub fn verify_dealer_evidence(policy: &hush_attest::Policy, evidence: &[u8], nonce: &[u8], cert_der: &[u8]) -> std::result::Result<String, String> {
+    let e = hush_attest::Evidence::decode(evidence).map_err(|e| format!("its evidence is unreadable: {e}"))?;
+    let spki = hush_attest::spki_of_certificate(cert_der).map_err(|e| format!("its TLS certificate: {e}"))?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let input = hush_attest::VerifyInput { tls_spki: Some(&spki), nonce: Some(nonce), vek_der: None, now, test_roots: Vec::new() };
+    let v = hush_attest::verify(&e, policy, &input);
+    if v.accepted() {
+        let test = if e.kind == hush_attest::EvidenceKind::Test { format!(" — {}", hush_attest::test_evidence::TEST_NOTE) } else { String::new() };
+        return Ok(format!("{} evidence, measurement {}{test}", v.kind, v.measurement.as_deref().unwrap_or("?")));
+    }
+    if let Some((leg, why)) = v.failed() {
+        return Err(format!("attestation failed on the {} leg: {why}", leg.name()));
+    }
+    let skipped: Vec<&str> = v.legs.iter().filter(|l| !matches!(l.outcome, hush_attest::Outcome::Pass(_))).map(|l| l.leg.name()).collect();
+    Err(format!("attestation incomplete: legs not checked: {}", skipped.join(", ")))
 }
 
 /// Server side, before its hello reply: in dealer mode, opens a fresh
@@ -191,7 +245,7 @@ pub(crate) fn server_provider_for(opts: &Options, announce: Option<u64>) -> Resu
         Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
         Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
-            let m = hush_tee::DealerModule::connect_announced(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender, announce)?
+            let m = hush_tee::DealerModule::connect_checked(addr, &dealer_link(opts, addr, *pin)?, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Sender, announce, dealer_check(opts).as_ref())?
                 .with_kinds(hush_2pc::deal::kinds());
             let fp = m.dealer_fingerprint();
             Ok(Provider { module: SharedModule::new(Box::new(m)), dealer: Some((sid, fp)) })
@@ -276,13 +330,20 @@ pub(crate) fn client_provider(opts: &Options, reply: &Value) -> Result<SharedMod
                     }
                 }
             }
-            let m = hush_tee::DealerModule::connect_timed(addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Receiver).map_err(|e| match e {
+            let m = hush_tee::DealerModule::connect_checked(addr, &sec, &opts.profile, opts.link.connect_timeout_flag(), &sid, ModuleRole::Receiver, None, dealer_check(opts).as_ref()).map_err(|e| match e {
                 hush_tee::Error::Refused(r) => Error::Tee(hush_tee::Error::Refused(format!(
                     "{r} — the session was not opened at {addr} (does the server use the same dealer?) or its client role was taken by someone else; nothing was sent"
                 ))),
                 e => e.into(),
             })?
             .with_kinds(hush_2pc::deal::kinds());
+            // attested without a pin: the dealer this client attested must
+            // be the one the server uses (the server checked its own)
+            if let (Some(theirs), Some(ours)) = (&server_dealer, m.dealer_fingerprint()) {
+                if *theirs != ours.to_string() {
+                    return Err(Error::Config(format!("dealer mismatch: the server uses the dealer {theirs}, the dealer at {addr} presented {ours} (both parties must use the same dealer)")));
+                }
+            }
             Ok(SharedModule::new(Box::new(m)))
         }
     }

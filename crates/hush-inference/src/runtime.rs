@@ -122,6 +122,13 @@ pub struct Options {
     /// mix): both parties must hold the same (checked at the hello, the
     /// refusal names both). `None`: `proto` for every layer.
     pub family_plan: Option<Arc<Vec<u8>>>,
+    /// Dealer and malicious-client modes (`--dealer-attest POLICY`): the
+    /// dealer must present hardware evidence (SEV-SNP, TDX; or test
+    /// evidence, which a policy accepts only by naming its test root) that
+    /// passes this policy and binds the dealer's TLS key, or it is refused
+    /// before any correlation is used ([`hush_tee::dealer`], "Attestation").
+    /// `None`: no attestation, as before.
+    pub dealer_attest: Option<Arc<hush_attest::Policy>>,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -154,6 +161,7 @@ impl Default for Options {
             limits: Default::default(),
             crisp: Default::default(),
             family_plan: None,
+            dealer_attest: None,
         }
     }
 }

@@ -77,6 +77,44 @@
 //! with neither party. It never sees online messages (masked activations,
 //! the parties' shares of activations, the output).
 
+//! ## Attestation (`hush dealer --attest`, a party's `--dealer-attest POLICY`)
+//! A dealer in a confidential VM (AMD SEV-SNP, Intel TDX) can prove what
+//! it is. The exchange is the first thing on a connection, right after
+//! the TLS handshake and before the join (so before any session, seed or
+//! correlation exists on it):
+//! 1. the party sends [`ATTEST`] ‖ a fresh 32-byte nonce from OS randomness;
+//! 2. the dealer asks its evidence source ([`DealerConfig::attest`]) for a
+//!    report whose REPORT_DATA is `SHA-512(SPKI ‖ nonce)`, SPKI being the
+//!    SubjectPublicKeyInfo of **its own TLS certificate on this
+//!    connection**, and sends it as its first message ([`ATTEST_OK`] ‖
+//!    evidence; [`ATTEST_NONE`] ‖ reason when it has none);
+//! 3. the party reads it with a frame cap of [`DealerCheck::max_evidence`]
+//!    (checked before the body is allocated), and its check
+//!    ([`DealerCheck::verify`]) verifies the evidence against its policy,
+//!    its nonce, and the SPKI of the certificate **this TLS session was
+//!    authenticated with**. Any failure ends the connection with
+//!    [`Error::DealerAttestation`] naming the failed leg; the join is never
+//!    sent, so no correlation from that dealer is ever used.
+//!
+//! **Why the evidence cannot be replayed on another key.** The hardware
+//! signs REPORT_DATA; the party recomputes it from the certificate of its
+//! own TLS session, and TLS 1.3 makes the server prove possession of that
+//! certificate's private key by signing the handshake transcript
+//! (CertificateVerify), which includes both parties' fresh randoms. So an
+//! attacker who relays a genuine dealer's evidence (fetched with the
+//! party's nonce on a connection of its own) to a connection where it
+//! presents *its* certificate fails the binding leg (another SPKI); if it
+//! presents the genuine dealer's certificate instead, it cannot complete
+//! the handshake without that private key. Old evidence fails the
+//! freshness leg (the nonce is new per connection). What remains is the
+//! premise the report itself vouches for: the measured dealer never lets
+//! its private key out. That holds only if the key is made inside the VM —
+//! `hush dealer --attest` refuses `--identity` (a key read from a disk the
+//! host may have seen) and uses a fresh in-memory identity. This is the
+//! RA-TLS construction (Knauth et al., "Integrating Remote Attestation with
+//! Transport Layer Security", 2018) with the report in a first message
+//! bound to the key instead of in a certificate extension.
+
 use crate::backend::MAX_MODULE_FRAME;
 use crate::module::{Module, ModuleRole, Request, Response};
 use crate::{Error, Result, TrustedModule};
@@ -98,6 +136,40 @@ pub type SessionId = [u8; 32];
 const MAGIC: &[u8] = b"hush-dealer v1";
 /// A party's probe ([`probe`]): answered with `Established`, opens nothing.
 const PROBE: &[u8] = b"hush-dealer probe v1";
+/// A party's attestation request: this, then a 32-byte nonce.
+pub const ATTEST: &[u8] = b"hush-dealer attest v1";
+/// First byte of the dealer's answer: evidence follows.
+pub const ATTEST_OK: u8 = 0;
+/// First byte of the dealer's answer: no evidence; UTF-8 reason follows.
+pub const ATTEST_NONE: u8 = 1;
+/// Size of the verifier's nonce.
+pub const NONCE_LEN: usize = 32;
+/// How long a party waits for the dealer's evidence (a TDX quote may take
+/// the quoting enclave a few seconds).
+pub const ATTEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The dealer's evidence source (`hush dealer --attest`): given the
+/// dealer's own TLS certificate (DER) and a party's nonce, the encoded
+/// evidence whose REPORT_DATA binds the certificate's public key and the
+/// nonce (see "Attestation" above), or why none could be made.
+pub type EvidenceFn = Arc<dyn Fn(&[u8], &[u8; NONCE_LEN]) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
+
+/// A party's check of its dealer's evidence (`--dealer-attest POLICY`).
+#[derive(Clone)]
+pub struct DealerCheck {
+    /// Largest evidence accepted (the frame cap while it is read).
+    pub max_evidence: usize,
+    /// Given the evidence bytes, the nonce this party sent, and the
+    /// dealer's certificate (DER) from this TLS session: `Ok(summary)` to
+    /// accept, `Err(reason naming the failed leg)` to refuse.
+    pub verify: Arc<dyn Fn(&[u8], &[u8; NONCE_LEN], &[u8]) -> std::result::Result<String, String> + Send + Sync>,
+}
+
+impl std::fmt::Debug for DealerCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DealerCheck(max_evidence {})", self.max_evidence)
+    }
+}
 
 /// How long the dealer waits for a connection's join message.
 pub const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -206,6 +278,9 @@ pub struct DealerConfig {
     /// a fresh random one, so that outputs can be compared bit for bit
     /// with other providers. No `hush` command sets it.
     pub insecure_test_seed: Option<[u8; 32]>,
+    /// Evidence for parties that ask ([`ATTEST`]); `None`: a party that
+    /// asks is told this dealer has none (and refuses it).
+    pub attest: Option<EvidenceFn>,
 }
 
 impl DealerConfig {
@@ -222,6 +297,7 @@ impl DealerConfig {
             ahead_wait: DEFAULT_AHEAD_WAIT,
             max_sessions_per_addr: DEFAULT_MAX_SESSIONS_PER_ADDR,
             insecure_test_seed: None,
+            attest: None,
         }
     }
 }
@@ -461,7 +537,16 @@ fn deal_paired(module: &mut Module, paired: &Arc<Paired>, d: &DealRequest, seede
 fn connection(stream: TcpStream, source: std::net::IpAddr, table: &Mutex<Table>, cfg: &DealerConfig, pending: hush_transport::admission::PendingTicket) -> Result<String> {
     let mut ch = TcpChannel::from_accepted(stream, channel_options(), &cfg.link)?;
     ch.set_timeout(JOIN_TIMEOUT);
-    let join = ch.recv();
+    let mut join = ch.recv();
+    if let Ok(m) = &join {
+        if let Some(nonce) = m.strip_prefix(ATTEST) {
+            match answer_attest(&mut ch, cfg, nonce) {
+                Ok(true) => join = ch.recv(),
+                Ok(false) => return Ok("a party asked for attestation evidence and was told why there is none (see the party's error)".into()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
     drop(pending);
     let join = join?;
     if join == PROBE {
@@ -1051,17 +1136,91 @@ fn held_for(st: &HashMap<DealRequest, PairEntry>, p: usize) -> (u64, usize) {
 /// connects, completes the TLS handshake, sends a probe that opens
 /// nothing, and expects the dealer's acknowledgement.
 pub fn probe(addr: &str, sec: &LinkSecurity, connect_timeout: Option<Duration>) -> Result<()> {
+    probe_checked(addr, sec, connect_timeout, None).map(|_| ())
+}
+
+/// [`probe`], attesting the dealer first when `check` is given; returns
+/// the check's summary.
+pub fn probe_checked(addr: &str, sec: &LinkSecurity, connect_timeout: Option<Duration>, check: Option<&DealerCheck>) -> Result<Option<String>> {
     let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
     let base = channel_options();
     let opts = ChannelOptions { connect_timeout: connect_timeout.unwrap_or(base.connect_timeout), ..base };
-    let mut ch = TcpChannel::connect_with(addr, opts, sec).map_err(lost)?;
+    let (mut ch, summary) = connect_dealer(addr, opts, sec, check)?;
     ch.send(PROBE).map_err(lost)?;
     ch.set_timeout(JOIN_TIMEOUT);
     match &Response::decode(&ch.recv().map_err(lost)?)? {
-        Response::Established => Ok(()),
+        Response::Established => Ok(summary),
         Response::Error(e) => Err(Error::Dealer(format!("dealer at {addr} answered the probe with an error: {e}"))),
         _ => Err(Error::Malformed("dealer: unexpected reply to the probe".into())),
     }
+}
+
+/// Answers a party's [`ATTEST`] request; `Ok(true)` when evidence was sent.
+fn answer_attest(ch: &mut TcpChannel, cfg: &DealerConfig, nonce: &[u8]) -> Result<bool> {
+    let nonce: &[u8; NONCE_LEN] = nonce.try_into().map_err(|_| Error::Malformed(format!("attestation request: the nonce must be {NONCE_LEN} bytes")))?;
+    let none = |why: String| {
+        let mut m = vec![ATTEST_NONE];
+        m.extend_from_slice(why.as_bytes());
+        m
+    };
+    let (reply, sent) = match (&cfg.attest, &cfg.link) {
+        (Some(get), LinkSecurity::Tls(t)) => match get(t.identity.cert_der(), nonce) {
+            Ok(ev) => {
+                let mut m = Vec::with_capacity(1 + ev.len());
+                m.push(ATTEST_OK);
+                m.extend_from_slice(&ev);
+                (m, true)
+            }
+            Err(e) => (none(format!("this dealer could not obtain its evidence: {e}")), false),
+        },
+        (Some(_), LinkSecurity::Insecure) => (none("this dealer runs in plaintext: there is no TLS key to bind evidence to".into()), false),
+        (None, _) => (none("this dealer runs without --attest: it has no evidence to give".into()), false),
+    };
+    ch.send(&reply)?;
+    Ok(sent)
+}
+
+/// A party's side of the attestation exchange on a fresh connection (see
+/// "Attestation" above): nonce out, evidence in (under `check`'s frame
+/// cap), checked against this TLS session's certificate. Returns the
+/// check's summary.
+fn attest_dealer(ch: &mut TcpChannel, addr: &str, check: &DealerCheck) -> Result<String> {
+    let refuse = |why: String| Error::DealerAttestation(format!("dealer at {addr}: {why}"));
+    let cert = ch
+        .peer_certificate()
+        .ok_or_else(|| refuse("the link is plaintext; attestation binds the dealer's TLS key, so it needs TLS".into()))?
+        .to_vec();
+    let mut nonce = [0u8; NONCE_LEN];
+    Prg::from_os().fill_bytes(&mut nonce);
+    let mut m = ATTEST.to_vec();
+    m.extend_from_slice(&nonce);
+    let lost = |e: hush_transport::Error| match e {
+        hush_transport::Error::Oversized { len, max } => refuse(format!("its evidence is {len} bytes, more than the {max} accepted")),
+        e => Error::Dealer(format!("dealer at {addr}: {e}")),
+    };
+    ch.send(&m).map_err(lost)?;
+    ch.set_timeout(ATTEST_TIMEOUT);
+    let r = ch.recv().map_err(lost)?;
+    match r.split_first() {
+        Some((&ATTEST_OK, ev)) => (check.verify)(ev, &nonce, &cert).map_err(refuse),
+        Some((&ATTEST_NONE, why)) => Err(refuse(format!("it gave no evidence: {}", String::from_utf8_lossy(why)))),
+        _ => Err(refuse("its answer to the attestation request is malformed".into())),
+    }
+}
+
+/// Connects to a dealer with `opts`, attesting it first when `check` is
+/// given (the frame cap is the evidence's until the evidence is in).
+fn connect_dealer(addr: &str, opts: ChannelOptions, sec: &LinkSecurity, check: Option<&DealerCheck>) -> Result<(TcpChannel, Option<String>)> {
+    let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
+    let full = opts.max_frame;
+    let Some(c) = check else {
+        return Ok((TcpChannel::connect_with(addr, opts, sec).map_err(lost)?, None));
+    };
+    let small = ChannelOptions { max_frame: c.max_evidence.saturating_add(1).min(full), ..opts };
+    let mut ch = TcpChannel::connect_with(addr, small, sec).map_err(lost)?;
+    let summary = attest_dealer(&mut ch, addr, c)?;
+    ch.set_max_frame(full);
+    Ok((ch, Some(summary)))
 }
 
 /// Both parties' shares of a prepared batch, by party (a seeded party's
@@ -1087,6 +1246,8 @@ pub struct DealerModule {
     /// The dealing kinds this party can expand from a seed (see
     /// [`DealerModule::with_kinds`]).
     kinds: Option<crate::deal::Kinds>,
+    /// The attestation check's summary, when the dealer was attested.
+    attested: Option<String>,
 }
 
 impl DealerModule {
@@ -1129,10 +1290,28 @@ impl DealerModule {
         role: ModuleRole,
         announce: Option<u64>,
     ) -> Result<Self> {
+        Self::connect_checked(addr, sec, profile, connect_timeout, session, role, announce, None)
+    }
+
+    /// [`DealerModule::connect_announced`], attesting the dealer first
+    /// when `check` is given (see "Attestation" in the module docs): a
+    /// dealer whose evidence fails is refused with
+    /// [`Error::DealerAttestation`] before the join is sent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn connect_checked(
+        addr: &str,
+        sec: &LinkSecurity,
+        profile: &hush_transport::NetProfile,
+        connect_timeout: Option<Duration>,
+        session: &SessionId,
+        role: ModuleRole,
+        announce: Option<u64>,
+        check: Option<&DealerCheck>,
+    ) -> Result<Self> {
         let lost = |e: hush_transport::Error| Error::Dealer(format!("dealer at {addr}: {e}"));
         let base = channel_options();
         let opts = ChannelOptions { profile: profile.clone(), connect_timeout: connect_timeout.unwrap_or(base.connect_timeout), ..base };
-        let mut ch = TcpChannel::connect_with(addr, opts, sec).map_err(lost)?;
+        let (mut ch, attested) = connect_dealer(addr, opts, sec, check)?;
         ch.send(&encode_join(session, role, announce.filter(|_| role == ModuleRole::Sender))).map_err(lost)?;
         ch.set_timeout(JOIN_TIMEOUT);
         let r = Response::decode(&ch.recv().map_err(lost)?)?;
@@ -1142,7 +1321,7 @@ impl DealerModule {
             _ => return Err(Error::Malformed("dealer: unexpected reply to the join".into())),
         }
         ch.set_timeout(hush_transport::DEFAULT_TIMEOUT);
-        Ok(DealerModule { ch, addr: addr.to_string(), role, stats: ModuleStats::default(), kinds: None })
+        Ok(DealerModule { ch, addr: addr.to_string(), role, stats: ModuleStats::default(), kinds: None, attested })
     }
 
     /// Lets this party expand seeded shares itself: its dealing requests go
@@ -1208,6 +1387,10 @@ impl TrustedModule for DealerModule {
             Some(f) => format!("TLS 1.3, dealer {f}"),
             None => "plaintext (--insecure)".into(),
         };
-        format!("dealer service at {} ({}, {link}); trusted not to collude with either party", self.addr, role_name(self.role))
+        let attested = match &self.attested {
+            Some(a) => format!("; attested: {a}"),
+            None => String::new(),
+        };
+        format!("dealer service at {} ({}, {link}{attested}); trusted not to collude with either party", self.addr, role_name(self.role))
     }
 }

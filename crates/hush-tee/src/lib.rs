@@ -77,6 +77,10 @@ pub enum Error {
     /// The dealer service (dealer mode) is unreachable or went away.
     #[error("{0} (dealer mode: the dealer service is needed for the whole session)")]
     Dealer(String),
+    /// The dealer's hardware attestation failed the party's policy (or the
+    /// dealer gave none): the dealer is refused before any correlation.
+    #[error("dealer refused before any correlation was used: {0}")]
+    DealerAttestation(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

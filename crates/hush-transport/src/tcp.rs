@@ -74,6 +74,8 @@ struct Shared {
     cv: Condvar,
     fd: RawFd,
     cap: usize,
+    /// The frame cap the I/O thread applies ([`TcpChannel::set_max_frame`]).
+    max_frame: std::sync::atomic::AtomicUsize,
 }
 
 enum Io {
@@ -99,6 +101,8 @@ pub struct TcpChannel {
     scratch: Vec<u8>,
     peer: String,
     peer_fp: Option<Fingerprint>,
+    /// The peer's end-entity certificate (DER) under TLS.
+    peer_cert: Option<Vec<u8>>,
     /// Frames carry a CRC (plaintext links; under TLS the AEAD covers them).
     checksum: bool,
 }
@@ -126,15 +130,16 @@ impl TcpChannel {
                 inbox: Mutex::new(Inbox::default()),
                 cv: Condvar::new(),
                 cap: opts.buffer_cap(),
+                max_frame: std::sync::atomic::AtomicUsize::new(opts.max_frame),
             });
             let sh2 = sh.clone();
-            let (max, cap) = (opts.max_frame, opts.buffer_cap());
+            let cap = opts.buffer_cap();
             let init = IO_THREAD_INIT.get().map(|(get, set)| (get(), *set));
             std::thread::Builder::new().name("hush-tcp-io".into()).spawn(move || {
                 if let Some((ctx, set)) = init {
                     set(ctx);
                 }
-                io_loop(sh2, max, cap, checksum)
+                io_loop(sh2, cap, checksum)
             })?;
             Io::Emulated(sh)
         };
@@ -150,6 +155,7 @@ impl TcpChannel {
             scratch: Vec::new(),
             peer,
             peer_fp,
+            peer_cert: None,
             checksum,
         })
     }
@@ -219,6 +225,27 @@ impl TcpChannel {
     /// The peer's certificate fingerprint (TLS links; `None` in plaintext).
     pub fn peer_fingerprint(&self) -> Option<Fingerprint> {
         self.peer_fp
+    }
+
+    /// The peer's end-entity certificate (DER) as presented in the TLS
+    /// handshake (`None` in plaintext): what an attestation binds.
+    pub fn peer_certificate(&self) -> Option<&[u8]> {
+        self.peer_cert.as_deref()
+    }
+
+    pub(crate) fn set_peer_certificate(&mut self, der: Option<Vec<u8>>) {
+        self.peer_cert = der;
+    }
+
+    /// Changes the largest frame this side accepts from now on (checked
+    /// before a body is allocated). A protocol that expects a small first
+    /// message (a dealer's attestation evidence) connects with a small cap
+    /// and raises it once that message is in, before it asks for more.
+    pub fn set_max_frame(&mut self, max: usize) {
+        self.opts.max_frame = max;
+        if let Io::Emulated(sh) = &self.io {
+            sh.max_frame.store(max, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// The peer's address as used in error messages.
@@ -448,7 +475,7 @@ fn write_emulated(sh: &Shared, out: &mut Outgoing<'_>, timeout: Duration) -> Res
 }
 
 /// The I/O thread of an emulated channel: reads, decodes and stamps frames.
-fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize, checksum: bool) {
+fn io_loop(sh: Arc<Shared>, cap: usize, checksum: bool) {
     let mut pending: Option<Pending> = None;
     let finish = |e: Error, sh: &Shared| {
         let mut st = lock(&sh.inbox);
@@ -504,7 +531,7 @@ fn io_loop(sh: Arc<Shared>, max_frame: usize, cap: usize, checksum: bool) {
                     None => link.fill()?,
                 };
                 let mut full = false;
-                while let Some(f) = next_decoded(&mut link, &mut pending, max_frame, checksum)? {
+                while let Some(f) = next_decoded(&mut link, &mut pending, sh.max_frame.load(std::sync::atomic::Ordering::SeqCst), checksum)? {
                     let mut st = lock(&sh.inbox);
                     st.bytes += f.2.len();
                     st.frames.push_back(f);

@@ -635,11 +635,9 @@ pub(crate) fn establish(
             e => e,
         });
     }
-    let peer_fp = link
-        .tls()
-        .and_then(|c| c.peer_certificates())
-        .and_then(|c| c.first())
-        .map(|c| Fingerprint::of_der(c))
-        .or(seen_fp);
-    TcpChannel::from_link(link, opts, peer, peer_fp)
+    let peer_cert = link.tls().and_then(|c| c.peer_certificates()).and_then(|c| c.first()).map(|c| c.to_vec());
+    let peer_fp = peer_cert.as_deref().map(Fingerprint::of_der).or(seen_fp);
+    let mut ch = TcpChannel::from_link(link, opts, peer, peer_fp)?;
+    ch.set_peer_certificate(peer_cert);
+    Ok(ch)
 }
