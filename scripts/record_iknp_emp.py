@@ -35,25 +35,9 @@ RECORDS = os.path.join(ROOT, "bench", "records", "cot.jsonl")
 PEERS = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hush-peers")
 
 
-def load1():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k.strip() == "model name" and v.strip():
-                return v.strip()
-    return "unknown"
-
-
-def commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+# the stamps every record carries, as scripts/record.py makes them
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from record import commit, cpu_model, load1  # noqa: E402
 
 
 def now():
