@@ -128,8 +128,9 @@ def _subset(parts, rows: _np.ndarray):
 
 def bucket_of(ids: _t.Sequence[str], k: int) -> _np.ndarray:
     """The PSI bucket of each ID among ``k`` (first 8 bytes of SHA-256,
-    little-endian, mod k: the same at both parties)."""
-    return _np.array([int.from_bytes(_hashlib.sha256(s.encode()).digest()[:8], "little") % k for s in ids], dtype=_np.int64)
+    little-endian, mod k: the same at both parties; computed by
+    ``hush_lr::shard::bucket_of``)."""
+    return _np.asarray(_native.lr_buckets(list(ids), int(k)), dtype=_np.int64)
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -724,6 +724,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lr_shard::lr_apply_steps, m)?)?;
     m.add_function(wrap_pyfunction!(lr_shard::lr_save_model, m)?)?;
     m.add_function(wrap_pyfunction!(lr_shard::lr_ray_spec, m)?)?;
+    m.add_function(wrap_pyfunction!(lr_shard::lr_buckets, m)?)?;
     m.add_class::<lr_shard::LrWorker>()?;
     m.add_class::<NativeServer>()?;
     m.add_class::<NativeClient>()?;

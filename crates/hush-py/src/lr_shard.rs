@@ -276,3 +276,13 @@ pub fn lr_ray_spec(py: Python<'_>, argv: Vec<String>) -> PyResult<PyObject> {
     d.set_item("insecure", a.link.insecure)?;
     Ok(d.into_any().unbind())
 }
+
+/// The PSI bucket of each ID among `k` (`hush_lr::shard::bucket_of`: the
+/// one definition both parties' drivers use).
+#[pyfunction]
+pub fn lr_buckets(py: Python<'_>, ids: Vec<String>, k: usize) -> PyResult<Vec<usize>> {
+    if k == 0 {
+        return Err(PyValueError::new_err("k must be at least 1"));
+    }
+    Ok(py.allow_threads(|| ids.iter().map(|s| hush_lr::shard::bucket_of(s, k)).collect()))
+}
