@@ -204,8 +204,10 @@ pub struct ServeArgs {
     /// closed at once.
     #[arg(long, default_value_t = hush_inference::limits::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
-    /// Encoder graphs: the plan — `auto` (the cost model's choice per
-    /// layer, measured once per input shape) or a plan file (TOML; see
+    /// The plan: `auto` (encoder graphs: the cost model's choice per
+    /// layer, measured once per input shape; CNNs: the comparison family
+    /// per layer, predicted for --net, which clients run with `hush infer
+    /// --plan auto`) or, for encoder graphs, a plan file (TOML; see
     /// docs/graph-runtime.md). Default: the mode's preset.
     #[arg(long, value_name = "auto|FILE.toml")]
     pub plan: Option<String>,
@@ -247,6 +249,12 @@ pub struct InferArgs {
     /// (sha256:HEX of the public architecture); another is refused, naming both.
     #[arg(long, value_name = "sha256:HEX")]
     pub model_digest: Option<String>,
+    /// The plan this client expects: `auto` (the comparison family per
+    /// layer the server chose with `hush serve --plan auto`). Default: the
+    /// mode's preset (a server running a per-layer plan is refused at the
+    /// hello, naming both).
+    #[arg(long, value_name = "auto")]
+    pub plan: Option<String>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -516,6 +524,7 @@ impl From<InferArgs> for commands::InferOptions {
             frac: a.frac,
             chunk: a.chunk,
             model_digest: a.model_digest,
+            plan: a.plan,
         }
     }
 }

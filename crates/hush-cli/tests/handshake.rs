@@ -67,3 +67,19 @@ fn a_party_with_proto_auto_takes_its_peers_family_visibly() {
     let (ok, out) = infer(&addr2, &fp2, &["--proto", "fss", "--json"]);
     assert!(ok && out.contains("\"fss\""), "{out}");
 }
+
+/// `hush serve --plan auto` (a CNN): the server measures the families at
+/// start and serves the cost model's choice, per layer when a mix wins; a
+/// client with `--plan auto` runs whatever it chose, a client without it
+/// runs it only when it is the preset's one family (a mix is refused at the
+/// hello, naming both plans), and `hush infer` takes no plan file.
+#[test]
+fn a_served_plan_auto_is_run_by_clients_with_plan_auto() {
+    let (_srv, addr, fp) = serve(&["--plan", "auto"]);
+    let (ok, out) = infer(&addr, &fp, &["--plan", "auto"]);
+    assert!(ok && out.contains("class 4"), "{out}");
+    let (ok, out) = infer(&addr, &fp, &[]);
+    assert!((ok && out.contains("class 4")) || (!ok && out.contains("family plan mismatch") && out.contains("null")), "{out}");
+    let (ok, out) = infer(&addr, &fp, &["--plan", "plan.toml"]);
+    assert!(!ok && out.contains("--plan plan.toml") && out.contains("plan files are for encoder graphs"), "{out}");
+}

@@ -2,7 +2,8 @@
 //! mode's preset chosen from costs measured on this machine, layer by layer
 //! predicted on a network profile, with why the choice won.
 //!
-//! **Cost model** (the one [`crate::graph_plan`] uses for encoder graphs):
+//! **Cost model** ([`crate::graph_plan`] uses it for encoder graphs without the
+//! latency calibration and with the sum instead of the max):
 //! each candidate plan is run once with both parties in this process over
 //! an in-memory link with no network emulation ([`runtime::run_local`],
 //! random input of the model's shape); every layer's compute time (the
@@ -10,9 +11,11 @@
 //! rounds are metered ([`LayerCost`]). A layer's predicted time on a
 //! profile is
 //!
-//! > max(compute, (the busier direction's bytes) · 8 / bandwidth) + rounds · one-way latency
+//! > max(compute, (the busier direction's bytes) · 8 / bandwidth) + rounds · one-way latency − hidden
 //!
-//! (chunks are sent while the next is computed), and the offline phase (pre-dealing before the input exists, the HE and
+//! (chunks are sent while the next is computed; `hidden` is the latency
+//! the layer's computing hid in one calibration run at [`PROBE_LATENCY`],
+//! see [`predict`]), and the offline phase (pre-dealing before the input exists, the HE and
 //! COT set-up) is added as measured, plus its bytes over the bandwidth.
 //!
 //! **Candidates.** The families of the mode's preset
@@ -71,15 +74,56 @@ struct Pred {
     rounds: u32,
 }
 
-fn predict(s: &LayerCost, c: &LayerCost, net: &NetProfile) -> Pred {
+/// One-way latency of the calibration run that measures how much of each
+/// layer's latency its computing hides (see [`predict`]).
+pub const PROBE_LATENCY: std::time::Duration = std::time::Duration::from_millis(40);
+
+/// Below this one-way latency no profile is probed: what could hide is at
+/// most rounds × latency, a fraction of a millisecond per layer.
+const PROBE_BELOW: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// A layer's predicted time on `net` from its metered costs with no network
+/// (`s`, `c`: the server's and the client's) and `hidden`, the seconds of
+/// its latency that computing hid in the calibration run at
+/// [`PROBE_LATENCY`]:
+///
+/// > max(compute, busier direction's bytes / bandwidth) + rounds · latency − min(hidden, rounds · latency)
+///
+/// A layer's gates run in chunks whose sending overlaps the next chunk's
+/// computing (and the look-ahead's dealing): the slower of the two, not
+/// their sum (the sum over-predicted fss on wan/mobile by up to 1.5×,
+/// `bench/records/plan.jsonl` 20:35). Message depth alone over-counts
+/// latency where one party computes while the other's message is in
+/// flight: fss layers' rounds hid almost entirely behind the peer's
+/// computing (a 1-round ReLU measured 8 ms on an 80 ms link), and counting
+/// every round over-predicted fss on mobile by 1.28 (session 14). The
+/// hidden part is measured once, not assumed; taking it as fixed (not as a
+/// fraction that grows with the latency) errs on the slow side.
+fn predict(s: &LayerCost, c: &LayerCost, hidden: f64, net: &NetProfile) -> Pred {
     let busier = s.bytes_sent.max(c.bytes_sent);
     let wire = net.bandwidth_bps.map_or(0.0, |bw| busier as f64 * 8.0 / bw as f64);
     let rounds = s.rounds.max(c.rounds);
-    // a layer's gates run in chunks whose sending overlaps the next chunk's
-    // computing (and the look-ahead's dealing): the slower of the two, not
-    // their sum (measured: the sum over-predicted fss on wan/mobile by up
-    // to 1.5×, `bench/records/plan.jsonl` 20:35)
-    Pred { secs: s.secs.max(c.secs).max(wire) + rounds as f64 * net.latency.as_secs_f64(), bytes: s.bytes_sent + c.bytes_sent, rounds }
+    let latency = rounds as f64 * net.latency.as_secs_f64();
+    Pred { secs: s.secs.max(c.secs).max(wire) + latency - hidden.min(latency), bytes: s.bytes_sent + c.bytes_sent, rounds }
+}
+
+/// Seconds of each layer's latency hidden in the probe run: rounds · probe
+/// latency − (probe time − time with no network), within [0, rounds · probe
+/// latency].
+fn hidden_latency(none: &runtime::LocalRun, probe: &runtime::LocalRun) -> Result<Vec<f64>> {
+    let (n, p) = (&none.inference.report.layers, &probe.inference.report.layers);
+    if p.len() != n.len() || probe.server_layers.len() != none.server_layers.len() {
+        return Err(Error::Protocol("the calibration run metered another layer count".into()));
+    }
+    let lp = PROBE_LATENCY.as_secs_f64();
+    Ok((0..n.len())
+        .map(|i| {
+            let t0 = n[i].secs.max(none.server_layers[i].secs);
+            let t1 = p[i].secs.max(probe.server_layers[i].secs);
+            let full = n[i].rounds.max(none.server_layers[i].rounds) as f64 * lp;
+            (full - (t1 - t0)).clamp(0.0, full)
+        })
+        .collect())
 }
 
 struct Measured {
@@ -120,6 +164,7 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
     }
     let x = input(&model);
     let none = NetProfile::none();
+    let probe = nets.iter().any(|n| n.latency >= PROBE_BELOW);
     let mut runs = Vec::new();
     for fam in preset.families {
         let o = Options { proto: fam.to_string(), profile: none.clone(), family_plan: None, ..opts.clone() };
@@ -127,14 +172,20 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
         if r.inference.report.layers.len() != r.server_layers.len() {
             return Err(Error::Protocol("the two parties metered different layer counts".into()));
         }
-        runs.push((fam.to_string(), r));
+        let hidden = if probe {
+            let lat = NetProfile { name: "probe".into(), bandwidth_bps: None, latency: PROBE_LATENCY };
+            hidden_latency(&r, &run(&model, &Options { profile: lat, ..o.clone() }, &x)?)?
+        } else {
+            vec![0.0; r.server_layers.len()]
+        };
+        runs.push((fam.to_string(), r, hidden));
     }
     let mut out = Vec::new();
     for net in nets {
         let mut cands = Vec::new();
-        for (fam, r) in &runs {
+        for (fam, r, hidden) in &runs {
             let cl = &r.inference.report;
-            let layers = r.server_layers.iter().zip(&cl.layers).map(|(s, c)| predict(s, c, net)).collect();
+            let layers = r.server_layers.iter().zip(&cl.layers).zip(hidden).map(|((s, c), &h)| predict(s, c, h, net)).collect();
             let offline_bytes = cl.offline_bytes_sent + cl.offline_bytes_recv;
             let offline = cl.offline_secs + cl.offline_rounds as f64 * net.latency.as_secs_f64() + net.bandwidth_bps.map_or(0.0, |bw| offline_bytes as f64 * 8.0 / bw as f64);
             let elems = cl.layers.iter().map(|l| if matches!(l.kind, "relu" | "maxpool" | "linear" | "avgpool") { l.elems as f64 } else { 0.0 }).collect();
@@ -194,8 +245,14 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
     let use_mix = mixable && mixed < total(&cands[best].0) * 0.99;
     let choice = CnnChoice { family: chosen.clone(), mix: use_mix.then(|| Arc::new(mix.clone())) };
     if use_mix {
-        for (r, &m) in rows.iter_mut().zip(&mix) {
-            r["choice"] = json!(crate::engine::MIX_FAMILIES[m as usize]);
+        for ((r, &m), i) in rows.iter_mut().zip(&mix).zip(0..) {
+            let fam = crate::engine::MIX_FAMILIES[m as usize];
+            r["choice"] = json!(fam);
+            if let Some((c, _)) = cands.iter().find(|(c, _)| c.family == fam) {
+                r["predicted_s"] = json!(c.layers[i].secs);
+                r["bytes"] = json!(c.layers[i].bytes);
+                r["rounds"] = json!(c.layers[i].rounds);
+            }
         }
     }
     let auto_s = if use_mix { mixed } else { total(&cands[best].0) };
@@ -204,6 +261,10 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         let r = run(model, &o, x)?;
         let cl = &r.inference.report;
         let secs = cl.offline_secs + cl.online_secs;
+        for (row, l) in rows.iter_mut().zip(&cl.layers) {
+            row["measured_s"] = json!(l.secs);
+            row["measured_bytes"] = json!(l.bytes_sent + l.bytes_recv);
+        }
         Some(json!({"seconds": secs, "online_s": cl.online_secs, "offline_s": cl.offline_secs, "predicted_over_measured": auto_s / secs.max(1e-9)}))
     } else {
         None
@@ -214,7 +275,7 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         "per_layer_mix_predicted_s": mixed,
         "fixed": fixed, "layers": rows, "measured": measured,
         "dealer_sees_weights": preset.dealer(),
-        "cost_model": "per layer: max(measured compute (both parties in this process, no network), busier direction's bytes / bandwidth) + rounds x one-way latency; plus the offline phase as measured, its rounds x latency and its bytes / bandwidth",
+        "cost_model": "per layer: max(measured compute (both parties in this process, no network), busier direction's bytes / bandwidth) + rounds x one-way latency - the latency its computing hid in a calibration run at 40 ms (when a profile's latency is 5 ms or more); plus the offline phase as measured, its rounds x latency and its bytes / bandwidth",
         "cpu": crate::bert::cpu_model(),
         "note": note(preset),
     });

@@ -309,6 +309,8 @@ pub struct InferOptions {
     /// Require the server's model: the digest `hush serve` prints at start
     /// (sha256:HEX of the public architecture); another is refused, naming both.
     pub model_digest: Option<String>,
+    /// `auto`: run the per-layer family plan the server chose.
+    pub plan: Option<String>,
 }
 
 /// `hush run`: both parties in this process (or a plaintext executor).
@@ -580,10 +582,21 @@ pub fn serve_main(a: ServeOptions) -> Result<()> {
     if let Some(g) = crate::graph_serve::graph_model_for(&a.model)? {
         return crate::graph_serve::serve_graph_main(a, o, g);
     }
-    if a.plan.is_some() {
-        return Err(Error::Config(format!("--plan: {} is a CNN model; CNNs run their mode's preset (per-layer plans are for encoder graphs so far)", a.model.display())));
-    }
     let model = Arc::new(Model::load(&a.model)?);
+    let mut o = o;
+    // --plan auto: the comparison family per layer, predicted for this
+    // server's --net from costs measured here at start (crate::cnn_plan);
+    // clients run it with `hush infer --plan auto`
+    match a.plan.as_deref() {
+        None => {}
+        Some("auto") => {
+            let req = crate::cnn_plan::CnnPlanRequest { opts: o.clone(), net: o.profile.clone(), verify: false, verify_fixed: false };
+            let (choice, rep) = crate::cnn_plan::plan_cnn(model.clone(), &req)?;
+            o = choice.apply(&o);
+            hush_transport::log_line!("hush serve", "--plan auto for --net {}: {} (predicted {:.3} s per inference; clients need --plan auto)", o.profile.name, rep["auto"]["family"].as_str().unwrap_or("?"), rep["auto"]["predicted_s"].as_f64().unwrap_or(f64::NAN));
+        }
+        Some(f) => return Err(Error::Config(format!("--plan {f}: {} is a CNN model; CNNs take --plan auto (the comparison family per layer); plan files are for encoder graphs", a.model.display()))),
+    }
     let log = hush_transport::notice::logger("hush serve");
     let h = runtime::serve(model.clone(), &a.listen, o.clone(), log)?;
     print_identity("hush serve", &o.link);
@@ -667,6 +680,11 @@ pub fn infer_main(a: InferOptions) -> Result<()> {
     o.expect.frac = a.frac;
     o.expect.chunk = a.chunk;
     o.expect.model_digest = a.model_digest.clone();
+    o.expect.any_family_plan = match a.plan.as_deref() {
+        None => false,
+        Some("auto") => true,
+        Some(f) => return Err(Error::Config(format!("--plan {f}: `hush infer` runs CNNs, which take --plan auto (the server's family per layer); plan files are for encoder graphs (`hush embed --connect --plan`)"))),
+    };
     announce_link("hush infer", &o.link);
     let (shape, x) = npy::read(&a.input)?;
     let mut s = runtime::connect(&a.connect, &o)?;

@@ -29,6 +29,10 @@ pub struct Expect {
     pub chunk: Option<usize>,
     /// Client: the model it requires: `sha256:<hex>` of the public architecture.
     pub model_digest: Option<String>,
+    /// Client (`--plan auto`): runs the per-layer family plan the server
+    /// chose, whatever it is (a client without it expects the preset's one
+    /// family, or its own `Options::family_plan`, and is refused otherwise).
+    pub any_family_plan: bool,
 }
 
 /// The digest of a model's public architecture (its `.hushm` JSON header),

@@ -194,6 +194,36 @@ struct ServerSession {
     _admitted: hush_transport::admission::Reservation,
 }
 
+/// The per-layer family plan this client runs, from the server's reply: the
+/// client's own (which the server must have echoed), or with `--plan auto`
+/// (`Expect::any_family_plan`) the server's, checked here (indices into
+/// [`engine::MIX_FAMILIES`], at most one per plan step, each family one
+/// this client's mode can run; the length is checked against the plan by
+/// [`engine::make_nonlinear`]). Untrusted input: sizes checked first.
+pub(crate) fn server_family_plan(opts: &Options, r: &Value) -> Result<Option<Arc<Vec<u8>>>> {
+    let theirs = r.get("family_plan").cloned().unwrap_or(Value::Null);
+    let mine = json!(opts.family_plan.as_deref());
+    if theirs == mine {
+        return Ok(opts.family_plan.clone());
+    }
+    if !(opts.expect.any_family_plan && opts.family_plan.is_none()) {
+        return Err(Error::Peer(format!("per-layer family plan mismatch: this client runs {mine}, the server runs {theirs} (indices into {:?}, one per layer; `--plan auto` runs the server's)", engine::MIX_FAMILIES)));
+    }
+    let arr = theirs.as_array().ok_or_else(|| Error::Protocol("server hello: the family plan is not a list".into()))?;
+    if arr.len() > crate::model::MAX_NODES {
+        return Err(Error::Protocol(format!("server hello: a family plan of {} entries (at most {})", arr.len(), crate::model::MAX_NODES)));
+    }
+    let mix = arr
+        .iter()
+        .map(|v| v.as_u64().filter(|&i| (i as usize) < engine::MIX_FAMILIES.len()).map(|i| i as u8))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(|| Error::Protocol(format!("server hello: a family plan entry is not an index into {:?}", engine::MIX_FAMILIES)))?;
+    for &i in &mix {
+        opts.mode.check_family(engine::MIX_FAMILIES[i as usize]).map_err(|e| Error::Peer(format!("the server's family plan needs a family this client cannot run: {e}")))?;
+    }
+    Ok(Some(Arc::new(mix)))
+}
+
 /// Server side of a session's set-up: checks the client's hello (family,
 /// mode), opens the correlation provider, replies, and completes the set-up
 /// (seed agreement and weights in tee mode, COTs and HE keys in the HE
@@ -209,7 +239,9 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     }
     let mine = json!(opts.family_plan.as_deref());
     let theirs = hello.get("family_plan").cloned().unwrap_or(Value::Null);
-    if mine != theirs {
+    // a client with `--plan auto` runs the server's plan (it sends none)
+    let adopts = theirs.is_null() && hello.get("any_family_plan").and_then(Value::as_bool) == Some(true);
+    if mine != theirs && !adopts {
         return Err(refuse(ch, format!("per-layer family plan mismatch: the client runs {theirs}, this server runs {mine} (indices into {:?}, one per layer)", engine::MIX_FAMILIES)));
     }
     if opts.family_plan.is_some() && (opts.mode.he() || !engine::MIX_FAMILIES.contains(&opts.proto.as_str())) {
@@ -240,7 +272,7 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     };
     let mut reply = json!({
         "ok": true, "bits": plan.cfg.bits, "frac": plan.cfg.frac, "proto": proto, "chunk": chunk,
-        "predeal_mem": predeal_mem, "architecture": model.header_json,
+        "predeal_mem": predeal_mem, "architecture": model.header_json, "family_plan": opts.family_plan.as_deref(),
     });
     mode_fields(&mut reply, opts, &provider);
     let cot_set = if opts.mode.he() {
@@ -536,7 +568,7 @@ impl<C: Channel> ClientSession<C> {
         if mc {
             opts.crisp.check()?;
         }
-        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name(), "family_plan": opts.family_plan.as_deref()});
+        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name(), "family_plan": opts.family_plan.as_deref(), "any_family_plan": opts.expect.any_family_plan && opts.family_plan.is_none()});
         if mc {
             crate::crisp_serve::hello_fields(&mut hello, &opts.crisp);
         }
@@ -560,6 +592,7 @@ impl<C: Channel> ClientSession<C> {
             return Err(Error::Protocol(format!("server hello: chunk {chunk} out of range")));
         }
         let proto = r.get("proto").and_then(Value::as_str).unwrap_or("").to_string();
+        let family_plan = server_family_plan(opts, &r)?;
         let arch = r.get("architecture").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello lacks the architecture".into()))?;
         let model = Model::from_architecture(arch)?;
         let plan = Plan::new(&model, cfg)?;
@@ -631,7 +664,7 @@ impl<C: Channel> ClientSession<C> {
             (nl, Some(he), Some(cot), Some(hp))
         } else {
             establish(&mut module, &mut ch, opts, ModuleRole::Receiver)?;
-            (engine::make_nonlinear(&proto, opts.family_plan.as_deref().map(|v| v.as_slice()), &plan, module.clone(), CLIENT, cfg.bits, chunk)?, None, None, None)
+            (engine::make_nonlinear(&proto, family_plan.as_deref().map(|v| v.as_slice()), &plan, module.clone(), CLIENT, cfg.bits, chunk)?, None, None, None)
         };
         let predeal_mem = if opts.mode.he() { 0 } else { predeal_mem };
         let offline_secs = t0.elapsed().as_secs_f64();

@@ -880,3 +880,42 @@ fn per_layer_family_plans_run_each_layer_in_its_family() {
     let e = runtime::run_local(m.clone(), &m.input_shape.clone(), &x, &with(vec![0; steps + 1]), false, |_, _| {}).err().expect("refused").to_string();
     assert!(e.contains("family plan"), "{e}");
 }
+
+/// A served session's per-layer plan (`hush serve --plan auto`): a client
+/// with `--plan auto` (`Expect::any_family_plan`) runs the server's mix
+/// and gets the reference within tami's bound, inference after inference;
+/// an all-fss mix taken from the server is exact. A server's plan that is
+/// not a list of family indices is refused by the client, naming it.
+#[test]
+fn a_client_with_plan_auto_runs_the_servers_per_layer_plan() {
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let plan = Plan::new(&m, FixedConfig::default()).unwrap();
+    let steps = plan.steps.len();
+    let mut client = opts("fss");
+    client.expect.any_family_plan = true;
+    let xs: Vec<Vec<f64>> = (0..2).map(|k| input_for(&m, 40 + k)).collect();
+    let ulp = 1.0 / 4096.0;
+    for mix in [(0..steps).map(|i| 1 - (i % 2) as u8).collect::<Vec<_>>(), vec![0; steps]] {
+        let server = Options { family_plan: Some(Arc::new(mix.clone())), ..opts("fss") };
+        for (i, (y, _, _, _)) in session_runs(&m, &xs, &server, &client).into_iter().enumerate() {
+            let want = reference::run_f64(&plan, &xs[i]).unwrap();
+            if mix.iter().all(|&f| f == 0) {
+                assert_eq!(y, reference::run(&plan, &plan.encode_input(&xs[i]).unwrap()).unwrap(), "all fss from the server is exact");
+            }
+            for (a, b) in plan.decode(&y).iter().zip(&want) {
+                assert!((a - b).abs() <= 16.0 * ulp, "{mix:?}, inference {i}: {a} vs {b}");
+            }
+        }
+    }
+    // the server's plan is untrusted input at the client
+    let fp = |v: serde_json::Value| runtime::server_family_plan(&client, &serde_json::json!({ "family_plan": v }));
+    assert_eq!(fp(serde_json::json!([0, 1, 1])).unwrap().as_deref(), Some(&vec![0u8, 1, 1]));
+    assert_eq!(fp(serde_json::Value::Null).unwrap(), None);
+    for bad in [serde_json::json!([0, 7]), serde_json::json!([-1]), serde_json::json!("fss"), serde_json::json!(vec![0; crate::model::MAX_NODES + 1])] {
+        let e = fp(bad.clone()).err().unwrap_or_else(|| panic!("{bad} accepted")).to_string();
+        assert!(e.contains("family plan"), "{e}");
+    }
+    // without --plan auto the client refuses a server's mix, naming both
+    let e = runtime::server_family_plan(&opts("fss"), &serde_json::json!({ "family_plan": [0, 1] })).unwrap_err().to_string();
+    assert!(e.contains("mismatch") && e.contains("[0,1]") && e.contains("null"), "{e}");
+}
