@@ -320,6 +320,16 @@ struct PlanArgs {
     /// beside predicted for each; implies --verify).
     #[arg(long)]
     verify_fixed: bool,
+    /// CNNs: the client device to plan for (its CPU share of this machine's
+    /// core, and its memory as a budget): none, or a profile of `hush bench
+    /// infer --client-profile`.
+    #[arg(long, default_value = "none")]
+    client_profile: String,
+    /// CNNs: the client's memory budget (e.g. 256MiB): the measured runs
+    /// use the chunk and pre-dealing it fits, and each layer reports the
+    /// client's estimated memory.
+    #[arg(long, value_name = "BYTES")]
+    max_mem: Option<String>,
     /// One JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -344,6 +354,10 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     if let Some(model) = cnn {
         let mut opts = hush_inference::runtime::Options { mode: hush_inference::runtime::Mode::from_flags_local(&a.mode, None, None)?, proto: "auto".into(), ..Default::default() };
         opts.resolve_family()?;
+        if let Some(m) = &a.max_mem {
+            opts.max_mem = Some(hush_inference::commands::parse_size(m)?);
+        }
+        let opts = hush_inference::commands::with_profile(opts, &a.client_profile)?;
         for (_, rep) in hush_inference::cnn_plan::plan_cnn_nets(std::sync::Arc::new(model), &opts, &nets, a.verify || a.verify_fixed, a.verify_fixed)? {
             if a.json {
                 println!("{rep}");
@@ -355,6 +369,9 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     }
     if a.batch == 0 || a.seq == 0 || a.batch.saturating_mul(a.seq) > hush_inference::graph_serve::MAX_INPUT_ELEMS {
         return Err(Error::Config(format!("--batch {} --seq {}: at most {} tokens", a.batch, a.seq, hush_inference::graph_serve::MAX_INPUT_ELEMS)));
+    }
+    if a.client_profile != "none" || a.max_mem.is_some() {
+        return Err(Error::Config("--client-profile and --max-mem are not implemented for encoder graphs yet (their sessions have no client budget fit); they plan CNNs".into()));
     }
     let proto = match a.proto.as_str() {
         "tami" => hush_2pc::nonlinear::Proto::Tami,

@@ -147,10 +147,18 @@ pub fn lookahead_bytes(plan: &Plan, proto: &str, chunk: usize) -> Result<u64> {
 /// plan: no weights) with nonlinear chunks of `chunk` elements and a
 /// pre-dealing budget of `predeal` bytes.
 pub fn client_estimate(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64) -> Result<u64> {
+    Ok(client_step_estimates(model, plan, proto, chunk, predeal)?.into_iter().max().unwrap_or(0))
+}
+
+/// [`client_estimate`] step by step: the client's estimated heap while
+/// each plan step runs (what the session holds, plus that step's
+/// transient). `hush plan` reports it per layer; the largest is the
+/// client's peak.
+pub fn client_step_estimates(model: &Model, plan: &Plan, proto: &str, chunk: usize, predeal: u64) -> Result<Vec<u64>> {
     let bits = plan.cfg.bits;
     let frac = plan.cfg.frac;
     let mut plan_bytes = 0u64;
-    let mut transient = 0u64;
+    let mut transients = Vec::with_capacity(plan.steps.len());
     let he = proto == "cf2";
     for (si, st) in plan.steps.iter().enumerate() {
         let out = st.out_len as u64;
@@ -176,13 +184,17 @@ pub fn client_estimate(model: &Model, plan: &Plan, proto: &str, chunk: usize, pr
             StepKind::Relu => 8 * out + nl_bytes(proto, bits, Gate::Relu, st.out_len, chunk)?,
             StepKind::AddConst { .. } | StepKind::Add | StepKind::Reshape | StepKind::Concat { .. } => 8 * out,
         };
-        transient = transient.max(t);
+        transients.push(t);
     }
     let live = 8 * model.peak_live_elems() as u64;
     // the encoded input and the architecture text, held for the session
     let held = 8 * plan.input_len as u64 + 2 * model.header_json.len() as u64;
     let he_fixed = if he { HE_BASE } else { 0 };
-    Ok(BASE + he_fixed + plan_bytes + held + live + transient + predeal)
+    let fixed = BASE + he_fixed + plan_bytes + held + live + predeal;
+    if transients.is_empty() {
+        return Ok(vec![fixed]);
+    }
+    Ok(transients.into_iter().map(|t| fixed + t).collect())
 }
 
 /// [`client_estimate`] plus, in the HE modes, the COT sources' batches for

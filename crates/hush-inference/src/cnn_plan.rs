@@ -136,6 +136,10 @@ struct Measured {
     predeal: f64,
     /// Elements each layer's gates cover (weights the pre-dealing of a mix).
     elems: Vec<f64>,
+    /// The client's estimated heap while each layer runs
+    /// ([`crate::budget::client_step_estimates`], at the chunk and
+    /// pre-dealing the run used: `--max-mem`'s fit when given).
+    mem: Vec<u64>,
 }
 
 fn input(model: &Model) -> Vec<f64> {
@@ -180,6 +184,7 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
         };
         runs.push((fam.to_string(), r, hidden));
     }
+    let cplan = crate::plan::Plan::new(&model, opts.cfg)?;
     let mut out = Vec::new();
     for net in nets {
         let mut cands = Vec::new();
@@ -189,7 +194,10 @@ pub fn plan_cnn_nets(model: Arc<Model>, opts: &Options, nets: &[NetProfile], ver
             let offline_bytes = cl.offline_bytes_sent + cl.offline_bytes_recv;
             let offline = cl.offline_secs + cl.offline_rounds as f64 * net.latency.as_secs_f64() + net.bandwidth_bps.map_or(0.0, |bw| offline_bytes as f64 * 8.0 / bw as f64);
             let elems = cl.layers.iter().map(|l| if matches!(l.kind, "relu" | "maxpool" | "linear" | "avgpool") { l.elems as f64 } else { 0.0 }).collect();
-            cands.push((Measured { family: fam.clone(), layers, offline, offline_bytes, predeal: cl.predeal_secs, elems }, cl.layers.clone()));
+            let (chunk, predeal) = r.mem_fit.map_or((opts.chunk, opts.predeal_mem), |f| (f.chunk, f.predeal_mem));
+            let mut mem = crate::budget::client_step_estimates(&model, &cplan, fam, chunk, predeal)?;
+            mem.resize(cl.layers.len(), mem.last().copied().unwrap_or(0));
+            cands.push((Measured { family: fam.clone(), layers, offline, offline_bytes, predeal: cl.predeal_secs, elems, mem }, cl.layers.clone()));
         }
         out.push(report(&model, opts, &preset, net, &cands, (verify, verify_fixed), &x)?);
     }
@@ -225,11 +233,11 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         } else {
             format!("{} {:.4} s beats {} {:.4} s on this layer", cands[win].0.family, cands[win].0.layers[i].secs, chosen, p.secs)
         };
-        rows.push(json!({"layer": i, "name": l.name, "kind": l.kind, "choice": chosen, "predicted_s": p.secs, "bytes": p.bytes, "rounds": p.rounds, "why": why}));
+        rows.push(json!({"layer": i, "name": l.name, "kind": l.kind, "choice": chosen, "predicted_s": p.secs, "bytes": p.bytes, "rounds": p.rounds, "client_mem_bytes": cands[best].0.mem[i], "why": why}));
     }
     let mut fixed: Vec<Value> = cands
         .iter()
-        .map(|(m, _)| json!({"family": m.family, "predicted_s": total(m), "offline_s": m.offline, "offline_bytes": m.offline_bytes, "bytes": m.layers.iter().map(|p| p.bytes).sum::<u64>(), "rounds": m.layers.iter().map(|p| p.rounds).sum::<u32>()}))
+        .map(|(m, _)| json!({"family": m.family, "predicted_s": total(m), "client_peak_bytes": m.mem.iter().max(), "offline_s": m.offline, "offline_bytes": m.offline_bytes, "bytes": m.layers.iter().map(|p| p.bytes).sum::<u64>(), "rounds": m.layers.iter().map(|p| p.rounds).sum::<u32>()}))
         .collect();
     if verify_fixed {
         for (f, (m, _)) in fixed.iter_mut().zip(cands) {
@@ -252,6 +260,7 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
                 r["predicted_s"] = json!(c.layers[i].secs);
                 r["bytes"] = json!(c.layers[i].bytes);
                 r["rounds"] = json!(c.layers[i].rounds);
+                r["client_mem_bytes"] = json!(c.mem[i]);
             }
         }
     }
@@ -275,6 +284,7 @@ fn report(model: &Arc<Model>, opts: &Options, preset: &crate::preset::Preset, ne
         "per_layer_mix_predicted_s": mixed,
         "fixed": fixed, "layers": rows, "measured": measured,
         "dealer_sees_weights": preset.dealer(),
+        "client_profile": opts.client_profile.name, "max_mem": opts.max_mem,
         "cost_model": "per layer: max(measured compute (both parties in this process, no network), busier direction's bytes / bandwidth) + rounds x one-way latency - the latency its computing hid in a calibration run at 40 ms (when a profile's latency is 5 ms or more); plus the offline phase as measured, its rounds x latency and its bytes / bandwidth",
         "cpu": crate::bert::cpu_model(),
         "note": note(preset),
@@ -295,12 +305,20 @@ fn note(p: &crate::preset::Preset) -> String {
 /// Prints a CNN plan report as a table.
 pub fn print_plan(rep: &Value) {
     println!("hush plan: {} ({} mode, net {}, linear {})", rep["model"].as_str().unwrap_or(""), rep["mode"].as_str().unwrap_or(""), rep["net"].as_str().unwrap_or(""), rep["linear"].as_str().unwrap_or(""));
-    println!("{:>5}  {:<10} {:<24} {:<6} {:>10} {:>12} {:>6}  why", "layer", "kind", "name", "family", "pred. s", "bytes", "rounds");
+    println!("{:>5}  {:<10} {:<24} {:<6} {:>10} {:>12} {:>6} {:>10}  why", "layer", "kind", "name", "family", "pred. s", "bytes", "rounds", "client MiB");
     for r in rep["layers"].as_array().into_iter().flatten() {
         let name: String = r["name"].as_str().unwrap_or("").chars().take(24).collect();
         println!(
-            "{:>5}  {:<10} {:<24} {:<6} {:>10.4} {:>12} {:>6}  {}",
-            r["layer"], r["kind"].as_str().unwrap_or(""), name, r["choice"].as_str().unwrap_or(""), r["predicted_s"].as_f64().unwrap_or(0.0), r["bytes"], r["rounds"], r["why"].as_str().unwrap_or("")
+            "{:>5}  {:<10} {:<24} {:<6} {:>10.4} {:>12} {:>6} {:>10.1}  {}",
+            r["layer"],
+            r["kind"].as_str().unwrap_or(""),
+            name,
+            r["choice"].as_str().unwrap_or(""),
+            r["predicted_s"].as_f64().unwrap_or(0.0),
+            r["bytes"],
+            r["rounds"],
+            r["client_mem_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
+            r["why"].as_str().unwrap_or("")
         );
     }
     for f in rep["fixed"].as_array().into_iter().flatten() {

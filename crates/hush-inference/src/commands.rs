@@ -475,7 +475,9 @@ pub fn options(common: &CommonOptions, fixed: Option<&FixedOptions>, max_mem: Op
 
 /// Applies `--client-profile`: its CPU share (at run time) and its memory
 /// as the client's budget, unless `--max-mem` is smaller.
-fn with_profile(mut o: Options, name: &str) -> Result<Options> {
+/// `--client-profile NAME` on options: the client's CPU share and, when
+/// the device has a memory size, a budget no larger than it.
+pub fn with_profile(mut o: Options, name: &str) -> Result<Options> {
     let p = hush_transport::ClientProfile::by_name(name)
         .ok_or_else(|| Error::Config(format!("--client-profile {name}: choose one of {}", hush_transport::ClientProfile::names().join(", "))))?;
     if let Some(m) = p.mem {

@@ -477,6 +477,17 @@ fn cnn_plans_choose_the_family_with_the_smallest_prediction_and_say_who_holds_w(
         assert_eq!(rep["dealer_sees_weights"].as_bool(), Some(dealer));
         assert_eq!(rep["note"].as_str().unwrap().contains("THE DEALER HOLDS THE WEIGHTS"), dealer, "{}", rep["note"]);
     }
+    // --max-mem is in the cost model: the runs use the chunk and pre-dealing
+    // it fits, and every layer's client estimate stays within it (without a
+    // budget the default pre-dealing alone is larger)
+    let mut opts = Options { proto: "auto".into(), max_mem: Some(30 << 20), ..Default::default() };
+    opts.resolve_family().unwrap();
+    let (_, rep) = plan_cnn(model.clone(), &CnnPlanRequest { opts: opts.clone(), net: hush_transport::NetProfile::lan(), verify: false, verify_fixed: false }).unwrap();
+    assert_eq!(rep["max_mem"].as_u64(), Some(30 << 20));
+    let peak = |rep: &serde_json::Value| rep["layers"].as_array().unwrap().iter().map(|l| l["client_mem_bytes"].as_u64().unwrap()).max().unwrap();
+    assert!(peak(&rep) <= 30 << 20, "{}", peak(&rep));
+    let (_, free) = plan_cnn(model.clone(), &CnnPlanRequest { opts: Options { max_mem: None, ..opts }, net: hush_transport::NetProfile::lan(), verify: false, verify_fixed: false }).unwrap();
+    assert!(peak(&free) > 30 << 20, "{}", peak(&free));
     // CRISP's engine has one family: refused by name
     let o = Options { mode: Mode::MaliciousClient { addr: String::new(), pin: None }, proto: "crisp".into(), ..Default::default() };
     let e = plan_cnn(model, &CnnPlanRequest { opts: o, net: hush_transport::NetProfile::lan(), verify: false, verify_fixed: false }).unwrap_err().to_string();
