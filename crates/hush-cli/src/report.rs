@@ -229,7 +229,7 @@ fn cell(v: &Value) -> Option<String> {
 /// the settings that tell runs apart, then the headline costs. Every other
 /// field is in the record's key–value table.
 const KEY_COLS: &[&str] = &[
-    "model", "mode", "proto", "source", "op", "circuit", "n", "bits", "net", "client_profile", "wall_s", "online_s", "offline_s",
+    "model", "mode", "proto", "source", "op", "circuit", "n", "bits", "net", "client_profile", "wall_s", "online_s", "offline_s", "predicted_s",
     "setup_s", "bytes", "rounds", "cots_per_s", "blocks_per_s", "aes_per_s", "enc_batch_us", "dec_batch_us", "ct_pt_batch_us", "cpu", "date",
     "load",
 ];
@@ -260,6 +260,14 @@ fn summary(r: &Value) -> String {
     }
     if let Some(x) = fnum(r, "offline_s").or(fnum(r, "setup_s")) {
         items.push(("offline", human_secs(x)));
+    }
+    // a run with --plan auto: the cost model's prediction beside it
+    if let Some(p) = fnum(r, "predicted_s") {
+        let measured = fnum(r, "online_s").unwrap_or(0.0) + fnum(r, "offline_s").unwrap_or(0.0);
+        items.push(("predicted (plan)", human_secs(p)));
+        if measured > 0.0 {
+            items.push(("predicted ÷ measured", format!("{:.2}", p / measured)));
+        }
     }
     if let Some(x) = fnum(r, "bytes") {
         items.push(("bytes", if x >= 1000.0 { human_bytes(x) } else { format!("{} B", x as i64) }));
@@ -425,6 +433,14 @@ mod tests {
         let wide = json!({"bench": "cot", "a1": 1, "a2": 2, "a3": 3, "wall_s": 0.5});
         let t = tables(&[wide]);
         assert!(t.contains("<th>wall_s</th>") && !t.contains("<th>a1</th>"));
+    }
+
+    #[test]
+    fn a_planned_run_shows_predicted_beside_measured() {
+        let r = json!({"bench": "infer", "model": "m", "online_s": 1.5, "offline_s": 0.5, "predicted_s": 2.5});
+        let s = summary(&r);
+        assert!(s.contains("predicted (plan)") && s.contains("2.5") && s.contains("predicted ÷ measured") && s.contains("1.25"), "{s}");
+        assert!(!summary(&json!({"bench": "infer", "online_s": 1.0})).contains("predicted"));
     }
 
     #[test]
