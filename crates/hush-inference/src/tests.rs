@@ -919,3 +919,85 @@ fn a_client_with_plan_auto_runs_the_servers_per_layer_plan() {
     let e = runtime::server_family_plan(&opts("fss"), &serde_json::json!({ "family_plan": [0, 1] })).unwrap_err().to_string();
     assert!(e.contains("mismatch") && e.contains("[0,1]") && e.contains("null"), "{e}");
 }
+
+/// The curious party of a per-layer family mix ([`crate::engine::MixedNonlinear`]),
+/// with its REAL view: every byte it receives over a whole session (hello,
+/// seed agreement, each layer's gates in fss or tami, the output shares).
+/// The client's view with the server's weights all zero must be distributed
+/// as with the real weights, and the server's view with the client's input
+/// all zero as with a random input: byte histograms (256 bins) over several
+/// fresh sessions (16 each), two-sample χ² with 255 degrees of freedom, threshold 340
+/// (P < 10^-3 under independence). A gate of either family whose message
+/// were not masked (W·x or x sent in the clear, a mask reused across
+/// layers of different families) would put the zero secret's bytes in the
+/// view and fail it. The mix's argument is sequential composition of the
+/// two families' gates on one provider (`MixedNonlinear`'s doc comment).
+#[test]
+fn a_mixed_plans_views_do_not_depend_on_the_peers_secret() {
+    use hush_transport::Recording;
+    let m = Arc::new(Model::from_bytes(&residual_net()).unwrap());
+    let mut zero_w = (*m).clone();
+    for n in &mut zero_w.nodes {
+        if let crate::model::Op::Conv { weight, bias, .. } | crate::model::Op::Dense { weight, bias } = &mut n.op {
+            weight.data.iter_mut().for_each(|w| *w = 0.0);
+            bias.data.iter_mut().for_each(|w| *w = 0.0);
+        }
+    }
+    let zero_w = Arc::new(zero_w);
+    let steps = Plan::new(&m, FixedConfig::default()).unwrap().steps.len();
+    let o = Options { family_plan: Some(Arc::new((0..steps).map(|i| (i % 2) as u8).collect())), ..opts("fss") };
+    // one session's view of `client` (true) or the server, as a histogram
+    let view = |model: &Arc<Model>, x: &[f64], client: bool, hist: &mut [u64; 256]| {
+        let (a, b) = MemChannel::pair();
+        let log = hush_transport::ViewLog::default();
+        let (m2, p2, o2) = (model.clone(), Plan::new(model, o.cfg).unwrap(), o.clone());
+        let slog = log.clone();
+        let srv = std::thread::spawn(move || {
+            if client {
+                runtime::serve_session(&mut { a }, &m2, &p2, &o2).unwrap()
+            } else {
+                runtime::serve_session(&mut Recording::with_log(a, slog), &m2, &p2, &o2).unwrap()
+            }
+        });
+        let run = |mut s: runtime::ClientSession<_>| {
+            let xq = s.plan.encode_input(x).unwrap();
+            s.infer_ring_costs(&xq).unwrap();
+            s.close().unwrap();
+        };
+        if client {
+            run(runtime::ClientSession::start(Recording::with_log(b, log.clone()), &o).unwrap());
+        } else {
+            run(runtime::ClientSession::start(Recording::with_log(b, hush_transport::ViewLog::default()), &o).unwrap());
+        }
+        srv.join().unwrap();
+        // control messages (JSON: hello, reply, timings) are public
+        // metadata, not shares
+        for msg in log.lock().unwrap().iter().filter(|m| serde_json::from_slice::<serde_json::Value>(m).is_err()) {
+            for &byte in msg {
+                hist[byte as usize] += 1;
+            }
+        }
+    };
+    let chi2 = |a: &[u64; 256], b: &[u64; 256]| -> f64 {
+        let (na, nb) = (a.iter().sum::<u64>() as f64, b.iter().sum::<u64>() as f64);
+        assert!(na > 150_000.0 && (na - nb).abs() < 0.01 * na, "views of {na} and {nb} bytes");
+        let (ka, kb) = ((nb / na).sqrt(), (na / nb).sqrt());
+        a.iter().zip(b).filter(|(x, y)| **x + **y > 0).map(|(x, y)| (ka * *x as f64 - kb * *y as f64).powi(2) / (*x + *y) as f64).sum()
+    };
+    let x = input_for(&m, 3);
+    let zero_x = vec![0.0; x.len()];
+    let (mut real, mut zero) = ([0u64; 256], [0u64; 256]);
+    for _ in 0..16 {
+        view(&m, &x, true, &mut real);
+        view(&zero_w, &x, true, &mut zero);
+    }
+    let c = chi2(&real, &zero);
+    assert!(c < 340.0, "the client's view depends on the server's weights: chi2 {c}");
+    let (mut real, mut zero) = ([0u64; 256], [0u64; 256]);
+    for _ in 0..16 {
+        view(&m, &x, false, &mut real);
+        view(&m, &zero_x, false, &mut zero);
+    }
+    let c = chi2(&real, &zero);
+    assert!(c < 340.0, "the server's view depends on the client's input: chi2 {c}");
+}
