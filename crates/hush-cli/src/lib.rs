@@ -39,16 +39,34 @@ pub use app::lr::{ray_spec, RaySpec};
 /// ignored: a server writing to a module process or a peer that went away
 /// gets an error for that session, not a signal that ends the server.
 pub fn main() -> ExitCode {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !stdout_closed(info.payload()) {
-            default(info)
-        }
-    }));
-    match std::panic::catch_unwind(|| run_with_args(std::env::args_os())) {
+    match run_quiet_on_closed_stdout(std::env::args_os()) {
         Ok(code) => ExitCode::from(code),
-        Err(p) if stdout_closed(&*p) => ExitCode::from(141),
         Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// [`run_with_args`] with output into a closed pipe ending quietly with
+/// status 141 (see [`main`]); any other panic is returned to the caller
+/// (the binary resumes it, the Python package reports an internal error).
+/// The panic hook that silences the closed-pipe panic's message is
+/// installed once per process and passes every other panic on.
+pub fn run_quiet_on_closed_stdout<I, T>(args: I) -> std::thread::Result<u8>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !stdout_closed(info.payload()) {
+                default(info)
+            }
+        }));
+    });
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_with_args(args))) {
+        Err(p) if stdout_closed(&*p) => Ok(141),
+        r => r,
     }
 }
 

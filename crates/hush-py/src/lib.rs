@@ -565,10 +565,12 @@ fn connect(
 }
 
 /// The `hush` command line (`argv` as `sys.argv`: the program name first);
-/// returns the exit status. Runs without the GIL; a Rust panic is status 101.
+/// returns the exit status. Runs without the GIL; a Rust panic is status
+/// 101, output into a closed pipe (`hush circuit list | head -1`) 141, as
+/// with the Cargo-built binary.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
-    py.allow_threads(|| match catch_unwind(AssertUnwindSafe(|| hush_cli::run_with_args(argv))) {
+    py.allow_threads(|| match hush_cli::run_quiet_on_closed_stdout(argv) {
         Ok(code) => code as i32,
         Err(_) => {
             eprintln!("hush: internal error (Rust panic)");
