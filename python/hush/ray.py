@@ -155,11 +155,15 @@ def _fingerprint(cfg: dict) -> str:
     return _hashlib.sha256(_json.dumps(cfg, sort_keys=True).encode()).hexdigest()
 
 
-def _load_checkpoint(path: str, role: str, fp: str, k: int, d_own: int, d_peer: int, epochs: int):
+def _read_checkpoint(path: str, role: str, fp: str, k: int, epochs: int):
+    """The checkpoint at ``path``, read once and checked against this run
+    (format, role, fingerprint, workers, epoch count); the shares' sizes are
+    checked by :func:`_checkpoint_shares` once the feature counts are known."""
     try:
         with open(path) as f:
             c = _json.load(f)
-    except (OSError, ValueError) as e:
+        done = int(c.get("epochs_done", -1))
+    except (OSError, ValueError, TypeError, AttributeError) as e:
         raise InvalidArgument(f"checkpoint {path}: {e}") from None
     if c.get("format") != CHECKPOINT_FORMAT or c.get("role") != role:
         raise InvalidArgument(f"checkpoint {path}: not a {role} party's hush-lr checkpoint")
@@ -168,11 +172,19 @@ def _load_checkpoint(path: str, role: str, fp: str, k: int, d_own: int, d_peer: 
     if c.get("workers") != k:
         raise InvalidArgument(f"checkpoint {path}: written with {c.get('workers')} workers, this run has {k} "
                               "(the shares do not depend on K, but both parties must agree: resume with the same K)")
-    own, peer = bytes.fromhex(c["own"]), bytes.fromhex(c["peer"])
-    done = int(c["epochs_done"])
-    if len(own) != 8 * d_own or len(peer) != 8 * d_peer or not 0 <= done <= epochs:
+    if not 0 <= done <= epochs:
         raise InvalidArgument(f"checkpoint {path}: shapes or epoch count do not fit this training")
-    return done, own, peer
+    return c, done
+
+
+def _checkpoint_shares(c, path: str, d_own: int, d_peer: int):
+    try:
+        own, peer = bytes.fromhex(c["own"]), bytes.fromhex(c["peer"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise InvalidArgument(f"checkpoint {path}: {e}") from None
+    if len(own) != 8 * d_own or len(peer) != 8 * d_peer:
+        raise InvalidArgument(f"checkpoint {path}: shapes or epoch count do not fit this training")
+    return own, peer
 
 
 def _get(refs, epoch: int, batch: _t.Optional[int]):
@@ -289,15 +301,12 @@ def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, revea
     fp_cfg["ids"] = res.get("psi", {}).get("ids_sha256")
     fp = _fingerprint(fp_cfg)
     # the starting epoch (from a checkpoint) is needed by the workers' hello
-    # before the feature counts are known: read it first, check shapes after
+    # before the feature counts are known: the file is read once, its
+    # shares' sizes checked after
     start = 0
     ck = None
     if checkpoint and _os.path.exists(checkpoint):
-        with open(checkpoint) as f:
-            try:
-                start = int(_json.load(f).get("epochs_done", 0))
-            except ValueError as e:
-                raise InvalidArgument(f"checkpoint {checkpoint}: {e}") from None
+        ck, start = _read_checkpoint(checkpoint, role, fp, k, epochs)
     wire = (parts[0], parts[1], parts[2].astype("<u8").tobytes(), parts[3].astype("<u8").tobytes(),
             parts[4].astype("<f8").tobytes())
     wire_ref = _ray.put(wire)
@@ -307,8 +316,8 @@ def _run(role, actors, k, parts, labels, sids, out, checkpoint, intercept, revea
     res["setup_s"] = _time.time() - ts
     d_own, d_peer = shapes[0]
     own, peer = bytes(8 * d_own), bytes(8 * d_peer)
-    if checkpoint and _os.path.exists(checkpoint):
-        start, own, peer = _load_checkpoint(checkpoint, role, fp, k, d_own, d_peer, epochs)
+    if ck is not None:
+        own, peer = _checkpoint_shares(ck, checkpoint, d_own, d_peer)
         res["resumed_from"] = start
     else:
         res["resumed_from"] = None
