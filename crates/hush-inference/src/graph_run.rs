@@ -1136,6 +1136,19 @@ pub fn token_inputs(names: &[&str], ids: &std::path::Path, mask: &std::path::Pat
     Ok(out)
 }
 
+/// A party's time, bytes sent and rounds per operator type (the records'
+/// `by_op`), from its per-step meter.
+pub fn by_op(prog: &Program, meter: &[StepCost]) -> serde_json::Value {
+    let mut by_op = serde_json::Map::new();
+    for (st, c) in prog.steps.iter().zip(meter) {
+        let e = by_op.entry(st.kind().to_string()).or_insert_with(|| serde_json::json!({"secs": 0.0, "bytes_sent": 0u64, "rounds": 0u64}));
+        e["secs"] = serde_json::json!(e["secs"].as_f64().unwrap_or(0.0) + c.secs);
+        e["bytes_sent"] = serde_json::json!(e["bytes_sent"].as_u64().unwrap_or(0) + c.bytes_sent);
+        e["rounds"] = serde_json::json!(e["rounds"].as_u64().unwrap_or(0) + c.rounds as u64);
+    }
+    serde_json::Value::Object(by_op)
+}
+
 /// `hush embed` on a graph that is not a `hush.encoder` graph: the graph
 /// runtime, both parties in this process, tee mode (simulated modules).
 pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::path::Path, fx: FixedConfig, proto: Proto) -> Result<()> {
@@ -1154,7 +1167,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
     let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.common.net, hush_transport::NetProfile::names().join(", "))))?;
     let (o, _) = crate::graph_plan::resolve(&PlanChoice::from_arg(a.plan.as_deref())?, &o, &prog, &net, false)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let (y, st, _) = run_private_on(&prog, &inputs, &o, &net)?;
+    let (y, st, (_, client_meter)) = run_private_on(&prog, &inputs, &o, &net)?;
     let first = y.first().ok_or_else(|| Error::Model("the graph has no outputs".into()))?;
     crate::npy::write(&a.out, &first.shape, &first.v)?;
     let check = if a.check {
@@ -1183,6 +1196,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "load_s": load_s,
         "bytes": st.bytes,
         "rounds": st.rounds,
+        "by_op": by_op(&prog, &client_meter),
         "reference_max_abs_diff": check.map(|c| c.0),
         "float_max_abs_diff": check.map(|c| c.1),
         "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties in this process",

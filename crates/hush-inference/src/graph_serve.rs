@@ -285,13 +285,7 @@ pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, plan: &PlanChoice, in
     let mut module = runtime::client_provider(opts, &reply)?;
     runtime::establish(&mut module, ch, opts, ModuleRole::Receiver)?;
     let (outputs, meter) = crate::graph_run::party_metered(Role::Client, &prog, &o, ch, inputs, module.clone()).map_err(|e| runtime::diagnose(&mut module, &opts.mode, e))?;
-    let mut by_op = serde_json::Map::new();
-    for (st, c) in prog.steps.iter().zip(&meter) {
-        let e = by_op.entry(st.kind().to_string()).or_insert_with(|| json!({"secs": 0.0, "bytes_sent": 0u64, "rounds": 0u64}));
-        e["secs"] = json!(e["secs"].as_f64().unwrap_or(0.0) + c.secs);
-        e["bytes_sent"] = json!(e["bytes_sent"].as_u64().unwrap_or(0) + c.bytes_sent);
-        e["rounds"] = json!(e["rounds"].as_u64().unwrap_or(0) + c.rounds as u64);
-    }
+    let by_op = crate::graph_run::by_op(&prog, &meter);
     let outputs = outputs.ok_or_else(|| Error::Protocol("no outputs".into()))?;
     let c = ch.cost();
     Ok(RemoteRun {
@@ -305,7 +299,7 @@ pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, plan: &PlanChoice, in
         proto,
         plan: theirs,
         program: prog.fingerprint(),
-        by_op: Value::Object(by_op),
+        by_op,
     })
 }
 
