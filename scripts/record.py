@@ -120,6 +120,10 @@ def compact_plan(rep):
     }
     if rep.get("seq"):
         out["seq"] = rep["seq"]
+    if rep.get("client_profile") not in (None, "none"):
+        out["client_profile"] = rep["client_profile"]
+    if rep.get("max_mem") is not None:
+        out["max_mem"] = rep["max_mem"]
     if "dealer_sees_weights" in rep:
         out["dealer_sees_weights"] = rep["dealer_sees_weights"]
     if rep.get("cpu"):
