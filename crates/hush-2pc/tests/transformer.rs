@@ -1133,6 +1133,11 @@ const TANH_PIN: (u32, u64) = (22, 20480);
 /// product's shares, both parties' costs and the messages each received.
 #[allow(clippy::type_complexity)]
 fn weight_run(x0: Vec<u64>, x1: Vec<u64>, w: Vec<u64>, count: usize, d: MatDims) -> ((Vec<u64>, Cost, Vec<Vec<u8>>), (Vec<u64>, Cost, Vec<Vec<u8>>)) {
+    weight_run_as(x0, x1, w, count, d, false)
+}
+
+#[allow(clippy::type_complexity)]
+fn weight_run_as(x0: Vec<u64>, x1: Vec<u64>, w: Vec<u64>, count: usize, d: MatDims, client_input: bool) -> ((Vec<u64>, Cost, Vec<Vec<u8>>), (Vec<u64>, Cost, Vec<Vec<u8>>)) {
     let (ca, cb) = MemChannel::pair();
     let (ra, rb) = (std::sync::Arc::new(std::sync::Mutex::new(Vec::new())), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
     let rb2 = rb.clone();
@@ -1142,7 +1147,8 @@ fn weight_run(x0: Vec<u64>, x1: Vec<u64>, w: Vec<u64>, count: usize, d: MatDims)
         rb2.lock().unwrap().clear();
         let before = cb.cost();
         let mut c = Ctx::new(1, Proto::Fss, dl, fx()).unwrap();
-        let y = c.weight_matmul(&mut cb, &ArithShare::new(fx().ring, x1), &[], count, d).unwrap();
+        let x1 = ArithShare::new(fx().ring, x1);
+        let y = if client_input { c.weight_matmul_client_input(&mut cb, &x1, &[], count, d) } else { c.weight_matmul(&mut cb, &x1, &[], count, d) }.unwrap();
         (y.v.clone(), cb.cost() - before)
     });
     let mut ca = Recording { inner: ca, log: ra.clone() };
@@ -1150,7 +1156,8 @@ fn weight_run(x0: Vec<u64>, x1: Vec<u64>, w: Vec<u64>, count: usize, d: MatDims)
     ra.lock().unwrap().clear();
     let before = ca.cost();
     let mut c = Ctx::new(0, Proto::Fss, dl, fx()).unwrap();
-    let y0 = c.weight_matmul(&mut ca, &ArithShare::new(fx().ring, x0), &w, count, d).unwrap();
+    let x0 = ArithShare::new(fx().ring, x0);
+    let y0 = if client_input { c.weight_matmul_client_input(&mut ca, &x0, &w, count, d) } else { c.weight_matmul(&mut ca, &x0, &w, count, d) }.unwrap();
     let c0 = ca.cost() - before;
     let (y1, c1) = t.join().unwrap();
     let (l0, l1) = (ra.lock().unwrap().clone(), rb.lock().unwrap().clone());
@@ -1189,6 +1196,48 @@ fn weight_products_match_the_plaintext_product_with_pinned_cost() {
     let d = MatDims { m: 2, k: 3, n: 4 };
     assert!(c.weight_matmul(&mut ch, &ArithShare::new(ring, vec![0; 6]), &[0; 11], 1, d).is_err());
     assert!(c.weight_matmul(&mut ch, &ArithShare::new(ring, vec![0; 5]), &[0; 12], 1, d).is_err());
+}
+
+/// X·W with X the client's own input (`weight_matmul_client_input`: party
+/// 0's share zero): one-hot rows (an embedding lookup), a dense X₁ and the
+/// ring's edge values all give the plaintext product, with exactly the
+/// standard product's messages (one flight each way, V = W − B and U =
+/// X₁ − A); party 0 refuses a non-zero share of X.
+#[test]
+fn weight_products_of_the_clients_own_input_match_the_plaintext_product() {
+    let ring = fx().ring;
+    let mut p = Prg::new(Block(33));
+    for (count, d, onehot) in [(1, MatDims { m: 6, k: 50, n: 9 }, true), (2, MatDims { m: 3, k: 5, n: 4 }, false), (1, MatDims { m: 1, k: 1, n: 1 }, false)] {
+        let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
+        let x: Vec<u64> = if onehot {
+            let mut x = vec![0u64; count * ma];
+            for i in 0..count * d.m {
+                x[i * d.k + (p.next_u64() as usize % d.k)] = 1;
+            }
+            x
+        } else {
+            let edges = [0u64, 1, u64::MAX, 1 << 63];
+            (0..count * ma).map(|i| if i < edges.len() { edges[i] } else { p.next_u64() }).collect()
+        };
+        let w: Vec<u64> = (0..count * mb).map(|_| p.next_u64()).collect();
+        let ((y0, c0, l0), (y1, c1, l1)) = weight_run_as(vec![0; count * ma], x.clone(), w.clone(), count, d, true);
+        let mut want = vec![0u64; count * mc];
+        for q in 0..count {
+            hush_2pc::deal::matrix::matmul_ring(&x[q * ma..(q + 1) * ma], &w[q * mb..(q + 1) * mb], d, &mut want[q * mc..(q + 1) * mc]);
+        }
+        let got: Vec<u64> = y0.iter().zip(&y1).map(|(a, b)| ring.add(*a, *b)).collect();
+        assert_eq!(got, want, "{count} × {d:?}, one-hot {onehot}");
+        assert_eq!((c0.rounds, c0.bytes_sent), (1, 8 * (count * mb) as u64), "server cost at {d:?}");
+        assert_eq!((c1.rounds, c1.bytes_sent), (1, 8 * (count * ma) as u64), "client cost at {d:?}");
+        // the same message sizes as the standard product's
+        let ((_, _, s0), (_, _, s1)) = weight_run(vec![0; count * ma], x.clone(), w.clone(), count, d);
+        assert_eq!(l0.iter().map(Vec::len).collect::<Vec<_>>(), s0.iter().map(Vec::len).collect::<Vec<_>>());
+        assert_eq!(l1.iter().map(Vec::len).collect::<Vec<_>>(), s1.iter().map(Vec::len).collect::<Vec<_>>());
+    }
+    let mut c = Ctx::new(0, Proto::Fss, Dealer::new(Box::new(Null)), fx()).unwrap();
+    let (mut ch, _peer) = MemChannel::pair();
+    let e = c.weight_matmul_client_input(&mut ch, &ArithShare::new(ring, vec![0, 1]), &[0; 2], 1, MatDims { m: 1, k: 2, n: 1 }).unwrap_err().to_string();
+    assert!(e.contains("must be zero"), "{e}");
 }
 
 #[test]

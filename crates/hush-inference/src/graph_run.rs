@@ -577,10 +577,26 @@ impl<'a> Exec<'a> {
     /// one-sided triples ([`hush_2pc::deal::matrix::WeightTriples`]: the
     /// dealer never sees W), in chunks of k and n that fit one request.
     fn weight_matmul(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], m: usize, k: usize, n: usize) -> Result<ArithShare> {
+        self.weight_matmul_as(ch, x, w, m, k, n, false)
+    }
+
+    /// [`Exec::weight_matmul`]; with `client_input`, x is the client's own
+    /// value (the server's share zero: the one-hot token ids), multiplied by
+    /// [`Ctx::weight_matmul_client_input`] — the same messages, and the
+    /// client looks rows of V up instead of the dense A·V.
+    #[allow(clippy::too_many_arguments)]
+    fn weight_matmul_as(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], m: usize, k: usize, n: usize, client_input: bool) -> Result<ArithShare> {
         let (kc, nc) = chunk_dims(m, k, n);
         let server = self.has_weights();
+        let one = |ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], d: MatDims| {
+            if client_input {
+                ctx.weight_matmul_client_input(ch, x, w, 1, d).map_err(tpc)
+            } else {
+                ctx.weight_matmul(ch, x, w, 1, d).map_err(tpc)
+            }
+        };
         if kc == k && nc == n {
-            return self.ctx.weight_matmul(ch, x, w, 1, MatDims { m, k, n }).map_err(tpc);
+            return one(&mut self.ctx, ch, x, w, MatDims { m, k, n });
         }
         let mut out = vec![0u64; m * n];
         for k0 in (0..k).step_by(kc) {
@@ -590,7 +606,7 @@ impl<'a> Exec<'a> {
             for n0 in (0..n).step_by(nc) {
                 let nl = nc.min(n - n0);
                 let wc: Vec<u64> = if server { (k0..k0 + kl).flat_map(|t| w[t * n + n0..t * n + n0 + nl].iter().copied()).collect() } else { Vec::new() };
-                let y = self.ctx.weight_matmul(ch, &xc, &wc, 1, MatDims { m, k: kl, n: nl }).map_err(tpc)?;
+                let y = one(&mut self.ctx, ch, &xc, &wc, MatDims { m, k: kl, n: nl })?;
                 for i in 0..m {
                     for j in 0..nl {
                         out[i * n + n0 + j] = self.ring.add(out[i * n + n0 + j], y.v[i * nl + j]);
@@ -677,7 +693,7 @@ impl<'a> Exec<'a> {
                     // one-hot (T × vocab, the client's) · table (vocab × h, the server's)
                     let oh_t = transpose(&ArithShare::new(ring, oh), vocab, t);
                     let tb = self.weights(|| table.iter().map(|&v| enc(ring, v, f)).collect());
-                    return Ok(Val::Sh(self.weight_matmul(ch, &oh_t, &tb, t, vocab, h)?));
+                    return Ok(Val::Sh(self.weight_matmul_as(ch, &oh_t, &tb, t, vocab, h, true)?));
                 }
                 let y = self.linear(
                     ch,

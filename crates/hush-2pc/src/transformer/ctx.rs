@@ -1327,6 +1327,29 @@ impl Ctx {
     /// (m·k words per product), party 0 sends V = W − B (k·n words); party 0
     /// computes (X₀ + U)·W + C₀ and party 1 A·V + C₁.
     pub fn weight_matmul(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], count: usize, d: MatDims) -> Result<ArithShare> {
+        self.weight_matmul_impl(ch, x, w, count, d, false)
+    }
+
+    /// [`Ctx::weight_matmul`] where X is **party 1's own input** (party 0's
+    /// share is zero; e.g. the one-hot rows of the client's token ids times
+    /// an embedding table): the same triple and the same two messages (U =
+    /// X₁ − A, V = W − B), so both views are exactly those of
+    /// `weight_matmul`; only the local products differ. Party 0 computes
+    /// U·B + C₀ (it holds B) and party 1 X₁·V + C₁, which sum to
+    ///
+    /// > (X₁ − A)·B + A·B + X₁·(W − B) = X₁·W,
+    ///
+    /// and party 1's product skips X₁'s zero entries: for one-hot rows it is
+    /// a row lookup of V instead of the dense A·V (m·k·n multiply-adds; for
+    /// BERT-base's embedding, 3·10⁹). Party 0 refuses a non-zero share.
+    pub fn weight_matmul_client_input(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], count: usize, d: MatDims) -> Result<ArithShare> {
+        if self.party == 0 && x.v.iter().any(|&v| v != 0) {
+            return Err(invalid("weight matmul of the client's input: party 0's share must be zero"));
+        }
+        self.weight_matmul_impl(ch, x, w, count, d, true)
+    }
+
+    fn weight_matmul_impl(&mut self, ch: &mut dyn Channel, x: &ArithShare, w: &[u64], count: usize, d: MatDims, client_input: bool) -> Result<ArithShare> {
         let r = x.ring;
         let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
         if d.m == 0 || d.k == 0 || d.n == 0 || x.len() != count * ma || (self.party == 0 && w.len() != count * mb) {
@@ -1357,10 +1380,14 @@ impl Ctx {
             let mut u = vec![0u64; count * ma];
             let peer = wire::recv(ch, step, u.len() * wire::ring_bytes(l))?;
             unpack_ring(step, &peer, l, &mut u)?;
-            u.iter_mut().zip(&x.v).for_each(|(p, q)| *p = p.wrapping_add(*q));
+            // standard: (X₀ + U)·W; the client's input (X₀ = 0): U·B
+            let right = if client_input { &t.ab } else { w };
+            if !client_input {
+                u.iter_mut().zip(&x.v).for_each(|(p, q)| *p = p.wrapping_add(*q));
+            }
             for q in 0..count {
                 let o = &mut out[q * mc..(q + 1) * mc];
-                crate::deal::matrix::matmul_ring(&u[q * ma..(q + 1) * ma], &w[q * mb..(q + 1) * mb], d, o);
+                crate::deal::matrix::matmul_ring(&u[q * ma..(q + 1) * ma], &right[q * mb..(q + 1) * mb], d, o);
             }
         } else {
             let u: Vec<u64> = x.v.iter().zip(&t.ab).map(|(a, b)| r.sub(*a, *b)).collect();
@@ -1371,7 +1398,21 @@ impl Ctx {
             unpack_ring(step, &peer, l, &mut v)?;
             for q in 0..count {
                 let o = &mut out[q * mc..(q + 1) * mc];
-                crate::deal::matrix::matmul_ring(&t.ab[q * ma..(q + 1) * ma], &v[q * mb..(q + 1) * mb], d, o);
+                if client_input {
+                    // X₁·V over X₁'s non-zero entries (a row lookup for one-hot rows)
+                    let xq = &x.v[q * ma..(q + 1) * ma];
+                    let vq = &v[q * mb..(q + 1) * mb];
+                    for i in 0..d.m {
+                        let row = &mut o[i * d.n..(i + 1) * d.n];
+                        for (kk, &xv) in xq[i * d.k..(i + 1) * d.k].iter().enumerate().filter(|(_, &xv)| xv != 0) {
+                            for (acc, &vv) in row.iter_mut().zip(&vq[kk * d.n..(kk + 1) * d.n]) {
+                                *acc = acc.wrapping_add(xv.wrapping_mul(vv));
+                            }
+                        }
+                    }
+                } else {
+                    crate::deal::matrix::matmul_ring(&t.ab[q * ma..(q + 1) * ma], &v[q * mb..(q + 1) * mb], d, o);
+                }
             }
         }
         out.iter_mut().zip(&t.c).for_each(|(o, c)| *o = r.add(r.reduce(*o), *c));
