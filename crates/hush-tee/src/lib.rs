@@ -51,7 +51,7 @@ pub use hush_deal::wire;
 
 pub use backend::{InProcessModule, ModuleStats, OutOfProcessModule, TrustedModule};
 pub use dealer::DealerModule;
-pub use handshake::establish;
+pub use handshake::{establish, establish_checked, ModuleCheck};
 pub use module::{Module, ModuleRole, Request, Response};
 
 /// Shown wherever the attestation backend appears (Debug, Display, docs, logs).
@@ -81,6 +81,11 @@ pub enum Error {
     /// dealer gave none): the dealer is refused before any correlation.
     #[error("dealer refused before any correlation was used: {0}")]
     DealerAttestation(String),
+    /// The peer's module failed this party's `--module-attest` policy (or
+    /// gave no evidence): refused before seed agreement completed, so
+    /// before any correlation exists.
+    #[error("the peer's trusted module was refused before any correlation was used: {0}")]
+    ModuleAttestation(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
