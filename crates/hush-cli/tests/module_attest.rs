@@ -73,7 +73,9 @@ fn attested_module_processes_across_two_parties() {
     let input = repo().join("models/samples/mnist_8000_label4.npy");
     let infer = |policy: &Path, module: Option<&Path>, tee: &str| {
         let mut c = Command::new(HUSH);
-        c.args(["infer", "--connect", &saddr, "--pin", &sfp, "--input", input.to_str().unwrap(), "--tee", tee, "--module-attest", policy.to_str().unwrap()]);
+        let out = dir.join("out.npy");
+        c.args(["infer", "--connect", &saddr, "--pin", &sfp, "--input", input.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        c.args(["--tee", tee, "--module-attest", policy.to_str().unwrap()]);
         if let Some(m) = module {
             c.env("HUSH_TEE_MODULE", m);
         }

@@ -387,3 +387,165 @@ pub(crate) fn unexpected(r: &Response) -> Error {
         _ => Error::Malformed("unexpected response kind".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The attestation framing of seed agreement: bytes and rounds pinned
+    //! with and without a check, the evidence bound to the module's own
+    //! key and the checker's nonce, and the refusals — a module without
+    //! evidence, an evidence request outside seed agreement, a peer that
+    //! sends evidence nobody asked for.
+    use super::*;
+    use crate::attest::{x25519_spki, EvidenceSource};
+    use crate::{InProcessModule, Module};
+    use hush_primitives::Block;
+    use hush_transport::MemChannel;
+    use std::sync::Mutex;
+
+    fn module(seed: u64, evidence: Option<EvidenceSource>) -> InProcessModule {
+        let mut m = Module::with_rng(Prg::with_nonce(Block(seed as u128), 0));
+        if let Some(e) = evidence {
+            m = m.with_evidence(e);
+        }
+        InProcessModule::new(m)
+    }
+
+    /// Evidence that is just `spki ‖ nonce` (the check below compares it).
+    fn echo() -> EvidenceSource {
+        Arc::new(|spki: &[u8], nonce: &[u8]| Ok([b"EV".as_slice(), spki, nonce].concat()))
+    }
+
+    /// A check that accepts exactly `EV ‖ spki ‖ nonce`, recording what it saw.
+    fn check(seen: Arc<Mutex<Vec<Vec<u8>>>>) -> ModuleCheck {
+        ModuleCheck {
+            max_evidence: 1000,
+            verify: Arc::new(move |ev: &[u8], nonce: &[u8; NONCE_LEN], spki: &[u8]| {
+                seen.lock().unwrap().push(spki.to_vec());
+                if ev == [b"EV".as_slice(), spki, nonce].concat() {
+                    Ok("echo evidence".into())
+                } else {
+                    Err("attestation failed on the report-data-binding leg".into())
+                }
+            }),
+        }
+    }
+
+    type Outcome = (Result<Option<String>>, hush_transport::Cost);
+
+    fn run(s_ev: Option<EvidenceSource>, s_check: Option<ModuleCheck>, r_ev: Option<EvidenceSource>, r_check: Option<ModuleCheck>) -> (Outcome, Outcome) {
+        let (mut a, mut b) = MemChannel::pair();
+        let h = std::thread::spawn(move || {
+            let mut m = module(1, s_ev);
+            let r = establish_checked(&mut m, &mut a, ModuleRole::Sender, s_check.as_ref());
+            (r, a.cost())
+        });
+        let mut m = module(2, r_ev);
+        let r = establish_checked(&mut m, &mut b, ModuleRole::Receiver, r_check.as_ref());
+        let rc = (r, b.cost());
+        drop(b);
+        (h.join().unwrap(), rc)
+    }
+
+    #[test]
+    fn bytes_and_rounds_are_pinned_with_and_without_a_check() {
+        let ((s, sc), (r, rc)) = run(None, None, None, None);
+        assert_eq!((s.unwrap(), r.unwrap()), (None, None));
+        assert_eq!((sc.bytes_sent, sc.rounds, rc.bytes_sent), ((HELLO_LEN + 32) as u64, 2, (HELLO_LEN + 32) as u64));
+        // the receiver checks the sender: 32 bytes of nonce out, the
+        // sender's evidence (2 + 44 + 32 bytes here) behind one status byte
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let ((s, sc), (r, rc)) = run(Some(echo()), None, None, Some(check(seen.clone())));
+        s.unwrap();
+        assert_eq!(r.unwrap().as_deref(), Some("echo evidence"));
+        assert_eq!(rc.bytes_sent, (HELLO_LEN + NONCE_LEN + 32) as u64);
+        assert_eq!(sc.bytes_sent, (HELLO_LEN + 32 + 1 + 2 + 44 + NONCE_LEN) as u64);
+        assert_eq!((sc.rounds, rc.rounds), (2, 2));
+        // what was checked is an X25519 SPKI (RFC 8410 prefix)
+        let spki = seen.lock().unwrap()[0].clone();
+        assert_eq!(spki.len(), 44);
+        assert_eq!(&spki[..12], &x25519_spki(&[0; 32])[..12]);
+        // both ways
+        let ((s, _), (r, _)) = run(Some(echo()), Some(check(seen.clone())), Some(echo()), Some(check(seen.clone())));
+        assert!(s.unwrap().is_some() && r.unwrap().is_some());
+    }
+
+    #[test]
+    fn evidence_for_another_key_or_none_is_refused_before_the_seed() {
+        // a module whose source binds another key: refused by the checker
+        let other: EvidenceSource = Arc::new(|_spki: &[u8], nonce: &[u8]| Ok([b"EV".as_slice(), &x25519_spki(&[9; 32]), nonce].concat()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let ((s, _), (r, _)) = run(Some(other), None, None, Some(check(seen.clone())));
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::ModuleAttestation(_)) && e.to_string().contains("report-data-binding leg"), "{e}");
+        // the refused side's own module completed (the checker's tag was
+        // sent before the check); the checker's never did, so no seed is
+        // shared and the refused side fails at its next message
+        assert!(s.is_ok());
+        // a simulated module: no evidence, and the reason travels
+        let ((_, _), (r, _)) = run(None, None, None, Some(check(seen.clone())));
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("gave no evidence") && e.contains("simulated"), "{e}");
+        // oversized evidence is refused before the check runs
+        let n = seen.lock().unwrap().len();
+        let huge: EvidenceSource = Arc::new(|_s: &[u8], _n: &[u8]| Ok(vec![0; 5000]));
+        let ((_, _), (r, _)) = run(Some(huge), None, None, Some(check(seen.clone())));
+        assert!(r.unwrap_err().to_string().contains("more than the 1000 accepted"));
+        assert_eq!(seen.lock().unwrap().len(), n);
+    }
+
+    #[test]
+    fn the_module_binds_only_its_own_key_and_only_during_seed_agreement() {
+        let mut m = module(3, Some(echo()));
+        let refused = |r: Result<Response>| r.unwrap_err().to_string();
+        assert!(refused(m.call(&Request::Evidence { nonce: vec![1; 32] })).contains("only while seed agreement is under way"));
+        let hello = match &m.call(&Request::Hello { role: ModuleRole::Sender }).unwrap() {
+            Response::Hello(h) => h.clone(),
+            _ => unreachable!(),
+        };
+        let pk: [u8; 32] = hello[1..33].try_into().unwrap();
+        match &m.call(&Request::Evidence { nonce: vec![5; 32] }).unwrap() {
+            Response::Evidence(e) => assert_eq!(e, &[b"EV".as_slice(), &x25519_spki(&pk), &[5; 32]].concat()),
+            _ => unreachable!(),
+        }
+        assert!(refused(m.call(&Request::Evidence { nonce: vec![0; 65] })).contains("nonce"));
+        // a module without a source says it is simulated
+        let mut s = module(4, None);
+        s.call(&Request::Hello { role: ModuleRole::Receiver }).unwrap();
+        assert!(refused(s.call(&Request::Evidence { nonce: vec![] })).contains("gives no hardware protection"));
+        // the request and response survive the codec
+        let q = Request::Evidence { nonce: vec![7; 32] };
+        assert_eq!(Request::decode(&q.encode()).unwrap(), q);
+    }
+
+    #[test]
+    fn unrequested_evidence_and_bad_lengths_are_refused() {
+        // a peer that sends evidence nobody asked for, and a hello of a third length
+        let (mut a, mut b) = MemChannel::pair();
+        let h = std::thread::spawn(move || {
+            let mut m = module(5, None);
+            establish(&mut m, &mut a, ModuleRole::Sender)
+        });
+        let mut peer = module(6, None);
+        let hello = match &peer.call(&Request::Hello { role: ModuleRole::Receiver }).unwrap() {
+            Response::Hello(h) => h.clone(),
+            _ => unreachable!(),
+        };
+        b.send(&hello).unwrap();
+        let theirs = b.recv().unwrap();
+        let tag = match &peer.call(&Request::PeerHello { hello: theirs }).unwrap() {
+            Response::Confirm(t) => *t,
+            _ => unreachable!(),
+        };
+        let mut m2 = tag.to_vec();
+        m2.extend_from_slice(&[EVIDENCE_OK, 1, 2, 3]);
+        b.send(&m2).unwrap();
+        let _ = b.recv();
+        let e = h.join().unwrap().unwrap_err().to_string();
+        assert!(e.contains("not asked for"), "{e}");
+        let (mut a, mut b) = MemChannel::pair();
+        let h = std::thread::spawn(move || establish(&mut module(7, None), &mut a, ModuleRole::Sender));
+        b.send(&[0u8; HELLO_LEN + 5]).unwrap();
+        let e = h.join().unwrap().unwrap_err().to_string();
+        assert!(e.contains("peer module hello"), "{e}");
+    }
+}
