@@ -37,9 +37,13 @@
 //! 3. the checking host verifies the peer's evidence ([`ModuleCheck`])
 //!    against its policy, its `N`, and `K` read from the peer hello it
 //!    relayed to its own module — **before** it passes the peer's tag to
-//!    its module, so no seed is established and no correlation exists when
-//!    a leg fails. The refusal ([`Error::ModuleAttestation`]) names the
-//!    leg; the channel is then dropped and the peer fails too.
+//!    its module, so this party's module never establishes the seed and no
+//!    correlation exists on this side when a leg fails. The refusal
+//!    ([`Error::ModuleAttestation`]) names the leg; the channel is then
+//!    dropped. (Both hosts send round 2 before reading the peer's, so the
+//!    refused peer's module may already hold its half of a seed nobody
+//!    shares; it fails at its next message and what its module can release
+//!    is its own host's shares of nothing the checker uses.)
 //!
 //! **Why relaying evidence fails.** The seed is `HMAC(H(dh ‖ c_S ‖ c_R),
 //! …)` with `dh = X25519(k, K)`: only the holder of `K`'s secret `k` (and
