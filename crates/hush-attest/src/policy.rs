@@ -116,6 +116,11 @@ pub struct Policy {
     pub snp: SnpPolicy,
     pub tdx: TdxPolicy,
     pub test: TestPolicy,
+    /// **Tests only**: roots a test generated (an AMD-style chain, see
+    /// [`crate::verify::TestRoot`]), trusted beside the pinned vendor roots
+    /// by the parties' checks (`--dealer-attest`, `--module-attest`). No
+    /// policy file can name one: [`Policy::from_toml`] leaves this empty.
+    pub test_roots: Vec<crate::verify::TestRoot>,
 }
 
 impl Default for Policy {
@@ -136,6 +141,7 @@ impl Default for Policy {
                 collateral_max_age_days: 30,
             },
             test: TestPolicy::default(),
+            test_roots: Vec::new(),
         }
     }
 }

@@ -118,7 +118,7 @@ impl Verdict {
 
 /// A root a test generated, trusted in addition to the pinned vendor roots.
 /// Only tests build one; no policy file can name it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TestRoot {
     /// Name shown in the verdict; always says it is a test root.
     pub name: String,

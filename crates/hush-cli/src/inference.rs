@@ -82,9 +82,11 @@ pub struct CommonArgs {
     /// is used, naming the failed leg.
     #[arg(long, value_name = "POLICY.toml")]
     pub dealer_attest: Option<PathBuf>,
-    /// The trusted module process's attestation policy: not implemented yet
-    /// (the module is simulated — gives no hardware protection); refused
-    /// with an error saying so.
+    /// Tee mode: the attestation policy (TOML, docs/attestation.md) the
+    /// peer's trusted module must pass (hush-tee-module --attest snp|tdx in
+    /// a confidential VM), bound to its handshake key. A module that fails,
+    /// or has no evidence (the simulated module), is refused before any
+    /// correlation is used, naming the failed leg.
     #[arg(long, value_name = "POLICY.toml")]
     pub module_attest: Option<PathBuf>,
     #[command(flatten)]

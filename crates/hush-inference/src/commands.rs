@@ -76,9 +76,11 @@ pub struct CommonOptions {
     /// `--dealer-pin`; a dealer that fails is refused before any
     /// correlation is used, naming the failed leg.
     pub dealer_attest: Option<std::path::PathBuf>,
-    /// The trusted module process's attestation policy: not implemented
-    /// (the module is simulated — gives no hardware protection); refused
-    /// with an error saying so.
+    /// Tee mode: the attestation policy (TOML, docs/attestation.md) the
+    /// peer's trusted module (`hush-tee-module --attest snp|tdx` in a
+    /// confidential VM) must pass; a module that fails, or gives no
+    /// evidence (the simulated module), is refused before seed agreement
+    /// completes, naming the failed leg.
     pub module_attest: Option<std::path::PathBuf>,
     /// The link flags: identity, pins, `--insecure`, `--connect-timeout`.
     pub link: LinkFlags,
@@ -429,8 +431,14 @@ pub fn options(common: &CommonOptions, fixed: Option<&FixedOptions>, max_mem: Op
     };
     o.expect.proto = common.proto != "auto";
     o.resolve_family()?;
-    if common.module_attest.is_some() {
-        return Err(Error::Config("--module-attest is not implemented: the trusted module process cannot be attested yet (it is simulated and gives no hardware protection); a dealer can be: hush dealer --attest with --dealer-attest POLICY".into()));
+    if let Some(p) = &common.module_attest {
+        match o.mode {
+            runtime::Mode::Tee => {}
+            runtime::Mode::Silent => return Err(Error::Config("--module-attest is not implemented for --mode silent: its SilentFlow modules live inside the COT source and are not attested yet (they are simulated — give no hardware protection); use --mode tee".into())),
+            _ => return Err(Error::Config(format!("--module-attest applies to --mode tee (the parties' own modules), not --mode {}; a dealer is attested with --dealer-attest", o.mode.name()))),
+        }
+        let policy = hush_attest::Policy::read_file(p).map_err(|e| Error::Config(format!("--module-attest: {e}")))?;
+        o.module_attest = Some(std::sync::Arc::new(policy));
     }
     if let Some(p) = &common.dealer_attest {
         match o.mode.dealer() {

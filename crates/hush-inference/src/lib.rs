@@ -97,6 +97,8 @@ mod tests_crisp;
 mod tests_graph;
 #[cfg(test)]
 mod tests_attest;
+#[cfg(test)]
+mod tests_module_attest;
 
 pub use fixed::FixedConfig;
 pub use model::Model;

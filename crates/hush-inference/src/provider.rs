@@ -115,9 +115,15 @@ pub(crate) fn he_session(ch: &mut dyn Channel, party: u8, mode: &Mode, tee: &str
     Ok((nl, he))
 }
 
-fn new_module(kind: &str, test_seed: bool) -> Result<SharedModule> {
+fn new_module(kind: &str, test_seed: bool, evidence: Option<&ModuleEvidence>) -> Result<SharedModule> {
     let m: Box<dyn TrustedModule> = match (kind, test_seed) {
-        ("in-process", false) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))),
+        ("in-process", false) => {
+            let mut m = Module::new().with_kinds(hush_2pc::deal::kinds());
+            if let Some(e) = evidence {
+                m = m.with_evidence(e.0.clone());
+            }
+            Box::new(InProcessModule::new(m))
+        }
         ("in-process", true) => Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()).insecure_test_mode())),
         ("out-of-process", false) => Box::new(hush_tee::OutOfProcessModule::spawn()?),
         ("out-of-process", true) => Box::new(hush_tee::OutOfProcessModule::spawn_insecure_test()?),
@@ -210,10 +216,39 @@ pub(crate) fn dealer_check(opts: &Options) -> Option<hush_tee::dealer::DealerChe
 /// sent and the dealer's certificate from this TLS session; every leg must
 /// pass. The refusal names the failed (or unchecked) leg.
 pub fn verify_dealer_evidence(policy: &hush_attest::Policy, evidence: &[u8], nonce: &[u8], cert_der: &[u8]) -> std::result::Result<String, String> {
-    let e = hush_attest::Evidence::decode(evidence).map_err(|e| format!("its evidence is unreadable: {e}"))?;
     let spki = hush_attest::spki_of_certificate(cert_der).map_err(|e| format!("its TLS certificate: {e}"))?;
+    verify_evidence(policy, evidence, nonce, &spki)
+}
+
+/// In-process modules' hardware evidence source (see
+/// [`Options::module_evidence`]).
+#[derive(Clone)]
+pub struct ModuleEvidence(pub hush_tee::attest::EvidenceSource);
+
+impl std::fmt::Debug for ModuleEvidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModuleEvidence(..)")
+    }
+}
+
+/// The party's check of its peer's module under `--module-attest` (`None`
+/// without it: only the simulated report, which protects nothing).
+pub(crate) fn module_check(opts: &Options) -> Option<hush_tee::ModuleCheck> {
+    let policy = opts.module_attest.clone()?;
+    Some(hush_tee::ModuleCheck {
+        max_evidence: hush_attest::evidence::MAX_EVIDENCE,
+        verify: Arc::new(move |ev: &[u8], nonce: &[u8; hush_tee::handshake::NONCE_LEN], spki: &[u8]| verify_evidence(&policy, ev, nonce, spki)),
+    })
+}
+
+/// Verifies evidence against `policy`, the nonce this party sent and the
+/// DER SPKI of the key it must bind (a dealer's TLS key, a module's
+/// handshake key); every leg must pass. The refusal names the failed (or
+/// unchecked) leg.
+pub fn verify_evidence(policy: &hush_attest::Policy, evidence: &[u8], nonce: &[u8], spki: &[u8]) -> std::result::Result<String, String> {
+    let e = hush_attest::Evidence::decode(evidence).map_err(|e| format!("its evidence is unreadable: {e}"))?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let input = hush_attest::VerifyInput { tls_spki: Some(&spki), nonce: Some(nonce), vek_der: None, now, test_roots: Vec::new() };
+    let input = hush_attest::VerifyInput { tls_spki: Some(spki), nonce: Some(nonce), vek_der: None, now, test_roots: policy.test_roots.clone() };
     let v = hush_attest::verify(&e, policy, &input);
     if v.accepted() {
         let test = if e.kind == hush_attest::EvidenceKind::Test { format!(" — {}", hush_attest::test_evidence::TEST_NOTE) } else { String::new() };
@@ -241,7 +276,7 @@ pub const SESSION_MEM_SLACK: u64 = 64 << 20;
 /// dealt-but-unclaimed shares (`None`: the dealer's cap).
 pub(crate) fn server_provider_for(opts: &Options, announce: Option<u64>) -> Result<Provider> {
     match &opts.mode {
-        Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some())?, dealer: None }),
+        Mode::Tee => Ok(Provider { module: new_module(&opts.tee, opts.insecure_test_seed.is_some(), opts.module_evidence.as_ref())?, dealer: None }),
         Mode::Interactive | Mode::Silent => Ok(Provider { module: SharedModule::new(Box::new(NoModule(opts.mode.name()))), dealer: None }),
         Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
             let sid = hush_tee::dealer::new_session_id();
@@ -275,17 +310,24 @@ pub(crate) fn check_client_mode(hello: &Value, opts: &Options) -> std::result::R
 }
 
 /// Completes a party's provider after the hello exchange: tee-mode seed
-/// agreement over `ch` (or the test seed); nothing more in dealer mode.
+/// agreement over `ch` (or the test seed), checking the peer's module
+/// against `--module-attest` before the seed is established (a refusal
+/// names the failed leg; see `hush_tee::handshake`, "Hardware
+/// attestation"); nothing more in dealer mode.
 pub(crate) fn establish(module: &mut SharedModule, ch: &mut dyn Channel, opts: &Options, role: ModuleRole) -> Result<()> {
     if opts.mode.preset().provider != Source::OwnModules {
         return Ok(());
     }
     match opts.insecure_test_seed {
+        Some(_) if opts.module_attest.is_some() => Err(Error::Config("module attestation needs seed agreement: a fixed test seed skips it".into())),
         Some(seed) => match module.call(&Request::InsecureTestSeed { role, seed })? {
             Response::Established => Ok(()),
             _ => Err(Error::Protocol("module: unexpected answer to the test seed".into())),
         },
-        None => Ok(hush_tee::establish(module, ch, role)?),
+        None => {
+            hush_tee::establish_checked(module, ch, role, module_check(opts).as_ref())?;
+            Ok(())
+        }
     }
 }
 
@@ -310,7 +352,7 @@ pub(crate) fn client_provider(opts: &Options, reply: &Value) -> Result<SharedMod
         return Err(Error::Peer(format!("trust mode mismatch: the server runs --mode {theirs}, this client runs --mode {}", opts.mode.name())));
     }
     match &opts.mode {
-        Mode::Tee => new_module(&opts.tee, opts.insecure_test_seed.is_some()),
+        Mode::Tee => new_module(&opts.tee, opts.insecure_test_seed.is_some(), opts.module_evidence.as_ref()),
         Mode::Interactive | Mode::Silent => Ok(SharedModule::new(Box::new(NoModule(opts.mode.name())))),
         Mode::Dealer { addr, pin } | Mode::MaliciousClient { addr, pin } => {
             let sid = reply

@@ -129,6 +129,19 @@ pub struct Options {
     /// before any correlation is used ([`hush_tee::dealer`], "Attestation").
     /// `None`: no attestation, as before.
     pub dealer_attest: Option<Arc<hush_attest::Policy>>,
+    /// Tee mode (`--module-attest POLICY`): the **peer's** trusted module
+    /// must present hardware evidence that passes this policy and binds
+    /// its handshake key and this party's nonce, or it is refused before
+    /// seed agreement completes, naming the failed leg
+    /// ([`hush_tee::handshake`], "Hardware attestation"). `None`: only the
+    /// simulated report, which gives no hardware protection.
+    pub module_attest: Option<Arc<hush_attest::Policy>>,
+    /// In-process modules' hardware evidence source (tests: test-root
+    /// evidence, or a fake configfs-tsm tree). An in-process module lives
+    /// in its host's memory, so this protects nothing; a deployment runs
+    /// `hush-tee-module --attest snp|tdx` in a confidential VM instead.
+    /// Not reachable from the CLI.
+    pub module_evidence: Option<ModuleEvidence>,
 }
 
 /// Default pre-dealing budget per party (256 MiB).
@@ -162,6 +175,8 @@ impl Default for Options {
             crisp: Default::default(),
             family_plan: None,
             dealer_attest: None,
+            module_attest: None,
+            module_evidence: None,
         }
     }
 }

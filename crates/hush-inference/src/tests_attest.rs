@@ -236,10 +236,7 @@ fn h_fingerprint(h: &DealerHandle) -> Option<hush_transport::Fingerprint> {
 }
 
 #[test]
-fn module_attest_is_refused_as_not_implemented_and_policy_needs_a_remote_dealer() {
-    let c = crate::commands::CommonOptions { module_attest: Some("p.toml".into()), ..Default::default() };
-    let e = crate::commands::options(&c, None, None).unwrap_err().to_string();
-    assert!(e.contains("not implemented") && e.contains("no hardware protection"), "{e}");
+fn dealer_attest_policy_needs_a_remote_dealer() {
     let c = crate::commands::CommonOptions { mode: "dealer".into(), dealer_attest: Some("p.toml".into()), ..Default::default() };
     let e = crate::commands::options(&c, None, None).unwrap_err().to_string();
     assert!(e.contains("--dealer-attest needs --dealer ADDR"), "{e}");

@@ -1,16 +1,49 @@
-//! Attestation behind a verifier interface.
+//! Attestation of the module: the simulated report in every module hello,
+//! and the hook through which a module in a confidential VM gives hardware
+//! evidence for its handshake key.
 //!
-//! A real deployment would use a hardware quote (SGX DCAP, TDX) binding the
-//! module's measurement to the key-exchange public key. hush has no such
-//! hardware here, so the only backend is **simulated — gives no hardware
-//! protection**: the "signature" is a keyed hash under a *public* constant
-//! platform key, so anyone can forge a report. It exists so that the
-//! protocol flow, the binding of the report to the handshake and the
-//! failure paths are real and testable, and a real [`Verifier`] can be
-//! slotted in later.
+//! **The simulated report** ([`SimulatedAttester`], [`SimulatedVerifier`])
+//! is in every module hello and checked by the peer module. It is
+//! **simulated — gives no hardware protection**: the "signature" is a keyed
+//! hash under a *public* constant platform key, so anyone can forge a
+//! report. It exists so that the protocol flow, the binding of the report
+//! to the handshake and the failure paths are real and testable.
+//!
+//! **Hardware evidence** ([`EvidenceSource`], `hush-tee-module --attest
+//! snp|tdx`): the module asks configfs-tsm (through `hush-attest`) for a
+//! report whose REPORT_DATA is `SHA-512(x25519_spki(K) ‖ nonce)`, `K` being
+//! the X25519 public key of **its own** handshake and `nonce` the peer
+//! party's nonce. The peer *party* (its host, not its module) verifies it
+//! against its `--module-attest` policy before the handshake completes; see
+//! [`crate::handshake`] ("Hardware attestation") for the exchange and the
+//! security argument. The module computes REPORT_DATA itself from its own
+//! key, so its host cannot obtain evidence binding any other key.
 
 use crate::{Error, Result, SIMULATED_NOTE};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// A module's hardware evidence source (`hush-tee-module --attest`): given
+/// the DER SubjectPublicKeyInfo of the module's handshake key
+/// ([`x25519_spki`]) and the peer's nonce, the encoded evidence (the
+/// `hush-attest` format) whose REPORT_DATA is `SHA-512(spki ‖ nonce)`, or
+/// why none could be made. Only the module calls it, with its own key.
+pub type EvidenceSource = Arc<dyn Fn(&[u8], &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
+
+/// The DER prefix of an X25519 SubjectPublicKeyInfo (RFC 8410 §4: SEQUENCE
+/// { SEQUENCE { OID 1.3.101.110 }, BIT STRING (32 bytes) }).
+const X25519_SPKI_PREFIX: [u8; 12] = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x03, 0x21, 0x00];
+
+/// The DER SubjectPublicKeyInfo of an X25519 public key (RFC 8410): what a
+/// module's hardware evidence binds, the way a dealer's binds its TLS
+/// certificate's SPKI. DER is self-delimiting, so `spki ‖ nonce` is
+/// unambiguous.
+pub fn x25519_spki(public: &[u8; 32]) -> [u8; 44] {
+    let mut out = [0u8; 44];
+    out[..12].copy_from_slice(&X25519_SPKI_PREFIX);
+    out[12..].copy_from_slice(public);
+    out
+}
 
 /// Size of an encoded [`Report`].
 pub const REPORT_LEN: usize = 96;

@@ -13,11 +13,15 @@
 //! and [`OutOfProcessModule`] (the `hush-tee-module` binary as a child
 //! process over a pipe, so the boundary is real and every crossing and byte
 //! is counted). The [`attest`] module's [`attest::SimulatedAttester`] /
-//! [`attest::SimulatedVerifier`] stand in for a hardware quote; the design
-//! keeps a real backend possible (the module binary could run under an SGX
-//! runtime with a real `Verifier`).
+//! [`attest::SimulatedVerifier`] stand in for a hardware quote. The real
+//! path is a confidential VM: `hush-tee-module --attest snp|tdx` answers a
+//! peer's [`Request::Evidence`] with a configfs-tsm report binding its own
+//! handshake key and the peer's nonce, and a party with `--module-attest`
+//! checks it before seed agreement completes ([`handshake`], "Hardware
+//! attestation"). The module `hush` starts by default has no evidence.
 //!
-//! * [`attest`] — `Attester` / `Verifier` traits and the simulated backend.
+//! * [`attest`] — `Attester` / `Verifier` traits and the simulated backend;
+//!   the hardware evidence hook ([`attest::EvidenceSource`]).
 //! * [`handshake`] — seed agreement: X25519 key exchange bound to a
 //!   transcript and to the attestation reports, both modules contribute
 //!   randomness, key confirmation (SilentFlow §III-B "Shared Seed
@@ -51,7 +55,7 @@ pub use hush_deal::wire;
 
 pub use backend::{InProcessModule, ModuleStats, OutOfProcessModule, TrustedModule};
 pub use dealer::DealerModule;
-pub use handshake::establish;
+pub use handshake::{establish, establish_checked, ModuleCheck};
 pub use module::{Module, ModuleRole, Request, Response};
 
 /// Shown wherever the attestation backend appears (Debug, Display, docs, logs).
@@ -81,6 +85,11 @@ pub enum Error {
     /// dealer gave none): the dealer is refused before any correlation.
     #[error("dealer refused before any correlation was used: {0}")]
     DealerAttestation(String),
+    /// The peer's module failed this party's `--module-attest` policy (or
+    /// gave no evidence): refused before seed agreement completed, so
+    /// before any correlation exists.
+    #[error("the peer's trusted module was refused before any correlation was used: {0}")]
+    ModuleAttestation(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

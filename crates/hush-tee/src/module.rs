@@ -30,7 +30,7 @@
 //! (v, GGM leaves) have theirs cleared, so the receiver's choice bit of a
 //! COT is the lsb of its block (as in emp-ot's Ferret).
 
-use crate::attest::{Attester, SimulatedAttester, SimulatedVerifier, Verifier};
+use crate::attest::{Attester, EvidenceSource, SimulatedAttester, SimulatedVerifier, Verifier};
 use crate::handshake::{Handshake, SessionKeys};
 use crate::wire::{Reader, Writer};
 use crate::{ggm, Error, Result};
@@ -78,6 +78,11 @@ pub enum Request {
     PeerHello { hello: Vec<u8> },
     /// The peer module's key-confirmation tag; completes seed agreement.
     PeerConfirm { tag: [u8; 32] },
+    /// Hardware evidence for this module's handshake key and the peer
+    /// party's `nonce` (at most 64 bytes), between [`Request::Hello`] and
+    /// [`Request::PeerConfirm`]; refused by a module without an evidence
+    /// source (the simulated module). See [`crate::handshake`].
+    Evidence { nonce: Vec<u8> },
     /// SilentFlow initial correlation of length `k` (once per session).
     CotInit { k: u32 },
     /// SilentFlow sender: roots of the `trees` GGM trees of `batch`.
@@ -127,6 +132,8 @@ pub enum Response {
     Hello(Vec<u8>),
     Confirm([u8; 32]),
     Established,
+    /// Encoded hardware evidence (`hush-attest` format) for a [`Request::Evidence`].
+    Evidence(Vec<u8>),
     /// Sender's share of the initial correlation.
     CotSenderInit { delta: Block, v: Vec<Block> },
     /// Receiver's share: w = v ⊕ u·Δ with u = lsb(w).
@@ -170,6 +177,12 @@ impl Drop for Response {
     }
 }
 
+/// Largest evidence a module response may carry (checked before allocating;
+/// `hush-attest`'s own cap, ~280 KB, is below it).
+pub const MAX_EVIDENCE_RESPONSE: usize = 1 << 20;
+/// Largest nonce an evidence request may carry (REPORT_DATA hashes it in).
+pub const MAX_EVIDENCE_NONCE: usize = 64;
+
 /// Most requests in one [`Request::Plan`] (a ResNet-50 inference's FSS
 /// dealing is ~3,000 crossings).
 pub const MAX_PLAN: usize = 1 << 16;
@@ -185,6 +198,7 @@ impl Request {
                 w.0.extend_from_slice(tag);
                 &mut w
             }
+            Request::Evidence { nonce } => w.u8(4).bytes(nonce),
             Request::CotInit { k } => w.u8(10).u32(*k),
             Request::GgmRoots { batch, trees, height } => w.u8(11).u64(*batch).u32(*trees).u32(*height),
             Request::GgmLevel { batch, trees, height, level } => {
@@ -224,6 +238,7 @@ impl Request {
             1 => Request::Hello { role: ModuleRole::from_byte(r.u8()?)? },
             2 => Request::PeerHello { hello: r.bytes(4096)? },
             3 => Request::PeerConfirm { tag: r.array32()? },
+            4 => Request::Evidence { nonce: r.bytes(MAX_EVIDENCE_NONCE)? },
             10 => Request::CotInit { k: r.u32()? },
             11 => Request::GgmRoots { batch: r.u64()?, trees: r.u32()?, height: r.u32()? },
             12 => Request::GgmLevel { batch: r.u64()?, trees: r.u32()?, height: r.u32()?, level: r.u32()? },
@@ -261,6 +276,7 @@ impl Response {
                 &mut w
             }
             Response::Established => w.u8(3),
+            Response::Evidence(e) => w.u8(4).bytes(e),
             Response::CotSenderInit { delta, v } => w.u8(10).block(*delta).blocks(v),
             Response::CotReceiverInit { w: ww } => w.u8(11).blocks(ww),
             Response::GgmRoots(r) => w.u8(12).blocks(r),
@@ -324,6 +340,7 @@ impl Response {
             1 => Response::Hello(r.bytes(4096)?),
             2 => Response::Confirm(r.array32()?),
             3 => Response::Established,
+            4 => Response::Evidence(r.bytes(MAX_EVIDENCE_RESPONSE)?),
             10 => Response::CotSenderInit { delta: r.block()?, v: r.blocks()? },
             11 => Response::CotReceiverInit { w: r.blocks()? },
             12 => Response::GgmRoots(r.blocks()?),
@@ -364,6 +381,12 @@ pub struct Module {
     rng: Prg,
     attester: Box<dyn Attester>,
     verifier: Box<dyn Verifier>,
+    /// Hardware evidence for the handshake key (`--attest`); `None`: the
+    /// simulated module, which has none.
+    evidence: Option<EvidenceSource>,
+    /// This module's handshake public key while seed agreement is under
+    /// way (what [`Request::Evidence`] binds).
+    handshake_public: Option<[u8; 32]>,
     role: Option<ModuleRole>,
     handshake: Option<Handshake>,
     keys: Option<SessionKeys>,
@@ -408,6 +431,8 @@ impl Module {
             rng,
             attester,
             verifier,
+            evidence: None,
+            handshake_public: None,
             role: None,
             handshake: None,
             keys: None,
@@ -440,6 +465,15 @@ impl Module {
         m
     }
 
+    /// A module that answers [`Request::Evidence`] from `source` (hardware
+    /// evidence from configfs-tsm in a confidential VM; in tests, a test
+    /// root's). The evidence binds this module's handshake key, which the
+    /// module computes itself: the host cannot have any other key bound.
+    pub fn with_evidence(mut self, source: EvidenceSource) -> Self {
+        self.evidence = Some(source);
+        self
+    }
+
     /// **INSECURE, tests only**: a module that honours
     /// [`Request::InsecureTestSeed`] (see there).
     pub fn insecure_test_mode(mut self) -> Self {
@@ -468,6 +502,7 @@ impl Module {
             Request::Hello { role } => self.hello(*role),
             Request::PeerHello { hello } => self.peer_hello(hello),
             Request::PeerConfirm { tag } => self.peer_confirm(tag),
+            Request::Evidence { nonce } => self.evidence(nonce),
             Request::CotInit { k } => self.cot_init(*k),
             Request::GgmRoots { batch, trees, height } => self.ggm_roots(*batch, *trees, *height),
             Request::GgmLevel { batch, trees, height, level } => self.ggm_level(*batch, *trees, *height, *level),
@@ -519,6 +554,9 @@ impl Module {
             return Err(Error::Refused("seed agreement already started".into()));
         }
         let (hs, msg) = Handshake::start(role, &mut self.rng, &*self.attester);
+        let mut pk = [0u8; 32];
+        pk.copy_from_slice(&msg[1..33]);
+        self.handshake_public = Some(pk);
         self.role = Some(role);
         self.handshake = Some(hs);
         Ok(Response::Hello(msg))
@@ -532,8 +570,32 @@ impl Module {
 
     fn peer_confirm(&mut self, tag: &[u8; 32]) -> Result<Response> {
         let hs = self.handshake.take().ok_or_else(|| Error::Refused("no seed agreement in progress".into()))?;
+        self.handshake_public = None;
         self.keys = Some(hs.finish(tag)?);
         Ok(Response::Established)
+    }
+
+    /// Hardware evidence binding this module's handshake key and `nonce`.
+    fn evidence(&mut self, nonce: &[u8]) -> Result<Response> {
+        let src = self.evidence.as_ref().ok_or_else(|| {
+            Error::Refused(format!("this module has no hardware evidence: its attestation is {} (run hush-tee-module --attest snp|tdx in a confidential VM)", crate::SIMULATED_NOTE))
+        })?;
+        let (Some(pk), Some(_)) = (self.handshake_public, self.handshake.as_ref()) else {
+            return Err(Error::Refused("evidence is given only while seed agreement is under way (after Hello, before PeerConfirm)".into()));
+        };
+        if nonce.len() > MAX_EVIDENCE_NONCE {
+            return Err(Error::Malformed(format!("evidence nonce of {} bytes, more than {MAX_EVIDENCE_NONCE}", nonce.len())));
+        }
+        let ev = src(&crate::attest::x25519_spki(&pk), nonce).map_err(|e| Error::Refused(format!("no hardware evidence: {e}")))?;
+        if ev.len() > MAX_EVIDENCE_RESPONSE {
+            return Err(Error::Refused(format!("the evidence source gave {} bytes, more than {MAX_EVIDENCE_RESPONSE}", ev.len())));
+        }
+        Ok(Response::Evidence(ev))
+    }
+
+    /// Whether this module has a hardware evidence source.
+    pub fn has_evidence(&self) -> bool {
+        self.evidence.is_some()
     }
 
     fn established(&self) -> Result<(&SessionKeys, ModuleRole)> {

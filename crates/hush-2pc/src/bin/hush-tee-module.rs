@@ -1,5 +1,7 @@
 //! The trusted module as its own process; see `hush_2pc::module_process`.
-//! Attestation is simulated — gives no hardware protection.
+//! Without `--attest` its attestation is simulated — gives no hardware
+//! protection; `--attest snp|tdx` gives configfs-tsm evidence in a
+//! confidential VM.
 
 fn main() {
     let code = hush_2pc::module_process::module_main(std::env::args().skip(1));
