@@ -466,7 +466,7 @@ fn cnn_plans_choose_the_family_with_the_smallest_prediction_and_say_who_holds_w(
         match &choice.mix {
             None => assert_eq!(auto, min),
             Some(m) => {
-                assert!(auto < min * 0.99, "{auto} vs {min}");
+                assert!(auto < min * crate::cnn_plan::MIX_MARGIN, "{auto} vs {min}");
                 assert_eq!(m.len(), model.nodes.len());
             }
         }
