@@ -48,7 +48,7 @@
 //! wrong function — authenticity of keys is the dealer channel's job.
 
 use crate::batch::DcfKeyBatch;
-use crate::codec::{packed_len, Reader, Writer};
+use crate::codec::{packed_len, KeyOut, Reader, Writer};
 use crate::ggm::{self, Child};
 use crate::{mask, Error};
 use hush_primitives::{Block, Prg};
@@ -241,7 +241,8 @@ pub(crate) struct KeyParts<'a> {
 
 impl KeyParts<'_> {
     /// The encoding of [`DcfKey::to_bytes`] (the one writer of the format).
-    pub(crate) fn write(&self, w: &mut Writer, party: u8, bits: u32, out_bits: u32, lanes: u32) {
+    #[inline]
+    pub(crate) fn write<O: KeyOut>(&self, w: &mut O, party: u8, bits: u32, out_bits: u32, lanes: u32) {
         w.bytes(&[TAG_DCF, party, bits as u8, out_bits as u8, lanes as u8]);
         w.u128(self.s0);
         let st = stride(out_bits, lanes);
@@ -621,6 +622,19 @@ where
 /// block buffer within L1/L2).
 const GEN_CHUNK: usize = 256;
 
+/// Keys per pass of [`gen_core`] on the vector path (a multiple of the
+/// kernel's eight-key groups; their correction words, 32 keys × 31 levels ×
+/// 32 bytes at ℓ = 32, stay in L1).
+const GEN_CHUNK_VECTOR: usize = 32;
+
+/// Whether [`gen_levels_vector`] runs the AVX-512 kernel on this thread.
+#[inline]
+fn vector_gen() -> bool {
+    cfg!(target_arch = "x86_64")
+        && !SCALAR_GEN.with(|c| c.get())
+        && hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512
+}
+
 /// Draws the two root seeds of one key exactly as [`gen_lanes`] does.
 #[inline]
 pub(crate) fn draw_roots(prg: &mut Prg, out_bits: u32, lanes: u32) -> [u128; 2] {
@@ -715,7 +729,9 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
     // Blocks per key and level: 2 parties × 2 directions (× 2 for values).
     let per = if packed { 2 } else { 4 };
     let bpk = 2 * per;
-    let cm = GEN_CHUNK.min(nk.max(1));
+    // The vector path keeps a chunk's correction words in L1 (32 keys); the
+    // scalar path batches the AES of a level across GEN_CHUNK keys.
+    let cm = if vector_gen() { GEN_CHUNK_VECTOR } else { GEN_CHUNK }.min(nk.max(1));
     let mut blk = vec![Block::ZERO; cm * bpk];
     let mut s = vec![[0u128; 2]; cm];
     let mut t = vec![[0u64; 2]; cm];
@@ -737,9 +753,28 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
             tr[k] = 0;
             vb[k] = 0;
         }
+        // Keys [0, vdone) level by level in AVX-512 registers (the same
+        // arithmetic, four keys per register); the rest by the scalar loop.
+        let vdone = gen_levels_vector::<NL, PACKED>(
+            n,
+            d,
+            om,
+            &mut s[..m],
+            &mut t[..m],
+            &mut va[..m],
+            &mut cwf[..m * dst],
+            &mut tl[..m],
+            &mut tr[..m],
+            &mut vb[..m],
+            &alphas[base..base + m],
+            &betas[base..base + m],
+        );
         for i in 0..d {
-            for k in 0..m {
-                let o = k * bpk;
+            if vdone == m {
+                break;
+            }
+            for k in vdone..m {
+                let o = (k - vdone) * bpk;
                 for b in 0..2 {
                     let sb = s[k][b];
                     blk[o + b * per] = Block(sb);
@@ -750,10 +785,10 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
                     }
                 }
             }
-            ggm::pi().encrypt_blocks(&mut blk[..m * bpk]);
+            ggm::pi().encrypt_blocks(&mut blk[..(m - vdone) * bpk]);
             let sh = n - 1 - i;
-            for k in 0..m {
-                let o = k * bpk;
+            for k in vdone..m {
+                let o = (k - vdone) * bpk;
                 let [s0, s1] = s[k];
                 // MMO: H_c(s) = π(s ⊕ c) ⊕ s ⊕ c; children B[b][d].
                 let b00 = blk[o].0 ^ s0;
@@ -857,13 +892,60 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
         base += m;
     }
     blk.zeroize();
-    cwf.zeroize();
+    hush_primitives::wipe::wipe_u64s(&mut cwf);
     s.zeroize();
     va.zeroize();
     t.zeroize();
     tl.zeroize();
     tr.zeroize();
     vb.zeroize();
+}
+
+/// The vectorised level loop of [`gen_core_shaped`] where the CPU has
+/// AVX-512 + VAES ([`crate::dcf_gen_x86`]): builds a prefix of the chunk's
+/// keys and returns its length (0 elsewhere, or when `force_scalar`).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn gen_levels_vector<const NL: usize, const PACKED: bool>(
+    n: usize,
+    d: usize,
+    om: u64,
+    s: &mut [[u128; 2]],
+    t: &mut [[u64; 2]],
+    va: &mut [[u64; 2]],
+    cwf: &mut [u64],
+    tl: &mut [u64],
+    tr: &mut [u64],
+    vb: &mut [u64],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if vector_gen() {
+            let mut c = crate::dcf_gen_x86::Chunk { s, t, va, cwf, tl, tr, vb, alphas, betas };
+            // SAFETY: level avx512 includes avx512f, vaes and aes.
+            return unsafe { crate::dcf_gen_x86::levels::<NL, PACKED>(n, d, om, &mut c) };
+        }
+    }
+    let _ = (n, d, om, s, t, va, cwf, tl, tr, vb, alphas, betas);
+    0
+}
+
+thread_local! {
+    /// Tests: force the scalar level loop on this thread (to compare the
+    /// vectorised generator with it key by key).
+    static SCALAR_GEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with DCF key generation forced onto the scalar level loop on
+/// this thread (the portable path; tests compare it with the vector one).
+#[doc(hidden)]
+pub fn with_scalar_gen<R>(f: impl FnOnce() -> R) -> R {
+    let old = SCALAR_GEN.with(|c| c.replace(true));
+    let r = f();
+    SCALAR_GEN.with(|c| c.set(old));
+    r
 }
 
 /// Validates the parameters of a batch of one-lane DCFs.

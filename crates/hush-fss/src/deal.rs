@@ -264,30 +264,29 @@ fn deal_tree_gates(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Ve
         }
         work.into_par_iter().for_each(|(lo, slots)| {
             let m = slots.first().map_or(0, |s| s.1.len() / kb);
-            let mut bufs = [Vec::new(), Vec::new()];
-            for (p, _) in &slots {
-                bufs[*p as usize & 1] = Vec::with_capacity(m * kb);
-            }
-            {
-                let [b0, b1] = &mut bufs;
-                let want = |p: u8| slots.iter().any(|s| s.0 == p);
-                draws.append(lo..lo + m, [want(0).then_some(b0), want(1).then_some(b1)]);
-            }
+            let mut dst: [Option<&mut [u8]>; 2] = [None, None];
             for (p, slot) in slots {
-                let b = &bufs[p as usize & 1];
-                assert_eq!(b.len(), slot.len(), "FSS key encoding has the fixed key size");
-                // SAFETY: `slot` and `b` have the same length, do not
-                // overlap (`b` is this task's own buffer) and MaybeUninit<u8>
-                // has the layout of u8.
-                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), slot.as_mut_ptr() as *mut u8, b.len()) };
+                let len = slot.len();
+                // SAFETY: `slot` is `len` bytes of spare capacity owned by
+                // this task alone (disjoint chunks of the shares' buffers);
+                // zeroing them first makes them initialised u8s, so the
+                // slice built over them is valid.
+                let bytes = unsafe {
+                    let p = slot.as_mut_ptr() as *mut u8;
+                    std::ptr::write_bytes(p, 0, len);
+                    std::slice::from_raw_parts_mut(p, len)
+                };
+                dst[p as usize & 1] = Some(bytes);
             }
-            bufs.iter_mut().for_each(hush_primitives::wipe::wipe_vec);
+            // Each key encoded straight into its slot (GateDraws::fill
+            // asserts the slot sizes).
+            draws.fill(lo..lo + m, dst);
         });
     }
     for s in &mut out {
         // SAFETY: every byte of [head, head + n·kb) was written above: the
-        // chunks of every party's slot cover it (each chunk's buffer has
-        // exactly its slot's length, asserted before the copy).
+        // chunks of every party's slot cover it, each zeroed and then
+        // filled by its task.
         unsafe { s.keys.set_len(head + n * kb) };
     }
     out
