@@ -178,12 +178,22 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
     let fast = if per >= 8 { rows - 1 } else { rows.saturating_sub(8usize.div_ceil(per) + 1) };
     let mut pos = 0usize;
     for row in words[..fast * nc].chunks_exact(nc) {
+        // One bounds check per row: every 8-byte store of the row starts at
+        // most `per` bytes in (issue 35: a check per store was most of
+        // this loop).
+        let r = &mut out[pos..pos + per + 8];
+        let mut p = 0usize;
         for (&t, &(gb, eb)) in row.iter().zip(halves) {
-            out[pos..pos + 8].copy_from_slice(&(t & 0xffff_ffff).to_le_bytes());
-            pos += gb;
-            out[pos..pos + 8].copy_from_slice(&(t >> 32).to_le_bytes());
-            pos += eb;
+            debug_assert!(p + eb + gb <= per);
+            // SAFETY: p + gb ≤ per (the halves of a row sum to `per`), so
+            // both 8-byte stores end inside `r` (per + 8 bytes long).
+            unsafe {
+                std::ptr::write_unaligned(r.as_mut_ptr().add(p) as *mut u64, (t & 0xffff_ffff).to_le());
+                std::ptr::write_unaligned(r.as_mut_ptr().add(p + gb) as *mut u64, (t >> 32).to_le());
+            }
+            p += gb + eb;
         }
+        pos += per;
     }
     for row in words[fast * nc..rows * nc].chunks_exact(nc) {
         for (&t, &(gb, eb)) in row.iter().zip(halves) {
@@ -282,9 +292,9 @@ pub(super) fn roles_bytes(key: Block, role: u8, sub_a: Block, sub_b: Block, n: u
             + ring(if g.post { n } else { 0 })
             + ring(if g.relu { n } else { 0 })
     };
-    // Zeroed by the allocator (fresh pages for a large share): first
-    // touched by the parts, on every core.
-    let mut buf = vec![0u8; total];
+    // Zeroed on every core (one memset on this thread was a sixth of the
+    // dealing, issue 35).
+    let mut buf = hush_deal::zeroed_bytes_par(total);
     let mut rest: &mut [u8] = &mut buf;
     let mut outs: Vec<Out> = (0..tasks).map(|_| Out::default()).collect();
     macro_rules! assign {
@@ -424,22 +434,43 @@ fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, lu
         s.xs.resize(m * nc, 0);
     }
     let (xc, tau, tb, r1, xs) = (&s.pad, &s.tau, &s.tables, &s.r1, &mut s.xs);
-    for (j, &(lo, width)) in g.chunks.iter().enumerate() {
-        let cm = (1u64 << width) - 1;
-        let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
-        let lut = &luts[width as usize][..];
-        let (ig, ie) = (g.in_idx[j][0], g.in_idx[j][1]);
-        // Without an eq leaf the eq half is dropped; with one it carries r_eq.
-        let (keep, eqm, ie) = if ie == usize::MAX { (full, 0, ig) } else { (u64::MAX, full << 32, ie) };
-        let pm = g.posmask[j];
-        for i in 0..m {
-            let (wi, bi) = (i / 64, i % 64);
-            let xj = (xc[i] >> lo) & cm;
-            let tj = (tau[i] >> lo) & cm;
-            let mut v = lut[((xj << width) | tj) as usize];
-            v ^= full & 0u64.wrapping_sub((r1[wi * t0 + ig] >> bi) & 1);
-            v ^= eqm & 0u64.wrapping_sub((r1[wi * t0 + ie] >> bi) & 1);
-            xs[i * nc + j] = (v & keep) ^ (tb[i * nc + j] & pm);
+    // Per chunk, its constants (hoisted); then comparison by comparison,
+    // its row of chunk words (contiguous in `xs` and in B's tables).
+    struct Ck<'l> {
+        lo: u32,
+        width: u32,
+        cm: u64,
+        full: u64,
+        keep: u64,
+        eqm: u64,
+        ig: usize,
+        ie: usize,
+        pm: u64,
+        lut: &'l [u64],
+    }
+    let cks: Vec<Ck<'_>> = g
+        .chunks
+        .iter()
+        .enumerate()
+        .map(|(j, &(lo, width))| {
+            let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
+            let (ig, ie) = (g.in_idx[j][0], g.in_idx[j][1]);
+            // Without an eq leaf the eq half is dropped; with one it carries r_eq.
+            let (keep, eqm, ie) = if ie == usize::MAX { (full, 0, ig) } else { (u64::MAX, full << 32, ie) };
+            Ck { lo, width, cm: (1u64 << width) - 1, full, keep, eqm, ig, ie, pm: g.posmask[j], lut: &luts[width as usize][..] }
+        })
+        .collect();
+    for (i, (row, brow)) in xs.chunks_exact_mut(nc).zip(tb.chunks_exact(nc)).enumerate().take(m) {
+        let bi = i % 64;
+        let rw = &r1[(i / 64) * t0..(i / 64 + 1) * t0];
+        let (x, ta) = (xc[i], tau[i]);
+        for ((o, &b), c) in row.iter_mut().zip(brow).zip(&cks) {
+            let xj = (x >> c.lo) & c.cm;
+            let tj = (ta >> c.lo) & c.cm;
+            let mut v = c.lut[((xj << c.width) | tj) as usize];
+            v ^= c.full & 0u64.wrapping_sub((rw[c.ig] >> bi) & 1);
+            v ^= c.eqm & 0u64.wrapping_sub((rw[c.ie] >> bi) & 1);
+            *o = (v & c.keep) ^ (b & c.pm);
         }
     }
     pack_rows(o.tables, xs, &g.halves, g.per);
