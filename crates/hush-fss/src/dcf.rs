@@ -948,6 +948,35 @@ pub fn with_scalar_gen<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// One-lane keys of a batch built and encoded straight into fixed slots:
+/// key j of party p is written ([`DcfKey::to_bytes`]' bytes) at
+/// `slots[p][j·stride + at ..]` for each party p given — no [`DcfKey`] (nor
+/// its allocation) per key. Roots are pre-drawn ([`draw_roots`]), so the
+/// caller may run disjoint ranges of a batch in parallel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gen_into_slots(
+    bits: u32,
+    out_bits: u32,
+    roots: &[[u128; 2]],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
+    slots: &mut [Option<&mut [u8]>; 2],
+    stride: usize,
+    at: usize,
+) {
+    let kb = DcfKey::size_bytes(bits, out_bits);
+    gen_core_each(bits, out_bits, 1, roots, alphas, betas, |j, parts| {
+        for (p, slot) in slots.iter_mut().enumerate() {
+            if let Some(slot) = slot.as_deref_mut() {
+                let o = j * stride + at;
+                let mut w = crate::codec::SliceWriter::new(&mut slot[o..o + kb]);
+                parts[p].write(&mut w, p as u8, bits, out_bits, 1);
+                debug_assert_eq!(w.pos, kb);
+            }
+        }
+    });
+}
+
 /// Validates the parameters of a batch of one-lane DCFs.
 fn check_batch(bits: u32, out_bits: u32, alphas: &[u64], betas: &[u64]) -> Result<(), Error> {
     check_params(bits, out_bits, 1, 1)?;
