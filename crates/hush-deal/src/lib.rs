@@ -240,7 +240,9 @@ pub const PART: usize = 4096;
 /// share's buffer zeroed by the allocator is one `memset` on the thread
 /// that allocates it — for a TAMI share a sixth of its dealing — while the
 /// parts that fill it run on every core). The same value as
-/// `vec![0u8; len]`.
+/// `vec![0u8; len]`. Used by the TAMI tables (`hush-2pc`); the elementwise
+/// kinds keep `vec!` (shares of a few MB, where a run under load could not
+/// tell the two apart and may have been slower with this).
 pub fn zeroed_bytes_par(len: usize) -> Vec<u8> {
     use rayon::prelude::*;
     const SERIAL: usize = 1 << 20;
@@ -275,7 +277,7 @@ where
 {
     use rayon::prelude::*;
     let rb = bits.div_ceil(8) as usize;
-    let mut buf = zeroed_bytes_par(arrays * (8 + n * rb));
+    let mut buf = vec![0u8; arrays * (8 + n * rb)];
     let parts = n.div_ceil(PART);
     let mut outs: Vec<Vec<&mut [u8]>> = (0..parts).map(|_| Vec::with_capacity(arrays)).collect();
     let mut rest: &mut [u8] = &mut buf;

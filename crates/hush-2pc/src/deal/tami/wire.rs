@@ -172,6 +172,20 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
     if rows == 0 {
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if nc <= 8
+            && hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512
+            && std::arch::is_x86_feature_detected!("avx512vbmi2")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+        {
+            assert_eq!(out.len(), rows * per, "pack_rows: output length");
+            // SAFETY: the CPU has avx512f/bw/vbmi2 (checked above); rows
+            // · nc words and rows · per bytes (asserted).
+            unsafe { pack_rows_vbmi2(out, &words[..rows * nc], halves, per) };
+            return;
+        }
+    }
     // Rows whose 8-byte stores stay inside `out`: all but the last (a half
     // is at most 4 bytes, a row at least 1 byte... the last row may end
     // less than 8 bytes before the end).
@@ -203,6 +217,39 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
         }
     }
     debug_assert_eq!(pos, out.len());
+}
+
+/// [`pack_rows`] with AVX-512 VBMI2, for rows of at most eight chunk words:
+/// a row is one register and its used bytes (each word's gt half, then its
+/// eq half) one compressing store of exactly `per` bytes.
+///
+/// # Safety
+/// The CPU must have avx512f, avx512bw and avx512vbmi2; `halves.len()` ≤
+/// 8, `words.len()` = rows · halves.len() and `out.len()` = rows · per.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+unsafe fn pack_rows_vbmi2(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usize) {
+    use std::arch::x86_64::*;
+    let nc = halves.len();
+    debug_assert!(nc <= 8 && words.len() % nc == 0 && out.len() == words.len() / nc * per);
+    // Byte mask of a row: word j's gt bytes 8j.. and eq bytes 8j + 4...
+    let mut bm = 0u64;
+    for (j, &(gb, eb)) in halves.iter().enumerate() {
+        debug_assert!(gb <= 4 && eb <= 4);
+        bm |= ((1u64 << gb) - 1) << (8 * j);
+        bm |= ((1u64 << eb) - 1) << (8 * j + 4);
+    }
+    debug_assert_eq!(bm.count_ones() as usize, per);
+    let km: __mmask8 = ((1u32 << nc) - 1) as u8;
+    let mut pos = 0usize;
+    for row in words.chunks_exact(nc) {
+        // SAFETY: the masked load reads the row's nc words only; the
+        // compressing store writes exactly popcount(bm) = per bytes at
+        // `pos`, inside `out` (rows · per bytes).
+        let v = _mm512_maskz_loadu_epi64(km, row.as_ptr() as *const i64);
+        _mm512_mask_compressstoreu_epi8(out.as_mut_ptr().add(pos) as *mut _, bm, v);
+        pos += per;
+    }
 }
 
 /// Per-worker scratch (secret values: erased on drop).
