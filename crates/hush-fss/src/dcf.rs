@@ -253,8 +253,16 @@ impl KeyParts<'_> {
         w.bits(self.tl, d);
         w.bits(self.tr, d);
         if st == 2 {
+            // One-bit values, level i at bit i: the d bits at once (the
+            // same stream as one bit per level).
+            w.bits(self.vbits & crate::mask(d), d);
+        } else if lanes == 2 && out_bits <= 32 {
+            // Both lanes of a level in one field: lane 0's bits then lane
+            // 1's, as two fields would put them.
+            let om = crate::mask(out_bits);
             for i in 0..d as usize {
-                w.bits((self.vbits >> i) & 1, out_bits);
+                let v = (self.cw[i * st + 2] & om) | ((self.cw[i * st + 3] & om) << out_bits);
+                w.bits(v, 2 * out_bits);
             }
         } else {
             for i in 0..d as usize {
@@ -1059,4 +1067,91 @@ pub fn dcf_gen_batch_multi(prg: &mut Prg, specs: &[DcfBatchSpec<'_>]) -> Result<
         })
         .collect();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The encoding as it was written before issue 35's third pass: one
+    /// bit-field per level and lane (the reference for the merged fields of
+    /// `KeyParts::write`).
+    fn write_fieldwise(p: &KeyParts<'_>, w: &mut Writer, party: u8, bits: u32, out_bits: u32, lanes: u32) {
+        w.bytes(&[TAG_DCF, party, bits as u8, out_bits as u8, lanes as u8]);
+        w.u128(p.s0);
+        let st = stride(out_bits, lanes);
+        let d = depth(bits, out_bits, lanes);
+        for i in 0..d as usize {
+            w.u128((p.cw[i * st] as u128) | ((p.cw[i * st + 1] as u128) << 64));
+        }
+        w.bits(p.tl, d);
+        w.bits(p.tr, d);
+        for i in 0..d as usize {
+            for l in 0..lanes as usize {
+                let v = if st == 2 { (p.vbits >> i) & 1 } else { p.cw[i * st + 2 + l] };
+                w.bits(v, out_bits);
+            }
+        }
+        if is_packed(out_bits, lanes) {
+            let tb = 1u32 << et_nu(bits, out_bits, lanes);
+            w.bits(p.leaf[0], tb.min(64));
+            if tb > 64 {
+                w.bits(p.leaf[1], tb - 64);
+            }
+        } else {
+            for l in 0..lanes as usize {
+                w.bits(p.leaf[l], out_bits);
+            }
+        }
+        w.flush_bits();
+    }
+
+    #[test]
+    fn merged_value_fields_equal_one_field_per_value() {
+        let mut prg = Prg::new(Block(0x35));
+        for bits in [1u32, 2, 7, 8, 31, 32, 63, 64] {
+            for out_bits in [1u32, 2, 16, 31, 32, 33, 64] {
+                for lanes in [1u32, 2] {
+                    let d = depth(bits, out_bits, lanes) as usize;
+                    let st = stride(out_bits, lanes);
+                    let om = mask(out_bits);
+                    let mut cw: Vec<u64> = (0..d * st).map(|_| prg.next_u64()).collect();
+                    for i in 0..d {
+                        for l in 2..st {
+                            cw[i * st + l] &= om;
+                        }
+                    }
+                    let p = KeyParts {
+                        s0: prg.random_block().0 & ggm::seed_mask(is_packed(out_bits, lanes)),
+                        cw: &cw,
+                        tl: prg.next_u64() & mask(d as u32),
+                        tr: prg.next_u64() & mask(d as u32),
+                        vbits: prg.next_u64() & mask(d as u32),
+                        leaf: [prg.next_u64(), prg.next_u64()],
+                    };
+                    let leaf_ok = |mut p: [u64; 2]| {
+                        if is_packed(out_bits, lanes) {
+                            let tb = 1u32 << et_nu(bits, out_bits, lanes);
+                            p[0] &= mask(tb.min(64));
+                            p[1] = if tb > 64 { p[1] & mask(tb - 64) } else { 0 };
+                        } else {
+                            p = [p[0] & om, if lanes == 2 { p[1] & om } else { 0 }];
+                        }
+                        p
+                    };
+                    let p = KeyParts { leaf: leaf_ok(p.leaf), ..p };
+                    let (mut a, mut b) = (Writer::with_capacity(0), Writer::with_capacity(0));
+                    p.write(&mut a, 1, bits, out_bits, lanes);
+                    write_fieldwise(&p, &mut b, 1, bits, out_bits, lanes);
+                    assert_eq!(a.buf, b.buf, "bits {bits} out {out_bits} lanes {lanes}");
+                    assert_eq!(a.buf.len(), DcfKey::size_bytes_lanes(bits, out_bits, lanes));
+                    let mut slot = vec![0u8; a.buf.len()];
+                    let mut sw = crate::codec::SliceWriter::new(&mut slot);
+                    p.write(&mut sw, 1, bits, out_bits, lanes);
+                    assert_eq!(sw.pos, slot.len());
+                    assert_eq!(slot, a.buf, "slice writer, bits {bits} out {out_bits} lanes {lanes}");
+                }
+            }
+        }
+    }
 }
