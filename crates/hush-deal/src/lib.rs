@@ -236,6 +236,31 @@ pub fn stream_bytes_at(key: Block, nonce: u64, at: usize, out: &mut [u8]) {
 /// stream, and small enough that a part's scratch stays in cache.
 pub const PART: usize = 4096;
 
+/// `len` zero bytes, zeroed on every core for a large buffer (issue 35: a
+/// share's buffer zeroed by the allocator is one `memset` on the thread
+/// that allocates it — for a TAMI share a sixth of its dealing — while the
+/// parts that fill it run on every core). The same value as
+/// `vec![0u8; len]`. Used by the TAMI tables (`hush-2pc`); the elementwise
+/// kinds keep `vec!` (shares of a few MB, where a run under load could not
+/// tell the two apart and may have been slower with this).
+pub fn zeroed_bytes_par(len: usize) -> Vec<u8> {
+    use rayon::prelude::*;
+    const SERIAL: usize = 1 << 20;
+    if len < 2 * SERIAL || rayon::current_num_threads() < 2 {
+        return vec![0u8; len];
+    }
+    let mut v: Vec<u8> = Vec::with_capacity(len);
+    v.spare_capacity_mut()[..len].par_chunks_mut(SERIAL).for_each(|c| {
+        // SAFETY: `c` is spare capacity of `v`, borrowed mutably by this
+        // task alone; writing zero bytes to it is sound.
+        unsafe { std::ptr::write_bytes(c.as_mut_ptr(), 0, c.len()) };
+    });
+    // SAFETY: the first `len` bytes of the capacity were all zeroed above
+    // (the chunks cover them), so they are initialised u8s.
+    unsafe { v.set_len(len) };
+    v
+}
+
 /// An elementwise share built in place in its wire layout, in parallel
 /// parts (issue 35): `arrays` arrays of `n` ring values, each as
 /// [`Blob::put_ring`]`(·, bits)` writes it (`bits` = 64: as [`Blob::put`]),

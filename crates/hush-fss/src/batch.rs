@@ -852,6 +852,17 @@ mod aesni {
     }
 }
 
+/// The FSS permutation's round keys broadcast to four lanes (for
+/// [`crate::dcf_gen_x86`]).
+///
+/// # Safety
+/// The CPU must have aes and avx512f.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "aes,sse2,avx512f")]
+pub(crate) unsafe fn fss_round_keys() -> [std::arch::x86_64::__m512i; 11] {
+    avx::round_keys()
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx {
     use super::{DcfKeyBatch, GROUP};
@@ -861,7 +872,7 @@ mod avx {
     /// AES-128 round keys of [`ggm::FSS_AES_KEY`], each broadcast to four
     /// 128-bit lanes (FIPS-197 key expansion with AESKEYGENASSIST).
     #[target_feature(enable = "aes,sse2,avx512f")]
-    unsafe fn round_keys() -> [__m512i; 11] {
+    pub(super) unsafe fn round_keys() -> [__m512i; 11] {
         #[inline(always)]
         unsafe fn step(k: __m128i, a: __m128i) -> __m128i {
             let a = _mm_shuffle_epi32::<0xff>(a);

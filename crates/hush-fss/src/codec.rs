@@ -47,6 +47,77 @@ impl Writer {
     }
 }
 
+/// Where key encodings go: a growing [`Writer`] or a fixed [`SliceWriter`]
+/// (the dealer writes each key straight into its slot of the share).
+pub(crate) trait KeyOut {
+    fn bytes(&mut self, b: &[u8]);
+    fn u128(&mut self, x: u128) {
+        self.bytes(&x.to_le_bytes());
+    }
+    fn u64(&mut self, x: u64) {
+        self.bytes(&x.to_le_bytes());
+    }
+    fn bits(&mut self, x: u64, w: u32);
+    fn flush_bits(&mut self);
+}
+
+impl KeyOut for Writer {
+    fn bytes(&mut self, b: &[u8]) {
+        Writer::bytes(self, b)
+    }
+    fn bits(&mut self, x: u64, w: u32) {
+        Writer::bits(self, x, w)
+    }
+    fn flush_bits(&mut self) {
+        Writer::flush_bits(self)
+    }
+}
+
+/// A writer into a fixed slice (a key's slot in a dealt share): the same
+/// encoding as [`Writer`], without a vector's capacity checks per field.
+/// Panics if the encoding overruns the slice (a bug: slots have the fixed
+/// key size).
+pub(crate) struct SliceWriter<'a> {
+    pub buf: &'a mut [u8],
+    pub pos: usize,
+    acc: u128,
+    nacc: u32,
+}
+
+impl<'a> SliceWriter<'a> {
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        SliceWriter { buf, pos: 0, acc: 0, nacc: 0 }
+    }
+}
+
+impl KeyOut for SliceWriter<'_> {
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        debug_assert_eq!(self.nacc, 0);
+        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+    }
+    #[inline(always)]
+    fn bits(&mut self, x: u64, w: u32) {
+        self.acc |= ((x & crate::mask(w)) as u128) << self.nacc;
+        self.nacc += w;
+        if self.nacc >= 64 {
+            self.buf[self.pos..self.pos + 8].copy_from_slice(&(self.acc as u64).to_le_bytes());
+            self.pos += 8;
+            self.acc >>= 64;
+            self.nacc -= 64;
+        }
+    }
+    #[inline(always)]
+    fn flush_bits(&mut self) {
+        let n = self.nacc.div_ceil(8) as usize;
+        self.buf[self.pos..self.pos + n].copy_from_slice(&(self.acc as u64).to_le_bytes()[..n]);
+        self.pos += n;
+        self.acc = 0;
+        self.nacc = 0;
+    }
+}
+
 /// Bytes taken by `nbits` bit-packed bits.
 pub(crate) const fn packed_len(nbits: usize) -> usize {
     nbits.div_ceil(8)

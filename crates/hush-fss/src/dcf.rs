@@ -48,7 +48,7 @@
 //! wrong function — authenticity of keys is the dealer channel's job.
 
 use crate::batch::DcfKeyBatch;
-use crate::codec::{packed_len, Reader, Writer};
+use crate::codec::{packed_len, KeyOut, Reader, Writer};
 use crate::ggm::{self, Child};
 use crate::{mask, Error};
 use hush_primitives::{Block, Prg};
@@ -241,7 +241,8 @@ pub(crate) struct KeyParts<'a> {
 
 impl KeyParts<'_> {
     /// The encoding of [`DcfKey::to_bytes`] (the one writer of the format).
-    pub(crate) fn write(&self, w: &mut Writer, party: u8, bits: u32, out_bits: u32, lanes: u32) {
+    #[inline]
+    pub(crate) fn write<O: KeyOut>(&self, w: &mut O, party: u8, bits: u32, out_bits: u32, lanes: u32) {
         w.bytes(&[TAG_DCF, party, bits as u8, out_bits as u8, lanes as u8]);
         w.u128(self.s0);
         let st = stride(out_bits, lanes);
@@ -252,8 +253,16 @@ impl KeyParts<'_> {
         w.bits(self.tl, d);
         w.bits(self.tr, d);
         if st == 2 {
+            // One-bit values, level i at bit i: the d bits at once (the
+            // same stream as one bit per level).
+            w.bits(self.vbits & crate::mask(d), d);
+        } else if lanes == 2 && out_bits <= 32 {
+            // Both lanes of a level in one field: lane 0's bits then lane
+            // 1's, as two fields would put them.
+            let om = crate::mask(out_bits);
             for i in 0..d as usize {
-                w.bits((self.vbits >> i) & 1, out_bits);
+                let v = (self.cw[i * st + 2] & om) | ((self.cw[i * st + 3] & om) << out_bits);
+                w.bits(v, 2 * out_bits);
             }
         } else {
             for i in 0..d as usize {
@@ -621,6 +630,19 @@ where
 /// block buffer within L1/L2).
 const GEN_CHUNK: usize = 256;
 
+/// Keys per pass of [`gen_core`] on the vector path (a multiple of the
+/// kernel's eight-key groups; their correction words, 32 keys × 31 levels ×
+/// 32 bytes at ℓ = 32, stay in L1).
+const GEN_CHUNK_VECTOR: usize = 32;
+
+/// Whether [`gen_levels_vector`] runs the AVX-512 kernel on this thread.
+#[inline]
+fn vector_gen() -> bool {
+    cfg!(target_arch = "x86_64")
+        && !SCALAR_GEN.with(|c| c.get())
+        && hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512
+}
+
 /// Draws the two root seeds of one key exactly as [`gen_lanes`] does.
 #[inline]
 pub(crate) fn draw_roots(prg: &mut Prg, out_bits: u32, lanes: u32) -> [u128; 2] {
@@ -715,7 +737,9 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
     // Blocks per key and level: 2 parties × 2 directions (× 2 for values).
     let per = if packed { 2 } else { 4 };
     let bpk = 2 * per;
-    let cm = GEN_CHUNK.min(nk.max(1));
+    // The vector path keeps a chunk's correction words in L1 (32 keys); the
+    // scalar path batches the AES of a level across GEN_CHUNK keys.
+    let cm = if vector_gen() { GEN_CHUNK_VECTOR } else { GEN_CHUNK }.min(nk.max(1));
     let mut blk = vec![Block::ZERO; cm * bpk];
     let mut s = vec![[0u128; 2]; cm];
     let mut t = vec![[0u64; 2]; cm];
@@ -737,9 +761,28 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
             tr[k] = 0;
             vb[k] = 0;
         }
+        // Keys [0, vdone) level by level in AVX-512 registers (the same
+        // arithmetic, four keys per register); the rest by the scalar loop.
+        let vdone = gen_levels_vector::<NL, PACKED>(
+            n,
+            d,
+            om,
+            &mut s[..m],
+            &mut t[..m],
+            &mut va[..m],
+            &mut cwf[..m * dst],
+            &mut tl[..m],
+            &mut tr[..m],
+            &mut vb[..m],
+            &alphas[base..base + m],
+            &betas[base..base + m],
+        );
         for i in 0..d {
-            for k in 0..m {
-                let o = k * bpk;
+            if vdone == m {
+                break;
+            }
+            for k in vdone..m {
+                let o = (k - vdone) * bpk;
                 for b in 0..2 {
                     let sb = s[k][b];
                     blk[o + b * per] = Block(sb);
@@ -750,10 +793,10 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
                     }
                 }
             }
-            ggm::pi().encrypt_blocks(&mut blk[..m * bpk]);
+            ggm::pi().encrypt_blocks(&mut blk[..(m - vdone) * bpk]);
             let sh = n - 1 - i;
-            for k in 0..m {
-                let o = k * bpk;
+            for k in vdone..m {
+                let o = (k - vdone) * bpk;
                 let [s0, s1] = s[k];
                 // MMO: H_c(s) = π(s ⊕ c) ⊕ s ⊕ c; children B[b][d].
                 let b00 = blk[o].0 ^ s0;
@@ -857,13 +900,89 @@ fn gen_core_shaped<const NL: usize, const PACKED: bool>(
         base += m;
     }
     blk.zeroize();
-    cwf.zeroize();
+    hush_primitives::wipe::wipe_u64s(&mut cwf);
     s.zeroize();
     va.zeroize();
     t.zeroize();
     tl.zeroize();
     tr.zeroize();
     vb.zeroize();
+}
+
+/// The vectorised level loop of [`gen_core_shaped`] where the CPU has
+/// AVX-512 + VAES ([`crate::dcf_gen_x86`]): builds a prefix of the chunk's
+/// keys and returns its length (0 elsewhere, or when `force_scalar`).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn gen_levels_vector<const NL: usize, const PACKED: bool>(
+    n: usize,
+    d: usize,
+    om: u64,
+    s: &mut [[u128; 2]],
+    t: &mut [[u64; 2]],
+    va: &mut [[u64; 2]],
+    cwf: &mut [u64],
+    tl: &mut [u64],
+    tr: &mut [u64],
+    vb: &mut [u64],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if vector_gen() {
+            let mut c = crate::dcf_gen_x86::Chunk { s, t, va, cwf, tl, tr, vb, alphas, betas };
+            // SAFETY: level avx512 includes avx512f, vaes and aes.
+            return unsafe { crate::dcf_gen_x86::levels::<NL, PACKED>(n, d, om, &mut c) };
+        }
+    }
+    let _ = (n, d, om, s, t, va, cwf, tl, tr, vb, alphas, betas);
+    0
+}
+
+thread_local! {
+    /// Tests: force the scalar level loop on this thread (to compare the
+    /// vectorised generator with it key by key).
+    static SCALAR_GEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with DCF key generation forced onto the scalar level loop on
+/// this thread (the portable path; tests compare it with the vector one).
+#[doc(hidden)]
+pub fn with_scalar_gen<R>(f: impl FnOnce() -> R) -> R {
+    let old = SCALAR_GEN.with(|c| c.replace(true));
+    let r = f();
+    SCALAR_GEN.with(|c| c.set(old));
+    r
+}
+
+/// One-lane keys of a batch built and encoded straight into fixed slots:
+/// key j of party p is written ([`DcfKey::to_bytes`]' bytes) at
+/// `slots[p][j·stride + at ..]` for each party p given — no [`DcfKey`] (nor
+/// its allocation) per key. Roots are pre-drawn ([`draw_roots`]), so the
+/// caller may run disjoint ranges of a batch in parallel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gen_into_slots(
+    bits: u32,
+    out_bits: u32,
+    roots: &[[u128; 2]],
+    alphas: &[u64],
+    betas: &[[u64; 2]],
+    slots: &mut [Option<&mut [u8]>; 2],
+    stride: usize,
+    at: usize,
+) {
+    let kb = DcfKey::size_bytes(bits, out_bits);
+    gen_core_each(bits, out_bits, 1, roots, alphas, betas, |j, parts| {
+        for (p, slot) in slots.iter_mut().enumerate() {
+            if let Some(slot) = slot.as_deref_mut() {
+                let o = j * stride + at;
+                let mut w = crate::codec::SliceWriter::new(&mut slot[o..o + kb]);
+                parts[p].write(&mut w, p as u8, bits, out_bits, 1);
+                debug_assert_eq!(w.pos, kb);
+            }
+        }
+    });
 }
 
 /// Validates the parameters of a batch of one-lane DCFs.
@@ -948,4 +1067,91 @@ pub fn dcf_gen_batch_multi(prg: &mut Prg, specs: &[DcfBatchSpec<'_>]) -> Result<
         })
         .collect();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The encoding as it was written before issue 35's third pass: one
+    /// bit-field per level and lane (the reference for the merged fields of
+    /// `KeyParts::write`).
+    fn write_fieldwise(p: &KeyParts<'_>, w: &mut Writer, party: u8, bits: u32, out_bits: u32, lanes: u32) {
+        w.bytes(&[TAG_DCF, party, bits as u8, out_bits as u8, lanes as u8]);
+        w.u128(p.s0);
+        let st = stride(out_bits, lanes);
+        let d = depth(bits, out_bits, lanes);
+        for i in 0..d as usize {
+            w.u128((p.cw[i * st] as u128) | ((p.cw[i * st + 1] as u128) << 64));
+        }
+        w.bits(p.tl, d);
+        w.bits(p.tr, d);
+        for i in 0..d as usize {
+            for l in 0..lanes as usize {
+                let v = if st == 2 { (p.vbits >> i) & 1 } else { p.cw[i * st + 2 + l] };
+                w.bits(v, out_bits);
+            }
+        }
+        if is_packed(out_bits, lanes) {
+            let tb = 1u32 << et_nu(bits, out_bits, lanes);
+            w.bits(p.leaf[0], tb.min(64));
+            if tb > 64 {
+                w.bits(p.leaf[1], tb - 64);
+            }
+        } else {
+            for l in 0..lanes as usize {
+                w.bits(p.leaf[l], out_bits);
+            }
+        }
+        w.flush_bits();
+    }
+
+    #[test]
+    fn merged_value_fields_equal_one_field_per_value() {
+        let mut prg = Prg::new(Block(0x35));
+        for bits in [1u32, 2, 7, 8, 31, 32, 63, 64] {
+            for out_bits in [1u32, 2, 16, 31, 32, 33, 64] {
+                for lanes in [1u32, 2] {
+                    let d = depth(bits, out_bits, lanes) as usize;
+                    let st = stride(out_bits, lanes);
+                    let om = mask(out_bits);
+                    let mut cw: Vec<u64> = (0..d * st).map(|_| prg.next_u64()).collect();
+                    for i in 0..d {
+                        for l in 2..st {
+                            cw[i * st + l] &= om;
+                        }
+                    }
+                    let p = KeyParts {
+                        s0: prg.random_block().0 & ggm::seed_mask(is_packed(out_bits, lanes)),
+                        cw: &cw,
+                        tl: prg.next_u64() & mask(d as u32),
+                        tr: prg.next_u64() & mask(d as u32),
+                        vbits: prg.next_u64() & mask(d as u32),
+                        leaf: [prg.next_u64(), prg.next_u64()],
+                    };
+                    let leaf_ok = |mut p: [u64; 2]| {
+                        if is_packed(out_bits, lanes) {
+                            let tb = 1u32 << et_nu(bits, out_bits, lanes);
+                            p[0] &= mask(tb.min(64));
+                            p[1] = if tb > 64 { p[1] & mask(tb - 64) } else { 0 };
+                        } else {
+                            p = [p[0] & om, if lanes == 2 { p[1] & om } else { 0 }];
+                        }
+                        p
+                    };
+                    let p = KeyParts { leaf: leaf_ok(p.leaf), ..p };
+                    let (mut a, mut b) = (Writer::with_capacity(0), Writer::with_capacity(0));
+                    p.write(&mut a, 1, bits, out_bits, lanes);
+                    write_fieldwise(&p, &mut b, 1, bits, out_bits, lanes);
+                    assert_eq!(a.buf, b.buf, "bits {bits} out {out_bits} lanes {lanes}");
+                    assert_eq!(a.buf.len(), DcfKey::size_bytes_lanes(bits, out_bits, lanes));
+                    let mut slot = vec![0u8; a.buf.len()];
+                    let mut sw = crate::codec::SliceWriter::new(&mut slot);
+                    p.write(&mut sw, 1, bits, out_bits, lanes);
+                    assert_eq!(sw.pos, slot.len());
+                    assert_eq!(slot, a.buf, "slice writer, bits {bits} out {out_bits} lanes {lanes}");
+                }
+            }
+        }
+    }
 }

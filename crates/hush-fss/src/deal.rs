@@ -194,6 +194,7 @@ pub fn deal_parties(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> V
     match shape.gate {
         FssGate::Millionaire if shape.bits < 64 => deal_tree_gates(key, parties, n, shape),
         FssGate::Drelu | FssGate::Relu => deal_tree_gates(key, parties, n, shape),
+        FssGate::Trunc { .. } => deal_trunc(key, parties, n, shape),
         _ => deal_chunked(key, parties, n, shape),
     }
 }
@@ -264,37 +265,134 @@ fn deal_tree_gates(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Ve
         }
         work.into_par_iter().for_each(|(lo, slots)| {
             let m = slots.first().map_or(0, |s| s.1.len() / kb);
-            let mut bufs = [Vec::new(), Vec::new()];
-            for (p, _) in &slots {
-                bufs[*p as usize & 1] = Vec::with_capacity(m * kb);
-            }
-            {
-                let [b0, b1] = &mut bufs;
-                let want = |p: u8| slots.iter().any(|s| s.0 == p);
-                draws.append(lo..lo + m, [want(0).then_some(b0), want(1).then_some(b1)]);
-            }
+            let mut dst: [Option<&mut [u8]>; 2] = [None, None];
             for (p, slot) in slots {
-                let b = &bufs[p as usize & 1];
-                assert_eq!(b.len(), slot.len(), "FSS key encoding has the fixed key size");
-                // SAFETY: `slot` and `b` have the same length, do not
-                // overlap (`b` is this task's own buffer) and MaybeUninit<u8>
-                // has the layout of u8.
-                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), slot.as_mut_ptr() as *mut u8, b.len()) };
+                let len = slot.len();
+                // SAFETY: `slot` is `len` bytes of spare capacity owned by
+                // this task alone (disjoint chunks of the shares' buffers);
+                // zeroing them first makes them initialised u8s, so the
+                // slice built over them is valid.
+                let bytes = unsafe {
+                    let p = slot.as_mut_ptr() as *mut u8;
+                    std::ptr::write_bytes(p, 0, len);
+                    std::slice::from_raw_parts_mut(p, len)
+                };
+                dst[p as usize & 1] = Some(bytes);
             }
-            bufs.iter_mut().for_each(hush_primitives::wipe::wipe_vec);
+            // Each key encoded straight into its slot (GateDraws::fill
+            // asserts the slot sizes).
+            draws.fill(lo..lo + m, dst);
         });
     }
     for s in &mut out {
         // SAFETY: every byte of [head, head + n·kb) was written above: the
-        // chunks of every party's slot cover it (each chunk's buffer has
-        // exactly its slot's length, asserted before the copy).
+        // chunks of every party's slot cover it, each zeroed and then
+        // filled by its task.
         unsafe { s.keys.set_len(head + n * kb) };
     }
     out
 }
 
+/// Truncation gates (two DCFs each) built **in place, in parallel**, like
+/// [`deal_tree_gates`]: every PRG draw first, in [`deal_chunked`]'s order
+/// (per gate the value PRG's m, r, offset; the key PRG's roots of the
+/// ℓ-bit DCF then of the f-bit one), then chunks of [`PAR_CHUNK`] gates on
+/// every core, each key encoded straight into its slot — the bytes of
+/// [`deal_chunked`] (`tests::batched_deal_matches_one_at_a_time`), with no
+/// key object per gate.
+fn deal_trunc(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
+    use rayon::prelude::*;
+    let FssGate::Trunc { f } = shape.gate else { unreachable!("deal_trunc is for truncation gates") };
+    let l = shape.bits;
+    let lm = ring_mask(l);
+    let mut vprg = Prg::with_nonce(key, 1);
+    let mut kprg = Prg::with_nonce(key, 2);
+    let (mut ms, mut rs, mut os) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        ms.push(vprg.next_u64() & lm);
+        rs.push(vprg.next_u64() & lm);
+        os.push(vprg.next_u64() & lm);
+    }
+    let mut roots_a = Vec::with_capacity(n);
+    let mut roots_b = Vec::with_capacity(n);
+    for _ in 0..n {
+        roots_a.push(crate::dcf::draw_roots(&mut kprg, l, 1));
+        roots_b.push(crate::dcf::draw_roots(&mut kprg, l, 1));
+    }
+    let mut lo: Vec<u64> = rs.iter().map(|&r| r & ring_mask(f)).collect();
+    let ba = vec![[1u64 << (l - f), 0]; n];
+    let bb = vec![[lm, 0]; n];
+    let (ka, kb) = (DcfKey::size_bytes(l, l), DcfKey::size_bytes(f, l));
+    let kt = ka + kb;
+    debug_assert_eq!(kt, shape.key_bytes());
+    let head = FssShare::head_bytes(n, shape);
+    let mut out: Vec<FssShare> = parties
+        .iter()
+        .map(|&p| {
+            let mut keys = Vec::with_capacity(head + n * kt);
+            keys.resize(head, 0);
+            let (mut vals, mut offs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for j in 0..n {
+                let (m, r, off0) = (ms[j], rs[j], os[j]);
+                if p == 0 {
+                    offs.push(off0);
+                    vals.push(m.wrapping_add(r) & lm);
+                } else {
+                    let total = 0u64.wrapping_sub(r >> f).wrapping_sub(1u64 << (l - 1 - f)) & lm;
+                    offs.push(total.wrapping_sub(off0) & lm);
+                    vals.push(m);
+                }
+            }
+            FssShare { vals, offs, keys, head }
+        })
+        .collect();
+    ms.zeroize();
+    os.zeroize();
+    {
+        type Slots<'a> = Vec<(u8, &'a mut [std::mem::MaybeUninit<u8>])>;
+        let mut work: Vec<(usize, Slots<'_>)> = (0..n.div_ceil(PAR_CHUNK)).map(|c| (c * PAR_CHUNK, Vec::new())).collect();
+        for (s, &p) in out.iter_mut().zip(parties) {
+            let spare = &mut s.keys.spare_capacity_mut()[..n * kt];
+            for (c, slot) in spare.chunks_mut(PAR_CHUNK * kt).enumerate() {
+                work[c].1.push((p, slot));
+            }
+        }
+        let (rs, lo) = (&rs, &lo);
+        work.into_par_iter().for_each(|(j0, slots)| {
+            let m = slots.first().map_or(0, |s| s.1.len() / kt);
+            let mut dst: [Option<&mut [u8]>; 2] = [None, None];
+            for (p, slot) in slots {
+                let len = slot.len();
+                // SAFETY: `slot` is `len` bytes of spare capacity owned by
+                // this task alone; zeroing them first makes them initialised
+                // u8s, so the slice built over them is valid.
+                let bytes = unsafe {
+                    let p = slot.as_mut_ptr() as *mut u8;
+                    std::ptr::write_bytes(p, 0, len);
+                    std::slice::from_raw_parts_mut(p, len)
+                };
+                dst[p as usize & 1] = Some(bytes);
+            }
+            let r = j0..j0 + m;
+            crate::dcf::gen_into_slots(l, l, &roots_a[r.clone()], &rs[r.clone()], &ba[r.clone()], &mut dst, kt, 0);
+            crate::dcf::gen_into_slots(f, l, &roots_b[r.clone()], &lo[r.clone()], &bb[r], &mut dst, kt, ka);
+        });
+    }
+    for s in &mut out {
+        // SAFETY: every byte of [head, head + n·kt) was written above: the
+        // chunks of every party's slot cover it, each zeroed and then
+        // filled by its task.
+        unsafe { s.keys.set_len(head + n * kt) };
+    }
+    rs.zeroize();
+    lo.zeroize();
+    roots_a.zeroize();
+    roots_b.zeroize();
+    out
+}
+
 /// The gates dealt chunk by chunk on one thread (two-DCF gates: the
-/// millionaires' at 64 bits, truncation).
+/// millionaires' at 64 bits; truncation's reference order).
 fn deal_chunked(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
     let l = shape.bits;
     let lm = ring_mask(l);

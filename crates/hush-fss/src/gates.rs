@@ -39,7 +39,7 @@
 //! Output groups: DReLU and less-than output over Z_2^out_bits (out_bits = 1
 //! gives XOR shares of the bit), ReLU over Z_2^bits.
 
-use crate::codec::{Reader, Writer};
+use crate::codec::{KeyOut, Reader, SliceWriter, Writer};
 use crate::batch::DcfKeyBatch;
 use crate::dcf::{self, DcfKey};
 use crate::{mask, Error};
@@ -898,6 +898,48 @@ impl GateDraws {
                         }
                         parts[b].write(&mut w, b as u8, bits - 1, out_bits, lanes);
                         *out = w.buf;
+                    }
+                }
+            },
+        );
+    }
+}
+
+impl GateDraws {
+    /// Builds the keys of gates `range` and writes their encodings straight
+    /// into `slots[p]` (key j of the range at bytes j·kb..(j+1)·kb, kb =
+    /// [`GateDraws::key_bytes`]) for each party p given: the bytes
+    /// [`GateDraws::append`] appends, with no staging buffer or copy.
+    ///
+    /// Panics if a slot is not exactly `range.len()` keys long.
+    pub fn fill(&self, range: std::ops::Range<usize>, mut slots: [Option<&mut [u8]>; 2]) {
+        let (bits, out_bits) = (self.bits, self.out_bits);
+        let (lanes, tag, nc) = match self.gate {
+            DrawnGate::Relu => (2, TAG_RELU, 3),
+            DrawnGate::Drelu => (1, TAG_DRELU, 2),
+        };
+        let kb = self.key_bytes();
+        for s in slots.iter().flatten() {
+            assert_eq!(s.len(), range.len() * kb, "GateDraws::fill: slot size");
+        }
+        let consts = &self.consts[range.clone()];
+        dcf::gen_core_each(
+            bits - 1,
+            out_bits,
+            lanes,
+            &self.roots[range.clone()],
+            &self.alphas[range.clone()],
+            &self.betas[range],
+            |j, parts| {
+                for (b, slot) in slots.iter_mut().enumerate() {
+                    if let Some(slot) = slot.as_deref_mut() {
+                        let mut w = SliceWriter::new(&mut slot[j * kb..(j + 1) * kb]);
+                        w.bytes(&[tag, b as u8, bits as u8, out_bits as u8]);
+                        for &e in &consts[j][b][..nc] {
+                            w.u64(e);
+                        }
+                        parts[b].write(&mut w, b as u8, bits - 1, out_bits, lanes);
+                        debug_assert_eq!(w.pos, kb);
                     }
                 }
             },

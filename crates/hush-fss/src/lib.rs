@@ -60,6 +60,8 @@ pub mod batch;
 pub mod bench;
 mod codec;
 pub mod dcf;
+#[cfg(target_arch = "x86_64")]
+mod dcf_gen_x86;
 pub mod deal;
 pub mod gates;
 pub mod ggm;

@@ -172,18 +172,42 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
     if rows == 0 {
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if nc <= 8
+            && hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512
+            && std::arch::is_x86_feature_detected!("avx512vbmi2")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+        {
+            assert_eq!(out.len(), rows * per, "pack_rows: output length");
+            // SAFETY: the CPU has avx512f/bw/vbmi2 (checked above); rows
+            // · nc words and rows · per bytes (asserted).
+            unsafe { pack_rows_vbmi2(out, &words[..rows * nc], halves, per) };
+            return;
+        }
+    }
     // Rows whose 8-byte stores stay inside `out`: all but the last (a half
     // is at most 4 bytes, a row at least 1 byte... the last row may end
     // less than 8 bytes before the end).
     let fast = if per >= 8 { rows - 1 } else { rows.saturating_sub(8usize.div_ceil(per) + 1) };
     let mut pos = 0usize;
     for row in words[..fast * nc].chunks_exact(nc) {
+        // One bounds check per row: every 8-byte store of the row starts at
+        // most `per` bytes in (issue 35: a check per store was most of
+        // this loop).
+        let r = &mut out[pos..pos + per + 8];
+        let mut p = 0usize;
         for (&t, &(gb, eb)) in row.iter().zip(halves) {
-            out[pos..pos + 8].copy_from_slice(&(t & 0xffff_ffff).to_le_bytes());
-            pos += gb;
-            out[pos..pos + 8].copy_from_slice(&(t >> 32).to_le_bytes());
-            pos += eb;
+            debug_assert!(p + eb + gb <= per);
+            // SAFETY: p + gb ≤ per (the halves of a row sum to `per`), so
+            // both 8-byte stores end inside `r` (per + 8 bytes long).
+            unsafe {
+                std::ptr::write_unaligned(r.as_mut_ptr().add(p) as *mut u64, (t & 0xffff_ffff).to_le());
+                std::ptr::write_unaligned(r.as_mut_ptr().add(p + gb) as *mut u64, (t >> 32).to_le());
+            }
+            p += gb + eb;
         }
+        pos += per;
     }
     for row in words[fast * nc..rows * nc].chunks_exact(nc) {
         for (&t, &(gb, eb)) in row.iter().zip(halves) {
@@ -193,6 +217,39 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
         }
     }
     debug_assert_eq!(pos, out.len());
+}
+
+/// [`pack_rows`] with AVX-512 VBMI2, for rows of at most eight chunk words:
+/// a row is one register and its used bytes (each word's gt half, then its
+/// eq half) one compressing store of exactly `per` bytes.
+///
+/// # Safety
+/// The CPU must have avx512f, avx512bw and avx512vbmi2; `halves.len()` ≤
+/// 8, `words.len()` = rows · halves.len() and `out.len()` = rows · per.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+unsafe fn pack_rows_vbmi2(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usize) {
+    use std::arch::x86_64::*;
+    let nc = halves.len();
+    debug_assert!(nc <= 8 && words.len() % nc == 0 && out.len() == words.len() / nc * per);
+    // Byte mask of a row: word j's gt bytes 8j.. and eq bytes 8j + 4...
+    let mut bm = 0u64;
+    for (j, &(gb, eb)) in halves.iter().enumerate() {
+        debug_assert!(gb <= 4 && eb <= 4);
+        bm |= ((1u64 << gb) - 1) << (8 * j);
+        bm |= ((1u64 << eb) - 1) << (8 * j + 4);
+    }
+    debug_assert_eq!(bm.count_ones() as usize, per);
+    let km: __mmask8 = ((1u32 << nc) - 1) as u8;
+    let mut pos = 0usize;
+    for row in words.chunks_exact(nc) {
+        // SAFETY: the masked load reads the row's nc words only; the
+        // compressing store writes exactly popcount(bm) = per bytes at
+        // `pos`, inside `out` (rows · per bytes).
+        let v = _mm512_maskz_loadu_epi64(km, row.as_ptr() as *const i64);
+        _mm512_mask_compressstoreu_epi8(out.as_mut_ptr().add(pos) as *mut _, bm, v);
+        pos += per;
+    }
 }
 
 /// Per-worker scratch (secret values: erased on drop).
@@ -263,6 +320,11 @@ pub(super) fn party1_bytes(sub: Block, n: usize, shape: &TamiShape) -> Vec<u8> {
 /// Role `role`'s share in its wire bytes:
 /// `deal_roles(key, role, sub_a, sub_b, n, shape).to_bytes(shape)`.
 pub(super) fn roles_bytes(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, shape: &TamiShape) -> Vec<u8> {
+    roles_bytes_with(key, role, sub_a, sub_b, n, shape, false)
+}
+
+/// [`roles_bytes`]; `scalar_rows` forces the portable row builder (tests).
+fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, shape: &TamiShape, scalar_rows: bool) -> Vec<u8> {
     let g = Geo::new(n, shape);
     let tasks = g.tasks();
     let a = role == 0;
@@ -282,9 +344,9 @@ pub(super) fn roles_bytes(key: Block, role: u8, sub_a: Block, sub_b: Block, n: u
             + ring(if g.post { n } else { 0 })
             + ring(if g.relu { n } else { 0 })
     };
-    // Zeroed by the allocator (fresh pages for a large share): first
-    // touched by the parts, on every core.
-    let mut buf = vec![0u8; total];
+    // Zeroed on every core (one memset on this thread was a sixth of the
+    // dealing, issue 35).
+    let mut buf = hush_deal::zeroed_bytes_par(total);
     let mut rest: &mut [u8] = &mut buf;
     let mut outs: Vec<Out> = (0..tasks).map(|_| Out::default()).collect();
     macro_rules! assign {
@@ -322,7 +384,7 @@ pub(super) fn roles_bytes(key: Block, role: u8, sub_a: Block, sub_b: Block, n: u
     let luts = if a { leaf_luts(&g.chunks) } else { Default::default() };
     outs.into_par_iter().enumerate().for_each_init(Scratch::default, |s, (t, o)| {
         if a {
-            part_a(&g, shape, key, sub_a, sub_b, &luts, t, o, s);
+            part_a(&g, shape, key, sub_a, sub_b, &luts, t, o, s, scalar_rows);
         } else {
             part_b(&g, sub_b, t, o, s);
         }
@@ -394,7 +456,18 @@ fn part_b(g: &Geo, sub: Block, t: usize, o: Out<'_>, s: &mut Scratch) {
 /// ρ(s + m) shares) written into the part's bytes — `deal_roles`' loops
 /// restricted to the part's comparisons.
 #[allow(clippy::too_many_arguments)]
-fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, luts: &[Vec<u64>; 6], t: usize, o: Out<'_>, s: &mut Scratch) {
+fn part_a(
+    g: &Geo,
+    shape: &TamiShape,
+    key: Block,
+    sub_a: Block,
+    sub_b: Block,
+    luts: &[Vec<u64>; 6],
+    t: usize,
+    o: Out<'_>,
+    s: &mut Scratch,
+    scalar_rows: bool,
+) {
     let c0 = t * TASK;
     let m = TASK.min(g.n - c0);
     let w0 = t * TASK_WORDS;
@@ -424,23 +497,21 @@ fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, lu
         s.xs.resize(m * nc, 0);
     }
     let (xc, tau, tb, r1, xs) = (&s.pad, &s.tau, &s.tables, &s.r1, &mut s.xs);
-    for (j, &(lo, width)) in g.chunks.iter().enumerate() {
-        let cm = (1u64 << width) - 1;
-        let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
-        let lut = &luts[width as usize][..];
-        let (ig, ie) = (g.in_idx[j][0], g.in_idx[j][1]);
-        // Without an eq leaf the eq half is dropped; with one it carries r_eq.
-        let (keep, eqm, ie) = if ie == usize::MAX { (full, 0, ig) } else { (u64::MAX, full << 32, ie) };
-        let pm = g.posmask[j];
-        for i in 0..m {
-            let (wi, bi) = (i / 64, i % 64);
-            let xj = (xc[i] >> lo) & cm;
-            let tj = (tau[i] >> lo) & cm;
-            let mut v = lut[((xj << width) | tj) as usize];
-            v ^= full & 0u64.wrapping_sub((r1[wi * t0 + ig] >> bi) & 1);
-            v ^= eqm & 0u64.wrapping_sub((r1[wi * t0 + ie] >> bi) & 1);
-            xs[i * nc + j] = (v & keep) ^ (tb[i * nc + j] & pm);
+    // A's chunk words (pads S = U ⊕ T before packing), row by row.
+    let rows = Rows { xc, tau, tb, r1, t0, m, nc };
+    #[cfg(target_arch = "x86_64")]
+    {
+        if hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512 && !scalar_rows {
+            // SAFETY: level avx512 includes avx512f.
+            unsafe { rows_avx512(g, luts, &rows, xs) };
+        } else {
+            rows_scalar(g, luts, &rows, xs);
         }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = scalar_rows;
+        rows_scalar(g, luts, &rows, xs);
     }
     pack_rows(o.tables, xs, &g.halves, g.per);
     // Subset products ∏_U r ⊕ B's shares, level by level; level ≥ 1 masks
@@ -504,12 +575,155 @@ fn part_a(g: &Geo, shape: &TamiShape, key: Block, sub_a: Block, sub_b: Block, lu
     }
 }
 
+/// What A's chunk words of a part are computed from: the thresholds
+/// x'_i (from B's inputs), A's τ_i, B's masked-to-be tables U (row i =
+/// words i·nc..), and the level-0 merge masks r (t0 words per 64
+/// comparisons).
+struct Rows<'a> {
+    xc: &'a [u64],
+    tau: &'a [u64],
+    tb: &'a [u64],
+    r1: &'a [u64],
+    t0: usize,
+    m: usize,
+    nc: usize,
+}
+
+/// Per chunk, the constants of its words.
+struct Ck {
+    lo: u32,
+    width: u32,
+    cm: u64,
+    full: u64,
+    keep: u64,
+    eqm: u64,
+    ig: usize,
+    ie: usize,
+    pm: u64,
+}
+
+fn chunk_consts(g: &Geo) -> Vec<Ck> {
+    g.chunks
+        .iter()
+        .enumerate()
+        .map(|(j, &(lo, width))| {
+            let full = if width == 5 { u32::MAX as u64 } else { (1u64 << (1u32 << width)) - 1 };
+            let (ig, ie) = (g.in_idx[j][0], g.in_idx[j][1]);
+            // Without an eq leaf the eq half is dropped; with one it carries r_eq.
+            let (keep, eqm, ie) = if ie == usize::MAX { (full, 0, ig) } else { (u64::MAX, full << 32, ie) };
+            Ck { lo, width, cm: (1u64 << width) - 1, full, keep, eqm, ig, ie, pm: g.posmask[j] }
+        })
+        .collect()
+}
+
+/// A's chunk words, comparison by comparison: word (i, j) = T_j[·] for
+/// (x'_j, τ_j) from the leaf table, ⊕ r_gt (and r_eq) of the chunk's leaf
+/// inputs, ⊕ B's table U masked to its positions (`deal_roles`' pad loop).
+fn rows_scalar(g: &Geo, luts: &[Vec<u64>; 6], r: &Rows<'_>, xs: &mut [u64]) {
+    let cks = chunk_consts(g);
+    for (i, (row, brow)) in xs.chunks_exact_mut(r.nc).zip(r.tb.chunks_exact(r.nc)).enumerate().take(r.m) {
+        let bi = i % 64;
+        let rw = &r.r1[(i / 64) * r.t0..(i / 64 + 1) * r.t0];
+        let (x, ta) = (r.xc[i], r.tau[i]);
+        for ((o, &b), c) in row.iter_mut().zip(brow).zip(&cks) {
+            let xj = (x >> c.lo) & c.cm;
+            let tj = (ta >> c.lo) & c.cm;
+            let mut v = luts[c.width as usize][((xj << c.width) | tj) as usize];
+            v ^= c.full & 0u64.wrapping_sub((rw[c.ig] >> bi) & 1);
+            v ^= c.eqm & 0u64.wrapping_sub((rw[c.ie] >> bi) & 1);
+            *o = (v & c.keep) ^ (b & c.pm);
+        }
+    }
+}
+
+/// [`rows_scalar`] with AVX-512: one comparison's row (up to eight chunk
+/// words) per register — the chunks' digits by variable shifts, the leaf
+/// words by one gather from the concatenated tables, the r bits as mask
+/// registers from the r words gathered once per 64 comparisons.
+///
+/// # Safety
+/// The CPU must have avx512f.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_avx512(g: &Geo, luts: &[Vec<u64>; 6], r: &Rows<'_>, xs: &mut [u64]) {
+    use std::arch::x86_64::*;
+    let cks = chunk_consts(g);
+    let nc = r.nc;
+    // The leaf tables of every width, one after the other.
+    let mut off = [0usize; 6];
+    let mut cat: Vec<u64> = Vec::new();
+    for (w, l) in luts.iter().enumerate() {
+        off[w] = cat.len();
+        cat.extend_from_slice(l);
+    }
+    assert!(xs.len() >= r.m * nc && r.tb.len() >= r.m * nc && r.xc.len() >= r.m && r.tau.len() >= r.m);
+    assert!(r.r1.len() >= r.m.div_ceil(64) * r.t0);
+    for g0 in (0..nc).step_by(8) {
+        let nv = 8.min(nc - g0);
+        let km: __mmask8 = ((1u32 << nv) - 1) as u8;
+        let lane = |f: &dyn Fn(&Ck) -> u64| {
+            let mut a = [0u64; 8];
+            for (x, c) in a.iter_mut().zip(&cks[g0..g0 + nv]) {
+                *x = f(c);
+            }
+            _mm512_loadu_si512(a.as_ptr() as *const _)
+        };
+        let lo = lane(&|c| c.lo as u64);
+        let width = lane(&|c| c.width as u64);
+        let cm = lane(&|c| c.cm);
+        let base = lane(&|c| off[c.width as usize] as u64);
+        let full = lane(&|c| c.full);
+        let keep = lane(&|c| c.keep);
+        let eqm = lane(&|c| c.eqm);
+        let pm = lane(&|c| c.pm);
+        let ig = lane(&|c| c.ig as u64);
+        let ie = lane(&|c| c.ie as u64);
+        let zero = _mm512_setzero_si512();
+        for wi in 0..r.m.div_ceil(64) {
+            let rw = r.r1[wi * r.t0..].as_ptr();
+            // SAFETY: ig, ie < t0 for the active lanes (leaf input indices),
+            // and r1 holds t0 words for word wi (asserted above).
+            let rg = _mm512_mask_i64gather_epi64::<8>(zero, km, ig, rw as *const i64);
+            let re = _mm512_mask_i64gather_epi64::<8>(zero, km, ie, rw as *const i64);
+            for i in wi * 64..r.m.min(wi * 64 + 64) {
+                let bit = _mm512_set1_epi64(1i64 << (i % 64));
+                let x = _mm512_set1_epi64(r.xc[i] as i64);
+                let t = _mm512_set1_epi64(r.tau[i] as i64);
+                let xj = _mm512_and_si512(_mm512_srlv_epi64(x, lo), cm);
+                let tj = _mm512_and_si512(_mm512_srlv_epi64(t, lo), cm);
+                let idx = _mm512_add_epi64(_mm512_or_si512(_mm512_sllv_epi64(xj, width), tj), base);
+                // SAFETY: xj, tj ≤ cm, so idx < off[width] + 2^(2·width),
+                // inside `cat` (that width's table has 2^(2·width) words).
+                let mut v = _mm512_mask_i64gather_epi64::<8>(zero, km, idx, cat.as_ptr() as *const i64);
+                let mg = _mm512_mask_test_epi64_mask(km, rg, bit);
+                let me = _mm512_mask_test_epi64_mask(km, re, bit);
+                v = _mm512_xor_si512(v, _mm512_maskz_mov_epi64(mg, full));
+                v = _mm512_xor_si512(v, _mm512_maskz_mov_epi64(me, eqm));
+                let at = i * nc + g0;
+                // SAFETY: lanes g0..g0 + nv of row i are inside tb and xs
+                // (m·nc words each, asserted above); the other lanes are
+                // masked off.
+                let b = _mm512_maskz_loadu_epi64(km, r.tb.as_ptr().add(at) as *const i64);
+                let o = _mm512_xor_si512(_mm512_and_si512(v, keep), _mm512_and_si512(b, pm));
+                _mm512_mask_storeu_epi64(xs.as_mut_ptr().add(at) as *mut i64, km, o);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Both row builders (AVX-512 where the CPU has it, and the scalar
+    /// one) against the share encoding.
     #[test]
     fn wire_matches_the_share_encoding() {
+        wire_matches(false);
+        wire_matches(true);
+    }
+
+    fn wire_matches(scalar: bool) {
         let key = Block(0x0bad_cafe_f00d);
         let (ka, kb) = (hush_deal::sub_key(key, 0), hush_deal::sub_key(key, 1));
         let mut shapes = Vec::new();
@@ -524,10 +738,10 @@ mod tests {
             for n in [1usize, 63, 64, 65, 1023, 1024, 1025, 2100] {
                 for role in 0..2u8 {
                     let slow = deal_roles(key, role, ka, kb, n, shape).to_bytes(shape);
-                    assert_eq!(roles_bytes(key, role, ka, kb, n, shape), slow, "{shape:?} n {n} role {role}");
+                    assert_eq!(roles_bytes_with(key, role, ka, kb, n, shape, scalar), slow, "{shape:?} n {n} role {role} scalar {scalar}");
                     // roles exchanged (the swapped kind's sub-keys)
                     let slow = deal_roles(key, role, kb, ka, n, shape).to_bytes(shape);
-                    assert_eq!(roles_bytes(key, role, kb, ka, n, shape), slow, "swapped {shape:?} n {n} role {role}");
+                    assert_eq!(roles_bytes_with(key, role, kb, ka, n, shape, scalar), slow, "swapped {shape:?} n {n} role {role}");
                 }
                 assert_eq!(party1_bytes(kb, n, shape), deal_party1(kb, n, shape).to_bytes(shape), "{shape:?} n {n}");
             }
