@@ -620,7 +620,7 @@ unsafe fn from_mont(
     for (j, v) in t.iter_mut().enumerate().take(2 * n + 2 * ROWS) {
         *v = if j < n { acc[j] } else { _mm512_setzero_si512() };
     }
-    redc(n, t.as_mut_ptr(), mv, mp, tmp);
+    redc(n, t.as_mut_ptr(), mv, mp, tmp, std::ptr::null_mut());
     let mut out = vec![0u64; n * LANES];
     for j in 0..n {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
@@ -649,6 +649,8 @@ macro_rules! madd_hi {
         std::arch::x86_64::_mm512_madd52hi_epu64($v, $x, $y)
     };
 }
+
+pub mod n2;
 
 /// Rows (or quotient limbs) handled per pass of the kernels below: each
 /// limb of the running sum is loaded and stored once per pass and takes
@@ -738,7 +740,9 @@ unsafe fn accumulate_rows<const INIT: bool>(
 /// q_i … q_{i+3} are found one after another from the low limbs, then one
 /// pass adds q_i·M … q_{i+3}·M to every higher limb. Passes left over when
 /// n is not a multiple of ROWS take one quotient limb each. Writes the
-/// normalised result (t[n..2n], < 2M) to `out`.
+/// normalised result (t[n..2n], < 2M) to `out`, and, when `qout` is not
+/// null, the quotient limbs q_0 … q_{n−1} to `qout[0..n]` (so that
+/// T + Q·M = R·out exactly, Q = Σ q_i·2^{52i}: [`n2`] needs Q).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
@@ -748,6 +752,7 @@ unsafe fn redc(
     m: &[std::arch::x86_64::__m512i],
     mp: std::arch::x86_64::__m512i,
     out: &mut [std::arch::x86_64::__m512i],
+    qout: *mut std::arch::x86_64::__m512i,
 ) {
     use std::arch::x86_64::*;
     debug_assert!(m.len() >= n + 2 * ROWS);
@@ -806,6 +811,11 @@ unsafe fn redc(
         ([zero; ROWS], zero)
     };
     while i + ROWS <= n {
+        if !qout.is_null() {
+            for (d, &qd) in q.iter().enumerate() {
+                *qout.add(i + d) = qd;
+            }
+        }
         // the next pass's low limbs first, so its quotient chain (serial
         // IFMA latency) is issued here and overlaps the rest of this pass
         let (next, next_carry) = if i + 2 * ROWS <= n {
@@ -829,6 +839,9 @@ unsafe fn redc(
     for i in i..n {
         let x = *t.add(i);
         let q = madd_lo!(zero, x, mp);
+        if !qout.is_null() {
+            *qout.add(i) = q;
+        }
         let x = madd_lo!(x, *m, q);
         *t.add(i + 1) = _mm512_add_epi64(*t.add(i + 1), _mm512_srli_epi64(x, 52));
         for r in 1..=n {
@@ -862,9 +875,22 @@ unsafe fn montsqr(
     t: &mut [std::arch::x86_64::__m512i],
     out: &mut [std::arch::x86_64::__m512i],
 ) {
-    use std::arch::x86_64::*;
     let n = a.len();
     assert!(t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
+    sqr_product(a, t);
+    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+}
+
+/// The square a² (unnormalised limbs) into t\[0 .. 2n + 2·ROWS\], t's
+/// rest as scratch (t has [`scratch_len`] limbs): the product phase of
+/// [`montsqr`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_product(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(t.len() >= scratch_len(n));
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
     // pad[j] = a_j, zero for j ≥ n
@@ -917,7 +943,6 @@ unsafe fn montsqr(
         *p0 = madd_lo!(_mm512_add_epi64(*p0, *p0), aj, aj);
         *p1 = madd_hi!(_mm512_add_epi64(*p1, *p1), aj, aj);
     }
-    redc(n, tp, m, mp, out);
 }
 
 /// out = a·b·R^{-1} mod M (< 2M) for a, b < 2M, all limbs normalised to 52
@@ -936,9 +961,22 @@ unsafe fn montmul(
     t: &mut [std::arch::x86_64::__m512i],
     out: &mut [std::arch::x86_64::__m512i],
 ) {
-    use std::arch::x86_64::*;
     let n = a.len();
     assert!(b.len() >= n && t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
+    mul_product::<true>(a, b, t);
+    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+}
+
+/// The product a·b (unnormalised limbs) written (INIT) or added (not INIT)
+/// to t\[0 .. 2n + 2·ROWS\], t's rest as scratch (t has [`scratch_len`]
+/// limbs): the product phase of [`montmul`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn mul_product<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(b.len() >= n && t.len() >= scratch_len(n));
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
     // pad[ROWS + j] = a_j, zero outside 0 ≤ j < n
@@ -946,8 +984,10 @@ unsafe fn montmul(
         *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { zero };
     }
     // the first pass writes positions 0 … n+ROWS−1; the rest starts at zero
-    for v in sum.iter_mut().skip(n + ROWS) {
-        *v = zero;
+    if INIT {
+        for v in sum.iter_mut().skip(n + ROWS) {
+            *v = zero;
+        }
     }
     let ap = pad.as_ptr().add(ROWS);
     let tp = sum.as_mut_ptr();
@@ -960,14 +1000,13 @@ unsafe fn montmul(
             }
         }
         // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
-        if i == 0 {
+        if INIT && i == 0 {
             accumulate_rows::<true>(tp, ap, &x, 0, n + ROWS);
         } else {
             accumulate_rows::<false>(tp.add(i), ap, &x, 0, n + ROWS);
         }
         i += ROWS;
     }
-    redc(n, tp, m, mp, out);
 }
 
 
@@ -1006,7 +1045,7 @@ pub fn kernel_timings(modulus: &Integer, reps: usize) -> Option<[f64; 3]> {
             for (j, v) in t.iter_mut().enumerate().take(2 * n) {
                 *v = if j < n { a[j] } else { _mm512_setzero_si512() };
             }
-            redc(n, t.as_mut_ptr(), &mv, mp, &mut o);
+            redc(n, t.as_mut_ptr(), &mv, mp, &mut o, std::ptr::null_mut());
             std::mem::swap(&mut a, &mut o);
         });
         std::hint::black_box(&a);

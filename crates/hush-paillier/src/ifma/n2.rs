@@ -1,0 +1,368 @@
+//! Arithmetic mod n² in base-n digits, eight lanes of AVX-512 IFMA: the
+//! evaluator's batched ct·pt ([`crate::PublicKey::mul_u64_batch`]).
+//!
+//! # The kernel
+//!
+//! A residue mod n² is kept as two digits, x = x₀ + x₁·n with x₀, x₁ of k
+//! 52-bit limbs (k = ⌈(|n| + 8)/52⌉ rounded up to [`super::ROWS`]: 40 for a
+//! 2048-bit n), and Montgomery's multiplication (Montgomery 1985) is taken
+//! with the *half-size* radix R = 2^{52k} (R > 2⁸·n, coprime to n²):
+//!
+//! ```text
+//! P(x, y) = x·y·R⁻¹ mod n²
+//!   x·y ≡ x₀y₀ + (x₀y₁ + x₁y₀)·n        (mod n²; the x₁y₁·n² term vanishes)
+//!   x₀y₀ = U·R − Q·n                     (Montgomery reduction of x₀y₀ mod n:
+//!                                         quotient Q < R, U = (x₀y₀ + Q·n)/R)
+//!   P(x, y) ≡ U + ((x₀y₁ + x₁y₀ − Q)·R⁻¹ mod n)·n
+//! ```
+//!
+//! so a product mod n² costs one k×k product and its reduction mod n for the
+//! low digit, and two k×k products summed plus one reduction mod n for the
+//! high digit: 5 k² IFMA pairs, against 8 k² (a 2k×2k product and its
+//! reduction mod n²) for Montgomery mod n² in [`super::MontCtx`]. A square
+//! x² ≡ x₀² + 2x₀x₁·n costs 3.5 k² (a half-size square, 2k² of
+//! reductions, one cross product) against 6 k². The high digit's −Q is
+//! added as R·n − Q = R·(n − 1) + 1 + (R − 1 − Q), limb by limb
+//! (2⁵² − 1 − q_i in the low limbs, the limbs of n − 1 in the high ones), so
+//! every limb stays non-negative. This is the two-digit (n-adic) form of
+//! Z/n² that the Paillier literature uses for the ring's structure (e.g.
+//! Damgård–Jurik 2001's expansion of (1 + n)^m in powers of n), applied to
+//! the reduction; the IFMA layout, product scanning and the lazy,
+//! unnormalised accumulation are those of [`super::MontCtx`] (Drucker and
+//! Gueron, "Fast modular squaring with AVX512IFMA", 2019), reused as is for
+//! the k-limb products and reductions.
+//!
+//! *Bounds.* Digits are kept below 3n (not fully reduced). For inputs below
+//! 3n: x₀y₀ < 9n² < R·n, so U < n + 9n²/R < 1.04·n; the high sum is
+//! S = x₀y₁ + x₁y₀ + R·n − Q < 18n² + R·n, so its reduction
+//! (S + Q'·n)/R < 2n + 18n²/R < 2.1·n. Every unnormalised limb stays below
+//! 2⁶⁰ (at most 4k + 2 terms of 52 bits, the doubled cross product of a
+//! square included). Results leave the Montgomery domain by P(x, 1) and are
+//! recombined and fully reduced with GMP.
+//!
+//! *Exponentiation.* Fixed 4-bit windows over the 64-bit scalars (the
+//! scalars differ per lane; the squarings are common, and each window's
+//! multiplication takes the table entry each lane's digit selects, kept
+//! only in lanes whose digit is non-zero) with a per-lane table of
+//! x, x², …, x¹⁵: 7 + 15 multiplications and 7 + 60 squarings for a
+//! 64-bit scalar.
+//!
+//! Tested equal to GMP's `pow_mod` on random and edge inputs (0, 1, n² − 1,
+//! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
+//! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
+
+use super::{available, from_limbs, mul_product, redc, scratch_len, sqr_product, to_limbs, LANES, MASK52, ROWS};
+use rug::Integer;
+
+/// Context for one public modulus n (its square n² is the ciphertext
+/// modulus). Public values only.
+pub struct N2Ctx {
+    /// 52-bit limbs per digit: R = 2^{52k} > 2⁸·n.
+    k: usize,
+    n: Integer,
+    n2: Integer,
+    /// limbs of n and of n − 1
+    nl: Vec<u64>,
+    nm1: Vec<u64>,
+    /// −n⁻¹ mod 2⁵²
+    mprime: u64,
+    /// R² mod n² in digits (2k limbs: low digit, then high digit)
+    r2: Vec<u64>,
+}
+
+impl N2Ctx {
+    /// For an odd n of at least 64 bits on a CPU where [`available`] holds;
+    /// `None` otherwise.
+    pub fn new(n: &Integer) -> Option<N2Ctx> {
+        if !available() || n.is_even() || n.significant_bits() < 64 {
+            return None;
+        }
+        let k = (n.significant_bits() as usize + 8).div_ceil(52).next_multiple_of(ROWS);
+        let n2 = Integer::from(n * n);
+        let nl = to_limbs(n, k);
+        let nm1 = to_limbs(&Integer::from(n - 1u32), k);
+        let mut inv: u64 = 1;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(nl[0].wrapping_mul(inv)));
+        }
+        let mprime = inv.wrapping_neg() & MASK52;
+        let r = Integer::from(1) << (52 * k) as u32;
+        let r2 = Integer::from(&r * &r) % &n2;
+        let ctx = N2Ctx { k, n: n.clone(), n2, nl, nm1, mprime, r2: Vec::new() };
+        let r2 = ctx.digits(&r2);
+        Some(N2Ctx { r2, ..ctx })
+    }
+
+    /// x (0 ≤ x < n²) as digits x mod n, x div n: 2k limbs.
+    fn digits(&self, x: &Integer) -> Vec<u64> {
+        let (q, r) = x.div_rem_ref(&self.n).into();
+        let (q, r): (Integer, Integer) = (q, r);
+        let mut out = to_limbs(&r, self.k);
+        out.extend(to_limbs(&q, self.k));
+        out
+    }
+
+    /// c_j^{e_j} mod n² for up to eight pairs (bases reduced mod n² first,
+    /// negative ones included).
+    pub fn pow_u64_8(&self, bases: &[&Integer], exps: &[u64]) -> Vec<Integer> {
+        assert!(bases.len() <= LANES && bases.len() == exps.len() && available());
+        let k = self.k;
+        let mut x = vec![0u64; 2 * k * LANES];
+        for (lane, b) in bases.iter().enumerate() {
+            let reduced;
+            let b = if **b >= self.n2 || **b < 0 {
+                reduced = <(Integer, Integer)>::from(b.div_rem_euc_ref(&self.n2)).1;
+                &reduced
+            } else {
+                *b
+            };
+            for (j, v) in self.digits(b).into_iter().enumerate() {
+                x[j * LANES + lane] = v;
+            }
+        }
+        let mut e = [0u64; LANES];
+        e[..exps.len()].copy_from_slice(exps);
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { pow_n2(k, &self.nl, &self.nm1, self.mprime, &self.r2, &x, &e) };
+        (0..bases.len())
+            .map(|lane| {
+                let lo: Vec<u64> = (0..k).map(|j| out[j * LANES + lane]).collect();
+                let hi: Vec<u64> = (k..2 * k).map(|j| out[j * LANES + lane]).collect();
+                let mut r = from_limbs(&hi) * &self.n + from_limbs(&lo);
+                while r >= self.n2 {
+                    r -= &self.n2;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+type V = std::arch::x86_64::__m512i;
+
+/// Scratch of the two-digit kernels.
+#[cfg(target_arch = "x86_64")]
+struct Scratch {
+    t1: Vec<V>,
+    t2: Vec<V>,
+    q: Vec<V>,
+    /// the limbs of n − 1, broadcast (the high half of R·n − Q)
+    nm1: Vec<V>,
+}
+
+/// Adds R·n − Q to the high digit's sum `t` (2k limbs), doubling `t`
+/// first when `double` (the cross product of a square).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn add_rn_minus_q<const DOUBLE: bool>(k: usize, t: &mut [V], q: &[V], nm1: &[V]) {
+    use std::arch::x86_64::*;
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    let one = _mm512_set1_epi64(1);
+    for j in 0..k {
+        let v = if DOUBLE { _mm512_add_epi64(t[j], t[j]) } else { t[j] };
+        // 2^52 − 1 − q_j (q_j < 2^52)
+        let v = _mm512_add_epi64(v, _mm512_xor_si512(q[j], mask));
+        t[j] = if j == 0 { _mm512_add_epi64(v, one) } else { v };
+    }
+    for j in 0..k {
+        let v = if DOUBLE { _mm512_add_epi64(t[k + j], t[k + j]) } else { t[k + j] };
+        t[k + j] = _mm512_add_epi64(v, nm1[j]);
+    }
+}
+
+/// out = x·y·R⁻¹ mod n² in digits (module docs); `out` must not alias x or y.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
+    let (out0, out1) = out.split_at_mut(k);
+    mul_product::<true>(&x[..k], &y[..k], &mut s.t1);
+    redc(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
+    mul_product::<true>(&x[..k], &y[k..2 * k], &mut s.t2);
+    mul_product::<false>(&x[k..2 * k], &y[..k], &mut s.t2);
+    add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
+    redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
+}
+
+/// out = x²·R⁻¹ mod n² in digits; `out` must not alias x.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr2(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
+    let (out0, out1) = out.split_at_mut(k);
+    sqr_product(&x[..k], &mut s.t1);
+    redc(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
+    mul_product::<true>(&x[..k], &x[k..2 * k], &mut s.t2);
+    add_rn_minus_q::<true>(k, &mut s.t2, &s.q, &s.nm1);
+    redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: &[u64], e: &[u64; LANES]) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    const W: u32 = 4;
+    const PER: usize = (1 << W) - 1;
+    let zero = _mm512_setzero_si512();
+    let mv = super::mod_limbs(nl, k);
+    let mp = _mm512_set1_epi64(mprime as i64);
+    let mut s = Scratch {
+        t1: vec![zero; scratch_len(k)],
+        t2: vec![zero; scratch_len(k)],
+        q: vec![zero; k],
+        nm1: (0..k).map(|j| _mm512_set1_epi64(nm1[j] as i64)).collect(),
+    };
+    let r2v: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
+    let xv: Vec<V> = (0..2 * k).map(|j| _mm512_loadu_si512(x[j * LANES..].as_ptr() as *const _)).collect();
+    // table[d − 1] = x^d (Montgomery form) for d = 1 … 15
+    let mut tab: Vec<Vec<V>> = Vec::with_capacity(PER);
+    let mut o = vec![zero; 2 * k];
+    mul2(k, &xv, &r2v, &mv, mp, &mut s, &mut o);
+    tab.push(o);
+    for d in 2..=PER {
+        let mut o = vec![zero; 2 * k];
+        if d % 2 == 0 {
+            sqr2(k, &tab[d / 2 - 1], &mv, mp, &mut s, &mut o);
+        } else {
+            mul2(k, &tab[d - 2], &tab[0], &mv, mp, &mut s, &mut o);
+        }
+        tab.push(o);
+    }
+    // R mod n² (Montgomery one) is R²·R⁻¹: the start value of lanes whose
+    // leading digits are zero; found as P(R², 1)
+    let mut unit = vec![zero; 2 * k];
+    unit[0] = _mm512_set1_epi64(1);
+    let mut acc = vec![zero; 2 * k];
+    mul2(k, &r2v, &unit, &mv, mp, &mut s, &mut acc);
+    let mut tmp = vec![zero; 2 * k];
+    let mut sel = acc.clone();
+    let windows = 64 / W as usize;
+    let mut fresh = true;
+    for i in (0..windows).rev() {
+        if !fresh {
+            for _ in 0..W {
+                sqr2(k, &acc, &mv, mp, &mut s, &mut tmp);
+                std::mem::swap(&mut acc, &mut tmp);
+            }
+        }
+        let mut by_digit = [0u8; 1 << W];
+        for (lane, &el) in e.iter().enumerate() {
+            by_digit[((el >> (i as u32 * W)) & PER as u64) as usize] |= 1 << lane;
+        }
+        let nz = !by_digit[0];
+        if nz == 0 {
+            continue;
+        }
+        let b: &[V] = match (1..=PER).find(|&d| by_digit[d] == nz) {
+            Some(d) => &tab[d - 1],
+            None => {
+                for d in 1..=PER {
+                    let lanes = by_digit[d];
+                    if lanes != 0 {
+                        for j in 0..2 * k {
+                            sel[j] = _mm512_mask_blend_epi64(lanes, sel[j], tab[d - 1][j]);
+                        }
+                    }
+                }
+                &sel
+            }
+        };
+        if fresh {
+            // one · b = b in the multiplying lanes, one elsewhere
+            for j in 0..2 * k {
+                acc[j] = _mm512_mask_blend_epi64(nz, acc[j], b[j]);
+            }
+            fresh = false;
+            continue;
+        }
+        mul2(k, &acc, b, &mv, mp, &mut s, &mut tmp);
+        if nz == 0xff {
+            std::mem::swap(&mut acc, &mut tmp);
+        } else {
+            for j in 0..2 * k {
+                acc[j] = _mm512_mask_blend_epi64(nz, acc[j], tmp[j]);
+            }
+        }
+    }
+    // out of the Montgomery domain: P(acc, 1)
+    mul2(k, &acc, &unit, &mv, mp, &mut s, &mut tmp);
+    let mut out = vec![0u64; 2 * k * LANES];
+    for (j, v) in tmp.iter().enumerate() {
+        _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, *v);
+    }
+    out
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn pow_n2(_: usize, _: &[u64], _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[u64; LANES]) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
+/// Kernel timing for tuning (not API): ns per eight-lane two-digit squaring
+/// and multiplication mod n², and per k-limb reduction alone.
+#[doc(hidden)]
+pub fn kernel_timings(n: &Integer, reps: usize) -> Option<[f64; 3]> {
+    let ctx = N2Ctx::new(n)?;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: N2Ctx::new checked available().
+    unsafe {
+        use std::arch::x86_64::*;
+        let k = ctx.k;
+        let zero = _mm512_setzero_si512();
+        let mv = super::mod_limbs(&ctx.nl, k);
+        let mp = _mm512_set1_epi64(ctx.mprime as i64);
+        let mut s = Scratch {
+            t1: vec![zero; scratch_len(k)],
+            t2: vec![zero; scratch_len(k)],
+            q: vec![zero; k],
+            nm1: (0..k).map(|j| _mm512_set1_epi64(ctx.nm1[j] as i64)).collect(),
+        };
+        let mut a: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(ctx.r2[j] as i64)).collect();
+        let mut o = a.clone();
+        // CPU time of this thread where Linux reports it (the figures stay
+        // meaningful on a loaded machine), else wall time
+        let cpu_ns = || -> Option<u64> { std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok() };
+        let time = |f: &mut dyn FnMut()| {
+            let (t, c) = (std::time::Instant::now(), cpu_ns());
+            for _ in 0..reps {
+                f();
+            }
+            let ns = match (c, cpu_ns()) {
+                (Some(a), Some(b)) => (b - a) as f64,
+                _ => t.elapsed().as_secs_f64() * 1e9,
+            };
+            ns / reps as f64
+        };
+        let prod = time(&mut || {
+            mul_product::<true>(&a[..k], &a[k..], &mut s.t1);
+            std::hint::black_box(&s.t1);
+        });
+        let sqp = time(&mut || {
+            sqr_product(&a[..k], &mut s.t1);
+            std::hint::black_box(&s.t1);
+        });
+        eprintln!("k-limb product {prod:.0} ns, square {sqp:.0} ns");
+        let sq = time(&mut || {
+            sqr2(k, &a, &mv, mp, &mut s, &mut o);
+            std::mem::swap(&mut a, &mut o);
+        });
+        let b = a.clone();
+        let mul = time(&mut || {
+            mul2(k, &a, &b, &mv, mp, &mut s, &mut o);
+            std::mem::swap(&mut a, &mut o);
+        });
+        let red = time(&mut || {
+            for (j, v) in s.t1.iter_mut().enumerate().take(2 * k) {
+                *v = if j < k { a[j] } else { zero };
+            }
+            redc(k, s.t1.as_mut_ptr(), &mv, mp, &mut o[..k], std::ptr::null_mut());
+            std::mem::swap(&mut a, &mut o);
+        });
+        std::hint::black_box(&a);
+        Some([sq, mul, red])
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
