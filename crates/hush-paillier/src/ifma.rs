@@ -40,14 +40,17 @@ pub const LANES: usize = 8;
 const W: u32 = 5;
 const MASK52: u64 = (1 << 52) - 1;
 
-/// Whether the IFMA path runs: the CPU has AVX-512F + IFMA and
-/// `HUSH_PAILLIER` is not `gmp`.
+/// Whether the IFMA path runs: the CPU has AVX-512F + IFMA, `HUSH_PAILLIER`
+/// is not `gmp` and `HUSH_SIMD` does not lower the level below AVX-512
+/// (`avx2` or `portable`: this crate has no AVX2 kernel, so both run GMP,
+/// the portable path).
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *ON.get_or_init(|| {
             std::env::var("HUSH_PAILLIER").map(|v| v != "gmp").unwrap_or(true)
+                && std::env::var("HUSH_SIMD").map(|v| !matches!(v.to_ascii_lowercase().as_str(), "avx2" | "portable")).unwrap_or(true)
                 && std::is_x86_feature_detected!("avx512f")
                 && std::is_x86_feature_detected!("avx512ifma")
         })
@@ -754,7 +757,28 @@ unsafe fn redc(
     out: &mut [std::arch::x86_64::__m512i],
     qout: *mut std::arch::x86_64::__m512i,
 ) {
+    redc_with(n, t, m, mp, out, qout, |_| {});
+}
+
+/// [`redc`], calling `extra(p)` once per pass p = 0 … ⌈n/ROWS⌉ − 1, after
+/// the next pass's quotient chain is issued and before this pass's rows
+/// are added: independent work placed there (a pass of another product,
+/// [`product_pass`]) fills the IFMA ports while the chain's latency runs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn redc_with<F: FnMut(usize)>(
+    n: usize,
+    t: *mut std::arch::x86_64::__m512i,
+    m: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    out: &mut [std::arch::x86_64::__m512i],
+    qout: *mut std::arch::x86_64::__m512i,
+    mut extra: F,
+) {
     use std::arch::x86_64::*;
+    let mut pass = 0;
     debug_assert!(m.len() >= n + 2 * ROWS);
     let zero = _mm512_setzero_si512();
     let mask = _mm512_set1_epi64(MASK52 as i64);
@@ -827,10 +851,16 @@ unsafe fn redc(
             accumulate_rows::<false>(t.add(i), m, &q, ROWS, 2 * ROWS);
             ([zero; ROWS], zero)
         };
+        extra(pass);
+        pass += 1;
         accumulate_rows::<false>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
         q = next;
         carry = next_carry;
         i += ROWS;
+    }
+    while pass < n.div_ceil(ROWS) {
+        extra(pass);
+        pass += 1;
     }
     if i < n {
         // a tail of single quotient limbs: the carry into position i first
@@ -974,9 +1004,24 @@ unsafe fn montmul(
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 unsafe fn mul_product<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
-    use std::arch::x86_64::*;
     let n = a.len();
     assert!(b.len() >= n && t.len() >= scratch_len(n));
+    product_setup::<INIT>(a, t);
+    for p in 0..n.div_ceil(ROWS) {
+        product_pass::<INIT>(n, b, t.as_mut_ptr(), p);
+    }
+}
+
+/// The set-up of [`mul_product`]: a copied into t's pad (ROWS zero limbs in
+/// front, 2·ROWS behind), and with INIT the sum's positions the first
+/// pass does not write set to zero.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(t.len() >= scratch_len(n));
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
     // pad[ROWS + j] = a_j, zero outside 0 ≤ j < n
@@ -989,23 +1034,29 @@ unsafe fn mul_product<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[s
             *v = zero;
         }
     }
-    let ap = pad.as_ptr().add(ROWS);
-    let tp = sum.as_mut_ptr();
-    let mut i = 0;
-    while i < n {
-        let mut x = [zero; ROWS];
-        for (k, xk) in x.iter_mut().enumerate() {
-            if i + k < n {
-                *xk = b[i + k];
-            }
+}
+
+/// Pass p of [`mul_product`] (after [`product_setup`] on the same t, of
+/// [`scratch_len`]`(n)` limbs): rows b_{4p} … b_{4p+3}.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn product_pass<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, p: usize) {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_si512();
+    let ap = t.add(2 * n + 2 * ROWS + ROWS) as *const __m512i;
+    let i = p * ROWS;
+    let mut x = [zero; ROWS];
+    for (k, xk) in x.iter_mut().enumerate() {
+        if i + k < n {
+            *xk = b[i + k];
         }
-        // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
-        if INIT && i == 0 {
-            accumulate_rows::<true>(tp, ap, &x, 0, n + ROWS);
-        } else {
-            accumulate_rows::<false>(tp.add(i), ap, &x, 0, n + ROWS);
-        }
-        i += ROWS;
+    }
+    // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
+    if INIT && i == 0 {
+        accumulate_rows::<true>(t, ap, &x, 0, n + ROWS);
+    } else {
+        accumulate_rows::<false>(t.add(i), ap, &x, 0, n + ROWS);
     }
 }
 

@@ -51,7 +51,7 @@
 //! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
 //! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
 
-use super::{available, from_limbs, mul_product, redc, scratch_len, sqr_product, to_limbs, LANES, MASK52, ROWS};
+use super::{available, from_limbs, mul_product, product_pass, product_setup, redc, redc_with, scratch_len, sqr_product, to_limbs, LANES, MASK52, ROWS};
 use rug::Integer;
 
 /// Context for one public modulus n (its square n² is the ciphertext
@@ -179,8 +179,11 @@ unsafe fn add_rn_minus_q<const DOUBLE: bool>(k: usize, t: &mut [V], q: &[V], nm1
 unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
     let (out0, out1) = out.split_at_mut(k);
     mul_product::<true>(&x[..k], &y[..k], &mut s.t1);
-    redc(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
-    mul_product::<true>(&x[..k], &y[k..2 * k], &mut s.t2);
+    // x₀·y₁'s passes between the low digit's reduction passes (independent
+    // work for the IFMA ports while each quotient chain runs)
+    product_setup::<true>(&y[k..2 * k], &mut s.t2);
+    let t2 = s.t2.as_mut_ptr();
+    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true>(k, &x[..k], t2, p));
     mul_product::<false>(&x[k..2 * k], &y[..k], &mut s.t2);
     add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
     redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
@@ -193,8 +196,9 @@ unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out:
 unsafe fn sqr2(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
     let (out0, out1) = out.split_at_mut(k);
     sqr_product(&x[..k], &mut s.t1);
-    redc(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
-    mul_product::<true>(&x[..k], &x[k..2 * k], &mut s.t2);
+    product_setup::<true>(&x[k..2 * k], &mut s.t2);
+    let t2 = s.t2.as_mut_ptr();
+    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true>(k, &x[..k], t2, p));
     add_rn_minus_q::<true>(k, &mut s.t2, &s.q, &s.nm1);
     redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
 }
