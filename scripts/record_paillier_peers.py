@@ -13,7 +13,8 @@ id and `round` so that one run's rows belong together.
 
 Usage:
   python3 scripts/record_paillier_peers.py --peer-python ~/.cache/hush-peers/paillier-venv/bin/python \\
-          [--rounds 3] [--bits 2048] [--hush target/release/hush]
+          [--rounds 3] [--bits 2048] [--hush target/release/hush] [--nice -10]
+          (--nice N runs both under `nice -n N`, the same for each; recorded)
   python3 scripts/record_paillier_peers.py --table [SESSION]   # ratios of a session (default: latest)
 Standard library only.
 """
@@ -49,25 +50,28 @@ def stamp(r, started, before, command, label):
     return r
 
 
-def hush_run(hush, bits):
+def hush_run(hush, bits, nice):
     args = ["bench", "paillier", "--bits", str(bits), "--json"]
+    pre = ["nice", "-n", str(nice)] if nice is not None else []
     started, before = now(), load1()
-    r = run_json([hush, *args])
+    r = run_json([*pre, hush, *args])
     r["source"] = "hush"
-    return stamp(r, started, before, "hush " + " ".join(a for a in args if a != "--json"), commit())
+    return stamp(r, started, before, " ".join(pre + ["hush"] + [a for a in args if a != "--json"]), commit())
 
 
-def peer_run(python, bits):
+def peer_run(python, bits, nice):
     env = dict(os.environ, RAYON_NUM_THREADS="1")
     script = os.path.join(ROOT, "scripts", "paillier_peer.py")
+    pre = ["nice", "-n", str(nice)] if nice is not None else []
     started, before = now(), load1()
-    r = run_json([python, script, "--bits", str(bits)], env)
+    r = run_json([*pre, python, script, "--bits", str(bits)], env)
     r["source"] = f"pypaillier {r.get('peer_version', '?')}"
-    return stamp(r, started, before, f"RAYON_NUM_THREADS=1 python scripts/paillier_peer.py --bits {bits}", f"peer: pypaillier {r.get('peer_version', '?')}")
+    cmd = " ".join(["RAYON_NUM_THREADS=1"] + pre + ["python", "scripts/paillier_peer.py", "--bits", str(bits)])
+    return stamp(r, started, before, cmd, f"peer: pypaillier {r.get('peer_version', '?')}")
 
 
 def measure(argv):
-    rounds, bits, hush, python = 3, 2048, os.path.join(ROOT, "target", "release", "hush"), None
+    rounds, bits, hush, python, nice = 3, 2048, os.path.join(ROOT, "target", "release", "hush"), None, None
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -77,6 +81,8 @@ def measure(argv):
             bits = int(argv[i + 1]); i += 2
         elif a == "--hush":
             hush = argv[i + 1]; i += 2
+        elif a == "--nice":
+            nice = int(argv[i + 1]); i += 2
         elif a == "--peer-python":
             python = os.path.expanduser(argv[i + 1]); i += 2
         else:
@@ -86,7 +92,7 @@ def measure(argv):
     session = now()
     recs = []
     for k in range(rounds):
-        for r in (hush_run(hush, bits), peer_run(python, bits)):
+        for r in (hush_run(hush, bits, nice), peer_run(python, bits, nice)):
             r["session"] = session
             r["round"] = k + 1
             recs.append(r)
