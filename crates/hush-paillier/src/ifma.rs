@@ -918,6 +918,21 @@ unsafe fn montsqr(
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 unsafe fn sqr_product(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    let n = a.len();
+    assert!(t.len() >= scratch_len(n));
+    sqr_setup(a, t);
+    for p in 0..n.div_ceil(ROWS) {
+        sqr_pass(n, t.as_mut_ptr(), p);
+    }
+    sqr_finish(n, t.as_mut_ptr());
+}
+
+/// The set-up of [`sqr_product`]: a copied into t's pad (2·ROWS zero limbs
+/// behind), the sum's positions the first pass does not write set to zero.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_setup(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
     use std::arch::x86_64::*;
     let n = a.len();
     assert!(t.len() >= scratch_len(n));
@@ -932,44 +947,64 @@ unsafe fn sqr_product(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_
     for v in sum.iter_mut().skip(n + ROWS) {
         *v = zero;
     }
-    let ap = pad.as_ptr();
-    let tp = sum.as_mut_ptr();
-    let mut i = 0;
-    while i + 1 < n {
-        let mut x = [zero; ROWS];
-        for (k, xk) in x.iter_mut().enumerate() {
-            *xk = *ap.add(i + k);
-        }
-        // position 2i + d: row i+k contributes lo(x_k·a_j) with j = i+d−k
-        // when j > i+k (d ≥ 2k+1), and hi(x_k·a_{j−1}) when j−1 > i+k
-        // (d ≥ 2k+2); from d = 2·ROWS on, every row contributes both
-        for d in 1..2 * ROWS {
-            let p = tp.add(2 * i + d);
-            let mut v = if i == 0 { zero } else { *p };
-            for (k, &xk) in x.iter().enumerate() {
-                if d > 2 * k {
-                    v = madd_lo!(v, xk, *ap.add(i + d - k));
-                }
-                if d > 2 * k + 1 {
-                    v = madd_hi!(v, xk, *ap.add(i + d - k - 1));
-                }
-            }
-            *p = v;
-        }
-        if 2 * i + 2 * ROWS < i + n + ROWS {
-            // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
-            if i == 0 {
-                accumulate_rows::<true>(tp, ap, &x, 2 * ROWS, n + ROWS);
-            } else {
-                accumulate_rows::<false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
-            }
-        }
-        i += ROWS;
+}
+
+/// Pass p of [`sqr_product`] (rows a_{4p} … a_{4p+3}, cross products
+/// only), after [`sqr_setup`] on the same t of [`scratch_len`]`(n)` limbs;
+/// passes with 4p + 1 ≥ n do nothing.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_pass(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_si512();
+    let ap = t.add(2 * n + 2 * ROWS) as *const __m512i;
+    let tp = t;
+    let i = p * ROWS;
+    if i + 1 >= n {
+        return;
     }
-    // doubled, plus the squares, in one sweep
+    let mut x = [zero; ROWS];
+    for (k, xk) in x.iter_mut().enumerate() {
+        *xk = *ap.add(i + k);
+    }
+    // position 2i + d: row i+k contributes lo(x_k·a_j) with j = i+d−k
+    // when j > i+k (d ≥ 2k+1), and hi(x_k·a_{j−1}) when j−1 > i+k
+    // (d ≥ 2k+2); from d = 2·ROWS on, every row contributes both
+    for d in 1..2 * ROWS {
+        let p = tp.add(2 * i + d);
+        let mut v = if i == 0 { zero } else { *p };
+        for (k, &xk) in x.iter().enumerate() {
+            if d > 2 * k {
+                v = madd_lo!(v, xk, *ap.add(i + d - k));
+            }
+            if d > 2 * k + 1 {
+                v = madd_hi!(v, xk, *ap.add(i + d - k - 1));
+            }
+        }
+        *p = v;
+    }
+    if 2 * i + 2 * ROWS < i + n + ROWS {
+        // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
+        if i == 0 {
+            accumulate_rows::<true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+        } else {
+            accumulate_rows::<false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+        }
+    }
+}
+
+/// The end of [`sqr_product`]: the cross products doubled, plus the
+/// squares, in one sweep.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_finish(n: usize, t: *mut std::arch::x86_64::__m512i) {
+    use std::arch::x86_64::*;
+    let ap = t.add(2 * n + 2 * ROWS) as *const __m512i;
     for j in 0..n {
         let aj = *ap.add(j);
-        let (p0, p1) = (tp.add(2 * j), tp.add(2 * j + 1));
+        let (p0, p1) = (t.add(2 * j), t.add(2 * j + 1));
         *p0 = madd_lo!(_mm512_add_epi64(*p0, *p0), aj, aj);
         *p1 = madd_hi!(_mm512_add_epi64(*p1, *p1), aj, aj);
     }

@@ -51,7 +51,7 @@
 //! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
 //! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
 
-use super::{available, from_limbs, mul_product, product_pass, product_setup, redc, redc_with, scratch_len, sqr_product, to_limbs, LANES, MASK52, ROWS};
+use super::{available, from_limbs, mul_product, product_pass, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup, to_limbs, LANES, MASK52, ROWS};
 use rug::Integer;
 
 /// Context for one public modulus n (its square n² is the ciphertext
@@ -172,13 +172,62 @@ unsafe fn add_rn_minus_q<const DOUBLE: bool>(k: usize, t: &mut [V], q: &[V], nm1
     }
 }
 
-/// out = x·y·R⁻¹ mod n² in digits (module docs); `out` must not alias x or y.
+/// The operation after the current one in a chain (its input is the
+/// current output): the current operation's high-digit reduction computes
+/// the next one's low-digit product into the scratch in its passes
+/// ([`redc_with`]: independent work beside that reduction's quotient
+/// chains), and the next call is told so by `ready`.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Ahead<'a> {
+    Nothing,
+    /// the next operation squares the output
+    Sqr,
+    /// the next operation multiplies the output by this value
+    Mul(&'a [V]),
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Ahead<'_> {
+    fn some(self) -> bool {
+        !matches!(self, Ahead::Nothing)
+    }
+}
+
+/// The high digit's reduction of the sum in s.t2 into out1, with the next
+/// operation's low-digit product of out0 computed into s.t1 beside it.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
+unsafe fn high_and_ahead(k: usize, m: &[V], mp: V, s: &mut Scratch, out0: &[V], out1: &mut [V], ahead: Ahead) {
+    let t1 = s.t1.as_mut_ptr();
+    match ahead {
+        Ahead::Nothing => redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut()),
+        Ahead::Sqr => {
+            sqr_setup(out0, &mut s.t1);
+            redc_with(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| sqr_pass(k, t1, p));
+            sqr_finish(k, t1);
+        }
+        Ahead::Mul(y) => {
+            product_setup::<true>(out0, &mut s.t1);
+            redc_with(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| product_pass::<true>(k, &y[..k], t1, p));
+        }
+    }
+}
+
+/// out = x·y·R⁻¹ mod n² in digits (module docs) in the lanes of `keep`,
+/// out = x in the others; `out` must not alias x or y. `ready`: s.t1
+/// already holds x₀·y₀ (the previous operation's [`Ahead`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], keep: u8, ready: bool, ahead: Ahead) {
+    use std::arch::x86_64::*;
     let (out0, out1) = out.split_at_mut(k);
-    mul_product::<true>(&x[..k], &y[..k], &mut s.t1);
+    if !ready {
+        mul_product::<true>(&x[..k], &y[..k], &mut s.t1);
+    }
     // x₀·y₁'s passes between the low digit's reduction passes (independent
     // work for the IFMA ports while each quotient chain runs)
     product_setup::<true>(&y[k..2 * k], &mut s.t2);
@@ -186,21 +235,36 @@ unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out:
     redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true>(k, &x[..k], t2, p));
     mul_product::<false>(&x[k..2 * k], &y[..k], &mut s.t2);
     add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
-    redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
+    if keep != 0xff {
+        // lanes outside `keep` pass x through: their low digit now, so the
+        // product computed ahead is of the right value
+        for j in 0..k {
+            out0[j] = _mm512_mask_blend_epi64(keep, x[j], out0[j]);
+        }
+    }
+    high_and_ahead(k, m, mp, s, out0, out1, ahead);
+    if keep != 0xff {
+        for j in 0..k {
+            out1[j] = _mm512_mask_blend_epi64(keep, x[k + j], out1[j]);
+        }
+    }
 }
 
-/// out = x²·R⁻¹ mod n² in digits; `out` must not alias x.
+/// out = x²·R⁻¹ mod n² in digits; `out` must not alias x. `ready`: s.t1
+/// already holds x₀².
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn sqr2(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
+unsafe fn sqr2(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], ready: bool, ahead: Ahead) {
     let (out0, out1) = out.split_at_mut(k);
-    sqr_product(&x[..k], &mut s.t1);
+    if !ready {
+        sqr_product(&x[..k], &mut s.t1);
+    }
     product_setup::<true>(&x[k..2 * k], &mut s.t2);
     let t2 = s.t2.as_mut_ptr();
     redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true>(k, &x[..k], t2, p));
     add_rn_minus_q::<true>(k, &mut s.t2, &s.q, &s.nm1);
-    redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
+    high_and_ahead(k, m, mp, s, out0, out1, ahead);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -223,14 +287,14 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
     // table[d − 1] = x^d (Montgomery form) for d = 1 … 15
     let mut tab: Vec<Vec<V>> = Vec::with_capacity(PER);
     let mut o = vec![zero; 2 * k];
-    mul2(k, &xv, &r2v, &mv, mp, &mut s, &mut o);
+    mul2(k, &xv, &r2v, &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
     tab.push(o);
     for d in 2..=PER {
         let mut o = vec![zero; 2 * k];
         if d % 2 == 0 {
-            sqr2(k, &tab[d / 2 - 1], &mv, mp, &mut s, &mut o);
+            sqr2(k, &tab[d / 2 - 1], &mv, mp, &mut s, &mut o, false, Ahead::Nothing);
         } else {
-            mul2(k, &tab[d - 2], &tab[0], &mv, mp, &mut s, &mut o);
+            mul2(k, &tab[d - 2], &tab[0], &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
         }
         tab.push(o);
     }
@@ -239,59 +303,70 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
     let mut unit = vec![zero; 2 * k];
     unit[0] = _mm512_set1_epi64(1);
     let mut acc = vec![zero; 2 * k];
-    mul2(k, &r2v, &unit, &mv, mp, &mut s, &mut acc);
+    mul2(k, &r2v, &unit, &mv, mp, &mut s, &mut acc, 0xff, false, Ahead::Nothing);
     let mut tmp = vec![zero; 2 * k];
     let mut sel = acc.clone();
     let windows = 64 / W as usize;
     let mut fresh = true;
+    // s.t1 holds the next operation's low-digit product (Ahead)
+    let mut ready = false;
     for i in (0..windows).rev() {
-        if !fresh {
-            for _ in 0..W {
-                sqr2(k, &acc, &mv, mp, &mut s, &mut tmp);
-                std::mem::swap(&mut acc, &mut tmp);
-            }
-        }
         let mut by_digit = [0u8; 1 << W];
         for (lane, &el) in e.iter().enumerate() {
             by_digit[((el >> (i as u32 * W)) & PER as u64) as usize] |= 1 << lane;
         }
         let nz = !by_digit[0];
-        if nz == 0 {
-            continue;
-        }
-        let b: &[V] = match (1..=PER).find(|&d| by_digit[d] == nz) {
-            Some(d) => &tab[d - 1],
-            None => {
-                for d in 1..=PER {
-                    let lanes = by_digit[d];
-                    if lanes != 0 {
-                        for j in 0..2 * k {
-                            sel[j] = _mm512_mask_blend_epi64(lanes, sel[j], tab[d - 1][j]);
+        let b: Option<&[V]> = if nz == 0 {
+            None
+        } else {
+            Some(match (1..=PER).find(|&d| by_digit[d] == nz) {
+                Some(d) => &tab[d - 1],
+                None => {
+                    for d in 1..=PER {
+                        let lanes = by_digit[d];
+                        if lanes != 0 {
+                            for j in 0..2 * k {
+                                sel[j] = _mm512_mask_blend_epi64(lanes, sel[j], tab[d - 1][j]);
+                            }
                         }
                     }
+                    &sel
                 }
-                &sel
-            }
+            })
         };
         if fresh {
-            // one · b = b in the multiplying lanes, one elsewhere
-            for j in 0..2 * k {
-                acc[j] = _mm512_mask_blend_epi64(nz, acc[j], b[j]);
+            if let Some(b) = b {
+                // one · b = b in the multiplying lanes, one elsewhere
+                for j in 0..2 * k {
+                    acc[j] = _mm512_mask_blend_epi64(nz, acc[j], b[j]);
+                }
+                fresh = false;
             }
-            fresh = false;
             continue;
         }
-        mul2(k, &acc, b, &mv, mp, &mut s, &mut tmp);
-        if nz == 0xff {
+        // after this window: the next window's first squaring, or leaving
+        // the Montgomery domain
+        let after = if i > 0 { Ahead::Sqr } else { Ahead::Mul(&unit) };
+        for sq in 0..W {
+            let ahead = if sq + 1 < W {
+                Ahead::Sqr
+            } else if let Some(b) = b {
+                Ahead::Mul(b)
+            } else {
+                after
+            };
+            sqr2(k, &acc, &mv, mp, &mut s, &mut tmp, ready, ahead);
             std::mem::swap(&mut acc, &mut tmp);
-        } else {
-            for j in 0..2 * k {
-                acc[j] = _mm512_mask_blend_epi64(nz, acc[j], tmp[j]);
-            }
+            ready = ahead.some();
+        }
+        if let Some(b) = b {
+            mul2(k, &acc, b, &mv, mp, &mut s, &mut tmp, nz, ready, after);
+            std::mem::swap(&mut acc, &mut tmp);
+            ready = after.some();
         }
     }
     // out of the Montgomery domain: P(acc, 1)
-    mul2(k, &acc, &unit, &mv, mp, &mut s, &mut tmp);
+    mul2(k, &acc, &unit, &mv, mp, &mut s, &mut tmp, 0xff, ready, Ahead::Nothing);
     let mut out = vec![0u64; 2 * k * LANES];
     for (j, v) in tmp.iter().enumerate() {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, *v);
@@ -349,12 +424,12 @@ pub fn kernel_timings(n: &Integer, reps: usize) -> Option<[f64; 3]> {
         });
         eprintln!("k-limb product {prod:.0} ns, square {sqp:.0} ns");
         let sq = time(&mut || {
-            sqr2(k, &a, &mv, mp, &mut s, &mut o);
+            sqr2(k, &a, &mv, mp, &mut s, &mut o, false, Ahead::Nothing);
             std::mem::swap(&mut a, &mut o);
         });
         let b = a.clone();
         let mul = time(&mut || {
-            mul2(k, &a, &b, &mv, mp, &mut s, &mut o);
+            mul2(k, &a, &b, &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
             std::mem::swap(&mut a, &mut o);
         });
         let red = time(&mut || {
