@@ -1084,9 +1084,31 @@ unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 unsafe fn product_pass<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, p: usize) {
+    product_pass_with::<INIT>(n, b, t, t.add(2 * n + 2 * ROWS) as *const _, p);
+}
+
+/// a copied into `pad` (n + 3·ROWS limbs) as [`product_setup`] lays it out,
+/// for [`product_pass_with`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn pad_operand(a: &[std::arch::x86_64::__m512i], pad: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    for (j, v) in pad.iter_mut().enumerate().take(n + 3 * ROWS) {
+        *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { _mm512_setzero_si512() };
+    }
+}
+
+/// [`product_pass`] with the padded operand at `pad` ([`pad_operand`])
+/// instead of in t: two products into one sum, pass by pass.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn product_pass_with<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, pad: *const std::arch::x86_64::__m512i, p: usize) {
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_si512();
-    let ap = t.add(2 * n + 2 * ROWS + ROWS) as *const __m512i;
+    let ap = pad.add(ROWS);
     let i = p * ROWS;
     let mut x = [zero; ROWS];
     for (k, xk) in x.iter_mut().enumerate() {

@@ -69,7 +69,7 @@
 //! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
 //! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
 
-use super::{available, from_limbs, mul_product, product_pass, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup, to_limbs, LANES, MASK52, ROWS};
+use super::{available, from_limbs, mul_product, pad_operand, product_pass, product_pass_with, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup, to_limbs, LANES, MASK52, ROWS};
 use rug::Integer;
 
 /// Context for one public modulus n (its square n² is the ciphertext
@@ -167,6 +167,8 @@ struct Scratch {
     q: Vec<V>,
     /// the limbs of n − 1, broadcast (the high half of R·n − Q)
     nm1: Vec<V>,
+    /// a second padded operand (k + 3·ROWS limbs): x₁ in [`mul2`]
+    pad: Vec<V>,
 }
 
 /// Adds R·n − Q to the high digit's sum `t` (2k limbs), doubling `t`
@@ -248,10 +250,14 @@ unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out:
     }
     // x₀·y₁'s passes between the low digit's reduction passes (independent
     // work for the IFMA ports while each quotient chain runs)
+    // x₀·y₁ and x₁·y₀ into one sum (the second operand padded apart)
     product_setup::<true>(&y[k..2 * k], &mut s.t2);
-    let t2 = s.t2.as_mut_ptr();
-    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true>(k, &x[..k], t2, p));
-    mul_product::<false>(&x[k..2 * k], &y[..k], &mut s.t2);
+    pad_operand(&x[k..2 * k], &mut s.pad);
+    let (t2, pad) = (s.t2.as_mut_ptr(), s.pad.as_ptr());
+    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| {
+        product_pass::<true>(k, &x[..k], t2, p);
+        product_pass_with::<false>(k, &y[..k], t2, pad, p);
+    });
     add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
     if keep != 0xff {
         // lanes outside `keep` pass x through: their low digit now, so the
@@ -299,6 +305,7 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
         t2: vec![zero; scratch_len(k)],
         q: vec![zero; k],
         nm1: (0..k).map(|j| _mm512_set1_epi64(nm1[j] as i64)).collect(),
+        pad: vec![zero; k + 3 * ROWS],
     };
     let r2v: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
     let xv: Vec<V> = (0..2 * k).map(|j| _mm512_loadu_si512(x[j * LANES..].as_ptr() as *const _)).collect();
@@ -415,6 +422,7 @@ pub fn kernel_timings(n: &Integer, reps: usize) -> Option<[f64; 3]> {
             t2: vec![zero; scratch_len(k)],
             q: vec![zero; k],
             nm1: (0..k).map(|j| _mm512_set1_epi64(ctx.nm1[j] as i64)).collect(),
+            pad: vec![zero; k + 3 * ROWS],
         };
         let mut a: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(ctx.r2[j] as i64)).collect();
         let mut o = a.clone();
