@@ -59,8 +59,8 @@
 //!
 //! *Measured* (Intel Xeon, `lscpu` family 6 model 167, AVX-512 IFMA; 2
 //! cores shared with other builds, load 6–7; thread CPU time,
-//! `examples/ctpt_n2.rs`, min of 5 × 200 batches): 34–37 µs per 64-bit
-//! ct·pt against 46–50 µs for [`super::MontCtx::multi_exp8`] in the same
+//! `examples/ctpt_n2.rs`, min of 5 × 200 batches): 34–39 µs per 64-bit
+//! ct·pt against 45–51 µs for [`super::MontCtx::multi_exp8`] in the same
 //! runs; an eight-lane squaring 2.2–2.4 µs and a multiplication 3.0–3.4 µs
 //! (`examples/kernels_n2.rs`) against 4.4–7.8 and 6.3–11.7 µs mod n² (the
 //! machine's load makes the absolute figures 1.5–2× the idle ones).
