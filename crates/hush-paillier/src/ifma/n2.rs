@@ -298,39 +298,46 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
     const W: u32 = 4;
     const PER: usize = (1 << W) - 1;
     let zero = _mm512_setzero_si512();
-    let mv = super::mod_limbs(nl, k);
     let mp = _mm512_set1_epi64(mprime as i64);
-    let mut s = Scratch {
-        t1: vec![zero; scratch_len(k)],
-        t2: vec![zero; scratch_len(k)],
-        q: vec![zero; k],
-        nm1: (0..k).map(|j| _mm512_set1_epi64(nm1[j] as i64)).collect(),
-        pad: vec![zero; k + 3 * ROWS],
-    };
-    let r2v: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(r2[j] as i64)).collect();
-    let xv: Vec<V> = (0..2 * k).map(|j| _mm512_loadu_si512(x[j * LANES..].as_ptr() as *const _)).collect();
-    // table[d − 1] = x^d (Montgomery form) for d = 1 … 15
-    let mut tab: Vec<Vec<V>> = Vec::with_capacity(PER);
-    let mut o = vec![zero; 2 * k];
-    mul2(k, &xv, &r2v, &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
-    tab.push(o);
-    for d in 2..=PER {
-        let mut o = vec![zero; 2 * k];
-        if d % 2 == 0 {
-            sqr2(k, &tab[d / 2 - 1], &mv, mp, &mut s, &mut o, false, Ahead::Nothing);
-        } else {
-            mul2(k, &tab[d - 2], &tab[0], &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
-        }
-        tab.push(o);
+    // the buffers of the last call on this thread (no allocation, no fresh
+    // pages per call: with them, allocation and page faults took about a
+    // tenth of the time), else new ones
+    let mut w = WORK.with(|c| c.borrow_mut().take()).filter(|w| w.k == k).unwrap_or_else(|| Work::new(k));
+    let Work { s, mv, r2v, xv, tab, acc, tmp, sel, unit, .. } = &mut w;
+    let s: &mut Scratch = s;
+    for (j, v) in mv.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(if j < k { nl[j] as i64 } else { 0 });
     }
+    for (j, v) in s.nm1.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(nm1[j] as i64);
+    }
+    for (j, v) in r2v.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(r2[j] as i64);
+    }
+    for (j, v) in xv.iter_mut().enumerate() {
+        *v = _mm512_loadu_si512(x[j * LANES..].as_ptr() as *const _);
+    }
+    let mv: &[V] = mv;
+    // table[d − 1] = x^d (Montgomery form) for d = 1 … 15
+    mul2(k, xv, r2v, mv, mp, s, &mut tab[0], 0xff, false, Ahead::Nothing);
+    for d in 2..=PER {
+        let (done, rest) = tab.split_at_mut(d - 1);
+        if d % 2 == 0 {
+            sqr2(k, &done[d / 2 - 1], mv, mp, s, &mut rest[0], false, Ahead::Nothing);
+        } else {
+            mul2(k, &done[d - 2], &done[0], mv, mp, s, &mut rest[0], 0xff, false, Ahead::Nothing);
+        }
+    }
+    let tab: &[Vec<V>] = tab;
     // R mod n² (Montgomery one) is R²·R⁻¹: the start value of lanes whose
     // leading digits are zero; found as P(R², 1)
-    let mut unit = vec![zero; 2 * k];
+    for v in unit.iter_mut() {
+        *v = zero;
+    }
     unit[0] = _mm512_set1_epi64(1);
-    let mut acc = vec![zero; 2 * k];
-    mul2(k, &r2v, &unit, &mv, mp, &mut s, &mut acc, 0xff, false, Ahead::Nothing);
-    let mut tmp = vec![zero; 2 * k];
-    let mut sel = acc.clone();
+    let unit: &[V] = unit;
+    mul2(k, r2v, unit, mv, mp, s, acc, 0xff, false, Ahead::Nothing);
+    sel.copy_from_slice(acc);
     let windows = 64 / W as usize;
     let mut fresh = true;
     // s.t1 holds the next operation's low-digit product (Ahead)
@@ -371,7 +378,7 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
         }
         // after this window: the next window's first squaring, or leaving
         // the Montgomery domain
-        let after = if i > 0 { Ahead::Sqr } else { Ahead::Mul(&unit) };
+        let after = if i > 0 { Ahead::Sqr } else { Ahead::Mul(unit) };
         for sq in 0..W {
             let ahead = if sq + 1 < W {
                 Ahead::Sqr
@@ -380,23 +387,66 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
             } else {
                 after
             };
-            sqr2(k, &acc, &mv, mp, &mut s, &mut tmp, ready, ahead);
-            std::mem::swap(&mut acc, &mut tmp);
+            sqr2(k, acc, mv, mp, s, tmp, ready, ahead);
+            std::mem::swap(acc, tmp);
             ready = ahead.some();
         }
         if let Some(b) = b {
-            mul2(k, &acc, b, &mv, mp, &mut s, &mut tmp, nz, ready, after);
-            std::mem::swap(&mut acc, &mut tmp);
+            mul2(k, acc, b, mv, mp, s, tmp, nz, ready, after);
+            std::mem::swap(acc, tmp);
             ready = after.some();
         }
     }
     // out of the Montgomery domain: P(acc, 1)
-    mul2(k, &acc, &unit, &mv, mp, &mut s, &mut tmp, 0xff, ready, Ahead::Nothing);
+    mul2(k, acc, unit, mv, mp, s, tmp, 0xff, ready, Ahead::Nothing);
     let mut out = vec![0u64; 2 * k * LANES];
     for (j, v) in tmp.iter().enumerate() {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, *v);
     }
+    WORK.with(|c| *c.borrow_mut() = Some(w));
     out
+}
+
+/// The buffers of [`pow_n2`] for k-limb digits, kept per thread between
+/// calls (public values only: powers of ciphertexts).
+#[cfg(target_arch = "x86_64")]
+struct Work {
+    k: usize,
+    s: Scratch,
+    mv: Vec<V>,
+    r2v: Vec<V>,
+    xv: Vec<V>,
+    tab: Vec<Vec<V>>,
+    acc: Vec<V>,
+    tmp: Vec<V>,
+    sel: Vec<V>,
+    unit: Vec<V>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Work {
+    fn new(k: usize) -> Work {
+        // SAFETY: an all-zero __m512i is a valid value.
+        let zero: V = unsafe { std::mem::zeroed() };
+        let d = || vec![zero; 2 * k];
+        Work {
+            k,
+            s: Scratch { t1: vec![zero; scratch_len(k)], t2: vec![zero; scratch_len(k)], q: vec![zero; k], nm1: vec![zero; k], pad: vec![zero; k + 3 * ROWS] },
+            mv: vec![zero; k + 2 * ROWS],
+            r2v: d(),
+            xv: d(),
+            tab: (0..15).map(|_| d()).collect(),
+            acc: d(),
+            tmp: d(),
+            sel: d(),
+            unit: d(),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+thread_local! {
+    static WORK: std::cell::RefCell<Option<Work>> = const { std::cell::RefCell::new(None) };
 }
 
 #[cfg(not(target_arch = "x86_64"))]
