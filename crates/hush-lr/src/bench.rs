@@ -105,6 +105,10 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     };
     let (ctpt_batch, ctpt_batch_cpu) = batch(&k64u);
     let (ctpt20_batch, _) = batch(&k20u);
+    // four more passes over the same pairs: the fastest of the five is the
+    // figure of a pass no other process interrupted (`ct_pt_batch_us`
+    // stays the first pass's, as before)
+    let ctpt_batch_min = (0..4).map(|_| batch(&k64u).0).fold(ctpt_batch, f64::min);
     // the evaluator's fresh h_s^a factors: one by one (GMP, fixed base)
     // and eight at a time (PublicKey::rerandomize_batch; the public table's
     // Montgomery form is made by a warm-up call, once per key)
@@ -137,6 +141,7 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     if let Some(c) = ctpt_batch_cpu {
         r.set("ct_pt_batch_cpu_us", c);
     }
+    r.set("ct_pt_batch_min_us", ctpt_batch_min).set("ct_pt_batch_passes", 5);
     r.set("ct_pt_us", ctpt64).set("ct_pt_20bit_us", ctpt20).set("ct_ct_us", add).set("validate_us", val);
     r.set("rerandomize_us", rerand).set("rerandomize_batch_us", rerand_batch);
     r.set("table_bytes_public", pk.table_bytes()).set("table_bytes_secret", kp.table_bytes());
