@@ -69,7 +69,9 @@
 //! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
 //! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
 
-use super::{available, from_limbs, mul_product, pad_operand, product_pass, product_pass_with, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup, to_limbs, LANES, MASK52, ROWS};
+use super::{available, from_limbs, to_limbs, LANES, MASK52, ROWS};
+#[cfg(target_arch = "x86_64")]
+use super::{mul_product, pad_operand, product_pass, product_pass_with, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup};
 use rug::Integer;
 
 /// Context for one public modulus n (its square n² is the ciphertext
