@@ -410,7 +410,13 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
 }
 
 /// The buffers of [`pow_n2`] for k-limb digits, kept per thread between
-/// calls (public values only: powers of ciphertexts).
+/// calls (scratch, not state: every call overwrites what it reads, so
+/// sessions sharing a thread, or running on several, never see each
+/// other's values; the public API takes no workspace, so the batch stays a
+/// plain call). They hold the ciphertexts, their powers and the partial
+/// products c^(leading digits of k); like the per-call buffers before them
+/// they are not wiped — reading k back from them is a discrete logarithm
+/// mod n².
 #[cfg(target_arch = "x86_64")]
 struct Work {
     k: usize,
