@@ -12,12 +12,6 @@ use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Nanoseconds this thread has run on a CPU (/proc/thread-self/schedstat,
-/// Linux), None elsewhere.
-fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
-}
-
 fn time_us(iters: usize, mut f: impl FnMut(usize)) -> f64 {
     let t = Instant::now();
     for i in 0..iters {
@@ -89,26 +83,20 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     // the same, eight at a time (PublicKey::mul_u64_batch: one lane each;
     // its per-key IFMA context is made by a warm-up call, once per key)
     std::hint::black_box(pk.mul_u64_batch(&[(&cts[0], 3), (&cts[1 % iters], 5)]));
-    // wall µs/op, and the thread's CPU µs/op where Linux reports it (time
-    // on a CPU: what the kernel costs when other processes share the cores)
     let batch = |ks: &[u64]| {
         let pairs: Vec<(&hush_paillier::Ciphertext, u64)> = cts.iter().zip(ks).map(|(c, &k)| (c, k)).collect();
-        let (t, c) = (Instant::now(), thread_cpu_ns());
+        let t = Instant::now();
         for chunk in pairs.chunks(8) {
             std::hint::black_box(pk.mul_u64_batch(chunk));
         }
-        let cpu = match (c, thread_cpu_ns()) {
-            (Some(a), Some(b)) => Some((b - a) as f64 / 1e3 / iters as f64),
-            _ => None,
-        };
-        (t.elapsed().as_secs_f64() * 1e6 / iters as f64, cpu)
+        t.elapsed().as_secs_f64() * 1e6 / iters as f64
     };
-    let (ctpt_batch, ctpt_batch_cpu) = batch(&k64u);
-    let (ctpt20_batch, _) = batch(&k20u);
+    let ctpt_batch = batch(&k64u);
+    let ctpt20_batch = batch(&k20u);
     // four more passes over the same pairs: the fastest of the five is the
     // figure of a pass no other process interrupted (`ct_pt_batch_us`
     // stays the first pass's, as before)
-    let ctpt_batch_min = (0..4).map(|_| batch(&k64u).0).fold(ctpt_batch, f64::min);
+    let ctpt_batch_min = (0..4).map(|_| batch(&k64u)).fold(ctpt_batch, f64::min);
     // the evaluator's fresh h_s^a factors: one by one (GMP, fixed base)
     // and eight at a time (PublicKey::rerandomize_batch; the public table's
     // Montgomery form is made by a warm-up call, once per key)
@@ -138,9 +126,6 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     r.set("enc_batch_us", enc_batch).set("enc_batch_path", hush_paillier::dec_batch_path());
     r.set("ct_pt_batch_us", ctpt_batch).set("ct_pt_batch_bits", 64).set("ct_pt_20bit_batch_us", ctpt20_batch);
     r.set("ct_pt_batch_path", hush_paillier::dec_batch_path());
-    if let Some(c) = ctpt_batch_cpu {
-        r.set("ct_pt_batch_cpu_us", c);
-    }
     r.set("ct_pt_batch_min_us", ctpt_batch_min).set("ct_pt_batch_passes", 5);
     r.set("ct_pt_us", ctpt64).set("ct_pt_20bit_us", ctpt20).set("ct_ct_us", add).set("validate_us", val);
     r.set("rerandomize_us", rerand).set("rerandomize_batch_us", rerand_batch);
