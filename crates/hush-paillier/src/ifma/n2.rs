@@ -63,7 +63,12 @@
 //! ct·pt against 45–51 µs for [`super::MontCtx::multi_exp8`] in the same
 //! runs; an eight-lane squaring 2.2–2.4 µs and a multiplication 3.0–3.4 µs
 //! (`examples/kernels_n2.rs`) against 4.4–7.8 and 6.3–11.7 µs mod n² (the
-//! machine's load makes the absolute figures 1.5–2× the idle ones).
+//! machine's load makes the absolute figures 1.5–2× the idle ones). On
+//! the idle machine `hush bench paillier --bits 2048` gave 37.1–40.6 µs
+//! per ct·pt for one 200-op pass and 34.9–37.3 µs for the fastest of five
+//! (`bench/records/paillier.jsonl`, session 2026-11-29T02:20:50Z), against
+//! 40.9–43.4 µs for the mod-n² kernels idle on the same CPU kind
+//! (docs/lr.md).
 //!
 //! Tested equal to GMP's `pow_mod` on random and edge inputs (0, 1, n² − 1,
 //! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
