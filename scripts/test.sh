@@ -21,6 +21,11 @@ cargo test --release --workspace
 # ones (the same plaintext references)
 echo "== HE tests on tfhe-ntt's AVX2 kernels (hush-rlwe without ntt-avx512)" >&2
 cargo test --release -p hush-rlwe --no-default-features
+# Paillier below AVX-512 (no AVX2 kernel there: GMP, the portable path; the
+# line above ran the IFMA kernels where the CPU has them, each pinned
+# against GMP in the same tests)
+echo "== Paillier at HUSH_SIMD=portable (GMP)" >&2
+HUSH_SIMD=portable cargo test --release -p hush-paillier
 # the prebuilt wheel, built once (about 40 s after the build above: the
 # extension relinks); tests/python/test_wheel.py installs it into a fresh
 # venv with no Rust on the PATH and runs `hush demo` from it

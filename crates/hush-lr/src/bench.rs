@@ -80,7 +80,9 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     let ctpt20 = time_us(iters, |i| {
         std::hint::black_box(pk.mul_plain(&cts[i], &k20[i]));
     });
-    // the same, eight at a time (PublicKey::mul_u64_batch: one lane each)
+    // the same, eight at a time (PublicKey::mul_u64_batch: one lane each;
+    // its per-key IFMA context is made by a warm-up call, once per key)
+    std::hint::black_box(pk.mul_u64_batch(&[(&cts[0], 3), (&cts[1 % iters], 5)]));
     let batch = |ks: &[u64]| {
         let pairs: Vec<(&hush_paillier::Ciphertext, u64)> = cts.iter().zip(ks).map(|(c, &k)| (c, k)).collect();
         let t = Instant::now();
@@ -91,6 +93,10 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     };
     let ctpt_batch = batch(&k64u);
     let ctpt20_batch = batch(&k20u);
+    // four more passes over the same pairs: the fastest of the five is the
+    // figure of a pass no other process interrupted (`ct_pt_batch_us`
+    // stays the first pass's, as before)
+    let ctpt_batch_min = (0..4).map(|_| batch(&k64u)).fold(ctpt_batch, f64::min);
     // the evaluator's fresh h_s^a factors: one by one (GMP, fixed base)
     // and eight at a time (PublicKey::rerandomize_batch; the public table's
     // Montgomery form is made by a warm-up call, once per key)
@@ -120,6 +126,7 @@ pub fn bench_paillier(bits: u32, iters: usize, window: u32) -> Result<Record> {
     r.set("enc_batch_us", enc_batch).set("enc_batch_path", hush_paillier::dec_batch_path());
     r.set("ct_pt_batch_us", ctpt_batch).set("ct_pt_batch_bits", 64).set("ct_pt_20bit_batch_us", ctpt20_batch);
     r.set("ct_pt_batch_path", hush_paillier::dec_batch_path());
+    r.set("ct_pt_batch_min_us", ctpt_batch_min).set("ct_pt_batch_passes", 5);
     r.set("ct_pt_us", ctpt64).set("ct_pt_20bit_us", ctpt20).set("ct_ct_us", add).set("validate_us", val);
     r.set("rerandomize_us", rerand).set("rerandomize_batch_us", rerand_batch);
     r.set("table_bytes_public", pk.table_bytes()).set("table_bytes_secret", kp.table_bytes());

@@ -31,7 +31,14 @@
 //! two-rows-per-pass, operand-scanning kernels took 4.6 and 5.4 µs.
 //!
 //! [`MontCtx::pow8`] is tested against GMP's `pow_mod` (`tests.rs`); GMP is
-//! the fallback where the CPU lacks IFMA or `HUSH_PAILLIER=gmp` is set.
+//! the fallback where the CPU lacks IFMA or `HUSH_PAILLIER=gmp` (or
+//! `HUSH_SIMD=avx2|portable`) is set.
+//!
+//! Modulo a public n² the evaluator's ct·pt uses [`n2`] instead: the same
+//! k-limb products and reductions (`redc_with` runs another product's
+//! passes between its own, to fill the ports while each quotient chain
+//! runs), on two base-n digits with reductions mod n only — 5k² IFMA pairs
+//! per product and 3.5k² per square instead of 8k² and 6k² here.
 
 use rug::integer::Order;
 use rug::Integer;
@@ -40,14 +47,17 @@ pub const LANES: usize = 8;
 const W: u32 = 5;
 const MASK52: u64 = (1 << 52) - 1;
 
-/// Whether the IFMA path runs: the CPU has AVX-512F + IFMA and
-/// `HUSH_PAILLIER` is not `gmp`.
+/// Whether the IFMA path runs: the CPU has AVX-512F + IFMA, `HUSH_PAILLIER`
+/// is not `gmp` and `HUSH_SIMD` does not lower the level below AVX-512
+/// (`avx2` or `portable`: this crate has no AVX2 kernel, so both run GMP,
+/// the portable path).
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *ON.get_or_init(|| {
             std::env::var("HUSH_PAILLIER").map(|v| v != "gmp").unwrap_or(true)
+                && std::env::var("HUSH_SIMD").map(|v| !matches!(v.to_ascii_lowercase().as_str(), "avx2" | "portable")).unwrap_or(true)
                 && std::is_x86_feature_detected!("avx512f")
                 && std::is_x86_feature_detected!("avx512ifma")
         })
@@ -620,7 +630,7 @@ unsafe fn from_mont(
     for (j, v) in t.iter_mut().enumerate().take(2 * n + 2 * ROWS) {
         *v = if j < n { acc[j] } else { _mm512_setzero_si512() };
     }
-    redc(n, t.as_mut_ptr(), mv, mp, tmp);
+    redc(n, t.as_mut_ptr(), mv, mp, tmp, std::ptr::null_mut());
     let mut out = vec![0u64; n * LANES];
     for j in 0..n {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
@@ -649,6 +659,8 @@ macro_rules! madd_hi {
         std::arch::x86_64::_mm512_madd52hi_epu64($v, $x, $y)
     };
 }
+
+pub mod n2;
 
 /// Rows (or quotient limbs) handled per pass of the kernels below: each
 /// limb of the running sum is loaded and stored once per pass and takes
@@ -738,7 +750,9 @@ unsafe fn accumulate_rows<const INIT: bool>(
 /// q_i … q_{i+3} are found one after another from the low limbs, then one
 /// pass adds q_i·M … q_{i+3}·M to every higher limb. Passes left over when
 /// n is not a multiple of ROWS take one quotient limb each. Writes the
-/// normalised result (t[n..2n], < 2M) to `out`.
+/// normalised result (t[n..2n], < 2M) to `out`, and, when `qout` is not
+/// null, the quotient limbs q_0 … q_{n−1} to `qout[0..n]` (so that
+/// T + Q·M = R·out exactly, Q = Σ q_i·2^{52i}: [`n2`] needs Q).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
@@ -748,8 +762,30 @@ unsafe fn redc(
     m: &[std::arch::x86_64::__m512i],
     mp: std::arch::x86_64::__m512i,
     out: &mut [std::arch::x86_64::__m512i],
+    qout: *mut std::arch::x86_64::__m512i,
+) {
+    redc_with(n, t, m, mp, out, qout, |_| {});
+}
+
+/// [`redc`], calling `extra(p)` once per pass p = 0 … ⌈n/ROWS⌉ − 1, after
+/// the next pass's quotient chain is issued and before this pass's rows
+/// are added: independent work placed there (a pass of another product,
+/// [`product_pass`]) fills the IFMA ports while the chain's latency runs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn redc_with<F: FnMut(usize)>(
+    n: usize,
+    t: *mut std::arch::x86_64::__m512i,
+    m: &[std::arch::x86_64::__m512i],
+    mp: std::arch::x86_64::__m512i,
+    out: &mut [std::arch::x86_64::__m512i],
+    qout: *mut std::arch::x86_64::__m512i,
+    mut extra: F,
 ) {
     use std::arch::x86_64::*;
+    let mut pass = 0;
     debug_assert!(m.len() >= n + 2 * ROWS);
     let zero = _mm512_setzero_si512();
     let mask = _mm512_set1_epi64(MASK52 as i64);
@@ -806,6 +842,11 @@ unsafe fn redc(
         ([zero; ROWS], zero)
     };
     while i + ROWS <= n {
+        if !qout.is_null() {
+            for (d, &qd) in q.iter().enumerate() {
+                *qout.add(i + d) = qd;
+            }
+        }
         // the next pass's low limbs first, so its quotient chain (serial
         // IFMA latency) is issued here and overlaps the rest of this pass
         let (next, next_carry) = if i + 2 * ROWS <= n {
@@ -817,10 +858,16 @@ unsafe fn redc(
             accumulate_rows::<false>(t.add(i), m, &q, ROWS, 2 * ROWS);
             ([zero; ROWS], zero)
         };
+        extra(pass);
+        pass += 1;
         accumulate_rows::<false>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
         q = next;
         carry = next_carry;
         i += ROWS;
+    }
+    while pass < n.div_ceil(ROWS) {
+        extra(pass);
+        pass += 1;
     }
     if i < n {
         // a tail of single quotient limbs: the carry into position i first
@@ -829,6 +876,9 @@ unsafe fn redc(
     for i in i..n {
         let x = *t.add(i);
         let q = madd_lo!(zero, x, mp);
+        if !qout.is_null() {
+            *qout.add(i) = q;
+        }
         let x = madd_lo!(x, *m, q);
         *t.add(i + 1) = _mm512_add_epi64(*t.add(i + 1), _mm512_srli_epi64(x, 52));
         for r in 1..=n {
@@ -862,9 +912,37 @@ unsafe fn montsqr(
     t: &mut [std::arch::x86_64::__m512i],
     out: &mut [std::arch::x86_64::__m512i],
 ) {
-    use std::arch::x86_64::*;
     let n = a.len();
     assert!(t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
+    sqr_product(a, t);
+    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+}
+
+/// The square a² (unnormalised limbs) into t\[0 .. 2n + 2·ROWS\], t's
+/// rest as scratch (t has [`scratch_len`] limbs): the product phase of
+/// [`montsqr`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_product(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    let n = a.len();
+    assert!(t.len() >= scratch_len(n));
+    sqr_setup(a, t);
+    for p in 0..n.div_ceil(ROWS) {
+        sqr_pass(n, t.as_mut_ptr(), p);
+    }
+    sqr_finish(n, t.as_mut_ptr());
+}
+
+/// The set-up of [`sqr_product`]: a copied into t's pad (2·ROWS zero limbs
+/// behind), the sum's positions the first pass does not write set to zero.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_setup(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(t.len() >= scratch_len(n));
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
     // pad[j] = a_j, zero for j ≥ n
@@ -876,48 +954,67 @@ unsafe fn montsqr(
     for v in sum.iter_mut().skip(n + ROWS) {
         *v = zero;
     }
-    let ap = pad.as_ptr();
-    let tp = sum.as_mut_ptr();
-    let mut i = 0;
-    while i + 1 < n {
-        let mut x = [zero; ROWS];
-        for (k, xk) in x.iter_mut().enumerate() {
-            *xk = *ap.add(i + k);
-        }
-        // position 2i + d: row i+k contributes lo(x_k·a_j) with j = i+d−k
-        // when j > i+k (d ≥ 2k+1), and hi(x_k·a_{j−1}) when j−1 > i+k
-        // (d ≥ 2k+2); from d = 2·ROWS on, every row contributes both
-        for d in 1..2 * ROWS {
-            let p = tp.add(2 * i + d);
-            let mut v = if i == 0 { zero } else { *p };
-            for (k, &xk) in x.iter().enumerate() {
-                if d > 2 * k {
-                    v = madd_lo!(v, xk, *ap.add(i + d - k));
-                }
-                if d > 2 * k + 1 {
-                    v = madd_hi!(v, xk, *ap.add(i + d - k - 1));
-                }
-            }
-            *p = v;
-        }
-        if 2 * i + 2 * ROWS < i + n + ROWS {
-            // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
-            if i == 0 {
-                accumulate_rows::<true>(tp, ap, &x, 2 * ROWS, n + ROWS);
-            } else {
-                accumulate_rows::<false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
-            }
-        }
-        i += ROWS;
+}
+
+/// Pass p of [`sqr_product`] (rows a_{4p} … a_{4p+3}, cross products
+/// only), after [`sqr_setup`] on the same t of [`scratch_len`]`(n)` limbs;
+/// passes with 4p + 1 ≥ n do nothing.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_pass(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_si512();
+    let ap = t.add(2 * n + 2 * ROWS) as *const __m512i;
+    let tp = t;
+    let i = p * ROWS;
+    if i + 1 >= n {
+        return;
     }
-    // doubled, plus the squares, in one sweep
+    let mut x = [zero; ROWS];
+    for (k, xk) in x.iter_mut().enumerate() {
+        *xk = *ap.add(i + k);
+    }
+    // position 2i + d: row i+k contributes lo(x_k·a_j) with j = i+d−k
+    // when j > i+k (d ≥ 2k+1), and hi(x_k·a_{j−1}) when j−1 > i+k
+    // (d ≥ 2k+2); from d = 2·ROWS on, every row contributes both
+    for d in 1..2 * ROWS {
+        let p = tp.add(2 * i + d);
+        let mut v = if i == 0 { zero } else { *p };
+        for (k, &xk) in x.iter().enumerate() {
+            if d > 2 * k {
+                v = madd_lo!(v, xk, *ap.add(i + d - k));
+            }
+            if d > 2 * k + 1 {
+                v = madd_hi!(v, xk, *ap.add(i + d - k - 1));
+            }
+        }
+        *p = v;
+    }
+    if 2 * i + 2 * ROWS < i + n + ROWS {
+        // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
+        if i == 0 {
+            accumulate_rows::<true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+        } else {
+            accumulate_rows::<false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+        }
+    }
+}
+
+/// The end of [`sqr_product`]: the cross products doubled, plus the
+/// squares, in one sweep.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr_finish(n: usize, t: *mut std::arch::x86_64::__m512i) {
+    use std::arch::x86_64::*;
+    let ap = t.add(2 * n + 2 * ROWS) as *const __m512i;
     for j in 0..n {
         let aj = *ap.add(j);
-        let (p0, p1) = (tp.add(2 * j), tp.add(2 * j + 1));
+        let (p0, p1) = (t.add(2 * j), t.add(2 * j + 1));
         *p0 = madd_lo!(_mm512_add_epi64(*p0, *p0), aj, aj);
         *p1 = madd_hi!(_mm512_add_epi64(*p1, *p1), aj, aj);
     }
-    redc(n, tp, m, mp, out);
 }
 
 /// out = a·b·R^{-1} mod M (< 2M) for a, b < 2M, all limbs normalised to 52
@@ -936,9 +1033,37 @@ unsafe fn montmul(
     t: &mut [std::arch::x86_64::__m512i],
     out: &mut [std::arch::x86_64::__m512i],
 ) {
-    use std::arch::x86_64::*;
     let n = a.len();
     assert!(b.len() >= n && t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
+    mul_product::<true>(a, b, t);
+    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+}
+
+/// The product a·b (unnormalised limbs) written (INIT) or added (not INIT)
+/// to t\[0 .. 2n + 2·ROWS\], t's rest as scratch (t has [`scratch_len`]
+/// limbs): the product phase of [`montmul`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn mul_product<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    let n = a.len();
+    assert!(b.len() >= n && t.len() >= scratch_len(n));
+    product_setup::<INIT>(a, t);
+    for p in 0..n.div_ceil(ROWS) {
+        product_pass::<INIT>(n, b, t.as_mut_ptr(), p);
+    }
+}
+
+/// The set-up of [`mul_product`]: a copied into t's pad (ROWS zero limbs in
+/// front, 2·ROWS behind), and with INIT the sum's positions the first
+/// pass does not write set to zero.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(t.len() >= scratch_len(n));
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
     // pad[ROWS + j] = a_j, zero outside 0 ≤ j < n
@@ -946,28 +1071,57 @@ unsafe fn montmul(
         *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { zero };
     }
     // the first pass writes positions 0 … n+ROWS−1; the rest starts at zero
-    for v in sum.iter_mut().skip(n + ROWS) {
-        *v = zero;
-    }
-    let ap = pad.as_ptr().add(ROWS);
-    let tp = sum.as_mut_ptr();
-    let mut i = 0;
-    while i < n {
-        let mut x = [zero; ROWS];
-        for (k, xk) in x.iter_mut().enumerate() {
-            if i + k < n {
-                *xk = b[i + k];
-            }
+    if INIT {
+        for v in sum.iter_mut().skip(n + ROWS) {
+            *v = zero;
         }
-        // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
-        if i == 0 {
-            accumulate_rows::<true>(tp, ap, &x, 0, n + ROWS);
-        } else {
-            accumulate_rows::<false>(tp.add(i), ap, &x, 0, n + ROWS);
-        }
-        i += ROWS;
     }
-    redc(n, tp, m, mp, out);
+}
+
+/// Pass p of [`mul_product`] (after [`product_setup`] on the same t, of
+/// [`scratch_len`]`(n)` limbs): rows b_{4p} … b_{4p+3}.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn product_pass<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, p: usize) {
+    product_pass_with::<INIT>(n, b, t, t.add(2 * n + 2 * ROWS) as *const _, p);
+}
+
+/// a copied into `pad` (n + 3·ROWS limbs) as [`product_setup`] lays it out,
+/// for [`product_pass_with`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn pad_operand(a: &[std::arch::x86_64::__m512i], pad: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    for (j, v) in pad.iter_mut().enumerate().take(n + 3 * ROWS) {
+        *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { _mm512_setzero_si512() };
+    }
+}
+
+/// [`product_pass`] with the padded operand at `pad` ([`pad_operand`])
+/// instead of in t: two products into one sum, pass by pass.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn product_pass_with<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, pad: *const std::arch::x86_64::__m512i, p: usize) {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_si512();
+    let ap = pad.add(ROWS);
+    let i = p * ROWS;
+    let mut x = [zero; ROWS];
+    for (k, xk) in x.iter_mut().enumerate() {
+        if i + k < n {
+            *xk = b[i + k];
+        }
+    }
+    // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
+    if INIT && i == 0 {
+        accumulate_rows::<true>(t, ap, &x, 0, n + ROWS);
+    } else {
+        accumulate_rows::<false>(t.add(i), ap, &x, 0, n + ROWS);
+    }
 }
 
 
@@ -1006,7 +1160,7 @@ pub fn kernel_timings(modulus: &Integer, reps: usize) -> Option<[f64; 3]> {
             for (j, v) in t.iter_mut().enumerate().take(2 * n) {
                 *v = if j < n { a[j] } else { _mm512_setzero_si512() };
             }
-            redc(n, t.as_mut_ptr(), &mv, mp, &mut o);
+            redc(n, t.as_mut_ptr(), &mv, mp, &mut o, std::ptr::null_mut());
             std::mem::swap(&mut a, &mut o);
         });
         std::hint::black_box(&a);

@@ -56,6 +56,8 @@ struct PublicInner {
     /// The IFMA Montgomery context mod n², made on first use (None where
     /// the CPU has no IFMA).
     mont: std::sync::OnceLock<Option<crate::ifma::MontCtx>>,
+    /// the two-digit IFMA context mod n² of batched ct·pt
+    n2ctx: std::sync::OnceLock<Option<crate::ifma::n2::N2Ctx>>,
     /// The fixed-base table of h_s in that context's Montgomery domain
     /// (public), made on first batched use.
     fixed: std::sync::OnceLock<Option<crate::ifma::FixedTable>>,
@@ -98,7 +100,7 @@ impl PublicKey {
         let a_bits = short_exponent_bits(n_bits);
         let table = FixedBase::new(&hs, &n2, a_bits, w, false);
         let ct_bytes = (2 * n_bits).div_ceil(8) as usize;
-        Ok(PublicKey(Arc::new(PublicInner { n, n2, hs, n_bits, a_bits, ct_bytes, table, mont: std::sync::OnceLock::new(), fixed: std::sync::OnceLock::new() })))
+        Ok(PublicKey(Arc::new(PublicInner { n, n2, hs, n_bits, a_bits, ct_bytes, table, mont: std::sync::OnceLock::new(), n2ctx: std::sync::OnceLock::new(), fixed: std::sync::OnceLock::new() })))
     }
 
     /// The modulus n.
@@ -304,19 +306,26 @@ impl PublicKey {
 
     /// Enc(k_i·m_i) for many (ciphertext, unsigned 64-bit k_i) pairs: eight
     /// at a time, one per lane, with the IFMA kernels where the CPU has them
-    /// ([`crate::ifma::MontCtx::multi_exp8`]), else [`PublicKey::mul_plain`]
+    /// ([`crate::ifma::n2::N2Ctx::pow_u64_8`]), else [`PublicKey::mul_plain`]
     /// one by one. Same results either way.
     pub fn mul_u64_batch(&self, pairs: &[(&Ciphertext, u64)]) -> Vec<Ciphertext> {
-        let ctx = if pairs.len() > 1 { self.mont_n2() } else { None };
+        let ctx = if pairs.len() > 1 { self.n2_ctx() } else { None };
         let Some(ctx) = ctx else {
             return pairs.iter().map(|(c, k)| self.mul_plain(c, &Integer::from(*k))).collect();
         };
         let mut out = Vec::with_capacity(pairs.len());
         for chunk in pairs.chunks(crate::ifma::LANES) {
-            let lanes: Vec<Vec<(&Integer, u64)>> = chunk.iter().map(|(c, k)| vec![(&c.0, *k)]).collect();
-            out.extend(ctx.multi_exp8(&lanes).into_iter().map(Ciphertext));
+            let bases: Vec<&Integer> = chunk.iter().map(|(c, _)| &c.0).collect();
+            let exps: Vec<u64> = chunk.iter().map(|(_, k)| *k).collect();
+            out.extend(ctx.pow_u64_8(&bases, &exps).into_iter().map(Ciphertext));
         }
         out
+    }
+
+    /// The two-digit IFMA context mod n² ([`crate::ifma::n2`]), if the CPU
+    /// has IFMA.
+    pub(crate) fn n2_ctx(&self) -> Option<&crate::ifma::n2::N2Ctx> {
+        self.0.n2ctx.get_or_init(|| crate::ifma::n2::N2Ctx::new(&self.0.n)).as_ref()
     }
 
     /// Enc(k·m) for a signed 64-bit k.

@@ -118,8 +118,11 @@
 //! triple helper's products and sparse row products
 //! ([`sparse::Csr::rows_enc`]) — run eight ciphertexts at a time on a
 //! hand-written 52-bit-limb Montgomery arithmetic ([`ifma`]), each tested
-//! equal to GMP; `HUSH_PAILLIER=gmp` forces GMP everywhere. [`backend`] says
-//! which path ran.
+//! equal to GMP; the evaluator's batched ct·pt ([`PublicKey::mul_u64_batch`])
+//! runs on a two-digit form of Z/n² (x₀ + x₁·n, Montgomery reductions mod
+//! n only: [`ifma::n2`]). `HUSH_PAILLIER=gmp` forces GMP everywhere, as does
+//! `HUSH_SIMD=avx2` or `portable` (no AVX2 kernel here: GMP is the portable
+//! path). [`backend`] says which path ran.
 //!
 //! # Secrets
 //!

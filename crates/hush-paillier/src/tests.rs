@@ -449,6 +449,83 @@ fn ifma_multi_exp8_equals_gmp() {
     }
 }
 
+/// The two-digit mod-n² kernel of batched ct·pt (ifma::n2) against GMP's
+/// pow_mod, on random and edge bases (0, 1, n − 1, n, n² − 1, an all-ones
+/// value, bases ≥ n² and negative ones) and scalars (0, 1, 2⁶³, 2⁶⁴ − 1),
+/// for moduli of 64 … 3072 bits (random odd n, and a real key's n), with
+/// 1 … 8 lanes.
+#[test]
+fn ifma_n2_equals_gmp() {
+    if !ifma::available() {
+        eprintln!("ifma_n2_equals_gmp: no AVX-512 IFMA here (or HUSH_PAILLIER=gmp / HUSH_SIMD below avx512): GMP path only");
+        return;
+    }
+    let mut r = rng(34);
+    let mut moduli: Vec<Integer> = [64u32, 130, 1024, 2048, 3072]
+        .iter()
+        .map(|&bits| {
+            let mut n = rand_int(&mut r, bits);
+            n.set_bit(bits - 1, true);
+            n.set_bit(0, true);
+            n
+        })
+        .collect();
+    moduli.push(key2048().public().n().clone());
+    for n in &moduli {
+        let ctx = ifma::n2::N2Ctx::new(n).unwrap();
+        let n2 = Integer::from(n * n);
+        let ones = (Integer::from(1) << (n2.significant_bits() - 1)) - 1u32;
+        let mut bases: Vec<Integer> = vec![
+            Integer::new(),
+            Integer::from(1),
+            Integer::from(n - 1u32),
+            n.clone(),
+            Integer::from(&n2 - 1u32),
+            ones,
+            Integer::from(&n2 + 7u32),
+            Integer::from(-5),
+        ];
+        bases.extend((0..12).map(|_| rand_int(&mut r, n2.significant_bits()) % &n2));
+        let edge_exps = [0u64, 1, 1 << 63, u64::MAX, 2, 15, 16];
+        for round in 0..6 {
+            let lanes = [8usize, 1, 3, 8, 8, 5][round];
+            let bs: Vec<&Integer> = (0..lanes).map(|i| &bases[(round * 8 + i) % bases.len()]).collect();
+            let es: Vec<u64> = (0..lanes)
+                .map(|i| match (round + i) % 3 {
+                    0 => edge_exps[(round * 3 + i) % edge_exps.len()],
+                    1 => r.gen::<u64>(),
+                    _ => r.gen::<u64>() | 1 << 63,
+                })
+                .collect();
+            let got = ctx.pow_u64_8(&bs, &es);
+            for (i, (b, e)) in bs.iter().zip(&es).enumerate() {
+                let want = Integer::from(b.pow_mod_ref(&Integer::from(*e), &n2).unwrap());
+                assert_eq!(got[i], want, "n of {} bits, round {round}, lane {i}, e = {e}", n.significant_bits());
+            }
+        }
+    }
+}
+
+/// PublicKey::mul_u64_batch (the two-digit IFMA kernel where the CPU has
+/// it) under a 2048-bit key decrypts to k·m and equals mul_plain (GMP)
+/// ciphertext for ciphertext.
+#[test]
+fn mul_u64_batch_2048_decrypts_to_products() {
+    let kp = key2048();
+    let pk = kp.public();
+    let mut r = rng(35);
+    let ms: Vec<u64> = (0..11).map(|_| r.gen::<u32>() as u64).collect();
+    let cts: Vec<Ciphertext> = ms.iter().map(|&m| kp.encrypt(&Integer::from(m), &mut r).unwrap()).collect();
+    let ks: Vec<u64> = (0..11).map(|i| if i == 0 { 0 } else if i == 1 { u64::MAX } else { r.gen() }).collect();
+    let pairs: Vec<(&Ciphertext, u64)> = cts.iter().zip(&ks).map(|(c, &k)| (c, k)).collect();
+    let got = pk.mul_u64_batch(&pairs);
+    for (i, ((c, k), g)) in pairs.iter().zip(&got).enumerate() {
+        assert_eq!(g.as_integer(), pk.mul_plain(c, &Integer::from(*k)).as_integer(), "pair {i}");
+        let want = Integer::from(ms[i]) * Integer::from(*k) % pk.n();
+        assert_eq!(kp.decrypt(g), want, "pair {i}");
+    }
+}
+
 #[test]
 fn rows_enc_equals_row_enc() {
     let kp = key1024();

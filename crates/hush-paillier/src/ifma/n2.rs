@@ -1,0 +1,536 @@
+//! Arithmetic mod n² in base-n digits, eight lanes of AVX-512 IFMA: the
+//! evaluator's batched ct·pt ([`crate::PublicKey::mul_u64_batch`]).
+//!
+//! # The kernel
+//!
+//! A residue mod n² is kept as two digits, x = x₀ + x₁·n with x₀, x₁ of k
+//! 52-bit limbs (k = ⌈(|n| + 8)/52⌉ rounded up to [`super::ROWS`]: 40 for a
+//! 2048-bit n), and Montgomery's multiplication (Montgomery 1985) is taken
+//! with the *half-size* radix R = 2^{52k} (R > 2⁸·n, coprime to n²):
+//!
+//! ```text
+//! P(x, y) = x·y·R⁻¹ mod n²
+//!   x·y ≡ x₀y₀ + (x₀y₁ + x₁y₀)·n        (mod n²; the x₁y₁·n² term vanishes)
+//!   x₀y₀ = U·R − Q·n                     (Montgomery reduction of x₀y₀ mod n:
+//!                                         quotient Q < R, U = (x₀y₀ + Q·n)/R)
+//!   P(x, y) ≡ U + ((x₀y₁ + x₁y₀ − Q)·R⁻¹ mod n)·n
+//! ```
+//!
+//! so a product mod n² costs one k×k product and its reduction mod n for the
+//! low digit, and two k×k products summed plus one reduction mod n for the
+//! high digit: 5 k² IFMA pairs, against 8 k² (a 2k×2k product and its
+//! reduction mod n²) for Montgomery mod n² in [`super::MontCtx`]. A square
+//! x² ≡ x₀² + 2x₀x₁·n costs 3.5 k² (a half-size square, 2k² of
+//! reductions, one cross product) against 6 k². The high digit's −Q is
+//! added as R·n − Q = R·(n − 1) + 1 + (R − 1 − Q), limb by limb
+//! (2⁵² − 1 − q_i in the low limbs, the limbs of n − 1 in the high ones), so
+//! every limb stays non-negative. This is the two-digit (n-adic) form of
+//! Z/n² that the Paillier literature uses for the ring's structure (e.g.
+//! Damgård–Jurik 2001's expansion of (1 + n)^m in powers of n), applied to
+//! the reduction; the IFMA layout, product scanning and the lazy,
+//! unnormalised accumulation are those of [`super::MontCtx`] (Drucker and
+//! Gueron, "Fast modular squaring with AVX512IFMA", 2019), reused as is for
+//! the k-limb products and reductions.
+//!
+//! *Bounds.* Digits are kept below 3n (not fully reduced). For inputs below
+//! 3n: x₀y₀ < 9n² < R·n, so U < n + 9n²/R < 1.04·n; the high sum is
+//! S = x₀y₁ + x₁y₀ + R·n − Q < 18n² + R·n, so its reduction
+//! (S + Q'·n)/R < 2n + 18n²/R < 2.1·n. Every unnormalised limb stays below
+//! 2⁶⁰ (at most 4k + 2 terms of 52 bits, the doubled cross product of a
+//! square included). Results leave the Montgomery domain by P(x, 1) and are
+//! recombined and fully reduced with GMP.
+//!
+//! *Exponentiation.* Fixed 4-bit windows over the 64-bit scalars (the
+//! scalars differ per lane; the squarings are common, and each window's
+//! multiplication takes the table entry each lane's digit selects, kept
+//! only in lanes whose digit is non-zero) with a per-lane table of
+//! x, x², …, x¹⁵: 7 + 15 multiplications and 7 + 60 squarings for a
+//! 64-bit scalar.
+//!
+//! *Schedule.* Each reduction is a serial chain of quotient limbs (one
+//! IFMA latency each) beside the quotients' products; independent products
+//! are run between its passes so the IFMA ports stay busy: the high
+//! digit's cross product beside the low digit's reduction, and, along the
+//! chain of squarings and multiplications, the *next* operation's low-digit
+//! product (it only needs the low digit just computed) beside the high
+//! digit's reduction (`Ahead`). A multiplication kept only in some lanes
+//! (a window digit of 0 elsewhere) blends its low digit before that
+//! product is formed, so the product ahead is always of the right value.
+//!
+//! *Measured* (Intel Xeon, `lscpu` family 6 model 167, AVX-512 IFMA; 2
+//! cores shared with other builds, load 6–7; thread CPU time,
+//! `examples/ctpt_n2.rs`, min of 5 × 200 batches): 34–39 µs per 64-bit
+//! ct·pt against 45–51 µs for [`super::MontCtx::multi_exp8`] in the same
+//! runs; an eight-lane squaring 2.2–2.4 µs and a multiplication 3.0–3.4 µs
+//! (`examples/kernels_n2.rs`) against 4.4–7.8 and 6.3–11.7 µs mod n² (the
+//! machine's load makes the absolute figures 1.5–2× the idle ones). On
+//! the idle machine `hush bench paillier --bits 2048` gave 37.1–40.6 µs
+//! per ct·pt for one 200-op pass and 34.9–37.3 µs for the fastest of five
+//! (`bench/records/paillier.jsonl`, session 2026-11-29T02:20:50Z), against
+//! 40.9–43.4 µs for the mod-n² kernels idle on the same CPU kind
+//! (docs/lr.md).
+//!
+//! Tested equal to GMP's `pow_mod` on random and edge inputs (0, 1, n² − 1,
+//! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
+//! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
+
+use super::{available, from_limbs, to_limbs, LANES, MASK52, ROWS};
+#[cfg(target_arch = "x86_64")]
+use super::{mul_product, pad_operand, product_pass, product_pass_with, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup};
+use rug::Integer;
+
+/// Context for one public modulus n (its square n² is the ciphertext
+/// modulus). Public values only.
+pub struct N2Ctx {
+    /// 52-bit limbs per digit: R = 2^{52k} > 2⁸·n.
+    k: usize,
+    n: Integer,
+    n2: Integer,
+    /// limbs of n and of n − 1
+    nl: Vec<u64>,
+    nm1: Vec<u64>,
+    /// −n⁻¹ mod 2⁵²
+    mprime: u64,
+    /// R² mod n² in digits (2k limbs: low digit, then high digit)
+    r2: Vec<u64>,
+}
+
+impl N2Ctx {
+    /// For an odd n of at least 64 bits on a CPU where [`available`] holds;
+    /// `None` otherwise.
+    pub fn new(n: &Integer) -> Option<N2Ctx> {
+        if !available() || n.is_even() || n.significant_bits() < 64 {
+            return None;
+        }
+        let k = (n.significant_bits() as usize + 8).div_ceil(52).next_multiple_of(ROWS);
+        let n2 = Integer::from(n * n);
+        let nl = to_limbs(n, k);
+        let nm1 = to_limbs(&Integer::from(n - 1u32), k);
+        let mut inv: u64 = 1;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(nl[0].wrapping_mul(inv)));
+        }
+        let mprime = inv.wrapping_neg() & MASK52;
+        let r = Integer::from(1) << (52 * k) as u32;
+        let r2 = Integer::from(&r * &r) % &n2;
+        let ctx = N2Ctx { k, n: n.clone(), n2, nl, nm1, mprime, r2: Vec::new() };
+        let r2 = ctx.digits(&r2);
+        Some(N2Ctx { r2, ..ctx })
+    }
+
+    /// x (0 ≤ x < n²) as digits x mod n, x div n: 2k limbs.
+    fn digits(&self, x: &Integer) -> Vec<u64> {
+        let (q, r) = x.div_rem_ref(&self.n).into();
+        let (q, r): (Integer, Integer) = (q, r);
+        let mut out = to_limbs(&r, self.k);
+        out.extend(to_limbs(&q, self.k));
+        out
+    }
+
+    /// c_j^{e_j} mod n² for up to eight pairs (bases reduced mod n² first,
+    /// negative ones included).
+    pub fn pow_u64_8(&self, bases: &[&Integer], exps: &[u64]) -> Vec<Integer> {
+        assert!(bases.len() <= LANES && bases.len() == exps.len() && available());
+        let k = self.k;
+        let mut x = vec![0u64; 2 * k * LANES];
+        for (lane, b) in bases.iter().enumerate() {
+            let reduced;
+            let b = if **b >= self.n2 || **b < 0 {
+                reduced = <(Integer, Integer)>::from(b.div_rem_euc_ref(&self.n2)).1;
+                &reduced
+            } else {
+                *b
+            };
+            for (j, v) in self.digits(b).into_iter().enumerate() {
+                x[j * LANES + lane] = v;
+            }
+        }
+        let mut e = [0u64; LANES];
+        e[..exps.len()].copy_from_slice(exps);
+        // SAFETY: available() checked the CPU features.
+        let out = unsafe { pow_n2(k, &self.nl, &self.nm1, self.mprime, &self.r2, &x, &e) };
+        (0..bases.len())
+            .map(|lane| {
+                let lo: Vec<u64> = (0..k).map(|j| out[j * LANES + lane]).collect();
+                let hi: Vec<u64> = (k..2 * k).map(|j| out[j * LANES + lane]).collect();
+                let mut r = from_limbs(&hi) * &self.n + from_limbs(&lo);
+                while r >= self.n2 {
+                    r -= &self.n2;
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+type V = std::arch::x86_64::__m512i;
+
+/// Scratch of the two-digit kernels.
+#[cfg(target_arch = "x86_64")]
+struct Scratch {
+    t1: Vec<V>,
+    t2: Vec<V>,
+    q: Vec<V>,
+    /// the limbs of n − 1, broadcast (the high half of R·n − Q)
+    nm1: Vec<V>,
+    /// a second padded operand (k + 3·ROWS limbs): x₁ in [`mul2`]
+    pad: Vec<V>,
+}
+
+/// Adds R·n − Q to the high digit's sum `t` (2k limbs), doubling `t`
+/// first when `double` (the cross product of a square).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn add_rn_minus_q<const DOUBLE: bool>(k: usize, t: &mut [V], q: &[V], nm1: &[V]) {
+    use std::arch::x86_64::*;
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    let one = _mm512_set1_epi64(1);
+    for j in 0..k {
+        let v = if DOUBLE { _mm512_add_epi64(t[j], t[j]) } else { t[j] };
+        // 2^52 − 1 − q_j (q_j < 2^52)
+        let v = _mm512_add_epi64(v, _mm512_xor_si512(q[j], mask));
+        t[j] = if j == 0 { _mm512_add_epi64(v, one) } else { v };
+    }
+    for j in 0..k {
+        let v = if DOUBLE { _mm512_add_epi64(t[k + j], t[k + j]) } else { t[k + j] };
+        t[k + j] = _mm512_add_epi64(v, nm1[j]);
+    }
+}
+
+/// The operation after the current one in a chain (its input is the
+/// current output): the current operation's high-digit reduction computes
+/// the next one's low-digit product into the scratch in its passes
+/// ([`redc_with`]: independent work beside that reduction's quotient
+/// chains), and the next call is told so by `ready`.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Ahead<'a> {
+    Nothing,
+    /// the next operation squares the output
+    Sqr,
+    /// the next operation multiplies the output by this value
+    Mul(&'a [V]),
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Ahead<'_> {
+    fn some(self) -> bool {
+        !matches!(self, Ahead::Nothing)
+    }
+}
+
+/// The high digit's reduction of the sum in s.t2 into out1, with the next
+/// operation's low-digit product of out0 computed into s.t1 beside it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn high_and_ahead(k: usize, m: &[V], mp: V, s: &mut Scratch, out0: &[V], out1: &mut [V], ahead: Ahead) {
+    let t1 = s.t1.as_mut_ptr();
+    match ahead {
+        Ahead::Nothing => redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut()),
+        Ahead::Sqr => {
+            sqr_setup(out0, &mut s.t1);
+            redc_with(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| sqr_pass(k, t1, p));
+            sqr_finish(k, t1);
+        }
+        Ahead::Mul(y) => {
+            product_setup::<true>(out0, &mut s.t1);
+            redc_with(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| product_pass::<true>(k, &y[..k], t1, p));
+        }
+    }
+}
+
+/// out = x·y·R⁻¹ mod n² in digits (module docs) in the lanes of `keep`,
+/// out = x in the others; `out` must not alias x or y. `ready`: s.t1
+/// already holds x₀·y₀ (the previous operation's [`Ahead`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], keep: u8, ready: bool, ahead: Ahead) {
+    use std::arch::x86_64::*;
+    let (out0, out1) = out.split_at_mut(k);
+    if !ready {
+        mul_product::<true>(&x[..k], &y[..k], &mut s.t1);
+    }
+    // x₀·y₁'s passes between the low digit's reduction passes (independent
+    // work for the IFMA ports while each quotient chain runs)
+    // x₀·y₁ and x₁·y₀ into one sum (the second operand padded apart)
+    product_setup::<true>(&y[k..2 * k], &mut s.t2);
+    pad_operand(&x[k..2 * k], &mut s.pad);
+    let (t2, pad) = (s.t2.as_mut_ptr(), s.pad.as_ptr());
+    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| {
+        product_pass::<true>(k, &x[..k], t2, p);
+        product_pass_with::<false>(k, &y[..k], t2, pad, p);
+    });
+    add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
+    if keep != 0xff {
+        // lanes outside `keep` pass x through: their low digit now, so the
+        // product computed ahead is of the right value
+        for j in 0..k {
+            out0[j] = _mm512_mask_blend_epi64(keep, x[j], out0[j]);
+        }
+    }
+    high_and_ahead(k, m, mp, s, out0, out1, ahead);
+    if keep != 0xff {
+        for j in 0..k {
+            out1[j] = _mm512_mask_blend_epi64(keep, x[k + j], out1[j]);
+        }
+    }
+}
+
+/// out = x²·R⁻¹ mod n² in digits; `out` must not alias x. `ready`: s.t1
+/// already holds x₀².
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr2(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], ready: bool, ahead: Ahead) {
+    let (out0, out1) = out.split_at_mut(k);
+    if !ready {
+        sqr_product(&x[..k], &mut s.t1);
+    }
+    product_setup::<true>(&x[k..2 * k], &mut s.t2);
+    let t2 = s.t2.as_mut_ptr();
+    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true>(k, &x[..k], t2, p));
+    add_rn_minus_q::<true>(k, &mut s.t2, &s.q, &s.nm1);
+    high_and_ahead(k, m, mp, s, out0, out1, ahead);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: &[u64], e: &[u64; LANES]) -> Vec<u64> {
+    use std::arch::x86_64::*;
+    const W: u32 = 4;
+    const PER: usize = (1 << W) - 1;
+    let zero = _mm512_setzero_si512();
+    let mp = _mm512_set1_epi64(mprime as i64);
+    // the buffers of the last call on this thread (no allocation, no fresh
+    // pages per call: with them, allocation and page faults took about a
+    // tenth of the time), else new ones
+    let mut w = WORK.with(|c| c.borrow_mut().take()).filter(|w| w.k == k).unwrap_or_else(|| Work::new(k));
+    let Work { s, mv, r2v, xv, tab, acc, tmp, sel, unit, .. } = &mut w;
+    let s: &mut Scratch = s;
+    for (j, v) in mv.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(if j < k { nl[j] as i64 } else { 0 });
+    }
+    for (j, v) in s.nm1.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(nm1[j] as i64);
+    }
+    for (j, v) in r2v.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(r2[j] as i64);
+    }
+    for (j, v) in xv.iter_mut().enumerate() {
+        *v = _mm512_loadu_si512(x[j * LANES..].as_ptr() as *const _);
+    }
+    let mv: &[V] = mv;
+    // table[d − 1] = x^d (Montgomery form) for d = 1 … 15
+    mul2(k, xv, r2v, mv, mp, s, &mut tab[0], 0xff, false, Ahead::Nothing);
+    for d in 2..=PER {
+        let (done, rest) = tab.split_at_mut(d - 1);
+        if d % 2 == 0 {
+            sqr2(k, &done[d / 2 - 1], mv, mp, s, &mut rest[0], false, Ahead::Nothing);
+        } else {
+            mul2(k, &done[d - 2], &done[0], mv, mp, s, &mut rest[0], 0xff, false, Ahead::Nothing);
+        }
+    }
+    let tab: &[Vec<V>] = tab;
+    // R mod n² (Montgomery one) is R²·R⁻¹: the start value of lanes whose
+    // leading digits are zero; found as P(R², 1)
+    for v in unit.iter_mut() {
+        *v = zero;
+    }
+    unit[0] = _mm512_set1_epi64(1);
+    let unit: &[V] = unit;
+    mul2(k, r2v, unit, mv, mp, s, acc, 0xff, false, Ahead::Nothing);
+    sel.copy_from_slice(acc);
+    let windows = 64 / W as usize;
+    let mut fresh = true;
+    // s.t1 holds the next operation's low-digit product (Ahead)
+    let mut ready = false;
+    for i in (0..windows).rev() {
+        let mut by_digit = [0u8; 1 << W];
+        for (lane, &el) in e.iter().enumerate() {
+            by_digit[((el >> (i as u32 * W)) & PER as u64) as usize] |= 1 << lane;
+        }
+        let nz = !by_digit[0];
+        let b: Option<&[V]> = if nz == 0 {
+            None
+        } else {
+            Some(match (1..=PER).find(|&d| by_digit[d] == nz) {
+                Some(d) => &tab[d - 1],
+                None => {
+                    for d in 1..=PER {
+                        let lanes = by_digit[d];
+                        if lanes != 0 {
+                            for j in 0..2 * k {
+                                sel[j] = _mm512_mask_blend_epi64(lanes, sel[j], tab[d - 1][j]);
+                            }
+                        }
+                    }
+                    &sel
+                }
+            })
+        };
+        if fresh {
+            if let Some(b) = b {
+                // one · b = b in the multiplying lanes, one elsewhere
+                for j in 0..2 * k {
+                    acc[j] = _mm512_mask_blend_epi64(nz, acc[j], b[j]);
+                }
+                fresh = false;
+            }
+            continue;
+        }
+        // after this window: the next window's first squaring, or leaving
+        // the Montgomery domain
+        let after = if i > 0 { Ahead::Sqr } else { Ahead::Mul(unit) };
+        for sq in 0..W {
+            let ahead = if sq + 1 < W {
+                Ahead::Sqr
+            } else if let Some(b) = b {
+                Ahead::Mul(b)
+            } else {
+                after
+            };
+            sqr2(k, acc, mv, mp, s, tmp, ready, ahead);
+            std::mem::swap(acc, tmp);
+            ready = ahead.some();
+        }
+        if let Some(b) = b {
+            mul2(k, acc, b, mv, mp, s, tmp, nz, ready, after);
+            std::mem::swap(acc, tmp);
+            ready = after.some();
+        }
+    }
+    // out of the Montgomery domain: P(acc, 1)
+    mul2(k, acc, unit, mv, mp, s, tmp, 0xff, ready, Ahead::Nothing);
+    let mut out = vec![0u64; 2 * k * LANES];
+    for (j, v) in tmp.iter().enumerate() {
+        _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, *v);
+    }
+    WORK.with(|c| *c.borrow_mut() = Some(w));
+    out
+}
+
+/// The buffers of [`pow_n2`] for k-limb digits, kept per thread between
+/// calls (scratch, not state: every call overwrites what it reads, so
+/// sessions sharing a thread, or running on several, never see each
+/// other's values; the public API takes no workspace, so the batch stays a
+/// plain call). They hold the ciphertexts, their powers and the partial
+/// products c^(leading digits of k); like the per-call buffers before them
+/// they are not wiped — reading k back from them is a discrete logarithm
+/// mod n².
+#[cfg(target_arch = "x86_64")]
+struct Work {
+    k: usize,
+    s: Scratch,
+    mv: Vec<V>,
+    r2v: Vec<V>,
+    xv: Vec<V>,
+    tab: Vec<Vec<V>>,
+    acc: Vec<V>,
+    tmp: Vec<V>,
+    sel: Vec<V>,
+    unit: Vec<V>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Work {
+    fn new(k: usize) -> Work {
+        // SAFETY: an all-zero __m512i is a valid value.
+        let zero: V = unsafe { std::mem::zeroed() };
+        let d = || vec![zero; 2 * k];
+        Work {
+            k,
+            s: Scratch { t1: vec![zero; scratch_len(k)], t2: vec![zero; scratch_len(k)], q: vec![zero; k], nm1: vec![zero; k], pad: vec![zero; k + 3 * ROWS] },
+            mv: vec![zero; k + 2 * ROWS],
+            r2v: d(),
+            xv: d(),
+            tab: (0..15).map(|_| d()).collect(),
+            acc: d(),
+            tmp: d(),
+            sel: d(),
+            unit: d(),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+thread_local! {
+    static WORK: std::cell::RefCell<Option<Work>> = const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn pow_n2(_: usize, _: &[u64], _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[u64; LANES]) -> Vec<u64> {
+    unreachable!("available() is false off x86-64")
+}
+
+/// Kernel timing for tuning (not API): ns per eight-lane two-digit squaring
+/// and multiplication mod n², and per k-limb reduction alone.
+#[doc(hidden)]
+pub fn kernel_timings(n: &Integer, reps: usize) -> Option<[f64; 3]> {
+    let ctx = N2Ctx::new(n)?;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: N2Ctx::new checked available().
+    unsafe {
+        use std::arch::x86_64::*;
+        let k = ctx.k;
+        let zero = _mm512_setzero_si512();
+        let mv = super::mod_limbs(&ctx.nl, k);
+        let mp = _mm512_set1_epi64(ctx.mprime as i64);
+        let mut s = Scratch {
+            t1: vec![zero; scratch_len(k)],
+            t2: vec![zero; scratch_len(k)],
+            q: vec![zero; k],
+            nm1: (0..k).map(|j| _mm512_set1_epi64(ctx.nm1[j] as i64)).collect(),
+            pad: vec![zero; k + 3 * ROWS],
+        };
+        let mut a: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(ctx.r2[j] as i64)).collect();
+        let mut o = a.clone();
+        // CPU time of this thread where Linux reports it (the figures stay
+        // meaningful on a loaded machine), else wall time
+        let cpu_ns = || -> Option<u64> { std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok() };
+        let time = |f: &mut dyn FnMut()| {
+            let (t, c) = (std::time::Instant::now(), cpu_ns());
+            for _ in 0..reps {
+                f();
+            }
+            let ns = match (c, cpu_ns()) {
+                (Some(a), Some(b)) => (b - a) as f64,
+                _ => t.elapsed().as_secs_f64() * 1e9,
+            };
+            ns / reps as f64
+        };
+        let prod = time(&mut || {
+            mul_product::<true>(&a[..k], &a[k..], &mut s.t1);
+            std::hint::black_box(&s.t1);
+        });
+        let sqp = time(&mut || {
+            sqr_product(&a[..k], &mut s.t1);
+            std::hint::black_box(&s.t1);
+        });
+        eprintln!("k-limb product {prod:.0} ns, square {sqp:.0} ns");
+        let sq = time(&mut || {
+            sqr2(k, &a, &mv, mp, &mut s, &mut o, false, Ahead::Nothing);
+            std::mem::swap(&mut a, &mut o);
+        });
+        let b = a.clone();
+        let mul = time(&mut || {
+            mul2(k, &a, &b, &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
+            std::mem::swap(&mut a, &mut o);
+        });
+        let red = time(&mut || {
+            for (j, v) in s.t1.iter_mut().enumerate().take(2 * k) {
+                *v = if j < k { a[j] } else { zero };
+            }
+            redc(k, s.t1.as_mut_ptr(), &mv, mp, &mut o[..k], std::ptr::null_mut());
+            std::mem::swap(&mut a, &mut o);
+        });
+        std::hint::black_box(&a);
+        Some([sq, mul, red])
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
