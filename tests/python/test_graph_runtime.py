@@ -332,3 +332,35 @@ def test_bench_infer_runs_encoder_graphs_with_the_plan_in_the_record(tmp_path):
     assert rd["tls"] and rd["plan"]["linear"] == "triples" and rd["plan"]["public_bound"]["softmax"] > 0 and rd["rounds"] > 0
     bad = subprocess.run([HUSH, "bench", "infer", "--model", str(path), "--seq", "8", "--mode", "dealer", "--transport", "mem"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "--transport tcp" in bad.stderr
+
+
+def test_hush_plan_client_budget_for_encoder_graphs(tmp_path):
+    """`hush plan --max-mem / --client-profile` on an encoder graph: the
+    client's heap peak is measured per step (the hush binary's counting
+    allocator); every chosen backend is within the budget, the report names
+    each candidate's memory, and a budget no step can meet is refused naming
+    the step."""
+    model = ts.bert_classifier()
+    path = tmp_path / "c.onnx"
+    onnx.save(model, path)
+    p = subprocess.run([HUSH, "plan", str(path), "--seq", "8", "--max-mem", "1GiB", "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["max_mem"] == 1 << 30 and rep["client_mem_method"]
+    chosen = [s for s in rep["steps"] if s["choice"]]
+    assert chosen and all(isinstance(s["client_mem_bytes"], int) and 0 < s["client_mem_bytes"] <= 1 << 30 for s in chosen)
+    for s in chosen:
+        mine = [c for c in s["candidates"] if c["backend"] == s["choice"]]
+        assert len(mine) == 1 and mine[0]["within_budget"]
+    assert 0 < rep["auto"]["client_peak_bytes"] <= 1 << 30
+    assert all(f["client_peak_bytes"] > 0 for f in rep["fixed"])
+    # the weak client's profile: its 512 MiB budget and its CPU share
+    w = subprocess.run([HUSH, "plan", str(path), "--seq", "8", "--client-profile", "weak", "--json"], capture_output=True, text=True, timeout=300)
+    assert w.returncode == 0, w.stderr
+    rw = json.loads(w.stdout)
+    assert rw["client_profile"] == "weak" and rw["max_mem"] == 512 << 20
+    # a budget below what any step needs: refused, naming a step
+    q = subprocess.run([HUSH, "plan", str(path), "--seq", "8", "--max-mem", "4KiB"], capture_output=True, text=True, timeout=300)
+    assert q.returncode != 0 and "step " in q.stderr and "MiB at the client" in q.stderr and "--max-mem" in q.stderr, q.stderr
+    bad = subprocess.run([HUSH, "plan", str(path), "--client-profile", "fast"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--client-profile fast" in bad.stderr

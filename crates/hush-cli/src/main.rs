@@ -320,14 +320,15 @@ struct PlanArgs {
     /// beside predicted for each; implies --verify).
     #[arg(long)]
     verify_fixed: bool,
-    /// CNNs: the client device to plan for (its CPU share of this machine's
+    /// The client device to plan for (its CPU share of this machine's
     /// core, and its memory as a budget): none, or a profile of `hush bench
     /// infer --client-profile`.
     #[arg(long, default_value = "none")]
     client_profile: String,
-    /// CNNs: the client's memory budget (e.g. 256MiB): the measured runs
+    /// The client's memory budget (e.g. 256MiB). CNNs: the measured runs
     /// use the chunk and pre-dealing it fits, and each layer reports the
-    /// client's estimated memory.
+    /// client's estimated memory. Encoder graphs: the client's heap peak is
+    /// measured per step, and a backend over the budget is not chosen.
     #[arg(long, value_name = "BYTES")]
     max_mem: Option<String>,
     /// One JSON object on stdout.
@@ -370,9 +371,9 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     if a.batch == 0 || a.seq == 0 || a.batch.saturating_mul(a.seq) > hush_inference::graph_serve::MAX_INPUT_ELEMS {
         return Err(Error::Config(format!("--batch {} --seq {}: at most {} tokens", a.batch, a.seq, hush_inference::graph_serve::MAX_INPUT_ELEMS)));
     }
-    if a.client_profile != "none" || a.max_mem.is_some() {
-        return Err(Error::Config("--client-profile and --max-mem are not implemented for encoder graphs yet (their sessions have no client budget fit); they plan CNNs".into()));
-    }
+    let client_profile = hush_transport::ClientProfile::by_name(&a.client_profile)
+        .ok_or_else(|| Error::Config(format!("--client-profile {}: choose one of {}", a.client_profile, hush_transport::ClientProfile::names().join(", "))))?;
+    let max_mem = a.max_mem.as_deref().map(hush_inference::commands::parse_size).transpose()?;
     let proto = match a.proto.as_str() {
         "tami" => hush_2pc::nonlinear::Proto::Tami,
         "fss" => hush_2pc::nonlinear::Proto::Fss,
@@ -388,7 +389,7 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
         Some(Ok(g)) => g,
         _ => graph_plan::load(&a.model)?,
     };
-    let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify };
+    let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify, client_profile, max_mem };
     for (_, mut rep) in graph_plan::plan_graph_nets(&g, &req, &nets)? {
         rep["model"] = serde_json::json!(a.model.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
         if a.json {
@@ -413,7 +414,7 @@ const INFER_MEM_METHOD: &str = "counting global allocator: live heap bytes attri
 (messages are charged to the sending party; an in-process module runs on its party's thread and is counted); a TCP channel's I/O thread counts for the party whose thread made the channel; module processes and the dealer are not counted";
 
 fn infer_probe() -> hush_inference::runtime::MemProbe {
-    hush_inference::runtime::MemProbe { enter: hush_bench::cot::mem::enter, peak: hush_bench::cot::mem::peak, method: INFER_MEM_METHOD }
+    hush_inference::runtime::MemProbe { enter: hush_bench::cot::mem::enter, peak: hush_bench::cot::mem::peak, restart_peak: hush_bench::cot::mem::restart_peak, method: INFER_MEM_METHOD }
 }
 
 fn emit(r: &Record, json: bool) {

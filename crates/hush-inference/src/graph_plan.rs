@@ -19,11 +19,24 @@
 //! plan is the preset. `--verify` runs the chosen plan over the emulated
 //! profile and puts the measured time beside the predicted one.
 //!
+//! **The client's device** (`--client-profile`, `--max-mem`): the
+//! measured runs put the client's thread (and its dealing thread) under the
+//! profile's CPU share, so the client's compute is measured as that device
+//! would take it (the shared rayon pool is not limited: an optimistic
+//! bound for the largest products); with a memory budget (the smaller of
+//! `--max-mem` and the profile's memory) the client's heap peak is metered
+//! per step by the `hush` binary's counting allocator, and a step's
+//! backend must keep it within the budget — a backend over it is reported
+//! and not chosen, and a step no backend fits is refused, naming it.
+//! (In tee mode the triples backend holds V = W − B at the client, the
+//! module-dealt path only the step's shares: under a tight budget the big
+//! weight steps, such as a vocabulary embedding, go to the module.)
+//!
 //! What the plan cannot see: contention between the two parties for the
 //! same cores (both run here), and the dealer's own compute (dealer mode's
 //! triples are dealt here by the in-process modules, as in tee mode).
 
-use crate::graph_run::{run_private_on, touches_weights, GraphOptions, LinearBackend, PlanChoice, StepCost};
+use crate::graph_run::{run_private_measured, touches_weights, GraphOptions, LinearBackend, PlanChoice, StepCost};
 use crate::{Error, Result};
 use hush_onnx::eval::Tensor;
 use hush_onnx::graph::{GraphModel, Program, Step};
@@ -43,6 +56,22 @@ pub struct PlanRequest {
     pub opts: GraphOptions,
     /// Also run the chosen plan over the emulated profile.
     pub verify: bool,
+    /// The client device the measured runs emulate (its CPU share on the
+    /// client's thread; its memory joins `max_mem`).
+    pub client_profile: hush_transport::ClientProfile,
+    /// The client's memory budget (bytes): a step's backend must keep the
+    /// client's measured heap peak during that step within it.
+    pub max_mem: Option<u64>,
+}
+
+impl PlanRequest {
+    /// The client's budget: `max_mem` and the profile's memory, the smaller.
+    pub fn budget(&self) -> Option<u64> {
+        match (self.max_mem, self.client_profile.mem) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// A step's predicted cost under one backend.
@@ -52,6 +81,8 @@ pub struct Predicted {
     pub compute: f64,
     pub bytes: u64,
     pub rounds: u32,
+    /// The client's measured heap peak during the step (with a budget).
+    pub client_mem: Option<u64>,
 }
 
 fn predict(s: &StepCost, c: &StepCost, net: &NetProfile) -> Predicted {
@@ -59,7 +90,7 @@ fn predict(s: &StepCost, c: &StepCost, net: &NetProfile) -> Predicted {
     let rounds = s.rounds.max(c.rounds);
     let busier = s.bytes_sent.max(c.bytes_sent);
     let wire = net.bandwidth_bps.map_or(0.0, |bw| busier as f64 * 8.0 / bw as f64);
-    Predicted { secs: compute + rounds as f64 * net.latency.as_secs_f64() + wire, compute, bytes: s.bytes_sent + c.bytes_sent, rounds }
+    Predicted { secs: compute + rounds as f64 * net.latency.as_secs_f64() + wire, compute, bytes: s.bytes_sent + c.bytes_sent, rounds, client_mem: c.peak_bytes }
 }
 
 /// Inputs of the requested shape: random token ids (below the first
@@ -129,7 +160,7 @@ pub fn plan_program_nets(prog: &Program, r: &PlanRequest, nets: &[NetProfile]) -
     let mut costs = Vec::new();
     for &b in &cands {
         let o = GraphOptions { linear: b, per_step: None, ..r.opts.clone() };
-        let (_, _, (ms, mc)) = run_private_on(prog, &inputs, &o, &none)?;
+        let (_, _, (ms, mc)) = run_private_measured(prog, &inputs, &o, &none, &r.client_profile, r.budget().is_some())?;
         costs.push((ms, mc));
     }
     let mut out = Vec::new();
@@ -141,24 +172,78 @@ pub fn plan_program_nets(prog: &Program, r: &PlanRequest, nets: &[NetProfile]) -
     Ok(out)
 }
 
+/// The candidate a step takes: the fastest of those whose client memory
+/// (when measured) is within `budget`; None when none is.
+pub fn pick(cands: &[(f64, Option<u64>)], budget: Option<u64>) -> Option<usize> {
+    (0..cands.len()).filter(|&j| !matches!((budget, cands[j].1), (Some(b), Some(m)) if m > b)).min_by(|&a, &b| cands[a].0.total_cmp(&cands[b].0))
+}
+
 /// The plan and report of one profile from the candidates' predictions.
 fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<Predicted>], inputs: &HashMap<String, Tensor>) -> Result<(GraphOptions, Value)> {
     let mut choice: Vec<Option<LinearBackend>> = vec![None; prog.steps.len()];
     let mut rows = Vec::new();
     let mut total = Predicted::default();
+    let budget = r.budget();
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let fits = |j: usize, i: usize| match (budget, per[j][i].client_mem) {
+        (Some(b), Some(m)) => m <= b,
+        _ => true,
+    };
+    let mut peak = 0u64;
     for (i, st) in prog.steps.iter().enumerate() {
         let (k, why) = if touches_weights(st) && cands.len() > 1 {
-            let k = (0..cands.len()).min_by(|&a, &b| per[a][i].secs.total_cmp(&per[b][i].secs)).unwrap_or(0);
-            let alts: Vec<String> = (0..cands.len()).filter(|&j| j != k).map(|j| format!("{} {:.4} s ({} B, {} rounds)", cands[j].name(), per[j][i].secs, per[j][i].bytes, per[j][i].rounds)).collect();
+            let ok: Vec<usize> = (0..cands.len()).filter(|&j| fits(j, i)).collect();
+            let Some(k) = pick(&per.iter().map(|c| (c[i].secs, c[i].client_mem)).collect::<Vec<_>>(), budget) else {
+                let least = (0..cands.len()).filter_map(|j| per[j][i].client_mem).min().unwrap_or(0);
+                return Err(Error::Memory(format!(
+                    "step {i} ({} '{}') needs at least {:.1} MiB at the client under every backend, above the budget {:.1} MiB (--max-mem / --client-profile)",
+                    st.kind(),
+                    prog.slots[st.out()].name,
+                    mib(least),
+                    mib(budget.unwrap_or(0))
+                )));
+            };
+            debug_assert!(ok.contains(&k));
+            let alts: Vec<String> = (0..cands.len())
+                .filter(|&j| j != k)
+                .map(|j| {
+                    let over = match per[j][i].client_mem {
+                        Some(m) if !fits(j, i) => format!(", {:.2} MiB at the client: over the budget", mib(m)),
+                        Some(m) => format!(", {:.2} MiB at the client", mib(m)),
+                        None => String::new(),
+                    };
+                    format!("{} {:.4} s ({} B, {} rounds{over})", cands[j].name(), per[j][i].secs, per[j][i].bytes, per[j][i].rounds)
+                })
+                .collect();
             choice[i] = Some(cands[k]);
-            (k, format!("{} {:.4} s beats {}", cands[k].name(), per[k][i].secs, alts.join(", ")))
+            let mine = per[k][i].client_mem.map_or(String::new(), |m| format!(" ({:.2} MiB at the client)", mib(m)));
+            (k, format!("{} {:.4} s{mine} beats {}", cands[k].name(), per[k][i].secs, alts.join(", ")))
         } else if touches_weights(st) {
             choice[i] = Some(cands[0]);
             (0, "the only sound backend with a dealer (it never sees W)".to_string())
         } else {
             (0, String::new())
         };
-        let p = per[k][i];
+        // a step without a choice is the same computation under every
+        // candidate: its time is the mean of their measurements
+        let p = if choice[i].is_none() && cands.len() > 1 {
+            let n = cands.len() as f64;
+            Predicted { secs: per.iter().map(|c| c[i].secs).sum::<f64>() / n, compute: per.iter().map(|c| c[i].compute).sum::<f64>() / n, ..per[k][i] }
+        } else {
+            per[k][i]
+        };
+        if let (Some(b), Some(m)) = (budget, p.client_mem) {
+            if m > b {
+                return Err(Error::Memory(format!(
+                    "step {i} ({} '{}') needs {:.1} MiB at the client, above the budget {:.1} MiB (--max-mem / --client-profile); no backend choice changes this step",
+                    st.kind(),
+                    prog.slots[st.out()].name,
+                    mib(m),
+                    mib(b)
+                )));
+            }
+        }
+        peak = peak.max(p.client_mem.unwrap_or(0));
         total.secs += p.secs;
         total.compute += p.compute;
         total.bytes += p.bytes;
@@ -166,7 +251,8 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
         if touches_weights(st) || p.secs > 1e-3 {
             rows.push(json!({
                 "step": i, "op": st.kind(), "value": prog.slots[st.out()].name, "choice": choice[i].map(|b| b.name()),
-                "predicted_s": p.secs, "bytes": p.bytes, "rounds": p.rounds, "why": why,
+                "predicted_s": p.secs, "bytes": p.bytes, "rounds": p.rounds, "client_mem_bytes": p.client_mem, "why": why,
+                "candidates": if choice[i].is_some() { json!(cands.iter().enumerate().map(|(j, b)| json!({"backend": b.name(), "predicted_s": per[j][i].secs, "client_mem_bytes": per[j][i].client_mem, "within_budget": fits(j, i)})).collect::<Vec<_>>()) } else { Value::Null },
             }));
         }
     }
@@ -175,20 +261,23 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
         .enumerate()
         .map(|(j, b)| {
             let s: f64 = per[j].iter().map(|p| p.secs).sum();
-            json!({"preset": b.name(), "predicted_s": s, "bytes": per[j].iter().map(|p| p.bytes).sum::<u64>(), "rounds": per[j].iter().map(|p| p.rounds).sum::<u32>()})
+            let pk = per[j].iter().filter_map(|p| p.client_mem).max();
+            json!({"preset": b.name(), "predicted_s": s, "bytes": per[j].iter().map(|p| p.bytes).sum::<u64>(), "rounds": per[j].iter().map(|p| p.rounds).sum::<u32>(), "client_peak_bytes": pk, "within_budget": budget.is_none_or(|b| pk.is_none_or(|m| m <= b))})
         })
         .collect();
     let plan = GraphOptions { per_step: Some(Arc::new(choice)), ..r.opts.clone() };
     plan.validate(prog, r.mode == "dealer")?;
     let measured = if r.verify {
-        let (_, st, _) = run_private_on(prog, inputs, &plan, &r.net)?;
+        let (_, st, _) = run_private_measured(prog, inputs, &plan, &r.net, &r.client_profile, false)?;
         Some(json!({"seconds": st.seconds, "bytes": st.bytes, "rounds": st.rounds, "predicted_over_measured": total.secs / st.seconds.max(1e-9)}))
     } else {
         None
     };
     let rep = json!({
         "cmd": "plan", "mode": r.mode, "net": r.net.name, "batch": r.batch, "seq": r.seq, "program": prog.fingerprint(),
-        "auto": {"predicted_s": total.secs, "compute_s": total.compute, "bytes": total.bytes, "rounds": total.rounds},
+        "auto": {"predicted_s": total.secs, "compute_s": total.compute, "bytes": total.bytes, "rounds": total.rounds, "client_peak_bytes": budget.map(|_| peak)},
+        "client_profile": r.client_profile.name, "max_mem": budget,
+        "client_mem_method": budget.map(|_| crate::runtime::mem_probe().map(|p| p.method).unwrap_or("")),
         "fixed": fixed, "steps": rows, "measured": measured,
         "cost_model": "per step: measured compute (both parties in this process, no network) + rounds x one-way latency + busier direction's bytes / bandwidth",
         "cpu": crate::bert::cpu_model(),
@@ -210,7 +299,7 @@ pub fn resolve(choice: &PlanChoice, preset: &GraphOptions, prog: &Program, net: 
         PlanChoice::Auto => {
             let shape = prog.inputs.first().map(|(_, s, _)| s.as_slice()).unwrap_or(&[]);
             let (batch, seq) = (shape.first().copied().unwrap_or(1), shape.get(1).copied().unwrap_or(1));
-            let req = PlanRequest { mode: "tee".into(), batch, seq, net: net.clone(), opts: preset.clone(), verify: false };
+            let req = PlanRequest { mode: "tee".into(), batch, seq, net: net.clone(), opts: preset.clone(), verify: false, client_profile: hush_transport::ClientProfile::none(), max_mem: None };
             let (p, rep) = plan_program(prog, &req)?;
             Ok((p, Some(rep)))
         }
@@ -242,4 +331,21 @@ pub fn print_plan(rep: &Value) {
 /// Reads an encoder graph (errors name the node that cannot run).
 pub fn load(path: &std::path::Path) -> Result<GraphModel> {
     GraphModel::from_file(path).map_err(|e| Error::Model(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    #[test]
+    fn a_step_takes_the_fastest_backend_within_the_client_budget() {
+        let c = [(1.0, Some(100)), (0.5, Some(300))];
+        assert_eq!(pick(&c, None), Some(1));
+        assert_eq!(pick(&c, Some(300)), Some(1));
+        assert_eq!(pick(&c, Some(299)), Some(0), "the faster backend is over the budget");
+        assert_eq!(pick(&c, Some(99)), None, "no backend fits");
+        // unmeasured memory is not held against a backend
+        assert_eq!(pick(&[(1.0, Some(100)), (0.5, None)], Some(10)), Some(1));
+        assert_eq!(pick(&[], Some(10)), None);
+    }
 }

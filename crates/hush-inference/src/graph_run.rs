@@ -423,6 +423,12 @@ pub struct StepCost {
     pub secs: f64,
     pub bytes_sent: u64,
     pub rounds: u32,
+    /// Of `secs`, the time spent waiting for the step's correlations
+    /// (the look-ahead's dealing thread had not dealt them yet).
+    pub wait_s: f64,
+    /// This party's heap high-water mark during the step, above its level
+    /// when the run began (with a heap meter: `hush plan --max-mem`).
+    pub peak_bytes: Option<u64>,
 }
 
 impl Default for GraphOptions {
@@ -488,6 +494,9 @@ struct Exec<'a> {
     /// each step consumes; nothing is sent (the module-dealt linear path
     /// returns zeros without a call).
     planning: bool,
+    /// Per-step heap peaks of this party (`hush plan --max-mem`): the
+    /// meter and the party's tag.
+    probe: Option<(crate::runtime::MemProbe, usize)>,
 }
 
 /// Chunks (k, n) of an m×k·k×n product small enough for one dealing
@@ -885,14 +894,18 @@ impl<'a> Exec<'a> {
         for (i, st) in self.p.steps.iter().enumerate() {
             self.backend = self.plan.backend(i);
             let (t0, c0) = (Instant::now(), ch.cost());
+            if let Some((p, tag)) = self.probe {
+                (p.restart_peak)(tag);
+            }
             before(&mut self.ctx, i)?;
+            let wait_s = t0.elapsed().as_secs_f64();
             let v = self.step(ch, st, inputs).map_err(|e| match e {
                 Error::Nonlinear(m) => Error::Nonlinear(format!("{} → '{}': {m}", st.kind(), self.p.slots[st.out()].name)),
                 e => e,
             })?;
             self.vals[st.out()] = Some(v);
             let c1 = ch.cost();
-            self.meter.push(StepCost { secs: t0.elapsed().as_secs_f64(), bytes_sent: c1.bytes_sent - c0.bytes_sent, rounds: c1.rounds - c0.rounds });
+            self.meter.push(StepCost { secs: t0.elapsed().as_secs_f64(), bytes_sent: c1.bytes_sent - c0.bytes_sent, rounds: c1.rounds - c0.rounds, wait_s, peak_bytes: self.probe.map(|(p, tag)| (p.peak)(tag).max(0) as u64) });
         }
         self.p.outputs.iter().map(|(_, s)| self.sh(*s).cloned()).collect()
     }
@@ -945,10 +958,15 @@ impl<'a> Exec<'a> {
         let needs = self.plan_steps(inputs)?;
         let (party, proto, fx) = (self.ctx.party, self.ctx.proto(), self.ctx.fx);
         let (k, arity, one_round) = (self.ctx.k, self.ctx.arity, self.ctx.one_round);
-        let (tx, rx) = std::sync::mpsc::sync_channel::<hush_2pc::Result<hush_2pc::transformer::ctx::Prefilled>>(DEAL_AHEAD_STEPS);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<hush_2pc::Result<hush_2pc::transformer::ctx::Prefilled>>(deal_ahead_steps());
+        // the worker's allocations count for this party (heap meter)
+        let tag = hush_transport::helper_thread_context();
         std::thread::scope(|sc| {
             let needs = &needs;
             let worker = sc.spawn(move || {
+                if let Some((t, set)) = tag {
+                    set(t);
+                }
                 let mut d = match Ctx::new(party, proto, Dealer::new(Box::new(module)), fx) {
                     Ok(d) => d,
                     Err(e) => {
@@ -991,6 +1009,13 @@ impl<'a> Exec<'a> {
 /// online phase (their correlations are held meanwhile).
 pub const DEAL_AHEAD_STEPS: usize = 2;
 
+/// [`DEAL_AHEAD_STEPS`], or `HUSH_DEAL_AHEAD` (1–64) when set (a tuning
+/// knob for measurements; the correlations dealt and their order do not
+/// depend on it).
+pub fn deal_ahead_steps() -> usize {
+    std::env::var("HUSH_DEAL_AHEAD").ok().and_then(|v| v.parse::<usize>().ok()).filter(|v| (1..=64).contains(v)).unwrap_or(DEAL_AHEAD_STEPS)
+}
+
 /// Per-run figures.
 #[derive(Clone, Debug, Default)]
 pub struct GraphStats {
@@ -1025,13 +1050,20 @@ pub fn party_metered(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn 
 /// deals each step's correlations ahead of it; otherwise each primitive
 /// deals when called).
 pub fn party_run(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule, ahead: bool) -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
+    party_run_probed(role, prog, o, ch, inputs, module, ahead, None)
+}
+
+/// [`party_run`], metering this party's heap peak per step with `probe`
+/// (the meter and the party's tag; [`StepCost::peak_bytes`]).
+#[allow(clippy::too_many_arguments)]
+pub fn party_run_probed(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>, module: SharedModule, ahead: bool, probe: Option<(crate::runtime::MemProbe, usize)>) -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
     if role == Role::Server && !prog.has_weights {
         return Err(Error::Config("graph: the server's program has no weights".into()));
     }
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), next_id: 0, vals: Vec::new(), planning: false };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), next_id: 0, vals: Vec::new(), planning: false, probe };
     let outs = if ahead { ex.run_ahead(ch, inputs, module)? } else { ex.run(ch, inputs)? };
     let meter = std::mem::take(&mut ex.meter);
     let flat: Vec<u64> = outs.iter().flat_map(|s| s.v.iter().copied()).collect();
@@ -1062,22 +1094,45 @@ pub type StepCosts = (Vec<StepCost>, Vec<StepCost>);
 
 /// Both parties in this process (tee mode) over an emulated link `net`.
 pub fn run_private_on(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions, net: &hush_transport::NetProfile) -> Result<(Vec<Tensor>, GraphStats, StepCosts)> {
+    run_private_measured(prog, inputs, o, net, &hush_transport::ClientProfile::none(), false)
+}
+
+/// [`run_private_on`] with the client's thread under `profile`'s CPU share
+/// ([`hush_transport::CpuLimit`]: the client's thread and its dealing
+/// thread; the shared rayon pool is not limited) and, with `mem`, the
+/// client's heap peak metered per step ([`StepCost::peak_bytes`]; needs the
+/// `hush` binary's heap meter, [`crate::runtime::mem_probe`]).
+pub fn run_private_measured(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions, net: &hush_transport::NetProfile, profile: &hush_transport::ClientProfile, mem: bool) -> Result<(Vec<Tensor>, GraphStats, StepCosts)> {
+    let probe = if mem {
+        Some(crate::runtime::mem_probe().ok_or_else(|| Error::Config("measuring the client's memory per step needs the hush binary's heap meter (not installed in this process)".into()))?)
+    } else {
+        None
+    };
     let public = prog.public();
-    let (mut ca, mut cb) = MemChannel::pair_with(hush_transport::ChannelOptions { profile: net.clone(), ..Default::default() });
+    let (ca, cb) = MemChannel::pair_with(hush_transport::ChannelOptions { profile: net.clone(), ..Default::default() });
     let t = Instant::now();
-    let tee = |ch: &mut MemChannel, role: Role, p: &Program, inp: &HashMap<String, Tensor>| -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
+    let tee = |ch: &mut dyn Channel, role: Role, p: &Program, inp: &HashMap<String, Tensor>, pr: Option<(crate::runtime::MemProbe, usize)>| -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
         let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
         hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
-        party_metered(role, p, o, ch, inp, module)
+        party_run_probed(role, p, o, ch, inp, module, crate::engine::lookahead_env(), pr)
     };
     let (rs, rc) = std::thread::scope(|sc| {
-        let hs = sc.spawn(|| {
-            let r = tee(&mut ca, Role::Server, prog, &HashMap::new());
+        let hs = sc.spawn(move || {
+            let mut ca = ca;
+            let r = tee(&mut ca, Role::Server, prog, &HashMap::new(), None);
             (r, ca.cost())
         });
-        let hc = sc.spawn(|| {
-            let r = tee(&mut cb, Role::Client, &public, inputs);
-            (r, cb.cost())
+        let public = &public;
+        let hc = sc.spawn(move || {
+            if let Some(p) = probe {
+                (p.enter)(CLIENT_TAG);
+            }
+            // the client profile's CPU share on this thread (and the
+            // dealing thread it starts), lifted with `limit`
+            let limit = hush_transport::CpuLimit::apply(profile.cpu_share());
+            let mut cb = hush_transport::Throttled { inner: cb, limit };
+            let r = tee(&mut cb, Role::Client, public, inputs, probe.map(|p| (p, CLIENT_TAG)));
+            (r, cb.inner.cost())
         });
         (hs.join(), hc.join())
     });
@@ -1090,12 +1145,15 @@ pub fn run_private_on(prog: &Program, inputs: &HashMap<String, Tensor>, o: &Grap
     Ok((y, GraphStats { seconds: t.elapsed().as_secs_f64(), bytes: cs.bytes_sent + cc.bytes_sent, rounds: cs.rounds.max(cc.rounds) as u64 }, (ms, mc)))
 }
 
+/// The heap meter's tag of the client party.
+const CLIENT_TAG: usize = 1;
+
 /// The fixed-point reference: the same steps with both parties' data in
 /// one place ([`Ctx::clear`], exact ring arithmetic, floor truncation).
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new(), planning: false };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())
@@ -1157,8 +1215,9 @@ pub fn token_inputs(names: &[&str], ids: &std::path::Path, mask: &std::path::Pat
 pub fn by_op(prog: &Program, meter: &[StepCost]) -> serde_json::Value {
     let mut by_op = serde_json::Map::new();
     for (st, c) in prog.steps.iter().zip(meter) {
-        let e = by_op.entry(st.kind().to_string()).or_insert_with(|| serde_json::json!({"secs": 0.0, "bytes_sent": 0u64, "rounds": 0u64}));
+        let e = by_op.entry(st.kind().to_string()).or_insert_with(|| serde_json::json!({"secs": 0.0, "wait_s": 0.0, "bytes_sent": 0u64, "rounds": 0u64}));
         e["secs"] = serde_json::json!(e["secs"].as_f64().unwrap_or(0.0) + c.secs);
+        e["wait_s"] = serde_json::json!(e["wait_s"].as_f64().unwrap_or(0.0) + c.wait_s);
         e["bytes_sent"] = serde_json::json!(e["bytes_sent"].as_u64().unwrap_or(0) + c.bytes_sent);
         e["rounds"] = serde_json::json!(e["rounds"].as_u64().unwrap_or(0) + c.rounds as u64);
     }

@@ -912,6 +912,9 @@ pub struct LocalRun {
 pub struct MemProbe {
     pub enter: fn(usize),
     pub peak: fn(usize) -> i64,
+    /// Restarts a party's high-water mark at its current level (the base
+    /// stays where `enter` set it): per-step peaks (`hush plan --max-mem`).
+    pub restart_peak: fn(usize),
     /// How the meter counts (reported with the figures).
     pub method: &'static str,
 }

@@ -125,7 +125,7 @@ fn measured_peak_above_the_budget_stops_the_run() {
     let m = model("minionn-mnist");
     let x = vec![0.1; m.input_len()];
     let o = Options { max_mem: Some(256 << 20), ..Default::default() };
-    let probe = MemProbe { enter: noop, peak: huge, method: "test meter: always 1 TiB" };
+    let probe = MemProbe { enter: noop, peak: huge, restart_peak: noop, method: "test meter: always 1 TiB" };
     match runtime::run_local_probed(m.clone(), &m.input_shape.clone(), &x, &o, false, |_, _| {}, Some(probe)) {
         Err(Error::Memory(msg)) => assert!(msg.contains("measured peak") && msg.contains("stopped"), "{msg}"),
         r => panic!("expected the guard to stop the run, got {:?}", r.map(|_| ())),

@@ -110,6 +110,13 @@ pub fn enter(party: usize) {
     }
 }
 
+/// Restarts `party`'s high-water mark at its current level, keeping the
+/// level [`enter`] set as the base (per-step peaks of one run).
+pub fn restart_peak(party: usize) {
+    let i = party.min(2);
+    PEAK[i].store(CUR[i].load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
 /// The calling thread's tag (2 = untagged).
 pub fn current_tag() -> usize {
     tag()
