@@ -316,7 +316,7 @@ struct PlanArgs {
     /// Also run the plan over the emulated profile and print measured beside predicted.
     #[arg(long)]
     verify: bool,
-    /// CNNs: also run every fixed choice over the emulated profile (measured
+    /// Also run every fixed choice over the emulated profile (measured
     /// beside predicted for each; implies --verify).
     #[arg(long)]
     verify_fixed: bool,
@@ -389,7 +389,7 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
         Some(Ok(g)) => g,
         _ => graph_plan::load(&a.model)?,
     };
-    let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify, client_profile, max_mem };
+    let req = graph_plan::PlanRequest { mode: a.mode.clone(), batch: a.batch, seq: a.seq, net, opts, verify: a.verify || a.verify_fixed, verify_fixed: a.verify_fixed, client_profile, max_mem };
     for (_, mut rep) in graph_plan::plan_graph_nets(&g, &req, &nets)? {
         rep["model"] = serde_json::json!(a.model.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
         if a.json {

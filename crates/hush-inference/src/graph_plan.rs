@@ -56,6 +56,9 @@ pub struct PlanRequest {
     pub opts: GraphOptions,
     /// Also run the chosen plan over the emulated profile.
     pub verify: bool,
+    /// Also run every fixed choice over the emulated profile (its measured
+    /// time beside its prediction).
+    pub verify_fixed: bool,
     /// The client device the measured runs emulate (its CPU share on the
     /// client's thread; its memory joins `max_mem`).
     pub client_profile: hush_transport::ClientProfile,
@@ -256,7 +259,7 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
             }));
         }
     }
-    let fixed: Vec<Value> = cands
+    let mut fixed: Vec<Value> = cands
         .iter()
         .enumerate()
         .map(|(j, b)| {
@@ -267,7 +270,14 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
         .collect();
     let plan = GraphOptions { per_step: Some(Arc::new(choice)), ..r.opts.clone() };
     plan.validate(prog, r.mode == "dealer")?;
-    let measured = if r.verify {
+    if r.verify_fixed {
+        for (f, &b) in fixed.iter_mut().zip(cands) {
+            let o = GraphOptions { linear: b, per_step: None, ..r.opts.clone() };
+            let (_, st, _) = run_private_measured(prog, inputs, &o, &r.net, &r.client_profile, false)?;
+            f["measured_s"] = json!(st.seconds);
+        }
+    }
+    let measured = if r.verify || r.verify_fixed {
         let (_, st, _) = run_private_measured(prog, inputs, &plan, &r.net, &r.client_profile, false)?;
         Some(json!({"seconds": st.seconds, "bytes": st.bytes, "rounds": st.rounds, "predicted_over_measured": total.secs / st.seconds.max(1e-9)}))
     } else {
@@ -299,7 +309,7 @@ pub fn resolve(choice: &PlanChoice, preset: &GraphOptions, prog: &Program, net: 
         PlanChoice::Auto => {
             let shape = prog.inputs.first().map(|(_, s, _)| s.as_slice()).unwrap_or(&[]);
             let (batch, seq) = (shape.first().copied().unwrap_or(1), shape.get(1).copied().unwrap_or(1));
-            let req = PlanRequest { mode: "tee".into(), batch, seq, net: net.clone(), opts: preset.clone(), verify: false, client_profile: hush_transport::ClientProfile::none(), max_mem: None };
+            let req = PlanRequest { mode: "tee".into(), batch, seq, net: net.clone(), opts: preset.clone(), verify: false, verify_fixed: false, client_profile: hush_transport::ClientProfile::none(), max_mem: None };
             let (p, rep) = plan_program(prog, &req)?;
             Ok((p, Some(rep)))
         }
