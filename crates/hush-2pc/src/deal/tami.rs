@@ -543,6 +543,7 @@ fn take_tables(r: &mut BlobReader<'_>, expect: usize, seg: &[(u32, u32)]) -> Res
     let rows = if seg.is_empty() { 0 } else { expect / seg.len() };
     let bytes = r.take_bytes(expect, rows * per)?;
     let mut out = vec![0u64; rows * seg.len()];
+    hush_deal::populate(&mut out);
     let mut bad = 0u64;
     #[inline(always)]
     fn half(b: &[u8]) -> u64 {
