@@ -543,6 +543,7 @@ fn take_tables(r: &mut BlobReader<'_>, expect: usize, seg: &[(u32, u32)]) -> Res
     let rows = if seg.is_empty() { 0 } else { expect / seg.len() };
     let bytes = r.take_bytes(expect, rows * per)?;
     let mut out = vec![0u64; rows * seg.len()];
+    hush_deal::populate(&mut out);
     let mut bad = 0u64;
     #[inline(always)]
     fn half(b: &[u8]) -> u64 {
@@ -557,7 +558,15 @@ fn take_tables(r: &mut BlobReader<'_>, expect: usize, seg: &[(u32, u32)]) -> Res
     // Rows in parallel parts (the host's half of a dealing; its fresh
     // pages first touched on every core).
     let nc = seg.len().max(1);
+    let halves: Vec<(usize, usize)> = widths.iter().map(|&(gb, eb, _, _)| (gb, eb)).collect();
+    let low = |b: u32| if b >= 32 { 0xffff_ffffu64 } else { (1u64 << b) - 1 };
+    let allowed: Vec<u64> = widths.iter().map(|&(_, _, g, e)| low(g) | (low(e) << 32)).collect();
     let part = |(o, b): (&mut [u64], &[u8])| -> u64 {
+        // VBMI2: one expanding load per eight chunk words (issue 35: this
+        // loop was most of the host's decode of a 64-bit TAMI share).
+        if let Some(bad) = wire::unpack_rows(o, b, &halves, &allowed, per) {
+            return bad;
+        }
         let mut bad = 0u64;
         for (orow, row) in o.chunks_exact_mut(nc).zip(b.chunks_exact(per.max(1))) {
             let mut pos = 0usize;

@@ -174,11 +174,7 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if nc <= 8
-            && hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512
-            && std::arch::is_x86_feature_detected!("avx512vbmi2")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-        {
+        if vbmi2() && halves.iter().all(|&(g, e)| g <= 4 && e <= 4) {
             assert_eq!(out.len(), rows * per, "pack_rows: output length");
             // SAFETY: the CPU has avx512f/bw/vbmi2 (checked above); rows
             // · nc words and rows · per bytes (asserted).
@@ -219,37 +215,124 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
     debug_assert_eq!(pos, out.len());
 }
 
-/// [`pack_rows`] with AVX-512 VBMI2, for rows of at most eight chunk words:
-/// a row is one register and its used bytes (each word's gt half, then its
-/// eq half) one compressing store of exactly `per` bytes.
+/// Whether this CPU runs the VBMI2 row packers ([`pack_rows`],
+/// [`unpack_rows`]).
+fn vbmi2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512
+            && std::arch::is_x86_feature_detected!("avx512vbmi2")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A row's chunk words in groups of eight (one 512-bit register each):
+/// the group's first word, its word mask, the byte mask of its used bytes
+/// within the register (word j's gt bytes 8j.., eq bytes 8j + 4..), and the
+/// offset of its first byte in the packed row.
+fn row_groups(halves: &[(usize, usize)]) -> Vec<(usize, u8, u64, usize)> {
+    let mut off = 0usize;
+    halves
+        .chunks(8)
+        .enumerate()
+        .map(|(i, hs)| {
+            let mut bm = 0u64;
+            for (j, &(gb, eb)) in hs.iter().enumerate() {
+                debug_assert!(gb <= 4 && eb <= 4);
+                bm |= ((1u64 << gb) - 1) << (8 * j);
+                bm |= ((1u64 << eb) - 1) << (8 * j + 4);
+            }
+            let g = (8 * i, ((1u32 << hs.len()) - 1) as u8, bm, off);
+            off += bm.count_ones() as usize;
+            g
+        })
+        .collect()
+}
+
+/// [`pack_rows`] with AVX-512 VBMI2: a row's chunk words in registers of
+/// eight, the used bytes of each (each word's gt half, then its eq half)
+/// one compressing store.
 ///
 /// # Safety
-/// The CPU must have avx512f, avx512bw and avx512vbmi2; `halves.len()` ≤
-/// 8, `words.len()` = rows · halves.len() and `out.len()` = rows · per.
+/// The CPU must have avx512f, avx512bw and avx512vbmi2; every half ≤ 4
+/// bytes, `words.len()` = rows · halves.len() and `out.len()` = rows · per.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
 unsafe fn pack_rows_vbmi2(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usize) {
     use std::arch::x86_64::*;
     let nc = halves.len();
-    debug_assert!(nc <= 8 && words.len() % nc == 0 && out.len() == words.len() / nc * per);
-    // Byte mask of a row: word j's gt bytes 8j.. and eq bytes 8j + 4...
-    let mut bm = 0u64;
-    for (j, &(gb, eb)) in halves.iter().enumerate() {
-        debug_assert!(gb <= 4 && eb <= 4);
-        bm |= ((1u64 << gb) - 1) << (8 * j);
-        bm |= ((1u64 << eb) - 1) << (8 * j + 4);
-    }
-    debug_assert_eq!(bm.count_ones() as usize, per);
-    let km: __mmask8 = ((1u32 << nc) - 1) as u8;
+    debug_assert!(nc > 0 && words.len() % nc == 0 && out.len() == words.len() / nc * per);
+    let groups = row_groups(halves);
+    debug_assert_eq!(groups.iter().map(|g| g.2.count_ones() as usize).sum::<usize>(), per);
     let mut pos = 0usize;
     for row in words.chunks_exact(nc) {
-        // SAFETY: the masked load reads the row's nc words only; the
-        // compressing store writes exactly popcount(bm) = per bytes at
-        // `pos`, inside `out` (rows · per bytes).
-        let v = _mm512_maskz_loadu_epi64(km, row.as_ptr() as *const i64);
-        _mm512_mask_compressstoreu_epi8(out.as_mut_ptr().add(pos) as *mut _, bm, v);
+        for &(w, km, bm, off) in &groups {
+            // SAFETY: the masked load reads the group's words of this row
+            // only; the compressing store writes exactly popcount(bm)
+            // bytes at pos + off, inside this row's `per` bytes of `out`.
+            let v = _mm512_maskz_loadu_epi64(km, row.as_ptr().add(w) as *const i64);
+            _mm512_mask_compressstoreu_epi8(out.as_mut_ptr().add(pos + off) as *mut _, bm, v);
+        }
         pos += per;
     }
+}
+
+/// The host's side of [`pack_rows`]: `bytes` (whole rows of `per` bytes)
+/// back into chunk words (gt half at bit 0, eq half at bit 32), with the
+/// OR of every bit outside `allowed` (one mask per chunk word) returned —
+/// nonzero means a malformed table. `None` where this CPU has no VBMI2 (or
+/// a half is wider than 4 bytes): the caller decodes with its scalar loop.
+pub(super) fn unpack_rows(out: &mut [u64], bytes: &[u8], halves: &[(usize, usize)], allowed: &[u64], per: usize) -> Option<u64> {
+    let nc = halves.len();
+    if nc == 0 || per == 0 || allowed.len() != nc || out.len() / nc != bytes.len() / per || out.len() % nc != 0 || bytes.len() % per != 0 {
+        return None;
+    }
+    if halves.iter().map(|&(g, e)| g + e).sum::<usize>() != per || !halves.iter().all(|&(g, e)| g <= 4 && e <= 4) || !vbmi2() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the CPU has avx512f/bw/vbmi2 (vbmi2()); halves ≤ 4 bytes
+        // summing to `per`; out.len() / nc = bytes.len() / per rows (checked).
+        Some(unsafe { unpack_rows_vbmi2(out, bytes, halves, allowed, per) })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// [`unpack_rows`]: per row and group of eight words, one expanding load
+/// of the group's packed bytes into their word positions (the inverse of
+/// [`pack_rows_vbmi2`]'s compressing store), the bits outside `allowed`
+/// OR-ed into the result.
+///
+/// # Safety
+/// As [`unpack_rows`] checks: avx512f/bw/vbmi2, halves ≤ 4 bytes summing
+/// to `per`, `out` and `bytes` the same number of whole rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+unsafe fn unpack_rows_vbmi2(out: &mut [u64], bytes: &[u8], halves: &[(usize, usize)], allowed: &[u64], per: usize) -> u64 {
+    use std::arch::x86_64::*;
+    let nc = halves.len();
+    let groups = row_groups(halves);
+    let allow: Vec<__m512i> = groups.iter().map(|&(w, km, _, _)| _mm512_maskz_loadu_epi64(km, allowed.as_ptr().add(w) as *const i64)).collect();
+    let mut bad = _mm512_setzero_si512();
+    for (orow, row) in out.chunks_exact_mut(nc).zip(bytes.chunks_exact(per)) {
+        for (&(w, km, bm, off), &a) in groups.iter().zip(&allow) {
+            // SAFETY: the expanding load reads exactly popcount(bm) bytes
+            // from off, inside this row's `per` bytes; the masked store
+            // writes the group's words of this row only.
+            let v = _mm512_maskz_expandloadu_epi8(bm, row.as_ptr().add(off) as *const _);
+            bad = _mm512_or_si512(bad, _mm512_andnot_si512(a, v));
+            _mm512_mask_storeu_epi64(orow.as_mut_ptr().add(w) as *mut i64, km, v);
+        }
+    }
+    _mm512_reduce_or_epi64(bad) as u64
 }
 
 /// Per-worker scratch (secret values: erased on drop).
@@ -715,6 +798,70 @@ unsafe fn rows_avx512(g: &Geo, luts: &[Vec<u64>; 6], r: &Rows<'_>, xs: &mut [u64
 mod tests {
     use super::*;
 
+    /// The host's row unpacker (VBMI2, where the CPU has it) against a
+    /// byte-by-byte reference: random rows of every half layout of the
+    /// table segments (1–4-byte halves, absent eq halves, rows of 1–21
+    /// words), and its bad-bit OR against the reference's (random bytes put
+    /// bits outside narrow tables' positions).
+    #[test]
+    fn unpack_rows_matches_the_reference() {
+        let mut prg = hush_primitives::Prg::new(Block(0x7ab1e5));
+        let layouts: Vec<Vec<(u32, u32)>> = vec![
+            vec![(16, 16); 16],
+            [vec![(16, 0)], vec![(16, 16); 15]].concat(),
+            vec![(8, 8), (4, 0), (2, 2), (32, 32), (16, 16)],
+            vec![(8, 0); 21],
+            vec![(32, 32); 9],
+            vec![(2, 2)],
+        ];
+        for seg in layouts {
+            let halves: Vec<(usize, usize)> = seg.iter().map(|&(g, e)| ((g as usize).div_ceil(8), (e as usize).div_ceil(8))).collect();
+            let low = |b: u32| if b >= 32 { 0xffff_ffffu64 } else { (1u64 << b) - 1 };
+            let allowed: Vec<u64> = seg.iter().map(|&(g, e)| low(g) | (low(e) << 32)).collect();
+            let per: usize = halves.iter().map(|h| h.0 + h.1).sum();
+            for rows in [1usize, 2, 7, 33] {
+                for clean in [true, false] {
+                    let mut bytes = vec![0u8; rows * per];
+                    prg.fill_bytes(&mut bytes);
+                    let mut want = vec![0u64; rows * seg.len()];
+                    let mut want_bad = 0u64;
+                    for (r, orow) in want.chunks_exact_mut(seg.len()).enumerate() {
+                        let mut p = r * per;
+                        for (x, (&(gb, eb), &a)) in orow.iter_mut().zip(halves.iter().zip(&allowed)) {
+                            let rd = |at: usize, n: usize| (0..n).fold(0u64, |v, i| v | (bytes[at + i] as u64) << (8 * i));
+                            let v = rd(p, gb) | (rd(p + gb, eb) << 32);
+                            p += gb + eb;
+                            *x = if clean { v & a } else { v };
+                            want_bad |= *x & !a;
+                        }
+                    }
+                    if clean {
+                        // re-encode the clean words (no stray bits)
+                        let mut clean_bytes = vec![0u8; rows * per];
+                        let mut p = 0;
+                        for orow in want.chunks_exact(seg.len()) {
+                            for (&t, &(gb, eb)) in orow.iter().zip(&halves) {
+                                clean_bytes[p..p + gb].copy_from_slice(&(t as u32).to_le_bytes()[..gb]);
+                                clean_bytes[p + gb..p + gb + eb].copy_from_slice(&((t >> 32) as u32).to_le_bytes()[..eb]);
+                                p += gb + eb;
+                            }
+                        }
+                        bytes = clean_bytes;
+                        assert_eq!(want_bad, 0);
+                    }
+                    let mut got = vec![0u64; rows * seg.len()];
+                    match unpack_rows(&mut got, &bytes, &halves, &allowed, per) {
+                        Some(bad) => {
+                            assert_eq!(got, want, "{seg:?} rows {rows}");
+                            assert_eq!(bad != 0, want_bad != 0, "{seg:?} rows {rows} clean {clean}");
+                        }
+                        None => assert!(!vbmi2(), "VBMI2 present but the unpacker declined {seg:?}"),
+                    }
+                }
+            }
+        }
+    }
+
     /// Both row builders (AVX-512 where the CPU has it, and the scalar
     /// one) against the share encoding.
     #[test]
@@ -734,6 +881,8 @@ mod tests {
         }
         shapes.push(TamiShape::new(64, 5, 4, Flavor::Relu).with_width(28));
         shapes.push(TamiShape::new(32, 4, 8, Flavor::Drelu).with_width(20));
+        // the transformer operators' full-width comparisons (16 chunk words)
+        shapes.push(TamiShape::new(64, 4, 8, Flavor::Relu));
         for shape in &shapes {
             for n in [1usize, 63, 64, 65, 1023, 1024, 1025, 2100] {
                 for role in 0..2u8 {
