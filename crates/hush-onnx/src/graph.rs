@@ -212,27 +212,39 @@ pub struct Program {
 impl Program {
     /// The client's copy: the same steps with every weight removed.
     pub fn public(&self) -> Program {
+        // by reference: a weight is never copied (BERT-base's are 0.9 GB)
         let steps = self
             .steps
             .iter()
-            .map(|s| match s.clone() {
-                Step::Embed { out, ids, vocab, h, .. } => Step::Embed { out, ids, vocab, h, table: Vec::new() },
-                Step::Linear { out, x, rows, n_in, n_out, b, .. } => Step::Linear { out, x, rows, n_in, n_out, w: Vec::new(), b: if b.is_empty() { b } else { vec![0.0] } },
-                Step::AddConst { out, x, .. } => Step::AddConst { out, x, c: Vec::new() },
-                Step::ScaleVec { out, x, len, .. } => Step::ScaleVec { out, x, len, c: Vec::new() },
-                Step::LayerNorm { out, x, len, eps, gamma, beta } => {
-                    Step::LayerNorm { out, x, len, eps, gamma: if gamma.is_empty() { gamma } else { vec![0.0] }, beta: if beta.is_empty() { beta } else { vec![0.0] } }
-                }
-                other => other,
+            .map(|s| match s {
+                Step::Embed { out, ids, vocab, h, .. } => Step::Embed { out: *out, ids: *ids, vocab: *vocab, h: *h, table: Vec::new() },
+                Step::Linear { out, x, rows, n_in, n_out, b, .. } => Step::Linear { out: *out, x: *x, rows: *rows, n_in: *n_in, n_out: *n_out, w: Vec::new(), b: if b.is_empty() { Vec::new() } else { vec![0.0] } },
+                Step::AddConst { out, x, .. } => Step::AddConst { out: *out, x: *x, c: Vec::new() },
+                Step::ScaleVec { out, x, len, .. } => Step::ScaleVec { out: *out, x: *x, len: *len, c: Vec::new() },
+                Step::LayerNorm { out, x, len, eps, gamma, beta } => Step::LayerNorm {
+                    out: *out,
+                    x: *x,
+                    len: *len,
+                    eps: *eps,
+                    gamma: if gamma.is_empty() { Vec::new() } else { vec![0.0] },
+                    beta: if beta.is_empty() { Vec::new() } else { vec![0.0] },
+                },
+                other => other.clone(),
             })
             .collect();
-        Program { steps, has_weights: false, ..self.clone() }
+        Program { steps, slots: self.slots.clone(), inputs: self.inputs.clone(), outputs: self.outputs.clone(), has_weights: false }
     }
 
     /// A digest of the public program (steps, sizes, bounds; no weights):
     /// both parties must run the same program.
     pub fn fingerprint(&self) -> String {
-        let p = if self.has_weights { self.public() } else { self.clone() };
+        let public;
+        let p = if self.has_weights {
+            public = self.public();
+            &public
+        } else {
+            self
+        };
         let mut s = String::new();
         for st in &p.steps {
             s.push_str(&format!("{st:?}\n"));
