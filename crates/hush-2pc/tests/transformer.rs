@@ -1168,7 +1168,9 @@ fn weight_run_as(x0: Vec<u64>, x1: Vec<u64>, w: Vec<u64>, count: usize, d: MatDi
 fn weight_products_match_the_plaintext_product_with_pinned_cost() {
     let ring = fx().ring;
     let mut p = Prg::new(Block(31));
-    for (count, d) in [(1, MatDims { m: 1, k: 1, n: 1 }), (2, MatDims { m: 3, k: 5, n: 4 }), (1, MatDims { m: 7, k: 33, n: 17 }), (3, MatDims { m: 5, k: 2, n: 1 })] {
+    // the last two: V = W − B goes in blocks of rows (2 and 3 rows of
+    // 65,536 and 40,000 words), the same bytes in the same flight
+    for (count, d) in [(1, MatDims { m: 1, k: 1, n: 1 }), (2, MatDims { m: 3, k: 5, n: 4 }), (1, MatDims { m: 7, k: 33, n: 17 }), (3, MatDims { m: 5, k: 2, n: 1 }), (2, MatDims { m: 3, k: 7, n: 65536 }), (1, MatDims { m: 2, k: 7, n: 40000 })] {
         let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
         // edge values: 0, ±1, the ring's extremes, then random words
         let mut x: Vec<u64> = (0..count * ma).map(|_| p.next_u64()).collect();
@@ -1207,7 +1209,7 @@ fn weight_products_match_the_plaintext_product_with_pinned_cost() {
 fn weight_products_of_the_clients_own_input_match_the_plaintext_product() {
     let ring = fx().ring;
     let mut p = Prg::new(Block(33));
-    for (count, d, onehot) in [(1, MatDims { m: 6, k: 50, n: 9 }, true), (2, MatDims { m: 3, k: 5, n: 4 }, false), (1, MatDims { m: 1, k: 1, n: 1 }, false)] {
+    for (count, d, onehot) in [(1, MatDims { m: 6, k: 50, n: 9 }, true), (2, MatDims { m: 3, k: 5, n: 4 }, false), (1, MatDims { m: 1, k: 1, n: 1 }, false), (2, MatDims { m: 4, k: 7, n: 40000 }, true)] {
         let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
         let x: Vec<u64> = if onehot {
             let mut x = vec![0u64; count * ma];

@@ -1372,11 +1372,21 @@ impl Ctx {
         let l = r.bits();
         let step = "weight product: openings";
         let mut msg = Vec::new();
+        // V = W − B goes in blocks of rows (one message each, the same
+        // bytes in the same flight), so that the client multiplies one
+        // block while the next is on the wire
+        let rows = weight_block_rows(d);
         if party == 0 {
             let mut v: Vec<u64> = w.iter().zip(&t.ab).map(|(a, b)| r.sub(*a, *b)).collect();
-            pack_ring(&v, l, &mut msg);
+            for q in 0..count {
+                for t0 in (0..d.k).step_by(rows) {
+                    let t1 = (t0 + rows).min(d.k);
+                    msg.clear();
+                    pack_ring(&v[q * mb + t0 * d.n..q * mb + t1 * d.n], l, &mut msg);
+                    wire::send(ch, &msg)?;
+                }
+            }
             v.zeroize();
-            wire::send(ch, &msg)?;
             let mut u = vec![0u64; count * ma];
             let peer = wire::recv(ch, step, u.len() * wire::ring_bytes(l))?;
             unpack_ring(step, &peer, l, &mut u)?;
@@ -1393,25 +1403,44 @@ impl Ctx {
             let u: Vec<u64> = x.v.iter().zip(&t.ab).map(|(a, b)| r.sub(*a, *b)).collect();
             pack_ring(&u, l, &mut msg);
             wire::send(ch, &msg)?;
-            let mut v = vec![0u64; count * mb];
-            let peer = wire::recv(ch, step, v.len() * wire::ring_bytes(l))?;
-            unpack_ring(step, &peer, l, &mut v)?;
+            let mut v = vec![0u64; rows * d.n];
+            let mut ablk = Vec::new();
+            let mut part = Vec::new();
             for q in 0..count {
                 let o = &mut out[q * mc..(q + 1) * mc];
-                if client_input {
-                    // X₁·V over X₁'s non-zero entries (a row lookup for one-hot rows)
-                    let xq = &x.v[q * ma..(q + 1) * ma];
-                    let vq = &v[q * mb..(q + 1) * mb];
-                    for i in 0..d.m {
-                        let row = &mut o[i * d.n..(i + 1) * d.n];
-                        for (kk, &xv) in xq[i * d.k..(i + 1) * d.k].iter().enumerate().filter(|(_, &xv)| xv != 0) {
-                            for (acc, &vv) in row.iter_mut().zip(&vq[kk * d.n..(kk + 1) * d.n]) {
-                                *acc = acc.wrapping_add(xv.wrapping_mul(vv));
+                let xq = &x.v[q * ma..(q + 1) * ma];
+                let aq = &t.ab[q * ma..(q + 1) * ma];
+                for t0 in (0..d.k).step_by(rows) {
+                    let t1 = (t0 + rows).min(d.k);
+                    let kb = t1 - t0;
+                    let vb = &mut v[..kb * d.n];
+                    let peer = wire::recv(ch, step, vb.len() * wire::ring_bytes(l))?;
+                    unpack_ring(step, &peer, l, vb)?;
+                    if client_input {
+                        // X₁·V over X₁'s non-zero entries (a row lookup for one-hot rows)
+                        for i in 0..d.m {
+                            let row = &mut o[i * d.n..(i + 1) * d.n];
+                            for (kk, &xv) in xq[i * d.k + t0..i * d.k + t1].iter().enumerate().filter(|(_, &xv)| xv != 0) {
+                                for (acc, &vv) in row.iter_mut().zip(&vb[kk * d.n..(kk + 1) * d.n]) {
+                                    *acc = acc.wrapping_add(xv.wrapping_mul(vv));
+                                }
                             }
                         }
+                    } else {
+                        // A[:, t0..t1] · V[t0..t1, :], added to the output
+                        ablk.clear();
+                        for i in 0..d.m {
+                            ablk.extend_from_slice(&aq[i * d.k + t0..i * d.k + t1]);
+                        }
+                        if kb == d.k {
+                            crate::deal::matrix::matmul_ring(&ablk, vb, d, o);
+                        } else {
+                            part.clear();
+                            part.resize(mc, 0u64);
+                            crate::deal::matrix::matmul_ring(&ablk, vb, MatDims { m: d.m, k: kb, n: d.n }, &mut part);
+                            o.iter_mut().zip(&part).for_each(|(a, b)| *a = a.wrapping_add(*b));
+                        }
                     }
-                } else {
-                    crate::deal::matrix::matmul_ring(&t.ab[q * ma..(q + 1) * ma], &v[q * mb..(q + 1) * mb], d, o);
                 }
             }
         }
@@ -1420,6 +1449,13 @@ impl Ctx {
     }
 }
 
+
+/// Rows of V = W − B per message in a weight product: about 1 MiB of
+/// ring words (at least one row), so the client multiplies a block while
+/// the next is in flight. Public (a function of the shape).
+fn weight_block_rows(d: MatDims) -> usize {
+    ((1usize << 17) / d.n.max(1)).clamp(1, d.k.max(1))
+}
 
 /// Concatenates share vectors (one batched call for several operands).
 pub fn concat(parts: &[&ArithShare]) -> ArithShare {
