@@ -1350,7 +1350,8 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
-    let o = GraphOptions::tee(fx, proto);
+    let interactive = a.common.mode == "interactive";
+    let o = if interactive { GraphOptions::interactive(fx, InteractiveSetup::default()) } else { GraphOptions::tee(fx, proto) };
     check_program(&prog, fx)?;
     let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.common.net, hush_transport::NetProfile::names().join(", "))))?;
     let (o, _) = crate::graph_plan::resolve(&PlanChoice::from_arg(a.plan.as_deref())?, &o, &prog, &net, false)?;
@@ -1374,7 +1375,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "ops": prog.op_counts().iter().map(|(k, n)| serde_json::json!({"op": k, "count": n})).collect::<Vec<_>>(),
         "output": prog.outputs.first().map(|o| o.0.clone()),
         "output_shape": first.shape,
-        "mode": "tee",
+        "mode": if interactive { "interactive" } else { "tee" },
         "plan": o.to_json(&prog),
         "proto": a.common.proto,
         "bits": fx.bits,
@@ -1387,12 +1388,13 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "by_op": by_op(&prog, &client_meter),
         "reference_max_abs_diff": check.map(|c| c.0),
         "float_max_abs_diff": check.map(|c| c.1),
-        "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties in this process",
+        "tee_note": if interactive { "interactive mode: no module and no dealer (Cheetah HE linear layers, cf2 and every correlation on Ferret COTs); both parties in this process" } else { "tee mode: trusted module simulated — gives no hardware protection; both parties in this process" },
     });
     if a.json {
         println!("{rec}");
     } else {
-        println!("hush embed (graph runtime): output '{}' {:?}, {:.2} s, {:.1} MiB, {} rounds (tee mode: trusted module simulated — gives no hardware protection)", prog.outputs[0].0, first.shape, st.seconds, st.bytes as f64 / 1048576.0, st.rounds);
+        let note = if interactive { "interactive mode: no module, no dealer" } else { "tee mode: trusted module simulated — gives no hardware protection" };
+        println!("hush embed (graph runtime): output '{}' {:?}, {:.2} s, {:.1} MiB, {} rounds ({note})", prog.outputs[0].0, first.shape, st.seconds, st.bytes as f64 / 1048576.0, st.rounds);
         if let Some((d, fl)) = check {
             println!("fixed-point reference: max |diff| {d:.2e}; float (f64) graph: max |diff| {fl:.2e}");
         }
