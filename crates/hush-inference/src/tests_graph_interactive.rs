@@ -162,3 +162,33 @@ fn the_he_lift_extends_shares_exactly_and_costs_one_ot_per_element() {
 
 /// (server bytes, client bytes, rounds) of lifting 205 elements, pinned from a run.
 const LIFT_PIN: (u64, u64, u32) = (11530, 11530, 6);
+
+/// The served interactive run over loopback TCP + TLS (`hush serve --mode
+/// interactive` / `hush embed --connect --mode interactive`, the server on
+/// its own thread) equals the one-process run bit for bit for a fixed seed.
+#[test]
+fn served_interactive_run_over_tls_equals_the_one_process_run_bit_for_bit() {
+    use crate::graph_serve::{graph_fixed, graph_options, run_loopback};
+    use crate::runtime::{Mode, Options};
+    let g = std::sync::Arc::new(GraphModel::from_model(graph(|_, _| {})).unwrap());
+    let inp = inputs();
+    let link = hush_transport::LinkConfig::with_identity(std::sync::Arc::new(hush_transport::Identity::generate().unwrap()), Default::default());
+    assert!(link.is_tls());
+    let mut opts = Options { mode: Mode::Interactive, proto: "auto".into(), cfg: graph_fixed(12).unwrap(), insecure_test_seed: Some([9; 32]), link, ..Default::default() };
+    opts.resolve_family().unwrap();
+    let (r, _) = run_loopback(g.clone(), &opts, &crate::graph_run::PlanChoice::Preset, &inp).unwrap();
+    assert_eq!(r.mode, "interactive");
+    assert_eq!(r.plan["linear"], "he");
+    // the same session in one process: the server's program for the same outputs, the preset the server sent
+    let prog = g.instantiate_outputs(&shapes(&inp), &g.outputs[..1]).unwrap();
+    let o = graph_options(&opts, "cf2", graph_fixed(12).unwrap()).unwrap();
+    assert_eq!(o.interactive.as_ref().unwrap().source, "ferret");
+    let ((_, us, _), (yc, uc, _)) = run_both(&prog, &inp, &o);
+    assert_eq!((us, uc), (ProviderUse::default(), ProviderUse::default()));
+    let y = yc.unwrap();
+    assert_eq!(r.outputs[0].shape, y[0].shape);
+    assert!(r.outputs[0].v.iter().zip(&y[0].v).all(|(a, b)| a.to_bits() == b.to_bits()), "served {:?} vs one-process {:?}", r.outputs[0].v, y[0].v);
+    // and the result is the fixed-point reference's within its bound
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    assert!(y[0].v.iter().zip(&c[0].v).all(|(a, b)| (a - b).abs() < 0.01));
+}
