@@ -939,9 +939,7 @@ pub fn embed_main(mut a: EmbedCommandOptions) -> Result<()> {
     let model = a.model.clone().ok_or_else(|| Error::Config("embed: --model or --connect is needed".into()))?;
     if a.common.mode == "interactive" {
         let fx = FixedConfig::new(a.bits, a.frac)?;
-        if crate::graph_run::is_hush_encoder_file(&model)? {
-            return Err(Error::Config("embed --mode interactive: not implemented for the hush.encoder graphs (scripts/minilm.py without --torch-style); it runs graphs as torch.onnx.export or optimum write them".into()));
-        }
+        // every graph, the hush.encoder ones of scripts/minilm.py included, runs on the graph runtime here
         if !matches!(a.common.proto.as_str(), "auto" | "cf2") {
             return Err(Error::Config(format!("embed --mode interactive: --proto {} (the interactive preset compares with cf2)", a.common.proto)));
         }
