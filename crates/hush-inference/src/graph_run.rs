@@ -12,11 +12,14 @@
 //! at scale 2^f in Z_2^64; a linear layer's products at 2^{2f} are
 //! truncated once after the bias.
 //!
-//! **Trust.** This executor runs in `tee` mode: the correlations come from
-//! two trusted modules that agree a seed — **simulated on these machines,
-//! no hardware protection**. Dealer and interactive providers for this path
-//! are not wired yet (refused by [`GraphOptions`]'s callers with a message
-//! saying so).
+//! **Trust.** The presets: `tee` — the correlations come from two trusted
+//! modules that agree a seed (**simulated on these machines, no hardware
+//! protection**); `dealer` — a dealer that never sees W (one-sided weight
+//! triples, public comparison bounds); `interactive` — no module and no
+//! dealer ([`party_interactive`]: Cheetah HE linear layers,
+//! [`crate::graph_he`], and every other correlation made by the two parties
+//! over COTs). Silent and malicious-client are refused by
+//! [`GraphOptions`]'s callers with a message saying so.
 //!
 //! **What the server learns:** the program (architecture and the padded
 //! input shape: batch and sequence length — not the true lengths, which are
