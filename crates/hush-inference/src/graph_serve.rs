@@ -70,7 +70,7 @@ pub fn graph_options(opts: &Options, proto: &str, fx: FixedConfig) -> Result<Gra
             Ok(GraphOptions::interactive(fx, crate::graph_run::InteractiveSetup { source: "ferret".into(), he_params: opts.he_params.clone(), seed }))
         }
         None => Err(Error::Config(format!(
-            "--mode {}: encoder graphs run in tee and dealer modes; {} is not implemented for them yet (interactive and silent need HE/OT providers for the transformer correlations, malicious-client needs CRISP's checks for them)",
+            "--mode {}: encoder graphs run in tee, dealer and interactive modes; {} is not implemented for them yet (silent needs its COT-source providers wired for the transformer correlations, malicious-client needs CRISP's checks for them)",
             opts.mode.name(),
             opts.mode.name()
         ))),
