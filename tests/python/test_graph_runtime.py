@@ -253,8 +253,36 @@ def test_hush_plan_chooses_per_layer_and_dealer_mode_has_one_sound_backend(tmp_p
     assert d.returncode == 0, d.stderr
     rd = json.loads(d.stdout)
     assert all(s["choice"] == "triples" for s in rd["steps"] if s["choice"]) and [f["preset"] for f in rd["fixed"]] == ["triples"]
-    bad = subprocess.run([HUSH, "plan", str(path), "--mode", "interactive"], capture_output=True, text=True, timeout=60)
+    # interactive: HE is the preset's one backend (a fixed choice)
+    i = subprocess.run([HUSH, "plan", str(path), "--seq", "8", "--mode", "interactive", "--json"], capture_output=True, text=True, timeout=300)
+    assert i.returncode == 0, i.stderr
+    ri = json.loads(i.stdout)
+    assert all(s["choice"] == "he" for s in ri["steps"] if s["choice"]) and [f["preset"] for f in ri["fixed"]] == ["he"]
+    assert "no module and no dealer" in ri["note"]
+    bad = subprocess.run([HUSH, "plan", str(path), "--mode", "silent"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "not implemented" in bad.stderr
+
+
+def test_embed_interactive_matches_onnxruntime_with_no_module_and_no_dealer(tmp_path):
+    """hush embed --mode interactive (both parties in this process): Cheetah HE
+    linear layers, cf2 and every correlation on Ferret COTs; logits within the
+    tee preset's bound of onnxruntime's and of the fixed-point reference."""
+    model = ts.bert_classifier()
+    path = tmp_path / "c.onnx"
+    onnx.save(model, path)
+    inputs = ts.sample_inputs(token_types=True)
+    ref = ort.InferenceSession(str(path)).run(None, inputs)[0]
+    for k in ("input_ids", "attention_mask", "token_type_ids"):
+        np.save(tmp_path / f"{k}.npy", inputs[k])
+    out = tmp_path / "out.npy"
+    p = subprocess.run([HUSH, "embed", "--model", str(path), "--ids", str(tmp_path / "input_ids.npy"), "--mask", str(tmp_path / "attention_mask.npy"),
+                        "--token-types", str(tmp_path / "token_type_ids.npy"), "--out", str(out), "--mode", "interactive", "--check", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout.strip().splitlines()[-1])
+    assert rec["mode"] == "interactive" and rec["plan"]["linear"] == "he" and "no module and no dealer" in rec["tee_note"]
+    assert rec["reference_max_abs_diff"] < 0.01
+    assert np.abs(np.load(out) - ref).max() < 0.02
 
 
 def test_served_plans_mixed_auto_and_mismatched(tmp_path):

@@ -374,16 +374,18 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
     let client_profile = hush_transport::ClientProfile::by_name(&a.client_profile)
         .ok_or_else(|| Error::Config(format!("--client-profile {}: choose one of {}", a.client_profile, hush_transport::ClientProfile::names().join(", "))))?;
     let max_mem = a.max_mem.as_deref().map(hush_inference::commands::parse_size).transpose()?;
-    let proto = match a.proto.as_str() {
-        "tami" => hush_2pc::nonlinear::Proto::Tami,
-        "fss" => hush_2pc::nonlinear::Proto::Fss,
-        p => return Err(Error::Config(format!("--proto {p}: tami or fss"))),
+    let proto = match (a.proto.as_str(), a.mode.as_str()) {
+        (_, "interactive") => hush_2pc::nonlinear::Proto::Cf2,
+        ("tami", _) => hush_2pc::nonlinear::Proto::Tami,
+        ("fss", _) => hush_2pc::nonlinear::Proto::Fss,
+        (p, _) => return Err(Error::Config(format!("--proto {p}: tami or fss"))),
     };
     let fx = hush_inference::graph_serve::graph_fixed(a.frac)?;
     let opts = match a.mode.as_str() {
         "tee" => GraphOptions::tee(fx, proto),
         "dealer" => GraphOptions::dealer(fx, proto),
-        m => return Err(Error::Config(format!("--mode {m}: encoder graphs are planned in tee and dealer modes (interactive and silent are not implemented for them)"))),
+        "interactive" => GraphOptions::interactive(fx, Default::default()),
+        m => return Err(Error::Config(format!("--mode {m}: encoder graphs are planned in tee, dealer and interactive modes (silent is not implemented for them)"))),
     };
     let g = match graph {
         Some(Ok(g)) => g,

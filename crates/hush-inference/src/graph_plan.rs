@@ -157,7 +157,9 @@ pub fn plan_program_nets(prog: &Program, r: &PlanRequest, nets: &[NetProfile]) -
     let cands: Vec<LinearBackend> = match r.mode.as_str() {
         "tee" => vec![LinearBackend::Module, LinearBackend::Triples],
         "dealer" => vec![LinearBackend::Triples],
-        m => return Err(Error::Config(format!("hush plan --mode {m}: encoder graphs are planned in tee and dealer modes"))),
+        // a fixed choice: the interactive one-sided weight triples (OT) cost 260 B per multiply-add
+        "interactive" => vec![LinearBackend::He],
+        m => return Err(Error::Config(format!("hush plan --mode {m}: encoder graphs are planned in tee, dealer and interactive modes"))),
     };
     let none = NetProfile::none();
     let mut costs = Vec::new();
@@ -223,7 +225,7 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
             (k, format!("{} {:.4} s{mine} beats {}", cands[k].name(), per[k][i].secs, alts.join(", ")))
         } else if touches_weights(st) {
             choice[i] = Some(cands[0]);
-            (0, "the only sound backend with a dealer (it never sees W)".to_string())
+            (0, if r.mode == "interactive" { "the interactive preset's backend (Cheetah HE; no module, no dealer)" } else { "the only sound backend with a dealer (it never sees W)" }.to_string())
         } else {
             (0, String::new())
         };
@@ -291,7 +293,11 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
         "fixed": fixed, "steps": rows, "measured": measured,
         "cost_model": "per step: measured compute (both parties in this process, no network) + rounds x one-way latency + busier direction's bytes / bandwidth",
         "cpu": crate::bert::cpu_model(),
-        "note": if r.mode == "tee" { "tee mode: trusted module simulated — gives no hardware protection" } else { "dealer mode: the dealer never sees W (triples backend)" },
+        "note": match r.mode.as_str() {
+            "tee" => "tee mode: trusted module simulated — gives no hardware protection",
+            "interactive" => "interactive mode: no module and no dealer (HE linear layers, cf2 and every correlation on COTs); its plan is the preset",
+            _ => "dealer mode: the dealer never sees W (triples backend)",
+        },
     });
     Ok((plan, rep))
 }
@@ -305,7 +311,9 @@ pub fn resolve(choice: &PlanChoice, preset: &GraphOptions, prog: &Program, net: 
     match choice {
         PlanChoice::Preset => Ok((preset.clone(), None)),
         PlanChoice::File { plan, .. } => Ok((preset.with_plan_file(prog, plan, dealer)?, None)),
-        PlanChoice::Auto if dealer => Ok((preset.clone(), None)),
+        // dealer: only triples are sound; interactive: HE is the one backend worth running (the interactive
+        // OT weight triples cost 260 B per multiply-add), so `auto` is the preset
+        PlanChoice::Auto if dealer || preset.interactive.is_some() => Ok((preset.clone(), None)),
         PlanChoice::Auto => {
             let shape = prog.inputs.first().map(|(_, s, _)| s.as_slice()).unwrap_or(&[]);
             let (batch, seq) = (shape.first().copied().unwrap_or(1), shape.get(1).copied().unwrap_or(1));

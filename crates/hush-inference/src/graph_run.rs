@@ -12,11 +12,14 @@
 //! at scale 2^f in Z_2^64; a linear layer's products at 2^{2f} are
 //! truncated once after the bias.
 //!
-//! **Trust.** This executor runs in `tee` mode: the correlations come from
-//! two trusted modules that agree a seed — **simulated on these machines,
-//! no hardware protection**. Dealer and interactive providers for this path
-//! are not wired yet (refused by [`GraphOptions`]'s callers with a message
-//! saying so).
+//! **Trust.** The presets: `tee` — the correlations come from two trusted
+//! modules that agree a seed (**simulated on these machines, no hardware
+//! protection**); `dealer` — a dealer that never sees W (one-sided weight
+//! triples, public comparison bounds); `interactive` — no module and no
+//! dealer ([`party_interactive`]: Cheetah HE linear layers,
+//! [`crate::graph_he`], and every other correlation made by the two parties
+//! over COTs). Silent and malicious-client are refused by
+//! [`GraphOptions`]'s callers with a message saying so.
 //!
 //! **What the server learns:** the program (architecture and the padded
 //! input shape: batch and sequence length — not the true lengths, which are
@@ -77,6 +80,15 @@ pub enum LinearBackend {
     /// The provider deals knowing nothing of W: the dealer's view is
     /// request sizes only.
     Triples,
+    /// Cheetah's HE linear layers ([`crate::graph_he`]): the client holds
+    /// the secret key, the server multiplies its plaintext W into the
+    /// client's ciphertexts and returns a flooded, re-randomised share.
+    /// Linear layers and embeddings; the element-wise steps (per-channel
+    /// scales, LayerNorm's γ) run on the context's one-sided weight triples
+    /// instead — made interactively in the `interactive` preset (k = n = 1:
+    /// an HE product would cost a diagonal C×C convolution for C
+    /// multiplications). Only with the interactive provider.
+    He,
 }
 
 impl LinearBackend {
@@ -84,7 +96,26 @@ impl LinearBackend {
         match self {
             LinearBackend::Module => "module",
             LinearBackend::Triples => "triples",
+            LinearBackend::He => "he",
         }
+    }
+}
+
+/// The session set-up of the `interactive` preset: the COT source under the
+/// interactive provider and `cf2`, and the RLWE parameter set of the HE
+/// linear layers. `seed` makes a run deterministic (tests: the same seed
+/// gives the same transcript); None draws OS randomness.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InteractiveSetup {
+    /// `ferret` (default) or `iknp` ([`hush_correlations::registry::SOURCES`]).
+    pub source: String,
+    pub he_params: String,
+    pub seed: Option<u64>,
+}
+
+impl Default for InteractiveSetup {
+    fn default() -> Self {
+        InteractiveSetup { source: "ferret".into(), he_params: crate::he_linear::DEFAULT_PARAMS.into(), seed: None }
     }
 }
 
@@ -123,6 +154,9 @@ pub struct GraphOptions {
     /// ([`hush_2pc::transformer::gelu::gelu_within`]), and the proven
     /// bound holds for every input, so the result is the whole-ring one.
     pub public_bound: Option<PublicBounds>,
+    /// The interactive provider (no module, no dealer): set by the
+    /// `interactive` preset; None runs on a module or a dealer.
+    pub interactive: Option<InteractiveSetup>,
 }
 
 /// Public comparison bounds (real units) per operator type.
@@ -142,13 +176,26 @@ pub const PUBLIC_CMP_BOUND: PublicBounds = PublicBounds { gelu: 65536.0, softmax
 impl GraphOptions {
     /// The tee preset: weights in the server's module, bound-sized comparisons.
     pub fn tee(fx: FixedConfig, proto: Proto) -> Self {
-        GraphOptions { fx, proto, linear: LinearBackend::Module, per_step: None, widths_from_bounds: true, public_bound: None }
+        GraphOptions { fx, proto, linear: LinearBackend::Module, per_step: None, widths_from_bounds: true, public_bound: None, interactive: None }
     }
     /// The dealer preset: one-sided weight triples, comparisons sized for
     /// the public bounds [`PUBLIC_CMP_BOUND`] — the dealer's view is
     /// independent of the weights.
     pub fn dealer(fx: FixedConfig, proto: Proto) -> Self {
-        GraphOptions { fx, proto, linear: LinearBackend::Triples, per_step: None, widths_from_bounds: false, public_bound: Some(PUBLIC_CMP_BOUND) }
+        GraphOptions { fx, proto, linear: LinearBackend::Triples, per_step: None, widths_from_bounds: false, public_bound: Some(PUBLIC_CMP_BOUND), interactive: None }
+    }
+    /// The interactive preset (issue 29): **no trusted party** — no module
+    /// and no dealer anywhere in the run. Linear layers and embeddings on
+    /// Cheetah's HE ([`LinearBackend::He`]); every other correlation
+    /// (truncation pairs, Beaver and matrix triples, power tuples, subset
+    /// products, one-sided weight triples for the element-wise scales) made
+    /// by the two parties over COTs ([`Ctx::new_interactive`],
+    /// [`hush_2pc::interactive`]) and comparisons by CrypTFlow2's
+    /// millionaires' (`cf2`). Comparisons are sized from the proven bounds:
+    /// nobody but the two parties sees a request, and the client learns the
+    /// bounds with the public program anyway.
+    pub fn interactive(fx: FixedConfig, setup: InteractiveSetup) -> Self {
+        GraphOptions { fx, proto: Proto::Cf2, linear: LinearBackend::He, per_step: None, widths_from_bounds: true, public_bound: None, interactive: Some(setup) }
     }
 }
 
@@ -158,7 +205,24 @@ impl GraphOptions {
         self.per_step.as_ref().and_then(|v| v.get(i).copied().flatten()).unwrap_or(self.linear)
     }
 
-    /// Refuses mixes whose security argument does not compose: with a
+    /// Refuses mixes whose security argument does not compose, or that the
+    /// session has no means to run, naming the step:
+    ///
+    /// * **interactive provider** ([`GraphOptions::interactive`]): there is
+    ///   no module, so a module-dealt step is refused (it would need one);
+    ///   `he` and `triples` compose in any mix — HE shows W to no one
+    ///   (ciphertexts under the client's key, flooded responses), the
+    ///   interactive one-sided weight triples show W − B with B the
+    ///   server's own uniform randomness, and each step's outputs are fresh
+    ///   sharings, so the steps compose sequentially. The comparison family
+    ///   must be `cf2` (the only one with an interactive provider). The
+    ///   server also checks that every HE product fits Cheetah's ring
+    ///   ([`crate::graph_he::check_fits`]).
+    /// * **a module or a dealer** (tee, dealer): the HE backend is refused —
+    ///   such a session has no RLWE keys (not implemented; HE linear layers
+    ///   beside dealt correlations would compose, but nothing sets them up).
+    ///
+    /// With a
     /// dealer as the provider (`dealer_provider`), a module-dealt step would
     /// load that step's weights into the dealer — refused naming the step.
     /// With the parties' own modules (tee) both backends are sound in any
@@ -186,6 +250,34 @@ impl GraphOptions {
                     }
                 }
             }
+        }
+        if self.interactive.is_some() && self.proto != Proto::Cf2 {
+            return Err(Error::Config(format!("plan: the interactive provider compares with cf2, not {:?}", self.proto)));
+        }
+        for (i, st) in p.steps.iter().enumerate() {
+            if !touches_weights(st) {
+                continue;
+            }
+            match (self.interactive.is_some(), self.backend(i)) {
+                (true, LinearBackend::Module) => {
+                    return Err(Error::Config(format!(
+                        "plan: step {i} ({} '{}') is module-dealt, but the interactive preset has no module (and no dealer): use he or triples",
+                        st.kind(),
+                        p.slots[st.out()].name
+                    )))
+                }
+                (false, LinearBackend::He) => {
+                    return Err(Error::Config(format!(
+                        "plan: step {i} ({} '{}') uses the HE backend, which runs only in the interactive preset (not implemented beside a module or a dealer)",
+                        st.kind(),
+                        p.slots[st.out()].name
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if self.interactive.is_some() && p.has_weights {
+            crate::graph_he::check_fits(p, self.fx.frac, |i| matches!(p.steps[i], Step::Linear { .. } | Step::Embed { .. }) && self.backend(i) == LinearBackend::He)?;
         }
         if dealer_provider {
             for (i, st) in p.steps.iter().enumerate() {
@@ -302,7 +394,8 @@ fn backend_named(entry: &str, v: &str) -> Result<LinearBackend> {
     match v {
         "module" => Ok(LinearBackend::Module),
         "triples" => Ok(LinearBackend::Triples),
-        o => Err(Error::Config(format!("plan file entry {entry}: unknown backend '{o}' (module or triples)"))),
+        "he" => Ok(LinearBackend::He),
+        o => Err(Error::Config(format!("plan file entry {entry}: unknown backend '{o}' (module, triples or he)"))),
     }
 }
 
@@ -488,6 +581,8 @@ struct Exec<'a> {
     ring: Ring,
     ctx: Ctx,
     module: Option<SharedModule>,
+    /// The HE linear layers (interactive preset).
+    he: Option<crate::graph_he::GraphHe>,
     next_id: u32,
     vals: Vec<Option<Val>>,
     /// The plan pass of [`Exec::run_ahead`]: the context records what
@@ -547,12 +642,33 @@ impl<'a> Exec<'a> {
     }
 
     /// y = op(x) through the module-dealt linear path (in the clear in the
-    /// reference); `op` is built only where the weights are.
-    fn linear(&mut self, ch: &mut dyn Channel, op: impl FnOnce() -> LinearOp, in_len: usize, out_len: usize, x: &ArithShare) -> Result<ArithShare> {
+    /// reference), or through Cheetah's HE with the HE backend (`op` a 1×1
+    /// convolution of `c_in` channels); `op` is built only where the
+    /// weights are.
+    fn linear(&mut self, ch: &mut dyn Channel, op: impl FnOnce() -> LinearOp, c_in: usize, in_len: usize, out_len: usize, x: &ArithShare) -> Result<ArithShare> {
         let id = self.next_id;
         self.next_id += 1;
         if self.planning {
             return Ok(ArithShare::zeros(self.ring, out_len));
+        }
+        if self.backend == LinearBackend::He {
+            let m = in_len / c_in.max(1);
+            if c_in == 0 || m == 0 || in_len % c_in != 0 || out_len % m != 0 {
+                return Err(Error::Config(format!("HE linear: {in_len} → {out_len} elements over {c_in} channels")));
+            }
+            let wt = if self.has_weights() {
+                match &mut op() {
+                    LinearOp::Conv { weight, .. } => std::mem::take(weight),
+                    _ => return Err(Error::Config("HE linear: not a 1×1 convolution (a program bug)".into())),
+                }
+            } else {
+                Vec::new()
+            };
+            let he = self.he.as_mut().ok_or_else(|| Error::Config("the HE linear backend runs only in the interactive preset (this session has no HE keys)".into()))?;
+            let mut wt = wt;
+            let r = he.apply(&mut self.ctx, ch, x, &wt, c_in, m, out_len / m);
+            zeroize::Zeroize::zeroize(&mut wt);
+            return r;
         }
         let side = match self.role {
             Role::Server => linear::Side::Server,
@@ -634,10 +750,10 @@ impl<'a> Exec<'a> {
         match self.backend {
             LinearBackend::Module => {
                 let xt = transpose(x, rows, len);
-                let y = self.linear(ch, || LinearOp::Scale { channels: len as u32, inner: rows as u32, weight: c.iter().map(|&v| enc(ring, v, f)).collect() }, x.len(), x.len(), &xt)?;
+                let y = self.linear(ch, || LinearOp::Scale { channels: len as u32, inner: rows as u32, weight: c.iter().map(|&v| enc(ring, v, f)).collect() }, len, x.len(), x.len(), &xt)?;
                 Ok(transpose(&y, len, rows))
             }
-            LinearBackend::Triples => {
+            LinearBackend::Triples | LinearBackend::He => {
                 // `len` one-sided products x[:, j] (rows×1) · c_j (1×1)
                 let xt = transpose(x, rows, len);
                 let cs = self.weights(|| c.iter().map(|&v| enc(ring, v, f)).collect());
@@ -715,6 +831,7 @@ impl<'a> Exec<'a> {
                         }
                         LinearOp::Conv { c_in: vocab as u32, h: 1, w: t as u32, c_out: h as u32, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4], weight: wt }
                     },
+                    vocab,
                     vocab * t,
                     h * t,
                     &ArithShare::new(ring, oh),
@@ -742,6 +859,7 @@ impl<'a> Exec<'a> {
                         }
                         LinearOp::Conv { c_in: n_in as u32, h: 1, w: rows as u32, c_out: n_out as u32, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4], weight: wt }
                     },
+                    n_in,
                     n_in * rows,
                     n_out * rows,
                     &xt,
@@ -893,6 +1011,10 @@ impl<'a> Exec<'a> {
         self.meter.clear();
         for (i, st) in self.p.steps.iter().enumerate() {
             self.backend = self.plan.backend(i);
+            if self.role == Role::Clear && self.backend == LinearBackend::He {
+                // the reference computes X·W exactly (in the clear), as the HE backend does within its bound
+                self.backend = LinearBackend::Module;
+            }
             let (t0, c0) = (Instant::now(), ch.cost());
             if let Some((p, tag)) = self.probe {
                 (p.restart_peak)(tag);
@@ -1063,23 +1185,73 @@ pub fn party_run_probed(role: Role, prog: &Program, o: &GraphOptions, ch: &mut d
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), next_id: 0, vals: Vec::new(), planning: false, probe };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), he: None, next_id: 0, vals: Vec::new(), planning: false, probe };
     let outs = if ahead { ex.run_ahead(ch, inputs, module)? } else { ex.run(ch, inputs)? };
     let meter = std::mem::take(&mut ex.meter);
+    Ok((reveal(role, prog, o, ch, &outs)?, meter))
+}
+
+/// The outputs revealed to the client (the server sends its shares).
+fn reveal(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, outs: &[ArithShare]) -> Result<Option<Vec<Tensor>>> {
+    let ring = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?.ring;
     let flat: Vec<u64> = outs.iter().flat_map(|s| s.v.iter().copied()).collect();
     if role == Role::Server {
         linear::send_ring(ch, &o.fx, &flat)?;
-        return Ok((None, meter));
+        return Ok(None);
     }
     let other = linear::recv_ring(ch, &o.fx, flat.len(), "graph: the server's share of the outputs")?;
     let mut res = Vec::new();
     let mut off = 0;
-    for ((_, s), sh) in prog.outputs.iter().zip(&outs) {
-        let v = (0..sh.len()).map(|i| o.fx.decode(fp.ring.add(sh.v[i], other[off + i]))).collect();
+    for ((_, s), sh) in prog.outputs.iter().zip(outs) {
+        let v = (0..sh.len()).map(|i| o.fx.decode(ring.add(sh.v[i], other[off + i]))).collect();
         off += sh.len();
         res.push(Tensor::new(prog.slots[*s].shape.clone(), v));
     }
-    Ok((Some(res), meter))
+    Ok(Some(res))
+}
+
+/// What a run asked of a trusted party: the interactive preset's test
+/// asserts both are zero/false.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProviderUse {
+    /// A module or a dealer connection was constructed for the run.
+    pub module: bool,
+    /// The operators' context had a dealer handle (through which any
+    /// module or dealer request would go).
+    pub dealer_handle: bool,
+}
+
+/// One party's run in the **interactive preset** ([`GraphOptions::interactive`]):
+/// no module and no dealer. Sets up COTs in both directions (`setup.source`,
+/// party 0 = the server first), then the RLWE keys (client → server), then
+/// runs every step lazily on the interactive context (each correlation made
+/// with the peer just before its use) and reveals the outputs to the client.
+pub fn party_interactive(role: Role, prog: &Program, o: &GraphOptions, ch: &mut dyn Channel, inputs: &HashMap<String, Tensor>) -> Result<(Option<Vec<Tensor>>, Vec<StepCost>, ProviderUse)> {
+    use hush_primitives::{Block, Prg};
+    let setup = o.interactive.as_ref().ok_or_else(|| Error::Config("party_interactive: the plan is not the interactive preset".into()))?;
+    if role == Role::Clear {
+        return Err(Error::Config("party_interactive: a party is the server or the client".into()));
+    }
+    if role == Role::Server && !prog.has_weights {
+        return Err(Error::Config("graph: the server's program has no weights".into()));
+    }
+    check_program(prog, o.fx)?;
+    o.validate(prog, false)?;
+    let party = u8::from(role != Role::Server);
+    let prg = |salt: u128| match setup.seed {
+        Some(s) => Prg::new(Block(((s as u128) << 64) ^ (salt << 8) ^ party as u128)),
+        None => Prg::from_os(),
+    };
+    let sc = hush_correlations::registry::SourceConfig::named(&setup.source);
+    let ot = hush_2pc::beaver::OtSession::setup(ch, party, &sc, &mut prg(1)).map_err(|e| Error::Nonlinear(format!("COT setup ({}): {e}", sc.name)))?;
+    let he = crate::graph_he::GraphHe::setup(ch, role == Role::Server, &setup.he_params, prg(2))?;
+    let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
+    let ctx = Ctx::new_interactive(party, ot, fp).map_err(tpc)?;
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: None, he: Some(he), next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let outs = ex.run(ch, inputs)?;
+    let used = ProviderUse { module: ex.module.is_some(), dealer_handle: ex.ctx.dealer().is_some() };
+    let meter = std::mem::take(&mut ex.meter);
+    Ok((reveal(role, prog, o, ch, &outs)?, meter, used))
 }
 
 /// Both parties in this process over an in-memory channel (tee mode,
@@ -1112,6 +1284,9 @@ pub fn run_private_measured(prog: &Program, inputs: &HashMap<String, Tensor>, o:
     let (ca, cb) = MemChannel::pair_with(hush_transport::ChannelOptions { profile: net.clone(), ..Default::default() });
     let t = Instant::now();
     let tee = |ch: &mut dyn Channel, role: Role, p: &Program, inp: &HashMap<String, Tensor>, pr: Option<(crate::runtime::MemProbe, usize)>| -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
+        if o.interactive.is_some() {
+            return party_interactive(role, p, o, ch, inp).map(|(y, m, _)| (y, m));
+        }
         let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
         hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
         party_run_probed(role, p, o, ch, inp, module, crate::engine::lookahead_env(), pr)
@@ -1153,7 +1328,7 @@ const CLIENT_TAG: usize = 1;
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, he: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())
@@ -1237,7 +1412,8 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
-    let o = GraphOptions::tee(fx, proto);
+    let interactive = a.common.mode == "interactive";
+    let o = if interactive { GraphOptions::interactive(fx, InteractiveSetup::default()) } else { GraphOptions::tee(fx, proto) };
     check_program(&prog, fx)?;
     let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.common.net, hush_transport::NetProfile::names().join(", "))))?;
     let (o, _) = crate::graph_plan::resolve(&PlanChoice::from_arg(a.plan.as_deref())?, &o, &prog, &net, false)?;
@@ -1261,7 +1437,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "ops": prog.op_counts().iter().map(|(k, n)| serde_json::json!({"op": k, "count": n})).collect::<Vec<_>>(),
         "output": prog.outputs.first().map(|o| o.0.clone()),
         "output_shape": first.shape,
-        "mode": "tee",
+        "mode": if interactive { "interactive" } else { "tee" },
         "plan": o.to_json(&prog),
         "proto": a.common.proto,
         "bits": fx.bits,
@@ -1274,12 +1450,13 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "by_op": by_op(&prog, &client_meter),
         "reference_max_abs_diff": check.map(|c| c.0),
         "float_max_abs_diff": check.map(|c| c.1),
-        "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties in this process",
+        "tee_note": if interactive { "interactive mode: no module and no dealer (Cheetah HE linear layers, cf2 and every correlation on Ferret COTs); both parties in this process" } else { "tee mode: trusted module simulated — gives no hardware protection; both parties in this process" },
     });
     if a.json {
         println!("{rec}");
     } else {
-        println!("hush embed (graph runtime): output '{}' {:?}, {:.2} s, {:.1} MiB, {} rounds (tee mode: trusted module simulated — gives no hardware protection)", prog.outputs[0].0, first.shape, st.seconds, st.bytes as f64 / 1048576.0, st.rounds);
+        let note = if interactive { "interactive mode: no module, no dealer" } else { "tee mode: trusted module simulated — gives no hardware protection" };
+        println!("hush embed (graph runtime): output '{}' {:?}, {:.2} s, {:.1} MiB, {} rounds ({note})", prog.outputs[0].0, first.shape, st.seconds, st.bytes as f64 / 1048576.0, st.rounds);
         if let Some((d, fl)) = check {
             println!("fixed-point reference: max |diff| {d:.2e}; float (f64) graph: max |diff| {fl:.2e}");
         }

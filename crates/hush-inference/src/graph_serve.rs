@@ -58,12 +58,19 @@ fn proto_of(p: &str) -> Result<Proto> {
 
 /// The plan a trust mode calls for (the presets): see the module docs.
 pub fn graph_options(opts: &Options, proto: &str, fx: FixedConfig) -> Result<GraphOptions> {
-    let proto = proto_of(proto)?;
     match opts.mode.preset().transformer {
-        Some(TransformerPreset::Tee) => Ok(GraphOptions::tee(fx, proto)),
-        Some(TransformerPreset::Dealer) => Ok(GraphOptions::dealer(fx, proto)),
+        Some(TransformerPreset::Tee) => Ok(GraphOptions::tee(fx, proto_of(proto)?)),
+        Some(TransformerPreset::Dealer) => Ok(GraphOptions::dealer(fx, proto_of(proto)?)),
+        Some(TransformerPreset::Interactive) => {
+            if proto != "cf2" {
+                return Err(Error::Config(format!("--proto {proto}: the interactive preset compares with cf2")));
+            }
+            // the insecure test seed (tests only) makes the run deterministic: two-process = one-process
+            let seed = opts.insecure_test_seed.map(|s| u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]));
+            Ok(GraphOptions::interactive(fx, crate::graph_run::InteractiveSetup { source: "ferret".into(), he_params: opts.he_params.clone(), seed }))
+        }
         None => Err(Error::Config(format!(
-            "--mode {}: encoder graphs run in tee and dealer modes; {} is not implemented for them yet (interactive and silent need HE/OT providers for the transformer correlations, malicious-client needs CRISP's checks for them)",
+            "--mode {}: encoder graphs run in tee, dealer and interactive modes; {} is not implemented for them yet (silent needs its COT-source providers wired for the transformer correlations, malicious-client needs CRISP's checks for them)",
             opts.mode.name(),
             opts.mode.name()
         ))),
@@ -204,6 +211,11 @@ pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options,
     });
     runtime::mode_fields(&mut reply, opts, &provider);
     ch.send(reply.to_string().as_bytes())?;
+    if o.interactive.is_some() {
+        // no module, no dealer: the provider (a NoModule that refuses every request) is never used
+        crate::graph_run::party_interactive(Role::Server, &prog, &o, ch, &HashMap::new())?;
+        return Ok(1);
+    }
     let mut module = provider.module;
     runtime::establish(&mut module, ch, opts, ModuleRole::Sender)?;
     o.validate(&prog, opts.mode.preset().dealer())?;
@@ -282,9 +294,14 @@ pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, plan: &PlanChoice, in
             return Err(Error::Protocol(format!("the server's program takes input '{name}' of shape {shape:?}, not the one asked for")));
         }
     }
-    let mut module = runtime::client_provider(opts, &reply)?;
-    runtime::establish(&mut module, ch, opts, ModuleRole::Receiver)?;
-    let (outputs, meter) = crate::graph_run::party_metered(Role::Client, &prog, &o, ch, inputs, module.clone()).map_err(|e| runtime::diagnose(&mut module, &opts.mode, e))?;
+    let (outputs, meter) = if o.interactive.is_some() {
+        let (y, m, _) = crate::graph_run::party_interactive(Role::Client, &prog, &o, ch, inputs)?;
+        (y, m)
+    } else {
+        let mut module = runtime::client_provider(opts, &reply)?;
+        runtime::establish(&mut module, ch, opts, ModuleRole::Receiver)?;
+        crate::graph_run::party_metered(Role::Client, &prog, &o, ch, inputs, module.clone()).map_err(|e| runtime::diagnose(&mut module, &opts.mode, e))?
+    };
     let by_op = crate::graph_run::by_op(&prog, &meter);
     let outputs = outputs.ok_or_else(|| Error::Protocol("no outputs".into()))?;
     let c = ch.cost();

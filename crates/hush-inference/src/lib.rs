@@ -66,6 +66,7 @@ pub mod commands;
 pub mod encoder;
 pub mod engine;
 pub mod fixed;
+pub mod graph_he;
 pub mod graph_plan;
 pub mod graph_run;
 pub mod graph_serve;
@@ -95,6 +96,8 @@ mod tests_mem;
 mod tests_crisp;
 #[cfg(test)]
 mod tests_graph;
+#[cfg(test)]
+mod tests_graph_interactive;
 #[cfg(test)]
 mod tests_attest;
 #[cfg(test)]

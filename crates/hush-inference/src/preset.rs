@@ -18,7 +18,7 @@
 //! |---|---|---|---|---|---|---|
 //! | `tee` | own modules (simulated) | module-dealt | fss, tami (tami) | — | semi-honest | module-dealt linear, bound-sized comparisons |
 //! | `dealer` | dealer | module-dealt (the dealer holds W; `hush plan` says so) | fss, tami (tami) | — | semi-honest | one-sided weight triples, public comparison bounds (the dealer never sees W) |
-//! | `interactive` | none | HE (Cheetah) | cf2 | Ferret | semi-honest | not implemented |
+//! | `interactive` | none | HE (Cheetah) | cf2 | Ferret | semi-honest | HE linear layers and embeddings, every other correlation made over COTs, cf2, bound-sized comparisons |
 //! | `silent` | SilentFlow modules inside the COT source | HE (Cheetah) | cf2 | SilentFlow | semi-honest | not implemented |
 //! | `malicious-client` | dealer | CRISP (dealt bilinear triples or CKKS) | crisp | — | CRISP | not implemented |
 
@@ -73,6 +73,8 @@ pub enum TransformerPreset {
     Tee,
     /// [`crate::graph_run::GraphOptions::dealer`].
     Dealer,
+    /// [`crate::graph_run::GraphOptions::interactive`].
+    Interactive,
 }
 
 /// What a mode runs (see the table in the module docs).
@@ -159,7 +161,7 @@ impl Mode {
         match self {
             Mode::Tee => Preset { mode: "tee", provider: Provider::OwnModules, linear: CnnLinear::Module, families: engine::FAMILIES, default_family: "tami", cot: None, engine: Engine::SemiHonest, transformer: Some(TransformerPreset::Tee) },
             Mode::Dealer { .. } => Preset { mode: "dealer", provider: Provider::Dealer, linear: CnnLinear::Module, families: engine::FAMILIES, default_family: "tami", cot: None, engine: Engine::SemiHonest, transformer: Some(TransformerPreset::Dealer) },
-            Mode::Interactive => Preset { mode: "interactive", provider: Provider::None, linear: CnnLinear::He, families: engine::HE_FAMILIES, default_family: "cf2", cot: Some(Cot::Ferret), engine: Engine::SemiHonest, transformer: None },
+            Mode::Interactive => Preset { mode: "interactive", provider: Provider::None, linear: CnnLinear::He, families: engine::HE_FAMILIES, default_family: "cf2", cot: Some(Cot::Ferret), engine: Engine::SemiHonest, transformer: Some(TransformerPreset::Interactive) },
             Mode::Silent => Preset { mode: "silent", provider: Provider::None, linear: CnnLinear::He, families: engine::HE_FAMILIES, default_family: "cf2", cot: Some(Cot::Silent), engine: Engine::SemiHonest, transformer: None },
             Mode::MaliciousClient { .. } => Preset { mode: "malicious-client", provider: Provider::Dealer, linear: CnnLinear::Crisp, families: &["crisp"], default_family: "crisp", cot: None, engine: Engine::Crisp, transformer: None },
         }

@@ -53,7 +53,7 @@ fn rnd(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 }
 
 /// The test graph; `mutate` may edit its nodes before it is built.
-fn graph(mutate: impl FnOnce(&mut Vec<NodeProto>, &mut Vec<TensorProto>)) -> ModelProto {
+pub(crate) fn graph(mutate: impl FnOnce(&mut Vec<NodeProto>, &mut Vec<TensorProto>)) -> ModelProto {
     let h = H as i64;
     let mut inits = vec![
         f32s("emb", &[V as i64, h], rnd(V * H, 1, 1.0)),
@@ -102,14 +102,14 @@ fn graph(mutate: impl FnOnce(&mut Vec<NodeProto>, &mut Vec<TensorProto>)) -> Mod
     }
 }
 
-fn inputs() -> HashMap<String, Tensor> {
+pub(crate) fn inputs() -> HashMap<String, Tensor> {
     // two sentences of 6 tokens, the second padded after 4
     let ids = vec![3., 7., 1., 29., 11., 5., 2., 8., 13., 21., 0., 0.];
     let mask = vec![1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 0., 0.];
     HashMap::from([("input_ids".to_string(), Tensor::ints(vec![2, 6], ids)), ("attention_mask".to_string(), Tensor::ints(vec![2, 6], mask))])
 }
 
-fn shapes(i: &HashMap<String, Tensor>) -> HashMap<String, Vec<usize>> {
+pub(crate) fn shapes(i: &HashMap<String, Tensor>) -> HashMap<String, Vec<usize>> {
     i.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect()
 }
 

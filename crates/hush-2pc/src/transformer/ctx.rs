@@ -204,6 +204,12 @@ impl Ctx {
         self.ot.is_some()
     }
 
+    /// The COT session (interactive mode), for protocols run beside the
+    /// operators on the same COTs (the graph runtime's HE-to-ring lift).
+    pub fn ot_mut(&mut self) -> Option<&mut OtSession> {
+        self.ot.as_mut()
+    }
+
     /// Gives the COT session back (interactive mode).
     pub fn into_ot(self) -> Option<OtSession> {
         self.ot

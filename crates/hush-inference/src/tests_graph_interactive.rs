@@ -1,0 +1,194 @@
+//! The graph runtime's `interactive` preset (issue 29): Cheetah HE linear
+//! layers and embeddings, every other correlation made by the two parties
+//! over COTs, cf2 comparisons — no module and no dealer. Against the f64
+//! interpreter and the fixed-point reference on the small graph of
+//! `tests_graph.rs`; the HE-to-ring lift on random and edge values; the
+//! plan's refusals; a fixed seed gives the same run.
+
+use crate::graph_run::{party_interactive, run_clear, GraphOptions, InteractiveSetup, LinearBackend, ProviderUse, Role};
+use crate::tests_graph::{graph, inputs, shapes};
+use hush_2pc::share::FixedPoint;
+use hush_2pc::transformer::Ctx;
+use hush_onnx::eval::Tensor;
+use hush_onnx::graph::{GraphModel, Program};
+use hush_primitives::{Block, Prg, Ring};
+use hush_transport::{Channel, MemChannel};
+
+use std::collections::HashMap;
+
+fn fx() -> crate::fixed::FixedConfig {
+    crate::fixed::FixedConfig { bits: 64, frac: 12 }
+}
+
+fn setup(seed: u64) -> InteractiveSetup {
+    // IKNP keeps the test fast; the preset's default source is Ferret
+    InteractiveSetup { source: "iknp".into(), seed: Some(seed), ..Default::default() }
+}
+
+type PartyOut = (Option<Vec<Tensor>>, ProviderUse, u64);
+
+/// Both parties over an in-memory pair: the client's outputs, each side's
+/// provider use and bytes sent.
+fn run_both(prog: &Program, inp: &HashMap<String, Tensor>, o: &GraphOptions) -> (PartyOut, PartyOut) {
+    let public = prog.public();
+    let (mut a, mut b) = MemChannel::pair();
+    std::thread::scope(|sc| {
+        let hs = sc.spawn(|| {
+            let (y, _, u) = party_interactive(Role::Server, prog, o, &mut a, &HashMap::new()).unwrap();
+            (y, u, a.cost().bytes_sent)
+        });
+        let hc = sc.spawn(|| {
+            let (y, _, u) = party_interactive(Role::Client, &public, o, &mut b, inp).unwrap();
+            (y, u, b.cost().bytes_sent)
+        });
+        (hs.join().unwrap(), hc.join().unwrap())
+    })
+}
+
+#[test]
+fn interactive_graph_runs_with_no_module_and_no_dealer_within_the_bound() {
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let o = GraphOptions::interactive(fx(), setup(7));
+    o.validate(&prog, false).unwrap();
+    let ((ys, us, bs), (yc, uc, bc)) = run_both(&prog, &inp, &o);
+    assert!(ys.is_none());
+    let y = yc.unwrap();
+    // no module was constructed and the contexts had no dealer handle: no
+    // module or dealer request can have been made
+    assert_eq!(us, ProviderUse::default());
+    assert_eq!(uc, ProviderUse::default());
+    assert!(bs > 0 && bc > 0);
+    let f = g.eval_f64(&inp).unwrap();
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    let err = |a: &Tensor, b: &Tensor| a.v.iter().zip(&b.v).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+    assert_eq!(y[0].shape, f[0].shape);
+    // the bounds of the tee preset's test (graph_runs_privately_within_the_fixed_point_bound_with_pinned_cost)
+    assert!(err(&y[0], &f[0]) < 0.02, "interactive vs f64: {}", err(&y[0], &f[0]));
+    assert!(err(&y[0], &c[0]) < 0.01, "interactive vs fixed-point reference: {}", err(&y[0], &c[0]));
+}
+
+#[test]
+fn interactive_runs_with_the_same_seed_are_identical() {
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let o = GraphOptions::interactive(fx(), setup(11));
+    let (_, (y1, _, b1)) = run_both(&prog, &inp, &o);
+    let (_, (y2, _, b2)) = run_both(&prog, &inp, &o);
+    let (y1, y2) = (y1.unwrap(), y2.unwrap());
+    assert_eq!(b1, b2);
+    assert!(y1[0].v.iter().zip(&y2[0].v).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn interactive_plans_refuse_module_steps_and_he_outside_the_preset_by_name() {
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let li = prog.steps.iter().position(|s| s.kind() == "linear").unwrap();
+    let name = prog.slots[prog.steps[li].out()].name.clone();
+    let mut per = vec![None; prog.steps.len()];
+    per[li] = Some(LinearBackend::Module);
+    let o = GraphOptions { per_step: Some(std::sync::Arc::new(per.clone())), ..GraphOptions::interactive(fx(), setup(1)) };
+    let e = o.validate(&prog, false).unwrap_err().to_string();
+    assert!(e.contains(&format!("step {li}")) && e.contains(&name) && e.contains("no module"), "{e}");
+    // triples (interactive one-sided weight triples) and he mix
+    per[li] = Some(LinearBackend::Triples);
+    let o = GraphOptions { per_step: Some(std::sync::Arc::new(per.clone())), ..GraphOptions::interactive(fx(), setup(1)) };
+    o.validate(&prog, false).unwrap();
+    // the HE backend beside a module or a dealer is refused naming the step
+    per[li] = Some(LinearBackend::He);
+    for base in [GraphOptions::default(), GraphOptions::dealer(fx(), hush_2pc::nonlinear::Proto::Tami)] {
+        let o = GraphOptions { per_step: Some(std::sync::Arc::new(per.clone())), ..base };
+        let e = o.validate(&prog, false).unwrap_err().to_string();
+        assert!(e.contains(&format!("step {li}")) && e.contains(&name) && e.contains("interactive preset"), "{e}");
+    }
+    // plan files name the backend
+    let f = crate::graph_run::PlanFile::from_toml("[ops]\nlinear = \"he\"\n").unwrap();
+    assert!(GraphOptions::default().with_plan_file(&prog, &f, false).is_err());
+    let o = GraphOptions::interactive(fx(), setup(1)).with_plan_file(&prog, &crate::graph_run::PlanFile::from_toml("[ops]\nlinear = \"triples\"\n").unwrap(), false).unwrap();
+    assert_eq!(o.backend(li), LinearBackend::Triples);
+    // a weight large enough that X·W could pass 2^45 ulps is refused by the server, naming the value
+    let big = g.instantiate(&shapes(&inp)).unwrap();
+    let mut big = big;
+    if let hush_onnx::graph::Step::Linear { w, .. } = &mut big.steps[li] {
+        w.iter_mut().for_each(|v| *v *= 1e6);
+    }
+    let e = GraphOptions::interactive(fx(), setup(1)).validate(&big, false).unwrap_err().to_string();
+    assert!(e.contains(&name) && e.contains("HE backend"), "{e}");
+}
+
+fn ctx_pair(seed: u64) -> (Ctx, Ctx, MemChannel, MemChannel) {
+    let fp = FixedPoint::new(64, 12).unwrap();
+    let (mut a, mut b) = MemChannel::pair();
+    let sc = hush_correlations::registry::SourceConfig::named("iknp");
+    let (oa, ob) = std::thread::scope(|s| {
+        let ha = s.spawn(|| hush_2pc::beaver::OtSession::setup(&mut a, 0, &sc, &mut Prg::new(Block(seed as u128 * 2))).unwrap());
+        let hb = s.spawn(|| hush_2pc::beaver::OtSession::setup(&mut b, 1, &sc, &mut Prg::new(Block(seed as u128 * 2 + 1))).unwrap());
+        (ha.join().unwrap(), hb.join().unwrap())
+    });
+    (Ctx::new_interactive(0, oa, fp).unwrap(), Ctx::new_interactive(1, ob, fp).unwrap(), a, b)
+}
+
+#[test]
+fn the_he_lift_extends_shares_exactly_and_costs_one_ot_per_element() {
+    let l = crate::graph_he::HE_BITS;
+    let lm = (1u64 << l) - 1;
+    let lim = 1i64 << (l - 2);
+    let mut rng = Prg::new(Block(5));
+    // random values, and the edges ±(2^{ℓ−2} − 1), 0, −1, each with random shares
+    let mut v: Vec<i64> = (0..200).map(|_| (rng.next_u64() as i64) % lim).collect();
+    v.extend([lim - 1, -(lim - 1), 0, -1, 1]);
+    let r: Vec<u64> = v.iter().map(|_| rng.next_u64() & lm).collect();
+    // r's top bits at both values, as the server's
+    let (y_c, r_s): (Vec<u64>, Vec<u64>) = v.iter().zip(&r).map(|(x, r)| (((*x as u64).wrapping_sub(*r)) & lm, *r)).unzip();
+    let (mut c0, mut c1, mut a, mut b) = ctx_pair(3);
+    let (s0, s1) = std::thread::scope(|s| {
+        let h0 = s.spawn(|| crate::graph_he::lift(&mut c0, &mut a, &r_s, l, true).unwrap());
+        let h1 = s.spawn(|| crate::graph_he::lift(&mut c1, &mut b, &y_c, l, false).unwrap());
+        (h0.join().unwrap(), h1.join().unwrap())
+    });
+    let ring = Ring::new(64).unwrap();
+    for i in 0..v.len() {
+        assert_eq!(ring.add(s0[i], s1[i]) as i64, v[i], "element {i}");
+    }
+    // the shares are not the plain value at either party
+    assert!(s0.iter().zip(&v).filter(|(s, x)| **s as i64 == **x).count() < 3);
+    // pinned: one COT each way per element (IKNP's 16 B each) and 2·64 + 1 bits of corrections
+    assert_eq!((a.cost().bytes_sent, b.cost().bytes_sent, a.cost().rounds), LIFT_PIN, "lift bytes and rounds");
+}
+
+/// (server bytes, client bytes, rounds) of lifting 205 elements, pinned from a run.
+const LIFT_PIN: (u64, u64, u32) = (11530, 11530, 6);
+
+/// The served interactive run over loopback TCP + TLS (`hush serve --mode
+/// interactive` / `hush embed --connect --mode interactive`, the server on
+/// its own thread) equals the one-process run bit for bit for a fixed seed.
+#[test]
+fn served_interactive_run_over_tls_equals_the_one_process_run_bit_for_bit() {
+    use crate::graph_serve::{graph_fixed, graph_options, run_loopback};
+    use crate::runtime::{Mode, Options};
+    let g = std::sync::Arc::new(GraphModel::from_model(graph(|_, _| {})).unwrap());
+    let inp = inputs();
+    let link = hush_transport::LinkConfig::with_identity(std::sync::Arc::new(hush_transport::Identity::generate().unwrap()), Default::default());
+    assert!(link.is_tls());
+    let mut opts = Options { mode: Mode::Interactive, proto: "auto".into(), cfg: graph_fixed(12).unwrap(), insecure_test_seed: Some([9; 32]), link, ..Default::default() };
+    opts.resolve_family().unwrap();
+    let (r, _) = run_loopback(g.clone(), &opts, &crate::graph_run::PlanChoice::Preset, &inp).unwrap();
+    assert_eq!(r.mode, "interactive");
+    assert_eq!(r.plan["linear"], "he");
+    // the same session in one process: the server's program for the same outputs, the preset the server sent
+    let prog = g.instantiate_outputs(&shapes(&inp), &g.outputs[..1]).unwrap();
+    let o = graph_options(&opts, "cf2", graph_fixed(12).unwrap()).unwrap();
+    assert_eq!(o.interactive.as_ref().unwrap().source, "ferret");
+    let ((_, us, _), (yc, uc, _)) = run_both(&prog, &inp, &o);
+    assert_eq!((us, uc), (ProviderUse::default(), ProviderUse::default()));
+    let y = yc.unwrap();
+    assert_eq!(r.outputs[0].shape, y[0].shape);
+    assert!(r.outputs[0].v.iter().zip(&y[0].v).all(|(a, b)| a.to_bits() == b.to_bits()), "served {:?} vs one-process {:?}", r.outputs[0].v, y[0].v);
+    // and the result is the fixed-point reference's within its bound
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    assert!(y[0].v.iter().zip(&c[0].v).all(|(a, b)| (a - b).abs() < 0.01));
+}
