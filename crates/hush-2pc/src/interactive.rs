@@ -751,3 +751,139 @@ pub fn subsets(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32
     }
     Ok(SubsetShare { sets })
 }
+
+/// One element's offline part of the **wrap-bit truncation** that the
+/// interactive context runs instead of a truncation pair
+/// ([`crate::transformer::Ctx::trunc`] in interactive mode): party 0's
+/// random bit u, party 1's random bit c (`own`), and additive shares of
+/// u·c modulo 2^f (`uc`).
+pub struct WrapShare {
+    pub own: Vec<u64>,
+    pub uc: Vec<u64>,
+}
+
+impl Drop for WrapShare {
+    fn drop(&mut self) {
+        self.own.zeroize();
+        self.uc.zeroize();
+    }
+}
+
+/// `n` random bit products for the wrap-bit truncation by `f` bits: party
+/// 0 draws u from its PRG, party 1's c are the random choices of its ROTs,
+/// and one [`vole`] with a **1-bit** multiplier (c) against u, result
+/// modulo 2^f, gives additive shares of u·c mod 2^f. One COT and f
+/// correction bits per element, party 0 → 1, one flight after the COTs
+/// (against a truncation pair's ℓ COTs and ≈ ℓ²/2 + f·ℓ/2 bits).
+///
+/// **Where it is used** (Cheetah, Huang–Lu–Hong–Ding, USENIX Security 2022,
+/// §4.1 "truncation with one-bit error" and its known-MSB optimisation; the
+/// same identity is SCI's/CrypTFlow2's wrap computation, Rathee et al.,
+/// CCS 2020, §5): for x in [−2^{ℓ−2}, 2^{ℓ−2}) shared as x₀ + x₁ mod 2^ℓ,
+/// x' = x + 2^{ℓ−2} lies in [0, 2^{ℓ−1}) — its MSB is known to be 0 — so
+/// the wrap of the shares, w = [x'₀ + x'₁ ≥ 2^ℓ], is msb(x'₀) ∨ msb(x'₁)
+/// = a + b − a·b with a party 0's and b party 1's own bit. Then
+/// ⌊x'₀/2^f⌋ + ⌊x'₁/2^f⌋ − 2^{ℓ−f}·w = ⌊x'/2^f⌋ − carry (carry ∈ {0, 1}
+/// from the low f bits), and adding 1 − 2^{ℓ−2−f} gives
+/// ⌊x/2^f⌋ + 1 − carry ∈ {⌊x/2^f⌋, ⌊x/2^f⌋ + 1}: **the same result set
+/// as the pair-based truncation** (faithful, one-bit error). Since w is
+/// multiplied by 2^{ℓ−f}, only a·b mod 2^f is needed: online the parties
+/// exchange e = a ⊕ u and d = b ⊕ c (one bit each way, one flight,
+/// instead of the pair's ℓ-bit opening) and
+/// a·b = a·d + (1 − 2d)·(e·c + (1 − 2e)·u·c), linear in the shares of u·c
+/// with public coefficients.
+///
+/// **Security (semi-honest).** Offline: [`vole`]'s view (party 1 sees
+/// corrections masked by the pads it did not choose; party 0 sees only the
+/// COT traffic). Online: party 1 sees e = a ⊕ u with u a fresh uniform bit
+/// of party 0 used once: uniform; party 0 sees d = b ⊕ c with c the ROT's
+/// choice, hidden from it by the OT extension and used once: uniform. No
+/// value is opened, so unlike the pair-based truncation there is no masked
+/// opening of x at all. The output shares are deterministic functions of
+/// each party's input share and these uniform bits; the carry (the
+/// one-bit error) is never seen by either party. The curious-party test
+/// `wrap_truncation_bits_reveal_nothing` plays both parties' real views
+/// against the peer's MSB and against the sign of x.
+///
+/// **Range.** The identity needs x' < 2^{ℓ−1}: x ∈ [−2^{ℓ−2}, 2^{ℓ−2}),
+/// the range the pair-based truncation documents (|x| < 2^{ℓ−2}); outside
+/// it the result is wrong by a multiple of 2^{ℓ−f}, as with the pair.
+pub fn wrap_ole(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, f: u32, n: usize) -> Result<WrapShare> {
+    if !(1..=62).contains(&f) {
+        return Err(invalid(format!("wrap-bit truncation: shift {f}")));
+    }
+    let wf = move |_| f;
+    let dir = Dir { groups: n, m: 1, ybits: 1, width: &wf, chosen: false };
+    if party == 0 {
+        let u: Vec<u64> = (0..n).map(|_| ot.rng.next_u64() & 1).collect();
+        let v = vole(ot, ch, party, Some((dir, &u)), None)?;
+        Ok(WrapShare { own: u, uc: v.send.clone() })
+    } else {
+        let v = vole(ot, ch, party, None, Some((dir, None)))?;
+        Ok(WrapShare { own: v.y.clone(), uc: v.recv.clone() })
+    }
+}
+
+/// The online step of the wrap-bit truncation (see [`wrap_ole`]) on this
+/// party's shares `x` of values in [−2^{ℓ−2}, 2^{ℓ−2}): returns this
+/// party's message: one bit per element (a ⊕ u resp. b ⊕ c), packed LSB
+/// first; finished with the peer's bits by [`wrap_trunc_finish`].
+pub fn wrap_trunc_bits(ring: Ring, party: Party, x: &[u64], w: &WrapShare) -> Result<Vec<u8>> {
+    let l = ring.bits();
+    if w.own.len() != x.len() || w.uc.len() != x.len() {
+        return Err(invalid("wrap-bit truncation: correlation of the wrong length"));
+    }
+    let bias = if party == 0 { 1u64 << (l - 2) } else { 0 };
+    let mut out = vec![0u8; x.len().div_ceil(8)];
+    for (i, (&xi, &o)) in x.iter().zip(&w.own).enumerate() {
+        let a = (ring.add(xi, bias) >> (l - 1)) & 1;
+        out[i / 8] |= ((a ^ o) as u8) << (i % 8);
+    }
+    Ok(out)
+}
+
+/// Unpacks `n` bits sent by [`wrap_trunc_bits`], refusing set padding bits.
+pub fn unpack_bits(step: &'static str, b: &[u8], n: usize) -> Result<Vec<u64>> {
+    if b.len() != n.div_ceil(8) {
+        return Err(malformed(step, format!("{} bytes for {n} bits", b.len())));
+    }
+    if n % 8 != 0 && b[b.len() - 1] >> (n % 8) != 0 {
+        return Err(malformed(step, "padding bits set"));
+    }
+    Ok((0..n).map(|i| ((b[i / 8] >> (i % 8)) & 1) as u64).collect())
+}
+
+/// This party's share of T = ⌊x/2^f⌋ + 1 − carry ∈ {⌊x/2^f⌋, ⌊x/2^f⌋ + 1}
+/// from its input shares, its correlation and the peer's bits (see
+/// [`wrap_ole`]).
+pub fn wrap_trunc_finish(ring: Ring, party: Party, x: &[u64], f: u32, w: &WrapShare, peer: &[u64]) -> Vec<u64> {
+    let l = ring.bits();
+    let bias = if party == 0 { 1u64 << (l - 2) } else { 0 };
+    let mf = mask(f);
+    let k = l - f; // w·2^{ℓ−f}: only w mod 2^f matters
+    (0..x.len())
+        .map(|i| {
+            let xp = ring.add(x[i], bias);
+            let own_msb = xp >> (l - 1);
+            let lo = xp >> f;
+            // party 0: a (own msb), d = peer bit; party 1: b (own msb), e = peer bit
+            let ab = if party == 0 {
+                let (a, d, e) = (own_msb, peer[i], own_msb ^ w.own[i]);
+                let s = (1u64.wrapping_sub(2 * d)).wrapping_mul(1u64.wrapping_sub(2 * e)).wrapping_mul(w.uc[i]);
+                (a * d).wrapping_add(s)
+            } else {
+                let (b, e) = (own_msb, peer[i]);
+                let d = b ^ w.own[i];
+                let c = w.own[i];
+                let one_2d = 1u64.wrapping_sub(2 * d);
+                one_2d.wrapping_mul((e * c).wrapping_add(1u64.wrapping_sub(2 * e).wrapping_mul(w.uc[i])))
+            };
+            let wp = own_msb.wrapping_sub(ab) & mf;
+            let mut t = ring.sub(lo, (wp << k) & ring.mask());
+            if party == 0 {
+                t = ring.add(t, ring.sub(1, 1u64 << (l - 2 - f)));
+            }
+            t
+        })
+        .collect()
+}

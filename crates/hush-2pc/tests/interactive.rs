@@ -263,6 +263,7 @@ fn bytes_and_rounds_per_provider_call_are_pinned() {
         ("trunc_mul", |p, mut s, ch| drop(interactive::trunc_mul(&mut s, ch, p, 64, 12, 100).unwrap())),
         ("powers4", |p, mut s, ch| drop(interactive::powers(&mut s, ch, p, 64, 4, 100).unwrap())),
         ("subsets3", |p, mut s, ch| drop(interactive::subsets(&mut s, ch, p, 64, 3, 100).unwrap())),
+        ("wrap", |p, mut s, ch| drop(interactive::wrap_ole(&mut s, ch, p, 12, 100).unwrap())),
     ];
     // Gilboa corrections: Σ_j (ℓ − j) = ℓ(ℓ+1)/2 bits per ℓ-bit multiplier
     // and vector element, plus ℓ IKNP ROTs per multiplier; a chosen
@@ -294,6 +295,9 @@ fn bytes_and_rounds_per_provider_call_are_pinned() {
         ([tp[0] + chosen(nn) + bit_times(nn), tp[1] + chosen(nn) + bit_times(nn)], 9),
         ([prods(0, nn)[0] + prods(nn, nn)[0], prods(0, nn)[1] + prods(nn, nn)[1]], 5),
         ([chosen(3 * nn) + chosen(nn); 2], 7),
+        // the wrap-bit truncation's bit products: one ROT and f correction
+        // bits per element, party 0 → 1
+        ([(nn * f).div_ceil(8), iknp_bytes(n)], 1),
     ];
     for ((name, call), (bytes, rounds)) in calls.into_iter().zip(expect) {
         let out = run2(4, move |p, mut s, ch| call(p, &mut s, ch));
@@ -672,4 +676,85 @@ fn gelu_128x768_provider_costs() {
     }
     let tot: (u64, u64) = out[0].0.iter().fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
     eprintln!("total: party 0 sent {} received {} bytes", tot.0, tot.1);
+}
+
+// ---- the wrap-bit truncation of the interactive context (Cheetah's
+// known-MSB truncation on interactive bit products)
+
+/// Runs the wrap-bit truncation of `xs` (ring values) by `f` bits in a
+/// `bits`-bit ring: returns each party's output shares, its correlation's
+/// own bits, the peer bits it received and its own MSB bits.
+#[allow(clippy::type_complexity)]
+fn wrap_run(bits: u32, f: u32, xs: Vec<u64>, seed: u64) -> [(Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>); 2] {
+    let r = ring(bits);
+    let (s0, s1) = share_arith(r, &xs, &mut Prg::new(Block(seed as u128 + 100)));
+    let shares = [s0, s1];
+    let out = run2(seed, move |p, mut s, ch| {
+        let x = &shares[p as usize].v;
+        let w = interactive::wrap_ole(&mut s, ch, p, f, x.len()).unwrap();
+        let mine = interactive::wrap_trunc_bits(r, p, x, &w).unwrap();
+        ch.send(&mine).unwrap();
+        let peer = ch.recv().unwrap();
+        let peer = interactive::unpack_bits("test", &peer, x.len()).unwrap();
+        let t = interactive::wrap_trunc_finish(r, p, x, f, &w, &peer);
+        let bias = if p == 0 { 1u64 << (bits - 2) } else { 0 };
+        let msb: Vec<u64> = x.iter().map(|v| r.add(*v, bias) >> (bits - 1)).collect();
+        (t, w.own.clone(), peer, msb)
+    });
+    let [(a, _, _), (b, _, _)] = out;
+    [a, b]
+}
+
+#[test]
+fn wrap_truncation_is_faithful_at_every_shift_and_edge() {
+    for (bits, f, seed) in [(64u32, 12u32, 11u64), (64, 40, 12), (64, 1, 13), (64, 62, 14), (16, 5, 15), (8, 3, 16), (37, 20, 17)] {
+        let r = ring(bits);
+        let half = 1i128 << (bits - 2);
+        // the range's ends, zero, ±1, ±2^f and its neighbours, then random
+        let mut vals: Vec<i128> = vec![-half, -half + 1, half - 1, half - 2, 0, 1, -1, 1 << f, (1 << f) - 1, -(1 << f), -(1 << f) - 1];
+        let mut p = Prg::new(Block(seed as u128));
+        vals.extend((0..3000).map(|_| (p.next_u64() as i128).rem_euclid(2 * half) - half));
+        let xs: Vec<u64> = vals.iter().map(|v| (v.rem_euclid(1i128 << bits)) as u64).collect();
+        let [(a, ..), (b, ..)] = wrap_run(bits, f, xs, seed);
+        let mut errs = [0usize; 2];
+        for (i, v) in vals.iter().enumerate() {
+            let fl = v.div_euclid(1i128 << f);
+            let got = r.add(a[i], b[i]);
+            let want = |e: i128| ((fl + e).rem_euclid(1i128 << bits)) as u64;
+            let e = [0, 1].into_iter().find(|e| got == want(*e));
+            assert!(e.is_some(), "ring {bits}, f {f}: x = {v} gave {got}, want ⌊x/2^f⌋ or +1");
+            errs[e.unwrap() as usize] += 1;
+        }
+        // both outcomes occur (the one-bit error is the shares' carry)
+        if f > 1 {
+            assert!(errs[0] > 100 && errs[1] > 100, "ring {bits}, f {f}: error counts {errs:?}");
+        }
+    }
+    // refusals: shift out of range, correlation of the wrong length
+    let out = run2(18, |p, mut s, ch| interactive::wrap_ole(&mut s, ch, p, 0, 4).is_err() && interactive::wrap_ole(&mut s, ch, p, 63, 4).is_err());
+    assert!(out[0].0 && out[1].0);
+    assert!(interactive::unpack_bits("test", &[0x10], 4).is_err());
+    assert!(interactive::unpack_bits("test", &[0, 0], 4).is_err());
+}
+
+#[test]
+fn wrap_truncation_bits_reveal_nothing() {
+    // x with a secret sign: each party's received bits against the peer's
+    // MSB bit (the wrap's input) and against the sign of x
+    let n = 4000usize;
+    let mut p = Prg::new(Block(21));
+    let vals: Vec<i64> = (0..n).map(|_| (p.next_u64() >> 30) as i64 - (1i64 << 33)).collect();
+    let xs: Vec<u64> = vals.iter().map(|v| *v as u64).collect();
+    let [(_, own0, recv0, msb0), (_, own1, recv1, msb1)] = wrap_run(64, 12, xs, 22);
+    let chance = |right: usize, what: &str| {
+        let dev = (right as f64 - n as f64 / 2.0).abs();
+        assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "{what}: the view predicts the secret {right}/{n} times");
+    };
+    chance((0..n).filter(|&i| recv1[i] == msb0[i]).count(), "party 1's bits against party 0's MSB");
+    chance((0..n).filter(|&i| recv0[i] == msb1[i]).count(), "party 0's bits against party 1's MSB");
+    chance((0..n).filter(|&i| recv1[i] ^ msb1[i] == u64::from(vals[i] < 0)).count(), "party 1's bits and MSB against the sign");
+    chance((0..n).filter(|&i| recv0[i] ^ msb0[i] == u64::from(vals[i] < 0)).count(), "party 0's bits and MSB against the sign");
+    // the attack works once the mask is known: the bits are the MSBs masked
+    // by the correlation's own bits
+    assert!((0..n).all(|i| recv1[i] ^ own0[i] == msb0[i] && recv0[i] ^ own1[i] == msb1[i]));
 }

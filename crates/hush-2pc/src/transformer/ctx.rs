@@ -121,6 +121,9 @@ enum Gate {
 enum Pre {
     Relu(Vec<Gate>),
     Trunc(TruncShare),
+    /// Interactive mode's answer to a truncation need: the wrap-bit
+    /// truncation's bit products ([`interactive::wrap_ole`]).
+    Wrap(interactive::WrapShare),
     TruncSq(TruncSqShare),
     TruncMul(TruncMulShare),
     Triples(TripleShare),
@@ -512,7 +515,9 @@ impl Ctx {
                 }
                 Pre::Relu(vec![Gate::Cf2(Box::new(cf2::prepare(ot, ch, party, n, w - 1, k, n)?), w)])
             }
-            Need::Trunc { n, f } => Pre::Trunc(interactive::trunc(ot, ch, party, bits, f, n)?),
+            // not a truncation pair: the wrap-bit truncation's offline
+            // part (Cheetah's known-MSB truncation, see `Ctx::trunc`)
+            Need::Trunc { n, f } => Pre::Wrap(interactive::wrap_ole(ot, ch, party, f, n)?),
             Need::TruncSq { n, f } => Pre::TruncSq(interactive::trunc_square(ot, ch, party, bits, f, n)?),
             Need::TruncMul { n, f } => Pre::TruncMul(interactive::trunc_mul(ot, ch, party, bits, f, n)?),
             Need::Triples { n } => Pre::Triples(interactive::triples(ot, ch, party, bits, n)?),
@@ -862,6 +867,14 @@ impl Ctx {
         }
         let party = self.party;
         let Some(pre) = self.take(ch, Need::Trunc { n, f })? else { return Ok(self.zeros(n)) };
+        if let Pre::Wrap(w) = &pre {
+            // interactive mode: the wrap-bit truncation (one bit each way)
+            let step = "wrap-bit truncation: the peer's masked MSB bits";
+            let mine = interactive::wrap_trunc_bits(r, party, &x.v, w)?;
+            let peer = wire::exchange(ch, step, &mine)?;
+            let peer = interactive::unpack_bits(step, &peer, n)?;
+            return Ok(ArithShare { ring: r, v: interactive::wrap_trunc_finish(r, party, &x.v, f, w, &peer) });
+        }
         let Pre::Trunc(t) = pre else { return Err(invalid("preprocessing: not a truncation batch")) };
         let bias = 1u64 << (l - 2);
         let mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.r[i]), if party == 0 { bias } else { 0 })).collect();
@@ -908,6 +921,14 @@ impl Ctx {
         }
         if self.is_clear() {
             return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| { let t = FixedPoint::trunc_ref(r, a, f); r.mul(t, t) }).collect() });
+        }
+        if self.is_interactive() {
+            // interactive mode: the wrap-bit truncation then a square
+            // (an interactive square pair, one opening): two flights
+            // instead of one, a truncation's 1 COT + a square's ℓ one-way
+            // COTs instead of the pair's ℓ, the square's ℓ and 2 more
+            let t = self.trunc(ch, x, f)?;
+            return Ok(self.powers(ch, &t, 2)?.pop().expect("two powers"));
         }
         let party = self.party;
         let Some(pre) = self.take(ch, Need::TruncSq { n, f })? else { return Ok(self.zeros(n)) };
@@ -967,6 +988,14 @@ impl Ctx {
             let ty = t.iter().zip(&y.v).map(|(a, b)| r.mul(*a, *b)).collect();
             return Ok((ArithShare { ring: r, v: t }, ArithShare { ring: r, v: ty }));
         }
+        if self.is_interactive() {
+            // interactive mode: the wrap-bit truncation then a Beaver
+            // product (two flights instead of one; 1 + 2ℓ COTs per
+            // element instead of the tuple's 3ℓ + 2)
+            let t = self.trunc(ch, x, f)?;
+            let p = self.mul(ch, &t, y)?;
+            return Ok((t, p));
+        }
         let party = self.party;
         let Some(pre) = self.take(ch, Need::TruncMul { n, f })? else { return Ok((self.zeros(n), self.zeros(n))) };
         let Pre::TruncMul(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
@@ -1024,6 +1053,14 @@ impl Ctx {
             let t1 = self.trunc(ch, x1, f)?;
             let (_, p) = self.trunc_mul(ch, x2, f, y2)?;
             return Ok((t1, p));
+        }
+        if self.is_interactive() {
+            // interactive mode: both wrap-bit truncations in one batch
+            // (one flight), then the Beaver product (one flight)
+            let t = self.trunc(ch, &concat(&[x1, x2]), f)?;
+            let t2 = ArithShare { ring: r, v: t.v[n1..].to_vec() };
+            let p = self.mul(ch, &t2, y2)?;
+            return Ok((ArithShare { ring: r, v: t.v[..n1].to_vec() }, p));
         }
         let party = self.party;
         let pre1 = self.take(ch, Need::Trunc { n: n1, f })?;
