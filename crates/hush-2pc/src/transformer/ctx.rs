@@ -77,7 +77,7 @@ use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
 use crate::deal::trunc::{TruncMulShare, TruncMuls, TruncPairs, TruncShare, TruncSqShare, TruncSquares};
 use crate::nonlinear::{tami_general_online, Proto};
-use crate::share::{ArithShare, FixedPoint};
+use crate::share::{ArithShare, BoolShare, FixedPoint};
 use crate::tee::Dealer;
 use crate::wire::{self, pack_ring, unpack_ring};
 use crate::{fss, invalid, tami, Party, Result};
@@ -151,6 +151,13 @@ impl Prefilled {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+
+/// A comparison bit kept XOR-shared with its unused multiplexer OTs
+/// ([`Ctx::relu_and_bit`], interactive mode).
+pub struct Selector {
+    pre: Box<cf2::Cf2Pre>,
+    b: BoolShare,
 }
 
 /// A party's context for the transformer operators.
@@ -671,6 +678,55 @@ impl Ctx {
             return Err(invalid("preprocessing: ReLU batch size mismatch"));
         }
         Ok(ArithShare { ring: x.ring, v: out })
+    }
+
+    /// Interactive mode only: ReLU of `x` and the comparison bit
+    /// [`y ≥ 0`] of `y` from **one** CrypTFlow2 batch (one millionaires'
+    /// run over both, |x|, |y| ≤ `max_ulps` ring units), the ReLU's
+    /// multiplexer applied now, the bit kept XOR-shared with its unused
+    /// multiplexer OTs for a later [`Ctx::select`] (b·z for a z computed
+    /// after it). Against a ReLU pair ReLU(y + 1) − ReLU(y) for the bit
+    /// and a Beaver product b·z: one comparison and a 2-COT multiplexer
+    /// instead of two comparisons and a triple's 2ℓ COTs. **View:** cf2's
+    /// (the millionaires' and multiplexer messages, simulatable: Rathee et
+    /// al., CCS 2020, §3–4); each multiplexer ROT is used once
+    /// ([`cf2::mux_online`] consumes them in order).
+    pub fn relu_and_bit(&mut self, ch: &mut dyn Channel, x: &ArithShare, y: &ArithShare, max_ulps: f64) -> Result<(ArithShare, Option<Selector>)> {
+        if !self.is_interactive() {
+            return Err(invalid("relu_and_bit: interactive mode only (cf2 comparisons)"));
+        }
+        let (n, q) = (x.len(), y.len());
+        if n == 0 || q == 0 {
+            return Err(invalid("relu_and_bit: empty input"));
+        }
+        self.check_bound(x, max_ulps, "relu")?;
+        self.check_bound(y, max_ulps, "relu")?;
+        let w = self.width_for(max_ulps);
+        let party = self.party;
+        let Some(pre) = self.take(ch, Need::Relu { n: n + q, w, swap: false })? else { return Ok((self.zeros(n), None)) };
+        let Pre::Relu(mut gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
+        let Some(Gate::Cf2(mut pre, w)) = gates.pop().filter(|_| gates.is_empty()) else { return Err(invalid("preprocessing: not one cf2 batch")) };
+        let rw = Ring::new(w).ok_or_else(|| invalid("cf2 width"))?;
+        let all = concat(&[x, y]);
+        let xw: Vec<u64> = all.v.iter().map(|v| v & rw.mask()).collect();
+        let inp = cf2::drelu_input(party, rw, &xw);
+        let carry = cf2::millionaire_online(ch, party, &mut pre, &inp)?;
+        let b = cf2::drelu_finish(party, rw, &xw, carry);
+        let bx = BoolShare::from_bools(&(0..n).map(|i| b.get(i)).collect::<Vec<_>>());
+        let by = BoolShare::from_bools(&(n..n + q).map(|i| b.get(i)).collect::<Vec<_>>());
+        let r = cf2::mux_online(ch, party, &mut pre, &bx, x)?;
+        Ok((r, Some(Selector { pre, b: by })))
+    }
+
+    /// b·z for the bit kept by [`Ctx::relu_and_bit`] (exact in the ring;
+    /// two flights, one OT each way per element). `None` (plan mode) gives
+    /// zeros.
+    pub fn select(&mut self, ch: &mut dyn Channel, sel: Option<Selector>, z: &ArithShare) -> Result<ArithShare> {
+        let Some(mut s) = sel else { return Ok(self.zeros(z.len())) };
+        if s.b.n != z.len() {
+            return Err(invalid(format!("select: {} bits for {} values", s.b.n, z.len())));
+        }
+        cf2::mux_online(ch, self.party, &mut s.pre, &s.b, z)
     }
 
     /// A chain of ReLUs, each input a function of the previous output:
