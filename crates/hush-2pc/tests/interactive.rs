@@ -758,3 +758,60 @@ fn wrap_truncation_bits_reveal_nothing() {
     // by the correlation's own bits
     assert!((0..n).all(|i| recv1[i] ^ own0[i] == msb0[i] && recv0[i] ^ own1[i] == msb1[i]));
 }
+
+/// `relu_and_bit` then `select`: ReLU of x, and b·z for b = [y ≥ 0], against
+/// the clear values; its bytes are pinned to those of one plain cf2 ReLU
+/// over x ‖ y (the same comparison batch and the same multiplexer OTs, used
+/// for x now and for z later), its rounds to that ReLU's plus the second
+/// multiplexer's two flights.
+#[test]
+fn relu_and_bit_then_select_is_one_cf2_batch() {
+    let (n, q) = (64usize, 128usize);
+    let mut xv = randoms(n, -50.0, 50.0, 31);
+    xv[0] = 0.0;
+    xv[1] = -ULP;
+    let mut yv = randoms(q, -50.0, 50.0, 32);
+    yv[0] = 0.0; // [0 ≥ 0] = 1
+    yv[1] = -ULP;
+    yv[2] = ULP;
+    let zv = randoms(q, -1e6, 1e6, 33);
+    let r = fx().ring;
+    let mk = |v: &[f64], seed: u64| {
+        let (a, b) = share_arith(r, &enc(v), &mut Prg::new(Block(seed as u128)));
+        [a, b]
+    };
+    let (xs, ys, zs) = (mk(&xv, 1), mk(&yv, 2), mk(&zv, 3));
+    let xy = mk(&xv.iter().chain(&yv).copied().collect::<Vec<_>>(), 4);
+    let out = run2(34, move |p, s, ch| {
+        let pi = p as usize;
+        let mut c = Ctx::new_interactive(p, s, fx()).unwrap();
+        let before = ch.cost();
+        let (rx, sel) = c.relu_and_bit(ch, &xs[pi], &ys[pi], 64.0 * 4096.0).unwrap();
+        let bz = c.select(ch, sel, &zs[pi]).unwrap();
+        let mine = ch.cost() - before;
+        let before = ch.cost();
+        let plain = c.relu_within(ch, &xy[pi], 64.0 * 4096.0).unwrap();
+        let reference = ch.cost() - before;
+        (rx.v.clone(), bz.v.clone(), plain.v.clone(), mine, reference)
+    });
+    let (a, b) = (&out[0].0, &out[1].0);
+    let rx = dec(&add(r, &a.0, &b.0));
+    let bz = dec(&add(r, &a.1, &b.1));
+    for i in 0..n {
+        assert_eq!(rx[i], dec(&enc(&[xv[i]]))[0].max(0.0), "relu at {i}");
+    }
+    for i in 0..q {
+        let want = if fx().encode(yv[i]) as i64 >= 0 { dec(&enc(&[zv[i]]))[0] } else { 0.0 };
+        assert_eq!(bz[i], want, "select at {i} (y = {})", yv[i]);
+    }
+    for p in 0..2 {
+        let (mine, reference) = (out[p].0 .3, out[p].0 .4);
+        assert_eq!(mine.bytes_sent, reference.bytes_sent, "party {p}: bytes of relu_and_bit + select vs one ReLU");
+        assert_eq!(mine.rounds, reference.rounds + 2, "party {p}: rounds");
+    }
+    // refusals: a dealt or clear context has no cf2 bit; lengths checked
+    let mut cc = Ctx::clear(fx());
+    let (mut dummy, _peer) = MemChannel::pair();
+    let z = ArithShare::zeros(r, 4);
+    assert!(cc.relu_and_bit(&mut dummy, &z, &z, 1.0).is_err());
+}
