@@ -319,7 +319,7 @@ fn curious_parties_learn_nothing_from_the_provider_messages() {
     let ys2 = ys.clone();
     let out = run2(6, move |party, mut s, ch| {
         let wf = |_| 64u32;
-        let dir = Dir { groups: n, m: 1, ybits: 64, width: &wf, chosen: true };
+        let dir = Dir { groups: n, m: 1, ybits: 64, width: &wf, chosen: true, per_bit: false };
         let x = vec![3u64; n];
         if party == 0 {
             interactive::vole(&mut s, ch, party, Some((dir, &x)), None).unwrap().send.clone()
@@ -625,7 +625,7 @@ fn malformed_provider_messages_are_errors_not_panics() {
             let mut s = ot(&mut b, 1, 11);
             let wf = move |_| width;
             let ybits = width.min(64);
-            let dir = Dir { groups, m: 1, ybits, width: &wf, chosen: false };
+            let dir = Dir { groups, m: 1, ybits, width: &wf, chosen: false, per_bit: false };
             interactive::vole(&mut s, &mut b, 1, None, Some((dir, None))).map(|_| ())
         });
         let mut s = ot(&mut a, 0, 11);
@@ -814,4 +814,76 @@ fn relu_and_bit_then_select_is_one_cf2_batch() {
     let (mut dummy, _peer) = MemChannel::pair();
     let z = ArithShare::zeros(r, 4);
     assert!(cc.relu_and_bit(&mut dummy, &z, &z, 1.0).is_err());
+}
+
+// ---- products with a small (known-MSB) operand
+
+#[test]
+fn small_products_and_squares_match_the_ring_at_edges() {
+    for (bits, k, seed) in [(64u32, 16u32, 41u64), (64, 26, 42), (64, 2, 43), (64, 63, 44), (64, 31, 45), (16, 8, 46), (37, 20, 47)] {
+        let r = ring(bits);
+        let top = 1u64 << (k - 1);
+        let mut p = Prg::new(Block(seed as u128));
+        let mut xs: Vec<u64> = vec![0, 1, top - 1, top - 2, top / 2];
+        xs.extend((0..1000).map(|_| p.next_u64() % top));
+        let ys: Vec<u64> = (0..xs.len()).map(|_| p.next_u64() & r.mask()).collect();
+        let (x0, x1) = share_arith(r, &xs, &mut Prg::new(Block(seed as u128 + 1)));
+        let (y0, y1) = share_arith(r, &ys, &mut Prg::new(Block(seed as u128 + 2)));
+        let sx = [x0, x1];
+        let sy = [y0, y1];
+        let out = run2(seed, move |pp, mut s, ch| {
+            let i = pp as usize;
+            let m = interactive::mul_small(&mut s, ch, pp, r, k, &sx[i].v, &sy[i].v).unwrap();
+            let q = interactive::square_small(&mut s, ch, pp, r, k, &sx[i].v).unwrap();
+            (m, q)
+        });
+        let prod = add(r, &out[0].0 .0, &out[1].0 .0);
+        let sq = add(r, &out[0].0 .1, &out[1].0 .1);
+        for i in 0..xs.len() {
+            assert_eq!(prod[i], r.mul(xs[i], ys[i]), "ring {bits}, k {k}: x·y at x = {}", xs[i]);
+            assert_eq!(sq[i], r.mul(xs[i], xs[i]), "ring {bits}, k {k}: x² at x = {}", xs[i]);
+        }
+    }
+    // refusals: widths outside 2..ℓ, lengths
+    let out = run2(48, |p, mut s, ch| {
+        let r = ring(64);
+        (interactive::mul_small(&mut s, ch, p, r, 1, &[1], &[1]).is_err(), interactive::square_small(&mut s, ch, p, r, 64, &[1]).is_err(), interactive::mul_small(&mut s, ch, p, r, 8, &[1, 2], &[1]).is_err())
+    });
+    assert_eq!(out[0].0, (true, true, true));
+}
+
+/// The small square's bytes and rounds, and a curious party 0 against
+/// party 1's top bit t₁ (the multiplier bit k−1 whose derandomisation bit
+/// party 0 receives): chance.
+#[test]
+fn small_square_is_pinned_and_its_bits_reveal_nothing() {
+    let (n, k) = (4000usize, 26u32);
+    let r = ring(64);
+    let mut p = Prg::new(Block(51));
+    let xs: Vec<u64> = (0..n).map(|_| p.next_u64() % (1 << (k - 1))).collect();
+    let (x0, x1) = share_arith(r, &xs, &mut Prg::new(Block(52)));
+    let sx = [x0.clone(), x1.clone()];
+    let out = run2(53, move |pp, mut s, ch| interactive::square_small(&mut s, ch, pp, r, k, &sx[pp as usize].v).unwrap());
+    // bytes: party 0 → 1 sends the k-bit direction's corrections (Σ_{j<k}(64 − j)
+    // bits per element) and the 1-bit direction's derandomisation bit;
+    // party 1 → 0 the k derandomisation bits and one 64-bit correction per
+    // element; plus each side's IKNP traffic as receiver
+    let nn = n as u64;
+    let kk = k as u64;
+    let corr: u64 = (0..kk).map(|j| 64 - j).sum();
+    let b0 = (nn * corr).div_ceil(8) + nn.div_ceil(8) + iknp_bytes(n);
+    let b1 = nn * 8 + (nn * kk).div_ceil(8) + iknp_bytes(n * k as usize);
+    assert_eq!([out[0].1.bytes_sent, out[1].1.bytes_sent], [b0, b1]);
+    assert_eq!(out[0].1.rounds.max(out[1].1.rounds), 3, "rounds");
+    // party 0's received derandomisation bits: the last-but-one message
+    // (before the corrections), k bits per element; bit k−1 is t₁ ⊕ c
+    let d = &out[0].2[out[0].2.len() - 2];
+    assert_eq!(d.len(), (n * k as usize).div_ceil(8));
+    let t1: Vec<u64> = x1.v.iter().map(|v| (v >> (k - 1)) & 1).collect();
+    let pos = |i: usize| i * k as usize + k as usize - 1;
+    let right = (0..n).filter(|&i| ((d[pos(i) / 8] >> (pos(i) % 8)) & 1) as u64 == t1[i]).count();
+    let dev = (right as f64 - n as f64 / 2.0).abs();
+    assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "party 0 predicts t₁ {right}/{n} times");
+    let sq = add(r, &out[0].0, &out[1].0);
+    assert!((0..n).all(|i| sq[i] == r.mul(xs[i], xs[i])));
 }

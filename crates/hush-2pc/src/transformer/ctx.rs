@@ -64,6 +64,21 @@
 //! checks the ranges at their extremes), and [`Ctx::trunc_full`] is there
 //! for values that have no bound.
 //!
+//! **Truncation in interactive mode (since 2026-11-29).** An interactive
+//! context answers a truncation need with no pair: the same x' = x +
+//! 2^{ℓ−2} ∈ [0, 2^{ℓ−1}) has a known MSB, so the wrap of the parties' own
+//! shares is msb(x'₀) ∨ msb(x'₁) and each party truncates its share
+//! locally, corrected by that wrap (Cheetah's truncation with one-bit error
+//! and known MSB, Huang et al., USENIX Security 2022): one random bit
+//! product per element offline (1 COT and f bits, against the pair's ℓ
+//! COTs and ≈ 2.6 kbit) and one bit each way online (against the pair's ℓ).
+//! The result set is the same, ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1, on the same range;
+//! [`crate::interactive::wrap_ole`] has the derivation and the security
+//! argument. Truncate-and-square and truncate-and-multiply are then this
+//! truncation followed by an interactive square or Beaver product (one
+//! flight more each, about half the COTs of the fused tuples). Dealt modes
+//! are unchanged.
+//!
 //! **Peer bytes.** Every opening goes through `wire::exchange` (length
 //! fixed by the public shape, checked before use) and `unpack_ring`
 //! (values above the ring are an error naming the step).
