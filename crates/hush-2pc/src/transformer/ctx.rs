@@ -744,6 +744,61 @@ impl Ctx {
         cf2::mux_online(ch, self.party, &mut s.pre, &s.b, z)
     }
 
+    /// x² for x **proven to lie in [0, 2^{k−1})**. Interactive mode:
+    /// [`interactive::square_small`] on the live COT session (k + 1 OTs per
+    /// element instead of a power tuple's ℓ; three flights instead of one
+    /// opening; nothing planned or prefilled — like [`Ctx::trunc_full`] it
+    /// is made on demand). Dealt modes: [`Ctx::powers`]; the clear
+    /// reference squares exactly and fails on an input outside the range
+    /// (the bound's proof is wrong).
+    pub fn square_small(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32) -> Result<ArithShare> {
+        Ok(self.powers_small(ch, x, 2, k)?.pop().expect("two powers"))
+    }
+
+    /// x, x², …, x^k for x **proven to lie in [0, 2^{xbits−1})**, exactly
+    /// in the ring (x^j < 2^{j·(xbits−1)}, checked to fit below 2^{ℓ−1}).
+    /// Interactive mode: level by level, x^j = x^h·x^{j−h} by
+    /// [`interactive::mul_small`] (the small operand x^{j−h}) or, for
+    /// j = 2h, [`interactive::square_small`] — per element (K = 4,
+    /// xbits = 16) 17 + 32 + 31 OTs against a power tuple's 256; 3 flights
+    /// per call instead of one opening. Dealt modes: [`Ctx::powers`]; the
+    /// clear reference computes exactly and fails outside the range.
+    pub fn powers_small(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32, xbits: u32) -> Result<Vec<ArithShare>> {
+        let r = x.ring;
+        let l = r.bits();
+        if !(1..=MAX_POWER).contains(&k) || xbits < 2 || (k as u64) * (xbits as u64 - 1) + 1 >= l as u64 {
+            return Err(invalid(format!("powers up to {k} of {xbits}-bit values in a {l}-bit ring")));
+        }
+        if self.is_clear() {
+            if let Some(v) = x.v.iter().find(|v| **v >= 1u64 << (xbits - 1)) {
+                return Err(invalid(format!("powers_small: input {} (ring units) outside [0, 2^{}) (the bound's proof is wrong)", r.to_signed(*v), xbits - 1)));
+            }
+        }
+        if !self.is_interactive() || x.is_empty() {
+            return self.powers(ch, x, k);
+        }
+        if let Mode::Plan(_) = self.mode {
+            return Ok((0..k).map(|_| self.zeros(x.len())).collect());
+        }
+        let party = self.party;
+        let ot = self.ot.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
+        let mut out: Vec<ArithShare> = vec![x.clone()];
+        let bits_of = |j: usize| j as u32 * (xbits - 1) + 1;
+        while out.len() < k as usize {
+            let have = out.len();
+            let hi = (2 * have).min(k as usize);
+            for j in have + 1..=hi {
+                let v = if j == 2 * have {
+                    interactive::square_small(ot, ch, party, r, bits_of(have), &out[have - 1].v)?
+                } else {
+                    interactive::mul_small(ot, ch, party, r, bits_of(j - have), &out[j - have - 1].v, &out[have - 1].v)?
+                };
+                out.push(ArithShare { ring: r, v });
+            }
+        }
+        Ok(out)
+    }
+
     /// A chain of ReLUs, each input a function of the previous output:
     /// r_0 = ReLU(x_0), x_{i+1} = `step`(i, r_i), r_{i+1} = ReLU(x_{i+1}), …
     /// for `sizes.len()` steps (x_i has `sizes[i]` elements, |x_i| ≤

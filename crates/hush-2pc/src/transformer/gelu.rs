@@ -148,7 +148,11 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
 ///    multiplexer OTs, [`Ctx::relu_and_bit`]) — the dealt path's
 ///    ReLU(|x| − 1.6 + 1 ulp) − ReLU(|x| − 1.6) is the same bit from two
 ///    comparisons;
-/// 3. the powers and both polynomials untruncated, as in the dealt path;
+/// 3. the powers of t ∈ [0, 2^{f+2}] by products with a small known-MSB
+///    operand ([`Ctx::powers_small`], f + 4 bits: 80 OTs per element
+///    instead of a power tuple's 256, three flights per product call
+///    instead of one opening), both polynomials untruncated as in the
+///    dealt path;
 /// 4. g = ⌊(P₁ + b·(P₂ − P₁)) / 2^{s_p+s−f}⌋: b·(P₂ − P₁) by the
 ///    multiplexer, exact in the ring ([`Ctx::select`]), then **one**
 ///    faithful truncation (the dealt path truncates P₁ and P₂ − P₁
@@ -175,7 +179,9 @@ fn gelu_interactive(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs
     let t = a.sub(&over);
     let s = f + 2 + 10;
     let s_p = 2 * (f + 2);
-    let ps = poly::eval_raw(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s_p, s)?;
+    // t = min(|x|, 4) ∈ [0, 2^{f+2}] exactly (a ReLU output subtracted
+    // from |x|, both exact): below 2^{f+3}, so f + 4 bits with a known MSB
+    let ps = poly::eval_raw_small(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s_p, s, Some(f + 4))?;
     let diff = ps[1].sub(&ps[0]);
     let bd = ctx.select(ch, sel, &diff)?;
     let g = ctx.trunc(ch, &ps[0].add(&bd), s_p + s - f)?;

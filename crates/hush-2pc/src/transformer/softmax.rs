@@ -179,6 +179,20 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     let s_p = (2 * s_in).clamp(30, 3 * s_in);
     let s_c = 22;
     let raw = poly::eval_raw(ctx, ch, dc, s_in, &[&EXP_POLY], s_p, s_c)?.pop().expect("one polynomial");
+    if ctx.is_interactive() {
+        // interactive mode: each truncation (Ctx::trunc: ⌊·⌋ or ⌊·⌋ + 1,
+        // never negative for these non-negative values) leaves
+        // T ≤ (1 + 10⁻⁴)·2^24 + 1 < 2^25 (y^{2^j} ≤ 1 + 10⁻⁴, see the error
+        // bound), so T² is a square with a small known-MSB operand of 26
+        // bits ([`Ctx::square_small`]: 27 OTs instead of a square's 64)
+        let mut sq = ctx.trunc(ch, &raw, s_p + s_c - EXP_SCALE)?;
+        sq = ctx.square_small(ch, &sq, EXP_SCALE + 2)?;
+        for _ in 1..EXP_HALVINGS {
+            let t = ctx.trunc(ch, &sq, EXP_SCALE)?;
+            sq = ctx.square_small(ch, &t, EXP_SCALE + 2)?;
+        }
+        return ctx.trunc(ch, &sq, EXP_SCALE);
+    }
     let mut sq = ctx.trunc_square(ch, &raw, s_p + s_c - EXP_SCALE)?;
     for _ in 1..EXP_HALVINGS {
         sq = ctx.trunc_square(ch, &sq, EXP_SCALE)?;
