@@ -118,11 +118,8 @@ use hush_transport::Channel;
 use zeroize::Zeroize;
 
 /// Most OTs per direction handled at once (the pads are kept until the
-/// peer's derandomisation bits arrive: 32 bytes each, 32 MiB a batch as
-/// sender). 2^20 since 2026-11-29 (was 2^18): the products made on demand
-/// by [`mul_small`] / [`square_small`] run millions of OTs per call online,
-/// and each batch costs the COT source's flights plus two.
-pub const VOLE_BATCH_OTS: usize = 1 << 20;
+/// peer's derandomisation bits arrive: 32 bytes each).
+pub const VOLE_BATCH_OTS: usize = 1 << 18;
 
 const STEP_D: &str = "interactive OLE: receiver's choice corrections";
 const STEP_TAU: &str = "interactive OLE: sender's corrections";
