@@ -487,6 +487,14 @@ fn layernorm_runs_interactively_against_the_reference() {
     for v in &secure[normal..] {
         assert!(v.abs() <= 0.02, "zero-variance row gave {v}");
     }
+    // rows at the clip and beyond it (the square's shifted operand at its
+    // extremes): against the clear reference, and one-sided rows
+    let mut e: Vec<f64> = (0..len).map(|i| if i % 2 == 0 { 1024.0 } else { -1024.0 }).collect();
+    e.extend((0..len).map(|i| if i < len / 2 { 5000.0 } else { -5000.0 }));
+    e.extend((0..len).map(|i| if i == 0 { -1024.0 } else { 1024.0 }));
+    let (secure, clear, _) = run_op(&e, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None)), false);
+    let (err, i) = max_err(&secure, &clear);
+    assert!(err <= 0.02, "layernorm at the clip vs reference {err} at {i}");
 }
 
 #[test]

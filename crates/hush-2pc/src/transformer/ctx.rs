@@ -744,6 +744,32 @@ impl Ctx {
         cf2::mux_online(ch, self.party, &mut s.pre, &s.b, z)
     }
 
+    /// x·y for x **proven to lie in [0, 2^{k−1})** and any y. Interactive
+    /// mode: [`interactive::mul_small`] on the live COT session (2k OTs per
+    /// element instead of a Beaver triple's 2ℓ; three flights instead of
+    /// one opening; made on demand, not planned). Dealt modes: [`Ctx::mul`];
+    /// the clear reference fails on an x outside the range.
+    pub fn mul_small(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32, y: &ArithShare) -> Result<ArithShare> {
+        let r = x.ring;
+        if !(2..r.bits()).contains(&k) || x.len() != y.len() {
+            return Err(invalid(format!("mul_small: {k}-bit operand in a {}-bit ring, {} and {} elements", r.bits(), x.len(), y.len())));
+        }
+        if self.is_clear() {
+            if let Some(v) = x.v.iter().find(|v| **v >= 1u64 << (k - 1)) {
+                return Err(invalid(format!("mul_small: input {} (ring units) outside [0, 2^{}) (the bound's proof is wrong)", r.to_signed(*v), k - 1)));
+            }
+        }
+        if !self.is_interactive() || x.is_empty() {
+            return self.mul(ch, x, y);
+        }
+        if let Mode::Plan(_) = self.mode {
+            return Ok(self.zeros(x.len()));
+        }
+        let party = self.party;
+        let ot = self.ot.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
+        Ok(ArithShare { ring: r, v: interactive::mul_small(ot, ch, party, r, k, &x.v, &y.v)? })
+    }
+
     /// x² for x **proven to lie in [0, 2^{k−1})**. Interactive mode:
     /// [`interactive::square_small`] on the live COT session (k + 1 OTs per
     /// element instead of a power tuple's ℓ; three flights instead of one

@@ -257,7 +257,16 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     // the reciprocal's last truncation fused with the product by exp (per
     // element, one flight: [`Ctx::trunc_mul`])
     let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
-    let (_, p) = ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?;
+    let p = if ctx.is_interactive() {
+        // interactive mode: the truncation, then the product with exp as
+        // the small operand (e ∈ [0, (1 + 10⁻⁴)·2^24 + 1] < 2^25: a
+        // truncation output of a non-negative value; 52 OTs per element
+        // instead of a Beaver triple's 128, [`Ctx::mul_small`])
+        let t = ctx.trunc(ch, &ArithShare { ring, v: ib }, ik)?;
+        ctx.mul_small(ch, &e, EXP_SCALE + 2, &t)?
+    } else {
+        ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?.1
+    };
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
 }
 
