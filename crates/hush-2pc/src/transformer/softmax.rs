@@ -178,8 +178,17 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     // truncation's range), then the last truncation back to 2^24.
     let s_p = (2 * s_in).clamp(30, 3 * s_in);
     let s_c = 22;
-    let raw = poly::eval_raw(ctx, ch, dc, s_in, &[&EXP_POLY], s_p, s_c)?.pop().expect("one polynomial");
     if ctx.is_interactive() {
+        // interactive mode: the same polynomial in w = v + ¼ ∈ [0, ¼]
+        // (q(w) = p(w − ¼), coefficients by the binomial expansion, the
+        // same function; their encoding errors at 2^{−s_c} weigh w^j ≤ 4^{−j}
+        // as p's weighed |v|^j ≤ 4^{−j}), so the powers have a small
+        // non-negative operand: w < 2^{s_in−1}, f + 6 bits
+        // ([`Ctx::powers_small`]: 55 OTs per element instead of a power
+        // tuple's 192)
+        let q = shifted_poly(&EXP_POLY, -0.25);
+        let w = ctx.add_const(dc, poly::enc(ctx, 0.25, s_in));
+        let raw = poly::eval_raw_small(ctx, ch, &w, s_in, &[&q], s_p, s_c, Some(s_in))?.pop().expect("one polynomial");
         // interactive mode: each truncation (Ctx::trunc: ⌊·⌋ or ⌊·⌋ + 1,
         // never negative for these non-negative values) leaves
         // T ≤ (1 + 10⁻⁴)·2^24 + 1 < 2^25 (y^{2^j} ≤ 1 + 10⁻⁴, see the error
@@ -193,12 +202,29 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
         }
         return ctx.trunc(ch, &sq, EXP_SCALE);
     }
+    let raw = poly::eval_raw(ctx, ch, dc, s_in, &[&EXP_POLY], s_p, s_c)?.pop().expect("one polynomial");
     let mut sq = ctx.trunc_square(ch, &raw, s_p + s_c - EXP_SCALE)?;
     for _ in 1..EXP_HALVINGS {
         sq = ctx.trunc_square(ch, &sq, EXP_SCALE)?;
     }
     let y = ctx.trunc(ch, &sq, EXP_SCALE)?;
     Ok(y)
+}
+
+/// The coefficients of q(w) = p(w + a) (from degree 0): q_j = Σ_{i≥j}
+/// p_i·C(i, j)·a^{i−j}.
+fn shifted_poly(p: &[f64], a: f64) -> Vec<f64> {
+    (0..p.len())
+        .map(|j| {
+            let mut c = 0.0;
+            let mut binom = 1.0; // C(i, j) for i = j
+            for i in j..p.len() {
+                c += p[i] * binom * a.powi((i - j) as i32);
+                binom = binom * (i + 1) as f64 / (i + 1 - j) as f64;
+            }
+            c
+        })
+        .collect()
 }
 
 /// exp(x) element-wise for x ≤ 0, output at the context's scale. Inputs
