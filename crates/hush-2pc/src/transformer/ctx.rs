@@ -786,7 +786,7 @@ impl Ctx {
     /// Interactive mode: level by level, x^j = x^h·x^{j−h} by
     /// [`interactive::mul_small`] (the small operand x^{j−h}) or, for
     /// j = 2h, [`interactive::square_small`] — per element (K = 4,
-    /// xbits = 16) 17 + 32 + 31 OTs against a power tuple's 256; 3 flights
+    /// xbits = 16) 17 + 32 + 32 OTs against a power tuple's 256; 3 flights
     /// per call instead of one opening. Dealt modes: [`Ctx::powers`]; the
     /// clear reference computes exactly and fails outside the range.
     pub fn powers_small(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32, xbits: u32) -> Result<Vec<ArithShare>> {

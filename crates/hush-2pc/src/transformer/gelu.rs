@@ -149,7 +149,7 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
 ///    ReLU(|x| − 1.6 + 1 ulp) − ReLU(|x| − 1.6) is the same bit from two
 ///    comparisons;
 /// 3. the powers of t ∈ [0, 2^{f+2}] by products with a small known-MSB
-///    operand ([`Ctx::powers_small`], f + 4 bits: 80 OTs per element
+///    operand ([`Ctx::powers_small`], f + 4 bits: 81 OTs per element
 ///    instead of a power tuple's 256, three flights per product call
 ///    instead of one opening), both polynomials untruncated as in the
 ///    dealt path;
