@@ -153,6 +153,9 @@ pub struct Cf2Pre {
     used: usize,
     /// 1-of-2 ROTs for multiplexers (both directions).
     mux: Option<MuxPre>,
+    /// Multiplexer ROTs consumed so far (each is used once: a second
+    /// [`mux_online`] on the same preparation takes the next ones).
+    mux_used: usize,
     /// Fresh output shares and masks (from the session's private PRG).
     rng: hush_primitives::Prg,
 }
@@ -313,7 +316,7 @@ pub fn prepare(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, n: usize,
     let triples = merge_triples(ot, ch, party, nc - 1, n.div_ceil(64))?;
     let mux = if mux > 0 { Some(mux_rots(ot, ch, party, mux)?) } else { None };
     let rng = hush_primitives::Prg::new(ot.rng.random_block());
-    Ok(Cf2Pre { n, bits, k, pads, pads_top, choices, triples, used: 0, mux, rng })
+    Ok(Cf2Pre { n, bits, k, pads, pads_top, choices, triples, used: 0, mux, mux_used: 0, rng })
 }
 
 const STEP_SHIFT: &str = "CF2 leaf: receiver's shifts";
@@ -573,11 +576,13 @@ pub fn mux_online(ch: &mut dyn Channel, _party: Party, pre: &mut Cf2Pre, b: &Boo
     let ring = x.ring;
     let l = ring.bits();
     let mp = pre.mux.as_ref().ok_or_else(|| invalid("CF2: no multiplexer OTs prepared"))?;
-    if mp.m0.len() < n {
-        return Err(invalid("CF2: too few multiplexer OTs"));
+    let o = pre.mux_used;
+    if mp.m0.len() < o + n || x.len() != n {
+        return Err(invalid("CF2: too few multiplexer OTs, or a selector and values of different lengths"));
     }
+    pre.mux_used += n;
     // Round 1: as receiver, d = b ⊕ c.
-    let d: Vec<u64> = (0..n).map(|i| (b.get(i) ^ mp.c.get(i)) as u64).collect();
+    let d: Vec<u64> = (0..n).map(|i| (b.get(i) ^ mp.c.get(o + i)) as u64).collect();
     let peer = wire::exchange(ch, STEP_MUX_D, &pack_bits(&d, 1))?;
     let pd = unpack_bits(STEP_MUX_D, &peer, 1, n)?;
     // Round 2: as sender, one message for δ = (1 − 2·b)·x.
@@ -586,7 +591,7 @@ pub fn mux_online(ch: &mut dyn Channel, _party: Party, pre: &mut Cf2Pre, b: &Boo
     for i in 0..n {
         let bi = b.get(i) as u64;
         let delta = if bi == 1 { ring.neg(x.v[i]) } else { x.v[i] };
-        let (r, y) = cot_send(ring, mp.m0[i], mp.m1[i], pd[i], delta);
+        let (r, y) = cot_send(ring, mp.m0[o + i], mp.m1[o + i], pd[i], delta);
         keep.push(ring.sub(ring.mul(bi, x.v[i]), r));
         ys.push(y);
     }
@@ -595,7 +600,7 @@ pub fn mux_online(ch: &mut dyn Channel, _party: Party, pre: &mut Cf2Pre, b: &Boo
     let peer = wire::exchange(ch, STEP_MUX_Y, &msg)?;
     let mut py = vec![0u64; n];
     unpack_ring(STEP_MUX_Y, &peer, l, &mut py)?;
-    let v = (0..n).map(|i| ring.add(keep[i], cot_receive(ring, b.get(i), mp.mc[i], py[i]))).collect();
+    let v = (0..n).map(|i| ring.add(keep[i], cot_receive(ring, b.get(i), mp.mc[o + i], py[i]))).collect();
     Ok(ArithShare { ring, v })
 }
 

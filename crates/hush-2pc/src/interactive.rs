@@ -92,6 +92,13 @@
 //!   power needs products of shares; K − 1 products per element is the
 //!   minimum for the monomials r², …, r^K.
 //!
+//! * [`wrap_ole`]: **not a dealer's kind** — the offline part of the
+//!   interactive context's truncation (Cheetah's known-MSB truncation): a
+//!   random bit product u·c mod 2^f per element, one COT and f bits. The
+//!   interactive context answers `Need::Trunc` with it instead of a pair
+//!   ([`trunc`] stays for the description tests and for callers that want
+//!   the dealer's pair).
+//!
 //! Curious-party tests (`tests/interactive.rs`): each kind played with a
 //! party's real received messages and outputs against the peer's secret
 //! (e.g. party 0's B of a weight triple, party 1's y of an OLE): the view
@@ -129,6 +136,12 @@ pub struct Dir<'a> {
     /// The multipliers are chosen (derandomised, one bit per OT) rather
     /// than the receiver's random choice bits.
     pub chosen: bool,
+    /// The sender gives one vector per multiplier **bit** (groups·ybits·m
+    /// values, bit j's vector at (g·ybits + j)·m): the result is
+    /// Σ_j 2^j·y_j·x_{g,j}. Each OT still carries one correction masked by
+    /// the pad the receiver did not choose, so the view is unchanged
+    /// ([`mul_small`], [`square_small`]).
+    pub per_bit: bool,
 }
 
 impl Dir<'_> {
@@ -250,7 +263,7 @@ fn flight(ch: &mut dyn Channel, step: &'static str, mine: Option<&[u8]>, peer_le
 /// [`VOLE_BATCH_OTS`] OTs per direction.
 pub fn vole(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, send: Option<(Dir<'_>, &[u64])>, recv: Option<(Dir<'_>, Option<&[u64]>)>) -> Result<Vole> {
     if let Some((d, x)) = &send {
-        if x.len() != d.groups * d.m || d.m == 0 || (d.groups > 0 && !(1..=64).contains(&d.ybits)) {
+        if x.len() != d.groups * d.m * if d.per_bit { d.ybits as usize } else { 1 } || d.m == 0 || (d.groups > 0 && !(1..=64).contains(&d.ybits)) {
             return Err(invalid("interactive OLE: sender input does not match its shape"));
         }
     }
@@ -361,8 +374,9 @@ fn vole_batch(
                 expand(a, m, &mut e0);
                 expand(b, m, &mut e1);
                 let wj = wg - j as u32;
+                let xo = if d.per_bit { (g * yb + j) * m } else { g * m };
                 for e in 0..m {
-                    w.push(e1[e].wrapping_sub(e0[e]).wrapping_sub(x[g * m + e]), wj);
+                    w.push(e1[e].wrapping_sub(e0[e]).wrapping_sub(x[xo + e]), wj);
                     acc[e] = acc[e].wrapping_sub((e0[e] & mask(wj)) << j);
                 }
             }
@@ -434,8 +448,8 @@ pub fn products(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ri
     let l = ring.bits();
     let wf = move |_| l;
     // party 0 → 1 carries the products' first cross term and the squares'
-    let wide = Dir { groups: n + q, m: 1, ybits: l, width: &wf, chosen: true };
-    let narrow = Dir { groups: n, m: 1, ybits: l, width: &wf, chosen: true };
+    let wide = Dir { groups: n + q, m: 1, ybits: l, width: &wf, chosen: true, per_bit: false };
+    let narrow = Dir { groups: n, m: 1, ybits: l, width: &wf, chosen: true, per_bit: false };
     let xz: Vec<u64> = x.iter().chain(z).copied().collect();
     let yz: Vec<u64> = y.iter().chain(z).copied().collect();
     let v = if party == 0 {
@@ -468,7 +482,7 @@ pub fn bit_times_shared(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, 
     let n = x.len();
     let l = ring.bits();
     let wf = move |_| l;
-    let dir = Dir { groups: n, m: 2, ybits: 1, width: &wf, chosen: true };
+    let dir = Dir { groups: n, m: 2, ybits: 1, width: &wf, chosen: true, per_bit: false };
     let pairs: Vec<u64> = (0..n).flat_map(|i| [x[i], ring.mul(b[i], x[i])]).collect();
     let v = vole(ot, ch, party, Some((dir, &pairs)), Some((dir, Some(b))))?;
     Ok((0..n)
@@ -492,7 +506,7 @@ pub fn triples(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32
     let ring = Ring::new(bits).ok_or_else(|| invalid("ring width"))?;
     let a = random_ring(ot, ring, n);
     let wf = move |_| bits;
-    let s = Dir { groups: n, m: 1, ybits: bits, width: &wf, chosen: false };
+    let s = Dir { groups: n, m: 1, ybits: bits, width: &wf, chosen: false, per_bit: false };
     let v = vole(ot, ch, party, Some((s, &a)), Some((s, None)))?;
     let b = v.y.clone();
     let c = (0..n).map(|i| ring.add(ring.add(ring.mul(a[i], b[i]), v.send[i]), v.recv[i])).collect();
@@ -518,7 +532,7 @@ pub fn matrix(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32,
         }
     }
     let wf = move |_| bits;
-    let s = Dir { groups: count * mb, m: d.m, ybits: bits, width: &wf, chosen: false };
+    let s = Dir { groups: count * mb, m: d.m, ybits: bits, width: &wf, chosen: false, per_bit: false };
     let v = vole(ot, ch, party, Some((s, &cols)), Some((s, None)))?;
     cols.zeroize();
     let b = v.y.clone();
@@ -550,7 +564,7 @@ pub fn weight(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32,
     let ring = Ring::new(bits).ok_or_else(|| invalid("ring width"))?;
     let (ma, mb, mc) = (d.m * d.k, d.k * d.n, d.m * d.n);
     let wf = move |_| bits;
-    let dir = Dir { groups: count * ma, m: d.n, ybits: bits, width: &wf, chosen: false };
+    let dir = Dir { groups: count * ma, m: d.n, ybits: bits, width: &wf, chosen: false, per_bit: false };
     if party == 0 {
         let b = random_ring(ot, ring, count * mb);
         // group (q, i, t): the row B_q[t][·]
@@ -618,7 +632,7 @@ fn trunc_bits(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32,
             l - i - 1
         }) as u32
     };
-    let dir = Dir { groups: n * l, m: 1, ybits: 1, width: &width, chosen: false };
+    let dir = Dir { groups: n * l, m: 1, ybits: 1, width: &width, chosen: false, per_bit: false };
     // this party's random bits: party 0's u (sender values), party 1's v
     // (its ROT choices)
     let (own, prod) = if party == 0 {
@@ -750,4 +764,257 @@ pub fn subsets(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, bits: u32
         lo = hi;
     }
     Ok(SubsetShare { sets })
+}
+
+/// One element's offline part of the **wrap-bit truncation** that the
+/// interactive context runs instead of a truncation pair
+/// ([`crate::transformer::Ctx::trunc`] in interactive mode): party 0's
+/// random bit u, party 1's random bit c (`own`), and additive shares of
+/// u·c modulo 2^f (`uc`).
+pub struct WrapShare {
+    pub own: Vec<u64>,
+    pub uc: Vec<u64>,
+}
+
+impl Drop for WrapShare {
+    fn drop(&mut self) {
+        self.own.zeroize();
+        self.uc.zeroize();
+    }
+}
+
+/// `n` random bit products for the wrap-bit truncation by `f` bits: party
+/// 0 draws u from its PRG, party 1's c are the random choices of its ROTs,
+/// and one [`vole`] with a **1-bit** multiplier (c) against u, result
+/// modulo 2^f, gives additive shares of u·c mod 2^f. One COT and f
+/// correction bits per element, party 0 → 1, one flight after the COTs
+/// (against a truncation pair's ℓ COTs and ≈ ℓ²/2 + f·ℓ/2 bits).
+///
+/// **Where it is used** (Cheetah, Huang–Lu–Hong–Ding, USENIX Security 2022,
+/// §4.1 "truncation with one-bit error" and its known-MSB optimisation; the
+/// same identity is SCI's/CrypTFlow2's wrap computation, Rathee et al.,
+/// CCS 2020, §5): for x in [−2^{ℓ−2}, 2^{ℓ−2}) shared as x₀ + x₁ mod 2^ℓ,
+/// x' = x + 2^{ℓ−2} lies in [0, 2^{ℓ−1}) — its MSB is known to be 0 — so
+/// the wrap of the shares, w = [x'₀ + x'₁ ≥ 2^ℓ], is msb(x'₀) ∨ msb(x'₁)
+/// = a + b − a·b with a party 0's and b party 1's own bit. Then
+/// ⌊x'₀/2^f⌋ + ⌊x'₁/2^f⌋ − 2^{ℓ−f}·w = ⌊x'/2^f⌋ − carry (carry ∈ {0, 1}
+/// from the low f bits), and adding 1 − 2^{ℓ−2−f} gives
+/// ⌊x/2^f⌋ + 1 − carry ∈ {⌊x/2^f⌋, ⌊x/2^f⌋ + 1}: **the same result set
+/// as the pair-based truncation** (faithful, one-bit error). Since w is
+/// multiplied by 2^{ℓ−f}, only a·b mod 2^f is needed: online the parties
+/// exchange e = a ⊕ u and d = b ⊕ c (one bit each way, one flight,
+/// instead of the pair's ℓ-bit opening) and
+/// a·b = a·d + (1 − 2d)·(e·c + (1 − 2e)·u·c), linear in the shares of u·c
+/// with public coefficients.
+///
+/// **Security (semi-honest).** Offline: [`vole`]'s view (party 1 sees
+/// corrections masked by the pads it did not choose; party 0 sees only the
+/// COT traffic). Online: party 1 sees e = a ⊕ u with u a fresh uniform bit
+/// of party 0 used once: uniform; party 0 sees d = b ⊕ c with c the ROT's
+/// choice, hidden from it by the OT extension and used once: uniform. No
+/// value is opened, so unlike the pair-based truncation there is no masked
+/// opening of x at all. The output shares are deterministic functions of
+/// each party's input share and these uniform bits; the carry (the
+/// one-bit error) is never seen by either party. The curious-party test
+/// `wrap_truncation_bits_reveal_nothing` plays both parties' real views
+/// against the peer's MSB and against the sign of x.
+///
+/// **Range.** The identity needs x' < 2^{ℓ−1}: x ∈ [−2^{ℓ−2}, 2^{ℓ−2}),
+/// the range the pair-based truncation documents (|x| < 2^{ℓ−2}); outside
+/// it the result is wrong by a multiple of 2^{ℓ−f}, as with the pair.
+pub fn wrap_ole(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, f: u32, n: usize) -> Result<WrapShare> {
+    if !(1..=62).contains(&f) {
+        return Err(invalid(format!("wrap-bit truncation: shift {f}")));
+    }
+    let wf = move |_| f;
+    let dir = Dir { groups: n, m: 1, ybits: 1, width: &wf, chosen: false, per_bit: false };
+    if party == 0 {
+        let u: Vec<u64> = (0..n).map(|_| ot.rng.next_u64() & 1).collect();
+        let v = vole(ot, ch, party, Some((dir, &u)), None)?;
+        Ok(WrapShare { own: u, uc: v.send.clone() })
+    } else {
+        let v = vole(ot, ch, party, None, Some((dir, None)))?;
+        Ok(WrapShare { own: v.y.clone(), uc: v.recv.clone() })
+    }
+}
+
+/// The online step of the wrap-bit truncation (see [`wrap_ole`]) on this
+/// party's shares `x` of values in [−2^{ℓ−2}, 2^{ℓ−2}): returns this
+/// party's message: one bit per element (a ⊕ u resp. b ⊕ c), packed LSB
+/// first; finished with the peer's bits by [`wrap_trunc_finish`].
+pub fn wrap_trunc_bits(ring: Ring, party: Party, x: &[u64], w: &WrapShare) -> Result<Vec<u8>> {
+    let l = ring.bits();
+    if w.own.len() != x.len() || w.uc.len() != x.len() {
+        return Err(invalid("wrap-bit truncation: correlation of the wrong length"));
+    }
+    let bias = if party == 0 { 1u64 << (l - 2) } else { 0 };
+    let mut out = vec![0u8; x.len().div_ceil(8)];
+    for (i, (&xi, &o)) in x.iter().zip(&w.own).enumerate() {
+        let a = (ring.add(xi, bias) >> (l - 1)) & 1;
+        out[i / 8] |= ((a ^ o) as u8) << (i % 8);
+    }
+    Ok(out)
+}
+
+/// Unpacks `n` bits sent by [`wrap_trunc_bits`], refusing set padding bits.
+pub fn unpack_bits(step: &'static str, b: &[u8], n: usize) -> Result<Vec<u64>> {
+    if b.len() != n.div_ceil(8) {
+        return Err(malformed(step, format!("{} bytes for {n} bits", b.len())));
+    }
+    if n % 8 != 0 && b[b.len() - 1] >> (n % 8) != 0 {
+        return Err(malformed(step, "padding bits set"));
+    }
+    Ok((0..n).map(|i| ((b[i / 8] >> (i % 8)) & 1) as u64).collect())
+}
+
+/// This party's share of T = ⌊x/2^f⌋ + 1 − carry ∈ {⌊x/2^f⌋, ⌊x/2^f⌋ + 1}
+/// from its input shares, its correlation and the peer's bits (see
+/// [`wrap_ole`]).
+pub fn wrap_trunc_finish(ring: Ring, party: Party, x: &[u64], f: u32, w: &WrapShare, peer: &[u64]) -> Vec<u64> {
+    let l = ring.bits();
+    let bias = if party == 0 { 1u64 << (l - 2) } else { 0 };
+    let mf = mask(f);
+    let k = l - f; // w·2^{ℓ−f}: only w mod 2^f matters
+    (0..x.len())
+        .map(|i| {
+            let xp = ring.add(x[i], bias);
+            let own_msb = xp >> (l - 1);
+            let lo = xp >> f;
+            // party 0: a (own msb), d = peer bit; party 1: b (own msb), e = peer bit
+            let ab = if party == 0 {
+                let (a, d, e) = (own_msb, peer[i], own_msb ^ w.own[i]);
+                let s = (1u64.wrapping_sub(2 * d)).wrapping_mul(1u64.wrapping_sub(2 * e)).wrapping_mul(w.uc[i]);
+                (a * d).wrapping_add(s)
+            } else {
+                let (b, e) = (own_msb, peer[i]);
+                let d = b ^ w.own[i];
+                let c = w.own[i];
+                let one_2d = 1u64.wrapping_sub(2 * d);
+                one_2d.wrapping_mul((e * c).wrapping_add(1u64.wrapping_sub(2 * e).wrapping_mul(w.uc[i])))
+            };
+            let wp = own_msb.wrapping_sub(ab) & mf;
+            let mut t = ring.sub(lo, (wp << k) & ring.mask());
+            if party == 0 {
+                t = ring.add(t, ring.sub(1, 1u64 << (l - 2 - f)));
+            }
+            t
+        })
+        .collect()
+}
+
+/// 2^e mod 2^64 (0 for e ≥ 64).
+#[inline]
+fn pow2(e: u32) -> u64 {
+    if e >= 64 {
+        0
+    } else {
+        1u64 << e
+    }
+}
+
+/// This party's k-bit view of a shared x ∈ [0, 2^{k−1}): x'_P = x_P mod 2^k,
+/// its top bit t_P (bit k−1) and its signed reading s_P = x'_P − 2^k·t_P
+/// (as a ring element). With w the wrap of x'₀ + x'₁ (= t₀ ∨ t₁ since the
+/// MSB of x at width k is known to be 0):
+/// x = x'₀ + x'₁ − 2^k·w = s₀ + s₁ + 2^k·t₀·t₁.
+fn small_parts(ring: Ring, x: &[u64], k: u32) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let xs: Vec<u64> = x.iter().map(|v| v & mask(k)).collect();
+    let t: Vec<u64> = xs.iter().map(|v| v >> (k - 1)).collect();
+    let s = xs.iter().zip(&t).map(|(v, t)| ring.sub(*v, ring.mul(*t, pow2(k) & ring.mask()))).collect();
+    (xs, t, s)
+}
+
+fn check_small(ring: Ring, k: u32, what: &str) -> Result<()> {
+    if !(2..ring.bits()).contains(&k) {
+        return Err(invalid(format!("{what}: operand width {k} in a {}-bit ring", ring.bits())));
+    }
+    Ok(())
+}
+
+/// Products x·y of shared vectors where x is **known to lie in
+/// [0, 2^{k−1})** (the caller proves it) and y is any shared value: a
+/// product of two shares with k OTs per direction instead of ℓ — the
+/// products of mixed bit-widths of SCI/Cheetah (Rathee et al., CCS 2020,
+/// §5; Huang et al., USENIX Security 2022, §4), here with the known-MSB
+/// wrap of [`wrap_ole`] instead of a millionaires'.
+///
+/// **Derivation.** With [`small_parts`]: x = s₀ + s₁ + 2^k·t₀t₁, so
+/// x·y = s₀y₀ + s₁y₁ + (s₁ + 2^k t₀t₁)·y₀ + (s₀ + 2^k t₀t₁)·y₁. Party 1's
+/// term (s₁ + 2^k t₀t₁)·y₀ = Σ_{j<k−1} 2^j x'_{1,j}·y₀ + 2^{k−1}·t₁·(2t₀ − 1)·y₀
+/// is one [`vole`] with party 1's k-bit multiplier x'₁ (chosen) and party 0's
+/// per-bit vectors (y₀ for bits below k−1, (2t₀ − 1)·y₀ for bit k−1, whose
+/// multiplier bit is t₁); party 0's term the mirror. Both directions in one
+/// call: 2k OTs and 2·Σ_{j<k}(ℓ − j) correction bits per element, against
+/// [`mul_shared`]'s 2ℓ OTs and ℓ(ℓ+1) bits. Exact in the ring.
+///
+/// **Security (semi-honest).** [`vole`]'s view: the derandomisation bits
+/// d = x'_{P,j} ⊕ c are masked by fresh ROT choices; each correction by the
+/// pad the receiver did not choose — whatever the per-bit vectors are.
+/// Nothing is opened. **Range:** outside [0, 2^{k−1}) the identity fails
+/// and the product is wrong (no leak: the messages are the same uniform
+/// strings); every call site states its bound.
+pub fn mul_small(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ring, k: u32, x: &[u64], y: &[u64]) -> Result<Vec<u64>> {
+    check_small(ring, k, "small product")?;
+    if x.len() != y.len() {
+        return Err(invalid("small product: operands of different lengths"));
+    }
+    let n = x.len();
+    let l = ring.bits();
+    let (xs, t, s) = small_parts(ring, x, k);
+    let ku = k as usize;
+    let mut vecs = Vec::with_capacity(n * ku);
+    for i in 0..n {
+        for _ in 0..ku - 1 {
+            vecs.push(y[i]);
+        }
+        vecs.push(ring.mul(ring.sub(2 * t[i], 1), y[i]));
+    }
+    let wf = move |_| l;
+    let dir = Dir { groups: n, m: 1, ybits: k, width: &wf, chosen: true, per_bit: true };
+    let v = vole(ot, ch, party, Some((dir, &vecs)), Some((dir, Some(&xs))))?;
+    vecs.zeroize();
+    Ok((0..n).map(|i| ring.add(ring.add(ring.mul(s[i], y[i]), v.send[i]), v.recv[i])).collect())
+}
+
+/// Squares x² of shared x **known to lie in [0, 2^{k−1})**: one direction
+/// of k OTs plus one OT the other way per element, against a square's ℓ
+/// OTs (the same known-MSB reading as [`mul_small`]).
+///
+/// **Derivation.** x² = s₀² + s₁² + 2s₀s₁ + 2^{k+1}t₀t₁(s₀ + s₁) + 2^{2k}t₀t₁.
+/// Party 1 multiplies (k-bit multiplier x'₁, bit k−1 = t₁) against party
+/// 0's per-bit vectors 2s₀ (bits below k−1) and (4t₀ − 2)·s₀ + 2^{k+1}·t₀
+/// (bit k−1): Σ = 2s₀s₁ + 2^{k+1}t₀t₁s₀ + 2^{2k}t₀t₁. Party 0 multiplies
+/// (1-bit multiplier t₀) against party 1's 2^{k+1}·t₁·s₁. One [`vole`]
+/// call, both directions at once. **Security and range:** as
+/// [`mul_small`].
+pub fn square_small(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ring, k: u32, x: &[u64]) -> Result<Vec<u64>> {
+    check_small(ring, k, "small square")?;
+    let n = x.len();
+    let l = ring.bits();
+    let (xs, t, s) = small_parts(ring, x, k);
+    let ku = k as usize;
+    let wf = move |_| l;
+    let wide = Dir { groups: n, m: 1, ybits: k, width: &wf, chosen: true, per_bit: true };
+    let bit = Dir { groups: n, m: 1, ybits: 1, width: &wf, chosen: true, per_bit: false };
+    let top = pow2(k + 1) & ring.mask();
+    let v = if party == 0 {
+        let mut vecs = Vec::with_capacity(n * ku);
+        for i in 0..n {
+            let two_s = ring.mul(2, s[i]);
+            for _ in 0..ku - 1 {
+                vecs.push(two_s);
+            }
+            let hi = ring.add(ring.mul(ring.sub(4 * t[i], 2), s[i]), ring.mul(t[i], top));
+            vecs.push(hi);
+        }
+        let v = vole(ot, ch, party, Some((wide, &vecs)), Some((bit, Some(&t))))?;
+        vecs.zeroize();
+        v
+    } else {
+        let mut vecs: Vec<u64> = (0..n).map(|i| ring.mul(ring.mul(t[i], top), s[i])).collect();
+        let v = vole(ot, ch, party, Some((bit, &vecs)), Some((wide, Some(&xs))))?;
+        vecs.zeroize();
+        v
+    };
+    Ok((0..n).map(|i| ring.add(ring.add(ring.mul(s[i], s[i]), v.send[i]), v.recv[i])).collect())
 }

@@ -263,6 +263,7 @@ fn bytes_and_rounds_per_provider_call_are_pinned() {
         ("trunc_mul", |p, mut s, ch| drop(interactive::trunc_mul(&mut s, ch, p, 64, 12, 100).unwrap())),
         ("powers4", |p, mut s, ch| drop(interactive::powers(&mut s, ch, p, 64, 4, 100).unwrap())),
         ("subsets3", |p, mut s, ch| drop(interactive::subsets(&mut s, ch, p, 64, 3, 100).unwrap())),
+        ("wrap", |p, mut s, ch| drop(interactive::wrap_ole(&mut s, ch, p, 12, 100).unwrap())),
     ];
     // Gilboa corrections: Σ_j (ℓ − j) = ℓ(ℓ+1)/2 bits per ℓ-bit multiplier
     // and vector element, plus ℓ IKNP ROTs per multiplier; a chosen
@@ -294,6 +295,9 @@ fn bytes_and_rounds_per_provider_call_are_pinned() {
         ([tp[0] + chosen(nn) + bit_times(nn), tp[1] + chosen(nn) + bit_times(nn)], 9),
         ([prods(0, nn)[0] + prods(nn, nn)[0], prods(0, nn)[1] + prods(nn, nn)[1]], 5),
         ([chosen(3 * nn) + chosen(nn); 2], 7),
+        // the wrap-bit truncation's bit products: one ROT and f correction
+        // bits per element, party 0 → 1
+        ([(nn * f).div_ceil(8), iknp_bytes(n)], 1),
     ];
     for ((name, call), (bytes, rounds)) in calls.into_iter().zip(expect) {
         let out = run2(4, move |p, mut s, ch| call(p, &mut s, ch));
@@ -315,7 +319,7 @@ fn curious_parties_learn_nothing_from_the_provider_messages() {
     let ys2 = ys.clone();
     let out = run2(6, move |party, mut s, ch| {
         let wf = |_| 64u32;
-        let dir = Dir { groups: n, m: 1, ybits: 64, width: &wf, chosen: true };
+        let dir = Dir { groups: n, m: 1, ybits: 64, width: &wf, chosen: true, per_bit: false };
         let x = vec![3u64; n];
         if party == 0 {
             interactive::vole(&mut s, ch, party, Some((dir, &x)), None).unwrap().send.clone()
@@ -483,6 +487,14 @@ fn layernorm_runs_interactively_against_the_reference() {
     for v in &secure[normal..] {
         assert!(v.abs() <= 0.02, "zero-variance row gave {v}");
     }
+    // rows at the clip and beyond it (the square's shifted operand at its
+    // extremes): against the clear reference, and one-sided rows
+    let mut e: Vec<f64> = (0..len).map(|i| if i % 2 == 0 { 1024.0 } else { -1024.0 }).collect();
+    e.extend((0..len).map(|i| if i < len / 2 { 5000.0 } else { -5000.0 }));
+    e.extend((0..len).map(|i| if i == 0 { -1024.0 } else { 1024.0 }));
+    let (secure, clear, _) = run_op(&e, std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None)), false);
+    let (err, i) = max_err(&secure, &clear);
+    assert!(err <= 0.02, "layernorm at the clip vs reference {err} at {i}");
 }
 
 #[test]
@@ -621,7 +633,7 @@ fn malformed_provider_messages_are_errors_not_panics() {
             let mut s = ot(&mut b, 1, 11);
             let wf = move |_| width;
             let ybits = width.min(64);
-            let dir = Dir { groups, m: 1, ybits, width: &wf, chosen: false };
+            let dir = Dir { groups, m: 1, ybits, width: &wf, chosen: false, per_bit: false };
             interactive::vole(&mut s, &mut b, 1, None, Some((dir, None))).map(|_| ())
         });
         let mut s = ot(&mut a, 0, 11);
@@ -672,4 +684,214 @@ fn gelu_128x768_provider_costs() {
     }
     let tot: (u64, u64) = out[0].0.iter().fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
     eprintln!("total: party 0 sent {} received {} bytes", tot.0, tot.1);
+}
+
+// ---- the wrap-bit truncation of the interactive context (Cheetah's
+// known-MSB truncation on interactive bit products)
+
+/// Runs the wrap-bit truncation of `xs` (ring values) by `f` bits in a
+/// `bits`-bit ring: returns each party's output shares, its correlation's
+/// own bits, the peer bits it received and its own MSB bits.
+#[allow(clippy::type_complexity)]
+fn wrap_run(bits: u32, f: u32, xs: Vec<u64>, seed: u64) -> [(Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>); 2] {
+    let r = ring(bits);
+    let (s0, s1) = share_arith(r, &xs, &mut Prg::new(Block(seed as u128 + 100)));
+    let shares = [s0, s1];
+    let out = run2(seed, move |p, mut s, ch| {
+        let x = &shares[p as usize].v;
+        let w = interactive::wrap_ole(&mut s, ch, p, f, x.len()).unwrap();
+        let mine = interactive::wrap_trunc_bits(r, p, x, &w).unwrap();
+        ch.send(&mine).unwrap();
+        let peer = ch.recv().unwrap();
+        let peer = interactive::unpack_bits("test", &peer, x.len()).unwrap();
+        let t = interactive::wrap_trunc_finish(r, p, x, f, &w, &peer);
+        let bias = if p == 0 { 1u64 << (bits - 2) } else { 0 };
+        let msb: Vec<u64> = x.iter().map(|v| r.add(*v, bias) >> (bits - 1)).collect();
+        (t, w.own.clone(), peer, msb)
+    });
+    let [(a, _, _), (b, _, _)] = out;
+    [a, b]
+}
+
+#[test]
+fn wrap_truncation_is_faithful_at_every_shift_and_edge() {
+    for (bits, f, seed) in [(64u32, 12u32, 11u64), (64, 40, 12), (64, 1, 13), (64, 62, 14), (16, 5, 15), (8, 3, 16), (37, 20, 17)] {
+        let r = ring(bits);
+        let half = 1i128 << (bits - 2);
+        // the range's ends, zero, ±1, ±2^f and its neighbours, then random
+        let mut vals: Vec<i128> = vec![-half, -half + 1, half - 1, half - 2, 0, 1, -1, 1 << f, (1 << f) - 1, -(1 << f), -(1 << f) - 1];
+        let mut p = Prg::new(Block(seed as u128));
+        vals.extend((0..3000).map(|_| (p.next_u64() as i128).rem_euclid(2 * half) - half));
+        let xs: Vec<u64> = vals.iter().map(|v| (v.rem_euclid(1i128 << bits)) as u64).collect();
+        let [(a, ..), (b, ..)] = wrap_run(bits, f, xs, seed);
+        let mut errs = [0usize; 2];
+        for (i, v) in vals.iter().enumerate() {
+            let fl = v.div_euclid(1i128 << f);
+            let got = r.add(a[i], b[i]);
+            let want = |e: i128| ((fl + e).rem_euclid(1i128 << bits)) as u64;
+            let e = [0, 1].into_iter().find(|e| got == want(*e));
+            assert!(e.is_some(), "ring {bits}, f {f}: x = {v} gave {got}, want ⌊x/2^f⌋ or +1");
+            errs[e.unwrap() as usize] += 1;
+        }
+        // both outcomes occur (the one-bit error is the shares' carry)
+        if f > 1 {
+            assert!(errs[0] > 100 && errs[1] > 100, "ring {bits}, f {f}: error counts {errs:?}");
+        }
+    }
+    // refusals: shift out of range, correlation of the wrong length
+    let out = run2(18, |p, mut s, ch| interactive::wrap_ole(&mut s, ch, p, 0, 4).is_err() && interactive::wrap_ole(&mut s, ch, p, 63, 4).is_err());
+    assert!(out[0].0 && out[1].0);
+    assert!(interactive::unpack_bits("test", &[0x10], 4).is_err());
+    assert!(interactive::unpack_bits("test", &[0, 0], 4).is_err());
+}
+
+#[test]
+fn wrap_truncation_bits_reveal_nothing() {
+    // x with a secret sign: each party's received bits against the peer's
+    // MSB bit (the wrap's input) and against the sign of x
+    let n = 4000usize;
+    let mut p = Prg::new(Block(21));
+    let vals: Vec<i64> = (0..n).map(|_| (p.next_u64() >> 30) as i64 - (1i64 << 33)).collect();
+    let xs: Vec<u64> = vals.iter().map(|v| *v as u64).collect();
+    let [(_, own0, recv0, msb0), (_, own1, recv1, msb1)] = wrap_run(64, 12, xs, 22);
+    let chance = |right: usize, what: &str| {
+        let dev = (right as f64 - n as f64 / 2.0).abs();
+        assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "{what}: the view predicts the secret {right}/{n} times");
+    };
+    chance((0..n).filter(|&i| recv1[i] == msb0[i]).count(), "party 1's bits against party 0's MSB");
+    chance((0..n).filter(|&i| recv0[i] == msb1[i]).count(), "party 0's bits against party 1's MSB");
+    chance((0..n).filter(|&i| recv1[i] ^ msb1[i] == u64::from(vals[i] < 0)).count(), "party 1's bits and MSB against the sign");
+    chance((0..n).filter(|&i| recv0[i] ^ msb0[i] == u64::from(vals[i] < 0)).count(), "party 0's bits and MSB against the sign");
+    // the attack works once the mask is known: the bits are the MSBs masked
+    // by the correlation's own bits
+    assert!((0..n).all(|i| recv1[i] ^ own0[i] == msb0[i] && recv0[i] ^ own1[i] == msb1[i]));
+}
+
+/// `relu_and_bit` then `select`: ReLU of x, and b·z for b = [y ≥ 0], against
+/// the clear values; its bytes are pinned to those of one plain cf2 ReLU
+/// over x ‖ y (the same comparison batch and the same multiplexer OTs, used
+/// for x now and for z later), its rounds to that ReLU's plus the second
+/// multiplexer's two flights.
+#[test]
+fn relu_and_bit_then_select_is_one_cf2_batch() {
+    let (n, q) = (64usize, 128usize);
+    let mut xv = randoms(n, -50.0, 50.0, 31);
+    xv[0] = 0.0;
+    xv[1] = -ULP;
+    let mut yv = randoms(q, -50.0, 50.0, 32);
+    yv[0] = 0.0; // [0 ≥ 0] = 1
+    yv[1] = -ULP;
+    yv[2] = ULP;
+    let zv = randoms(q, -1e6, 1e6, 33);
+    let r = fx().ring;
+    let mk = |v: &[f64], seed: u64| {
+        let (a, b) = share_arith(r, &enc(v), &mut Prg::new(Block(seed as u128)));
+        [a, b]
+    };
+    let (xs, ys, zs) = (mk(&xv, 1), mk(&yv, 2), mk(&zv, 3));
+    let xy = mk(&xv.iter().chain(&yv).copied().collect::<Vec<_>>(), 4);
+    let out = run2(34, move |p, s, ch| {
+        let pi = p as usize;
+        let mut c = Ctx::new_interactive(p, s, fx()).unwrap();
+        let before = ch.cost();
+        let (rx, sel) = c.relu_and_bit(ch, &xs[pi], &ys[pi], 64.0 * 4096.0).unwrap();
+        let bz = c.select(ch, sel, &zs[pi]).unwrap();
+        let mine = ch.cost() - before;
+        let before = ch.cost();
+        let plain = c.relu_within(ch, &xy[pi], 64.0 * 4096.0).unwrap();
+        let reference = ch.cost() - before;
+        (rx.v.clone(), bz.v.clone(), plain.v.clone(), mine, reference)
+    });
+    let (a, b) = (&out[0].0, &out[1].0);
+    let rx = dec(&add(r, &a.0, &b.0));
+    let bz = dec(&add(r, &a.1, &b.1));
+    for i in 0..n {
+        assert_eq!(rx[i], dec(&enc(&[xv[i]]))[0].max(0.0), "relu at {i}");
+    }
+    for i in 0..q {
+        let want = if fx().encode(yv[i]) as i64 >= 0 { dec(&enc(&[zv[i]]))[0] } else { 0.0 };
+        assert_eq!(bz[i], want, "select at {i} (y = {})", yv[i]);
+    }
+    for p in 0..2 {
+        let (mine, reference) = (out[p].0 .3, out[p].0 .4);
+        assert_eq!(mine.bytes_sent, reference.bytes_sent, "party {p}: bytes of relu_and_bit + select vs one ReLU");
+        assert_eq!(mine.rounds, reference.rounds + 2, "party {p}: rounds");
+    }
+    // refusals: a dealt or clear context has no cf2 bit; lengths checked
+    let mut cc = Ctx::clear(fx());
+    let (mut dummy, _peer) = MemChannel::pair();
+    let z = ArithShare::zeros(r, 4);
+    assert!(cc.relu_and_bit(&mut dummy, &z, &z, 1.0).is_err());
+}
+
+// ---- products with a small (known-MSB) operand
+
+#[test]
+fn small_products_and_squares_match_the_ring_at_edges() {
+    for (bits, k, seed) in [(64u32, 16u32, 41u64), (64, 26, 42), (64, 2, 43), (64, 63, 44), (64, 31, 45), (16, 8, 46), (37, 20, 47)] {
+        let r = ring(bits);
+        let top = 1u64 << (k - 1);
+        let mut p = Prg::new(Block(seed as u128));
+        let mut xs: Vec<u64> = vec![0, 1, top - 1, top - 2, top / 2];
+        xs.extend((0..1000).map(|_| p.next_u64() % top));
+        let ys: Vec<u64> = (0..xs.len()).map(|_| p.next_u64() & r.mask()).collect();
+        let (x0, x1) = share_arith(r, &xs, &mut Prg::new(Block(seed as u128 + 1)));
+        let (y0, y1) = share_arith(r, &ys, &mut Prg::new(Block(seed as u128 + 2)));
+        let sx = [x0, x1];
+        let sy = [y0, y1];
+        let out = run2(seed, move |pp, mut s, ch| {
+            let i = pp as usize;
+            let m = interactive::mul_small(&mut s, ch, pp, r, k, &sx[i].v, &sy[i].v).unwrap();
+            let q = interactive::square_small(&mut s, ch, pp, r, k, &sx[i].v).unwrap();
+            (m, q)
+        });
+        let prod = add(r, &out[0].0 .0, &out[1].0 .0);
+        let sq = add(r, &out[0].0 .1, &out[1].0 .1);
+        for i in 0..xs.len() {
+            assert_eq!(prod[i], r.mul(xs[i], ys[i]), "ring {bits}, k {k}: x·y at x = {}", xs[i]);
+            assert_eq!(sq[i], r.mul(xs[i], xs[i]), "ring {bits}, k {k}: x² at x = {}", xs[i]);
+        }
+    }
+    // refusals: widths outside 2..ℓ, lengths
+    let out = run2(48, |p, mut s, ch| {
+        let r = ring(64);
+        (interactive::mul_small(&mut s, ch, p, r, 1, &[1], &[1]).is_err(), interactive::square_small(&mut s, ch, p, r, 64, &[1]).is_err(), interactive::mul_small(&mut s, ch, p, r, 8, &[1, 2], &[1]).is_err())
+    });
+    assert_eq!(out[0].0, (true, true, true));
+}
+
+/// The small square's bytes and rounds, and a curious party 0 against
+/// party 1's top bit t₁ (the multiplier bit k−1 whose derandomisation bit
+/// party 0 receives): chance.
+#[test]
+fn small_square_is_pinned_and_its_bits_reveal_nothing() {
+    let (n, k) = (4000usize, 26u32);
+    let r = ring(64);
+    let mut p = Prg::new(Block(51));
+    let xs: Vec<u64> = (0..n).map(|_| p.next_u64() % (1 << (k - 1))).collect();
+    let (x0, x1) = share_arith(r, &xs, &mut Prg::new(Block(52)));
+    let sx = [x0.clone(), x1.clone()];
+    let out = run2(53, move |pp, mut s, ch| interactive::square_small(&mut s, ch, pp, r, k, &sx[pp as usize].v).unwrap());
+    // bytes: party 0 → 1 sends the k-bit direction's corrections (Σ_{j<k}(64 − j)
+    // bits per element) and the 1-bit direction's derandomisation bit;
+    // party 1 → 0 the k derandomisation bits and one 64-bit correction per
+    // element; plus each side's IKNP traffic as receiver
+    let nn = n as u64;
+    let kk = k as u64;
+    let corr: u64 = (0..kk).map(|j| 64 - j).sum();
+    let b0 = (nn * corr).div_ceil(8) + nn.div_ceil(8) + iknp_bytes(n);
+    let b1 = nn * 8 + (nn * kk).div_ceil(8) + iknp_bytes(n * k as usize);
+    assert_eq!([out[0].1.bytes_sent, out[1].1.bytes_sent], [b0, b1]);
+    assert_eq!(out[0].1.rounds.max(out[1].1.rounds), 3, "rounds");
+    // party 0's received derandomisation bits: the last-but-one message
+    // (before the corrections), k bits per element; bit k−1 is t₁ ⊕ c
+    let d = &out[0].2[out[0].2.len() - 2];
+    assert_eq!(d.len(), (n * k as usize).div_ceil(8));
+    let t1: Vec<u64> = x1.v.iter().map(|v| (v >> (k - 1)) & 1).collect();
+    let pos = |i: usize| i * k as usize + k as usize - 1;
+    let right = (0..n).filter(|&i| ((d[pos(i) / 8] >> (pos(i) % 8)) & 1) as u64 == t1[i]).count();
+    let dev = (right as f64 - n as f64 / 2.0).abs();
+    assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "party 0 predicts t₁ {right}/{n} times");
+    let sq = add(r, &out[0].0, &out[1].0);
+    assert!((0..n).all(|i| sq[i] == r.mul(xs[i], xs[i])));
 }

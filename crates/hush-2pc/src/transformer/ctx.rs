@@ -64,6 +64,21 @@
 //! checks the ranges at their extremes), and [`Ctx::trunc_full`] is there
 //! for values that have no bound.
 //!
+//! **Truncation in interactive mode (since 2026-11-29).** An interactive
+//! context answers a truncation need with no pair: the same x' = x +
+//! 2^{ℓ−2} ∈ [0, 2^{ℓ−1}) has a known MSB, so the wrap of the parties' own
+//! shares is msb(x'₀) ∨ msb(x'₁) and each party truncates its share
+//! locally, corrected by that wrap (Cheetah's truncation with one-bit error
+//! and known MSB, Huang et al., USENIX Security 2022): one random bit
+//! product per element offline (1 COT and f bits, against the pair's ℓ
+//! COTs and ≈ 2.6 kbit) and one bit each way online (against the pair's ℓ).
+//! The result set is the same, ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1, on the same range;
+//! [`crate::interactive::wrap_ole`] has the derivation and the security
+//! argument. Truncate-and-square and truncate-and-multiply are then this
+//! truncation followed by an interactive square or Beaver product (one
+//! flight more each, about half the COTs of the fused tuples). Dealt modes
+//! are unchanged.
+//!
 //! **Peer bytes.** Every opening goes through `wire::exchange` (length
 //! fixed by the public shape, checked before use) and `unpack_ring`
 //! (values above the ring are an error naming the step).
@@ -77,7 +92,7 @@ use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
 use crate::deal::trunc::{TruncMulShare, TruncMuls, TruncPairs, TruncShare, TruncSqShare, TruncSquares};
 use crate::nonlinear::{tami_general_online, Proto};
-use crate::share::{ArithShare, FixedPoint};
+use crate::share::{ArithShare, BoolShare, FixedPoint};
 use crate::tee::Dealer;
 use crate::wire::{self, pack_ring, unpack_ring};
 use crate::{fss, invalid, tami, Party, Result};
@@ -121,6 +136,9 @@ enum Gate {
 enum Pre {
     Relu(Vec<Gate>),
     Trunc(TruncShare),
+    /// Interactive mode's answer to a truncation need: the wrap-bit
+    /// truncation's bit products ([`interactive::wrap_ole`]).
+    Wrap(interactive::WrapShare),
     TruncSq(TruncSqShare),
     TruncMul(TruncMulShare),
     Triples(TripleShare),
@@ -148,6 +166,13 @@ impl Prefilled {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+
+/// A comparison bit kept XOR-shared with its unused multiplexer OTs
+/// ([`Ctx::relu_and_bit`], interactive mode).
+pub struct Selector {
+    pre: Box<cf2::Cf2Pre>,
+    b: BoolShare,
 }
 
 /// A party's context for the transformer operators.
@@ -518,7 +543,9 @@ impl Ctx {
                 }
                 Pre::Relu(vec![Gate::Cf2(Box::new(cf2::prepare(ot, ch, party, n, w - 1, k, n)?), w)])
             }
-            Need::Trunc { n, f } => Pre::Trunc(interactive::trunc(ot, ch, party, bits, f, n)?),
+            // not a truncation pair: the wrap-bit truncation's offline
+            // part (Cheetah's known-MSB truncation, see `Ctx::trunc`)
+            Need::Trunc { n, f } => Pre::Wrap(interactive::wrap_ole(ot, ch, party, f, n)?),
             Need::TruncSq { n, f } => Pre::TruncSq(interactive::trunc_square(ot, ch, party, bits, f, n)?),
             Need::TruncMul { n, f } => Pre::TruncMul(interactive::trunc_mul(ot, ch, party, bits, f, n)?),
             Need::Triples { n } => Pre::Triples(interactive::triples(ot, ch, party, bits, n)?),
@@ -672,6 +699,136 @@ impl Ctx {
             return Err(invalid("preprocessing: ReLU batch size mismatch"));
         }
         Ok(ArithShare { ring: x.ring, v: out })
+    }
+
+    /// Interactive mode only: ReLU of `x` and the comparison bit
+    /// [`y ≥ 0`] of `y` from **one** CrypTFlow2 batch (one millionaires'
+    /// run over both, |x|, |y| ≤ `max_ulps` ring units), the ReLU's
+    /// multiplexer applied now, the bit kept XOR-shared with its unused
+    /// multiplexer OTs for a later [`Ctx::select`] (b·z for a z computed
+    /// after it). Against a ReLU pair ReLU(y + 1) − ReLU(y) for the bit
+    /// and a Beaver product b·z: one comparison and a 2-COT multiplexer
+    /// instead of two comparisons and a triple's 2ℓ COTs. **View:** cf2's
+    /// (the millionaires' and multiplexer messages, simulatable: Rathee et
+    /// al., CCS 2020, §3–4); each multiplexer ROT is used once
+    /// ([`cf2::mux_online`] consumes them in order).
+    pub fn relu_and_bit(&mut self, ch: &mut dyn Channel, x: &ArithShare, y: &ArithShare, max_ulps: f64) -> Result<(ArithShare, Option<Selector>)> {
+        if !self.is_interactive() {
+            return Err(invalid("relu_and_bit: interactive mode only (cf2 comparisons)"));
+        }
+        let (n, q) = (x.len(), y.len());
+        if n == 0 || q == 0 {
+            return Err(invalid("relu_and_bit: empty input"));
+        }
+        self.check_bound(x, max_ulps, "relu")?;
+        self.check_bound(y, max_ulps, "relu")?;
+        let w = self.width_for(max_ulps);
+        let party = self.party;
+        let Some(pre) = self.take(ch, Need::Relu { n: n + q, w, swap: false })? else { return Ok((self.zeros(n), None)) };
+        let Pre::Relu(mut gates) = pre else { return Err(invalid("preprocessing: not a ReLU batch")) };
+        let Some(Gate::Cf2(mut pre, w)) = gates.pop().filter(|_| gates.is_empty()) else { return Err(invalid("preprocessing: not one cf2 batch")) };
+        let rw = Ring::new(w).ok_or_else(|| invalid("cf2 width"))?;
+        let all = concat(&[x, y]);
+        let xw: Vec<u64> = all.v.iter().map(|v| v & rw.mask()).collect();
+        let inp = cf2::drelu_input(party, rw, &xw);
+        let carry = cf2::millionaire_online(ch, party, &mut pre, &inp)?;
+        let b = cf2::drelu_finish(party, rw, &xw, carry);
+        let bx = BoolShare::from_bools(&(0..n).map(|i| b.get(i)).collect::<Vec<_>>());
+        let by = BoolShare::from_bools(&(n..n + q).map(|i| b.get(i)).collect::<Vec<_>>());
+        let r = cf2::mux_online(ch, party, &mut pre, &bx, x)?;
+        Ok((r, Some(Selector { pre, b: by })))
+    }
+
+    /// b·z for the bit kept by [`Ctx::relu_and_bit`] (exact in the ring;
+    /// two flights, one OT each way per element). `None` (plan mode) gives
+    /// zeros.
+    pub fn select(&mut self, ch: &mut dyn Channel, sel: Option<Selector>, z: &ArithShare) -> Result<ArithShare> {
+        let Some(mut s) = sel else { return Ok(self.zeros(z.len())) };
+        if s.b.n != z.len() {
+            return Err(invalid(format!("select: {} bits for {} values", s.b.n, z.len())));
+        }
+        cf2::mux_online(ch, self.party, &mut s.pre, &s.b, z)
+    }
+
+    /// x·y for x **proven to lie in [0, 2^{k−1})** and any y. Interactive
+    /// mode: [`interactive::mul_small`] on the live COT session (2k OTs per
+    /// element instead of a Beaver triple's 2ℓ; three flights instead of
+    /// one opening; made on demand, not planned). Dealt modes: [`Ctx::mul`];
+    /// the clear reference fails on an x outside the range.
+    pub fn mul_small(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32, y: &ArithShare) -> Result<ArithShare> {
+        let r = x.ring;
+        if !(2..r.bits()).contains(&k) || x.len() != y.len() {
+            return Err(invalid(format!("mul_small: {k}-bit operand in a {}-bit ring, {} and {} elements", r.bits(), x.len(), y.len())));
+        }
+        if self.is_clear() {
+            if let Some(v) = x.v.iter().find(|v| **v >= 1u64 << (k - 1)) {
+                return Err(invalid(format!("mul_small: input {} (ring units) outside [0, 2^{}) (the bound's proof is wrong)", r.to_signed(*v), k - 1)));
+            }
+        }
+        if !self.is_interactive() || x.is_empty() {
+            return self.mul(ch, x, y);
+        }
+        if let Mode::Plan(_) = self.mode {
+            return Ok(self.zeros(x.len()));
+        }
+        let party = self.party;
+        let ot = self.ot.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
+        Ok(ArithShare { ring: r, v: interactive::mul_small(ot, ch, party, r, k, &x.v, &y.v)? })
+    }
+
+    /// x² for x **proven to lie in [0, 2^{k−1})**. Interactive mode:
+    /// [`interactive::square_small`] on the live COT session (k + 1 OTs per
+    /// element instead of a power tuple's ℓ; three flights instead of one
+    /// opening; nothing planned or prefilled — like [`Ctx::trunc_full`] it
+    /// is made on demand). Dealt modes: [`Ctx::powers`]; the clear
+    /// reference squares exactly and fails on an input outside the range
+    /// (the bound's proof is wrong).
+    pub fn square_small(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32) -> Result<ArithShare> {
+        Ok(self.powers_small(ch, x, 2, k)?.pop().expect("two powers"))
+    }
+
+    /// x, x², …, x^k for x **proven to lie in [0, 2^{xbits−1})**, exactly
+    /// in the ring (x^j < 2^{j·(xbits−1)}, checked to fit below 2^{ℓ−1}).
+    /// Interactive mode: level by level, x^j = x^h·x^{j−h} by
+    /// [`interactive::mul_small`] (the small operand x^{j−h}) or, for
+    /// j = 2h, [`interactive::square_small`] — per element (K = 4,
+    /// xbits = 16) 17 + 32 + 32 OTs against a power tuple's 256; 3 flights
+    /// per call instead of one opening. Dealt modes: [`Ctx::powers`]; the
+    /// clear reference computes exactly and fails outside the range.
+    pub fn powers_small(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32, xbits: u32) -> Result<Vec<ArithShare>> {
+        let r = x.ring;
+        let l = r.bits();
+        if !(1..=MAX_POWER).contains(&k) || xbits < 2 || (k as u64) * (xbits as u64 - 1) + 1 >= l as u64 {
+            return Err(invalid(format!("powers up to {k} of {xbits}-bit values in a {l}-bit ring")));
+        }
+        if self.is_clear() {
+            if let Some(v) = x.v.iter().find(|v| **v >= 1u64 << (xbits - 1)) {
+                return Err(invalid(format!("powers_small: input {} (ring units) outside [0, 2^{}) (the bound's proof is wrong)", r.to_signed(*v), xbits - 1)));
+            }
+        }
+        if !self.is_interactive() || x.is_empty() {
+            return self.powers(ch, x, k);
+        }
+        if let Mode::Plan(_) = self.mode {
+            return Ok((0..k).map(|_| self.zeros(x.len())).collect());
+        }
+        let party = self.party;
+        let ot = self.ot.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
+        let mut out: Vec<ArithShare> = vec![x.clone()];
+        let bits_of = |j: usize| j as u32 * (xbits - 1) + 1;
+        while out.len() < k as usize {
+            let have = out.len();
+            let hi = (2 * have).min(k as usize);
+            for j in have + 1..=hi {
+                let v = if j == 2 * have {
+                    interactive::square_small(ot, ch, party, r, bits_of(have), &out[have - 1].v)?
+                } else {
+                    interactive::mul_small(ot, ch, party, r, bits_of(j - have), &out[j - have - 1].v, &out[have - 1].v)?
+                };
+                out.push(ArithShare { ring: r, v });
+            }
+        }
+        Ok(out)
     }
 
     /// A chain of ReLUs, each input a function of the previous output:
@@ -868,6 +1025,14 @@ impl Ctx {
         }
         let party = self.party;
         let Some(pre) = self.take(ch, Need::Trunc { n, f })? else { return Ok(self.zeros(n)) };
+        if let Pre::Wrap(w) = &pre {
+            // interactive mode: the wrap-bit truncation (one bit each way)
+            let step = "wrap-bit truncation: the peer's masked MSB bits";
+            let mine = interactive::wrap_trunc_bits(r, party, &x.v, w)?;
+            let peer = wire::exchange(ch, step, &mine)?;
+            let peer = interactive::unpack_bits(step, &peer, n)?;
+            return Ok(ArithShare { ring: r, v: interactive::wrap_trunc_finish(r, party, &x.v, f, w, &peer) });
+        }
         let Pre::Trunc(t) = pre else { return Err(invalid("preprocessing: not a truncation batch")) };
         let bias = 1u64 << (l - 2);
         let mine: Vec<u64> = (0..n).map(|i| r.add(r.add(x.v[i], t.r[i]), if party == 0 { bias } else { 0 })).collect();
@@ -914,6 +1079,14 @@ impl Ctx {
         }
         if self.is_clear() {
             return Ok(ArithShare { ring: r, v: x.v.iter().map(|&a| { let t = FixedPoint::trunc_ref(r, a, f); r.mul(t, t) }).collect() });
+        }
+        if self.is_interactive() {
+            // interactive mode: the wrap-bit truncation then a square
+            // (an interactive square pair, one opening): two flights
+            // instead of one, a truncation's 1 COT + a square's ℓ one-way
+            // COTs instead of the pair's ℓ, the square's ℓ and 2 more
+            let t = self.trunc(ch, x, f)?;
+            return Ok(self.powers(ch, &t, 2)?.pop().expect("two powers"));
         }
         let party = self.party;
         let Some(pre) = self.take(ch, Need::TruncSq { n, f })? else { return Ok(self.zeros(n)) };
@@ -973,6 +1146,14 @@ impl Ctx {
             let ty = t.iter().zip(&y.v).map(|(a, b)| r.mul(*a, *b)).collect();
             return Ok((ArithShare { ring: r, v: t }, ArithShare { ring: r, v: ty }));
         }
+        if self.is_interactive() {
+            // interactive mode: the wrap-bit truncation then a Beaver
+            // product (two flights instead of one; 1 + 2ℓ COTs per
+            // element instead of the tuple's 3ℓ + 2)
+            let t = self.trunc(ch, x, f)?;
+            let p = self.mul(ch, &t, y)?;
+            return Ok((t, p));
+        }
         let party = self.party;
         let Some(pre) = self.take(ch, Need::TruncMul { n, f })? else { return Ok((self.zeros(n), self.zeros(n))) };
         let Pre::TruncMul(t) = pre else { return Err(invalid("preprocessing: not a truncate-and-multiply batch")) };
@@ -1030,6 +1211,14 @@ impl Ctx {
             let t1 = self.trunc(ch, x1, f)?;
             let (_, p) = self.trunc_mul(ch, x2, f, y2)?;
             return Ok((t1, p));
+        }
+        if self.is_interactive() {
+            // interactive mode: both wrap-bit truncations in one batch
+            // (one flight), then the Beaver product (one flight)
+            let t = self.trunc(ch, &concat(&[x1, x2]), f)?;
+            let t2 = ArithShare { ring: r, v: t.v[n1..].to_vec() };
+            let p = self.mul(ch, &t2, y2)?;
+            return Ok((ArithShare { ring: r, v: t.v[..n1].to_vec() }, p));
         }
         let party = self.party;
         let pre1 = self.take(ch, Need::Trunc { n: n1, f })?;

@@ -100,6 +100,9 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
     let n = x.len();
     let clip = poly::enc(ctx, GELU_CLIP, f);
     let at = poly::enc(ctx, GELU_SPLIT, f);
+    if ctx.is_interactive() && n > 0 {
+        return gelu_interactive(ctx, ch, x, max_abs, clip, at);
+    }
     // the two ReLU batches as one chain ([`Ctx::relu_chain`]): the second
     // batch's re-share rides on the first's last flight
     let mut rx = ArithShare::zeros(ring, 0);
@@ -133,6 +136,56 @@ pub fn gelu_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs:
     let diff = ps[1].sub(&ps[0]);
     let (g1, sel) = ctx.trunc_and_trunc_mul(ch, &ps[0], &diff, s_p + s - f, &b)?;
     Ok(rx.sub(&g1.add(&sel)))
+}
+
+/// [`gelu_within`] in interactive mode (cf2 comparisons, no trusted
+/// party): the same segments, polynomials and clip, with the selection
+/// done by a multiplexer on a comparison **bit** instead of a 0/1 ring
+/// integer from two ReLUs and a product:
+/// 1. r = ReLU(x), |x| = 2r − x (one cf2 batch, as in the dealt modes);
+/// 2. one cf2 batch of 2n: ReLU(|x| − 4) (the clip, multiplexed now) and
+///    the bit b = [|x| − 1.6 ≥ 0] (DReLU, kept XOR-shared with its
+///    multiplexer OTs, [`Ctx::relu_and_bit`]) — the dealt path's
+///    ReLU(|x| − 1.6 + 1 ulp) − ReLU(|x| − 1.6) is the same bit from two
+///    comparisons;
+/// 3. the powers of t ∈ [0, 2^{f+2}] by products with a small known-MSB
+///    operand ([`Ctx::powers_small`], f + 4 bits: 81 OTs per element
+///    instead of a power tuple's 256, three flights per product call
+///    instead of one opening), both polynomials untruncated as in the
+///    dealt path;
+/// 4. g = ⌊(P₁ + b·(P₂ − P₁)) / 2^{s_p+s−f}⌋: b·(P₂ − P₁) by the
+///    multiplexer, exact in the ring ([`Ctx::select`]), then **one**
+///    faithful truncation (the dealt path truncates P₁ and P₂ − P₁
+///    separately: two).
+///
+/// Offline, per element: three cf2 comparisons instead of four and a
+/// multiplexer (2 COTs) instead of a truncate-and-multiply tuple or a
+/// Beaver triple (2ℓ COTs and more). Online: one flight more than the
+/// dealt path's fused last step (the multiplexer's two flights, then the
+/// truncation's). The result is the same function of x up to the
+/// truncations' one-bit errors: the **error bound** of the module docs
+/// holds with one truncation error fewer (≤ 2^{−f} instead of 2·2^{−f}).
+/// **Range:** P₁ + b·(P₂ − P₁) is P₁(u) or P₂(u) for u ∈ [0, 1], below
+/// 7·2^{s_p+s} < 2^{ℓ−2} (|P₂| ≤ Σ|c| < 7), inside the truncation's range.
+/// **View:** cf2's comparison and multiplexer messages and the
+/// truncations' (all simulatable, see [`Ctx::relu_and_bit`],
+/// [`crate::interactive::wrap_ole`]).
+fn gelu_interactive(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs: f64, clip: u64, at: u64) -> Result<ArithShare> {
+    let (ring, f) = (ctx.ring(), ctx.fx.frac);
+    let unit = (f as f64).exp2();
+    let rx = ctx.relu_within(ch, x, (max_abs * unit).ceil())?;
+    let a = rx.scale(2).sub(x); // |x|
+    let (over, sel) = ctx.relu_and_bit(ch, &ctx.add_const(&a, ring.neg(clip)), &ctx.add_const(&a, ring.neg(at)), ((max_abs + GELU_CLIP) * unit).ceil() + 1.0)?;
+    let t = a.sub(&over);
+    let s = f + 2 + 10;
+    let s_p = 2 * (f + 2);
+    // t = min(|x|, 4) ∈ [0, 2^{f+2}] exactly (a ReLU output subtracted
+    // from |x|, both exact): below 2^{f+3}, so f + 4 bits with a known MSB
+    let ps = poly::eval_raw_small(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s_p, s, Some(f + 4))?;
+    let diff = ps[1].sub(&ps[0]);
+    let bd = ctx.select(ch, sel, &diff)?;
+    let g = ctx.trunc(ch, &ps[0].add(&bd), s_p + s - f)?;
+    Ok(rx.sub(&g))
 }
 
 /// GeLU in f64 (erf from Abramowitz–Stegun 7.1.26, |error| ≤ 1.5·10⁻⁷):

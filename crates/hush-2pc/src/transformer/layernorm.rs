@@ -130,7 +130,21 @@ pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len
     let bcast = |v: &ArithShare| ArithShare { ring, v: (0..rows * len).map(|i| v.v[i / len]).collect() };
     let z = xc.sub(&bcast(&mu));
     // 3. variance
-    let sq = ctx.powers(ch, &z, 2)?.pop().expect("two powers");
+    let sq = if ctx.is_interactive() {
+        // interactive mode: z² = (z + B)² − 2B·z − B² with B = 2^{c+f+2}
+        // public and |z| ≤ 2^{c+f+1} + 1 (|x_c| ≤ 2^{c+f}, |μ| ≤ 2^{c+f} + 1
+        // with the mean's truncation): z + B in (0, 2^{c+f+3}) is a small
+        // non-negative operand of c + f + 5 bits ([`Ctx::square_small`]:
+        // c + f + 6 OTs per element instead of a square's ℓ), exact in the
+        // ring
+        let b = 1u64 << (c + f + 2);
+        let shifted = ctx.add_const(&z, b);
+        let s2 = ctx.square_small(ch, &shifted, c + f + 5)?;
+        let lin = z.scale(ring.mul(2, b));
+        ctx.add_const(&s2.sub(&lin), ring.neg(ring.mul(b, b)))
+    } else {
+        ctx.powers(ch, &z, 2)?.pop().expect("two powers")
+    };
     let q = ctx.trunc(ch, &row_sum(&sq), f)?;
     let s_v = l - 3 - (2 * (c + 1) + f);
     let c_v = ((s_v as f64).exp2() / len as f64).round() as u64;

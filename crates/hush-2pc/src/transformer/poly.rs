@@ -53,7 +53,7 @@ pub fn eval(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, poly
     if n == 0 {
         return Ok(polys.iter().map(|_| ArithShare::zeros(ctx.ring(), 0)).collect());
     }
-    let pw = at_scale(ctx, ch, u, s_in, k, s_p)?;
+    let pw = at_scale(ctx, ch, u, s_in, k, s_p, None)?;
     let mut sums = Vec::with_capacity(polys.len());
     for p in polys {
         let mut acc = ctx.constant(n, enc(ctx, p[0], s_p + s_c));
@@ -74,6 +74,15 @@ pub fn eval(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, poly
 /// per polynomial. Rounds: 2.
 #[allow(clippy::too_many_arguments)]
 pub fn eval_raw(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, polys: &[&[f64]], s_p: u32, s_c: u32) -> Result<Vec<ArithShare>> {
+    eval_raw_small(ctx, ch, u, s_in, polys, s_p, s_c, None)
+}
+
+/// [`eval_raw`] for u **proven to lie in [0, 2^{ubits−1})** ring units
+/// (`Some(ubits)`): the powers by [`Ctx::powers_small`] (interactive mode:
+/// products with a small operand instead of a power tuple; dealt modes
+/// unchanged). `None` is [`eval_raw`].
+#[allow(clippy::too_many_arguments)]
+pub fn eval_raw_small(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, polys: &[&[f64]], s_p: u32, s_c: u32, ubits: Option<u32>) -> Result<Vec<ArithShare>> {
     let l = ctx.ring().bits();
     let k = polys.iter().map(|p| p.len().saturating_sub(1)).max().unwrap_or(0) as u32;
     if k == 0 {
@@ -92,7 +101,7 @@ pub fn eval_raw(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, 
     if n == 0 {
         return Ok(polys.iter().map(|_| ArithShare::zeros(ctx.ring(), 0)).collect());
     }
-    let pw = at_scale(ctx, ch, u, s_in, k, s_p)?;
+    let pw = at_scale(ctx, ch, u, s_in, k, s_p, ubits)?;
     let mut sums = Vec::with_capacity(polys.len());
     for p in polys {
         let mut acc = ctx.constant(n, enc(ctx, p[0], s_p + s_c));
@@ -108,9 +117,12 @@ pub fn eval_raw(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, 
 /// own scale j·s_in is at most s_p are scaled up locally (exact, no
 /// opening); the others are brought to the common scale k·s_in and
 /// truncated in one batch (one opening of those only).
-fn at_scale(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, k: u32, s_p: u32) -> Result<Vec<ArithShare>> {
+fn at_scale(ctx: &mut Ctx, ch: &mut dyn Channel, u: &ArithShare, s_in: u32, k: u32, s_p: u32, ubits: Option<u32>) -> Result<Vec<ArithShare>> {
     let n = u.len();
-    let pw = ctx.powers(ch, u, k)?;
+    let pw = match ubits {
+        Some(b) => ctx.powers_small(ch, u, k, b)?,
+        None => ctx.powers(ch, u, k)?,
+    };
     let common = k * s_in;
     let low = (s_p / s_in).min(k) as usize; // powers j ≤ low: j·s_in ≤ s_p
     let mut out: Vec<ArithShare> = pw[..low].iter().enumerate().map(|(j, p)| p.scale(1u64 << (s_p - (j as u32 + 1) * s_in))).collect();

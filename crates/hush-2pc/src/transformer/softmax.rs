@@ -178,6 +178,30 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     // truncation's range), then the last truncation back to 2^24.
     let s_p = (2 * s_in).clamp(30, 3 * s_in);
     let s_c = 22;
+    if ctx.is_interactive() {
+        // interactive mode: the same polynomial in w = v + ¼ ∈ [0, ¼]
+        // (q(w) = p(w − ¼), coefficients by the binomial expansion, the
+        // same function; their encoding errors at 2^{−s_c} weigh w^j ≤ 4^{−j}
+        // as p's weighed |v|^j ≤ 4^{−j}), so the powers have a small
+        // non-negative operand: w < 2^{s_in−1}, f + 6 bits
+        // ([`Ctx::powers_small`]: 55 OTs per element instead of a power
+        // tuple's 192)
+        let q = shifted_poly(&EXP_POLY, -0.25);
+        let w = ctx.add_const(dc, poly::enc(ctx, 0.25, s_in));
+        let raw = poly::eval_raw_small(ctx, ch, &w, s_in, &[&q], s_p, s_c, Some(s_in))?.pop().expect("one polynomial");
+        // interactive mode: each truncation (Ctx::trunc: ⌊·⌋ or ⌊·⌋ + 1,
+        // never negative for these non-negative values) leaves
+        // T ≤ (1 + 10⁻⁴)·2^24 + 1 < 2^25 (y^{2^j} ≤ 1 + 10⁻⁴, see the error
+        // bound), so T² is a square with a small known-MSB operand of 26
+        // bits ([`Ctx::square_small`]: 27 OTs instead of a square's 64)
+        let mut sq = ctx.trunc(ch, &raw, s_p + s_c - EXP_SCALE)?;
+        sq = ctx.square_small(ch, &sq, EXP_SCALE + 2)?;
+        for _ in 1..EXP_HALVINGS {
+            let t = ctx.trunc(ch, &sq, EXP_SCALE)?;
+            sq = ctx.square_small(ch, &t, EXP_SCALE + 2)?;
+        }
+        return ctx.trunc(ch, &sq, EXP_SCALE);
+    }
     let raw = poly::eval_raw(ctx, ch, dc, s_in, &[&EXP_POLY], s_p, s_c)?.pop().expect("one polynomial");
     let mut sq = ctx.trunc_square(ch, &raw, s_p + s_c - EXP_SCALE)?;
     for _ in 1..EXP_HALVINGS {
@@ -185,6 +209,22 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     }
     let y = ctx.trunc(ch, &sq, EXP_SCALE)?;
     Ok(y)
+}
+
+/// The coefficients of q(w) = p(w + a) (from degree 0): q_j = Σ_{i≥j}
+/// p_i·C(i, j)·a^{i−j}.
+fn shifted_poly(p: &[f64], a: f64) -> Vec<f64> {
+    (0..p.len())
+        .map(|j| {
+            let mut c = 0.0;
+            let mut binom = 1.0; // C(i, j) for i = j
+            for i in j..p.len() {
+                c += p[i] * binom * a.powi((i - j) as i32);
+                binom = binom * (i + 1) as f64 / (i + 1 - j) as f64;
+            }
+            c
+        })
+        .collect()
 }
 
 /// exp(x) element-wise for x ≤ 0, output at the context's scale. Inputs
@@ -243,7 +283,16 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     // the reciprocal's last truncation fused with the product by exp (per
     // element, one flight: [`Ctx::trunc_mul`])
     let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
-    let (_, p) = ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?;
+    let p = if ctx.is_interactive() {
+        // interactive mode: the truncation, then the product with exp as
+        // the small operand (e ∈ [0, (1 + 10⁻⁴)·2^24 + 1] < 2^25: a
+        // truncation output of a non-negative value; 52 OTs per element
+        // instead of a Beaver triple's 128, [`Ctx::mul_small`])
+        let t = ctx.trunc(ch, &ArithShare { ring, v: ib }, ik)?;
+        ctx.mul_small(ch, &e, EXP_SCALE + 2, &t)?
+    } else {
+        ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?.1
+    };
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
 }
 
