@@ -1226,6 +1226,32 @@ pub struct ProviderUse {
     pub dealer_handle: bool,
 }
 
+/// One party's run of a plan, on the provider the plan names — the one
+/// place a graph session branches on where its correlations come from
+/// (issue 28): the **interactive provider** (no module and no dealer;
+/// `module` is not called) when the plan is the interactive preset, else
+/// the module or dealer connection `module` establishes over the session's
+/// channel (the provider constructors of [`crate::provider`]), dealing
+/// ahead ([`party_run_probed`]). `diagnose` explains a failure with the
+/// module at hand (a dealer that ended the session).
+#[allow(clippy::too_many_arguments)]
+pub fn party_planned(
+    role: Role,
+    prog: &Program,
+    o: &GraphOptions,
+    ch: &mut dyn Channel,
+    inputs: &HashMap<String, Tensor>,
+    probe: Option<(crate::runtime::MemProbe, usize)>,
+    module: impl FnOnce(&mut dyn Channel) -> Result<SharedModule>,
+    diagnose: impl FnOnce(&mut SharedModule, Error) -> Error,
+) -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
+    if o.interactive.is_some() {
+        return party_interactive(role, prog, o, ch, inputs).map(|(y, m, _)| (y, m));
+    }
+    let mut m = module(ch)?;
+    party_run_probed(role, prog, o, ch, inputs, m.clone(), crate::engine::lookahead_env(), probe).map_err(|e| diagnose(&mut m, e))
+}
+
 /// One party's run in the **interactive preset** ([`GraphOptions::interactive`]):
 /// no module and no dealer. Sets up COTs in both directions (`setup.source`,
 /// party 0 = the server first), then the RLWE keys (client → server), then
@@ -1289,12 +1315,12 @@ pub fn run_private_measured(prog: &Program, inputs: &HashMap<String, Tensor>, o:
     let (ca, cb) = MemChannel::pair_with(hush_transport::ChannelOptions { profile: net.clone(), ..Default::default() });
     let t = Instant::now();
     let tee = |ch: &mut dyn Channel, role: Role, p: &Program, inp: &HashMap<String, Tensor>, pr: Option<(crate::runtime::MemProbe, usize)>| -> Result<(Option<Vec<Tensor>>, Vec<StepCost>)> {
-        if o.interactive.is_some() {
-            return party_interactive(role, p, o, ch, inp).map(|(y, m, _)| (y, m));
-        }
-        let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
-        hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
-        party_run_probed(role, p, o, ch, inp, module, crate::engine::lookahead_env(), pr)
+        let tee_modules = |ch: &mut dyn Channel| -> Result<SharedModule> {
+            let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
+            hush_tee::establish(&mut module, ch, if role == Role::Server { ModuleRole::Sender } else { ModuleRole::Receiver })?;
+            Ok(module)
+        };
+        party_planned(role, p, o, ch, inp, pr, tee_modules, |_, e| e)
     };
     let (rs, rc) = std::thread::scope(|sc| {
         let hs = sc.spawn(move || {

@@ -29,7 +29,8 @@
 //! the client learns:** the outputs and the public program.
 
 use crate::fixed::FixedConfig;
-use crate::graph_run::{check_program, party_with, GraphOptions, LinearBackend, PlanChoice, Role};
+use crate::engine::SharedModule;
+use crate::graph_run::{check_program, GraphOptions, LinearBackend, PlanChoice, Role};
 use crate::preset::TransformerPreset;
 use crate::runtime::{self, Options, ServerHandle};
 use crate::{Error, Result};
@@ -211,15 +212,15 @@ pub fn serve_graph_session(ch: &mut dyn Channel, g: &GraphModel, opts: &Options,
     });
     runtime::mode_fields(&mut reply, opts, &provider);
     ch.send(reply.to_string().as_bytes())?;
-    if o.interactive.is_some() {
-        // no module, no dealer: the provider (a NoModule that refuses every request) is never used
-        crate::graph_run::party_interactive(Role::Server, &prog, &o, ch, &HashMap::new())?;
-        return Ok(1);
-    }
-    let mut module = provider.module;
-    runtime::establish(&mut module, ch, opts, ModuleRole::Sender)?;
     o.validate(&prog, opts.mode.preset().dealer())?;
-    party_with(Role::Server, &prog, &o, ch, &HashMap::new(), module.clone()).map_err(|e| runtime::diagnose(&mut module, &opts.mode, e))?;
+    // the plan's provider (interactive: no module, no dealer; else the
+    // module or dealer connection made above, established here)
+    let establish = |ch: &mut dyn Channel| -> Result<SharedModule> {
+        let mut module = provider.module;
+        runtime::establish(&mut module, ch, opts, ModuleRole::Sender)?;
+        Ok(module)
+    };
+    crate::graph_run::party_planned(Role::Server, &prog, &o, ch, &HashMap::new(), None, establish, |m, e| runtime::diagnose(m, &opts.mode, e))?;
     Ok(1)
 }
 
@@ -294,14 +295,12 @@ pub fn run_remote_on(ch: &mut dyn Channel, opts: &Options, plan: &PlanChoice, in
             return Err(Error::Protocol(format!("the server's program takes input '{name}' of shape {shape:?}, not the one asked for")));
         }
     }
-    let (outputs, meter) = if o.interactive.is_some() {
-        let (y, m, _) = crate::graph_run::party_interactive(Role::Client, &prog, &o, ch, inputs)?;
-        (y, m)
-    } else {
+    let establish = |ch: &mut dyn Channel| -> Result<SharedModule> {
         let mut module = runtime::client_provider(opts, &reply)?;
         runtime::establish(&mut module, ch, opts, ModuleRole::Receiver)?;
-        crate::graph_run::party_metered(Role::Client, &prog, &o, ch, inputs, module.clone()).map_err(|e| runtime::diagnose(&mut module, &opts.mode, e))?
+        Ok(module)
     };
+    let (outputs, meter) = crate::graph_run::party_planned(Role::Client, &prog, &o, ch, inputs, None, establish, |m, e| runtime::diagnose(m, &opts.mode, e))?;
     let by_op = crate::graph_run::by_op(&prog, &meter);
     let outputs = outputs.ok_or_else(|| Error::Protocol("no outputs".into()))?;
     let c = ch.cost();
