@@ -197,7 +197,6 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
     let mut peak = 0u64;
     for (i, st) in prog.steps.iter().enumerate() {
         let (k, why) = if touches_weights(st) && cands.len() > 1 {
-            let ok: Vec<usize> = (0..cands.len()).filter(|&j| fits(j, i)).collect();
             let Some(k) = pick(&per.iter().map(|c| (c[i].secs, c[i].client_mem)).collect::<Vec<_>>(), budget) else {
                 let least = (0..cands.len()).filter_map(|j| per[j][i].client_mem).min().unwrap_or(0);
                 return Err(Error::Memory(format!(
@@ -208,7 +207,6 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
                     mib(budget.unwrap_or(0))
                 )));
             };
-            debug_assert!(ok.contains(&k));
             let alts: Vec<String> = (0..cands.len())
                 .filter(|&j| j != k)
                 .map(|j| {

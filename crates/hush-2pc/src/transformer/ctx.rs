@@ -1569,7 +1569,9 @@ impl Ctx {
         let mut msg = Vec::new();
         // V = W − B goes in blocks of rows (one message each, the same
         // bytes in the same flight), so that the client multiplies one
-        // block while the next is on the wire
+        // block while the next is on the wire. The views are unchanged: the
+        // client receives the same uniform V (B is uniform and fresh),
+        // framed by a public function of the shape; the server the same U.
         let rows = weight_block_rows(d);
         if party == 0 {
             let mut v: Vec<u64> = w.iter().zip(&t.ab).map(|(a, b)| r.sub(*a, *b)).collect();
