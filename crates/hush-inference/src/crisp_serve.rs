@@ -204,30 +204,6 @@ impl CrispServer {
     }
 }
 
-/// Runs one malicious-client server session on an accepted channel after
-/// its hello, until the client ends it, a check fails, or the link fails.
-/// Returns the number of inferences served.
-pub(crate) fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options, hello: &Value) -> Result<usize> {
-    let mut s = server_open(ch, model, plan, opts, hello)?;
-    let mut served = 0usize;
-    let r = (|| loop {
-        let ctl = ch.recv()?;
-        match ctl.as_slice() {
-            b"Q" => return Ok(served),
-            b"I" => {
-                s.infer(ch, model, plan)?;
-                served += 1;
-                match ch.send(crate::runtime::READY) {
-                    Err(hush_transport::Error::Disconnected) => return Ok(served),
-                    r => r?,
-                }
-            }
-            _ => return Err(Error::Protocol("unknown session control message".into())),
-        }
-    })();
-    r.map_err(|e| crate::runtime::diagnose(&mut s.module, &opts.mode, e))
-}
-
 /// A client's malicious-client state after the hello.
 pub(crate) struct CrispClient {
     pub dealer: Dealer,

@@ -7,11 +7,14 @@
 //! picks by default, the COT source under `cf2`, the engine (semi-honest or
 //! CRISP's malicious-client checks) and the transformer plan
 //! ([`crate::graph_run::GraphOptions`]). [`Mode::preset`] is the only
-//! place a mode is matched to decide what a session runs; the session code
+//! place a mode is matched to decide what a session runs. The session code
 //! ([`crate::runtime`], [`crate::graph_serve`], [`crate::crisp_serve`])
-//! reads the preset's fields. The other places that match a mode build its
-//! provider ([`crate::provider`]: modules, dealer sessions, COT sources and
-//! HE keys) or validate a plan ([`crate::graph_run::GraphOptions::validate`]
+//! never asks which mode it runs: it runs what the provider constructors
+//! ([`crate::provider`]: modules, dealer sessions, COT sources and HE keys,
+//! and the engine each builds for a CNN session) return. The only other
+//! code that reads the preset validates a plan ([`Mode::check_family`],
+//! [`Mode::check_family_plan`], and
+//! [`crate::graph_run::GraphOptions::validate`], which
 //! refuses, by step, a module-dealt layer with a dealer as the provider).
 //!
 //! | mode | provider | CNN linear | families (default) | COTs | engine | transformer plan |
@@ -211,6 +214,27 @@ impl Mode {
         } else {
             format!("unknown protocol family '{proto}' (--mode {} runs {})", self.name(), self.families().join(", "))
         }))
+    }
+
+    /// Plan validation for a CNN's per-layer family plan: it mixes
+    /// [`engine::MIX_FAMILIES`], which only the dealt families' modes run
+    /// (and only with one of them as `--proto`). The refusal names both.
+    pub fn check_family_plan(&self, proto: &str) -> std::result::Result<(), String> {
+        if self.he() || !engine::MIX_FAMILIES.contains(&proto) {
+            return Err(format!("a per-layer family plan mixes {:?} (tee and dealer modes); --mode {} --proto {proto} cannot run it", engine::MIX_FAMILIES, self.name()));
+        }
+        Ok(())
+    }
+
+    /// The family chunk a mode runs when none was chosen: a chunk left at
+    /// the dealt families' default ([`engine::DEFAULT_CHUNK`]) becomes
+    /// cf2's ([`engine::CF2_DEFAULT_CHUNK`]) in the HE modes.
+    pub fn default_chunk(&self, chunk: usize) -> usize {
+        if self.he() && chunk == engine::DEFAULT_CHUNK {
+            engine::CF2_DEFAULT_CHUNK
+        } else {
+            chunk
+        }
     }
 
     /// One line saying what the mode runs and whom it trusts (the CLI's

@@ -8,8 +8,10 @@
 //! protection** — a dealer session, or none), its completion after the
 //! hello ([`establish`]: the modules' seed agreement), the dealer a local
 //! run starts ([`local_dealer`]), the check of a configured dealer at start
-//! ([`check_dealer`]), and the HE modes' COT sources and RLWE keys
-//! ([`he_session`], [`cot_set_for`]).
+//! ([`check_dealer`]), the HE modes' COT sources and RLWE keys
+//! ([`he_session`], [`cot_set_for`]), and what a CNN session's engine runs
+//! on ([`server_engine`], [`client_engine`], [`EngineCorrelations`]: see
+//! the section "CNN sessions" below).
 
 use crate::engine::{self, SharedModule, CLIENT};
 use crate::model::Model;
@@ -389,4 +391,312 @@ pub(crate) fn client_provider(opts: &Options, reply: &Value) -> Result<SharedMod
             Ok(SharedModule::new(Box::new(m)))
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// CNN sessions: the engine each provider builds (issue 28).
+//
+// The session code in `runtime.rs` never asks which mode it runs: it calls
+// the functions below, which are the provider constructors for CNN
+// sessions, and runs what they return. Each difference between the modes
+// lives here:
+// - what the provider deals ahead (tee and dealer: pre-dealing, the
+//   look-ahead, the dealer's dealing plans; the HE modes: nothing);
+// - what the server's hello reply adds (the HE modes' COT and RLWE sets);
+// - how a session's correlations are set up after the hello (the modules'
+//   seed agreement and the weights' binding, or COTs and RLWE keys);
+// - which engine runs the session (the CNN engine, or CRISP's checked one
+//   in `malicious-client` mode).
+// ---------------------------------------------------------------------------
+
+/// A session's pre-dealing budget under this mode's provider: what the
+/// parties agreed (`asked`), or 0 where nothing is dealt (the HE modes).
+pub(crate) fn predeal_budget(opts: &Options, asked: u64) -> u64 {
+    if opts.mode.he() {
+        0
+    } else {
+        asked
+    }
+}
+
+/// The look-ahead's working set at a client (0 where nothing is dealt).
+pub(crate) fn lookahead_bytes(opts: &Options, plan: &Plan, proto: &str, chunk: usize) -> Result<u64> {
+    if opts.mode.he() {
+        Ok(0)
+    } else {
+        crate::budget::lookahead_bytes(plan, proto, chunk)
+    }
+}
+
+/// What the server's hello reply set up beyond the mode.
+pub(crate) enum EngineSetup {
+    /// Tee and dealer: the provider deals every correlation.
+    Dealt,
+    /// The HE modes: COTs of this LPN set, RLWE keys of `opts.he_params`.
+    He { cot_set: &'static str },
+}
+
+/// Server, while it writes its hello reply: the provider's set-up fields
+/// (in the HE modes the COT set, chosen for the client's memory budget, and
+/// the RLWE parameters). `Err` is a refusal to send the client.
+pub(crate) fn server_engine_setup(opts: &Options, model: &Model, plan: &Plan, hello: &Value, reply: &mut Value) -> std::result::Result<EngineSetup, String> {
+    if !opts.mode.he() {
+        return Ok(EngineSetup::Dealt);
+    }
+    let reserved = crate::budget::cot_reserve(model, plan).unwrap_or(0);
+    let c = cot_set_for(opts, hello.get("max_mem").and_then(Value::as_u64), reserved).map_err(|e| e.to_string())?;
+    reply["cot_set"] = json!(c);
+    reply["he_params"] = json!(opts.he_params);
+    Ok(EngineSetup::He { cot_set: c })
+}
+
+/// One party's correlations for the CNN engine, as its provider set them
+/// up: the module (a trusted module, a dealer session, or the HE modes'
+/// refusing slot), the nonlinear family, the HE linear layers where the
+/// provider has them, and what is pre-dealt.
+pub(crate) struct EngineCorrelations {
+    pub(crate) module: SharedModule,
+    pub(crate) nl: Box<dyn engine::Nonlinear>,
+    pub(crate) he: Option<crate::he_linear::HeLinear>,
+    pub(crate) pre: engine::Predealt,
+    /// The session's pre-dealing budget (0 where nothing is dealt).
+    pub(crate) predeal_mem: u64,
+    /// The provider deals ahead (module or dealer): pre-dealing and the
+    /// look-ahead apply. False for COTs + HE, which are made online.
+    deals: bool,
+    /// A dealer-mode server: after pre-dealing, it sends the dealer the
+    /// rest of the inference's schedule ([`engine::plan_dealer`]).
+    dealer_plan: bool,
+}
+
+impl EngineCorrelations {
+    /// The engine's view of this party for inference number `batch`; the
+    /// look-ahead runs only where the provider deals ahead.
+    pub(crate) fn party<'a>(&'a mut self, party: u8, ch: &'a mut dyn Channel, batch: u64, guard: Option<engine::MemGuard>, lookahead: bool) -> engine::Party<'a> {
+        engine::Party { party, ch, module: self.module.clone(), nl: &mut *self.nl, batch, pre: &mut self.pre, guard, lookahead: lookahead && self.deals, he: self.he.as_mut() }
+    }
+
+    /// Offline work for inference number `batch`, before its input exists:
+    /// pre-dealing up to the budget, and a dealer-mode server's dealing
+    /// plan. Nothing where the provider deals nothing ahead.
+    pub(crate) fn predeal(&mut self, plan: &Plan, batch: u64, guard: Option<&engine::MemGuard>) -> Result<()> {
+        if !self.deals {
+            return Ok(());
+        }
+        engine::predeal_guarded(plan, &mut self.module, &mut *self.nl, &mut self.pre, batch, self.predeal_mem, guard)?;
+        if self.dealer_plan {
+            engine::plan_dealer(plan, &mut self.module, &*self.nl, &self.pre)?;
+        }
+        Ok(())
+    }
+
+    /// Drops what is pre-dealt (a client that runs no further inference).
+    pub(crate) fn clear_predealt(&mut self) {
+        self.pre = engine::Predealt::default();
+    }
+}
+
+/// `HUSH_DEALER_PLAN=0` turns dealing plans off (for A/B measurements).
+pub fn dealer_plan_env() -> bool {
+    std::env::var("HUSH_DEALER_PLAN").map(|v| v != "0").unwrap_or(true)
+}
+
+/// Server, after its hello reply: completes the provider (the HE modes'
+/// COTs and RLWE keys; or the modules' seed agreement and the weights'
+/// binding), then pre-deals the first inference.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn server_correlations(
+    ch: &mut dyn Channel,
+    model: &Model,
+    plan: &Plan,
+    opts: &Options,
+    module: SharedModule,
+    setup: EngineSetup,
+    proto: &str,
+    chunk: usize,
+    predeal_mem: u64,
+) -> Result<EngineCorrelations> {
+    let mut module = module;
+    if let EngineSetup::He { cot_set } = setup {
+        let (nl, he) = he_session(ch, engine::SERVER, &opts.mode, &opts.tee, cot_set, &opts.he_params, model, plan, chunk)?;
+        return Ok(EngineCorrelations { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0, deals: false, dealer_plan: false });
+    }
+    establish(&mut module, ch, opts, ModuleRole::Sender)?;
+    engine::load_weights(plan, &mut module)?;
+    let nl = engine::make_nonlinear(proto, opts.family_plan.as_deref().map(|v| v.as_slice()), plan, module.clone(), engine::SERVER, plan.cfg.bits, chunk)?;
+    let dealer_plan = opts.mode.preset().dealer() && opts.dealer_plan && dealer_plan_env();
+    let mut c = EngineCorrelations { module, nl, he: None, pre: engine::Predealt::default(), predeal_mem, deals: true, dealer_plan };
+    c.predeal(plan, 0, None)?;
+    Ok(c)
+}
+
+/// The COT set and RLWE parameters a client's session runs on (the HE
+/// modes), for its report.
+pub(crate) type HeSets = (Option<String>, Option<String>);
+
+/// Client, after the server's hello reply: completes the provider the
+/// reply calls for (the HE modes' COTs and RLWE keys, refusing an insecure
+/// RLWE set it did not ask for; or the modules' seed agreement), then
+/// pre-deals the first inference within the client's memory guard.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn client_correlations(
+    ch: &mut dyn Channel,
+    module: SharedModule,
+    opts: &Options,
+    reply: &Value,
+    model: &Model,
+    plan: &Plan,
+    proto: &str,
+    family_plan: Option<&[u8]>,
+    chunk: usize,
+    predeal_mem: u64,
+    guard: Option<&engine::MemGuard>,
+) -> Result<(EngineCorrelations, HeSets)> {
+    let mut module = module;
+    if opts.mode.he() {
+        let cot = reply.get("cot_set").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the COT set".into()))?.to_string();
+        let hp = reply.get("he_params").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the HE parameters".into()))?.to_string();
+        let params = crate::he_linear::params_by_name(&hp)?;
+        if !params.secure && hp != opts.he_params {
+            return Err(Error::Peer(format!("the server asks for the insecure HE parameter set '{hp}'; refused (this client uses {})", opts.he_params)));
+        }
+        let (nl, he) = he_session(ch, CLIENT, &opts.mode, &opts.tee, &cot, &hp, model, plan, chunk)?;
+        let c = EngineCorrelations { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0, deals: false, dealer_plan: false };
+        return Ok((c, (Some(cot), Some(hp))));
+    }
+    establish(&mut module, ch, opts, ModuleRole::Receiver)?;
+    let nl = engine::make_nonlinear(proto, family_plan, plan, module.clone(), CLIENT, plan.cfg.bits, chunk)?;
+    let mut c = EngineCorrelations { module, nl, he: None, pre: engine::Predealt::default(), predeal_mem, deals: true, dealer_plan: false };
+    c.predeal(plan, 0, guard)?;
+    Ok((c, (None, None)))
+}
+
+/// A server's session engine after the hello, as its provider built it.
+pub(crate) enum ServerEngine {
+    /// The CNN engine on the provider's correlations, and the session's
+    /// share of the server's memory cap (released at its end).
+    Engine { c: EngineCorrelations, _admitted: hush_transport::admission::Reservation },
+    /// `malicious-client`: CRISP's checked engine on a dealer.
+    Crisp(crate::crisp_serve::CrispServer),
+}
+
+/// Server: answers the client's hello and builds the session's engine
+/// (CRISP's in `malicious-client` mode, the CNN engine otherwise); a
+/// refusal is sent to the client before the error is returned.
+pub(crate) fn server_engine(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options, hello: &Value) -> Result<ServerEngine> {
+    if opts.mode.preset().engine == crate::preset::Engine::Crisp {
+        return Ok(ServerEngine::Crisp(crate::crisp_serve::server_open(ch, model, plan, opts, hello)?));
+    }
+    let (c, admitted) = crate::runtime::server_open(ch, model, plan, opts, hello)?;
+    Ok(ServerEngine::Engine { c, _admitted: admitted })
+}
+
+impl ServerEngine {
+    /// The session's module or dealer connection (for diagnosis).
+    pub(crate) fn module_mut(&mut self) -> &mut SharedModule {
+        match self {
+            ServerEngine::Engine { c, .. } => &mut c.module,
+            ServerEngine::Crisp(s) => &mut s.module,
+        }
+    }
+
+    /// One inference after the client's `I`: this party's per-layer costs
+    /// and online seconds (the server's share of the logits is sent).
+    pub(crate) fn infer(&mut self, ch: &mut dyn Channel, model: &Model, plan: &Plan, batch: u64, lookahead: bool) -> Result<(Vec<engine::LayerCost>, f64)> {
+        match self {
+            ServerEngine::Engine { c, .. } => {
+                let t = std::time::Instant::now();
+                let mut p = c.party(engine::SERVER, &mut *ch, batch, None, lookahead);
+                let (share, layers) = engine::run(plan, &mut p, vec![0u64; plan.input_len], |_, _| {})?;
+                crate::linear::send_ring(ch, &plan.cfg, &share)?;
+                Ok((layers, t.elapsed().as_secs_f64()))
+            }
+            ServerEngine::Crisp(s) => {
+                let c = s.infer(ch, model, plan)?;
+                Ok((c.layers, c.online_s))
+            }
+        }
+    }
+
+    /// Offline work for inference number `batch` (CRISP deals per
+    /// inference, inside [`ServerEngine::infer`]).
+    pub(crate) fn predeal(&mut self, plan: &Plan, batch: u64) -> Result<()> {
+        match self {
+            ServerEngine::Engine { c, .. } => c.predeal(plan, batch, None),
+            ServerEngine::Crisp(_) => Ok(()),
+        }
+    }
+}
+
+/// A client's session engine after the hello, as its provider built it.
+pub(crate) enum ClientEngine {
+    Engine(EngineCorrelations),
+    Crisp { module: SharedModule, crisp: crate::crisp_serve::CrispClient },
+}
+
+impl ClientEngine {
+    pub(crate) fn module_mut(&mut self) -> &mut SharedModule {
+        match self {
+            ClientEngine::Engine(c) => &mut c.module,
+            ClientEngine::Crisp { module, .. } => module,
+        }
+    }
+
+    pub(crate) fn module(&self) -> &SharedModule {
+        match self {
+            ClientEngine::Engine(c) => &c.module,
+            ClientEngine::Crisp { module, .. } => module,
+        }
+    }
+}
+
+/// Client, before its hello: refuses options this mode cannot run (a
+/// dealer without a pin fails before the server does any work;
+/// `malicious-client` takes no memory budget yet and checks its CRISP
+/// options) and adds the mode's hello fields.
+pub(crate) fn client_hello(opts: &Options, hello: &mut Value) -> Result<()> {
+    if let Some((addr, pin)) = opts.mode.dealer() {
+        dealer_link(opts, addr, pin)?;
+    }
+    if opts.mode.preset().engine == crate::preset::Engine::Crisp {
+        if opts.max_mem.is_some() {
+            return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
+        }
+        opts.crisp.check()?;
+        crate::crisp_serve::hello_fields(hello, &opts.crisp);
+    }
+    Ok(())
+}
+
+/// Client: checks the mode's fields of the server's hello reply.
+pub(crate) fn check_reply_fields(opts: &Options, reply: &Value) -> Result<()> {
+    if opts.mode.preset().engine == crate::preset::Engine::Crisp {
+        crate::crisp_serve::check_reply(reply, &opts.crisp)?;
+    }
+    Ok(())
+}
+
+/// Client: the session's engine after the hello (`malicious-client`:
+/// CRISP's on the dealer session; otherwise the CNN engine on the
+/// provider's correlations, see [`client_correlations`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn client_engine(
+    ch: &mut dyn Channel,
+    module: SharedModule,
+    opts: &Options,
+    reply: &Value,
+    model: &Model,
+    plan: &Plan,
+    proto: &str,
+    family_plan: Option<&[u8]>,
+    chunk: usize,
+    predeal_mem: u64,
+    guard: Option<&engine::MemGuard>,
+) -> Result<(ClientEngine, HeSets)> {
+    if opts.mode.preset().engine == crate::preset::Engine::Crisp {
+        let crisp = crate::crisp_serve::CrispClient::new(&module, &opts.crisp);
+        return Ok((ClientEngine::Crisp { module, crisp }, (None, None)));
+    }
+    let (c, sets) = client_correlations(ch, module, opts, reply, model, plan, proto, family_plan, chunk, predeal_mem, guard)?;
+    Ok((ClientEngine::Engine(c), sets))
 }

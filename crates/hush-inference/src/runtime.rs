@@ -32,12 +32,12 @@
 //! its own thread, channel and modules, and panics are caught.
 
 use crate::crisp_run::CrispCost;
-use crate::engine::{self, LayerCost, SharedModule, CLIENT, SERVER};
+use crate::engine::{self, LayerCost, CLIENT, SERVER};
 use crate::fixed::FixedConfig;
 use crate::model::Model;
 use crate::plan::Plan;
 use crate::{linear, Error, Result};
-use hush_tee::{ModuleRole, TrustedModule};
+use hush_tee::TrustedModule;
 use hush_transport::{Channel, ChannelOptions, ClientProfile, CpuLimit, LinkConfig, MemChannel, NetProfile, TcpChannel, Throttled};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
@@ -46,9 +46,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use crate::preset::{Mode, MALICIOUS_CLIENT_NEEDS_DEALER};
-use crate::preset::{Cot, Engine};
+use crate::preset::Cot;
 pub use crate::provider::*;
-use crate::provider::he_session;
 
 /// Options shared by both parties (the server's values win in a session).
 #[derive(Clone, Debug)]
@@ -191,22 +190,9 @@ impl Options {
         if self.proto == "auto" {
             self.proto = self.mode.default_family().to_string();
         }
-        if self.mode.he() && self.chunk == engine::DEFAULT_CHUNK {
-            self.chunk = engine::CF2_DEFAULT_CHUNK;
-        }
+        self.chunk = self.mode.default_chunk(self.chunk);
         self.mode.check_family(&self.proto)
     }
-}
-
-/// A server's state for one session after the hello exchange.
-struct ServerSession {
-    module: SharedModule,
-    nl: Box<dyn engine::Nonlinear>,
-    he: Option<crate::he_linear::HeLinear>,
-    pre: engine::Predealt,
-    predeal_mem: u64,
-    /// The session's share of the server's memory cap (released at its end).
-    _admitted: hush_transport::admission::Reservation,
 }
 
 /// The per-layer family plan this client runs, from the server's reply: the
@@ -239,12 +225,13 @@ pub(crate) fn server_family_plan(opts: &Options, r: &Value) -> Result<Option<Arc
     Ok(Some(Arc::new(mix)))
 }
 
-/// Server side of a session's set-up: checks the client's hello (family,
-/// mode), opens the correlation provider, replies, and completes the set-up
-/// (seed agreement and weights in tee mode, COTs and HE keys in the HE
-/// modes, pre-dealing of the first inference). A refusal is sent to the
-/// client as `{"ok":false,…}` before the error is returned.
-fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options, hello: &Value) -> Result<ServerSession> {
+/// Server side of a CNN-engine session's set-up: checks the client's hello
+/// (family, mode, family plan), fits and admits the session, opens the
+/// correlation provider, replies, and has the provider complete the
+/// set-up ([`crate::provider::server_correlations`]); then "ready". A
+/// refusal is sent to the client as `{"ok":false,…}` before the error is
+/// returned. Reached through [`crate::provider::server_engine`].
+pub(crate) fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options, hello: &Value) -> Result<(EngineCorrelations, hush_transport::admission::Reservation)> {
     let refuse = |ch: &mut dyn Channel, msg: String| -> Error {
         let _ = ch.send(json!({"ok": false, "error": msg}).to_string().as_bytes());
         Error::Protocol(msg)
@@ -259,16 +246,18 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
     if mine != theirs && !adopts {
         return Err(refuse(ch, format!("per-layer family plan mismatch: the client runs {theirs}, this server runs {mine} (indices into {:?}, one per layer)", engine::MIX_FAMILIES)));
     }
-    if opts.family_plan.is_some() && (opts.mode.he() || !engine::MIX_FAMILIES.contains(&opts.proto.as_str())) {
-        return Err(refuse(ch, format!("a per-layer family plan mixes {:?} (tee and dealer modes); --mode {} --proto {} cannot run it", engine::MIX_FAMILIES, opts.mode.name(), opts.proto)));
+    if opts.family_plan.is_some() {
+        if let Err(msg) = opts.mode.check_family_plan(&opts.proto) {
+            return Err(refuse(ch, msg));
+        }
     }
     let proto = match crate::hello::negotiate_family(hello, opts) {
         Ok(p) => p,
         Err(msg) => return Err(refuse(ch, msg)),
     };
     // a client that names no budget gets none (it would not pre-deal);
-    // the HE modes deal nothing
-    let predeal_mem = if opts.mode.he() { 0 } else { hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem) };
+    // a provider that deals nothing ahead gets none either
+    let predeal_mem = predeal_budget(opts, hello.get("predeal_mem").and_then(Value::as_u64).unwrap_or(0).min(opts.predeal_mem));
     let (chunk, predeal_mem) = fit_for_client(model, plan, &proto, hello, opts.chunk, predeal_mem);
     let (chunk, predeal_mem, admitted) = match crate::limits::admit(&opts.limits, model, plan, &proto, chunk, predeal_mem) {
         Ok(a) => a,
@@ -290,20 +279,14 @@ fn server_open(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Options,
         "predeal_mem": predeal_mem, "architecture": model.header_json, "family_plan": opts.family_plan.as_deref(),
     });
     mode_fields(&mut reply, opts, &provider);
-    let cot_set = if opts.mode.he() {
-        let reserved = crate::budget::cot_reserve(model, plan).unwrap_or(0);
-        let c = match cot_set_for(opts, hello.get("max_mem").and_then(Value::as_u64), reserved) {
-            Ok(c) => c,
-            Err(e) => return Err(refuse(ch, e.to_string())),
-        };
-        reply["cot_set"] = json!(c);
-        reply["he_params"] = json!(opts.he_params);
-        Some(c)
-    } else {
-        None
+    let setup = match server_engine_setup(opts, model, plan, hello, &mut reply) {
+        Ok(s) => s,
+        Err(msg) => return Err(refuse(ch, msg)),
     };
     ch.send(reply.to_string().as_bytes())?;
-    server_setup(ch, model, plan, opts, provider.module, cot_set, proto, chunk, predeal_mem, admitted).map_err(client_left_after_hello)
+    let c = server_correlations(ch, model, plan, opts, provider.module, setup, &proto, chunk, predeal_mem).map_err(client_left_after_hello)?;
+    ch.send(READY).map_err(|e| client_left_after_hello(e.into()))?;
+    Ok((c, admitted))
 }
 
 /// A client that checks the server's hello and refuses it (a `--bits`,
@@ -320,53 +303,6 @@ fn client_left_after_hello(e: Error) -> Error {
     }
 }
 
-/// The rest of [`server_open`] once the hello is answered.
-#[allow(clippy::too_many_arguments)]
-fn server_setup(
-    ch: &mut dyn Channel,
-    model: &Model,
-    plan: &Plan,
-    opts: &Options,
-    module: SharedModule,
-    cot_set: Option<&'static str>,
-    proto: String,
-    chunk: usize,
-    predeal_mem: u64,
-    admitted: hush_transport::admission::Reservation,
-) -> Result<ServerSession> {
-    let mut module = module;
-    if let Some(c) = cot_set {
-        let (nl, he) = he_session(ch, SERVER, &opts.mode, &opts.tee, c, &opts.he_params, model, plan, chunk)?;
-        ch.send(READY)?;
-        return Ok(ServerSession { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0, _admitted: admitted });
-    }
-    establish(&mut module, ch, opts, ModuleRole::Sender)?;
-    engine::load_weights(plan, &mut module)?;
-    let mut nl = engine::make_nonlinear(&proto, opts.family_plan.as_deref().map(|v| v.as_slice()), plan, module.clone(), SERVER, plan.cfg.bits, chunk)?;
-    let mut pre = engine::Predealt::default();
-    engine::predeal(plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem)?;
-    plan_at_dealer(plan, &mut module, &*nl, &pre, opts)?;
-    ch.send(READY)?;
-    Ok(ServerSession { module, nl, he: None, pre, predeal_mem, _admitted: admitted })
-}
-
-/// Dealer mode: sends the dealer the rest of this inference's dealing
-/// schedule as a plan ([`engine::plan_dealer`]) and waits for the dealer
-/// to compute it ahead (up to its per-session budget) — offline work,
-/// before the "ready" that lets the client send its input. Off with
-/// [`Options::dealer_plan`] = false (or `HUSH_DEALER_PLAN=0`).
-fn plan_at_dealer(plan: &Plan, module: &mut SharedModule, nl: &dyn engine::Nonlinear, pre: &engine::Predealt, opts: &Options) -> Result<()> {
-    if opts.mode.preset().dealer() && opts.dealer_plan && dealer_plan_env() {
-        engine::plan_dealer(plan, module, nl, pre)?;
-    }
-    Ok(())
-}
-
-/// `HUSH_DEALER_PLAN=0` turns dealing plans off (for A/B measurements).
-pub fn dealer_plan_env() -> bool {
-    std::env::var("HUSH_DEALER_PLAN").map(|v| v != "0").unwrap_or(true)
-}
-
 /// The server's "ready" message: sent, unasked, when its offline work for
 /// the next inference (session set-up, pre-dealing) is done. A client
 /// waits for it before it sends an inference request "I" and starts its
@@ -375,6 +311,15 @@ pub fn dealer_plan_env() -> bool {
 /// longer than the client's, whose shares are seeded). The last one of a
 /// session may go unread: a client that is done sends "Q" (or leaves).
 pub(crate) const READY: &[u8] = b"R";
+
+/// The first inference's pre-dealing time inside a client's set-up (its
+/// report counts it apart from the session's set-up).
+fn eng_predeal_secs(e: &ClientEngine) -> f64 {
+    match e {
+        ClientEngine::Engine(c) => c.pre.secs,
+        ClientEngine::Crisp { .. } => 0.0,
+    }
+}
 
 /// Waits for the server's [`READY`].
 fn await_ready(ch: &mut dyn Channel) -> Result<()> {
@@ -470,10 +415,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         let _ = ch.send(json!({"ok": false, "error": "not a hush inference client (version 1)"}).to_string().as_bytes());
         return Err(Error::Protocol("client hello: not a hush inference client".into()));
     }
-    if opts.mode.preset().engine == Engine::Crisp {
-        return crate::crisp_serve::serve_session(ch, model, plan, opts, &hello);
-    }
-    let ServerSession { mut module, mut nl, mut he, mut pre, predeal_mem, _admitted } = server_open(ch, model, plan, opts, &hello)?;
+    let mut eng = server_engine(ch, model, plan, opts, &hello)?;
     let mut served = 0usize;
     let r = (|| loop {
         let ctl = match ch.recv() {
@@ -489,15 +431,10 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
         match ctl.as_slice() {
             b"Q" => return Ok(served),
             b"I" => {
-                let mut p = engine::Party { party: SERVER, ch: &mut *ch, module: module.clone(), nl: &mut *nl, batch: served as u64, pre: &mut pre, guard: None, lookahead: opts.lookahead && he.is_none(), he: he.as_mut() };
-                let (share, _) = engine::run(plan, &mut p, vec![0u64; plan.input_len], |_, _| {})?;
-                linear::send_ring(ch, &plan.cfg, &share)?;
+                eng.infer(&mut *ch, model, plan, served as u64, opts.lookahead)?;
                 served += 1;
                 // offline for the next inference (the client does the same)
-                if he.is_none() {
-                    engine::predeal(plan, &mut module, &mut *nl, &mut pre, served as u64, predeal_mem)?;
-                    plan_at_dealer(plan, &mut module, &*nl, &pre, opts)?;
-                }
+                eng.predeal(plan, served as u64)?;
                 match ch.send(READY) {
                     // a client that is done may have left already
                     Err(hush_transport::Error::Disconnected) => return Ok(served),
@@ -507,7 +444,7 @@ pub fn serve_session(ch: &mut dyn Channel, model: &Model, plan: &Plan, opts: &Op
             _ => return Err(Error::Protocol("unknown session control message".into())),
         }
     })();
-    r.map_err(|e| diagnose(&mut module, &opts.mode, e))
+    r.map_err(|e| diagnose(eng.module_mut(), &opts.mode, e))
 }
 
 /// The client's side of a session.
@@ -515,8 +452,9 @@ pub struct ClientSession<C: Channel> {
     ch: C,
     pub model: Model,
     pub plan: Plan,
-    module: SharedModule,
-    nl: Box<dyn engine::Nonlinear>,
+    /// The engine and correlations the mode's provider built
+    /// ([`crate::provider::client_engine`]).
+    eng: ClientEngine,
     next: u64,
     pub proto: String,
     /// Session setup (hello, seed agreement), without pre-dealing.
@@ -528,7 +466,6 @@ pub struct ClientSession<C: Channel> {
     /// Enforces the budget as measured peak (a heap meter is installed).
     guard: Option<engine::MemGuard>,
     pub chunk: usize,
-    pre: engine::Predealt,
     /// The session's pre-dealing budget (the smaller of both parties').
     pub predeal_mem: u64,
     /// Whether to pre-deal the next inference after each one (the server
@@ -537,14 +474,9 @@ pub struct ClientSession<C: Channel> {
     /// See [`Options::lookahead`].
     pub lookahead: bool,
     mode: Mode,
-    /// HE modes: the HE linear layers (the client holds the secret key).
-    he: Option<crate::he_linear::HeLinear>,
     /// HE modes: the COT set and RLWE parameters the server chose.
     pub cot_set: Option<String>,
     pub he_params: Option<String>,
-    /// `malicious-client` mode: the CRISP side (the engine's fields above
-    /// are then unused).
-    crisp: Option<crate::crisp_serve::CrispClient>,
 }
 
 /// The result of one private inference at the client.
@@ -567,25 +499,15 @@ impl<C: Channel> ClientSession<C> {
     /// only chooses the sizes).
     pub fn start_probed(mut ch: C, opts: &Options, probe: Option<MemProbe>) -> Result<Self> {
         let t0 = Instant::now();
-        if let Some((addr, pin)) = opts.mode.dealer() {
-            dealer_link(opts, addr, pin)?; // a missing dealer pin fails before the server does any work
-        }
+        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name(), "family_plan": opts.family_plan.as_deref(), "any_family_plan": opts.expect.any_family_plan && opts.family_plan.is_none()});
+        // the mode's own checks and hello fields (a missing dealer pin
+        // fails before the server does any work)
+        client_hello(opts, &mut hello)?;
         // the heap meter counts this party from here (its thread; an
         // in-process module runs on it too)
         let probe = if opts.max_mem.is_some() { probe } else { None };
         if let Some(p) = probe {
             (p.enter)(CLIENT as usize);
-        }
-        let mc = opts.mode.preset().engine == Engine::Crisp;
-        if mc && opts.max_mem.is_some() {
-            return Err(Error::Config("--max-mem is not supported in --mode malicious-client yet (one inference's FSS keys are dealt before its online phase)".into()));
-        }
-        if mc {
-            opts.crisp.check()?;
-        }
-        let mut hello = json!({"hush": "inference", "version": 1, "proto": opts.proto, "proto_explicit": opts.expect.proto, "predeal_mem": opts.predeal_mem, "mode": opts.mode.name(), "family_plan": opts.family_plan.as_deref(), "any_family_plan": opts.expect.any_family_plan && opts.family_plan.is_none()});
-        if mc {
-            crate::crisp_serve::hello_fields(&mut hello, &opts.crisp);
         }
         if let Some(b) = opts.max_mem {
             hello["max_mem"] = json!(b);
@@ -596,9 +518,7 @@ impl<C: Channel> ClientSession<C> {
             return Err(Error::Peer(r.get("error").and_then(Value::as_str).unwrap_or("server refused the session").to_string()));
         }
         crate::hello::check_reply(opts, &r)?;
-        if mc {
-            crate::crisp_serve::check_reply(&r, &opts.crisp)?;
-        }
+        check_reply_fields(opts, &r)?;
         let field = |k: &str| r.get(k).and_then(Value::as_u64).ok_or_else(|| Error::Protocol(format!("server hello lacks {k}")));
         let small = |k: &str| field(k).and_then(|v| u32::try_from(v).map_err(|_| Error::Protocol(format!("server hello: {k} = {v} out of range"))));
         let cfg = FixedConfig::new(small("bits")?, small("frac")?)?;
@@ -628,7 +548,7 @@ impl<C: Channel> ClientSession<C> {
                     )));
                 }
                 // the look-ahead where the rest of the budget holds it
-                let la = if opts.mode.he() { 0 } else { crate::budget::lookahead_bytes(&plan, &proto, chunk)? };
+                let la = lookahead_bytes(opts, &plan, &proto, chunk)?;
                 let lookahead = if est + la <= budget { la } else { 0 };
                 Some(crate::budget::MemFit { chunk, predeal_mem, lookahead, estimate: est + lookahead, ..f })
             }
@@ -638,62 +558,18 @@ impl<C: Channel> ClientSession<C> {
             (Some(p), Some(f)) => Some(engine::MemGuard { peak: p.peak, tag: CLIENT as usize, budget: f.budget, estimate: f.estimate }),
             _ => None,
         };
-        let mut module = client_provider(opts, &r)?;
+        let module = client_provider(opts, &r)?;
         opts.mode.check_family(&proto).map_err(|e| Error::Peer(format!("the server chose a family this client cannot run: {e}")))?;
-        if mc {
-            let crisp = crate::crisp_serve::CrispClient::new(&module, &opts.crisp);
-            return Ok(ClientSession {
-                // never called: malicious-client sessions branch to `crisp`
-                // before the engine (a lazy family holds no state)
-                nl: engine::make_family("fss", module.clone(), CLIENT, cfg.bits, chunk)?,
-                ch,
-                model,
-                plan,
-                module,
-                next: 0,
-                proto,
-                offline_secs: t0.elapsed().as_secs_f64(),
-                offline_cost: Default::default(),
-                mem_fit: None,
-                guard: None,
-                chunk,
-                pre: engine::Predealt::default(),
-                predeal_mem: 0,
-                predeal_next: false,
-                lookahead: false,
-                mode: opts.mode.clone(),
-                he: None,
-                cot_set: None,
-                he_params: None,
-                crisp: Some(crisp),
-            });
-        }
-        let (mut nl, he, cot_set, he_params) = if opts.mode.he() {
-            let cot = r.get("cot_set").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the COT set".into()))?.to_string();
-            let hp = r.get("he_params").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the HE parameters".into()))?.to_string();
-            let params = crate::he_linear::params_by_name(&hp)?;
-            if !params.secure && hp != opts.he_params {
-                return Err(Error::Peer(format!("the server asks for the insecure HE parameter set '{hp}'; refused (this client uses {})", opts.he_params)));
-            }
-            let (nl, he) = he_session(&mut ch, CLIENT, &opts.mode, &opts.tee, &cot, &hp, &model, &plan, chunk)?;
-            (nl, Some(he), Some(cot), Some(hp))
-        } else {
-            establish(&mut module, &mut ch, opts, ModuleRole::Receiver)?;
-            (engine::make_nonlinear(&proto, family_plan.as_deref().map(|v| v.as_slice()), &plan, module.clone(), CLIENT, cfg.bits, chunk)?, None, None, None)
-        };
-        let predeal_mem = if opts.mode.he() { 0 } else { predeal_mem };
-        let offline_secs = t0.elapsed().as_secs_f64();
+        let predeal_mem = predeal_budget(opts, predeal_mem);
+        let (eng, (cot_set, he_params)) = client_engine(&mut ch, module, opts, &r, &model, &plan, &proto, family_plan.as_deref().map(|v| v.as_slice()), chunk, predeal_mem, guard.as_ref())?;
+        // session set-up, without the first inference's pre-dealing
+        let offline_secs = t0.elapsed().as_secs_f64() - eng_predeal_secs(&eng);
         let offline_cost = ch.cost();
-        let mut pre = engine::Predealt::default();
-        if he.is_none() {
-            engine::predeal_guarded(&plan, &mut module, &mut *nl, &mut pre, 0, predeal_mem, guard.as_ref())?;
-        }
         Ok(ClientSession {
             ch,
             model,
             plan,
-            module,
-            nl,
+            eng,
             next: 0,
             proto,
             offline_secs,
@@ -701,15 +577,12 @@ impl<C: Channel> ClientSession<C> {
             mem_fit,
             guard,
             chunk,
-            pre,
             predeal_mem,
             predeal_next: true,
-            lookahead: opts.lookahead && mem_fit.map_or(true, |f| f.lookahead > 0) && he.is_none(),
+            lookahead: opts.lookahead && mem_fit.map_or(true, |f| f.lookahead > 0),
             mode: opts.mode.clone(),
-            he,
             cot_set,
             he_params,
-            crisp: None,
         })
     }
 
@@ -727,12 +600,12 @@ impl<C: Channel> ClientSession<C> {
     /// One private inference; `progress(done, total)` after each layer.
     pub fn infer(&mut self, shape: &[usize], x: &[f64], progress: impl FnMut(usize, usize)) -> Result<Inference> {
         self.check_shape(shape)?;
-        self.infer_checked(x, progress).map_err(|e| diagnose(&mut self.module, &self.mode, e))
+        self.infer_checked(x, progress).map_err(|e| diagnose(self.eng.module_mut(), &self.mode, e))
     }
 
     fn infer_checked(&mut self, x: &[f64], mut progress: impl FnMut(usize, usize)) -> Result<Inference> {
         let xq = self.plan.encode_input(x)?;
-        if self.crisp.is_some() {
+        if let ClientEngine::Crisp { .. } = self.eng {
             let tw = Instant::now();
             let (y, c) = self.crisp_ring(&xq)?;
             let ready_wait_secs = (tw.elapsed().as_secs_f64() - c.offline_s - c.online_s).max(0.0);
@@ -744,19 +617,20 @@ impl<C: Channel> ClientSession<C> {
                 ready_wait_secs,
                 offline_bytes_sent: c.offline_bytes_sent,
                 offline_bytes_recv: c.offline_bytes_recv,
-                module: self.module.describe(),
+                module: self.eng.module().describe(),
                 crisp: Some(CrispCost { layers: Vec::new(), ..c }),
                 ..Default::default()
             };
             return Ok(Inference { logits: self.plan.decode(&y), shape: self.model.output_shape().to_vec(), report });
         }
-        let pd = (self.pre.secs, self.pre.items, self.pre.total_items, self.pre.est_bytes, self.pre.crossings);
+        let ClientEngine::Engine(c) = &mut self.eng else { unreachable!("CRISP sessions returned above") };
+        let pd = (c.pre.secs, c.pre.items, c.pre.total_items, c.pre.est_bytes, c.pre.crossings);
         let tw = Instant::now();
         await_ready(&mut self.ch)?;
         let ready_wait_secs = tw.elapsed().as_secs_f64();
         let t0 = Instant::now();
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
+        let mut p = c.party(CLIENT, &mut self.ch, self.next, self.guard, self.lookahead);
         let (share, layers) = engine::run(&self.plan, &mut p, xq, progress)?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         let online_secs = t0.elapsed().as_secs_f64();
@@ -771,7 +645,7 @@ impl<C: Channel> ClientSession<C> {
             offline_bytes_sent: self.offline_cost.bytes_sent,
             offline_bytes_recv: self.offline_cost.bytes_recv,
             offline_rounds: self.offline_cost.rounds,
-            module: self.module.describe(),
+            module: self.eng.module().describe(),
             predeal_secs: pd.0,
             predeal_items: pd.1,
             predeal_total_items: pd.2,
@@ -788,17 +662,23 @@ impl<C: Channel> ClientSession<C> {
 
     /// Offline for the next inference, in lock-step with the server.
     fn after_inference(&mut self) -> Result<()> {
-        if self.predeal_next && self.he.is_none() {
-            engine::predeal_guarded(&self.plan, &mut self.module, &mut *self.nl, &mut self.pre, self.next, self.predeal_mem, self.guard.as_ref())?;
-        } else {
-            self.pre = engine::Predealt::default();
+        if let ClientEngine::Engine(c) = &mut self.eng {
+            if self.predeal_next {
+                c.predeal(&self.plan, self.next, self.guard.as_ref())?;
+            } else {
+                c.clear_predealt();
+            }
         }
         Ok(())
     }
 
-    /// What is pre-dealt for the next inference.
+    /// What is pre-dealt for the next inference (nothing in a CRISP session).
     pub fn predealt(&self) -> &engine::Predealt {
-        &self.pre
+        static NONE: std::sync::OnceLock<engine::Predealt> = std::sync::OnceLock::new();
+        match &self.eng {
+            ClientEngine::Engine(c) => &c.pre,
+            ClientEngine::Crisp { .. } => NONE.get_or_init(engine::Predealt::default),
+        }
     }
 
     /// The raw ring output of one inference (tests compare it to the reference).
@@ -808,17 +688,17 @@ impl<C: Channel> ClientSession<C> {
 
     /// [`ClientSession::infer_ring`] with the client's per-layer costs.
     pub fn infer_ring_costs(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
-        self.infer_ring_inner(x).map_err(|e| diagnose(&mut self.module, &self.mode, e))
+        self.infer_ring_inner(x).map_err(|e| diagnose(self.eng.module_mut(), &self.mode, e))
     }
 
     fn infer_ring_inner(&mut self, x: &[u64]) -> Result<(Vec<u64>, Vec<LayerCost>)> {
-        if self.crisp.is_some() {
+        let ClientEngine::Engine(c) = &mut self.eng else {
             let (y, c) = self.crisp_ring(x)?;
             return Ok((y, c.layers));
-        }
+        };
         await_ready(&mut self.ch)?;
         self.ch.send(b"I")?;
-        let mut p = engine::Party { party: CLIENT, ch: &mut self.ch, module: self.module.clone(), nl: &mut *self.nl, batch: self.next, pre: &mut self.pre, guard: self.guard, lookahead: self.lookahead, he: self.he.as_mut() };
+        let mut p = c.party(CLIENT, &mut self.ch, self.next, self.guard, self.lookahead);
         let (share, layers) = engine::run(&self.plan, &mut p, x.to_vec(), |_, _| {})?;
         let theirs = linear::recv_ring(&mut self.ch, &self.plan.cfg, share.len(), "server's share of the logits")?;
         self.next += 1;
@@ -835,7 +715,7 @@ impl<C: Channel> ClientSession<C> {
         if xq.len() != self.plan.input_len {
             return Err(Error::Input(format!("input of {} elements, the model expects {}", xq.len(), self.plan.input_len)));
         }
-        let c = self.crisp.as_mut().ok_or_else(|| Error::Protocol("not a malicious-client session".into()))?;
+        let ClientEngine::Crisp { crisp: c, .. } = &mut self.eng else { return Err(Error::Protocol("not a malicious-client session".into())) };
         await_ready(&mut self.ch)?;
         self.ch.send(b"I")?;
         let r = c.infer(&mut self.ch, &self.model, &self.plan, xq)?;
@@ -964,26 +844,11 @@ pub fn run_local_probed(
         let mut ch = a.open()?;
         // one inference, with the server's own metering
         let hello = recv_json(&mut ch, "client hello")?;
-        if o2.mode.preset().engine == Engine::Crisp {
-            let mut s = crate::crisp_serve::server_open(&mut *ch, &m2, &p2, &o2, &hello)?;
-            if ch.recv()? != b"I" {
-                return Err(Error::Protocol("expected an inference".into()));
-            }
-            let c = s.infer(&mut *ch, &m2, &p2)?;
-            let _ = ch.recv(); // Q
-            let peak = probe.map(|p| (p.peak)(SERVER as usize)).unwrap_or(0);
-            return Ok((c.layers, c.online_s, ch.cost(), peak));
-        }
-        let ServerSession { module, mut nl, mut he, mut pre, .. } = server_open(&mut *ch, &m2, &p2, &o2, &hello)?;
-        let ctl = ch.recv()?;
-        if ctl != b"I" {
+        let mut eng = server_engine(&mut *ch, &m2, &p2, &o2, &hello)?;
+        if ch.recv()? != b"I" {
             return Err(Error::Protocol("expected an inference".into()));
         }
-        let t = Instant::now();
-        let mut p = engine::Party { party: SERVER, ch: &mut ch, module: module.clone(), nl: &mut *nl, batch: 0, pre: &mut pre, guard: None, lookahead: o2.lookahead && he.is_none(), he: he.as_mut() };
-        let (share, layers) = engine::run(&p2, &mut p, vec![0u64; p2.input_len], |_, _| {})?;
-        linear::send_ring(&mut ch, &p2.cfg, &share)?;
-        let secs = t.elapsed().as_secs_f64();
+        let (layers, secs) = eng.infer(&mut *ch, &m2, &p2, 0, o2.lookahead)?;
         let _ = ch.recv(); // Q
         let peak = probe.map(|p| (p.peak)(SERVER as usize)).unwrap_or(0);
         Ok((layers, secs, ch.cost(), peak))
