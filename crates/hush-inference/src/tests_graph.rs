@@ -493,3 +493,54 @@ fn cnn_plans_choose_the_family_with_the_smallest_prediction_and_say_who_holds_w(
     let e = plan_cnn(model, &CnnPlanRequest { opts: o, net: hush_transport::NetProfile::lan(), verify: false, verify_fixed: false }).unwrap_err().to_string();
     assert!(e.contains("malicious-client"), "{e}");
 }
+
+/// The test graph with the mask and guard transformers 5's `sdpa` export
+/// writes: `Where(bool mask, 0, −∞)` added to the scores, and
+/// `Where(IsNaN(p), fill, p)` after the Softmax (`fill` = 0 is the guard).
+fn sdpa_graph(fill: f32, guard_on: &'static str) -> ModelProto {
+    graph(move |n, _| {
+        let at = |n: &Vec<NodeProto>, out: &str| n.iter().position(|x| x.output.first().map(|s| s.as_str()) == Some(out)).unwrap();
+        let k = at(n, "mc");
+        n[k] = node("Cast", &["m1"], "mc", vec![attr_i("to", 9)]);
+        let k = at(n, "term");
+        n[k] = node("Where", &["mc", "zero", "neginf"], "term", vec![]);
+        n.insert(k, constant("neginf", f32s("", &[], vec![f32::NEG_INFINITY])));
+        n.insert(k, constant("zero", f32s("", &[], vec![0.0])));
+        n.insert(k, constant("fill", f32s("", &[], vec![fill])));
+        let k = at(n, "p");
+        n.insert(k + 1, node("IsNaN", &[guard_on], "pn", vec![]));
+        n.insert(k + 2, node("Where", &["pn", "fill", guard_on], "pg", vec![]));
+        let k = at(n, "v");
+        n[k] = node("MatMul", &["pg", "l"], "v", vec![]);
+    })
+}
+
+#[test]
+fn a_nan_guard_is_fused_only_in_its_exact_form() {
+    // the guard after a Softmax: lowered to nothing — the same steps, the
+    // same private output, the same cost as the graph without it
+    let inp = inputs();
+    let plain = GraphModel::from_model(graph(|_, _| {})).unwrap().instantiate(&shapes(&inp)).unwrap();
+    let g = GraphModel::from_model(sdpa_graph(0.0, "p")).unwrap();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let kinds = |p: &hush_onnx::graph::Program| p.steps.iter().map(|s| s.kind()).filter(|k| *k != "client").collect::<Vec<_>>();
+    assert_eq!(kinds(&prog), kinds(&plain));
+    let o = GraphOptions::default();
+    let (y, st) = run_private(&prog, &inp, &o).unwrap();
+    let (y0, st0) = run_private(&plain, &inp, &o).unwrap();
+    assert_eq!((st.bytes, st.rounds), (st0.bytes, st0.rounds));
+    let f = g.eval_f64(&inp).unwrap();
+    let err = y[0].v.iter().zip(&f[0].v).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(err < 0.02, "private vs f64 with the guard: {err}");
+    let d = y[0].v.iter().zip(&y0[0].v).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 0.01, "the −∞ mask and the finfo.min mask agree: {d}");
+    // the public program carries the −∞ constant through JSON exactly
+    let back = hush_onnx::graph::Program::from_json(&prog.to_json()).unwrap();
+    assert_eq!(back.fingerprint(), prog.fingerprint());
+    // any other fill, or a guard on a value that is not a Softmax's output,
+    // is an IsNaN on a private value: refused, naming it
+    for (fill, on) in [(1.0, "p"), (0.0, "s2")] {
+        let e = GraphModel::from_model(sdpa_graph(fill, on)).and_then(|g| g.instantiate(&shapes(&inp))).unwrap_err().to_string();
+        assert!(e.contains("IsNaN"), "fill {fill} on {on}: {e}");
+    }
+}

@@ -19,6 +19,9 @@ use crate::{broadcast_index, broadcast_shape, elems, tensor_const, Error, Result
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tensor {
     pub shape: Vec<usize>,
+    /// JSON has no infinities: torch writes −∞ in mask constants
+    /// (`Where(m, 0, -inf)`), so non-finite values travel as strings.
+    #[serde(with = "f64_json")]
     pub v: Vec<f64>,
     /// Integer (or boolean) element type: `Div` truncates.
     pub int: bool,
@@ -52,11 +55,15 @@ impl Tensor {
         t.v.iter_mut().enumerate().for_each(|(i, x)| *x = i as f64);
         Ok(t)
     }
-    /// The values as integers (shape arithmetic).
+    /// The values as integers (shape arithmetic). Values are held as f64,
+    /// so int64's extremes (torch writes ±(2^63 − 1) as a Slice's "to the
+    /// end") arrive as ±2^63: those saturate to `i64::MAX`/`i64::MIN`,
+    /// which every consumer clamps or refuses by size.
     pub fn as_ints(&self) -> Result<Vec<i64>> {
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
         self.v
             .iter()
-            .map(|&x| if x.is_finite() && x.fract() == 0.0 && x.abs() < 9.0e18 { Ok(x as i64) } else { Err(Error::Unsupported(format!("{x} is not an integer"))) })
+            .map(|&x| if x.is_finite() && x.fract() == 0.0 && x.abs() <= TWO_63 { Ok(x as i64) } else { Err(Error::Unsupported(format!("{x} is not an integer"))) })
             .collect()
     }
     pub(crate) fn from_proto(t: &crate::proto::TensorProto) -> std::result::Result<Tensor, String> {
@@ -411,14 +418,16 @@ pub fn eval_node(node: &NodeProto, ins: &[Option<&Tensor>]) -> Result<Vec<Tensor
                     let mut k = s;
                     while k < e {
                         idx.push(k as usize);
-                        k += st;
+                        let Some(n) = k.checked_add(st) else { break };
+                        k = n;
                     }
                 } else {
                     let (s, e) = (cl(starts[i], -1, d - 1), cl(ends[i], -1, d - 1));
                     let mut k = s;
                     while k > e {
                         idx.push(k as usize);
-                        k += st;
+                        let Some(n) = k.checked_add(st) else { break };
+                        k = n;
                     }
                 }
                 pick[axes[i]] = idx;
@@ -449,6 +458,35 @@ pub fn eval_node(node: &NodeProto, ins: &[Option<&Tensor>]) -> Result<Vec<Tensor
             }
             one(Tensor { shape, v, int: a.int })
         }
+        "GatherElements" => {
+            // out[i] = data[i with its axis coordinate replaced by index[i]]
+            let (a, idx) = (x(0)?, x(1)?);
+            let r = a.shape.len();
+            if idx.shape.len() != r {
+                return fail(node, format!("indices of rank {} for data of rank {r}", idx.shape.len()));
+            }
+            let ax = norm_axis(node, attr_int(node, "axis", 0), r)?;
+            if (0..r).any(|k| k != ax && idx.shape[k] > a.shape[k]) {
+                return fail(node, format!("indices of shape {:?} exceed data of shape {:?}", idx.shape, a.shape));
+            }
+            let (sa, si) = (strides(&a.shape), strides(&idx.shape));
+            let d = a.shape[ax] as i64;
+            let ids = idx.as_ints()?;
+            let mut v = Vec::with_capacity(ids.len());
+            for (flat, &i) in ids.iter().enumerate() {
+                let i = if i < 0 { i + d } else { i };
+                if i < 0 || i >= d {
+                    return fail(node, format!("index {i} outside 0..{d}"));
+                }
+                let mut off = 0usize;
+                for k in 0..r {
+                    let c = if k == ax { i as usize } else { (flat / si[k]) % idx.shape[k] };
+                    off += c * sa[k];
+                }
+                v.push(a.v[off]);
+            }
+            one(Tensor { shape: idx.shape.clone(), v, int: a.int })
+        }
         "Expand" => {
             let a = x(0)?;
             let spec: Vec<usize> = x(1)?.as_ints()?.into_iter().map(|d| usize::try_from(d).map_err(|_| Error::Unsupported(format!("dimension {d}")))).collect::<Result<_>>()?;
@@ -478,7 +516,12 @@ pub fn eval_node(node: &NodeProto, ins: &[Option<&Tensor>]) -> Result<Vec<Tensor
         "Equal" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from(a == b)), true)?),
         "Less" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from(a < b)), true)?),
         "Greater" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from(a > b)), true)?),
+        "GreaterOrEqual" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from(a >= b)), true)?),
+        "LessOrEqual" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from(a <= b)), true)?),
         "And" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from(a != 0.0 && b != 0.0)), true)?),
+        "Xor" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from((a != 0.0) != (b != 0.0))), true)?),
+        "IsNaN" => one(Tensor { shape: x(0)?.shape.clone(), v: x(0)?.v.iter().map(|a| f64::from(u8::from(a.is_nan()))).collect(), int: true }),
+        "IsInf" => one(Tensor { shape: x(0)?.shape.clone(), v: x(0)?.v.iter().map(|a| f64::from(u8::from(a.is_infinite()))).collect(), int: true }),
         "Or" => one(binary(node, x(0)?, x(1)?, |a, b| f64::from(u8::from(a != 0.0 || b != 0.0)), true)?),
         "Not" => one(unary(x(0)?, |a| f64::from(u8::from(a == 0.0)))),
         "Neg" => one(unary(x(0)?, |a| -a)),
@@ -676,4 +719,46 @@ fn matmul(node: &NodeProto, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         shape.pop();
     }
     Ok(Tensor { shape, v, int: a.int && b.int })
+}
+
+/// Serde for f64 vectors that JSON carries exactly, infinities and NaN
+/// included: finite values as numbers, the others as `"inf"`, `"-inf"`,
+/// `"nan"`. Anything else is refused.
+mod f64_json {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum F {
+        N(f64),
+        S(String),
+    }
+
+    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut q = s.serialize_seq(Some(v.len()))?;
+        for &x in v {
+            if x.is_finite() {
+                q.serialize_element(&x)?;
+            } else {
+                q.serialize_element(if x.is_nan() { "nan" } else if x > 0.0 { "inf" } else { "-inf" })?;
+            }
+        }
+        q.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        Vec::<F>::deserialize(d)?
+            .into_iter()
+            .map(|f| match f {
+                F::N(x) => Ok(x),
+                F::S(s) => match s.as_str() {
+                    "inf" => Ok(f64::INFINITY),
+                    "-inf" => Ok(f64::NEG_INFINITY),
+                    "nan" => Ok(f64::NAN),
+                    o => Err(serde::de::Error::custom(format!("'{o}' is not a number"))),
+                },
+            })
+            .collect()
+    }
 }

@@ -35,6 +35,21 @@
 //! Anything else is refused naming the node and the operator, with the list
 //! of what is supported ([`SUPPORTED`]) — before anything is dealt.
 //!
+//! **The NaN guard.** torch's export of `scaled_dot_product_attention`
+//! (transformers ≥ 4.48 with its default `sdpa` attention) follows each
+//! Softmax with `Where(IsNaN(p), 0, p)`, turning a fully masked row's NaNs
+//! into zeros. On a shared Softmax output hush lowers it to nothing (the
+//! Where's output is the Softmax's slot). *Argument:* the runtime's Softmax
+//! outputs ring elements, which are never NaN, so the guard is the
+//! identity on every value it could see; no step, message or correlation
+//! is added or removed, so neither party's view changes. The float
+//! reference keeps the guard; the two differ only on a row whose float
+//! Softmax is NaN, which needs an infinite or NaN score — impossible with
+//! the finite mask constant transformers writes (float32's minimum) and
+//! finite weights. Only this exact shape is fused (the fill must be the
+//! constant 0 and the guarded value a Softmax output); any other IsNaN on a
+//! private value is refused (`a_nan_guard_is_fused_only_in_its_exact_form`).
+//!
 //! **Who knows what.** The weights (every float initializer of two or more
 //! elements, and whatever is computed from one) are the server's:
 //! [`Program::public`] strips them for the client. Scalar constants (the
@@ -60,6 +75,7 @@ pub const SUPPORTED: &[&str] = &[
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Softmax", "LayerNormalization", "Gather", "Transpose", "Reshape", "Slice", "Split", "Concat",
     "Unsqueeze", "Squeeze", "Flatten", "Expand", "Identity", "Dropout", "Cast", "Shape", "Constant", "ConstantOfShape", "Range", "Where", "Equal",
     "Not", "Tanh", "Erf (in a GeLU)", "ReduceMean (in a LayerNorm)", "Pow/Sqrt (in a LayerNorm or GeLU)",
+    "IsNaN (in a Softmax's NaN guard, or on the client's values)", "GreaterOrEqual/LessOrEqual/Less/Greater/And/Or/Xor/GatherElements (on the client's values and constants)",
 ];
 
 /// A slot: one value of the program.
@@ -597,6 +613,11 @@ enum Fused {
     /// y / ‖y‖ over the last axis (the norm's floor, if any, ignored: a
     /// zero row stays zero).
     L2Norm { y: String, reduce: usize },
+    /// `Where(IsNaN(x), 0, x)` with x a Softmax's output: the guard
+    /// `scaled_dot_product_attention` gets in torch's export (a fully
+    /// masked row's NaNs become zeros). On a shared x it is the identity —
+    /// see [`GraphModel`]'s "NaN guard" note; `isnan` is the IsNaN node.
+    NanGuard { x: String, isnan: usize },
 }
 
 /// An imported encoder graph.
@@ -698,7 +719,8 @@ impl GraphModel {
         const PLAIN: &[&str] = &[
             "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Softmax", "LayerNormalization", "Gather", "Transpose", "Reshape", "Slice", "Split", "Concat",
             "Unsqueeze", "Squeeze", "Flatten", "Expand", "Identity", "Dropout", "Cast", "Shape", "Constant", "ConstantOfShape", "Range", "Where",
-            "Equal", "Not", "Tanh", "Less", "Greater", "And", "Or", "Neg", "Size", "Max", "Min", "Clip", "ReduceL2",
+            "Equal", "Not", "Tanh", "Less", "Greater", "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Neg", "Size", "Max", "Min", "Clip",
+            "ReduceL2", "GatherElements", "IsNaN", "IsInf",
             // allowed where they only touch constants or client values (checked when lowering)
             "Erf", "ReduceMean", "ReduceSum", "Pow", "Sqrt", "Reciprocal", "Exp", "Abs", "Relu", "Sigmoid",
         ];
@@ -914,6 +936,17 @@ impl GraphModel {
                     if let Some(rd) = reduce {
                         members.extend(chain.iter().copied());
                         roots.insert(i, Fused::L2Norm { y, reduce: rd });
+                    }
+                }
+                "IsNaN" => {
+                    // Where(IsNaN(x), 0, x), x = Softmax(..): the NaN guard
+                    let x = n.input.first().cloned().unwrap_or_default();
+                    let Some(&sm) = prod.get(x.as_str()) else { continue };
+                    let Some(w) = only(i) else { continue };
+                    let wi = &g.node[w].input;
+                    if op(sm) == "Softmax" && op(w) == "Where" && wi.len() == 3 && wi[0] == out0(i) && wi[2] == x && self.scalar(&wi[1], &prod) == Some(0.0) {
+                        members.insert(i);
+                        roots.insert(w, Fused::NanGuard { x, isnan: i });
                     }
                 }
                 "ReduceMean" => {
@@ -1144,6 +1177,20 @@ impl<'a> Lower<'a> {
 
     fn fused(&mut self, i: usize, n: &NodeProto, f: &Fused) -> Result<()> {
         match f {
+            Fused::NanGuard { x, isnan } => {
+                match self.lookup(x) {
+                    // a shared Softmax output is a ring element, never NaN:
+                    // the guard is the identity on it (nothing is computed)
+                    Some(V::Shared(s)) => self.set(n, V::Shared(s)),
+                    // constants and client values: the nodes as written
+                    Some(_) => {
+                        let isnan_node = self.m.graph.node[*isnan].clone();
+                        self.node(*isnan, &isnan_node)?;
+                        self.node(i, n)?;
+                    }
+                    None => return bad(format!("{}: input '{x}' undefined", node_label(n))),
+                }
+            }
             Fused::Gelu { x, tanh } => {
                 let xv = self.lookup(x).ok_or_else(|| Error::Unsupported(format!("graph: GeLU input '{x}' undefined")))?;
                 let xs = self.shared(n, &xv)?;

@@ -457,3 +457,41 @@ fn encoder_refusals_name_the_tensor_key_or_operator() {
     let cnn = std::fs::read(root().join("models/mnist_cnn.onnx")).unwrap();
     assert!(encoder::encoder_from_onnx(&cnn).unwrap_err().to_string().contains("hush.encoder"));
 }
+
+#[test]
+fn exporter_operators_on_client_values_and_constants() {
+    use crate::eval::{eval_node, Tensor};
+    let run = |op: &str, ins: &[&Tensor], attrs: Vec<AttributeProto>| {
+        let names: Vec<String> = (0..ins.len()).map(|i| format!("x{i}")).collect();
+        let n = node(op, op, &names.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &["y"], attrs);
+        eval_node(&n, &ins.iter().map(|t| Some(*t)).collect::<Vec<_>>()).map(|mut v| v.remove(0))
+    };
+    let a = Tensor::ints(vec![4], vec![0., 1., 2., 3.]);
+    let two = Tensor::ints(vec![], vec![2.]);
+    assert_eq!(run("GreaterOrEqual", &[&a, &two], vec![]).unwrap().v, vec![0., 0., 1., 1.]);
+    assert_eq!(run("LessOrEqual", &[&a, &two], vec![]).unwrap().v, vec![1., 1., 1., 0.]);
+    assert_eq!(run("Xor", &[&a, &two], vec![]).unwrap().v, vec![1., 0., 0., 0.]);
+    let f = Tensor::new(vec![3], vec![f64::NAN, 1.0, f64::NEG_INFINITY]);
+    assert_eq!(run("IsNaN", &[&f], vec![]).unwrap().v, vec![1., 0., 0.]);
+    assert_eq!(run("IsInf", &[&f], vec![]).unwrap().v, vec![0., 0., 1.]);
+    // GatherElements on axis 1 (torch.gather of the token-type buffer), negative index
+    let d = Tensor::ints(vec![2, 3], vec![10., 11., 12., 20., 21., 22.]);
+    let i = Tensor::ints(vec![2, 2], vec![2., 0., -1., 1.]);
+    assert_eq!(run("GatherElements", &[&d, &i], vec![int("axis", 1)]).unwrap().v, vec![12., 10., 22., 21.]);
+    let i = Tensor::ints(vec![1, 2], vec![0., 3.]);
+    assert!(run("GatherElements", &[&d, &i], vec![int("axis", 1)]).unwrap_err().to_string().contains("outside"));
+    let i = Tensor::ints(vec![3, 1], vec![0., 0., 0.]);
+    assert!(run("GatherElements", &[&d, &i], vec![int("axis", 1)]).is_err());
+    // int64's extremes (torch's "to the end") saturate; a huge step stops
+    let big = Tensor::ints(vec![1], vec![9_223_372_036_854_775_807.0]);
+    assert_eq!(big.as_ints().unwrap(), vec![i64::MAX]);
+    assert!(Tensor::ints(vec![1], vec![1e19]).as_ints().is_err());
+    let z = Tensor::ints(vec![1], vec![1.]);
+    let s = run("Slice", &[&a, &z, &big, &Tensor::ints(vec![1], vec![0.]), &big], vec![]).unwrap();
+    assert_eq!(s.v, vec![1.]);
+    // non-finite values survive the JSON a public program travels in
+    let j = serde_json::to_string(&f).unwrap();
+    let back: Tensor = serde_json::from_str(&j).unwrap();
+    assert!(back.v[0].is_nan() && back.v[1] == 1.0 && back.v[2] == f64::NEG_INFINITY, "{j}");
+    assert!(serde_json::from_str::<Tensor>(r#"{"shape":[1],"v":["zero"],"int":false}"#).is_err());
+}
