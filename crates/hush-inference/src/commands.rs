@@ -469,7 +469,7 @@ pub fn options(common: &CommonOptions, fixed: Option<&FixedOptions>, max_mem: Op
     }
     if let Some(f) = fixed {
         o.cfg = FixedConfig::new(f.bits, f.frac)?;
-        let chunk = f.chunk.unwrap_or(if o.mode.he() { engine::CF2_DEFAULT_CHUNK } else { engine::DEFAULT_CHUNK });
+        let chunk = f.chunk.unwrap_or(o.mode.default_chunk(engine::DEFAULT_CHUNK));
         if chunk == 0 {
             return Err(Error::Config("--chunk must be positive".into()));
         }
