@@ -530,47 +530,6 @@ pub(crate) fn server_correlations(
     Ok(c)
 }
 
-/// The COT set and RLWE parameters a client's session runs on (the HE
-/// modes), for its report.
-pub(crate) type HeSets = (Option<String>, Option<String>);
-
-/// Client, after the server's hello reply: completes the provider the
-/// reply calls for (the HE modes' COTs and RLWE keys, refusing an insecure
-/// RLWE set it did not ask for; or the modules' seed agreement), then
-/// pre-deals the first inference within the client's memory guard.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn client_correlations(
-    ch: &mut dyn Channel,
-    module: SharedModule,
-    opts: &Options,
-    reply: &Value,
-    model: &Model,
-    plan: &Plan,
-    proto: &str,
-    family_plan: Option<&[u8]>,
-    chunk: usize,
-    predeal_mem: u64,
-    guard: Option<&engine::MemGuard>,
-) -> Result<(EngineCorrelations, HeSets)> {
-    let mut module = module;
-    if opts.mode.he() {
-        let cot = reply.get("cot_set").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the COT set".into()))?.to_string();
-        let hp = reply.get("he_params").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the HE parameters".into()))?.to_string();
-        let params = crate::he_linear::params_by_name(&hp)?;
-        if !params.secure && hp != opts.he_params {
-            return Err(Error::Peer(format!("the server asks for the insecure HE parameter set '{hp}'; refused (this client uses {})", opts.he_params)));
-        }
-        let (nl, he) = he_session(ch, CLIENT, &opts.mode, &opts.tee, &cot, &hp, model, plan, chunk)?;
-        let c = EngineCorrelations { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0, deals: false, dealer_plan: false };
-        return Ok((c, (Some(cot), Some(hp))));
-    }
-    establish(&mut module, ch, opts, ModuleRole::Receiver)?;
-    let nl = engine::make_nonlinear(proto, family_plan, plan, module.clone(), CLIENT, plan.cfg.bits, chunk)?;
-    let mut c = EngineCorrelations { module, nl, he: None, pre: engine::Predealt::default(), predeal_mem, deals: true, dealer_plan: false };
-    c.predeal(plan, 0, guard)?;
-    Ok((c, (None, None)))
-}
-
 /// A server's session engine after the hello, as its provider built it.
 pub(crate) enum ServerEngine {
     /// The CNN engine on the provider's correlations, and the session's
@@ -676,9 +635,16 @@ pub(crate) fn check_reply_fields(opts: &Options, reply: &Value) -> Result<()> {
     Ok(())
 }
 
-/// Client: the session's engine after the hello (`malicious-client`:
-/// CRISP's on the dealer session; otherwise the CNN engine on the
-/// provider's correlations, see [`client_correlations`]).
+/// The COT set and RLWE parameters a client's session runs on (the HE
+/// modes), for its report.
+pub(crate) type HeSets = (Option<String>, Option<String>);
+
+/// Client, after the server's hello reply: the session's engine, with the
+/// provider the reply calls for completed — `malicious-client`: CRISP's on
+/// the dealer session; the HE modes: COTs and RLWE keys (refusing an
+/// insecure RLWE set it did not ask for); tee and dealer: the modules' seed
+/// agreement, then the first inference pre-dealt within the client's
+/// memory guard.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn client_engine(
     ch: &mut dyn Channel,
@@ -693,10 +659,25 @@ pub(crate) fn client_engine(
     predeal_mem: u64,
     guard: Option<&engine::MemGuard>,
 ) -> Result<(ClientEngine, HeSets)> {
+    let mut module = module;
     if opts.mode.preset().engine == crate::preset::Engine::Crisp {
         let crisp = crate::crisp_serve::CrispClient::new(&module, &opts.crisp);
         return Ok((ClientEngine::Crisp { module, crisp }, (None, None)));
     }
-    let (c, sets) = client_correlations(ch, module, opts, reply, model, plan, proto, family_plan, chunk, predeal_mem, guard)?;
-    Ok((ClientEngine::Engine(c), sets))
+    if opts.mode.he() {
+        let cot = reply.get("cot_set").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the COT set".into()))?.to_string();
+        let hp = reply.get("he_params").and_then(Value::as_str).ok_or_else(|| Error::Protocol("server hello (HE mode) lacks the HE parameters".into()))?.to_string();
+        let params = crate::he_linear::params_by_name(&hp)?;
+        if !params.secure && hp != opts.he_params {
+            return Err(Error::Peer(format!("the server asks for the insecure HE parameter set '{hp}'; refused (this client uses {})", opts.he_params)));
+        }
+        let (nl, he) = he_session(ch, CLIENT, &opts.mode, &opts.tee, &cot, &hp, model, plan, chunk)?;
+        let c = EngineCorrelations { module, nl, he: Some(he), pre: engine::Predealt::default(), predeal_mem: 0, deals: false, dealer_plan: false };
+        return Ok((ClientEngine::Engine(c), (Some(cot), Some(hp))));
+    }
+    establish(&mut module, ch, opts, ModuleRole::Receiver)?;
+    let nl = engine::make_nonlinear(proto, family_plan, plan, module.clone(), CLIENT, plan.cfg.bits, chunk)?;
+    let mut c = EngineCorrelations { module, nl, he: None, pre: engine::Predealt::default(), predeal_mem, deals: true, dealer_plan: false };
+    c.predeal(plan, 0, guard)?;
+    Ok((ClientEngine::Engine(c), (None, None)))
 }
