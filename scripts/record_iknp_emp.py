@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""hush IKNP beside emp-ot IKNP, 10^7 COTs, no network, interleaved rounds
+"""hush IKNP (and SilentFlow, `--sources iknp,silent`) beside emp-ot IKNP, 10^7 COTs, no network, interleaved rounds
 in one run; appends every run to bench/records/cot.jsonl, stamped like
 scripts/record.py does (cpu, date, load before → after, cores, command,
 commit), with a `session` id and `round` so that one run's rows belong
@@ -17,6 +17,7 @@ together.
 
 Usage:
   python3 scripts/record_iknp_emp.py --rounds 4 --n 10000000 --levels native,avx2 \
+          [--sources iknp,silent]                             # hush sources (default iknp)
           [--baseline /path/to/older/hush=LABEL]              # also the code before a change
   python3 scripts/record_iknp_emp.py --table [SESSION]   # Markdown table of a session
                                                          # (default: the latest)
@@ -38,6 +39,22 @@ PEERS = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.
 # the stamps every record carries, as scripts/record.py makes them
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from record import commit, cpu_model, load1  # noqa: E402
+
+
+def lscpu():
+    """`lscpu`'s model name and cache sizes (stamped on every record)."""
+    try:
+        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    want = {"Model name": "lscpu_model", "L1d cache": "lscpu_l1d", "L2 cache": "lscpu_l2", "L3 cache": "lscpu_l3",
+            "CPU family": "lscpu_family", "Model": "lscpu_model_number"}
+    r = {}
+    for line in out.splitlines():
+        k, _, v = line.partition(":")
+        if k.strip() in want:
+            r[want[k.strip()]] = v.strip()
+    return r
 
 
 def now():
@@ -68,14 +85,14 @@ def emp_run(n):
     }
 
 
-def hush_run(hush, n, level, variant=None, label=None):
+def hush_run(hush, n, level, variant=None, label=None, source="iknp"):
     env = dict(os.environ)
     env.pop("HUSH_SIMD", None)
     prefix = ""
     if level != "native":
         env["HUSH_SIMD"] = level
         prefix = f"HUSH_SIMD={level} "
-    args = ["bench", "cot", "--source", "iknp", "--n", str(n), "--net", "none", "--json"]
+    args = ["bench", "cot", "--source", source, "--n", str(n), "--net", "none", "--json"]
     started, before = now(), load1()
     r = run_json([hush, *args], env)
     after = load1()
@@ -91,6 +108,7 @@ def hush_run(hush, n, level, variant=None, label=None):
 def measure(argv):
     rounds, n, levels, hush = 4, 10_000_000, ["native", "avx2"], os.path.join(ROOT, "target", "release", "hush")
     baseline = None
+    sources = ["iknp"]
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -100,6 +118,8 @@ def measure(argv):
             n = int(float(argv[i + 1])); i += 2
         elif a == "--levels":
             levels = argv[i + 1].split(","); i += 2
+        elif a == "--sources":
+            sources = argv[i + 1].split(","); i += 2
         elif a == "--hush":
             hush = argv[i + 1]; i += 2
         elif a == "--baseline":
@@ -115,12 +135,16 @@ def measure(argv):
         # One warm-up pair, unrecorded, before the first round.
         if k == 0:
             emp_run(n)
-            hush_run(hush, n, levels[0])
+            for src in sources:
+                hush_run(hush, n, levels[0], source=src)
         row = [emp_run(n)]
         if baseline:
-            row.append(hush_run(baseline[0], n, "native", "baseline", baseline[1] if len(baseline) > 1 else "baseline"))
-        row += [hush_run(hush, n, l) for l in levels]
+            for src in sources:
+                row.append(hush_run(baseline[0], n, "native", "baseline", baseline[1] if len(baseline) > 1 else "baseline", src))
+        row += [hush_run(hush, n, l, source=src) for src in sources for l in levels]
+        cpu = lscpu()
         for r in row:
+            r.update(cpu)
             r["session"] = session
             r["round"] = k + 1
             recs.append(r)
@@ -144,14 +168,16 @@ def table(session=None):
     emp = {r["round"]: r for r in recs if r["source"] == "emp-ot-iknp"}
     kinds = []
     for r in recs:
-        kind = (r.get("variant"), r["simd"], r.get("commit"))
-        if r["source"] == "iknp" and kind not in kinds:
+        kind = (r["source"], r.get("variant"), r["simd"], r.get("commit"))
+        if r["source"] != "emp-ot-iknp" and kind not in kinds:
             kinds.append(kind)
     first = recs[0]
     loads = [r["load"] for r in recs]
     l2 = next((r["l2_bytes"] for r in recs if r.get("l2_bytes")), None)
     out = [f"Session {session} (`scripts/record_iknp_emp.py`, records in `bench/records/cot.jsonl`): "
-           f"{first['cpu']}, {first.get('cores')} cores" + (f", L2 {l2 // 1024} KiB per core" if l2 else ""),
+           f"{first['cpu']}, {first.get('cores')} cores" + (f", L2 {l2 // 1024} KiB per core" if l2 else "")
+           + (f"; lscpu: {first['lscpu_model']}, family {first.get('lscpu_family')} model {first.get('lscpu_model_number')}, "
+              f"L1d {first.get('lscpu_l1d')}, L2 {first.get('lscpu_l2')}, L3 {first.get('lscpu_l3')}" if first.get("lscpu_model") else ""),
            f"{len(rounds)} interleaved rounds, n = {first['n']:,} COTs, no network; load (1-min) from {loads[0]} to {loads[-1]}.",
            "",
            "| run | per-round wall (s) | median | hush ÷ emp-ot, per round | median ratio |",
@@ -159,11 +185,12 @@ def table(session=None):
     e = [emp[k]["wall_s"] for k in rounds]
     out.append(f"| emp-ot IKNP (`-march=native`) | {', '.join(f'{x:.3f}' for x in e)} | {statistics.median(e):.3f} | — | — |")
     for kind in kinds:
-        variant, l, c = kind
-        h = {r["round"]: r for r in recs if r["source"] == "iknp" and (r.get("variant"), r["simd"], r.get("commit")) == kind}
+        src, variant, l, c = kind
+        h = {r["round"]: r for r in recs if (r["source"], r.get("variant"), r["simd"], r.get("commit")) == kind}
         hs = [h[k]["wall_s"] for k in rounds]
         ratios = [h[k]["wall_s"] / emp[k]["wall_s"] for k in rounds]
-        name = f"hush IKNP before ({c}), simd {l}" if variant == "baseline" else f"hush IKNP ({c}), simd {l}"
+        label = {"iknp": "IKNP", "silent": "SilentFlow"}.get(src, src)
+        name = f"hush {label} before ({c}), simd {l}" if variant == "baseline" else f"hush {label} ({c}), simd {l}"
         out.append(f"| {name} | {', '.join(f'{x:.3f}' for x in hs)} | {statistics.median(hs):.3f} | "
                    f"{', '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
     return "\n".join(out)
