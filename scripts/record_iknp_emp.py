@@ -19,6 +19,9 @@ Usage:
   python3 scripts/record_iknp_emp.py --rounds 4 --n 10000000 --levels native,avx2 \
           [--sources iknp,silent]                             # hush sources (default iknp)
           [--baseline /path/to/older/hush=LABEL]              # also the code before a change
+  python3 scripts/record_iknp_emp.py --floor [--threads 1|2] [--levels native,avx2]
+                                    # the LPN memory floor (examples/lpn_floor.rs), into
+                                    # bench/records/lpn-floor.jsonl
   python3 scripts/record_iknp_emp.py --table [SESSION]   # Markdown table of a session
                                                          # (default: the latest)
 Standard library only.
@@ -156,6 +159,56 @@ def measure(argv):
     print(table(session))
 
 
+FLOOR = os.path.join(ROOT, "bench", "records", "lpn-floor.jsonl")
+
+
+def floor(argv):
+    """Runs target/release/examples/lpn_floor (build it with `cargo build
+    --release -p hush-correlations --example lpn_floor`) once per level and
+    appends its lines, stamped, to bench/records/lpn-floor.jsonl."""
+    threads, levels, passes = 1, ["native", "avx2"], 15
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--threads":
+            threads = int(argv[i + 1]); i += 2
+        elif argv[i] == "--levels":
+            levels = argv[i + 1].split(","); i += 2
+        elif argv[i] == "--passes":
+            passes = int(argv[i + 1]); i += 2
+        else:
+            sys.exit(__doc__)
+    exe = os.path.join(ROOT, "target", "release", "examples", "lpn_floor")
+    session, cpu, recs = now(), lscpu(), []
+    for level in levels:
+        env = dict(os.environ)
+        env.pop("HUSH_SIMD", None)
+        prefix = ""
+        if level != "native":
+            env["HUSH_SIMD"] = level
+            prefix = f"HUSH_SIMD={level} "
+        started, before = now(), load1()
+        out = subprocess.run([exe, str(threads), str(passes)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env, timeout=600)
+        after = load1()
+        if out.returncode != 0:
+            sys.exit(f"record_iknp_emp.py: lpn_floor failed ({out.returncode}):\n{out.stderr}")
+        for line in out.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            r.update({"bench": "lpn-floor", "cpu": cpu_model(), "date": started, "load": f"{before:.2f} → {after:.2f}",
+                      "cores": os.cpu_count(), "session": session, "commit": commit(),
+                      "command": prefix + f"cargo run --release -p hush-correlations --example lpn_floor {threads} {passes}"})
+            r.update(cpu)
+            recs.append(r)
+            print(f"{r['simd']:8} {r['part']:12} k={r.get('k', '-'):>7} {r['s_per_1e7'] * 1e3:7.1f} ms per 10^7  load {r['load']}",
+                  file=sys.stderr)
+    with open(FLOOR, "a", encoding="utf-8") as f:
+        for r in recs:
+            f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+    print(f"record_iknp_emp.py: {os.path.relpath(FLOOR, ROOT)} += {len(recs)} records, session {session}", file=sys.stderr)
+
+
 def table(session=None):
     with open(RECORDS, encoding="utf-8") as f:
         recs = [json.loads(l) for l in f if l.strip()]
@@ -197,6 +250,9 @@ def table(session=None):
 
 
 def main(argv):
+    if argv and argv[0] == "--floor":
+        floor(argv[1:])
+        return 0
     if argv and argv[0] == "--table":
         print(table(argv[1] if len(argv) > 1 else None))
         return 0
