@@ -22,6 +22,11 @@ Usage:
   python3 scripts/record_iknp_emp.py --floor [--threads 1|2] [--levels native,avx2]
                                     # the LPN memory floor (examples/lpn_floor.rs), into
                                     # bench/records/lpn-floor.jsonl
+  python3 scripts/record_iknp_emp.py --aes-soft BINARY [BINARY ...] [--rounds R]
+                                    # examples/aes_soft_speed (built normally and/or with
+                                    # RUSTFLAGS="--cfg aes_force_soft") interleaved with
+                                    # `openssl speed` with AES-NI masked (OPENSSL_ia32cap),
+                                    # into bench/records/aes-soft.jsonl
   python3 scripts/record_iknp_emp.py --table [SESSION]   # Markdown table of a session
                                                          # (default: the latest)
 Standard library only.
@@ -209,6 +214,59 @@ def floor(argv):
     print(f"record_iknp_emp.py: {os.path.relpath(FLOOR, ROOT)} += {len(recs)} records, session {session}", file=sys.stderr)
 
 
+AES_SOFT = os.path.join(ROOT, "bench", "records", "aes-soft.jsonl")
+# OPENSSL_ia32cap masks: bit 57 of the first word is AES-NI, bit 41 SSSE3
+# (OpenSSL's vpaes); "~" clears them.
+OPENSSL_MASKS = [("native", None), ("no AES-NI (vpaes, SSSE3)", "~0x200000000000000"),
+                 ("no AES-NI, no SSSE3 (C tables)", "~0x200020000000000")]
+
+
+def aes_soft(argv):
+    """The portable AES back end beside openssl's own paths, one core, same
+    run: each round runs every binary given (`aes_soft_speed` builds) and
+    `openssl speed -elapsed -evp aes-128-ecb -bytes 65536 -seconds 1` under
+    each OPENSSL_ia32cap mask, pinned to cpu 0."""
+    bins, rounds = [], 3
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--rounds":
+            rounds = int(argv[i + 1]); i += 2
+        else:
+            bins.append(argv[i]); i += 1
+    if not bins:
+        sys.exit(__doc__)
+    session, cpu, recs = now(), lscpu(), []
+    for k in range(rounds):
+        for b in bins:
+            started, before = now(), load1()
+            r = run_json(["taskset", "-c", "0", b])
+            r.update({"date": started, "load": f"{before:.2f} → {load1():.2f}", "binary": os.path.basename(b), "command": f"taskset -c 0 {os.path.basename(b)}"})
+            recs.append(r)
+        for name, mask in OPENSSL_MASKS:
+            env = dict(os.environ)
+            env.pop("OPENSSL_ia32cap", None)
+            if mask:
+                env["OPENSSL_ia32cap"] = mask
+            started, before = now(), load1()
+            out = subprocess.run(["taskset", "-c", "0", "openssl", "speed", "-elapsed", "-evp", "aes-128-ecb", "-bytes", "65536",
+                                  "-seconds", "1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, timeout=60)
+            line = [l for l in out.stdout.splitlines() if l.lower().startswith("aes-128-ecb")][-1]
+            kbps = float(line.split()[-1].rstrip("k"))
+            recs.append({"bench": "aes-soft", "backend": "openssl", "openssl_path": name, "blocks_per_s": kbps * 1000 / 16,
+                         "date": started, "load": f"{before:.2f} → {load1():.2f}",
+                         "command": (f"OPENSSL_ia32cap='{mask}' " if mask else "") +
+                         "taskset -c 0 openssl speed -elapsed -evp aes-128-ecb -bytes 65536 -seconds 1"})
+        for r in recs[-(len(bins) + len(OPENSSL_MASKS)):]:
+            r.update({"cpu": cpu_model(), "cores": os.cpu_count(), "session": session, "round": k + 1, "commit": commit()})
+            r.update(cpu)
+            what = r.get("openssl_path") or ("aes_force_soft" if r.get("aes_force_soft") else "aes crate, AES-NI detected")
+            print(f"round {k + 1}: {r['backend']:8} {what:32} {r['blocks_per_s']:.3e} blocks/s  load {r['load']}", file=sys.stderr)
+    with open(AES_SOFT, "a", encoding="utf-8") as f:
+        for r in recs:
+            f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+    print(f"record_iknp_emp.py: {os.path.relpath(AES_SOFT, ROOT)} += {len(recs)} records, session {session}", file=sys.stderr)
+
+
 def table(session=None):
     with open(RECORDS, encoding="utf-8") as f:
         recs = [json.loads(l) for l in f if l.strip()]
@@ -250,6 +308,9 @@ def table(session=None):
 
 
 def main(argv):
+    if argv and argv[0] == "--aes-soft":
+        aes_soft(argv[1:])
+        return 0
     if argv and argv[0] == "--floor":
         floor(argv[1:])
         return 0
