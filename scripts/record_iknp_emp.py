@@ -201,6 +201,9 @@ def floor(argv):
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
+            r["op"] = f"ggm-expand h={r['h']}" if r["part"] == "ggm-expand" else f"{r['part']} k={r['k']} ({r['k_bytes'] // 1024} KiB)"
+            r.update({"n": 10_000_000, "wall_s": r["s_per_1e7"],
+                      "setting_note": "n = rows (or leaves); wall_s = best pass scaled to 10^7, one party"})
             r.update({"bench": "lpn-floor", "cpu": cpu_model(), "date": started, "load": f"{before:.2f} → {after:.2f}",
                       "cores": os.cpu_count(), "session": session, "commit": commit(),
                       "command": prefix + f"cargo run --release -p hush-correlations --example lpn_floor {threads} {passes}"})
@@ -253,6 +256,7 @@ def aes_soft(argv):
             line = [l for l in out.stdout.splitlines() if l.lower().startswith("aes-128-ecb")][-1]
             kbps = float(line.split()[-1].rstrip("k"))
             recs.append({"bench": "aes-soft", "backend": "openssl", "openssl_path": name, "blocks_per_s": kbps * 1000 / 16,
+                         "op": f"openssl, {name}", "n": 10_000_000, "wall_s": 1e7 / (kbps * 1000 / 16),
                          "date": started, "load": f"{before:.2f} → {load1():.2f}",
                          "command": (f"OPENSSL_ia32cap='{mask}' " if mask else "") +
                          "taskset -c 0 openssl speed -elapsed -evp aes-128-ecb -bytes 65536 -seconds 1"})
