@@ -6,7 +6,8 @@
 //! reused (L1-resident, as the real kernel's are), so only the reads of the
 //! k-vector differ between sizes.
 //!
-//! Beside it: the real product (`LpnMatrix::mul`, index AES included, one
+//! Beside it: the index generation alone (the AES-CTR offsets of 10^7
+//! rows), the real product (`LpnMatrix::mul`, index AES included, one
 //! tree's 2^h rows at a time as the fused generator runs it) at
 //! k = 2^16 ([`LPN_B10`]) and the GGM expansion of 10^7 leaves
 //! (`expand_box`), each the best of `passes` passes of 10^6 rows, scaled to
@@ -94,6 +95,20 @@ fn party(id: usize, passes: usize, bar: &Barrier) -> Vec<String> {
         p.k,
         16 * p.k
     ));
+    // The index generation alone (SUB rows of offsets per call, as the
+    // product's first chunk is made).
+    let mut offs = vec![0u32; SUB * D];
+    bar.wait();
+    let s = best(passes, || {
+        let mut r = 0;
+        while r < ROWS {
+            m.offsets_for_bench(r, &mut offs);
+            r += SUB;
+        }
+    }) * 10_000_000.0
+        / ROWS.next_multiple_of(SUB) as f64;
+    std::hint::black_box(&offs);
+    lines.push(format!("{{\"part\":\"index-aes\",\"k\":{},\"k_bytes\":{},\"rows\":10000000,\"d\":{D},\"s_per_1e7\":{s:.6}}}", p.k, 16 * p.k));
     // GGM expansion (the sender's share of AES work per leaf).
     let mut tree = vec![Block::ZERO; p.leaves()];
     bar.wait();
