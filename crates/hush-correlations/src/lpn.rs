@@ -439,9 +439,10 @@ fn prefetch_above() -> usize {
 /// FERRET_MAIN's 9.4 MB anywhere. But each streamed line holds a line-fill
 /// buffer until it reaches memory, and the D-term gathers are bound by those
 /// same buffers. With room to spare in L2 the ordinary stores win: the 1 MiB
-/// vector in the 2 MiB L2 of issue 34's Xeon took 5–8 % less CPU per party
-/// with them (10^7 SilentFlow COTs, five interleaved pairs of best-of-5
-/// runs, `examples/cot_parties.rs`; docs/perf-primitives.md).
+/// vector in the 2 MiB L2 of issue 34's Xeon took 7–9 % less CPU per party
+/// with them (10^7 SilentFlow COTs, medians of 5 interleaved rounds beside
+/// the build before, session 2026-11-29T07:29:20Z in
+/// `bench/records/cot.jsonl`; docs/perf-primitives.md).
 pub(crate) fn stream_outputs(k: usize) -> bool {
     hush_primitives::cache::l2_bytes().is_none_or(|l2| 2 * 16 * k as u64 > l2)
 }
