@@ -3,7 +3,9 @@
 //! n COTs after setup (diagnostics; in-memory channel, in-process module).
 //!
 //! `cargo run --release -p hush-correlations --example cot_parties [silent|ferret] [n] [reps]`
-//! (`reps` runs of n COTs each, the best CPU and wall time of each party).
+//! (`reps` runs of n COTs each, the best CPU and wall time of each party;
+//! `UNFUSED=1` runs the GGM and LPN stages one after another instead of
+//! interleaved, `SourceConfig::fused`).
 use hush_correlations::registry::{setup_receiver, setup_sender, SourceConfig, TeeBackend};
 use hush_primitives::{BitVec, Block, Prg};
 use hush_transport::MemChannel;
