@@ -19,10 +19,12 @@
 //! * the leaves live in two L2-resident scratch trees (2 × 128 KiB at
 //!   h = 13: the one being reduced and the one being expanded); the
 //!   reduction reads the leaf, XORs the D gathered entries and writes
-//!   leaf ⊕ A·v **straight into the caller's buffer** with non-temporal
-//!   stores, so the outputs neither pass through a batch buffer nor evict
-//!   the k-vector (the receiver's choice bits, its outputs' lsbs, are
-//!   taken from the registers on the way);
+//!   leaf ⊕ A·v **straight into the caller's buffer**, so the outputs do
+//!   not pass through a batch buffer — with non-temporal stores when the
+//!   k-vector leaves little room in L2, so that they do not evict it, and
+//!   with ordinary stores otherwise, which leave the line-fill buffers to
+//!   the gathers ([`crate::lpn::stream_outputs`]) (the receiver's choice
+//!   bits, its outputs' lsbs, are taken from the registers on the way);
 //! * rows are produced only when the caller asks for them (the batch is a
 //!   stream), so there is no n-block buffer at all: a party holds the
 //!   k-vector, the next batch's k-vector (filled from the batch's last
@@ -254,10 +256,13 @@ impl Batches {
                     // Tree j's LPN reduction with tree j+1's GGM expansion
                     // interleaved (SilentFlow §IV fusion on one core).
                     // GGM leaves go to two L2-resident scratch trees; the
-                    // reduction reads them and streams leaf ⊕ A·v to the
-                    // destination with non-temporal stores.
+                    // reduction reads them and writes leaf ⊕ A·v to the
+                    // destination.
                     pair.resize(2 * l, Block::ZERO);
                     lsb_tree.resize(l.div_ceil(64), 0);
+                    // Non-temporal stores only when the k-vector leaves
+                    // little room in L2 (`lpn::stream_outputs`).
+                    let nt = crate::lpn::stream_outputs(p.k);
                     plan.wipe();
                     trees.plant(ch, &p, cots, tree, &mut pair[..l], plan)?;
                     expand_plan(&mut pair[..l], plan);
@@ -269,10 +274,10 @@ impl Batches {
                             trees.plant(ch, &p, cots, tree + j + 1, nxt, plan)?;
                         }
                         let mut job = crate::simd::GgmJob::new(nxt, plan);
-                        // Non-temporal stores; the receiver's choice bits
-                        // are taken from registers on the way.
+                        // The receiver's choice bits are taken from
+                        // registers on the way.
                         let lw = bits.as_ref().map(|_| &mut lsb_tree[..]);
-                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, true, lw, &mut || job.step());
+                        lpn.mul_add_bg(v, (tree + j) * l, Some(cur), t, nt, lw, &mut || job.step());
                         if let Some((w, at)) = bits.as_mut() {
                             crate::simd::or_bits(w, *at + d + j * l, lsb_tree, l);
                         }

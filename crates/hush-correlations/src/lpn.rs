@@ -428,6 +428,25 @@ fn prefetch_above() -> usize {
     hush_primitives::cache::l2_bytes().map_or(2 << 20, |b| b as usize)
 }
 
+/// Whether the fused generator ([`crate::fused`]) writes its outputs with
+/// non-temporal stores for a k-vector of `k` blocks: yes when the k-vector
+/// takes more than half of one core's L2 as detected at run time
+/// ([`hush_primitives::cache::l2_bytes`]), or when the L2 is unknown.
+///
+/// Non-temporal stores keep the output stream (the caller's buffer, 16 MiB
+/// per 2^20 COTs) from evicting the k-vector, which matters when the two
+/// barely fit: [`LPN_B10`]'s 1 MiB vector in a 1 MiB L2 (Zen 5), or
+/// FERRET_MAIN's 9.4 MB anywhere. But each streamed line holds a line-fill
+/// buffer until it reaches memory, and the D-term gathers are bound by those
+/// same buffers. With room to spare in L2 the ordinary stores win: the 1 MiB
+/// vector in the 2 MiB L2 of issue 34's Xeon took 7–9 % less CPU per party
+/// with them (10^7 SilentFlow COTs, medians of 5 interleaved rounds beside
+/// the build before, session 2026-11-29T07:29:20Z in
+/// `bench/records/cot.jsonl`; docs/perf-primitives.md).
+pub(crate) fn stream_outputs(k: usize) -> bool {
+    hush_primitives::cache::l2_bytes().is_none_or(|l2| 2 * 16 * k as u64 > l2)
+}
+
 /// A zeroed vector of `n` blocks whose pages the kernel is asked to back
 /// with transparent huge pages (random gathers into the k-vector otherwise
 /// miss the TLB on most accesses). The allocation is over-sized by 2 MiB and
@@ -546,6 +565,42 @@ mod tests {
                         assert_eq!(*y, want, "level {l} k {k} rows {r0}+{j}");
                     }
                 }
+            });
+        }
+    }
+
+    /// The fused generator's two store paths (non-temporal or ordinary,
+    /// see [`stream_outputs`]) give the same rows and the same lsbs, equal
+    /// to the reference rows, at every SIMD level, for both index kinds
+    /// (16-bit words at k = 2^10, 32-bit at k = 1000), over several chunks
+    /// and a ragged tail.
+    #[test]
+    fn streamed_and_cached_stores_agree_at_every_level() {
+        use hush_primitives::Prg;
+        for k in [1024usize, 1000] {
+            let mut prg = Prg::new(Block(k as u128));
+            let mut base = vec![Block::ZERO; k];
+            prg.fill_blocks(&mut base);
+            let n = 2 * SUB + 37;
+            let mut src = vec![Block::ZERO; n];
+            prg.fill_blocks(&mut src);
+            let m = LpnMatrix::new(9, k);
+            let want: Vec<Block> =
+                (0..n).map(|j| m.row(j + 64).iter().fold(src[j], |a, &i| a ^ base[i])).collect();
+            hush_primitives::simd::for_each_level("lpn stores", |l| {
+                let mut got = Vec::new();
+                for nt in [true, false] {
+                    let m = LpnMatrix::new(9, k);
+                    let mut out = vec![Block::ONES; n];
+                    let mut lsbs = vec![0u64; n.div_ceil(64)];
+                    m.mul_add_bg(&base, 64, Some(&src), &mut out, nt, Some(&mut lsbs), &mut || false);
+                    assert_eq!(out, want, "level {l} k={k} nt={nt}");
+                    for (j, y) in out.iter().enumerate() {
+                        assert_eq!((lsbs[j / 64] >> (j % 64)) & 1, (y.0 & 1) as u64, "level {l} k={k} nt={nt} lsb {j}");
+                    }
+                    got.push((out, lsbs));
+                }
+                assert_eq!(got[0], got[1], "level {l} k={k}");
             });
         }
     }
