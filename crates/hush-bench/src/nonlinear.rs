@@ -86,6 +86,12 @@ pub struct NonlinearArgs {
     /// the whole batch offline, then run the online phase.
     #[arg(long, default_value_t = 0)]
     pub stream: usize,
+    /// gelu: a proven bound on |x| (real units, at least the benchmark's
+    /// input range): comparisons on the fewest bits exact inside it
+    /// (`gelu_within`), as the encoder graphs run GeLU. Default: no bound
+    /// (full-width comparisons).
+    #[arg(long)]
+    pub bound: Option<f64>,
 }
 
 impl Default for NonlinearArgs {
@@ -108,6 +114,7 @@ impl Default for NonlinearArgs {
             transport: "mem".into(),
             lpn: None,
             stream: 0,
+            bound: None,
         }
     }
 }
@@ -397,6 +404,9 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
     }
     if a.n == 0 || !(2..=64).contains(&a.bits) {
         return Err(Error::Invalid("--n must be ≥ 1 and --bits in 2..=64".into()));
+    }
+    if a.bound.is_some() {
+        return Err(Error::Invalid("--bound applies to --op gelu".into()));
     }
     if a.stream > 0 && (proto != Proto::Fss || a.op == "maxpool") {
         return Err(Error::Invalid(
