@@ -510,20 +510,20 @@ impl DcfKeyBatch {
                         let k = crate::dcf::read_parts_shaped(&enc[at..at + kl], want, &mut cw)?;
                         let p = slot(q);
                         w.s0[p] = k.s0;
-                        for i in 0..n {
-                            w.scw[i * GROUP + p] =
-                                (cw[i * st] as u128) | ((cw[i * st + 1] as u128) << 64);
+                        for (i, row) in w.scw.chunks_exact_mut(GROUP).take(n).enumerate() {
+                            row[p] = (cw[i * st] as u128) | ((cw[i * st + 1] as u128) << 64);
                         }
-                        if !packed {
-                            for i in 0..n {
-                                for l in 0..nl {
-                                    let j = (i * GROUP + p) * nl + l;
-                                    if narrow {
-                                        w.v32[j] = cw[i * st + 2 + l] as u32;
-                                    } else {
-                                        w.v64[j] = cw[i * st + 2 + l];
-                                    }
+                        if !packed && narrow {
+                            // Level i's row of the group: GROUP · nl words.
+                            for (i, row) in w.v32.chunks_exact_mut(GROUP * nl).take(n).enumerate() {
+                                let v = &cw[i * st + 2..i * st + 2 + nl];
+                                for (d, x) in row[p * nl..p * nl + nl].iter_mut().zip(v) {
+                                    *d = *x as u32;
                                 }
+                            }
+                        } else if !packed {
+                            for (i, row) in w.v64.chunks_exact_mut(GROUP * nl).take(n).enumerate() {
+                                row[p * nl..p * nl + nl].copy_from_slice(&cw[i * st + 2..i * st + 2 + nl]);
                             }
                         } else {
                             w.vb[q] = rev(k.vbits, depth) << nu;
