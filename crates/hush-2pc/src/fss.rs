@@ -62,7 +62,7 @@ use crate::share::{ArithShare, BoolShare};
 use crate::tee::Dealer;
 use crate::wire::{self, mask, pack_ring, unpack_ring};
 use crate::{invalid, Party, Result};
-use hush_fss::{DcfKey, DcfKeyBatch, DreluBatch, DreluKey, LtBatch, LtKey, ReluBatch, ReluKey};
+use hush_fss::{DcfKey, DcfKeyBatch, DreluBatch, LtBatch, LtKey, ReluBatch};
 use hush_primitives::Ring;
 pub use hush_fss::deal::{FssGate, FssShape};
 use hush_fss::deal::{FssKeys, FssShare};
@@ -152,11 +152,17 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
         offs.extend_from_slice(&so);
         sv.zeroize();
         so.zeroize();
+        // One-DCF gates: decoded straight into the batch layout, on every
+        // core, without a key object per gate.
+        match &mut keys {
+            Keys::Drelu(v) => v.extend_encoded(kbytes, m).map_err(key_err)?,
+            Keys::Relu(v) => v.extend_encoded(kbytes, m).map_err(key_err)?,
+            _ => {}
+        }
         for c in kbytes.chunks_exact(kb) {
             let pushed = match &mut keys {
+                Keys::Drelu(_) | Keys::Relu(_) => break,
                 Keys::Lt(v) => v.push(&LtKey::from_bytes(c).map_err(key_err)?),
-                Keys::Drelu(v) => v.push(&DreluKey::from_bytes(c).map_err(key_err)?),
-                Keys::Relu(v) => v.push(&ReluKey::from_bytes(c).map_err(key_err)?),
                 Keys::Trunc(a, b) => {
                     let k1 = DcfKey::size_bytes(shape.bits, shape.bits);
                     let (ka, kb) = (DcfKey::from_bytes(&c[..k1]).map_err(key_err)?, DcfKey::from_bytes(&c[k1..]).map_err(key_err)?);
@@ -274,4 +280,93 @@ fn bits_of(v: &[u64]) -> BoolShare {
         w[i / 64] |= (x & 1) << (i % 64);
     }
     BoolShare::new(v.len(), w)
+}
+
+/// What [`streamed`] returns: the gates' output shares, party 1's dealt
+/// inputs (its comparison input or mask m, concatenated over the chunks;
+/// empty for party 0), the seconds spent dealing and evaluating, and the
+/// bytes the module dealt.
+#[derive(Debug)]
+pub struct Streamed {
+    pub out: FssOut,
+    pub dealt_input: Vec<u64>,
+    pub deal_s: f64,
+    pub online_s: f64,
+    pub dealt: usize,
+}
+
+/// Dealing and the online phase **interleaved**, `chunk` gates at a time:
+/// deal a chunk ([`deal`]), open and evaluate it ([`online`], masked form),
+/// drop (and scrub) its keys, next chunk. The tee-mode total of a large
+/// batch without holding all its keys at once: the key memory of one chunk
+/// is reused from chunk to chunk (it stays in cache and is not page-faulted
+/// afresh, which on a VM costs more than generating the keys), at one
+/// one-way message per chunk instead of one for the whole batch.
+///
+/// Security: unchanged. Each chunk is a separate dealing under its own
+/// batch number ([`Dealer::next_batch`]), so its r and m are fresh and used
+/// once; each chunk's messages and keys are exactly those of [`deal`] and
+/// [`online`] for that many gates, and the views of the whole run are the
+/// concatenation of independent chunk views (each simulatable as stated in
+/// the module docs). Party 0 passes its n inputs y; party 1 `None`.
+pub fn streamed(
+    ch: &mut dyn Channel,
+    dealer: &mut Dealer,
+    party: Party,
+    n: usize,
+    shape: FssShape,
+    x: Option<&[u64]>,
+    chunk: usize,
+) -> Result<Streamed> {
+    if chunk == 0 || n == 0 {
+        return Err(invalid("streamed FSS: empty batch or chunk"));
+    }
+    if let Some(x) = x {
+        if x.len() != n {
+            return Err(invalid(format!(
+                "input of {} elements for a batch of {n}",
+                x.len()
+            )));
+        }
+    }
+    let (mut deal_s, mut online_s, mut dealt) = (0.0, 0.0, 0usize);
+    let mut dealt_input = Vec::new();
+    let mut vals: Vec<u64> = Vec::with_capacity(n);
+    let mut bits_out = None;
+    for lo in (0..n).step_by(chunk) {
+        let m = chunk.min(n - lo);
+        let t = std::time::Instant::now();
+        let b = deal(dealer, party, m, shape)?;
+        let t1 = std::time::Instant::now();
+        deal_s += (t1 - t).as_secs_f64();
+        dealt += b.dealt_bytes();
+        dealt_input.extend_from_slice(b.dealt_input());
+        match online(ch, &b, x.map(|x| &x[lo..lo + m]), false)? {
+            FssOut::Bits(s) => {
+                bits_out = Some(true);
+                vals.extend((0..s.n).map(|i| s.get(i) as u64));
+            }
+            FssOut::Arith(a) => {
+                bits_out = Some(false);
+                vals.extend_from_slice(&a.v);
+            }
+        }
+        drop(b);
+        online_s += t1.elapsed().as_secs_f64();
+    }
+    let out = if bits_out == Some(true) {
+        let s = FssOut::Bits(bits_of(&vals));
+        vals.zeroize();
+        s
+    } else {
+        let l = shape.bits;
+        FssOut::Arith(ArithShare::new(Ring::new(l).expect("validated"), vals))
+    };
+    Ok(Streamed {
+        out,
+        dealt_input,
+        deal_s,
+        online_s,
+        dealt,
+    })
 }

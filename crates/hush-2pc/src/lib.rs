@@ -50,6 +50,7 @@
 //! gives no hardware protection**; the online phase never gives online data
 //! to a module.
 
+pub use hush_deal::retain_freed_memory;
 pub mod beaver;
 pub mod cf2;
 pub mod crisp;

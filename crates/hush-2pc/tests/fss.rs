@@ -62,3 +62,42 @@ fn fss_gates_random_and_edges() {
         }
     }
 }
+
+/// `fss::streamed` (dealing and evaluation interleaved per chunk, the last
+/// chunk partial) against plaintext: party 0's inputs y are fixed up
+/// front; the value each gate sees is y + m (m: party 1's dealt mask), or
+/// for the millionaires' the comparison of y with party 1's dealt x.
+#[test]
+fn fss_streamed_matches_plaintext() {
+    for bits in [16u32, 32] {
+        let ring = Ring::new(bits).unwrap();
+        for gate in [FssGate::Relu, FssGate::Drelu, FssGate::Millionaire, FssGate::Trunc { f: 5 }] {
+            let shape = FssShape { bits, gate };
+            let ys = edge_values(bits, 700, 11 + bits as u64);
+            let n = ys.len();
+            let y2 = ys.clone();
+            let (a, b) = run_tee(
+                move |ch, d| fss::streamed(ch, d, 0, n, shape, Some(&y2), 300).unwrap(),
+                move |ch, d| fss::streamed(ch, d, 1, n, shape, None, 300).unwrap(),
+            );
+            assert!(a.dealt_input.is_empty());
+            assert_eq!(b.dealt_input.len(), n);
+            let v = |o: fss::FssOut| match o {
+                fss::FssOut::Bits(b) => (0..b.n).map(|i| b.get(i) as u64).collect::<Vec<_>>(),
+                fss::FssOut::Arith(a) => a.v.clone(),
+            };
+            let m = b.dealt_input.clone();
+            let (oa, ob) = (v(a.out), v(b.out));
+            assert_eq!((oa.len(), ob.len()), (n, n));
+            for i in 0..n {
+                let x = ring.add(ys[i], m[i]);
+                match gate {
+                    FssGate::Relu => assert_eq!(ring.add(oa[i], ob[i]), if ring.msb(x) { 0 } else { x }, "relu {bits} {i}"),
+                    FssGate::Drelu => assert_eq!((oa[i] ^ ob[i]) == 1, !ring.msb(x), "drelu {bits} {i}"),
+                    FssGate::Millionaire => assert_eq!((oa[i] ^ ob[i]) == 1, ys[i] > m[i], "mill {bits} {i}"),
+                    FssGate::Trunc { f } => assert_eq!(ring.to_signed(ring.add(oa[i], ob[i])), ring.to_signed(x) >> f, "trunc {bits} {i}"),
+                }
+            }
+        }
+    }
+}

@@ -71,9 +71,12 @@ struct PartyOut {
     out: Vec<u64>,
 }
 
-fn run_op(op: &str, c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize) -> Result<ArithShare> {
+fn run_op(op: &str, c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, bound: Option<f64>) -> Result<ArithShare> {
     match op {
-        "gelu" => gelu::gelu(c, ch, x),
+        "gelu" => match bound {
+            Some(b) => gelu::gelu_within(c, ch, x, b),
+            None => gelu::gelu(c, ch, x),
+        },
         "softmax" => softmax::softmax(c, ch, x, len),
         _ => layernorm::layernorm(c, ch, x, len, 1e-5, None, None),
     }
@@ -104,14 +107,14 @@ fn party(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, share: Vec
     let c0 = ch.cost();
     let t0 = Instant::now();
     let zeros = ArithShare::zeros(fx.ring, x.len());
-    let plan = c.plan(|c, ch| run_op(&a.op, c, ch, &zeros, len))?;
+    let plan = c.plan(|c, ch| run_op(&a.op, c, ch, &zeros, len, a.bound))?;
     c.prefill_on(ch, &plan)?;
     let offline_s = t0.elapsed().as_secs_f64();
     let offline = ch.cost() - c0;
     barrier.wait();
     let c1 = ch.cost();
     let start = Instant::now();
-    let y = run_op(&a.op, &mut c, ch, &x, len)?;
+    let y = run_op(&a.op, &mut c, ch, &x, len, a.bound)?;
     let end = Instant::now();
     let online = ch.cost() - c1;
     if c.pending() != 0 {
@@ -138,6 +141,11 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
     let ring = fx.ring;
     // Inputs: uniform on the operator's range, shared with a uniform mask.
     let (lo, hi) = input_range(&a.op);
+    if let Some(b) = a.bound {
+        if a.op != "gelu" || !(b >= lo.abs().max(hi.abs())) {
+            return Err(Error::Invalid(format!("--bound applies to gelu and must cover its input range [{lo}, {hi}]")));
+        }
+    }
     let mut common = Prg::new(Block(0xfeed));
     let xs: Vec<f64> = (0..n).map(|_| lo + (hi - lo) * (common.next_u64() >> 11) as f64 / (1u64 << 53) as f64).collect();
     let enc: Vec<u64> = xs.iter().map(|v| fx.encode(*v)).collect();
@@ -226,6 +234,7 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
         .set("party0_bytes_sent", s.online.bytes_sent)
         .set("party1_bytes_sent", r.online.bytes_sent)
         .set("input_range", format!("[{lo}, {hi}]"))
+        .set("abs_bound", a.bound.map_or("none".to_string(), |b| b.to_string()).as_str())
         .set("max_abs_err", max_err)
         .set("err_bound", bound)
         .set("checked", n as u64);

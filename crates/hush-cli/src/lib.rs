@@ -39,6 +39,7 @@ pub use app::lr::{ray_spec, RaySpec};
 /// ignored: a server writing to a module process or a peer that went away
 /// gets an error for that session, not a signal that ends the server.
 pub fn main() -> ExitCode {
+    hush_2pc::retain_freed_memory();
     match run_quiet_on_closed_stdout(std::env::args_os()) {
         Ok(code) => ExitCode::from(code),
         Err(p) => std::panic::resume_unwind(p),

@@ -617,3 +617,23 @@ mod stream_tests {
         assert_ne!(other, whole[..4]);
     }
 }
+
+/// Asks the C allocator (glibc) to keep freed buffers of up to 32 MiB in
+/// the process instead of returning them to the kernel, so that a dealing
+/// loop (one crossing's share, its batch, freed, the next crossing's)
+/// reuses warm memory instead of page-faulting fresh, zeroed pages for
+/// every crossing: on a VM a first touch of a fresh page costs a few µs,
+/// more than generating the keys it holds (issue 35). Process-wide and
+/// idempotent; call it once at start-up (the `hush` and `hush-tee-module`
+/// binaries do). A no-op off Linux/glibc. Freed memory is scrubbed by its
+/// owner before it is freed (the dealt shares and batches zeroize on
+/// drop), so keeping it mapped keeps no secret readable.
+pub fn retain_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning parameters; called with
+    // documented parameters and in-range values it has no other effect.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}

@@ -369,6 +369,189 @@ impl DcfKeyBatch {
         Ok(())
     }
 
+    /// Appends `m` keys decoded straight from their encodings, without a
+    /// [`DcfKey`] (two allocations) per key: key j's DCF encoding
+    /// ([`DcfKey::to_bytes`]) is `enc[j * stride + off ..]`. When the batch
+    /// holds a whole number of groups, the new groups are decoded in
+    /// parallel (rayon), each into its own part of the arrays. Errors (as
+    /// [`DcfKey::from_bytes`] would, then the batch is emptied) on a
+    /// malformed key or one whose shape differs from the batch's or from
+    /// `(bits, out_bits, lanes)`. The same batch as `from_bytes` then
+    /// [`push`](Self::push) per key (`tests::extend_encoded_matches_push`).
+    pub fn extend_encoded(
+        &mut self,
+        enc: &[u8],
+        m: usize,
+        stride: usize,
+        off: usize,
+        shape: (u8, u32, u32, u32),
+    ) -> Result<(), Error> {
+        use rayon::prelude::*;
+        let (party, bits, out_bits, lanes) = shape;
+        let kl = DcfKey::size_bytes_lanes(bits, out_bits, lanes);
+        if m == 0 {
+            return Ok(());
+        }
+        if off + kl > stride || enc.len() != m * stride {
+            return Err(Error::Length {
+                what: "DcfKeyBatch",
+                expected: m * stride,
+                got: enc.len(),
+            });
+        }
+        if self.len == 0 {
+            self.party = party;
+            self.bits = bits;
+            self.out_bits = out_bits;
+            self.lanes = lanes;
+            self.depth = crate::dcf::depth(bits, out_bits, lanes);
+        } else if (party, bits, out_bits, lanes)
+            != (self.party, self.bits, self.out_bits, self.lanes)
+        {
+            return Err(Error::Header {
+                what: "DcfKeyBatch",
+                reason: "key shape differs from the batch",
+            });
+        }
+        if self.len % GROUP != 0 {
+            for j in 0..m {
+                self.push(&DcfKey::from_bytes(
+                    &enc[j * stride + off..j * stride + off + kl],
+                )?)?;
+            }
+            return Ok(());
+        }
+        let n = self.depth as usize;
+        let nu = self.bits - self.depth;
+        let nl = self.lanes as usize;
+        let lw = self.lw();
+        let packed = self.packed();
+        let narrow = self.narrow();
+        let g0 = self.len / GROUP;
+        let groups = m.div_ceil(GROUP);
+        let z = groups * GROUP;
+        self.s0.resize(self.s0.len() + z, 0);
+        self.scw.resize(self.scw.len() + z * n, 0);
+        let vn = if packed { 0 } else { z * n * nl };
+        if narrow {
+            self.vcw32.resize(self.vcw32.len() + vn, 0);
+        } else {
+            self.vcw.resize(self.vcw.len() + vn, 0);
+        }
+        self.leaf.resize(self.leaf.len() + z * lw, 0);
+        self.tl.resize(self.tl.len() + z, 0);
+        self.tr.resize(self.tr.len() + z, 0);
+        if packed {
+            self.vbits.resize(self.vbits.len() + z, 0);
+        }
+        let depth = self.depth;
+        let want = (party, bits, out_bits, lanes);
+        // Each new group's part of every array (empty where unused), so
+        // the groups decode in parallel into disjoint memory.
+        struct G<'a> {
+            s0: &'a mut [u128],
+            scw: &'a mut [u128],
+            v32: &'a mut [u32],
+            v64: &'a mut [u64],
+            leaf: &'a mut [u64],
+            tl: &'a mut [u64],
+            tr: &'a mut [u64],
+            vb: &'a mut [u64],
+        }
+        fn parts<'a, T>(
+            v: &'a mut [T],
+            at: usize,
+            each: usize,
+            groups: usize,
+        ) -> Box<dyn Iterator<Item = &'a mut [T]> + 'a> {
+            if each == 0 {
+                Box::new((0..groups).map(|_| <&mut [T]>::default()))
+            } else {
+                Box::new(v[at * each..].chunks_mut(each))
+            }
+        }
+        let vs = if packed { 0 } else { GROUP * n * nl };
+        let mut work: Vec<G<'_>> = Vec::with_capacity(groups);
+        {
+            let mut s0 = parts(&mut self.s0, g0, GROUP, groups);
+            let mut scw = parts(&mut self.scw, g0, GROUP * n, groups);
+            let mut v32 = parts(&mut self.vcw32, g0, if narrow { vs } else { 0 }, groups);
+            let mut v64 = parts(&mut self.vcw, g0, if narrow { 0 } else { vs }, groups);
+            let mut leaf = parts(&mut self.leaf, g0, GROUP * lw, groups);
+            let mut tl = parts(&mut self.tl, g0, GROUP, groups);
+            let mut tr = parts(&mut self.tr, g0, GROUP, groups);
+            let mut vb = parts(&mut self.vbits, g0, if packed { GROUP } else { 0 }, groups);
+            for _ in 0..groups {
+                let mut next = || -> Option<G<'_>> {
+                    Some(G {
+                        s0: s0.next()?,
+                        scw: scw.next()?,
+                        v32: v32.next()?,
+                        v64: v64.next()?,
+                        leaf: leaf.next()?,
+                        tl: tl.next()?,
+                        tr: tr.next()?,
+                        vb: vb.next()?,
+                    })
+                };
+                work.push(next().expect("the arrays were grown by whole groups"));
+            }
+        }
+        let st = if packed { 2 } else { 2 + nl };
+        let res: Result<(), Error> = work
+            .into_par_iter()
+            .enumerate()
+            .map(|(g, w)| {
+                let mut cw = [0u64; crate::dcf::MAX_CW];
+                let lo = g * GROUP;
+                let res = (|| {
+                    for q in 0..GROUP.min(m - lo) {
+                        let at = (lo + q) * stride + off;
+                        let k = crate::dcf::read_parts_shaped(&enc[at..at + kl], want, &mut cw)?;
+                        let p = slot(q);
+                        w.s0[p] = k.s0;
+                        for (i, row) in w.scw.chunks_exact_mut(GROUP).take(n).enumerate() {
+                            row[p] = (cw[i * st] as u128) | ((cw[i * st + 1] as u128) << 64);
+                        }
+                        if !packed && narrow {
+                            // Level i's row of the group: GROUP · nl words.
+                            for (i, row) in w.v32.chunks_exact_mut(GROUP * nl).take(n).enumerate() {
+                                let v = &cw[i * st + 2..i * st + 2 + nl];
+                                for (d, x) in row[p * nl..p * nl + nl].iter_mut().zip(v) {
+                                    *d = *x as u32;
+                                }
+                            }
+                        } else if !packed {
+                            for (i, row) in w.v64.chunks_exact_mut(GROUP * nl).take(n).enumerate() {
+                                row[p * nl..p * nl + nl].copy_from_slice(&cw[i * st + 2..i * st + 2 + nl]);
+                            }
+                        } else {
+                            w.vb[q] = rev(k.vbits, depth) << nu;
+                        }
+                        for l in 0..lw {
+                            w.leaf[p * lw + l] = k.leaf[l];
+                        }
+                        w.tl[q] = rev(k.tl, depth) << nu;
+                        w.tr[q] = rev(k.tr, depth) << nu;
+                    }
+                    Ok(())
+                })();
+                cw.zeroize();
+                res
+            })
+            .collect();
+        match res {
+            Ok(()) => {
+                self.len += m;
+                Ok(())
+            }
+            Err(e) => {
+                self.zeroize();
+                Err(e)
+            }
+        }
+    }
+
     /// Evaluates key i at `xs[i]` (only the low `bits` bits are used):
     /// `out0[i]` gets this party's share of lane 0, `out1[i]` (if given)
     /// lane 1 — each reduced mod 2^out_bits. `party` should be the keys'
@@ -1220,6 +1403,103 @@ mod tests {
             seen[slot(q)] = true;
         }
         assert!(seen.iter().all(|&b| b));
+    }
+
+    /// The arrays of two batches (the evaluation layout), compared.
+    fn same_layout(a: &DcfKeyBatch, b: &DcfKeyBatch) -> bool {
+        (a.len, a.party, a.bits, a.out_bits, a.lanes, a.depth)
+            == (b.len, b.party, b.bits, b.out_bits, b.lanes, b.depth)
+            && a.s0 == b.s0
+            && a.scw == b.scw
+            && a.vcw == b.vcw
+            && a.vcw32 == b.vcw32
+            && a.leaf == b.leaf
+            && a.tl == b.tl
+            && a.tr == b.tr
+            && a.vbits == b.vbits
+    }
+
+    #[test]
+    fn extend_encoded_matches_push() {
+        // Shapes: ReLU's two-lane 31-bit DCF, packed one-bit (early
+        // termination), 64-bit outputs, a tiny tree; counts that end
+        // mid-group; a first call that leaves the batch mid-group (the
+        // sequential path) and one that starts on a group boundary.
+        for &(bits, out_bits, lanes) in &[
+            (31u32, 32u32, 2u32),
+            (31, 1, 1),
+            (20, 64, 1),
+            (3, 16, 2),
+            (0, 8, 1),
+        ] {
+            for party in 0..2u8 {
+                let mut prg = Prg::new(Block(0xe7e0 + bits as u128 * 3 + out_bits as u128));
+                let n = 3 * GROUP + 5;
+                let keys: Vec<DcfKey> = (0..n)
+                    .map(|_| {
+                        let a = prg.next_u64() & mask(bits);
+                        let beta = [prg.next_u64(), prg.next_u64()];
+                        let (k0, k1) = gen_lanes(&mut prg, bits, a, beta, out_bits, lanes);
+                        if party == 0 {
+                            k0
+                        } else {
+                            k1
+                        }
+                    })
+                    .collect();
+                let kl = DcfKey::size_bytes_lanes(bits, out_bits, lanes);
+                // Each key behind 3 bytes of other data (a gate's fields).
+                let (stride, off) = (kl + 3, 3);
+                let mut enc = Vec::new();
+                for k in &keys {
+                    enc.extend_from_slice(&[9, 9, 9]);
+                    enc.extend_from_slice(&k.to_bytes());
+                }
+                let want = DcfKeyBatch::from_keys(&keys).unwrap();
+                let shape = (party, bits, out_bits, lanes);
+                for split in [0, GROUP, 7] {
+                    let mut b = DcfKeyBatch::new();
+                    b.extend_encoded(&enc[..split * stride], split, stride, off, shape)
+                        .unwrap();
+                    b.extend_encoded(&enc[split * stride..], n - split, stride, off, shape)
+                        .unwrap();
+                    assert!(same_layout(&b, &want), "shape {shape:?} split {split}");
+                }
+                // Malformed keys are refused (and the batch emptied), as
+                // by DcfKey::from_bytes.
+                let mut bad_cases: Vec<Vec<u8>> = Vec::new();
+                let mut e = enc.clone();
+                e[stride * 40 + off + kl - 1] ^= 0x80; // a padding or value bit
+                if DcfKey::from_bytes(&e[stride * 40 + off..stride * 41]).is_err() {
+                    bad_cases.push(e);
+                }
+                let mut e = enc.clone();
+                e[stride * 33 + off + 5] ^= 1; // root seed: reserved bit
+                assert!(DcfKey::from_bytes(&e[stride * 33 + off..stride * 34]).is_err());
+                bad_cases.push(e);
+                let mut e = enc.clone();
+                e[stride * 2 + off + 1] ^= 1; // party byte
+                bad_cases.push(e);
+                let mut e = enc.clone();
+                e[stride * 50 + off] = 0; // tag
+                bad_cases.push(e);
+                for e in &bad_cases {
+                    let mut b = DcfKeyBatch::new();
+                    assert!(
+                        b.extend_encoded(e, n, stride, off, shape).is_err(),
+                        "shape {shape:?}"
+                    );
+                    assert_eq!(b.len(), 0);
+                }
+                let mut b = DcfKeyBatch::new();
+                assert!(b
+                    .extend_encoded(&enc[..enc.len() - 1], n, stride, off, shape)
+                    .is_err());
+                assert!(b
+                    .extend_encoded(&enc, n, stride, off, (party, bits, out_bits, 3 - lanes))
+                    .is_err());
+            }
+        }
     }
 
     fn check_shape(bits: u32, out_bits: u32, lanes: u32, n: usize, party: u8) {

@@ -208,9 +208,6 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
-    pub fn pos(&self) -> usize {
-        self.pos
-    }
     /// The whole input must have been consumed.
     pub fn finish(&self) -> Result<(), Error> {
         if self.pos != self.b.len() {

@@ -297,73 +297,156 @@ impl DcfKey {
     }
 
     pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, Error> {
-        const W: &str = "DcfKey";
-        let start = r.pos();
-        let hdr = [r.u8()?, r.u8()?, r.u8()?, r.u8()?, r.u8()?];
-        if hdr[0] != TAG_DCF {
-            return Err(Error::Header { what: W, reason: "not a DCF key (tag)" });
+        let mut cw = [0u64; MAX_CW];
+        let k = read_parts(r, &mut cw)?;
+        let n = depth(k.bits, k.out_bits, k.lanes) as usize * stride(k.out_bits, k.lanes);
+        let key = DcfKey {
+            party: k.party,
+            bits: k.bits,
+            out_bits: k.out_bits,
+            lanes: k.lanes,
+            s0: k.s0,
+            cw: cw[..n].to_vec(),
+            tl: k.tl,
+            tr: k.tr,
+            vbits: k.vbits,
+            leaf: k.leaf,
+        };
+        cw.zeroize();
+        Ok(key)
+    }
+}
+
+/// u64 words of `DcfKey::cw` at most (64 levels of stride ≤ 4).
+pub(crate) const MAX_CW: usize = 64 * 4;
+
+/// A decoded DCF key's header and scalar parts; its per-level corrections
+/// are in the caller's buffer (the layout of `DcfKey::cw`).
+pub(crate) struct ReadParts {
+    pub party: u8,
+    pub bits: u32,
+    pub out_bits: u32,
+    pub lanes: u32,
+    pub s0: u128,
+    pub tl: u64,
+    pub tr: u64,
+    pub vbits: u64,
+    pub leaf: [u64; 2],
+}
+
+/// Decodes one DCF key (the one reader of the format), its corrections
+/// into `cw` (no allocation): what [`DcfKey::read`] and the batch's direct
+/// decoder ([`crate::DcfKeyBatch::extend_encoded`]) share. Checks the
+/// header and canonical form; never panics.
+#[inline]
+pub(crate) fn read_parts(r: &mut Reader<'_>, cw: &mut [u64; MAX_CW]) -> Result<ReadParts, Error> {
+    const W: &str = "DcfKey";
+    let hdr = [r.u8()?, r.u8()?, r.u8()?, r.u8()?, r.u8()?];
+    if hdr[0] != TAG_DCF {
+        return Err(Error::Header {
+            what: W,
+            reason: "not a DCF key (tag)",
+        });
+    }
+    let (party, bits, out_bits, lanes) = (hdr[1], hdr[2] as u32, hdr[3] as u32, hdr[4] as u32);
+    if party > 1 {
+        return Err(Error::Header {
+            what: W,
+            reason: "party must be 0 or 1",
+        });
+    }
+    if bits > 64 {
+        return Err(Error::Header {
+            what: W,
+            reason: "input bits must be at most 64",
+        });
+    }
+    if !(1..=64).contains(&out_bits) {
+        return Err(Error::Header {
+            what: W,
+            reason: "output bits must be in 1..=64",
+        });
+    }
+    if !(1..=2).contains(&lanes) {
+        return Err(Error::Header {
+            what: W,
+            reason: "lanes must be 1 or 2",
+        });
+    }
+    let seed_ok = !ggm::seed_mask(is_packed(out_bits, lanes));
+    let s0 = r.u128()?;
+    if s0 & seed_ok != 0 {
+        return Err(Error::NonCanonical {
+            what: W,
+            reason: "root seed has reserved bits set",
+        });
+    }
+    let d = depth(bits, out_bits, lanes);
+    let n = d as usize;
+    let st = stride(out_bits, lanes);
+    for i in 0..n {
+        let s = r.u128()?;
+        if s & seed_ok != 0 {
+            return Err(Error::NonCanonical {
+                what: W,
+                reason: "seed correction has reserved bits set",
+            });
         }
-        let (party, bits, out_bits, lanes) = (hdr[1], hdr[2] as u32, hdr[3] as u32, hdr[4] as u32);
-        if party > 1 {
-            return Err(Error::Header { what: W, reason: "party must be 0 or 1" });
-        }
-        if bits > 64 {
-            return Err(Error::Header { what: W, reason: "input bits must be at most 64" });
-        }
-        if !(1..=64).contains(&out_bits) {
-            return Err(Error::Header { what: W, reason: "output bits must be in 1..=64" });
-        }
-        if !(1..=2).contains(&lanes) {
-            return Err(Error::Header { what: W, reason: "lanes must be 1 or 2" });
-        }
-        let _ = start;
-        let seed_ok = !ggm::seed_mask(is_packed(out_bits, lanes));
-        let s0 = r.u128()?;
-        if s0 & seed_ok != 0 {
-            return Err(Error::NonCanonical { what: W, reason: "root seed has reserved bits set" });
-        }
-        let d = depth(bits, out_bits, lanes);
-        let n = d as usize;
-        let st = stride(out_bits, lanes);
-        let mut cw = vec![0u64; n * st];
+        cw[i * st] = s as u64;
+        cw[i * st + 1] = (s >> 64) as u64;
+    }
+    let leaf_bits = if st == 2 {
+        1usize << et_nu(bits, out_bits, lanes)
+    } else {
+        (lanes * out_bits) as usize
+    };
+    r.begin_bits(2 * n + n * (lanes * out_bits) as usize + leaf_bits)?;
+    let tl = r.bits(d)?;
+    let tr = r.bits(d)?;
+    let mut vbits = 0u64;
+    if st == 2 {
         for i in 0..n {
-            let s = r.u128()?;
-            if s & seed_ok != 0 {
-                return Err(Error::NonCanonical { what: W, reason: "seed correction has reserved bits set" });
-            }
-            cw[i * st] = s as u64;
-            cw[i * st + 1] = (s >> 64) as u64;
+            vbits |= r.bits(1)? << i;
         }
-        let leaf_bits = if st == 2 { 1usize << et_nu(bits, out_bits, lanes) } else { (lanes * out_bits) as usize };
-        r.begin_bits(2 * n + n * (lanes * out_bits) as usize + leaf_bits)?;
-        let tl = r.bits(d)?;
-        let tr = r.bits(d)?;
-        let mut vbits = 0u64;
+    } else if lanes == 2 && out_bits <= 32 {
+        // Both lanes of a level in one read (the writer's single field).
+        let om = crate::mask(out_bits);
+        for i in 0..n {
+            let v = r.bits(2 * out_bits)?;
+            cw[i * st + 2] = v & om;
+            cw[i * st + 3] = (v >> out_bits) & om;
+        }
+    } else {
         for i in 0..n {
             for l in 0..lanes as usize {
-                let v = r.bits(out_bits)?;
-                if st == 2 {
-                    vbits |= v << i;
-                } else {
-                    cw[i * st + 2 + l] = v;
-                }
+                cw[i * st + 2 + l] = r.bits(out_bits)?;
             }
         }
-        let mut leaf = [0u64; 2];
-        if st == 2 {
-            let tb = 1u32 << et_nu(bits, out_bits, lanes);
-            leaf[0] = r.bits(tb.min(64))?;
-            if tb > 64 {
-                leaf[1] = r.bits(tb - 64)?;
-            }
-        } else {
-            for l in leaf.iter_mut().take(lanes as usize) {
-                *l = r.bits(out_bits)?;
-            }
-        }
-        r.end_bits()?;
-        Ok(DcfKey { party, bits, out_bits, lanes, s0, cw, tl, tr, vbits, leaf })
     }
+    let mut leaf = [0u64; 2];
+    if st == 2 {
+        let tb = 1u32 << et_nu(bits, out_bits, lanes);
+        leaf[0] = r.bits(tb.min(64))?;
+        if tb > 64 {
+            leaf[1] = r.bits(tb - 64)?;
+        }
+    } else {
+        for l in leaf.iter_mut().take(lanes as usize) {
+            *l = r.bits(out_bits)?;
+        }
+    }
+    r.end_bits()?;
+    Ok(ReadParts {
+        party,
+        bits,
+        out_bits,
+        lanes,
+        s0,
+        tl,
+        tr,
+        vbits,
+        leaf,
+    })
 }
 
 fn check_params(bits: u32, out_bits: u32, lanes: u32, min_bits: u32) -> Result<(), Error> {
@@ -1154,4 +1237,130 @@ mod tests {
             }
         }
     }
+}
+
+/// [`read_parts`] for a key whose shape the caller already knows and whose
+/// slice has exactly that shape's encoded length (the batch decoder's hot
+/// path): the header bytes are compared at once, fields are read from
+/// fixed offsets and the bit stream through a local accumulator, with the
+/// same checks (header, reserved seed bits, zero padding) and the same
+/// result as [`read_parts`] (`batch::tests::extend_encoded_matches_push`
+/// and its malformed-key cases). Never panics: a slice of another length
+/// is an error.
+#[inline]
+pub(crate) fn read_parts_shaped(
+    k: &[u8],
+    shape: (u8, u32, u32, u32),
+    cw: &mut [u64; MAX_CW],
+) -> Result<ReadParts, Error> {
+    const W: &str = "DcfKey";
+    let (party, bits, out_bits, lanes) = shape;
+    let kl = DcfKey::size_bytes_lanes(bits, out_bits, lanes);
+    if k.len() != kl {
+        return Err(Error::Length {
+            what: W,
+            expected: kl,
+            got: k.len(),
+        });
+    }
+    if k[..HEADER] != [TAG_DCF, party, bits as u8, out_bits as u8, lanes as u8] {
+        // The general reader names what is wrong (or it is a shape mismatch).
+        let mut r = Reader::new(W, k);
+        read_parts(&mut r, cw)?;
+        return Err(Error::Header {
+            what: "DcfKeyBatch",
+            reason: "key shape differs from the batch",
+        });
+    }
+    let seed_ok = !ggm::seed_mask(is_packed(out_bits, lanes));
+    let word = |at: usize| u128::from_le_bytes(k[at..at + 16].try_into().expect("16 bytes"));
+    let s0 = word(HEADER);
+    let d = depth(bits, out_bits, lanes);
+    let n = d as usize;
+    let st = stride(out_bits, lanes);
+    let mut bad = s0 & seed_ok;
+    for i in 0..n {
+        let s = word(HEADER + 16 + 16 * i);
+        bad |= s & seed_ok;
+        cw[i * st] = s as u64;
+        cw[i * st + 1] = (s >> 64) as u64;
+    }
+    if bad != 0 {
+        return Err(Error::NonCanonical {
+            what: W,
+            reason: "seed has reserved bits set",
+        });
+    }
+    // The bit stream: the rest of the slice, read eight bytes at a time.
+    let bs = &k[HEADER + 16 + 16 * n..];
+    let (mut acc, mut na, mut pos) = (0u128, 0u32, 0usize);
+    let mut get = |w: u32| -> u64 {
+        if na < w {
+            let take = (bs.len() - pos).min(8);
+            let mut a = [0u8; 8];
+            a[..take].copy_from_slice(&bs[pos..pos + take]);
+            pos += take;
+            acc |= (u64::from_le_bytes(a) as u128) << na;
+            na += 8 * take as u32;
+        }
+        let x = (acc as u64) & mask(w);
+        acc = if w >= 128 { 0 } else { acc >> w };
+        na = na.saturating_sub(w);
+        x
+    };
+    let tl = get(d);
+    let tr = get(d);
+    let mut vbits = 0u64;
+    if st == 2 {
+        for i in 0..n {
+            vbits |= get(1) << i;
+        }
+    } else if lanes == 2 && out_bits <= 32 {
+        let om = mask(out_bits);
+        for i in 0..n {
+            let v = get(2 * out_bits);
+            cw[i * st + 2] = v & om;
+            cw[i * st + 3] = (v >> out_bits) & om;
+        }
+    } else {
+        for i in 0..n {
+            for l in 0..lanes as usize {
+                cw[i * st + 2 + l] = get(out_bits);
+            }
+        }
+    }
+    let mut leaf = [0u64; 2];
+    if st == 2 {
+        let tb = 1u32 << et_nu(bits, out_bits, lanes);
+        leaf[0] = get(tb.min(64));
+        if tb > 64 {
+            leaf[1] = get(tb - 64);
+        }
+    } else {
+        for l in leaf.iter_mut().take(lanes as usize) {
+            *l = get(out_bits);
+        }
+    }
+    // Whatever remains (the padding of the last byte, and any bytes not
+    // yet consumed) must be zero.
+    let rest_zero = acc == 0 && bs[pos..].iter().all(|&b| b == 0);
+    acc = 0;
+    let _ = acc;
+    if !rest_zero {
+        return Err(Error::NonCanonical {
+            what: W,
+            reason: "nonzero padding bits",
+        });
+    }
+    Ok(ReadParts {
+        party,
+        bits,
+        out_bits,
+        lanes,
+        s0,
+        tl,
+        tr,
+        vbits,
+        leaf,
+    })
 }

@@ -260,6 +260,64 @@ impl DreluBatch {
         self.c.push(k.c);
         Ok(())
     }
+    /// Appends `m` keys from their encodings ([`DreluKey::to_bytes`], back
+    /// to back) without a key object per gate: the offsets read here, the
+    /// DCF keys decoded straight into the batch layout on every core
+    /// ([`DcfKeyBatch::extend_encoded`]). The checks of
+    /// [`DreluKey::from_bytes`]; on error the batch is emptied.
+    pub fn extend_encoded(&mut self, enc: &[u8], m: usize) -> Result<(), Error> {
+        const W: &str = "DreluKey";
+        if m == 0 {
+            return Ok(());
+        }
+        let mut r = Reader::new(W, enc);
+        let (party, bits, out_bits) = read_gate_header(&mut r, W, TAG_DRELU)?;
+        let kb = Self::key_len(bits, out_bits);
+        if enc.len() != m * kb {
+            return Err(Error::Length {
+                what: W,
+                expected: m * kb,
+                got: enc.len(),
+            });
+        }
+        if !self.c.is_empty() && (bits, out_bits) != (self.bits, self.out_bits) {
+            return Err(Error::Header {
+                what: "DreluBatch",
+                reason: "key shape differs from the batch",
+            });
+        }
+        let res = (|| {
+            self.c.reserve(m);
+            for k in enc.chunks_exact(kb) {
+                // Every key's header equals the first one's (checked above).
+                if k[..GATE_HEADER] != enc[..GATE_HEADER] {
+                    return Err(Error::Header {
+                        what: "DreluBatch",
+                        reason: "key shape differs from the batch",
+                    });
+                }
+                let mut r = Reader::new(W, &k[GATE_HEADER..]);
+                self.c.push([
+                    r.u64_below(out_bits, "offset")?,
+                    r.u64_below(out_bits, "offset")?,
+                ]);
+            }
+            self.dcf
+                .extend_encoded(enc, m, kb, GATE_HEADER + 16, (party, bits - 1, out_bits, 1))
+        })();
+        if res.is_err() {
+            self.c.zeroize();
+            self.c.clear();
+            self.dcf.zeroize();
+        } else {
+            self.bits = bits;
+            self.out_bits = out_bits;
+        }
+        res
+    }
+    fn key_len(bits: u32, out_bits: u32) -> usize {
+        DreluKey::size_bytes(bits, out_bits)
+    }
     pub fn len(&self) -> usize {
         self.c.len()
     }
@@ -457,6 +515,67 @@ impl ReluBatch {
         self.dcf.push(&k.dcf)?;
         self.e.push(k.e);
         Ok(())
+    }
+    /// Appends `m` keys from their encodings ([`ReluKey::to_bytes`], back
+    /// to back) without a key object per gate: the offsets read here, the
+    /// DCF keys decoded straight into the batch layout on every core
+    /// ([`DcfKeyBatch::extend_encoded`]). The checks of
+    /// [`ReluKey::from_bytes`]; on error the batch is emptied.
+    pub fn extend_encoded(&mut self, enc: &[u8], m: usize) -> Result<(), Error> {
+        const W: &str = "ReluKey";
+        if m == 0 {
+            return Ok(());
+        }
+        let mut r = Reader::new(W, enc);
+        let (party, bits, out_bits) = read_gate_header(&mut r, W, TAG_RELU)?;
+        if out_bits != bits {
+            return Err(Error::Header {
+                what: W,
+                reason: "ReLU output ring must equal the input ring",
+            });
+        }
+        let kb = ReluKey::size_bytes(bits);
+        if enc.len() != m * kb {
+            return Err(Error::Length {
+                what: W,
+                expected: m * kb,
+                got: enc.len(),
+            });
+        }
+        if !self.e.is_empty() && bits != self.bits {
+            return Err(Error::Header {
+                what: "ReluBatch",
+                reason: "key shape differs from the batch",
+            });
+        }
+        let res = (|| {
+            self.e.reserve(m);
+            for k in enc.chunks_exact(kb) {
+                // Every key's header equals the first one's (checked above).
+                if k[..GATE_HEADER] != enc[..GATE_HEADER] {
+                    return Err(Error::Header {
+                        what: "ReluBatch",
+                        reason: "key shape differs from the batch",
+                    });
+                }
+                let mut r = Reader::new(W, &k[GATE_HEADER..]);
+                self.e.push([
+                    r.u64_below(bits, "offset")?,
+                    r.u64_below(bits, "offset")?,
+                    r.u64_below(bits, "offset")?,
+                ]);
+            }
+            self.dcf
+                .extend_encoded(enc, m, kb, GATE_HEADER + 24, (party, bits - 1, bits, 2))
+        })();
+        if res.is_err() {
+            self.e.zeroize();
+            self.e.clear();
+            self.dcf.zeroize();
+        } else {
+            self.bits = bits;
+        }
+        res
     }
     pub fn len(&self) -> usize {
         self.e.len()

@@ -175,3 +175,84 @@ fn correction_words_look_random() {
     }
     assert!(seen.len() > 200);
 }
+
+/// The gate batches' direct decoders (`extend_encoded`) give the batches
+/// that `from_bytes` + `from_keys` give (compared by evaluating every key
+/// at edge and random points) and refuse what `from_bytes` refuses.
+#[test]
+fn gate_batches_decode_straight_from_bytes() {
+    use hush_fss::{DreluBatch, ReluBatch};
+    let mut prg = Prg::new(Block(0xdec0de));
+    for &bits in &[32u32, 17, 64, 2] {
+        let lm = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let n = 70;
+        let (mut rk, mut dk, mut xs) = (Vec::new(), Vec::new(), Vec::new());
+        for j in 0..n {
+            let r = prg.next_u64() & lm;
+            let ro = prg.next_u64();
+            let (a, _) = relu_gen(&mut prg, bits, r, ro);
+            rk.push(a);
+            let (_, b) = drelu_gen(&mut prg, bits, r, 1, 1);
+            dk.push(b);
+            xs.push(match j % 3 {
+                0 => r,
+                1 => r.wrapping_sub(1) & lm,
+                _ => prg.next_u64() & lm,
+            });
+        }
+        let renc: Vec<u8> = rk.iter().flat_map(|k| k.to_bytes()).collect();
+        let denc: Vec<u8> = dk.iter().flat_map(|k| k.to_bytes()).collect();
+        let rdec: Vec<ReluKey> = renc
+            .chunks(ReluKey::size_bytes(bits))
+            .map(|c| ReluKey::from_bytes(c).unwrap())
+            .collect();
+        let ddec: Vec<DreluKey> = denc
+            .chunks(DreluKey::size_bytes(bits, 1))
+            .map(|c| DreluKey::from_bytes(c).unwrap())
+            .collect();
+        let (ra, da) = (
+            ReluBatch::from_keys(&rdec).unwrap(),
+            DreluBatch::from_keys(&ddec).unwrap(),
+        );
+        for split in [0usize, 32, 5] {
+            let kb = ReluKey::size_bytes(bits);
+            let mut rb = ReluBatch::default();
+            rb.extend_encoded(&renc[..split * kb], split).unwrap();
+            rb.extend_encoded(&renc[split * kb..], n - split).unwrap();
+            let db_kb = DreluKey::size_bytes(bits, 1);
+            let mut db = DreluBatch::default();
+            db.extend_encoded(&denc[..split * db_kb], split).unwrap();
+            db.extend_encoded(&denc[split * db_kb..], n - split)
+                .unwrap();
+            let (mut o1, mut o2, mut s) = (vec![0; n], vec![0; n], vec![0; n]);
+            ra.eval(0, &xs, &mut o1, &mut s);
+            rb.eval(0, &xs, &mut o2, &mut s);
+            assert_eq!(o1, o2, "relu {bits} split {split}");
+            da.eval(1, &xs, &mut o1);
+            db.eval(1, &xs, &mut o2);
+            assert_eq!(o1, o2, "drelu {bits} split {split}");
+        }
+        // Refused: a truncated buffer, another gate's bytes, a flipped tag,
+        // an offset out of range.
+        let mut rb = ReluBatch::default();
+        assert!(rb.extend_encoded(&renc[..renc.len() - 1], n).is_err());
+        assert!(rb.extend_encoded(&denc, n).is_err());
+        let mut bad = renc.clone();
+        bad[ReluKey::size_bytes(bits) * 3] ^= 1;
+        assert!(rb.extend_encoded(&bad, n).is_err());
+        assert!(rb.is_empty());
+        if bits < 64 {
+            let mut bad = renc.clone();
+            bad[ReluKey::size_bytes(bits) * 4 + 4 + 7] = 0xff;
+            assert!(ReluKey::from_bytes(
+                &bad[ReluKey::size_bytes(bits) * 4..ReluKey::size_bytes(bits) * 5]
+            )
+            .is_err());
+            assert!(rb.extend_encoded(&bad, n).is_err());
+        }
+    }
+}

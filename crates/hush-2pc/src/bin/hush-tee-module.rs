@@ -4,6 +4,7 @@
 //! confidential VM.
 
 fn main() {
+    hush_deal::retain_freed_memory();
     let code = hush_2pc::module_process::module_main(std::env::args().skip(1));
     if code != 0 {
         std::process::exit(code);
