@@ -276,6 +276,28 @@ impl GraphOptions {
                 _ => {}
             }
         }
+        if let Some(v) = &self.per_step {
+            // a secret × secret MatMul's entry: `he` forces the HE cross
+            // products, `triples` the OT (or dealt) matrix triples; none lets
+            // the interactive preset choose by cost (graph_he::choose_shared)
+            for (i, st) in p.steps.iter().enumerate() {
+                let (Step::MatMul { a, b, k, .. }, Some(be)) = (st, v[i]) else { continue };
+                let name = &p.slots[st.out()].name;
+                match (self.interactive.is_some(), be) {
+                    (_, LinearBackend::Module) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') multiplies two secrets: use he or triples"))),
+                    (false, LinearBackend::He) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') uses the HE backend, which runs only in the interactive preset"))),
+                    (true, LinearBackend::He) if !crate::graph_he::shared_fits(*k, p.slots[*a].bound, p.slots[*b].bound, self.fx.frac) => {
+                        return Err(Error::Model(format!(
+                            "plan: step {i} (matmul '{name}'): operands bounded by {:.3e} and {:.3e} (sums of {k}) do not fit the HE backend's ring (|A·B| < 2^{} ulps); use triples",
+                            p.slots[*a].bound,
+                            p.slots[*b].bound,
+                            crate::graph_he::HE_BITS - 2
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+        }
         if self.interactive.is_some() && p.has_weights {
             crate::graph_he::check_fits(p, self.fx.frac, |i| matches!(p.steps[i], Step::Linear { .. } | Step::Embed { .. }) && self.backend(i) == LinearBackend::He)?;
         }
@@ -583,6 +605,9 @@ struct Exec<'a> {
     module: Option<SharedModule>,
     /// The HE linear layers (interactive preset).
     he: Option<crate::graph_he::GraphHe>,
+    /// The plan's own entry for the current step (None: the preset's or
+    /// the cost model's choice); secret × secret MatMul steps read it.
+    forced: Option<LinearBackend>,
     next_id: u32,
     vals: Vec<Option<Val>>,
     /// The plan pass of [`Exec::run_ahead`]: the context records what
@@ -964,8 +989,24 @@ impl<'a> Exec<'a> {
                 Val::Sh(softmax::softmax_within(&mut self.ctx, ch, &xs, *len, b).map_err(tpc)?)
             }
             Step::MatMul { a, b, count, m, k, n, .. } => {
-                let bd = Bound::Proven { x: self.p.slots[*a].bound, y: self.p.slots[*b].bound };
+                let (bx, by) = (self.p.slots[*a].bound, self.p.slots[*b].bound);
+                let bd = Bound::Proven { x: bx, y: by };
                 let (av, bv) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
+                if let Some(he) = self.he.as_mut() {
+                    // interactive preset: HE cross products or OT matrix triples, the plan's entry or per shape by cost (graph_he::choose_shared)
+                    let fits = crate::graph_he::shared_fits(*k, bx, by, f);
+                    let use_he = match self.forced {
+                        Some(LinearBackend::He) if fits => true,
+                        Some(LinearBackend::He) => return Err(Error::Model(format!("matmul: operands bounded by {bx:.3e} and {by:.3e} do not fit the HE backend's ring"))),
+                        Some(_) => false,
+                        None => crate::graph_he::choose_shared(he, fits, *count, *m, *k, *n)?,
+                    };
+                    if use_he {
+                        hush_2pc::transformer::range::check_product(&self.ctx, *k, bd, "matmul").map_err(tpc)?;
+                        let z = he.matmul_shared(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n)?;
+                        return Ok(Val::Sh(self.ctx.trunc(ch, &z, f).map_err(tpc)?));
+                    }
+                }
                 Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?)
             }
             Step::Move { ins, .. } => {
@@ -1011,6 +1052,7 @@ impl<'a> Exec<'a> {
         self.meter.clear();
         for (i, st) in self.p.steps.iter().enumerate() {
             self.backend = self.plan.backend(i);
+            self.forced = self.plan.per_step.as_ref().and_then(|v| v.get(i).copied().flatten());
             if self.role == Role::Clear && self.backend == LinearBackend::He {
                 // the reference computes X·W exactly (in the clear), as the HE backend does within its bound
                 self.backend = LinearBackend::Module;
@@ -1190,7 +1232,7 @@ pub fn party_run_probed(role: Role, prog: &Program, o: &GraphOptions, ch: &mut d
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), he: None, next_id: 0, vals: Vec::new(), planning: false, probe };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), he: None, forced: None, next_id: 0, vals: Vec::new(), planning: false, probe };
     let outs = if ahead { ex.run_ahead(ch, inputs, module)? } else { ex.run(ch, inputs)? };
     let meter = std::mem::take(&mut ex.meter);
     Ok((reveal(role, prog, o, ch, &outs)?, meter))
@@ -1278,7 +1320,7 @@ pub fn party_interactive(role: Role, prog: &Program, o: &GraphOptions, ch: &mut 
     let he = crate::graph_he::GraphHe::setup(ch, role == Role::Server, &setup.he_params, prg(2))?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new_interactive(party, ot, fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: None, he: Some(he), next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: None, he: Some(he), forced: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let outs = ex.run(ch, inputs)?;
     let used = ProviderUse { module: ex.module.is_some(), dealer_handle: ex.ctx.dealer().is_some() };
     let meter = std::mem::take(&mut ex.meter);
@@ -1359,7 +1401,7 @@ const CLIENT_TAG: usize = 1;
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, he: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, he: None, forced: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())
