@@ -311,6 +311,42 @@ pub fn shared_fits(k: usize, bx: f64, by: f64, frac: u32) -> bool {
     v.is_finite() && v < ((HE_BITS - 2) as f64).exp2()
 }
 
+/// The **pre-truncation** of a secret × secret product in the interactive
+/// preset: (d_a, d_b) bits to drop from A and B before the product so that
+/// its proven bound fits the HE ring ([`shared_fits`]): (0, 0) when it fits
+/// already; None when even d_a + d_b = f − 1 (the largest that leaves the
+/// final truncation a bit to drop) does not fit. The product of the truncated operands is at
+/// scale 2^{2f − d_a − d_b} and is truncated by f − d_a − d_b afterwards.
+///
+/// **Why, and the error it adds.** The proven bounds of attention's Q and K
+/// are worst cases (BERT-base's are 4096 each: k·|q|·|k| reaches 2^50 ulps
+/// at f = 10), far above real activations, but the lift from Cheetah's
+/// ring needs the worst case to fit 2^{ℓ−2}. Dropping bits of the operands
+/// is the cheapest way to make it fit (one wrap-bit truncation per
+/// element, [`hush_2pc::interactive::wrap_ole`]) and never wraps; it costs
+/// precision: each q_t (k_t) is off by less than 2^{d_a − f} (2^{d_b − f}),
+/// so a product's entry is off by less than
+/// Σ_t (|b_t|·2^{d_a − f} + |a_t|·2^{d_b − f} + 2^{d_a + d_b − 2f}) plus the
+/// final truncation's ulp. The interactive preset's clear reference
+/// ([`crate::graph_run::run_clear`]) drops the same bits (its truncation is
+/// exact, the secure one 1 ulp off at most), so the reference error bounds
+/// still apply against it; against the float model the added error is the
+/// sum above (with BERT-base's real |k| ≲ 5 and d = 3 bits at f = 10: about
+/// 64·5·2^{−7} ≈ 2.5 in the worst case, ≈ 0.3 typically, on scores that
+/// are scaled by 1/8 before Softmax). The security argument is unchanged:
+/// a truncation's view is uniform ([`hush_2pc::transformer::ctx`]).
+pub fn pre_shift(k: usize, bx: f64, by: f64, frac: u32) -> Option<(u32, u32)> {
+    let ulp = 1.0 / (frac as f64).exp2();
+    for d in 0..frac {
+        let (da, db) = (d.div_ceil(2), d / 2);
+        let (x, y) = if d == 0 { (bx, by) } else { (bx / (da as f64).exp2() + ulp, by / (db as f64).exp2() + ulp) };
+        if shared_fits(k, x, y, frac) {
+            return Some((da, db));
+        }
+    }
+    None
+}
+
 fn conv_shape(k: usize, m: usize, n: usize) -> Shape {
     Shape::Conv { c_in: k, h: 1, w: m, c_out: n, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4] }
 }

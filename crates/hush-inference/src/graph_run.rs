@@ -286,9 +286,9 @@ impl GraphOptions {
                 match (self.interactive.is_some(), be) {
                     (_, LinearBackend::Module) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') multiplies two secrets: use he or triples"))),
                     (false, LinearBackend::He) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') uses the HE backend, which runs only in the interactive preset"))),
-                    (true, LinearBackend::He) if !crate::graph_he::shared_fits(*k, p.slots[*a].bound, p.slots[*b].bound, self.fx.frac) => {
+                    (true, LinearBackend::He) if crate::graph_he::pre_shift(*k, p.slots[*a].bound, p.slots[*b].bound, self.fx.frac).is_none() => {
                         return Err(Error::Model(format!(
-                            "plan: step {i} (matmul '{name}'): operands bounded by {:.3e} and {:.3e} (sums of {k}) do not fit the HE backend's ring (|A·B| < 2^{} ulps); use triples",
+                            "plan: step {i} (matmul '{name}'): operands bounded by {:.3e} and {:.3e} (sums of {k}) do not fit the HE backend's ring (|A·B| < 2^{} ulps) even truncated; use triples",
                             p.slots[*a].bound,
                             p.slots[*b].bound,
                             crate::graph_he::HE_BITS - 2
@@ -992,22 +992,35 @@ impl<'a> Exec<'a> {
                 let (bx, by) = (self.p.slots[*a].bound, self.p.slots[*b].bound);
                 let bd = Bound::Proven { x: bx, y: by };
                 let (av, bv) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
-                if let Some(he) = self.he.as_mut() {
-                    // interactive preset: HE cross products or OT matrix triples, the plan's entry or per shape by cost (graph_he::choose_shared)
-                    let fits = crate::graph_he::shared_fits(*k, bx, by, f);
-                    let use_he = match self.forced {
-                        Some(LinearBackend::He) if fits => true,
-                        Some(LinearBackend::He) => return Err(Error::Model(format!("matmul: operands bounded by {bx:.3e} and {by:.3e} do not fit the HE backend's ring"))),
-                        Some(_) => false,
-                        None => crate::graph_he::choose_shared(he, fits, *count, *m, *k, *n)?,
-                    };
-                    if use_he {
-                        hush_2pc::transformer::range::check_product(&self.ctx, *k, bd, "matmul").map_err(tpc)?;
-                        let z = he.matmul_shared(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n)?;
-                        return Ok(Val::Sh(self.ctx.trunc(ch, &z, f).map_err(tpc)?));
-                    }
+                if self.plan.interactive.is_none() {
+                    return Ok(Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?));
                 }
-                Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?)
+                // interactive preset (and its clear reference): operands whose proven
+                // bound is beyond the HE ring are first truncated (graph_he::pre_shift);
+                // then HE cross products or OT matrix triples, the plan's entry or per
+                // shape by cost (graph_he::choose_shared)
+                hush_2pc::transformer::range::check_product(&self.ctx, *k, bd, "matmul").map_err(tpc)?;
+                let (av, bv) = hush_2pc::transformer::range::apply(&mut self.ctx, ch, &av, &bv, bd, "matmul").map_err(tpc)?;
+                let (da, db) = crate::graph_he::pre_shift(*k, bx, by, f).ok_or_else(|| Error::Model(format!("matmul: operands bounded by {bx:.3e} and {by:.3e} (sums of {k}) do not fit the HE ring even truncated to 1 fraction bit")))?;
+                let av = if da > 0 { self.ctx.trunc(ch, &av, da).map_err(tpc)? } else { av };
+                let bv = if db > 0 { self.ctx.trunc(ch, &bv, db).map_err(tpc)? } else { bv };
+                let fits = true; // by pre_shift's construction
+                let z = match self.he.as_mut() {
+                    Some(he) => {
+                        let use_he = match self.forced {
+                            Some(LinearBackend::He) => true,
+                            Some(_) => false,
+                            None => crate::graph_he::choose_shared(he, fits, *count, *m, *k, *n)?,
+                        };
+                        if use_he {
+                            he.matmul_shared(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n)?
+                        } else {
+                            self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?
+                        }
+                    }
+                    None => self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?,
+                };
+                Val::Sh(self.ctx.trunc(ch, &z, f - da - db).map_err(tpc)?)
             }
             Step::Move { ins, .. } => {
                 let map = self.p.move_map(st).map_err(|e| Error::Model(e.to_string()))?;
@@ -1386,6 +1399,8 @@ pub fn run_private_measured(prog: &Program, inputs: &HashMap<String, Tensor>, o:
     });
     let ((rs, cs), (rc, cc)) = (rs.map_err(|_| Error::Config("server thread panicked".into()))?, rc.map_err(|_| Error::Config("client thread panicked".into()))?);
     let ((_, ms), (y, mc)) = match (rs, rc) {
+        // the party that failed first, not the peer it left behind
+        (Err(es), Err(ec)) => return Err(if ec.to_string().contains("peer disconnected") && !es.to_string().contains("peer disconnected") { es } else { ec }),
         (_, Err(e)) | (Err(e), _) => return Err(e),
         (Ok(a), Ok(b)) => (a, b),
     };

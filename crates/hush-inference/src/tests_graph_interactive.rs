@@ -283,11 +283,33 @@ fn interactive_matmul_on_he_and_on_triples_agree_with_the_reference() {
     }
     // the two backends really differ on the wire
     assert_ne!(bytes[0], bytes[1]);
+    // proven bounds beyond the HE ring (still true: only raised): the operands are
+    // truncated first (graph_he::pre_shift), in the run and in its clear reference alike
+    let mut wide = prog.clone();
+    for &i in &mms {
+        if let hush_onnx::graph::Step::MatMul { a, b, .. } = wide.steps[i].clone() {
+            wide.slots[a].bound = wide.slots[a].bound.max(1.0) * 128.0;
+            wide.slots[b].bound = wide.slots[b].bound.max(1.0) * 128.0;
+        }
+    }
+    let shifted: Vec<(u32, u32)> = mms.iter().map(|&i| match &wide.steps[i] {
+        hush_onnx::graph::Step::MatMul { a, b, k, .. } => crate::graph_he::pre_shift(*k, wide.slots[*a].bound, wide.slots[*b].bound, 12).unwrap(),
+        _ => unreachable!(),
+    }).collect();
+    assert!(shifted.iter().any(|(da, db)| da + db > 1), "{shifted:?}");
+    let mut per = vec![None; prog.steps.len()];
+    mms.iter().for_each(|&i| per[i] = Some(LinearBackend::He));
+    let o = GraphOptions { per_step: Some(std::sync::Arc::new(per)), ..GraphOptions::interactive(fx(), setup(3)) };
+    let cw = run_clear(&wide, &inp, &o).unwrap();
+    let (_, (yw, _, _)) = run_both(&wide, &inp, &o);
+    let yw = yw.unwrap();
+    assert!(err(&yw[0], &cw[0]) < 0.02, "pre-truncated vs its reference: {}", err(&yw[0], &cw[0]));
+    assert!(err(&cw[0], &c[0]) > 0.0, "the reference drops the same bits");
     // a bound beyond the HE ring with a forced HE entry is refused by name
     let mut big = prog.clone();
     if let hush_onnx::graph::Step::MatMul { a, .. } = &big.steps[mms[0]] {
         let a = *a;
-        big.slots[a].bound = 1e9;
+        big.slots[a].bound = 1e15;
     }
     let mut per = vec![None; prog.steps.len()];
     per[mms[0]] = Some(LinearBackend::He);
@@ -391,4 +413,23 @@ fn a_deviating_peer_in_the_he_provider_or_the_lift_gets_a_clear_error() {
     drop(a);
     let e = h1.apply(&mut c1, &mut b, &ArithShare::new(ring, vec![1; k * m]), &[], k, m, n).unwrap_err().to_string();
     assert!(!e.is_empty());
+}
+
+/// Prints the proven operand bounds of a model's secret × secret MatMuls
+/// and whether each fits the HE ring (`HUSH_BOUNDS_MODEL`, seq 128; a tool,
+/// not a check).
+#[test]
+#[ignore]
+fn print_matmul_bounds_of_a_model() {
+    let Ok(path) = std::env::var("HUSH_BOUNDS_MODEL") else { return };
+    let frac: u32 = std::env::var("HUSH_BOUNDS_FRAC").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let g = GraphModel::from_file(std::path::Path::new(&path)).unwrap();
+    let shapes: HashMap<String, Vec<usize>> = g.inputs.iter().map(|i| (i.name.clone(), vec![1, 128])).collect();
+    let p = g.instantiate(&shapes).unwrap();
+    for (i, st) in p.steps.iter().enumerate() {
+        if let hush_onnx::graph::Step::MatMul { a, b, count, m, k, n, .. } = st {
+            let (bx, by) = (p.slots[*a].bound, p.slots[*b].bound);
+            println!("step {i} {count}×{m}×{k}×{n}: bounds {bx:.3e} {by:.3e} → 2^{:.1} ulps, fits {}", (*k as f64 * bx * by).log2() + 2.0 * frac as f64, crate::graph_he::shared_fits(*k, bx, by, frac));
+        }
+    }
 }
