@@ -140,6 +140,30 @@ impl GraphHe {
         Ok(ArithShare::new(xt.ring, lift(ctx, ch, &y, self.bits, server)?))
     }
 
+    /// [`GraphHe::apply`] for a product whose bound is beyond the HE ring,
+    /// **exactly**: the input truncated by `d` bits gives the high part
+    /// v' = (X'·W)·2^d (fits, lifted), the full input the low part v mod 2^ℓ
+    /// (not lifted), and (v mod 2^ℓ − v') mod 2^ℓ lifts exactly to v − v'
+    /// ([`linear_shift`] keeps |v − v'| < 2^{ℓ−2}); the same construction as
+    /// [`GraphHe::matmul_shared_wide`], with its views.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_wide(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, xt: &ArithShare, wt: &[u64], k: usize, m: usize, n: usize, d: u32) -> Result<ArithShare> {
+        if d == 0 {
+            return self.apply(ctx, ch, xt, wt, k, m, n);
+        }
+        let (l, ring) = (self.bits, xt.ring);
+        let lm = (1u64 << l) - 1;
+        let server = self.is_server();
+        let x2 = ctx.trunc(ch, xt, d).map_err(|e| Error::Nonlinear(format!("HE linear: {e}")))?;
+        let approx = self.apply(ctx, ch, &x2, wt, k, m, n)?;
+        let vp: Vec<u64> = approx.v.iter().map(|v| v.wrapping_mul(1u64 << d)).collect();
+        let mut low = self.apply_raw(ch, &xt.v, wt, k, m, n)?;
+        let w: Vec<u64> = low.iter().zip(&vp).map(|(x, y)| x.wrapping_sub(*y) & lm).collect();
+        zeroize::Zeroize::zeroize(&mut low);
+        let diff = lift(ctx, ch, &w, l, server)?;
+        Ok(ArithShare::new(ring, vp.iter().zip(&diff).map(|(x, y)| ring.add(*x, *y)).collect()))
+    }
+
     /// [`GraphHe::apply`] without the lift: this party's share of (X·W)ᵀ
     /// mod 2^ℓ (`xt` reduced mod 2^ℓ here).
     fn apply_raw(&mut self, ch: &mut dyn Channel, xt: &[u64], wt: &[u64], k: usize, m: usize, n: usize) -> Result<Vec<u64>> {
@@ -182,8 +206,8 @@ impl GraphHe {
     /// proven bounds: [`shared_fits`]). See the module doc, "Secret ×
     /// secret products".
     #[allow(clippy::too_many_arguments)]
-    pub fn matmul_shared(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize) -> Result<ArithShare> {
-        let (l, ring) = (self.bits, a.ring);
+    fn matmul_shared_mod(&mut self, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize) -> Result<Vec<u64>> {
+        let l = self.bits;
         let lm = (1u64 << l) - 1;
         if a.len() != count * m * k || b.len() != count * k * n {
             return Err(Error::Config(format!("HE matmul: {} and {} elements for {count} products {m}×{k}·{k}×{n}", a.len(), b.len())));
@@ -245,9 +269,45 @@ impl GraphHe {
             }
             yq.iter_mut().for_each(|v| *v &= lm);
         }
-        let r = lift(ctx, ch, &y, l, server);
+        Ok(y)
+    }
+
+    /// [`GraphHe::matmul_shared`] for products whose proven bound is beyond
+    /// the HE ring, **exactly** (no precision lost): with A', B' the
+    /// operands truncated by `da`, `db` bits ([`pre_shift`]), the parties
+    /// compute v' = A'·B'·2^{da+db} over Z_2^64 (fits the ring, lifted), and
+    /// v mod 2^ℓ from the full operands (not lifted); v − v' is small
+    /// (|v − v'| < k·(|a|·2^{db} + 2^{da}·(|b| + 2^{db})) ulps, which
+    /// `pre_shift` keeps below 2^{ℓ−2}), so (v mod 2^ℓ − v') mod 2^ℓ lifts
+    /// exactly to v − v', and v = v' + (v − v'). Cost: two HE products, two
+    /// lifts and the operands' two truncations. The views are those of the
+    /// parts (each HE product's and each lift's, composed sequentially; the
+    /// truncations' are uniform).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_shared_wide(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize, da: u32, db: u32) -> Result<ArithShare> {
+        let (l, ring) = (self.bits, a.ring);
+        let lm = (1u64 << l) - 1;
+        let server = self.is_server();
+        let t = |ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, d: u32| if d > 0 { ctx.trunc(ch, x, d).map_err(|e| Error::Nonlinear(format!("HE matmul: {e}"))) } else { Ok(x.clone()) };
+        let a2 = t(ctx, ch, a, da)?;
+        let b2 = t(ctx, ch, b, db)?;
+        let approx = self.matmul_shared(ctx, ch, &a2, &b2, count, m, k, n)?;
+        let vp: Vec<u64> = approx.v.iter().map(|v| v.wrapping_mul(1u64 << (da + db))).collect();
+        let mut low = self.matmul_shared_mod(ch, a, b, count, m, k, n)?;
+        let w: Vec<u64> = low.iter().zip(&vp).map(|(x, y)| x.wrapping_sub(*y) & lm).collect();
+        zeroize::Zeroize::zeroize(&mut low);
+        let diff = lift(ctx, ch, &w, l, server)?;
+        Ok(ArithShare::new(ring, vp.iter().zip(&diff).map(|(x, y)| ring.add(*x, *y)).collect()))
+    }
+
+    /// `count` shared products as in [`GraphHe::matmul_shared`], lifted.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_shared(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize) -> Result<ArithShare> {
+        let mut y = self.matmul_shared_mod(ch, a, b, count, m, k, n)?;
+        let server = self.is_server();
+        let r = lift(ctx, ch, &y, self.bits, server);
         zeroize::Zeroize::zeroize(&mut y);
-        Ok(ArithShare::new(ring, r?))
+        Ok(ArithShare::new(a.ring, r?))
     }
 
     /// The predicted cost in seconds of `count` shared products
@@ -311,36 +371,54 @@ pub fn shared_fits(k: usize, bx: f64, by: f64, frac: u32) -> bool {
     v.is_finite() && v < ((HE_BITS - 2) as f64).exp2()
 }
 
-/// The **pre-truncation** of a secret × secret product in the interactive
-/// preset: (d_a, d_b) bits to drop from A and B before the product so that
-/// its proven bound fits the HE ring ([`shared_fits`]): (0, 0) when it fits
-/// already; None when even d_a + d_b = f − 1 (the largest that leaves the
-/// final truncation a bit to drop) does not fit. The product of the truncated operands is at
-/// scale 2^{2f − d_a − d_b} and is truncated by f − d_a − d_b afterwards.
+/// The input truncation d of an HE linear layer ([`GraphHe::apply_wide`])
+/// from **public** bounds only, so that both parties derive it: the
+/// input's bound `bx` and the output's `out` (real units; the program's
+/// output bound of a linear layer is max_j Σ_i |w_ij|·bx + |b_j|, so
+/// Σ_i |w_ij| ≤ out/bx and |X·W| ≤ out). 0 when out·2^{2f} fits the ring
+/// (the plain product); else the least d < f with the truncated product
+/// and the correction 2^d·Σ|w| (ulps) both below 2^{ℓ−2}; None if none.
+pub fn linear_shift(bx: f64, out: f64, frac: u32) -> Option<u32> {
+    let lim = ((HE_BITS - 2) as f64).exp2();
+    let sf = (frac as f64).exp2();
+    if !(out.is_finite() && bx.is_finite()) {
+        return None;
+    }
+    if out * sf * sf < lim {
+        return Some(0);
+    }
+    let col = out / bx.max(1.0 / sf); // ≥ every Σ_i |w_ij|
+    (1..frac).find(|&d| {
+        let dd = (d as f64).exp2();
+        (bx * sf / dd + 1.0) * col * sf < lim && dd * col * sf < lim
+    })
+}
+
+/// The split of a secret × secret product whose proven bound is beyond the
+/// HE ring ([`GraphHe::matmul_shared_wide`]): (d_a, d_b) bits to drop from
+/// copies of A and B so that (1) the product of the truncated copies fits
+/// the ring ([`shared_fits`]) and (2) the correction v − v' between the
+/// exact product and the scaled approximate one stays below 2^{ℓ−2} ulps.
+/// (0, 0) when the product fits already; None when no split with
+/// d_a + d_b < f does.
 ///
-/// **Why, and the error it adds.** The proven bounds of attention's Q and K
-/// are worst cases (BERT-base's are 4096 each: k·|q|·|k| reaches 2^50 ulps
-/// at f = 10), far above real activations, but the lift from Cheetah's
-/// ring needs the worst case to fit 2^{ℓ−2}. Dropping bits of the operands
-/// is the cheapest way to make it fit (one wrap-bit truncation per
-/// element, [`hush_2pc::interactive::wrap_ole`]) and never wraps; it costs
-/// precision: each q_t (k_t) is off by less than 2^{d_a − f} (2^{d_b − f}),
-/// so a product's entry is off by less than
-/// Σ_t (|b_t|·2^{d_a − f} + |a_t|·2^{d_b − f} + 2^{d_a + d_b − 2f}) plus the
-/// final truncation's ulp. The interactive preset's clear reference
-/// ([`crate::graph_run::run_clear`]) drops the same bits (its truncation is
-/// exact, the secure one 1 ulp off at most), so the reference error bounds
-/// still apply against it; against the float model the added error is the
-/// sum above (with BERT-base's real |k| ≲ 5 and d = 3 bits at f = 10: about
-/// 64·5·2^{−7} ≈ 2.5 in the worst case, ≈ 0.3 typically, on scores that
-/// are scaled by 1/8 before Softmax). The security argument is unchanged:
-/// a truncation's view is uniform ([`hush_2pc::transformer::ctx`]).
+/// **Why.** The proven bounds of attention's Q and K are worst cases
+/// (BERT-base's are 4096 each: k·|q|·|k| reaches 2^50 ulps at f = 10), far
+/// above real activations, but the lift from Cheetah's ring needs the worst
+/// case to fit 2^{ℓ−2}. The approximate product carries the high part and
+/// the exact product mod 2^ℓ the low part; together they give the exact
+/// product over Z_2^64 — no precision is lost (an earlier version of this
+/// branch dropped the bits instead, and BERT-base's logits moved by ≈ 1).
 pub fn pre_shift(k: usize, bx: f64, by: f64, frac: u32) -> Option<(u32, u32)> {
     let ulp = 1.0 / (frac as f64).exp2();
+    let lim = ((HE_BITS - 2) as f64).exp2();
     for d in 0..frac {
         let (da, db) = (d.div_ceil(2), d / 2);
         let (x, y) = if d == 0 { (bx, by) } else { (bx / (da as f64).exp2() + ulp, by / (db as f64).exp2() + ulp) };
-        if shared_fits(k, x, y, frac) {
+        // the wide product's correction |v − v'| (ulps at scale 2^{2f})
+        let (ax, by_u) = (bx * (frac as f64).exp2(), by * (frac as f64).exp2());
+        let corr = k as f64 * (ax * (db as f64).exp2() + (da as f64).exp2() * (by_u + (db as f64).exp2()));
+        if shared_fits(k, x, y, frac) && (d == 0 || corr < lim) {
             return Some((da, db));
         }
     }
@@ -396,8 +474,19 @@ pub fn check_fits(p: &Program, frac: u32, he: impl Fn(usize) -> bool) -> Result<
         }
         let (ulps, what) = match st {
             Step::Linear { x, n_in, n_out, w, .. } => {
+                // the public shift (linear_shift: 0, or the wide product's input
+                // truncation), checked against the weights themselves
                 let col = (0..*n_out).map(|j| (0..*n_in).map(|t| w[t * n_out + j].abs()).sum::<f64>()).fold(0.0f64, f64::max);
-                (p.slots[*x].bound * col * (2.0 * frac as f64).exp2(), "linear layer")
+                let sf = (frac as f64).exp2();
+                let full = p.slots[*x].bound * col * sf * sf;
+                let ulps = match linear_shift(p.slots[*x].bound, p.slots[st.out()].bound, frac) {
+                    Some(0) | None => full,
+                    Some(d) => {
+                        let dd = (d as f64).exp2();
+                        ((p.slots[*x].bound * sf / dd + 1.0) * col * sf).max(dd * col * sf)
+                    }
+                };
+                (ulps, "linear layer")
             }
             Step::Embed { table, .. } => (table.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (frac as f64).exp2(), "embedding"),
             _ => continue,

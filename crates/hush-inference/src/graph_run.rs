@@ -608,6 +608,9 @@ struct Exec<'a> {
     /// The plan's own entry for the current step (None: the preset's or
     /// the cost model's choice); secret × secret MatMul steps read it.
     forced: Option<LinearBackend>,
+    /// The input truncation of the next HE linear layer's wide product
+    /// ([`crate::graph_he::linear_shift`]; 0: the plain product).
+    he_shift: u32,
     next_id: u32,
     vals: Vec<Option<Val>>,
     /// The plan pass of [`Exec::run_ahead`]: the context records what
@@ -691,7 +694,7 @@ impl<'a> Exec<'a> {
             };
             let he = self.he.as_mut().ok_or_else(|| Error::Config("the HE linear backend runs only in the interactive preset (this session has no HE keys)".into()))?;
             let mut wt = wt;
-            let r = he.apply(&mut self.ctx, ch, x, &wt, c_in, m, out_len / m);
+            let r = he.apply_wide(&mut self.ctx, ch, x, &wt, c_in, m, out_len / m, std::mem::take(&mut self.he_shift));
             zeroize::Zeroize::zeroize(&mut wt);
             return r;
         }
@@ -873,6 +876,10 @@ impl<'a> Exec<'a> {
                     return Ok(Val::Sh(self.ctx.trunc(ch, &y, f).map_err(tpc)?));
                 }
                 let xt = transpose(self.sh(*x)?, rows, n_in);
+                if self.backend == LinearBackend::He && self.role != Role::Clear {
+                    let (bx, bo) = (self.p.slots[*x].bound, self.p.slots[st.out()].bound);
+                    self.he_shift = crate::graph_he::linear_shift(bx, bo, f).ok_or_else(|| Error::Model(format!("linear layer '{}': its product does not fit the HE backend's ring", self.p.slots[st.out()].name)))?;
+                }
                 let y = self.linear(
                     ch,
                     || {
@@ -995,32 +1002,29 @@ impl<'a> Exec<'a> {
                 if self.plan.interactive.is_none() {
                     return Ok(Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?));
                 }
-                // interactive preset (and its clear reference): operands whose proven
-                // bound is beyond the HE ring are first truncated (graph_he::pre_shift);
-                // then HE cross products or OT matrix triples, the plan's entry or per
-                // shape by cost (graph_he::choose_shared)
+                // interactive preset: HE cross products (exact also beyond the HE ring:
+                // graph_he::pre_shift, GraphHe::matmul_shared_wide) or OT matrix triples,
+                // the plan's entry or per shape by cost (graph_he::choose_shared)
                 hush_2pc::transformer::range::check_product(&self.ctx, *k, bd, "matmul").map_err(tpc)?;
                 let (av, bv) = hush_2pc::transformer::range::apply(&mut self.ctx, ch, &av, &bv, bd, "matmul").map_err(tpc)?;
-                let (da, db) = crate::graph_he::pre_shift(*k, bx, by, f).ok_or_else(|| Error::Model(format!("matmul: operands bounded by {bx:.3e} and {by:.3e} (sums of {k}) do not fit the HE ring even truncated to 1 fraction bit")))?;
-                let av = if da > 0 { self.ctx.trunc(ch, &av, da).map_err(tpc)? } else { av };
-                let bv = if db > 0 { self.ctx.trunc(ch, &bv, db).map_err(tpc)? } else { bv };
-                let fits = true; // by pre_shift's construction
+                let shift = crate::graph_he::pre_shift(*k, bx, by, f);
                 let z = match self.he.as_mut() {
                     Some(he) => {
-                        let use_he = match self.forced {
-                            Some(LinearBackend::He) => true,
-                            Some(_) => false,
-                            None => crate::graph_he::choose_shared(he, fits, *count, *m, *k, *n)?,
+                        let use_he = match (self.forced, shift) {
+                            (Some(LinearBackend::He), None) => return Err(Error::Model(format!("matmul: operands bounded by {bx:.3e} and {by:.3e} (sums of {k}) do not fit the HE backend's ring"))),
+                            (Some(LinearBackend::He), _) => true,
+                            (Some(_), _) => false,
+                            (None, s) => crate::graph_he::choose_shared(he, s.is_some(), *count, *m, *k, *n)?,
                         };
-                        if use_he {
-                            he.matmul_shared(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n)?
-                        } else {
-                            self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?
+                        match (use_he, shift) {
+                            (true, Some((0, 0))) => he.matmul_shared(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n)?,
+                            (true, Some((da, db))) => he.matmul_shared_wide(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n, da, db)?,
+                            _ => self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?,
                         }
                     }
                     None => self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?,
                 };
-                Val::Sh(self.ctx.trunc(ch, &z, f - da - db).map_err(tpc)?)
+                Val::Sh(self.ctx.trunc(ch, &z, f).map_err(tpc)?)
             }
             Step::Move { ins, .. } => {
                 let map = self.p.move_map(st).map_err(|e| Error::Model(e.to_string()))?;
@@ -1245,7 +1249,7 @@ pub fn party_run_probed(role: Role, prog: &Program, o: &GraphOptions, ch: &mut d
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), he: None, forced: None, next_id: 0, vals: Vec::new(), planning: false, probe };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), he: None, forced: None, he_shift: 0, next_id: 0, vals: Vec::new(), planning: false, probe };
     let outs = if ahead { ex.run_ahead(ch, inputs, module)? } else { ex.run(ch, inputs)? };
     let meter = std::mem::take(&mut ex.meter);
     Ok((reveal(role, prog, o, ch, &outs)?, meter))
@@ -1333,7 +1337,7 @@ pub fn party_interactive(role: Role, prog: &Program, o: &GraphOptions, ch: &mut 
     let he = crate::graph_he::GraphHe::setup(ch, role == Role::Server, &setup.he_params, prg(2))?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new_interactive(party, ot, fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: None, he: Some(he), forced: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: None, he: Some(he), forced: None, he_shift: 0, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let outs = ex.run(ch, inputs)?;
     let used = ProviderUse { module: ex.module.is_some(), dealer_handle: ex.ctx.dealer().is_some() };
     let meter = std::mem::take(&mut ex.meter);
@@ -1416,7 +1420,7 @@ const CLIENT_TAG: usize = 1;
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, he: None, forced: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, he: None, forced: None, he_shift: 0, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())

@@ -283,8 +283,8 @@ fn interactive_matmul_on_he_and_on_triples_agree_with_the_reference() {
     }
     // the two backends really differ on the wire
     assert_ne!(bytes[0], bytes[1]);
-    // proven bounds beyond the HE ring (still true: only raised): the operands are
-    // truncated first (graph_he::pre_shift), in the run and in its clear reference alike
+    // proven bounds beyond the HE ring (still true: only raised): the wide product
+    // (graph_he::pre_shift, GraphHe::matmul_shared_wide) is exact
     let mut wide = prog.clone();
     for &i in &mms {
         if let hush_onnx::graph::Step::MatMul { a, b, .. } = wide.steps[i].clone() {
@@ -303,8 +303,25 @@ fn interactive_matmul_on_he_and_on_triples_agree_with_the_reference() {
     let cw = run_clear(&wide, &inp, &o).unwrap();
     let (_, (yw, _, _)) = run_both(&wide, &inp, &o);
     let yw = yw.unwrap();
-    assert!(err(&yw[0], &cw[0]) < 0.02, "pre-truncated vs its reference: {}", err(&yw[0], &cw[0]));
-    assert!(err(&cw[0], &c[0]) > 0.0, "the reference drops the same bits");
+    // exact: the wide product loses nothing, so the plain reference is the bound
+    assert!(cw[0].v.iter().zip(&c[0].v).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(err(&yw[0], &c[0]) < 0.01, "wide HE product vs the reference: {}", err(&yw[0], &c[0]));
+    // linear layers whose public output bound is beyond the HE ring: the wide HE
+    // product (graph_he::linear_shift, GraphHe::apply_wide) is exact too
+    let mut wl = prog.clone();
+    let mut shifts = Vec::new();
+    for st in &prog.steps {
+        if let hush_onnx::graph::Step::Linear { x, out, .. } = st {
+            wl.slots[*out].bound = wl.slots[*out].bound.max(1.0) * (22f64).exp2();
+            shifts.push(crate::graph_he::linear_shift(wl.slots[*x].bound, wl.slots[*out].bound, 12).unwrap());
+        }
+    }
+    assert!(!shifts.is_empty() && shifts.iter().all(|d| *d > 0), "{shifts:?}");
+    let o = GraphOptions::interactive(fx(), setup(4));
+    o.validate(&wl, false).unwrap();
+    let (_, (yl, _, _)) = run_both(&wl, &inp, &o);
+    let yl = yl.unwrap();
+    assert!(err(&yl[0], &c[0]) < 0.01, "wide HE linear layers vs the reference: {}", err(&yl[0], &c[0]));
     // a bound beyond the HE ring with a forced HE entry is refused by name
     let mut big = prog.clone();
     if let hush_onnx::graph::Step::MatMul { a, .. } = &big.steps[mms[0]] {
@@ -432,4 +449,40 @@ fn print_matmul_bounds_of_a_model() {
             println!("step {i} {count}×{m}×{k}×{n}: bounds {bx:.3e} {by:.3e} → 2^{:.1} ulps, fits {}", (*k as f64 * bx * by).log2() + 2.0 * frac as f64, crate::graph_he::shared_fits(*k, bx, by, frac));
         }
     }
+}
+
+/// A served interactive session whose client deviates (one of its large
+/// messages — COT set-up, public key, ciphertexts — cut short; an altered
+/// message of the right length can pass unnoticed in these semi-honest
+/// protocols, see the HE-level test for the malformed ciphertexts that are
+/// caught) fails with an error, and the server keeps serving: an honest client's session
+/// afterwards runs and matches the reference.
+#[test]
+fn served_interactive_session_survives_a_deviating_client() {
+    use crate::graph_serve::{graph_fixed, run_remote_on, serve_graph};
+    use crate::runtime::{Mode, Options};
+    let g = std::sync::Arc::new(GraphModel::from_model(graph(|_, _| {})).unwrap());
+    let inp = inputs();
+    let mut opts = Options { mode: Mode::Interactive, proto: "auto".into(), cfg: graph_fixed(12).unwrap(), insecure_test_seed: Some([5; 32]), ..Default::default() };
+    opts.resolve_family().unwrap();
+    let h = serve_graph(g.clone(), "127.0.0.1:0", opts.clone(), crate::graph_run::PlanChoice::Preset, std::sync::Arc::new(|_| {})).unwrap();
+    let addr = h.addr.to_string();
+    let plan = crate::graph_run::PlanChoice::Preset;
+    for (target, cut) in [(0usize, true), (2, true), (5, true)] {
+        let ch = hush_transport::TcpChannel::connect(addr.as_str(), Default::default()).unwrap();
+        let mut d = Deviate { inner: ch, min_len: 4096, target, seen: 0, cut };
+        d.set_timeout(std::time::Duration::from_secs(20));
+        let r = run_remote_on(&mut d, &opts, &plan, &inp, &[]);
+        assert!(r.is_err(), "deviation {target}/{cut} went unnoticed");
+    }
+    let mut ch = hush_transport::TcpChannel::connect(addr.as_str(), Default::default()).unwrap();
+    let r = run_remote_on(&mut ch, &opts, &plan, &inp, &[]).unwrap();
+    let prog = g.instantiate_outputs(&shapes(&inp), &g.outputs[..1]).unwrap();
+    let o = crate::graph_serve::graph_options(&opts, "cf2", graph_fixed(12).unwrap()).unwrap();
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    assert!(r.outputs[0].v.iter().zip(&c[0].v).all(|(a, b)| (a - b).abs() < 0.01));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(h.sessions_failed.load(std::sync::atomic::Ordering::SeqCst) >= 3);
+    assert!(h.sessions_ok.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    h.shutdown();
 }
