@@ -47,6 +47,34 @@
 //! doc and `curious_parties_learn_nothing_from_the_provider_messages`).
 //! The output shares are fresh (re-randomised by r_S and the OLE's pads), so
 //! the step composes sequentially with the rest of the interactive run.
+//!
+//! **Secret × secret products** ([`GraphHe::matmul_shared`]: attention's
+//! Q·Kᵀ and P·V, both operands shared). With A = A_C + A_S and
+//! B = B_C + B_S over Z_2^ℓ,
+//! A·B = A·B_S + A_S·B_C + A_C·B_C, and each term is one of the products
+//! above with the client's key: (1) A·B_S is Cheetah's product with the
+//! input Aᵀ (the client encrypts A_C, the server adds A_S into the
+//! ciphertexts as Cheetah does with its own input share) and the server's
+//! share B_S as the "weights"; (2) A_S·B_C = (B_Cᵀ·A_Sᵀ)ᵀ with the client's
+//! B_C as the input and the server's A_S as the weights; (3) A_C·B_C is the
+//! client's own, computed locally. The sum mod 2^ℓ is lifted to Z_2^64 as
+//! above (the product's proven bound must fit |A·B| < 2^{ℓ−2}:
+//! [`shared_fits`]), then truncated by the caller. This is the
+//! cross-term decomposition of Cheetah §4 applied to two shared operands
+//! (as in CrypTFlow2/Cheetah's secure matrix products and BumbleBee, NDSS
+//! 2025, §3, whose "OLE-style" packing makes the same two cross products);
+//! BumbleBee's further ciphertext packing that shares one encrypted operand
+//! between the two cross products is **not** implemented here: each cross
+//! product is its own Cheetah 1×1-convolution layer. Cost per product: two
+//! Cheetah layers (a few ciphertexts each for attention's shapes) and one
+//! bit-OT per output element, against an OT matrix triple's 2·260·m·k·n
+//! bytes; [`choose_shared`] picks per shape by a measured cost model.
+//! **Views:** the server sees only ciphertexts under the client's key; the
+//! client sees Cheetah's flooded responses, simulatable from its output
+//! shares, which are re-randomised by the server's fresh r_S of each layer
+//! (Cheetah's argument covers any weights in Z_2^ℓ, so it covers the
+//! server's uniformly random shares B_S and A_S used as weights); the lift
+//! is as above. The client's local product involves no message.
 //! The reduction mod 2^ℓ is local. The bound check is the server's own
 //! computation on its weights; it reveals at most that the program was
 //! refused (the client already learns the bounds, rounded to powers of two).
@@ -105,16 +133,49 @@ impl GraphHe {
     /// major), `wt` the server's Wᵀ (n × k, ring values; empty at the
     /// client). Returns this party's share of (X·W)ᵀ (n × m). `ctx` must be
     /// the interactive context (its COTs run the lift).
+    #[allow(clippy::too_many_arguments)]
     pub fn apply(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, xt: &ArithShare, wt: &[u64], k: usize, m: usize, n: usize) -> Result<ArithShare> {
+        let y = self.apply_raw(ch, &xt.v, wt, k, m, n)?;
+        let server = matches!(self.side, HeSide::Server(_));
+        Ok(ArithShare::new(xt.ring, lift(ctx, ch, &y, self.bits, server)?))
+    }
+
+    /// [`GraphHe::apply`] for a product whose bound is beyond the HE ring,
+    /// **exactly**: the input truncated by `d` bits gives the high part
+    /// v' = (X'·W)·2^d (fits, lifted), the full input the low part v mod 2^ℓ
+    /// (not lifted), and (v mod 2^ℓ − v') mod 2^ℓ lifts exactly to v − v'
+    /// ([`linear_shift`] keeps |v − v'| < 2^{ℓ−2}); the same construction as
+    /// [`GraphHe::matmul_shared_wide`], with its views.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_wide(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, xt: &ArithShare, wt: &[u64], k: usize, m: usize, n: usize, d: u32) -> Result<ArithShare> {
+        if d == 0 {
+            return self.apply(ctx, ch, xt, wt, k, m, n);
+        }
+        let (l, ring) = (self.bits, xt.ring);
+        let lm = (1u64 << l) - 1;
+        let server = self.is_server();
+        let x2 = ctx.trunc(ch, xt, d).map_err(|e| Error::Nonlinear(format!("HE linear: {e}")))?;
+        let approx = self.apply(ctx, ch, &x2, wt, k, m, n)?;
+        let vp: Vec<u64> = approx.v.iter().map(|v| v.wrapping_mul(1u64 << d)).collect();
+        let mut low = self.apply_raw(ch, &xt.v, wt, k, m, n)?;
+        let w: Vec<u64> = low.iter().zip(&vp).map(|(x, y)| x.wrapping_sub(*y) & lm).collect();
+        zeroize::Zeroize::zeroize(&mut low);
+        let diff = lift(ctx, ch, &w, l, server)?;
+        Ok(ArithShare::new(ring, vp.iter().zip(&diff).map(|(x, y)| ring.add(*x, *y)).collect()))
+    }
+
+    /// [`GraphHe::apply`] without the lift: this party's share of (X·W)ᵀ
+    /// mod 2^ℓ (`xt` reduced mod 2^ℓ here).
+    fn apply_raw(&mut self, ch: &mut dyn Channel, xt: &[u64], wt: &[u64], k: usize, m: usize, n: usize) -> Result<Vec<u64>> {
         let l = self.bits;
         let lm = (1u64 << l) - 1;
         if xt.len() != k * m {
             return Err(Error::Config(format!("HE linear: {} input elements for {k}×{m}", xt.len())));
         }
-        let shape = Shape::Conv { c_in: k, h: 1, w: m, c_out: n, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4] };
-        let x: Vec<u64> = xt.v.iter().map(|v| v & lm).collect();
-        let (y, server) = match &mut self.side {
-            HeSide::Client(c) => (c.linear(ch, &shape, &x).map_err(he_err("HE linear layer"))?, false),
+        let shape = conv_shape(k, m, n);
+        let mut x: Vec<u64> = xt.iter().map(|v| v & lm).collect();
+        let r = match &mut self.side {
+            HeSide::Client(c) => c.linear(ch, &shape, &x).map_err(he_err("HE linear layer")),
             HeSide::Server(s) => {
                 if wt.len() != k * n {
                     return Err(Error::Config(format!("HE linear: {} weights for {n}×{k}", wt.len())));
@@ -122,14 +183,250 @@ impl GraphHe {
                 let mut w: Vec<u64> = wt.iter().map(|v| v & lm).collect();
                 let r = s.linear(ch, &shape, &w, &x).map_err(he_err("HE linear layer"));
                 zeroize::Zeroize::zeroize(&mut w);
-                (r?, true)
+                r
             }
         };
+        zeroize::Zeroize::zeroize(&mut x);
+        let y = r?;
         if y.len() != n * m {
             return Err(Error::Protocol(format!("HE linear: {} outputs for {n}×{m}", y.len())));
         }
-        Ok(ArithShare::new(xt.ring, lift(ctx, ch, &y, l, server)?))
+        Ok(y)
     }
+
+    /// Whether this party holds the weights (the server).
+    pub fn is_server(&self) -> bool {
+        matches!(self.side, HeSide::Server(_))
+    }
+
+    /// `count` products A_q·B_q of two **shared** matrices (A_q m×k, B_q
+    /// k×n, row-major, concatenated): this party's shares of the exact
+    /// products over Z_2^64, at the operands' scale product (untruncated),
+    /// for |A_q·B_q| < 2^{ℓ−2} entry by entry (the caller checks this from
+    /// proven bounds: [`shared_fits`]). See the module doc, "Secret ×
+    /// secret products".
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_shared_mod(&mut self, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize) -> Result<Vec<u64>> {
+        let l = self.bits;
+        let lm = (1u64 << l) - 1;
+        if a.len() != count * m * k || b.len() != count * k * n {
+            return Err(Error::Config(format!("HE matmul: {} and {} elements for {count} products {m}×{k}·{k}×{n}", a.len(), b.len())));
+        }
+        let server = self.is_server();
+        let mut y = vec![0u64; count * m * n];
+        for q in 0..count {
+            let aq = &a.v[q * m * k..(q + 1) * m * k];
+            let bq = &b.v[q * k * n..(q + 1) * k * n];
+            // (1) (A·B_S)ᵀ = B_Sᵀ·Aᵀ: the input Aᵀ (k channels × m positions,
+            //     both shares: Cheetah adds the server's), the server's
+            //     "weights" B_Sᵀ (n × k)
+            let mut at = vec![0u64; k * m];
+            for i in 0..m {
+                for t in 0..k {
+                    at[t * m + i] = aq[i * k + t];
+                }
+            }
+            let mut bst = if server {
+                let mut w = vec![0u64; n * k];
+                for t in 0..k {
+                    for j in 0..n {
+                        w[j * k + t] = bq[t * n + j];
+                    }
+                }
+                w
+            } else {
+                Vec::new()
+            };
+            let y1 = self.apply_raw(ch, &at, &bst, k, m, n);
+            zeroize::Zeroize::zeroize(&mut at);
+            zeroize::Zeroize::zeroize(&mut bst);
+            let y1 = y1?;
+            // (2) A_S·B_C = ((B_Cᵀ)·(A_Sᵀ))ᵀ: the client's B_C is the input
+            //     (k channels × n positions, row-major as it is; the server's
+            //     input share zero), the server's A_S (m × k, as it is) the
+            //     "weights"; the output (m × n) comes out row-major
+            let (x2, w2): (Vec<u64>, &[u64]) = if server { (vec![0u64; k * n], aq) } else { (bq.to_vec(), &[]) };
+            let mut x2 = x2;
+            let y2 = self.apply_raw(ch, &x2, w2, k, n, m);
+            zeroize::Zeroize::zeroize(&mut x2);
+            let y2 = y2?;
+            let yq = &mut y[q * m * n..(q + 1) * m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    yq[i * n + j] = y1[j * m + i].wrapping_add(y2[i * n + j]);
+                }
+            }
+            if !server {
+                // (3) the client's own A_C·B_C, locally
+                for i in 0..m {
+                    for t in 0..k {
+                        let av = aq[i * k + t];
+                        for j in 0..n {
+                            yq[i * n + j] = yq[i * n + j].wrapping_add(av.wrapping_mul(bq[t * n + j]));
+                        }
+                    }
+                }
+            }
+            yq.iter_mut().for_each(|v| *v &= lm);
+        }
+        Ok(y)
+    }
+
+    /// [`GraphHe::matmul_shared`] for products whose proven bound is beyond
+    /// the HE ring, **exactly** (no precision lost): with A', B' the
+    /// operands truncated by `da`, `db` bits ([`pre_shift`]), the parties
+    /// compute v' = A'·B'·2^{da+db} over Z_2^64 (fits the ring, lifted), and
+    /// v mod 2^ℓ from the full operands (not lifted); v − v' is small
+    /// (|v − v'| < k·(|a|·2^{db} + 2^{da}·(|b| + 2^{db})) ulps, which
+    /// `pre_shift` keeps below 2^{ℓ−2}), so (v mod 2^ℓ − v') mod 2^ℓ lifts
+    /// exactly to v − v', and v = v' + (v − v'). Cost: two HE products, two
+    /// lifts and the operands' two truncations. The views are those of the
+    /// parts (each HE product's and each lift's, composed sequentially; the
+    /// truncations' are uniform).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_shared_wide(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize, da: u32, db: u32) -> Result<ArithShare> {
+        let (l, ring) = (self.bits, a.ring);
+        let lm = (1u64 << l) - 1;
+        let server = self.is_server();
+        let t = |ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, d: u32| if d > 0 { ctx.trunc(ch, x, d).map_err(|e| Error::Nonlinear(format!("HE matmul: {e}"))) } else { Ok(x.clone()) };
+        let a2 = t(ctx, ch, a, da)?;
+        let b2 = t(ctx, ch, b, db)?;
+        let approx = self.matmul_shared(ctx, ch, &a2, &b2, count, m, k, n)?;
+        let vp: Vec<u64> = approx.v.iter().map(|v| v.wrapping_mul(1u64 << (da + db))).collect();
+        let mut low = self.matmul_shared_mod(ch, a, b, count, m, k, n)?;
+        let w: Vec<u64> = low.iter().zip(&vp).map(|(x, y)| x.wrapping_sub(*y) & lm).collect();
+        zeroize::Zeroize::zeroize(&mut low);
+        let diff = lift(ctx, ch, &w, l, server)?;
+        Ok(ArithShare::new(ring, vp.iter().zip(&diff).map(|(x, y)| ring.add(*x, *y)).collect()))
+    }
+
+    /// `count` shared products as in [`GraphHe::matmul_shared`], lifted.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_shared(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize) -> Result<ArithShare> {
+        let mut y = self.matmul_shared_mod(ch, a, b, count, m, k, n)?;
+        let server = self.is_server();
+        let r = lift(ctx, ch, &y, self.bits, server);
+        zeroize::Zeroize::zeroize(&mut y);
+        Ok(ArithShare::new(a.ring, r?))
+    }
+
+    /// The predicted cost in seconds of `count` shared products
+    /// m×k·k×n by [`GraphHe::matmul_shared`] (public: both parties derive
+    /// it from the shape and parameters); see [`choose_shared`].
+    pub fn shared_cost(&self, count: usize, m: usize, k: usize, n: usize) -> Result<f64> {
+        let (ctx, cfg) = match &self.side {
+            HeSide::Client(c) => (&c.ctx, &c.cfg),
+            HeSide::Server(s) => (&s.ctx, &s.cfg),
+        };
+        let mut secs = 0.0;
+        for (pos, out) in [(m, n), (n, m)] {
+            let shape = conv_shape(k, pos, out);
+            let (lay, _) = hush_rlwe::cheetah::plan(ctx, cfg, &shape).map_err(he_err("HE matmul plan"))?;
+            let (up, down) = hush_rlwe::cheetah::layer_bytes(ctx, cfg, &shape).map_err(he_err("HE matmul plan"))?;
+            let work = lay.products() + 4 * lay.out_cts() + 2 * lay.in_cts();
+            secs += work as f64 * HE_SECS_PER_PRODUCT + (up + down) as f64 / LINK_BYTES_PER_SEC + 2.0 * FLIGHT_SECS;
+        }
+        Ok(count as f64 * secs + (count * m * n) as f64 * LIFT_SECS_PER_ELEMENT)
+    }
+}
+
+/// Measured unit costs of the per-shape choice between HE and OT matrix
+/// triples for secret × secret products ([`choose_shared`]), on this
+/// repository's reference machine (2-core Xeon, AVX-512 IFMA, both parties
+/// on it, loaded): one polynomial product of the server in Cheetah's
+/// layout (≈ 35 µs of a core, [`hush_rlwe::cheetah::layout_bytes_per_product`]'s
+/// figure, doubled for the client's encryption/decryption and the other
+/// party sharing the cores).
+pub const HE_SECS_PER_PRODUCT: f64 = 70e-6;
+/// The link the costs assume (bytes per second; the LAN profile's 3 Gbps is
+/// faster than the two parties' CPU can fill on one machine).
+pub const LINK_BYTES_PER_SEC: f64 = 300e6;
+/// One flight (a message and its wait) on the loaded 2-core machine.
+pub const FLIGHT_SECS: f64 = 0.5e-3;
+/// The lift's one bit-OT per output element (Ferret COT + 2·64 + 1 bits each way).
+pub const LIFT_SECS_PER_ELEMENT: f64 = 1.5e-6;
+/// An OT matrix triple per multiply–add (both parties: 2·64 COTs per k·n
+/// and 2·260 bytes per m·k·n; measured 16.7 s for MiniLM's 746,496
+/// multiply–adds, `bench/records/graph-embed.jsonl`, load 5.4–7.7).
+pub const OT_SECS_PER_MAC: f64 = 22e-6;
+
+/// Which backend a secret × secret product of `count` m×k·k×n matrices
+/// takes in the interactive preset: HE ([`GraphHe::matmul_shared`]) when
+/// its result fits Cheetah's ring (`fits`) and the predicted cost is below
+/// the OT matrix triples'; else OT triples. Public (shape, bounds,
+/// parameters): both parties choose the same.
+pub fn choose_shared(he: &GraphHe, fits: bool, count: usize, m: usize, k: usize, n: usize) -> Result<bool> {
+    if !fits {
+        return Ok(false);
+    }
+    let ot = (count * m * k * n) as f64 * OT_SECS_PER_MAC;
+    Ok(he.shared_cost(count, m, k, n)? < ot)
+}
+
+/// Whether every entry of a product of k terms with operands within
+/// `bx`, `by` (real units, scale 2^f each) fits the HE ring's lift:
+/// k·bx·by·2^{2f} < 2^{ℓ−2}.
+pub fn shared_fits(k: usize, bx: f64, by: f64, frac: u32) -> bool {
+    let v = k as f64 * bx * by * (2.0 * frac as f64).exp2();
+    v.is_finite() && v < ((HE_BITS - 2) as f64).exp2()
+}
+
+/// The input truncation d of an HE linear layer ([`GraphHe::apply_wide`])
+/// from **public** bounds only, so that both parties derive it: the
+/// input's bound `bx` and the output's `out` (real units; the program's
+/// output bound of a linear layer is max_j Σ_i |w_ij|·bx + |b_j|, so
+/// Σ_i |w_ij| ≤ out/bx and |X·W| ≤ out). 0 when out·2^{2f} fits the ring
+/// (the plain product); else the least d < f with the truncated product
+/// and the correction 2^d·Σ|w| (ulps) both below 2^{ℓ−2}; None if none.
+pub fn linear_shift(bx: f64, out: f64, frac: u32) -> Option<u32> {
+    let lim = ((HE_BITS - 2) as f64).exp2();
+    let sf = (frac as f64).exp2();
+    if !(out.is_finite() && bx.is_finite()) {
+        return None;
+    }
+    if out * sf * sf < lim {
+        return Some(0);
+    }
+    let col = out / bx.max(1.0 / sf); // ≥ every Σ_i |w_ij|
+    (1..frac).find(|&d| {
+        let dd = (d as f64).exp2();
+        (bx * sf / dd + 1.0) * col * sf < lim && dd * col * sf < lim
+    })
+}
+
+/// The split of a secret × secret product whose proven bound is beyond the
+/// HE ring ([`GraphHe::matmul_shared_wide`]): (d_a, d_b) bits to drop from
+/// copies of A and B so that (1) the product of the truncated copies fits
+/// the ring ([`shared_fits`]) and (2) the correction v − v' between the
+/// exact product and the scaled approximate one stays below 2^{ℓ−2} ulps.
+/// (0, 0) when the product fits already; None when no split with
+/// d_a + d_b < f does.
+///
+/// **Why.** The proven bounds of attention's Q and K are worst cases
+/// (BERT-base's are 4096 each: k·|q|·|k| reaches 2^50 ulps at f = 10), far
+/// above real activations, but the lift from Cheetah's ring needs the worst
+/// case to fit 2^{ℓ−2}. The approximate product carries the high part and
+/// the exact product mod 2^ℓ the low part; together they give the exact
+/// product over Z_2^64 — no precision is lost (an earlier version of this
+/// branch dropped the bits instead, and BERT-base's logits moved by ≈ 1).
+pub fn pre_shift(k: usize, bx: f64, by: f64, frac: u32) -> Option<(u32, u32)> {
+    let ulp = 1.0 / (frac as f64).exp2();
+    let lim = ((HE_BITS - 2) as f64).exp2();
+    for d in 0..frac {
+        let (da, db) = (d.div_ceil(2), d / 2);
+        let (x, y) = if d == 0 { (bx, by) } else { (bx / (da as f64).exp2() + ulp, by / (db as f64).exp2() + ulp) };
+        // the wide product's correction |v − v'| (ulps at scale 2^{2f})
+        let (ax, by_u) = (bx * (frac as f64).exp2(), by * (frac as f64).exp2());
+        let corr = k as f64 * (ax * (db as f64).exp2() + (da as f64).exp2() * (by_u + (db as f64).exp2()));
+        if shared_fits(k, x, y, frac) && (d == 0 || corr < lim) {
+            return Some((da, db));
+        }
+    }
+    None
+}
+
+fn conv_shape(k: usize, m: usize, n: usize) -> Shape {
+    Shape::Conv { c_in: k, h: 1, w: m, c_out: n, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4] }
 }
 
 /// Shares mod 2^ℓ of v with |v| < 2^{ℓ−2} → shares of v over the context's
@@ -177,8 +474,19 @@ pub fn check_fits(p: &Program, frac: u32, he: impl Fn(usize) -> bool) -> Result<
         }
         let (ulps, what) = match st {
             Step::Linear { x, n_in, n_out, w, .. } => {
+                // the public shift (linear_shift: 0, or the wide product's input
+                // truncation), checked against the weights themselves
                 let col = (0..*n_out).map(|j| (0..*n_in).map(|t| w[t * n_out + j].abs()).sum::<f64>()).fold(0.0f64, f64::max);
-                (p.slots[*x].bound * col * (2.0 * frac as f64).exp2(), "linear layer")
+                let sf = (frac as f64).exp2();
+                let full = p.slots[*x].bound * col * sf * sf;
+                let ulps = match linear_shift(p.slots[*x].bound, p.slots[st.out()].bound, frac) {
+                    Some(0) | None => full,
+                    Some(d) => {
+                        let dd = (d as f64).exp2();
+                        ((p.slots[*x].bound * sf / dd + 1.0) * col * sf).max(dd * col * sf)
+                    }
+                };
+                (ulps, "linear layer")
             }
             Step::Embed { table, .. } => (table.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (frac as f64).exp2(), "embedding"),
             _ => continue,

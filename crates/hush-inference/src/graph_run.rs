@@ -276,6 +276,28 @@ impl GraphOptions {
                 _ => {}
             }
         }
+        if let Some(v) = &self.per_step {
+            // a secret × secret MatMul's entry: `he` forces the HE cross
+            // products, `triples` the OT (or dealt) matrix triples; none lets
+            // the interactive preset choose by cost (graph_he::choose_shared)
+            for (i, st) in p.steps.iter().enumerate() {
+                let (Step::MatMul { a, b, k, .. }, Some(be)) = (st, v[i]) else { continue };
+                let name = &p.slots[st.out()].name;
+                match (self.interactive.is_some(), be) {
+                    (_, LinearBackend::Module) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') multiplies two secrets: use he or triples"))),
+                    (false, LinearBackend::He) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') uses the HE backend, which runs only in the interactive preset"))),
+                    (true, LinearBackend::He) if crate::graph_he::pre_shift(*k, p.slots[*a].bound, p.slots[*b].bound, self.fx.frac).is_none() => {
+                        return Err(Error::Model(format!(
+                            "plan: step {i} (matmul '{name}'): operands bounded by {:.3e} and {:.3e} (sums of {k}) do not fit the HE backend's ring (|A·B| < 2^{} ulps) even truncated; use triples",
+                            p.slots[*a].bound,
+                            p.slots[*b].bound,
+                            crate::graph_he::HE_BITS - 2
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+        }
         if self.interactive.is_some() && p.has_weights {
             crate::graph_he::check_fits(p, self.fx.frac, |i| matches!(p.steps[i], Step::Linear { .. } | Step::Embed { .. }) && self.backend(i) == LinearBackend::He)?;
         }
@@ -583,6 +605,12 @@ struct Exec<'a> {
     module: Option<SharedModule>,
     /// The HE linear layers (interactive preset).
     he: Option<crate::graph_he::GraphHe>,
+    /// The plan's own entry for the current step (None: the preset's or
+    /// the cost model's choice); secret × secret MatMul steps read it.
+    forced: Option<LinearBackend>,
+    /// The input truncation of the next HE linear layer's wide product
+    /// ([`crate::graph_he::linear_shift`]; 0: the plain product).
+    he_shift: u32,
     next_id: u32,
     vals: Vec<Option<Val>>,
     /// The plan pass of [`Exec::run_ahead`]: the context records what
@@ -666,7 +694,7 @@ impl<'a> Exec<'a> {
             };
             let he = self.he.as_mut().ok_or_else(|| Error::Config("the HE linear backend runs only in the interactive preset (this session has no HE keys)".into()))?;
             let mut wt = wt;
-            let r = he.apply(&mut self.ctx, ch, x, &wt, c_in, m, out_len / m);
+            let r = he.apply_wide(&mut self.ctx, ch, x, &wt, c_in, m, out_len / m, std::mem::take(&mut self.he_shift));
             zeroize::Zeroize::zeroize(&mut wt);
             return r;
         }
@@ -848,6 +876,10 @@ impl<'a> Exec<'a> {
                     return Ok(Val::Sh(self.ctx.trunc(ch, &y, f).map_err(tpc)?));
                 }
                 let xt = transpose(self.sh(*x)?, rows, n_in);
+                if self.backend == LinearBackend::He && self.role != Role::Clear {
+                    let (bx, bo) = (self.p.slots[*x].bound, self.p.slots[st.out()].bound);
+                    self.he_shift = crate::graph_he::linear_shift(bx, bo, f).ok_or_else(|| Error::Model(format!("linear layer '{}': its product does not fit the HE backend's ring", self.p.slots[st.out()].name)))?;
+                }
                 let y = self.linear(
                     ch,
                     || {
@@ -964,9 +996,35 @@ impl<'a> Exec<'a> {
                 Val::Sh(softmax::softmax_within(&mut self.ctx, ch, &xs, *len, b).map_err(tpc)?)
             }
             Step::MatMul { a, b, count, m, k, n, .. } => {
-                let bd = Bound::Proven { x: self.p.slots[*a].bound, y: self.p.slots[*b].bound };
+                let (bx, by) = (self.p.slots[*a].bound, self.p.slots[*b].bound);
+                let bd = Bound::Proven { x: bx, y: by };
                 let (av, bv) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
-                Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?)
+                if self.plan.interactive.is_none() {
+                    return Ok(Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?));
+                }
+                // interactive preset: HE cross products (exact also beyond the HE ring:
+                // graph_he::pre_shift, GraphHe::matmul_shared_wide) or OT matrix triples,
+                // the plan's entry or per shape by cost (graph_he::choose_shared)
+                hush_2pc::transformer::range::check_product(&self.ctx, *k, bd, "matmul").map_err(tpc)?;
+                let (av, bv) = hush_2pc::transformer::range::apply(&mut self.ctx, ch, &av, &bv, bd, "matmul").map_err(tpc)?;
+                let shift = crate::graph_he::pre_shift(*k, bx, by, f);
+                let z = match self.he.as_mut() {
+                    Some(he) => {
+                        let use_he = match (self.forced, shift) {
+                            (Some(LinearBackend::He), None) => return Err(Error::Model(format!("matmul: operands bounded by {bx:.3e} and {by:.3e} (sums of {k}) do not fit the HE backend's ring"))),
+                            (Some(LinearBackend::He), _) => true,
+                            (Some(_), _) => false,
+                            (None, s) => crate::graph_he::choose_shared(he, s.is_some(), *count, *m, *k, *n)?,
+                        };
+                        match (use_he, shift) {
+                            (true, Some((0, 0))) => he.matmul_shared(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n)?,
+                            (true, Some((da, db))) => he.matmul_shared_wide(&mut self.ctx, ch, &av, &bv, *count, *m, *k, *n, da, db)?,
+                            _ => self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?,
+                        }
+                    }
+                    None => self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?,
+                };
+                Val::Sh(self.ctx.trunc(ch, &z, f).map_err(tpc)?)
             }
             Step::Move { ins, .. } => {
                 let map = self.p.move_map(st).map_err(|e| Error::Model(e.to_string()))?;
@@ -1011,6 +1069,7 @@ impl<'a> Exec<'a> {
         self.meter.clear();
         for (i, st) in self.p.steps.iter().enumerate() {
             self.backend = self.plan.backend(i);
+            self.forced = self.plan.per_step.as_ref().and_then(|v| v.get(i).copied().flatten());
             if self.role == Role::Clear && self.backend == LinearBackend::He {
                 // the reference computes X·W exactly (in the clear), as the HE backend does within its bound
                 self.backend = LinearBackend::Module;
@@ -1190,7 +1249,7 @@ pub fn party_run_probed(role: Role, prog: &Program, o: &GraphOptions, ch: &mut d
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new(u8::from(role != Role::Server), o.proto, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), he: None, next_id: 0, vals: Vec::new(), planning: false, probe };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: Some(module.clone()), he: None, forced: None, he_shift: 0, next_id: 0, vals: Vec::new(), planning: false, probe };
     let outs = if ahead { ex.run_ahead(ch, inputs, module)? } else { ex.run(ch, inputs)? };
     let meter = std::mem::take(&mut ex.meter);
     Ok((reveal(role, prog, o, ch, &outs)?, meter))
@@ -1278,7 +1337,7 @@ pub fn party_interactive(role: Role, prog: &Program, o: &GraphOptions, ch: &mut 
     let he = crate::graph_he::GraphHe::setup(ch, role == Role::Server, &setup.he_params, prg(2))?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
     let ctx = Ctx::new_interactive(party, ot, fp).map_err(tpc)?;
-    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: None, he: Some(he), next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let mut ex = Exec { role, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx, module: None, he: Some(he), forced: None, he_shift: 0, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let outs = ex.run(ch, inputs)?;
     let used = ProviderUse { module: ex.module.is_some(), dealer_handle: ex.ctx.dealer().is_some() };
     let meter = std::mem::take(&mut ex.meter);
@@ -1344,6 +1403,8 @@ pub fn run_private_measured(prog: &Program, inputs: &HashMap<String, Tensor>, o:
     });
     let ((rs, cs), (rc, cc)) = (rs.map_err(|_| Error::Config("server thread panicked".into()))?, rc.map_err(|_| Error::Config("client thread panicked".into()))?);
     let ((_, ms), (y, mc)) = match (rs, rc) {
+        // the party that failed first, not the peer it left behind
+        (Err(es), Err(ec)) => return Err(if ec.to_string().contains("peer disconnected") && !es.to_string().contains("peer disconnected") { es } else { ec }),
         (_, Err(e)) | (Err(e), _) => return Err(e),
         (Ok(a), Ok(b)) => (a, b),
     };
@@ -1359,7 +1420,7 @@ const CLIENT_TAG: usize = 1;
 pub fn run_clear(prog: &Program, inputs: &HashMap<String, Tensor>, o: &GraphOptions) -> Result<Vec<Tensor>> {
     check_program(prog, o.fx)?;
     let fp = FixedPoint::new(o.fx.bits, o.fx.frac).map_err(tpc)?;
-    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, he: None, next_id: 0, vals: Vec::new(), planning: false, probe: None };
+    let mut ex = Exec { role: Role::Clear, backend: o.linear, plan: o.clone(), meter: Vec::new(), widths: o.widths_from_bounds, public_bound: o.public_bound, p: prog, fx: o.fx, ring: fp.ring, ctx: Ctx::clear(fp), module: None, he: None, forced: None, he_shift: 0, next_id: 0, vals: Vec::new(), planning: false, probe: None };
     let (mut dummy, _peer) = MemChannel::pair();
     let outs = ex.run(&mut dummy, inputs)?;
     Ok(prog.outputs.iter().zip(outs).map(|((_, s), sh)| Tensor::new(prog.slots[*s].shape.clone(), sh.v.iter().map(|&x| o.fx.decode(x)).collect())).collect())

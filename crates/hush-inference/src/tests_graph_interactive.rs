@@ -7,7 +7,7 @@
 
 use crate::graph_run::{party_interactive, run_clear, GraphOptions, InteractiveSetup, LinearBackend, ProviderUse, Role};
 use crate::tests_graph::{graph, inputs, shapes};
-use hush_2pc::share::FixedPoint;
+use hush_2pc::share::{ArithShare, FixedPoint};
 use hush_2pc::transformer::Ctx;
 use hush_onnx::eval::Tensor;
 use hush_onnx::graph::{GraphModel, Program};
@@ -191,4 +191,298 @@ fn served_interactive_run_over_tls_equals_the_one_process_run_bit_for_bit() {
     // and the result is the fixed-point reference's within its bound
     let c = run_clear(&prog, &inp, &o).unwrap();
     assert!(y[0].v.iter().zip(&c[0].v).all(|(a, b)| (a - b).abs() < 0.01));
+}
+
+/// Both parties' HE sessions on an existing pair (the server on `a`).
+fn he_pair(a: &mut MemChannel, b: &mut MemChannel, seed: u64) -> (crate::graph_he::GraphHe, crate::graph_he::GraphHe) {
+    let p = crate::he_linear::DEFAULT_PARAMS;
+    std::thread::scope(|s| {
+        let hs = s.spawn(|| crate::graph_he::GraphHe::setup(a, true, p, Prg::new(Block(seed as u128 * 3))).unwrap());
+        let hc = s.spawn(|| crate::graph_he::GraphHe::setup(b, false, p, Prg::new(Block(seed as u128 * 3 + 1))).unwrap());
+        (hs.join().unwrap(), hc.join().unwrap())
+    })
+}
+
+/// Random additive shares over Z_2^64 of signed values.
+fn share(v: &[i64], rng: &mut Prg) -> (Vec<u64>, Vec<u64>) {
+    v.iter().map(|&x| { let r = rng.next_u64(); (r, (x as u64).wrapping_sub(r)) }).unzip()
+}
+
+#[test]
+fn he_secret_times_secret_matmul_is_the_exact_ring_product_with_pinned_cost() {
+    let (count, m, k, n) = (2usize, 3usize, 5usize, 4usize);
+    // |A·B| ≤ k·lim² = 5·2^42 < 2^45: the largest the lift takes, reached at the edges below
+    let lim = 1i64 << 21;
+    assert!(crate::graph_he::shared_fits(k, lim as f64 / 4096.0, lim as f64 / 4096.0, 12));
+    assert!(!crate::graph_he::shared_fits(k, 2.0 * lim as f64 / 4096.0, lim as f64 / 4096.0, 12));
+    let mut rng = Prg::new(Block(21));
+    let mut av: Vec<i64> = (0..count * m * k).map(|_| (rng.next_u64() as i64) % lim).collect();
+    let mut bv: Vec<i64> = (0..count * k * n).map(|_| (rng.next_u64() as i64) % lim).collect();
+    // edges: a row of A at lim − 1 against a column of B at −(lim − 1) and at lim − 1; a zero row
+    for t in 0..k {
+        av[t] = lim - 1;
+        bv[t * n] = -(lim - 1);
+        bv[t * n + 1] = lim - 1;
+        av[m * k + k + t] = 0;
+    }
+    let (a0, a1) = share(&av, &mut rng);
+    let (b0, b1) = share(&bv, &mut rng);
+    let ring = Ring::new(64).unwrap();
+    let (mut c0, mut c1, mut x, mut y) = ctx_pair(13);
+    let (mut h0, mut h1) = he_pair(&mut x, &mut y, 13);
+    let (x0, y0) = (x.cost(), y.cost());
+    let (a0, b0) = (ArithShare::new(ring, a0), ArithShare::new(ring, b0));
+    let (a1, b1) = (ArithShare::new(ring, a1), ArithShare::new(ring, b1));
+    let (s0, s1) = std::thread::scope(|s| {
+        let hs = s.spawn(|| h0.matmul_shared(&mut c0, &mut x, &a0, &b0, count, m, k, n).unwrap());
+        let hc = s.spawn(|| h1.matmul_shared(&mut c1, &mut y, &a1, &b1, count, m, k, n).unwrap());
+        (hs.join().unwrap(), hc.join().unwrap())
+    });
+    for q in 0..count {
+        for i in 0..m {
+            for j in 0..n {
+                let want: i64 = (0..k).map(|t| av[q * m * k + i * k + t] * bv[q * k * n + t * n + j]).sum();
+                let o = q * m * n + i * n + j;
+                assert_eq!(ring.add(s0.v[o], s1.v[o]) as i64, want, "product {q}, entry ({i}, {j})");
+            }
+        }
+    }
+    assert_eq!(ring.add(s0.v[0], s1.v[0]) as i64, -(k as i64) * (lim - 1) * (lim - 1));
+    // neither share is the plain product
+    assert!(s1.v.iter().enumerate().filter(|(o, v)| **v == ring.add(s0.v[*o], s1.v[*o])).count() < 2);
+    let cost = (x.cost().bytes_sent - x0.bytes_sent, y.cost().bytes_sent - y0.bytes_sent, x.cost().rounds - x0.rounds);
+    assert_eq!(cost, HE_MATMUL_PIN, "HE matmul bytes and rounds");
+}
+
+/// (server bytes, client bytes, rounds) of two 3×5·5×4 HE products with their lift, pinned from a run.
+const HE_MATMUL_PIN: (u64, u64, u32) = (260863, 821699, 11);
+
+/// The small graph's two secret × secret MatMuls forced onto HE (the plan's
+/// per-step entry) and onto OT triples: both within the reference's bound,
+/// and an entry the ring cannot hold is refused naming the step.
+#[test]
+fn interactive_matmul_on_he_and_on_triples_agree_with_the_reference() {
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let mms: Vec<usize> = prog.steps.iter().enumerate().filter(|(_, s)| s.kind() == "matmul").map(|(i, _)| i).collect();
+    assert!(!mms.is_empty());
+    let c = run_clear(&prog, &inp, &GraphOptions::interactive(fx(), setup(3))).unwrap();
+    let err = |a: &Tensor, b: &Tensor| a.v.iter().zip(&b.v).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+    let mut bytes = Vec::new();
+    for be in [LinearBackend::He, LinearBackend::Triples] {
+        let mut per = vec![None; prog.steps.len()];
+        mms.iter().for_each(|&i| per[i] = Some(be));
+        let o = GraphOptions { per_step: Some(std::sync::Arc::new(per)), ..GraphOptions::interactive(fx(), setup(3)) };
+        o.validate(&prog, false).unwrap();
+        let ((_, us, bs), (yc, uc, bc)) = run_both(&prog, &inp, &o);
+        assert_eq!((us, uc), (ProviderUse::default(), ProviderUse::default()));
+        let y = yc.unwrap();
+        assert!(err(&y[0], &c[0]) < 0.01, "{be:?} vs fixed-point reference: {}", err(&y[0], &c[0]));
+        bytes.push(bs + bc);
+    }
+    // the two backends really differ on the wire
+    assert_ne!(bytes[0], bytes[1]);
+    // proven bounds beyond the HE ring (still true: only raised): the wide product
+    // (graph_he::pre_shift, GraphHe::matmul_shared_wide) is exact
+    let mut wide = prog.clone();
+    for &i in &mms {
+        if let hush_onnx::graph::Step::MatMul { a, b, .. } = wide.steps[i].clone() {
+            wide.slots[a].bound = wide.slots[a].bound.max(1.0) * 128.0;
+            wide.slots[b].bound = wide.slots[b].bound.max(1.0) * 128.0;
+        }
+    }
+    let shifted: Vec<(u32, u32)> = mms.iter().map(|&i| match &wide.steps[i] {
+        hush_onnx::graph::Step::MatMul { a, b, k, .. } => crate::graph_he::pre_shift(*k, wide.slots[*a].bound, wide.slots[*b].bound, 12).unwrap(),
+        _ => unreachable!(),
+    }).collect();
+    assert!(shifted.iter().any(|(da, db)| da + db > 1), "{shifted:?}");
+    let mut per = vec![None; prog.steps.len()];
+    mms.iter().for_each(|&i| per[i] = Some(LinearBackend::He));
+    let o = GraphOptions { per_step: Some(std::sync::Arc::new(per)), ..GraphOptions::interactive(fx(), setup(3)) };
+    let cw = run_clear(&wide, &inp, &o).unwrap();
+    let (_, (yw, _, _)) = run_both(&wide, &inp, &o);
+    let yw = yw.unwrap();
+    // exact: the wide product loses nothing, so the plain reference is the bound
+    assert!(cw[0].v.iter().zip(&c[0].v).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(err(&yw[0], &c[0]) < 0.01, "wide HE product vs the reference: {}", err(&yw[0], &c[0]));
+    // linear layers whose public output bound is beyond the HE ring: the wide HE
+    // product (graph_he::linear_shift, GraphHe::apply_wide) is exact too
+    let mut wl = prog.clone();
+    let mut shifts = Vec::new();
+    for st in &prog.steps {
+        if let hush_onnx::graph::Step::Linear { x, out, .. } = st {
+            wl.slots[*out].bound = wl.slots[*out].bound.max(1.0) * (22f64).exp2();
+            shifts.push(crate::graph_he::linear_shift(wl.slots[*x].bound, wl.slots[*out].bound, 12).unwrap());
+        }
+    }
+    assert!(!shifts.is_empty() && shifts.iter().all(|d| *d > 0), "{shifts:?}");
+    let o = GraphOptions::interactive(fx(), setup(4));
+    o.validate(&wl, false).unwrap();
+    let (_, (yl, _, _)) = run_both(&wl, &inp, &o);
+    let yl = yl.unwrap();
+    assert!(err(&yl[0], &c[0]) < 0.01, "wide HE linear layers vs the reference: {}", err(&yl[0], &c[0]));
+    // a bound beyond the HE ring with a forced HE entry is refused by name
+    let mut big = prog.clone();
+    if let hush_onnx::graph::Step::MatMul { a, .. } = &big.steps[mms[0]] {
+        let a = *a;
+        big.slots[a].bound = 1e15;
+    }
+    let mut per = vec![None; prog.steps.len()];
+    per[mms[0]] = Some(LinearBackend::He);
+    let o = GraphOptions { per_step: Some(std::sync::Arc::new(per)), ..GraphOptions::interactive(fx(), setup(3)) };
+    let e = o.validate(&big, false).unwrap_err().to_string();
+    assert!(e.contains(&format!("step {}", mms[0])) && e.contains("HE backend"), "{e}");
+}
+
+/// A channel that alters one message this end sends (counted among the
+/// messages of at least `min_len` bytes): every byte set to 0xFF, or the
+/// last byte cut.
+struct Deviate<C: Channel> {
+    inner: C,
+    min_len: usize,
+    target: usize,
+    seen: usize,
+    cut: bool,
+}
+
+impl<C: Channel> Channel for Deviate<C> {
+    fn send(&mut self, p: &[u8]) -> hush_transport::Result<()> {
+        if p.len() >= self.min_len {
+            self.seen += 1;
+            if self.seen == self.target + 1 {
+                return if self.cut { self.inner.send(&p[..p.len() - 1]) } else { self.inner.send(&vec![0xFF; p.len()]) };
+            }
+        }
+        self.inner.send(p)
+    }
+    fn recv(&mut self) -> hush_transport::Result<Vec<u8>> {
+        self.inner.recv()
+    }
+    fn cost(&self) -> hush_transport::Cost {
+        self.inner.cost()
+    }
+    fn max_frame(&self) -> usize {
+        self.inner.max_frame()
+    }
+    fn set_timeout(&mut self, t: std::time::Duration) {
+        self.inner.set_timeout(t)
+    }
+}
+
+/// A peer that deviates in the HE provider or the lift: a malformed
+/// ciphertext (residues beyond the primes), a message one byte short, a
+/// closed link and a silent peer each end the honest party's call with a
+/// clear error, never a panic or a hang.
+#[test]
+fn a_deviating_peer_in_the_he_provider_or_the_lift_gets_a_clear_error() {
+    let ring = Ring::new(64).unwrap();
+    let (k, m, n) = (4usize, 3usize, 2usize);
+    let xt = ArithShare::new(ring, (0..(k * m) as u64).map(|i| i * 977).collect());
+    let wt: Vec<u64> = (0..k * n).map(|i| i as u64 + 1).collect();
+    // (who deviates, cut or 0xFF, which large message): the client's public key,
+    // the client's ciphertexts, the server's response
+    for (client_deviates, cut, target, want) in [(true, false, 0usize, "HE setup"), (true, false, 1, "HE linear layer"), (true, true, 1, "HE linear layer"), (false, true, 0, "HE linear layer")] {
+        let (mut c0, mut c1, a, b) = ctx_pair(17);
+        let (xt, wt) = (&xt, &wt);
+        let (ra, rb) = std::thread::scope(|s| {
+            let ha = s.spawn(move || {
+                let mut ch: Box<dyn Channel> = if client_deviates { Box::new(a) } else { Box::new(Deviate { inner: a, min_len: 4096, target, seen: 0, cut }) };
+                let mut he = crate::graph_he::GraphHe::setup(&mut *ch, true, crate::he_linear::DEFAULT_PARAMS, Prg::new(Block(1)))?;
+                he.apply(&mut c0, &mut *ch, xt, wt, k, m, n).map(|_| ())
+            });
+            let hb = s.spawn(move || {
+                let mut ch: Box<dyn Channel> = if client_deviates { Box::new(Deviate { inner: b, min_len: 4096, target, seen: 0, cut }) } else { Box::new(b) };
+                let mut he = crate::graph_he::GraphHe::setup(&mut *ch, false, crate::he_linear::DEFAULT_PARAMS, Prg::new(Block(2)))?;
+                he.apply(&mut c1, &mut *ch, &ArithShare::new(ring, vec![5; k * m]), &[], k, m, n).map(|_| ())
+            });
+            (ha.join().unwrap(), hb.join().unwrap())
+        });
+        let honest = if client_deviates { ra } else { rb };
+        let e = honest.unwrap_err().to_string();
+        assert!(e.contains(want), "deviation (client {client_deviates}, cut {cut}, message {target}): {e}");
+    }
+    // the lift: a correction one byte short
+    let (mut c0, mut c1, a, b) = ctx_pair(19);
+    let y: Vec<u64> = (0..50).map(|i| i * 12345).collect();
+    let (ra, _rb) = std::thread::scope(|s| {
+        let ha = s.spawn(|| {
+            let mut a = a;
+            crate::graph_he::lift(&mut c0, &mut a, &y, crate::graph_he::HE_BITS, true)
+        });
+        let hb = s.spawn(|| {
+            let mut ch = Deviate { inner: b, min_len: 1, target: 1, seen: 0, cut: true };
+            crate::graph_he::lift(&mut c1, &mut ch, &y, crate::graph_he::HE_BITS, false)
+        });
+        (ha.join().unwrap(), hb.join().unwrap())
+    });
+    let e = ra.unwrap_err().to_string();
+    assert!(e.contains("HE lift"), "{e}");
+    // a silent peer: the receive timeout ends the call with an error naming it
+    let (_c0, mut c1, mut a, mut b) = ctx_pair(23);
+    let (_h0, mut h1) = he_pair(&mut a, &mut b, 23);
+    b.set_timeout(std::time::Duration::from_millis(300));
+    let t = std::time::Instant::now();
+    let e = h1.apply(&mut c1, &mut b, &ArithShare::new(ring, vec![1; k * m]), &[], k, m, n).unwrap_err().to_string();
+    assert!(e.to_lowercase().contains("time"), "{e}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(20));
+    // a peer that closes the link
+    drop(a);
+    let e = h1.apply(&mut c1, &mut b, &ArithShare::new(ring, vec![1; k * m]), &[], k, m, n).unwrap_err().to_string();
+    assert!(!e.is_empty());
+}
+
+/// Prints the proven operand bounds of a model's secret × secret MatMuls
+/// and whether each fits the HE ring (`HUSH_BOUNDS_MODEL`, seq 128; a tool,
+/// not a check).
+#[test]
+#[ignore]
+fn print_matmul_bounds_of_a_model() {
+    let Ok(path) = std::env::var("HUSH_BOUNDS_MODEL") else { return };
+    let frac: u32 = std::env::var("HUSH_BOUNDS_FRAC").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let g = GraphModel::from_file(std::path::Path::new(&path)).unwrap();
+    let shapes: HashMap<String, Vec<usize>> = g.inputs.iter().map(|i| (i.name.clone(), vec![1, 128])).collect();
+    let p = g.instantiate(&shapes).unwrap();
+    for (i, st) in p.steps.iter().enumerate() {
+        if let hush_onnx::graph::Step::MatMul { a, b, count, m, k, n, .. } = st {
+            let (bx, by) = (p.slots[*a].bound, p.slots[*b].bound);
+            println!("step {i} {count}×{m}×{k}×{n}: bounds {bx:.3e} {by:.3e} → 2^{:.1} ulps, fits {}", (*k as f64 * bx * by).log2() + 2.0 * frac as f64, crate::graph_he::shared_fits(*k, bx, by, frac));
+        }
+    }
+}
+
+/// A served interactive session whose client deviates (one of its large
+/// messages — COT set-up, public key, ciphertexts — cut short; an altered
+/// message of the right length can pass unnoticed in these semi-honest
+/// protocols, see the HE-level test for the malformed ciphertexts that are
+/// caught) fails with an error, and the server keeps serving: an honest client's session
+/// afterwards runs and matches the reference.
+#[test]
+fn served_interactive_session_survives_a_deviating_client() {
+    use crate::graph_serve::{graph_fixed, run_remote_on, serve_graph};
+    use crate::runtime::{Mode, Options};
+    let g = std::sync::Arc::new(GraphModel::from_model(graph(|_, _| {})).unwrap());
+    let inp = inputs();
+    let mut opts = Options { mode: Mode::Interactive, proto: "auto".into(), cfg: graph_fixed(12).unwrap(), insecure_test_seed: Some([5; 32]), ..Default::default() };
+    opts.resolve_family().unwrap();
+    let h = serve_graph(g.clone(), "127.0.0.1:0", opts.clone(), crate::graph_run::PlanChoice::Preset, std::sync::Arc::new(|_| {})).unwrap();
+    let addr = h.addr.to_string();
+    let plan = crate::graph_run::PlanChoice::Preset;
+    for (target, cut) in [(0usize, true), (2, true), (5, true)] {
+        let ch = hush_transport::TcpChannel::connect(addr.as_str(), Default::default()).unwrap();
+        let mut d = Deviate { inner: ch, min_len: 4096, target, seen: 0, cut };
+        d.set_timeout(std::time::Duration::from_secs(20));
+        let r = run_remote_on(&mut d, &opts, &plan, &inp, &[]);
+        assert!(r.is_err(), "deviation {target}/{cut} went unnoticed");
+    }
+    let mut ch = hush_transport::TcpChannel::connect(addr.as_str(), Default::default()).unwrap();
+    let r = run_remote_on(&mut ch, &opts, &plan, &inp, &[]).unwrap();
+    let prog = g.instantiate_outputs(&shapes(&inp), &g.outputs[..1]).unwrap();
+    let o = crate::graph_serve::graph_options(&opts, "cf2", graph_fixed(12).unwrap()).unwrap();
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    assert!(r.outputs[0].v.iter().zip(&c[0].v).all(|(a, b)| (a - b).abs() < 0.01));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(h.sessions_failed.load(std::sync::atomic::Ordering::SeqCst) >= 3);
+    assert!(h.sessions_ok.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    h.shutdown();
 }
