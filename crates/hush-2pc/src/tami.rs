@@ -446,19 +446,34 @@ fn read_leaf_bits(b: &TamiBatch, words: &[u64], yhat: &[u64], out: &mut [u64]) {
     let chunks = b.shape.chunks();
     let nc = chunks.len();
     let t0 = b.plan.levels[0].inputs.len();
-    out.iter_mut().for_each(|w| *w = 0);
-    for (i, &yh) in yhat.iter().enumerate() {
-        let (wi, bi) = (i / 64, i % 64);
-        let row = &words[i * nc..(i + 1) * nc];
-        for (j, &(lo, width)) in chunks.iter().enumerate() {
-            let u = (yh >> lo) & ((1u64 << width) - 1);
-            let t = row[j];
+    // Per chunk: shift, mask, and the output slots of its gt and eq bits
+    // (eq: t0, a scratch slot, when the merge does not use it).
+    let cs: Vec<(u32, u64, usize, usize)> = chunks
+        .iter()
+        .enumerate()
+        .map(|(j, &(lo, width))| {
             let [ig, ie] = b.in_idx[j];
-            out[wi * t0 + ig] |= ((t >> u) & 1) << bi;
-            if ie != usize::MAX {
-                out[wi * t0 + ie] |= ((t >> (32 + u)) & 1) << bi;
+            (lo, (1u64 << width) - 1, ig, if ie == usize::MAX { t0 } else { ie })
+        })
+        .collect();
+    // One word (64 comparisons) at a time, accumulated in a local array
+    // and stored once: no read-modify-write of `out` per bit.
+    let mut acc = vec![0u64; t0 + 1];
+    for (wi, ow) in out.chunks_mut(t0).enumerate() {
+        acc.iter_mut().for_each(|w| *w = 0);
+        let lo_i = wi * 64;
+        let hi_i = (lo_i + 64).min(yhat.len());
+        for i in lo_i..hi_i {
+            let bi = i - lo_i;
+            let yh = yhat[i];
+            let row = &words[i * nc..(i + 1) * nc];
+            for (&t, &(lo, m, ig, ie)) in row.iter().zip(&cs) {
+                let u = (yh >> lo) & m;
+                acc[ig] |= ((t >> u) & 1) << bi;
+                acc[ie] |= ((t >> (32 + u)) & 1) << bi;
             }
         }
+        ow.copy_from_slice(&acc[..t0]);
     }
 }
 
@@ -467,7 +482,7 @@ fn eval_all(levels: &[crate::deal::tami::Level], li: usize, party: Party, d: &[u
     let lv = &levels[li];
     let ti = lv.inputs.len();
     let ns = lv.subsets.len();
-    let mut scratch = Vec::new();
+    let mut scratch = vec![0u64; 256];
     let mut res = Vec::with_capacity(nw);
     for wi in 0..nw {
         let mut out = Vec::with_capacity(lv.outputs.len());

@@ -404,8 +404,10 @@ pub fn eval_level_word(level: &Level, party: u8, d: &[u64], sub: &[u64], out: &m
         for m in &o.monos {
             let n = m.vars.len();
             let full = (1usize << n) - 1;
-            scratch.clear();
-            scratch.resize(1 << n, 0);
+            // Every entry 1..=full is written before it is read.
+            if scratch.len() < 1 << n {
+                scratch.resize(1 << n, 0);
+            }
             scratch[0] = u64::MAX;
             for c in 1..=full {
                 let low = c.trailing_zeros() as usize;
