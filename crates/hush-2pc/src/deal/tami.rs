@@ -269,9 +269,25 @@ impl TamiShape {
         matches!(self.flavor, Flavor::Relu | Flavor::Trunc { .. })
     }
 
-    /// The merge plan (identical at the dealer and both hosts).
+    /// The merge plan (identical at the dealer and both hosts). A plan
+    /// depends only on (leaves, arity) and is public; the few in use are
+    /// built once per process and cloned (building one sorts every subset
+    /// of every monomial, which showed in profiles of streamed dealing).
     pub fn plan(&self) -> Plan {
-        Plan::new(self.chunks().len(), self.arity as usize)
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        static PLANS: OnceLock<Mutex<HashMap<(usize, usize), Plan>>> = OnceLock::new();
+        let key = (self.chunks().len(), self.arity as usize);
+        let cache = PLANS.get_or_init(|| Mutex::new(HashMap::new()));
+        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return p.clone();
+        }
+        let p = Plan::new(key.0, key.1);
+        // Bounded: only validated shapes' keys (≤ 64 leaves, arity 2..=8).
+        if key.0 <= 64 && (2..=8).contains(&key.1) {
+            cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
+        }
+        p
     }
 }
 
