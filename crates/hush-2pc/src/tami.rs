@@ -446,19 +446,34 @@ fn read_leaf_bits(b: &TamiBatch, words: &[u64], yhat: &[u64], out: &mut [u64]) {
     let chunks = b.shape.chunks();
     let nc = chunks.len();
     let t0 = b.plan.levels[0].inputs.len();
-    out.iter_mut().for_each(|w| *w = 0);
-    for (i, &yh) in yhat.iter().enumerate() {
-        let (wi, bi) = (i / 64, i % 64);
-        let row = &words[i * nc..(i + 1) * nc];
-        for (j, &(lo, width)) in chunks.iter().enumerate() {
-            let u = (yh >> lo) & ((1u64 << width) - 1);
-            let t = row[j];
+    // Per chunk: shift, mask, and the output slots of its gt and eq bits
+    // (eq: t0, a scratch slot, when the merge does not use it).
+    let cs: Vec<(u32, u64, usize, usize)> = chunks
+        .iter()
+        .enumerate()
+        .map(|(j, &(lo, width))| {
             let [ig, ie] = b.in_idx[j];
-            out[wi * t0 + ig] |= ((t >> u) & 1) << bi;
-            if ie != usize::MAX {
-                out[wi * t0 + ie] |= ((t >> (32 + u)) & 1) << bi;
+            (lo, (1u64 << width) - 1, ig, if ie == usize::MAX { t0 } else { ie })
+        })
+        .collect();
+    // One word (64 comparisons) at a time, accumulated in a local array
+    // and stored once: no read-modify-write of `out` per bit.
+    let mut acc = vec![0u64; t0 + 1];
+    for (wi, ow) in out.chunks_mut(t0).enumerate() {
+        acc.iter_mut().for_each(|w| *w = 0);
+        let lo_i = wi * 64;
+        let hi_i = (lo_i + 64).min(yhat.len());
+        for i in lo_i..hi_i {
+            let bi = i - lo_i;
+            let yh = yhat[i];
+            let row = &words[i * nc..(i + 1) * nc];
+            for (&t, &(lo, m, ig, ie)) in row.iter().zip(&cs) {
+                let u = (yh >> lo) & m;
+                acc[ig] |= ((t >> u) & 1) << bi;
+                acc[ie] |= ((t >> (32 + u)) & 1) << bi;
             }
         }
+        ow.copy_from_slice(&acc[..t0]);
     }
 }
 
@@ -467,7 +482,7 @@ fn eval_all(levels: &[crate::deal::tami::Level], li: usize, party: Party, d: &[u
     let lv = &levels[li];
     let ti = lv.inputs.len();
     let ns = lv.subsets.len();
-    let mut scratch = Vec::new();
+    let mut scratch = vec![0u64; 256];
     let mut res = Vec::with_capacity(nw);
     for wi in 0..nw {
         let mut out = Vec::with_capacity(lv.outputs.len());
@@ -506,4 +521,146 @@ pub fn check_len(n: usize) -> Result<()> {
         return Err(malformed("TAMI", format!("batch of {n} exceeds {MAX_DEAL_N}")));
     }
     Ok(())
+}
+
+/// What [`streamed`] returns: the outputs, party 1's dealt inputs (its
+/// comparison input or mask m, concatenated over the chunks; empty for
+/// party 0), the seconds spent dealing and in the online phase, and the
+/// bytes the module released.
+#[derive(Debug)]
+pub struct Streamed {
+    pub out: TamiOut,
+    pub dealt_input: Vec<u64>,
+    pub deal_s: f64,
+    pub online_s: f64,
+    pub dealt: usize,
+}
+
+/// Dealing and the online phase **interleaved**, `chunk` comparisons at a
+/// time: deal a chunk ([`deal`]), run its flights ([`online`]), drop (and
+/// scrub) its share, next chunk — the tee-mode total of a large batch
+/// without holding all its tables at once (the pattern of
+/// [`crate::fss::streamed`]): one chunk's share (~170 bytes per ReLU and
+/// party at ℓ = 32, k = 4) stays in cache between the module's write and
+/// the online phase's reads, instead of 17 MB per party going through
+/// memory twice.
+///
+/// Security: unchanged. Each chunk is a separate dealing under its own
+/// batch number ([`Dealer::next_batch`]), so all its masks (τ, S, r, ρ, s,
+/// m) are fresh and used once; each chunk's messages are exactly those of
+/// [`online`] for that many comparisons, so the whole run's view is the
+/// concatenation of independent chunk views, each simulatable as stated
+/// in the module docs. The price is flights: three per chunk (ReLU)
+/// instead of three in all. Party 0 passes its n inputs y; party 1 `None`.
+///
+/// With `overlap`, the dealing runs on a second thread, one chunk ahead of
+/// the online phase (the module is a separate thread or process: dealing
+/// chunk k + 1 overlaps chunk k's flights). The chunks are dealt in the
+/// same order under the same batch numbers, so each party's shares and
+/// messages are bit-identical to the sequential run's; only the timing
+/// changes.
+pub fn streamed(
+    ch: &mut dyn Channel,
+    dealer: &mut Dealer,
+    party: Party,
+    n: usize,
+    shape: TamiShape,
+    y: Option<&[u64]>,
+    chunk: usize,
+    overlap: bool,
+) -> Result<Streamed> {
+    if chunk == 0 || n == 0 {
+        return Err(invalid("streamed TAMI: empty batch or chunk"));
+    }
+    if let Some(y) = y {
+        if y.len() != n {
+            return Err(invalid(format!("input of {} elements for a batch of {n}", y.len())));
+        }
+    }
+    let (mut online_s, mut dealt) = (0.0, 0usize);
+    let mut dealt_input = Vec::new();
+    let mut words: Vec<u64> = Vec::new();
+    let mut vals: Vec<u64> = Vec::new();
+    let mut bits = None;
+    let mut use_chunk = |lo: usize, b: TamiBatch| -> Result<()> {
+        let t1 = std::time::Instant::now();
+        let m = b.n;
+        dealt += b.dealt_bytes();
+        dealt_input.extend_from_slice(b.dealt_input());
+        match online(ch, &b, y.map(|y| &y[lo..lo + m]))? {
+            TamiOut::Bits(s) => {
+                bits = Some(true);
+                words.resize(n.div_ceil(64), 0);
+                for i in 0..m {
+                    let j = lo + i;
+                    words[j / 64] |= (s.get(i) as u64) << (j % 64);
+                }
+            }
+            TamiOut::Arith(a) => {
+                bits = Some(false);
+                vals.extend_from_slice(&a.v);
+            }
+        }
+        drop(b);
+        online_s += t1.elapsed().as_secs_f64();
+        Ok(())
+    };
+    let deal_s = if !overlap {
+        let mut deal_s = 0.0;
+        for lo in (0..n).step_by(chunk) {
+            let t = std::time::Instant::now();
+            let b = deal(dealer, party, chunk.min(n - lo), shape)?;
+            deal_s += t.elapsed().as_secs_f64();
+            use_chunk(lo, b)?;
+        }
+        deal_s
+    } else {
+        // The module deals chunk k + 1 on its own thread while the host
+        // runs chunk k's flights; at most one dealt chunk waits.
+        std::thread::scope(|sc| -> Result<f64> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<TamiBatch>>(1);
+            let producer = sc.spawn(move || {
+                let mut deal_s = 0.0;
+                for lo in (0..n).step_by(chunk) {
+                    let t = std::time::Instant::now();
+                    let b = deal(dealer, party, chunk.min(n - lo), shape);
+                    deal_s += t.elapsed().as_secs_f64();
+                    let stop = b.is_err();
+                    if tx.send(b).is_err() || stop {
+                        break;
+                    }
+                }
+                deal_s
+            });
+            let mut res = Ok(());
+            for lo in (0..n).step_by(chunk) {
+                match rx.recv() {
+                    Ok(Ok(b)) => {
+                        if let Err(e) = use_chunk(lo, b) {
+                            res = Err(e);
+                            break;
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        res = Err(e);
+                        break;
+                    }
+                    Err(_) => {
+                        res = Err(invalid("streamed TAMI: the dealing thread stopped"));
+                        break;
+                    }
+                }
+            }
+            // Unblock the producer (a send to a dropped receiver fails).
+            drop(rx);
+            let deal_s = producer.join().map_err(|_| invalid("streamed TAMI: the dealing thread panicked"))?;
+            res.map(|()| deal_s)
+        })?
+    };
+    let out = if bits == Some(true) {
+        TamiOut::Bits(BoolShare::new(n, words))
+    } else {
+        TamiOut::Arith(ArithShare::new(Ring::new(shape.bits).expect("validated"), vals))
+    };
+    Ok(Streamed { out, dealt_input, deal_s, online_s, dealt })
 }

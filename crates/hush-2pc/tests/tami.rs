@@ -89,3 +89,67 @@ fn drelu_relu_trunc() {
         let _ = mask(bits);
     }
 }
+
+/// `tami::streamed` (dealing and the flights interleaved per chunk, the
+/// last chunk partial), sequential and with the dealing one chunk ahead on
+/// a second thread, against plaintext: party 0's inputs y are fixed up
+/// front; the value each comparison sees is y + m (m: party 1's dealt
+/// mask), or for the millionaires' y against party 1's dealt x.
+#[test]
+fn tami_streamed_matches_plaintext() {
+    for (bits, k, arity) in [(16u32, 4u32, 8u32), (32, 4, 8), (37, 5, 4)] {
+        let ring = Ring::new(bits).unwrap();
+        for flavor in [Flavor::Relu, Flavor::Drelu, Flavor::Millionaire, Flavor::Trunc { f: 5 }] {
+            for overlap in [false, true] {
+                let shape = TamiShape::new(bits, k, arity, flavor);
+                let ys = edge_values(bits, 500, 7 + bits as u64);
+                let n = ys.len();
+                let y2 = ys.clone();
+                let (a, b) = run_tee(
+                    move |ch, d| tami::streamed(ch, d, 0, n, shape, Some(&y2), 200, overlap).unwrap(),
+                    move |ch, d| tami::streamed(ch, d, 1, n, shape, None, 200, overlap).unwrap(),
+                );
+                assert!(a.dealt_input.is_empty());
+                assert_eq!(b.dealt_input.len(), n);
+                assert!(a.dealt > 0 && b.dealt > 0);
+                let v = |o: tami::TamiOut| match o {
+                    tami::TamiOut::Bits(b) => (0..b.n).map(|i| b.get(i) as u64).collect::<Vec<_>>(),
+                    tami::TamiOut::Arith(a) => a.v.clone(),
+                };
+                let m = b.dealt_input.clone();
+                let (oa, ob) = (v(a.out), v(b.out));
+                assert_eq!((oa.len(), ob.len()), (n, n));
+                for i in 0..n {
+                    let x = ring.add(ys[i] & mask(bits), m[i]);
+                    let w = format!("{bits} {flavor:?} overlap {overlap} i {i}");
+                    match flavor {
+                        Flavor::Relu => assert_eq!(ring.add(oa[i], ob[i]), if ring.msb(x) { 0 } else { x }, "{w}"),
+                        Flavor::Drelu => assert_eq!((oa[i] ^ ob[i]) == 1, !ring.msb(x), "{w}"),
+                        Flavor::Millionaire => assert_eq!((oa[i] ^ ob[i]) == 1, (ys[i] & mask(bits)) > m[i], "{w}"),
+                        Flavor::Trunc { f } => {
+                            let (got, want) = (ring.to_signed(ring.add(oa[i], ob[i])), ring.to_signed(x) >> f);
+                            assert!(got == want || got == want - 1, "{w}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A zero chunk and an input of the wrong length are refused with clear
+/// errors, before any dealing.
+#[test]
+fn tami_streamed_refuses_bad_sizes() {
+    let shape = TamiShape::new(16, 4, 8, Flavor::Relu);
+    let (a, _) = run_tee(
+        move |ch, d| tami::streamed(ch, d, 0, 10, shape, Some(&[0u64; 10]), 0, false).err().map(|e| e.to_string()),
+        move |_ch, _d| (),
+    );
+    assert!(a.unwrap().contains("empty batch or chunk"));
+    let (a, _) = run_tee(
+        move |ch, d| tami::streamed(ch, d, 0, 10, shape, Some(&[0u64; 9]), 4, true).err().map(|e| e.to_string()),
+        move |_ch, _d| (),
+    );
+    assert!(a.unwrap().contains("input of 9 elements"));
+}

@@ -80,12 +80,17 @@ pub struct NonlinearArgs {
     /// source's largest set (ferret-main for ferret).
     #[arg(long)]
     pub lpn: Option<String>,
-    /// fss (tee): deal and evaluate in chunks of this many gates, each
-    /// chunk's keys dealt, used and dropped before the next (the tee-mode
-    /// total with one chunk's key memory; one message per chunk). 0: deal
+    /// fss, tami (tee): deal and evaluate in chunks of this many gates, each
+    /// chunk's keys or tables dealt, used and dropped before the next (the
+    /// tee-mode total with one chunk's memory; fss: one message per chunk,
+    /// tami: its flights per chunk). 0: deal
     /// the whole batch offline, then run the online phase.
     #[arg(long, default_value_t = 0)]
     pub stream: usize,
+    /// tami with --stream: deal the next chunk on a second thread while
+    /// the current chunk's flights run.
+    #[arg(long)]
+    pub overlap: bool,
     /// gelu: a proven bound on |x| (real units, at least the benchmark's
     /// input range): comparisons on the fewest bits exact inside it
     /// (`gelu_within`), as the encoder graphs run GeLU. Default: no bound
@@ -114,6 +119,7 @@ impl Default for NonlinearArgs {
             transport: "mem".into(),
             lpn: None,
             stream: 0,
+            overlap: false,
             bound: None,
         }
     }
@@ -199,6 +205,7 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
         Cf2(cf2::Cf2Pre),
         Session(Session),
         Stream(fss::FssShape),
+        TamiStream(tami::TamiShape),
     }
     let pre = match (proto, op) {
         (Proto::Fss, "relu" | "drelu" | "millionaire" | "trunc") if a.stream > 0 => {
@@ -209,6 +216,15 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
                 _ => fss::FssGate::Trunc { f },
             };
             Pre::Stream(fss::FssShape { bits: a.bits, gate })
+        }
+        (Proto::Tami, "relu" | "drelu" | "millionaire" | "trunc") if a.stream > 0 => {
+            let flavor = match op {
+                "millionaire" => tami::Flavor::Millionaire,
+                "drelu" => tami::Flavor::Drelu,
+                "relu" => tami::Flavor::Relu,
+                _ => tami::Flavor::Trunc { f },
+            };
+            Pre::TamiStream(tami::TamiShape::new(a.bits, a.k, a.arity, flavor))
         }
         (_, "maxpool") => Pre::Session(match proto {
             Proto::Cf2 => Session::interactive(p, ot.take().expect("ot")),
@@ -271,6 +287,19 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
             match s.out {
                 fss::FssOut::Bits(x) => bits_vec(&x),
                 fss::FssOut::Arith(x) => x.v.clone(),
+            }
+        }
+        Pre::TamiStream(shape) => {
+            let mine = inp.clone();
+            let y = (p == 0).then_some(&mine[..]);
+            let s = tami::streamed(ch, dealer.as_mut().expect("dealer"), p, n, *shape, y, a.stream, a.overlap)?;
+            if p == 1 {
+                inp = s.dealt_input.clone();
+            }
+            stream_deal_s = s.deal_s;
+            match s.out {
+                tami::TamiOut::Bits(x) => bits_vec(&x),
+                tami::TamiOut::Arith(x) => x.v.clone(),
             }
         }
         Pre::Tami(b) => {
@@ -408,9 +437,12 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
     if a.bound.is_some() {
         return Err(Error::Invalid("--bound applies to --op gelu".into()));
     }
-    if a.stream > 0 && (proto != Proto::Fss || a.op == "maxpool") {
+    if a.overlap && (a.stream == 0 || proto != Proto::Tami) {
+        return Err(Error::Invalid("--overlap applies to --proto tami with --stream".into()));
+    }
+    if a.stream > 0 && (proto == Proto::Cf2 || a.op == "maxpool") {
         return Err(Error::Invalid(
-            "--stream applies to --proto fss (millionaire, drelu, relu, trunc)".into(),
+            "--stream applies to --proto fss and tami (millionaire, drelu, relu, trunc)".into(),
         ));
     }
     if proto == Proto::Cf2 {
@@ -460,6 +492,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
     if a.stream > 0 {
         // Dealing happens inside the timed window: wall_s is the tee total.
         rec.set("stream", a.stream as u64)
+            .set("overlap", a.overlap)
             .set("total_s", wall)
             .set("deal_s_in_wall", s.stream_deal_s.max(r.stream_deal_s))
             .set("stream_note", "dealing and online interleaved per chunk: wall_s = total_s includes the dealing; offline_s is the (empty) phase before it");

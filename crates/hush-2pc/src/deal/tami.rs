@@ -269,9 +269,25 @@ impl TamiShape {
         matches!(self.flavor, Flavor::Relu | Flavor::Trunc { .. })
     }
 
-    /// The merge plan (identical at the dealer and both hosts).
+    /// The merge plan (identical at the dealer and both hosts). A plan
+    /// depends only on (leaves, arity) and is public; the few in use are
+    /// built once per process and cloned (building one sorts every subset
+    /// of every monomial, which showed in profiles of streamed dealing).
     pub fn plan(&self) -> Plan {
-        Plan::new(self.chunks().len(), self.arity as usize)
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        static PLANS: OnceLock<Mutex<HashMap<(usize, usize), Plan>>> = OnceLock::new();
+        let key = (self.chunks().len(), self.arity as usize);
+        let cache = PLANS.get_or_init(|| Mutex::new(HashMap::new()));
+        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return p.clone();
+        }
+        let p = Plan::new(key.0, key.1);
+        // Bounded: only validated shapes' keys (≤ 64 leaves, arity 2..=8).
+        if key.0 <= 64 && (2..=8).contains(&key.1) {
+            cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
+        }
+        p
     }
 }
 
@@ -404,8 +420,10 @@ pub fn eval_level_word(level: &Level, party: u8, d: &[u64], sub: &[u64], out: &m
         for m in &o.monos {
             let n = m.vars.len();
             let full = (1usize << n) - 1;
-            scratch.clear();
-            scratch.resize(1 << n, 0);
+            // Every entry 1..=full is written before it is read.
+            if scratch.len() < 1 << n {
+                scratch.resize(1 << n, 0);
+            }
             scratch[0] = u64::MAX;
             for c in 1..=full {
                 let low = c.trailing_zeros() as usize;
