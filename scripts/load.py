@@ -74,7 +74,11 @@ class Load(LoadRun):
         a = self.a
         self.port = free_port()
         self.addr = f"127.0.0.1:{self.port}"
-        cmd = [a.hush, "serve", "--model", a.model, "--listen", self.addr, "--max-sessions", str(a.max_sessions), "--proto", "fss"]
+        # Every client here connects from 127.0.0.1, so the per-address cap
+        # (default 8) would refuse honest clients once sessions outlive their
+        # clients (pre-dealing the next inference): raise it to the global cap.
+        cmd = [a.hush, "serve", "--model", a.model, "--listen", self.addr, "--max-sessions", str(a.max_sessions),
+               "--max-sessions-per-addr", str(a.max_sessions), "--proto", "fss"]
         if a.insecure:
             cmd.append("--insecure")
         cmd += a.serve_arg
