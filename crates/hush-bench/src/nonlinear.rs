@@ -91,10 +91,11 @@ pub struct NonlinearArgs {
     /// the current chunk's flights run.
     #[arg(long)]
     pub overlap: bool,
-    /// gelu: a proven bound on |x| (real units, at least the benchmark's
-    /// input range): comparisons on the fewest bits exact inside it
-    /// (`gelu_within`), as the encoder graphs run GeLU. Default: no bound
-    /// (full-width comparisons).
+    /// gelu and softmax: a proven bound on |x| (real units, at least the
+    /// benchmark's input range): comparisons on the fewest bits exact
+    /// inside it (`gelu_within`, `softmax_within`), as the encoder graphs
+    /// run them with the bounds the importer proves. Default: no bound
+    /// (full-width comparisons)
     #[arg(long)]
     pub bound: Option<f64>,
 }
@@ -435,7 +436,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
         return Err(Error::Invalid("--n must be ≥ 1 and --bits in 2..=64".into()));
     }
     if a.bound.is_some() {
-        return Err(Error::Invalid("--bound applies to --op gelu".into()));
+        return Err(Error::Invalid("--bound applies to --op gelu and --op softmax".into()));
     }
     if a.overlap && (a.stream == 0 || proto != Proto::Tami) {
         return Err(Error::Invalid("--overlap applies to --proto tami with --stream".into()));

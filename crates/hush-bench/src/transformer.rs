@@ -77,7 +77,10 @@ fn run_op(op: &str, c: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usiz
             Some(b) => gelu::gelu_within(c, ch, x, b),
             None => gelu::gelu(c, ch, x),
         },
-        "softmax" => softmax::softmax(c, ch, x, len),
+        "softmax" => match bound {
+            Some(b) => softmax::softmax_within(c, ch, x, len, b),
+            None => softmax::softmax(c, ch, x, len),
+        },
         _ => layernorm::layernorm(c, ch, x, len, 1e-5, None, None),
     }
 }
@@ -142,8 +145,8 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
     // Inputs: uniform on the operator's range, shared with a uniform mask.
     let (lo, hi) = input_range(&a.op);
     if let Some(b) = a.bound {
-        if a.op != "gelu" || !(b >= lo.abs().max(hi.abs())) {
-            return Err(Error::Invalid(format!("--bound applies to gelu and must cover its input range [{lo}, {hi}]")));
+        if !matches!(a.op.as_str(), "gelu" | "softmax") || !(b >= lo.abs().max(hi.abs())) {
+            return Err(Error::Invalid(format!("--bound applies to gelu and softmax and must cover the input range [{lo}, {hi}]")));
         }
     }
     let mut common = Prg::new(Block(0xfeed));
