@@ -154,7 +154,9 @@ def main(argv):
         "date": started.isoformat().replace("+00:00", "Z"),
         "load": f"{before:.2f} → {after:.2f}",
         "cores": os.cpu_count(),
-        "command": "hush " + " ".join(a for a in args if a != "--json"),
+        # the environment that changes what runs (the SIMD level) is part of the command
+        "command": "".join(f"{k}={os.environ[k]} " for k in ("HUSH_SIMD",) if os.environ.get(k))
+        + "hush " + " ".join(a for a in args if a != "--json"),
         # HUSH_RECORD_COMMIT names the build when --hush is not this checkout's.
         "commit": os.environ.get("HUSH_RECORD_COMMIT") or commit(),
     }
