@@ -259,14 +259,21 @@ def test_hush_plan_chooses_per_layer_and_dealer_mode_has_one_sound_backend(tmp_p
     ri = json.loads(i.stdout)
     assert all(s["choice"] == "he" for s in ri["steps"] if s["choice"]) and [f["preset"] for f in ri["fixed"]] == ["he"]
     assert "no module and no dealer" in ri["note"]
-    bad = subprocess.run([HUSH, "plan", str(path), "--mode", "silent"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode != 0 and "not implemented" in bad.stderr
+    # silent: the interactive plan on SilentFlow COTs, and it says the modules are simulated
+    s = subprocess.run([HUSH, "plan", str(path), "--seq", "8", "--mode", "silent", "--json"], capture_output=True, text=True, timeout=300)
+    assert s.returncode == 0, s.stderr
+    rs = json.loads(s.stdout)
+    assert [f["preset"] for f in rs["fixed"]] == ["he"] and "simulated" in rs["note"] and "no hardware protection" in rs["note"]
+    bad = subprocess.run([HUSH, "plan", str(path), "--mode", "malicious-client"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "malicious-client" in bad.stderr
 
 
-def test_embed_interactive_matches_onnxruntime_with_no_module_and_no_dealer(tmp_path):
-    """hush embed --mode interactive (both parties in this process): Cheetah HE
-    linear layers, cf2 and every correlation on Ferret COTs; logits within the
-    tee preset's bound of onnxruntime's and of the fixed-point reference."""
+@pytest.mark.parametrize("mode", ["interactive", "silent"])
+def test_embed_interactive_matches_onnxruntime_with_no_module_and_no_dealer(tmp_path, mode):
+    """hush embed --mode interactive|silent (both parties in this process):
+    Cheetah HE linear layers, cf2 and every correlation on Ferret COTs
+    (interactive) or on SilentFlow COTs (silent); logits within the tee
+    preset's bound of onnxruntime's and of the fixed-point reference."""
     model = ts.bert_classifier()
     path = tmp_path / "c.onnx"
     onnx.save(model, path)
@@ -276,11 +283,15 @@ def test_embed_interactive_matches_onnxruntime_with_no_module_and_no_dealer(tmp_
         np.save(tmp_path / f"{k}.npy", inputs[k])
     out = tmp_path / "out.npy"
     p = subprocess.run([HUSH, "embed", "--model", str(path), "--ids", str(tmp_path / "input_ids.npy"), "--mask", str(tmp_path / "attention_mask.npy"),
-                        "--token-types", str(tmp_path / "token_type_ids.npy"), "--out", str(out), "--mode", "interactive", "--check", "--json"],
+                        "--token-types", str(tmp_path / "token_type_ids.npy"), "--out", str(out), "--mode", mode, "--check", "--json"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     rec = json.loads(p.stdout.strip().splitlines()[-1])
-    assert rec["mode"] == "interactive" and rec["plan"]["linear"] == "he" and "no module and no dealer" in rec["tee_note"]
+    assert rec["mode"] == mode and rec["plan"]["linear"] == "he"
+    if mode == "interactive":
+        assert "no module and no dealer" in rec["tee_note"]
+    else:
+        assert "SilentFlow" in rec["tee_note"] and "no hardware protection" in rec["tee_note"]
     assert rec["reference_max_abs_diff"] < 0.01
     assert np.abs(np.load(out) - ref).max() < 0.02
 

@@ -84,7 +84,7 @@ pub fn bench_graph(a: &BenchInferOptions) -> Result<()> {
         "rounds": rounds,
         "cpu": bert::cpu_model(),
         "machine": "all parties (and the dealer) on this machine",
-        "tee_note": if a.common.mode == "tee" { "tee mode: trusted module simulated — gives no hardware protection" } else { "" },
+        "tee_note": match a.common.mode.as_str() { "tee" => "tee mode: trusted module simulated — gives no hardware protection", "silent" => "silent mode: SilentFlow modules simulated — they give no hardware protection", _ => "" },
     });
     bert::print_record(a.json, &format!("{}, seq {}, graph runtime", a.model, a.seq), &rec);
     Ok(())

@@ -375,7 +375,7 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
         .ok_or_else(|| Error::Config(format!("--client-profile {}: choose one of {}", a.client_profile, hush_transport::ClientProfile::names().join(", "))))?;
     let max_mem = a.max_mem.as_deref().map(hush_inference::commands::parse_size).transpose()?;
     let proto = match (a.proto.as_str(), a.mode.as_str()) {
-        (_, "interactive") => hush_2pc::nonlinear::Proto::Cf2,
+        (_, "interactive" | "silent") => hush_2pc::nonlinear::Proto::Cf2,
         ("tami", _) => hush_2pc::nonlinear::Proto::Tami,
         ("fss", _) => hush_2pc::nonlinear::Proto::Fss,
         (p, _) => return Err(Error::Config(format!("--proto {p}: tami or fss"))),
@@ -385,7 +385,8 @@ fn plan_main(a: PlanArgs) -> Result<(), hush_inference::Error> {
         "tee" => GraphOptions::tee(fx, proto),
         "dealer" => GraphOptions::dealer(fx, proto),
         "interactive" => GraphOptions::interactive(fx, Default::default()),
-        m => return Err(Error::Config(format!("--mode {m}: encoder graphs are planned in tee, dealer and interactive modes (silent is not implemented for them)"))),
+        "silent" => GraphOptions::interactive(fx, hush_inference::graph_run::InteractiveSetup::silent()),
+        m => return Err(Error::Config(format!("--mode {m}: encoder graphs are planned in tee, dealer, interactive and silent modes"))),
     };
     let g = match graph {
         Some(Ok(g)) => g,

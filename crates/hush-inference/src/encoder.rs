@@ -937,16 +937,16 @@ pub fn embed_main(mut a: EmbedCommandOptions) -> Result<()> {
         return crate::graph_serve::embed_remote_main(&a, &addr);
     }
     let model = a.model.clone().ok_or_else(|| Error::Config("embed: --model or --connect is needed".into()))?;
-    if a.common.mode == "interactive" {
+    if matches!(a.common.mode.as_str(), "interactive" | "silent") {
         let fx = FixedConfig::new(a.bits, a.frac)?;
         // every graph, the hush.encoder ones of scripts/minilm.py included, runs on the graph runtime here
         if !matches!(a.common.proto.as_str(), "auto" | "cf2") {
-            return Err(Error::Config(format!("embed --mode interactive: --proto {} (the interactive preset compares with cf2)", a.common.proto)));
+            return Err(Error::Config(format!("embed --mode {}: --proto {} (the {} preset compares with cf2)", a.common.mode, a.common.proto, a.common.mode)));
         }
         return crate::graph_run::embed_graph_main(&a, &model, fx, Proto::Cf2);
     }
     if a.common.mode != "tee" {
-        return Err(Error::Config(format!("embed: --mode {} runs only with a server (--connect); in this process both parties run in tee or interactive mode", a.common.mode)));
+        return Err(Error::Config(format!("embed: --mode {} runs only with a server (--connect); in this process both parties run in tee, interactive or silent mode", a.common.mode)));
     }
     let proto = match a.common.proto.as_str() {
         "tami" | "auto" => Proto::Tami,

@@ -158,8 +158,8 @@ pub fn plan_program_nets(prog: &Program, r: &PlanRequest, nets: &[NetProfile]) -
         "tee" => vec![LinearBackend::Module, LinearBackend::Triples],
         "dealer" => vec![LinearBackend::Triples],
         // a fixed choice: the interactive one-sided weight triples (OT) cost 260 B per multiply-add
-        "interactive" => vec![LinearBackend::He],
-        m => return Err(Error::Config(format!("hush plan --mode {m}: encoder graphs are planned in tee, dealer and interactive modes"))),
+        "interactive" | "silent" => vec![LinearBackend::He],
+        m => return Err(Error::Config(format!("hush plan --mode {m}: encoder graphs are planned in tee, dealer, interactive and silent modes"))),
     };
     let none = NetProfile::none();
     let mut costs = Vec::new();
@@ -223,7 +223,7 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
             (k, format!("{} {:.4} s{mine} beats {}", cands[k].name(), per[k][i].secs, alts.join(", ")))
         } else if touches_weights(st) {
             choice[i] = Some(cands[0]);
-            (0, if r.mode == "interactive" { "the interactive preset's backend (Cheetah HE; no module, no dealer)" } else { "the only sound backend with a dealer (it never sees W)" }.to_string())
+            (0, if r.mode == "interactive" || r.mode == "silent" { "the interactive and silent presets' backend (Cheetah HE; no module, no dealer in the linear layers)" } else { "the only sound backend with a dealer (it never sees W)" }.to_string())
         } else {
             (0, String::new())
         };
@@ -294,6 +294,7 @@ fn choose(prog: &Program, r: &PlanRequest, cands: &[LinearBackend], per: &[Vec<P
         "note": match r.mode.as_str() {
             "tee" => "tee mode: trusted module simulated — gives no hardware protection",
             "interactive" => "interactive mode: no module and no dealer (HE linear layers, cf2 and every correlation on COTs); its plan is the preset",
+            "silent" => "silent mode: the interactive plan on SilentFlow COTs (modules simulated — they give no hardware protection); no dealer; its plan is the preset",
             _ => "dealer mode: the dealer never sees W (triples backend)",
         },
     });

@@ -119,6 +119,38 @@ impl Default for InteractiveSetup {
     }
 }
 
+impl InteractiveSetup {
+    /// The `silent` preset's set-up: the interactive plan on SilentFlow COTs
+    /// (each party's SilentFlow module expands the COTs from seeds the two
+    /// modules agreed; the modules are simulated here and give no hardware
+    /// protection). Every correlation of the operators is still made by the
+    /// two parties over those COTs exactly as on Ferret's: the module sees
+    /// no share, no weight and no input, only COT seeds (SilentFlow's trust
+    /// model), so the security argument of each interactive correlation
+    /// (`hush_2pc::interactive`) holds with the COT source swapped.
+    pub fn silent() -> Self {
+        InteractiveSetup { source: "silent".into(), ..Default::default() }
+    }
+
+    /// The preset this set-up belongs to.
+    pub fn mode(&self) -> &'static str {
+        if self.source == "silent" {
+            "silent"
+        } else {
+            "interactive"
+        }
+    }
+
+    /// What the run trusts, in words (the records' `tee_note`).
+    pub fn note(&self) -> &'static str {
+        if self.source == "silent" {
+            "silent mode: no dealer and no module in the operators' correlations; the COTs come from SilentFlow modules, simulated here — they give no hardware protection (Cheetah HE linear layers, cf2 and every correlation made over those COTs)"
+        } else {
+            "interactive mode: no module and no dealer (Cheetah HE linear layers, cf2 and every correlation on Ferret COTs)"
+        }
+    }
+}
+
 /// Options of a private run: the plan (issue 28, item 2). `linear` is the
 /// default backend of the steps that touch the server's weights;
 /// `per_step` overrides it step by step (`hush plan`, `--plan`); a mix is
@@ -1504,8 +1536,17 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
-    let interactive = a.common.mode == "interactive";
-    let o = if interactive { GraphOptions::interactive(fx, InteractiveSetup::default()) } else { GraphOptions::tee(fx, proto) };
+    let setup = match a.common.mode.as_str() {
+        "interactive" => Some(InteractiveSetup::default()),
+        "silent" => Some(InteractiveSetup::silent()),
+        _ => None,
+    };
+    let mode = setup.as_ref().map_or("tee", |s| s.mode());
+    let note = setup.as_ref().map_or("tee mode: trusted module simulated — gives no hardware protection", |s| s.note());
+    let o = match setup {
+        Some(s) => GraphOptions::interactive(fx, s),
+        None => GraphOptions::tee(fx, proto),
+    };
     check_program(&prog, fx)?;
     let net = hush_transport::NetProfile::by_name(&a.common.net).ok_or_else(|| Error::Config(format!("--net {}: one of {}", a.common.net, hush_transport::NetProfile::names().join(", "))))?;
     let (o, _) = crate::graph_plan::resolve(&PlanChoice::from_arg(a.plan.as_deref())?, &o, &prog, &net, false)?;
@@ -1529,7 +1570,7 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "ops": prog.op_counts().iter().map(|(k, n)| serde_json::json!({"op": k, "count": n})).collect::<Vec<_>>(),
         "output": prog.outputs.first().map(|o| o.0.clone()),
         "output_shape": first.shape,
-        "mode": if interactive { "interactive" } else { "tee" },
+        "mode": mode,
         "plan": o.to_json(&prog),
         "proto": a.common.proto,
         "bits": fx.bits,
@@ -1542,12 +1583,11 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "by_op": by_op(&prog, &client_meter),
         "reference_max_abs_diff": check.map(|c| c.0),
         "float_max_abs_diff": check.map(|c| c.1),
-        "tee_note": if interactive { "interactive mode: no module and no dealer (Cheetah HE linear layers, cf2 and every correlation on Ferret COTs); both parties in this process" } else { "tee mode: trusted module simulated — gives no hardware protection; both parties in this process" },
+        "tee_note": format!("{note}; both parties in this process"),
     });
     if a.json {
         println!("{rec}");
     } else {
-        let note = if interactive { "interactive mode: no module, no dealer" } else { "tee mode: trusted module simulated — gives no hardware protection" };
         println!("hush embed (graph runtime): output '{}' {:?}, {:.2} s, {:.1} MiB, {} rounds ({note})", prog.outputs[0].0, first.shape, st.seconds, st.bytes as f64 / 1048576.0, st.rounds);
         if let Some((d, fl)) = check {
             println!("fixed-point reference: max |diff| {d:.2e}; float (f64) graph: max |diff| {fl:.2e}");

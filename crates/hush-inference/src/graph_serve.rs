@@ -62,16 +62,17 @@ pub fn graph_options(opts: &Options, proto: &str, fx: FixedConfig) -> Result<Gra
     match opts.mode.preset().transformer {
         Some(TransformerPreset::Tee) => Ok(GraphOptions::tee(fx, proto_of(proto)?)),
         Some(TransformerPreset::Dealer) => Ok(GraphOptions::dealer(fx, proto_of(proto)?)),
-        Some(TransformerPreset::Interactive) => {
+        Some(t @ (TransformerPreset::Interactive | TransformerPreset::Silent)) => {
             if proto != "cf2" {
-                return Err(Error::Config(format!("--proto {proto}: the interactive preset compares with cf2")));
+                return Err(Error::Config(format!("--proto {proto}: the {} preset compares with cf2", opts.mode.name())));
             }
             // the insecure test seed (tests only) makes the run deterministic: two-process = one-process
             let seed = opts.insecure_test_seed.map(|s| u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]));
-            Ok(GraphOptions::interactive(fx, crate::graph_run::InteractiveSetup { source: "ferret".into(), he_params: opts.he_params.clone(), seed }))
+            let source = if t == TransformerPreset::Silent { "silent" } else { "ferret" };
+            Ok(GraphOptions::interactive(fx, crate::graph_run::InteractiveSetup { source: source.into(), he_params: opts.he_params.clone(), seed }))
         }
         None => Err(Error::Config(format!(
-            "--mode {}: encoder graphs run in tee, dealer and interactive modes; {} is not implemented for them yet (silent needs its COT-source providers wired for the transformer correlations, malicious-client needs CRISP's checks for them)",
+            "--mode {}: encoder graphs run in tee, dealer, interactive and silent modes; {} is not implemented for them yet (malicious-client needs CRISP's checks for the transformer operators)",
             opts.mode.name(),
             opts.mode.name()
         ))),
@@ -417,7 +418,7 @@ pub fn embed_remote_main(a: &crate::encoder::EmbedCommandOptions, addr: &str) ->
         "bytes_sent": r.bytes_sent,
         "bytes_recv": r.bytes_recv,
         "rounds": r.rounds,
-        "tee_note": if r.mode == "tee" { "tee mode: trusted module simulated — gives no hardware protection" } else { "" },
+        "tee_note": match r.mode.as_str() { "tee" => "tee mode: trusted module simulated — gives no hardware protection", "silent" => "silent mode: SilentFlow modules simulated — they give no hardware protection", _ => "" },
     });
     if a.json {
         println!("{rec}");

@@ -22,7 +22,7 @@
 //! | `tee` | own modules (simulated) | module-dealt | fss, tami (tami) | — | semi-honest | module-dealt linear, bound-sized comparisons |
 //! | `dealer` | dealer | module-dealt (the dealer holds W; `hush plan` says so) | fss, tami (tami) | — | semi-honest | one-sided weight triples, public comparison bounds (the dealer never sees W) |
 //! | `interactive` | none | HE (Cheetah) | cf2 | Ferret | semi-honest | HE linear layers and embeddings, every other correlation made over COTs, cf2, bound-sized comparisons |
-//! | `silent` | SilentFlow modules inside the COT source | HE (Cheetah) | cf2 | SilentFlow | semi-honest | not implemented |
+//! | `silent` | SilentFlow modules inside the COT source | HE (Cheetah) | cf2 | SilentFlow | semi-honest | the interactive plan on SilentFlow COTs: HE linear layers, every other correlation made over the modules' COTs, cf2 |
 //! | `malicious-client` | dealer | CRISP (dealt bilinear triples or CKKS) | crisp | — | CRISP | not implemented |
 
 use crate::engine;
@@ -78,6 +78,11 @@ pub enum TransformerPreset {
     Dealer,
     /// [`crate::graph_run::GraphOptions::interactive`].
     Interactive,
+    /// [`crate::graph_run::GraphOptions::interactive`] with the SilentFlow
+    /// COT source ([`crate::graph_run::InteractiveSetup::silent`]): the same
+    /// protocols, the COTs expanded by the parties' SilentFlow modules
+    /// instead of Ferret's interactive LPN set-up.
+    Silent,
 }
 
 /// What a mode runs (see the table in the module docs).
@@ -165,7 +170,7 @@ impl Mode {
             Mode::Tee => Preset { mode: "tee", provider: Provider::OwnModules, linear: CnnLinear::Module, families: engine::FAMILIES, default_family: "tami", cot: None, engine: Engine::SemiHonest, transformer: Some(TransformerPreset::Tee) },
             Mode::Dealer { .. } => Preset { mode: "dealer", provider: Provider::Dealer, linear: CnnLinear::Module, families: engine::FAMILIES, default_family: "tami", cot: None, engine: Engine::SemiHonest, transformer: Some(TransformerPreset::Dealer) },
             Mode::Interactive => Preset { mode: "interactive", provider: Provider::None, linear: CnnLinear::He, families: engine::HE_FAMILIES, default_family: "cf2", cot: Some(Cot::Ferret), engine: Engine::SemiHonest, transformer: Some(TransformerPreset::Interactive) },
-            Mode::Silent => Preset { mode: "silent", provider: Provider::None, linear: CnnLinear::He, families: engine::HE_FAMILIES, default_family: "cf2", cot: Some(Cot::Silent), engine: Engine::SemiHonest, transformer: None },
+            Mode::Silent => Preset { mode: "silent", provider: Provider::None, linear: CnnLinear::He, families: engine::HE_FAMILIES, default_family: "cf2", cot: Some(Cot::Silent), engine: Engine::SemiHonest, transformer: Some(TransformerPreset::Silent) },
             Mode::MaliciousClient { .. } => Preset { mode: "malicious-client", provider: Provider::Dealer, linear: CnnLinear::Crisp, families: &["crisp"], default_family: "crisp", cot: None, engine: Engine::Crisp, transformer: None },
         }
     }

@@ -69,6 +69,34 @@ fn interactive_graph_runs_with_no_module_and_no_dealer_within_the_bound() {
     assert!(err(&y[0], &c[0]) < 0.01, "interactive vs fixed-point reference: {}", err(&y[0], &c[0]));
 }
 
+/// The `silent` preset: the interactive plan with SilentFlow COTs (the
+/// parties' modules expand them; simulated here). The operators' context
+/// still has no module and no dealer handle — the modules live inside the
+/// COT source and see only COT seeds — and the result is within the same
+/// bounds.
+#[test]
+fn silent_graph_runs_on_silentflow_cots_with_no_module_in_the_operators() {
+    let g = GraphModel::from_model(graph(|_, _| {})).unwrap();
+    let inp = inputs();
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let setup = InteractiveSetup { seed: Some(5), ..InteractiveSetup::silent() };
+    assert_eq!((setup.source.as_str(), setup.mode()), ("silent", "silent"));
+    assert!(setup.note().contains("no hardware protection"));
+    let o = GraphOptions::interactive(fx(), setup);
+    o.validate(&prog, false).unwrap();
+    let ((ys, us, bs), (yc, uc, bc)) = run_both(&prog, &inp, &o);
+    assert!(ys.is_none());
+    assert_eq!(us, ProviderUse::default());
+    assert_eq!(uc, ProviderUse::default());
+    assert!(bs > 0 && bc > 0);
+    let y = yc.unwrap();
+    let f = g.eval_f64(&inp).unwrap();
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    let err = |a: &Tensor, b: &Tensor| a.v.iter().zip(&b.v).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+    assert!(err(&y[0], &f[0]) < 0.02, "silent vs f64: {}", err(&y[0], &f[0]));
+    assert!(err(&y[0], &c[0]) < 0.01, "silent vs fixed-point reference: {}", err(&y[0], &c[0]));
+}
+
 #[test]
 fn interactive_runs_with_the_same_seed_are_identical() {
     let g = GraphModel::from_model(graph(|_, _| {})).unwrap();

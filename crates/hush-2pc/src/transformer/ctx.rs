@@ -103,7 +103,7 @@ use std::collections::VecDeque;
 
 /// The refusal of `cf2` in a dealt context ([`Ctx::new`]), and of the
 /// `silent` preset, which is not wired for these operators yet.
-pub const NOT_INTERACTIVE: &str = "transformer operators in a dealt context need the tami or fss family; for cf2 with no trusted party build the context with Ctx::new_interactive (interactive mode); the silent preset is not implemented for them";
+pub const NOT_INTERACTIVE: &str = "transformer operators in a dealt context need the tami or fss family; for cf2 with no trusted party build the context with Ctx::new_interactive (interactive mode); the silent preset is the interactive context on SilentFlow COTs";
 
 /// The refusal of the channel-less dealing calls in interactive mode.
 pub const NEEDS_CHANNEL: &str = "interactive correlations are produced with the peer: use prefill_on / deal_plan_on with the channel";
