@@ -101,6 +101,7 @@ fn gather_hashed<const W: usize>(base: &[Block], out: &mut [Block], ctr: &mut u6
 /// (lane l of column i at base[L·i + l], one 16·L-byte read per column), so
 /// each of a row's D reads serves L outputs. Fresh hashed positions per row,
 /// as [`gather_hashed`]; `out` receives L outputs per row.
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn gather_lanes<const L: usize>(base: &[Block], out: &mut [Block], ctr: &mut u64) {
     use std::arch::x86_64::*;
@@ -109,6 +110,9 @@ unsafe fn gather_lanes<const L: usize>(base: &[Block], out: &mut [Block], ctr: &
     let mut r = 0;
     let mut c = *ctr;
     let bp = base.as_ptr() as *const u8;
+    // SAFETY (loads and stores below): `cols` = base.len() / L is a power of
+    // two and i ≤ cols − 1, so each read of 16·L bytes at 16·L·i lies inside
+    // `base`; each store writes the L blocks of one chunk of `out`.
     while r < ROWS {
         for y in out.chunks_exact_mut(L) {
             if L == 4 {
@@ -204,12 +208,15 @@ fn party(id: usize, passes: usize, bar: &Barrier) -> Vec<String> {
     // One matrix for L = 2 or 4 batches at once (interleaved k-vectors of
     // 2^16 blocks each): D reads of 32 or 64 bytes per row serve L outputs.
     // Figures per 10^7 outputs.
+    #[cfg(target_arch = "x86_64")]
     if hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512 {
         for lanes in [2usize, 4] {
             let mut base = huge_blocks(lanes << 16);
             prg.fill_blocks(&mut base);
             let mut o = vec![Block::ZERO; SUB * lanes];
             bar.wait();
+            // SAFETY: the level is avx512, so AVX-512F is present; `base`
+            // holds lanes·2^16 blocks and `o` a multiple of `lanes` blocks.
             let s = best(passes, || unsafe {
                 if lanes == 4 { gather_lanes::<4>(&base, &mut o, &mut ctr) } else { gather_lanes::<2>(&base, &mut o, &mut ctr) }
             }) * (10_000_000 / ROWS) as f64;
