@@ -18,6 +18,7 @@ together.
 Usage:
   python3 scripts/record_iknp_emp.py --rounds 4 --n 10000000 --levels native,avx2 \
           [--sources iknp,silent]                             # hush sources (default iknp)
+          [--nets none,mobile]                                # hush under each profile (default none)
           [--baseline /path/to/older/hush=LABEL]              # also the code before a change
   python3 scripts/record_iknp_emp.py --floor [--threads 1|2] [--levels native,avx2]
                                     # the LPN memory floor (examples/lpn_floor.rs), into
@@ -93,14 +94,14 @@ def emp_run(n):
     }
 
 
-def hush_run(hush, n, level, variant=None, label=None, source="iknp"):
+def hush_run(hush, n, level, variant=None, label=None, source="iknp", net="none"):
     env = dict(os.environ)
     env.pop("HUSH_SIMD", None)
     prefix = ""
     if level != "native":
         env["HUSH_SIMD"] = level
         prefix = f"HUSH_SIMD={level} "
-    args = ["bench", "cot", "--source", source, "--n", str(n), "--net", "none", "--json"]
+    args = ["bench", "cot", "--source", source, "--n", str(n), "--net", net, "--json"]
     started, before = now(), load1()
     r = run_json([hush, *args], env)
     after = load1()
@@ -117,6 +118,7 @@ def measure(argv):
     rounds, n, levels, hush = 4, 10_000_000, ["native", "avx2"], os.path.join(ROOT, "target", "release", "hush")
     baseline = None
     sources = ["iknp"]
+    nets = ["none"]
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -128,6 +130,10 @@ def measure(argv):
             levels = argv[i + 1].split(","); i += 2
         elif a == "--sources":
             sources = argv[i + 1].split(","); i += 2
+        elif a == "--nets":
+            # hush runs under each network profile (`hush bench cot --net`);
+            # emp-ot always runs without one
+            nets = argv[i + 1].split(","); i += 2
         elif a == "--hush":
             hush = argv[i + 1]; i += 2
         elif a == "--baseline":
@@ -149,14 +155,14 @@ def measure(argv):
         if baseline:
             for src in sources:
                 row.append(hush_run(baseline[0], n, "native", "baseline", baseline[1] if len(baseline) > 1 else "baseline", src))
-        row += [hush_run(hush, n, l, source=src) for src in sources for l in levels]
+        row += [hush_run(hush, n, l, source=src, net=net) for src in sources for l in levels for net in nets]
         cpu = lscpu()
         for r in row:
             r.update(cpu)
             r["session"] = session
             r["round"] = k + 1
             recs.append(r)
-            print(f"round {k + 1}: {r['source']:12} {r.get('variant', ''):9} {r['simd']:24} {r['wall_s']:.4f} s  load {r['load']}", file=sys.stderr)
+            print(f"round {k + 1}: {r['source']:12} {r.get('variant', ''):9} {r['simd']:24} {r['net']:7} {r['wall_s']:.4f} s  load {r['load']}", file=sys.stderr)
     with open(RECORDS, "a", encoding="utf-8") as f:
         for r in recs:
             f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -201,7 +207,8 @@ def floor(argv):
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            r["op"] = f"ggm-expand h={r['h']}" if r["part"] == "ggm-expand" else f"{r['part']} k={r['k']} ({r['k_bytes'] // 1024} KiB)"
+            r["op"] = (f"ggm-expand h={r['h']}" if r["part"] == "ggm-expand" else f"accumulate {r['leaves']} leaves" if r["part"] == "accumulate"
+                       else f"{r['part']} k={r['k']} ({r['k_bytes'] // 1024} KiB)")
             r.update({"n": 10_000_000, "wall_s": r["s_per_1e7"],
                       "setting_note": "n = rows (or leaves); wall_s = best pass scaled to 10^7, one party"})
             r.update({"bench": "lpn-floor", "cpu": cpu_model(), "date": started, "load": f"{before:.2f} → {after:.2f}",
@@ -283,7 +290,7 @@ def table(session=None):
     emp = {r["round"]: r for r in recs if r["source"] == "emp-ot-iknp"}
     kinds = []
     for r in recs:
-        kind = (r["source"], r.get("variant"), r["simd"], r.get("commit"))
+        kind = (r["source"], r.get("variant"), r["simd"], r.get("commit"), r.get("net", "none"))
         if r["source"] != "emp-ot-iknp" and kind not in kinds:
             kinds.append(kind)
     first = recs[0]
@@ -293,21 +300,25 @@ def table(session=None):
            f"{first['cpu']}, {first.get('cores')} cores" + (f", L2 {l2 // 1024} KiB per core" if l2 else "")
            + (f"; lscpu: {first['lscpu_model']}, family {first.get('lscpu_family')} model {first.get('lscpu_model_number')}, "
               f"L1d {first.get('lscpu_l1d')}, L2 {first.get('lscpu_l2')}, L3 {first.get('lscpu_l3')}" if first.get("lscpu_model") else ""),
-           f"{len(rounds)} interleaved rounds, n = {first['n']:,} COTs, no network; load (1-min) from {loads[0]} to {loads[-1]}.",
+           f"{len(rounds)} interleaved rounds, n = {first['n']:,} COTs, no network unless the row says; load (1-min) from {loads[0]} to {loads[-1]}.",
            "",
-           "| run | per-round wall (s) | median | hush ÷ emp-ot, per round | median ratio |",
-           "|---|---|---|---|---|"]
+           "| run | per-round wall (s) | median | hush ÷ emp-ot, per round | median ratio | thread CPU per party (s) |",
+           "|---|---|---|---|---|---|"]
     e = [emp[k]["wall_s"] for k in rounds]
-    out.append(f"| emp-ot IKNP (`-march=native`) | {', '.join(f'{x:.3f}' for x in e)} | {statistics.median(e):.3f} | — | — |")
+    out.append(f"| emp-ot IKNP (`-march=native`) | {', '.join(f'{x:.3f}' for x in e)} | {statistics.median(e):.3f} | — | — | — |")
     for kind in kinds:
-        src, variant, l, c = kind
-        h = {r["round"]: r for r in recs if (r["source"], r.get("variant"), r["simd"], r.get("commit")) == kind}
+        src, variant, l, c, net = kind
+        h = {r["round"]: r for r in recs if (r["source"], r.get("variant"), r["simd"], r.get("commit"), r.get("net", "none")) == kind}
         hs = [h[k]["wall_s"] for k in rounds]
         ratios = [h[k]["wall_s"] / emp[k]["wall_s"] for k in rounds]
         label = {"iknp": "IKNP", "silent": "SilentFlow"}.get(src, src)
         name = f"hush {label} before ({c}), simd {l}" if variant == "baseline" else f"hush {label} ({c}), simd {l}"
+        if net != "none":
+            name += f", `--net {net}`"
+        cpus = [x for k in rounds for x in (h[k].get("sender_cpu_s"), h[k].get("receiver_cpu_s")) if x is not None]
+        cpu = f"{min(cpus):.3f}–{max(cpus):.3f}" if cpus else "—"
         out.append(f"| {name} | {', '.join(f'{x:.3f}' for x in hs)} | {statistics.median(hs):.3f} | "
-                   f"{', '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
+                   f"{', '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} | {cpu} |")
     return "\n".join(out)
 
 

@@ -14,6 +14,22 @@
 //! 10^7. One JSON line per measurement on stdout (`scripts/record_iknp_emp.py
 //! --floor` stamps and records them).
 //!
+//! The floor of the dual-LPN codes with local structure, expand-accumulate
+//! (Boyle, Couteau, Gilboa, Ishai, Kohl, Resch, Scholl, CRYPTO 2022) and
+//! expand-convolute (Raghuraman, Rindal, Tanguy, CRYPTO 2023), on the same
+//! CPU: their compression x = B·(C·e) of a GGM noise vector e of N = 2n
+//! leaves per n outputs (rate 1/2) runs the accumulator (EA; EC's
+//! convolution does at least this much) over all N leaves (`accumulate`,
+//! an in-place prefix XOR over tree-sized chunks, as a fused generator
+//! would run it) and then w = 7 random 16-byte reads per output from the
+//! accumulated N-vector (`expander-gather-fresh`, vectors of 2 to 32 MiB: N
+//! of a small batch up to a tenth of 10^7 outputs' 320 MB), with fresh
+//! positions for every output; `primal-gather-fresh` is the primal set's
+//! D = 10 reads from 1 MiB by the same method. With the GGM of the
+//! 2n leaves (twice `ggm-expand`), this is what a party of such a code would
+//! spend, to compare with the primal set's gathers + index AES + GGM
+//! (docs/perf-primitives.md, "Codes with local structure on this CPU").
+//!
 //! `cargo run --release -p hush-correlations --example lpn_floor [threads] [passes]`
 //! (`threads` = 2 runs the same on both cores at once, as the two parties of
 //! `hush bench cot` do; thread 0's figures are printed).
@@ -56,6 +72,88 @@ fn gather(base: &[Block], idx: &[u32], out: &mut [Block]) {
     }
 }
 
+/// out[j] = XOR of W reads of `base` at indices from a cheap counter hash
+/// (every output reads fresh positions: a precomputed, recycled offset table
+/// would revisit the same few thousand lines, which then stay cached), for
+/// ROWS outputs; `ctr` continues across calls.
+fn gather_hashed<const W: usize>(base: &[Block], out: &mut [Block], ctr: &mut u64) {
+    let mask = (base.len() - 1) as u64;
+    let mut r = 0;
+    let mut c = *ctr;
+    while r < ROWS {
+        for y in out.iter_mut() {
+            let mut a = Block::ZERO;
+            for l in 0..W as u64 {
+                let x = (c + l).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let i = (x ^ (x >> 29)) & mask;
+                // SAFETY: base.len() is a power of two and i ≤ base.len() − 1.
+                a ^= unsafe { *base.get_unchecked(i as usize) };
+            }
+            c += W as u64;
+            *y = a;
+        }
+        r += out.len();
+    }
+    *ctr = c;
+}
+
+/// `L` lanes sharing one matrix: `base` holds L k-vectors interleaved
+/// (lane l of column i at base[L·i + l], one 16·L-byte read per column), so
+/// each of a row's D reads serves L outputs. Fresh hashed positions per row,
+/// as [`gather_hashed`]; `out` receives L outputs per row.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gather_lanes<const L: usize>(base: &[Block], out: &mut [Block], ctr: &mut u64) {
+    use std::arch::x86_64::*;
+    let cols = (base.len() / L) as u64;
+    let mask = cols - 1;
+    let mut r = 0;
+    let mut c = *ctr;
+    let bp = base.as_ptr() as *const u8;
+    // SAFETY (loads and stores below): `cols` = base.len() / L is a power of
+    // two and i ≤ cols − 1, so each read of 16·L bytes at 16·L·i lies inside
+    // `base`; each store writes the L blocks of one chunk of `out`.
+    while r < ROWS {
+        for y in out.chunks_exact_mut(L) {
+            if L == 4 {
+                let mut a = _mm512_setzero_si512();
+                for l in 0..D as u64 {
+                    let x = (c + l).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    let i = (x ^ (x >> 29)) & mask;
+                    a = _mm512_xor_si512(a, _mm512_loadu_si512(bp.add(64 * i as usize) as *const _));
+                }
+                _mm512_storeu_si512(y.as_mut_ptr() as *mut _, a);
+            } else {
+                let mut a = _mm256_setzero_si256();
+                for l in 0..D as u64 {
+                    let x = (c + l).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    let i = (x ^ (x >> 29)) & mask;
+                    a = _mm256_xor_si256(a, _mm256_loadu_si256(bp.add(32 * i as usize) as *const _));
+                }
+                _mm256_storeu_si256(y.as_mut_ptr() as *mut _, a);
+            }
+            c += D as u64;
+        }
+        r += out.len();
+    }
+    *ctr = c;
+}
+
+/// Expand-accumulate's accumulator over `leaves` leaves: an in-place prefix
+/// XOR of a tree-sized chunk, the running value carried from chunk to chunk.
+fn accumulate(chunk: &mut [Block], leaves: usize) -> Block {
+    let mut acc = Block::ZERO;
+    let mut done = 0;
+    while done < leaves {
+        for x in chunk.iter_mut() {
+            acc ^= *x;
+            *x = acc;
+        }
+        done += chunk.len();
+    }
+    acc
+}
+
 fn party(id: usize, passes: usize, bar: &Barrier) -> Vec<String> {
     let mut lines = Vec::new();
     let mut out = vec![Block::ZERO; SUB];
@@ -74,6 +172,61 @@ fn party(id: usize, passes: usize, bar: &Barrier) -> Vec<String> {
             "{{\"part\":\"gather-only\",\"k\":{k},\"k_bytes\":{},\"rows\":10000000,\"d\":{D},\"s_per_1e7\":{s:.6}}}",
             16 * k
         ));
+    }
+    // Expand-accumulate / expand-convolute at rate 1/2: the accumulator
+    // over 2·10^6 leaves (per 10^6 outputs) and w = 7 reads per output.
+    const W: usize = 7;
+    let mut chunk = vec![Block::ZERO; 1 << 13];
+    prg.fill_blocks(&mut chunk);
+    bar.wait();
+    let s = best(passes, || {
+        std::hint::black_box(accumulate(&mut chunk, 2 * ROWS));
+    }) * (10_000_000 / ROWS) as f64;
+    lines.push(format!("{{\"part\":\"accumulate\",\"leaves\":20000000,\"chunk\":{},\"s_per_1e7\":{s:.6}}}", chunk.len()));
+    // Fresh positions per output (hashed counters), for the expander at
+    // N = 2^17 … 2^21 and, for comparison by the same method, the primal
+    // set's D = 10 reads from its 1 MiB k-vector; each also from a 16 KiB
+    // vector (L1-resident: the cost of the hash and the XORs alone).
+    let mut ctr = 0u64;
+    for (logn, w) in [(10u32, D), (16, D), (10, W), (17, W), (19, W), (21, W)] {
+        let nn = 1usize << logn;
+        let mut base = huge_blocks(nn);
+        prg.fill_blocks(&mut base);
+        bar.wait();
+        let s = if w == D {
+            best(passes, || gather_hashed::<D>(&base, &mut out, &mut ctr))
+        } else {
+            best(passes, || gather_hashed::<W>(&base, &mut out, &mut ctr))
+        } * (10_000_000 / ROWS) as f64;
+        std::hint::black_box(&out);
+        let part = if w == D { "primal-gather-fresh" } else { "expander-gather-fresh" };
+        lines.push(format!(
+            "{{\"part\":\"{part}\",\"k\":{nn},\"k_bytes\":{},\"rows\":10000000,\"d\":{w},\"s_per_1e7\":{s:.6}}}",
+            16 * nn
+        ));
+    }
+    // One matrix for L = 2 or 4 batches at once (interleaved k-vectors of
+    // 2^16 blocks each): D reads of 32 or 64 bytes per row serve L outputs.
+    // Figures per 10^7 outputs.
+    #[cfg(target_arch = "x86_64")]
+    if hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512 {
+        for lanes in [2usize, 4] {
+            let mut base = huge_blocks(lanes << 16);
+            prg.fill_blocks(&mut base);
+            let mut o = vec![Block::ZERO; SUB * lanes];
+            bar.wait();
+            // SAFETY: the level is avx512, so AVX-512F is present; `base`
+            // holds lanes·2^16 blocks and `o` a multiple of `lanes` blocks.
+            let s = best(passes, || unsafe {
+                if lanes == 4 { gather_lanes::<4>(&base, &mut o, &mut ctr) } else { gather_lanes::<2>(&base, &mut o, &mut ctr) }
+            }) * (10_000_000 / ROWS) as f64;
+            std::hint::black_box(&o);
+            lines.push(format!(
+                "{{\"part\":\"lanes{lanes}-gather-fresh\",\"k\":{},\"k_bytes\":{},\"rows\":10000000,\"d\":{D},\"s_per_1e7\":{s:.6}}}",
+                lanes << 16,
+                16 * (lanes << 16)
+            ));
+        }
     }
     // The real product at LPN_B10's k, index AES included.
     let p = LPN_B10;
