@@ -53,10 +53,18 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// module) inherit the pinning: the module runs while its host waits.
 /// Returns the CPU, or None when not pinned (also when the environment
 /// sets `HUSH_BENCH_NO_PIN`).
+///
+/// The global rayon pool is started first, from this still unpinned
+/// thread: a thread inherits its creator's CPU mask and rayon sizes its
+/// pool by the CPUs the creating thread may use, so a pool first touched
+/// by a pinned party had **one** worker, pinned to that party's core, and
+/// every "parallel" dealing of both parties' modules ran through it on one
+/// core (issue 35: the transformer benchmarks' dealing, 2026-11-29).
 pub fn pin_party(party: usize) -> Option<usize> {
     if std::env::var_os("HUSH_BENCH_NO_PIN").is_some() {
         return None;
     }
+    let _ = rayon::current_num_threads();
     #[cfg(target_os = "linux")]
     // SAFETY: plain libc calls on a zeroed cpu_set_t we own.
     unsafe {
@@ -81,6 +89,29 @@ pub fn pin_party(party: usize) -> Option<usize> {
         let _ = party;
         None
     }
+}
+
+/// Lets the calling thread run on every CPU of the machine again (a
+/// helper thread spawned by a pinned party, e.g. its dealing thread, which
+/// should not compete with its own party for one core). Best effort.
+pub fn unpin() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain libc calls on a zeroed cpu_set_t we own.
+    unsafe {
+        let mut all: libc::cpu_set_t = std::mem::zeroed();
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get()).max(num_cpus_online());
+        for c in 0..n.min(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut all);
+        }
+        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &all);
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn num_cpus_online() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 { n as usize } else { 1 }
 }
 
 /// Which transport carries a two-party run.
