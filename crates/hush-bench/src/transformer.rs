@@ -3,7 +3,13 @@
 //! the shape, both parties as two threads of this process.
 //!
 //! Phases, timed separately: `setup_s` (seed agreement with the module, or
-//! joining the dealer's session), `offline_s` (the operator's plan dealt:
+//! joining the dealer's session), `plan_s` (the operator run in plan mode
+//! on zeros to list what it consumes: a function of the shapes and
+//! parameters only, computed once per shape and reusable for every input —
+//! the counterpart of SPU's compilation, `compile_s`, which SPU's `wall_s`
+//! excludes too; records before the deal7 branch have it inside
+//! `offline_s`),
+//! `offline_s` (the operator's plan dealt:
 //! module crossings or dealer requests, no party-to-party traffic),
 //! `wall_s` = `online_s` (the operator itself, both parties, from a
 //! barrier to the later party's end) with its `bytes` and `rounds`. The
@@ -60,6 +66,10 @@ fn input_range(op: &str) -> (f64, f64) {
 
 struct PartyOut {
     setup_s: f64,
+    /// Planning the operator (running it in plan mode on zeros: a function
+    /// of the shapes and parameters only, computed once per shape), timed
+    /// apart like SPU's `compile_s`: not in `offline_s` nor `total_s`.
+    plan_s: f64,
     offline_s: f64,
     start: Instant,
     end: Instant,
@@ -116,7 +126,7 @@ fn deal_ahead() -> usize {
 /// the same plan in the same order, so the batch numbers and every
 /// correlation are those of the prefilled run; only their timing moves.
 /// Timed from the barrier to the end of the operator: `wall_s` is the tee
-/// total, planning and dealing included.
+/// total, dealing included (planning, before the barrier, is `plan_s`).
 #[allow(clippy::too_many_arguments)]
 fn party_overlap(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, share: Vec<u64>, ch: &mut dyn Channel, p: u8, module: Option<Box<dyn hush_tee::TrustedModule>>, barrier: Arc<Barrier>) -> Result<PartyOut> {
     crate::pin_party(p as usize);
@@ -135,11 +145,13 @@ fn party_overlap(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, sh
     let setup_s = ts.elapsed().as_secs_f64();
     (c.k, c.arity, c.one_round) = (a.k(proto), a.arity, !a.no_one_round);
     let x = ArithShare::new(fx.ring, share);
+    let tp = Instant::now();
+    let zeros = ArithShare::zeros(fx.ring, x.len());
+    let plan = c.plan(|c, ch| run_op(&a.op, c, ch, &zeros, len, a.bound))?;
+    let plan_s = tp.elapsed().as_secs_f64();
     barrier.wait();
     let c1 = ch.cost();
     let start = Instant::now();
-    let zeros = ArithShare::zeros(fx.ring, x.len());
-    let plan = c.plan(|c, ch| run_op(&a.op, c, ch, &zeros, len, a.bound))?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<hush_2pc::transformer::ctx::Prefilled>>(deal_ahead());
     c.install_feed(rx)?;
     let (k, arity, one_round) = (c.k, c.arity, c.one_round);
@@ -166,7 +178,7 @@ fn party_overlap(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, sh
     let online = ch.cost() - c1;
     c.lazy().map_err(|e| Error::Bench(format!("dealt items left unused: {e}")))?;
     let crossings = c.dealer().map_or(0, |d| d.stats().crossings);
-    Ok(PartyOut { setup_s, offline_s: 0.0, start, end, online, offline: Cost::default(), dealt, crossings, plan_items: plan.len(), out: y.v.clone() })
+    Ok(PartyOut { setup_s, plan_s, offline_s: 0.0, start, end, online, offline: Cost::default(), dealt, crossings, plan_items: plan.len(), out: y.v.clone() })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -194,10 +206,12 @@ fn party(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, share: Vec
     }
     c.one_round = !a.no_one_round;
     let x = ArithShare::new(fx.ring, share);
-    let c0 = ch.cost();
-    let t0 = Instant::now();
+    let tp = Instant::now();
     let zeros = ArithShare::zeros(fx.ring, x.len());
     let plan = c.plan(|c, ch| run_op(&a.op, c, ch, &zeros, len, a.bound))?;
+    let plan_s = tp.elapsed().as_secs_f64();
+    let c0 = ch.cost();
+    let t0 = Instant::now();
     c.prefill_on(ch, &plan)?;
     let offline_s = t0.elapsed().as_secs_f64();
     let offline = ch.cost() - c0;
@@ -211,7 +225,7 @@ fn party(a: &NonlinearArgs, proto: Proto, fx: FixedPoint, len: usize, share: Vec
         return Err(Error::Bench(format!("{} dealt items left unused", c.pending())));
     }
     let (dealt, crossings) = c.dealer().map_or((0, 0), |d| (d.dealt_bytes, d.stats().crossings));
-    Ok(PartyOut { setup_s, offline_s, start, end, online, offline, dealt, crossings, plan_items: plan.len(), out: y.v.clone() })
+    Ok(PartyOut { setup_s, plan_s, offline_s, start, end, online, offline, dealt, crossings, plan_items: plan.len(), out: y.v.clone() })
 }
 
 /// Runs one transformer operator and returns its record.
@@ -328,6 +342,7 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
         .set("dealt_bytes_party1", r.dealt)
         .set("module_crossings", s.crossings + r.crossings)
         .set("plan_items", s.plan_items as u64)
+        .set("plan_s", s.plan_s.max(r.plan_s))
         .set("party0_bytes_sent", s.online.bytes_sent)
         .set("party1_bytes_sent", r.online.bytes_sent)
         .set("input_range", format!("[{lo}, {hi}]"))
@@ -341,7 +356,7 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
     if a.overlap {
         rec.set("deal_ahead", deal_ahead() as u64).set(
             "overlap_note",
-            "dealing on a thread per party beside the operator, need by need: wall_s = online_s = total_s includes planning and dealing; offline_s is 0",
+            "dealing on a thread per party beside the operator, need by need: wall_s = online_s = total_s includes the dealing; offline_s is 0; planning is plan_s",
         );
     }
     if proto == Proto::Tami {
