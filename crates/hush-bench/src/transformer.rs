@@ -379,3 +379,30 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
     crate::machine_fields(&mut rec);
     Ok(rec)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(op: &str, shape: &str, proto: &str, mode: &str, overlap: bool) -> NonlinearArgs {
+        NonlinearArgs { op: op.into(), shape: Some(shape.into()), proto: proto.into(), mode: mode.into(), overlap, bound: Some(8.0), ..Default::default() }
+    }
+
+    /// `--overlap` runs the same plan (items, dealt bytes, online bytes and
+    /// rounds) as the prefilled run and passes the harness's check against
+    /// f64; it is refused where there is no module to share.
+    #[test]
+    fn overlapped_dealing_runs_the_same_plan() {
+        for (op, shape, proto) in [("softmax", "2x8x16", "tami"), ("gelu", "4x32", "fss"), ("gelu", "4x32", "tami")] {
+            let a = bench_transformer(&args(op, shape, proto, "tee", false)).unwrap();
+            let b = bench_transformer(&args(op, shape, proto, "tee", true)).unwrap();
+            for k in ["plan_items", "dealt_bytes", "bytes", "rounds", "checked"] {
+                assert_eq!(a.f64(k), b.f64(k), "{op} {proto}: {k}");
+            }
+            assert_eq!(b.f64("offline_s"), 0.0);
+            assert!(b.f64("total_s") > 0.0 && b.f64("plan_s") > 0.0);
+        }
+        let e = bench_transformer(&args("gelu", "4x32", "tami", "interactive", true)).unwrap_err();
+        assert!(e.to_string().contains("--overlap"), "{e}");
+    }
+}
