@@ -54,17 +54,15 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// Returns the CPU, or None when not pinned (also when the environment
 /// sets `HUSH_BENCH_NO_PIN`).
 ///
-/// The global rayon pool is started first, from this still unpinned
-/// thread: a thread inherits its creator's CPU mask and rayon sizes its
-/// pool by the CPUs the creating thread may use, so a pool first touched
-/// by a pinned party had **one** worker, pinned to that party's core, and
-/// every "parallel" dealing of both parties' modules ran through it on one
-/// core (issue 35: the transformer benchmarks' dealing, 2026-11-29).
+/// Rayon: a thread inherits its creator's CPU mask and rayon sizes its
+/// global pool by the CPUs of the thread that first uses it, so a pool
+/// first touched by a pinned party has **one** worker, pinned to that
+/// party's core, shared by both parties. A harness whose parties use rayon
+/// on both cores starts the pool before pinning ([`start_rayon_pool`]).
 pub fn pin_party(party: usize) -> Option<usize> {
     if std::env::var_os("HUSH_BENCH_NO_PIN").is_some() {
         return None;
     }
-    let _ = rayon::current_num_threads();
     #[cfg(target_os = "linux")]
     // SAFETY: plain libc calls on a zeroed cpu_set_t we own.
     unsafe {
@@ -89,6 +87,17 @@ pub fn pin_party(party: usize) -> Option<usize> {
         let _ = party;
         None
     }
+}
+
+/// Starts rayon's global pool from the calling (unpinned) thread, with a
+/// worker per CPU of the process, before party threads are pinned
+/// ([`pin_party`]). Issue 35: in `hush bench nonlinear --op gelu|softmax`
+/// the pool was first touched by a pinned party, so it had one worker on
+/// that party's core, and every "parallel" dealing of both parties'
+/// modules (TAMI row builders, elementwise kinds, the hosts' decode) ran
+/// through it on one core.
+pub fn start_rayon_pool() -> usize {
+    rayon::current_num_threads()
 }
 
 /// Lets the calling thread run on every CPU of the machine again (a

@@ -289,6 +289,9 @@ pub fn bench_transformer(a: &NonlinearArgs) -> Result<Record> {
         "silent" => return Err(Error::Invalid(hush_2pc::transformer::ctx::NOT_INTERACTIVE.into())),
         o => return Err(Error::Invalid(format!("unknown --mode {o} (tee, dealer, interactive)"))),
     };
+    // before the parties pin themselves: the dealing's rayon workers on
+    // every core (see `start_rayon_pool`)
+    crate::start_rayon_pool();
     let barrier = Arc::new(Barrier::new(2));
     let (b1, b2) = (barrier.clone(), barrier);
     let (a1, a2) = (a.clone(), a.clone());
