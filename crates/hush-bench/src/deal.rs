@@ -64,8 +64,8 @@ pub struct DealArgs {
     /// Ring width ℓ.
     #[arg(long, default_value_t = 32)]
     pub bits: u32,
-    /// TAMI chunk width k.
-    #[arg(long, default_value_t = 4)]
+    /// TAMI chunk width k (default `tami::DEFAULT_K`, the library's).
+    #[arg(long, default_value_t = hush_2pc::tami::DEFAULT_K)]
     pub k: u32,
     /// TAMI merge arity.
     #[arg(long, default_value_t = 8)]

@@ -53,6 +53,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// module) inherit the pinning: the module runs while its host waits.
 /// Returns the CPU, or None when not pinned (also when the environment
 /// sets `HUSH_BENCH_NO_PIN`).
+///
+/// Rayon: a thread inherits its creator's CPU mask and rayon sizes its
+/// global pool by the CPUs of the thread that first uses it, so a pool
+/// first touched by a pinned party has **one** worker, pinned to that
+/// party's core, shared by both parties. A harness whose parties use rayon
+/// on both cores starts the pool before pinning ([`start_rayon_pool`]).
 pub fn pin_party(party: usize) -> Option<usize> {
     if std::env::var_os("HUSH_BENCH_NO_PIN").is_some() {
         return None;
@@ -81,6 +87,40 @@ pub fn pin_party(party: usize) -> Option<usize> {
         let _ = party;
         None
     }
+}
+
+/// Starts rayon's global pool from the calling (unpinned) thread, with a
+/// worker per CPU of the process, before party threads are pinned
+/// ([`pin_party`]). Issue 35: in `hush bench nonlinear --op gelu|softmax`
+/// the pool was first touched by a pinned party, so it had one worker on
+/// that party's core, and every "parallel" dealing of both parties'
+/// modules (TAMI row builders, elementwise kinds, the hosts' decode) ran
+/// through it on one core.
+pub fn start_rayon_pool() -> usize {
+    rayon::current_num_threads()
+}
+
+/// Lets the calling thread run on every CPU of the machine again (a
+/// helper thread spawned by a pinned party, e.g. its dealing thread, which
+/// should not compete with its own party for one core). Best effort.
+pub fn unpin() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain libc calls on a zeroed cpu_set_t we own.
+    unsafe {
+        let mut all: libc::cpu_set_t = std::mem::zeroed();
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get()).max(num_cpus_online());
+        for c in 0..n.min(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut all);
+        }
+        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &all);
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn num_cpus_online() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 { n as usize } else { 1 }
 }
 
 /// Which transport carries a two-party run.

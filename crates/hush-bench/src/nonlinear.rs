@@ -62,9 +62,10 @@ pub struct NonlinearArgs {
     /// Print TAMI Table 2 / Table 3 shaped comparisons of all families.
     #[arg(long)]
     pub table: bool,
-    /// Chunk width k (tami ≤ 5, cf2 ≤ 8).
-    #[arg(long, default_value_t = 4)]
-    pub k: u32,
+    /// Chunk width k (tami ≤ 5, cf2 ≤ 8). Default: the family's library
+    /// default (tami 5 = `tami::DEFAULT_K`, cf2 4 = `cf2::DEFAULT_K`).
+    #[arg(long)]
+    pub k: Option<u32>,
     /// TAMI merge arity.
     #[arg(long, default_value_t = 8)]
     pub arity: u32,
@@ -114,7 +115,7 @@ impl Default for NonlinearArgs {
             net: "none".into(),
             json: false,
             table: false,
-            k: 4,
+            k: None,
             arity: 8,
             frac: 12,
             transport: "mem".into(),
@@ -123,6 +124,13 @@ impl Default for NonlinearArgs {
             overlap: false,
             bound: None,
         }
+    }
+}
+
+impl NonlinearArgs {
+    /// The chunk width of `proto`'s runs: `--k`, or the family's default.
+    pub fn k(&self, proto: Proto) -> u32 {
+        self.k.unwrap_or(if proto == Proto::Cf2 { cf2::DEFAULT_K } else { tami::DEFAULT_K })
     }
 }
 
@@ -225,7 +233,7 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
                 "relu" => tami::Flavor::Relu,
                 _ => tami::Flavor::Trunc { f },
             };
-            Pre::TamiStream(tami::TamiShape::new(a.bits, a.k, a.arity, flavor))
+            Pre::TamiStream(tami::TamiShape::new(a.bits, a.k(proto), a.arity, flavor))
         }
         (_, "maxpool") => Pre::Session(match proto {
             Proto::Cf2 => Session::interactive(p, ot.take().expect("ot")),
@@ -239,7 +247,7 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
                 "trunc" => tami::Flavor::Trunc { f },
                 o => return Err(Error::Invalid(format!("unknown op {o}"))),
             };
-            Pre::Tami(tami::deal(dealer.as_mut().expect("dealer"), p, n, tami::TamiShape::new(a.bits, a.k, a.arity, flavor))?)
+            Pre::Tami(tami::deal(dealer.as_mut().expect("dealer"), p, n, tami::TamiShape::new(a.bits, a.k(proto), a.arity, flavor))?)
         }
         (Proto::Fss, _) => {
             let gate = match op {
@@ -259,7 +267,7 @@ fn party(a: &NonlinearArgs, proto: Proto, ch: &mut dyn Channel, p: u8, barrier: 
                 "trunc" => (a.bits, n),
                 o => return Err(Error::Invalid(format!("unknown op {o}"))),
             };
-            Pre::Cf2(cf2::prepare(ot.as_mut().expect("ot"), ch, p, n, cb, a.k, mux)?)
+            Pre::Cf2(cf2::prepare(ot.as_mut().expect("ot"), ch, p, n, cb, a.k(proto), mux)?)
         }
     };
     let offline_s = t0.elapsed().as_secs_f64();
@@ -499,7 +507,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
             .set("stream_note", "dealing and online interleaved per chunk: wall_s = total_s includes the dealing; offline_s is the (empty) phase before it");
     }
     if proto == Proto::Tami {
-        rec.set("k", a.k as u64).set("arity", a.arity as u64);
+        rec.set("k", a.k(proto) as u64).set("arity", a.arity as u64);
         if a.op != "maxpool" {
             let flavor = match a.op.as_str() {
                 "millionaire" => tami::Flavor::Millionaire,
@@ -507,7 +515,7 @@ pub fn bench_nonlinear(a: &NonlinearArgs) -> Result<Record> {
                 "relu" => tami::Flavor::Relu,
                 _ => tami::Flavor::Trunc { f: a.frac },
             };
-            let (d0, d1) = hush_2pc::deal::tami::dealt_bits_per_cmp(&tami::TamiShape::new(a.bits, a.k, a.arity, flavor));
+            let (d0, d1) = hush_2pc::deal::tami::dealt_bits_per_cmp(&tami::TamiShape::new(a.bits, a.k(proto), a.arity, flavor));
             rec.set("dealt_bits_per_op_party0", d0 as u64).set("dealt_bits_per_op_party1", d1 as u64);
         }
     }
@@ -544,11 +552,14 @@ fn log2c(x: u32) -> u32 {
 /// TAMI Table 2 and Table 3 shapes, measured in one run.
 fn table(a: &NonlinearArgs) -> Result<()> {
     let l = a.bits;
-    let k = a.k;
+    // one k for every family, as the paper's tables compare them (default
+    // 4, cf2's)
+    let k = a.k.unwrap_or(cf2::DEFAULT_K);
     let nc = l.div_ceil(k);
     let mut rows: Vec<(String, Result<Record>)> = Vec::new();
     let mut run = |label: &str, proto: &str, source: &str| {
         let mut c = a.clone();
+        c.k = Some(k);
         c.op = "millionaire".into();
         c.proto = proto.into();
         c.source = source.into();

@@ -52,9 +52,9 @@ pub struct MatrixShare {
 
 impl Drop for MatrixShare {
     fn drop(&mut self) {
-        self.a.zeroize();
-        self.b.zeroize();
-        self.c.zeroize();
+        hush_primitives::wipe::wipe_vec_u64(&mut self.a);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.b);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.c);
     }
 }
 
@@ -217,8 +217,8 @@ pub struct WeightShare {
 
 impl Drop for WeightShare {
     fn drop(&mut self) {
-        self.ab.zeroize();
-        self.c.zeroize();
+        hush_primitives::wipe::wipe_vec_u64(&mut self.ab);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.c);
     }
 }
 

@@ -33,7 +33,7 @@ pub struct PowerShare {
 
 impl Drop for PowerShare {
     fn drop(&mut self) {
-        self.pows.iter_mut().for_each(|v| v.zeroize());
+        self.pows.iter_mut().for_each(hush_primitives::wipe::wipe_vec_u64);
     }
 }
 

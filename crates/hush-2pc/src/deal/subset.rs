@@ -30,7 +30,7 @@ pub struct SubsetShare {
 
 impl Drop for SubsetShare {
     fn drop(&mut self) {
-        self.sets.iter_mut().for_each(|v| v.zeroize());
+        self.sets.iter_mut().for_each(hush_primitives::wipe::wipe_vec_u64);
     }
 }
 

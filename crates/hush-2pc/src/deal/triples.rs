@@ -10,7 +10,6 @@
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
 use hush_primitives::Block;
-use zeroize::Zeroize;
 
 /// One party's share of `n` triples (ring elements, or bit-packed words).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,9 +21,9 @@ pub struct TripleShare {
 
 impl Drop for TripleShare {
     fn drop(&mut self) {
-        self.a.zeroize();
-        self.b.zeroize();
-        self.c.zeroize();
+        hush_primitives::wipe::wipe_vec_u64(&mut self.a);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.b);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.c);
     }
 }
 

@@ -32,9 +32,9 @@ pub struct TruncShare {
 
 impl Drop for TruncShare {
     fn drop(&mut self) {
-        self.r.zeroize();
-        self.hi.zeroize();
-        self.msb.zeroize();
+        hush_primitives::wipe::wipe_vec_u64(&mut self.r);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.hi);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.msb);
     }
 }
 
@@ -270,8 +270,8 @@ pub struct TruncSqShare {
 
 impl Drop for TruncSqShare {
     fn drop(&mut self) {
-        self.sq.zeroize();
-        self.hm.zeroize();
+        hush_primitives::wipe::wipe_vec_u64(&mut self.sq);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.hm);
     }
 }
 
@@ -348,9 +348,9 @@ pub struct TruncMulShare {
 
 impl Drop for TruncMulShare {
     fn drop(&mut self) {
-        self.s.zeroize();
-        self.hs.zeroize();
-        self.ms.zeroize();
+        hush_primitives::wipe::wipe_vec_u64(&mut self.s);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.hs);
+        hush_primitives::wipe::wipe_vec_u64(&mut self.ms);
     }
 }
 

@@ -191,6 +191,8 @@ pub struct Ctx {
     /// The interactive provider's COT session (no module, no dealer).
     ot: Option<OtSession>,
     mode: Mode,
+    /// Prefilled mode fed by a dealing thread ([`Ctx::install_feed`]).
+    feed: Option<std::sync::mpsc::Receiver<Result<Prefilled>>>,
 }
 
 impl Ctx {
@@ -203,7 +205,7 @@ impl Ctx {
         if fx.ring.bits() < 8 {
             return Err(invalid("transformer operators need a ring of at least 8 bits"));
         }
-        Ok(Ctx { party, fx, one_round: true, proto, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: Some(dealer), ot: None, mode: Mode::Lazy })
+        Ok(Ctx { party, fx, one_round: true, proto, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: Some(dealer), ot: None, mode: Mode::Lazy, feed: None })
     }
 
     /// A context with **no trusted party** (`interactive` mode): every
@@ -221,7 +223,7 @@ impl Ctx {
         if ot.party != party {
             return Err(invalid("new_interactive: the COT session belongs to the other party"));
         }
-        Ok(Ctx { party, fx, one_round: true, proto: Proto::Cf2, k: cf2::DEFAULT_K, arity: 0, dealer: None, ot: Some(ot), mode: Mode::Lazy })
+        Ok(Ctx { party, fx, one_round: true, proto: Proto::Cf2, k: cf2::DEFAULT_K, arity: 0, dealer: None, ot: Some(ot), mode: Mode::Lazy, feed: None })
     }
 
     /// Whether correlations come from the interactive provider.
@@ -242,7 +244,7 @@ impl Ctx {
 
     /// The plaintext fixed-point reference (party 0 holds the values).
     pub fn clear(fx: FixedPoint) -> Self {
-        Ctx { party: 0, fx, one_round: true, proto: Proto::Fss, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: None, ot: None, mode: Mode::Clear }
+        Ctx { party: 0, fx, one_round: true, proto: Proto::Fss, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: None, ot: None, mode: Mode::Clear, feed: None }
     }
 
     pub fn ring(&self) -> Ring {
@@ -369,6 +371,42 @@ impl Ctx {
             return Err(invalid("install: the clear reference, or unconsumed correlations"));
         }
         self.mode = Mode::Prefilled(p.0);
+        self.feed = None;
+        Ok(())
+    }
+
+    /// Runs the following primitives on correlations another context of the
+    /// same party deals **while they run** (tee and dealer modes): the
+    /// items of the [`Prefilled`]s received on `feed` are taken in order,
+    /// waiting for the next one when those received are used up, and
+    /// checked item by item as in prefilled mode. The dealing context (on
+    /// another thread, sharing this party's provider) deals the plan with
+    /// [`Ctx::deal_plan`] a piece at a time; a dealing error it sends is
+    /// returned by the primitive that waits for it. Nothing about the
+    /// correlations changes — the same items in the same order with the
+    /// same batch numbers as a prefill of the whole plan — only when they
+    /// are dealt (dealing is input-independent and sends nothing to the
+    /// peer: the reasoning of `hush_inference`'s look-ahead dealing).
+    pub fn install_feed(&mut self, feed: std::sync::mpsc::Receiver<Result<Prefilled>>) -> Result<()> {
+        if self.is_clear() || self.pending() != 0 || self.is_interactive() {
+            return Err(invalid("install_feed: the clear reference, interactive mode, or unconsumed correlations"));
+        }
+        self.mode = Mode::Prefilled(VecDeque::new());
+        self.feed = Some(feed);
+        Ok(())
+    }
+
+    /// Waits for the feed's next piece while the prefilled queue is empty.
+    fn refill(&mut self) -> Result<()> {
+        while let (Mode::Prefilled(q), Some(f)) = (&mut self.mode, &self.feed) {
+            if !q.is_empty() {
+                break;
+            }
+            match f.recv() {
+                Ok(p) => q.extend(p?.0),
+                Err(_) => self.feed = None, // the dealing thread is done
+            }
+        }
         Ok(())
     }
 
@@ -382,12 +420,20 @@ impl Ctx {
 
     /// Back to dealing on demand (e.g. after a prefilled operator ran).
     pub fn lazy(&mut self) -> Result<()> {
+        // pieces a feed delivered but the operators never asked for count
+        // as unconsumed
+        if let (Mode::Prefilled(q), Some(f)) = (&mut self.mode, &self.feed) {
+            while let Ok(p) = f.try_recv() {
+                q.extend(p?.0);
+            }
+        }
         if self.pending() != 0 {
             return Err(invalid(format!("{} prefilled correlations were not consumed", self.pending())));
         }
         if !self.is_clear() {
             self.mode = Mode::Lazy;
         }
+        self.feed = None;
         Ok(())
     }
 
@@ -559,6 +605,9 @@ impl Ctx {
     /// The correlation for `need`: `None` in plan mode (recorded), dealt now
     /// (lazy) or the next prefilled item (checked).
     fn take(&mut self, ch: &mut dyn Channel, need: Need) -> Result<Option<Pre>> {
+        if self.feed.is_some() {
+            self.refill()?;
+        }
         match &mut self.mode {
             Mode::Plan(v) => {
                 v.push(need);
