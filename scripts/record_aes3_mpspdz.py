@@ -23,6 +23,8 @@ included, 6,400 ANDs per AES) with one key for every instance.
 Usage:
   python3 scripts/record_aes3_mpspdz.py --rounds 3 --n 1000000 --batch 100000 \\
           [--hush target/release/hush] [--hush-args "--threads 2"] [--no-record]
+          [--no-peer]                          # hush rows only (MP-SPDZ not built)
+          [--baseline-exe PATH=LABEL]          # also hush's nodes from another build
   python3 scripts/record_aes3_mpspdz.py --table [SESSION]   # Markdown table of a
                                                             # session (default: the latest)
 Standard library only.
@@ -31,6 +33,7 @@ Standard library only.
 import datetime
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -45,10 +48,19 @@ from record_iknp_emp import lscpu, now  # noqa: E402
 
 
 def run_json(cmd, env=None):
+    """Runs `cmd`, returns its last JSON line with `cpu_s` added: the user +
+    system CPU seconds of the command and every process it waited for (the
+    three parties), set-up included: a figure that a loaded machine
+    disturbs far less than wall time."""
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=900)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         sys.exit(f"record_aes3_mpspdz.py: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads([l for l in out.stdout.splitlines() if l.startswith("{")][-1])
+    r = json.loads([l for l in out.stdout.splitlines() if l.startswith("{")][-1])
+    r["cpu_s"] = round((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), 3)
+    r["cpu_s_note"] = "user + system CPU of the run and all its processes (set-up, handshakes and checks included)"
+    return r
 
 
 def mpspdz_commit():
@@ -78,6 +90,7 @@ def mpspdz_run(n, batch):
         "bench": "aes3", "source": "mp-spdz-replicated-bin", "n": r["n"], "net": "none", "parties": 3, "processes": 3,
         "tls": True, "link": "MP-SPDZ's OpenSSL TLS between the parties (Scripts/setup-ssl.sh 3), 127.0.0.1",
         "wall_s": r["wall_s"], "aes_per_s": r["aes_per_s"], "batch": batch,
+        "cpu_s": r["cpu_s"], "cpu_s_note": r["cpu_s_note"], "cpu_us_per_aes": r["cpu_s"] / r["n"] * 1e6,
         "circuit": "Bristol aes_128.txt (key expansion included)", "and_per_aes": 6400, "key": "one key for all instances",
         "peer": f"MP-SPDZ {c} replicated-bin-party.x (clang++ -O3 -march=native)",
         "date": started, "load": f"{before:.2f} → {after:.2f}", "cpu": cpu_model(), "cores": os.cpu_count(),
@@ -91,14 +104,17 @@ def mpspdz_run(n, batch):
     return rec
 
 
-def hush_run(hush, n, extra):
+def hush_run(hush, n, extra, label=None):
     args = ["bench", "aes3", "--n", str(n), *extra, "--json"]
     started, before = now(), load1()
     r = run_json([hush, *args])
     after = load1()
     r.setdefault("cpu", cpu_model())
     r.update({"source": "hush", "date": started, "load": f"{before:.2f} → {after:.2f}", "cores": os.cpu_count(),
-              "command": "hush " + " ".join(a for a in args if a != "--json"), "commit": commit()})
+              "command": "hush " + " ".join(a for a in args if a != "--json"), "commit": label or commit(),
+              "cpu_us_per_aes": r["cpu_s"] / r["n"] * 1e6})
+    if label:
+        r["variant"] = "baseline"
     return r
 
 
@@ -110,20 +126,22 @@ def table(session=None):
     session = session or recs[-1]["session"]
     recs = [r for r in recs if r["session"] == session]
     out = [f"session {session}, {recs[0].get('lscpu_model', recs[0].get('cpu'))}, {recs[0].get('cores')} cores", "",
-           "| round | source | command | AES/s | wall | load | hush ÷ MP-SPDZ |", "|---|---|---|---|---|---|---|"]
+           "| round | source | command | AES/s | wall | CPU per AES (all processes) | load | hush ÷ MP-SPDZ |", "|---|---|---|---|---|---|---|---|"]
     for k in sorted({r["round"] for r in recs}):
         row = [r for r in recs if r["round"] == k]
         peer = [r for r in row if r["source"] != "hush"]
         for r in row:
             ratio = ""
-            if r["source"] == "hush" and peer:
+            if r["source"] == "hush" and peer and not r.get("variant"):
                 ratio = f"{r['aes_per_s'] / peer[0]['aes_per_s']:.2f}×"
-            out.append(f"| {k} | {r['source']} | `{r['command']}` | {r['aes_per_s']:,.0f} | {r['wall_s']:.2f} s | {r['load']} | {ratio} |")
+            src = r["source"] + (f" ({r['variant']} {r['commit']})" if r.get("variant") else "")
+            out.append(f"| {k} | {src} | `{r['command']}` | {r['aes_per_s']:,.0f} | {r['wall_s']:.2f} s | {r.get('cpu_us_per_aes', 0):.2f} µs | {r['load']} | {ratio} |")
     return "\n".join(out)
 
 
 def measure(argv):
     rounds, n, batch, hush, extra, record = 3, 1_000_000, 100_000, os.path.join(ROOT, "target", "release", "hush"), [], True
+    peer, baseline = True, None
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -139,24 +157,52 @@ def measure(argv):
             extra = shlex.split(argv[i + 1]); i += 2
         elif a == "--no-record":
             record = False; i += 1
+        elif a == "--no-peer":
+            # hush rows only (when MP-SPDZ is not built): no ratio
+            peer = False; i += 1
+        elif a == "--baseline-exe":
+            # PATH=LABEL: also run hush's nodes from another build (the code
+            # before a change) in every round, recorded with variant
+            # "baseline" and commit LABEL
+            baseline = argv[i + 1].split("=", 1); i += 2
         else:
             sys.exit(__doc__)
-    mpspdz_ready()
+    if peer:
+        mpspdz_ready()
     if not os.path.exists(hush):
         sys.exit(f"record_aes3_mpspdz.py: no hush program at {hush} (build with `cargo build --release -p hush-cli`, or pass --hush PATH)")
     session, cpu, recs = now(), lscpu(), []
     # one unrecorded warm-up each (MP-SPDZ compiles its bytecode on first use)
-    mpspdz_run(n, batch)
+    if peer:
+        mpspdz_run(n, batch)
     hush_run(hush, min(n, 65536), extra)
+
+    def base_extra():
+        e, skip = [], False
+        for x in extra:  # the baseline's --exe replaces ours
+            if skip:
+                skip = False
+            elif x == "--exe":
+                skip = True
+            elif not x.startswith("--exe="):
+                e.append(x)
+        return e + ["--exe", baseline[0]]
+
     for k in range(rounds):
-        # alternate which goes first
-        row = [mpspdz_run(n, batch), hush_run(hush, n, extra)] if k % 2 == 0 else [hush_run(hush, n, extra), mpspdz_run(n, batch)]
+        runs = [lambda: hush_run(hush, n, extra)]
+        if baseline:
+            runs.append(lambda: hush_run(hush, n, base_extra(), baseline[1] if len(baseline) > 1 else "baseline"))
+        if peer:
+            runs.append(lambda: mpspdz_run(n, batch))
+        # rotate which goes first
+        runs = runs[k % len(runs):] + runs[:k % len(runs)]
+        row = [f() for f in runs]
         for r in row:
             r.update(cpu)
             r["session"] = session
             r["round"] = k + 1
             recs.append(r)
-            print(f"round {k + 1}: {r['source']:24} {r['aes_per_s']:>12,.0f} AES/s  {r['wall_s']:.3f} s  load {r['load']}", file=sys.stderr)
+            print(f"round {k + 1}: {r['source']:24} {r.get('variant', ''):9} {r['aes_per_s']:>12,.0f} AES/s  {r['wall_s']:.3f} s  {r['cpu_us_per_aes']:.2f} µs CPU/AES  load {r['load']}", file=sys.stderr)
     if record:
         with open(RECORDS, "a", encoding="utf-8") as f:
             for r in recs:
