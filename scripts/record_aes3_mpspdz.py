@@ -22,7 +22,7 @@ included, 6,400 ANDs per AES) with one key for every instance.
 
 Usage:
   python3 scripts/record_aes3_mpspdz.py --rounds 3 --n 1000000 --batch 100000 \\
-          [--hush target/release/hush] [--hush-args "--threads 2"] [--no-record]
+          [--hush target/release/hush] [--hush-args "--threads 2"]... [--no-record]
           [--no-peer]                          # hush rows only (MP-SPDZ not built)
           [--baseline-exe PATH=LABEL]          # also hush's nodes from another build
   python3 scripts/record_aes3_mpspdz.py --table [SESSION]   # Markdown table of a
@@ -141,7 +141,7 @@ def table(session=None):
 
 def measure(argv):
     rounds, n, batch, hush, extra, record = 3, 1_000_000, 100_000, os.path.join(ROOT, "target", "release", "hush"), [], True
-    peer, baseline = True, None
+    peer, baseline, extras = True, None, []
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -154,7 +154,8 @@ def measure(argv):
         elif a == "--hush":
             hush = argv[i + 1]; i += 2
         elif a == "--hush-args":
-            extra = shlex.split(argv[i + 1]); i += 2
+            # may be given several times: one hush run per round for each
+            extras.append(shlex.split(argv[i + 1])); i += 2
         elif a == "--no-record":
             record = False; i += 1
         elif a == "--no-peer":
@@ -167,6 +168,8 @@ def measure(argv):
             baseline = argv[i + 1].split("=", 1); i += 2
         else:
             sys.exit(__doc__)
+    extras = extras or [extra]
+    extra = extras[0]
     if peer:
         mpspdz_ready()
     if not os.path.exists(hush):
@@ -189,7 +192,7 @@ def measure(argv):
         return e + ["--exe", baseline[0]]
 
     for k in range(rounds):
-        runs = [lambda: hush_run(hush, n, extra)]
+        runs = [lambda e=e: hush_run(hush, n, e) for e in extras]
         if baseline:
             runs.append(lambda: hush_run(hush, n, base_extra(), baseline[1] if len(baseline) > 1 else "baseline"))
         if peer:
