@@ -71,12 +71,9 @@ impl PartyKeys {
     }
 
     /// `α_i` for words `[word_off, word_off + out.len())` of the job `nonce`:
-    /// `F_{k_i} ⊕ F_{k_{i−1}}`. `scratch` is resized as needed.
-    pub fn alpha(&self, nonce: u64, word_off: u64, out: &mut [u64], scratch: &mut Vec<u64>) {
-        self.own.fill_words(nonce, word_off, out);
-        scratch.resize(out.len(), 0);
-        self.from_prev.fill_words(nonce, word_off, scratch);
-        xor_into(out, scratch);
+    /// `F_{k_i} ⊕ F_{k_{i−1}}`, both streams in one pass ([`Prf::fill_words_xor`]).
+    pub fn alpha(&self, nonce: u64, word_off: u64, out: &mut [u64]) {
+        self.own.fill_words_xor(&self.from_prev, nonce, word_off, out);
     }
 }
 
@@ -128,10 +125,9 @@ mod tests {
         rng.fill_words(&mut w);
         let sv = share(&v, &mut rng);
         let sw = share(&w, &mut rng);
-        let mut scratch = Vec::new();
         let mut r: Vec<Vec<u64>> = vec![vec![0; n]; 3];
         for i in 0..3 {
-            keys[i].alpha(5, 3, &mut r[i], &mut scratch);
+            keys[i].alpha(5, 3, &mut r[i]);
         }
         for k in 0..n {
             assert_eq!(r[0][k] ^ r[1][k] ^ r[2][k], 0);

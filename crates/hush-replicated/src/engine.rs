@@ -342,7 +342,6 @@ pub struct Evaluator<'p> {
     slots: Vec<u64>,
     alpha: Vec<u64>,
     r_prev: Vec<u64>,
-    scratch: Vec<u64>,
     rounds: u64,
     nonce: u64,
     chunk: u64,
@@ -496,7 +495,6 @@ impl<'p> Evaluator<'p> {
             slots: vec![0; bytes / 8],
             alpha: vec![0; lw],
             r_prev: vec![0; lw],
-            scratch: Vec::with_capacity(lw),
             rounds: 0,
             nonce: 0,
             chunk: 0,
@@ -604,7 +602,7 @@ impl<'p> Evaluator<'p> {
                 Phase::Start if !layer.ands.is_empty() => {
                     let n = layer.ands.len() * words;
                     let off = self.chunk.wrapping_mul(p.and_count as u64).wrapping_mul(words as u64) + (layer.ands.start * words) as u64;
-                    keys.alpha(self.nonce, off, &mut self.alpha[..n], &mut self.scratch);
+                    keys.alpha(self.nonce, off, &mut self.alpha[..n]);
                     let ops = &p.ands[layer.ands.clone()];
                     match self.kernel {
                         // SAFETY: chosen by run-time feature detection.

@@ -21,6 +21,52 @@ impl Prf {
         Prf { cipher: Aes128::new(Block(u128::from_le_bytes(key))) }
     }
 
+    /// Writes words `[word_off, word_off + out.len())` of `self`'s stream
+    /// XOR `other`'s stream, both under `nonce`, into `out`: exactly
+    /// `fill_words(self) ⊕ fill_words(other)`, in one pass. The counter
+    /// blocks are encrypted under both keys in a small stack buffer (L1),
+    /// so `out` is written once and no second stream buffer exists (the
+    /// Araki et al. `α` of every AND layer, [`crate::araki::PartyKeys::alpha`]).
+    pub fn fill_words_xor(&self, other: &Prf, nonce: u64, word_off: u64, out: &mut [u64]) {
+        const STEP: usize = 64;
+        let mut out = out;
+        let mut off = word_off;
+        if out.is_empty() {
+            return;
+        }
+        if off % 2 == 1 {
+            let (a, b) = (self.block(nonce, off / 2), other.block(nonce, off / 2));
+            out[0] = a[1] ^ b[1];
+            out = &mut out[1..];
+            off = off.wrapping_add(1);
+        }
+        let first = off / 2;
+        let pairs = out.len() / 2;
+        let (body, tail) = out.split_at_mut(pairs * 2);
+        let mut t1 = [Block(0); STEP];
+        let mut t2 = [Block(0); STEP];
+        for (ci, words) in body.chunks_mut(2 * STEP).enumerate() {
+            let n = words.len() / 2;
+            let base = first.wrapping_add((ci * STEP) as u64);
+            for i in 0..n {
+                let c = Block(((nonce as u128) << 64) | base.wrapping_add(i as u64) as u128);
+                t1[i] = c;
+                t2[i] = c;
+            }
+            self.cipher.encrypt_blocks(&mut t1[..n]);
+            other.cipher.encrypt_blocks(&mut t2[..n]);
+            for ((w, x), y) in words.chunks_exact_mut(2).zip(&t1[..n]).zip(&t2[..n]) {
+                let v = x.0 ^ y.0;
+                w[0] = v as u64;
+                w[1] = (v >> 64) as u64;
+            }
+        }
+        if let Some(t) = tail.first_mut() {
+            let blk = first.wrapping_add(pairs as u64);
+            *t = self.block(nonce, blk)[0] ^ other.block(nonce, blk)[0];
+        }
+    }
+
     /// Writes words `[word_off, word_off + out.len())` of the stream under
     /// `nonce` into `out`.
     pub fn fill_words(&self, nonce: u64, word_off: u64, out: &mut [u64]) {
@@ -121,6 +167,26 @@ pub fn os_seed() -> crate::Result<[u8; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fill_words_xor` is exactly the XOR of the two streams, at every
+    /// offset parity and length (so the `α` of every AND, and hence every
+    /// byte a party sends, is unchanged by the fused pass).
+    #[test]
+    fn fused_xor_matches_two_streams() {
+        let (p, q) = (Prf::new([7; 16]), Prf::new([8; 16]));
+        for nonce in [0u64, 3, u64::MAX] {
+            for start in [0u64, 1, 2, 5, 127, 128, 129, 1 << 40] {
+                for len in [0usize, 1, 2, 3, 127, 128, 129, 130, 255, 257, 300] {
+                    let (mut a, mut b, mut f) = (vec![0u64; len], vec![0u64; len], vec![1u64; len]);
+                    p.fill_words(nonce, start, &mut a);
+                    q.fill_words(nonce, start, &mut b);
+                    p.fill_words_xor(&q, nonce, start, &mut f);
+                    let want: Vec<u64> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
+                    assert_eq!(f, want, "nonce {nonce} start {start} len {len}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn offsets_agree() {
