@@ -229,6 +229,13 @@ impl Ctx {
         self.ot.is_some()
     }
 
+    /// Whether the context is recording a plan: the on-demand interactive
+    /// protocols (small products, table lookups) then send nothing and
+    /// return zeros.
+    pub fn is_planning(&self) -> bool {
+        matches!(self.mode, Mode::Plan(_))
+    }
+
     /// The COT session (interactive mode), for protocols run beside the
     /// operators on the same COTs (the graph runtime's HE-to-ring lift).
     pub fn ot_mut(&mut self) -> Option<&mut OtSession> {

@@ -57,6 +57,7 @@
 
 use super::ctx::{concat, split, Ctx};
 use super::{poly, recip};
+use crate::interactive;
 use crate::share::ArithShare;
 use crate::{invalid, Result};
 use hush_transport::Channel;
@@ -179,28 +180,7 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     let s_p = (2 * s_in).clamp(30, 3 * s_in);
     let s_c = 22;
     if ctx.is_interactive() {
-        // interactive mode: the same polynomial in w = v + ¼ ∈ [0, ¼]
-        // (q(w) = p(w − ¼), coefficients by the binomial expansion, the
-        // same function; their encoding errors at 2^{−s_c} weigh w^j ≤ 4^{−j}
-        // as p's weighed |v|^j ≤ 4^{−j}), so the powers have a small
-        // non-negative operand: w < 2^{s_in−1}, f + 6 bits
-        // ([`Ctx::powers_small`]: 55 OTs per element instead of a power
-        // tuple's 192)
-        let q = shifted_poly(&EXP_POLY, -0.25);
-        let w = ctx.add_const(dc, poly::enc(ctx, 0.25, s_in));
-        let raw = poly::eval_raw_small(ctx, ch, &w, s_in, &[&q], s_p, s_c, Some(s_in))?.pop().expect("one polynomial");
-        // interactive mode: each truncation (Ctx::trunc: ⌊·⌋ or ⌊·⌋ + 1,
-        // never negative for these non-negative values) leaves
-        // T ≤ (1 + 10⁻⁴)·2^24 + 1 < 2^25 (y^{2^j} ≤ 1 + 10⁻⁴, see the error
-        // bound), so T² is a square with a small known-MSB operand of 26
-        // bits ([`Ctx::square_small`]: 27 OTs instead of a square's 64)
-        let mut sq = ctx.trunc(ch, &raw, s_p + s_c - EXP_SCALE)?;
-        sq = ctx.square_small(ch, &sq, EXP_SCALE + 2)?;
-        for _ in 1..EXP_HALVINGS {
-            let t = ctx.trunc(ch, &sq, EXP_SCALE)?;
-            sq = ctx.square_small(ch, &t, EXP_SCALE + 2)?;
-        }
-        return ctx.trunc(ch, &sq, EXP_SCALE);
+        return exp_lut(ctx, ch, dc);
     }
     let raw = poly::eval_raw(ctx, ch, dc, s_in, &[&EXP_POLY], s_p, s_c)?.pop().expect("one polynomial");
     let mut sq = ctx.trunc_square(ch, &raw, s_p + s_c - EXP_SCALE)?;
@@ -211,20 +191,104 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     Ok(y)
 }
 
-/// The coefficients of q(w) = p(w + a) (from degree 0): q_j = Σ_{i≥j}
-/// p_i·C(i, j)·a^{i−j}.
-fn shifted_poly(p: &[f64], a: f64) -> Vec<f64> {
-    (0..p.len())
-        .map(|j| {
-            let mut c = 0.0;
-            let mut binom = 1.0; // C(i, j) for i = j
-            for i in j..p.len() {
-                c += p[i] * binom * a.powi((i - j) as i32);
-                binom = binom * (i + 1) as f64 / (i + 1 - j) as f64;
+/// Index bits of [`exp_lut`]'s table: exp(−a/4) for a ∈ [−1, 64].
+pub const EXP_LUT_BITS: u32 = 7;
+/// Entry width of [`exp_lut`]'s table: entries below 2^25 at scale 2^24,
+/// shared mod 2^26 with a known MSB.
+pub const EXP_LUT_WIDTH: u32 = EXP_SCALE + 2;
+
+/// exp(d) at scale 2^24 for d ∈ [−16, 0] (scale 2^f), **interactive mode**:
+/// a table lookup and one small product instead of the polynomial and six
+/// squarings (since 2026-11-29).
+///
+/// **Derivation.** With u = −d ∈ [0, 16·2^f] shared as u₀ + u₁ mod 2^ℓ and
+/// β = f − 2, each party splits its own share: b_P = u_P mod 2^β and
+/// a_P = ⌊u_P/2^β⌋. Then u − b₀ − b₁ is a multiple of 2^β in
+/// [−2^{β+1} + 2, 16·2^f], so a = (u − b₀ − b₁)/2^β is an integer in
+/// [−1, 64] with a ≡ a₀ + a₁ (mod 2^{ℓ−β}), hence a = signed7((a₀ + a₁)
+/// mod 128) (127 reads as −1) — **exactly**, no comparison, and
+/// exp(−u/2^f) = exp(−a/4)·exp(−b₀/2^f)·exp(−b₁/2^f). For each element
+/// one party S (party 0 for the first half, party 1 for the second: both
+/// cores work) is the table sender of [`interactive::lut`]: its row holds
+/// E(x) = round(exp(−signed7(a_S + x)/4 − b_S/2^f)·2^24) for the other
+/// party R's index x = a_R mod 128 (7 COTs, 128 entries of 26 bits);
+/// E < 1.29·2^24 < 2^25. Then E·g with g = round(exp(−b_R/2^f)·2^24), R's
+/// own value: with E's shares x'_P mod 2^26 (top bit t_P; E's MSB at width
+/// 26 is known to be 0), E = s_S + s_R + 2^26·t_S·t_R (s_P the signed
+/// readings, as [`interactive::mul_small`]), so
+/// E·g = s_R·g (R's, local) + Σ_{j<25} 2^j·x'_{S,j}·g + 2^25·t_S·(2t_R − 1)·g:
+/// one [`interactive::vole`] with S's 26-bit chosen multiplier x'_S and
+/// R's per-bit vectors (26 OTs). Last, one truncation by 24 bits.
+///
+/// **Error:** the table's and g's rounding (½ ulp of 2^−24 each, weighed
+/// by E ≤ 1.29 and g ≤ 1) and the truncation (one ulp): |e − exp(d)| ≤
+/// 2.2·2^−24 ≈ 1.3·10⁻⁷ — within the polynomial path's 1.0·10⁻⁴ relative
+/// bound, so [`SOFTMAX_ERR_F12`] holds with more room. Needs f ≥ 3.
+///
+/// **Security:** [`interactive::lut`]'s and [`interactive::vole`]'s views
+/// (uniform index corrections and derandomisation bits; table entries and
+/// corrections masked by pads the receiver did not choose); nothing is
+/// opened. **Range:** d ∈ [−16, 0] (the clip, or a proven bound) — outside
+/// it a wraps modulo 128 and the value is wrong, not leaked.
+///
+/// Per element: 33 COTs and about 590 bytes (416 for the table, 171 for
+/// the product), against the polynomial's 55 and six squarings' 162 COTs
+/// and about 1.45 KB; 6 flights instead of 29.
+pub fn exp_lut(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<ArithShare> {
+    let (ring, f, party) = (ctx.ring(), ctx.fx.frac, ctx.party);
+    if f < 3 || ring.bits() < 2 * EXP_SCALE + 3 {
+        return Err(invalid(format!("exp by table: {f} fraction bits in a {}-bit ring (need f ≥ 3, ℓ ≥ 51)", ring.bits())));
+    }
+    let n = dc.len();
+    let raw = if n == 0 || !ctx.is_interactive() || ctx.is_planning() {
+        ArithShare::zeros(ring, n)
+    } else {
+        let beta = f - 2;
+        let (kb, w) = (EXP_LUT_BITS, EXP_LUT_WIDTH);
+        let nn = 1usize << kb;
+        let u: Vec<u64> = dc.v.iter().map(|v| ring.neg(*v)).collect();
+        let h = n / 2;
+        let (sr, rr) = if party == 0 { (0..h, h..n) } else { (h..n, 0..h) };
+        let scale = (EXP_SCALE as f64).exp2();
+        let unit = (f as f64).exp2();
+        let bmask = (1u64 << beta) - 1;
+        let ea: Vec<f64> = (0..nn).map(|v| (-(if v == nn - 1 { -1.0 } else { v as f64 }) / 4.0).exp()).collect();
+        let us = &u[sr.clone()];
+        let mut fill = |i: usize, row: &mut [u64]| {
+            let v = us[i];
+            let a = ((v >> beta) as usize) & (nn - 1);
+            let eb = (-((v & bmask) as f64) / unit).exp() * scale;
+            for (x, o) in row.iter_mut().enumerate() {
+                *o = (ea[(a + x) & (nn - 1)] * eb).round() as u64;
             }
-            c
-        })
-        .collect()
+        };
+        let idx: Vec<u64> = u[rr.clone()].iter().map(|v| (v >> beta) & (nn as u64 - 1)).collect();
+        let g: Vec<u64> = u[rr.clone()].iter().map(|v| ((-((v & bmask) as f64) / unit).exp() * scale).round() as u64).collect();
+        let ot = ctx.ot_mut().ok_or_else(|| invalid("exp by table: interactive mode only"))?;
+        let (es, er) = interactive::lut(ot, ch, party, kb, w, Some((sr.len(), &mut fill)), Some(&idx))?;
+        // E·g: S's 26-bit multiplier against R's per-bit vectors
+        let top = |x: u64| (x >> (w - 1)) & 1;
+        let mut vecs = Vec::with_capacity(rr.len() * w as usize);
+        for (x, gv) in er.iter().zip(&g) {
+            vecs.extend(std::iter::repeat_n(*gv, w as usize - 1));
+            vecs.push(ring.mul(ring.sub(2 * top(*x), 1), *gv));
+        }
+        let l = ring.bits();
+        let wf = move |_| l;
+        let sdir = interactive::Dir { groups: rr.len(), m: 1, ybits: w, width: &wf, chosen: true, per_bit: true };
+        let rdir = interactive::Dir { groups: sr.len(), m: 1, ybits: w, width: &wf, chosen: true, per_bit: false };
+        let v = interactive::vole(ot, ch, party, Some((sdir, &vecs)), Some((rdir, Some(&es))))?;
+        let mut out = vec![0u64; n];
+        for (j, i) in rr.clone().enumerate() {
+            let s = ring.sub(er[j], ring.mul(top(er[j]), 1u64 << w));
+            out[i] = ring.add(ring.mul(s, g[j]), v.send[j]);
+        }
+        for (j, i) in sr.clone().enumerate() {
+            out[i] = v.recv[j];
+        }
+        ArithShare { ring, v: out }
+    };
+    ctx.trunc(ch, &raw, EXP_SCALE)
 }
 
 /// exp(x) element-wise for x ≤ 0, output at the context's scale. Inputs
@@ -273,8 +337,16 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     let bu = (max_abs * unit).ceil();
     ctx.check_bound(x, bu, "softmax")?;
     let t = poly::enc(ctx, EXP_CLIP, f);
-    let rl = max_and_clip(ctx, ch, x, len, bu, t)?;
-    let dc = ctx.add_const(&rl, ring.neg(t));
+    let dc = if ctx.is_interactive() && 2.0 * bu <= t as f64 {
+        // interactive mode, |x| ≤ 8: x − max ∈ [−16, 0] already, so the
+        // clip is the identity (ReLU(d + 16) − 16 = d) and is skipped —
+        // one comparison per element fewer, the same values
+        let m = row_max_within(ctx, ch, x, len, bu)?;
+        ArithShare { ring, v: (0..x.len()).map(|i| ring.sub(x.v[i], m.v[i / len])).collect() }
+    } else {
+        let rl = max_and_clip(ctx, ch, x, len, bu, t)?;
+        ctx.add_const(&rl, ring.neg(t))
+    };
     let e = exp_clipped(ctx, ch, &dc)?;
     let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
     let hi = (len.max(2) as f64).log2().ceil() as i32;
@@ -282,17 +354,24 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     let (ip, ik) = recip::reciprocal_untruncated(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
     // the reciprocal's last truncation fused with the product by exp (per
     // element, one flight: [`Ctx::trunc_mul`])
+    if ctx.is_interactive() {
+        // interactive mode: the reciprocal truncated per row (R ≤ 1 + 10⁻³
+        // at scale 2^24, non-negative: R ∈ [0, 2^26)), then e·R with R as
+        // the row's small operand of one vector OLE per row
+        // ([`interactive::mul_small_rows`]: 54 OTs per row instead of 52
+        // per element)
+        let r = ctx.trunc(ch, &ip, ik)?;
+        let p = if ctx.is_planning() || x.is_empty() {
+            ArithShare::zeros(ring, x.len())
+        } else {
+            let party = ctx.party;
+            let ot = ctx.ot_mut().ok_or_else(|| invalid("softmax: interactive mode only"))?;
+            ArithShare { ring, v: interactive::mul_small_rows(ot, ch, party, ring, EXP_SCALE + 3, &r.v, &e.v, len)? }
+        };
+        return ctx.trunc(ch, &p, 2 * EXP_SCALE - f);
+    }
     let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
-    let p = if ctx.is_interactive() {
-        // interactive mode: the truncation, then the product with exp as
-        // the small operand (e ∈ [0, (1 + 10⁻⁴)·2^24 + 1] < 2^25: a
-        // truncation output of a non-negative value; 52 OTs per element
-        // instead of a Beaver triple's 128, [`Ctx::mul_small`])
-        let t = ctx.trunc(ch, &ArithShare { ring, v: ib }, ik)?;
-        ctx.mul_small(ch, &e, EXP_SCALE + 2, &t)?
-    } else {
-        ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?.1
-    };
+    let p = ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?.1;
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
 }
 
