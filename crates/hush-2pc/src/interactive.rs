@@ -228,6 +228,13 @@ struct BitReader<'a> {
 impl BitReader<'_> {
     #[inline]
     fn take(&mut self, w: u32) -> u64 {
+        let at = self.pos / 8;
+        if let Some(b) = self.b.get(at..at + 16) {
+            // fast path: one unaligned 16-byte read holds any w ≤ 64 bits
+            let x = u128::from_le_bytes(b.try_into().expect("16 bytes"));
+            self.pos += w as usize;
+            return ((x >> (self.pos - w as usize) % 8) as u64) & mask(w);
+        }
         let mut v = 0u64;
         let mut got = 0u32;
         while got < w {

@@ -361,13 +361,7 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
         // ([`interactive::mul_small_rows`]: 54 OTs per row instead of 52
         // per element)
         let r = ctx.trunc(ch, &ip, ik)?;
-        let p = if ctx.is_planning() || x.is_empty() {
-            ArithShare::zeros(ring, x.len())
-        } else {
-            let party = ctx.party;
-            let ot = ctx.ot_mut().ok_or_else(|| invalid("softmax: interactive mode only"))?;
-            ArithShare { ring, v: interactive::mul_small_rows(ot, ch, party, ring, EXP_SCALE + 3, &r.v, &e.v, len)? }
-        };
+        let p = ctx.mul_small_rows(ch, &r, EXP_SCALE + 3, &e, len)?;
         return ctx.trunc(ch, &p, 2 * EXP_SCALE - f);
     }
     let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
