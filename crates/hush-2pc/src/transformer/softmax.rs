@@ -70,6 +70,8 @@ pub const EXP_CLIP: f64 = 16.0;
 pub const EXP_HALVINGS: u32 = 6;
 /// exp(v) on v ∈ [−¼, 0], degree 3 (least squares), from degree 0.
 pub const EXP_POLY: [f64; 4] = [0.9999988627867469, 0.9998534023609497, 0.4970332150140026, 0.14722650894083578];
+/// Scale of the per-row reciprocal in interactive mode (see [`softmax_within`]).
+pub const RECIP_ROW_SCALE: u32 = 16;
 /// The documented error bound of softmax at f = 12.
 pub const SOFTMAX_ERR_F12: f64 = 6e-4;
 /// Longest row.
@@ -191,82 +193,87 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     Ok(y)
 }
 
-/// Index bits of [`exp_lut`]'s table: exp(−a/4) for a ∈ [−1, 64].
-pub const EXP_LUT_BITS: u32 = 7;
-/// Entry width of [`exp_lut`]'s table: entries below 2^25 at scale 2^24,
-/// shared mod 2^26 with a known MSB.
-pub const EXP_LUT_WIDTH: u32 = EXP_SCALE + 2;
+/// Index bits of [`exp_lut`]'s table: exp(−2a) for a ∈ [−1, 8].
+pub const EXP_LUT_BITS: u32 = 4;
+/// Scale of [`exp_lut`]'s table entries (E ≤ e² < 2^3 at scale 2^20).
+pub const EXP_LUT_SCALE: u32 = 20;
+/// Entry width of [`exp_lut`]'s table: entries below 2^23, shared mod
+/// 2^24 with a known MSB.
+pub const EXP_LUT_WIDTH: u32 = EXP_LUT_SCALE + 4;
 
 /// exp(d) at scale 2^24 for d ∈ [−16, 0] (scale 2^f), **interactive mode**:
 /// a table lookup and one small product instead of the polynomial and six
 /// squarings (since 2026-11-29).
 ///
 /// **Derivation.** With u = −d ∈ [0, 16·2^f] shared as u₀ + u₁ mod 2^ℓ and
-/// β = f − 2, each party splits its own share: b_P = u_P mod 2^β and
+/// β = f + 1, each party splits its own share: b_P = u_P mod 2^β and
 /// a_P = ⌊u_P/2^β⌋. Then u − b₀ − b₁ is a multiple of 2^β in
 /// [−2^{β+1} + 2, 16·2^f], so a = (u − b₀ − b₁)/2^β is an integer in
-/// [−1, 64] with a ≡ a₀ + a₁ (mod 2^{ℓ−β}), hence a = signed7((a₀ + a₁)
-/// mod 128) (127 reads as −1) — **exactly**, no comparison, and
-/// exp(−u/2^f) = exp(−a/4)·exp(−b₀/2^f)·exp(−b₁/2^f). For each element
+/// [−1, 8] with a ≡ a₀ + a₁ (mod 2^{ℓ−β}), hence a = signed4((a₀ + a₁)
+/// mod 16) (15 reads as −1) — **exactly**, no comparison, and
+/// exp(−u/2^f) = exp(−2a)·exp(−b₀/2^f)·exp(−b₁/2^f). For each element
 /// one party S (party 0 for the first half, party 1 for the second: both
 /// cores work) is the table sender of [`interactive::lut`]: its row holds
-/// E(x) = round(exp(−signed7(a_S + x)/4 − b_S/2^f)·2^24) for the other
-/// party R's index x = a_R mod 128 (7 COTs, 128 entries of 26 bits);
-/// E < 1.29·2^24 < 2^25. Then E·g with g = round(exp(−b_R/2^f)·2^24), R's
-/// own value: with E's shares x'_P mod 2^26 (top bit t_P; E's MSB at width
-/// 26 is known to be 0), E = s_S + s_R + 2^26·t_S·t_R (s_P the signed
+/// E(x) = round(exp(−2·signed4(a_S + x) − b_S/2^f)·2^20) for the other
+/// party R's index x = a_R mod 16 (4 COTs, 16 entries of 24 bits);
+/// E ≤ e²·2^20 < 2^23. Then E·g with g = round(exp(−b_R/2^f)·2^24), R's
+/// own value: with E's shares x'_P mod 2^24 (top bit t_P; E's MSB at width
+/// 24 is known to be 0), E = s_S + s_R + 2^24·t_S·t_R (s_P the signed
 /// readings, as [`interactive::mul_small`]), so
-/// E·g = s_R·g (R's, local) + Σ_{j<25} 2^j·x'_{S,j}·g + 2^25·t_S·(2t_R − 1)·g:
-/// one [`interactive::vole`] with S's 26-bit chosen multiplier x'_S and
-/// R's per-bit vectors (26 OTs). Last, one truncation by 24 bits.
+/// E·g = s_R·g (R's, local) + Σ_{j<23} 2^j·x'_{S,j}·g + 2^23·t_S·(2t_R − 1)·g:
+/// one [`interactive::vole`] with S's 24-bit chosen multiplier x'_S and
+/// R's per-bit vectors (24 OTs). E·g ≤ (1 + 2^−19)·2^44; last, one
+/// truncation by 20 bits to scale 2^24.
 ///
-/// **Error:** the table's and g's rounding (½ ulp of 2^−24 each, weighed
-/// by E ≤ 1.29 and g ≤ 1) and the truncation (one ulp): |e − exp(d)| ≤
-/// 2.2·2^−24 ≈ 1.3·10⁻⁷ — within the polynomial path's 1.0·10⁻⁴ relative
-/// bound, so [`SOFTMAX_ERR_F12`] holds with more room. Needs f ≥ 3.
+/// **Error:** the table's rounding (½ ulp of 2^−20, weighed by g ≤ 1),
+/// g's (½ ulp of 2^−24, weighed by E ≤ e²) and the truncation (one ulp of
+/// 2^−24): |e − exp(d)| ≤ 2^−21 + 3.7·2^−24 + 2^−24 ≈ 7.6·10⁻⁷ — far
+/// within the polynomial path's 1.0·10⁻⁴ relative bound, so
+/// [`SOFTMAX_ERR_F12`] holds with more room.
 ///
 /// **Security:** [`interactive::lut`]'s and [`interactive::vole`]'s views
 /// (uniform index corrections and derandomisation bits; table entries and
 /// corrections masked by pads the receiver did not choose); nothing is
 /// opened. **Range:** d ∈ [−16, 0] (the clip, or a proven bound) — outside
-/// it a wraps modulo 128 and the value is wrong, not leaked.
+/// it a wraps modulo 16 and the value is wrong, not leaked.
 ///
-/// Per element: 33 COTs and about 590 bytes (416 for the table, 171 for
-/// the product), against the polynomial's 55 and six squarings' 162 COTs
-/// and about 1.45 KB; 6 flights instead of 29.
+/// Per element: 28 COTs and about 210 bytes (48 for the table, 162 for the
+/// product), against the polynomial's 55 and six squarings' 162 COTs and
+/// about 1.45 KB; 6 flights instead of 29.
 pub fn exp_lut(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<ArithShare> {
     let (ring, f, party) = (ctx.ring(), ctx.fx.frac, ctx.party);
-    if f < 3 || ring.bits() < 2 * EXP_SCALE + 3 {
-        return Err(invalid(format!("exp by table: {f} fraction bits in a {}-bit ring (need f ≥ 3, ℓ ≥ 51)", ring.bits())));
+    if f < 1 || f + 1 + EXP_LUT_BITS > ring.bits() || ring.bits() < 2 * EXP_SCALE + 3 {
+        return Err(invalid(format!("exp by table: {f} fraction bits in a {}-bit ring (need f ≥ 1, ℓ ≥ 51)", ring.bits())));
     }
     let n = dc.len();
     let raw = if n == 0 || !ctx.is_interactive() || ctx.is_planning() {
         ArithShare::zeros(ring, n)
     } else {
-        let beta = f - 2;
+        let beta = f + 1;
         let (kb, w) = (EXP_LUT_BITS, EXP_LUT_WIDTH);
         let nn = 1usize << kb;
         let u: Vec<u64> = dc.v.iter().map(|v| ring.neg(*v)).collect();
         let h = n / 2;
         let (sr, rr) = if party == 0 { (0..h, h..n) } else { (h..n, 0..h) };
-        let scale = (EXP_SCALE as f64).exp2();
+        let (st, sg) = ((EXP_LUT_SCALE as f64).exp2(), (EXP_SCALE as f64).exp2());
         let unit = (f as f64).exp2();
+        let step = (beta as f64).exp2() / unit;
         let bmask = (1u64 << beta) - 1;
-        let ea: Vec<f64> = (0..nn).map(|v| (-(if v == nn - 1 { -1.0 } else { v as f64 }) / 4.0).exp()).collect();
+        let ea: Vec<f64> = (0..nn).map(|v| (-(if v == nn - 1 { -1.0 } else { v as f64 }) * step).exp()).collect();
         let us = &u[sr.clone()];
         let mut fill = |i: usize, row: &mut [u64]| {
             let v = us[i];
             let a = ((v >> beta) as usize) & (nn - 1);
-            let eb = (-((v & bmask) as f64) / unit).exp() * scale;
+            let eb = (-((v & bmask) as f64) / unit).exp() * st;
             for (x, o) in row.iter_mut().enumerate() {
                 *o = (ea[(a + x) & (nn - 1)] * eb).round() as u64;
             }
         };
         let idx: Vec<u64> = u[rr.clone()].iter().map(|v| (v >> beta) & (nn as u64 - 1)).collect();
-        let g: Vec<u64> = u[rr.clone()].iter().map(|v| ((-((v & bmask) as f64) / unit).exp() * scale).round() as u64).collect();
+        let g: Vec<u64> = u[rr.clone()].iter().map(|v| ((-((v & bmask) as f64) / unit).exp() * sg).round() as u64).collect();
         let ot = ctx.ot_mut().ok_or_else(|| invalid("exp by table: interactive mode only"))?;
         let (es, er) = interactive::lut(ot, ch, party, kb, w, Some((sr.len(), &mut fill)), Some(&idx))?;
-        // E·g: S's 26-bit multiplier against R's per-bit vectors
+        // E·g: S's w-bit multiplier against R's per-bit vectors
         let top = |x: u64| (x >> (w - 1)) & 1;
         let mut vecs = Vec::with_capacity(rr.len() * w as usize);
         for (x, gv) in er.iter().zip(&g) {
@@ -288,7 +295,7 @@ pub fn exp_lut(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
         }
         ArithShare { ring, v: out }
     };
-    ctx.trunc(ch, &raw, EXP_SCALE)
+    ctx.trunc(ch, &raw, EXP_LUT_SCALE)
 }
 
 /// exp(x) element-wise for x ≤ 0, output at the context's scale. Inputs
@@ -355,14 +362,17 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     // the reciprocal's last truncation fused with the product by exp (per
     // element, one flight: [`Ctx::trunc_mul`])
     if ctx.is_interactive() {
-        // interactive mode: the reciprocal truncated per row (R ≤ 1 + 10⁻³
-        // at scale 2^24, non-negative: R ∈ [0, 2^26)), then e·R with R as
-        // the row's small operand of one vector OLE per row
-        // ([`interactive::mul_small_rows`]: 54 OTs per row instead of 52
-        // per element)
-        let r = ctx.trunc(ch, &ip, ik)?;
-        let p = ctx.mul_small_rows(ch, &r, EXP_SCALE + 3, &e, len)?;
-        return ctx.trunc(ch, &p, 2 * EXP_SCALE - f);
+        // interactive mode: the reciprocal truncated per row to scale
+        // 2^16 ([`RECIP_ROW_SCALE`]: R = 1/Σe ≤ 1 + 10⁻³, non-negative,
+        // so R ∈ [0, 2^17); the coarser R adds at most e·2^−16 ≤ 1.6·10⁻⁵
+        // to an output, which the table exp's error, 10⁻⁴·p smaller than
+        // the polynomial's, more than pays for), then e·R with R as the
+        // row's small operand of one vector OLE per row
+        // ([`Ctx::mul_small_rows`]: 36 OTs per row instead of 52 per
+        // element)
+        let r = ctx.trunc(ch, &ip, ik + EXP_SCALE - RECIP_ROW_SCALE)?;
+        let p = ctx.mul_small_rows(ch, &r, RECIP_ROW_SCALE + 2, &e, len)?;
+        return ctx.trunc(ch, &p, EXP_SCALE + RECIP_ROW_SCALE - f);
     }
     let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
     let p = ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?.1;
