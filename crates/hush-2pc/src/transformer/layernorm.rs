@@ -23,7 +23,8 @@
 //!    ([`Ctx::trunc_mul`] on the row's untruncated value broadcast to its
 //!    elements: one flight instead of two, the bytes of the Beaver product
 //!    it replaces; each element truncates faithfully itself — since
-//!    2026-11-25).
+//!    2026-11-25). Interactive mode truncates the rsqrt once per row and
+//!    multiplies by one vector OLE per row ([`Ctx::mul_small_rows`]).
 //!
 //! **Error bound** (f = 12, |x| ≤ 2^10, σ² ≥ 2^{−f}): |y − y_true| ≤
 //! |y|·3·10⁻⁴ + (|μ error| + 2^{−f})·r + 2^{−f} where the mean's error is

@@ -23,6 +23,11 @@
 //!    one-round square, each further one fused with the truncation before
 //!    it ([`Ctx::trunc_square`], one opening), and a last truncation —
 //!    N + 1 openings instead of 2N (since 2026-11-25).
+//!    **Interactive mode** (since 2026-11-29) computes exp(d) instead by
+//!    one OT table lookup and one 24-bit product ([`exp_lut`]: exact
+//!    split of the shares' bits, no polynomial and no squarings; error
+//!    ≤ 7.6·10⁻⁷), and skips the clip when the proven bound gives
+//!    x − max ∈ [−16, 0] already (|x| ≤ 8).
 //! 4. s = Σ_row exp (local), 1/s by [`super::recip::reciprocal`] over
 //!    [2^−1, 2^⌈log2 L⌉] (s ≥ exp(0) ≈ 1 and s ≤ L by construction), then
 //!    out = exp·(1/s) truncated to 2^f. The reciprocal's last truncation
