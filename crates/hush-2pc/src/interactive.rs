@@ -112,7 +112,7 @@ use crate::deal::triples::TripleShare;
 use crate::deal::trunc::{TruncMulShare, TruncShare, TruncSqShare};
 use crate::wire::{self, mask};
 use crate::{invalid, malformed, Party, Result};
-use hush_correlations::ot::{rot_recv_chunked, rot_send_chunked};
+use hush_correlations::ot::{rot1n_recv, rot1n_send, rot_recv_chunked, rot_send_chunked};
 use hush_primitives::{Block, Prg, Ring};
 use hush_transport::Channel;
 use zeroize::Zeroize;
@@ -228,6 +228,13 @@ struct BitReader<'a> {
 impl BitReader<'_> {
     #[inline]
     fn take(&mut self, w: u32) -> u64 {
+        let at = self.pos / 8;
+        if let Some(b) = self.b.get(at..at + 16) {
+            // fast path: one unaligned 16-byte read holds any w ≤ 64 bits
+            let x = u128::from_le_bytes(b.try_into().expect("16 bytes"));
+            self.pos += w as usize;
+            return ((x >> (self.pos - w as usize) % 8) as u64) & mask(w);
+        }
         let mut v = 0u64;
         let mut got = 0u32;
         while got < w {
@@ -976,6 +983,39 @@ pub fn mul_small(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: R
     Ok((0..n).map(|i| ring.add(ring.add(ring.mul(s[i], y[i]), v.send[i]), v.recv[i])).collect())
 }
 
+/// [`mul_small`] with one small operand per **row**: x (`x.len()` rows,
+/// each proven in [0, 2^{k−1})) times every element of its row of y
+/// (`m` elements per row, row-major): one vector OLE per direction with the
+/// row's k-bit multiplier against the row's vector (the PRG-expanded pads
+/// of [`vole`] with m > 2). Per row 2k OTs instead of 2k·m; the correction
+/// bits per element are [`mul_small`]'s. Softmax's e·(1/Σe), one
+/// reciprocal per row of 128. **Derivation, security and range:** as
+/// [`mul_small`], whose per-bit vectors become per-bit row vectors.
+pub fn mul_small_rows(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ring, k: u32, x: &[u64], y: &[u64], m: usize) -> Result<Vec<u64>> {
+    check_small(ring, k, "small row product")?;
+    if m == 0 || x.len() * m != y.len() {
+        return Err(invalid("small row product: rows do not match the vector"));
+    }
+    let rows = x.len();
+    let l = ring.bits();
+    let (xs, t, s) = small_parts(ring, x, k);
+    let ku = k as usize;
+    let mut vecs = Vec::with_capacity(y.len() * ku);
+    for g in 0..rows {
+        let yr = &y[g * m..(g + 1) * m];
+        for _ in 0..ku - 1 {
+            vecs.extend_from_slice(yr);
+        }
+        let c = ring.sub(2 * t[g], 1);
+        vecs.extend(yr.iter().map(|v| ring.mul(c, *v)));
+    }
+    let wf = move |_| l;
+    let dir = Dir { groups: rows, m, ybits: k, width: &wf, chosen: true, per_bit: true };
+    let v = vole(ot, ch, party, Some((dir, &vecs)), Some((dir, Some(&xs))))?;
+    vecs.zeroize();
+    Ok((0..y.len()).map(|i| ring.add(ring.add(ring.mul(s[i / m], y[i]), v.send[i]), v.recv[i])).collect())
+}
+
 /// Squares x² of shared x **known to lie in [0, 2^{k−1})**: one direction
 /// of k OTs plus one OT the other way per element, against a square's ℓ
 /// OTs (the same known-MSB reading as [`mul_small`]).
@@ -1017,4 +1057,136 @@ pub fn square_small(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring
         v
     };
     Ok((0..n).map(|i| ring.add(ring.add(ring.mul(s[i], s[i]), v.send[i]), v.recv[i])).collect())
+}
+
+/// Most table instances per direction handled at once by [`lut`].
+pub const LUT_BATCH: usize = 1 << 14;
+/// Instances per 1-of-2^k ROT request inside a [`lut`] batch (bounded
+/// scratch: 2^k pads of 16 bytes each).
+const LUT_SUB: usize = 1 << 10;
+
+const STEP_LUT_D: &str = "interactive table lookup: receiver's index corrections";
+const STEP_LUT_M: &str = "interactive table lookup: sender's masked table";
+
+/// Table lookups by 1-out-of-2^k OT (the OT-based lookup table of
+/// SIRNN, Rathee et al., IEEE S&P 2021, §3, on random 1-of-2^k OTs from
+/// `kbits` COTs each: [`hush_correlations::ot::rot1n_send`], the
+/// Kolesnikov–Kumaresan construction with the TCCR hash, as `cf2`'s
+/// millionaires' leaves): for each element, the **table sender** holds a
+/// row of 2^k values of `width` bits (filled by `send.1(i, row)`: row[x] is
+/// the entry when the receiver's index is x, so the sender can fold in
+/// anything it knows itself), the **receiver** an index x_i < 2^k; they get
+/// additive shares of row[x_i] mod 2^width: the sender a fresh uniform r_i
+/// (from its session PRG), the receiver row[x_i] − r_i. Both directions in
+/// one call (`send`: this party's number of sender elements and its rows;
+/// `recv`: its indices as receiver; the peer calls with them exchanged).
+///
+/// **Flights** per batch of [`LUT_BATCH`] elements: the COT source's, the
+/// receiver's δ_i = x_i − c_i mod 2^k (k bits; c_i its random ROT choice),
+/// the sender's M_{i,y} = pad_{i,y} + row_i[y + δ_i] − r_i mod 2^width for
+/// every y (2^k·width bits); the receiver takes M_{i,c_i} − pad_{i,c_i}.
+///
+/// **Security (semi-honest).** The sender sees δ_i = x_i − c_i with c_i
+/// the receiver's fresh random choice, uniform and hidden from it by the
+/// OT extension: δ_i is uniform, independent of x_i. The receiver sees
+/// M_{i,y} for y ≠ c_i masked by pads of indices it did not choose
+/// (pseudorandom to it by the 1-of-2^k ROT's security) and
+/// M_{i,c_i} − pad = row_i[x_i] − r_i with r_i uniform, used once: its view
+/// and its output are uniform strings. Each ROT is used for one element
+/// only (fresh COTs; the COT index is the hash tweak). Sizes of the peer's
+/// messages are fixed by the public shapes and checked before use; set
+/// padding bits are refused.
+pub fn lut(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, kbits: u32, width: u32, send: Option<(usize, &mut dyn FnMut(usize, &mut [u64]))>, recv: Option<&[u64]>) -> Result<(Vec<u64>, Vec<u64>)> {
+    if !(1..=8).contains(&kbits) || !(1..=64).contains(&width) {
+        return Err(invalid(format!("table lookup: {kbits}-bit index, {width}-bit entries")));
+    }
+    let nn = 1usize << kbits;
+    let ns = send.as_ref().map_or(0, |s| s.0);
+    let nr = recv.map_or(0, |r| r.len());
+    if recv.is_some_and(|r| r.iter().any(|x| *x >= nn as u64)) {
+        return Err(invalid("table lookup: index above the table"));
+    }
+    let mut fill = send.map(|s| s.1);
+    let mut out_s = Vec::with_capacity(ns);
+    let mut out_r = Vec::with_capacity(nr);
+    let batches = ns.max(nr).div_ceil(LUT_BATCH).max(1);
+    let range = |n: usize, b: usize| ((b * LUT_BATCH).min(n), ((b + 1) * LUT_BATCH).min(n));
+    let wm = mask(width);
+    let mut blocks = vec![Block::ZERO; LUT_SUB * nn];
+    let mut spads = vec![0u64; LUT_BATCH.min(ns) * nn];
+    let mut row = vec![0u64; nn];
+    for b in 0..batches {
+        let (s0, s1) = range(ns, b);
+        let (r0, r1) = range(nr, b);
+        let (bs, br) = (s1 - s0, r1 - r0);
+        let mut choice = vec![0u8; br];
+        let mut rpads = vec![Block::ZERO; br];
+        for turn in 0..2 {
+            if (turn == 0) == (party == 0) {
+                for c0 in (0..bs).step_by(LUT_SUB) {
+                    let c1 = (c0 + LUT_SUB).min(bs);
+                    let blk = &mut blocks[..(c1 - c0) * nn];
+                    rot1n_send(&mut *ot.send, ch, kbits as usize, c1 - c0, blk)?;
+                    for (o, p) in spads[c0 * nn..c1 * nn].iter_mut().zip(blk.iter()) {
+                        *o = p.lo() & wm;
+                    }
+                }
+            } else if br > 0 {
+                rot1n_recv(&mut *ot.recv, ch, kbits as usize, &mut choice, &mut rpads)?;
+            }
+        }
+        // δ = x − c mod 2^k
+        let mine_d = recv.filter(|_| br > 0).map(|x| {
+            let mut w = Bits::new((br * kbits as usize).div_ceil(8));
+            for (i, &c) in choice.iter().enumerate() {
+                w.push(x[r0 + i].wrapping_sub(c as u64), kbits);
+            }
+            w.finish()
+        });
+        let d_len = (bs * kbits as usize).div_ceil(8);
+        let peer_d = flight(ch, STEP_LUT_D, mine_d.as_deref(), (bs > 0).then_some(d_len))?;
+        let mut mine_m = None;
+        if let (Some(pd), Some(fill)) = (&peer_d, fill.as_mut()) {
+            check_padding(STEP_LUT_D, pd, bs * kbits as usize)?;
+            let mut rd = BitReader { b: pd, pos: 0 };
+            let mut w = Bits::new((bs * nn * width as usize).div_ceil(8));
+            for i in 0..bs {
+                let d = rd.take(kbits) as usize;
+                fill(s0 + i, &mut row);
+                let r = ot.rng.next_u64() & wm;
+                let pads = &spads[i * nn..(i + 1) * nn];
+                for (y, p) in pads.iter().enumerate() {
+                    w.push(p.wrapping_add(row[(y + d) & (nn - 1)]).wrapping_sub(r), width);
+                }
+                out_s.push(r);
+            }
+            mine_m = Some(w.finish());
+        }
+        let m_len = (br * nn * width as usize).div_ceil(8);
+        let peer_m = flight(ch, STEP_LUT_M, mine_m.as_deref(), (br > 0).then_some(m_len))?;
+        if let Some(pm) = &peer_m {
+            check_padding(STEP_LUT_M, pm, br * nn * width as usize)?;
+            for i in 0..br {
+                let c = choice[i] as usize;
+                let mut rd = BitReader { b: pm, pos: (i * nn + c) * width as usize };
+                out_r.push(rd.take(width).wrapping_sub(rpads[i].lo()) & wm);
+            }
+        }
+        choice.zeroize();
+        rpads.zeroize();
+    }
+    spads.zeroize();
+    blocks.zeroize();
+    row.zeroize();
+    Ok((out_s, out_r))
+}
+
+fn check_padding(step: &'static str, b: &[u8], bits: usize) -> Result<()> {
+    if b.len() != bits.div_ceil(8) {
+        return Err(malformed(step, format!("{} bytes for {bits} bits", b.len())));
+    }
+    if bits % 8 != 0 && b[b.len() - 1] >> (bits % 8) != 0 {
+        return Err(malformed(step, "padding bits set"));
+    }
+    Ok(())
 }

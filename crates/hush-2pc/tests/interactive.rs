@@ -895,3 +895,140 @@ fn small_square_is_pinned_and_its_bits_reveal_nothing() {
     let sq = add(r, &out[0].0, &out[1].0);
     assert!((0..n).all(|i| sq[i] == r.mul(xs[i], xs[i])));
 }
+
+/// The OT table lookup ([`interactive::lut`]) in both directions at once:
+/// shares of each sender row's entry at the receiver's index, for 7-bit
+/// tables of 26-bit entries and 3-bit tables of 64-bit entries; bytes and
+/// rounds pinned; a curious sender's received index corrections against
+/// the receiver's indices: chance.
+#[test]
+fn table_lookup_is_exact_pinned_and_its_corrections_reveal_nothing() {
+    for (kb, w, n0, n1, seed) in [(7u32, 26u32, 500usize, 300usize, 61u64), (3, 64, 200, 0, 62), (1, 5, 0, 100, 63)] {
+        let nn = 1usize << kb;
+        // row entry of sender P's element i at receiver index x
+        let entry = move |p: u8, i: usize, x: usize| -> u64 {
+            let h = (p as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((i as u64) << 20) ^ x as u64;
+            h.wrapping_mul(0xbf58_476d_1ce4_e5b9).rotate_left(17) & wmask(w)
+        };
+        let mut pr = Prg::new(Block(seed as u128));
+        // idx[p]: party p's indices as receiver (of the peer's elements)
+        let idx: [Vec<u64>; 2] = [(0..n1).map(|_| pr.next_u64() % nn as u64).collect(), (0..n0).map(|_| pr.next_u64() % nn as u64).collect()];
+        let ix = idx.clone();
+        let out = run2(seed, move |p, mut s, ch| {
+            let ns = if p == 0 { n0 } else { n1 };
+            let mut fill = |i: usize, row: &mut [u64]| row.iter_mut().enumerate().for_each(|(x, o)| *o = entry(p, i, x));
+            interactive::lut(&mut s, ch, p, kb, w, Some((ns, &mut fill)), Some(&ix[p as usize])).unwrap()
+        });
+        let m = wmask(w);
+        for (sp, n) in [(0usize, n0), (1, n1)] {
+            let rp = 1 - sp;
+            for i in 0..n {
+                let got = out[sp].0 .0[i].wrapping_add(out[rp].0 .1[i]) & m;
+                assert_eq!(got, entry(sp as u8, i, idx[rp][i] as usize), "k {kb}, sender {sp}, element {i}");
+            }
+        }
+        if n0 >= 200 {
+            looks_uniform(&out[1].0 .1, w.min(20), "receiver's table shares");
+        }
+        // bytes: δ (k bits per received element), the masked rows (2^k·w
+        // bits per sent element), IKNP's traffic as receiver (k COTs per
+        // received element, one request)
+        let cots = |n: usize| if n == 0 { 0 } else { 16 * (n * kb as usize).div_ceil(128) as u64 * 128 };
+        let bytes = |ns: usize, nr: usize| (nr * kb as usize).div_ceil(8) as u64 + (ns * nn * w as usize).div_ceil(8) as u64 + cots(nr);
+        assert_eq!([out[0].1.bytes_sent, out[1].1.bytes_sent], [bytes(n0, n1), bytes(n1, n0)], "k {kb}");
+        assert!(out[0].1.rounds.max(out[1].1.rounds) <= 4, "rounds {:?}", (out[0].1.rounds, out[1].1.rounds));
+    }
+    // a curious sender (party 0) reads the δ bits against party 1's indices
+    let n = 4000usize;
+    let mut pr = Prg::new(Block(64));
+    let xs: Vec<u64> = (0..n).map(|_| pr.next_u64() % 128).collect();
+    let x1 = xs.clone();
+    let out = run2(65, move |p, mut s, ch| {
+        let mut fill = |_: usize, row: &mut [u64]| row.iter_mut().enumerate().for_each(|(x, o)| *o = x as u64);
+        if p == 0 {
+            interactive::lut(&mut s, ch, p, 7, 26, Some((n, &mut fill)), None).unwrap()
+        } else {
+            interactive::lut(&mut s, ch, p, 7, 26, None, Some(&x1)).unwrap()
+        }
+    });
+    let d = out[0].2.last().unwrap();
+    assert_eq!(d.len(), (n * 7).div_ceil(8));
+    let right = (0..n).filter(|&i| ((d[(7 * i) / 8] >> ((7 * i) % 8)) & 1) as u64 == xs[i] & 1).count();
+    let dev = (right as f64 - n as f64 / 2.0).abs();
+    assert!(dev <= 5.0 * (n as f64).sqrt() / 2.0, "party 0 predicts the index bit {right}/{n} times");
+    let got: Vec<u64> = (0..n).map(|i| out[0].0 .0[i].wrapping_add(out[1].0 .1[i]) & ((1 << 26) - 1)).collect();
+    assert_eq!(got, xs);
+    // refusals: index bits, an index above the table
+    let out = run2(66, |p, mut s, ch| (interactive::lut(&mut s, ch, p, 9, 8, None, Some(&[1])).is_err(), interactive::lut(&mut s, ch, p, 2, 8, None, Some(&[4])).is_err()));
+    assert_eq!(out[0].0, (true, true));
+}
+
+/// [`interactive::mul_small_rows`]: one small operand per row times its
+/// row, exact in the ring, at rows of 1, 3 and 128 (the pad expansion's
+/// three cases) and the range's ends.
+#[test]
+fn small_row_products_match_the_ring() {
+    for (m, k, seed) in [(1usize, 27u32, 71u64), (3, 32, 72), (128, 27, 73)] {
+        let r = ring(64);
+        let top = 1u64 << (k - 1);
+        let mut p = Prg::new(Block(seed as u128));
+        let mut xs: Vec<u64> = vec![0, 1, top - 1];
+        xs.extend((0..20).map(|_| p.next_u64() % top));
+        let ys: Vec<u64> = (0..xs.len() * m).map(|_| p.next_u64()).collect();
+        let (x0, x1) = share_arith(r, &xs, &mut Prg::new(Block(seed as u128 + 1)));
+        let (y0, y1) = share_arith(r, &ys, &mut Prg::new(Block(seed as u128 + 2)));
+        let (sx, sy) = ([x0, x1], [y0, y1]);
+        let out = run2(seed, move |pp, mut s, ch| interactive::mul_small_rows(&mut s, ch, pp, r, k, &sx[pp as usize].v, &sy[pp as usize].v, m).unwrap());
+        let prod = add(r, &out[0].0, &out[1].0);
+        for i in 0..ys.len() {
+            assert_eq!(prod[i], r.mul(xs[i / m], ys[i]), "rows of {m}: element {i}");
+        }
+    }
+}
+
+/// exp by the table ([`softmax::exp_lut`]) at scale 2^24 against f64 exp
+/// over [−16, 0]: the ends, both sides of each split point of the shares'
+/// low bits (multiples of 2^{f+1}), and random values; within the
+/// documented 7.6·10⁻⁷.
+#[test]
+fn exp_by_table_is_within_its_bound_at_every_split() {
+    let mut xs: Vec<i64> = vec![0, -1, -65536, -65535, -8191, -8192, -8193, -16383, -16384, -16385, -57343, -57344, -57345];
+    let mut p = Prg::new(Block(81));
+    xs.extend((0..400).map(|_| -((p.next_u64() % 65537) as i64)));
+    let r = fx().ring;
+    let enc: Vec<u64> = xs.iter().map(|v| r.from_signed(*v)).collect();
+    let (s0, s1) = share_arith(r, &enc, &mut Prg::new(Block(82)));
+    let sh = [s0, s1];
+    let out = run2(83, move |pp, s, ch| {
+        let mut c = Ctx::new_interactive(pp, s, fx()).unwrap();
+        softmax::exp_lut(&mut c, ch, &sh[pp as usize]).unwrap().v.clone()
+    });
+    let y = add(r, &out[0].0, &out[1].0);
+    for (i, v) in xs.iter().enumerate() {
+        let want = (*v as f64 / 4096.0).exp();
+        let got = r.to_signed(y[i]) as f64 / (1u64 << 24) as f64;
+        assert!((got - want).abs() <= 7.6e-7, "exp({}) = {got}, want {want}", *v as f64 / 4096.0);
+    }
+}
+
+/// Softmax with the bound 8 the encoder graphs prove (interactive mode
+/// skips the clip: x − max ∈ [−16, 0] already), at the bound's ends.
+#[test]
+fn bounded_softmax_skips_the_clip_within_the_bound() {
+    let len = 16;
+    let mut x = randoms(3 * len, -8.0, 8.0, 91);
+    x.extend([8.0, -8.0, 8.0, -8.0, 0.0, 0.0, 7.9, -7.9, 8.0, 8.0, 8.0, 8.0, -8.0, -8.0, -8.0, -8.0]);
+    let (secure, clear, _) = run_op(&x, std::sync::Arc::new(move |c, ch, x| softmax::softmax_within(c, ch, x, len, 8.0)), true);
+    let (e, i) = max_err(&secure, &softmax::softmax_f64(&x, len));
+    assert!(e <= softmax::SOFTMAX_ERR_F12, "softmax error {e} at {i}");
+    let (e, _) = max_err(&secure, &clear);
+    assert!(e <= 4.0 * ULP, "softmax vs reference {e}");
+}
+
+fn wmask(w: u32) -> u64 {
+    if w >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << w) - 1
+    }
+}

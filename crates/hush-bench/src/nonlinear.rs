@@ -92,9 +92,10 @@ pub struct NonlinearArgs {
     /// the current chunk's flights run.
     #[arg(long)]
     pub overlap: bool,
-    /// gelu and softmax: a proven bound on |x| (real units, at least the
+    /// gelu, softmax and layernorm: a proven bound on |x| (real units, at least the
     /// benchmark's input range): comparisons on the fewest bits exact
-    /// inside it (`gelu_within`, `softmax_within`), as the encoder graphs
+    /// inside it (`gelu_within`, `softmax_within`; `layernorm_within`: no clip
+    /// for a bound ≤ 2^11), as the encoder graphs
     /// run them with the bounds the importer proves. Default: no bound
     /// (full-width comparisons)
     #[arg(long)]

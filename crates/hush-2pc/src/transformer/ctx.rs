@@ -231,6 +231,13 @@ impl Ctx {
         self.ot.is_some()
     }
 
+    /// Whether the context is recording a plan: the on-demand interactive
+    /// protocols (small products, table lookups) then send nothing and
+    /// return zeros.
+    pub fn is_planning(&self) -> bool {
+        matches!(self.mode, Mode::Plan(_))
+    }
+
     /// The COT session (interactive mode), for protocols run beside the
     /// operators on the same COTs (the graph runtime's HE-to-ring lift).
     pub fn ot_mut(&mut self) -> Option<&mut OtSession> {
@@ -823,6 +830,28 @@ impl Ctx {
         let party = self.party;
         let ot = self.ot.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
         Ok(ArithShare { ring: r, v: interactive::mul_small(ot, ch, party, r, k, &x.v, &y.v)? })
+    }
+
+    /// x_g·y for each row g of `m` elements of y, x proven in [0, 2^{k−1})
+    /// (one value per row: a row's reciprocal or rsqrt). Interactive mode:
+    /// [`interactive::mul_small_rows`] on the live COT session (2k OTs per
+    /// **row**; made on demand, not planned). Other modes: [`Ctx::mul`] on
+    /// x broadcast to its row (the clear reference checks the range).
+    pub fn mul_small_rows(&mut self, ch: &mut dyn Channel, x: &ArithShare, k: u32, y: &ArithShare, m: usize) -> Result<ArithShare> {
+        let r = x.ring;
+        if m == 0 || x.len() * m != y.len() {
+            return Err(invalid(format!("mul_small_rows: {} rows of {m} for {} elements", x.len(), y.len())));
+        }
+        if !self.is_interactive() || x.is_empty() {
+            let xb = ArithShare { ring: r, v: (0..y.len()).map(|i| x.v[i / m]).collect() };
+            return self.mul_small(ch, &xb, k, y);
+        }
+        if self.is_planning() {
+            return Ok(self.zeros(y.len()));
+        }
+        let party = self.party;
+        let ot = self.ot.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))?;
+        Ok(ArithShare { ring: r, v: interactive::mul_small_rows(ot, ch, party, r, k, &x.v, &y.v, m)? })
     }
 
     /// x² for x **proven to lie in [0, 2^{k−1})**. Interactive mode:

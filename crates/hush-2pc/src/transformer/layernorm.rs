@@ -23,7 +23,8 @@
 //!    ([`Ctx::trunc_mul`] on the row's untruncated value broadcast to its
 //!    elements: one flight instead of two, the bytes of the Beaver product
 //!    it replaces; each element truncates faithfully itself — since
-//!    2026-11-25).
+//!    2026-11-25). Interactive mode truncates the rsqrt once per row and
+//!    multiplies by one vector OLE per row ([`Ctx::mul_small_rows`]).
 //!
 //! **Error bound** (f = 12, |x| ≤ 2^10, σ² ≥ 2^{−f}): |y − y_true| ≤
 //! |y|·3·10⁻⁴ + (|μ error| + 2^{−f})·r + 2^{−f} where the mean's error is
@@ -155,7 +156,18 @@ pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len
     // 5. output: rsqrt's last truncation fused with the product by z
     // (per element: each element truncates its row's value itself, one
     // flight; the same faithful rounding per element)
-    let (_, p) = ctx.trunc_mul(ch, &bcast(&rp), rk, &z)?;
+    let p = if ctx.is_interactive() {
+        // interactive mode: the rsqrt truncated per row (r ∈ [2^−11, 2^6]
+        // at scale 2^24 with Newton's small error: non-negative, below
+        // 2^31), then z·r with r as the row's small operand of one vector
+        // OLE per row ([`Ctx::mul_small_rows`]: 64 OTs per row instead of
+        // a Beaver triple's 128 per element); the same values as the
+        // truncation then the product
+        let r = ctx.trunc(ch, &rp, rk)?;
+        ctx.mul_small_rows(ch, &r, LN_SCALE + 8, &z, len)?
+    } else {
+        ctx.trunc_mul(ch, &bcast(&rp), rk, &z)?.1
+    };
     let mut y = ctx.trunc(ch, &p, LN_SCALE)?;
     if let Some(g) = gamma {
         let gv: Vec<u64> = (0..n).map(|i| poly::enc(ctx, g[i % len], f)).collect();

@@ -23,6 +23,11 @@
 //!    one-round square, each further one fused with the truncation before
 //!    it ([`Ctx::trunc_square`], one opening), and a last truncation —
 //!    N + 1 openings instead of 2N (since 2026-11-25).
+//!    **Interactive mode** (since 2026-11-29) computes exp(d) instead by
+//!    one OT table lookup and one 24-bit product ([`exp_lut`]: exact
+//!    split of the shares' bits, no polynomial and no squarings; error
+//!    ≤ 7.6·10⁻⁷), and skips the clip when the proven bound gives
+//!    x − max ∈ [−16, 0] already (|x| ≤ 8).
 //! 4. s = Σ_row exp (local), 1/s by [`super::recip::reciprocal`] over
 //!    [2^−1, 2^⌈log2 L⌉] (s ≥ exp(0) ≈ 1 and s ≤ L by construction), then
 //!    out = exp·(1/s) truncated to 2^f. The reciprocal's last truncation
@@ -57,6 +62,7 @@
 
 use super::ctx::{concat, split, Ctx};
 use super::{poly, recip};
+use crate::interactive;
 use crate::share::ArithShare;
 use crate::{invalid, Result};
 use hush_transport::Channel;
@@ -69,6 +75,8 @@ pub const EXP_CLIP: f64 = 16.0;
 pub const EXP_HALVINGS: u32 = 6;
 /// exp(v) on v ∈ [−¼, 0], degree 3 (least squares), from degree 0.
 pub const EXP_POLY: [f64; 4] = [0.9999988627867469, 0.9998534023609497, 0.4970332150140026, 0.14722650894083578];
+/// Scale of the per-row reciprocal in interactive mode (see [`softmax_within`]).
+pub const RECIP_ROW_SCALE: u32 = 16;
 /// The documented error bound of softmax at f = 12.
 pub const SOFTMAX_ERR_F12: f64 = 6e-4;
 /// Longest row.
@@ -179,28 +187,7 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     let s_p = (2 * s_in).clamp(30, 3 * s_in);
     let s_c = 22;
     if ctx.is_interactive() {
-        // interactive mode: the same polynomial in w = v + ¼ ∈ [0, ¼]
-        // (q(w) = p(w − ¼), coefficients by the binomial expansion, the
-        // same function; their encoding errors at 2^{−s_c} weigh w^j ≤ 4^{−j}
-        // as p's weighed |v|^j ≤ 4^{−j}), so the powers have a small
-        // non-negative operand: w < 2^{s_in−1}, f + 6 bits
-        // ([`Ctx::powers_small`]: 55 OTs per element instead of a power
-        // tuple's 192)
-        let q = shifted_poly(&EXP_POLY, -0.25);
-        let w = ctx.add_const(dc, poly::enc(ctx, 0.25, s_in));
-        let raw = poly::eval_raw_small(ctx, ch, &w, s_in, &[&q], s_p, s_c, Some(s_in))?.pop().expect("one polynomial");
-        // interactive mode: each truncation (Ctx::trunc: ⌊·⌋ or ⌊·⌋ + 1,
-        // never negative for these non-negative values) leaves
-        // T ≤ (1 + 10⁻⁴)·2^24 + 1 < 2^25 (y^{2^j} ≤ 1 + 10⁻⁴, see the error
-        // bound), so T² is a square with a small known-MSB operand of 26
-        // bits ([`Ctx::square_small`]: 27 OTs instead of a square's 64)
-        let mut sq = ctx.trunc(ch, &raw, s_p + s_c - EXP_SCALE)?;
-        sq = ctx.square_small(ch, &sq, EXP_SCALE + 2)?;
-        for _ in 1..EXP_HALVINGS {
-            let t = ctx.trunc(ch, &sq, EXP_SCALE)?;
-            sq = ctx.square_small(ch, &t, EXP_SCALE + 2)?;
-        }
-        return ctx.trunc(ch, &sq, EXP_SCALE);
+        return exp_lut(ctx, ch, dc);
     }
     let raw = poly::eval_raw(ctx, ch, dc, s_in, &[&EXP_POLY], s_p, s_c)?.pop().expect("one polynomial");
     let mut sq = ctx.trunc_square(ch, &raw, s_p + s_c - EXP_SCALE)?;
@@ -211,20 +198,109 @@ fn exp_clipped(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
     Ok(y)
 }
 
-/// The coefficients of q(w) = p(w + a) (from degree 0): q_j = Σ_{i≥j}
-/// p_i·C(i, j)·a^{i−j}.
-fn shifted_poly(p: &[f64], a: f64) -> Vec<f64> {
-    (0..p.len())
-        .map(|j| {
-            let mut c = 0.0;
-            let mut binom = 1.0; // C(i, j) for i = j
-            for i in j..p.len() {
-                c += p[i] * binom * a.powi((i - j) as i32);
-                binom = binom * (i + 1) as f64 / (i + 1 - j) as f64;
+/// Index bits of [`exp_lut`]'s table: exp(−2a) for a ∈ [−1, 8].
+pub const EXP_LUT_BITS: u32 = 4;
+/// Scale of [`exp_lut`]'s table entries (E ≤ e² < 2^3 at scale 2^20).
+pub const EXP_LUT_SCALE: u32 = 20;
+/// Entry width of [`exp_lut`]'s table: entries below 2^23, shared mod
+/// 2^24 with a known MSB.
+pub const EXP_LUT_WIDTH: u32 = EXP_LUT_SCALE + 4;
+
+/// exp(d) at scale 2^24 for d ∈ [−16, 0] (scale 2^f), **interactive mode**:
+/// a table lookup and one small product instead of the polynomial and six
+/// squarings (since 2026-11-29).
+///
+/// **Derivation.** With u = −d ∈ [0, 16·2^f] shared as u₀ + u₁ mod 2^ℓ and
+/// β = f + 1, each party splits its own share: b_P = u_P mod 2^β and
+/// a_P = ⌊u_P/2^β⌋. Then u − b₀ − b₁ is a multiple of 2^β in
+/// [−2^{β+1} + 2, 16·2^f], so a = (u − b₀ − b₁)/2^β is an integer in
+/// [−1, 8] with a ≡ a₀ + a₁ (mod 2^{ℓ−β}), hence a = signed4((a₀ + a₁)
+/// mod 16) (15 reads as −1) — **exactly**, no comparison, and
+/// exp(−u/2^f) = exp(−2a)·exp(−b₀/2^f)·exp(−b₁/2^f). For each element
+/// one party S (party 0 for the first half, party 1 for the second: both
+/// cores work) is the table sender of [`interactive::lut`]: its row holds
+/// E(x) = round(exp(−2·signed4(a_S + x) − b_S/2^f)·2^20) for the other
+/// party R's index x = a_R mod 16 (4 COTs, 16 entries of 24 bits);
+/// E ≤ e²·2^20 < 2^23. Then E·g with g = round(exp(−b_R/2^f)·2^24), R's
+/// own value: with E's shares x'_P mod 2^24 (top bit t_P; E's MSB at width
+/// 24 is known to be 0), E = s_S + s_R + 2^24·t_S·t_R (s_P the signed
+/// readings, as [`interactive::mul_small`]), so
+/// E·g = s_R·g (R's, local) + Σ_{j<23} 2^j·x'_{S,j}·g + 2^23·t_S·(2t_R − 1)·g:
+/// one [`interactive::vole`] with S's 24-bit chosen multiplier x'_S and
+/// R's per-bit vectors (24 OTs). E·g ≤ (1 + 2^−19)·2^44; last, one
+/// truncation by 20 bits to scale 2^24.
+///
+/// **Error:** the table's rounding (½ ulp of 2^−20, weighed by g ≤ 1),
+/// g's (½ ulp of 2^−24, weighed by E ≤ e²) and the truncation (one ulp of
+/// 2^−24): |e − exp(d)| ≤ 2^−21 + 3.7·2^−24 + 2^−24 ≈ 7.6·10⁻⁷ — far
+/// within the polynomial path's 1.0·10⁻⁴ relative bound, so
+/// [`SOFTMAX_ERR_F12`] holds with more room.
+///
+/// **Security:** [`interactive::lut`]'s and [`interactive::vole`]'s views
+/// (uniform index corrections and derandomisation bits; table entries and
+/// corrections masked by pads the receiver did not choose); nothing is
+/// opened. **Range:** d ∈ [−16, 0] (the clip, or a proven bound) — outside
+/// it a wraps modulo 16 and the value is wrong, not leaked.
+///
+/// Per element: 28 COTs and about 210 bytes (48 for the table, 162 for the
+/// product), against the polynomial's 55 and six squarings' 162 COTs and
+/// about 1.45 KB; 6 flights instead of 29.
+pub fn exp_lut(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<ArithShare> {
+    let (ring, f, party) = (ctx.ring(), ctx.fx.frac, ctx.party);
+    if f < 1 || f + 1 + EXP_LUT_BITS > ring.bits() || ring.bits() < 2 * EXP_SCALE + 3 {
+        return Err(invalid(format!("exp by table: {f} fraction bits in a {}-bit ring (need f ≥ 1, ℓ ≥ 51)", ring.bits())));
+    }
+    let n = dc.len();
+    let raw = if n == 0 || !ctx.is_interactive() || ctx.is_planning() {
+        ArithShare::zeros(ring, n)
+    } else {
+        let beta = f + 1;
+        let (kb, w) = (EXP_LUT_BITS, EXP_LUT_WIDTH);
+        let nn = 1usize << kb;
+        let u: Vec<u64> = dc.v.iter().map(|v| ring.neg(*v)).collect();
+        let h = n / 2;
+        let (sr, rr) = if party == 0 { (0..h, h..n) } else { (h..n, 0..h) };
+        let (st, sg) = ((EXP_LUT_SCALE as f64).exp2(), (EXP_SCALE as f64).exp2());
+        let unit = (f as f64).exp2();
+        let step = (beta as f64).exp2() / unit;
+        let bmask = (1u64 << beta) - 1;
+        let ea: Vec<f64> = (0..nn).map(|v| (-(if v == nn - 1 { -1.0 } else { v as f64 }) * step).exp()).collect();
+        let us = &u[sr.clone()];
+        let mut fill = |i: usize, row: &mut [u64]| {
+            let v = us[i];
+            let a = ((v >> beta) as usize) & (nn - 1);
+            let eb = (-((v & bmask) as f64) / unit).exp() * st;
+            for (x, o) in row.iter_mut().enumerate() {
+                *o = (ea[(a + x) & (nn - 1)] * eb).round() as u64;
             }
-            c
-        })
-        .collect()
+        };
+        let idx: Vec<u64> = u[rr.clone()].iter().map(|v| (v >> beta) & (nn as u64 - 1)).collect();
+        let g: Vec<u64> = u[rr.clone()].iter().map(|v| ((-((v & bmask) as f64) / unit).exp() * sg).round() as u64).collect();
+        let ot = ctx.ot_mut().ok_or_else(|| invalid("exp by table: interactive mode only"))?;
+        let (es, er) = interactive::lut(ot, ch, party, kb, w, Some((sr.len(), &mut fill)), Some(&idx))?;
+        // E·g: S's w-bit multiplier against R's per-bit vectors
+        let top = |x: u64| (x >> (w - 1)) & 1;
+        let mut vecs = Vec::with_capacity(rr.len() * w as usize);
+        for (x, gv) in er.iter().zip(&g) {
+            vecs.extend(std::iter::repeat_n(*gv, w as usize - 1));
+            vecs.push(ring.mul(ring.sub(2 * top(*x), 1), *gv));
+        }
+        let l = ring.bits();
+        let wf = move |_| l;
+        let sdir = interactive::Dir { groups: rr.len(), m: 1, ybits: w, width: &wf, chosen: true, per_bit: true };
+        let rdir = interactive::Dir { groups: sr.len(), m: 1, ybits: w, width: &wf, chosen: true, per_bit: false };
+        let v = interactive::vole(ot, ch, party, Some((sdir, &vecs)), Some((rdir, Some(&es))))?;
+        let mut out = vec![0u64; n];
+        for (j, i) in rr.clone().enumerate() {
+            let s = ring.sub(er[j], ring.mul(top(er[j]), 1u64 << w));
+            out[i] = ring.add(ring.mul(s, g[j]), v.send[j]);
+        }
+        for (j, i) in sr.clone().enumerate() {
+            out[i] = v.recv[j];
+        }
+        ArithShare { ring, v: out }
+    };
+    ctx.trunc(ch, &raw, EXP_LUT_SCALE)
 }
 
 /// exp(x) element-wise for x ≤ 0, output at the context's scale. Inputs
@@ -273,8 +349,16 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     let bu = (max_abs * unit).ceil();
     ctx.check_bound(x, bu, "softmax")?;
     let t = poly::enc(ctx, EXP_CLIP, f);
-    let rl = max_and_clip(ctx, ch, x, len, bu, t)?;
-    let dc = ctx.add_const(&rl, ring.neg(t));
+    let dc = if ctx.is_interactive() && 2.0 * bu <= t as f64 {
+        // interactive mode, |x| ≤ 8: x − max ∈ [−16, 0] already, so the
+        // clip is the identity (ReLU(d + 16) − 16 = d) and is skipped —
+        // one comparison per element fewer, the same values
+        let m = row_max_within(ctx, ch, x, len, bu)?;
+        ArithShare { ring, v: (0..x.len()).map(|i| ring.sub(x.v[i], m.v[i / len])).collect() }
+    } else {
+        let rl = max_and_clip(ctx, ch, x, len, bu, t)?;
+        ctx.add_const(&rl, ring.neg(t))
+    };
     let e = exp_clipped(ctx, ch, &dc)?;
     let sums = ArithShare { ring, v: e.v.chunks(len).map(|c| c.iter().fold(0u64, |a, b| ring.add(a, *b))).collect() };
     let hi = (len.max(2) as f64).log2().ceil() as i32;
@@ -282,17 +366,21 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
     let (ip, ik) = recip::reciprocal_untruncated(ctx, ch, &sums, EXP_SCALE, -1, hi, ((hi + EXP_SCALE as i32 + 1) as f64).exp2())?;
     // the reciprocal's last truncation fused with the product by exp (per
     // element, one flight: [`Ctx::trunc_mul`])
+    if ctx.is_interactive() {
+        // interactive mode: the reciprocal truncated per row to scale
+        // 2^16 ([`RECIP_ROW_SCALE`]: R = 1/Σe ≤ 1 + 10⁻³, non-negative,
+        // so R ∈ [0, 2^17); the coarser R adds at most e·2^−16 ≤ 1.6·10⁻⁵
+        // to an output, which the table exp's error, 10⁻⁴·p smaller than
+        // the polynomial's, more than pays for), then e·R with R as the
+        // row's small operand of one vector OLE per row
+        // ([`Ctx::mul_small_rows`]: 36 OTs per row instead of 52 per
+        // element)
+        let r = ctx.trunc(ch, &ip, ik + EXP_SCALE - RECIP_ROW_SCALE)?;
+        let p = ctx.mul_small_rows(ch, &r, RECIP_ROW_SCALE + 2, &e, len)?;
+        return ctx.trunc(ch, &p, EXP_SCALE + RECIP_ROW_SCALE - f);
+    }
     let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
-    let p = if ctx.is_interactive() {
-        // interactive mode: the truncation, then the product with exp as
-        // the small operand (e ∈ [0, (1 + 10⁻⁴)·2^24 + 1] < 2^25: a
-        // truncation output of a non-negative value; 52 OTs per element
-        // instead of a Beaver triple's 128, [`Ctx::mul_small`])
-        let t = ctx.trunc(ch, &ArithShare { ring, v: ib }, ik)?;
-        ctx.mul_small(ch, &e, EXP_SCALE + 2, &t)?
-    } else {
-        ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?.1
-    };
+    let p = ctx.trunc_mul(ch, &ArithShare { ring, v: ib }, ik, &e)?.1;
     ctx.trunc(ch, &p, 2 * EXP_SCALE - f)
 }
 
