@@ -643,3 +643,47 @@ fn malformed_interleaved_layer_is_a_clean_error() {
     assert!(matches!(e, Error::Transport(_)), "{e}");
     drop(h.join());
 }
+
+/// Interleaved 1×1 layouts cut into **tiles** of S_b < S positions (the
+/// weight polynomial of a row and group shared by every tile, transformed
+/// once): the real parameters' choices for BERT-base's shapes (128 tokens ×
+/// 768 or 3,072 channels, and the embedding's 30,522-row table) pinned, and
+/// tiled layouts exact against plaintext with a full and a partial last
+/// tile (the insecure N = 256 set prefers the spatial encoding at such
+/// shapes, so this runs at N = 8192: about a second).
+#[test]
+fn interleaved_tiles_match_plaintext_and_are_chosen_for_wide_inputs() {
+    // the real parameters at BERT-base's shapes: (C, M) at S = 128 tokens
+    let p50 = Params::he128_n8192_p50;
+    let ctx = Context::new(p50()).unwrap();
+    let mut got = Vec::new();
+    for (c, m) in [(768, 768), (768, 3072), (3072, 768), (30522, 768)] {
+        let (lay, _) = plan(&ctx, &Config::new(47), &conv1x1(c, 1, 128, m, 1)).unwrap();
+        eprintln!("BERT {c}→{m}: interleaved {}, blocking {:?}, {} tiles, {} in / {} out ciphertexts, {} weight transforms, {} products", lay.interleaved(), lay.blocking(), lay.tiles, lay.in_cts(), lay.out_cts(), lay.rows * lay.groups, lay.products());
+        got.push((lay.interleaved(), lay.blocking(), lay.tiles, lay.rows * lay.groups));
+    }
+    // the real parameters' tiled choices on small wide-input shapes (full and
+    // partial last tiles), each run against plaintext (the insecure N = 256
+    // set prefers the spatial encoding at every such shape)
+    let mut tiled = 0;
+    for (i, (c, w, m)) in [(768, 128, 768), (768, 127, 768)].into_iter().enumerate() {
+        let s = conv1x1(c, 1, w, m, 1);
+        let (lay, _) = plan(&ctx, &Config::new(47), &s).unwrap();
+        eprintln!("{s:?}: interleaved {}, blocking {:?}, {} tiles, {} in / {} out ciphertexts, {} products", lay.interleaved(), lay.blocking(), lay.tiles, lay.in_cts(), lay.out_cts(), lay.products());
+        if lay.interleaved() && lay.tiles > 1 {
+            tiled += 1;
+            check(p50(), 47, s, 970 + i as u128);
+        }
+    }
+    assert_eq!(tiled, 2, "tiled interleaved layouts chosen for {tiled} of 2 shapes");
+    assert_eq!(
+        got,
+        [
+            (true, [16, 64, 0, 7], 2, 5_280),
+            (true, [8, 64, 0, 15], 2, 19_680),
+            (true, [25, 64, 0, 4], 2, 23_616),
+            // the embedding: 8 tiles, 61,184 weight transforms for 489,472 products
+            (true, [128, 16, 0, 3], 8, 61_184),
+        ]
+    );
+}
