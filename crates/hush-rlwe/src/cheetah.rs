@@ -337,9 +337,11 @@ impl Layout {
         let cost = |i: usize, o: usize, prod: usize| (i * (up + 2 * per_product) + o * (down + 4 * per_product) + prod * per_product, prod);
         // the interleaved candidates price the weight transform (once per row
         // and group, shared by the tiles) apart from the two multiply-accumulates
-        // (per tile): 4/5 and 1/5 of a product (one NTT per prime ≈ N·log2(N)/2
-        // butterflies against 2·N products per prime); one tile prices as `cost`
-        let cost_shared = |i: usize, o: usize, wnt: usize, prod: usize| (i * (up + 2 * per_product) + o * (down + 4 * per_product) + (4 * wnt + prod) * per_product / 5, prod);
+        // (per tile): 2/5 and 3/5 of a product (measured: BERT-base's
+        // embedding priced at 4/5 and 1/5 took 8 tiles and ran ≈ 2× slower
+        // than in one tile: the multiply-accumulates of both polynomials cost
+        // more than the weight's transform); one tile prices as `cost`
+        let cost_shared = |i: usize, o: usize, wnt: usize, prod: usize| (i * (up + 2 * per_product) + o * (down + 4 * per_product) + (2 * wnt + 3 * prod) * per_product / 5, prod);
         match *shape {
             Shape::Fc { n_in, n_out } => {
                 let mut best: Option<((usize, usize), Layout)> = None;
