@@ -16,12 +16,18 @@ onnxruntime's float embeddings.
   and LayerNorm's epsilon are in the model's ``metadata_props``.
 * ``float_embed``: onnxruntime on that graph (the float reference).
 * ``private_embed``: ``hush embed`` — both parties in one process, tee mode
-  (trusted module **simulated — gives no hardware protection**).
+  (trusted module **simulated — gives no hardware protection**) or
+  ``interactive`` mode (no trusted party at all: Cheetah HE linear layers and
+  secret × secret MatMuls, every other correlation made by the two parties
+  over Ferret COTs; ``--mode interactive``, sentences run in sessions of
+  ``--batch``, sorted by length so that padding stays small).
 
 Run as a script: all 100 sentences of ``tests/python/data/minilm_sentences.txt``
 plus the retrieval queries; prints the cosine figures and the rankings.
 
     .venv/bin/python scripts/minilm.py [--n 100] [--max-len 32] [--frac 12]
+    .venv/bin/python scripts/minilm.py --mode interactive [--batch 8]      # no trusted party
+    .venv/bin/python scripts/minilm.py --served interactive               # the same over TLS, two processes
 """
 
 from __future__ import annotations
@@ -235,19 +241,52 @@ def hush_binary() -> str:
     raise RuntimeError("the hush binary is not built (scripts/setup.sh builds target/release/hush)")
 
 
-def private_embed(onnx_path: Path, ids: np.ndarray, mask: np.ndarray, frac: int = 12, bits: int = 64) -> tuple[np.ndarray, dict]:
-    """`hush embed` in tee mode; returns (embeddings, the run's JSON record)."""
+def private_embed(onnx_path: Path, ids: np.ndarray, mask: np.ndarray, frac: int = 12, bits: int = 64,
+                  mode: str = "tee") -> tuple[np.ndarray, dict]:
+    """`hush embed` with both parties in this process, in `mode` (tee or
+    interactive); returns (embeddings, the run's JSON record)."""
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         np.save(d / "ids.npy", ids)
         np.save(d / "mask.npy", mask)
         cmd = [hush_binary(), "embed", "--model", str(onnx_path), "--ids", str(d / "ids.npy"), "--mask", str(d / "mask.npy"),
                "--out", str(d / "emb.npy"), "--bits", str(bits), "--frac", str(frac), "--json"]
+        if mode != "tee":
+            cmd += ["--mode", mode]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"hush embed failed ({r.returncode}): {r.stderr.strip()}")
         rec = json.loads(r.stdout.strip().splitlines()[-1])
         return np.load(d / "emb.npy"), rec
+
+
+def private_embed_batched(onnx_path: Path, ids: np.ndarray, mask: np.ndarray, frac: int = 12, bits: int = 64,
+                          mode: str = "interactive", batch: int = 8, log=None) -> tuple[np.ndarray, dict]:
+    """`private_embed` in sessions of `batch` texts, sorted by length and each
+    session padded only to its longest text (the padded shape is public in
+    every mode); returns (embeddings in the input order, the summed record).
+    An interactive session's cost grows with its padded length, so this keeps
+    a 100-sentence run to its real tokens."""
+    order = np.argsort(mask.sum(1), kind="stable")
+    out = [None] * len(ids)
+    tot = {"mode": mode, "sessions": 0, "online_s": 0.0, "bytes": 0, "rounds": 0, "batches": 0}
+    for i in range(0, len(order), batch):
+        rows = order[i : i + batch]
+        n = int(mask[rows].sum(1).max())
+        t = time.time()
+        e, rec = private_embed(onnx_path, ids[rows, :n], mask[rows, :n], frac, bits, mode)
+        for j, row in enumerate(rows):
+            out[row] = e[j]
+        tot["sessions"] += 1
+        tot["batches"] += 1
+        tot["online_s"] += float(rec.get("online_s", 0.0))
+        tot["bytes"] += int(rec.get("bytes", 0))
+        tot["rounds"] += int(rec.get("rounds", 0))
+        tot.setdefault("plan", rec.get("plan"))
+        if log:
+            log(f"  session {tot['sessions']}: {len(rows)} texts × {n} tokens, {time.time() - t:.1f} s wall, "
+                f"online {rec.get('online_s', 0):.1f} s, {rec.get('bytes', 0) / 2**20:.0f} MiB")
+    return np.stack(out), tot
 
 
 class Served:
@@ -256,6 +295,8 @@ class Served:
     the two (three) processes of a deployment, on this machine."""
 
     def __init__(self, onnx_path: Path, mode: str = "tee"):
+        """`mode`: tee, dealer (adds a `hush dealer`) or interactive (no
+        third process and no module: the two parties make every correlation)."""
         import socket
 
         self.home = tempfile.TemporaryDirectory()
@@ -291,6 +332,8 @@ class Served:
             daddr = free()
             dfp = start(["dealer", "--listen", daddr], daddr)
             self.mode_flags = ["--mode", "dealer", "--dealer", daddr, "--dealer-pin", dfp]
+        elif mode == "interactive":
+            self.mode_flags = ["--mode", "interactive"]
         self.addr = free()
         self.fp = start(["serve", "--model", str(onnx_path), "--listen", self.addr] + self.mode_flags, self.addr)
 
@@ -348,9 +391,12 @@ def main() -> int:
     ap.add_argument("--frac", type=int, default=12)
     ap.add_argument("--bits", type=int, default=64)
     ap.add_argument("--top", type=int, default=10, help="ranking depth compared per query")
-    ap.add_argument("--served", choices=["tee", "dealer"],
+    ap.add_argument("--mode", choices=["tee", "interactive"], default="tee",
+                    help="the one-process run's mode: tee (module simulated) or interactive (no trusted party; "
+                         "sessions of --batch texts sorted by length)")
+    ap.add_argument("--served", choices=["tee", "dealer", "interactive"],
                     help="run through `hush serve` + `hush embed --connect` (graph runtime, separate processes, TLS) in this mode")
-    ap.add_argument("--batch", type=int, default=8, help="sentences per session with --served")
+    ap.add_argument("--batch", type=int, default=8, help="sentences per session with --served or --mode interactive")
     ap.add_argument("--export-only", action="store_true",
                     help="only write the ONNX graph (for `hush bench infer --model minilm-l6`) and print its path")
     a = ap.parse_args()
@@ -371,6 +417,9 @@ def main() -> int:
         rec = {"served": a.served, "sessions": len(recs), "online_s": sum(r["total_s"] for r in recs),
                "bytes": sum(r["bytes_sent"] + r["bytes_recv"] for r in recs), "rounds": sum(r["rounds"] for r in recs),
                "batches": len(recs), "plan": recs[0]["plan"]}
+    elif a.mode == "interactive":
+        emb, rec = private_embed_batched(path, ids, mask, a.frac, a.bits, "interactive", a.batch,
+                                         log=lambda m: print(m, flush=True))
     else:
         emb, rec = private_embed(path, ids, mask, a.frac, a.bits)
     t_priv = time.time() - t
@@ -380,6 +429,9 @@ def main() -> int:
           f"tokens per text {int(mask.sum(1).min())}..{int(mask.sum(1).max())}, ℓ = {a.bits}, f = {a.frac}")
     if a.served:
         print(f"{a.served} mode, separate processes over TLS (hush serve + hush embed --connect){'; trusted module simulated — gives no hardware protection' if a.served == 'tee' else ''}")
+    elif a.mode == "interactive":
+        print(f"interactive mode: no module and no dealer (HE linear layers, correlations over Ferret COTs); "
+              f"both parties in one process, sessions of {a.batch} texts sorted by length")
     else:
         print("tee mode: trusted module simulated — gives no hardware protection; both parties in one process")
     print(f"cosine(private, onnxruntime float): min {c.min():.6f}  mean {c.mean():.6f}  median {np.median(c):.6f}  "
@@ -402,7 +454,8 @@ def main() -> int:
     print(f"float reference {t_ref:.1f} s; private run {t_priv:.1f} s (online {rec.get('online_s', 0):.1f} s, "
           f"{rec.get('bytes', 0) / 2**20:.0f} MiB, {rec.get('rounds', 0)} rounds, {rec.get('batches', 0)} batches)")
     print(json.dumps({"min_cosine": float(c.min()), "mean_cosine": float(c.mean()), "rankings_unchanged": bool(same_all),
-                      "n": len(texts), "frac": a.frac, "bits": a.bits, "private_s": t_priv, "record": rec}))
+                      "n": len(texts), "frac": a.frac, "bits": a.bits, "mode": a.served or a.mode, "private_s": t_priv,
+                      "record": rec}))
     return 0 if c.min() >= 0.99 and same_all else 1
 
 

@@ -146,6 +146,26 @@ impl GraphHe {
     /// (not lifted), and (v mod 2^ℓ − v') mod 2^ℓ lifts exactly to v − v'
     /// ([`linear_shift`] keeps |v − v'| < 2^{ℓ−2}); the same construction as
     /// [`GraphHe::matmul_shared_wide`], with its views.
+    ///
+    /// **One HE layer and one lift for both parts.** Both parts multiply the
+    /// same W, so X' and X go into one Cheetah layer as the input [X' | X]
+    /// (k channels × 2m positions, each party's shares side by side): the
+    /// server transforms each weight polynomial once for both when the
+    /// planner tiles the positions (`hush_rlwe::cheetah::Layout`), and the
+    /// parts take one flight each way instead of two. The correction's shares
+    /// are formed before any lift: y' = X'·W mod 2^ℓ (shares) gives
+    /// v' mod 2^ℓ = 2^d·y' mod 2^ℓ, so w = (y_low − 2^d·y') mod 2^ℓ are shares
+    /// mod 2^ℓ of v − v' (|v − v'| < 2^{ℓ−2}), and y' and w are lifted
+    /// together, in one call over 2·n·m elements. **Views:** one Cheetah layer
+    /// on an input of 2m positions (its argument holds for any input and
+    /// shape: the server sees ciphertexts under the client's key, the client
+    /// a flooded response simulatable from its output share, re-randomised by
+    /// the server's fresh r_S) and one lift (`bit_times_shared`'s uniform
+    /// corrections); the lift is exact for each element on its own, so
+    /// lifting y' and w in one call changes nothing in its argument. The
+    /// result is v = 2^d·lift(y') + lift(w) over Z_2^64, the same shares'
+    /// sum as the two-layer version (tested against the plain reference:
+    /// `interactive_matmul_on_he_and_on_triples_agree_with_the_reference`).
     #[allow(clippy::too_many_arguments)]
     pub fn apply_wide(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, xt: &ArithShare, wt: &[u64], k: usize, m: usize, n: usize, d: u32) -> Result<ArithShare> {
         if d == 0 {
@@ -154,14 +174,34 @@ impl GraphHe {
         let (l, ring) = (self.bits, xt.ring);
         let lm = (1u64 << l) - 1;
         let server = self.is_server();
+        if xt.len() != k * m {
+            return Err(Error::Config(format!("HE linear: {} input elements for {k}×{m}", xt.len())));
+        }
         let x2 = ctx.trunc(ch, xt, d).map_err(|e| Error::Nonlinear(format!("HE linear: {e}")))?;
-        let approx = self.apply(ctx, ch, &x2, wt, k, m, n)?;
-        let vp: Vec<u64> = approx.v.iter().map(|v| v.wrapping_mul(1u64 << d)).collect();
-        let mut low = self.apply_raw(ch, &xt.v, wt, k, m, n)?;
-        let w: Vec<u64> = low.iter().zip(&vp).map(|(x, y)| x.wrapping_sub(*y) & lm).collect();
-        zeroize::Zeroize::zeroize(&mut low);
-        let diff = lift(ctx, ch, &w, l, server)?;
-        Ok(ArithShare::new(ring, vp.iter().zip(&diff).map(|(x, y)| ring.add(*x, *y)).collect()))
+        // [X' | X]: channel t's 2m positions are X'[t][·] then X[t][·]
+        let mut both = vec![0u64; k * 2 * m];
+        for t in 0..k {
+            both[t * 2 * m..t * 2 * m + m].copy_from_slice(&x2.v[t * m..(t + 1) * m]);
+            both[t * 2 * m + m..(t + 1) * 2 * m].copy_from_slice(&xt.v[t * m..(t + 1) * m]);
+        }
+        let y = self.apply_raw(ch, &both, wt, k, 2 * m, n);
+        zeroize::Zeroize::zeroize(&mut both);
+        let mut y = y?;
+        // y: n × 2m; per output row j, y'[j][·] then y_low[j][·]
+        let mut two = vec![0u64; 2 * n * m];
+        for j in 0..n {
+            for i in 0..m {
+                let (hi, lo) = (y[j * 2 * m + i], y[j * 2 * m + m + i]);
+                two[j * m + i] = hi;
+                two[n * m + j * m + i] = lo.wrapping_sub(hi.wrapping_mul(1u64 << d)) & lm;
+            }
+        }
+        zeroize::Zeroize::zeroize(&mut y);
+        let lifted = lift(ctx, ch, &two, l, server);
+        zeroize::Zeroize::zeroize(&mut two);
+        let lifted = lifted?;
+        let (hi, diff) = lifted.split_at(n * m);
+        Ok(ArithShare::new(ring, hi.iter().zip(diff).map(|(x, y)| ring.add(x.wrapping_mul(1u64 << d), *y)).collect()))
     }
 
     /// [`GraphHe::apply`] without the lift: this party's share of (X·W)ᵀ

@@ -476,6 +476,17 @@ fn print_matmul_bounds_of_a_model() {
             let (bx, by) = (p.slots[*a].bound, p.slots[*b].bound);
             println!("step {i} {count}×{m}×{k}×{n}: bounds {bx:.3e} {by:.3e} → 2^{:.1} ulps, fits {}", (*k as f64 * bx * by).log2() + 2.0 * frac as f64, crate::graph_he::shared_fits(*k, bx, by, frac));
         }
+        if let hush_onnx::graph::Step::Linear { x, n_in, n_out, w, .. } = st {
+            let (bx, bo) = (p.slots[*x].bound, p.slots[st.out()].bound);
+            let col = (0..*n_out).map(|j| (0..*n_in).map(|t| w[t * n_out + j].abs()).sum::<f64>()).fold(0.0f64, f64::max);
+            println!(
+                "step {i} linear {n_in}→{n_out} '{}': input bound {bx:.3e}, output bound {bo:.3e} → 2^{:.1} ulps (weights: 2^{:.1}), shift {:?}",
+                p.slots[st.out()].name,
+                bo.log2() + 2.0 * frac as f64,
+                (bx * col).log2() + 2.0 * frac as f64,
+                crate::graph_he::linear_shift(bx, bo, frac)
+            );
+        }
     }
 }
 

@@ -292,8 +292,10 @@ impl Layout {
     /// Whether this is a 1×1 convolution in the **interleaved encoding**
     /// (a batch of matrix–vector products, channel index fastest): with the
     /// input C×S (S = H·W spatial positions, no padding, stride 1 — strided
-    /// 1×1 convs are first subsampled, see `Destride`; 2·S ≤ N) cut into
-    /// blocks of C_b channels × all S_b = S positions (one tile), x̂ = Σ_{c,s} X\[c,s\]·X^{s·C_b + c} and, for
+    /// 1×1 convs are first subsampled, see `Destride`) cut into blocks of
+    /// C_b channels × S_b positions (2·S_b ≤ N; all S_b = S in one tile, or
+    /// tiles of S_b = ⌈S/2^j⌉ consecutive positions, the last one padded with
+    /// zeros), x̂ = Σ_{c,s} X\[c,s\]·X^{s·C_b + c} and, for
     /// M_b output channels, ŵ = Σ_{m,c} W\[m,c\]·X^{m·S_bC_b + C_b − 1 − c}.
     /// Coefficient m·S_bC_b + s·C_b + C_b − 1 of x̂·ŵ is Σ_c W\[m,c\]·X\[c,s\]:
     /// a term (s', c') × (m', c'') lands there iff (s' − s)·C_b + (m' − m)·S_bC_b
@@ -303,7 +305,12 @@ impl Layout {
     /// where the spatial encoding of a 1×1 kernel spaces output channels
     /// 2·C_bH_bW_b apart (≈ N/2). Both are candidates; [`Layout::new_weighted`]
     /// takes the cheaper (deep ResNet-50 layers such as 512×7×7 → 2048:
-    /// 11,968 → 6,909 products).
+    /// 11,968 → 6,909 products). The weight polynomial of (row, group) does not
+    /// depend on the tile, so the server transforms it once for all tiles;
+    /// tiles cut the weight transforms (the largest part of the server's work
+    /// at BERT's 128 tokens × 768 or 3,072 channels, and the embedding's
+    /// 30,522-row table) at the price of more output ciphertexts, and the
+    /// planner weighs both. The blocking is public, from the shape.
     pub fn interleaved(&self) -> bool {
         self.inter
     }
@@ -328,6 +335,13 @@ impl Layout {
     pub fn new_weighted(shape: &Shape, n: usize, up: usize, down: usize, per_product: usize) -> Result<Layout> {
         shape.validate()?;
         let cost = |i: usize, o: usize, prod: usize| (i * (up + 2 * per_product) + o * (down + 4 * per_product) + prod * per_product, prod);
+        // the interleaved candidates price the weight transform (once per row
+        // and group, shared by the tiles) apart from the two multiply-accumulates
+        // (per tile): 2/5 and 3/5 of a product (measured: BERT-base's
+        // embedding priced at 4/5 and 1/5 took 8 tiles and ran ≈ 2× slower
+        // than in one tile: the multiply-accumulates of both polynomials cost
+        // more than the weight's transform); one tile prices as `cost`
+        let cost_shared = |i: usize, o: usize, wnt: usize, prod: usize| (i * (up + 2 * per_product) + o * (down + 4 * per_product) + (2 * wnt + 3 * prod) * per_product / 5, prod);
         match *shape {
             Shape::Fc { n_in, n_out } => {
                 let mut best: Option<((usize, usize), Layout)> = None;
@@ -366,18 +380,24 @@ impl Layout {
                         }
                     }
                 }
-                // a 1×1 stride-1 conv without padding: the interleaved encoding too
-                // (all S positions in one ciphertext: S_b = S, one tile)
+                // a 1×1 stride-1 conv without padding: the interleaved encoding too,
+                // with S_b positions per ciphertext: all S (one tile), or tiles of
+                // S_b = ⌈S/2^j⌉ positions, each weight polynomial (its transform)
+                // shared by the tiles
                 let sp = h * w;
-                if kh == 1 && kw == 1 && pads == [0; 4] && matches!(shape, Shape::Conv { stride: [1, 1], .. }) && 2 * sp <= n {
-                    let sb = sp;
-                    for cb in 1..=c_in.min(n / (2 * sb)) {
-                        // (M_b + 1)·S_b·C_b ≤ N + 1: no wrap
-                        let mb = c_out.min((n + 1) / (sb * cb) - 1);
-                        let (g, rows) = (c_in.div_ceil(cb), c_out.div_ceil(mb));
-                        let c = cost(g, rows, rows * g);
-                        if best.as_ref().is_none_or(|(b, _)| c < *b) {
-                            best = Some((c, Layout { shape: shape.clone(), n, groups: g, tiles: 1, rows, blk: [cb, sb, 0, mb], tiles_w: 1, inter: true }));
+                if kh == 1 && kw == 1 && pads == [0; 4] && matches!(shape, Shape::Conv { stride: [1, 1], .. }) {
+                    let mut sbs: Vec<usize> = (0..usize::BITS).map(|j| sp.div_ceil(1 << j)).collect();
+                    sbs.dedup();
+                    for sb in sbs.into_iter().filter(|&sb| 2 * sb <= n) {
+                        let t = sp.div_ceil(sb);
+                        for cb in 1..=c_in.min(n / (2 * sb)) {
+                            // (M_b + 1)·S_b·C_b ≤ N + 1: no wrap
+                            let mb = c_out.min((n + 1) / (sb * cb) - 1);
+                            let (g, rows) = (c_in.div_ceil(cb), c_out.div_ceil(mb));
+                            let c = cost_shared(g * t, rows * t, rows * g, rows * g * t);
+                            if best.as_ref().is_none_or(|(b, _)| c < *b) {
+                                best = Some((c, Layout { shape: shape.clone(), n, groups: g, tiles: t, rows, blk: [cb, sb, 0, mb], tiles_w: t, inter: true }));
+                            }
                         }
                     }
                 }
@@ -676,10 +696,11 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     Ok(Budget { flood_log, k })
 }
 
-/// "HRL3": layouts priced by [`layout_bytes_per_product`], with the
-/// interleaved 1×1 encoding among the candidates ([`Layout::interleaved`];
-/// HRL2: without it; HRL1: bytes only).
-const HELLO_MAGIC: &[u8; 4] = b"HRL3";
+/// "HRL4": layouts priced by [`layout_bytes_per_product`], with the
+/// interleaved 1×1 encoding among the candidates, also in tiles of S_b < S
+/// positions ([`Layout::interleaved`]; HRL3: one tile only; HRL2: without
+/// it; HRL1: bytes only).
+const HELLO_MAGIC: &[u8; 4] = b"HRL4";
 
 fn hello(ctx: &Context, cfg: &Config) -> Vec<u8> {
     let mut h = HELLO_MAGIC.to_vec();

@@ -643,3 +643,50 @@ fn malformed_interleaved_layer_is_a_clean_error() {
     assert!(matches!(e, Error::Transport(_)), "{e}");
     drop(h.join());
 }
+
+/// Interleaved 1×1 layouts cut into **tiles** of S_b < S positions (the
+/// weight polynomial of a row and group shared by every tile, transformed
+/// once): the real parameters' choices for BERT-base's shapes (128 tokens ×
+/// 768 or 3,072 channels, and the embedding's 30,522-row table) pinned (the
+/// FFN's first layer takes two tiles), and the FFN's tiled layout exact
+/// against plaintext with a partial last tile (127 tokens: 64 + 63). The
+/// insecure N = 256 set prefers the spatial encoding at such shapes, so this
+/// runs at N = 8192 (a few seconds).
+#[test]
+fn interleaved_tiles_match_plaintext_and_are_chosen_for_wide_inputs() {
+    // the real parameters at BERT-base's shapes: (C, M) at S = 128 tokens
+    let p50 = Params::he128_n8192_p50;
+    let ctx = Context::new(p50()).unwrap();
+    let mut got = Vec::new();
+    for (c, m) in [(768, 768), (768, 3072), (3072, 768), (30522, 768)] {
+        let (lay, _) = plan(&ctx, &Config::new(47), &conv1x1(c, 1, 128, m, 1)).unwrap();
+        eprintln!("BERT {c}→{m}: interleaved {}, blocking {:?}, {} tiles, {} in / {} out ciphertexts, {} weight transforms, {} products", lay.interleaved(), lay.blocking(), lay.tiles, lay.in_cts(), lay.out_cts(), lay.rows * lay.groups, lay.products());
+        got.push((lay.interleaved(), lay.blocking(), lay.tiles, lay.rows * lay.groups));
+    }
+    // the real parameters' tiled choices on small wide-input shapes (full and
+    // partial last tiles), each run against plaintext (the insecure N = 256
+    // set prefers the spatial encoding at every such shape)
+    let mut tiled = 0;
+    for (i, (c, w, m)) in [(768, 127, 3072)].into_iter().enumerate() {
+        let s = conv1x1(c, 1, w, m, 1);
+        let (lay, _) = plan(&ctx, &Config::new(47), &s).unwrap();
+        eprintln!("{s:?}: interleaved {}, blocking {:?}, {} tiles, {} in / {} out ciphertexts, {} products", lay.interleaved(), lay.blocking(), lay.tiles, lay.in_cts(), lay.out_cts(), lay.products());
+        if lay.interleaved() && lay.tiles > 1 {
+            tiled += 1;
+            check(p50(), 47, s, 970 + i as u128);
+        }
+    }
+    assert_eq!(tiled, 1, "the FFN shape with a partial last tile is tiled");
+    assert_eq!(
+        got,
+        [
+            (true, [8, 128, 0, 7], 1, 10_560),
+            // the FFN's first layer: 2 tiles, 19,680 weight transforms for 39,360 products
+            (true, [8, 64, 0, 15], 2, 19_680),
+            (false, [64, 1, 128, 1], 1, 36_864),
+            // the embedding keeps the spatial encoding (at 4/5 and 1/5, 8 tiles were chosen and
+            // measured about twice as slow)
+            (false, [64, 1, 128, 1], 1, 366_336),
+        ]
+    );
+}
