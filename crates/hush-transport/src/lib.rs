@@ -102,6 +102,42 @@ use std::time::Duration;
 
 /// Default time a `recv` waits for the peer before giving up.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The time a `recv` waits for the peer when the caller sets none: the
+/// environment's `HUSH_PEER_TIMEOUT` (whole seconds, 1 to 86,400) when set,
+/// else [`DEFAULT_TIMEOUT`]. For long sessions on a loaded or throttled
+/// host, where one party can compute for more than a minute between two
+/// messages (an interactive HE layer over a large batch). A value that does
+/// not parse, or is out of range, is ignored with the default kept: a
+/// timeout only bounds how long a dead peer is waited for, and never
+/// changes what is sent.
+pub fn default_timeout() -> Duration {
+    timeout_from(std::env::var("HUSH_PEER_TIMEOUT").ok().as_deref())
+}
+
+/// [`default_timeout`]'s reading of `HUSH_PEER_TIMEOUT`'s value.
+fn timeout_from(v: Option<&str>) -> Duration {
+    v.and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| (1..=86_400).contains(s))
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_TIMEOUT)
+}
+
+#[cfg(test)]
+mod tests_timeout {
+    use super::*;
+
+    #[test]
+    fn peer_timeout_reads_whole_seconds_in_range_and_keeps_the_default_otherwise() {
+        assert_eq!(timeout_from(None), DEFAULT_TIMEOUT);
+        assert_eq!(timeout_from(Some("7200")), Duration::from_secs(7200));
+        assert_eq!(timeout_from(Some(" 1 ")), Duration::from_secs(1));
+        assert_eq!(timeout_from(Some("86400")), Duration::from_secs(86_400));
+        for bad in ["0", "86401", "-5", "1.5", "", "soon", "18446744073709551616"] {
+            assert_eq!(timeout_from(Some(bad)), DEFAULT_TIMEOUT, "{bad:?}");
+        }
+    }
+}
 /// Default time `connect` keeps retrying a refused connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Lower bound of the default inbound buffering limit (see
@@ -200,7 +236,7 @@ impl Default for ChannelOptions {
     fn default() -> Self {
         Self {
             max_frame: DEFAULT_MAX_FRAME,
-            timeout: DEFAULT_TIMEOUT,
+            timeout: default_timeout(),
             profile: NetProfile::none(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_buffered: None,
