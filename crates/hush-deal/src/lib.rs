@@ -212,6 +212,79 @@ pub fn stream_at(key: Block, nonce: u64, at: usize, out: &mut [u64]) {
     }
 }
 
+/// [`stream_at`] under a key already expanded (`aes` = `Aes128::new(key)`):
+/// the same words, without expanding the key (and building a PRG) for
+/// every part — an elementwise kind draws a few streams per part of
+/// [`PART`] items under the same two keys (issue 35: the expansions were
+/// ~5 % of such a dealing). Counter mode straight into `out` when it is
+/// 16-byte aligned (a `Vec<u64>` from the system allocator is), through a
+/// small stack buffer otherwise.
+pub fn stream_at_with(aes: &hush_primitives::aes::Aes128, nonce: u64, mut at: usize, mut out: &mut [u64]) {
+    const TMP: usize = 64;
+    if out.is_empty() {
+        return;
+    }
+    if at % 2 == 1 {
+        // Odd start: the high half of block at / 2 first.
+        let mut b = [Block::ZERO];
+        aes.ctr_blocks(nonce, (at / 2) as u64, &mut b);
+        out[0] = b[0].hi();
+        out = &mut out[1..];
+        at += 1;
+    }
+    let full = out.len() / 2;
+    let ctr = (at / 2) as u64;
+    if cfg!(target_endian = "little") && (out.as_ptr() as usize) % std::mem::align_of::<Block>() == 0 {
+        // SAFETY: `out` is 16-byte aligned and its first 2·full words are
+        // `full` blocks of initialised memory; any bit pattern is a valid
+        // u128, and on a little-endian target block i's halves are words
+        // 2i (low) and 2i + 1 (high), as the stream orders them.
+        let blocks = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut Block, full) };
+        aes.ctr_blocks(nonce, ctr, blocks);
+    } else {
+        let mut tmp = [Block::ZERO; TMP];
+        let mut done = 0;
+        while done < full {
+            let m = (full - done).min(TMP);
+            aes.ctr_blocks(nonce, ctr + done as u64, &mut tmp[..m]);
+            for (w, b) in out[2 * done..2 * (done + m)].chunks_exact_mut(2).zip(&tmp[..m]) {
+                w[0] = b.lo();
+                w[1] = b.hi();
+            }
+            done += m;
+        }
+        hush_primitives::wipe::wipe_bytes(Block::as_bytes_mut(&mut tmp));
+    }
+    if out.len() % 2 == 1 {
+        let mut b = [Block::ZERO];
+        aes.ctr_blocks(nonce, ctr + full as u64, &mut b);
+        out[2 * full] = b[0].lo();
+    }
+}
+
+/// [`stream_bytes_at`] under a key already expanded (see
+/// [`stream_at_with`]): the same bytes.
+pub fn stream_bytes_at_with(aes: &hush_primitives::aes::Aes128, nonce: u64, at: usize, out: &mut [u8]) {
+    debug_assert_eq!(out.len() % 8, 0);
+    if cfg!(target_endian = "little") && (out.as_ptr() as usize) % 8 == 0 {
+        // SAFETY: `out` is 8-byte aligned and holds out.len() / 8 whole
+        // words of initialised memory; any bit pattern is a valid u64, and a
+        // word's little-endian bytes are its memory here.
+        let words = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u64, out.len() / 8) };
+        stream_at_with(aes, nonce, at, words);
+        return;
+    }
+    let mut tmp = [0u64; 128];
+    for (i, c) in out.chunks_mut(8 * 128).enumerate() {
+        let w = &mut tmp[..c.len() / 8];
+        stream_at_with(aes, nonce, at + i * 128, w);
+        for (o, x) in c.chunks_exact_mut(8).zip(w.iter()) {
+            o.copy_from_slice(&x.to_le_bytes());
+        }
+    }
+    hush_primitives::wipe::wipe_u64s(&mut tmp);
+}
+
 /// The little-endian bytes of words `at .. at + out.len() / 8` of
 /// [`stream`]`(key, nonce, ·)` (`out.len()` a multiple of 8): a share's
 /// stream-valued array written straight into its wire bytes.
@@ -263,6 +336,9 @@ pub fn populate<T>(buf: &mut [T]) {
         if hi <= lo {
             return;
         }
+        if mapped(lo, hi) {
+            return;
+        }
         let parts = rayon::current_num_threads().clamp(1, 64);
         let step = (hi - lo).div_ceil(parts).next_multiple_of(PAGE);
         (0..parts).into_par_iter().for_each(|i| {
@@ -283,6 +359,28 @@ pub fn populate<T>(buf: &mut [T]) {
     {
         let _ = buf;
     }
+}
+
+/// Whether the pages [lo, hi) (page-aligned, non-empty) look mapped
+/// already: its first, middle and last pages are resident (`mincore`).
+/// A buffer the allocator recycled from a freed one (a dealing loop, with
+/// [`retain_freed_memory`]) is mapped throughout, and populating it again
+/// only walks its page tables — for a share of a few MB about as long as
+/// generating it (issue 35, `perf`: `follow_page_pte` under `madvise`); a
+/// buffer grown from fresh memory has its last page unmapped. Only a
+/// heuristic for [`populate`]: a wrong answer costs page faults, never
+/// contents.
+#[cfg(target_os = "linux")]
+fn mapped(lo: usize, hi: usize) -> bool {
+    const PAGE: usize = 4096;
+    let mid = lo + ((hi - lo) / PAGE / 2) * PAGE;
+    [lo, mid, hi - PAGE].iter().all(|&a| {
+        let mut v = 0u8;
+        // SAFETY: [a, a + PAGE) is one page of a buffer the caller
+        // borrows; mincore only reports residency into the one byte `v`.
+        let r = unsafe { libc::mincore(a as *mut libc::c_void, PAGE, &mut v) };
+        r == 0 && v & 1 == 1
+    })
 }
 
 /// `len` zero bytes, zeroed on every core for a large buffer (issue 35: a
@@ -326,15 +424,26 @@ where
     F: Fn(usize, &mut [Vec<u64>]) + Sync,
 {
     use rayon::prelude::*;
+    use std::mem::MaybeUninit;
     let rb = bits.div_ceil(8) as usize;
-    let mut buf = vec![0u8; arrays * (8 + n * rb)];
-    populate(&mut buf);
+    let len = arrays * (8 + n * rb);
+    // Not zeroed first (issue 35): every byte is written below exactly once
+    // (each array's length header, and its n values of rb bytes, which tile
+    // the rest), so a zeroing pass — a single-threaded `memset` of the
+    // whole share when the allocator recycles freed memory, as a dealing
+    // loop does — bought nothing. The bytes are those of `vec![0; len]`
+    // then filled, as before.
+    let mut buf: Vec<u8> = Vec::with_capacity(len);
+    let spare = &mut buf.spare_capacity_mut()[..len];
+    populate(spare);
     let parts = n.div_ceil(PART);
-    let mut outs: Vec<Vec<&mut [u8]>> = (0..parts).map(|_| Vec::with_capacity(arrays)).collect();
-    let mut rest: &mut [u8] = &mut buf;
+    let mut outs: Vec<Vec<&mut [MaybeUninit<u8>]>> = (0..parts).map(|_| Vec::with_capacity(arrays)).collect();
+    let mut rest: &mut [MaybeUninit<u8>] = spare;
     for _ in 0..arrays {
         let (head, tail) = std::mem::take(&mut rest).split_at_mut(8 + n * rb);
-        head[..8].copy_from_slice(&(n as u64).to_le_bytes());
+        for (o, b) in head[..8].iter_mut().zip((n as u64).to_le_bytes()) {
+            o.write(b);
+        }
         rest = tail;
         if n > 0 {
             for (o, p) in outs.iter_mut().zip(head[8..].chunks_mut(PART * rb)) {
@@ -361,23 +470,46 @@ where
             }
             f(start, &mut s.0);
             for (vals, out) in s.0.iter().zip(o) {
-                let len = out.len();
-                let mut pos = 0;
-                for &x in vals {
-                    debug_assert!(bits >= 64 || x >> bits == 0, "ring value wider than {bits} bits");
-                    // 8-byte stores, the next value's overwriting the excess;
-                    // the last ones exact.
-                    if pos + 8 <= len {
-                        out[pos..pos + 8].copy_from_slice(&x.to_le_bytes());
-                    } else {
-                        out[pos..pos + rb].copy_from_slice(&x.to_le_bytes()[..rb]);
-                    }
-                    pos += rb;
-                }
+                put_ring_into(vals, bits, out);
             }
         },
     );
+    // SAFETY: the loop above wrote the 8 header bytes of every array, and
+    // `put_ring_into` wrote each part's whole slice (m·rb bytes); the
+    // parts' slices tile each array's value bytes, so all `len` bytes of
+    // the capacity are initialised.
+    unsafe { buf.set_len(len) };
     buf
+}
+
+/// `vals` (each at most `bits` bits) as [`Blob::put_ring`] lays out the
+/// values (rb = ⌈bits/8⌉ little-endian bytes each, no header) into `out`,
+/// which is exactly `vals.len()·rb` bytes; every byte of `out` is written.
+fn put_ring_into(vals: &[u64], bits: u32, out: &mut [std::mem::MaybeUninit<u8>]) {
+    let rb = bits.div_ceil(8) as usize;
+    assert_eq!(out.len(), vals.len() * rb, "ring output slice size");
+    debug_assert!(bits >= 64 || vals.iter().all(|&x| x >> bits == 0), "ring value wider than {bits} bits");
+    let p = out.as_mut_ptr() as *mut u8;
+    match rb {
+        8 if cfg!(target_endian = "little") => {
+            // SAFETY: `out` holds exactly 8·len bytes and does not overlap
+            // `vals` (a distinct borrow); a u64's bytes are its LE bytes here.
+            unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr() as *const u8, p, vals.len() * 8) };
+        }
+        4 => {
+            for (i, &x) in vals.iter().enumerate() {
+                // SAFETY: i < len, so bytes 4i..4i+4 are inside `out`.
+                unsafe { std::ptr::write_unaligned(p.add(4 * i) as *mut [u8; 4], (x as u32).to_le_bytes()) };
+            }
+        }
+        _ => {
+            for (i, &x) in vals.iter().enumerate() {
+                // SAFETY: i < len, so bytes rb·i..rb·i+rb are inside `out`,
+                // and rb ≤ 8 bytes are read from the 8-byte array.
+                unsafe { std::ptr::copy_nonoverlapping(x.to_le_bytes().as_ptr(), p.add(rb * i), rb) };
+            }
+        }
+    }
 }
 
 /// Decodes `out.len()` values of `width` bytes each from `bytes` with
@@ -617,6 +749,26 @@ mod stream_tests {
             }
         }
         assert_eq!(stream_par(key, 7, 300), whole);
+        // under an expanded key: every start and length, aligned or not
+        let aes = hush_primitives::aes::Aes128::new(key);
+        for at in [0usize, 1, 2, 3, 64, 127, 128, 129] {
+            for len in [0usize, 1, 2, 3, 127, 128, 129, 200] {
+                if at + len > whole.len() {
+                    continue;
+                }
+                let mut buf = vec![0u64; len + 1];
+                stream_at_with(&aes, 7, at, &mut buf[..len]);
+                assert_eq!(buf[..len], whole[at..at + len], "with at {at} len {len}");
+                stream_at_with(&aes, 7, at, &mut buf[1..]);
+                assert_eq!(buf[1..], whole[at..at + len], "with, unaligned, at {at} len {len}");
+                let mut bytes = vec![0u8; len * 8 + 3];
+                for off in [0usize, 3] {
+                    stream_bytes_at_with(&aes, 7, at, &mut bytes[off..off + len * 8]);
+                    let got: Vec<u64> = bytes[off..off + len * 8].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                    assert_eq!(got, whole[at..at + len], "bytes with at {at} len {len} offset {off}");
+                }
+            }
+        }
         assert_eq!(stream_par(key, 7, 3 * PART + 5), stream(key, 7, 3 * PART + 5));
         // another nonce is another stream (checked below)
         let mut other = vec![0u64; 4];

@@ -18,6 +18,7 @@
 use super::trunc::ring_stream;
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, BlobReader, Blob, DealRequest, Description, Error, Result};
+use hush_primitives::aes::Aes128;
 use hush_primitives::Block;
 use zeroize::Zeroize;
 
@@ -93,6 +94,7 @@ pub fn deal_powers_bytes(key: Block, party: u8, n: usize, bits: u32, k: u32) -> 
     if party == 1 {
         return party1_bytes(sub, n, bits, k);
     }
+    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
     let (m, k) = (ring_mask(bits), k as usize);
     hush_deal::elementwise_bytes(n, k, k, bits, |start, v| {
         let (out, one) = v.split_at_mut(k);
@@ -112,6 +114,7 @@ pub fn deal_powers_bytes(key: Block, party: u8, n: usize, bits: u32, k: u32) -> 
 }
 
 fn party1_bytes(sub: Block, n: usize, bits: u32, k: u32) -> Vec<u8> {
+    let sub = &Aes128::new(sub);
     hush_deal::elementwise_bytes(n, k as usize, 0, bits, |start, v| {
         for (j, o) in v.iter_mut().enumerate() {
             super::trunc::ring_part(sub, P1 + 1 + j as u64, start, bits, o);

@@ -15,6 +15,7 @@
 use super::trunc::ring_stream;
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, Blob, BlobReader, DealRequest, Description, Error, Result};
+use hush_primitives::aes::Aes128;
 use hush_primitives::Block;
 use zeroize::Zeroize;
 
@@ -94,6 +95,7 @@ pub fn deal_subsets_bytes(key: Block, party: u8, n: usize, bits: u32, d: u32) ->
     if party == 1 {
         return party1_bytes(sub, n, bits, d);
     }
+    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
     let (m, d, sets) = (ring_mask(bits), d as usize, (1usize << d) - 1);
     // Scratch: party 1's sets, party 0's d own streams, the d masks r_j.
     hush_deal::elementwise_bytes(n, sets, sets + 2 * d, bits, |start, v| {
@@ -132,6 +134,7 @@ pub fn deal_subsets_bytes(key: Block, party: u8, n: usize, bits: u32, d: u32) ->
 }
 
 fn party1_bytes(sub: Block, n: usize, bits: u32, d: u32) -> Vec<u8> {
+    let sub = &Aes128::new(sub);
     hush_deal::elementwise_bytes(n, (1usize << d) - 1, 0, bits, |start, v| {
         for (s, o) in v.iter_mut().enumerate() {
             super::trunc::ring_part(sub, P1 + 1 + s as u64, start, bits, o);

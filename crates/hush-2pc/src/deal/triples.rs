@@ -9,6 +9,7 @@
 
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
+use hush_primitives::aes::Aes128;
 use hush_primitives::Block;
 
 /// One party's share of `n` triples (ring elements, or bit-packed words).
@@ -115,20 +116,15 @@ pub fn deal_bits(key: Block, party: u8, n: usize) -> TripleShare {
 /// ([`hush_deal::elementwise_bytes`]; the same bytes).
 pub fn deal_arith_bytes(key: Block, party: u8, n: usize, bits: u32) -> Vec<u8> {
     let sub = hush_deal::sub_key(key, 1);
-    let m = ring_mask(bits);
-    let part = move |k: Block, nonces: [u64; 3], start: usize, v: &mut [Vec<u64>]| {
-        for (o, nonce) in v.iter_mut().zip(nonces) {
-            hush_deal::stream_at(k, nonce, start, o);
-            o.iter_mut().for_each(|x| *x &= m);
-        }
-    };
     if party == 1 {
-        return hush_deal::elementwise_bytes(n, 3, 0, 64, |start, v| part(sub, [A1, B1, C1], start, v));
+        return arith_party1_bytes(sub, n, bits);
     }
+    let m = ring_mask(bits);
+    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
     hush_deal::elementwise_bytes(n, 3, 3, 64, |start, v| {
         let (out, one) = v.split_at_mut(3);
-        part(sub, [A1, B1, C1], start, one);
-        part(key, [A0, B0, 0], start, &mut out[..2]);
+        arith_part(sub, [A1, B1, C1], start, bits, one);
+        arith_part(key, [A0, B0], start, bits, &mut out[..2]);
         let (ab, c) = out.split_at_mut(2);
         for i in 0..c[0].len() {
             c[0][i] = ab[0][i].wrapping_add(one[0][i]).wrapping_mul(ab[1][i].wrapping_add(one[1][i])).wrapping_sub(one[2][i]) & m;
@@ -136,15 +132,22 @@ pub fn deal_arith_bytes(key: Block, party: u8, n: usize, bits: u32) -> Vec<u8> {
     })
 }
 
-/// [`arith_party1`]`(…).to_bytes()`, built in place.
-fn arith_party1_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+/// Items `start ..` of the ring streams `nonces` under `aes` (an expanded
+/// key), reduced to `bits` bits, into the first arrays of `v`.
+fn arith_part<const K: usize>(aes: &Aes128, nonces: [u64; K], start: usize, bits: u32, v: &mut [Vec<u64>]) {
     let m = ring_mask(bits);
-    hush_deal::elementwise_bytes(n, 3, 0, 64, |start, v| {
-        for (o, nonce) in v.iter_mut().zip([A1, B1, C1]) {
-            hush_deal::stream_at(sub, nonce, start, o);
+    for (o, nonce) in v.iter_mut().zip(nonces) {
+        hush_deal::stream_at_with(aes, nonce, start, o);
+        if bits < 64 {
             o.iter_mut().for_each(|x| *x &= m);
         }
-    })
+    }
+}
+
+/// [`arith_party1`]`(…).to_bytes()`, built in place.
+fn arith_party1_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    let sub = &Aes128::new(sub);
+    hush_deal::elementwise_bytes(n, 3, 0, 64, |start, v| arith_part(sub, [A1, B1, C1], start, bits, v))
 }
 
 pub struct ArithTriples;

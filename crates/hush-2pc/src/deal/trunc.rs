@@ -19,6 +19,7 @@
 
 use hush_deal::wire::{Reader, Writer};
 use hush_deal::{ring_mask, stream, Blob, BlobReader, DealRequest, Description, Error, Result};
+use hush_primitives::aes::Aes128;
 use hush_primitives::Block;
 use zeroize::Zeroize;
 
@@ -57,16 +58,19 @@ const R1: u64 = 4;
 const H1: u64 = 5;
 const M1: u64 = 6;
 
-/// Words `start ..` of [`ring_stream`] (as many as `out` holds).
-pub(crate) fn ring_part(key: Block, nonce: u64, start: usize, bits: u32, out: &mut [u64]) {
-    hush_deal::stream_at(key, nonce, start, out);
-    let m = ring_mask(bits);
-    out.iter_mut().for_each(|x| *x &= m);
+/// Words `start ..` of [`ring_stream`] (as many as `out` holds), under the
+/// stream key expanded once per share (`aes` = `Aes128::new(key)`).
+pub(crate) fn ring_part(aes: &Aes128, nonce: u64, start: usize, bits: u32, out: &mut [u64]) {
+    hush_deal::stream_at_with(aes, nonce, start, out);
+    if bits < 64 {
+        let m = ring_mask(bits);
+        out.iter_mut().for_each(|x| *x &= m);
+    }
 }
 
 /// Party 1's first arrays (r, hi, msb and then the streams `more`) of
 /// items `start ..` into `v`.
-fn party1_part(sub: Block, start: usize, bits: u32, more: &[u64], v: &mut [Vec<u64>]) {
+fn party1_part(sub: &Aes128, start: usize, bits: u32, more: &[u64], v: &mut [Vec<u64>]) {
     for (o, &nonce) in v.iter_mut().zip([R1, H1, M1].iter().chain(more)) {
         ring_part(sub, nonce, start, bits, o);
     }
@@ -74,7 +78,7 @@ fn party1_part(sub: Block, start: usize, bits: u32, more: &[u64], v: &mut [Vec<u
 
 /// Party 0's (r, hi, msb) of items `start ..` into `v[0..3]`, against party
 /// 1's, which must be in `one[0..3]`.
-fn party0_part(key: Block, start: usize, bits: u32, f: u32, v: &mut [Vec<u64>], one: &[Vec<u64>]) {
+fn party0_part(key: &Aes128, start: usize, bits: u32, f: u32, v: &mut [Vec<u64>], one: &[Vec<u64>]) {
     let m = ring_mask(bits);
     ring_part(key, R0, start, bits, &mut v[0]);
     let (r0, rest) = v.split_at_mut(1);
@@ -93,6 +97,7 @@ pub fn deal_trunc_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> V
     if party == 1 {
         return party1_bytes(sub, n, bits);
     }
+    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
     hush_deal::elementwise_bytes(n, 3, 3, bits, |start, v| {
         let (out, one) = v.split_at_mut(3);
         party1_part(sub, start, bits, &[], one);
@@ -101,6 +106,7 @@ pub fn deal_trunc_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> V
 }
 
 fn party1_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    let sub = &Aes128::new(sub);
     hush_deal::elementwise_bytes(n, 3, 0, bits, |start, v| party1_part(sub, start, bits, &[], v))
 }
 
@@ -110,6 +116,7 @@ pub fn deal_trunc_square_bytes(key: Block, party: u8, n: usize, bits: u32, f: u3
     if party == 1 {
         return party1_sq_bytes(sub, n, bits);
     }
+    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
     let m = ring_mask(bits);
     hush_deal::elementwise_bytes(n, 5, 5, bits, |start, v| {
         let (out, one) = v.split_at_mut(5);
@@ -127,6 +134,7 @@ pub fn deal_trunc_square_bytes(key: Block, party: u8, n: usize, bits: u32, f: u3
 }
 
 fn party1_sq_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    let sub = &Aes128::new(sub);
     hush_deal::elementwise_bytes(n, 5, 0, bits, |start, v| party1_part(sub, start, bits, &[SQ1, HM1], v))
 }
 
@@ -136,6 +144,7 @@ pub fn deal_trunc_mul_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) 
     if party == 1 {
         return party1_mul_bytes(sub, n, bits);
     }
+    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
     let m = ring_mask(bits);
     hush_deal::elementwise_bytes(n, 6, 6, bits, |start, v| {
         let (out, one) = v.split_at_mut(6);
@@ -156,6 +165,7 @@ pub fn deal_trunc_mul_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) 
 }
 
 fn party1_mul_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
+    let sub = &Aes128::new(sub);
     hush_deal::elementwise_bytes(n, 6, 0, bits, |start, v| party1_part(sub, start, bits, &[S1M, HS1, MS1], v))
 }
 

@@ -20,8 +20,10 @@
 //! parties and both role assignments.
 
 use super::*;
-use hush_deal::{stream_at, stream_bytes_at};
+use hush_deal::{stream_at_with, stream_bytes_at_with};
+use hush_primitives::aes::Aes128;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Comparisons per part: a multiple of 128, so that every part starts on an
 /// even word of every stream (a whole AES block) — per comparison, per
@@ -99,32 +101,84 @@ impl Geo {
 
 /// Splits the next region of `bytes` bytes off `rest` after its 8-byte
 /// count word `count`.
-fn region<'a>(rest: &mut &'a mut [u8], count: usize, bytes: usize) -> &'a mut [u8] {
+fn region<'a>(rest: &mut &'a mut [MaybeUninit<u8>], count: usize, bytes: usize) -> &'a mut [MaybeUninit<u8>] {
     let (head, tail) = std::mem::take(rest).split_at_mut(8 + bytes);
-    head[..8].copy_from_slice(&(count as u64).to_le_bytes());
+    put_le(&mut head[..8], count as u64);
     *rest = tail;
     &mut head[8..]
 }
 
+/// `v`'s 8 little-endian bytes into `out` (8 bytes long).
+fn put_le(out: &mut [MaybeUninit<u8>], v: u64) {
+    for (o, b) in out.iter_mut().zip(v.to_le_bytes()) {
+        o.write(b);
+    }
+}
+
 /// A region cut into one part per task (`unit` bytes per task; an empty
 /// region gives empty parts).
-fn parts(region: &mut [u8], unit: usize, tasks: usize) -> Vec<&mut [u8]> {
-    let mut v: Vec<&mut [u8]> = if region.is_empty() { Vec::new() } else { region.chunks_mut(unit).collect() };
-    debug_assert!(v.len() <= tasks);
+fn parts<T>(region: &mut [T], unit: usize, tasks: usize) -> Vec<&mut [T]> {
+    let mut v: Vec<&mut [T]> = if region.is_empty() { Vec::new() } else { region.chunks_mut(unit).collect() };
+    // Every byte of the region must go to a task (each task initialises
+    // its slices before `roles_bytes_with` declares the buffer initialised).
+    assert!(v.len() <= tasks, "tami wire: region cut into more parts than tasks");
     v.resize_with(tasks, Default::default);
     v
 }
 
-/// One part's slices of the output (empty where the role writes nothing).
-#[derive(Default)]
-struct Out<'a> {
-    input: &'a mut [u8],
-    tables: &'a mut [u8],
-    subsets: Vec<&'a mut [u8]>,
-    masks: Vec<&'a mut [u8]>,
-    rho_bits: &'a mut [u8],
-    rho: &'a mut [u8],
-    rho_x: &'a mut [u8],
+/// One part's slices of the output (empty where the role writes nothing):
+/// as cut from the fresh buffer (`T` = `MaybeUninit<u8>`), then zeroed by
+/// the part's own task ([`Out::zeroed`]) right before it writes them.
+struct Out<'a, T = u8> {
+    input: &'a mut [T],
+    tables: &'a mut [T],
+    subsets: Vec<&'a mut [T]>,
+    masks: Vec<&'a mut [T]>,
+    rho_bits: &'a mut [T],
+    rho: &'a mut [T],
+    rho_x: &'a mut [T],
+}
+
+impl<T> Default for Out<'_, T> {
+    fn default() -> Self {
+        Out {
+            input: Default::default(),
+            tables: Default::default(),
+            subsets: Vec::new(),
+            masks: Vec::new(),
+            rho_bits: Default::default(),
+            rho: Default::default(),
+            rho_x: Default::default(),
+        }
+    }
+}
+
+/// `p` zeroed, as initialised bytes.
+fn zeroed(p: &mut [MaybeUninit<u8>]) -> &mut [u8] {
+    // SAFETY: `p` is memory borrowed mutably; after writing zero to all its
+    // bytes they are initialised u8s, and the byte view covers exactly `p`.
+    unsafe {
+        std::ptr::write_bytes(p.as_mut_ptr(), 0, p.len());
+        std::slice::from_raw_parts_mut(p.as_mut_ptr() as *mut u8, p.len())
+    }
+}
+
+impl<'a> Out<'a, MaybeUninit<u8>> {
+    /// Every slice zeroed (issue 35: zeroing a part's bytes in its own task,
+    /// just before they are written, instead of the whole share in a pass
+    /// of its own — that pass wrote the 10–20 MB of a batch's share once
+    /// more through memory; here they are written while in cache).
+    fn zeroed(self) -> Out<'a, u8> {
+        Out {
+            input: zeroed(self.input),
+            tables: zeroed(self.tables),
+            subsets: self.subsets.into_iter().map(zeroed).collect(),
+            masks: self.masks.into_iter().map(zeroed).collect(),
+            rho_bits: zeroed(self.rho_bits),
+            rho: zeroed(self.rho),
+            rho_x: zeroed(self.rho_x),
+        }
+    }
 }
 
 /// Ring values at `rb` bytes each (8-byte stores, the last ones exact).
@@ -385,13 +439,13 @@ impl Drop for Scratch {
 }
 
 /// `v` resized to `len` words of stream `nonce` under `key` from word `at`.
-fn fill(v: &mut Vec<u64>, key: Block, nonce: u64, at: usize, len: usize) -> &mut [u64] {
+fn fill<'v>(v: &'v mut Vec<u64>, key: &Aes128, nonce: u64, at: usize, len: usize) -> &'v mut [u64] {
     // Every word is overwritten: no clearing when the length is the last part's.
     if v.len() != len {
         v.clear();
         v.resize(len, 0);
     }
-    stream_at(key, nonce, at, v);
+    stream_at_with(key, nonce, at, v);
     v
 }
 
@@ -427,11 +481,16 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
             + ring(if g.post { n } else { 0 })
             + ring(if g.relu { n } else { 0 })
     };
-    // Zeroed on every core (one memset on this thread was a sixth of the
-    // dealing, issue 35).
-    let mut buf = hush_deal::zeroed_bytes_par(total);
-    let mut rest: &mut [u8] = &mut buf;
-    let mut outs: Vec<Out> = (0..tasks).map(|_| Out::default()).collect();
+    // Not zeroed here: every byte is either a region's count word (written
+    // by `region`) or inside one task's slice, which the task zeroes before
+    // writing it (`Out::zeroed`; the same bytes as zeroing the whole buffer
+    // first). One memset of the share on this thread was a sixth of the
+    // dealing, and a parallel one still a pass through memory (issue 35).
+    let mut buf: Vec<u8> = Vec::with_capacity(total);
+    let spare = &mut buf.spare_capacity_mut()[..total];
+    hush_deal::populate(spare);
+    let mut rest: &mut [MaybeUninit<u8>] = spare;
+    let mut outs: Vec<Out<'_, MaybeUninit<u8>>> = (0..tasks).map(|_| Out::default()).collect();
     macro_rules! assign {
         ($region:expr, $unit:expr, |$o:ident, $p:ident| $body:expr) => {
             for ($o, $p) in outs.iter_mut().zip(parts($region, $unit, tasks)) {
@@ -441,8 +500,8 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
     }
     if a {
         let head = region(&mut rest, 2, 16);
-        head[..8].copy_from_slice(&(sub_a.0 as u64).to_le_bytes());
-        head[8..].copy_from_slice(&((sub_a.0 >> 64) as u64).to_le_bytes());
+        put_le(&mut head[..8], sub_a.0 as u64);
+        put_le(&mut head[8..], (sub_a.0 >> 64) as u64);
     } else {
         assign!(region(&mut rest, n, n * g.rb), TASK * g.rb, |o, p| o.input = p);
     }
@@ -461,17 +520,28 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
     assign!(region(&mut rest, np, np * g.rb), TASK * g.rb, |o, p| o.rho = p);
     let nr = if g.relu { n } else { 0 };
     assign!(region(&mut rest, nr, nr * g.rb), TASK * g.rb, |o, p| o.rho_x = p);
-    debug_assert!(rest.is_empty());
+    assert!(rest.is_empty(), "tami wire: regions do not cover the share");
 
     // Role A's per-width table of unmasked leaf words (as in `deal_roles`).
     let luts = if a { leaf_luts(&g.chunks) } else { Default::default() };
+    // The three stream keys expanded once for the whole share, not per part
+    // and stream (issue 35).
+    let (key, sub_a, sub_b) = (&Aes128::new(key), &Aes128::new(sub_a), &Aes128::new(sub_b));
     outs.into_par_iter().enumerate().for_each_init(Scratch::default, |s, (t, o)| {
+        let o = o.zeroed();
         if a {
             part_a(&g, shape, key, sub_a, sub_b, &luts, t, o, s, scalar_rows);
         } else {
             part_b(&g, sub_b, t, o, s);
         }
     });
+    // SAFETY: `rest` is empty (asserted), so the regions tile the first
+    // `total` bytes of the capacity; each region's count word was written
+    // by `region` (and A's key head by `put_le`), and every other byte lies
+    // in exactly one task's slice (`parts` hands all of a region out), which
+    // that task zeroed (`Out::zeroed`) — every task ran, the loop above has
+    // returned. So all `total` bytes are initialised.
+    unsafe { buf.set_len(total) };
     buf
 }
 
@@ -497,7 +567,7 @@ fn leaf_luts(chunks: &[(u32, u32)]) -> [Vec<u64>; 6] {
 
 /// Part `t` of B's share: its streams, written (masked where they are ring
 /// values or tables) into the part's bytes.
-fn part_b(g: &Geo, sub: Block, t: usize, o: Out<'_>, s: &mut Scratch) {
+fn part_b(g: &Geo, sub: &Aes128, t: usize, o: Out<'_>, s: &mut Scratch) {
     let c0 = t * TASK;
     let m = TASK.min(g.n - c0);
     let w0 = t * TASK_WORDS;
@@ -512,13 +582,13 @@ fn part_b(g: &Geo, sub: Block, t: usize, o: Out<'_>, s: &mut Scratch) {
     }
     pack_rows(o.tables, v, &g.halves, g.per);
     for (li, (p, &(ns, _, _))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
-        stream_bytes_at(sub, S_SUB_B + li as u64, w0 * ns, p);
+        stream_bytes_at_with(sub, S_SUB_B + li as u64, w0 * ns, p);
     }
     for (li, (p, &(_, ti, _))) in o.masks.into_iter().zip(g.levels.iter().skip(1)).enumerate() {
-        stream_bytes_at(sub, S_MASK_B + 1 + li as u64, w0 * ti, p);
+        stream_bytes_at_with(sub, S_MASK_B + 1 + li as u64, w0 * ti, p);
     }
     if g.post {
-        stream_bytes_at(sub, S_RHO_B, w0, o.rho_bits);
+        stream_bytes_at_with(sub, S_RHO_B, w0, o.rho_bits);
         if (g.n - c0) <= TASK {
             // The part holding the last word clips it to the batch.
             let l = o.rho_bits.len();
@@ -542,9 +612,9 @@ fn part_b(g: &Geo, sub: Block, t: usize, o: Out<'_>, s: &mut Scratch) {
 fn part_a(
     g: &Geo,
     shape: &TamiShape,
-    key: Block,
-    sub_a: Block,
-    sub_b: Block,
+    key: &Aes128,
+    sub_a: &Aes128,
+    sub_b: &Aes128,
     luts: &[Vec<u64>; 6],
     t: usize,
     o: Out<'_>,
