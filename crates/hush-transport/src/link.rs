@@ -352,6 +352,16 @@ impl Link {
     /// Reads what the socket has now (non-blocking) into the inbound buffer.
     /// `Ok(true)`: progress (bytes, or EOF seen); `Ok(false)`: nothing now.
     pub(crate) fn fill(&mut self) -> Result<bool> {
+        self.fill_n(TLS_CHUNK)
+    }
+
+    /// [`Link::fill`], taking at most `want` plaintext bytes out of rustls
+    /// (a plaintext socket is still read in [`READ_CHUNK`]s: system calls
+    /// cost more than the copy). Reading a frame header under TLS takes
+    /// just the header, so that its body then goes from rustls straight
+    /// into the caller's buffer ([`Link::read_exact`]) instead of through
+    /// the inbound buffer and a second copy.
+    fn fill_n(&mut self, want: usize) -> Result<bool> {
         if self.eof {
             return Ok(false);
         }
@@ -374,7 +384,7 @@ impl Link {
         }
         loop {
             let conn = self.tls.as_mut().expect("tls");
-            let room = self.inb.room(TLS_CHUNK, self.cap)?;
+            let room = self.inb.room(want.clamp(1, TLS_CHUNK), self.cap)?;
             match conn.reader().read(room) {
                 Ok(0) => {
                     self.eof = true;
@@ -539,7 +549,8 @@ impl Link {
     /// (fewer only at EOF). `timeout` is the silence timeout per wait.
     pub(crate) fn fill_to(&mut self, n: usize, timeout: Duration) -> Result<()> {
         while self.inb.len() < n && !self.eof {
-            if !self.fill()? && !self.wait_recv(Instant::now() + timeout)? {
+            let want = n - self.inb.len();
+            if !self.fill_n(want)? && !self.wait_recv(Instant::now() + timeout)? {
                 return Err(Error::Timeout(timeout));
             }
         }
