@@ -25,6 +25,8 @@ Usage:
           [--hush target/release/hush] [--hush-args "--threads 2"]... [--no-record]
           [--no-peer]                          # hush rows only (MP-SPDZ not built)
           [--baseline-exe PATH=LABEL]          # also hush's nodes from another build
+          [--baseline-hush PATH]               # ... driven by another `hush` too (its
+                                               # client side: the old transport as well)
   python3 scripts/record_aes3_mpspdz.py --table [SESSION]   # Markdown table of a
                                                             # session (default: the latest)
 Standard library only.
@@ -141,7 +143,7 @@ def table(session=None):
 
 def measure(argv):
     rounds, n, batch, hush, extra, record = 3, 1_000_000, 100_000, os.path.join(ROOT, "target", "release", "hush"), [], True
-    peer, baseline, extras = True, None, []
+    peer, baseline, extras, base_hush = True, None, [], None
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -166,6 +168,9 @@ def measure(argv):
             # before a change) in every round, recorded with variant
             # "baseline" and commit LABEL
             baseline = argv[i + 1].split("=", 1); i += 2
+        elif a == "--baseline-hush":
+            # the `hush` program of the baseline runs (default: --hush)
+            base_hush = argv[i + 1]; i += 2
         else:
             sys.exit(__doc__)
     extras = extras or [extra]
@@ -194,7 +199,7 @@ def measure(argv):
     for k in range(rounds):
         runs = [lambda e=e: hush_run(hush, n, e) for e in extras]
         if baseline:
-            runs.append(lambda: hush_run(hush, n, base_extra(), baseline[1] if len(baseline) > 1 else "baseline"))
+            runs.append(lambda: hush_run(base_hush or hush, n, base_extra(), baseline[1] if len(baseline) > 1 else "baseline"))
         if peer:
             runs.append(lambda: mpspdz_run(n, batch))
         # rotate which goes first

@@ -23,8 +23,18 @@ use std::time::{Duration, Instant};
 
 /// Bytes read from the socket per call into the inbound (or TLS record) buffer.
 const READ_CHUNK: usize = 256 << 10;
-/// Plaintext handed to rustls per call (it encrypts into records of 16 KiB).
-const TLS_CHUNK: usize = 64 << 10;
+/// Plaintext handed to rustls per call (it encrypts into records of 16 KiB);
+/// also the limit of rustls' queue of encrypted records ([`tls_buffer_limit`]),
+/// so that a message of up to this size (e.g. one AND layer of the 3PC
+/// engine, ≈ 55 KB) leaves in **one** `writev`, not one `write` per record.
+pub(crate) const TLS_CHUNK: usize = 256 << 10;
+
+/// The limit set on a fresh rustls connection's buffers: one
+/// [`TLS_CHUNK`] of plaintext plus its record overhead (22 bytes per 16 KiB
+/// record) fits, so `push` encrypts a whole chunk before flushing it.
+pub(crate) fn tls_buffer_limit() -> usize {
+    TLS_CHUNK + (TLS_CHUNK / (16 << 10) + 1) * 64
+}
 /// Bytes read per wake-up while a send is blocked, before trying to write again.
 const FAIR_SHARE: usize = 1 << 20;
 /// Inbound buffers larger than this are released once drained.
@@ -104,12 +114,34 @@ impl<'a> Outgoing<'a> {
     fn done(&self) -> bool {
         self.idx >= 3
     }
-    fn rest(&self) -> &'a [u8] {
-        &self.parts[self.idx][self.off..]
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 && !self.done() {
+            let k = n.min(self.parts[self.idx].len() - self.off);
+            self.off += k;
+            n -= k;
+            self.skip_empty();
+        }
     }
-    fn advance(&mut self, n: usize) {
-        self.off += n;
-        self.skip_empty();
+    /// The remaining parts as I/O slices, at most `max` bytes in total.
+    fn slices(&self, max: usize) -> ([std::io::IoSlice<'a>; 3], usize) {
+        let mut v = [std::io::IoSlice::new(&[]); 3];
+        let (mut k, mut left) = (0, max);
+        let mut off = self.off;
+        for p in &self.parts[self.idx.min(3)..] {
+            if left == 0 {
+                break;
+            }
+            let r = &p[off..];
+            off = 0;
+            if r.is_empty() {
+                continue;
+            }
+            let r = &r[..r.len().min(left)];
+            left -= r.len();
+            v[k] = std::io::IoSlice::new(r);
+            k += 1;
+        }
+        (v, k)
     }
 }
 
@@ -175,6 +207,14 @@ impl Write for CountedWrite<'_> {
         *self.n += k as u64;
         Ok(k)
     }
+    /// One `writev` for all queued records (rustls hands up to 64 at once):
+    /// without it, `Write`'s default writes one record per system call, and
+    /// every 16 KiB record became its own loopback packet and wake-up.
+    fn write_vectored(&mut self, b: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        let k = self.s.write_vectored(b)?;
+        *self.n += k as u64;
+        Ok(k)
+    }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
@@ -201,7 +241,10 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(sock: TcpStream, tls: Option<rustls::Connection>, cap: usize, peer: String) -> Result<Self> {
+    pub(crate) fn new(sock: TcpStream, mut tls: Option<rustls::Connection>, cap: usize, peer: String) -> Result<Self> {
+        if let Some(c) = tls.as_mut() {
+            c.set_buffer_limit(Some(tls_buffer_limit()));
+        }
         sock.set_nonblocking(true)?;
         sock.set_nodelay(true)?;
         let fd = sock.as_raw_fd();
@@ -309,6 +352,16 @@ impl Link {
     /// Reads what the socket has now (non-blocking) into the inbound buffer.
     /// `Ok(true)`: progress (bytes, or EOF seen); `Ok(false)`: nothing now.
     pub(crate) fn fill(&mut self) -> Result<bool> {
+        self.fill_n(TLS_CHUNK)
+    }
+
+    /// [`Link::fill`], taking at most `want` plaintext bytes out of rustls
+    /// (a plaintext socket is still read in [`READ_CHUNK`]s: system calls
+    /// cost more than the copy). Reading a frame header under TLS takes
+    /// just the header, so that its body then goes from rustls straight
+    /// into the caller's buffer ([`Link::read_exact`]) instead of through
+    /// the inbound buffer and a second copy.
+    fn fill_n(&mut self, want: usize) -> Result<bool> {
         if self.eof {
             return Ok(false);
         }
@@ -331,7 +384,7 @@ impl Link {
         }
         loop {
             let conn = self.tls.as_mut().expect("tls");
-            let room = self.inb.room(TLS_CHUNK, self.cap)?;
+            let room = self.inb.room(want.clamp(1, TLS_CHUNK), self.cap)?;
             match conn.reader().read(room) {
                 Ok(0) => {
                     self.eof = true;
@@ -361,7 +414,10 @@ impl Link {
                 if out.done() {
                     return Ok(Progress::Done);
                 }
-                match (&self.sock).write(out.rest()) {
+                // Header and payload in one `writev`: no copy to join them,
+                // one system call.
+                let (v, k) = out.slices(usize::MAX);
+                match (&self.sock).write_vectored(&v[..k]) {
                     Ok(0) => return Err(Error::Disconnected),
                     Ok(n) => {
                         out.advance(n);
@@ -381,8 +437,10 @@ impl Link {
                 return Ok(Progress::Done);
             }
             let conn = self.tls.as_mut().expect("tls");
-            let r = out.rest();
-            let n = conn.writer().write(&r[..r.len().min(TLS_CHUNK)]).map_err(io_err)?;
+            // The parts go to rustls as they are (it fragments across them):
+            // the header and the payload are not joined first.
+            let (v, k) = out.slices(TLS_CHUNK);
+            let n = conn.writer().write_vectored(&v[..k]).map_err(io_err)?;
             out.advance(n);
         }
     }
@@ -491,7 +549,8 @@ impl Link {
     /// (fewer only at EOF). `timeout` is the silence timeout per wait.
     pub(crate) fn fill_to(&mut self, n: usize, timeout: Duration) -> Result<()> {
         while self.inb.len() < n && !self.eof {
-            if !self.fill()? && !self.wait_recv(Instant::now() + timeout)? {
+            let want = n - self.inb.len();
+            if !self.fill_n(want)? && !self.wait_recv(Instant::now() + timeout)? {
                 return Err(Error::Timeout(timeout));
             }
         }

@@ -43,9 +43,6 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Payloads up to this size are copied next to the header and written with
-/// one system call.
-const COALESCE: usize = 64 << 10;
 /// How often blocked waits of the emulated path re-check shared state.
 const TICK: Duration = Duration::from_millis(50);
 
@@ -98,7 +95,6 @@ pub struct TcpChannel {
     clock: RoundClock,
     cost: Cost,
     closed: bool,
-    scratch: Vec<u8>,
     peer: String,
     peer_fp: Option<Fingerprint>,
     /// The peer's end-entity certificate (DER) under TLS.
@@ -152,7 +148,6 @@ impl TcpChannel {
             clock: RoundClock::default(),
             cost: Cost::default(),
             closed: false,
-            scratch: Vec::new(),
             peer,
             peer_fp,
             peer_cert: None,
@@ -676,18 +671,9 @@ impl Channel for TcpChannel {
         let mut h = [0u8; HEADER_LEN];
         write_header_parts(&mut h, &[head, body], depth, delay, self.checksum);
         let t = self.opts.timeout;
-        let r = if len <= COALESCE {
-            let mut buf = std::mem::take(&mut self.scratch);
-            buf.clear();
-            buf.extend_from_slice(&h);
-            buf.extend_from_slice(head);
-            buf.extend_from_slice(body);
-            let r = write_out(&mut self.io, &mut Outgoing::new(&buf, &[]), t);
-            self.scratch = buf;
-            r
-        } else {
-            write_out(&mut self.io, &mut Outgoing::new3(&h, head, body), t)
-        };
+        // Header, head and body leave in one `writev` (plaintext) or are
+        // handed to rustls as they are (TLS): no joined copy.
+        let r = write_out(&mut self.io, &mut Outgoing::new3(&h, head, body), t);
         if let Err(e) = r {
             return self.fail(e);
         }
@@ -769,9 +755,6 @@ impl Drop for TcpChannel {
         if !self.closed {
             self.shutdown();
         }
-        // The coalescing buffer held copies of small messages (a dealer's
-        // 16-byte sub-keys among them).
-        zeroize::Zeroize::zeroize(&mut self.scratch);
     }
 }
 

@@ -712,3 +712,42 @@ fn connect_party_links_a_listener_and_a_pinned_peer() {
     ch.send(b"from the peer").unwrap();
     assert_eq!(t.join().unwrap().unwrap(), b"from the peer");
 }
+
+/// Frames whose header, head and body straddle the TLS write chunk
+/// (`link::TLS_CHUNK`) and the 16 KiB record size arrive intact, in
+/// order, through `recv` and `recv_exact_into`, on both link kinds — the
+/// parts are written without being joined (one `writev`, or handed to
+/// rustls as they are), and a header read under TLS takes only the header.
+#[test]
+fn split_parts_across_chunk_and_record_boundaries() {
+    let c = crate::link::TLS_CHUNK;
+    let sizes: [(usize, usize); 9] =
+        [(0, 0), (0, 1), (7, 16 << 10), (16 << 10, 5), (3, c - 20), (c - 20, 0), (1, c), (c, c + 3), (100, 3 * c + 11)];
+    for tls in [false, true] {
+        let sec = if tls { LinkSecurity::ephemeral_any().unwrap() } else { LinkSecurity::Insecure };
+        let (mut a, mut b) = tcp_pair_loopback_with(opts(30), &sec, &sec).unwrap();
+        let h = thread::spawn(move || {
+            for (i, &(hl, bl)) in sizes.iter().enumerate() {
+                let head = pattern(hl, i as u8);
+                let body = pattern(bl, 100 + i as u8);
+                a.send2(&head, &body).unwrap();
+            }
+            // Answer so that the sender outlives the reads.
+            a.recv().unwrap()
+        });
+        for (i, &(hl, bl)) in sizes.iter().enumerate() {
+            let mut want = pattern(hl, i as u8);
+            want.extend(pattern(bl, 100 + i as u8));
+            if i % 2 == 0 {
+                assert_eq!(b.recv().unwrap(), want, "frame {i} (tls {tls})");
+            } else {
+                let mut got = vec![0u8; hl + bl];
+                b.recv_exact_into("split", &mut got).unwrap();
+                assert!(got == want, "frame {i} (tls {tls})");
+            }
+        }
+        b.send(b"ok").unwrap();
+        assert_eq!(h.join().unwrap(), b"ok");
+        assert_eq!(b.cost().msgs_recv, sizes.len() as u64);
+    }
+}
