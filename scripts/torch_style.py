@@ -254,11 +254,20 @@ def bert_base(layers=12) -> onnx.ModelProto:
 
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--bert-base":
+        # --bert-base OUT [--layers N]: BERT-base's shapes with N encoder
+        # layers (12 by default; 1 or 2 for profiling)
         out = Path(sys.argv[2])
+        layers = 12
+        if len(sys.argv) > 3:
+            if len(sys.argv) != 5 or sys.argv[3] != "--layers" or not sys.argv[4].isdigit() or int(sys.argv[4]) < 1:
+                sys.exit("usage: torch_style.py --bert-base OUT [--layers N]   (N ≥ 1)")
+            layers = int(sys.argv[4])
         out.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(bert_base(), out)
-        print(f"wrote {out}")
+        onnx.save(bert_base(layers), out)
+        print(f"wrote {out} ({layers} layers)")
         return
+    if len(sys.argv) > 1 and sys.argv[1].startswith("-"):
+        sys.exit("usage: torch_style.py [OUT_DIR] | --bert-base OUT [--layers N]")
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "target/torch_style")
     out.mkdir(parents=True, exist_ok=True)
     onnx.save(prenorm_block(), out / "prenorm_block.onnx")

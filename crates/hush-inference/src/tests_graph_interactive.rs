@@ -525,3 +525,93 @@ fn served_interactive_session_survives_a_deviating_client() {
     assert!(h.sessions_ok.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     h.shutdown();
 }
+
+/// The P·V bound's premise (`hush_onnx::graph::softmax_row_abs_sum`) on the
+/// private Softmax itself, and the private P·V against the bound the
+/// lowering gives it, at the edge: rows of 128 at the coarsest fraction
+/// the graph runtime runs (f = 8, where each entry's last truncation is
+/// largest) and at f = 12, in interactive mode (table exp, per-row
+/// reciprocal) and in tee mode (the dealt-correlation path the dealer
+/// preset runs too). Rows built to push Σ_j |p̃_j| up: all equal (128
+/// truncated entries of 1/128), one dominant entry (the rest near 0,
+/// where a truncation could go negative), entries across the clip and
+/// across exp's table splits, random. V (k × rows) has column c at ±B
+/// with the signs of row c of p̃ — the worst V for that row — so
+/// (P·V)_cc = B·Σ_j |p̃_cj|, the largest any V within B allows. A left
+/// operand of entries ≤ 1 that is not a Softmax row (all ones) breaks the
+/// inequality: the premise is what the bound rests on.
+#[test]
+fn private_softmax_rows_and_pv_stay_within_the_pv_bound_at_the_edge() {
+    use hush_2pc::deal::matrix::MatDims;
+    use hush_2pc::nonlinear::Proto;
+    use hush_2pc::transformer::{matmul, softmax, Bound};
+    use hush_onnx::graph::softmax_row_abs_sum;
+    let k = 128;
+    let mut x: Vec<f64> = vec![0.0; k];
+    x.extend((0..k).map(|j| if j == 5 { 8.0 } else { -8.0 }));
+    x.extend((0..k).map(|j| -8.0 + 16.0 * j as f64 / k as f64));
+    x.extend((0..k).map(|j| if j % 2 == 0 { 8.0 } else { 8.0 - 16.0 + (j as f64) / 1024.0 }));
+    x.extend((0..k).map(|j| ((j * 37 % 101) as f64 / 101.0 - 0.5) * 16.0));
+    x.extend((0..k).map(|j| if j < 64 { 8.0 - (j as f64) / 4096.0 } else { 7.9 }));
+    let rows = x.len() / k;
+    let big = 4096.0; // |V| ≤ B (BERT-base's V bound)
+    let bound = (softmax_row_abs_sum(k) * big + 1.0 / 32.0).log2().ceil().exp2();
+    // the premise fails for a non-Softmax operand with the same entry bound
+    assert!(k as f64 > softmax_row_abs_sum(k) * 4.0);
+    for frac in [8u32, 12] {
+        let fp = FixedPoint::new(64, frac).unwrap();
+        let ring = fp.ring;
+        let xs: Vec<u64> = x.iter().map(|v| fp.encode(*v)).collect();
+        for tee in [false, true] {
+            let mut prg = Prg::new(Block(frac as u128 * 10 + tee as u128));
+            let (s0, s1) = hush_2pc::share::share_arith(ring, &xs, &mut prg);
+            let (mut a, mut b) = MemChannel::pair();
+            let mk = |p: u8, ch: &mut MemChannel| -> Ctx {
+                if tee {
+                    let mut m = crate::engine::SharedModule::new(Box::new(hush_tee::InProcessModule::new(hush_tee::Module::new().with_kinds(hush_2pc::deal::kinds()))));
+                    hush_tee::establish(&mut m, ch, if p == 0 { hush_tee::ModuleRole::Sender } else { hush_tee::ModuleRole::Receiver }).unwrap();
+                    Ctx::new(p, Proto::Tami, hush_2pc::tee::Dealer::new(Box::new(m)), fp).unwrap()
+                } else {
+                    let sc = hush_correlations::registry::SourceConfig::named("iknp");
+                    let ot = hush_2pc::beaver::OtSession::setup(ch, p, &sc, &mut Prg::new(Block(40 + p as u128))).unwrap();
+                    Ctx::new_interactive(p, ot, fp).unwrap()
+                }
+            };
+            // phase 1: the private softmax (bounded inputs, as the graph runs it)
+            let run = |p: u8, ch: &mut MemChannel, s: &ArithShare| {
+                let mut c = mk(p, ch);
+                let y = softmax::softmax_within(&mut c, ch, s, k, 8.0).unwrap();
+                (c, y)
+            };
+            let ((mut c0, p0), (mut c1, p1)) = std::thread::scope(|sc| {
+                let h0 = sc.spawn(|| run(0, &mut a, &s0));
+                let h1 = sc.spawn(|| run(1, &mut b, &s1));
+                (h0.join().unwrap(), h1.join().unwrap())
+            });
+            let pt: Vec<f64> = p0.v.iter().zip(&p1.v).map(|(u, v)| fp.decode(ring.add(*u, *v))).collect();
+            for (r, row) in pt.chunks(k).enumerate() {
+                let s: f64 = row.iter().map(|v| v.abs()).sum();
+                assert!(s <= softmax_row_abs_sum(k), "f = {frac}, tee {tee}, row {r}: Σ|p̃| = {s}");
+                assert!((s - 1.0).abs() < 0.1, "f = {frac}, row {r}: Σ|p̃| = {s} (the softmax is wrong)");
+            }
+            // phase 2: P·V privately with the worst V, against the slot bound
+            let v: Vec<f64> = (0..k).flat_map(|j| (0..rows).map(|c| if pt[c * k + j] < 0.0 { -big } else { big }).collect::<Vec<_>>()).collect();
+            let vs: Vec<u64> = v.iter().map(|t| fp.encode(*t)).collect();
+            let (v0, v1) = hush_2pc::share::share_arith(ring, &vs, &mut prg);
+            let d = MatDims { m: rows, k, n: rows };
+            let bd = Bound::Proven { x: 2.0, y: big };
+            let (o0, o1) = std::thread::scope(|sc| {
+                let h0 = sc.spawn(|| matmul::matmul(&mut c0, &mut a, &p0, &v0, 1, d, bd).unwrap());
+                let h1 = sc.spawn(|| matmul::matmul(&mut c1, &mut b, &p1, &v1, 1, d, bd).unwrap());
+                (h0.join().unwrap(), h1.join().unwrap())
+            });
+            let o: Vec<f64> = o0.v.iter().zip(&o1.v).map(|(u, w)| fp.decode(ring.add(*u, *w))).collect();
+            for c in 0..rows {
+                let want: f64 = (0..k).map(|j| pt[c * k + j].abs()).sum::<f64>() * big;
+                let got = o[c * rows + c];
+                assert!((got - want).abs() < 1.0, "f = {frac}, tee {tee}, row {c}: P·V {got} against {want}");
+                assert!(o.iter().all(|t| t.abs() <= bound), "f = {frac}, tee {tee}: a P·V entry beyond the bound {bound}");
+            }
+        }
+    }
+}

@@ -654,6 +654,29 @@ pub const GELU_ERR: f64 = 1.2e-3 + 5e-4;
 pub const SOFTMAX_ERR: f64 = 6e-4;
 pub const TANH_ERR: f64 = 2e-3;
 
+/// Relative part of the private Softmax's per-entry error, in every mode
+/// that runs it (`hush_2pc::transformer::softmax::softmax_within`: tee,
+/// dealer, interactive, silent): the documented exp relative error
+/// 1.0·10⁻⁴ (the polynomial-and-squarings path; the table path's is
+/// 7.6·10⁻⁷ absolute) and the reciprocal's 2·10⁻⁶, with a 5× margin.
+pub const SOFTMAX_REL_ERR: f64 = 1e-3;
+/// Absolute part of the private Softmax's per-entry error at the
+/// **coarsest** fraction the graph runtime runs (f = 8, `graph_fixed`),
+/// so it holds for every f in 8..=12: the last truncation to 2^f,
+/// 2^{1−f} = 2^{−7}, plus the clip (an entry with x − max < −16 counts as
+/// exp(−16) ≤ 1.2·10⁻⁷) and interactive mode's per-row reciprocal at
+/// scale 2^16 (≤ e·2^{−16} ≤ 1.6·10⁻⁵): together below 2^{−7} + 2^{−15}.
+pub const SOFTMAX_ABS_ERR_COARSE: f64 = 1.0 / 128.0 + 1.0 / 32768.0;
+
+/// A proven bound on Σ_j |p̃_j| over a private Softmax row of length `k`
+/// (see [`SOFTMAX_REL_ERR`], [`SOFTMAX_ABS_ERR_COARSE`]): with p the exact
+/// softmax of the private input (p_j ≥ 0, Σ_j p_j = 1) and
+/// |p̃_j − p_j| ≤ ρ·p_j + α, |p̃_j| ≤ (1 + ρ)·p_j + α, so
+/// Σ_j |p̃_j| ≤ 1 + ρ + k·α.
+pub fn softmax_row_abs_sum(k: usize) -> f64 {
+    1.0 + SOFTMAX_REL_ERR + k as f64 * SOFTMAX_ABS_ERR_COARSE
+}
+
 impl GraphModel {
     /// Reads an ONNX file (size-checked before reading).
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
@@ -1665,13 +1688,46 @@ impl<'a> Lower<'a> {
                 let count = sx[..sx.len() - 2].iter().product();
                 let mut shape = sx[..sx.len() - 2].to_vec();
                 shape.extend([m, nn]);
-                let out = self.slot(shape, false, k as f64 * self.bound(*x) * self.bound(*y), &name)?;
+                let out = self.slot(shape, false, self.matmul_bound(*x, *y, k), &name)?;
                 self.push(Step::MatMul { out, a: *x, b: *y, count, m, k, n: nn });
                 self.set(n, V::Shared(out));
             }
             _ => return bad(format!("{}: this combination of private and client values is not supported", node_label(n))),
         }
         Ok(())
+    }
+
+    /// The proven bound of a secret × secret product A·B contracting k
+    /// terms: k·|A|·|B| in general.
+    ///
+    /// **Attention's P·V.** When A is *itself* a Softmax's output slot
+    /// (the step that wrote slot A is a [`Step::Softmax`] over rows of
+    /// length k — the Softmax runs on the last axis only, which is exactly
+    /// the axis A·B contracts), each output is Σ_j p̃_ij·v_jl with p̃_i. one
+    /// private softmax row, so |(P·V)_il| ≤ max|V| · Σ_j |p̃_ij| ≤
+    /// |B| · [`softmax_row_abs_sum`](k): a softmax row is a convex
+    /// combination up to its documented per-entry error, which the bound
+    /// takes at the coarsest fraction and the loosest mode (every mode
+    /// runs `softmax_within`: tee, dealer, interactive, silent). Plus
+    /// 2^{−5} for the product's own truncation (at most a few ulps of
+    /// 2^{−8}). At k = 128 that is 2.0·|B| instead of 128·2·|B| — what keeps
+    /// BERT-base's attention output projection inside the HE ring (no wide
+    /// product). Anything else — A a moved (transposed, reshaped, sliced)
+    /// Softmax output, a Softmax over rows of another length, a product of
+    /// Softmax outputs on the right — keeps the general bound
+    /// (`matmul_bound_uses_the_softmax_row_sum_only_for_p_times_v`). The
+    /// smaller of the two is taken. The bound is public (a function of the
+    /// public program and the weights' bounds, as every slot bound), and
+    /// it is a worst case over every input: a wrong bound would make a
+    /// product wrap, never reveal anything.
+    fn matmul_bound(&self, a: Slot, b: Slot, k: usize) -> f64 {
+        let general = k as f64 * self.bound(a) * self.bound(b);
+        let softmax_rows = self.p.steps.iter().rev().find(|s| s.out() == a).is_some_and(|s| matches!(s, Step::Softmax { len, .. } if *len == k));
+        if softmax_rows {
+            general.min(softmax_row_abs_sum(k) * self.bound(b) + 1.0 / 32.0)
+        } else {
+            general
+        }
     }
 
     /// Swaps the last two axes of a shared slot.
