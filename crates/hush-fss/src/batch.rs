@@ -143,10 +143,20 @@ impl GroupMut<'_> {
         let st = if packed { 2 } else { 2 + nl };
         let p = slot(q);
         self.s0[p] = k.s0;
-        for (i, row) in self.scw.chunks_exact_mut(GROUP).take(n).enumerate() {
-            row[p] = (k.cw[i * st] as u128) | ((k.cw[i * st + 1] as u128) << 64);
+        let cw = &k.cw[..n * st];
+        let scw = &mut self.scw[..n * GROUP];
+        for (i, c) in cw.chunks_exact(st).enumerate() {
+            scw[i * GROUP + p] = (c[0] as u128) | ((c[1] as u128) << 64);
         }
-        if !packed && narrow {
+        if !packed && narrow && nl == 2 {
+            // Two-lane keys (ReLU): both lanes of a level side by side.
+            let v32 = &mut self.v32[..n * GROUP * 2];
+            for (i, c) in cw.chunks_exact(st).enumerate() {
+                let at = (i * GROUP + p) * 2;
+                v32[at] = (c[2] & om) as u32;
+                v32[at + 1] = (c[3] & om) as u32;
+            }
+        } else if !packed && narrow {
             for (i, row) in self.v32.chunks_exact_mut(GROUP * nl).take(n).enumerate() {
                 for l in 0..nl {
                     row[p * nl + l] = (k.cw[i * st + 2 + l] & om) as u32;
