@@ -65,7 +65,7 @@ use crate::{invalid, Party, Result};
 use hush_fss::{DcfKey, DcfKeyBatch, DreluBatch, LtBatch, LtKey, ReluBatch};
 use hush_primitives::Ring;
 pub use hush_fss::deal::{FssGate, FssShape};
-use hush_fss::deal::{FssKeys, FssShare};
+use hush_fss::deal::{FssKeys, FssShare, FssSink, GateKeys};
 use hush_transport::Channel;
 use zeroize::Zeroize;
 
@@ -131,6 +131,29 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
     if n == 0 {
         return Err(invalid("empty FSS batch"));
     }
+    let mut dealt = 0;
+    // One-DCF gates: the in-process module builds this party's keys
+    // straight into the evaluation layout (`hush_fss::deal::FssSink`, no
+    // key bytes); another backend's bytes are decoded into the same sink.
+    if let Some(mut sink) = FssSink::new(n, shape) {
+        for m in crossings(n) {
+            let req = FssKeys::request(dealer.next_batch(), m as u32, &shape);
+            let before = dealer.dealt_bytes;
+            if !dealer.deal_into(&req, &mut sink)? {
+                let mut bytes = dealer.deal(req)?;
+                let r = sink.extend_bytes(&bytes, m);
+                hush_primitives::wipe::wipe_vec(&mut bytes);
+                r.map_err(key_err)?;
+            }
+            dealt += (dealer.dealt_bytes - before) as usize;
+        }
+        let keys = match std::mem::replace(&mut sink.keys, GateKeys::Drelu(DreluBatch::default())) {
+            GateKeys::Drelu(k) => Keys::Drelu(k),
+            GateKeys::Relu(k) => Keys::Relu(k),
+        };
+        let vals = std::mem::take(&mut sink.vals);
+        return Ok(FssBatch { shape, n, party, vals, offs: Vec::new(), keys, dealt });
+    }
     let mut vals = Vec::with_capacity(n);
     let mut offs = Vec::new();
     let b = shape.bits;
@@ -142,7 +165,6 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: FssShape) -> Res
         FssGate::Trunc { f } => Keys::Trunc(DcfKeyBatch::with_capacity(n, b, b, 1), DcfKeyBatch::with_capacity(n, f, b, 1)),
     };
     let kb = shape.key_bytes();
-    let mut dealt = 0;
     for m in crossings(n) {
         let batch = dealer.next_batch();
         let mut bytes = dealer.deal(FssKeys::request(batch, m as u32, &shape))?;
@@ -369,4 +391,71 @@ pub fn streamed(
         online_s,
         dealt,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hush_tee::{InProcessModule, Module, ModuleRole, Request, Response, TrustedModule};
+
+    /// An in-process module that only ever releases bytes (as a module
+    /// process or a dealer service does): `deal_into` is the default.
+    struct BytesOnly(InProcessModule);
+    impl TrustedModule for BytesOnly {
+        fn call(&mut self, req: &Request) -> hush_tee::Result<Response> {
+            self.0.call(req)
+        }
+        fn stats(&self) -> hush_tee::ModuleStats {
+            self.0.stats()
+        }
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+    }
+
+    fn module(role: ModuleRole) -> InProcessModule {
+        InProcessModule::new(Module::with_session_seed(role, &[7u8; 32]).with_kinds(crate::deal::kinds()))
+    }
+
+    /// The in-process module's direct path (keys built into the evaluation
+    /// layout) and the byte path (what a module process or a dealer
+    /// service releases, decoded) give the same batch: the same dealt
+    /// values, the same outputs at every input, the same byte and crossing
+    /// counts — over two crossings, the first of [`DEAL_CHUNK`] gates.
+    #[test]
+    fn direct_path_equals_byte_path() {
+        let n = DEAL_CHUNK + 100;
+        for gate in [FssGate::Relu, FssGate::Drelu, FssGate::Millionaire] {
+            for (party, role) in [(0u8, ModuleRole::Sender), (1, ModuleRole::Receiver)] {
+                let shape = FssShape { bits: 32, gate };
+                let mut direct = Dealer::new(Box::new(module(role)));
+                let mut bytes = Dealer::new(Box::new(BytesOnly(module(role))));
+                let a = deal(&mut direct, party, n, shape).unwrap();
+                let b = deal(&mut bytes, party, n, shape).unwrap();
+                assert_eq!(a.vals, b.vals, "{gate:?} party {party}");
+                assert_eq!(a.dealt, b.dealt);
+                assert_eq!(direct.dealt_bytes, bytes.dealt_bytes);
+                assert_eq!(direct.stats().crossings, bytes.stats().crossings);
+                assert_eq!(direct.stats().bytes_from_module, bytes.stats().bytes_from_module);
+                let l = if gate == FssGate::Millionaire { 33 } else { 32 };
+                let mut prg = hush_primitives::Prg::new(hush_primitives::Block(0x5eed + party as u128));
+                let xs: Vec<u64> = (0..n).map(|_| prg.next_u64() & mask(l)).collect();
+                let (mut oa, mut ob, mut sa, mut sb) = (vec![0u64; n], vec![0u64; n], vec![0u64; n], vec![0u64; n]);
+                match (&a.keys, &b.keys) {
+                    (Keys::Relu(x), Keys::Relu(y)) => {
+                        x.eval(party, &xs, &mut oa, &mut sa);
+                        y.eval(party, &xs, &mut ob, &mut sb);
+                        assert!(x.same_layout_as(y));
+                    }
+                    (Keys::Drelu(x), Keys::Drelu(y)) => {
+                        x.eval(party, &xs, &mut oa);
+                        y.eval(party, &xs, &mut ob);
+                        assert!(x.same_layout_as(y));
+                    }
+                    _ => panic!("{gate:?}: different key kinds"),
+                }
+                assert_eq!(oa, ob, "{gate:?} party {party}");
+            }
+        }
+    }
 }

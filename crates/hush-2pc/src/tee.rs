@@ -62,6 +62,21 @@ impl Dealer {
         }
     }
 
+    /// One crossing whose share the module writes straight into `sink`
+    /// (see [`hush_tee::TrustedModule::deal_into`]): `true` when done
+    /// (counted in [`Dealer::dealt_bytes`] at the share's byte size),
+    /// `false` when the backend or kind cannot — then call [`Dealer::deal`]
+    /// with the same request.
+    pub fn deal_into(&mut self, req: &DealRequest, sink: &mut dyn std::any::Any) -> Result<bool> {
+        match self.module.deal_into(req, sink)? {
+            Some(b) => {
+                self.dealt_bytes += b as u64;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     pub fn stats(&self) -> hush_tee::ModuleStats {
         self.module.stats()
     }

@@ -100,6 +100,19 @@ pub trait Description: Send + Sync {
         let _ = (sub, n, params);
         Err(Error::Refused(format!("dealing kind '{}' has no seeded share", self.kind())))
     }
+    /// `party`'s share written straight into a host-side structure `sink`
+    /// (a type the kind knows, e.g. FSS keys in their evaluation layout)
+    /// instead of bytes: for a provider in the host's own process, which
+    /// would otherwise encode a share the host decodes at once. `Some(b)`
+    /// when done (`b`: the bytes [`Description::deal`] would have
+    /// released, for accounting); `None` (the default, or a sink of a type
+    /// the kind does not fill) when the caller must take the bytes. It
+    /// must write exactly `party`'s share — the values `deal` encodes —
+    /// and nothing of the other party's.
+    fn deal_into(&self, key: Block, party: u8, n: u32, params: &[u8], sink: &mut dyn std::any::Any) -> Result<Option<usize>> {
+        let _ = (key, party, n, params, sink);
+        Ok(None)
+    }
 }
 
 /// Stream nonce of the parties' sub-keys (far above every kind's nonces).

@@ -103,6 +103,91 @@ pub struct DcfKeyBatch {
     vbits: Vec<u64>,
 }
 
+/// The per-shape constants of a group (see [`GroupMut`]).
+#[derive(Clone, Copy)]
+pub(crate) struct GroupShape {
+    n: usize,
+    nl: usize,
+    lw: usize,
+    packed: bool,
+    narrow: bool,
+    depth: u32,
+    nu: u32,
+    om: u64,
+    /// Early-termination table bits of one-bit keys.
+    tb: u32,
+}
+
+/// One group's part of every array of a [`DcfKeyBatch`] (disjoint from
+/// every other group's): what a parallel task fills.
+pub(crate) struct GroupMut<'a> {
+    shape: GroupShape,
+    s0: &'a mut [u128],
+    scw: &'a mut [u128],
+    v32: &'a mut [u32],
+    v64: &'a mut [u64],
+    leaf: &'a mut [u64],
+    tl: &'a mut [u64],
+    tr: &'a mut [u64],
+    vb: &'a mut [u64],
+}
+
+impl GroupMut<'_> {
+    /// Writes key `q` of the group from its parts: exactly what decoding
+    /// its encoding ([`crate::dcf::KeyParts::write`], read back by
+    /// `read_parts_shaped`) writes — the same fields reduced to the same
+    /// widths (`tests::extend_with_matches_extend_encoded`).
+    #[inline]
+    pub(crate) fn set(&mut self, q: usize, k: &crate::dcf::KeyParts<'_>) {
+        let GroupShape { n, nl, lw, packed, narrow, depth, nu, om, tb } = self.shape;
+        let st = if packed { 2 } else { 2 + nl };
+        let p = slot(q);
+        self.s0[p] = k.s0;
+        let cw = &k.cw[..n * st];
+        let scw = &mut self.scw[..n * GROUP];
+        for (i, c) in cw.chunks_exact(st).enumerate() {
+            scw[i * GROUP + p] = (c[0] as u128) | ((c[1] as u128) << 64);
+        }
+        if !packed && narrow && nl == 2 {
+            // Two-lane keys (ReLU): both lanes of a level side by side.
+            let v32 = &mut self.v32[..n * GROUP * 2];
+            for (i, c) in cw.chunks_exact(st).enumerate() {
+                let at = (i * GROUP + p) * 2;
+                v32[at] = (c[2] & om) as u32;
+                v32[at + 1] = (c[3] & om) as u32;
+            }
+        } else if !packed && narrow {
+            for (i, row) in self.v32.chunks_exact_mut(GROUP * nl).take(n).enumerate() {
+                for l in 0..nl {
+                    row[p * nl + l] = (k.cw[i * st + 2 + l] & om) as u32;
+                }
+            }
+        } else if !packed {
+            for (i, row) in self.v64.chunks_exact_mut(GROUP * nl).take(n).enumerate() {
+                for l in 0..nl {
+                    row[p * nl + l] = k.cw[i * st + 2 + l] & om;
+                }
+            }
+        } else {
+            self.vb[q] = rev(k.vbits & mask(depth), depth) << nu;
+        }
+        let leaf = if packed {
+            [k.leaf[0] & mask(tb.min(64)), if tb > 64 { k.leaf[1] & mask(tb - 64) } else { 0 }]
+        } else {
+            let mut v = [0u64; 2];
+            for l in 0..nl {
+                v[l] = k.leaf[l] & om;
+            }
+            v
+        };
+        for l in 0..lw {
+            self.leaf[p * lw + l] = leaf[l];
+        }
+        self.tl[q] = rev(k.tl & mask(depth), depth) << nu;
+        self.tr[q] = rev(k.tr & mask(depth), depth) << nu;
+    }
+}
+
 impl Zeroize for DcfKeyBatch {
     fn zeroize(&mut self) {
         mem::scrub(&mut self.s0);
@@ -427,76 +512,9 @@ impl DcfKeyBatch {
         let lw = self.lw();
         let packed = self.packed();
         let narrow = self.narrow();
-        let g0 = self.len / GROUP;
-        let groups = m.div_ceil(GROUP);
-        let z = groups * GROUP;
-        self.s0.resize(self.s0.len() + z, 0);
-        self.scw.resize(self.scw.len() + z * n, 0);
-        let vn = if packed { 0 } else { z * n * nl };
-        if narrow {
-            self.vcw32.resize(self.vcw32.len() + vn, 0);
-        } else {
-            self.vcw.resize(self.vcw.len() + vn, 0);
-        }
-        self.leaf.resize(self.leaf.len() + z * lw, 0);
-        self.tl.resize(self.tl.len() + z, 0);
-        self.tr.resize(self.tr.len() + z, 0);
-        if packed {
-            self.vbits.resize(self.vbits.len() + z, 0);
-        }
         let depth = self.depth;
         let want = (party, bits, out_bits, lanes);
-        // Each new group's part of every array (empty where unused), so
-        // the groups decode in parallel into disjoint memory.
-        struct G<'a> {
-            s0: &'a mut [u128],
-            scw: &'a mut [u128],
-            v32: &'a mut [u32],
-            v64: &'a mut [u64],
-            leaf: &'a mut [u64],
-            tl: &'a mut [u64],
-            tr: &'a mut [u64],
-            vb: &'a mut [u64],
-        }
-        fn parts<'a, T>(
-            v: &'a mut [T],
-            at: usize,
-            each: usize,
-            groups: usize,
-        ) -> Box<dyn Iterator<Item = &'a mut [T]> + 'a> {
-            if each == 0 {
-                Box::new((0..groups).map(|_| <&mut [T]>::default()))
-            } else {
-                Box::new(v[at * each..].chunks_mut(each))
-            }
-        }
-        let vs = if packed { 0 } else { GROUP * n * nl };
-        let mut work: Vec<G<'_>> = Vec::with_capacity(groups);
-        {
-            let mut s0 = parts(&mut self.s0, g0, GROUP, groups);
-            let mut scw = parts(&mut self.scw, g0, GROUP * n, groups);
-            let mut v32 = parts(&mut self.vcw32, g0, if narrow { vs } else { 0 }, groups);
-            let mut v64 = parts(&mut self.vcw, g0, if narrow { 0 } else { vs }, groups);
-            let mut leaf = parts(&mut self.leaf, g0, GROUP * lw, groups);
-            let mut tl = parts(&mut self.tl, g0, GROUP, groups);
-            let mut tr = parts(&mut self.tr, g0, GROUP, groups);
-            let mut vb = parts(&mut self.vbits, g0, if packed { GROUP } else { 0 }, groups);
-            for _ in 0..groups {
-                let mut next = || -> Option<G<'_>> {
-                    Some(G {
-                        s0: s0.next()?,
-                        scw: scw.next()?,
-                        v32: v32.next()?,
-                        v64: v64.next()?,
-                        leaf: leaf.next()?,
-                        tl: tl.next()?,
-                        tr: tr.next()?,
-                        vb: vb.next()?,
-                    })
-                };
-                work.push(next().expect("the arrays were grown by whole groups"));
-            }
-        }
+        let work = self.grow_groups(m);
         let st = if packed { 2 } else { 2 + nl };
         let res: Result<(), Error> = work
             .into_par_iter()
@@ -550,6 +568,148 @@ impl DcfKeyBatch {
                 Err(e)
             }
         }
+    }
+
+    /// Whether two batches hold the same keys in the same layout, word for
+    /// word (tests of the direct fill against the decoder).
+    #[doc(hidden)]
+    pub fn same_layout_as(&self, b: &DcfKeyBatch) -> bool {
+        (self.len, self.party, self.bits, self.out_bits, self.lanes, self.depth)
+            == (b.len, b.party, b.bits, b.out_bits, b.lanes, b.depth)
+            && self.s0 == b.s0
+            && self.scw == b.scw
+            && self.vcw == b.vcw
+            && self.vcw32 == b.vcw32
+            && self.leaf == b.leaf
+            && self.tl == b.tl
+            && self.tr == b.tr
+            && self.vbits == b.vbits
+    }
+
+    /// Sets the batch's shape for new keys (when empty) or checks it.
+    fn adopt_shape(&mut self, shape: (u8, u32, u32, u32)) -> Result<(), Error> {
+        let (party, bits, out_bits, lanes) = shape;
+        if self.len == 0 {
+            self.party = party;
+            self.bits = bits;
+            self.out_bits = out_bits;
+            self.lanes = lanes;
+            self.depth = crate::dcf::depth(bits, out_bits, lanes);
+        } else if shape != (self.party, self.bits, self.out_bits, self.lanes) {
+            return Err(Error::Header { what: "DcfKeyBatch", reason: "key shape differs from the batch" });
+        }
+        Ok(())
+    }
+
+    /// Grows every array by the groups of `m` new keys (zeroed) and hands
+    /// out each new group's part of every array, disjoint from the others
+    /// (so the groups are filled in parallel). The caller fills keys
+    /// `0..m` and then adds `m` to `len`. Requires a whole number of groups
+    /// in the batch already and its shape set.
+    fn grow_groups(&mut self, m: usize) -> Vec<GroupMut<'_>> {
+        debug_assert_eq!(self.len % GROUP, 0);
+        let n = self.depth as usize;
+        let nl = self.lanes as usize;
+        let lw = self.lw();
+        let packed = self.packed();
+        let narrow = self.narrow();
+        let g0 = self.len / GROUP;
+        let groups = m.div_ceil(GROUP);
+        let z = groups * GROUP;
+        self.s0.resize(self.s0.len() + z, 0);
+        self.scw.resize(self.scw.len() + z * n, 0);
+        let vn = if packed { 0 } else { z * n * nl };
+        if narrow {
+            self.vcw32.resize(self.vcw32.len() + vn, 0);
+        } else {
+            self.vcw.resize(self.vcw.len() + vn, 0);
+        }
+        self.leaf.resize(self.leaf.len() + z * lw, 0);
+        self.tl.resize(self.tl.len() + z, 0);
+        self.tr.resize(self.tr.len() + z, 0);
+        if packed {
+            self.vbits.resize(self.vbits.len() + z, 0);
+        }
+        fn parts<'a, T>(
+            v: &'a mut [T],
+            at: usize,
+            each: usize,
+            groups: usize,
+        ) -> Box<dyn Iterator<Item = &'a mut [T]> + 'a> {
+            if each == 0 {
+                Box::new((0..groups).map(|_| <&mut [T]>::default()))
+            } else {
+                Box::new(v[at * each..].chunks_mut(each))
+            }
+        }
+        let vs = if packed { 0 } else { GROUP * n * nl };
+        let shape = GroupShape {
+            n,
+            nl,
+            lw,
+            packed,
+            narrow,
+            depth: self.depth,
+            nu: self.bits - self.depth,
+            om: mask(self.out_bits),
+            tb: 1u32 << crate::dcf::et_nu(self.bits, self.out_bits, self.lanes),
+        };
+        let mut work: Vec<GroupMut<'_>> = Vec::with_capacity(groups);
+        let mut s0 = parts(&mut self.s0, g0, GROUP, groups);
+        let mut scw = parts(&mut self.scw, g0, GROUP * n, groups);
+        let mut v32 = parts(&mut self.vcw32, g0, if narrow { vs } else { 0 }, groups);
+        let mut v64 = parts(&mut self.vcw, g0, if narrow { 0 } else { vs }, groups);
+        let mut leaf = parts(&mut self.leaf, g0, GROUP * lw, groups);
+        let mut tl = parts(&mut self.tl, g0, GROUP, groups);
+        let mut tr = parts(&mut self.tr, g0, GROUP, groups);
+        let mut vb = parts(&mut self.vbits, g0, if packed { GROUP } else { 0 }, groups);
+        for _ in 0..groups {
+            let mut next = || -> Option<GroupMut<'_>> {
+                Some(GroupMut {
+                    shape,
+                    s0: s0.next()?,
+                    scw: scw.next()?,
+                    v32: v32.next()?,
+                    v64: v64.next()?,
+                    leaf: leaf.next()?,
+                    tl: tl.next()?,
+                    tr: tr.next()?,
+                    vb: vb.next()?,
+                })
+            };
+            work.push(next().expect("the arrays were grown by whole groups"));
+        }
+        work
+    }
+
+    /// Appends `m` keys of `shape` (party, bits, out_bits, lanes) built by
+    /// `gen` straight into the evaluation layout, in parallel: `gen` is
+    /// called once per run of `chunk` groups (`chunk` ≥ 1) with the run's
+    /// first key and its groups, and writes each key with
+    /// [`GroupMut::set`] — no encoding, no decoding, no key object (the
+    /// dealer's direct path, `crate::deal::deal_batch`). Errors if the shape
+    /// differs from the batch's, or if the batch does not hold a whole
+    /// number of groups (append by whole groups only).
+    pub(crate) fn extend_with(
+        &mut self,
+        m: usize,
+        shape: (u8, u32, u32, u32),
+        chunk: usize,
+        gen: impl Fn(usize, &mut [GroupMut<'_>]) + Sync,
+    ) -> Result<(), Error> {
+        use rayon::prelude::*;
+        if m == 0 {
+            return Ok(());
+        }
+        if self.len % GROUP != 0 {
+            return Err(Error::Header { what: "DcfKeyBatch", reason: "direct fill needs a whole number of groups" });
+        }
+        self.adopt_shape(shape)?;
+        let mut work = self.grow_groups(m);
+        work.par_chunks_mut(chunk.max(1)).enumerate().for_each(|(c, gs)| gen(c * chunk.max(1) * GROUP, gs));
+        drop(work);
+        self.len += m;
+        Ok(())
     }
 
     /// Evaluates key i at `xs[i]` (only the low `bits` bits are used):

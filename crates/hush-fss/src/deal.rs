@@ -211,8 +211,12 @@ const PAR_CHUNK: usize = 256;
 /// built on the cores available (rayon) and each chunk's keys encoded
 /// straight into its own slot of the shares (fixed key size). The same
 /// bytes as [`deal_chunked`] (`tests::batched_deal_matches_one_at_a_time`).
-fn deal_tree_gates(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
-    use rayon::prelude::*;
+/// Every PRG draw of `n` one-DCF gates (ReLU, DReLU, the millionaires'
+/// below 64 bits), in the order of [`deal_chunked`]: the value PRG's m and
+/// r per gate, then the key PRG's gate draws. Shared by the byte path
+/// ([`deal_tree_gates`]) and the direct one ([`deal_batch`]), so both deal
+/// the same keys.
+fn tree_draws(key: Block, n: usize, shape: &FssShape) -> (Vec<u64>, Vec<u64>, GateDraws) {
     let l = shape.bits;
     let lm = ring_mask(l);
     let millionaire = shape.gate == FssGate::Millionaire;
@@ -233,6 +237,106 @@ fn deal_tree_gates(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Ve
         _ => GateDraws::drelu(&mut kprg, l + 1, &rs, &zeros, 1),
     }
     .expect("gate parameters were validated");
+    (ms, rs, draws)
+}
+
+/// Party `p`'s dealt value of gate j of a one-DCF batch (see the module docs).
+#[inline]
+fn tree_val(p: u8, shape: &FssShape, m: u64, r: u64) -> u64 {
+    let l = shape.bits;
+    match (p, shape.gate == FssGate::Millionaire) {
+        (0, true) => r.wrapping_sub(m).wrapping_sub(1) & ring_mask(l + 1),
+        (0, false) => m.wrapping_add(r) & ring_mask(l),
+        _ => m,
+    }
+}
+
+/// This party's keys of a one-DCF gate batch in `hush-fss`'s evaluation
+/// layout: what the host evaluates online.
+pub enum GateKeys {
+    Drelu(crate::DreluBatch),
+    Relu(crate::ReluBatch),
+}
+
+/// Where a host collects its share of one-DCF gate batches (ReLU, DReLU,
+/// the millionaires' below 64 bits) crossing after crossing, in the
+/// evaluation layout: the target of [`Description::deal_into`] for
+/// [`FSS_KEYS`] (the in-process module's direct path, no key bytes), and
+/// of [`FssSink::extend_bytes`] for a share that crossed as bytes (a
+/// module process, a dealer service). Both give the same sink for the same
+/// dealing (`tests/keys.rs`, `direct_fill_matches_decoded_bytes`).
+pub struct FssSink {
+    pub shape: FssShape,
+    /// Party 0: h = m + r (or r − x − 1); party 1: m (or x).
+    pub vals: Vec<u64>,
+    pub keys: GateKeys,
+}
+
+impl Drop for FssSink {
+    fn drop(&mut self) {
+        hush_primitives::wipe::wipe_vec_u64(&mut self.vals);
+    }
+}
+
+impl FssSink {
+    /// An empty sink for up to `n` gates of `shape`; `None` for the gates
+    /// it does not hold (truncation, the 64-bit millionaires').
+    pub fn new(n: usize, shape: FssShape) -> Option<Self> {
+        let b = shape.bits;
+        let keys = match shape.gate {
+            FssGate::Millionaire if b < 64 => GateKeys::Drelu(crate::DreluBatch::with_capacity(n, b + 1, 1)),
+            FssGate::Drelu => GateKeys::Drelu(crate::DreluBatch::with_capacity(n, b, 1)),
+            FssGate::Relu => GateKeys::Relu(crate::ReluBatch::with_capacity(n, b)),
+            _ => return None,
+        };
+        Some(FssSink { shape, vals: Vec::with_capacity(n), keys })
+    }
+
+    /// Appends a share of `m` gates that crossed as bytes
+    /// ([`FssShare::into_bytes`]): values read, keys decoded into the layout.
+    pub fn extend_bytes(&mut self, bytes: &[u8], m: usize) -> std::result::Result<(), crate::Error> {
+        let (mut sv, mut so, kbytes) =
+            FssShare::split(bytes, m, &self.shape).map_err(|_| crate::Error::Length { what: "FSS share", expected: FssShare::head_bytes(m, &self.shape) + m * self.shape.key_bytes(), got: bytes.len() })?;
+        let r = match &mut self.keys {
+            GateKeys::Drelu(v) => v.extend_encoded(kbytes, m),
+            GateKeys::Relu(v) => v.extend_encoded(kbytes, m),
+        };
+        if r.is_ok() {
+            self.vals.extend_from_slice(&sv);
+        }
+        sv.zeroize();
+        so.zeroize();
+        r
+    }
+}
+
+/// The direct path of the one-DCF gates: party `party`'s share of `n`
+/// gates of `shape` appended to `sink`, its keys built straight into the
+/// evaluation layout. The same draws as [`deal_tree_gates`] and the same
+/// values and keys, only not encoded: what the host would get by decoding
+/// [`deal`]'s bytes into the sink. Errors (and appends nothing) if the
+/// sink is for another shape, or the batch layout cannot take the keys
+/// directly (it holds a partial group).
+pub fn deal_batch(key: Block, party: u8, n: usize, shape: &FssShape, sink: &mut FssSink) -> std::result::Result<(), crate::Error> {
+    if sink.shape != *shape || FssSink::new(0, *shape).is_none() {
+        return Err(crate::Error::Header { what: "FssSink", reason: "dealing of another shape" });
+    }
+    let (mut ms, mut rs, draws) = tree_draws(key, n, shape);
+    let r = match &mut sink.keys {
+        GateKeys::Drelu(v) => v.extend_drawn(&draws, party),
+        GateKeys::Relu(v) => v.extend_drawn(&draws, party),
+    };
+    if r.is_ok() {
+        sink.vals.extend(ms.iter().zip(&rs).map(|(&m, &r)| tree_val(party, shape, m, r)));
+    }
+    ms.zeroize();
+    rs.zeroize();
+    r
+}
+
+fn deal_tree_gates(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Vec<FssShare> {
+    use rayon::prelude::*;
+    let (ms, rs, draws) = tree_draws(key, n, shape);
     let kb = draws.key_bytes();
     debug_assert_eq!(kb, shape.key_bytes());
     let head = FssShare::head_bytes(n, shape);
@@ -241,16 +345,11 @@ fn deal_tree_gates(key: Block, parties: &[u8], n: usize, shape: &FssShape) -> Ve
         .map(|&p| {
             let mut keys = Vec::with_capacity(head + n * kb);
             keys.resize(head, 0);
-            let vals = (0..n)
-                .map(|j| match (p, millionaire) {
-                    (0, true) => rs[j].wrapping_sub(ms[j]).wrapping_sub(1) & wm,
-                    (0, false) => ms[j].wrapping_add(rs[j]) & lm,
-                    _ => ms[j],
-                })
-                .collect();
+            let vals = (0..n).map(|j| tree_val(p, shape, ms[j], rs[j])).collect();
             FssShare { vals, offs: Vec::new(), keys, head }
         })
         .collect();
+    let (mut ms, mut rs) = (ms, rs);
     ms.zeroize();
     rs.zeroize();
     {
@@ -582,6 +681,75 @@ mod tests {
         s
     }
 
+    fn same_sink(a: &FssSink, b: &FssSink) -> bool {
+        a.vals == b.vals
+            && match (&a.keys, &b.keys) {
+                (GateKeys::Drelu(x), GateKeys::Drelu(y)) => x.same_layout_as(y),
+                (GateKeys::Relu(x), GateKeys::Relu(y)) => x.same_layout_as(y),
+                _ => false,
+            }
+    }
+
+    /// The direct path (keys built into the evaluation layout) gives the
+    /// sink that decoding the dealt bytes gives, word for word, over
+    /// several crossings appended to one sink (each a whole number of
+    /// groups but the last, as `hush_2pc::fss::deal` sends them).
+    #[test]
+    fn direct_fill_matches_decoded_bytes() {
+        let shapes = [
+            FssShape { bits: 32, gate: FssGate::Relu },
+            FssShape { bits: 8, gate: FssGate::Relu },
+            FssShape { bits: 64, gate: FssGate::Relu },
+            FssShape { bits: 32, gate: FssGate::Drelu },
+            FssShape { bits: 64, gate: FssGate::Drelu },
+            FssShape { bits: 16, gate: FssGate::Millionaire },
+            FssShape { bits: 63, gate: FssGate::Millionaire },
+        ];
+        for shape in shapes {
+            for party in 0..2u8 {
+                for sizes in [&[1usize][..], &[33], &[256, 600], &[288, 7]] {
+                    let total: usize = sizes.iter().sum();
+                    let mut direct = FssSink::new(total, shape).unwrap();
+                    let mut decoded = FssSink::new(total, shape).unwrap();
+                    for (i, &m) in sizes.iter().enumerate() {
+                        let key = Block(0xd1ec_7000 + 31 * i as u128 + shape.bits as u128);
+                        deal_batch(key, party, m, &shape, &mut direct).unwrap();
+                        decoded.extend_bytes(&deal(key, party, m, &shape).into_bytes(), m).unwrap();
+                    }
+                    assert_eq!(direct.vals.len(), total);
+                    assert!(same_sink(&direct, &decoded), "{shape:?} party {party} sizes {sizes:?}");
+                }
+            }
+        }
+        // A different key gives a different sink (the comparison can fail).
+        let shape = FssShape { bits: 32, gate: FssGate::Relu };
+        let mut a = FssSink::new(64, shape).unwrap();
+        let mut b = FssSink::new(64, shape).unwrap();
+        deal_batch(Block(1), 0, 64, &shape, &mut a).unwrap();
+        deal_batch(Block(2), 0, 64, &shape, &mut b).unwrap();
+        assert!(!same_sink(&a, &b));
+        // A sink holding a partial group refuses the direct path and is
+        // left as it was; one of another shape, too.
+        let mut p = FssSink::new(40, shape).unwrap();
+        deal_batch(Block(3), 1, 33, &shape, &mut p).unwrap();
+        assert!(deal_batch(Block(4), 1, 7, &shape, &mut p).is_err());
+        assert_eq!(p.vals.len(), 33);
+        let other = FssShape { bits: 16, gate: FssGate::Relu };
+        assert!(deal_batch(Block(4), 1, 7, &other, &mut p).is_err());
+        assert!(FssSink::new(8, FssShape { bits: 32, gate: FssGate::Trunc { f: 4 } }).is_none());
+        // The kind's `deal_into` fills only its own sink type and shape.
+        let params = |s: &FssShape| {
+            let mut w = Writer::default();
+            s.encode(&mut w);
+            w.0
+        };
+        let mut q = FssSink::new(32, shape).unwrap();
+        assert_eq!(FSS_KEYS.deal_into(Block(5), 0, 32, &params(&shape), &mut q).unwrap(), Some(deal(Block(5), 0, 32, &shape).into_bytes().len()));
+        assert_eq!(FSS_KEYS.deal_into(Block(5), 0, 32, &params(&other), &mut q).unwrap(), None);
+        assert_eq!(FSS_KEYS.deal_into(Block(5), 0, 32, &params(&shape), &mut 7u32).unwrap(), None);
+        assert_eq!(q.vals.len(), 32);
+    }
+
     #[test]
     fn batched_deal_matches_one_at_a_time() {
         // 600 gates: several parallel chunks of PAR_CHUNK, the last partial.
@@ -647,6 +815,24 @@ impl Description for FssKeys {
     }
     fn deal(&self, key: Block, party: u8, n: u32, params: &[u8]) -> Result<Vec<u8>> {
         Ok(deal(key, party, n as usize, &Self::shape(params)?).into_bytes())
+    }
+    /// The in-process module's direct path ([`deal_batch`]) when `sink` is
+    /// an [`FssSink`] of this dealing's shape; otherwise `None` (the caller
+    /// takes the bytes). What is written is exactly this party's share —
+    /// the values and keys [`Description::deal`] would encode — in the
+    /// evaluation layout instead of bytes.
+    fn deal_into(&self, key: Block, party: u8, n: u32, params: &[u8], sink: &mut dyn std::any::Any) -> Result<Option<usize>> {
+        let shape = Self::shape(params)?;
+        let Some(s) = sink.downcast_mut::<FssSink>() else { return Ok(None) };
+        if s.shape != shape || FssSink::new(0, shape).is_none() {
+            return Ok(None);
+        }
+        let n = n as usize;
+        match deal_batch(key, party, n, &shape, s) {
+            Ok(()) => Ok(Some(FssShare::head_bytes(n, &shape) + n * shape.key_bytes())),
+            // A partial group in the sink: the bytes path takes it.
+            Err(_) => Ok(None),
+        }
     }
     fn deal_pair(&self, key: Block, n: u32, params: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
         let mut v = deal_parties(key, &[0, 1], n as usize, &Self::shape(params)?);

@@ -1066,6 +1066,99 @@ impl GateDraws {
     }
 }
 
+/// Groups of 32 keys per parallel task of the direct fill (256 keys: one
+/// AES call per tree level covers them, as in the dealer's byte path).
+const FILL_GROUPS: usize = 8;
+
+impl GateDraws {
+    /// Builds the keys of all drawn gates and writes party `party`'s
+    /// straight into `dcf` (the evaluation layout) and its constants into
+    /// `consts` — what decoding [`GateDraws::fill`]'s bytes with the gate
+    /// batch's `extend_encoded` gives, without the encoding and the
+    /// decoding (`tests/keys.rs`, `direct_fill_matches_decoded_bytes`).
+    /// Only `party`'s key and constants are written; the other party's
+    /// parts exist only inside the generation, as on the byte path.
+    fn extend_batch(&self, party: u8, dcf: &mut DcfKeyBatch, consts: &mut Vec<[u64; 3]>) -> Result<(), Error> {
+        let (bits, out_bits) = (self.bits, self.out_bits);
+        let lanes = match self.gate {
+            DrawnGate::Relu => 2,
+            DrawnGate::Drelu => 1,
+        };
+        let b = (party & 1) as usize;
+        let n = self.len();
+        dcf.extend_with(n, (b as u8, bits - 1, out_bits, lanes), FILL_GROUPS, |lo, groups| {
+            let hi = (lo + groups.len() * crate::batch::GROUP).min(n);
+            dcf::gen_core_each(
+                bits - 1,
+                out_bits,
+                lanes,
+                &self.roots[lo..hi],
+                &self.alphas[lo..hi],
+                &self.betas[lo..hi],
+                |j, parts| groups[j / crate::batch::GROUP].set(j % crate::batch::GROUP, parts[b]),
+            );
+        })?;
+        consts.extend(self.consts.iter().map(|c| c[b]));
+        Ok(())
+    }
+}
+
+impl ReluBatch {
+    /// Whether two batches hold the same keys in the same layout (tests).
+    #[doc(hidden)]
+    pub fn same_layout_as(&self, o: &ReluBatch) -> bool {
+        self.bits == o.bits && self.e == o.e && self.dcf.same_layout_as(&o.dcf)
+    }
+}
+
+impl DreluBatch {
+    /// Whether two batches hold the same keys in the same layout (tests).
+    #[doc(hidden)]
+    pub fn same_layout_as(&self, o: &DreluBatch) -> bool {
+        (self.bits, self.out_bits) == (o.bits, o.out_bits) && self.c == o.c && self.dcf.same_layout_as(&o.dcf)
+    }
+}
+
+impl ReluBatch {
+    /// Appends party `party`'s keys of `draws` (ReLU draws of this batch's
+    /// width), built straight into the evaluation layout
+    /// ([`GateDraws::extend_batch`]: no key bytes). On error the batch is
+    /// unchanged where it can be, emptied otherwise.
+    pub fn extend_drawn(&mut self, draws: &GateDraws, party: u8) -> Result<(), Error> {
+        if draws.gate != DrawnGate::Relu || (!self.e.is_empty() && draws.bits != self.bits) {
+            return Err(Error::Header { what: "ReluBatch", reason: "drawn gates differ from the batch" });
+        }
+        let mut c = Vec::with_capacity(draws.len());
+        let r = draws.extend_batch(party, &mut self.dcf, &mut c);
+        if r.is_ok() {
+            self.bits = draws.bits;
+            self.e.extend(c.iter().map(|x| *x));
+        }
+        c.zeroize();
+        r
+    }
+}
+
+impl DreluBatch {
+    /// Appends party `party`'s keys of `draws` (DReLU draws of this batch's
+    /// shape) straight into the evaluation layout, as
+    /// [`ReluBatch::extend_drawn`].
+    pub fn extend_drawn(&mut self, draws: &GateDraws, party: u8) -> Result<(), Error> {
+        if draws.gate != DrawnGate::Drelu || (!self.c.is_empty() && (draws.bits, draws.out_bits) != (self.bits, self.out_bits)) {
+            return Err(Error::Header { what: "DreluBatch", reason: "drawn gates differ from the batch" });
+        }
+        let mut c = Vec::with_capacity(draws.len());
+        let r = draws.extend_batch(party, &mut self.dcf, &mut c);
+        if r.is_ok() {
+            self.bits = draws.bits;
+            self.out_bits = draws.out_bits;
+            self.c.extend(c.iter().map(|x| [x[0], x[1]]));
+        }
+        c.zeroize();
+        r
+    }
+}
+
 /// Roots, α, β and both parties' offsets of a ReLU batch, drawn per gate
 /// in the order of [`relu_gen`].
 #[allow(clippy::type_complexity)]

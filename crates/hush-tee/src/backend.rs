@@ -39,6 +39,18 @@ pub trait TrustedModule: Send {
     /// returned as [`Error::Refused`].
     fn call(&mut self, req: &Request) -> Result<Response>;
     fn stats(&self) -> ModuleStats;
+    /// A [`Request::Deal`] whose share the module writes straight into
+    /// `sink`, a host structure of a type the dealing kind fills (see
+    /// `hush_deal::Description::deal_into`), with no bytes across the
+    /// boundary: `Some(b)` when done (b: the bytes the share would have
+    /// taken), `None` when this backend or kind cannot (the default: a
+    /// module in another process has no access to the host's memory) —
+    /// then the host sends the request and decodes the bytes. Counted as
+    /// one crossing when done.
+    fn deal_into(&mut self, req: &crate::deal::DealRequest, sink: &mut dyn std::any::Any) -> Result<Option<usize>> {
+        let _ = (req, sink);
+        Ok(None)
+    }
     /// Backend and attestation, e.g. "in-process module, attestation simulated — gives no hardware protection".
     fn describe(&self) -> String;
 }
@@ -89,6 +101,25 @@ impl TrustedModule for InProcessModule {
     }
     fn stats(&self) -> ModuleStats {
         self.stats
+    }
+    /// The direct path (issue 35): the module and the host share this
+    /// process, so the share is built in the host's evaluation layout —
+    /// no encoding, no decoding, no buffer of key bytes. The request is
+    /// still encoded and decoded as over a pipe (it is small and untrusted
+    /// input to the module); the share is exactly this party's, as on the
+    /// byte path (`hush_tee::deal::handle_into`).
+    fn deal_into(&mut self, req: &crate::deal::DealRequest, sink: &mut dyn std::any::Any) -> Result<Option<usize>> {
+        let q = Request::Deal(req.clone()).encode();
+        let Request::Deal(req) = Request::decode(&q)? else {
+            return Err(Error::Malformed("dealing request changed in encoding".into()));
+        };
+        let r = self.module.deal_into(&req, sink)?;
+        if let Some(b) = r {
+            self.stats.crossings += 1;
+            self.stats.bytes_to_module += q.len() as u64;
+            self.stats.bytes_from_module += 5 + b as u64;
+        }
+        Ok(r)
     }
     fn describe(&self) -> String {
         format!("in-process module, attestation {SIMULATED_NOTE}")

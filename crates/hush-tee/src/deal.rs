@@ -63,6 +63,32 @@ pub fn handle(m: &Module, kinds: &Kinds, st: &mut DealState, req: &DealRequest) 
     Ok(out)
 }
 
+/// The in-process direct path of `Request::Deal`: this host's share
+/// written into `sink` ([`Description::deal_into`]) instead of bytes, with
+/// the checks and the one-release-per-batch rule of [`handle`]. `Some(b)`
+/// (b: the bytes the share would have taken) once released — the batch is
+/// recorded; `None` when the kind does not fill this sink — nothing is
+/// released or recorded, and the host asks for the bytes instead.
+///
+/// Why this releases no more than [`handle`]: the kind writes exactly the
+/// values of this party's share (the same key, the same draws) into a
+/// structure of the host's, in the layout the host would have decoded the
+/// bytes into; the other party's share never leaves the call.
+pub fn handle_into(
+    m: &Module,
+    kinds: &Kinds,
+    st: &mut DealState,
+    req: &DealRequest,
+    sink: &mut dyn std::any::Any,
+) -> Result<Option<usize>> {
+    let (d, party, key) = admit(m, kinds, st, req)?;
+    let out = d.deal_into(key, party, req.n, &req.params, sink)?;
+    if out.is_some() {
+        st.last.insert(d.kind(), req.batch);
+    }
+    Ok(out)
+}
+
 /// The dispatch target of `Request::DealSeeded`: where the kind's seeded
 /// party ([`Description::seeded_party`]) is this module's, the host's
 /// sub-key ([`hush_deal::sub_key`]) — 16 bytes instead of the share, which

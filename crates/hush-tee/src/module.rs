@@ -549,6 +549,17 @@ impl Module {
         }
     }
 
+    /// [`Request::Deal`] without the bytes: this host's share written
+    /// into `sink` (see [`crate::deal::handle_into`]); `None` when the kind
+    /// does not fill this sink (then send the request).
+    pub fn deal_into(&mut self, req: &crate::deal::DealRequest, sink: &mut dyn std::any::Any) -> Result<Option<usize>> {
+        let mut st = std::mem::take(&mut self.deal);
+        let kinds = self.kinds.clone();
+        let r = crate::deal::handle_into(self, &kinds, &mut st, req, sink);
+        self.deal = st;
+        r
+    }
+
     fn hello(&mut self, role: ModuleRole) -> Result<Response> {
         if self.role.is_some() {
             return Err(Error::Refused("seed agreement already started".into()));
