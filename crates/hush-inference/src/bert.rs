@@ -42,7 +42,7 @@ use hush_2pc::deal::matrix::MatDims;
 use hush_2pc::nonlinear::Proto;
 use hush_2pc::share::{ArithShare, FixedPoint};
 use hush_2pc::tee::Dealer;
-use hush_2pc::transformer::{ctx::concat, ctx::split, gelu, layernorm, matmul, softmax, Bound, Ctx, Need};
+use hush_2pc::transformer::{ctx::concat, ctx::split, ctx::DealMeter, gelu, layernorm, matmul, softmax, Bound, Ctx, Need};
 use hush_primitives::{Block, Prg};
 use hush_tee::linear_deal::LinearOp;
 use hush_tee::{InProcessModule, Module, ModuleRole};
@@ -571,6 +571,8 @@ pub struct PartyRun {
     pub setup_s: f64,
     pub out: Vec<u64>,
     pub module_busy_s: f64,
+    /// Dealing seconds and elements per kind, over all layers.
+    pub deal_kinds: DealMeter,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -620,20 +622,32 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
     // order at both parties).
     let mut dctx = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
     type Pre = hush_2pc::transformer::ctx::Prefilled;
-    type Dealt = ((Pre, Vec<Pre>), Vec<Option<hush_tee::linear_deal::LinearResponse>>, f64);
+    type Dealt = ((Pre, Vec<Pre>), Vec<Option<hush_tee::linear_deal::LinearResponse>>, f64, DealMeter);
     let deal_layer = move |dctx: &mut Ctx, module: &mut SharedModule, l: usize, plans: &(Vec<Need>, Vec<Vec<Need>>), w: &Weights| -> Result<Dealt> {
         let t = Instant::now();
+        let before = dctx.deal_meter().clone();
         let main = dctx.deal_plan(&plans.0).map_err(tpc)?;
         let mut lp = Vec::with_capacity(plans.1.len());
         for lplan in &plans.1 {
             lp.push(dctx.deal_plan(lplan).map_err(tpc)?);
         }
         let pre = (main, lp);
+        let mut kinds = dctx.deal_meter().clone();
+        for (k, (t0, n0)) in before {
+            if let Some(e) = kinds.get_mut(k) {
+                e.0 -= t0;
+                e.1 -= n0;
+            }
+        }
+        let tl = Instant::now();
         let mut lin = Vec::with_capacity(6);
+        let mut words = 0u64;
         for (j, (o, i, _, _)) in w.proj.iter().enumerate() {
             lin.push(Some(linear::deal(module, &fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq)?));
+            words += ((i + o) * s.seq) as u64;
         }
-        Ok((pre, lin, t.elapsed().as_secs_f64()))
+        kinds.insert("linear", (tl.elapsed().as_secs_f64(), words));
+        Ok((pre, lin, t.elapsed().as_secs_f64(), kinds))
     };
     let t_start = Instant::now();
     // Overlap: a dealing thread prepares layer l + 1 (its plan and linear
@@ -658,15 +672,20 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
         None
     };
     let mut x = ArithShare::new(ring, x);
-    let mut run = PartyRun { offline_s: vec![], online_s: vec![], online: vec![], meter: Meter::default(), setup_s, out: vec![], module_busy_s: 0.0, wall_s: 0.0 };
+    let mut run = PartyRun { offline_s: vec![], online_s: vec![], online: vec![], meter: Meter::default(), setup_s, out: vec![], module_busy_s: 0.0, wall_s: 0.0, deal_kinds: DealMeter::new() };
     for l in 0..s.layers {
-        let (pre, lin, off) = if overlap {
+        let (pre, lin, off, kinds) = if overlap {
             rx.recv().map_err(|_| Error::Config("the dealing thread stopped".into()))??
         } else {
             let d = dctx_local.as_mut().expect("sequential dealing context");
             deal_layer(d, &mut module, l, &plans, &weights)?
         };
         run.offline_s.push(off);
+        for (k, (t, n)) in kinds {
+            let e = run.deal_kinds.entry(k).or_default();
+            e.0 += t;
+            e.1 += n;
+        }
         let mut layer = Layer { s, bounds, fx, party: p, weights: &weights, lin, meter: Meter::default(), pipeline: opts.pipeline };
         let (main_pre, lane_pres) = pre;
         c.install(main_pre).map_err(tpc)?;
@@ -809,6 +828,7 @@ fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
         "module_busy_s_client": r1.module_busy_s,
         "per_layer": per_layer,
         "by_op": by_op,
+        "deal_by_kind": deal_kinds_json(&r0.deal_kinds, &r1.deal_kinds),
         "output_check": format!("rows normalised within {worst:.4}"),
         "cpu": cpu_model(),
         "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties on this machine",
@@ -824,6 +844,20 @@ pub fn print_record(json: bool, what: &str, r: &serde_json::Value) {
         println!("hush bench infer ({what}; tee module simulated — gives no hardware protection)");
         println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
     }
+}
+
+/// Dealing per kind: each party's seconds (its dealing thread's wall time
+/// in that kind, contended by the online phase when overlapped) and the
+/// elements dealt (ring words for the matrix and linear kinds).
+fn deal_kinds_json(a: &DealMeter, b: &DealMeter) -> serde_json::Value {
+    let m: serde_json::Map<String, serde_json::Value> = a
+        .iter()
+        .map(|(k, (t, n))| {
+            let t1 = b.get(k).map_or(0.0, |e| e.0);
+            (k.to_string(), serde_json::json!({ "server_s": t, "client_s": t1, "items": n }))
+        })
+        .collect();
+    serde_json::Value::Object(m)
 }
 
 fn bounds_json(s: &BertShape, frac: u32, on: bool) -> serde_json::Value {
