@@ -656,7 +656,7 @@ fn deal_layer(dctx: &mut Ctx, module: &mut SharedModule, fx: &FixedConfig, s: &B
     kinds.insert("linear", (t.elapsed().as_secs_f64(), words));
     // every item of the layer fits in its feed: the dealing never waits
     // within a layer (at most one layer is held ahead, by `deliver`)
-    let (txs, feeds): (Vec<_>, Vec<_>) = plans.iter().map(|p| std::sync::mpsc::sync_channel(p.len().max(1))).unzip();
+    let (txs, feeds): (Vec<_>, Vec<_>) = plans.iter().map(|p| std::sync::mpsc::sync_channel(p.len() + 1)).unzip();
     if !deliver(Ok(LayerFeed { lin, feeds })) {
         return Err(Error::Config("the online phase stopped".into()));
     }
@@ -665,8 +665,11 @@ fn deal_layer(dctx: &mut Ctx, module: &mut SharedModule, fx: &FixedConfig, s: &B
         let r = dctx.deal_plan(std::slice::from_ref(&plans[c][i]));
         if let Err(e) = r {
             let msg = format!("dealing layer {l}: {e}");
+            // never blocks: a context whose feed is full has all its
+            // items and will not wait for this one (sequential mode: the
+            // receiver is this thread)
             for tx in &txs {
-                let _ = tx.send(Err(hush_2pc::Error::Bench(msg.clone())));
+                let _ = tx.try_send(Err(hush_2pc::Error::Bench(msg.clone())));
             }
             return Err(Error::Nonlinear(msg));
         }
