@@ -22,11 +22,15 @@
 //! * GeLU on the FFN's inner activation, LayerNorm after each residual
 //!   (γ = 1, β = 0: random-weight runs carry no trained γ, β).
 //!
-//! **Timing.** For each layer the offline phase (the layer's plan dealt
-//! through [`Ctx::prefill`], and the six linear correlations) runs first,
-//! then the online phase; `total_s` is the sum of both over all layers (the
-//! figure the targets are stated in), `online_s` the online part.
-//! Per-layer and per-operator time, bytes and rounds are reported.
+//! **Timing.** The shape-only planning is timed apart (`plan_s`). By
+//! default a dealing thread per party deals layer after layer, item by item,
+//! beside the online phase ([`deal_layer`], [`schedule`]); `total_s` is the
+//! wall time from the start of the dealing to the last output and
+//! `online_s` the layers' own times, which then include the operators'
+//! waits for undealt items (the record says so). Sequential
+//! (`BertOpts::overlap = false`): each layer wholly dealt, then run online;
+//! `total_s` is the sum of both. Per-layer and per-operator time, bytes and
+//! rounds, and dealing time per kind (`deal_by_kind`) are reported.
 //!
 //! **Weights.** Uniform in ±0.05 (BERT's initialiser scale), one random
 //! set shared by all layers (loaded into the server's module once per layer
