@@ -22,11 +22,15 @@
 //! * GeLU on the FFN's inner activation, LayerNorm after each residual
 //!   (γ = 1, β = 0: random-weight runs carry no trained γ, β).
 //!
-//! **Timing.** For each layer the offline phase (the layer's plan dealt
-//! through [`Ctx::prefill`], and the six linear correlations) runs first,
-//! then the online phase; `total_s` is the sum of both over all layers (the
-//! figure the targets are stated in), `online_s` the online part.
-//! Per-layer and per-operator time, bytes and rounds are reported.
+//! **Timing.** The shape-only planning is timed apart (`plan_s`). By
+//! default a dealing thread per party deals layer after layer, item by item,
+//! beside the online phase ([`deal_layer`], [`schedule`]); `total_s` is the
+//! wall time from the start of the dealing to the last output and
+//! `online_s` the layers' own times, which then include the operators'
+//! waits for undealt items (the record says so). Sequential
+//! (`BertOpts::overlap = false`): each layer wholly dealt, then run online;
+//! `total_s` is the sum of both. Per-layer and per-operator time, bytes and
+//! rounds, and dealing time per kind (`deal_by_kind`) are reported.
 //!
 //! **Weights.** Uniform in ±0.05 (BERT's initialiser scale), one random
 //! set shared by all layers (loaded into the server's module once per layer
@@ -42,10 +46,10 @@ use hush_2pc::deal::matrix::MatDims;
 use hush_2pc::nonlinear::Proto;
 use hush_2pc::share::{ArithShare, FixedPoint};
 use hush_2pc::tee::Dealer;
-use hush_2pc::transformer::{ctx::concat, ctx::split, gelu, layernorm, matmul, softmax, Bound, Ctx, Need};
+use hush_2pc::transformer::{ctx::concat, ctx::split, ctx::DealMeter, gelu, layernorm, matmul, softmax, Bound, Ctx, Need};
 use hush_primitives::{Block, Prg};
 use hush_tee::linear_deal::LinearOp;
-use hush_tee::{InProcessModule, Module, ModuleRole};
+use hush_tee::{InProcessModule, Module, ModuleRole, TrustedModule};
 use hush_transport::{Channel, ChannelOptions, Cost, MemChannel, NetProfile};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
@@ -85,11 +89,18 @@ pub struct BertOpts {
     /// second LayerNorm) per lane without operator barriers
     /// (`Layer::tail_pipelined`); off: operator by operator.
     pub pipeline: bool,
+    /// Both parties' modules on this fixed session seed (byte repeated),
+    /// no seed agreement: runs that must deal the same correlations (the
+    /// overlap test). None: a fresh agreed seed.
+    pub module_seed: Option<u8>,
+    /// Test hook: every module call after the set-up from the n-th on
+    /// fails (a dealing error), at both parties.
+    pub fail_deal_after: Option<u64>,
 }
 
 impl Default for BertOpts {
     fn default() -> Self {
-        BertOpts { overlap: true, bounded: true, lanes: DEFAULT_LANES, pipeline: true }
+        BertOpts { overlap: true, bounded: true, lanes: DEFAULT_LANES, pipeline: true, module_seed: None, fail_deal_after: None }
     }
 }
 
@@ -571,6 +582,111 @@ pub struct PartyRun {
     pub setup_s: f64,
     pub out: Vec<u64>,
     pub module_busy_s: f64,
+    /// Seconds of the shape-only planning (before the dealing starts).
+    pub plan_s: f64,
+    /// Dealing seconds and elements per kind, over all layers.
+    pub deal_kinds: DealMeter,
+}
+
+/// A module whose calls fail from the `n`-th on (counted after the
+/// session's set-up): the test hook [`BertOpts::fail_deal_after`].
+struct FailingModule {
+    inner: Box<dyn TrustedModule>,
+    /// calls left before the failure (None: never fails)
+    left: Option<u64>,
+}
+
+impl TrustedModule for FailingModule {
+    fn call(&mut self, req: &hush_tee::Request) -> hush_tee::Result<hush_tee::Response> {
+        if let Some(n) = self.left.as_mut() {
+            if *n == 0 {
+                return Err(hush_tee::Error::Refused("injected dealing failure (BertOpts::fail_deal_after)".into()));
+            }
+            *n -= 1;
+        }
+        self.inner.call(req)
+    }
+    fn stats(&self) -> hush_tee::ModuleStats {
+        self.inner.stats()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// The order in which one layer's items are dealt: item i of every context
+/// (the main one, then each lane) before item i + 1 of any — roughly the
+/// order the online phase consumes them, since the lanes run side by side.
+/// One fixed order for the overlapped and the sequential runs, so both use
+/// the same correlations (same batch numbers) and give the same output.
+fn schedule(plans: &[Vec<Need>]) -> Vec<(usize, usize)> {
+    let depth = plans.iter().map(|p| p.len()).max().unwrap_or(0);
+    (0..depth).flat_map(|i| plans.iter().enumerate().filter(move |(_, p)| i < p.len()).map(move |(c, _)| (c, i))).collect()
+}
+
+type Feed = std::sync::mpsc::Receiver<hush_2pc::Result<hush_2pc::transformer::ctx::Prefilled>>;
+
+/// One layer's correlations as the dealing delivers them: the six linear
+/// correlations at once (needed first), then one feed per context (main,
+/// lanes) that the items arrive on one by one ([`Ctx::install_feed`]).
+struct LayerFeed {
+    lin: Vec<Option<hush_tee::linear_deal::LinearResponse>>,
+    feeds: Vec<Feed>,
+}
+
+/// Deals layer `l`: the linear correlations (returned in the feed), then
+/// every item of `plans` in [`schedule`] order, each sent on its context's
+/// feed as soon as it is dealt. `deliver` hands the feed over before the
+/// items are dealt (overlapped: the online phase starts on the first item;
+/// sequential: it is kept until all are dealt). A dealing error is sent to
+/// every context's feed (the operators waiting for an item return it) and
+/// returned. Returns the layer's dealing seconds and kinds.
+fn deal_layer(dctx: &mut Ctx, module: &mut SharedModule, fx: &FixedConfig, s: &BertShape, l: usize, plans: &[Vec<Need>], w: &Weights, deliver: &mut dyn FnMut(Result<LayerFeed>) -> bool) -> Result<(f64, DealMeter)> {
+    let t = Instant::now();
+    let mut kinds = DealMeter::new();
+    let mut lin = Vec::with_capacity(6);
+    let mut words = 0u64;
+    for (j, (o, i, _, _)) in w.proj.iter().enumerate() {
+        match linear::deal(module, fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq) {
+            Ok(d) => lin.push(Some(d)),
+            Err(e) => {
+                let msg = format!("dealing layer {l}: {e}");
+                deliver(Err(Error::Protocol(msg.clone())));
+                return Err(Error::Protocol(msg));
+            }
+        }
+        words += ((i + o) * s.seq) as u64;
+    }
+    kinds.insert("linear", (t.elapsed().as_secs_f64(), words));
+    // every item of the layer fits in its feed: the dealing never waits
+    // within a layer (at most one layer is held ahead, by `deliver`)
+    let (txs, feeds): (Vec<_>, Vec<_>) = plans.iter().map(|p| std::sync::mpsc::sync_channel(p.len() + 1)).unzip();
+    if !deliver(Ok(LayerFeed { lin, feeds })) {
+        return Err(Error::Config("the online phase stopped".into()));
+    }
+    let before = dctx.deal_meter().clone();
+    for (c, i) in schedule(plans) {
+        let r = dctx.deal_plan(std::slice::from_ref(&plans[c][i]));
+        if let Err(e) = r {
+            let msg = format!("dealing layer {l}: {e}");
+            // never blocks: a context whose feed is full has all its
+            // items and will not wait for this one (sequential mode: the
+            // receiver is this thread)
+            for tx in &txs {
+                let _ = tx.try_send(Err(hush_2pc::Error::Bench(msg.clone())));
+            }
+            return Err(Error::Nonlinear(msg));
+        }
+        // the receiver gone: the online phase stopped (its error is the one reported)
+        if txs[c].send(r).is_err() {
+            return Err(Error::Config("the online phase stopped".into()));
+        }
+    }
+    for (k, (t1, n1)) in dctx.deal_meter() {
+        let (t0, n0) = before.get(k).copied().unwrap_or_default();
+        kinds.insert(k, (t1 - t0, n1 - n0));
+    }
+    Ok((t.elapsed().as_secs_f64(), kinds))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -578,100 +694,104 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
     let t0 = Instant::now();
     let overlap = opts.overlap;
     let bounds = opts.bounded.then(|| Bounds::derive(&s, fx.frac));
-    let mut module = SharedModule::new(Box::new(InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()))));
-    hush_tee::establish(&mut module, ch, if p == SERVER { ModuleRole::Sender } else { ModuleRole::Receiver })?;
+    let role = if p == SERVER { ModuleRole::Sender } else { ModuleRole::Receiver };
+    let inner: Box<dyn TrustedModule> = match opts.module_seed {
+        Some(b) => Box::new(InProcessModule::new(Module::with_session_seed(role, &[b; 32]).with_kinds(hush_2pc::deal::kinds()))),
+        None => {
+            let mut m = InProcessModule::new(Module::new().with_kinds(hush_2pc::deal::kinds()));
+            hush_tee::establish(&mut m, ch, role)?;
+            Box::new(m)
+        }
+    };
+    let mut setup_module = SharedModule::new(inner);
     let weights = Arc::new(random_weights(&s, &fx, p == SERVER));
-    let fp = FixedPoint::new(fx.bits, fx.frac).map_err(tpc)?;
-    // The online context never deals: its correlations come from `deal_plan`
-    // (this thread when not overlapping, the dealing thread otherwise). Its
-    // own batch counter is therefore unused; a stray lazy dealing would
-    // replay batch numbers and be refused by the module.
-    let mut c = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
     if p == SERVER {
         for l in 0..s.layers {
             for (j, (o, i, w, _)) in weights.proj.iter().enumerate() {
-                linear::load(&mut module, (6 * l + j) as u32, &conv1x1(*o, *i, s.seq, w))?;
+                linear::load(&mut setup_module, (6 * l + j) as u32, &conv1x1(*o, *i, s.seq, w))?;
             }
         }
     }
+    // the failure hook counts the calls after the set-up (the dealing's)
+    let module = match opts.fail_deal_after {
+        Some(n) => SharedModule::new(Box::new(FailingModule { inner: Box::new(setup_module), left: Some(n) })),
+        None => setup_module,
+    };
+    let fp = FixedPoint::new(fx.bits, fx.frac).map_err(tpc)?;
+    // The online contexts never deal: their correlations come from the
+    // dealing context's feeds (a stray lazy dealing would replay batch
+    // numbers and be refused by the module).
+    let mut c = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
     let setup_s = t0.elapsed().as_secs_f64();
     let ring = fp.ring;
-    // The lanes' contexts, online only like `c`.
     let mut lanes: Vec<Lane> = Vec::with_capacity(lane_chs.len());
     for lch in lane_chs {
         lanes.push(Lane { c: Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?, ch: lch });
     }
     // Every layer has the same plans (same shapes and bounds): the main
-    // context's and one per lane.
-    let (plan, lane_plans): (Vec<Need>, Vec<Vec<Need>>) = {
+    // context's, then one per lane. Shape-only: timed apart (`plan_s`).
+    let tp = Instant::now();
+    let plans: Vec<Vec<Need>> = {
         let mut probe = Layer { s, bounds, fx, party: p, weights: &weights, lin: vec![], meter: Meter::default(), pipeline: opts.pipeline };
         let zeros = ArithShare::zeros(ring, x.len());
         for l in lanes.iter_mut() {
             l.c.begin_plan().map_err(tpc)?;
         }
         let main = c.plan(|c, ch| probe.run(c, ch, &mut lanes, &zeros, true).map_err(|e| hush_2pc::Error::Bench(e.to_string()))).map_err(tpc)?;
-        let mut lp = Vec::with_capacity(lanes.len());
+        let mut all = vec![main];
         for l in lanes.iter_mut() {
-            lp.push(l.c.end_plan().map_err(tpc)?);
+            all.push(l.c.end_plan().map_err(tpc)?);
         }
-        (main, lp)
+        all
     };
+    let plan_s = tp.elapsed().as_secs_f64();
     // The dealing context: the only one that deals (batch numbers in one
     // order at both parties).
     let mut dctx = Ctx::new(p, Proto::Tami, Dealer::new(Box::new(module.clone())), fp).map_err(tpc)?;
-    type Pre = hush_2pc::transformer::ctx::Prefilled;
-    type Dealt = ((Pre, Vec<Pre>), Vec<Option<hush_tee::linear_deal::LinearResponse>>, f64);
-    let deal_layer = move |dctx: &mut Ctx, module: &mut SharedModule, l: usize, plans: &(Vec<Need>, Vec<Vec<Need>>), w: &Weights| -> Result<Dealt> {
-        let t = Instant::now();
-        let main = dctx.deal_plan(&plans.0).map_err(tpc)?;
-        let mut lp = Vec::with_capacity(plans.1.len());
-        for lplan in &plans.1 {
-            lp.push(dctx.deal_plan(lplan).map_err(tpc)?);
-        }
-        let pre = (main, lp);
-        let mut lin = Vec::with_capacity(6);
-        for (j, (o, i, _, _)) in w.proj.iter().enumerate() {
-            lin.push(Some(linear::deal(module, &fx, (6 * l + j) as u32, 0, i * s.seq, o * s.seq)?));
-        }
-        Ok((pre, lin, t.elapsed().as_secs_f64()))
-    };
     let t_start = Instant::now();
-    // Overlap: a dealing thread prepares layer l + 1 (its plan and linear
-    // correlations: input-independent, module work only) while layer l runs
-    // online; at most one layer is held ahead.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Dealt>>(1);
-    let mut dctx_local = None;
-    let plans = (plan, lane_plans);
+    // Overlap: a dealing thread deals layer after layer, item by item, while
+    // the online phase runs (dealing is input-independent and sends nothing
+    // to the peer); the online phase takes each layer's feed as soon as its
+    // linear correlations are dealt, and each operator waits only for its
+    // own items. At most one layer's feed is held ahead.
+    let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<LayerFeed>>(1);
+    let stats = Arc::new(std::sync::Mutex::new(Vec::<(f64, DealMeter)>::new()));
+    let mut seq_dealer = None;
     let dealer_thread = if overlap {
-        let (mut m2, plan2, w2) = (module.clone(), plans.clone(), weights.clone());
+        let (mut m2, plans2, w2, stats2) = (module.clone(), plans.clone(), weights.clone(), stats.clone());
         Some(std::thread::spawn(move || {
             for l in 0..s.layers {
-                let r = deal_layer(&mut dctx, &mut m2, l, &plan2, &w2);
-                let stop = r.is_err();
-                if tx.send(r).is_err() || stop {
-                    break;
+                let r = deal_layer(&mut dctx, &mut m2, &fx, &s, l, &plans2, &w2, &mut |f| ftx.send(f).is_ok());
+                match r {
+                    Ok(v) => stats2.lock().map(|mut st| st.push(v)).unwrap_or(()),
+                    Err(_) => break,
                 }
             }
         }))
     } else {
-        dctx_local = Some(dctx);
+        seq_dealer = Some((dctx, module.clone()));
         None
     };
     let mut x = ArithShare::new(ring, x);
-    let mut run = PartyRun { offline_s: vec![], online_s: vec![], online: vec![], meter: Meter::default(), setup_s, out: vec![], module_busy_s: 0.0, wall_s: 0.0 };
+    let mut run = PartyRun { offline_s: vec![], online_s: vec![], online: vec![], meter: Meter::default(), setup_s, plan_s, out: vec![], module_busy_s: 0.0, wall_s: 0.0, deal_kinds: DealMeter::new() };
     for l in 0..s.layers {
-        let (pre, lin, off) = if overlap {
-            rx.recv().map_err(|_| Error::Config("the dealing thread stopped".into()))??
+        let feed = if let Some((d, m)) = seq_dealer.as_mut() {
+            // sequential: the whole layer dealt before its online phase
+            let mut got = None;
+            let (off, kinds) = deal_layer(d, m, &fx, &s, l, &plans, &weights, &mut |f| {
+                got = Some(f);
+                true
+            })?;
+            stats.lock().map_err(|_| Error::Config("dealing statistics lock".into()))?.push((off, kinds));
+            got.ok_or_else(|| Error::Config("the dealing delivered nothing".into()))??
         } else {
-            let d = dctx_local.as_mut().expect("sequential dealing context");
-            deal_layer(d, &mut module, l, &plans, &weights)?
+            frx.recv().map_err(|_| Error::Config("the dealing thread stopped".into()))??
         };
-        run.offline_s.push(off);
-        let mut layer = Layer { s, bounds, fx, party: p, weights: &weights, lin, meter: Meter::default(), pipeline: opts.pipeline };
-        let (main_pre, lane_pres) = pre;
-        c.install(main_pre).map_err(tpc)?;
-        for (lane, lp) in lanes.iter_mut().zip(lane_pres) {
-            lane.c.install(lp).map_err(tpc)?;
+        let mut layer = Layer { s, bounds, fx, party: p, weights: &weights, lin: feed.lin, meter: Meter::default(), pipeline: opts.pipeline };
+        let mut feeds = feed.feeds.into_iter();
+        c.install_feed(feeds.next().ok_or_else(|| Error::Config("no feed for the main context".into()))?).map_err(tpc)?;
+        for lane in lanes.iter_mut() {
+            lane.c.install_feed(feeds.next().ok_or_else(|| Error::Config("no feed for a lane".into()))?).map_err(tpc)?;
         }
         barrier.wait();
         let t = Instant::now();
@@ -697,8 +817,17 @@ fn party(s: BertShape, fx: FixedConfig, ch: &mut dyn Channel, lane_chs: Vec<MemC
         }
     }
     run.wall_s = t_start.elapsed().as_secs_f64();
+    drop(frx);
     if let Some(h) = dealer_thread {
         h.join().map_err(|_| Error::Config("dealing thread panicked".into()))?;
+    }
+    for (off, kinds) in stats.lock().map_err(|_| Error::Config("dealing statistics lock".into()))?.drain(..) {
+        run.offline_s.push(off);
+        for (k, (t, n)) in kinds {
+            let e = run.deal_kinds.entry(k).or_default();
+            e.0 += t;
+            e.1 += n;
+        }
     }
     run.module_busy_s = module.busy_secs();
     run.out = x.v.clone();
@@ -711,7 +840,8 @@ pub fn bench_bert(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
 }
 
 /// [`bench_bert`] and the revealed output (token-major, real units).
-fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig, opts: BertOpts) -> Result<(serde_json::Value, Vec<f64>)> {
+/// The output shares are returned too (server's, client's).
+fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig, opts: BertOpts) -> Result<(serde_json::Value, Vec<f64>, [Vec<u64>; 2])> {
     if !(1..=512).contains(&seq) {
         return Err(Error::Config(format!("--seq {seq}: 1..=512")));
     }
@@ -796,6 +926,9 @@ fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
         "offline_s": offline,
         "total_s": total,
         "offline_overlapped": opts.overlap,
+        "online_includes_dealing_waits": opts.overlap,
+        "online_note": if opts.overlap { "overlapped: online_s is from each layer's start to its output and includes the operators' waits for items the dealing thread has not dealt yet (dealing absorbed); the prefilled online time is that of a sequential run (HUSH_BERT_SEQUENTIAL=1)" } else { "sequential: each layer's items all dealt before its online phase; online_s excludes dealing" },
+        "plan_s": r0.plan_s.max(r1.plan_s),
         "offline_exposed_s": (total - online).max(0.0),
         "bounded_comparisons": opts.bounded,
         "lanes": opts.lanes.max(1),
@@ -809,10 +942,11 @@ fn bench_bert_out(seq: usize, layers: Option<usize>, net: &str, fx: FixedConfig,
         "module_busy_s_client": r1.module_busy_s,
         "per_layer": per_layer,
         "by_op": by_op,
+        "deal_by_kind": deal_kinds_json(&r0.deal_kinds, &r1.deal_kinds),
         "output_check": format!("rows normalised within {worst:.4}"),
         "cpu": cpu_model(),
         "tee_note": "tee mode: trusted module simulated — gives no hardware protection; both parties on this machine",
-    }), y))
+    }), y, [r0.out, r1.out]))
 }
 
 /// A transformer benchmark's record: one JSON line with `--json`, else a
@@ -824,6 +958,20 @@ pub fn print_record(json: bool, what: &str, r: &serde_json::Value) {
         println!("hush bench infer ({what}; tee module simulated — gives no hardware protection)");
         println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
     }
+}
+
+/// Dealing per kind: each party's seconds (its dealing thread's wall time
+/// in that kind, contended by the online phase when overlapped) and the
+/// elements dealt (ring words for the matrix and linear kinds).
+fn deal_kinds_json(a: &DealMeter, b: &DealMeter) -> serde_json::Value {
+    let m: serde_json::Map<String, serde_json::Value> = a
+        .iter()
+        .map(|(k, (t, n))| {
+            let t1 = b.get(k).map_or(0.0, |e| e.0);
+            (k.to_string(), serde_json::json!({ "server_s": t, "client_s": t1, "items": n }))
+        })
+        .collect();
+    serde_json::Value::Object(m)
 }
 
 fn bounds_json(s: &BertShape, frac: u32, on: bool) -> serde_json::Value {
@@ -869,7 +1017,7 @@ mod tests {
         let r = bench_bert(8, Some(2), "none", FixedConfig::new(64, 12).unwrap(), BertOpts::default()).unwrap();
         assert_eq!(r["offline_overlapped"], true);
         assert_eq!(r["bounded_comparisons"], true);
-        let plain = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts { overlap: false, bounded: false, lanes: 1, pipeline: false }).unwrap();
+        let plain = bench_bert(8, Some(1), "none", FixedConfig::new(64, 12).unwrap(), BertOpts { overlap: false, bounded: false, lanes: 1, pipeline: false, ..BertOpts::default() }).unwrap();
         // the bounded comparisons send fewer bytes (same operators otherwise)
         let per = |r: &serde_json::Value| r["per_layer"][0]["bytes"].as_u64().unwrap();
         assert!(per(&r) < per(&plain), "{} vs {}", per(&r), per(&plain));
@@ -879,8 +1027,8 @@ mod tests {
         // against 3 (uneven blocks), same input and weights, agree up to the
         // faithful truncations' ±1 ulp noise
         let fx = FixedConfig::new(64, 12).unwrap();
-        let (_, y1) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 1, ..BertOpts::default() }).unwrap();
-        let (r3, y3) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 3, ..BertOpts::default() }).unwrap();
+        let (_, y1, _) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 1, ..BertOpts::default() }).unwrap();
+        let (r3, y3, _) = bench_bert_out(8, Some(2), "none", fx, BertOpts { lanes: 3, ..BertOpts::default() }).unwrap();
         assert_eq!(r3["lanes"], 3);
         let d = y1.iter().zip(&y3).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
         assert!(d < 0.05, "lanes changed the output by {d}");
@@ -891,5 +1039,48 @@ mod tests {
         assert!(r["by_op"]["softmax"]["bytes"].as_u64().unwrap() > 0);
         let e = bench_bert(8, Some(1), "none", FixedConfig::new(37, 12).unwrap(), BertOpts::default()).unwrap_err();
         assert!(e.to_string().contains("64"), "{e}");
+    }
+
+    /// The overlapped run (a dealing thread deals layer after layer, item by
+    /// item, while the online phase consumes them) gives bit for bit the
+    /// output shares of the sequential run (each layer wholly dealt before
+    /// its online phase) on the same module seed: the same correlations in
+    /// the same order. Another seed gives other shares (the comparison can
+    /// fail), and the same revealed output up to truncation noise.
+    #[test]
+    fn overlapped_dealing_matches_the_sequential_run_bit_for_bit() {
+        let fx = FixedConfig::new(64, 12).unwrap();
+        let seeded = BertOpts { module_seed: Some(7), lanes: 3, ..BertOpts::default() };
+        let (ro, yo, so) = bench_bert_out(8, Some(2), "none", fx, seeded).unwrap();
+        let (rs, ys, ss) = bench_bert_out(8, Some(2), "none", fx, BertOpts { overlap: false, ..seeded }).unwrap();
+        assert_eq!(ro["offline_overlapped"], true);
+        assert_eq!(rs["offline_overlapped"], false);
+        assert_eq!(so, ss, "overlapped and sequential shares differ");
+        assert_eq!(yo, ys);
+        let (_, yx, sx) = bench_bert_out(8, Some(2), "none", fx, BertOpts { module_seed: Some(8), ..seeded }).unwrap();
+        assert_ne!(sx, so, "another module seed dealt the same correlations");
+        let d = yx.iter().zip(&yo).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(d < 0.05, "{d}");
+        // the dealing is metered per kind, and the record says what online_s holds
+        for k in ["linear", "relu", "trunc", "matrix"] {
+            assert!(ro["deal_by_kind"][k]["items"].as_u64().unwrap() > 0, "{k}: {}", ro["deal_by_kind"]);
+        }
+        assert_eq!(ro["online_includes_dealing_waits"], true);
+        assert!(ro["plan_s"].as_f64().unwrap() >= 0.0);
+    }
+
+    /// A dealing error — in a linear correlation (the 3rd module call) or
+    /// in an item the operators wait for (the 40th) — stops the run with an
+    /// error naming it, overlapped or not, with no hang.
+    #[test]
+    fn a_dealing_error_reaches_the_runtime() {
+        let fx = FixedConfig::new(64, 12).unwrap();
+        for overlap in [true, false] {
+            for n in [2, 40] {
+                let o = BertOpts { module_seed: Some(7), lanes: 2, overlap, fail_deal_after: Some(n), ..BertOpts::default() };
+                let e = bench_bert(8, Some(2), "none", fx, o).unwrap_err().to_string();
+                assert!(e.contains("injected dealing failure"), "overlap {overlap}, call {n}: {e}");
+            }
+        }
     }
 }

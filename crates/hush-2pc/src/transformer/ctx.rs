@@ -193,6 +193,31 @@ pub struct Ctx {
     mode: Mode,
     /// Prefilled mode fed by a dealing thread ([`Ctx::install_feed`]).
     feed: Option<std::sync::mpsc::Receiver<Result<Prefilled>>>,
+    /// Seconds and elements dealt per kind of need ([`Ctx::deal_meter`]).
+    dealt: DealMeter,
+}
+
+/// Seconds spent dealing, and elements dealt, per kind of [`Need`] (the
+/// kind's name: "relu", "trunc", "matrix", …): a context's own dealing
+/// calls only (lazy or [`Ctx::deal_plan`] / [`Ctx::prefill`]).
+pub type DealMeter = std::collections::BTreeMap<&'static str, (f64, u64)>;
+
+impl Need {
+    /// The kind's name, and the elements one item deals (for the matrix
+    /// kinds: the ring words of all its matrices).
+    pub fn kind_and_size(&self) -> (&'static str, u64) {
+        match *self {
+            Need::Relu { n, .. } => ("relu", n as u64),
+            Need::Trunc { n, .. } => ("trunc", n as u64),
+            Need::TruncSq { n, .. } => ("trunc_square", n as u64),
+            Need::TruncMul { n, .. } => ("trunc_mul", n as u64),
+            Need::Triples { n } => ("triples", n as u64),
+            Need::Powers { n, .. } => ("powers", n as u64),
+            Need::Product { n, .. } => ("product", n as u64),
+            Need::Matrix { count, d } => ("matrix", count as u64 * d.words()),
+            Need::Weight { count, d } => ("weight", count as u64 * d.words()),
+        }
+    }
 }
 
 impl Ctx {
@@ -205,7 +230,7 @@ impl Ctx {
         if fx.ring.bits() < 8 {
             return Err(invalid("transformer operators need a ring of at least 8 bits"));
         }
-        Ok(Ctx { party, fx, one_round: true, proto, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: Some(dealer), ot: None, mode: Mode::Lazy, feed: None })
+        Ok(Ctx { party, fx, one_round: true, proto, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: Some(dealer), ot: None, mode: Mode::Lazy, feed: None, dealt: DealMeter::new() })
     }
 
     /// A context with **no trusted party** (`interactive` mode): every
@@ -223,7 +248,7 @@ impl Ctx {
         if ot.party != party {
             return Err(invalid("new_interactive: the COT session belongs to the other party"));
         }
-        Ok(Ctx { party, fx, one_round: true, proto: Proto::Cf2, k: cf2::DEFAULT_K, arity: 0, dealer: None, ot: Some(ot), mode: Mode::Lazy, feed: None })
+        Ok(Ctx { party, fx, one_round: true, proto: Proto::Cf2, k: cf2::DEFAULT_K, arity: 0, dealer: None, ot: Some(ot), mode: Mode::Lazy, feed: None, dealt: DealMeter::new() })
     }
 
     /// Whether correlations come from the interactive provider.
@@ -251,7 +276,7 @@ impl Ctx {
 
     /// The plaintext fixed-point reference (party 0 holds the values).
     pub fn clear(fx: FixedPoint) -> Self {
-        Ctx { party: 0, fx, one_round: true, proto: Proto::Fss, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: None, ot: None, mode: Mode::Clear, feed: None }
+        Ctx { party: 0, fx, one_round: true, proto: Proto::Fss, k: tami::DEFAULT_K, arity: tami::DEFAULT_ARITY, dealer: None, ot: None, mode: Mode::Clear, feed: None, dealt: DealMeter::new() }
     }
 
     pub fn ring(&self) -> Ring {
@@ -448,7 +473,22 @@ impl Ctx {
         self.dealer.as_mut().ok_or_else(|| invalid(NOT_INTERACTIVE))
     }
 
+    /// This context's dealing time and elements per kind so far.
+    pub fn deal_meter(&self) -> &DealMeter {
+        &self.dealt
+    }
+
     fn deal(&mut self, ch: Option<&mut dyn Channel>, need: &Need) -> Result<Pre> {
+        let t = std::time::Instant::now();
+        let r = self.deal_one(ch, need);
+        let (kind, size) = need.kind_and_size();
+        let e = self.dealt.entry(kind).or_default();
+        e.0 += t.elapsed().as_secs_f64();
+        e.1 += size;
+        r
+    }
+
+    fn deal_one(&mut self, ch: Option<&mut dyn Channel>, need: &Need) -> Result<Pre> {
         if self.ot.is_some() {
             let ch = ch.ok_or_else(|| invalid(NEEDS_CHANNEL))?;
             return self.deal_interactive(ch, need);
