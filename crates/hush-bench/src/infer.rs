@@ -99,14 +99,25 @@ pub fn bench_bert_main(a: &BenchInferOptions) -> Result<()> {
     let bits = if a.fixed.bits == 37 { 64 } else { a.fixed.bits };
     let fx = FixedConfig::new(bits, a.fixed.frac)?;
     // benchmark knobs (environment, so the shared CLI stays as it is):
-    // HUSH_BERT_LANES, HUSH_BERT_SEQUENTIAL=1 (no dealing thread),
-    // HUSH_BERT_FULL_WIDTH=1 (whole-ring comparisons)
+    // HUSH_BERT_LANES, HUSH_BERT_SEQUENTIAL=1 (no dealing thread) or =0
+    // (a dealing thread per party), HUSH_BERT_FULL_WIDTH=1 (whole-ring
+    // comparisons)
     let mut opts = bert::BertOpts::default();
     let env = |k: &str| std::env::var(k).ok();
     if let Some(v) = env("HUSH_BERT_LANES") {
         opts.lanes = v.parse().map_err(|_| Error::Config(format!("HUSH_BERT_LANES={v}: a number")))?;
     }
-    opts.overlap = env("HUSH_BERT_SEQUENTIAL").as_deref() != Some("1");
+    // Unset: overlapped only where both parties' online threads and their
+    // dealing threads each have a core (≥ 4). Both parties share this host,
+    // and on 2 cores the dealing threads take the online phase's cores: idle
+    // at 14:43 UTC on 2026-11-29, BERT-base lan took 19.9 s overlapped
+    // against 17.1 s sequential (bench/records/infer.jsonl).
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    opts.overlap = match env("HUSH_BERT_SEQUENTIAL").as_deref() {
+        Some("1") => false,
+        Some("0") => true,
+        _ => cores >= 4,
+    };
     opts.bounded = env("HUSH_BERT_FULL_WIDTH").as_deref() != Some("1");
     opts.pipeline = env("HUSH_BERT_NO_PIPELINE").as_deref() != Some("1");
     if !(1..=16).contains(&opts.lanes) {
