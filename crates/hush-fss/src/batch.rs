@@ -1565,19 +1565,6 @@ mod tests {
         assert!(seen.iter().all(|&b| b));
     }
 
-    /// The arrays of two batches (the evaluation layout), compared.
-    fn same_layout(a: &DcfKeyBatch, b: &DcfKeyBatch) -> bool {
-        (a.len, a.party, a.bits, a.out_bits, a.lanes, a.depth)
-            == (b.len, b.party, b.bits, b.out_bits, b.lanes, b.depth)
-            && a.s0 == b.s0
-            && a.scw == b.scw
-            && a.vcw == b.vcw
-            && a.vcw32 == b.vcw32
-            && a.leaf == b.leaf
-            && a.tl == b.tl
-            && a.tr == b.tr
-            && a.vbits == b.vbits
-    }
 
     #[test]
     fn extend_encoded_matches_push() {
@@ -1623,7 +1610,7 @@ mod tests {
                         .unwrap();
                     b.extend_encoded(&enc[split * stride..], n - split, stride, off, shape)
                         .unwrap();
-                    assert!(same_layout(&b, &want), "shape {shape:?} split {split}");
+                    assert!(b.same_layout_as(&want), "shape {shape:?} split {split}");
                 }
                 // Malformed keys are refused (and the batch emptied), as
                 // by DcfKey::from_bytes.
