@@ -322,16 +322,33 @@ unsafe fn pack_rows_vbmi2(out: &mut [u8], words: &[u64], halves: &[(usize, usize
     debug_assert!(nc > 0 && words.len() % nc == 0 && out.len() == words.len() / nc * per);
     let groups = row_groups(halves);
     debug_assert_eq!(groups.iter().map(|g| g.2.count_ones() as usize).sum::<usize>(), per);
+    // The store masks: the low popcount(bm) bytes of a register.
+    let sm: Vec<u64> = groups.iter().map(|g| low_bytes(g.2.count_ones())).collect();
     let mut pos = 0usize;
     for row in words.chunks_exact(nc) {
-        for &(w, km, bm, off) in &groups {
+        for (&(w, km, bm, off), &sm) in groups.iter().zip(&sm) {
             // SAFETY: the masked load reads the group's words of this row
-            // only; the compressing store writes exactly popcount(bm)
-            // bytes at pos + off, inside this row's `per` bytes of `out`.
+            // only; the compress is in registers and the masked store
+            // writes exactly popcount(bm) bytes at pos + off, inside this
+            // row's `per` bytes of `out`. (A compressing store straight to
+            // memory, `vpcompressb m512{k}`, is microcoded on AMD Zen 4 —
+            // it was half of a TAMI dealing there — and several µops on
+            // Intel; compress-then-store writes the same bytes.)
             let v = _mm512_maskz_loadu_epi64(km, row.as_ptr().add(w) as *const i64);
-            _mm512_mask_compressstoreu_epi8(out.as_mut_ptr().add(pos + off) as *mut _, bm, v);
+            let c = _mm512_maskz_compress_epi8(bm, v);
+            _mm512_mask_storeu_epi8(out.as_mut_ptr().add(pos + off) as *mut _, sm, c);
         }
         pos += per;
+    }
+}
+
+/// A byte mask of the low `n` bytes (0..=64) of a 512-bit register.
+#[cfg(target_arch = "x86_64")]
+fn low_bytes(n: u32) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
     }
 }
 
@@ -376,12 +393,15 @@ unsafe fn unpack_rows_vbmi2(out: &mut [u64], bytes: &[u8], halves: &[(usize, usi
     let groups = row_groups(halves);
     let allow: Vec<__m512i> = groups.iter().map(|&(w, km, _, _)| _mm512_maskz_loadu_epi64(km, allowed.as_ptr().add(w) as *const i64)).collect();
     let mut bad = _mm512_setzero_si512();
+    let lm: Vec<u64> = groups.iter().map(|g| low_bytes(g.2.count_ones())).collect();
     for (orow, row) in out.chunks_exact_mut(nc).zip(bytes.chunks_exact(per)) {
-        for (&(w, km, bm, off), &a) in groups.iter().zip(&allow) {
-            // SAFETY: the expanding load reads exactly popcount(bm) bytes
-            // from off, inside this row's `per` bytes; the masked store
-            // writes the group's words of this row only.
-            let v = _mm512_maskz_expandloadu_epi8(bm, row.as_ptr().add(off) as *const _);
+        for ((&(w, km, bm, off), &a), &lm) in groups.iter().zip(&allow).zip(&lm) {
+            // SAFETY: the masked load reads exactly popcount(bm) bytes from
+            // off, inside this row's `per` bytes (the expand is in
+            // registers: the memory form is microcoded on AMD Zen 4, see
+            // `pack_rows_vbmi2`); the masked store writes the group's words
+            // of this row only.
+            let v = _mm512_maskz_expand_epi8(bm, _mm512_maskz_loadu_epi8(lm, row.as_ptr().add(off) as *const _));
             bad = _mm512_or_si512(bad, _mm512_andnot_si512(a, v));
             _mm512_mask_storeu_epi64(orow.as_mut_ptr().add(w) as *mut i64, km, v);
         }
