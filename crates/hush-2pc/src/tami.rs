@@ -156,9 +156,12 @@ pub fn deal(dealer: &mut Dealer, party: Party, n: usize, shape: TamiShape) -> Re
         return Err(invalid(format!("TAMI batch of {n} out of range 1..={MAX_DEAL_N}")));
     }
     let batch = dealer.next_batch();
-    let bytes = dealer.deal(request(batch, n, &shape))?;
+    let mut bytes = dealer.deal(request(batch, n, &shape))?;
     let plan = shape.plan();
-    let share = TamiShare::from_bytes(&bytes, party, n, &shape, &plan)?;
+    let share = TamiShare::from_bytes(&bytes, party, n, &shape, &plan);
+    // The share's bytes are secret: erased once decoded (or refused).
+    hush_deal::wipe_vec_par(&mut bytes);
+    let share = share?;
     let mut in_idx = vec![[usize::MAX; 2]; plan.leaves];
     for (t, &(node, eq)) in plan.levels[0].inputs.iter().enumerate() {
         in_idx[node as usize][eq as usize] = t;
@@ -176,10 +179,12 @@ pub fn deal_swapped(dealer: &mut Dealer, host: Party, n: usize, shape: TamiShape
         return Err(invalid(format!("TAMI batch of {n} out of range 1..={MAX_DEAL_N}")));
     }
     let batch = dealer.next_batch();
-    let bytes = dealer.deal(crate::deal::tami::TamiTablesSwapped::request(batch, n as u32, &shape))?;
+    let mut bytes = dealer.deal(crate::deal::tami::TamiTablesSwapped::request(batch, n as u32, &shape))?;
     let plan = shape.plan();
     let role = 1 - host;
-    let share = TamiShare::from_bytes(&bytes, role, n, &shape, &plan)?;
+    let share = TamiShare::from_bytes(&bytes, role, n, &shape, &plan);
+    hush_deal::wipe_vec_par(&mut bytes);
+    let share = share?;
     let mut in_idx = vec![[usize::MAX; 2]; plan.leaves];
     for (t, &(node, eq)) in plan.levels[0].inputs.iter().enumerate() {
         in_idx[node as usize][eq as usize] = t;

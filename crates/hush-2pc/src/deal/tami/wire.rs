@@ -127,9 +127,9 @@ fn parts<T>(region: &mut [T], unit: usize, tasks: usize) -> Vec<&mut [T]> {
 }
 
 /// One part's slices of the output (empty where the role writes nothing):
-/// as cut from the fresh buffer (`T` = `MaybeUninit<u8>`), then zeroed by
-/// the part's own task ([`Out::zeroed`]) right before it writes them.
-struct Out<'a, T = u8> {
+/// as cut from the fresh buffer, each written whole by the part's own task
+/// (no zeroing pass first, see `roles_bytes_with`).
+struct Out<'a, T = U> {
     input: &'a mut [T],
     tables: &'a mut [T],
     subsets: Vec<&'a mut [T]>,
@@ -163,55 +163,49 @@ fn zeroed(p: &mut [MaybeUninit<u8>]) -> &mut [u8] {
     }
 }
 
-impl<'a> Out<'a, MaybeUninit<u8>> {
-    /// Every slice zeroed (issue 35: zeroing a part's bytes in its own task,
-    /// just before they are written, instead of the whole share in a pass
-    /// of its own — that pass wrote the 10–20 MB of a batch's share once
-    /// more through memory; here they are written while in cache).
-    fn zeroed(self) -> Out<'a, u8> {
-        Out {
-            input: zeroed(self.input),
-            tables: zeroed(self.tables),
-            subsets: self.subsets.into_iter().map(zeroed).collect(),
-            masks: self.masks.into_iter().map(zeroed).collect(),
-            rho_bits: zeroed(self.rho_bits),
-            rho: zeroed(self.rho),
-            rho_x: zeroed(self.rho_x),
-        }
-    }
-}
 
-/// Ring values at `rb` bytes each (8-byte stores, the last ones exact).
+/// A byte of the share's buffer before it is written.
+type U = MaybeUninit<u8>;
+
+/// Ring values at `rb` bytes each (8-byte stores, the last ones exact);
+/// every byte of `out` is written (asserted: the share's buffer is declared
+/// initialised on that ground).
 #[inline]
-fn put_ring(out: &mut [u8], vals: impl Iterator<Item = u64>, rb: usize) {
+fn put_ring(out: &mut [U], vals: impl Iterator<Item = u64>, rb: usize) {
     let len = out.len();
+    let p = out.as_mut_ptr() as *mut u8;
     let mut pos = 0;
     for x in vals {
         if pos + 8 <= len {
-            out[pos..pos + 8].copy_from_slice(&x.to_le_bytes());
+            // SAFETY: bytes pos..pos + 8 are inside `out`.
+            unsafe { std::ptr::write_unaligned(p.add(pos) as *mut [u8; 8], x.to_le_bytes()) };
         } else {
-            out[pos..pos + rb].copy_from_slice(&x.to_le_bytes()[..rb]);
+            assert!(pos + rb <= len, "tami wire: ring values overflow their slice");
+            // SAFETY: bytes pos..pos + rb are inside `out` (asserted), rb ≤ 8.
+            unsafe { std::ptr::copy_nonoverlapping(x.to_le_bytes().as_ptr(), p.add(pos), rb) };
         }
         pos += rb;
     }
-    debug_assert_eq!(pos, len);
+    assert_eq!(pos, len, "tami wire: ring values do not fill their slice");
 }
 
+/// Words as little-endian bytes; every byte of `out` is written (asserted).
 #[inline]
-fn put_words(out: &mut [u8], vals: impl Iterator<Item = u64>) {
+fn put_words(out: &mut [U], vals: impl Iterator<Item = u64>) {
+    let mut k = 0;
     for (c, x) in out.chunks_exact_mut(8).zip(vals) {
-        c.copy_from_slice(&x.to_le_bytes());
+        // SAFETY: `c` is 8 bytes of `out`.
+        unsafe { std::ptr::write_unaligned(c.as_mut_ptr() as *mut [u8; 8], x.to_le_bytes()) };
+        k += 1;
     }
+    assert_eq!(8 * k, out.len(), "tami wire: words do not fill their slice");
 }
 
 /// One table half (`b` = 0, 1, 2 or 4 bytes) at `pos`.
 #[inline(always)]
-fn put_half(out: &mut [u8], pos: usize, v: u32, b: usize) {
-    match b {
-        0 => {}
-        1 => out[pos] = v as u8,
-        2 => out[pos..pos + 2].copy_from_slice(&(v as u16).to_le_bytes()),
-        _ => out[pos..pos + 4].copy_from_slice(&v.to_le_bytes()),
+fn put_half(out: &mut [U], pos: usize, v: u32, b: usize) {
+    for (o, x) in out[pos..pos + b].iter_mut().zip(v.to_le_bytes()) {
+        o.write(x);
     }
 }
 
@@ -220,7 +214,7 @@ fn put_half(out: &mut [u8], pos: usize, v: u32, b: usize) {
 /// its position, the position advanced by the half's width (the excess
 /// bytes are zero — the words carry only their table positions — and are
 /// overwritten by the next halves); the last row exactly.
-fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usize) {
+fn pack_rows(out: &mut [U], words: &[u64], halves: &[(usize, usize)], per: usize) {
     let nc = halves.len().max(1);
     let rows = words.len() / nc;
     if rows == 0 {
@@ -266,7 +260,9 @@ fn pack_rows(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usiz
             pos += gb + eb;
         }
     }
-    debug_assert_eq!(pos, out.len());
+    // Every byte written: the rows' halves tile `out` (the share's buffer
+    // is declared initialised on that ground).
+    assert_eq!(pos, out.len(), "tami wire: table rows do not fill their slice");
 }
 
 /// Whether this CPU runs the VBMI2 row packers ([`pack_rows`],
@@ -316,7 +312,7 @@ fn row_groups(halves: &[(usize, usize)]) -> Vec<(usize, u8, u64, usize)> {
 /// bytes, `words.len()` = rows · halves.len() and `out.len()` = rows · per.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
-unsafe fn pack_rows_vbmi2(out: &mut [u8], words: &[u64], halves: &[(usize, usize)], per: usize) {
+unsafe fn pack_rows_vbmi2(out: &mut [U], words: &[u64], halves: &[(usize, usize)], per: usize) {
     use std::arch::x86_64::*;
     let nc = halves.len();
     debug_assert!(nc > 0 && words.len() % nc == 0 && out.len() == words.len() / nc * per);
@@ -336,7 +332,7 @@ unsafe fn pack_rows_vbmi2(out: &mut [u8], words: &[u64], halves: &[(usize, usize
             // Intel; compress-then-store writes the same bytes.)
             let v = _mm512_maskz_loadu_epi64(km, row.as_ptr().add(w) as *const i64);
             let c = _mm512_maskz_compress_epi8(bm, v);
-            _mm512_mask_storeu_epi8(out.as_mut_ptr().add(pos + off) as *mut _, sm, c);
+            _mm512_mask_storeu_epi8(out.as_mut_ptr().add(pos + off) as *mut i8, sm, c);
         }
         pos += per;
     }
@@ -501,14 +497,24 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
             + ring(if g.post { n } else { 0 })
             + ring(if g.relu { n } else { 0 })
     };
-    // Not zeroed here: every byte is either a region's count word (written
-    // by `region`) or inside one task's slice, which the task zeroes before
-    // writing it (`Out::zeroed`; the same bytes as zeroing the whole buffer
-    // first). One memset of the share on this thread was a sixth of the
-    // dealing, and a parallel one still a pass through memory (issue 35).
+    // Not zeroed: every byte is either a region's count word (written by
+    // `region`) or inside one task's slice, which the task writes whole —
+    // ring values, words and table rows by writers that assert they filled
+    // their slice, B's stream-valued arrays zeroed and then overwritten by
+    // the PRG. One memset of the share on this thread was a sixth of the
+    // dealing, a parallel one still a pass through memory, and zeroing each
+    // part before writing it (the eighth pass) still ≈ 15 % of A's dealing
+    // (issue 35, ninth pass).
     let mut buf: Vec<u8> = Vec::with_capacity(total);
     let spare = &mut buf.spare_capacity_mut()[..total];
     hush_deal::populate(spare);
+    if cfg!(test) {
+        // A byte that no writer covered would show as 0xA5 in the wire
+        // tests (outside tests it would be stale memory).
+        spare.iter_mut().for_each(|b| {
+            b.write(0xA5);
+        });
+    }
     let mut rest: &mut [MaybeUninit<u8>] = spare;
     let mut outs: Vec<Out<'_, MaybeUninit<u8>>> = (0..tasks).map(|_| Out::default()).collect();
     macro_rules! assign {
@@ -548,7 +554,6 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
     // and stream (issue 35).
     let (key, sub_a, sub_b) = (&Aes128::new(key), &Aes128::new(sub_a), &Aes128::new(sub_b));
     outs.into_par_iter().enumerate().for_each_init(Scratch::default, |s, (t, o)| {
-        let o = o.zeroed();
         if a {
             part_a(&g, shape, key, sub_a, sub_b, &luts, t, o, s, scalar_rows);
         } else {
@@ -559,8 +564,9 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
     // `total` bytes of the capacity; each region's count word was written
     // by `region` (and A's key head by `put_le`), and every other byte lies
     // in exactly one task's slice (`parts` hands all of a region out), which
-    // that task zeroed (`Out::zeroed`) — every task ran, the loop above has
-    // returned. So all `total` bytes are initialised.
+    // that task wrote whole (see the writers' assertions above) — every
+    // task ran, the loop above has returned. So all `total` bytes are
+    // initialised.
     unsafe { buf.set_len(total) };
     buf
 }
@@ -601,19 +607,22 @@ fn part_b(g: &Geo, sub: &Aes128, t: usize, o: Out<'_>, s: &mut Scratch) {
         }
     }
     pack_rows(o.tables, v, &g.halves, g.per);
+    // The stream-valued arrays: zeroed (as initialised bytes), then
+    // overwritten by the PRG.
     for (li, (p, &(ns, _, _))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
-        stream_bytes_at_with(sub, S_SUB_B + li as u64, w0 * ns, p);
+        stream_bytes_at_with(sub, S_SUB_B + li as u64, w0 * ns, zeroed(p));
     }
     for (li, (p, &(_, ti, _))) in o.masks.into_iter().zip(g.levels.iter().skip(1)).enumerate() {
-        stream_bytes_at_with(sub, S_MASK_B + 1 + li as u64, w0 * ti, p);
+        stream_bytes_at_with(sub, S_MASK_B + 1 + li as u64, w0 * ti, zeroed(p));
     }
     if g.post {
-        stream_bytes_at_with(sub, S_RHO_B, w0, o.rho_bits);
+        let rho_bits = zeroed(o.rho_bits);
+        stream_bytes_at_with(sub, S_RHO_B, w0, rho_bits);
         if (g.n - c0) <= TASK {
             // The part holding the last word clips it to the batch.
-            let l = o.rho_bits.len();
-            let last = u64::from_le_bytes(o.rho_bits[l - 8..].try_into().expect("8 bytes")) & g.tail;
-            o.rho_bits[l - 8..].copy_from_slice(&last.to_le_bytes());
+            let l = rho_bits.len();
+            let last = u64::from_le_bytes(rho_bits[l - 8..].try_into().expect("8 bytes")) & g.tail;
+            rho_bits[l - 8..].copy_from_slice(&last.to_le_bytes());
         }
         let v = fill(&mut s.rhosh_b, sub, S_RHOSH_B, c0, m);
         put_ring(o.rho, v.iter().map(|x| x & lm), g.rb);
