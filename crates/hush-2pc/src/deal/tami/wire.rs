@@ -683,19 +683,27 @@ fn part_a(
     let rows = Rows { xc, tau, tb, r1, t0, m, nc };
     #[cfg(target_arch = "x86_64")]
     {
-        if hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512 && !scalar_rows {
-            // SAFETY: level avx512 includes avx512f.
-            unsafe { rows_avx512(g, luts, &rows, xs) };
+        let vector = hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512 && !scalar_rows;
+        if vector && nc <= 8 && vbmi2() && g.halves.iter().all(|&(gb, eb)| gb <= 4 && eb <= 4) {
+            // SAFETY: avx512f/bw/vbmi2 (level avx512 and vbmi2()); a row is
+            // one group of ≤ 8 words with halves ≤ 4 bytes (checked).
+            unsafe { rows_packed_vbmi2(g, luts, &rows, o.tables) };
         } else {
-            rows_scalar(g, luts, &rows, xs);
+            if vector {
+                // SAFETY: level avx512 includes avx512f.
+                unsafe { rows_avx512(g, luts, &rows, xs) };
+            } else {
+                rows_scalar(g, luts, &rows, xs);
+            }
+            pack_rows(o.tables, xs, &g.halves, g.per);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = scalar_rows;
         rows_scalar(g, luts, &rows, xs);
+        pack_rows(o.tables, xs, &g.halves, g.per);
     }
-    pack_rows(o.tables, xs, &g.halves, g.per);
     // Subset products ∏_U r ⊕ B's shares, level by level; level ≥ 1 masks
     // r' = A's stream ⊕ B's stream.
     for (li, (p, (ns, ti, parents))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
@@ -889,6 +897,89 @@ unsafe fn rows_avx512(g: &Geo, luts: &[Vec<u64>; 6], r: &Rows<'_>, xs: &mut [u64
                 let o = _mm512_xor_si512(_mm512_and_si512(v, keep), _mm512_and_si512(b, pm));
                 _mm512_mask_storeu_epi64(xs.as_mut_ptr().add(at) as *mut i64, km, o);
             }
+        }
+    }
+}
+
+/// [`rows_avx512`] and [`pack_rows_vbmi2`] fused, for rows of at most
+/// eight chunk words (ℓ ≤ 40 at k = 5, the ReLU and comparison shapes of
+/// the benchmarks and of most operators): each comparison's row is built
+/// in one register and its used bytes compressed (in the register) and
+/// stored straight into the share — no `xs` array written and read back
+/// (issue 35, ninth pass). The same bytes as building the rows and then
+/// packing them (`wire_matches_the_share_encoding` runs this path on a
+/// CPU with VBMI2 and the separate builders with `scalar_rows`).
+///
+/// # Safety
+/// The CPU must have avx512f, avx512bw and avx512vbmi2; `r.nc` ≤ 8, every
+/// half ≤ 4 bytes, and `out` exactly `r.m · g.per` bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2")]
+unsafe fn rows_packed_vbmi2(g: &Geo, luts: &[Vec<u64>; 6], r: &Rows<'_>, out: &mut [U]) {
+    use std::arch::x86_64::*;
+    let cks = chunk_consts(g);
+    let nc = r.nc;
+    let per = g.per;
+    assert!(nc >= 1 && nc <= 8 && out.len() == r.m * per, "tami wire: fused rows shape");
+    let groups = row_groups(&g.halves);
+    debug_assert_eq!(groups.len(), 1);
+    let (_, km, bm, _) = groups[0];
+    assert_eq!(bm.count_ones() as usize, per, "tami wire: fused rows cover a row");
+    let sm = low_bytes(per as u32);
+    let mut off = [0usize; 6];
+    let mut cat: Vec<u64> = Vec::new();
+    for (w, l) in luts.iter().enumerate() {
+        off[w] = cat.len();
+        cat.extend_from_slice(l);
+    }
+    assert!(r.tb.len() >= r.m * nc && r.xc.len() >= r.m && r.tau.len() >= r.m);
+    assert!(r.r1.len() >= r.m.div_ceil(64) * r.t0);
+    let lane = |f: &dyn Fn(&Ck) -> u64| {
+        let mut a = [0u64; 8];
+        for (x, c) in a.iter_mut().zip(&cks) {
+            *x = f(c);
+        }
+        _mm512_loadu_si512(a.as_ptr() as *const _)
+    };
+    let lo = lane(&|c| c.lo as u64);
+    let width = lane(&|c| c.width as u64);
+    let cm = lane(&|c| c.cm);
+    let base = lane(&|c| off[c.width as usize] as u64);
+    let full = lane(&|c| c.full);
+    let keep = lane(&|c| c.keep);
+    let eqm = lane(&|c| c.eqm);
+    let pm = lane(&|c| c.pm);
+    let ig = lane(&|c| c.ig as u64);
+    let ie = lane(&|c| c.ie as u64);
+    let zero = _mm512_setzero_si512();
+    let dst = out.as_mut_ptr() as *mut i8;
+    for wi in 0..r.m.div_ceil(64) {
+        let rw = r.r1[wi * r.t0..].as_ptr();
+        // SAFETY: ig, ie < t0 for the active lanes (leaf input indices),
+        // and r1 holds t0 words for word wi (asserted above).
+        let rg = _mm512_mask_i64gather_epi64::<8>(zero, km, ig, rw as *const i64);
+        let re = _mm512_mask_i64gather_epi64::<8>(zero, km, ie, rw as *const i64);
+        for i in wi * 64..r.m.min(wi * 64 + 64) {
+            let bit = _mm512_set1_epi64(1i64 << (i % 64));
+            let x = _mm512_set1_epi64(r.xc[i] as i64);
+            let t = _mm512_set1_epi64(r.tau[i] as i64);
+            let xj = _mm512_and_si512(_mm512_srlv_epi64(x, lo), cm);
+            let tj = _mm512_and_si512(_mm512_srlv_epi64(t, lo), cm);
+            let idx = _mm512_add_epi64(_mm512_or_si512(_mm512_sllv_epi64(xj, width), tj), base);
+            // SAFETY: xj, tj ≤ cm, so idx < off[width] + 2^(2·width),
+            // inside `cat` (that width's table has 2^(2·width) words).
+            let mut v = _mm512_mask_i64gather_epi64::<8>(zero, km, idx, cat.as_ptr() as *const i64);
+            let mg = _mm512_mask_test_epi64_mask(km, rg, bit);
+            let me = _mm512_mask_test_epi64_mask(km, re, bit);
+            v = _mm512_xor_si512(v, _mm512_maskz_mov_epi64(mg, full));
+            v = _mm512_xor_si512(v, _mm512_maskz_mov_epi64(me, eqm));
+            // SAFETY: words i·nc .. i·nc + nc of tb (m·nc words, asserted);
+            // the other lanes are masked off.
+            let b = _mm512_maskz_loadu_epi64(km, r.tb.as_ptr().add(i * nc) as *const i64);
+            let o = _mm512_xor_si512(_mm512_and_si512(v, keep), _mm512_and_si512(b, pm));
+            // SAFETY: the masked store writes bytes i·per .. (i + 1)·per of
+            // `out` (m·per bytes, asserted): this row's, all of them.
+            _mm512_mask_storeu_epi8(dst.add(i * per), sm, _mm512_maskz_compress_epi8(bm, o));
         }
     }
 }
