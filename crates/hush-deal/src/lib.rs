@@ -549,11 +549,13 @@ pub fn par_decode(bytes: &[u8], width: usize, out: &mut [u64], one: impl Fn(&[u8
 /// erased in parallel parts on every core (rayon): the consumer's erasure
 /// of a share it has decoded is part of every dealing's cost, and one
 /// `memset` of a 14–80 MB TAMI share on one thread was ≈ 10 % of a dealing
-/// that is built on both cores (issue 35, ninth pass). The same memory is
-/// erased, each part by one `memset` kept by `black_box` and a fence.
+/// that is built on both cores (issue 35, ninth pass); below 8 MiB one
+/// `memset` on this thread (the split did not pay for the 5 MB shares of
+/// the elementwise kinds). The same memory is erased, each part by one
+/// `memset` kept by `black_box` and a fence.
 pub fn wipe_vec_par(v: &mut Vec<u8>) {
     use rayon::prelude::*;
-    const MIN: usize = 2 << 20;
+    const MIN: usize = 8 << 20;
     if v.len() >= MIN {
         v.par_chunks_mut(1 << 18).for_each(hush_primitives::wipe::wipe_bytes);
         // SAFETY: the bytes are initialised (just zeroed), any pattern is a
@@ -764,7 +766,7 @@ mod stream_tests {
     /// spare capacity (and a small one's), and clears it.
     #[test]
     fn wipe_vec_par_erases_everything() {
-        for (len, cap) in [(0usize, 0usize), (100, 300), ((2 << 20) + 77, (3 << 20) + 5), (5 << 20, 5 << 20)] {
+        for (len, cap) in [(0usize, 0usize), (100, 300), (5 << 20, 5 << 20), ((8 << 20) + 77, (9 << 20) + 5), (11 << 20, 11 << 20)] {
             let mut v: Vec<u8> = Vec::with_capacity(cap);
             v.resize(cap, 0xC3);
             v.truncate(len);

@@ -9,8 +9,8 @@
 //! own (rayon, both cores) from the streams' words at its offset
 //! ([`hush_deal::stream_at`]: counter mode, no word before the part is
 //! generated) in scratch buffers of a few tens of KiB that stay in cache and
-//! are erased when the worker is done. Stream-valued arrays of B's share are
-//! written by the PRG straight into their bytes; subset products are one
+//! are erased when the worker is done, and written once into the share
+//! (no zeroing pass: every writer fills its slice); subset products are one
 //! AND each (the product of a subset is its product without its highest
 //! input, which is a listed subset: the list is closed under taking
 //! nonempty subsets, see [`Plan::new`]).
@@ -20,7 +20,7 @@
 //! parties and both role assignments.
 
 use super::*;
-use hush_deal::{stream_at_with, stream_bytes_at_with};
+use hush_deal::stream_at_with;
 use hush_primitives::aes::Aes128;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -153,15 +153,6 @@ impl<T> Default for Out<'_, T> {
     }
 }
 
-/// `p` zeroed, as initialised bytes.
-fn zeroed(p: &mut [MaybeUninit<u8>]) -> &mut [u8] {
-    // SAFETY: `p` is memory borrowed mutably; after writing zero to all its
-    // bytes they are initialised u8s, and the byte view covers exactly `p`.
-    unsafe {
-        std::ptr::write_bytes(p.as_mut_ptr(), 0, p.len());
-        std::slice::from_raw_parts_mut(p.as_mut_ptr() as *mut u8, p.len())
-    }
-}
 
 
 /// A byte of the share's buffer before it is written.
@@ -500,8 +491,7 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
     // Not zeroed: every byte is either a region's count word (written by
     // `region`) or inside one task's slice, which the task writes whole —
     // ring values, words and table rows by writers that assert they filled
-    // their slice, B's stream-valued arrays zeroed and then overwritten by
-    // the PRG. One memset of the share on this thread was a sixth of the
+    // their slice. One memset of the share on this thread was a sixth of the
     // dealing, a parallel one still a pass through memory, and zeroing each
     // part before writing it (the eighth pass) still ≈ 15 % of A's dealing
     // (issue 35, ninth pass).
@@ -607,23 +597,24 @@ fn part_b(g: &Geo, sub: &Aes128, t: usize, o: Out<'_>, s: &mut Scratch) {
         }
     }
     pack_rows(o.tables, v, &g.halves, g.per);
-    // The stream-valued arrays: zeroed (as initialised bytes), then
-    // overwritten by the PRG.
+    // The stream-valued arrays: counter mode into the (aligned) scratch,
+    // then one copy into the share. (Straight into the share's bytes, which
+    // sit 8 bytes off a block boundary, went through a stack buffer erased
+    // every 64 blocks, after zeroing the slice: three passes for one.)
+    let mw = m.div_ceil(64);
     for (li, (p, &(ns, _, _))) in o.subsets.into_iter().zip(&g.levels).enumerate() {
-        stream_bytes_at_with(sub, S_SUB_B + li as u64, w0 * ns, zeroed(p));
+        put_words(p, fill(&mut s.sub_b, sub, S_SUB_B + li as u64, w0 * ns, mw * ns).iter().copied());
     }
     for (li, (p, &(_, ti, _))) in o.masks.into_iter().zip(g.levels.iter().skip(1)).enumerate() {
-        stream_bytes_at_with(sub, S_MASK_B + 1 + li as u64, w0 * ti, zeroed(p));
+        put_words(p, fill(&mut s.mask_b, sub, S_MASK_B + 1 + li as u64, w0 * ti, mw * ti).iter().copied());
     }
     if g.post {
-        let rho_bits = zeroed(o.rho_bits);
-        stream_bytes_at_with(sub, S_RHO_B, w0, rho_bits);
+        let v = fill(&mut s.rho_b, sub, S_RHO_B, w0, mw);
         if (g.n - c0) <= TASK {
             // The part holding the last word clips it to the batch.
-            let l = rho_bits.len();
-            let last = u64::from_le_bytes(rho_bits[l - 8..].try_into().expect("8 bytes")) & g.tail;
-            rho_bits[l - 8..].copy_from_slice(&last.to_le_bytes());
+            v[mw - 1] &= g.tail;
         }
+        put_words(o.rho_bits, v.iter().copied());
         let v = fill(&mut s.rhosh_b, sub, S_RHOSH_B, c0, m);
         put_ring(o.rho, v.iter().map(|x| x & lm), g.rb);
         if g.relu {
