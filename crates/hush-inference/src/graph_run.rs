@@ -874,6 +874,20 @@ impl<'a> Exec<'a> {
                     }
                 }
                 let (vocab, h) = (*vocab, *h);
+                // the HE preset: the client's rows picked from the server's
+                // encrypted table (GraphHe::select), not one-hot × table
+                if self.backend == LinearBackend::He && self.role != Role::Clear && !self.planning && self.he.as_ref().is_some_and(|he| he.can_select(h)) {
+                    self.next_id += 1;
+                    let idx: Vec<u32> = if self.knows_client() {
+                        let idt = self.cl(*ids)?.ok_or_else(|| Error::Config("embedding: the client's token ids are missing".into()))?;
+                        idt.v.iter().map(|&v| v as u32).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let tb = self.weights(|| table.iter().map(|&v| enc(ring, v, f)).collect());
+                    let he = self.he.as_mut().expect("checked above");
+                    return Ok(Val::Sh(he.select(&mut self.ctx, ch, vocab, h, &tb, &idx, t, ring)?));
+                }
                 if self.backend == LinearBackend::Triples {
                     // one-hot (T × vocab, the client's) · table (vocab × h, the server's)
                     let oh_t = transpose(&ArithShare::new(ring, oh), vocab, t);
