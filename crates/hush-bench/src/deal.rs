@@ -127,17 +127,20 @@ struct Job {
     sink: Option<SinkOps>,
 }
 
+/// A kind's host structure, behind `Any` as `Description::deal_into` takes it.
+type AnySink = Box<dyn std::any::Any>;
+
 /// How the bench makes and fills a kind's host structure.
 #[derive(Clone, Copy)]
 struct SinkOps {
     /// An empty structure for `n` items of these parameters.
-    new: fn(usize, &[u8]) -> Option<Box<dyn std::any::Any>>,
+    new: fn(usize, &[u8]) -> Option<AnySink>,
     /// Appends a share of `m` items that crossed as bytes.
     extend: fn(&mut dyn std::any::Any, &[u8], usize) -> std::result::Result<(), String>,
 }
 
 fn trunc_sink<S: trunc::TruncArrays>() -> SinkOps {
-    fn new<S: trunc::TruncArrays>(n: usize, params: &[u8]) -> Option<Box<dyn std::any::Any>> {
+    fn new<S: trunc::TruncArrays>(n: usize, params: &[u8]) -> Option<AnySink> {
         let (bits, f) = trunc::TruncPairs::params(params).ok()?;
         Some(Box::new(trunc::TruncSink::<S>::new(n, bits, f)))
     }
@@ -149,7 +152,7 @@ fn trunc_sink<S: trunc::TruncArrays>() -> SinkOps {
 }
 
 fn fss_sink() -> SinkOps {
-    fn new(n: usize, params: &[u8]) -> Option<Box<dyn std::any::Any>> {
+    fn new(n: usize, params: &[u8]) -> Option<AnySink> {
         let shape = hush_deal::parse_params(params, "FSS parameters", FssShape::decode).ok()?;
         Some(Box::new(hush_fss::deal::FssSink::new(n, shape)?))
     }
