@@ -698,8 +698,12 @@ pub const WEIGHT_ROUND_ERR: f64 = 1.0 / 512.0;
 /// (×2, and a relative 4n·2^−53 for the row sums themselves) is added, so
 /// the result is an upper bound despite the rounding.
 pub fn spectral_bound(w: &[f64], n_in: usize, n_out: usize) -> f64 {
-    if n_in == 0 || n_out == 0 || w.len() != n_in * n_out {
-        return if w.is_empty() { 0.0 } else { f64::INFINITY };
+    if w.len() != n_in * n_out {
+        // no weights (a public program's copy) or a malformed matrix: no bound
+        return f64::INFINITY;
+    }
+    if w.is_empty() {
+        return 0.0;
     }
     let (g, n) = if n_out <= n_in {
         // G = WᵀW: G_jk = Σ_i w_ij·w_ik, as rank-one updates row by row

@@ -611,6 +611,8 @@ fn spectral_bound_is_at_least_the_largest_singular_value() {
     let d = [3.0, 0.0, 0.0, 0.0, -5.0, 0.0, 0.0, 0.0, 2.0];
     assert!((spectral_bound(&d, 3, 3) - 5.0).abs() < 1e-12);
     assert_eq!(spectral_bound(&[], 0, 3), 0.0);
+    // no weights (the client's copy of a program) is no bound, never 0
+    assert_eq!(spectral_bound(&[], 3, 3), f64::INFINITY);
 }
 
 /// Q·Kᵀ gets the Cauchy–Schwarz bound (`graph`'s `matmul_bound`) only when
