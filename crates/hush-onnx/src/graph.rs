@@ -1814,7 +1814,7 @@ impl<'a> Lower<'a> {
         let Some(r) = self.l2.get(&x).copied() else { return };
         let shape = &self.p.slots[out].shape;
         let (len, inner) = (shape.get(r.axis).copied().unwrap_or(1), shape.get(r.axis + 1..).map_or(1, |t| t.iter().product::<usize>()));
-        if len == 0 || inner == 0 || c.len() % (len * inner) != 0 {
+        if len == 0 || inner == 0 || !c.len().is_multiple_of(len * inner) {
             return;
         }
         let outer = c.len() / (len * inner);
@@ -2097,7 +2097,7 @@ impl<'a> Lower<'a> {
 fn lines_within(map: &[(u32, u32)], shape: &[usize], axis: usize, geo: &[(usize, usize)]) -> bool {
     let len = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
-    if len == 0 || inner == 0 || map.len() % (len * inner) != 0 {
+    if len == 0 || inner == 0 || !map.len().is_multiple_of(len * inner) {
         return map.is_empty();
     }
     let outer = map.len() / (len * inner);
