@@ -540,6 +540,28 @@ pub fn pre_shift(k: usize, bx: f64, by: f64, frac: u32) -> Option<(u32, u32)> {
     None
 }
 
+/// [`pre_shift`] for a product whose own proven bound is `out` (real
+/// units: the MatMul's output slot bound, public): the plain product
+/// (0, 0) when min(k·bx·by, out)·2^{2f} fits the ring, else [`pre_shift`].
+///
+/// **Why it may use `out`.** The program's bound of a secret × secret
+/// MatMul (`hush_onnx::graph`'s `matmul_bound`) is the smallest of
+/// k·|A|·|B|, P·V's softmax row sum and Q·Kᵀ's Cauchy–Schwarz
+/// bound |q·k| ≤ ‖q‖₂‖k‖₂, each a bound on the **exact** product of the
+/// operands' fixed-point values before its truncation (the margin for the
+/// truncation only makes it larger), rounded up to a power of two. The
+/// lift needs exactly that product below 2^{ℓ−2} ulps at scale 2^{2f}.
+/// Both parties read `out` from the public program, so they choose alike.
+/// On BERT-base this makes Q·Kᵀ a plain HE product (it was the last wide
+/// product per layer: 2^54 ulps by k·|Q|·|K| at f = 12).
+pub fn pre_shift_bounded(k: usize, bx: f64, by: f64, out: f64, frac: u32) -> Option<(u32, u32)> {
+    let general = k as f64 * bx * by;
+    if out.is_finite() && out < general && shared_fits(1, out, 1.0, frac) {
+        return Some((0, 0));
+    }
+    pre_shift(k, bx, by, frac)
+}
+
 fn conv_shape(k: usize, m: usize, n: usize) -> Shape {
     Shape::Conv { c_in: k, h: 1, w: m, c_out: n, kh: 1, kw: 1, stride: [1, 1], pads: [0; 4] }
 }
