@@ -23,6 +23,18 @@
 //! request of thousands of items). A kind may build its share on every
 //! core (rayon; `threads` in the record): the bound stays one core's.
 //!
+//! **Paths** (`--path`). `bytes` (the default, and every record before
+//! 2026-11-29 17:00 UTC): the share as the module releases it, its wire
+//! bytes. `direct`: the in-process module's direct path
+//! (`Description::deal_into`) — the share written straight into the host's
+//! structure (truncation kinds: `trunc::TruncSink`'s arrays; one-DCF FSS
+//! gates: `hush_fss::deal::FssSink`'s evaluation layout), reserved once for
+//! all `n` items and erased (dropped) inside the timing, as the byte path's
+//! buffers are. `decoded`: the bytes, then decoded into that same sink
+//! (what a host does with a module process's or a dealer's share, without
+//! the pipe). A kind with no sink (TAMI, triples, …) deals bytes on every
+//! path; the record's `path` says what was timed.
+//!
 //! The module is a simulation here (**attestation simulated — gives no
 //! hardware protection**); its dealing code is the same as a hardware
 //! module's would be.
@@ -82,6 +94,13 @@ pub struct DealArgs {
     /// Timed repetitions (the fastest is reported).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// What is timed: `bytes` (the share's wire bytes, as a module
+    /// releases them), `direct` (the share written into the host's
+    /// structure, the in-process module's path) or `decoded` (the bytes,
+    /// then decoded into that structure). Kinds without a direct path
+    /// deal bytes on every path.
+    #[arg(long, default_value = "bytes")]
+    pub path: String,
     /// One JSON object per kind.
     #[arg(long)]
     pub json: bool,
@@ -104,6 +123,44 @@ struct Job {
     per_request: u32,
     /// Items are bits (AND triples): bytes per item are per bit.
     unit: &'static str,
+    /// The host structure of the direct path, if the kind has one.
+    sink: Option<SinkOps>,
+}
+
+/// A kind's host structure, behind `Any` as `Description::deal_into` takes it.
+type AnySink = Box<dyn std::any::Any>;
+
+/// How the bench makes and fills a kind's host structure.
+#[derive(Clone, Copy)]
+struct SinkOps {
+    /// An empty structure for `n` items of these parameters.
+    new: fn(usize, &[u8]) -> Option<AnySink>,
+    /// Appends a share of `m` items that crossed as bytes.
+    extend: fn(&mut dyn std::any::Any, &[u8], usize) -> std::result::Result<(), String>,
+}
+
+fn trunc_sink<S: trunc::TruncArrays>() -> SinkOps {
+    fn new<S: trunc::TruncArrays>(n: usize, params: &[u8]) -> Option<AnySink> {
+        let (bits, f) = trunc::TruncPairs::params(params).ok()?;
+        Some(Box::new(trunc::TruncSink::<S>::new(n, bits, f)))
+    }
+    fn extend<S: trunc::TruncArrays>(s: &mut dyn std::any::Any, b: &[u8], m: usize) -> std::result::Result<(), String> {
+        let s = s.downcast_mut::<trunc::TruncSink<S>>().ok_or("not a truncation sink")?;
+        s.extend_bytes(b, m).map_err(|e| e.to_string())
+    }
+    SinkOps { new: new::<S>, extend: extend::<S> }
+}
+
+fn fss_sink() -> SinkOps {
+    fn new(n: usize, params: &[u8]) -> Option<AnySink> {
+        let shape = hush_deal::parse_params(params, "FSS parameters", FssShape::decode).ok()?;
+        Some(Box::new(hush_fss::deal::FssSink::new(n, shape)?))
+    }
+    fn extend(s: &mut dyn std::any::Any, b: &[u8], m: usize) -> std::result::Result<(), String> {
+        let s = s.downcast_mut::<hush_fss::deal::FssSink>().ok_or("not an FSS sink")?;
+        s.extend_bytes(b, m).map_err(|e| e.to_string())
+    }
+    SinkOps { new, extend }
 }
 
 fn job(a: &DealArgs, kind: &str) -> Result<Job> {
@@ -111,13 +168,13 @@ fn job(a: &DealArgs, kind: &str) -> Result<Job> {
         let shape = FssShape { bits: a.bits, gate };
         shape.validate().map_err(Error::Invalid)?;
         let params = FssKeys::request(0, 1, &shape).params;
-        Ok(Job { desc: &hush_fss::deal::FSS_KEYS, params, per_request: hush_2pc::fss::DEAL_CHUNK as u32, unit: "gate" })
+        Ok(Job { desc: &hush_fss::deal::FSS_KEYS, params, per_request: hush_2pc::fss::DEAL_CHUNK as u32, unit: "gate", sink: Some(fss_sink()) })
     };
     let tami = |flavor| -> Result<Job> {
         let shape = tami::TamiShape::new(a.bits, a.k, a.arity, flavor);
         shape.validate().map_err(Error::Invalid)?;
         let params = tami::TamiTables::request(0, 1, &shape).params;
-        Ok(Job { desc: &tami::TAMI_TABLES, params, per_request: hush_deal::MAX_DEAL_N, unit: "comparison" })
+        Ok(Job { desc: &tami::TAMI_TABLES, params, per_request: hush_deal::MAX_DEAL_N, unit: "comparison", sink: None })
     };
     match kind {
         "fss-relu" => fss(FssGate::Relu),
@@ -131,42 +188,49 @@ fn job(a: &DealArgs, kind: &str) -> Result<Job> {
             params: triples::ArithTriples::request(0, 1, a.bits).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "triple",
+            sink: None,
         }),
         "and-triples" => Ok(Job {
             desc: &triples::BIT_TRIPLES,
             params: triples::BitTriples::request(0, 1).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "bit triple",
+            sink: None,
         }),
         "trunc-pairs" => Ok(Job {
             desc: &trunc::TRUNC_PAIRS,
             params: trunc::TruncPairs::request(0, 1, a.bits, a.frac).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "pair",
+            sink: Some(trunc_sink::<trunc::TruncShare>()),
         }),
         "trunc-squares" => Ok(Job {
             desc: &trunc::TRUNC_SQUARES,
             params: trunc::TruncSquares::request(0, 1, a.bits, a.frac).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "pair",
+            sink: Some(trunc_sink::<trunc::TruncSqShare>()),
         }),
         "trunc-muls" => Ok(Job {
             desc: &trunc::TRUNC_MULS,
             params: trunc::TruncMuls::request(0, 1, a.bits, a.frac).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "pair",
+            sink: Some(trunc_sink::<trunc::TruncMulShare>()),
         }),
         "power-tuples" => Ok(Job {
             desc: &powers::POWER_TUPLES,
             params: powers::PowerTuples::request(0, 1, a.bits, a.power).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "tuple",
+            sink: None,
         }),
         "subset-products" => Ok(Job {
             desc: &subset::SUBSET_PRODUCTS,
             params: subset::SubsetProducts::request(0, 1, a.bits, a.factors).params,
             per_request: hush_deal::MAX_DEAL_N,
             unit: "tuple",
+            sink: None,
         }),
         k => Err(Error::Invalid(format!(
             "unknown dealing kind '{k}' (known: {}, all)",
@@ -180,18 +244,72 @@ fn sizes(n: u32, per: u32) -> impl Iterator<Item = u32> {
     (0..n.div_ceil(per)).map(move |i| (n - i * per).min(per))
 }
 
+/// What `hush bench deal --path` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    Bytes,
+    Direct,
+    Decoded,
+}
+
+impl Path {
+    fn parse(s: &str) -> Result<Self> {
+        match s {
+            "bytes" => Ok(Path::Bytes),
+            "direct" => Ok(Path::Direct),
+            "decoded" => Ok(Path::Decoded),
+            p => Err(Error::Invalid(format!("unknown --path '{p}' (bytes, direct, decoded)"))),
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Path::Bytes => "bytes",
+            Path::Direct => "direct",
+            Path::Decoded => "decoded",
+        }
+    }
+}
+
+/// The path `path` means for `job` (bytes when the kind has no sink for
+/// these parameters).
+fn effective(job: &Job, path: Path) -> Path {
+    match job.sink {
+        Some(ops) if path != Path::Bytes && (ops.new)(1, &job.params).is_some() => path,
+        _ => Path::Bytes,
+    }
+}
+
 /// Party `p`'s shares of `n` items, request by request: (bytes, seconds).
-fn deal_party(job: &Job, p: u8, n: u32) -> Result<(u64, f64)> {
+fn deal_party(job: &Job, p: u8, n: u32, path: Path) -> Result<(u64, f64)> {
+    let inv = |e: String| Error::Invalid(e);
     let t = Instant::now();
     let mut bytes = 0u64;
+    let ops = job.sink.filter(|_| path != Path::Bytes);
+    let mut sink = match ops {
+        Some(o) => Some((o.new)(n as usize, &job.params).ok_or_else(|| inv("no sink for these parameters".into()))?),
+        None => None,
+    };
     for (i, m) in sizes(n, job.per_request).enumerate() {
         // One key per request, as a module derives one per batch.
         let key = Block(0xdea1_0000_0000 + i as u128);
-        let mut share = job.desc.deal(key, p, m, &job.params).map_err(|e| Error::Invalid(e.to_string()))?;
+        if let (Path::Direct, Some(s)) = (path, sink.as_mut()) {
+            let b = job.desc.deal_into(key, p, m, &job.params, s.as_mut()).map_err(|e| inv(e.to_string()))?;
+            bytes += b.ok_or_else(|| inv(format!("{}: the direct path refused the sink", job.desc.kind())))? as u64;
+            continue;
+        }
+        let mut share = job.desc.deal(key, p, m, &job.params).map_err(|e| inv(e.to_string()))?;
         bytes += share.len() as u64;
+        let r = match (ops, sink.as_mut()) {
+            (Some(o), Some(s)) => (o.extend)(s.as_mut(), &share, m as usize),
+            _ => Ok(()),
+        };
         // The consumer's erasure, as the hosts do it (on every core).
         hush_deal::wipe_vec_par(&mut share);
+        r.map_err(inv)?;
     }
+    // the host's structure is erased and freed inside the timing, as the
+    // byte path's buffers are
+    drop(sink);
     Ok((bytes, t.elapsed().as_secs_f64()))
 }
 
@@ -236,14 +354,16 @@ pub fn bench_deal(a: &DealArgs) -> Result<Vec<Record>> {
     }
     let kinds: Vec<&str> = if a.kind == "all" { KINDS.iter().map(|(k, _)| *k).collect() } else { vec![a.kind.as_str()] };
     let jobs = kinds.iter().map(|k| job(a, k)).collect::<Result<Vec<_>>>()?;
+    let path = Path::parse(&a.path)?;
     let rate = aes_rate(0.5);
     let mut out = Vec::new();
     for (kind, job) in kinds.iter().zip(&jobs) {
         let per_item = [aes_per_item(job, 0, 4096)?, aes_per_item(job, 1, 4096)?];
+        let path = effective(job, path);
         let mut best = [(0u64, f64::INFINITY); 2];
         for _ in 0..a.repeat {
             for p in 0..2u8 {
-                let (b, s) = deal_party(job, p, a.n)?;
+                let (b, s) = deal_party(job, p, a.n, path)?;
                 if s < best[p as usize].1 {
                     best[p as usize] = (b, s);
                 }
@@ -279,6 +399,7 @@ pub fn bench_deal(a: &DealArgs) -> Result<Vec<Record>> {
             .set("bound_ratio", module_s / bound_s)
             .set("repeat", a.repeat as u64)
             .set("threads", rayon::current_num_threads() as u64)
+            .set("path", path.name())
             .set("machine", "each party's share dealt on its own in this process; module_s = the slower party");
         if kind.starts_with("tami") {
             r.set("k", a.k as u64).set("arity", a.arity as u64);
@@ -304,7 +425,7 @@ mod tests {
     use super::*;
 
     fn args(kind: &str) -> DealArgs {
-        DealArgs { kind: kind.into(), n: 300, bits: 16, k: 4, arity: 4, frac: 5, power: 3, factors: 3, repeat: 1, json: true }
+        DealArgs { kind: kind.into(), n: 300, bits: 16, k: 4, arity: 4, frac: 5, power: 3, factors: 3, repeat: 1, path: "bytes".into(), json: true }
     }
 
     #[test]
@@ -319,6 +440,30 @@ mod tests {
         }
         let e = bench_deal(&args("nope")).unwrap_err().to_string();
         assert!(e.contains("unknown dealing kind 'nope'"), "{e}");
+    }
+
+    /// Every path deals the same bytes' worth for a kind with a direct
+    /// path (truncation kinds, the one-DCF FSS gates) and says which path
+    /// it timed; kinds without one fall back to bytes; a wrong path name
+    /// is refused.
+    #[test]
+    fn paths_deal_the_same_share_sizes() {
+        for kind in ["trunc-pairs", "trunc-squares", "trunc-muls", "fss-relu", "fss-trunc", "triples"] {
+            let mut sizes = Vec::new();
+            for path in ["bytes", "direct", "decoded"] {
+                let mut a = args(kind);
+                a.path = path.into();
+                let r = bench_deal(&a).unwrap().pop().unwrap();
+                let has = !matches!(kind, "fss-trunc" | "triples");
+                let want = if has { path } else { "bytes" };
+                assert_eq!(r.get("path").and_then(|v| v.as_str()), Some(want), "{kind} {path}");
+                sizes.push((r.f64("dealt_bytes_party0"), r.f64("dealt_bytes_party1")));
+            }
+            assert!(sizes.iter().all(|s| *s == sizes[0]), "{kind}: {sizes:?}");
+        }
+        let mut a = args("trunc-pairs");
+        a.path = "pipes".into();
+        assert!(bench_deal(&a).unwrap_err().to_string().contains("unknown --path 'pipes'"));
     }
 
     #[test]

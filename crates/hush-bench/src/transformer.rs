@@ -112,6 +112,12 @@ impl hush_tee::TrustedModule for Shared {
     fn stats(&self) -> hush_tee::ModuleStats {
         self.0.lock().map(|m| m.stats()).unwrap_or_default()
     }
+    /// Forwarded, so that `--overlap` with an in-process module takes the
+    /// direct path as the prefilled run does (same shares, see
+    /// `hush_tee::deal::handle_into`).
+    fn deal_into(&mut self, req: &hush_tee::deal::DealRequest, sink: &mut dyn std::any::Any) -> hush_tee::Result<Option<usize>> {
+        self.0.lock().map_err(|_| hush_tee::Error::Process("module lock poisoned".into()))?.deal_into(req, sink)
+    }
     fn describe(&self) -> String {
         self.0.lock().map(|m| m.describe()).unwrap_or_else(|_| "module (poisoned)".into())
     }

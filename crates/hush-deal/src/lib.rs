@@ -495,6 +495,72 @@ where
     buf
 }
 
+/// [`elementwise_bytes`]'s values appended straight to the host's arrays
+/// (issue 35, the in-process module's direct path): each of `dests` (the
+/// `arrays` = `dests.len()` arrays of the share, in wire order) gets `n`
+/// more values, those `f` computes for the parts — the same closure, the
+/// same parts and scratch layout as [`elementwise_bytes`], so the values
+/// are word for word what decoding that function's bytes gives. No wire
+/// bytes exist: each part's values go from its (cache-resident) scratch
+/// into the arrays' reserved tails, on every core. An array with less
+/// spare capacity than `n` is grown first (one reallocation); a caller
+/// that reserved the whole batch once never reallocates.
+pub fn elementwise_into<F>(dests: &mut [&mut Vec<u64>], n: usize, extra: usize, f: F)
+where
+    F: Fn(usize, &mut [Vec<u64>]) + Sync,
+{
+    use rayon::prelude::*;
+    use std::mem::MaybeUninit;
+    let arrays = dests.len();
+    if n == 0 {
+        return;
+    }
+    let parts = n.div_ceil(PART);
+    let mut outs: Vec<Vec<&mut [MaybeUninit<u64>]>> = (0..parts).map(|_| Vec::with_capacity(arrays)).collect();
+    for d in dests.iter_mut() {
+        d.reserve(n);
+        let spare = &mut d.spare_capacity_mut()[..n];
+        populate(spare);
+        for (o, p) in outs.iter_mut().zip(spare.chunks_mut(PART)) {
+            o.push(p);
+        }
+    }
+    struct Scratch(Vec<Vec<u64>>);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            self.0.iter_mut().for_each(hush_primitives::wipe::wipe_vec_u64);
+        }
+    }
+    outs.into_par_iter().enumerate().for_each_init(
+        || Scratch(vec![Vec::new(); arrays + extra]),
+        |s, (t, o)| {
+            let start = t * PART;
+            let m = PART.min(n - start);
+            for v in s.0.iter_mut() {
+                if v.len() != m {
+                    v.clear();
+                    v.resize(m, 0);
+                }
+            }
+            f(start, &mut s.0);
+            for (vals, out) in s.0.iter().zip(o) {
+                assert_eq!(out.len(), vals.len(), "elementwise part size");
+                // SAFETY: `out` is this part's own slice of the array's spare
+                // capacity (m words, disjoint from every other part's and
+                // from the scratch), and `vals` holds exactly m words.
+                unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr(), out.as_mut_ptr() as *mut u64, m) };
+            }
+        },
+    );
+    for d in dests.iter_mut() {
+        let len = d.len() + n;
+        // SAFETY: the parts above wrote every one of the n words after the
+        // old length (their slices tile `spare_capacity_mut()[..n]`, each
+        // written whole by the copy), and `reserve(n)` made room for them.
+        unsafe { d.set_len(len) };
+    }
+}
+
 /// `vals` (each at most `bits` bits) as [`Blob::put_ring`] lays out the
 /// values (rb = ⌈bits/8⌉ little-endian bytes each, no header) into `out`,
 /// which is exactly `vals.len()·rb` bytes; every byte of `out` is written.
@@ -549,7 +615,7 @@ pub fn par_decode(bytes: &[u8], width: usize, out: &mut [u64], one: impl Fn(&[u8
 /// erased in parallel parts on every core (rayon): the consumer's erasure
 /// of a share it has decoded is part of every dealing's cost, and one
 /// `memset` of a 14–80 MB TAMI share on one thread was ≈ 10 % of a dealing
-/// that is built on both cores (issue 35, ninth pass); below 8 MiB one
+/// that is built on both cores (issue 35, tenth pass); below 8 MiB one
 /// `memset` on this thread (the split did not pay for the 5 MB shares of
 /// the elementwise kinds). The same memory is erased, each part by one
 /// `memset` kept by `black_box` and a fence.
@@ -696,6 +762,45 @@ impl<'a> BlobReader<'a> {
         self.buf = &self.buf[need..];
         Ok(v)
     }
+    /// [`BlobReader::take_ring`] appended to `out` instead of returned: the
+    /// next array of exactly `expect` values of at most `bits` bits, decoded
+    /// into `out`'s tail (a host collecting a share crossing after crossing
+    /// in one array reserved once). On an error `out` is as it was (the
+    /// tail written so far is erased and dropped) and the reader has not
+    /// moved.
+    pub fn take_ring_into(&mut self, expect: usize, bits: u32, out: &mut Vec<u64>) -> Result<()> {
+        let rb = bits.div_ceil(8) as usize;
+        if self.buf.len() < 8 {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let n = u64::from_le_bytes(self.buf[..8].try_into().expect("8 bytes")) as usize;
+        if n != expect {
+            return Err(Error::Malformed(format!("dealt share: array of {n} values, expected {expect}")));
+        }
+        let need = n.checked_mul(rb).and_then(|b| b.checked_add(8)).ok_or_else(|| Error::Malformed("dealt share: size".into()))?;
+        if self.buf.len() < need {
+            return Err(Error::Malformed("dealt share: truncated".into()));
+        }
+        let old = out.len();
+        out.resize(old + n, 0);
+        let (src, tail) = (&self.buf[8..need], &mut out[old..]);
+        match rb {
+            8 => par_decode(src, 8, tail, |c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
+            4 => par_decode(src, 4, tail, |c| u32::from_le_bytes(c.try_into().expect("4 bytes")) as u64),
+            _ => par_decode(src, rb, tail, |c| {
+                let mut a = [0u8; 8];
+                a[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(a)
+            }),
+        }
+        if bits < 64 && tail.iter().fold(0u64, |acc, x| acc | x >> bits) != 0 {
+            hush_primitives::wipe::wipe_u64s(tail);
+            out.truncate(old);
+            return Err(Error::Malformed(format!("dealt share: a value wider than {bits} bits")));
+        }
+        self.buf = &self.buf[need..];
+        Ok(())
+    }
     pub fn finish(self) -> Result<()> {
         if self.buf.is_empty() {
             Ok(())
@@ -778,6 +883,66 @@ mod stream_tests {
             let all = unsafe { std::slice::from_raw_parts(p, cap) };
             assert!(all.iter().all(|&x| x == 0), "len {len} cap {cap}");
         }
+    }
+
+    /// The direct builder appends to the host's arrays exactly the values
+    /// decoding the in-place bytes gives, for every width, around the part
+    /// size, after existing contents, with and without room reserved; and
+    /// appending arrays from bytes (`take_ring_into`) gives them too.
+    #[test]
+    fn elementwise_into_matches_decoded_bytes() {
+        for bits in [1u32, 8, 12, 32, 37, 64] {
+            for n in [0usize, 1, PART - 1, PART, PART + 1, 2 * PART + 77] {
+                let key = Block(bits as u128 * 77 + n as u128);
+                let fill = |start: usize, vals: &mut [Vec<u64>]| {
+                    let m = vals[0].len();
+                    for a in 0..2 {
+                        stream_at(key, a as u64, start, &mut vals[2][..m]);
+                        let (outs, tmp) = vals.split_at_mut(2);
+                        for (o, x) in outs[a].iter_mut().zip(&tmp[0]) {
+                            *o = (x ^ start as u64) & ring_mask(bits);
+                        }
+                    }
+                };
+                let bytes = elementwise_bytes(n, 2, 1, bits, fill);
+                let prefix: Vec<u64> = (0..5).map(|i| i & ring_mask(bits)).collect();
+                for reserve in [0usize, n] {
+                    let (mut a, mut b) = (prefix.clone(), prefix.clone());
+                    a.reserve_exact(reserve);
+                    b.reserve_exact(reserve);
+                    elementwise_into(&mut [&mut a, &mut b], n, 1, fill);
+                    let (mut da, mut db) = (prefix.clone(), prefix.clone());
+                    let mut rd = BlobReader::new(&bytes);
+                    rd.take_ring_into(n, bits, &mut da).unwrap();
+                    rd.take_ring_into(n, bits, &mut db).unwrap();
+                    rd.finish().unwrap();
+                    assert_eq!((&a, &b), (&da, &db), "bits {bits} n {n} reserve {reserve}");
+                    let mut rd = BlobReader::new(&bytes);
+                    assert_eq!(a[5..], rd.take_ring(n, bits).unwrap()[..], "bits {bits} n {n}");
+                }
+            }
+        }
+    }
+
+    /// A malformed array leaves the host's array and the reader unchanged.
+    #[test]
+    fn take_ring_into_refuses_and_keeps_the_array() {
+        let mut b = Blob::new();
+        b.put_ring(&[1, 2, 3, 0xff], 8);
+        let prefix = vec![9u64, 9];
+        for (expect, bits) in [(3usize, 8u32), (5, 8), (4, 7)] {
+            let mut out = prefix.clone();
+            let mut rd = BlobReader::new(&b.0);
+            assert!(rd.take_ring_into(expect, bits, &mut out).is_err(), "expect {expect} bits {bits}");
+            assert_eq!(out, prefix);
+            // the reader did not move: the right request still reads it
+            rd.take_ring_into(4, 8, &mut out).unwrap();
+            assert_eq!(out, [9, 9, 1, 2, 3, 0xff]);
+        }
+        let mut out = prefix.clone();
+        assert!(BlobReader::new(&b.0[..11]).take_ring_into(4, 8, &mut out).is_err());
+        assert!(BlobReader::new(&b.0[..5]).take_ring_into(4, 8, &mut out).is_err());
+        assert_eq!(out, prefix);
     }
 
     /// Any part of a stream, from any word (odd or even), of any length,

@@ -113,6 +113,36 @@ impl TrustedModule for SharedModule {
     fn stats(&self) -> ModuleStats {
         self.stats.lock().map(|s| *s).unwrap_or_default()
     }
+    /// Forwarded to the inner module, timed and counted like
+    /// [`TrustedModule::call`] (issue 35: without it every context over a
+    /// shared module — BERT, the graph runtime — took the byte path even
+    /// with an in-process module, because the trait's default says
+    /// "cannot"). A module process or a dealer still answers `None`, and
+    /// the caller sends the request as bytes.
+    ///
+    /// **What crosses** is what the inner module's direct path writes:
+    /// exactly this party's share, the values it would otherwise release as
+    /// bytes, in the host's layout (`hush_tee::deal::handle_into`, with the
+    /// same admission checks and one release per batch). This wrapper only
+    /// holds the lock around the call; it sees nothing the host would not.
+    fn deal_into(&mut self, req: &hush_tee::deal::DealRequest, sink: &mut dyn std::any::Any) -> hush_tee::Result<Option<usize>> {
+        let t = Instant::now();
+        let r = {
+            let mut m = self.inner.lock().map_err(|_| hush_tee::Error::Process("module lock poisoned".into()))?;
+            let r = m.deal_into(req, sink);
+            if let Ok(mut s) = self.stats.lock() {
+                *s = m.stats();
+            }
+            r
+        };
+        let ns = t.elapsed().as_nanos() as u64;
+        if AHEAD.with(|a| a.get()) {
+            self.ahead_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            self.busy_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
     fn describe(&self) -> String {
         self.inner.lock().map(|m| m.describe()).unwrap_or_else(|_| "module (poisoned)".into())
     }

@@ -104,6 +104,10 @@ pub enum HeSide {
 pub struct GraphHe {
     side: HeSide,
     bits: u32,
+    /// The keys of the other direction (the server holds the secret key),
+    /// made at the first embedding lookup ([`GraphHe::select`]).
+    rev: Option<HeSide>,
+    rev_prg: Option<Prg>,
 }
 
 fn he_err(what: &str) -> impl Fn(hush_rlwe::Error) -> Error + '_ {
@@ -121,12 +125,83 @@ impl GraphHe {
         let p = crate::he_linear::params_by_name(params)?;
         let ctx = Arc::new(hush_rlwe::Context::new(p).map_err(|e| Error::Config(e.to_string()))?);
         let cfg = hush_rlwe::cheetah::Config::new(HE_BITS);
+        let mut prg = prg;
+        let rev_prg = Some(Prg::new(prg.random_block()));
         let side = if server {
             HeSide::Server(Box::new(HeServer::setup(ch, ctx, cfg, prg).map_err(he_err("HE setup"))?))
         } else {
             HeSide::Client(Box::new(HeClient::setup(ch, ctx, cfg, prg).map_err(he_err("HE setup"))?))
         };
-        Ok(GraphHe { side, bits: HE_BITS })
+        Ok(GraphHe { side, bits: HE_BITS, rev: None, rev_prg })
+    }
+
+    fn ctx_cfg(&self) -> (Arc<hush_rlwe::Context>, hush_rlwe::cheetah::Config) {
+        match &self.side {
+            HeSide::Client(c) => (c.ctx.clone(), c.cfg),
+            HeSide::Server(s) => (s.ctx.clone(), s.cfg),
+        }
+    }
+
+    /// Whether [`GraphHe::select`] takes rows of `width` entries (at most
+    /// the ring degree).
+    pub fn can_select(&self, width: usize) -> bool {
+        hush_rlwe::cheetah::rows_per_ct(self.ctx_cfg().0.n, width).is_some()
+    }
+
+    /// **Embedding lookup by selection** (`hush_rlwe::cheetah::select`):
+    /// shares over Z_2^64 of rows `ids` of the server's `table` (`rows` ×
+    /// `width`, ring values; empty at the client), for `queries` lookups
+    /// whose row indices only the client knows (`ids`, empty at the
+    /// server), row-major (`queries` × `width`).
+    ///
+    /// The product one-hot × table as a linear layer costs the server one
+    /// weight transform and product per (row block, channel block) — for
+    /// BERT-base's 30,522 × 768 table at 128 tokens, 366,336 products, the
+    /// largest single piece of an interactive run's server work. Here the
+    /// server, holding a second secret key made for this (the reverse of
+    /// the linear layers' keys: the client gets its public key in the
+    /// same flight as the first table ciphertexts), encrypts the table once
+    /// and the client rotates the ciphertext that holds each of its rows
+    /// (`select_reader`); the shares mod 2^ℓ are then lifted as every HE
+    /// layer's are ([`lift`]). Views: the selection's (the server sees
+    /// flooded, re-randomised ciphertexts under its own key, the client
+    /// ciphertexts under the server's key; doc of the rlwe module) and the
+    /// lift's. Rows wider than a ciphertext are refused (`can_select`), and
+    /// the caller keeps the linear layer for them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn select(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, rows: usize, width: usize, table: &[u64], ids: &[u32], queries: usize, ring: hush_primitives::Ring) -> Result<ArithShare> {
+        let (l, server) = (self.bits, self.is_server());
+        let lm = (1u64 << l) - 1;
+        if self.rev.is_none() {
+            let (hctx, cfg) = self.ctx_cfg();
+            let prg = self.rev_prg.take().ok_or_else(|| Error::Config("HE selection: no key material left".into()))?;
+            self.rev = Some(if server {
+                HeSide::Client(Box::new(HeClient::setup(ch, hctx, cfg, prg).map_err(he_err("HE selection setup"))?))
+            } else {
+                HeSide::Server(Box::new(HeServer::setup(ch, hctx, cfg, prg).map_err(he_err("HE selection setup"))?))
+            });
+        }
+        let y = match self.rev.as_mut().expect("set above") {
+            HeSide::Client(owner) => {
+                if table.len() != rows * width {
+                    return Err(Error::Config(format!("HE selection: a table of {} entries for {rows} × {width}", table.len())));
+                }
+                let mut t: Vec<u64> = table.iter().map(|v| v & lm).collect();
+                let r = owner.select_owner(ch, rows, width, &t, queries).map_err(he_err("HE embedding lookup"));
+                zeroize::Zeroize::zeroize(&mut t);
+                r?
+            }
+            HeSide::Server(reader) => {
+                if ids.len() != queries {
+                    return Err(Error::Config(format!("HE selection: {} row indices for {queries} lookups", ids.len())));
+                }
+                reader.select_reader(ch, rows, width, ids).map_err(he_err("HE embedding lookup"))?
+            }
+        };
+        if y.len() != queries * width {
+            return Err(Error::Protocol(format!("HE selection: {} outputs for {queries} × {width}", y.len())));
+        }
+        Ok(ArithShare::new(ring, lift(ctx, ch, &y, l, server)?))
     }
 
     /// Wᵀ·Xᵀ over Z_2^64: `xt` is this party's share of Xᵀ (k × m, channel
@@ -463,6 +538,28 @@ pub fn pre_shift(k: usize, bx: f64, by: f64, frac: u32) -> Option<(u32, u32)> {
         }
     }
     None
+}
+
+/// [`pre_shift`] for a product whose own proven bound is `out` (real
+/// units: the MatMul's output slot bound, public): the plain product
+/// (0, 0) when min(k·bx·by, out)·2^{2f} fits the ring, else [`pre_shift`].
+///
+/// **Why it may use `out`.** The program's bound of a secret × secret
+/// MatMul (`hush_onnx::graph`'s `matmul_bound`) is the smallest of
+/// k·|A|·|B|, P·V's softmax row sum and Q·Kᵀ's Cauchy–Schwarz
+/// bound |q·k| ≤ ‖q‖₂‖k‖₂, each a bound on the **exact** product of the
+/// operands' fixed-point values before its truncation (the margin for the
+/// truncation only makes it larger), rounded up to a power of two. The
+/// lift needs exactly that product below 2^{ℓ−2} ulps at scale 2^{2f}.
+/// Both parties read `out` from the public program, so they choose alike.
+/// On BERT-base this makes Q·Kᵀ a plain HE product (it was the last wide
+/// product per layer: 2^54 ulps by k·|Q|·|K| at f = 12).
+pub fn pre_shift_bounded(k: usize, bx: f64, by: f64, out: f64, frac: u32) -> Option<(u32, u32)> {
+    let general = k as f64 * bx * by;
+    if out.is_finite() && out < general && shared_fits(1, out, 1.0, frac) {
+        return Some((0, 0));
+    }
+    pre_shift(k, bx, by, frac)
 }
 
 fn conv_shape(k: usize, m: usize, n: usize) -> Shape {

@@ -313,12 +313,12 @@ impl GraphOptions {
             // products, `triples` the OT (or dealt) matrix triples; none lets
             // the interactive preset choose by cost (graph_he::choose_shared)
             for (i, st) in p.steps.iter().enumerate() {
-                let (Step::MatMul { a, b, k, .. }, Some(be)) = (st, v[i]) else { continue };
+                let (Step::MatMul { a, b, k, out, .. }, Some(be)) = (st, v[i]) else { continue };
                 let name = &p.slots[st.out()].name;
                 match (self.interactive.is_some(), be) {
                     (_, LinearBackend::Module) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') multiplies two secrets: use he or triples"))),
                     (false, LinearBackend::He) => return Err(Error::Config(format!("plan: step {i} (matmul '{name}') uses the HE backend, which runs only in the interactive preset"))),
-                    (true, LinearBackend::He) if crate::graph_he::pre_shift(*k, p.slots[*a].bound, p.slots[*b].bound, self.fx.frac).is_none() => {
+                    (true, LinearBackend::He) if crate::graph_he::pre_shift_bounded(*k, p.slots[*a].bound, p.slots[*b].bound, p.slots[*out].bound, self.fx.frac).is_none() => {
                         return Err(Error::Model(format!(
                             "plan: step {i} (matmul '{name}'): operands bounded by {:.3e} and {:.3e} (sums of {k}) do not fit the HE backend's ring (|A·B| < 2^{} ulps) even truncated; use triples",
                             p.slots[*a].bound,
@@ -874,6 +874,20 @@ impl<'a> Exec<'a> {
                     }
                 }
                 let (vocab, h) = (*vocab, *h);
+                // the HE preset: the client's rows picked from the server's
+                // encrypted table (GraphHe::select), not one-hot × table
+                if self.backend == LinearBackend::He && self.role != Role::Clear && !self.planning && self.he.as_ref().is_some_and(|he| he.can_select(h)) {
+                    self.next_id += 1;
+                    let idx: Vec<u32> = if self.knows_client() {
+                        let idt = self.cl(*ids)?.ok_or_else(|| Error::Config("embedding: the client's token ids are missing".into()))?;
+                        idt.v.iter().map(|&v| v as u32).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let tb = self.weights(|| table.iter().map(|&v| enc(ring, v, f)).collect());
+                    let he = self.he.as_mut().expect("checked above");
+                    return Ok(Val::Sh(he.select(&mut self.ctx, ch, vocab, h, &tb, &idx, t, ring)?));
+                }
                 if self.backend == LinearBackend::Triples {
                     // one-hot (T × vocab, the client's) · table (vocab × h, the server's)
                     let oh_t = transpose(&ArithShare::new(ring, oh), vocab, t);
@@ -1032,14 +1046,17 @@ impl<'a> Exec<'a> {
                 let bd = Bound::Proven { x: bx, y: by };
                 let (av, bv) = (self.sh(*a)?.clone(), self.sh(*b)?.clone());
                 if self.plan.interactive.is_none() {
-                    return Ok(Val::Sh(matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?));
+                    let z = matmul::matmul(&mut self.ctx, ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }, bd).map_err(tpc)?;
+                    self.check_clear_bound(st, &z)?;
+                    return Ok(Val::Sh(z));
                 }
-                // interactive preset: HE cross products (exact also beyond the HE ring:
-                // graph_he::pre_shift, GraphHe::matmul_shared_wide) or OT matrix triples,
+                // interactive preset: HE cross products (the product's own proven bound
+                // decides whether it fits: graph_he::pre_shift_bounded; exact also beyond
+                // the HE ring: GraphHe::matmul_shared_wide) or OT matrix triples,
                 // the plan's entry or per shape by cost (graph_he::choose_shared)
                 hush_2pc::transformer::range::check_product(&self.ctx, *k, bd, "matmul").map_err(tpc)?;
                 let (av, bv) = hush_2pc::transformer::range::apply(&mut self.ctx, ch, &av, &bv, bd, "matmul").map_err(tpc)?;
-                let shift = crate::graph_he::pre_shift(*k, bx, by, f);
+                let shift = crate::graph_he::pre_shift_bounded(*k, bx, by, self.p.slots[st.out()].bound, f);
                 let z = match self.he.as_mut() {
                     Some(he) => {
                         let use_he = match (self.forced, shift) {
@@ -1056,7 +1073,9 @@ impl<'a> Exec<'a> {
                     }
                     None => self.ctx.matmul(ch, &av, &bv, *count, MatDims { m: *m, k: *k, n: *n }).map_err(tpc)?,
                 };
-                Val::Sh(self.ctx.trunc(ch, &z, f).map_err(tpc)?)
+                let z = self.ctx.trunc(ch, &z, f).map_err(tpc)?;
+                self.check_clear_bound(st, &z)?;
+                Val::Sh(z)
             }
             Step::Move { ins, .. } => {
                 let map = self.p.move_map(st).map_err(|e| Error::Model(e.to_string()))?;
@@ -1064,6 +1083,23 @@ impl<'a> Exec<'a> {
                 Val::Sh(ArithShare { ring, v: map.iter().map(|&(s, i)| ss[s as usize].v[i as usize]).collect() })
             }
         })
+    }
+
+    /// The fixed-point reference's check of a secret × secret product
+    /// against its proven bound (the product bounds of
+    /// `hush_onnx::graph`'s `matmul_bound`: k·|A|·|B|, P·V's softmax row
+    /// sum, Q·Kᵀ's Cauchy–Schwarz bound, which the HE backend's fit relies
+    /// on): an entry beyond it is an error naming the value. Only the
+    /// clear reference sees values; the parties check nothing.
+    fn check_clear_bound(&self, st: &Step, z: &ArithShare) -> Result<()> {
+        if self.role != Role::Clear {
+            return Ok(());
+        }
+        let (bo, sf) = (self.p.slots[st.out()].bound, (self.fx.frac as f64).exp2());
+        match z.v.iter().map(|&v| self.ring.to_signed(v) as f64 / sf).find(|v| v.abs() > bo) {
+            Some(v) => Err(Error::Model(format!("matmul '{}': the reference's product {v} exceeds its proven bound {bo} (the bound's proof is wrong)", self.p.slots[st.out()].name))),
+            None => Ok(()),
+        }
     }
 
     /// x · c per position of the last axis (the server's c): a module-dealt

@@ -311,17 +311,19 @@ fn interactive_matmul_on_he_and_on_triples_agree_with_the_reference() {
     }
     // the two backends really differ on the wire
     assert_ne!(bytes[0], bytes[1]);
-    // proven bounds beyond the HE ring (still true: only raised): the wide product
-    // (graph_he::pre_shift, GraphHe::matmul_shared_wide) is exact
+    // proven bounds beyond the HE ring (still true: only raised, the operands'
+    // and the product's): the wide product (graph_he::pre_shift_bounded,
+    // GraphHe::matmul_shared_wide) is exact
     let mut wide = prog.clone();
     for &i in &mms {
-        if let hush_onnx::graph::Step::MatMul { a, b, .. } = wide.steps[i].clone() {
+        if let hush_onnx::graph::Step::MatMul { a, b, k, out, .. } = wide.steps[i].clone() {
             wide.slots[a].bound = wide.slots[a].bound.max(1.0) * 128.0;
             wide.slots[b].bound = wide.slots[b].bound.max(1.0) * 128.0;
+            wide.slots[out].bound = k as f64 * wide.slots[a].bound * wide.slots[b].bound;
         }
     }
     let shifted: Vec<(u32, u32)> = mms.iter().map(|&i| match &wide.steps[i] {
-        hush_onnx::graph::Step::MatMul { a, b, k, .. } => crate::graph_he::pre_shift(*k, wide.slots[*a].bound, wide.slots[*b].bound, 12).unwrap(),
+        hush_onnx::graph::Step::MatMul { a, b, k, out, .. } => crate::graph_he::pre_shift_bounded(*k, wide.slots[*a].bound, wide.slots[*b].bound, wide.slots[*out].bound, 12).unwrap(),
         _ => unreachable!(),
     }).collect();
     assert!(shifted.iter().any(|(da, db)| da + db > 1), "{shifted:?}");
@@ -352,9 +354,10 @@ fn interactive_matmul_on_he_and_on_triples_agree_with_the_reference() {
     assert!(err(&yl[0], &c[0]) < 0.01, "wide HE linear layers vs the reference: {}", err(&yl[0], &c[0]));
     // a bound beyond the HE ring with a forced HE entry is refused by name
     let mut big = prog.clone();
-    if let hush_onnx::graph::Step::MatMul { a, .. } = &big.steps[mms[0]] {
-        let a = *a;
+    if let hush_onnx::graph::Step::MatMul { a, out, .. } = &big.steps[mms[0]] {
+        let (a, out) = (*a, *out);
         big.slots[a].bound = 1e15;
+        big.slots[out].bound = 1e15;
     }
     let mut per = vec![None; prog.steps.len()];
     per[mms[0]] = Some(LinearBackend::He);
@@ -472,9 +475,14 @@ fn print_matmul_bounds_of_a_model() {
     let shapes: HashMap<String, Vec<usize>> = g.inputs.iter().map(|i| (i.name.clone(), vec![1, 128])).collect();
     let p = g.instantiate(&shapes).unwrap();
     for (i, st) in p.steps.iter().enumerate() {
-        if let hush_onnx::graph::Step::MatMul { a, b, count, m, k, n, .. } = st {
-            let (bx, by) = (p.slots[*a].bound, p.slots[*b].bound);
-            println!("step {i} {count}×{m}×{k}×{n}: bounds {bx:.3e} {by:.3e} → 2^{:.1} ulps, fits {}", (*k as f64 * bx * by).log2() + 2.0 * frac as f64, crate::graph_he::shared_fits(*k, bx, by, frac));
+        if let hush_onnx::graph::Step::MatMul { a, b, count, m, k, n, out } = st {
+            let (bx, by, bo) = (p.slots[*a].bound, p.slots[*b].bound, p.slots[*out].bound);
+            println!(
+                "step {i} {count}×{m}×{k}×{n}: bounds {bx:.3e} {by:.3e} → k·|A|·|B| 2^{:.1} ulps; product bound {bo:.3e} → 2^{:.1} ulps; split {:?}",
+                (*k as f64 * bx * by).log2() + 2.0 * frac as f64,
+                bo.log2() + 2.0 * frac as f64,
+                crate::graph_he::pre_shift_bounded(*k, bx, by, bo, frac)
+            );
         }
         if let hush_onnx::graph::Step::Linear { x, n_in, n_out, w, .. } = st {
             let (bx, bo) = (p.slots[*x].bound, p.slots[st.out()].bound);
@@ -614,4 +622,87 @@ fn private_softmax_rows_and_pv_stay_within_the_pv_bound_at_the_edge() {
             }
         }
     }
+}
+
+/// Q·Kᵀ's Cauchy–Schwarz bound (`hush_onnx::graph`'s `matmul_bound`) on
+/// the private interactive run, with rows built to attain it: embedding
+/// rows of full variance (so each LayerNorm row has ‖y‖₂ ≈ √64, the
+/// row maximum with γ = 1, β = 0), and the same projection for Q and K,
+/// W = 112·(a signed permutation), so σ(W) is attained by every row and
+/// q_i = k_i: (Q·Kᵀ)_ii = ‖q_i‖₂² = 112²·‖y_i‖₂², the bound up to its
+/// margins. The slot bound is far below k·|Q|·|K| (which would need the
+/// wide product), the product runs as one plain HE product
+/// (`graph_he::pre_shift_bounded`), its diagonal reaches more than half the
+/// (power-of-two) slot bound and stays within it, and the output matches
+/// the fixed-point reference and the f64 graph. A bound too small by a
+/// factor of two would fail the slot-bound check here; one too small for
+/// the HE ring would make the lift wrap and miss the reference by ≥ 2^21.
+#[test]
+fn private_qk_stays_within_the_cauchy_schwarz_bound_for_aligned_rows() {
+    use crate::tests_graph::{attr_i, attr_is, f32s, input, node, rnd};
+    use hush_onnx::graph::Step;
+    use hush_onnx::proto::*;
+    const S: usize = 8;
+    const H: usize = 64;
+    let scale = 112.0f32;
+    // W = scale·P with P a signed permutation (column j takes row 5j+3 mod H)
+    let mut w = vec![0.0f32; H * H];
+    for j in 0..H {
+        w[((5 * j + 3) % H) * H + j] = if j % 3 == 0 { -scale } else { scale };
+    }
+    // embedding rows of ±1-ish entries (variance ≫ ε)
+    let emb: Vec<f32> = rnd(S * H, 31, 1.0).iter().map(|v| if *v >= 0.0 { 0.5 + v } else { v - 0.5 }).collect();
+    let inits = vec![f32s("emb", &[S as i64, H as i64], emb), f32s("ln.g", &[H as i64], vec![1.0; H]), f32s("ln.b", &[H as i64], vec![0.0; H]), f32s("w", &[H as i64, H as i64], w)];
+    let nodes = vec![
+        node("Gather", &["emb", "input_ids"], "e", vec![]),
+        node("LayerNormalization", &["e", "ln.g", "ln.b"], "l", vec![attr_i("axis", -1), attr_f_eps()]),
+        node("MatMul", &["l", "w"], "q", vec![]),
+        node("MatMul", &["l", "w"], "k", vec![]),
+        node("Transpose", &["k"], "kt", vec![attr_is("perm", &[0, 2, 1])]),
+        node("MatMul", &["q", "kt"], "s", vec![]),
+    ];
+    let m = ModelProto {
+        ir_version: Some(8),
+        graph: Some(GraphProto { node: nodes, name: Some("qk".into()), initializer: inits, input: vec![input("input_ids")], output: vec![ValueInfoProto { name: Some("s".into()), r#type: None }] }),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        metadata_props: vec![],
+    };
+    let g = GraphModel::from_model(m).unwrap();
+    let inp = HashMap::from([("input_ids".to_string(), Tensor::ints(vec![1, S], (0..S).map(|t| t as f64).collect()))]);
+    let prog = g.instantiate(&shapes(&inp)).unwrap();
+    let (mi, (ba, bb, bo, k)) = prog
+        .steps
+        .iter()
+        .enumerate()
+        .find_map(|(i, st)| match st {
+            Step::MatMul { out, a, b, k, .. } => Some((i, (prog.slots[*a].bound, prog.slots[*b].bound, prog.slots[*out].bound, *k))),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(k, H);
+    let frac = fx().frac;
+    // without the row norms this product would be wide; with them it is plain
+    assert!(crate::graph_he::pre_shift(k, ba, bb, frac).unwrap() != (0, 0), "k·|Q|·|K| = {}", k as f64 * ba * bb);
+    assert_eq!(crate::graph_he::pre_shift_bounded(k, ba, bb, bo, frac), Some((0, 0)), "bound {bo}");
+    let mut per = vec![None; prog.steps.len()];
+    per[mi] = Some(LinearBackend::He);
+    let o = GraphOptions { per_step: Some(std::sync::Arc::new(per)), ..GraphOptions::interactive(fx(), setup(29)) };
+    o.validate(&prog, false).unwrap();
+    let ((_, us, _), (yc, uc, _)) = run_both(&prog, &inp, &o);
+    assert_eq!((us, uc), (ProviderUse::default(), ProviderUse::default()));
+    let y = yc.unwrap();
+    let c = run_clear(&prog, &inp, &o).unwrap();
+    let f = g.eval_f64(&inp).unwrap();
+    let diag = (0..S).map(|i| y[0].v[i * S + i]).fold(0.0f64, f64::max);
+    let top = y[0].v.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    assert!(top <= bo, "private Q·Kᵀ reaches {top}, beyond its bound {bo}");
+    assert!(diag > bo / 2.0, "the aligned rows reach {diag}: not near the bound {bo}");
+    let err = |a: &Tensor, b: &Tensor| a.v.iter().zip(&b.v).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+    assert!(err(&y[0], &c[0]) < 1e-3 * bo, "interactive vs fixed-point reference: {} (bound {bo})", err(&y[0], &c[0]));
+    assert!(err(&y[0], &f[0]) < 2e-3 * bo, "interactive vs f64: {} (bound {bo})", err(&y[0], &f[0]));
+    println!("Q·Kᵀ: diagonal up to {diag:.1}, bound {bo}, k·|Q|·|K| = {:.3e}; errors {:.3} (reference), {:.3} (f64)", k as f64 * ba * bb, err(&y[0], &c[0]), err(&y[0], &f[0]));
+}
+
+fn attr_f_eps() -> hush_onnx::proto::AttributeProto {
+    hush_onnx::proto::AttributeProto { name: Some("epsilon".into()), f: Some(1e-5), r#type: Some(hush_onnx::proto::attr_type::FLOAT), ..Default::default() }
 }

@@ -677,6 +677,144 @@ pub fn softmax_row_abs_sum(k: usize) -> f64 {
     1.0 + SOFTMAX_REL_ERR + k as f64 * SOFTMAX_ABS_ERR_COARSE
 }
 
+/// Per-entry error of one private rounding step (a truncation, a public
+/// constant's rounding) at the **coarsest** fraction the graph runtime
+/// runs (f = 8): 4 ulps of 2^−8, for the row-norm bounds ([`RowL2`]).
+pub const L2_ENTRY_ERR: f64 = 1.0 / 64.0;
+/// Largest rounding error of a weight or public constant encoded at
+/// f ≥ 8 (round to nearest: half an ulp of 2^−8).
+pub const WEIGHT_ROUND_ERR: f64 = 1.0 / 512.0;
+
+/// A proven upper bound on the spectral norm σ(W) (the largest singular
+/// value) of the `n_in × n_out` row-major matrix `w`:
+/// √(max_r Σ_c |G_rc|) for the Gram matrix G of the smaller side (WᵀW or
+/// WWᵀ: the same nonzero eigenvalues, the largest σ(W)²). The max absolute
+/// row sum is an induced norm of G, and every induced norm is at least the
+/// spectral radius, so σ(W)² = ρ(G) ≤ max_r Σ_c |G_rc|. Computed in f64:
+/// each G entry is a sum of at most n = max(n_in, n_out) products, off by
+/// at most n·2^−53 of the sum of their absolute values (Higham, "Accuracy
+/// and Stability of Numerical Algorithms", §3.1), and those sums over a row
+/// of G are at most (max column sum of |W|)·(max row sum of |W|); that
+/// (×2, and a relative 4n·2^−53 for the row sums themselves) is added, so
+/// the result is an upper bound despite the rounding.
+pub fn spectral_bound(w: &[f64], n_in: usize, n_out: usize) -> f64 {
+    if w.len() != n_in * n_out {
+        // no weights (a public program's copy) or a malformed matrix: no bound
+        return f64::INFINITY;
+    }
+    if w.is_empty() {
+        return 0.0;
+    }
+    let (g, n) = if n_out <= n_in {
+        // G = WᵀW: G_jk = Σ_i w_ij·w_ik, as rank-one updates row by row
+        let mut g = vec![0.0f64; n_out * n_out];
+        for row in w.chunks_exact(n_out) {
+            for (j, &wij) in row.iter().enumerate() {
+                if wij != 0.0 {
+                    g[j * n_out..(j + 1) * n_out].iter_mut().zip(row).for_each(|(gk, wk)| *gk += wij * wk);
+                }
+            }
+        }
+        (g, n_out)
+    } else {
+        // G = WWᵀ: G_il = Σ_j w_ij·w_lj
+        let rows: Vec<&[f64]> = w.chunks_exact(n_out).collect();
+        let mut g = vec![0.0f64; n_in * n_in];
+        for i in 0..n_in {
+            for l in i..n_in {
+                let v: f64 = rows[i].iter().zip(rows[l]).map(|(a, b)| a * b).sum();
+                g[i * n_in + l] = v;
+                g[l * n_in + i] = v;
+            }
+        }
+        (g, n_in)
+    };
+    let m = g.chunks_exact(n).map(|r| r.iter().map(|v| v.abs()).sum::<f64>()).fold(0.0f64, f64::max);
+    let col = (0..n_out).map(|j| (0..n_in).map(|i| w[i * n_out + j].abs()).sum::<f64>()).fold(0.0f64, f64::max);
+    let row = w.chunks_exact(n_out).map(|r| r.iter().map(|v| v.abs()).sum::<f64>()).fold(0.0f64, f64::max);
+    let eps = n_in.max(n_out) as f64 * f64::EPSILON;
+    (m * (1.0 + 4.0 * eps) + 2.0 * eps * col * row).sqrt() * (1.0 + 4.0 * f64::EPSILON)
+}
+
+/// A proven bound on σ(W̃ − W), the spectral norm of the weights' rounding
+/// error, for every fraction the graph runtime runs (f in 8..=12; the
+/// runtime encodes a weight as round(w·2^f), to nearest): the largest over
+/// f of √(‖E_f‖₁·‖E_f‖_∞) (max column sum times max row sum of |E_f|, a
+/// bound on σ: ‖E‖₂² ≤ ‖E‖₁‖E‖_∞, Golub and Van Loan, *Matrix
+/// Computations*, §2.3), and never above the
+/// Frobenius bound √(n_in·n_out)·2^−9. On BERT-base's projections it is
+/// about 0.8 against the Frobenius bound's 1.5.
+pub fn rounding_sigma(w: &[f64], n_in: usize, n_out: usize) -> f64 {
+    let frob = ((n_in * n_out) as f64).sqrt() * WEIGHT_ROUND_ERR;
+    if w.len() != n_in * n_out || n_out == 0 {
+        return frob;
+    }
+    let mut worst = 0.0f64;
+    for f in 8..=12 {
+        let sf = (f as f64).exp2();
+        let (mut col, mut row_max) = (vec![0.0f64; n_out], 0.0f64);
+        for row in w.chunks_exact(n_out) {
+            let mut r = 0.0;
+            for (c, &v) in col.iter_mut().zip(row) {
+                let e = ((v * sf).round() / sf - v).abs();
+                *c += e;
+                r += e;
+            }
+            row_max = row_max.max(r);
+        }
+        let col_max = col.iter().fold(0.0f64, |a, v| a.max(*v));
+        worst = worst.max((col_max * row_max).sqrt() * (1.0 + 1e-12));
+    }
+    worst.min(frob)
+}
+
+/// A proven bound on ‖ỹ‖₂ of every row of the private LayerNorm's output
+/// over rows of `len` with scale γ and shift β (empty: none), in every
+/// mode (`hush_2pc::transformer::layernorm`) and every f in 8..=12.
+///
+/// **Argument.** The runtime computes z̃ = x_c − μ̃ (μ̃ with its error),
+/// v̂ ≈ mean(z̃²) **of that same z̃**, r̃ ≈ 1/√(max(v̂, 2^−f) + ε) and
+/// ỹ = trunc(z̃·r̃)·γ̃ + β̃. Since ‖z̃‖₂ = √(len·v) for v = mean(z̃²) exactly,
+/// the mean's error cancels: ‖z̃·r̃‖₂ ≤ √len·√v·r̃. v̂ differs from v by
+/// the variance's truncations (at most 2 ulps of 2^−f on the row's sum,
+/// so 2·2^−f/len, plus 2^−23 at the rsqrt's scale 2^24), which relative
+/// to a variance of at least 2^−f (smaller ones are floored there, which
+/// only shrinks r̃) is at most 2/len + 2^{f−23} ≤ 2/len + 2^−11, and
+/// 2/len + 2^−10 with the rounded 1/len's relative error; the
+/// rsqrt's documented relative error is 3·10⁻⁴ (2·10⁻³ taken). So
+/// ‖z̃·r̃‖₂ ≤ √len·(1 + 2·10⁻³)/√(1 − 2/len − 2^−10). Then
+/// ‖γ̃ ⊙ u‖₂ ≤ max|γ̃|·‖u‖₂ with |γ̃| ≤ max|γ| + 2^−9 (rounding at f ≥ 8),
+/// ‖β̃‖₂ ≤ ‖β‖₂ + √len·2^−9, and the output's truncations (of z̃·r̃, of
+/// the ·γ) are at most [`L2_ENTRY_ERR`] per entry: √len·2^−5 covers
+/// those and β's rounding. None for rows shorter than 4 (the variance's
+/// relative error is not small there).
+pub fn layernorm_row_l2(len: usize, gamma: &[f64], beta: &[f64]) -> Option<f64> {
+    if len < 4 {
+        return None;
+    }
+    let n = len as f64;
+    let g = if gamma.is_empty() { 1.0 } else { gamma.iter().fold(0.0f64, |a, v| a.max(v.abs())) + WEIGHT_ROUND_ERR };
+    let b = beta.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let rel = (1.0 + 2e-3) / (1.0 - 2.0 / n - 1.0 / 1024.0).sqrt();
+    Some(g * n.sqrt() * rel + b + n.sqrt() / 32.0)
+}
+
+/// A proven bound on the Euclidean norm of every **line** of a private
+/// value along one axis (fix every other index, run along `axis`):
+/// a·σ̂ + b, with σ̂ the effective spectral bound of the linear layer that
+/// wrote slot `w` ([`spectral_bound`] of its weights plus the weights'
+/// rounding, computed only when a product needs it), or b when `w` is
+/// None. Kept by the lowering beside the public max-abs bounds, never in
+/// the program: only the secret × secret products' bounds it proves (rounded
+/// up to powers of two as every slot bound) become public.
+#[derive(Clone, Copy, Debug)]
+struct RowL2 {
+    axis: usize,
+    a: f64,
+    b: f64,
+    w: Option<Slot>,
+}
+
 impl GraphModel {
     /// Reads an ONNX file (size-checked before reading).
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
@@ -1092,6 +1230,10 @@ struct Lower<'a> {
     vals: HashMap<String, V>,
     p: Program,
     cons: HashMap<&'a str, Vec<usize>>,
+    /// Row-norm bounds of shared slots ([`RowL2`]; absent: none proven).
+    l2: HashMap<Slot, RowL2>,
+    /// Effective σ̂ of a linear layer's weights, by its output slot.
+    sigma: HashMap<Slot, f64>,
 }
 
 impl<'a> Lower<'a> {
@@ -1102,7 +1244,84 @@ impl<'a> Lower<'a> {
                 cons.entry(x.as_str()).or_default().push(i);
             }
         }
-        Lower { m, vals: HashMap::new(), p: Program { steps: Vec::new(), slots: Vec::new(), inputs: Vec::new(), outputs: Vec::new(), has_weights: true }, cons }
+        Lower {
+            m,
+            vals: HashMap::new(),
+            p: Program { steps: Vec::new(), slots: Vec::new(), inputs: Vec::new(), outputs: Vec::new(), has_weights: true },
+            cons,
+            l2: HashMap::new(),
+            sigma: HashMap::new(),
+        }
+    }
+
+    /// The value a·σ̂ + b of a row-norm bound ([`RowL2`]).
+    fn l2_value(&mut self, r: RowL2) -> f64 {
+        match r.w {
+            None => r.b,
+            Some(s) => r.a * self.weight_sigma(s) + r.b,
+        }
+    }
+
+    /// σ̂ of the linear layer that wrote slot `s` as the runtime runs it:
+    /// σ(W̃) ≤ σ(W) + σ(W̃ − W) ≤ [`spectral_bound`](W) +
+    /// [`rounding_sigma`](W) with W̃ the weights rounded at f in 8..=12.
+    /// Cached; infinite if no such layer (never the case by construction).
+    fn weight_sigma(&mut self, s: Slot) -> f64 {
+        if let Some(v) = self.sigma.get(&s) {
+            return *v;
+        }
+        let v = match self.p.steps.iter().rev().find(|st| st.out() == s) {
+            Some(Step::Linear { w, n_in, n_out, .. }) => spectral_bound(w, *n_in, *n_out) + rounding_sigma(w, *n_in, *n_out),
+            _ => f64::INFINITY,
+        };
+        self.sigma.insert(s, v);
+        v
+    }
+
+    /// Carries a row-norm bound from `from` to `to` (same shape) through
+    /// ỹ = trunc(c̃·x) with |c̃| ≤ `scale` per entry: ‖ỹ‖ ≤ scale·‖x‖ plus
+    /// the truncation ([`L2_ENTRY_ERR`] per entry of the line, or none when
+    /// `exact`).
+    fn keep_l2(&mut self, from: Slot, to: Slot, scale: f64, exact: bool) {
+        if let Some(r) = self.l2.get(&from).copied() {
+            let len = self.p.slots[to].shape.get(r.axis).copied().unwrap_or(1) as f64;
+            let e = if exact { 0.0 } else { len.sqrt() * L2_ENTRY_ERR };
+            self.l2.insert(to, RowL2 { axis: r.axis, a: r.a * scale, b: r.b * scale + e, w: r.w });
+        }
+    }
+
+    /// The row-norm bound of a [`Step::Move`]'s output `out` (the last
+    /// step), from its sources' by the index map itself: along an output
+    /// axis whose every line takes **distinct** elements of **one** line of
+    /// one source (along that source's bounded axis), each output line is
+    /// a sub-vector of a bounded line, so no longer than it (a head's
+    /// sub-vector of a row, a row moved to axis −2 as in Kᵀ, a slice).
+    /// Anything else — a line across source lines (a reshape that mixes
+    /// rows), a repeated element (an Expand along the axis), a source with
+    /// no bound — gives none. The longest bound of the sources is kept.
+    fn move_l2(&mut self, out: Slot) {
+        let Some(st @ Step::Move { ins, .. }) = self.p.steps.last() else { return };
+        let srcs: Vec<Slot> = ins.iter().filter_map(|s| if let Src::Slot(k) = s { Some(*k) } else { None }).collect();
+        let Some(forms) = srcs.iter().map(|s| self.l2.get(s).copied()).collect::<Option<Vec<RowL2>>>() else { return };
+        let Ok(map) = self.p.move_map(st) else { return };
+        let shape = self.p.slots[out].shape.clone();
+        // (stride, length) of each source's bounded axis
+        let geo: Vec<(usize, usize)> = srcs
+            .iter()
+            .zip(&forms)
+            .map(|(s, f)| {
+                let sh = &self.p.slots[*s].shape;
+                (sh.get(f.axis + 1..).map_or(1, |t| t.iter().product()), sh.get(f.axis).copied().unwrap_or(1))
+            })
+            .collect();
+        let Some(axis) = (0..shape.len()).rev().find(|&ax| shape[ax] > 1 && lines_within(&map, &shape, ax, &geo)) else { return };
+        let form = if forms.len() == 1 {
+            RowL2 { axis, ..forms[0] }
+        } else {
+            let v = forms.iter().map(|f| self.l2_value(*f)).fold(0.0f64, f64::max);
+            RowL2 { axis, a: 0.0, b: v, w: None }
+        };
+        self.l2.insert(out, form);
     }
 
     fn slot(&mut self, shape: Vec<usize>, client: bool, bound: f64, name: &str) -> Result<Slot> {
@@ -1302,6 +1521,9 @@ impl<'a> Lower<'a> {
                 let b = vec_of(self, beta)?;
                 let bound = (len as f64).sqrt() * 1.01 * g.iter().fold(if g.is_empty() { 1.0 } else { 0.0 }, |a: f64, v| a.max(v.abs())) + b.iter().fold(0.0f64, |a, v| a.max(v.abs())) + 0.01;
                 let out = self.slot(shape, false, bound, &n.output[0])?;
+                if let Some(v) = layernorm_row_l2(len, &g, &b) {
+                    self.l2.insert(out, RowL2 { axis: r - 1, a: 0.0, b: v, w: None });
+                }
                 self.push(Step::LayerNorm { out, x: xs, len, eps: *eps, gamma: g, beta: b });
                 self.set(n, V::Shared(out));
             }
@@ -1364,6 +1586,7 @@ impl<'a> Lower<'a> {
             let out = self.slot(shape, false, bound, name)?;
             let Step::Move { node, ins, output, .. } = step else { unreachable!() };
             self.push(Step::Move { out, node, ins, output });
+            self.move_l2(out);
             self.vals.insert(name.clone(), V::Shared(out));
         }
         Ok(())
@@ -1441,6 +1664,7 @@ impl<'a> Lower<'a> {
                 let s = self.shared(n, &self.need(n, 0)?)?;
                 let out = self.slot(self.p.slots[s].shape.clone(), false, self.bound(s), &n.output[0])?;
                 self.push(Step::Neg { out, x: s });
+                self.keep_l2(s, out, 1.0, true);
                 self.set(n, V::Shared(out));
                 Ok(())
             }
@@ -1484,6 +1708,9 @@ impl<'a> Lower<'a> {
                 let b = take(&ins.get(2).cloned().flatten())?;
                 let bound = (len as f64).sqrt() * 1.01 * g.iter().fold(if g.is_empty() { 1.0 } else { 0.0 }, |a: f64, v| a.max(v.abs())) + b.iter().fold(0.0f64, |a, v| a.max(v.abs())) + 0.01;
                 let out = self.slot(shape, false, bound, &n.output[0])?;
+                if let Some(v) = layernorm_row_l2(len, &g, &b) {
+                    self.l2.insert(out, RowL2 { axis: ax, a: 0.0, b: v, w: None });
+                }
                 self.push(Step::LayerNorm { out, x: s, len, eps: crate::eval::attr_float(n, "epsilon", 1e-5), gamma: g, beta: b });
                 self.set(n, V::Shared(out));
                 Ok(())
@@ -1559,11 +1786,14 @@ impl<'a> Lower<'a> {
                 let cb = cv.iter().fold(0.0f64, |m, v| m.max(v.abs()));
                 let x = if op == "Sub" && const_first {
                     let o = self.slot(shape.clone(), false, self.bound(x), &name)?;
-                    self.push(Step::Neg { out: o, x })
+                    self.push(Step::Neg { out: o, x });
+                    self.keep_l2(x, o, 1.0, true);
+                    o
                 } else {
                     x
                 };
                 let out = self.slot(shape, false, self.bound(x) + cb, &name)?;
+                self.add_const_l2(x, out, &cv);
                 self.push(Step::AddConst { out, x, c: cv });
                 self.set(n, V::Shared(out));
             }
@@ -1573,6 +1803,29 @@ impl<'a> Lower<'a> {
         }
         let _ = ins;
         Ok(())
+    }
+
+    /// The row-norm bound through x + c (the server's c, one value per
+    /// element, added exactly at the runtime's scale up to its rounding):
+    /// ‖x + c‖ ≤ ‖x‖ + the longest line of c along the bounded axis, plus
+    /// c's rounding ([`WEIGHT_ROUND_ERR`] per entry). A linear layer's bias
+    /// Add lands here, so its norm is added once to the unrounded bound.
+    fn add_const_l2(&mut self, x: Slot, out: Slot, c: &[f64]) {
+        let Some(r) = self.l2.get(&x).copied() else { return };
+        let shape = &self.p.slots[out].shape;
+        let (len, inner) = (shape.get(r.axis).copied().unwrap_or(1), shape.get(r.axis + 1..).map_or(1, |t| t.iter().product::<usize>()));
+        if len == 0 || inner == 0 || !c.len().is_multiple_of(len * inner) {
+            return;
+        }
+        let outer = c.len() / (len * inner);
+        let mut cn = 0.0f64;
+        for o in 0..outer {
+            for i in 0..inner {
+                cn = cn.max((0..len).map(|p| c[(o * len + p) * inner + i].powi(2)).sum::<f64>().sqrt());
+            }
+        }
+        let e = (len as f64).sqrt() * WEIGHT_ROUND_ERR;
+        self.l2.insert(out, RowL2 { b: r.b + cn + e, ..r });
     }
 
     /// Broadcasts a shared slot to `shape` (a Move, or itself).
@@ -1586,7 +1839,9 @@ impl<'a> Lower<'a> {
         let out = self.slot(shape.to_vec(), false, self.bound(s), &name)?;
         let node = NodeProto { op_type: Some("Expand".into()), name: Some(format!("{name}::broadcast")), input: vec!["x".into(), "shape".into()], output: vec!["y".into()], ..Default::default() };
         let dims = Tensor::ints(vec![shape.len()], shape.iter().map(|&d| d as f64).collect());
-        Ok(self.push(Step::Move { out, node: Box::new(node), ins: vec![Src::Slot(s), Src::Const(dims)], output: 0 }))
+        self.push(Step::Move { out, node: Box::new(node), ins: vec![Src::Slot(s), Src::Const(dims)], output: 0 });
+        self.move_l2(out);
+        Ok(out)
     }
 
     fn mul_div(&mut self, n: &NodeProto, op: &str, _ins: &[Option<V>]) -> Result<()> {
@@ -1606,6 +1861,7 @@ impl<'a> Lower<'a> {
                     }
                     let out = self.slot(shape, false, self.bound(*x) * k.abs(), &name)?;
                     self.push(Step::Scale { out, x: *x, c: k });
+                    self.keep_l2(*x, out, k.abs() + WEIGHT_ROUND_ERR, false);
                 } else {
                     let len = *shape.last().unwrap_or(&1);
                     let ok = c.len() == len && c.shape.last() == Some(&len) && c.shape.iter().rev().skip(1).all(|&d| d == 1) && c.shape.len() <= shape.len();
@@ -1619,6 +1875,7 @@ impl<'a> Lower<'a> {
                     let m = cv.iter().fold(0.0f64, |a, v| a.max(v.abs()));
                     let out = self.slot(shape, false, self.bound(*x) * m, &name)?;
                     self.push(Step::ScaleVec { out, x: *x, len, c: cv });
+                    self.keep_l2(*x, out, m + WEIGHT_ROUND_ERR, false);
                 }
                 self.set(n, V::Shared(out_of(&self.p)));
             }
@@ -1647,7 +1904,15 @@ impl<'a> Lower<'a> {
         if let Some(l) = os.last_mut() {
             *l = n_out;
         }
+        let rank = os.len();
         let out = self.slot(os, false, bound, name)?;
+        // the row norm: ‖x̃·W̃ + b̃‖₂ ≤ σ̂·‖x̃‖₂ + ‖b‖₂ + the output's rounding
+        // (b̃'s at 2^{2f} and the truncation, L2_ENTRY_ERR per entry)
+        if let Some(r) = self.l2.get(&x).copied().filter(|r| r.axis + 1 == rank) {
+            let lx = self.l2_value(r);
+            let bn = b.iter().map(|v| v * v).sum::<f64>().sqrt();
+            self.l2.insert(out, RowL2 { axis: r.axis, a: lx, b: bn + (n_out as f64).sqrt() * L2_ENTRY_ERR, w: Some(out) });
+        }
         Ok(self.push(Step::Linear { out, x, rows, n_in, n_out, w, b }))
     }
 
@@ -1688,7 +1953,8 @@ impl<'a> Lower<'a> {
                 let count = sx[..sx.len() - 2].iter().product();
                 let mut shape = sx[..sx.len() - 2].to_vec();
                 shape.extend([m, nn]);
-                let out = self.slot(shape, false, self.matmul_bound(*x, *y, k), &name)?;
+                let bound = self.matmul_bound(*x, *y, k);
+                let out = self.slot(shape, false, bound, &name)?;
                 self.push(Step::MatMul { out, a: *x, b: *y, count, m, k, n: nn });
                 self.set(n, V::Shared(out));
             }
@@ -1698,7 +1964,11 @@ impl<'a> Lower<'a> {
     }
 
     /// The proven bound of a secret × secret product A·B contracting k
-    /// terms: k·|A|·|B| in general.
+    /// terms: k·|A|·|B| in general; the smallest of that and the two below
+    /// that apply. Each bounds the exact product of the operands' private
+    /// fixed-point values (what the HE backend lifts before the product's
+    /// truncation: `hush_inference::graph_he::pre_shift_bounded` relies on
+    /// it) and, with its margin, the truncated output.
     ///
     /// **Attention's P·V.** When A is *itself* a Softmax's output slot
     /// (the step that wrote slot A is a [`Step::Softmax`] over rows of
@@ -1715,19 +1985,47 @@ impl<'a> Lower<'a> {
     /// product). Anything else — A a moved (transposed, reshaped, sliced)
     /// Softmax output, a Softmax over rows of another length, a product of
     /// Softmax outputs on the right — keeps the general bound
-    /// (`matmul_bound_uses_the_softmax_row_sum_only_for_p_times_v`). The
-    /// smaller of the two is taken. The bound is public (a function of the
-    /// public program and the weights' bounds, as every slot bound), and
-    /// it is a worst case over every input: a wrong bound would make a
-    /// product wrap, never reveal anything.
-    fn matmul_bound(&self, a: Slot, b: Slot, k: usize) -> f64 {
-        let general = k as f64 * self.bound(a) * self.bound(b);
+    /// (`matmul_bound_uses_the_softmax_row_sum_only_for_p_times_v`).
+    ///
+    /// **Attention's Q·Kᵀ, by Cauchy–Schwarz.** Each output is a dot
+    /// product Σ_t a_it·b_tj of a line of A along its last axis and a line
+    /// of B along its axis −2, so |q·k| ≤ ‖q‖₂·‖k‖₂. When both lines have
+    /// proven norm bounds ([`RowL2`]: rows of a LayerNorm's output,
+    /// [`layernorm_row_l2`]; through a linear layer, ‖x̃W̃ + b̃‖₂ ≤
+    /// σ̂(W)·‖x̃‖₂ + ‖b‖₂ with σ̂ from [`spectral_bound`]; public scales;
+    /// moves that keep each line inside one bounded line — a head's
+    /// sub-vector is no longer than its row), the bound is
+    /// L2(A)·L2(B) + 2^{−5} (the truncation, as above). Every term carries
+    /// the private operators' documented errors at the coarsest fraction, so
+    /// the bound holds for the fixed-point values the parties hold, not only
+    /// for the float ones. On BERT-base's layer 0 it is ≈ 5.4·10⁴ (slot
+    /// bound 2^16) instead of k·|Q|·|K| = 2^30: Q·Kᵀ fits the HE ring and
+    /// runs as one plain product. Operands
+    /// with no row-norm bound (not from a LayerNorm, or through a move that
+    /// mixes rows) keep the general bound
+    /// (`qk_bound_uses_cauchy_schwarz_only_from_layernorm_rows`).
+    ///
+    /// The bound is public (a function of the public program and the
+    /// weights, rounded up to a power of two as every slot bound), and it is
+    /// a worst case over every input: a wrong bound would make a product
+    /// wrap (a wrong output, which the tests against the fixed-point
+    /// reference catch), never reveal anything.
+    fn matmul_bound(&mut self, a: Slot, b: Slot, k: usize) -> f64 {
+        let mut best = k as f64 * self.bound(a) * self.bound(b);
         let softmax_rows = self.p.steps.iter().rev().find(|s| s.out() == a).is_some_and(|s| matches!(s, Step::Softmax { len, .. } if *len == k));
         if softmax_rows {
-            general.min(softmax_row_abs_sum(k) * self.bound(b) + 1.0 / 32.0)
-        } else {
-            general
+            best = best.min(softmax_row_abs_sum(k) * self.bound(b) + 1.0 / 32.0);
         }
+        let (ra, rb) = (self.p.slots[a].shape.len(), self.p.slots[b].shape.len());
+        if let (Some(fa), Some(fb)) = (self.l2.get(&a).copied(), self.l2.get(&b).copied()) {
+            if fa.axis + 1 == ra && fb.axis + 2 == rb {
+                let cs = self.l2_value(fa) * self.l2_value(fb) + 1.0 / 32.0;
+                if cs.is_finite() {
+                    best = best.min(cs);
+                }
+            }
+        }
+        best
     }
 
     /// Swaps the last two axes of a shared slot.
@@ -1747,7 +2045,9 @@ impl<'a> Lower<'a> {
             attribute: vec![crate::proto::AttributeProto { name: Some("perm".into()), ints: perm, r#type: Some(crate::proto::attr_type::INTS), ..Default::default() }],
             ..Default::default()
         };
-        Ok(self.push(Step::Move { out, node: Box::new(node), ins: vec![Src::Slot(s)], output: 0 }))
+        self.push(Step::Move { out, node: Box::new(node), ins: vec![Src::Slot(s)], output: 0 });
+        self.move_l2(out);
+        Ok(out)
     }
 
     fn gemm(&mut self, n: &NodeProto, _ins: &[Option<V>]) -> Result<()> {
@@ -1782,12 +2082,48 @@ impl<'a> Lower<'a> {
                 let cv: Vec<f64> = idx.iter().map(|&i| beta * c.v[i]).collect();
                 let cb = cv.iter().fold(0.0f64, |m, v| m.max(v.abs()));
                 let out = self.slot(shape, false, self.bound(y) + cb, &name)?;
+                self.add_const_l2(y, out, &cv);
                 self.push(Step::AddConst { out, x: y, c: cv })
             }
         };
         self.set(n, V::Shared(y));
         Ok(())
     }
+}
+
+/// Whether every line of a move's output along `axis` (output `shape`,
+/// index `map` of (source, index)) takes distinct elements of one line of
+/// one source, whose bounded axis has (stride, length) `geo[source]`.
+fn lines_within(map: &[(u32, u32)], shape: &[usize], axis: usize, geo: &[(usize, usize)]) -> bool {
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    if len == 0 || inner == 0 || !map.len().is_multiple_of(len * inner) {
+        return map.is_empty();
+    }
+    let outer = map.len() / (len * inner);
+    let mut seen = vec![usize::MAX; geo.iter().map(|g| g.1).max().unwrap_or(0)];
+    let mut line_no = 0usize;
+    for o in 0..outer {
+        for r in 0..inner {
+            let mut id = None;
+            for p in 0..len {
+                let (k, i) = map[(o * len + p) * inner + r];
+                let Some(&(st, ln)) = geo.get(k as usize) else { return false };
+                let i = i as usize;
+                let line = (k, i / (st * ln), i % st);
+                if *id.get_or_insert(line) != line {
+                    return false;
+                }
+                let pos = (i / st) % ln;
+                if seen[pos] == line_no {
+                    return false;
+                }
+                seen[pos] = line_no;
+            }
+            line_no += 1;
+        }
+    }
+    true
 }
 
 fn out_of(p: &Program) -> Slot {

@@ -495,3 +495,191 @@ fn exporter_operators_on_client_values_and_constants() {
     assert!(back.v[0].is_nan() && back.v[1] == 1.0 && back.v[2] == f64::NEG_INFINITY, "{j}");
     assert!(serde_json::from_str::<Tensor>(r#"{"shape":[1],"v":["zero"],"int":false}"#).is_err());
 }
+
+/// A small attention head pair for the Q·Kᵀ bound: ids → embedding →
+/// `norm` ("ln": LayerNormalization; "id": Identity) → Q and K projections
+/// with biases → heads (Reshape [1, S, 2, D], Transpose) → Q·Kᵀ → /4.
+/// `k_move`: "heads" (Kᵀ by Transpose [0, 2, 3, 1], the rows kept) or
+/// "mixed" (a Reshape straight to [1, 2, D, S]: each line of the contracted
+/// axis runs across two rows of K).
+fn qk_model(norm: &str, k_move: &str, wq: &[f32], seed: u64) -> crate::proto::ModelProto {
+    const S: usize = 16;
+    const H: usize = 32;
+    const D: usize = 16;
+    const V: usize = 20;
+    let mut s = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    let mut rnd = |n: usize, scale: f32| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+            })
+            .collect()
+    };
+    let i64s = |name: &str, v: &[i64]| TensorProto { dims: vec![v.len() as i64], data_type: Some(data_type::INT64), int64_data: v.to_vec(), name: Some(name.into()), ..Default::default() };
+    let inits = vec![
+        f32_tensor("emb", &[V as i64, H as i64], &rnd(V * H, 2.0)),
+        f32_tensor("ln.g", &[H as i64], &rnd(H, 0.2).iter().map(|v| 1.0 + v).collect::<Vec<_>>()),
+        f32_tensor("ln.b", &[H as i64], &rnd(H, 0.1)),
+        f32_tensor("wq", &[H as i64, H as i64], wq),
+        f32_tensor("bq", &[H as i64], &rnd(H, 0.1)),
+        f32_tensor("wk", &[H as i64, H as i64], &rnd(H * H, 0.3)),
+        f32_tensor("bk", &[H as i64], &rnd(H, 0.1)),
+        f32_tensor("c4", &[], &[4.0]),
+        i64s("heads", &[1, S as i64, 2, D as i64]),
+        i64s("mixed", &[1, 2, D as i64, S as i64]),
+    ];
+    let mut nodes = vec![node("Gather", "g", &["emb", "ids"], &["e"], vec![])];
+    nodes.push(match norm {
+        "ln" => node("LayerNormalization", "ln", &["e", "ln.g", "ln.b"], &["l"], vec![int("axis", -1)]),
+        _ => node("Identity", "id", &["e"], &["l"], vec![]),
+    });
+    nodes.extend([
+        node("MatMul", "mq", &["l", "wq"], &["q0"], vec![]),
+        node("Add", "aq", &["bq", "q0"], &["q1"], vec![]),
+        node("Reshape", "rq", &["q1", "heads"], &["q2"], vec![]),
+        node("Transpose", "tq", &["q2"], &["qh"], vec![ints("perm", &[0, 2, 1, 3])]),
+        node("MatMul", "mk", &["l", "wk"], &["k0"], vec![]),
+        node("Add", "ak", &["k0", "bk"], &["k1"], vec![]),
+    ]);
+    if k_move == "heads" {
+        nodes.push(node("Reshape", "rk", &["k1", "heads"], &["k2"], vec![]));
+        nodes.push(node("Transpose", "tk", &["k2"], &["kt"], vec![ints("perm", &[0, 2, 3, 1])]));
+    } else {
+        nodes.push(node("Reshape", "rk", &["k1", "mixed"], &["kt"], vec![]));
+    }
+    nodes.push(node("MatMul", "qk", &["qh", "kt"], &["s"], vec![]));
+    nodes.push(node("Div", "sc", &["s", "c4"], &["y"], vec![]));
+    let ids = ValueInfoProto {
+        name: Some("ids".into()),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: Some(data_type::INT64),
+                shape: Some(TensorShapeProto { dim: [1, S as i64].iter().map(|&d| Dimension { value: Some(DimensionValue::DimValue(d)) }).collect() }),
+            }),
+        }),
+    };
+    ModelProto {
+        ir_version: Some(8),
+        graph: Some(GraphProto { node: nodes, name: Some("qk".into()), initializer: inits, input: vec![ids], output: vec![vi("y", &[1, 2, S as i64, S as i64])] }),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        metadata_props: vec![],
+    }
+}
+
+/// The largest singular value by power iteration (from below).
+fn sigma_by_power(w: &[f64], n_in: usize, n_out: usize) -> f64 {
+    let mut v: Vec<f64> = (0..n_out).map(|j| 1.0 + (j as f64 * 0.37).sin()).collect();
+    let mut s = 0.0;
+    for _ in 0..500 {
+        let u: Vec<f64> = (0..n_in).map(|i| (0..n_out).map(|j| w[i * n_out + j] * v[j]).sum()).collect();
+        s = u.iter().map(|x| x * x).sum::<f64>().sqrt() / v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        v = (0..n_out).map(|j| (0..n_in).map(|i| w[i * n_out + j] * u[i]).sum()).collect();
+        let nv = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        v.iter_mut().for_each(|x| *x /= nv);
+    }
+    s
+}
+
+/// `graph::spectral_bound` is an upper bound on the largest singular
+/// value (random matrices of both orientations, against power iteration)
+/// and exact where the Gram matrix is diagonal (a scaled signed
+/// permutation, a diagonal): a bound that were too small, or a loose one
+/// on these, fails here.
+#[test]
+fn spectral_bound_is_at_least_the_largest_singular_value() {
+    use crate::graph::spectral_bound;
+    let mut s = 77u64;
+    let mut r = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    };
+    for (n_in, n_out) in [(24, 24), (16, 40), (40, 16), (1, 7), (7, 1)] {
+        let w: Vec<f64> = (0..n_in * n_out).map(|_| r()).collect();
+        let (b, p) = (spectral_bound(&w, n_in, n_out), sigma_by_power(&w, n_in, n_out));
+        assert!(b >= p * (1.0 - 1e-12), "{n_in}×{n_out}: bound {b} below σ ≈ {p}");
+        assert!(b <= p * (n_in.min(n_out) as f64).sqrt() * 1.0001, "{n_in}×{n_out}: {b} vs {p}");
+    }
+    // 3·(a signed permutation): σ = 3 exactly; diag(3, −5, 2): σ = 5
+    let n = 9;
+    let w: Vec<f64> = (0..n * n).map(|t| if t % n == (t / n * 4 + 1) % n { if t % 2 == 0 { 3.0 } else { -3.0 } } else { 0.0 }).collect();
+    assert!((spectral_bound(&w, n, n) - 3.0).abs() < 1e-12);
+    let d = [3.0, 0.0, 0.0, 0.0, -5.0, 0.0, 0.0, 0.0, 2.0];
+    assert!((spectral_bound(&d, 3, 3) - 5.0).abs() < 1e-12);
+    assert_eq!(spectral_bound(&[], 0, 3), 0.0);
+    // no weights (the client's copy of a program) is no bound, never 0
+    assert_eq!(spectral_bound(&[], 3, 3), f64::INFINITY);
+}
+
+/// Q·Kᵀ gets the Cauchy–Schwarz bound (`graph`'s `matmul_bound`) only when
+/// both operands' rows come from a LayerNorm through linear layers, their
+/// biases and row-keeping moves: from an Identity on the embedding (no
+/// LayerNorm) or through a Reshape that mixes K's rows it keeps k·|Q|·|K|.
+/// The bound is sound: at least the ideal Cauchy–Schwarz bound with the
+/// true σ(W) (power iteration), and above every score of the f64 graph on
+/// random ids.
+#[test]
+fn qk_bound_uses_cauchy_schwarz_only_from_layernorm_rows() {
+    use crate::eval::Tensor;
+    use crate::graph::{GraphModel, Program, Step};
+    use std::collections::HashMap;
+    let mut s = 5u64;
+    let wq: Vec<f32> = (0..32 * 32)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * 0.3
+        })
+        .collect();
+    let shapes = HashMap::from([("ids".to_string(), vec![1usize, 16])]);
+    let lower = |norm: &str, mv: &str| -> (GraphModel, Program) {
+        let g = GraphModel::from_model(qk_model(norm, mv, &wq, 9)).unwrap();
+        let p = g.instantiate(&shapes).unwrap();
+        (g, p)
+    };
+    let qk = |p: &Program| {
+        p.steps
+            .iter()
+            .find_map(|st| match st {
+                Step::MatMul { out, a, b, k, .. } if p.slots[*out].name == "s" => Some((p.slots[*a].bound, p.slots[*b].bound, p.slots[*out].bound, *k)),
+                _ => None,
+            })
+            .expect("the Q·Kᵀ MatMul")
+    };
+    let up = |x: f64| x.log2().ceil().exp2();
+    // from the LayerNorm: the Cauchy–Schwarz bound, far below k·|Q|·|K|
+    let (g, p) = lower("ln", "heads");
+    let (ba, bb, bo, k) = qk(&p);
+    assert_eq!(k, 16);
+    assert!(bo * 8.0 <= up(k as f64 * ba * bb), "Cauchy–Schwarz {bo} vs general {}", up(k as f64 * ba * bb));
+    // sound: the ideal bound (true σ, the float LayerNorm's row norm) is below it
+    {
+        let m = qk_model("ln", "heads", &wq, 9);
+        let init = |n: &str| m.graph.as_ref().unwrap().initializer.iter().find(|x| x.name.as_deref() == Some(n)).map(|x| Tensor::from_proto(x).unwrap().v).unwrap();
+        let (gam, bet) = (init("ln.g"), init("ln.b"));
+        let l_ln = (32f64).sqrt() * gam.iter().fold(0.0f64, |a, v| a.max(v.abs())) + bet.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let lq = sigma_by_power(&init("wq"), 32, 32) * l_ln + init("bq").iter().map(|v| v * v).sum::<f64>().sqrt();
+        let lk = sigma_by_power(&init("wk"), 32, 32) * l_ln + init("bk").iter().map(|v| v * v).sum::<f64>().sqrt();
+        assert!(bo >= lq * lk, "the bound {bo} is below the ideal Cauchy–Schwarz bound {}", lq * lk);
+    }
+    let mut worst = 0.0f64;
+    for seed in 0..8u64 {
+        let ids: Vec<f64> = (0..16).map(|t| ((t as u64 * 7 + seed * 13) % 20) as f64).collect();
+        let y = g.eval_f64(&HashMap::from([("ids".to_string(), Tensor::ints(vec![1, 16], ids))])).unwrap();
+        worst = worst.max(y[0].v.iter().fold(0.0f64, |a, v| a.max(v.abs())) * 4.0);
+    }
+    assert!(worst > 0.0 && worst <= bo, "f64 scores up to {worst}, bound {bo}");
+    // no LayerNorm before the projections: the general bound
+    let (_, p) = lower("id", "heads");
+    let (ba, bb, bo, k) = qk(&p);
+    assert_eq!(bo, up(k as f64 * ba * bb), "no LayerNorm rows: k·|Q|·|K|");
+    // a reshape that mixes K's rows: the general bound
+    let (_, p) = lower("ln", "mixed");
+    let (ba, bb, bo, k) = qk(&p);
+    assert_eq!(bo, up(k as f64 * ba * bb), "rows mixed by the move: k·|Q|·|K|");
+}

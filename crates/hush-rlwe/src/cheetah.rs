@@ -747,6 +747,87 @@ pub fn layer_bytes(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(usize,
     Ok((lay.in_cts() * bytes_up(ctx), lay.out_cts() * (bytes_down_fixed(ctx, cfg, bud.k) + bytes_down_needed(ctx, cfg, bud.k, ctx.n))))
 }
 
+/// The flooding noise of a response: f = U − 2^F with U uniform on F + 1
+/// bits (a 256-bit integer hi·2^128 + lo), reduced per prime as
+/// (hi mod p)·(2^128 mod p) + lo mod p − 2^F mod p.
+struct Flooder {
+    hi_mask: u128,
+    lo_mask: u128,
+    /// per prime: (2^128 mod p, 2^F mod p)
+    c: Vec<(u64, u64)>,
+}
+
+impl Flooder {
+    fn new(ctx: &Context, bud: &Budget) -> Flooder {
+        let fb = bud.flood_log + 1;
+        let (hi_mask, lo_mask) = if fb >= 128 { ((1u128 << (fb - 128)) - 1, u128::MAX) } else { (0, (1u128 << fb) - 1) };
+        let c = ctx.primes().iter().map(|&p| (mul_mod(pow_mod(2, 64, p), pow_mod(2, 64, p), p), pow_mod(2, bud.flood_log as u64, p))).collect();
+        Flooder { hi_mask, lo_mask, c }
+    }
+}
+
+/// The common end of every response ciphertext (b, a) (coefficient form,
+/// already re-randomised with a fresh Enc_pk(0)): subtracts encode(v) with
+/// a fresh uniform v ∈ Z_2^ℓ on each needed coefficient (v is the
+/// responder's share, pushed to `shares` with its output index), floods the
+/// needed coefficients (`flood`: None only in the insecure test mode), and
+/// appends a (all N coefficients) and the needed coefficients of b to
+/// `down`, modulus-switched to 2^k (or as full residues without the switch).
+/// The PRG draws all masks, then all flooding terms.
+#[allow(clippy::too_many_arguments)]
+fn finish_response(
+    ctx: &Context,
+    cfg: &Config,
+    bud: &Budget,
+    sw: &crate::ring::Switcher,
+    enc: &crate::ring::Encoder,
+    flood: Option<&Flooder>,
+    prg: &mut Prg,
+    b: &mut [u64],
+    a: &[u64],
+    nd: &[(u32, u32)],
+    down: &mut Vec<u8>,
+    shares: &mut Vec<(u32, u64)>,
+) {
+    let tm = if cfg.bits == 64 { u64::MAX } else { (1u64 << cfg.bits) - 1 };
+    // − encode(r_S) on the needed coefficients
+    for &(j, o) in nd {
+        let v = prg.next_u64() & tm;
+        shares.push((o, v));
+        for (i, &p) in ctx.primes().iter().enumerate() {
+            let x = &mut b[i * ctx.n + j as usize];
+            *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
+        }
+    }
+    // flood the needed coefficients
+    if let Some(f) = flood {
+        for &(j, _) in nd {
+            let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & f.lo_mask;
+            let hi = if f.hi_mask != 0 { ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & f.hi_mask } else { 0 };
+            for (i, &p) in ctx.primes().iter().enumerate() {
+                let (two128, two_f) = f.c[i];
+                let u = crate::ring::add_mod(mul_mod((hi % p as u128) as u64, two128, p), (lo % p as u128) as u64, p);
+                let x = &mut b[i * ctx.n + j as usize];
+                *x = crate::ring::add_mod(*x, crate::ring::sub_mod(u, two_f, p), p);
+            }
+        }
+    }
+    if cfg.mod_switch {
+        pack_into((0..ctx.n).map(|j| ctx.switch(sw, a, j)), bud.k, down);
+        pack_into(nd.iter().map(|&(j, _)| ctx.switch(sw, b, j as usize)), bud.k, down);
+    } else {
+        for (i, wd) in residue_bits(ctx).into_iter().enumerate() {
+            pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), wd, down);
+        }
+        for (i, wd) in residue_bits(ctx).into_iter().enumerate() {
+            pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), wd, down);
+        }
+    }
+}
+
+mod select;
+pub use select::{rows_per_ct, select_bytes};
+
 /// Client side of a session: holds the secret key.
 pub struct HeClient {
     pub ctx: Arc<Context>,
@@ -1034,12 +1115,8 @@ impl HeServer {
             cts.extend(part);
         }
         let mut y_s = vec![0u64; shape.out_len()];
-        let tm = (1u64 << cfg.bits) - 1;
-        // f = U − 2^F with U uniform on F + 1 bits (a 256-bit integer hi·2^128 + lo),
-        // reduced per prime: (hi mod p)·(2^128 mod p) + lo mod p − 2^F mod p
-        let fb = bud.flood_log + 1;
-        let (hi_mask, lo_mask) = if fb >= 128 { ((1u128 << (fb - 128)) - 1, u128::MAX) } else { (0, (1u128 << fb) - 1) };
-        let flood_c: Vec<(u64, u64)> = ctx.primes().iter().map(|&p| (mul_mod(pow_mod(2, 64, p), pow_mod(2, 64, p), p), pow_mod(2, bud.flood_log as u64, p))).collect();
+        let flooder = Flooder::new(&ctx, &bud);
+        let flooder = &flooder;
         let sw = ctx.switcher(bud.k);
         let enc = ctx.encoder(cfg.bits);
         // rows are independent: computed in parallel (rayon), each with its
@@ -1091,37 +1168,8 @@ impl HeServer {
                         ctx.add_signed(&mut b, &e1);
                         ctx.add_signed(&mut a, &e2);
                         let nd = lay.needed(r, t);
-                        // − encode(r_S) on the needed coefficients
-                        for &(j, o) in &nd {
-                            let v = prg.next_u64() & tm;
-                            shares.push((o, v));
-                            for (i, &p) in ctx.primes().iter().enumerate() {
-                                let x = &mut b[i * ctx.n + j as usize];
-                                *x = crate::ring::sub_mod(*x, enc.residue(i, v), p);
-                            }
-                        }
-                        // flood the needed coefficients
-                        for &(j, _) in nd.iter().filter(|_| flood) {
-                            let lo = ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & lo_mask;
-                            let hi = if hi_mask != 0 { ((prg.next_u64() as u128) | ((prg.next_u64() as u128) << 64)) & hi_mask } else { 0 };
-                            for (i, &p) in ctx.primes().iter().enumerate() {
-                                let (two128, two_f) = flood_c[i];
-                                let u = crate::ring::add_mod(mul_mod((hi % p as u128) as u64, two128, p), (lo % p as u128) as u64, p);
-                                let x = &mut b[i * ctx.n + j as usize];
-                                *x = crate::ring::add_mod(*x, crate::ring::sub_mod(u, two_f, p), p);
-                            }
-                        }
-                        if cfg.mod_switch {
-                            pack_into((0..ctx.n).map(|j| ctx.switch(&sw, &a, j)), bud.k, &mut down);
-                            pack_into(nd.iter().map(|&(j, _)| ctx.switch(&sw, &b, j as usize)), bud.k, &mut down);
-                        } else {
-                            for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
-                                pack_into(a[i * ctx.n..(i + 1) * ctx.n].iter().copied(), wd, &mut down);
-                            }
-                            for (i, wd) in residue_bits(&ctx).into_iter().enumerate() {
-                                pack_into(nd.iter().map(|&(j, _)| b[i * ctx.n + j as usize]), wd, &mut down);
-                            }
-                        }
+                        let fl = if flood { Some(flooder) } else { None };
+                        finish_response(&ctx, &cfg, &bud, &sw, &enc, fl, &mut prg, &mut b, &a, &nd, &mut down, &mut shares);
                         b.zeroize();
                     }
                     (down, shares)

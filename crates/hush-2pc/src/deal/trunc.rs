@@ -90,83 +90,293 @@ fn party0_part(key: &Aes128, start: usize, bits: u32, f: u32, v: &mut [Vec<u64>]
     }
 }
 
+/// The three truncation kinds, as the in-place builders see them: how
+/// many arrays a share has, and how a part of it is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tk {
+    Pairs,
+    Squares,
+    Muls,
+}
+
+/// The batch key and party 1's sub-key, each expanded once per share
+/// (`key` only for party 0, whose share needs it).
+struct Keys {
+    key: Option<Aes128>,
+    sub: Aes128,
+}
+
+impl Keys {
+    fn new(key: Block, party: u8) -> Self {
+        Keys { key: (party == 0).then(|| Aes128::new(key)), sub: Aes128::new(hush_deal::sub_key(key, 1)) }
+    }
+    /// Party 1's keys from its sub-key alone (its seeded expansion).
+    fn party1(sub: Block) -> Self {
+        Keys { key: None, sub: Aes128::new(sub) }
+    }
+}
+
+impl Tk {
+    /// Arrays of a share, in wire order.
+    fn arrays(self) -> usize {
+        match self {
+            Tk::Pairs => 3,
+            Tk::Squares => 5,
+            Tk::Muls => 6,
+        }
+    }
+    /// Scratch arrays a part needs besides its outputs: party 0 computes
+    /// party 1's share of the part first (one array each).
+    fn extra(self, party: u8) -> usize {
+        if party == 0 {
+            self.arrays()
+        } else {
+            0
+        }
+    }
+    /// Party 1's streams after (r, hi, msb).
+    fn more(self) -> &'static [u64] {
+        match self {
+            Tk::Pairs => &[],
+            Tk::Squares => &[SQ1, HM1],
+            Tk::Muls => &[S1M, HS1, MS1],
+        }
+    }
+    /// `party`'s values of items `start .. start + m` into `v[..arrays]`
+    /// (m = `v[0].len()`), with `v[arrays..]` as party 0's scratch. The one
+    /// computation both the byte path ([`hush_deal::elementwise_bytes`])
+    /// and the direct path ([`hush_deal::elementwise_into`]) run, so both
+    /// deal the same values from the same draws.
+    fn part(self, k: &Keys, party: u8, bits: u32, f: u32, start: usize, v: &mut [Vec<u64>]) {
+        let a = self.arrays();
+        let Some(key) = k.key.as_ref().filter(|_| party == 0) else {
+            party1_part(&k.sub, start, bits, self.more(), &mut v[..a]);
+            return;
+        };
+        let (out, one) = v.split_at_mut(a);
+        party1_part(&k.sub, start, bits, self.more(), one);
+        party0_part(key, start, bits, f, out, one);
+        let m = ring_mask(bits);
+        match self {
+            Tk::Pairs => {}
+            Tk::Squares => {
+                let (t, rest) = out.split_at_mut(3);
+                let (sq, hm) = rest.split_at_mut(1);
+                for i in 0..t[0].len() {
+                    let r = t[0][i].wrapping_add(one[0][i]) & m;
+                    let (h, b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
+                    sq[0][i] = h.wrapping_mul(h).wrapping_sub(one[3][i]) & m;
+                    hm[0][i] = h.wrapping_mul(b).wrapping_sub(one[4][i]) & m;
+                }
+            }
+            Tk::Muls => {
+                ring_part(key, S0M, start, bits, &mut out[3]);
+                let (t, rest) = out.split_at_mut(3);
+                let (s0, rest) = rest.split_at_mut(1);
+                let (hs, ms) = rest.split_at_mut(1);
+                for i in 0..t[0].len() {
+                    let r = t[0][i].wrapping_add(one[0][i]) & m;
+                    let s = s0[0][i].wrapping_add(one[3][i]) & m;
+                    let (h, b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
+                    hs[0][i] = h.wrapping_mul(s).wrapping_sub(one[4][i]) & m;
+                    ms[0][i] = b.wrapping_mul(s).wrapping_sub(one[5][i]) & m;
+                }
+            }
+        }
+    }
+    /// `party`'s share of `n` items as bytes, built in place on every core.
+    fn bytes(self, k: &Keys, party: u8, n: usize, bits: u32, f: u32) -> Vec<u8> {
+        hush_deal::elementwise_bytes(n, self.arrays(), self.extra(party), bits, |start, v| self.part(k, party, bits, f, start, v))
+    }
+    /// The same values appended to the host's arrays `dests` (wire order).
+    fn fill(self, k: &Keys, party: u8, n: usize, bits: u32, f: u32, dests: &mut [&mut Vec<u64>]) {
+        debug_assert_eq!(dests.len(), self.arrays());
+        hush_deal::elementwise_into(dests, n, self.extra(party), |start, v| self.part(k, party, bits, f, start, v));
+    }
+}
+
 /// [`deal_trunc`]`(…).to_bytes(bits)`, built in place on every core
 /// ([`hush_deal::elementwise_bytes`]; the same bytes).
 pub fn deal_trunc_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Vec<u8> {
-    let sub = hush_deal::sub_key(key, 1);
-    if party == 1 {
-        return party1_bytes(sub, n, bits);
-    }
-    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
-    hush_deal::elementwise_bytes(n, 3, 3, bits, |start, v| {
-        let (out, one) = v.split_at_mut(3);
-        party1_part(sub, start, bits, &[], one);
-        party0_part(key, start, bits, f, out, one);
-    })
+    Tk::Pairs.bytes(&Keys::new(key, party), party, n, bits, f)
 }
 
 fn party1_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
-    let sub = &Aes128::new(sub);
-    hush_deal::elementwise_bytes(n, 3, 0, bits, |start, v| party1_part(sub, start, bits, &[], v))
+    Tk::Pairs.bytes(&Keys::party1(sub), 1, n, bits, 0)
 }
 
 /// [`deal_trunc_square`]`(…).to_bytes(bits)`, built in place (the same bytes).
 pub fn deal_trunc_square_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Vec<u8> {
-    let sub = hush_deal::sub_key(key, 1);
-    if party == 1 {
-        return party1_sq_bytes(sub, n, bits);
-    }
-    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
-    let m = ring_mask(bits);
-    hush_deal::elementwise_bytes(n, 5, 5, bits, |start, v| {
-        let (out, one) = v.split_at_mut(5);
-        party1_part(sub, start, bits, &[SQ1, HM1], one);
-        party0_part(key, start, bits, f, out, one);
-        let (t, rest) = out.split_at_mut(3);
-        let (sq, hm) = rest.split_at_mut(1);
-        for i in 0..t[0].len() {
-            let r = t[0][i].wrapping_add(one[0][i]) & m;
-            let (h, b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
-            sq[0][i] = h.wrapping_mul(h).wrapping_sub(one[3][i]) & m;
-            hm[0][i] = h.wrapping_mul(b).wrapping_sub(one[4][i]) & m;
-        }
-    })
+    Tk::Squares.bytes(&Keys::new(key, party), party, n, bits, f)
 }
 
 fn party1_sq_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
-    let sub = &Aes128::new(sub);
-    hush_deal::elementwise_bytes(n, 5, 0, bits, |start, v| party1_part(sub, start, bits, &[SQ1, HM1], v))
+    Tk::Squares.bytes(&Keys::party1(sub), 1, n, bits, 0)
 }
 
 /// [`deal_trunc_mul`]`(…).to_bytes(bits)`, built in place (the same bytes).
 pub fn deal_trunc_mul_bytes(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Vec<u8> {
-    let sub = hush_deal::sub_key(key, 1);
-    if party == 1 {
-        return party1_mul_bytes(sub, n, bits);
-    }
-    let (key, sub) = (&Aes128::new(key), &Aes128::new(sub));
-    let m = ring_mask(bits);
-    hush_deal::elementwise_bytes(n, 6, 6, bits, |start, v| {
-        let (out, one) = v.split_at_mut(6);
-        party1_part(sub, start, bits, &[S1M, HS1, MS1], one);
-        party0_part(key, start, bits, f, out, one);
-        ring_part(key, S0M, start, bits, &mut out[3]);
-        let (t, rest) = out.split_at_mut(3);
-        let (s0, rest) = rest.split_at_mut(1);
-        let (hs, ms) = rest.split_at_mut(1);
-        for i in 0..t[0].len() {
-            let r = t[0][i].wrapping_add(one[0][i]) & m;
-            let s = s0[0][i].wrapping_add(one[3][i]) & m;
-            let (h, b) = ((r >> f) & m, (r >> (bits - 1)) & 1);
-            hs[0][i] = h.wrapping_mul(s).wrapping_sub(one[4][i]) & m;
-            ms[0][i] = b.wrapping_mul(s).wrapping_sub(one[5][i]) & m;
-        }
-    })
+    Tk::Muls.bytes(&Keys::new(key, party), party, n, bits, f)
 }
 
 fn party1_mul_bytes(sub: Block, n: usize, bits: u32) -> Vec<u8> {
-    let sub = &Aes128::new(sub);
-    hush_deal::elementwise_bytes(n, 6, 0, bits, |start, v| party1_part(sub, start, bits, &[S1M, HS1, MS1], v))
+    Tk::Muls.bytes(&Keys::party1(sub), 1, n, bits, 0)
+}
+
+/// The host's arrays of one truncation kind's share, in wire order: what a
+/// [`TruncSink`] fills.
+pub trait TruncArrays: Default + Send + 'static {
+    /// The dealing kind whose share this is.
+    const KIND: &'static str;
+    /// Its arrays, in the order the share's bytes carry them.
+    fn arrays_mut(&mut self) -> Vec<&mut Vec<u64>>;
+    /// Their lengths (equal in a well-formed share).
+    fn lens(&self) -> Vec<usize>;
+}
+
+impl TruncArrays for TruncShare {
+    const KIND: &'static str = TruncPairs::KIND;
+    fn arrays_mut(&mut self) -> Vec<&mut Vec<u64>> {
+        vec![&mut self.r, &mut self.hi, &mut self.msb]
+    }
+    fn lens(&self) -> Vec<usize> {
+        vec![self.r.len(), self.hi.len(), self.msb.len()]
+    }
+}
+
+impl TruncArrays for TruncSqShare {
+    const KIND: &'static str = TruncSquares::KIND;
+    fn arrays_mut(&mut self) -> Vec<&mut Vec<u64>> {
+        vec![&mut self.t.r, &mut self.t.hi, &mut self.t.msb, &mut self.sq, &mut self.hm]
+    }
+    fn lens(&self) -> Vec<usize> {
+        let mut v = self.t.lens();
+        v.extend([self.sq.len(), self.hm.len()]);
+        v
+    }
+}
+
+impl TruncArrays for TruncMulShare {
+    const KIND: &'static str = TruncMuls::KIND;
+    fn arrays_mut(&mut self) -> Vec<&mut Vec<u64>> {
+        vec![&mut self.t.r, &mut self.t.hi, &mut self.t.msb, &mut self.s, &mut self.hs, &mut self.ms]
+    }
+    fn lens(&self) -> Vec<usize> {
+        let mut v = self.t.lens();
+        v.extend([self.s.len(), self.hs.len(), self.ms.len()]);
+        v
+    }
+}
+
+/// Where a host collects its share of one truncation kind (`S`: a
+/// [`TruncShare`], [`TruncSqShare`] or [`TruncMulShare`]) crossing after
+/// crossing, in the arrays it consumes: the target of the kind's
+/// [`Description::deal_into`] (the in-process module's direct path: values
+/// appended straight into the arrays, no wire bytes) and of
+/// [`TruncSink::extend_bytes`] for a share that crossed as bytes (a module
+/// process, a dealer service). Both give the same arrays for the same
+/// dealing (`direct_path_equals_decoded_bytes`).
+///
+/// A sink is made for one (ring width, shift) and at most `cap` items,
+/// reserved once ([`TruncSink::new`]); a crossing of another kind, width or
+/// shift, one that would pass `cap`, or arrays of unequal lengths (changed
+/// by the host between crossings) is refused and leaves the sink unchanged.
+/// The arrays are erased when the share is dropped (`S`'s `Drop`).
+pub struct TruncSink<S: TruncArrays> {
+    bits: u32,
+    f: u32,
+    cap: usize,
+    share: S,
+}
+
+/// Shapes only: the arrays are secret shares and are never printed.
+impl<S: TruncArrays> std::fmt::Debug for TruncSink<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TruncSink").field("kind", &S::KIND).field("bits", &self.bits).field("f", &self.f).field("len", &self.len()).field("cap", &self.cap).finish()
+    }
+}
+
+impl<S: TruncArrays> TruncSink<S> {
+    /// An empty sink for up to `cap` items over Z_2^bits with shift `f`,
+    /// every array reserved for all of them.
+    pub fn new(cap: usize, bits: u32, f: u32) -> Self {
+        let mut share = S::default();
+        for a in share.arrays_mut() {
+            a.reserve_exact(cap);
+        }
+        TruncSink { bits, f, cap, share }
+    }
+    /// Items collected so far.
+    pub fn len(&self) -> usize {
+        self.share.lens()[0]
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The share collected so far.
+    pub fn share(&self) -> &S {
+        &self.share
+    }
+    /// The arrays, for a host that consumes them (or, in tests, alters them).
+    pub fn share_mut(&mut self) -> &mut S {
+        &mut self.share
+    }
+    /// The share collected (the sink is left empty).
+    pub fn into_share(mut self) -> S {
+        std::mem::take(&mut self.share)
+    }
+    /// Whether `m` more items of width `bits` and shift `f` fit: the sink's
+    /// width and shift, room under its cap, and arrays of equal lengths.
+    fn takes(&self, bits: u32, f: u32, m: usize) -> bool {
+        let lens = self.share.lens();
+        bits == self.bits && f == self.f && lens.iter().all(|&l| l == lens[0]) && lens[0].checked_add(m).is_some_and(|t| t <= self.cap)
+    }
+    /// Appends a share of `m` items that crossed as bytes (the kind's
+    /// `to_bytes` layout), each array decoded straight into its tail. A
+    /// malformed share (lengths, trailing bytes, values wider than the
+    /// ring) or one the sink cannot take is an error and leaves the sink
+    /// unchanged.
+    pub fn extend_bytes(&mut self, bytes: &[u8], m: usize) -> Result<()> {
+        if !self.takes(self.bits, self.f, m) {
+            return Err(Error::Malformed(format!("{}: a share of {m} items does not fit this sink ({} of {})", S::KIND, self.len(), self.cap)));
+        }
+        let old = self.len();
+        let bits = self.bits;
+        let mut rd = BlobReader::new(bytes);
+        let mut r = Ok(());
+        for a in self.share.arrays_mut() {
+            r = rd.take_ring_into(m, bits, a);
+            if r.is_err() {
+                break;
+            }
+        }
+        if r.is_ok() {
+            r = rd.finish();
+        }
+        if r.is_err() {
+            for a in self.share.arrays_mut() {
+                if a.len() > old {
+                    hush_primitives::wipe::wipe_u64s(&mut a[old..]);
+                    a.truncate(old);
+                }
+            }
+        }
+        r
+    }
+}
+
+/// The direct path of a truncation kind `tk` into a [`TruncSink<S>`] (see
+/// [`Description::deal_into`]): `None` when `sink` is another type, or a
+/// sink of another width or shift, or without room — nothing is written.
+fn deal_into_sink<S: TruncArrays>(tk: Tk, key: Block, party: u8, n: u32, params: &[u8], sink: &mut dyn std::any::Any) -> Result<Option<usize>> {
+    let (bits, f) = TruncPairs::params(params)?;
+    let Some(s) = sink.downcast_mut::<TruncSink<S>>() else { return Ok(None) };
+    let n = n as usize;
+    if !s.takes(bits, f, n) {
+        return Ok(None);
+    }
+    tk.fill(&Keys::new(key, party), party, n, bits, f, &mut s.share.arrays_mut());
+    Ok(Some(tk.arrays() * (8 + n * bits.div_ceil(8) as usize)))
 }
 
 pub(crate) fn ring_stream(key: Block, nonce: u64, n: usize, bits: u32) -> Vec<u64> {
@@ -207,9 +417,10 @@ pub static TRUNC_PAIRS: TruncPairs = TruncPairs;
 /// The request and [`Description`] of a truncation kind whose parameters
 /// are (ring width, shift) ([`TruncPairs::params`]), party 1 seeded: from
 /// its KIND, its dealing function (key, party, n, bits, f) and party 1's
-/// expansion (sub-key, n, bits), each returning a share with `to_bytes`.
+/// expansion (sub-key, n, bits), each returning a share with `to_bytes`,
+/// and its in-place builder ([`Tk`]) and share type for the direct path.
 macro_rules! trunc_kind {
-    ($ty:ident, $kind:literal, $deal:path, $party1:path) => {
+    ($ty:ident, $kind:literal, $deal:path, $party1:path, $tk:expr, $share:ty) => {
         impl $ty {
             pub const KIND: &'static str = $kind;
 
@@ -239,11 +450,29 @@ macro_rules! trunc_kind {
                 let (bits, _) = TruncPairs::params(params)?;
                 Ok($party1(sub, n as usize, bits))
             }
+            /// The in-process module's direct path: when `sink` is a
+            /// [`TruncSink`] of this kind's share with this request's width
+            /// and shift and room for `n` items, `party`'s share is appended
+            /// straight into its arrays — the values [`Description::deal`]
+            /// would encode, from the same key and the same draws (one part
+            /// function builds both), with no wire bytes. Otherwise `None`
+            /// and the sink is untouched (the host takes the bytes).
+            ///
+            /// **What crosses.** Exactly this party's share, in the arrays
+            /// the host would have decoded the bytes into: for party 1 its
+            /// seeded streams, for party 0 its stream and the corrections
+            /// (true values minus party 1's streams). Party 1's streams are
+            /// computed inside the call for party 0 (as on the byte path)
+            /// in per-part scratch that is erased when the dealing ends;
+            /// r, and every value derived from it, never leave the call.
+            fn deal_into(&self, key: Block, party: u8, n: u32, params: &[u8], sink: &mut dyn std::any::Any) -> Result<Option<usize>> {
+                deal_into_sink::<$share>($tk, key, party, n, params, sink)
+            }
         }
     };
 }
 
-trunc_kind!(TruncPairs, "2pc/trunc-pairs", deal_trunc_bytes, party1_bytes);
+trunc_kind!(TruncPairs, "2pc/trunc-pairs", deal_trunc_bytes, party1_bytes, Tk::Pairs, TruncShare);
 
 impl TruncPairs {
     pub fn params(params: &[u8]) -> Result<(u32, u32)> {
@@ -333,7 +562,7 @@ pub fn deal_trunc_square(key: Block, party: u8, n: usize, bits: u32, f: u32) -> 
 pub struct TruncSquares;
 pub static TRUNC_SQUARES: TruncSquares = TruncSquares;
 
-trunc_kind!(TruncSquares, "2pc/trunc-squares", deal_trunc_square_bytes, party1_sq_bytes);
+trunc_kind!(TruncSquares, "2pc/trunc-squares", deal_trunc_square_bytes, party1_sq_bytes, Tk::Squares, TruncSqShare);
 
 /// Truncate-and-multiply tuples: the correlation of
 /// [`crate::transformer::Ctx::trunc_mul`] — a truncation pair
@@ -417,7 +646,7 @@ pub fn deal_trunc_mul(key: Block, party: u8, n: usize, bits: u32, f: u32) -> Tru
 pub struct TruncMuls;
 pub static TRUNC_MULS: TruncMuls = TruncMuls;
 
-trunc_kind!(TruncMuls, "2pc/trunc-muls", deal_trunc_mul_bytes, party1_mul_bytes);
+trunc_kind!(TruncMuls, "2pc/trunc-muls", deal_trunc_mul_bytes, party1_mul_bytes, Tk::Muls, TruncMulShare);
 
 #[cfg(test)]
 mod wire_tests {
@@ -440,5 +669,123 @@ mod wire_tests {
                 assert_eq!(party1_mul_bytes(sub, n, bits), party1_mul(sub, n, bits).to_bytes(bits));
             }
         }
+    }
+
+    /// One kind's direct path against its byte path, for both parties,
+    /// several widths and batch sizes, over two crossings per sink.
+    fn direct_equals_decoded<S: TruncArrays + Clone + PartialEq + std::fmt::Debug>(d: &dyn Description, req: fn(u64, u32, u32, u32) -> DealRequest, from_bytes: fn(&[u8], usize, u32) -> Result<S>) {
+        for (bits, f) in [(16u32, 5u32), (32, 12), (37, 13), (64, 16)] {
+            for (n1, n2) in [(1usize, 0usize), (4095, 1), (4096, 4097), (9000, 3)] {
+                let params = req(0, 1, bits, f).params;
+                let (k1, k2) = (Block(0xd1 + n1 as u128), Block(0xd2 + n2 as u128 + ((bits as u128) << 64)));
+                for p in 0..2u8 {
+                    let what = format!("{} bits {bits} f {f} n {n1}+{n2} party {p}", S::KIND);
+                    let mut direct = TruncSink::<S>::new(n1 + n2, bits, f);
+                    let mut decoded = TruncSink::<S>::new(n1 + n2, bits, f);
+                    for (k, m) in [(k1, n1), (k2, n2)] {
+                        let b = d.deal_into(k, p, m as u32, &params, &mut direct).unwrap();
+                        let bytes = d.deal(k, p, m as u32, &params).unwrap();
+                        assert_eq!(b, Some(bytes.len()), "{what}: byte count");
+                        decoded.extend_bytes(&bytes, m).unwrap();
+                    }
+                    assert_eq!(direct.len(), n1 + n2, "{what}");
+                    assert_eq!(direct.share(), decoded.share(), "{what}");
+                    // and against the reference share encoding of each crossing
+                    let mut want = from_bytes(&d.deal(k1, p, n1 as u32, &params).unwrap(), n1, bits).unwrap();
+                    let mut second = from_bytes(&d.deal(k2, p, n2 as u32, &params).unwrap(), n2, bits).unwrap();
+                    for (a, b) in want.arrays_mut().into_iter().zip(second.arrays_mut()) {
+                        a.extend_from_slice(b);
+                    }
+                    assert_eq!(direct.share(), &want, "{what}: reference");
+                    // a second key gives other values
+                    let mut other = TruncSink::<S>::new(n1, bits, f);
+                    d.deal_into(Block(0xeeee), p, n1 as u32, &params, &mut other).unwrap().unwrap();
+                    let first: Vec<Vec<u64>> = direct.share().columns().into_iter().map(|c| c[..n1].to_vec()).collect();
+                    assert_ne!(other.share().columns(), first, "{what}: another key");
+                }
+            }
+        }
+    }
+
+    trait Cols {
+        fn columns(&self) -> Vec<Vec<u64>>;
+    }
+    impl<S: TruncArrays + Clone> Cols for S {
+        fn columns(&self) -> Vec<Vec<u64>> {
+            let mut c = self.clone();
+            c.arrays_mut().into_iter().map(|a| a.clone()).collect()
+        }
+    }
+
+    /// Shapes a kind's direct path refuses (another kind's sink, width,
+    /// shift, no room, arrays of unequal lengths, not a truncation sink):
+    /// `None`, and the sink unchanged; malformed bytes are an error and
+    /// leave the sink unchanged too.
+    fn refusals<S: TruncArrays + Clone + PartialEq + std::fmt::Debug>(d: &dyn Description, req: fn(u64, u32, u32, u32) -> DealRequest) {
+        let (bits, f) = (32u32, 12u32);
+        let params = req(0, 1, bits, f).params;
+        let key = Block(0xabc);
+        for p in 0..2u8 {
+            let mut s = TruncSink::<S>::new(100, bits, f);
+            d.deal_into(key, p, 60, &params, &mut s).unwrap().unwrap();
+            let before = s.share().clone();
+            let what = format!("{} party {p}", S::KIND);
+            // no room: 60 + 41 > 100
+            assert_eq!(d.deal_into(key, p, 41, &params, &mut s).unwrap(), None, "{what}");
+            // another width or shift in the request
+            assert_eq!(d.deal_into(key, p, 10, &req(0, 1, 33, f).params, &mut s).unwrap(), None, "{what}");
+            assert_eq!(d.deal_into(key, p, 10, &req(0, 1, bits, f + 1).params, &mut s).unwrap(), None, "{what}");
+            assert_eq!(s.share(), &before, "{what}");
+            // arrays of unequal lengths
+            s.share_mut().arrays_mut()[1].push(0);
+            let altered = s.share().clone();
+            assert_eq!(d.deal_into(key, p, 10, &params, &mut s).unwrap(), None, "{what}");
+            assert!(s.extend_bytes(&d.deal(key, p, 10, &params).unwrap(), 10).is_err(), "{what}");
+            assert_eq!(s.share(), &altered, "{what}");
+            s.share_mut().arrays_mut()[1].pop();
+            // other sinks: another kind's, another type
+            let mut pairs = TruncSink::<TruncShare>::new(100, bits, f);
+            let mut sq = TruncSink::<TruncSqShare>::new(100, bits, f);
+            let mut mul = TruncSink::<TruncMulShare>::new(100, bits, f);
+            let mut words = vec![0u64; 100];
+            for (sink, is_own) in [(&mut pairs as &mut dyn std::any::Any, S::KIND == TruncPairs::KIND), (&mut sq, S::KIND == TruncSquares::KIND), (&mut mul, S::KIND == TruncMuls::KIND), (&mut words, false)] {
+                assert_eq!(d.deal_into(key, p, 10, &params, sink).unwrap().is_some(), is_own, "{what}");
+            }
+            assert_eq!(words, vec![0u64; 100]);
+            // malformed bytes: truncated, another size, trailing, too wide
+            let good = d.deal(key, p, 10, &params).unwrap();
+            let mut trailing = good.clone();
+            trailing.push(0);
+            for (b, m) in [(&good[..good.len() - 1], 10usize), (&good[..], 9), (&trailing[..], 10)] {
+                assert!(s.extend_bytes(b, m).is_err(), "{what}");
+                assert_eq!(s.share(), &before, "{what}");
+            }
+            let mut narrow = TruncSink::<S>::new(100, 31, f);
+            let b31 = d.deal(key, p, 10, &req(0, 1, 31, f).params).unwrap();
+            let mut bad = b31.clone();
+            let last = bad.len() - 1;
+            bad[last] |= 0x80; // the last array's last value: 32 bits in a 31-bit ring
+            narrow.extend_bytes(&b31, 10).unwrap();
+            let kept = narrow.share().clone();
+            assert!(narrow.extend_bytes(&bad, 10).is_err(), "{what}");
+            assert_eq!(narrow.share(), &kept, "{what}");
+            // the good share still fits after every refusal
+            s.extend_bytes(&good, 10).unwrap();
+            assert_eq!(s.len(), 70);
+        }
+    }
+
+    /// The direct path of each truncation kind writes, word for word, what
+    /// decoding the byte path's share gives (both parties, several ring
+    /// widths and batch sizes, two crossings per sink), and refuses the
+    /// shapes it cannot take without touching the sink.
+    #[test]
+    fn direct_path_equals_decoded_bytes() {
+        direct_equals_decoded::<TruncShare>(&TRUNC_PAIRS, TruncPairs::request, TruncShare::from_bytes);
+        direct_equals_decoded::<TruncSqShare>(&TRUNC_SQUARES, TruncSquares::request, TruncSqShare::from_bytes);
+        direct_equals_decoded::<TruncMulShare>(&TRUNC_MULS, TruncMuls::request, TruncMulShare::from_bytes);
+        refusals::<TruncShare>(&TRUNC_PAIRS, TruncPairs::request);
+        refusals::<TruncSqShare>(&TRUNC_SQUARES, TruncSquares::request);
+        refusals::<TruncMulShare>(&TRUNC_MULS, TruncMuls::request);
     }
 }

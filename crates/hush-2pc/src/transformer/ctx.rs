@@ -90,7 +90,7 @@ use zeroize::Zeroize;
 use crate::deal::powers::{PowerShare, PowerTuples, MAX_POWER};
 use crate::deal::subset::{SubsetProducts, SubsetShare, MAX_FACTORS};
 use crate::deal::triples::TripleShare;
-use crate::deal::trunc::{TruncMulShare, TruncMuls, TruncPairs, TruncShare, TruncSqShare, TruncSquares};
+use crate::deal::trunc::{TruncArrays, TruncMulShare, TruncMuls, TruncPairs, TruncShare, TruncSink, TruncSqShare, TruncSquares};
 use crate::nonlinear::{tami_general_online, Proto};
 use crate::share::{ArithShare, BoolShare, FixedPoint};
 use crate::tee::Dealer;
@@ -516,45 +516,12 @@ impl Ctx {
                 }
                 Pre::Relu(gates)
             }
-            Need::Trunc { n, f } => Pre::Trunc(in_dealings(
-                n,
-                chunk,
-                TruncShare::default(),
-                |m| {
-                    let batch = d.next_batch();
-                    Ok(TruncShare::from_bytes(&d.deal(TruncPairs::request(batch, m as u32, bits, f))?, m, bits)?)
-                },
-                append_trunc,
-            )?),
-            Need::TruncSq { n, f } => Pre::TruncSq(in_dealings(
-                n,
-                chunk,
-                TruncSqShare::default(),
-                |m| {
-                    let batch = d.next_batch();
-                    Ok(TruncSqShare::from_bytes(&d.deal(TruncSquares::request(batch, m as u32, bits, f))?, m, bits)?)
-                },
-                |t, p| {
-                    append_trunc(&mut t.t, &p.t);
-                    t.sq.extend_from_slice(&p.sq);
-                    t.hm.extend_from_slice(&p.hm);
-                },
-            )?),
-            Need::TruncMul { n, f } => Pre::TruncMul(in_dealings(
-                n,
-                chunk,
-                TruncMulShare::default(),
-                |m| {
-                    let batch = d.next_batch();
-                    Ok(TruncMulShare::from_bytes(&d.deal(TruncMuls::request(batch, m as u32, bits, f))?, m, bits)?)
-                },
-                |t, p| {
-                    append_trunc(&mut t.t, &p.t);
-                    t.s.extend_from_slice(&p.s);
-                    t.hs.extend_from_slice(&p.hs);
-                    t.ms.extend_from_slice(&p.ms);
-                },
-            )?),
+            // Truncation kinds: one sink per need, reserved once; the
+            // in-process module appends this party's share straight into
+            // its arrays, another backend's bytes are decoded into them.
+            Need::Trunc { n, f } => Pre::Trunc(deal_trunc_kind(d, n, chunk, bits, f, TruncPairs::request)?),
+            Need::TruncSq { n, f } => Pre::TruncSq(deal_trunc_kind(d, n, chunk, bits, f, TruncSquares::request)?),
+            Need::TruncMul { n, f } => Pre::TruncMul(deal_trunc_kind(d, n, chunk, bits, f, TruncMuls::request)?),
             Need::Triples { n } => {
                 let mut unused = hush_transport::MemChannel::pair().0;
                 Pre::Triples(beaver::TripleSource::arith_triples(d, &mut unused, party, bits, n)?)
@@ -1796,16 +1763,163 @@ fn in_dealings<S>(n: usize, per: usize, mut acc: S, mut one: impl FnMut(usize) -
     Ok(acc)
 }
 
-/// Appends truncation pairs.
-fn append_trunc(t: &mut TruncShare, p: &TruncShare) {
-    t.r.extend_from_slice(&p.r);
-    t.hi.extend_from_slice(&p.hi);
-    t.msb.extend_from_slice(&p.msb);
+/// This party's share of `n` items of a truncation kind (`S`: its share
+/// type, `request`: its request), in crossings of at most `per` items,
+/// collected in one [`TruncSink`] whose arrays are reserved once for all
+/// `n`. Each crossing takes the direct path when the module offers it (the
+/// in-process module: values appended into the arrays, no wire bytes,
+/// `hush_tee::TrustedModule::deal_into`) and the bytes path otherwise (the
+/// module process, the dealer service: decoded into the same arrays). Both
+/// give the same share for the same batch (`deal::trunc`'s
+/// `direct_path_equals_decoded_bytes`) and count the same dealt bytes.
+fn deal_trunc_kind<S: TruncArrays>(d: &mut Dealer, n: usize, per: usize, bits: u32, f: u32, request: fn(u64, u32, u32, u32) -> hush_deal::DealRequest) -> Result<S> {
+    let mut sink = TruncSink::<S>::new(n, bits, f);
+    let mut done = 0;
+    while done < n {
+        let m = (n - done).min(per);
+        let req = request(d.next_batch(), m as u32, bits, f);
+        if !d.deal_into(&req, &mut sink)? {
+            let mut bytes = d.deal(req)?;
+            let r = sink.extend_bytes(&bytes, m);
+            hush_primitives::wipe::wipe_vec(&mut bytes);
+            r?;
+        }
+        done += m;
+    }
+    Ok(sink.into_share())
 }
 
 /// Appends column-wise (one vector per power or subset).
 fn append_columns(t: &mut [Vec<u64>], p: &[Vec<u64>]) {
     for (a, b) in t.iter_mut().zip(p) {
         a.extend_from_slice(b);
+    }
+}
+
+#[cfg(test)]
+mod direct_tests {
+    use super::*;
+    use crate::share::share_arith;
+    use hush_primitives::{Block, Prg};
+    use hush_tee::{InProcessModule, Module, ModuleRole, Request, Response, TrustedModule};
+    use hush_transport::MemChannel;
+
+    /// An in-process module that only ever releases bytes (as a module
+    /// process or a dealer service does): `deal_into` is the default.
+    struct BytesOnly(InProcessModule);
+    impl TrustedModule for BytesOnly {
+        fn call(&mut self, req: &Request) -> hush_tee::Result<Response> {
+            self.0.call(req)
+        }
+        fn stats(&self) -> hush_tee::ModuleStats {
+            self.0.stats()
+        }
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+    }
+
+    /// Party `party`'s dealer on a module with session seed `seed`: the
+    /// in-process module (direct path) or the same module bytes-only.
+    fn dealer(party: Party, seed: u8, direct: bool) -> Dealer {
+        let role = if party == 0 { ModuleRole::Sender } else { ModuleRole::Receiver };
+        let m = InProcessModule::new(Module::with_session_seed(role, &[seed; 32]).with_kinds(crate::deal::kinds()));
+        if direct {
+            Dealer::new(Box::new(m))
+        } else {
+            Dealer::new(Box::new(BytesOnly(m)))
+        }
+    }
+
+    fn cols(p: &Pre) -> Vec<Vec<u64>> {
+        match p {
+            Pre::Trunc(t) => t.clone().arrays_mut().into_iter().map(|a| a.clone()).collect::<Vec<_>>(),
+            Pre::TruncSq(t) => t.clone().arrays_mut().into_iter().map(|a| a.clone()).collect(),
+            Pre::TruncMul(t) => t.clone().arrays_mut().into_iter().map(|a| a.clone()).collect(),
+            _ => panic!("not a truncation kind"),
+        }
+    }
+
+    /// Truncation, truncate-and-square and truncate-and-multiply over the
+    /// in-process module's direct path and over a bytes-only module with
+    /// the same session seed: the same dealt values (whole needs, and a
+    /// need dealt in several crossings), the same dealt bytes and module
+    /// crossings, and the same output shares at random inputs — which
+    /// open to ⌊x/2^f⌋ or ⌊x/2^f⌋ + 1 (and its square / product).
+    #[test]
+    fn truncation_direct_path_equals_byte_path() {
+        for (bits, frac) in [(64u32, 12u32), (32, 8)] {
+            let fx = FixedPoint::new(bits, frac).unwrap();
+            let ring = fx.ring;
+            let n = 5000; // more than one part of the in-place builders
+            let f = frac;
+            let plan = [Need::Trunc { n, f }, Need::TruncSq { n, f }, Need::TruncMul { n, f }, Need::Trunc { n: 3, f: f + 1 }];
+            for party in 0..2u8 {
+                let what = format!("ring {bits} party {party}");
+                let mut ca = Ctx::new(party, Proto::Tami, dealer(party, 7, true), fx).unwrap();
+                let mut cb = Ctx::new(party, Proto::Tami, dealer(party, 7, false), fx).unwrap();
+                let (pa, pb) = (ca.deal_plan(&plan).unwrap(), cb.deal_plan(&plan).unwrap());
+                for ((na, xa), (nb, xb)) in pa.0.iter().zip(&pb.0) {
+                    assert_eq!(na, nb);
+                    let (va, vb) = (cols(xa), cols(xb));
+                    assert_eq!(va, vb, "{what}: {na:?}");
+                    assert!(va[0].len() == na.kind_and_size().1 as usize, "{what}: {na:?}");
+                }
+                let (da, db) = (ca.dealer().unwrap(), cb.dealer().unwrap());
+                assert_eq!(da.dealt_bytes, db.dealt_bytes, "{what}");
+                assert_eq!(da.stats().crossings, db.stats().crossings, "{what}");
+                assert_eq!(da.stats().bytes_from_module, db.stats().bytes_from_module, "{what}");
+                // several crossings into one sink
+                let (mut a, mut b) = (ca.into_dealer().unwrap(), cb.into_dealer().unwrap());
+                let sa: TruncMulShare = deal_trunc_kind(&mut a, 7000, 3000, bits, f, TruncMuls::request).unwrap();
+                let sb: TruncMulShare = deal_trunc_kind(&mut b, 7000, 3000, bits, f, TruncMuls::request).unwrap();
+                assert_eq!(sa, sb, "{what}: three crossings");
+                assert_eq!(sa.t.r.len(), 7000);
+                assert_eq!((a.dealt_bytes, a.stats().crossings), (b.dealt_bytes, b.stats().crossings), "{what}");
+                // a different session seed deals other values
+                let mut c = dealer(party, 8, true);
+                let sc: TruncMulShare = deal_trunc_kind(&mut c, 10, 10, bits, f, TruncMuls::request).unwrap();
+                let sd: TruncMulShare = deal_trunc_kind(&mut dealer(party, 7, true), 10, 10, bits, f, TruncMuls::request).unwrap();
+                assert_ne!(sc, sd, "{what}");
+            }
+
+            // online: both parties, direct against bytes, lazy dealing
+            let lim = 1u64 << (bits - 3); // |x| < 2^{ℓ−3}: inside the truncation's range
+            let mut prg = Prg::new(Block(0x7e57 + bits as u128));
+            let xs: Vec<u64> = (0..n).map(|i| if i % 2 == 0 { prg.next_u64() % lim } else { ring.neg(prg.next_u64() % lim) }).collect();
+            let small = 1u64 << (bits / 2 - f / 2 - 2); // |x / 2^f| · |y| stays in range
+            let ys: Vec<u64> = (0..n).map(|_| prg.next_u64() % small).collect();
+            let (x0, x1) = share_arith(ring, &xs, &mut prg);
+            let (y0, y1) = share_arith(ring, &ys, &mut prg);
+            type Outs = [Vec<u64>; 4];
+            let run = |direct: bool| -> (Outs, Outs) {
+                let (mut c0, mut c1) = MemChannel::pair();
+                let (x0, x1, y0, y1) = (x0.clone(), x1.clone(), y0.clone(), y1.clone());
+                let go = move |party: Party, ch: &mut MemChannel, x: ArithShare, y: ArithShare| -> Outs {
+                    let mut c = Ctx::new(party, Proto::Tami, dealer(party, 9, direct), fx).unwrap();
+                    let t = c.trunc(ch, &x, f).unwrap();
+                    let s = c.trunc_square(ch, &x, f).unwrap();
+                    let (tm, p) = c.trunc_mul(ch, &x, f, &y).unwrap();
+                    [t.v.clone(), s.v.clone(), tm.v.clone(), p.v.clone()]
+                };
+                let h = std::thread::spawn(move || go(1, &mut c1, x1, y1));
+                let o0 = go(0, &mut c0, x0, y0);
+                (o0, h.join().unwrap())
+            };
+            let (d, b) = (run(true), run(false));
+            assert_eq!(d, b, "ring {bits}: output shares");
+            // the outputs are right (so the equality above is not of garbage)
+            let open = |k: usize, i: usize| ring.add(d.0[k][i], d.1[k][i]);
+            for i in 0..n {
+                let fl = FixedPoint::trunc_ref(ring, xs[i], f);
+                let near = |t: u64| t == fl || t == ring.add(fl, 1);
+                assert!(near(open(0, i)), "ring {bits}: trunc of {} at {i}", xs[i]);
+                let sq = open(1, i);
+                assert!(sq == ring.mul(fl, fl) || sq == ring.mul(ring.add(fl, 1), ring.add(fl, 1)), "ring {bits}: square at {i}");
+                let tm = open(2, i);
+                assert!(near(tm), "ring {bits}: trunc_mul's truncation at {i}");
+                assert_eq!(open(3, i), ring.mul(tm, ys[i]), "ring {bits}: product at {i}");
+            }
+        }
     }
 }

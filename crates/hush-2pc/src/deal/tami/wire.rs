@@ -494,7 +494,7 @@ fn roles_bytes_with(key: Block, role: u8, sub_a: Block, sub_b: Block, n: usize, 
     // their slice. One memset of the share on this thread was a sixth of the
     // dealing, a parallel one still a pass through memory, and zeroing each
     // part before writing it (the eighth pass) still ≈ 15 % of A's dealing
-    // (issue 35, ninth pass).
+    // (issue 35, tenth pass).
     let mut buf: Vec<u8> = Vec::with_capacity(total);
     let spare = &mut buf.spare_capacity_mut()[..total];
     hush_deal::populate(spare);
@@ -897,7 +897,7 @@ unsafe fn rows_avx512(g: &Geo, luts: &[Vec<u64>; 6], r: &Rows<'_>, xs: &mut [u64
 /// the benchmarks and of most operators): each comparison's row is built
 /// in one register and its used bytes compressed (in the register) and
 /// stored straight into the share — no `xs` array written and read back
-/// (issue 35, ninth pass). The same bytes as building the rows and then
+/// (issue 35, tenth pass). The same bytes as building the rows and then
 /// packing them (`wire_matches_the_share_encoding` runs this path on a
 /// CPU with VBMI2 and the separate builders with `scalar_rows`).
 ///
