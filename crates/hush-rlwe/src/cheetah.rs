@@ -905,16 +905,36 @@ impl HeClient {
         // seed — the same distribution as one sequential stream
         // sent in batches of UPLOAD_BATCH_CTS (one flight), so the link and
         // the server's parsing and NTTs overlap the client's next batch
+        let lay_ref = &lay;
+        self.upload(ch, lay.in_cts(), |idx| lay_ref.input_poly(idx / lay_ref.tiles, idx % lay_ref.tiles, x_c))?;
+        // the response's length is fixed by the public layout: allocate only that
+        let needed: Vec<Vec<(u32, u32)>> = (0..lay.rows).flat_map(|r| (0..lay.tiles).map(move |t| (r, t))).map(|(r, t)| lay.needed(r, t)).collect();
+        let mut y = vec![0u64; shape.out_len()];
+        for rows in response_batches(&lay) {
+            let needed = &needed[rows.start * lay.tiles..rows.end * lay.tiles];
+            self.response_batch(ch, &bud, needed, &mut y, noise.as_deref_mut())?;
+        }
+        Ok(y)
+    }
+
+    /// Encrypts `count` plaintext polynomials (`poly(i)`, N values mod 2^ℓ)
+    /// under the secret key and sends them, seeded, in batches of
+    /// [`UPLOAD_BATCH_CTS`] (one flight), each in parallel (rayon) with its
+    /// own PRG stream (a's seed and the error) from one fresh seed — the same
+    /// distribution as one sequential stream — so the link and the peer's
+    /// parsing overlap the next batch.
+    fn upload(&mut self, ch: &mut dyn Channel, count: usize, poly: impl Fn(usize) -> Vec<u64> + Sync) -> Result<()> {
+        let (ctx, cfg) = (self.ctx.clone(), self.cfg);
         let bu = bytes_up(&ctx);
-        let mut layer_seed = self.prg.random_block();
-        for cts in upload_batches(&lay) {
-            let mut up = vec![0u8; cts.len() * bu];
-            let (sk, ctx, lay) = (&self.sk, &ctx, &lay);
-            let first = cts.start;
+        let mut seed = self.prg.random_block();
+        for batch in (0..count).step_by(UPLOAD_BATCH_CTS).map(|c| c..(c + UPLOAD_BATCH_CTS).min(count)) {
+            let mut up = vec![0u8; batch.len() * bu];
+            let (sk, ctx, poly) = (&self.sk, &ctx, &poly);
+            let first = batch.start;
             up.par_chunks_mut(bu).enumerate().for_each(|(i, out)| {
                 let idx = first + i;
-                let mut prg = Prg::with_nonce(layer_seed, idx as u64);
-                let mut m = lay.input_poly(idx / lay.tiles, idx % lay.tiles, x_c);
+                let mut prg = Prg::with_nonce(seed, idx as u64);
+                let mut m = poly(idx);
                 let mut ct = sk.encrypt(ctx, cfg.bits, &m, &mut prg);
                 let mut buf = Vec::with_capacity(bu);
                 ct.write(ctx, &mut buf);
@@ -924,15 +944,8 @@ impl HeClient {
             });
             ch.send_chunked(&up)?;
         }
-        layer_seed.0.zeroize();
-        // the response's length is fixed by the public layout: allocate only that
-        let needed: Vec<Vec<(u32, u32)>> = (0..lay.rows).flat_map(|r| (0..lay.tiles).map(move |t| (r, t))).map(|(r, t)| lay.needed(r, t)).collect();
-        let mut y = vec![0u64; shape.out_len()];
-        for rows in response_batches(&lay) {
-            let needed = &needed[rows.start * lay.tiles..rows.end * lay.tiles];
-            self.response_batch(ch, &bud, needed, &mut y, noise.as_deref_mut())?;
-        }
-        Ok(y)
+        seed.0.zeroize();
+        Ok(())
     }
 
     /// Receives and decrypts one batch of response ciphertexts (their

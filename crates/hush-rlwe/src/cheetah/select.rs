@@ -146,32 +146,16 @@ impl HeClient {
             return Err(Error::Shape(format!("table entries outside Z_2^{}", cfg.bits)));
         }
         let bud = budget(&ctx, &cfg, 1)?;
-        let bu = bytes_up(&ctx);
-        let mut seed = self.prg.random_block();
-        for batch in (0..cts).step_by(UPLOAD_BATCH_CTS).map(|c| c..(c + UPLOAD_BATCH_CTS).min(cts)) {
-            let mut up = vec![0u8; batch.len() * bu];
-            let (sk, ctx) = (&self.sk, &ctx);
-            let first = batch.start;
-            up.par_chunks_mut(bu).enumerate().for_each(|(i, out)| {
-                let j = first + i;
-                let mut prg = Prg::with_nonce(seed, j as u64);
-                let mut m = vec![0u64; ctx.n];
-                for r in 0..per {
-                    let row = j * per + r;
-                    if row < rows {
-                        m[r * width..(r + 1) * width].copy_from_slice(&table[row * width..(row + 1) * width]);
-                    }
+        self.upload(ch, cts, |j| {
+            let mut m = vec![0u64; ctx.n];
+            for r in 0..per {
+                let row = j * per + r;
+                if row < rows {
+                    m[r * width..(r + 1) * width].copy_from_slice(&table[row * width..(row + 1) * width]);
                 }
-                let mut ct = sk.encrypt(ctx, cfg.bits, &m, &mut prg);
-                let mut buf = Vec::with_capacity(bu);
-                ct.write(ctx, &mut buf);
-                out.copy_from_slice(&buf);
-                m.zeroize();
-                ct.b.zeroize();
-            });
-            ch.send_chunked(&up)?;
-        }
-        seed.0.zeroize();
+            }
+            m
+        })?;
         let needed: Vec<Vec<(u32, u32)>> = (0..queries).map(|q| needed_of(q, width)).collect();
         let mut y = vec![0u64; queries * width];
         for qs in (0..queries).step_by(RESPONSE_BATCH_CTS).map(|q| q..(q + RESPONSE_BATCH_CTS).min(queries)) {
