@@ -242,9 +242,11 @@ def hush_binary() -> str:
 
 
 def private_embed(onnx_path: Path, ids: np.ndarray, mask: np.ndarray, frac: int = 12, bits: int = 64,
-                  mode: str = "tee") -> tuple[np.ndarray, dict]:
+                  mode: str = "tee", seed: str | None = None) -> tuple[np.ndarray, dict]:
     """`hush embed` with both parties in this process, in `mode` (tee or
-    interactive); returns (embeddings, the run's JSON record)."""
+    interactive); returns (embeddings, the run's JSON record). `seed`
+    (64 hex digits, interactive only): the hidden, INSECURE
+    `--insecure-test-seed`, for reproducibility tests."""
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         np.save(d / "ids.npy", ids)
@@ -253,6 +255,8 @@ def private_embed(onnx_path: Path, ids: np.ndarray, mask: np.ndarray, frac: int 
                "--out", str(d / "emb.npy"), "--bits", str(bits), "--frac", str(frac), "--json"]
         if mode != "tee":
             cmd += ["--mode", mode]
+        if seed:
+            cmd += ["--insecure-test-seed", seed]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"hush embed failed ({r.returncode}): {r.stderr.strip()}")
@@ -294,9 +298,11 @@ class Served:
     on loopback ports, TLS with pinned identities in a temporary HOME:
     the two (three) processes of a deployment, on this machine."""
 
-    def __init__(self, onnx_path: Path, mode: str = "tee"):
+    def __init__(self, onnx_path: Path, mode: str = "tee", seed: str | None = None):
         """`mode`: tee, dealer (adds a `hush dealer`) or interactive (no
-        third process and no module: the two parties make every correlation)."""
+        third process and no module: the two parties make every correlation).
+        `seed` (interactive only): both processes get the hidden, INSECURE
+        `--insecure-test-seed`, so the run is reproducible bit for bit."""
         import socket
 
         self.home = tempfile.TemporaryDirectory()
@@ -333,7 +339,7 @@ class Served:
             dfp = start(["dealer", "--listen", daddr], daddr)
             self.mode_flags = ["--mode", "dealer", "--dealer", daddr, "--dealer-pin", dfp]
         elif mode == "interactive":
-            self.mode_flags = ["--mode", "interactive"]
+            self.mode_flags = ["--mode", "interactive"] + (["--insecure-test-seed", seed] if seed else [])
         self.addr = free()
         self.fp = start(["serve", "--model", str(onnx_path), "--listen", self.addr] + self.mode_flags, self.addr)
 

@@ -71,6 +71,7 @@ pub fn bench_graph(a: &BenchInferOptions) -> Result<()> {
     let inputs = hush_inference::graph_plan::dry_inputs(&prog);
     let t0 = std::time::Instant::now();
     let mut predicted: Option<f64> = None;
+    let mut by_op = serde_json::Value::Null;
     let (secs, bytes, rounds, plan_json, server_s) = match a.transport.as_str() {
         "mem" => {
             if a.common.mode != "tee" {
@@ -86,6 +87,7 @@ pub fn bench_graph(a: &BenchInferOptions) -> Result<()> {
             graph_options(&o, &o.proto, o.cfg)?;
             let _dealer = hush_inference::runtime::local_dealer(&mut o)?;
             let (r, server_s) = run_loopback(std::sync::Arc::new(g), &o, &plan, &inputs)?;
+            by_op = r.by_op.clone();
             (r.seconds, r.bytes_sent + r.bytes_recv, r.rounds as u64, r.plan, Some(server_s))
         }
         t => return Err(Error::Config(format!("--transport {t}: mem or tcp"))),
@@ -109,6 +111,8 @@ pub fn bench_graph(a: &BenchInferOptions) -> Result<()> {
         "server_s": server_s,
         "bytes": bytes,
         "rounds": rounds,
+        // tcp: the client's seconds, bytes sent and rounds per operator type
+        "by_op": by_op,
         "cpu": bert::cpu_model(),
         "machine": "all parties (and the dealer) on this machine",
         "tee_note": match a.common.mode.as_str() { "tee" => "tee mode: trusted module simulated — gives no hardware protection", "silent" => "silent mode: SilentFlow modules simulated — they give no hardware protection", _ => "" },

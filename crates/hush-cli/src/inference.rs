@@ -89,6 +89,11 @@ pub struct CommonArgs {
     /// correlation is used, naming the failed leg.
     #[arg(long, value_name = "POLICY.toml")]
     pub module_attest: Option<PathBuf>,
+    /// INSECURE, reproducibility tests only (hidden): every random value of
+    /// an encoder graph's interactive/silent run derives from this seed (64
+    /// hex digits); both parties must give the same one.
+    #[arg(long, value_name = "HEX", hide = true)]
+    pub insecure_test_seed: Option<String>,
     #[command(flatten)]
     pub link: LinkFlags,
 }
@@ -460,6 +465,7 @@ impl From<CommonArgs> for commands::CommonOptions {
             dealer_pin: a.dealer_pin,
             dealer_attest: a.dealer_attest,
             module_attest: a.module_attest,
+            insecure_test_seed: a.insecure_test_seed,
             link: a.link,
         }
     }

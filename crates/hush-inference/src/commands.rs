@@ -82,6 +82,14 @@ pub struct CommonOptions {
     /// evidence (the simulated module), is refused before seed agreement
     /// completes, naming the failed leg.
     pub module_attest: Option<std::path::PathBuf>,
+    /// **INSECURE, reproducibility tests only** (`--insecure-test-seed`,
+    /// hidden): 64 hex digits from which every random value of an encoder
+    /// graph's interactive or silent run derives (HE keys and noise, COT
+    /// seeds, masks), so that a two-process run can be compared with the
+    /// one-process run bit for bit ([`Options::insecure_test_seed`]). Both
+    /// parties must give the same seed. Refused in every other mode; a
+    /// warning is printed when set.
+    pub insecure_test_seed: Option<String>,
     /// The link flags: identity, pins, `--insecure`, `--connect-timeout`.
     pub link: LinkFlags,
 }
@@ -220,6 +228,19 @@ pub struct FixedOptions {
     pub chunk: Option<usize>,
 }
 
+/// 64 hex digits → 32 bytes.
+fn hex_seed(h: &str) -> Option<[u8; 32]> {
+    let h = h.as_bytes();
+    if h.len() != 64 {
+        return None;
+    }
+    let mut b = [0u8; 32];
+    for (i, c) in h.chunks(2).enumerate() {
+        b[i] = u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()?;
+    }
+    Some(b)
+}
+
 impl Default for CommonOptions {
     /// The flags' defaults: `tee` mode, family `auto`, no emulated network,
     /// in-process modules, 256 MiB of pre-dealing, an ephemeral TLS identity.
@@ -238,6 +259,7 @@ impl Default for CommonOptions {
             dealer_pin: None,
             dealer_attest: None,
             module_attest: None,
+            insecure_test_seed: None,
             link: LinkFlags::default(),
         }
     }
@@ -460,6 +482,14 @@ pub fn options(common: &CommonOptions, fixed: Option<&FixedOptions>, max_mem: Op
         }
     } else if common.mac_s != hush_2pc::crisp::DEFAULT_S || common.crisp_linear != "dealt" {
         return Err(Error::Config(format!("--mac-s and --crisp-linear apply to --mode malicious-client, not --mode {}", o.mode.name())));
+    }
+    if let Some(h) = &common.insecure_test_seed {
+        if !matches!(o.mode, runtime::Mode::Interactive | runtime::Mode::Silent) {
+            return Err(Error::Config(format!("--insecure-test-seed applies to encoder graphs in --mode interactive or silent, not --mode {}", o.mode.name())));
+        }
+        let b = hex_seed(h).ok_or_else(|| Error::Config("--insecure-test-seed: 64 hex digits".into()))?;
+        eprintln!("hush: warning: --insecure-test-seed: every random value of this run derives from a seed given on the command line — INSECURE, for reproducibility tests only");
+        o.insecure_test_seed = Some(b);
     }
     if o.cot_set.is_some() && !o.mode.he() {
         return Err(Error::Config(format!("--cot-set applies to --mode interactive and silent, not --mode {}", o.mode.name())));

@@ -162,8 +162,9 @@ pub struct GraphOptions {
     pub linear: LinearBackend,
     /// Backend per step index (None: `linear`).
     pub per_step: Option<std::sync::Arc<Vec<Option<LinearBackend>>>>,
-    /// Size GeLU's and Softmax's comparisons from the program's proven
-    /// bounds (fewer bits, cheaper). The bounds come from the weights, so
+    /// Size GeLU's, Softmax's and LayerNorm's comparisons from the
+    /// program's proven bounds (fewer bits, cheaper; LayerNorm within 2^11
+    /// skips its clip). The bounds come from the weights, so
     /// the widths show in the provider's requests: on in tee mode (the
     /// provider is the parties' own modules), off in dealer mode, where
     /// the comparisons span the whole ring and the dealer's requests are a
@@ -976,7 +977,12 @@ impl<'a> Exec<'a> {
             }
             Step::LayerNorm { x, len, eps, gamma, beta, .. } => {
                 let xs = self.sh(*x)?.clone();
-                let y = layernorm::layernorm(&mut self.ctx, ch, &xs, *len, *eps, None, None).map_err(tpc)?;
+                // the slot's proven bound (widths from bounds: every preset but
+                // dealer's): the clip's comparisons on the fewest exact bits, and
+                // none at all within 2^11 (`layernorm_within`); the dealer preset's
+                // public bound covers GeLU and Softmax inputs only
+                let b = if self.widths { self.p.slots[*x].bound } else { f64::INFINITY };
+                let y = layernorm::layernorm_within(&mut self.ctx, ch, &xs, *len, *eps, None, None, b).map_err(tpc)?;
                 match (gamma.is_empty(), beta.is_empty()) {
                     (true, true) => Val::Sh(y),
                     (true, false) => Val::Sh(self.server_add(&y, |i| enc(ring, beta[i % len], f))),
@@ -1572,11 +1578,18 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
     let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
-    let setup = match a.common.mode.as_str() {
+    let mut setup = match a.common.mode.as_str() {
         "interactive" => Some(InteractiveSetup::default()),
         "silent" => Some(InteractiveSetup::silent()),
         _ => None,
     };
+    if a.common.insecure_test_seed.is_some() {
+        // parsed, checked against the mode and warned about where every command's options are
+        let s = crate::commands::options(&a.common, None, None)?.insecure_test_seed;
+        if let (Some(setup), Some(s)) = (setup.as_mut(), s) {
+            setup.seed = Some(u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]));
+        }
+    }
     let mode = setup.as_ref().map_or("tee", |s| s.mode());
     let note = setup.as_ref().map_or("tee mode: trusted module simulated — gives no hardware protection", |s| s.note());
     let o = match setup {

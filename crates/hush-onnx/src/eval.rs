@@ -526,6 +526,39 @@ pub fn eval_node(node: &NodeProto, ins: &[Option<&Tensor>]) -> Result<Vec<Tensor
         "Not" => one(unary(x(0)?, |a| f64::from(u8::from(a == 0.0)))),
         "Neg" => one(unary(x(0)?, |a| -a)),
         "Abs" => one(unary(x(0)?, f64::abs)),
+        // in float32, as the exporter's reference runs it: torch's relative-position
+        // buckets (T5, MPNet) truncate log(n/e)/log(m/e)·k, whose exact value is an
+        // integer at n = e·(m/e)^(j/k), so f64 could land on the other side
+        "Log" => one(unary(x(0)?, |a| f64::from((a as f32).ln()))),
+        "CumSum" => {
+            // running sum along an axis (torch.cumsum): RoBERTa's and MPNet's position
+            // ids from the client's ids
+            let a = x(0)?;
+            let r = a.shape.len();
+            let ax = norm_axis(node, x(1)?.as_ints()?.first().copied().ok_or_else(|| Error::Unsupported("CumSum without an axis".into()))?, r)?;
+            let (exclusive, reverse) = (attr_int(node, "exclusive", 0) != 0, attr_int(node, "reverse", 0) != 0);
+            let d = a.shape[ax];
+            let inner: usize = a.shape[ax + 1..].iter().product();
+            let outer: usize = a.shape[..ax].iter().product();
+            let mut v = vec![0.0; a.v.len()];
+            for o in 0..outer {
+                for i in 0..inner {
+                    let mut acc = 0.0;
+                    for k in 0..d {
+                        let k = if reverse { d - 1 - k } else { k };
+                        let at = (o * d + k) * inner + i;
+                        if exclusive {
+                            v[at] = acc;
+                            acc += a.v[at];
+                        } else {
+                            acc += a.v[at];
+                            v[at] = acc;
+                        }
+                    }
+                }
+            }
+            one(Tensor { shape: a.shape.clone(), v, int: a.int })
+        }
         "Sqrt" => one(unary(x(0)?, f64::sqrt)),
         "Exp" => one(unary(x(0)?, f64::exp)),
         "Reciprocal" => one(unary(x(0)?, |a| 1.0 / a)),

@@ -75,7 +75,7 @@ pub const SUPPORTED: &[&str] = &[
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Softmax", "LayerNormalization", "Gather", "Transpose", "Reshape", "Slice", "Split", "Concat",
     "Unsqueeze", "Squeeze", "Flatten", "Expand", "Identity", "Dropout", "Cast", "Shape", "Constant", "ConstantOfShape", "Range", "Where", "Equal",
     "Not", "Tanh", "Erf (in a GeLU)", "ReduceMean (in a LayerNorm)", "Pow/Sqrt (in a LayerNorm or GeLU)",
-    "IsNaN (in a Softmax's NaN guard, or on the client's values)", "GreaterOrEqual/LessOrEqual/Less/Greater/And/Or/Xor/GatherElements (on the client's values and constants)",
+    "IsNaN (in a Softmax's NaN guard, or on the client's values)", "GreaterOrEqual/LessOrEqual/Less/Greater/And/Or/Xor/GatherElements/CumSum/Log (on the client's values and constants)",
 ];
 
 /// A slot: one value of the program.
@@ -883,7 +883,7 @@ impl GraphModel {
             "Equal", "Not", "Tanh", "Less", "Greater", "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Neg", "Size", "Max", "Min", "Clip",
             "ReduceL2", "GatherElements", "IsNaN", "IsInf",
             // allowed where they only touch constants or client values (checked when lowering)
-            "Erf", "ReduceMean", "ReduceSum", "Pow", "Sqrt", "Reciprocal", "Exp", "Abs", "Relu", "Sigmoid",
+            "Erf", "ReduceMean", "ReduceSum", "Pow", "Sqrt", "Reciprocal", "Exp", "Abs", "Relu", "Sigmoid", "Log", "CumSum",
         ];
         for (i, n) in self.graph.node.iter().enumerate() {
             if self.members.contains(&i) {

@@ -482,6 +482,21 @@ fn exporter_operators_on_client_values_and_constants() {
     assert!(run("GatherElements", &[&d, &i], vec![int("axis", 1)]).unwrap_err().to_string().contains("outside"));
     let i = Tensor::ints(vec![3, 1], vec![0., 0., 0.]);
     assert!(run("GatherElements", &[&d, &i], vec![int("axis", 1)]).is_err());
+    // CumSum (RoBERTa's and MPNet's position ids: cumsum(ids != pad) · mask + pad),
+    // along either axis, exclusive and reversed; an axis outside the rank is refused
+    let m = Tensor::ints(vec![2, 3], vec![1., 1., 0., 0., 1., 1.]);
+    let ax1 = Tensor::ints(vec![], vec![1.]);
+    assert_eq!(run("CumSum", &[&m, &ax1], vec![]).unwrap().v, vec![1., 2., 2., 0., 1., 2.]);
+    assert_eq!(run("CumSum", &[&m, &Tensor::ints(vec![1], vec![0.])], vec![]).unwrap().v, vec![1., 1., 0., 1., 2., 1.]);
+    assert_eq!(run("CumSum", &[&m, &ax1], vec![int("exclusive", 1)]).unwrap().v, vec![0., 1., 2., 0., 0., 1.]);
+    assert_eq!(run("CumSum", &[&m, &ax1], vec![int("reverse", 1)]).unwrap().v, vec![2., 1., 0., 2., 2., 1.]);
+    assert_eq!(run("CumSum", &[&m, &Tensor::ints(vec![], vec![-1.])], vec![int("exclusive", 1), int("reverse", 1)]).unwrap().v, vec![1., 0., 0., 2., 1., 0.]);
+    assert!(run("CumSum", &[&m, &Tensor::ints(vec![], vec![2.])], vec![]).is_err());
+    assert!(run("CumSum", &[&m, &Tensor::ints(vec![0], vec![])], vec![]).is_err());
+    // Log in float32: T5/MPNet's bucket log(n/8)/log(16)·8 is exactly 2 at n = 16; the
+    // exporter's float32 arithmetic decides which side it truncates to, so hush does too
+    let l = run("Log", &[&Tensor::new(vec![3], vec![1.0, 2.0, 0.0])], vec![]).unwrap().v;
+    assert_eq!((l[0], l[1] as f32, l[2]), (0.0, 2f32.ln(), f64::NEG_INFINITY));
     // int64's extremes (torch's "to the end") saturate; a huge step stops
     let big = Tensor::ints(vec![1], vec![9_223_372_036_854_775_807.0]);
     assert_eq!(big.as_ints().unwrap(), vec![i64::MAX]);
