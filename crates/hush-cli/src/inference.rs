@@ -431,8 +431,8 @@ pub struct EmbedArgs {
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// With --connect: the graph output to compute and reveal (default:
-    /// the graph's first output; no other output is revealed).
+    /// The graph output to compute and reveal (encoder graphs; default:
+    /// the graph's first output; no other output is computed or revealed).
     #[arg(long, value_name = "NAME")]
     pub output: Option<String>,
     /// With --connect: the plan this client expects — `auto` (any plan

@@ -881,8 +881,8 @@ pub struct EmbedCommandOptions {
     pub check: bool,
     /// One JSON object on stdout.
     pub json: bool,
-    /// With --connect: the graph output to compute and reveal (default:
-    /// the graph's first output; no other output is revealed).
+    /// The graph output to compute and reveal (default: the graph's first
+    /// output; no other output is computed or revealed).
     pub output: Option<String>,
     /// With --connect: the plan this client expects — `auto` (any plan
     /// sound for the mode, as the server chose it) or a plan file (TOML);
@@ -933,6 +933,10 @@ pub fn embed_main(mut a: EmbedCommandOptions) -> Result<()> {
         (a.ids, a.mask, a.token_types) = (f.ids.clone(), f.mask.clone(), Some(f.types.clone()));
         Some(f)
     };
+    if a.common.insecure_test_seed.is_some() {
+        // refused outside the interactive/silent graph runs (checked with the other flags)
+        crate::commands::options(&a.common, None, None)?;
+    }
     if let Some(addr) = a.connect.clone() {
         return crate::graph_serve::embed_remote_main(&a, &addr);
     }

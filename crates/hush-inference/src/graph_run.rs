@@ -1577,7 +1577,13 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
     })?;
     let inputs = graph_inputs(&g, &a.ids, &a.mask, a.token_types.as_deref())?;
     let shapes = inputs.iter().map(|(k, v)| (k.clone(), v.shape.clone())).collect();
-    let prog = g.instantiate(&shapes).map_err(|e| Error::Model(e.to_string()))?;
+    // the output a served session computes by default (`--output`, else the
+    // graph's first): the same program, so the same run bit for bit under a seed
+    let outs: Vec<String> = match &a.output {
+        Some(o) => vec![o.clone()],
+        None => g.outputs.iter().take(1).cloned().collect(),
+    };
+    let prog = g.instantiate_outputs(&shapes, &outs).map_err(|e| Error::Model(e.to_string()))?;
     let mut setup = match a.common.mode.as_str() {
         "interactive" => Some(InteractiveSetup::default()),
         "silent" => Some(InteractiveSetup::silent()),
