@@ -1897,7 +1897,7 @@ impl<'a> Lower<'a> {
         let shape = self.p.slots[x].shape.clone();
         let rows = self.p.slots[x].slots_len() / n_in.max(1);
         let bx = self.bound(x);
-        let bound = (0..n_out)
+        let mut bound = (0..n_out)
             .map(|j| (0..n_in).map(|i| w[i * n_out + j].abs()).sum::<f64>() * bx + b.get(j).map_or(0.0, |v| v.abs()))
             .fold(0.0, f64::max);
         let mut os = shape;
@@ -1905,6 +1905,29 @@ impl<'a> Lower<'a> {
             *l = n_out;
         }
         let rank = os.len();
+        // **By Cauchy–Schwarz per output column**, when the input's rows have a
+        // proven norm bound (a LayerNorm's output, [`layernorm_row_l2`]):
+        // |Σ_i x̃_i·w̃_ij| ≤ ‖x̃‖₂·‖w̃_{:,j}‖₂ with ‖w̃_{:,j}‖₂ ≤ ‖w_{:,j}‖₂ +
+        // √n_in·2^−9 (each weight rounded at f ≥ 8), plus the output's
+        // truncation (L2_ENTRY_ERR) and b̃_j's rounding (2^−9). The ℓ1 bound
+        // above takes every input at its largest at once; a row of norm L
+        // cannot, so on BERT-base's Q, K, V and first FFN layer this is about
+        // √n_in times tighter, and the GeLU's comparisons run on fewer bits.
+        if !w.is_empty() && w.len() == n_in * n_out {
+            if let Some(r) = self.l2.get(&x).copied().filter(|r| r.axis + 1 == rank) {
+                let lx = self.l2_value(r);
+                let round = (n_in as f64).sqrt() * WEIGHT_ROUND_ERR;
+                let cs = (0..n_out)
+                    .map(|j| {
+                        let col = (0..n_in).map(|i| w[i * n_out + j] * w[i * n_out + j]).sum::<f64>().sqrt() * (1.0 + 1e-12);
+                        lx * (col + round) + b.get(j).map_or(0.0, |v| v.abs()) + WEIGHT_ROUND_ERR + L2_ENTRY_ERR
+                    })
+                    .fold(0.0, f64::max);
+                if cs.is_finite() {
+                    bound = bound.min(cs);
+                }
+            }
+        }
         let out = self.slot(os, false, bound, name)?;
         // the row norm: ‖x̃·W̃ + b̃‖₂ ≤ σ̂·‖x̃‖₂ + ‖b‖₂ + the output's rounding
         // (b̃'s at 2^{2f} and the truncation, L2_ENTRY_ERR per entry)

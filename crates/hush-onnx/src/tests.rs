@@ -698,3 +698,48 @@ fn qk_bound_uses_cauchy_schwarz_only_from_layernorm_rows() {
     let (ba, bb, bo, k) = qk(&p);
     assert_eq!(bo, up(k as f64 * ba * bb), "rows mixed by the move: k·|Q|·|K|");
 }
+
+/// A linear layer on a LayerNorm's rows takes the Cauchy–Schwarz bound per
+/// output column, ‖x‖₂·‖w_j‖₂ (session 21), far below the ℓ1 bound
+/// Σ_i |w_ij|·max|x|; sound (at least the ideal bound with the float
+/// LayerNorm's row norm), and without a LayerNorm the ℓ1 bound stays.
+#[test]
+fn linear_bound_uses_cauchy_schwarz_from_layernorm_rows() {
+    use crate::eval::Tensor;
+    use crate::graph::{GraphModel, Program, Step};
+    use std::collections::HashMap;
+    let mut s = 11u64;
+    let wq: Vec<f32> = (0..32 * 32)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * 0.3
+        })
+        .collect();
+    let shapes = HashMap::from([("ids".to_string(), vec![1usize, 16])]);
+    let q0 = |p: &Program| {
+        p.steps
+            .iter()
+            .find_map(|st| match st {
+                Step::Linear { out, x, w, n_in, n_out, .. } if p.slots[*out].name == "q0" => Some((p.slots[*x].bound, p.slots[*out].bound, w.clone(), *n_in, *n_out)),
+                _ => None,
+            })
+            .expect("the Q projection")
+    };
+    let up = |x: f64| x.log2().ceil().exp2();
+    let l1 = |w: &[f64], bx: f64, n_in: usize, n_out: usize| (0..n_out).map(|j| (0..n_in).map(|i| w[i * n_out + j].abs()).sum::<f64>() * bx).fold(0.0, f64::max);
+    let col2 = |w: &[f64], n_in: usize, n_out: usize| (0..n_out).map(|j| (0..n_in).map(|i| w[i * n_out + j].powi(2)).sum::<f64>().sqrt()).fold(0.0, f64::max);
+    let m = qk_model("ln", "heads", &wq, 9);
+    let g = GraphModel::from_model(m.clone()).unwrap();
+    let (bx, bq, w, n_in, n_out) = q0(&g.instantiate(&shapes).unwrap());
+    let init = |n: &str| m.graph.as_ref().unwrap().initializer.iter().find(|x| x.name.as_deref() == Some(n)).map(|x| Tensor::from_proto(x).unwrap().v).unwrap();
+    let (gam, bet) = (init("ln.g"), init("ln.b"));
+    let l_ln = (n_in as f64).sqrt() * gam.iter().fold(0.0f64, |a, v| a.max(v.abs())) + bet.iter().map(|v| v * v).sum::<f64>().sqrt();
+    assert!(bq >= l_ln * col2(&w, n_in, n_out), "the bound {bq} is below the ideal Cauchy–Schwarz bound {}", l_ln * col2(&w, n_in, n_out));
+    assert!(bq * 4.0 <= up(l1(&w, bx, n_in, n_out)), "Cauchy–Schwarz {bq} vs ℓ1 {}", up(l1(&w, bx, n_in, n_out)));
+    // no LayerNorm: no row norm, the ℓ1 bound
+    let g = GraphModel::from_model(qk_model("id", "heads", &wq, 9)).unwrap();
+    let (bx, bq, w, n_in, n_out) = q0(&g.instantiate(&shapes).unwrap());
+    assert_eq!(bq, up(l1(&w, bx, n_in, n_out)));
+}
