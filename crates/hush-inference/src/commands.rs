@@ -229,7 +229,7 @@ pub struct FixedOptions {
 }
 
 /// 64 hex digits → 32 bytes.
-fn hex_seed(h: &str) -> Option<[u8; 32]> {
+pub(crate) fn hex_seed(h: &str) -> Option<[u8; 32]> {
     let h = h.as_bytes();
     if h.len() != 64 {
         return None;

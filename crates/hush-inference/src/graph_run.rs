@@ -1589,10 +1589,10 @@ pub fn embed_graph_main(a: &crate::encoder::EmbedCommandOptions, model: &std::pa
         "silent" => Some(InteractiveSetup::silent()),
         _ => None,
     };
-    if a.common.insecure_test_seed.is_some() {
-        // parsed, checked against the mode and warned about where every command's options are
-        let s = crate::commands::options(&a.common, None, None)?.insecure_test_seed;
-        if let (Some(setup), Some(s)) = (setup.as_mut(), s) {
+    // checked against the mode and warned about in `hush embed`'s entry (`commands::options`)
+    if let Some(h) = &a.common.insecure_test_seed {
+        let s = crate::commands::hex_seed(h).ok_or_else(|| Error::Config("--insecure-test-seed: 64 hex digits".into()))?;
+        if let Some(setup) = setup.as_mut() {
             setup.seed = Some(u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]));
         }
     }

@@ -1913,6 +1913,11 @@ impl<'a> Lower<'a> {
         // above takes every input at its largest at once; a row of norm L
         // cannot, so on BERT-base's Q, K, V and first FFN layer this is about
         // √n_in times tighter, and the GeLU's comparisons run on fewer bits.
+        // Like every slot bound it is public, rounded up to a power of two: it
+        // tells the client about log2 of max_j ‖w_j‖₂ (and the LayerNorm's γ, β),
+        // a few bits per layer, the same kind of fact the ℓ1 bound gave; a
+        // wrong bound would only make an output wrap (caught by the tests
+        // against the fixed-point reference), never reveal a share.
         if !w.is_empty() && w.len() == n_in * n_out {
             if let Some(r) = self.l2.get(&x).copied().filter(|r| r.axis + 1 == rank) {
                 let lx = self.l2_value(r);

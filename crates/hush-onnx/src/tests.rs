@@ -637,20 +637,24 @@ fn spectral_bound_is_at_least_the_largest_singular_value() {
 /// The bound is sound: at least the ideal Cauchy–Schwarz bound with the
 /// true σ(W) (power iteration), and above every score of the f64 graph on
 /// random ids.
-#[test]
-fn qk_bound_uses_cauchy_schwarz_only_from_layernorm_rows() {
-    use crate::eval::Tensor;
-    use crate::graph::{GraphModel, Program, Step};
-    use std::collections::HashMap;
-    let mut s = 5u64;
-    let wq: Vec<f32> = (0..32 * 32)
+/// 32 × 32 pseudo-random weights in ±0.3 (xorshift from `seed`).
+fn xorshift_weights(mut s: u64) -> Vec<f32> {
+    (0..32 * 32)
         .map(|_| {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
             ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * 0.3
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn qk_bound_uses_cauchy_schwarz_only_from_layernorm_rows() {
+    use crate::eval::Tensor;
+    use crate::graph::{GraphModel, Program, Step};
+    use std::collections::HashMap;
+    let wq = xorshift_weights(5);
     let shapes = HashMap::from([("ids".to_string(), vec![1usize, 16])]);
     let lower = |norm: &str, mv: &str| -> (GraphModel, Program) {
         let g = GraphModel::from_model(qk_model(norm, mv, &wq, 9)).unwrap();
@@ -708,15 +712,7 @@ fn linear_bound_uses_cauchy_schwarz_from_layernorm_rows() {
     use crate::eval::Tensor;
     use crate::graph::{GraphModel, Program, Step};
     use std::collections::HashMap;
-    let mut s = 11u64;
-    let wq: Vec<f32> = (0..32 * 32)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * 0.3
-        })
-        .collect();
+    let wq = xorshift_weights(11);
     let shapes = HashMap::from([("ids".to_string(), vec![1usize, 16])]);
     let q0 = |p: &Program| {
         p.steps
