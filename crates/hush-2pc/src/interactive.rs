@@ -502,6 +502,37 @@ pub fn bit_times_shared(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, 
         .collect())
 }
 
+/// c·x mod 2^`width` for a bit c that **one party holds whole** (the
+/// receiver: `bits`) and a value x the **other** holds whole (the sender:
+/// `vals`): one direction of [`vole`] with a 1-bit chosen multiplier —
+/// one OT, one derandomisation bit and `width` correction bits per
+/// element, against [`bit_times_shared`]'s two directions (two OTs, two
+/// bits and 2·(2ℓ + 1) correction bits) when each operand is one party's.
+/// The sender passes `(None, Some(vals))`, the receiver `(Some(bits),
+/// None)`; each gets its additive share mod 2^`width`.
+///
+/// **View:** [`vole`]'s: the sender sees d = c ⊕ (a fresh ROT choice),
+/// uniform; the receiver sees the correction masked by the pad it did not
+/// choose (pseudorandom to it) and its output pad − c·(…), whose other
+/// part is the sender's fresh pad: a uniform share either way.
+pub fn bit_times_private(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, width: u32, bits: Option<&[u64]>, vals: Option<&[u64]>) -> Result<Vec<u64>> {
+    if !(1..=64).contains(&width) || bits.is_some() == vals.is_some() {
+        return Err(invalid("bit times private value: one side holds the bits, the other the values; width in 1..=64"));
+    }
+    if bits.is_some_and(|b| b.iter().any(|v| *v > 1)) {
+        return Err(invalid("bit times private value: a bit above 1"));
+    }
+    let n = bits.or(vals).map_or(0, |v| v.len());
+    let wf = move |_| width;
+    let dir = Dir { groups: n, m: 1, ybits: 1, width: &wf, chosen: true, per_bit: false };
+    let v = match (bits, vals) {
+        (Some(b), None) => vole(ot, ch, party, None, Some((dir, Some(b))))?,
+        (None, Some(x)) => vole(ot, ch, party, Some((dir, x)), None)?,
+        _ => unreachable!("checked above"),
+    };
+    Ok(if bits.is_some() { v.recv.clone() } else { v.send.clone() })
+}
+
 fn random_ring(ot: &mut OtSession, ring: Ring, n: usize) -> Vec<u64> {
     (0..n).map(|_| ot.rng.next_u64() & ring.mask()).collect()
 }

@@ -1032,3 +1032,49 @@ fn wmask(w: u32) -> u64 {
         (1u64 << w) - 1
     }
 }
+
+/// `bit_times_private`: party 1's bits times party 0's values mod 2^w, at
+/// several widths (random values and the edges 0 and 2^w − 1), with
+/// uniform output shares; pinned bytes (one IKNP ROT, one bit up and w
+/// bits down per element) and rounds; malformed calls are errors.
+#[test]
+fn bit_times_private_value_is_exact_and_one_directional() {
+    for w in [1u32, 17, 64] {
+        let n = 300usize;
+        let m = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+        let mut g = Prg::new(Block(w as u128 + 7));
+        let mut vals: Vec<u64> = (0..n).map(|_| g.next_u64() & m).collect();
+        vals[0] = 0;
+        vals[1] = m;
+        let bits: Vec<u64> = (0..n).map(|i| if i < 2 { 1 } else { g.next_u64() & 1 }).collect();
+        let (b2, v2) = (bits.clone(), vals.clone());
+        let r = run2(w as u64, move |p, mut s, ch| {
+            let (b, v) = if p == 0 { (None, Some(&v2[..])) } else { (Some(&b2[..]), None) };
+            interactive::bit_times_private(&mut s, ch, p, w, b, v).unwrap()
+        });
+        let rw = if w == 64 { ring(64) } else { ring(w) };
+        for i in 0..n {
+            assert_eq!(rw.add(r[0].0[i], r[1].0[i]), (bits[i] * vals[i]) & m, "width {w}, element {i}");
+        }
+        if w >= 17 {
+            looks_uniform(&r[1].0, w, "receiver's share");
+        }
+        // party 1 sends its derandomisation bits only; party 0 the corrections
+        let (c0, c1) = (&r[0].1, &r[1].1);
+        assert_eq!(c1.bytes_sent, iknp_bytes(n) + n.div_ceil(8) as u64, "width {w}: the receiver's IKNP columns and derandomisation bits");
+        assert_eq!(c0.bytes_sent, (n * w as usize).div_ceil(8) as u64, "width {w}: the sender's corrections");
+        assert_eq!(c0.rounds + c1.rounds, BTP_ROUNDS, "width {w}: rounds");
+    }
+    let r = run2(9, |p, mut s, ch| {
+        (
+            interactive::bit_times_private(&mut s, ch, p, 0, None, Some(&[1])).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, 8, Some(&[2]), None).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, 8, Some(&[1]), Some(&[1])).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, 8, None, None).is_err(),
+        )
+    });
+    assert_eq!(r[0].0, (true, true, true, true));
+}
+
+/// Both parties' rounds of one call (IKNP's flight, the bits, the corrections).
+const BTP_ROUNDS: u32 = 2;

@@ -33,18 +33,26 @@
 //! 0, the carry w is a ∨ b for a = msb(y_C), b = msb(s) (a = b: w = a; a ≠ b:
 //! the top bit of the sum is a ⊕ b ⊕ c = 0 forces the carry-in c = 1, so
 //! w = 1). So v = y_C + s − 2^ℓ − 2^{ℓ−2} + ā·b̄·2^ℓ over Z_2^64, and the only
-//! joint computation is ā·b̄·2^ℓ: [`hush_2pc::interactive::bit_times_shared`]
-//! with the client's bit ā and the server's value b̄·2^ℓ — one OT and
-//! 2·64 + 1 bits per element each way, on the interactive context's COTs.
+//! joint computation is ā·b̄·2^ℓ. Each operand is one party's, and the term
+//! is a multiple of 2^ℓ, so shares of ā·b̄ mod 2^{64−ℓ} suffice (scaled by
+//! 2^ℓ, they are shares of ā·b̄·2^ℓ mod 2^64):
+//! [`hush_2pc::interactive::bit_times_private`] with the client's bit ā as
+//! the receiver's and the server's bit b̄ as the sender's value — one OT,
+//! one bit from the client and 64 − ℓ = 17 bits from the server per element,
+//! on the interactive context's COTs. (Until 2026-11-29 the lift ran the
+//! general `bit_times_shared` with each party's operand zero on the other
+//! side: two OTs and 2·(2·64 + 1) bits per element, ~7× the corrections.)
 //!
 //! **Views (semi-honest).** The HE part's views are Cheetah's (the server
 //! sees ciphertexts under the client's key, pseudorandom under RLWE; the
 //! client sees y_C = v − r_S with r_S fresh and uniform, and ciphertext noise
 //! flooded by 2^κ, κ = 64, beyond its public bound: the argument and the
 //! curious-client test are in `hush_rlwe::cheetah`). The client's bit a is a
-//! function of y_C, the server's b of r_S; the lift's messages are
-//! `bit_times_shared`'s vector-OLE corrections, uniform to the receiver (its
-//! doc and `curious_parties_learn_nothing_from_the_provider_messages`).
+//! function of y_C, the server's b of r_S; the lift's messages are one
+//! direction of a vector OLE: the client's derandomisation bits (masked by
+//! fresh ROT choices) and the server's corrections, masked by the pads the
+//! client did not choose (`bit_times_private`'s doc; the OLE's curious-party
+//! test `curious_parties_learn_nothing_from_the_provider_messages`).
 //! The output shares are fresh (re-randomised by r_S and the OLE's pads), so
 //! the step composes sequentially with the rest of the interactive run.
 //!
@@ -235,7 +243,7 @@ impl GraphHe {
     /// on an input of 2m positions (its argument holds for any input and
     /// shape: the server sees ciphertexts under the client's key, the client
     /// a flooded response simulatable from its output share, re-randomised by
-    /// the server's fresh r_S) and one lift (`bit_times_shared`'s uniform
+    /// the server's fresh r_S) and one lift (`bit_times_private`'s uniform
     /// corrections); the lift is exact for each element on its own, so
     /// lifting y' and w in one call changes nothing in its argument. The
     /// result is v = 2^d·lift(y') + lift(w) over Z_2^64, the same shares'
@@ -458,7 +466,7 @@ pub const HE_SECS_PER_PRODUCT: f64 = 70e-6;
 pub const LINK_BYTES_PER_SEC: f64 = 300e6;
 /// One flight (a message and its wait) on the loaded 2-core machine.
 pub const FLIGHT_SECS: f64 = 0.5e-3;
-/// The lift's one bit-OT per output element (Ferret COT + 2·64 + 1 bits each way).
+/// The lift's one bit-OT per output element (Ferret COT, one bit up and 64 − ℓ bits down).
 pub const LIFT_SECS_PER_ELEMENT: f64 = 1.5e-6;
 /// An OT matrix triple per multiply–add (both parties: 2·64 COTs per k·n
 /// and 2·260 bytes per m·k·n; measured 16.7 s for MiniLM's 746,496
@@ -575,28 +583,28 @@ pub fn lift(ctx: &mut Ctx, ch: &mut dyn Channel, y: &[u64], l: u32, server: bool
     }
     let (top, quarter, lm) = (1u64 << l, 1u64 << (l - 2), (1u64 << l) - 1);
     let n = y.len();
-    let (mut base, mut bits, mut vals) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    // the server's values b̄ (bits) and the client's bits ā: ā·b̄ mod 2^{64−ℓ},
+    // then ·2^ℓ (see the module doc)
+    let (mut base, mut bits) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for &v in y {
         if v > lm {
             return Err(Error::Protocol(format!("HE linear: a share beyond 2^{l}")));
         }
         if server {
             let s = (v + quarter) & lm;
-            let b = s >> (l - 1);
             base.push(ring.sub(ring.sub(s, top), quarter));
-            bits.push(0);
-            vals.push((1 - b) << l);
+            bits.push(1 - (s >> (l - 1)));
         } else {
-            let a = v >> (l - 1);
             base.push(v);
-            bits.push(1 - a);
-            vals.push(0);
+            bits.push(1 - (v >> (l - 1)));
         }
     }
     let ot = ctx.ot_mut().ok_or_else(|| Error::Config("the HE linear backend needs the interactive context's COTs (no COT session here)".into()))?;
     let party = ot.party;
-    let prod = hush_2pc::interactive::bit_times_shared(ot, ch, party, ring, &bits, &vals).map_err(|e| Error::Nonlinear(format!("HE lift: {e}")))?;
-    Ok(base.iter().zip(&prod).map(|(a, b)| ring.add(*a, *b)).collect())
+    let w = ring.bits() - l;
+    let (b, v) = if server { (None, Some(&bits[..])) } else { (Some(&bits[..]), None) };
+    let prod = hush_2pc::interactive::bit_times_private(ot, ch, party, w, b, v).map_err(|e| Error::Nonlinear(format!("HE lift: {e}")))?;
+    Ok(base.iter().zip(&prod).map(|(a, p)| ring.add(*a, p << l)).collect())
 }
 
 /// The server's check that every HE step's product fits Cheetah's ring:

@@ -570,6 +570,8 @@ pub fn touches_weights(st: &Step) -> bool {
 pub struct StepCost {
     pub secs: f64,
     pub bytes_sent: u64,
+    /// Bytes this party received during the step (the peer's messages).
+    pub bytes_recv: u64,
     pub rounds: u32,
     /// Of `secs`, the time spent waiting for the step's correlations
     /// (the look-ahead's dealing thread had not dealt them yet).
@@ -1160,7 +1162,7 @@ impl<'a> Exec<'a> {
             })?;
             self.vals[st.out()] = Some(v);
             let c1 = ch.cost();
-            self.meter.push(StepCost { secs: t0.elapsed().as_secs_f64(), bytes_sent: c1.bytes_sent - c0.bytes_sent, rounds: c1.rounds - c0.rounds, wait_s, peak_bytes: self.probe.map(|(p, tag)| (p.peak)(tag).max(0) as u64) });
+            self.meter.push(StepCost { secs: t0.elapsed().as_secs_f64(), bytes_sent: c1.bytes_sent - c0.bytes_sent, bytes_recv: c1.bytes_recv - c0.bytes_recv, rounds: c1.rounds - c0.rounds, wait_s, peak_bytes: self.probe.map(|(p, tag)| (p.peak)(tag).max(0) as u64) });
         }
         self.p.outputs.iter().map(|(_, s)| self.sh(*s).cloned()).collect()
     }
@@ -1551,15 +1553,16 @@ pub fn token_inputs(names: &[&str], ids: &std::path::Path, mask: &std::path::Pat
     Ok(out)
 }
 
-/// A party's time, bytes sent and rounds per operator type (the records'
+/// A party's time, bytes sent and received and rounds per operator type (the records'
 /// `by_op`), from its per-step meter.
 pub fn by_op(prog: &Program, meter: &[StepCost]) -> serde_json::Value {
     let mut by_op = serde_json::Map::new();
     for (st, c) in prog.steps.iter().zip(meter) {
-        let e = by_op.entry(st.kind().to_string()).or_insert_with(|| serde_json::json!({"secs": 0.0, "wait_s": 0.0, "bytes_sent": 0u64, "rounds": 0u64}));
+        let e = by_op.entry(st.kind().to_string()).or_insert_with(|| serde_json::json!({"secs": 0.0, "wait_s": 0.0, "bytes_sent": 0u64, "bytes_recv": 0u64, "rounds": 0u64}));
         e["secs"] = serde_json::json!(e["secs"].as_f64().unwrap_or(0.0) + c.secs);
         e["wait_s"] = serde_json::json!(e["wait_s"].as_f64().unwrap_or(0.0) + c.wait_s);
         e["bytes_sent"] = serde_json::json!(e["bytes_sent"].as_u64().unwrap_or(0) + c.bytes_sent);
+        e["bytes_recv"] = serde_json::json!(e["bytes_recv"].as_u64().unwrap_or(0) + c.bytes_recv);
         e["rounds"] = serde_json::json!(e["rounds"].as_u64().unwrap_or(0) + c.rounds as u64);
     }
     serde_json::Value::Object(by_op)
