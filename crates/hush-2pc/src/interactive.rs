@@ -502,28 +502,28 @@ pub fn bit_times_shared(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, 
         .collect())
 }
 
-/// c·x mod 2^`width` for a bit c that **one party holds whole** (the
-/// receiver: `bits`) and a value x the **other** holds whole (the sender:
-/// `vals`): one direction of [`vole`] with a 1-bit chosen multiplier —
-/// one OT, one derandomisation bit and `width` correction bits per
-/// element, against [`bit_times_shared`]'s two directions (two OTs, two
-/// bits and 2·(2ℓ + 1) correction bits) when each operand is one party's.
-/// The sender passes `(None, Some(vals))`, the receiver `(Some(bits),
-/// None)`; each gets its additive share mod 2^`width`.
+/// c_i·x_i mod 2^{`widths[i]`} for bits c_i that **one party holds whole**
+/// (the receiver: `bits`) and values x_i the **other** holds whole (the
+/// sender: `vals`): one direction of [`vole`] with a 1-bit chosen
+/// multiplier — one OT, one derandomisation bit and `widths[i]` correction
+/// bits per element, against [`bit_times_shared`]'s two directions (two
+/// OTs, two bits and 2·(2ℓ + 1) correction bits) when each operand is one
+/// party's. The sender passes `(None, Some(vals))`, the receiver
+/// `(Some(bits), None)`; each gets its additive share mod 2^{widths[i]}.
 ///
 /// **View:** [`vole`]'s: the sender sees d = c ⊕ (a fresh ROT choice),
-/// uniform; the receiver sees the correction masked by the pad it did not
-/// choose (pseudorandom to it) and its output pad − c·(…), whose other
-/// part is the sender's fresh pad: a uniform share either way.
-pub fn bit_times_private(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, width: u32, bits: Option<&[u64]>, vals: Option<&[u64]>) -> Result<Vec<u64>> {
-    if !(1..=64).contains(&width) || bits.is_some() == vals.is_some() {
-        return Err(invalid("bit times private value: one side holds the bits, the other the values; width in 1..=64"));
+/// uniform; the receiver sees each correction masked by the pad it did not
+/// choose (pseudorandom to it), and its output is the pad it chose minus
+/// c·(the correction): with the sender's fresh pad, a uniform share.
+pub fn bit_times_private(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, widths: &[u32], bits: Option<&[u64]>, vals: Option<&[u64]>) -> Result<Vec<u64>> {
+    let n = widths.len();
+    if widths.iter().any(|w| !(1..=64).contains(w)) || bits.is_some() == vals.is_some() || bits.or(vals).is_some_and(|v| v.len() != n) {
+        return Err(invalid("bit times private value: one side holds the bits, the other the values, one width in 1..=64 per element"));
     }
     if bits.is_some_and(|b| b.iter().any(|v| *v > 1)) {
         return Err(invalid("bit times private value: a bit above 1"));
     }
-    let n = bits.or(vals).map_or(0, |v| v.len());
-    let wf = move |_| width;
+    let wf = |g: usize| widths[g];
     let dir = Dir { groups: n, m: 1, ybits: 1, width: &wf, chosen: true, per_bit: false };
     let v = match (bits, vals) {
         (Some(b), None) => vole(ot, ch, party, None, Some((dir, Some(b))))?,
@@ -531,6 +531,65 @@ pub fn bit_times_private(ot: &mut OtSession, ch: &mut dyn Channel, party: Party,
         _ => unreachable!("checked above"),
     };
     Ok(if bits.is_some() { v.recv.clone() } else { v.send.clone() })
+}
+
+/// Shares mod 2^w → shares over `ring` (2^L, L > w) of a value v **known
+/// to lie in [0, 2^{w−1})**: the extension with a known most significant
+/// bit (Rathee et al., SIRNN, IEEE S&P 2021, §4.1). `parts` are
+/// (shares mod 2^w, w) pairs, all extended in one call (one OT per
+/// element, one flight each way); a part with w ≥ L is returned reduced
+/// into the ring.
+///
+/// **Derivation.** With x₀ + x₁ = v + c·2^w over the integers (x_P < 2^w
+/// the shares, c ∈ {0, 1} the carry) and v's top bit (bit w − 1) zero, the
+/// carry is a ∨ b for a = msb(x₀), b = msb(x₁): equal bits carry exactly
+/// when both are 1; unequal ones make the top bit a ⊕ b ⊕ c_in = 0 only
+/// with a carry-in, so the sum carries. Hence v = x₀ + x₁ − 2^w +
+/// ā·b̄·2^w over Z_2^L, and the only joint term, ā·b̄·2^w, is a multiple of
+/// 2^w: shares of the bit product ā·b̄ mod 2^{L−w}, scaled by 2^w, are shares
+/// of it mod 2^L — [`bit_times_private`] with party 1's bit ā as the
+/// receiver's and party 0's b̄ as the sender's value: one OT, one bit up and
+/// L − w bits down per element. Exact for every v in the range; outside it
+/// the result is off by 2^w (every call site states its bound). The graph
+/// runtime's HE lift is the signed case (v + 2^{w−2} at party 0 first).
+///
+/// **View:** [`bit_times_private`]'s; the outputs are fresh shares (the
+/// OLE's pads), so the step composes with what follows.
+pub fn extend_known_msb(ot: &mut OtSession, ch: &mut dyn Channel, party: Party, ring: Ring, parts: &[(&[u64], u32)]) -> Result<Vec<Vec<u64>>> {
+    let big = ring.bits();
+    if parts.iter().any(|(_, w)| *w < 2) {
+        return Err(invalid("extension: source rings below 2 bits"));
+    }
+    let (mut base, mut bits, mut widths) = (Vec::new(), Vec::new(), Vec::new());
+    for (x, w) in parts.iter().filter(|(_, w)| *w < big) {
+        let mw = mask(*w);
+        for &v in x.iter() {
+            if v > mw {
+                return Err(invalid(format!("extension: a share beyond 2^{w}")));
+            }
+            base.push(if party == 0 { ring.sub(v, pow2(*w) & ring.mask()) } else { v });
+            bits.push(1 - (v >> (w - 1)));
+            widths.push(big - w);
+        }
+    }
+    let prod = if base.is_empty() {
+        Vec::new()
+    } else if party == 0 {
+        bit_times_private(ot, ch, party, &widths, None, Some(&bits))?
+    } else {
+        bit_times_private(ot, ch, party, &widths, Some(&bits), None)?
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    let mut at = 0usize;
+    for (x, w) in parts {
+        if *w >= big {
+            out.push(x.iter().map(|v| v & ring.mask()).collect());
+            continue;
+        }
+        out.push((0..x.len()).map(|i| ring.add(base[at + i], (prod[at + i] << *w) & ring.mask())).collect());
+        at += x.len();
+    }
+    Ok(out)
 }
 
 fn random_ring(ot: &mut OtSession, ring: Ring, n: usize) -> Vec<u64> {

@@ -1050,7 +1050,7 @@ fn bit_times_private_value_is_exact_and_one_directional() {
         let (b2, v2) = (bits.clone(), vals.clone());
         let r = run2(w as u64, move |p, mut s, ch| {
             let (b, v) = if p == 0 { (None, Some(&v2[..])) } else { (Some(&b2[..]), None) };
-            interactive::bit_times_private(&mut s, ch, p, w, b, v).unwrap()
+            interactive::bit_times_private(&mut s, ch, p, &vec![w; v.or(b).unwrap().len()], b, v).unwrap()
         });
         let rw = if w == 64 { ring(64) } else { ring(w) };
         for i in 0..n {
@@ -1067,13 +1067,14 @@ fn bit_times_private_value_is_exact_and_one_directional() {
     }
     let r = run2(9, |p, mut s, ch| {
         (
-            interactive::bit_times_private(&mut s, ch, p, 0, None, Some(&[1])).is_err(),
-            interactive::bit_times_private(&mut s, ch, p, 8, Some(&[2]), None).is_err(),
-            interactive::bit_times_private(&mut s, ch, p, 8, Some(&[1]), Some(&[1])).is_err(),
-            interactive::bit_times_private(&mut s, ch, p, 8, None, None).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, &[0], None, Some(&[1])).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, &[8], Some(&[2]), None).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, &[8], Some(&[1]), Some(&[1])).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, &[8], None, None).is_err(),
+            interactive::bit_times_private(&mut s, ch, p, &[8, 8], Some(&[1]), None).is_err(),
         )
     });
-    assert_eq!(r[0].0, (true, true, true, true));
+    assert_eq!(r[0].0, (true, true, true, true, true));
 }
 
 /// Both parties' rounds of one call (IKNP's flight, the bits, the corrections).

@@ -36,10 +36,10 @@
 //! joint computation is ā·b̄·2^ℓ. Each operand is one party's, and the term
 //! is a multiple of 2^ℓ, so shares of ā·b̄ mod 2^{64−ℓ} suffice (scaled by
 //! 2^ℓ, they are shares of ā·b̄·2^ℓ mod 2^64):
-//! [`hush_2pc::interactive::bit_times_private`] with the client's bit ā as
-//! the receiver's and the server's bit b̄ as the sender's value — one OT,
-//! one bit from the client and 64 − ℓ = 17 bits from the server per element,
-//! on the interactive context's COTs. (Until 2026-11-29 the lift ran the
+//! [`hush_2pc::interactive::extend_known_msb`] (its
+//! `bit_times_private`: one party's bit times the other's bit, one OT, one
+//! bit one way and 64 − ℓ = 17 bits the other per element, on the
+//! interactive context's COTs). (Until 2026-11-29 the lift ran the
 //! general `bit_times_shared` with each party's operand zero on the other
 //! side: two OTs and 2·(2·64 + 1) bits per element, ~7× the corrections.)
 //!
@@ -209,7 +209,7 @@ impl GraphHe {
         if y.len() != queries * width {
             return Err(Error::Protocol(format!("HE selection: {} outputs for {queries} × {width}", y.len())));
         }
-        Ok(ArithShare::new(ring, lift(ctx, ch, &y, l, server)?))
+        Ok(ArithShare::new(ring, lift(ctx, ch, &y, l)?))
     }
 
     /// Wᵀ·Xᵀ over Z_2^64: `xt` is this party's share of Xᵀ (k × m, channel
@@ -219,8 +219,7 @@ impl GraphHe {
     #[allow(clippy::too_many_arguments)]
     pub fn apply(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, xt: &ArithShare, wt: &[u64], k: usize, m: usize, n: usize) -> Result<ArithShare> {
         let y = self.apply_raw(ch, &xt.v, wt, k, m, n)?;
-        let server = matches!(self.side, HeSide::Server(_));
-        Ok(ArithShare::new(xt.ring, lift(ctx, ch, &y, self.bits, server)?))
+        Ok(ArithShare::new(xt.ring, lift(ctx, ch, &y, self.bits)?))
     }
 
     /// [`GraphHe::apply`] for a product whose bound is beyond the HE ring,
@@ -256,7 +255,6 @@ impl GraphHe {
         }
         let (l, ring) = (self.bits, xt.ring);
         let lm = (1u64 << l) - 1;
-        let server = self.is_server();
         if xt.len() != k * m {
             return Err(Error::Config(format!("HE linear: {} input elements for {k}×{m}", xt.len())));
         }
@@ -280,7 +278,7 @@ impl GraphHe {
             }
         }
         zeroize::Zeroize::zeroize(&mut y);
-        let lifted = lift(ctx, ch, &two, l, server);
+        let lifted = lift(ctx, ch, &two, l);
         zeroize::Zeroize::zeroize(&mut two);
         let lifted = lifted?;
         let (hi, diff) = lifted.split_at(n * m);
@@ -410,7 +408,6 @@ impl GraphHe {
     pub fn matmul_shared_wide(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize, da: u32, db: u32) -> Result<ArithShare> {
         let (l, ring) = (self.bits, a.ring);
         let lm = (1u64 << l) - 1;
-        let server = self.is_server();
         let t = |ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, d: u32| if d > 0 { ctx.trunc(ch, x, d).map_err(|e| Error::Nonlinear(format!("HE matmul: {e}"))) } else { Ok(x.clone()) };
         let a2 = t(ctx, ch, a, da)?;
         let b2 = t(ctx, ch, b, db)?;
@@ -419,7 +416,7 @@ impl GraphHe {
         let mut low = self.matmul_shared_mod(ch, a, b, count, m, k, n)?;
         let w: Vec<u64> = low.iter().zip(&vp).map(|(x, y)| x.wrapping_sub(*y) & lm).collect();
         zeroize::Zeroize::zeroize(&mut low);
-        let diff = lift(ctx, ch, &w, l, server)?;
+        let diff = lift(ctx, ch, &w, l)?;
         Ok(ArithShare::new(ring, vp.iter().zip(&diff).map(|(x, y)| ring.add(*x, *y)).collect()))
     }
 
@@ -427,8 +424,7 @@ impl GraphHe {
     #[allow(clippy::too_many_arguments)]
     pub fn matmul_shared(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, a: &ArithShare, b: &ArithShare, count: usize, m: usize, k: usize, n: usize) -> Result<ArithShare> {
         let mut y = self.matmul_shared_mod(ch, a, b, count, m, k, n)?;
-        let server = self.is_server();
-        let r = lift(ctx, ch, &y, self.bits, server);
+        let r = lift(ctx, ch, &y, self.bits);
         zeroize::Zeroize::zeroize(&mut y);
         Ok(ArithShare::new(a.ring, r?))
     }
@@ -576,35 +572,18 @@ fn conv_shape(k: usize, m: usize, n: usize) -> Shape {
 
 /// Shares mod 2^ℓ of v with |v| < 2^{ℓ−2} → shares of v over the context's
 /// ring (Z_2^64); see the module doc for the argument.
-pub fn lift(ctx: &mut Ctx, ch: &mut dyn Channel, y: &[u64], l: u32, server: bool) -> Result<Vec<u64>> {
+pub fn lift(ctx: &mut Ctx, ch: &mut dyn Channel, y: &[u64], l: u32) -> Result<Vec<u64>> {
     let ring = ctx.ring();
     if l < 3 || l >= ring.bits() {
         return Err(Error::Config(format!("lift from Z_2^{l} to Z_2^{}", ring.bits())));
     }
-    let (top, quarter, lm) = (1u64 << l, 1u64 << (l - 2), (1u64 << l) - 1);
-    let n = y.len();
-    // the server's values b̄ (bits) and the client's bits ā: ā·b̄ mod 2^{64−ℓ},
-    // then ·2^ℓ (see the module doc)
-    let (mut base, mut bits) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for &v in y {
-        if v > lm {
-            return Err(Error::Protocol(format!("HE linear: a share beyond 2^{l}")));
-        }
-        if server {
-            let s = (v + quarter) & lm;
-            base.push(ring.sub(ring.sub(s, top), quarter));
-            bits.push(1 - (s >> (l - 1)));
-        } else {
-            base.push(v);
-            bits.push(1 - (v >> (l - 1)));
-        }
+    if y.iter().any(|v| *v >= 1u64 << l) {
+        return Err(Error::Protocol(format!("HE linear: a share beyond 2^{l}")));
     }
-    let ot = ctx.ot_mut().ok_or_else(|| Error::Config("the HE linear backend needs the interactive context's COTs (no COT session here)".into()))?;
-    let party = ot.party;
-    let w = ring.bits() - l;
-    let (b, v) = if server { (None, Some(&bits[..])) } else { (Some(&bits[..]), None) };
-    let prod = hush_2pc::interactive::bit_times_private(ot, ch, party, w, b, v).map_err(|e| Error::Nonlinear(format!("HE lift: {e}")))?;
-    Ok(base.iter().zip(&prod).map(|(a, p)| ring.add(*a, p << l)).collect())
+    if ctx.ot_mut().is_none() {
+        return Err(Error::Config("the HE linear backend needs the interactive context's COTs (no COT session here)".into()));
+    }
+    ctx.extend_signed(ch, y, l).map_err(|e| Error::Nonlinear(format!("HE lift: {e}")))
 }
 
 /// The server's check that every HE step's product fits Cheetah's ring:

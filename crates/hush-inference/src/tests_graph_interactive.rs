@@ -174,8 +174,8 @@ fn the_he_lift_extends_shares_exactly_and_costs_one_ot_per_element() {
     let (y_c, r_s): (Vec<u64>, Vec<u64>) = v.iter().zip(&r).map(|(x, r)| (((*x as u64).wrapping_sub(*r)) & lm, *r)).unzip();
     let (mut c0, mut c1, mut a, mut b) = ctx_pair(3);
     let (s0, s1) = std::thread::scope(|s| {
-        let h0 = s.spawn(|| crate::graph_he::lift(&mut c0, &mut a, &r_s, l, true).unwrap());
-        let h1 = s.spawn(|| crate::graph_he::lift(&mut c1, &mut b, &y_c, l, false).unwrap());
+        let h0 = s.spawn(|| crate::graph_he::lift(&mut c0, &mut a, &r_s, l).unwrap());
+        let h1 = s.spawn(|| crate::graph_he::lift(&mut c1, &mut b, &y_c, l).unwrap());
         (h0.join().unwrap(), h1.join().unwrap())
     });
     let ring = Ring::new(64).unwrap();
@@ -440,11 +440,11 @@ fn a_deviating_peer_in_the_he_provider_or_the_lift_gets_a_clear_error() {
     let (ra, _rb) = std::thread::scope(|s| {
         let ha = s.spawn(|| {
             let mut a = a;
-            crate::graph_he::lift(&mut c0, &mut a, &y, crate::graph_he::HE_BITS, true)
+            crate::graph_he::lift(&mut c0, &mut a, &y, crate::graph_he::HE_BITS)
         });
         let hb = s.spawn(|| {
             let mut ch = Deviate { inner: b, min_len: 1, target: 1, seen: 0, cut: true };
-            crate::graph_he::lift(&mut c1, &mut ch, &y, crate::graph_he::HE_BITS, false)
+            crate::graph_he::lift(&mut c1, &mut ch, &y, crate::graph_he::HE_BITS)
         });
         (ha.join().unwrap(), hb.join().unwrap())
     });

@@ -164,7 +164,10 @@ pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len
         // a Beaver triple's 128 per element); the same values as the
         // truncation then the product
         let r = ctx.trunc(ch, &rp, rk)?;
-        ctx.mul_small_rows(ch, &r, LN_SCALE + 8, &z, len)?
+        // |z| ≤ 2^{c+f+1} + 1 < 2^{c+f+2} and r < 2^{31}: |z·r| < 2^{c+f+33},
+        // so the OLEs run in a ring of c + f + 35 bits and extend
+        // ([`Ctx::mul_small_rows_within`])
+        ctx.mul_small_rows_within(ch, &r, LN_SCALE + 8, &z, len, Some(c + f + 33))?
     } else {
         ctx.trunc_mul(ch, &bcast(&rp), rk, &z)?.1
     };

@@ -65,6 +65,7 @@ use super::{poly, recip};
 use crate::interactive;
 use crate::share::ArithShare;
 use crate::{invalid, Result};
+use hush_primitives::Ring;
 use hush_transport::Channel;
 
 /// Internal scale of exp, sums and reciprocals.
@@ -205,6 +206,9 @@ pub const EXP_LUT_SCALE: u32 = 20;
 /// Entry width of [`exp_lut`]'s table: entries below 2^23, shared mod
 /// 2^24 with a known MSB.
 pub const EXP_LUT_WIDTH: u32 = EXP_LUT_SCALE + 4;
+/// Ring of [`exp_lut`]'s product E·g < (1 + 2^−19)·2^44 < 2^45: Z_2^46,
+/// extended to the context's ring after.
+pub const EXP_LUT_PRODUCT_BITS: u32 = EXP_LUT_SCALE + EXP_SCALE + 2;
 
 /// exp(d) at scale 2^24 for d ∈ [−16, 0] (scale 2^f), **interactive mode**:
 /// a table lookup and one small product instead of the polynomial and six
@@ -242,9 +246,11 @@ pub const EXP_LUT_WIDTH: u32 = EXP_LUT_SCALE + 4;
 /// opened. **Range:** d ∈ [−16, 0] (the clip, or a proven bound) — outside
 /// it a wraps modulo 16 and the value is wrong, not leaked.
 ///
-/// Per element: 28 COTs and about 210 bytes (48 for the table, 162 for the
-/// product), against the polynomial's 55 and six squarings' 162 COTs and
-/// about 1.45 KB; 6 flights instead of 29.
+/// Per element: 29 COTs and about 160 bytes (48 for the table, ~110 for the
+/// product in Z_2^46 and ~3 for its extension), against the polynomial's
+/// 55 and six squarings' 162 COTs and about 1.45 KB; 8 flights instead of
+/// 29 (until 2026-11-29 the product ran in the full ring: 28 COTs, about
+/// 210 bytes, 6 flights).
 pub fn exp_lut(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<ArithShare> {
     let (ring, f, party) = (ctx.ring(), ctx.fx.frac, ctx.party);
     if f < 1 || f + 1 + EXP_LUT_BITS > ring.bits() || ring.bits() < 2 * EXP_SCALE + 3 {
@@ -285,19 +291,28 @@ pub fn exp_lut(ctx: &mut Ctx, ch: &mut dyn Channel, dc: &ArithShare) -> Result<A
             vecs.extend(std::iter::repeat_n(*gv, w as usize - 1));
             vecs.push(ring.mul(ring.sub(2 * top(*x), 1), *gv));
         }
-        let l = ring.bits();
-        let wf = move |_| l;
+        // E·g < 2^{45}: the product runs in Z_2^{46} (the vectors and R's
+        // local term reduced mod 2^{46}; a ring homomorphism, so exact) and
+        // is extended to the ring with its top bit known to be zero
+        // ([`interactive::extend_known_msb`]: one OT, one bit and 18 bits
+        // per element instead of 18 more bits in each of the 24 OTs'
+        // corrections — since 2026-11-29)
+        let nw = EXP_LUT_PRODUCT_BITS;
+        let rn = Ring::new(nw).ok_or_else(|| invalid("exp by table: product ring"))?;
+        vecs.iter_mut().for_each(|v| *v &= rn.mask());
+        let wf = move |_| nw;
         let sdir = interactive::Dir { groups: rr.len(), m: 1, ybits: w, width: &wf, chosen: true, per_bit: true };
         let rdir = interactive::Dir { groups: sr.len(), m: 1, ybits: w, width: &wf, chosen: true, per_bit: false };
         let v = interactive::vole(ot, ch, party, Some((sdir, &vecs)), Some((rdir, Some(&es))))?;
-        let mut out = vec![0u64; n];
+        let mut narrow = vec![0u64; n];
         for (j, i) in rr.clone().enumerate() {
-            let s = ring.sub(er[j], ring.mul(top(er[j]), 1u64 << w));
-            out[i] = ring.add(ring.mul(s, g[j]), v.send[j]);
+            let s = rn.sub(er[j], rn.mul(top(er[j]), 1u64 << w));
+            narrow[i] = rn.add(rn.mul(s, g[j]), v.send[j]);
         }
         for (j, i) in sr.clone().enumerate() {
-            out[i] = v.recv[j];
+            narrow[i] = v.recv[j] & rn.mask();
         }
+        let out = interactive::extend_known_msb(ot, ch, party, ring, &[(&narrow, nw)])?.pop().expect("one part");
         ArithShare { ring, v: out }
     };
     ctx.trunc(ch, &raw, EXP_LUT_SCALE)
@@ -376,7 +391,10 @@ pub fn softmax_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: 
         // ([`Ctx::mul_small_rows`]: 36 OTs per row instead of 52 per
         // element)
         let r = ctx.trunc(ch, &ip, ik + EXP_SCALE - RECIP_ROW_SCALE)?;
-        let p = ctx.mul_small_rows(ch, &r, RECIP_ROW_SCALE + 2, &e, len)?;
+        // 0 ≤ e < 2^{25} (exp ≤ 1 + 2^−19 at scale 2^24) and R < 2^{17}: the
+        // product is below 2^{42}, so the OLEs run in Z_2^{44} and extend
+        // ([`Ctx::mul_small_rows_within`])
+        let p = ctx.mul_small_rows_within(ch, &r, RECIP_ROW_SCALE + 2, &e, len, Some(EXP_SCALE + RECIP_ROW_SCALE + 2))?;
         return ctx.trunc(ch, &p, EXP_SCALE + RECIP_ROW_SCALE - f);
     }
     let ib: Vec<u64> = (0..rows * len).map(|i| ip.v[i / len]).collect();
