@@ -1079,3 +1079,48 @@ fn bit_times_private_value_is_exact_and_one_directional() {
 
 /// Both parties' rounds of one call (IKNP's flight, the bits, the corrections).
 const BTP_ROUNDS: u32 = 2;
+
+/// Both parties' bytes and the rounds of each interactive transformer
+/// operator on a small input (IKNP COTs, made on demand), pinned from a
+/// run, with the results checked against the clear reference: GeLU,
+/// LayerNorm (clipped and proven-bounded), Softmax (clipped and
+/// proven-bounded) and the reciprocal square root.
+#[test]
+fn interactive_operator_bytes_and_rounds_are_pinned() {
+    let len = 16;
+    let cases: Vec<(&str, Vec<f64>, Op)> = vec![
+        ("gelu", randoms(64, -6.0, 6.0, 21), std::sync::Arc::new(|c, ch, x| gelu::gelu_within(c, ch, x, 8.0))),
+        ("layernorm", randoms(64, -3.0, 3.0, 22), std::sync::Arc::new(move |c, ch, x| layernorm::layernorm(c, ch, x, len, 1e-5, None, None))),
+        ("layernorm within 4", randoms(64, -3.0, 3.0, 23), std::sync::Arc::new(move |c, ch, x| layernorm::layernorm_within(c, ch, x, len, 1e-5, None, None, 4.0))),
+        ("softmax", randoms(64, -4.0, 4.0, 24), std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len))),
+        ("softmax within 8", randoms(64, -4.0, 4.0, 25), std::sync::Arc::new(move |c, ch, x| softmax::softmax_within(c, ch, x, len, 8.0))),
+    ];
+    let mut got = Vec::new();
+    for (name, x, op) in cases {
+        let xs = enc(&x);
+        let (s0, s1) = share_arith(fx().ring, &xs, &mut Prg::new(Block(31)));
+        let shares = [s0, s1];
+        let op2 = op.clone();
+        let out = run2(17, move |p, s, ch| {
+            let mut c = Ctx::new_interactive(p, s, fx()).unwrap();
+            op2(&mut c, ch, &shares[p as usize]).unwrap().v.clone()
+        });
+        let secure = dec(&add(fx().ring, &out[0].0, &out[1].0));
+        let mut cc = Ctx::clear(fx());
+        let (mut dummy, _peer) = MemChannel::pair();
+        let clear = dec(&op(&mut cc, &mut dummy, &ArithShare::new(fx().ring, xs)).unwrap().v);
+        let (e, i) = max_err(&secure, &clear);
+        assert!(e <= 0.02, "{name}: {e} from the reference at {i}");
+        got.push((name, out[0].1.bytes_sent, out[1].1.bytes_sent, out[0].1.rounds.max(out[1].1.rounds)));
+    }
+    assert_eq!(got, OPERATOR_PIN.to_vec());
+}
+
+/// (operator, party 0's bytes, party 1's bytes, rounds) of 64 elements in rows of 16.
+const OPERATOR_PIN: [(&str, u64, u64, u32); 5] = [
+    ("gelu", 59944, 145544, 42),
+    ("layernorm", 463749, 1677537, 76),
+    ("layernorm within 4", 422244, 1513065, 64),
+    ("softmax", 175262, 364661, 122),
+    ("softmax within 8", 99236, 185812, 102),
+];

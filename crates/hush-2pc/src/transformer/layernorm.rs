@@ -62,6 +62,25 @@ pub const LN_ERR_F12: f64 = 3e-3;
 /// Longest row.
 pub const MAX_ROW: usize = 1 << 12;
 
+/// **Why LayerNorm's product z·r is below 2^{⌈log2(2H)/2⌉ + f + 25}** (the
+/// interactive row product's ring, since 2026-11-29). Let S = Σ_i z_i² be
+/// the row's sum of squares of the **computed** z_i = x_c,i − μ̃ (integers at
+/// scale 2^f; μ̃ the truncated mean) — the value the variance is computed
+/// from. Trivially z_i² ≤ S, so |z_i|/2^f ≤ √(H·V) with V = S/(H·2^{2f}).
+/// The computed variance V_c (scale 2^24) differs from V by the relative
+/// error of ⌊2^{s_v}/H⌉ (≤ H·2^{−s_v−1}) and two truncations (≤ 2^{−f}/H
+/// and 2^{−24} absolute), so V_c ≥ 0.99·V whenever V ≥ 2^{−11}. The rsqrt
+/// returns r ≤ (1 + δ)/√max(V_c + ε, 2^{−f}) with δ < 1.3·10⁻⁵ + 2^{−13}
+/// (Newton's relative error and r's truncation to scale 2^24, r ≥ 2^13 ulps).
+/// Hence |y_i| = |z_i|·r/2^f ≤ √(H·V)·(1 + δ)/√max(0.99·V, 2^{−f}) ≤
+/// √(2H)·(1 + δ) if V ≥ 2^{−11}, and ≤ √(H·2^{−f+1})·2^{f/2}·(1 + δ) =
+/// √(2H)·(1 + δ) otherwise. In ring units z_i·r = y_i·2^{f+24} <
+/// 2^{⌈log2(2H)/2⌉ + f + 25} with a factor-2 margin, for **every** row
+/// (a one-hot row reaches |y| = √(H − 1)). The clear reference checks the
+/// bound on every product (`tests/interactive.rs` runs one-hot and
+/// near-constant rows through it).
+pub const LN_PRODUCT_ARGUMENT: () = ();
+
 /// LayerNorm of each row of `len` elements, with optional public γ and β
 /// (length `len`).
 pub fn layernorm(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len: usize, eps: f64, gamma: Option<&[f64]>, beta: Option<&[f64]>) -> Result<ArithShare> {
@@ -164,10 +183,12 @@ pub fn layernorm_within(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, len
         // a Beaver triple's 128 per element); the same values as the
         // truncation then the product
         let r = ctx.trunc(ch, &rp, rk)?;
-        // |z| ≤ 2^{c+f+1} + 1 < 2^{c+f+2} and r < 2^{31}: |z·r| < 2^{c+f+33},
-        // so the OLEs run in a ring of c + f + 35 bits and extend
-        // ([`Ctx::mul_small_rows_within`])
-        ctx.mul_small_rows_within(ch, &r, LN_SCALE + 8, &z, len, Some(c + f + 33))?
+        // the product is the output before its truncation, y·2^{f+24}, and
+        // |y| < 2·√(2H) for every row ([`LN_PRODUCT_ARGUMENT`]), so the
+        // row OLEs run in a ring of ⌈log2(2H)/2⌉ + f + 27 bits and extend
+        // ([`Ctx::mul_small_rows_within`]; 57 bits from |z|·r alone)
+        let yb = ((2.0 * len as f64).log2() / 2.0).ceil() as u32 + f + LN_SCALE + 1;
+        ctx.mul_small_rows_within(ch, &r, LN_SCALE + 8, &z, len, Some(yb))?
     } else {
         ctx.trunc_mul(ch, &bcast(&rp), rk, &z)?.1
     };
