@@ -52,6 +52,10 @@ fn interactive_graph_runs_with_no_module_and_no_dealer_within_the_bound() {
     let prog = g.instantiate(&shapes(&inp)).unwrap();
     let o = GraphOptions::interactive(fx(), setup(7));
     o.validate(&prog, false).unwrap();
+    // the Q and K projections (both on the LayerNorm's output) are one
+    // stacked HE product: exercised below
+    let lin: Vec<usize> = (0..prog.steps.len()).filter(|&i| matches!(prog.steps[i], hush_onnx::graph::Step::Linear { .. })).collect();
+    assert_eq!(crate::graph_run::he_linear_group(&prog, &o, fx().frac, lin[0]).unwrap().0, lin[..2].to_vec());
     let ((ys, us, bs), (yc, uc, bc)) = run_both(&prog, &inp, &o);
     assert!(ys.is_none());
     let y = yc.unwrap();
