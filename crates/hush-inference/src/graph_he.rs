@@ -99,6 +99,15 @@ use std::sync::Arc;
 /// Cheetah's plaintext ring width in the graph runtime (the largest
 /// [`hush_rlwe::cheetah`] allows at N = 8192).
 pub const HE_BITS: u32 = 47;
+/// The embedding selection's plaintext ring ([`GraphHe::select`]): rows
+/// are single table entries, |T|·2^f < 2^{28} ([`check_fits`]), so ℓ = 30
+/// suffices, and its one-ciphertext flooding budget (F + ℓ + 4 = 145 bits)
+/// fits the three-prime set [`SELECT_PARAMS`]: the table travels in 150 bits
+/// per coefficient instead of 200 (BERT-base: 586 → 440 MB; since
+/// 2026-11-29).
+pub const SELECT_BITS: u32 = 30;
+/// The embedding selection's parameter set (N = 8192, 3 × 50-bit primes).
+pub const SELECT_PARAMS: &str = "he128-n8192-p50x3";
 
 /// A party's side of the HE session.
 pub enum HeSide {
@@ -178,10 +187,12 @@ impl GraphHe {
     /// the caller keeps the linear layer for them.
     #[allow(clippy::too_many_arguments)]
     pub fn select(&mut self, ctx: &mut Ctx, ch: &mut dyn Channel, rows: usize, width: usize, table: &[u64], ids: &[u32], queries: usize, ring: hush_primitives::Ring) -> Result<ArithShare> {
-        let (l, server) = (self.bits, self.is_server());
+        let (l, server) = (SELECT_BITS, self.is_server());
         let lm = (1u64 << l) - 1;
         if self.rev.is_none() {
-            let (hctx, cfg) = self.ctx_cfg();
+            let p = crate::he_linear::params_by_name(SELECT_PARAMS)?;
+            let hctx = Arc::new(hush_rlwe::Context::new(p).map_err(|e| Error::Config(e.to_string()))?);
+            let cfg = hush_rlwe::cheetah::Config::new(SELECT_BITS);
             let prg = self.rev_prg.take().ok_or_else(|| Error::Config("HE selection: no key material left".into()))?;
             self.rev = Some(if server {
                 HeSide::Client(Box::new(HeClient::setup(ch, hctx, cfg, prg).map_err(he_err("HE selection setup"))?))
@@ -591,12 +602,11 @@ pub fn lift(ctx: &mut Ctx, ch: &mut dyn Channel, y: &[u64], l: u32) -> Result<Ve
 /// |w|, at 2^{2f}; an embedding's largest |table| at 2^f). Steps with
 /// `he(i)` false are skipped. Errors name the value.
 pub fn check_fits(p: &Program, frac: u32, he: impl Fn(usize) -> bool) -> Result<()> {
-    let lim = (HE_BITS - 2) as f64;
     for (i, st) in p.steps.iter().enumerate() {
         if !he(i) {
             continue;
         }
-        let (ulps, what) = match st {
+        let (ulps, what, bits) = match st {
             Step::Linear { x, n_in, n_out, w, .. } => {
                 // the public shift (linear_shift: 0, or the wide product's input
                 // truncation), checked against the weights themselves
@@ -610,14 +620,16 @@ pub fn check_fits(p: &Program, frac: u32, he: impl Fn(usize) -> bool) -> Result<
                         ((p.slots[*x].bound * sf / dd + 1.0) * col * sf).max(dd * col * sf)
                     }
                 };
-                (ulps, "linear layer")
+                (ulps, "linear layer", HE_BITS)
             }
-            Step::Embed { table, .. } => (table.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (frac as f64).exp2(), "embedding"),
+            // the selection's ring ([`SELECT_BITS`]; the linear path's is wider)
+            Step::Embed { table, .. } => (table.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (frac as f64).exp2(), "embedding", SELECT_BITS),
             _ => continue,
         };
+        let lim = (bits - 2) as f64;
         if !(ulps.max(1.0).log2() < lim) {
             return Err(Error::Model(format!(
-                "value '{}' ({what}): its product could reach 2^{:.1} ulps, beyond the HE backend's ring (|X·W| < 2^{lim} in Z_2^{HE_BITS}); use fewer fraction bits or another backend",
+                "value '{}' ({what}): its product could reach 2^{:.1} ulps, beyond the HE backend's ring (|X·W| < 2^{lim} in Z_2^{bits}); use fewer fraction bits or another backend",
                 p.slots[st.out()].name,
                 ulps.log2()
             )));

@@ -158,9 +158,9 @@ pub fn server(he_s: &mut HeServer, ch: &mut dyn Channel, op: &LinearOp, bias: &[
 /// the HE standard's 128-bit sets, and the insecure N = 256 test set.
 pub fn params_by_name(name: &str) -> Result<hush_rlwe::Params> {
     use hush_rlwe::Params;
-    let all = [Params::he128_n8192_p50(), Params::he128_n8192(), Params::he128_n8192_wide(), Params::he128_n4096(), Params::insecure_test_n256()];
+    let all = [Params::he128_n8192_p50(), Params::he128_n8192_p50x3(), Params::he128_n8192(), Params::he128_n8192_wide(), Params::he128_n4096(), Params::insecure_test_n256()];
     all.into_iter().find(|p| p.name == name).ok_or_else(|| {
-        Error::Config(format!("unknown HE parameter set '{name}' (choose he128-n8192-p50, he128-n8192, he128-n8192-wide or he128-n4096)"))
+        Error::Config(format!("unknown HE parameter set '{name}' (choose he128-n8192-p50, he128-n8192-p50x3, he128-n8192, he128-n8192-wide or he128-n4096)"))
     })
 }
 

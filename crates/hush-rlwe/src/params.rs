@@ -15,6 +15,7 @@
 //! |---|---|---|---|---|
 //! | [`Params::he128_n4096`] | 4096 | 55 + 54 | < 109 | ℓ up to ~24 with worst-case weights (feasibility is checked per layer) |
 //! | [`Params::he128_n8192_p50`] | 8192 | 4 × 50 | < 200 | **the default** of the Cheetah linear layers (ℓ ≤ 47): primes below 2^50 take tfhe-ntt's AVX-512 IFMA kernels |
+//! | [`Params::he128_n8192_p50x3`] | 8192 | 3 × 50 | < 150 | row selection (embedding lookups) at ℓ = 30, whose one-ciphertext flooding budget fits 149 bits |
 //! | [`Params::he128_n8192`] | 8192 | 60 + 60 + 60 | < 180 | the previous default (ℓ ≤ 47; fewer primes, faster without IFMA) |
 //! | [`Params::he128_n8192_wide`] | 8192 | 55 + 55 + 54 + 54 | < 218 | larger ℓ / more flooding headroom |
 //! | [`Params::insecure_test_n256`] | 256 | 60 + 60 + 60 | < 180 | **tests only: N = 256 gives no security** |
@@ -65,6 +66,16 @@ impl Params {
     /// 128 bits; the default of the HE linear layers (see the module docs).
     pub fn he128_n8192_p50() -> Params {
         Params { name: "he128-n8192-p50", n: 8192, primes: P50.to_vec(), secure: true }
+    }
+    /// N = 8192, q = the first three primes of [`Params::he128_n8192_p50`]
+    /// (log q < 150 ≤ 218): HE standard, 128 bits (the same row as the other
+    /// N = 8192 sets, with more margin: a smaller q). Used by the graph
+    /// runtime's embedding selection at ℓ = 30
+    /// (`hush_rlwe::cheetah::select`), whose flooding needs
+    /// F + ℓ + 4 = 145 ≤ 149 bits; each table coefficient travels in 150 bits
+    /// instead of 200.
+    pub fn he128_n8192_p50x3() -> Params {
+        Params { name: "he128-n8192-p50x3", n: 8192, primes: P50[..3].to_vec(), secure: true }
     }
     /// N = 8192, q = three 60-bit primes (log q < 180 ≤ 218): HE standard, 128 bits.
     pub fn he128_n8192() -> Params {
