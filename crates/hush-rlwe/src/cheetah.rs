@@ -644,11 +644,21 @@ pub struct Config {
     /// Modulus-switch responses to 2^k (always on outside tests; off, the
     /// response carries full residues — the flooding test reads them).
     pub mod_switch: bool,
+    /// The planner's price of one server product, in bytes (`None`:
+    /// [`layout_bytes_per_product`]). Public and part of the hello, so both
+    /// parties plan alike. A caller that values bytes over server time sets
+    /// a lower price: the graph runtime's transformer layers use half the
+    /// default (`hush_inference::graph_he`).
+    pub price: Option<u32>,
 }
 
 impl Config {
     pub fn new(bits: u32) -> Config {
-        Config { bits, flood_bits: DEFAULT_FLOOD_BITS, mod_switch: true }
+        Config { bits, flood_bits: DEFAULT_FLOOD_BITS, mod_switch: true, price: None }
+    }
+    /// This configuration with the planner's price per product set to `bytes`.
+    pub fn with_price(self, bytes: u32) -> Config {
+        Config { price: Some(bytes), ..self }
     }
 }
 
@@ -696,16 +706,18 @@ pub fn budget(ctx: &Context, cfg: &Config, groups: usize) -> Result<Budget> {
     Ok(Budget { flood_log, k })
 }
 
-/// "HRL4": layouts priced by [`layout_bytes_per_product`], with the
+/// "HRL5": layouts priced by [`Config::price`] (default
+/// [`layout_bytes_per_product`]), the price in the hello; with the
 /// interleaved 1×1 encoding among the candidates, also in tiles of S_b < S
-/// positions ([`Layout::interleaved`]; HRL3: one tile only; HRL2: without
-/// it; HRL1: bytes only).
-const HELLO_MAGIC: &[u8; 4] = b"HRL4";
+/// positions ([`Layout::interleaved`]; HRL4: the default price only; HRL3:
+/// one tile only; HRL2: without it; HRL1: bytes only).
+const HELLO_MAGIC: &[u8; 4] = b"HRL5";
 
 fn hello(ctx: &Context, cfg: &Config) -> Vec<u8> {
     let mut h = HELLO_MAGIC.to_vec();
     h.extend_from_slice(&ctx.params.id());
     h.extend_from_slice(&[cfg.bits as u8, cfg.flood_bits as u8, cfg.mod_switch as u8]);
+    h.extend_from_slice(&cfg.price.unwrap_or(0).to_le_bytes());
     h
 }
 
@@ -734,7 +746,8 @@ pub fn plan(ctx: &Context, cfg: &Config, shape: &Shape) -> Result<(Layout, Budge
         return plan(ctx, cfg, &d.inner);
     }
     let k0 = budget(ctx, cfg, 1)?.k;
-    let lay = Layout::new_weighted(shape, ctx.n, bytes_up(ctx), bytes_down_fixed(ctx, cfg, k0), layout_bytes_per_product(ctx))?;
+    let price = cfg.price.map_or_else(|| layout_bytes_per_product(ctx), |p| p as usize);
+    let lay = Layout::new_weighted(shape, ctx.n, bytes_up(ctx), bytes_down_fixed(ctx, cfg, k0), price)?;
     let b = budget(ctx, cfg, lay.groups)?;
     Ok((lay, b))
 }
@@ -1039,15 +1052,17 @@ impl HeServer {
         }
         if msg[..h.len()] != h[..] {
             return Err(Error::Mismatch(format!(
-                "client's parameters (id {:?}, ℓ = {}, κ = {}, switch = {}) differ from ours (id {:?}, ℓ = {}, κ = {}, switch = {})",
+                "client's parameters (id {:?}, ℓ = {}, κ = {}, switch = {}, price {:?}) differ from ours (id {:?}, ℓ = {}, κ = {}, switch = {}, price {:?})",
                 &msg[4..8],
                 msg[8],
                 msg[9],
                 msg[10],
+                &msg[11..15],
                 &h[4..8],
                 cfg.bits,
                 cfg.flood_bits,
-                cfg.mod_switch
+                cfg.mod_switch,
+                &h[11..15]
             )));
         }
         let (pk, rest) = SeededCt::read(&ctx, &msg[h.len()..], "HE setup: public key")?;

@@ -161,7 +161,7 @@ fn real_128_bit_parameters() {
     // N = 4096 (log q < 109) holds only small ℓ at κ = 64 over one ciphertext … and says so otherwise
     let ctx = Context::new(Params::he128_n4096()).unwrap();
     assert!(matches!(plan(&ctx, &Config::new(37), &Shape::Fc { n_in: 10, n_out: 10 }), Err(Error::Params(_))));
-    let cfg = Config { bits: 12, flood_bits: 40, mod_switch: true };
+    let cfg = Config { bits: 12, flood_bits: 40, mod_switch: true, price: None };
     let sh = Shape::Fc { n_in: 64, n_out: 8 };
     let mut prg = Prg::new(Block(9));
     let w: Vec<u64> = (0..sh.weight_len()).map(|_| prg.next_u64() & mask(12)).collect();
@@ -178,7 +178,7 @@ fn shares_are_uniform_and_unswitched_path_agrees() {
     let a = check(Params::insecure_test_n256(), 37, sh.clone(), 1);
     let b = check(Params::insecure_test_n256(), 37, sh.clone(), 2);
     assert_ne!(a.y_s, b.y_s);
-    let cfg = Config { bits: 16, flood_bits: 64, mod_switch: false };
+    let cfg = Config { bits: 16, flood_bits: 64, mod_switch: false, price: None };
     let mut prg = Prg::new(Block(3));
     let w: Vec<u64> = (0..sh.weight_len()).map(|_| prg.next_u64() & mask(16)).collect();
     let x: Vec<u64> = (0..sh.in_len()).map(|_| prg.next_u64() & mask(16)).collect();
@@ -191,7 +191,7 @@ fn shares_are_uniform_and_unswitched_path_agrees() {
 /// over `reps` layers with fixed input and weights `w` (unswitched path:
 /// the raw phase, the most the client could get).
 fn noise_view(w: &[u64], x: &[u64], shape: &Shape, reps: usize, flood: bool, seed: u128) -> Vec<i128> {
-    let cfg = Config { bits: 16, flood_bits: 64, mod_switch: false };
+    let cfg = Config { bits: 16, flood_bits: 64, mod_switch: false, price: None };
     let ctx = Arc::new(Context::new(Params::insecure_test_n256()).unwrap());
     let (mut ca, mut cb) = MemChannel::pair();
     let (ctx2, shape2, w2, x_s) = (ctx.clone(), shape.clone(), w.to_vec(), vec![0u64; x.len()]);
@@ -333,8 +333,14 @@ fn malformed_ciphertexts_are_clean_errors() {
     other[8] = 20; // ℓ = 20
     let e = server_err(other, false);
     assert!(matches!(e, Error::Mismatch(_)) && e.to_string().contains("ℓ = 20"), "{e}");
+    // another planner price (the layouts would differ)
+    let mut priced = hello.clone();
+    priced[11] ^= 1;
+    let e = server_err(priced, false);
+    assert!(matches!(e, Error::Mismatch(_)) && e.to_string().contains("price"), "{e}");
     let mut badkey = hello.clone();
-    let off = 11 + 16;
+    // the hello: magic 4, parameter id 4, ℓ κ switch 3, price 4; then the key's seed (16)
+    let off = 15 + 16;
     for b in &mut badkey[off..off + 8] {
         *b = 0xff;
     }
@@ -573,7 +579,7 @@ fn interleaved_1x1_real_parameters() {
 fn flooding_hides_the_weights_interleaved() {
     let sh = conv1x1(16, 3, 3, 6, 1);
     let ctx = Context::new(Params::insecure_test_n256()).unwrap();
-    assert!(plan(&ctx, &Config { bits: 16, flood_bits: 64, mod_switch: false }, &sh).unwrap().0.interleaved());
+    assert!(plan(&ctx, &Config { bits: 16, flood_bits: 64, mod_switch: false, price: None }, &sh).unwrap().0.interleaved());
     let x: Vec<u64> = (0..sh.in_len() as u64).map(|i| (i * 977 + 5) & mask(16)).collect();
     let w_small = vec![1u64; sh.weight_len()];
     let w_big: Vec<u64> = (0..sh.weight_len() as u64).map(|i| (0x7fff - i) & mask(16)).collect();

@@ -236,7 +236,7 @@ mod tests {
     /// e of that ciphertext rotated to the true position and to a wrong one.
     /// Returns the correlation z-scores (true, wrong).
     fn owner_view(flood: bool, reps: usize) -> (f64, f64) {
-        let cfg = Config { bits: 16, flood_bits: 64, mod_switch: false };
+        let cfg = Config { bits: 16, flood_bits: 64, mod_switch: false, price: None };
         let ctx = Arc::new(Context::new(crate::Params::insecure_test_n256()).unwrap());
         let (mut co, mut cr) = MemChannel::pair();
         let ctx2 = ctx.clone();
