@@ -189,11 +189,54 @@ fn gelu_interactive(ctx: &mut Ctx, ch: &mut dyn Channel, x: &ArithShare, max_abs
     // |P₂(1) − P₂(1 − 2^{−f−2})| ≤ max|P₂'|·2^{−f−2} < 2·10⁻⁶ (|P₂'| ≤ 0.02
     // on [0.99, 1]), inside the error bound's margin (1.07·10⁻³ computed,
     // 1.2·10⁻³ documented; since 2026-11-29)
-    let ps = poly::eval_raw_small(ctx, ch, &t, f + 2, &[&GELU_P1, &GELU_P2], s_p, s, Some(f + 3))?;
+    let ps = gelu_polys_interactive(ctx, ch, &t, s_p, s)?;
     let diff = ps[1].sub(&ps[0]);
     let bd = ctx.select(ch, sel, &diff)?;
     let g = ctx.trunc(ch, &ps[0].add(&bd), s_p + s - f)?;
     Ok(rx.sub(&g))
+}
+
+/// P₁(u) and P₂(u) at scale 2^{s_p + s} for u = t/2^{f+2}, t ∈ [0, 2^{f+2}),
+/// **interactive mode**, with u⁴ from a truncated u² (since 2026-11-29):
+/// t, t², t³ exactly ([`Ctx::powers_small`], narrow rings), then t² and t³
+/// truncated to scale 2^{s_p} in one exchange, and u⁴ ≈ t₂² with
+/// t₂ = ⌊t²/2^{f+2}⌋ (+1) ∈ [0, 2^{f+2}) a small (f + 3)-bit operand
+/// ([`Ctx::square_small`]: f + 3 OTs in a ring of 2f + 5 bits, instead of
+/// squaring the exact t² on 2f + 5 OTs in a ring of 4f + 9 bits — 57 at
+/// f = 12).
+///
+/// **Error.** t₂ = t²/2^{f+2} + ε with |ε| < 1, so t₂² differs from
+/// t⁴/2^{2(f+2)} by < 2·t₂ + 1 ≤ 2^{f+3} + 1 ulps of 2^{−s_p}: u⁴ is off by
+/// less than 2^{−f−1}·(1 + 2^{−f−3}) ≤ 2^{−13}, weighed by |c₄| ≤ 0.4953:
+/// ≤ 6.1·10⁻⁵ more than the exact power (whose own truncation by 2^{s_p},
+/// ≤ 2^{−s_p}·|c₄|, it replaces). The module's bound, 1.07·10⁻³ computed
+/// and [`GELU_ERR_F12`] = 1.2·10⁻³ documented, becomes ≤ 1.14·10⁻³:
+/// still inside the documented bound. **Range:** t₂ ≤ (2^{f+2} − 1)²/2^{f+2}
+/// + 1 < 2^{f+2} and t₂ ≥ 0 (the truncation is ⌊·⌋ or ⌊·⌋ + 1 of a
+/// non-negative value), the square's operand range. **View:** the products',
+/// the extensions' and the truncations' (uniform bits and corrections).
+fn gelu_polys_interactive(ctx: &mut Ctx, ch: &mut dyn Channel, t: &ArithShare, s_p: u32, s: u32) -> Result<Vec<ArithShare>> {
+    let f = ctx.fx.frac;
+    let s_in = f + 2;
+    if s_p != 2 * s_in {
+        return Err(invalid("gelu: the powers' scale must be 2·(f + 2)"));
+    }
+    let n = t.len();
+    let p3 = ctx.powers_small(ch, t, 3, f + 3)?;
+    // t² (scale 2s_in) and t³ (3s_in) down by s_in: t₂ (scale s_in, for the
+    // square) and u³ at s_p
+    let tr = split(&ctx.trunc(ch, &concat(&[&p3[1], &p3[2]]), s_in)?, n);
+    let t4 = ctx.square_small(ch, &tr[0], f + 3)?;
+    let pw = [t.scale(1u64 << s_in), p3[1].clone(), tr[1].clone(), t4];
+    let mut sums = Vec::with_capacity(2);
+    for p in [&GELU_P1, &GELU_P2] {
+        let mut acc = ctx.constant(n, poly::enc(ctx, p[0], s_p + s));
+        for (j, c) in p.iter().enumerate().skip(1) {
+            acc = acc.add(&pw[j - 1].scale(poly::enc(ctx, *c, s)));
+        }
+        sums.push(acc);
+    }
+    Ok(sums)
 }
 
 /// GeLU in f64 (erf from Abramowitz–Stegun 7.1.26, |error| ≤ 1.5·10⁻⁷):
