@@ -1084,7 +1084,7 @@ const BTP_ROUNDS: u32 = 2;
 /// operator on a small input (IKNP COTs, made on demand), pinned from a
 /// run, with the results checked against the clear reference: GeLU,
 /// LayerNorm (clipped and proven-bounded), Softmax (clipped and
-/// proven-bounded) and the reciprocal square root.
+/// proven-bounded), the reciprocal, the reciprocal square root and exp.
 #[test]
 fn interactive_operator_bytes_and_rounds_are_pinned() {
     let len = 16;
@@ -1094,6 +1094,15 @@ fn interactive_operator_bytes_and_rounds_are_pinned() {
         ("layernorm within 4", randoms(64, -3.0, 3.0, 23), std::sync::Arc::new(move |c, ch, x| layernorm::layernorm_within(c, ch, x, len, 1e-5, None, None, 4.0))),
         ("softmax", randoms(64, -4.0, 4.0, 24), std::sync::Arc::new(move |c, ch, x| softmax::softmax(c, ch, x, len))),
         ("softmax within 8", randoms(64, -4.0, 4.0, 25), std::sync::Arc::new(move |c, ch, x| softmax::softmax_within(c, ch, x, len, 8.0))),
+        ("reciprocal", randoms(64, 0.6, 200.0, 26), std::sync::Arc::new(|c, ch, x| {
+            let r = recip::reciprocal(c, ch, &x.scale(1 << 12), 24, -1, 8)?;
+            c.trunc(ch, &r, 12)
+        })),
+        ("rsqrt", randoms(64, 0.6, 200.0, 27), std::sync::Arc::new(|c, ch, x| {
+            let r = recip::rsqrt(c, ch, &x.scale(1 << 12), 24, -12, 22)?;
+            c.trunc(ch, &r, 12)
+        })),
+        ("exp", randoms(64, -15.0, 0.0, 28), std::sync::Arc::new(|c, ch, x| softmax::exp_nonpos(c, ch, x))),
     ];
     let mut got = Vec::new();
     for (name, x, op) in cases {
@@ -1116,11 +1125,15 @@ fn interactive_operator_bytes_and_rounds_are_pinned() {
     assert_eq!(got, OPERATOR_PIN.to_vec());
 }
 
-/// (operator, party 0's bytes, party 1's bytes, rounds) of 64 elements in rows of 16.
-const OPERATOR_PIN: [(&str, u64, u64, u32); 5] = [
+/// (operator, party 0's bytes, party 1's bytes, rounds) of 64 elements (rows of 16; IKNP
+/// COTs at 16 bytes each dominate the small cases).
+const OPERATOR_PIN: [(&str, u64, u64, u32); 8] = [
     ("gelu", 50264, 130184, 44),
     ("layernorm", 463749, 1677537, 76),
     ("layernorm within 4", 422244, 1513065, 64),
     ("softmax", 175262, 364661, 122),
     ("softmax within 8", 99236, 185812, 102),
+    ("reciprocal", 1218040, 3555816, 46),
+    ("rsqrt", 6191048, 22966344, 46),
+    ("exp", 61856, 189960, 26),
 ];
