@@ -1059,6 +1059,15 @@ fn bit_times_private_value_is_exact_and_one_directional() {
         if w >= 17 {
             looks_uniform(&r[1].0, w, "receiver's share");
         }
+        // curious parties: the sender's received derandomisation bits say
+        // nothing of the receiver's bits, the receiver's received corrections
+        // nothing of the sender's values (agreement with the secret near 1/2)
+        let d = r[0].2.iter().rev().find(|m| m.len() == n.div_ceil(8)).expect("the derandomisation bits");
+        let agree = (0..n).filter(|&i| ((d[i / 8] >> (i % 8)) & 1) as u64 == bits[i]).count();
+        assert!((agree as f64 - n as f64 / 2.0).abs() <= 2.5 * (n as f64).sqrt(), "width {w}: d bits agree with the receiver's bits {agree}/{n}");
+        let tau = r[1].2.iter().rev().find(|m| m.len() == (n * w as usize).div_ceil(8)).expect("the corrections");
+        let agree = (0..n).filter(|&i| ((tau[i * w as usize / 8] >> (i * w as usize % 8)) & 1) as u64 == vals[i] & 1).count();
+        assert!((agree as f64 - n as f64 / 2.0).abs() <= 2.5 * (n as f64).sqrt(), "width {w}: corrections agree with the sender's values {agree}/{n}");
         // party 1 sends its derandomisation bits only; party 0 the corrections
         let (c0, c1) = (&r[0].1, &r[1].1);
         assert_eq!(c1.bytes_sent, iknp_bytes(n) + n.div_ceil(8) as u64, "width {w}: the receiver's IKNP columns and derandomisation bits");
