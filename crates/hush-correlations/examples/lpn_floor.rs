@@ -154,6 +154,133 @@ fn accumulate(chunk: &mut [Block], leaves: usize) -> Block {
     acc
 }
 
+/// Leaves per tree in the whole-party floor ([`LPN_B10`]'s h = 10).
+const TREE: usize = 1 << 10;
+
+/// One tree group of the whole-party floor: for each of the TREE rows, D
+/// reads of 16·L bytes from the L interleaved k-vectors (the row's indices
+/// from `idx`, 16-bit words), XORed with each lane's GGM leaf and stored
+/// into lane l's tree at `at + l·TREE` of `out`. `nt` (L = 4 only): rows in
+/// fours, regrouped per lane so that each store is one whole 64-byte line,
+/// non-temporal.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn lanes_group<const L: usize>(base: &[Block], idx: &[u16], leaves: &[Block], out: &mut [Block], at: usize, nt: bool) {
+    use std::arch::x86_64::*;
+    let bp = base.as_ptr() as *const u8;
+    let op = out.as_mut_ptr();
+    // SAFETY (all loads and stores below): every index is < 2^16 and
+    // `base` holds L·2^16 blocks; `leaves` holds L·TREE blocks; the caller
+    // gives `out` room for L trees at `at`, 64-byte aligned when `nt`.
+    if L == 4 && nt {
+        for j in (0..TREE).step_by(4) {
+            let mut acc = [_mm512_setzero_si512(); 4];
+            for (r, a) in acc.iter_mut().enumerate() {
+                for &i in &idx[D * (j + r)..D * (j + r) + D] {
+                    *a = _mm512_xor_si512(*a, _mm512_loadu_si512(bp.add(64 * i as usize) as *const _));
+                }
+            }
+            // acc[r] lane l = row j + r of lane l; regroup to lane-major.
+            let t0 = _mm512_shuffle_i64x2::<0b01_00_01_00>(acc[0], acc[1]);
+            let t1 = _mm512_shuffle_i64x2::<0b11_10_11_10>(acc[0], acc[1]);
+            let t2 = _mm512_shuffle_i64x2::<0b01_00_01_00>(acc[2], acc[3]);
+            let t3 = _mm512_shuffle_i64x2::<0b11_10_11_10>(acc[2], acc[3]);
+            let per_lane = [
+                _mm512_shuffle_i64x2::<0b10_00_10_00>(t0, t2),
+                _mm512_shuffle_i64x2::<0b11_01_11_01>(t0, t2),
+                _mm512_shuffle_i64x2::<0b10_00_10_00>(t1, t3),
+                _mm512_shuffle_i64x2::<0b11_01_11_01>(t1, t3),
+            ];
+            for (l, v) in per_lane.into_iter().enumerate() {
+                let lf = _mm512_loadu_si512(leaves.as_ptr().add(l * TREE + j) as *const _);
+                _mm512_stream_si512(op.add(at + l * TREE + j) as *mut _, _mm512_xor_si512(v, lf));
+            }
+        }
+        return;
+    }
+    for j in 0..TREE {
+        let o = &idx[D * j..D * j + D];
+        if L == 4 {
+            let mut a = _mm512_setzero_si512();
+            for &i in o {
+                a = _mm512_xor_si512(a, _mm512_loadu_si512(bp.add(64 * i as usize) as *const _));
+            }
+            let lanes: [__m128i; 4] = std::mem::transmute(a);
+            for (l, v) in lanes.iter().enumerate() {
+                let lf = _mm_loadu_si128(leaves.as_ptr().add(l * TREE + j) as *const __m128i);
+                _mm_storeu_si128(op.add(at + l * TREE + j) as *mut __m128i, _mm_xor_si128(*v, lf));
+            }
+        } else {
+            let mut a = _mm_setzero_si128();
+            for &i in o {
+                a = _mm_xor_si128(a, _mm_loadu_si128(bp.add(16 * i as usize) as *const _));
+            }
+            let lf = _mm_loadu_si128(leaves.as_ptr().add(j) as *const __m128i);
+            _mm_storeu_si128(op.add(at + j) as *mut __m128i, _mm_xor_si128(a, lf));
+        }
+    }
+}
+
+/// The whole-party floor of SilentFlow per 10^7 outputs when L batches
+/// share one LPN matrix (L = 1 is today's generator): for every group of L
+/// trees, the GGM expansion of the L trees (`expand_box`, skipped when
+/// `!ggm`), the index AES of TREE rows (AES-CTR, 16-bit words, 1.25 blocks
+/// per row whatever L is), then [`lanes_group`] into a 10^7-block output.
+/// L = 4 is the "one matrix for several batches" variant (the k-vectors
+/// leave L2 and each 64-byte read serves four outputs). Nothing of the
+/// module, no lsbs: a lower bound on what the real generator spends.
+#[cfg(target_arch = "x86_64")]
+fn lanes_party<const L: usize>(passes: usize, bar: &Barrier, prg: &mut Prg, nt: bool, ggm: bool) -> f64 {
+    use hush_primitives::aes::Aes128;
+    const OUT: usize = 10_000_000;
+    let mut base = huge_blocks(L << 16);
+    prg.fill_blocks(&mut base);
+    let mut out = huge_blocks(OUT + (L + 4) * TREE);
+    let sh = ((64 - out.as_ptr() as usize % 64) % 64) / 16;
+    let mut leaves = vec![Block::ZERO; L * TREE];
+    let aes = Aes128::new(prg.random_block());
+    let mut ixb = vec![Block::ZERO; TREE * D / 8];
+    let mut ctr = 0u64;
+    bar.wait();
+    best(passes, || {
+        let mut at = sh;
+        while at < OUT + sh {
+            if ggm {
+                for (l, t) in leaves.chunks_exact_mut(TREE).enumerate() {
+                    t[0] = Block((at + l) as u128 * 0x9e37_79b9);
+                    expand_box(t, 10);
+                }
+            }
+            aes.ctr_blocks(5, ctr, &mut ixb);
+            ctr += ixb.len() as u64;
+            // The AES output read as little-endian 16-bit words, in place.
+            // SAFETY: a Block is 16 plain bytes (align 16 ≥ 2); x86-64 is
+            // little-endian, so word q of a block is bits 16q.. of its u128.
+            let idx = unsafe { std::slice::from_raw_parts(ixb.as_ptr() as *const u16, ixb.len() * 8) };
+            // SAFETY: the level is avx512 (checked by the caller); indices
+            // are 16-bit (< 2^16); `out` has room for L trees past `at`,
+            // and `at` − sh is a multiple of TREE, so out[at] is 64-byte
+            // aligned.
+            unsafe { lanes_group::<L>(&base, idx, &leaves, &mut out, at, nt) };
+            at += L * TREE;
+        }
+        std::hint::black_box(&out);
+    })
+}
+
+/// 10^7 output blocks written with 16-byte vector stores (no reads): the
+/// output stream alone.
+fn stores_only(passes: usize, bar: &Barrier) -> f64 {
+    let mut out = huge_blocks(10_000_000);
+    bar.wait();
+    best(passes, || {
+        for (i, y) in out.iter_mut().enumerate() {
+            *y = Block(i as u128);
+        }
+        std::hint::black_box(&out);
+    })
+}
+
 fn party(id: usize, passes: usize, bar: &Barrier) -> Vec<String> {
     let mut lines = Vec::new();
     let mut out = vec![Block::ZERO; SUB];
@@ -274,6 +401,29 @@ fn party(id: usize, passes: usize, bar: &Barrier) -> Vec<String> {
         / (trees * p.leaves()) as f64;
     std::hint::black_box(&tree);
     lines.push(format!("{{\"part\":\"ggm-expand\",\"h\":{},\"leaves\":10000000,\"s_per_1e7\":{s:.6}}}", p.h));
+    let s = stores_only(passes, bar);
+    lines.push(format!("{{\"part\":\"stores-only\",\"k\":0,\"k_bytes\":0,\"rows\":10000000,\"d\":0,\"s_per_1e7\":{s:.6}}}"));
+    // The whole party, one matrix for L = 1 or 4 batches (see lanes_party).
+    #[cfg(target_arch = "x86_64")]
+    if hush_primitives::simd::level() == hush_primitives::simd::Level::Avx512 {
+        for (l, nt, ggm, part) in [
+            (1usize, false, true, "party-lanes1"),
+            (4, false, true, "party-lanes4"),
+            (4, true, true, "party-lanes4-nt"),
+            (4, false, false, "party-lanes4-no-ggm"),
+        ] {
+            let s = if l == 4 {
+                lanes_party::<4>(passes, bar, &mut prg, nt, ggm)
+            } else {
+                lanes_party::<1>(passes, bar, &mut prg, nt, ggm)
+            };
+            lines.push(format!(
+                "{{\"part\":\"{part}\",\"k\":{},\"k_bytes\":{},\"rows\":10000000,\"d\":{D},\"s_per_1e7\":{s:.6}}}",
+                l << 16,
+                16 * (l << 16)
+            ));
+        }
+    }
     lines
 }
 
