@@ -16,6 +16,7 @@ Usage:
                                         # `hush plan` reports, compacted to one record per
                                         # model and profile in bench/records/plan.jsonl
   python3 scripts/record.py --page      # regenerate docs/performance.md's records section
+                                        # and docs/peers.md (scripts/peers_page.py)
 
 `--page` runs `hush report --markdown bench/records/*.jsonl` and writes its
 output between the markers of docs/performance.md (crates/hush-cli/tests/
@@ -87,6 +88,8 @@ def page(hush):
     with open(PAGE, "w", encoding="utf-8") as f:
         f.write(text[:a] + md.stdout + text[b:])
     print(f"record.py: {os.path.relpath(PAGE, ROOT)}: {len(files)} record files", file=sys.stderr)
+    # docs/peers.md, the same-run comparisons with the peers, from the same records.
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "peers_page.py")], check=True)
 
 
 def compact_plan(rep):

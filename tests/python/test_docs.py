@@ -339,3 +339,11 @@ def test_lr_projection_table_is_current():
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "lr_projection.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_peers_page_is_current():
+    """docs/peers.md is what scripts/peers_page.py generates from
+    bench/records (every ratio on it computed from the records)."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "peers_page.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
