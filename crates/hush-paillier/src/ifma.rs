@@ -630,7 +630,7 @@ unsafe fn from_mont(
     for (j, v) in t.iter_mut().enumerate().take(2 * n + 2 * ROWS) {
         *v = if j < n { acc[j] } else { _mm512_setzero_si512() };
     }
-    redc(n, t.as_mut_ptr(), mv, mp, tmp, std::ptr::null_mut());
+    redc::<false>(n, t.as_mut_ptr(), mv, mp, tmp, std::ptr::null_mut());
     let mut out = vec![0u64; n * LANES];
     for j in 0..n {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
@@ -694,7 +694,7 @@ unsafe fn mod_limbs(m: &[u64], n: usize) -> Vec<std::arch::x86_64::__m512i> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn accumulate_rows<const INIT: bool>(
+unsafe fn accumulate_rows<const INIT: bool, const Z: bool, const HEAD: bool, const TAIL: bool>(
     t: *mut std::arch::x86_64::__m512i,
     y: *const std::arch::x86_64::__m512i,
     x: &[std::arch::x86_64::__m512i; ROWS],
@@ -704,6 +704,17 @@ unsafe fn accumulate_rows<const INIT: bool>(
     // named registers (an array here was kept on the stack and shifted
     // through memory)
     const _: () = assert!(ROWS == 4, "accumulate_rows is written out for four rows");
+    // Z: the edges whose operand limbs are known zero take only their
+    // non-zero terms (module docs of `n2`, Zen 4 schedule)
+    let head = Z && HEAD && to >= from + 2 * ROWS;
+    let tail = Z && TAIL && to >= from + 2 * ROWS;
+    let (from, to) = (from + if head { ROWS } else { 0 }, to - if tail { ROWS } else { 0 });
+    if head {
+        edge_rows::<INIT, true>(t, y, x, from - ROWS);
+    }
+    if tail {
+        edge_rows::<INIT, false>(t, y, x, to);
+    }
     let at = |j: isize| *y.wrapping_offset(j);
     let f = from as isize;
     let (mut w1, mut w2, mut w3, mut w4) = (at(f - 1), at(f - 2), at(f - 3), at(f - 4));
@@ -715,14 +726,29 @@ unsafe fn accumulate_rows<const INIT: bool>(
             let p = t.add($r);
             // INIT: the first pass over fresh scratch writes, not adds
             let mut v = if INIT { std::arch::x86_64::_mm512_setzero_si512() } else { *p };
-            v = madd_lo!(v, $w0, x0);
-            v = madd_hi!(v, $w1, x0);
-            v = madd_lo!(v, $w1, x1);
-            v = madd_hi!(v, $w2, x1);
-            v = madd_lo!(v, $w2, x2);
-            v = madd_hi!(v, $w3, x2);
-            v = madd_lo!(v, $w3, x3);
-            v = madd_hi!(v, $w4, x3);
+            if Z {
+                // two chains (lo and hi terms): half the latency per
+                // position, so fewer positions need to be in flight
+                let mut h = std::arch::x86_64::_mm512_setzero_si512();
+                v = madd_lo!(v, $w0, x0);
+                h = madd_hi!(h, $w1, x0);
+                v = madd_lo!(v, $w1, x1);
+                h = madd_hi!(h, $w2, x1);
+                v = madd_lo!(v, $w2, x2);
+                h = madd_hi!(h, $w3, x2);
+                v = madd_lo!(v, $w3, x3);
+                h = madd_hi!(h, $w4, x3);
+                v = std::arch::x86_64::_mm512_add_epi64(v, h);
+            } else {
+                v = madd_lo!(v, $w0, x0);
+                v = madd_hi!(v, $w1, x0);
+                v = madd_lo!(v, $w1, x1);
+                v = madd_hi!(v, $w2, x1);
+                v = madd_lo!(v, $w2, x2);
+                v = madd_hi!(v, $w3, x2);
+                v = madd_lo!(v, $w3, x3);
+                v = madd_hi!(v, $w4, x3);
+            }
             *p = v;
         }};
     }
@@ -745,6 +771,41 @@ unsafe fn accumulate_rows<const INIT: bool>(
     }
 }
 
+/// The ROWS edge positions r0 … r0+3 of [`accumulate_rows`] with their
+/// zero terms left out: HEAD, the first ones, where y\[j\] = 0 for j < r0
+/// (term y\[r−j\] kept when j ≤ r − r0); else the last ones, where
+/// y\[j\] = 0 for j ≥ r0 (kept when r − j < r0). 16 of the 32 IFMA
+/// operations are left out.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn edge_rows<const INIT: bool, const HEAD: bool>(
+    t: *mut std::arch::x86_64::__m512i,
+    y: *const std::arch::x86_64::__m512i,
+    x: &[std::arch::x86_64::__m512i; ROWS],
+    r0: usize,
+) {
+    use std::arch::x86_64::*;
+    for d in 0..ROWS {
+        let r = r0 + d;
+        // term y[r − j] is non-zero
+        let live = |j: usize| if HEAD { j <= d } else { j > d };
+        let w = |j: usize| *y.wrapping_add(r).wrapping_sub(j);
+        let p = t.add(r);
+        let mut v = if INIT { _mm512_setzero_si512() } else { *p };
+        let mut h = _mm512_setzero_si512();
+        for (k, &xk) in x.iter().enumerate() {
+            if live(k) {
+                v = madd_lo!(v, w(k), xk);
+            }
+            if live(k + 1) {
+                h = madd_hi!(h, w(k + 1), xk);
+            }
+        }
+        *p = _mm512_add_epi64(v, h);
+    }
+}
+
 /// Montgomery reduction of the 2n-limb sum at `t` (unnormalised limbs,
 /// each below 2^62), ROWS quotient limbs per pass: the quotient limbs
 /// q_i … q_{i+3} are found one after another from the low limbs, then one
@@ -756,7 +817,7 @@ unsafe fn accumulate_rows<const INIT: bool>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn redc(
+unsafe fn redc<const Z: bool>(
     n: usize,
     t: *mut std::arch::x86_64::__m512i,
     m: &[std::arch::x86_64::__m512i],
@@ -764,7 +825,7 @@ unsafe fn redc(
     out: &mut [std::arch::x86_64::__m512i],
     qout: *mut std::arch::x86_64::__m512i,
 ) {
-    redc_with(n, t, m, mp, out, qout, |_| {});
+    redc_with::<Z, _>(n, t, m, mp, out, qout, |_| {});
 }
 
 /// [`redc`], calling `extra(p)` once per pass p = 0 … ⌈n/ROWS⌉ − 1, after
@@ -775,7 +836,7 @@ unsafe fn redc(
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn redc_with<F: FnMut(usize)>(
+unsafe fn redc_with<const Z: bool, F: FnMut(usize)>(
     n: usize,
     t: *mut std::arch::x86_64::__m512i,
     m: &[std::arch::x86_64::__m512i],
@@ -855,12 +916,12 @@ unsafe fn redc_with<F: FnMut(usize)>(
             // the last pass: its positions i+ROWS… are the result's low
             // limbs; the carry goes to position i+ROWS
             *t.add(i + ROWS) = _mm512_add_epi64(*t.add(i + ROWS), carry);
-            accumulate_rows::<false>(t.add(i), m, &q, ROWS, 2 * ROWS);
+            accumulate_rows::<false, Z, false, false>(t.add(i), m, &q, ROWS, 2 * ROWS);
             ([zero; ROWS], zero)
         };
         extra(pass);
         pass += 1;
-        accumulate_rows::<false>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
+        accumulate_rows::<false, Z, false, true>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
         q = next;
         carry = next_carry;
         i += ROWS;
@@ -914,8 +975,8 @@ unsafe fn montsqr(
 ) {
     let n = a.len();
     assert!(t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
-    sqr_product(a, t);
-    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+    sqr_product::<false>(a, t);
+    redc::<false>(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
 }
 
 /// The square a² (unnormalised limbs) into t\[0 .. 2n + 2·ROWS\], t's
@@ -924,12 +985,12 @@ unsafe fn montsqr(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn sqr_product(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+unsafe fn sqr_product<const Z: bool>(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
     let n = a.len();
     assert!(t.len() >= scratch_len(n));
     sqr_setup(a, t);
     for p in 0..n.div_ceil(ROWS) {
-        sqr_pass(n, t.as_mut_ptr(), p);
+        sqr_pass::<Z>(n, t.as_mut_ptr(), p);
     }
     sqr_finish(n, t.as_mut_ptr());
 }
@@ -962,7 +1023,7 @@ unsafe fn sqr_setup(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn sqr_pass(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
+unsafe fn sqr_pass<const Z: bool>(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_si512();
     let ap = t.add(2 * n + 2 * ROWS) as *const __m512i;
@@ -994,9 +1055,9 @@ unsafe fn sqr_pass(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
     if 2 * i + 2 * ROWS < i + n + ROWS {
         // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
         if i == 0 {
-            accumulate_rows::<true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+            accumulate_rows::<true, Z, false, true>(tp, ap, &x, 2 * ROWS, n + ROWS);
         } else {
-            accumulate_rows::<false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+            accumulate_rows::<false, Z, false, true>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
         }
     }
 }
@@ -1035,8 +1096,8 @@ unsafe fn montmul(
 ) {
     let n = a.len();
     assert!(b.len() >= n && t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
-    mul_product::<true>(a, b, t);
-    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+    mul_product::<true, false>(a, b, t);
+    redc::<false>(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
 }
 
 /// The product a·b (unnormalised limbs) written (INIT) or added (not INIT)
@@ -1045,12 +1106,12 @@ unsafe fn montmul(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn mul_product<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+unsafe fn mul_product<const INIT: bool, const Z: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
     let n = a.len();
     assert!(b.len() >= n && t.len() >= scratch_len(n));
     product_setup::<INIT>(a, t);
     for p in 0..n.div_ceil(ROWS) {
-        product_pass::<INIT>(n, b, t.as_mut_ptr(), p);
+        product_pass::<INIT, Z>(n, b, t.as_mut_ptr(), p);
     }
 }
 
@@ -1083,8 +1144,8 @@ unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn product_pass<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, p: usize) {
-    product_pass_with::<INIT>(n, b, t, t.add(2 * n + 2 * ROWS) as *const _, p);
+unsafe fn product_pass<const INIT: bool, const Z: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, p: usize) {
+    product_pass_with::<INIT, Z>(n, b, t, t.add(2 * n + 2 * ROWS) as *const _, p);
 }
 
 /// a copied into `pad` (n + 3·ROWS limbs) as [`product_setup`] lays it out,
@@ -1105,7 +1166,7 @@ unsafe fn pad_operand(a: &[std::arch::x86_64::__m512i], pad: &mut [std::arch::x8
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn product_pass_with<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, pad: *const std::arch::x86_64::__m512i, p: usize) {
+unsafe fn product_pass_with<const INIT: bool, const Z: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, pad: *const std::arch::x86_64::__m512i, p: usize) {
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_si512();
     let ap = pad.add(ROWS);
@@ -1118,9 +1179,9 @@ unsafe fn product_pass_with<const INIT: bool>(n: usize, b: &[std::arch::x86_64::
     }
     // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
     if INIT && i == 0 {
-        accumulate_rows::<true>(t, ap, &x, 0, n + ROWS);
+        accumulate_rows::<true, Z, true, true>(t, ap, &x, 0, n + ROWS);
     } else {
-        accumulate_rows::<false>(t.add(i), ap, &x, 0, n + ROWS);
+        accumulate_rows::<false, Z, true, true>(t.add(i), ap, &x, 0, n + ROWS);
     }
 }
 
@@ -1160,7 +1221,7 @@ pub fn kernel_timings(modulus: &Integer, reps: usize) -> Option<[f64; 3]> {
             for (j, v) in t.iter_mut().enumerate().take(2 * n) {
                 *v = if j < n { a[j] } else { _mm512_setzero_si512() };
             }
-            redc(n, t.as_mut_ptr(), &mv, mp, &mut o, std::ptr::null_mut());
+            redc::<false>(n, t.as_mut_ptr(), &mv, mp, &mut o, std::ptr::null_mut());
             std::mem::swap(&mut a, &mut o);
         });
         std::hint::black_box(&a);

@@ -93,6 +93,40 @@ pub struct N2Ctx {
     mprime: u64,
     /// R² mod n² in digits (2k limbs: low digit, then high digit)
     r2: Vec<u64>,
+    /// R mod n² (one in the Montgomery domain) in digits
+    one: Vec<u64>,
+    /// the Zen 4 schedule ([`zen_schedule`])
+    zen: bool,
+}
+
+/// Whether the kernels take the schedule tuned on AMD Zen 4: two
+/// accumulation chains per position, the product and reduction edges
+/// without their zero terms, and results leaving the Montgomery domain by
+/// two reductions instead of a product by one (module docs). Chosen for
+/// AMD CPUs (CPUID vendor), where a 512-bit IFMA issues once per cycle;
+/// Intel CPUs keep the schedule measured there. `HUSH_PAILLIER_N2=zen` or
+/// `=intel` overrides the choice (tuning and tests).
+pub fn zen_schedule() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| match std::env::var("HUSH_PAILLIER_N2").as_deref() {
+            Ok("zen") => true,
+            Ok("intel") => false,
+            _ => {
+                // SAFETY: CPUID leaf 0 exists on every x86-64 CPU (the
+                // intrinsic is safe from Rust 1.87, unsafe at the MSRV).
+                #[allow(unused_unsafe)]
+                let r = unsafe { std::arch::x86_64::__cpuid(0) };
+                // "AuthenticAMD" in ebx, edx, ecx
+                (r.ebx, r.edx, r.ecx) == (0x6874_7541, 0x6974_6e65, 0x444d_4163)
+            }
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 impl N2Ctx {
@@ -113,9 +147,10 @@ impl N2Ctx {
         let mprime = inv.wrapping_neg() & MASK52;
         let r = Integer::from(1) << (52 * k) as u32;
         let r2 = Integer::from(&r * &r) % &n2;
-        let ctx = N2Ctx { k, n: n.clone(), n2, nl, nm1, mprime, r2: Vec::new() };
-        let r2 = ctx.digits(&r2);
-        Some(N2Ctx { r2, ..ctx })
+        let one = r % &n2;
+        let ctx = N2Ctx { k, n: n.clone(), n2, nl, nm1, mprime, r2: Vec::new(), one: Vec::new(), zen: zen_schedule() };
+        let (r2, one) = (ctx.digits(&r2), ctx.digits(&one));
+        Some(N2Ctx { r2, one, ..ctx })
     }
 
     /// x (0 ≤ x < n²) as digits x mod n, x div n: 2k limbs.
@@ -130,6 +165,13 @@ impl N2Ctx {
     /// c_j^{e_j} mod n² for up to eight pairs (bases reduced mod n² first,
     /// negative ones included).
     pub fn pow_u64_8(&self, bases: &[&Integer], exps: &[u64]) -> Vec<Integer> {
+        self.pow_u64_8_with(bases, exps, self.zen)
+    }
+
+    /// [`Self::pow_u64_8`] with the schedule named (`zen`:
+    /// [`zen_schedule`]), for tests and tuning: both give the same values.
+    #[doc(hidden)]
+    pub fn pow_u64_8_with(&self, bases: &[&Integer], exps: &[u64], zen: bool) -> Vec<Integer> {
         assert!(bases.len() <= LANES && bases.len() == exps.len() && available());
         let k = self.k;
         let mut x = vec![0u64; 2 * k * LANES];
@@ -148,7 +190,13 @@ impl N2Ctx {
         let mut e = [0u64; LANES];
         e[..exps.len()].copy_from_slice(exps);
         // SAFETY: available() checked the CPU features.
-        let out = unsafe { pow_n2(k, &self.nl, &self.nm1, self.mprime, &self.r2, &x, &e) };
+        let out = unsafe {
+            if zen {
+                pow_n2::<true>(k, &self.nl, &self.nm1, self.mprime, &self.r2, &self.one, &x, &e)
+            } else {
+                pow_n2::<false>(k, &self.nl, &self.nm1, self.mprime, &self.r2, &self.one, &x, &e)
+            }
+        };
         (0..bases.len())
             .map(|lane| {
                 let lo: Vec<u64> = (0..k).map(|j| out[j * LANES + lane]).collect();
@@ -226,18 +274,18 @@ impl Ahead<'_> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn high_and_ahead(k: usize, m: &[V], mp: V, s: &mut Scratch, out0: &[V], out1: &mut [V], ahead: Ahead) {
+unsafe fn high_and_ahead<const Z: bool>(k: usize, m: &[V], mp: V, s: &mut Scratch, out0: &[V], out1: &mut [V], ahead: Ahead) {
     let t1 = s.t1.as_mut_ptr();
     match ahead {
-        Ahead::Nothing => redc(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut()),
+        Ahead::Nothing => redc::<Z>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut()),
         Ahead::Sqr => {
             sqr_setup(out0, &mut s.t1);
-            redc_with(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| sqr_pass(k, t1, p));
+            redc_with::<Z, _>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| sqr_pass::<Z>(k, t1, p));
             sqr_finish(k, t1);
         }
         Ahead::Mul(y) => {
             product_setup::<true>(out0, &mut s.t1);
-            redc_with(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| product_pass::<true>(k, &y[..k], t1, p));
+            redc_with::<Z, _>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut(), |p| product_pass::<true, Z>(k, &y[..k], t1, p));
         }
     }
 }
@@ -249,11 +297,11 @@ unsafe fn high_and_ahead(k: usize, m: &[V], mp: V, s: &mut Scratch, out0: &[V], 
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], keep: u8, ready: bool, ahead: Ahead) {
+unsafe fn mul2<const Z: bool>(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], keep: u8, ready: bool, ahead: Ahead) {
     use std::arch::x86_64::*;
     let (out0, out1) = out.split_at_mut(k);
     if !ready {
-        mul_product::<true>(&x[..k], &y[..k], &mut s.t1);
+        mul_product::<true, Z>(&x[..k], &y[..k], &mut s.t1);
     }
     // x₀·y₁'s passes between the low digit's reduction passes (independent
     // work for the IFMA ports while each quotient chain runs)
@@ -261,9 +309,9 @@ unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out:
     product_setup::<true>(&y[k..2 * k], &mut s.t2);
     pad_operand(&x[k..2 * k], &mut s.pad);
     let (t2, pad) = (s.t2.as_mut_ptr(), s.pad.as_ptr());
-    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| {
-        product_pass::<true>(k, &x[..k], t2, p);
-        product_pass_with::<false>(k, &y[..k], t2, pad, p);
+    redc_with::<Z, _>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| {
+        product_pass::<true, Z>(k, &x[..k], t2, p);
+        product_pass_with::<false, Z>(k, &y[..k], t2, pad, p);
     });
     add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
     if keep != 0xff {
@@ -273,7 +321,7 @@ unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out:
             out0[j] = _mm512_mask_blend_epi64(keep, x[j], out0[j]);
         }
     }
-    high_and_ahead(k, m, mp, s, out0, out1, ahead);
+    high_and_ahead::<Z>(k, m, mp, s, out0, out1, ahead);
     if keep != 0xff {
         for j in 0..k {
             out1[j] = _mm512_mask_blend_epi64(keep, x[k + j], out1[j]);
@@ -286,21 +334,41 @@ unsafe fn mul2(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out:
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn sqr2(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], ready: bool, ahead: Ahead) {
+unsafe fn sqr2<const Z: bool>(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], ready: bool, ahead: Ahead) {
     let (out0, out1) = out.split_at_mut(k);
     if !ready {
-        sqr_product(&x[..k], &mut s.t1);
+        sqr_product::<Z>(&x[..k], &mut s.t1);
     }
     product_setup::<true>(&x[k..2 * k], &mut s.t2);
     let t2 = s.t2.as_mut_ptr();
-    redc_with(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true>(k, &x[..k], t2, p));
+    redc_with::<Z, _>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr(), |p| product_pass::<true, Z>(k, &x[..k], t2, p));
     add_rn_minus_q::<true>(k, &mut s.t2, &s.q, &s.nm1);
-    high_and_ahead(k, m, mp, s, out0, out1, ahead);
+    high_and_ahead::<Z>(k, m, mp, s, out0, out1, ahead);
+}
+
+/// out = P(x, 1) = x·R⁻¹ mod n² in digits, by the two reductions alone:
+/// the low digit's (of x₀, no product) and the high digit's (of
+/// x₁ + R·n − Q).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn from_mont2<const Z: bool>(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
+    use std::arch::x86_64::*;
+    let (out0, out1) = out.split_at_mut(k);
+    let zero = _mm512_setzero_si512();
+    for j in 0..2 * k + 2 * ROWS {
+        s.t1[j] = if j < k { x[j] } else { zero };
+        s.t2[j] = if j < k { x[k + j] } else { zero };
+    }
+    redc::<Z>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
+    add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
+    redc::<Z>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
-unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: &[u64], e: &[u64; LANES]) -> Vec<u64> {
+#[allow(clippy::too_many_arguments)]
+unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], one: &[u64], x: &[u64], e: &[u64; LANES]) -> Vec<u64> {
     use std::arch::x86_64::*;
     const W: u32 = 4;
     const PER: usize = (1 << W) - 1;
@@ -326,24 +394,26 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
     }
     let mv: &[V] = mv;
     // table[d − 1] = x^d (Montgomery form) for d = 1 … 15
-    mul2(k, xv, r2v, mv, mp, s, &mut tab[0], 0xff, false, Ahead::Nothing);
+    mul2::<Z>(k, xv, r2v, mv, mp, s, &mut tab[0], 0xff, false, Ahead::Nothing);
     for d in 2..=PER {
         let (done, rest) = tab.split_at_mut(d - 1);
         if d % 2 == 0 {
-            sqr2(k, &done[d / 2 - 1], mv, mp, s, &mut rest[0], false, Ahead::Nothing);
+            sqr2::<Z>(k, &done[d / 2 - 1], mv, mp, s, &mut rest[0], false, Ahead::Nothing);
         } else {
-            mul2(k, &done[d - 2], &done[0], mv, mp, s, &mut rest[0], 0xff, false, Ahead::Nothing);
+            mul2::<Z>(k, &done[d - 2], &done[0], mv, mp, s, &mut rest[0], 0xff, false, Ahead::Nothing);
         }
     }
     let tab: &[Vec<V>] = tab;
-    // R mod n² (Montgomery one) is R²·R⁻¹: the start value of lanes whose
-    // leading digits are zero; found as P(R², 1)
+    // R mod n² (Montgomery one, from the context): the start value of
+    // lanes whose leading digits are zero
     for v in unit.iter_mut() {
         *v = zero;
     }
     unit[0] = _mm512_set1_epi64(1);
     let unit: &[V] = unit;
-    mul2(k, r2v, unit, mv, mp, s, acc, 0xff, false, Ahead::Nothing);
+    for (j, v) in acc.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(one[j] as i64);
+    }
     sel.copy_from_slice(acc);
     let windows = 64 / W as usize;
     let mut fresh = true;
@@ -384,8 +454,15 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
             continue;
         }
         // after this window: the next window's first squaring, or leaving
-        // the Montgomery domain
-        let after = if i > 0 { Ahead::Sqr } else { Ahead::Mul(unit) };
+        // the Montgomery domain (by a product by one; by reductions alone
+        // in the Zen 4 schedule, which has no product to compute ahead)
+        let after = if i > 0 {
+            Ahead::Sqr
+        } else if Z {
+            Ahead::Nothing
+        } else {
+            Ahead::Mul(unit)
+        };
         for sq in 0..W {
             let ahead = if sq + 1 < W {
                 Ahead::Sqr
@@ -394,18 +471,22 @@ unsafe fn pow_n2(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, r2: &[u64], x: 
             } else {
                 after
             };
-            sqr2(k, acc, mv, mp, s, tmp, ready, ahead);
+            sqr2::<Z>(k, acc, mv, mp, s, tmp, ready, ahead);
             std::mem::swap(acc, tmp);
             ready = ahead.some();
         }
         if let Some(b) = b {
-            mul2(k, acc, b, mv, mp, s, tmp, nz, ready, after);
+            mul2::<Z>(k, acc, b, mv, mp, s, tmp, nz, ready, after);
             std::mem::swap(acc, tmp);
             ready = after.some();
         }
     }
     // out of the Montgomery domain: P(acc, 1)
-    mul2(k, acc, unit, mv, mp, s, tmp, 0xff, ready, Ahead::Nothing);
+    if Z {
+        from_mont2::<Z>(k, acc, mv, mp, s, tmp);
+    } else {
+        mul2::<Z>(k, acc, unit, mv, mp, s, tmp, 0xff, ready, Ahead::Nothing);
+    }
     let mut out = vec![0u64; 2 * k * LANES];
     for (j, v) in tmp.iter().enumerate() {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, *v);
@@ -463,18 +544,43 @@ thread_local! {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn pow_n2(_: usize, _: &[u64], _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[u64; LANES]) -> Vec<u64> {
+#[allow(clippy::too_many_arguments)]
+unsafe fn pow_n2<const Z: bool>(_: usize, _: &[u64], _: &[u64], _: u64, _: &[u64], _: &[u64], _: &[u64], _: &[u64; LANES]) -> Vec<u64> {
     unreachable!("available() is false off x86-64")
 }
 
 /// Kernel timing for tuning (not API): ns per eight-lane two-digit squaring
-/// and multiplication mod n², and per k-limb reduction alone.
+/// and multiplication mod n², and per k-limb reduction alone, in the
+/// schedule of this CPU ([`zen_schedule`]).
 #[doc(hidden)]
 pub fn kernel_timings(n: &Integer, reps: usize) -> Option<[f64; 3]> {
+    kernel_timings_with(n, reps, zen_schedule())
+}
+
+/// [`kernel_timings`] in the schedule named (`zen`).
+#[doc(hidden)]
+pub fn kernel_timings_with(n: &Integer, reps: usize, zen: bool) -> Option<[f64; 3]> {
     let ctx = N2Ctx::new(n)?;
     #[cfg(target_arch = "x86_64")]
     // SAFETY: N2Ctx::new checked available().
     unsafe {
+        if zen {
+            Some(timings::<true>(&ctx, reps))
+        } else {
+            Some(timings::<false>(&ctx, reps))
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (ctx, reps, zen);
+        None
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn timings<const Z: bool>(ctx: &N2Ctx, reps: usize) -> [f64; 3] {
+    {
         use std::arch::x86_64::*;
         let k = ctx.k;
         let zero = _mm512_setzero_si512();
@@ -504,33 +610,31 @@ pub fn kernel_timings(n: &Integer, reps: usize) -> Option<[f64; 3]> {
             ns / reps as f64
         };
         let prod = time(&mut || {
-            mul_product::<true>(&a[..k], &a[k..], &mut s.t1);
+            mul_product::<true, Z>(&a[..k], &a[k..], &mut s.t1);
             std::hint::black_box(&s.t1);
         });
         let sqp = time(&mut || {
-            sqr_product(&a[..k], &mut s.t1);
+            sqr_product::<Z>(&a[..k], &mut s.t1);
             std::hint::black_box(&s.t1);
         });
         eprintln!("k-limb product {prod:.0} ns, square {sqp:.0} ns");
         let sq = time(&mut || {
-            sqr2(k, &a, &mv, mp, &mut s, &mut o, false, Ahead::Nothing);
+            sqr2::<Z>(k, &a, &mv, mp, &mut s, &mut o, false, Ahead::Nothing);
             std::mem::swap(&mut a, &mut o);
         });
         let b = a.clone();
         let mul = time(&mut || {
-            mul2(k, &a, &b, &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
+            mul2::<Z>(k, &a, &b, &mv, mp, &mut s, &mut o, 0xff, false, Ahead::Nothing);
             std::mem::swap(&mut a, &mut o);
         });
         let red = time(&mut || {
             for (j, v) in s.t1.iter_mut().enumerate().take(2 * k) {
                 *v = if j < k { a[j] } else { zero };
             }
-            redc(k, s.t1.as_mut_ptr(), &mv, mp, &mut o[..k], std::ptr::null_mut());
+            redc::<Z>(k, s.t1.as_mut_ptr(), &mv, mp, &mut o[..k], std::ptr::null_mut());
             std::mem::swap(&mut a, &mut o);
         });
         std::hint::black_box(&a);
-        Some([sq, mul, red])
+        [sq, mul, red]
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    None
 }
