@@ -806,6 +806,21 @@ unsafe fn edge_rows<const INIT: bool, const HEAD: bool>(
     }
 }
 
+/// A carry out of a 52-bit limb: v >> 52, arithmetic with Z (the Zen 4
+/// schedule's sums may hold negative limbs, `n2`'s Karatsuba middle
+/// terms), logical otherwise; the same for limbs below 2^63.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn shr52<const Z: bool>(v: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    if Z {
+        _mm512_srai_epi64(v, 52)
+    } else {
+        _mm512_srli_epi64(v, 52)
+    }
+}
+
 /// Montgomery reduction of the 2n-limb sum at `t` (unnormalised limbs,
 /// each below 2^62), ROWS quotient limbs per pass: the quotient limbs
 /// q_i … q_{i+3} are found one after another from the low limbs, then one
@@ -866,7 +881,7 @@ unsafe fn redc_with<const Z: bool, F: FnMut(usize)>(
         for d in 0..ROWS {
             let x = _mm512_add_epi64(_mm512_add_epi64(pre[d], lo[d]), carry);
             q[d] = madd_lo!(zero, x, mp);
-            carry = _mm512_srli_epi64(madd_lo!(x, *m, q[d]), 52);
+            carry = shr52::<Z>(madd_lo!(x, *m, q[d]));
             for j in d + 1..ROWS {
                 pre[j] = madd_hi!(pre[j], *m.add(j - d - 1), q[d]);
                 lo[j] = madd_lo!(lo[j], *m.add(j - d), q[d]);
@@ -941,7 +956,7 @@ unsafe fn redc_with<const Z: bool, F: FnMut(usize)>(
             *qout.add(i) = q;
         }
         let x = madd_lo!(x, *m, q);
-        *t.add(i + 1) = _mm512_add_epi64(*t.add(i + 1), _mm512_srli_epi64(x, 52));
+        *t.add(i + 1) = _mm512_add_epi64(*t.add(i + 1), shr52::<Z>(x));
         for r in 1..=n {
             let p = t.add(i + r);
             let mut v = *p;
@@ -954,7 +969,7 @@ unsafe fn redc_with<const Z: bool, F: FnMut(usize)>(
     for (j, o) in out.iter_mut().enumerate().take(n) {
         let v = _mm512_add_epi64(*t.add(n + j), c);
         *o = _mm512_and_si512(v, mask);
-        c = _mm512_srli_epi64(v, 52);
+        c = shr52::<Z>(v);
     }
 }
 
@@ -1006,10 +1021,10 @@ unsafe fn sqr_setup(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64
     assert!(t.len() >= scratch_len(n));
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
-    // pad[j] = a_j, zero for j ≥ n
-    for (j, v) in pad.iter_mut().enumerate().take(n + 2 * ROWS) {
-        *v = if j < n { a[j] } else { zero };
-    }
+    // pad[j] = a_j, zero for j ≥ n (slice copies: a loop with a test per
+    // limb took a sixth of a small product's time)
+    pad[..n].copy_from_slice(a);
+    pad[n..n + 2 * ROWS].fill(zero);
     // the first pass writes positions 1 … n+ROWS−1; the rest starts at zero
     sum[0] = zero;
     for v in sum.iter_mut().skip(n + ROWS) {
@@ -1128,13 +1143,39 @@ unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
     // pad[ROWS + j] = a_j, zero outside 0 ≤ j < n
-    for (j, v) in pad.iter_mut().enumerate().take(n + 3 * ROWS) {
-        *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { zero };
-    }
+    pad[..ROWS].fill(zero);
+    pad[ROWS..n + ROWS].copy_from_slice(a);
+    pad[n + ROWS..n + 3 * ROWS].fill(zero);
     // the first pass writes positions 0 … n+ROWS−1; the rest starts at zero
     if INIT {
         for v in sum.iter_mut().skip(n + ROWS) {
             *v = zero;
+        }
+    }
+}
+
+/// a·b for n = a.len() limbs (n a non-zero multiple of ROWS, normalised)
+/// written (INIT) or added (not INIT) to t\[0 .. 2n\], unnormalised: the
+/// Zen 4 schedule's product ([`accumulate_rows`] with trimmed edges reads
+/// no limb outside a, so a is read in place, not copied into a pad).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn zmul<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(n >= ROWS && n % ROWS == 0 && b.len() >= n && t.len() >= 2 * n);
+    if INIT {
+        // the first pass writes positions 0 … n+ROWS−1
+        t[n + ROWS..2 * n].fill(_mm512_setzero_si512());
+    }
+    let tp = t.as_mut_ptr();
+    for i in (0..n).step_by(ROWS) {
+        let x = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+        if INIT && i == 0 {
+            accumulate_rows::<true, true, true, true>(tp, a.as_ptr(), &x, 0, n + ROWS);
+        } else {
+            accumulate_rows::<false, true, true, true>(tp.add(i), a.as_ptr(), &x, 0, n + ROWS);
         }
     }
 }
@@ -1156,9 +1197,10 @@ unsafe fn product_pass<const INIT: bool, const Z: bool>(n: usize, b: &[std::arch
 unsafe fn pad_operand(a: &[std::arch::x86_64::__m512i], pad: &mut [std::arch::x86_64::__m512i]) {
     use std::arch::x86_64::*;
     let n = a.len();
-    for (j, v) in pad.iter_mut().enumerate().take(n + 3 * ROWS) {
-        *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { _mm512_setzero_si512() };
-    }
+    let zero = _mm512_setzero_si512();
+    pad[..ROWS].fill(zero);
+    pad[ROWS..n + ROWS].copy_from_slice(a);
+    pad[n + ROWS..n + 3 * ROWS].fill(zero);
 }
 
 /// [`product_pass`] with the padded operand at `pad` ([`pad_operand`])

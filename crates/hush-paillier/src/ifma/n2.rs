@@ -76,7 +76,7 @@
 
 use super::{available, from_limbs, to_limbs, LANES, MASK52, ROWS};
 #[cfg(target_arch = "x86_64")]
-use super::{mul_product, pad_operand, product_pass, product_pass_with, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup};
+use super::{mul_product, pad_operand, zmul, product_pass, product_pass_with, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup};
 use rug::Integer;
 
 /// Context for one public modulus n (its square n² is the ciphertext
@@ -224,6 +224,194 @@ struct Scratch {
     nm1: Vec<V>,
     /// a second padded operand (k + 3·ROWS limbs): x₁ in [`mul2`]
     pad: Vec<V>,
+    /// the Zen 4 schedule's Karatsuba scratch ([`kara_len`])
+    kara: Vec<V>,
+}
+
+/// Limbs of [`Scratch::kara`] for k-limb digits: four half products (2h
+/// limbs each, h = k/2) and two half-size differences when h is a whole
+/// number of [`ROWS`]-limb passes (Karatsuba's products, [`kara_mul`]),
+/// none otherwise (schoolbook).
+const fn kara_len(k: usize) -> usize {
+    if k % (2 * ROWS) == 0 {
+        11 * (k / 2)
+    } else {
+        0
+    }
+}
+
+/// |a − b| for h-limb a, b (normalised) into `out` (h normalised limbs);
+/// returns the lanes where a < b.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn abs_diff(a: &[V], b: &[V], out: &mut [V]) -> u8 {
+    use std::arch::x86_64::*;
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    let zero = _mm512_setzero_si512();
+    // the sign of a − b: its borrow chain, nothing stored
+    let mut c = zero;
+    for j in 0..a.len() {
+        c = _mm512_srai_epi64(_mm512_add_epi64(_mm512_sub_epi64(a[j], b[j]), c), 52);
+    }
+    let neg = _mm512_cmplt_epi64_mask(c, zero);
+    // then a − b, or b − a in the lanes of `neg`, normalised with signed
+    // carries (one store per limb: stores, not arithmetic, bound these
+    // passes on Zen 4)
+    let mut c = zero;
+    for j in 0..a.len() {
+        let d = _mm512_mask_sub_epi64(_mm512_sub_epi64(a[j], b[j]), neg, b[j], a[j]);
+        let v = _mm512_add_epi64(d, c);
+        out[j] = _mm512_and_si512(v, mask);
+        c = _mm512_srai_epi64(v, 52);
+    }
+    neg
+}
+
+/// t\[0 .. 4h\] = P₀ + (P₀ + P₂ + Σ ±D_i)·B + P₂·B² from the half
+/// products (2h limbs each, B = 2^{52h}), each D_i subtracted in the lanes
+/// of its mask; t\[4h .. 4h + 2·ROWS\] = 0. With HIGH the sum is the high
+/// digit's and [`add_rn_minus_q`]`::<DOUBLE>` is applied on the way
+/// (one pass over t instead of two). The middle limbs may be negative (the
+/// sum is not): [`super::redc`] at Z takes them.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kara_combine<const HIGH: bool, const DOUBLE: bool>(t: &mut [V], p0: &[V], p2: &[V], ds: &[(&[V], u8)], h: usize, q: &[V], nm1: &[V]) {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_si512();
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    let mid = |j: usize| {
+        let mut v = _mm512_add_epi64(p0[j], p2[j]);
+        for &(d, neg) in ds {
+            v = _mm512_add_epi64(v, _mm512_mask_sub_epi64(d[j], neg, zero, d[j]));
+        }
+        v
+    };
+    // R·n − Q = R·(n − 1) + 1 + (R − 1 − Q) limb by limb ([`add_rn_minus_q`])
+    let fin = |pos: usize, v: V| {
+        let v = if DOUBLE { _mm512_add_epi64(v, v) } else { v };
+        if !HIGH {
+            v
+        } else if pos < 2 * h {
+            let v = _mm512_add_epi64(v, _mm512_xor_si512(q[pos], mask));
+            if pos == 0 {
+                _mm512_add_epi64(v, _mm512_set1_epi64(1))
+            } else {
+                v
+            }
+        } else {
+            _mm512_add_epi64(v, nm1[pos - 2 * h])
+        }
+    };
+    for pos in 0..h {
+        t[pos] = fin(pos, p0[pos]);
+    }
+    for pos in h..2 * h {
+        t[pos] = fin(pos, _mm512_add_epi64(p0[pos], mid(pos - h)));
+    }
+    for pos in 2 * h..3 * h {
+        t[pos] = fin(pos, _mm512_add_epi64(p2[pos - 2 * h], mid(pos - h)));
+    }
+    for pos in 3 * h..4 * h {
+        t[pos] = fin(pos, p2[pos - 2 * h]);
+    }
+    t[4 * h..4 * h + 2 * ROWS].fill(zero);
+}
+
+/// Σ a_i·b_i over one or two pairs of k-limb operands, written to
+/// t\[0 .. 2k + 2·ROWS\] (unnormalised limbs, possibly negative ones in
+/// the middle): Karatsuba (Karatsuba–Ofman 1962; the subtractive form,
+/// a₀b₁ + a₁b₀ = a₀b₀ + a₁b₁ + (a₀ − a₁)(b₁ − b₀) with |a₀ − a₁|·|b₁ − b₀|
+/// and its sign per lane) over k/2-limb IFMA products when [`kara_len`] is
+/// non-zero — 3/4 of the schoolbook's IFMA operations; the pairs share the
+/// half products P₀ and P₂ and one recombination. The schoolbook product
+/// otherwise.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kara_mul<const HIGH: bool, const DOUBLE: bool>(pairs: &[(&[V], &[V])], kara: &mut [V], t: &mut [V], q: &[V], nm1: &[V]) {
+    let k = pairs[0].0.len();
+    debug_assert!((1..=2).contains(&pairs.len()));
+    if kara_len(k) == 0 {
+        for (i, &(a, b)) in pairs.iter().enumerate() {
+            if i == 0 {
+                zmul::<true>(a, &b[..k], t);
+            } else {
+                zmul::<false>(a, &b[..k], t);
+            }
+        }
+        t[2 * k..2 * k + 2 * ROWS].fill(std::arch::x86_64::_mm512_setzero_si512());
+        if HIGH {
+            add_rn_minus_q::<DOUBLE>(k, t, q, nm1);
+        }
+        return;
+    }
+    let h = k / 2;
+    let (s0, rest) = kara.split_at_mut(2 * h);
+    let (s2, rest) = rest.split_at_mut(2 * h);
+    let (d1, rest) = rest.split_at_mut(2 * h);
+    let (d2, rest) = rest.split_at_mut(2 * h);
+    let (da, rest) = rest.split_at_mut(h);
+    let db = &mut rest[..h];
+    let mut negs = [0u8; 2];
+    for (i, &(a, b)) in pairs.iter().enumerate() {
+        let na = abs_diff(&a[..h], &a[h..k], da);
+        let nb = abs_diff(&b[h..k], &b[..h], db);
+        negs[i] = na ^ nb;
+        if i == 0 {
+            zmul::<true>(&a[..h], &b[..h], s0);
+            zmul::<true>(&a[h..k], &b[h..k], s2);
+            zmul::<true>(da, db, d1);
+        } else {
+            zmul::<false>(&a[..h], &b[..h], s0);
+            zmul::<false>(&a[h..k], &b[h..k], s2);
+            zmul::<true>(da, db, d2);
+        }
+    }
+    if pairs.len() == 1 {
+        kara_combine::<HIGH, DOUBLE>(t, s0, s2, &[(d1, negs[0])], h, q, nm1);
+    } else {
+        kara_combine::<HIGH, DOUBLE>(t, s0, s2, &[(d1, negs[0]), (d2, negs[1])], h, q, nm1);
+    }
+}
+
+/// [`sqr2`] in the Zen 4 schedule: Karatsuba's products, then each digit's
+/// reduction (no products between a reduction's passes: there a 512-bit
+/// IFMA issues once per cycle and the reductions alone keep the unit busy).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn sqr2_zen(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V]) {
+    let (out0, out1) = out.split_at_mut(k);
+    // the square by schoolbook: Karatsuba's three half squares with their
+    // recombination measured slower (640 against 540 ns at k = 40)
+    sqr_product::<true>(&x[..k], &mut s.t1);
+    redc::<true>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
+    kara_mul::<true, true>(&[(&x[..k], &x[k..2 * k])], &mut s.kara, &mut s.t2, &s.q, &s.nm1);
+    redc::<true>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
+}
+
+/// [`mul2`] in the Zen 4 schedule ([`sqr2_zen`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn mul2_zen(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], keep: u8) {
+    use std::arch::x86_64::*;
+    let (out0, out1) = out.split_at_mut(k);
+    kara_mul::<false, false>(&[(&x[..k], &y[..k])], &mut s.kara, &mut s.t1, &[], &[]);
+    redc::<true>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
+    kara_mul::<true, false>(&[(&x[..k], &y[k..2 * k]), (&x[k..2 * k], &y[..k])], &mut s.kara, &mut s.t2, &s.q, &s.nm1);
+    redc::<true>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
+    if keep != 0xff {
+        for j in 0..k {
+            out0[j] = _mm512_mask_blend_epi64(keep, x[j], out0[j]);
+            out1[j] = _mm512_mask_blend_epi64(keep, x[k + j], out1[j]);
+        }
+    }
 }
 
 /// Adds R·n − Q to the high digit's sum `t` (2k limbs), doubling `t`
@@ -299,6 +487,10 @@ unsafe fn high_and_ahead<const Z: bool>(k: usize, m: &[V], mp: V, s: &mut Scratc
 #[allow(clippy::too_many_arguments)]
 unsafe fn mul2<const Z: bool>(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], keep: u8, ready: bool, ahead: Ahead) {
     use std::arch::x86_64::*;
+    if Z {
+        debug_assert!(!ready && !ahead.some());
+        return mul2_zen(k, x, y, m, mp, s, out, keep);
+    }
     let (out0, out1) = out.split_at_mut(k);
     if !ready {
         mul_product::<true, Z>(&x[..k], &y[..k], &mut s.t1);
@@ -334,7 +526,12 @@ unsafe fn mul2<const Z: bool>(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mu
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
+#[allow(clippy::too_many_arguments)]
 unsafe fn sqr2<const Z: bool>(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], ready: bool, ahead: Ahead) {
+    if Z {
+        debug_assert!(!ready && !ahead.some());
+        return sqr2_zen(k, x, m, mp, s, out);
+    }
     let (out0, out1) = out.split_at_mut(k);
     if !ready {
         sqr_product::<Z>(&x[..k], &mut s.t1);
@@ -439,7 +636,7 @@ unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, 
                             }
                         }
                     }
-                    &sel
+                    sel
                 }
             })
         };
@@ -456,15 +653,17 @@ unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, 
         // after this window: the next window's first squaring, or leaving
         // the Montgomery domain (by a product by one; by reductions alone
         // in the Zen 4 schedule, which has no product to compute ahead)
-        let after = if i > 0 {
-            Ahead::Sqr
-        } else if Z {
+        let after = if Z {
             Ahead::Nothing
+        } else if i > 0 {
+            Ahead::Sqr
         } else {
             Ahead::Mul(unit)
         };
         for sq in 0..W {
-            let ahead = if sq + 1 < W {
+            let ahead = if Z {
+                Ahead::Nothing
+            } else if sq + 1 < W {
                 Ahead::Sqr
             } else if let Some(b) = b {
                 Ahead::Mul(b)
@@ -525,7 +724,14 @@ impl Work {
         let d = || vec![zero; 2 * k];
         Work {
             k,
-            s: Scratch { t1: vec![zero; scratch_len(k)], t2: vec![zero; scratch_len(k)], q: vec![zero; k], nm1: vec![zero; k], pad: vec![zero; k + 3 * ROWS] },
+            s: Scratch {
+                t1: vec![zero; scratch_len(k)],
+                t2: vec![zero; scratch_len(k)],
+                q: vec![zero; k],
+                nm1: vec![zero; k],
+                pad: vec![zero; k + 3 * ROWS],
+                kara: vec![zero; kara_len(k)],
+            },
             mv: vec![zero; k + 2 * ROWS],
             r2v: d(),
             xv: d(),
@@ -592,6 +798,7 @@ unsafe fn timings<const Z: bool>(ctx: &N2Ctx, reps: usize) -> [f64; 3] {
             q: vec![zero; k],
             nm1: (0..k).map(|j| _mm512_set1_epi64(ctx.nm1[j] as i64)).collect(),
             pad: vec![zero; k + 3 * ROWS],
+            kara: vec![zero; kara_len(k)],
         };
         let mut a: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(ctx.r2[j] as i64)).collect();
         let mut o = a.clone();
@@ -617,7 +824,32 @@ unsafe fn timings<const Z: bool>(ctx: &N2Ctx, reps: usize) -> [f64; 3] {
             sqr_product::<Z>(&a[..k], &mut s.t1);
             std::hint::black_box(&s.t1);
         });
-        eprintln!("k-limb product {prod:.0} ns, square {sqp:.0} ns");
+        let kp = if Z {
+            let kp = time(&mut || {
+                kara_mul::<false, false>(&[(&a[..k], &a[k..])], &mut s.kara, &mut s.t1, &[], &[]);
+                std::hint::black_box(&s.t1);
+            });
+            let h = k / 2;
+            let mut sc = vec![zero; scratch_len(h)];
+            let hp = time(&mut || {
+                zmul::<true>(&a[..h], &a[k..k + h], &mut sc);
+                std::hint::black_box(&sc);
+            });
+            let mut d1 = vec![zero; h];
+            let ad = time(&mut || {
+                std::hint::black_box(abs_diff(&a[..h], &a[h..k], &mut d1));
+            });
+            let s0 = sc.clone();
+            let cb = time(&mut || {
+                kara_combine::<false, false>(&mut s.t1, &s0, &s0, &[(&s0, 0x0f)], h, &[], &[]);
+                std::hint::black_box(&s.t1);
+            });
+            eprintln!("half product {hp:.0} ns, abs_diff {ad:.0} ns, combine {cb:.0} ns");
+            kp
+        } else {
+            0.0
+        };
+        eprintln!("k-limb product {prod:.0} ns, square {sqp:.0} ns; Karatsuba product {kp:.0} ns");
         let sq = time(&mut || {
             sqr2::<Z>(k, &a, &mv, mp, &mut s, &mut o, false, Ahead::Nothing);
             std::mem::swap(&mut a, &mut o);
