@@ -224,17 +224,18 @@ struct Scratch {
     nm1: Vec<V>,
     /// a second padded operand (k + 3·ROWS limbs): x₁ in [`mul2`]
     pad: Vec<V>,
-    /// the Zen 4 schedule's Karatsuba scratch ([`kara_len`])
+    /// the Zen 4 schedule's Karatsuba scratch: half products
+    /// ([`kara_len`]) and the four digits' differences ([`Op`], 2k limbs)
     kara: Vec<V>,
+    dif: Vec<V>,
 }
 
 /// Limbs of [`Scratch::kara`] for k-limb digits: four half products (2h
-/// limbs each, h = k/2) and two half-size differences when h is a whole
-/// number of [`ROWS`]-limb passes (Karatsuba's products, [`kara_mul`]),
-/// none otherwise (schoolbook).
+/// limbs each, h = k/2) when h is a whole number of [`ROWS`]-limb passes
+/// (Karatsuba's products, [`kara_mul`]), none otherwise (schoolbook).
 const fn kara_len(k: usize) -> usize {
     if k % (2 * ROWS) == 0 {
-        11 * (k / 2)
+        8 * (k / 2)
     } else {
         0
     }
@@ -320,27 +321,56 @@ unsafe fn kara_combine<const HIGH: bool, const DOUBLE: bool>(t: &mut [V], p0: &[
     t[4 * h..4 * h + 2 * ROWS].fill(zero);
 }
 
+/// A k-limb Karatsuba operand a = a₀ + a₁·B: its limbs, |a₀ − a₁| (k/2
+/// limbs; empty for the schoolbook) and the lanes where a₀ < a₁. Each
+/// digit's difference is formed once per operation ([`Op::new`]) and shared
+/// by the products it enters.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Op<'a> {
+    v: &'a [V],
+    d: &'a [V],
+    neg: u8,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'a> Op<'a> {
+    /// `d` has k/2 limbs (unused when [`kara_len`]`(k)` is 0).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn new(v: &'a [V], d: &'a mut [V]) -> Op<'a> {
+        let k = v.len();
+        if kara_len(k) == 0 {
+            return Op { v, d: &[], neg: 0 };
+        }
+        let h = k / 2;
+        let neg = abs_diff(&v[..h], &v[h..k], &mut d[..h]);
+        Op { v, d: &d[..h], neg }
+    }
+}
+
 /// Σ a_i·b_i over one or two pairs of k-limb operands, written to
 /// t\[0 .. 2k + 2·ROWS\] (unnormalised limbs, possibly negative ones in
 /// the middle): Karatsuba (Karatsuba–Ofman 1962; the subtractive form,
 /// a₀b₁ + a₁b₀ = a₀b₀ + a₁b₁ + (a₀ − a₁)(b₁ − b₀) with |a₀ − a₁|·|b₁ − b₀|
 /// and its sign per lane) over k/2-limb IFMA products when [`kara_len`] is
 /// non-zero — 3/4 of the schoolbook's IFMA operations; the pairs share the
-/// half products P₀ and P₂ and one recombination. The schoolbook product
-/// otherwise.
+/// half products P₀ and P₂ and one recombination ([`kara_combine`], which
+/// adds R·n − Q with HIGH). The schoolbook product otherwise. `prod` has
+/// [`kara_len`]`(k)` limbs.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kara_mul<const HIGH: bool, const DOUBLE: bool>(pairs: &[(&[V], &[V])], kara: &mut [V], t: &mut [V], q: &[V], nm1: &[V]) {
-    let k = pairs[0].0.len();
+unsafe fn kara_mul<const HIGH: bool, const DOUBLE: bool>(pairs: &[(Op, Op)], prod: &mut [V], t: &mut [V], q: &[V], nm1: &[V]) {
+    let k = pairs[0].0.v.len();
     debug_assert!((1..=2).contains(&pairs.len()));
     if kara_len(k) == 0 {
-        for (i, &(a, b)) in pairs.iter().enumerate() {
+        for (i, (a, b)) in pairs.iter().enumerate() {
             if i == 0 {
-                zmul::<true>(a, &b[..k], t);
+                zmul::<true>(a.v, &b.v[..k], t);
             } else {
-                zmul::<false>(a, &b[..k], t);
+                zmul::<false>(a.v, &b.v[..k], t);
             }
         }
         t[2 * k..2 * k + 2 * ROWS].fill(std::arch::x86_64::_mm512_setzero_si512());
@@ -350,25 +380,23 @@ unsafe fn kara_mul<const HIGH: bool, const DOUBLE: bool>(pairs: &[(&[V], &[V])],
         return;
     }
     let h = k / 2;
-    let (s0, rest) = kara.split_at_mut(2 * h);
+    let (s0, rest) = prod.split_at_mut(2 * h);
     let (s2, rest) = rest.split_at_mut(2 * h);
     let (d1, rest) = rest.split_at_mut(2 * h);
-    let (d2, rest) = rest.split_at_mut(2 * h);
-    let (da, rest) = rest.split_at_mut(h);
-    let db = &mut rest[..h];
+    let d2 = &mut rest[..2 * h];
     let mut negs = [0u8; 2];
-    for (i, &(a, b)) in pairs.iter().enumerate() {
-        let na = abs_diff(&a[..h], &a[h..k], da);
-        let nb = abs_diff(&b[h..k], &b[..h], db);
-        negs[i] = na ^ nb;
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        // (a₀ − a₁)(b₁ − b₀) < 0 where a₀ − a₁ and b₀ − b₁ have one sign
+        // (a zero difference makes the term 0 either way)
+        negs[i] = !(a.neg ^ b.neg);
         if i == 0 {
-            zmul::<true>(&a[..h], &b[..h], s0);
-            zmul::<true>(&a[h..k], &b[h..k], s2);
-            zmul::<true>(da, db, d1);
+            zmul::<true>(&a.v[..h], &b.v[..h], s0);
+            zmul::<true>(&a.v[h..k], &b.v[h..k], s2);
+            zmul::<true>(a.d, b.d, d1);
         } else {
-            zmul::<false>(&a[..h], &b[..h], s0);
-            zmul::<false>(&a[h..k], &b[h..k], s2);
-            zmul::<true>(da, db, d2);
+            zmul::<false>(&a.v[..h], &b.v[..h], s0);
+            zmul::<false>(&a.v[h..k], &b.v[h..k], s2);
+            zmul::<true>(a.d, b.d, d2);
         }
     }
     if pairs.len() == 1 {
@@ -390,7 +418,9 @@ unsafe fn sqr2_zen(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut
     // recombination measured slower (640 against 540 ns at k = 40)
     sqr_product::<true>(&x[..k], &mut s.t1);
     redc::<true>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
-    kara_mul::<true, true>(&[(&x[..k], &x[k..2 * k])], &mut s.kara, &mut s.t2, &s.q, &s.nm1);
+    let (d0, d1) = s.dif.split_at_mut(k / 2);
+    let (x0, x1) = (Op::new(&x[..k], d0), Op::new(&x[k..2 * k], d1));
+    kara_mul::<true, true>(&[(x0, x1)], &mut s.kara, &mut s.t2, &s.q, &s.nm1);
     redc::<true>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
 }
 
@@ -402,9 +432,15 @@ unsafe fn sqr2_zen(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut
 unsafe fn mul2_zen(k: usize, x: &[V], y: &[V], m: &[V], mp: V, s: &mut Scratch, out: &mut [V], keep: u8) {
     use std::arch::x86_64::*;
     let (out0, out1) = out.split_at_mut(k);
-    kara_mul::<false, false>(&[(&x[..k], &y[..k])], &mut s.kara, &mut s.t1, &[], &[]);
+    let h = k / 2;
+    let (dx0, rest) = s.dif.split_at_mut(h);
+    let (dx1, rest) = rest.split_at_mut(h);
+    let (dy0, dy1) = rest.split_at_mut(h);
+    let (x0, x1) = (Op::new(&x[..k], dx0), Op::new(&x[k..2 * k], dx1));
+    let (y0, y1) = (Op::new(&y[..k], dy0), Op::new(&y[k..2 * k], dy1));
+    kara_mul::<false, false>(&[(x0, y0)], &mut s.kara, &mut s.t1, &[], &[]);
     redc::<true>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
-    kara_mul::<true, false>(&[(&x[..k], &y[k..2 * k]), (&x[k..2 * k], &y[..k])], &mut s.kara, &mut s.t2, &s.q, &s.nm1);
+    kara_mul::<true, false>(&[(x0, y1), (x1, y0)], &mut s.kara, &mut s.t2, &s.q, &s.nm1);
     redc::<true>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
     if keep != 0xff {
         for j in 0..k {
@@ -627,6 +663,29 @@ unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, 
         } else {
             Some(match (1..=PER).find(|&d| by_digit[d] == nz) {
                 Some(d) => &tab[d - 1],
+                None if Z => {
+                    // limb by limb, the entries blended in a register (one
+                    // store per limb, not one per digit value and limb:
+                    // stores are what Zen 4 runs short of); lanes of digit
+                    // 0 take an entry too, their product is not kept
+                    let mut used = [(0u8, 0usize); PER];
+                    let mut u = 0;
+                    for d in 1..=PER {
+                        if by_digit[d] != 0 {
+                            used[u] = (by_digit[d], d - 1);
+                            u += 1;
+                        }
+                    }
+                    let used = &used[..u];
+                    for (j, o) in sel.iter_mut().enumerate() {
+                        let mut v = tab[used[0].1][j];
+                        for &(lanes, d) in &used[1..] {
+                            v = _mm512_mask_blend_epi64(lanes, v, tab[d][j]);
+                        }
+                        *o = v;
+                    }
+                    sel
+                }
                 None => {
                     for d in 1..=PER {
                         let lanes = by_digit[d];
@@ -731,6 +790,7 @@ impl Work {
                 nm1: vec![zero; k],
                 pad: vec![zero; k + 3 * ROWS],
                 kara: vec![zero; kara_len(k)],
+                dif: vec![zero; 2 * k],
             },
             mv: vec![zero; k + 2 * ROWS],
             r2v: d(),
@@ -799,6 +859,7 @@ unsafe fn timings<const Z: bool>(ctx: &N2Ctx, reps: usize) -> [f64; 3] {
             nm1: (0..k).map(|j| _mm512_set1_epi64(ctx.nm1[j] as i64)).collect(),
             pad: vec![zero; k + 3 * ROWS],
             kara: vec![zero; kara_len(k)],
+            dif: vec![zero; 2 * k],
         };
         let mut a: Vec<V> = (0..2 * k).map(|j| _mm512_set1_epi64(ctx.r2[j] as i64)).collect();
         let mut o = a.clone();
@@ -826,7 +887,9 @@ unsafe fn timings<const Z: bool>(ctx: &N2Ctx, reps: usize) -> [f64; 3] {
         });
         let kp = if Z {
             let kp = time(&mut || {
-                kara_mul::<false, false>(&[(&a[..k], &a[k..])], &mut s.kara, &mut s.t1, &[], &[]);
+                let (d0, d1) = s.dif.split_at_mut(k / 2);
+                let (x0, x1) = (Op::new(&a[..k], d0), Op::new(&a[k..], d1));
+                kara_mul::<false, false>(&[(x0, x1)], &mut s.kara, &mut s.t1, &[], &[]);
                 std::hint::black_box(&s.t1);
             });
             let h = k / 2;
