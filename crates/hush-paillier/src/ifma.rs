@@ -706,8 +706,9 @@ unsafe fn accumulate_rows<const INIT: bool, const Z: bool, const HEAD: bool, con
     const _: () = assert!(ROWS == 4, "accumulate_rows is written out for four rows");
     // Z: the edges whose operand limbs are known zero take only their
     // non-zero terms (module docs of `n2`, Zen 4 schedule)
-    let head = Z && HEAD && to >= from + 2 * ROWS;
-    let tail = Z && TAIL && to >= from + 2 * ROWS;
+    let edges = ROWS * (usize::from(HEAD) + usize::from(TAIL));
+    let head = Z && HEAD && to >= from + edges;
+    let tail = Z && TAIL && to >= from + edges;
     let (from, to) = (from + if head { ROWS } else { 0 }, to - if tail { ROWS } else { 0 });
     if head {
         edge_rows::<INIT, true>(t, y, x, from - ROWS);
@@ -1162,21 +1163,83 @@ unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 unsafe fn zmul<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
-    use std::arch::x86_64::*;
     let n = a.len();
     assert!(n >= ROWS && n % ROWS == 0 && b.len() >= n && t.len() >= 2 * n);
-    if INIT {
-        // the first pass writes positions 0 … n+ROWS−1
-        t[n + ROWS..2 * n].fill(_mm512_setzero_si512());
-    }
-    let tp = t.as_mut_ptr();
     for i in (0..n).step_by(ROWS) {
-        let x = [b[i], b[i + 1], b[i + 2], b[i + 3]];
-        if INIT && i == 0 {
-            accumulate_rows::<true, true, true, true>(tp, a.as_ptr(), &x, 0, n + ROWS);
-        } else {
-            accumulate_rows::<false, true, true, true>(tp.add(i), a.as_ptr(), &x, 0, n + ROWS);
+        zmul_pass::<INIT>(a, b, t.as_mut_ptr(), i);
+    }
+}
+
+/// The pass of [`zmul`] for rows b_i … b_{i+3} (i a multiple of ROWS below
+/// n = a.len()), t with 2n limbs; the passes in order i = 0, ROWS, …, or
+/// interleaved with other work.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn zmul_pass<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, i: usize) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    debug_assert!(n >= ROWS && n % ROWS == 0 && i % ROWS == 0 && i < n && b.len() >= n);
+    let x = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+    if INIT && i == 0 {
+        // the first pass writes positions 0 … n+ROWS−1
+        for j in n + ROWS..2 * n {
+            *t.add(j) = _mm512_setzero_si512();
         }
+        accumulate_rows::<true, true, true, true>(t, a.as_ptr(), &x, 0, n + ROWS);
+    } else {
+        accumulate_rows::<false, true, true, true>(t.add(i), a.as_ptr(), &x, 0, n + ROWS);
+    }
+}
+
+/// a² for n = a.len() limbs (n a non-zero multiple of ROWS, normalised)
+/// written to t\[0 .. 2n\], unnormalised: [`sqr_product`] for the Zen 4
+/// schedule, reading a in place (no padded copy: the trimmed edges of
+/// [`accumulate_rows`] and the guarded triangle read no limb past a).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn zsqr(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(n >= ROWS && n % ROWS == 0 && t.len() >= 2 * n);
+    let zero = _mm512_setzero_si512();
+    // the first pass writes positions 1 … n+ROWS−1
+    t[0] = zero;
+    t[n + ROWS..2 * n].fill(zero);
+    let (ap, tp) = (a.as_ptr(), t.as_mut_ptr());
+    for i in (0..n).step_by(ROWS) {
+        let x = [a[i], a[i + 1], a[i + 2], a[i + 3]];
+        // positions 2i + d as in [`sqr_pass`], terms past a left out
+        for d in 1..2 * ROWS {
+            let p = tp.add(2 * i + d);
+            let mut v = if i == 0 { zero } else { *p };
+            for (k, &xk) in x.iter().enumerate() {
+                let j = i + d - k;
+                if d > 2 * k && j < n {
+                    v = madd_lo!(v, xk, *ap.add(j));
+                }
+                if d > 2 * k + 1 && j - 1 < n {
+                    v = madd_hi!(v, xk, *ap.add(j - 1));
+                }
+            }
+            *p = v;
+        }
+        if 2 * i + 2 * ROWS < i + n + ROWS {
+            // at least ROWS positions, the last ROWS of them the trimmed
+            // tail: no read past a
+            debug_assert!(i + n + ROWS >= 2 * i + 3 * ROWS);
+            if i == 0 {
+                accumulate_rows::<true, true, false, true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+            } else {
+                accumulate_rows::<false, true, false, true>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+            }
+        }
+    }
+    for (j, &aj) in a.iter().enumerate() {
+        let (p0, p1) = (tp.add(2 * j), tp.add(2 * j + 1));
+        *p0 = madd_lo!(_mm512_add_epi64(*p0, *p0), aj, aj);
+        *p1 = madd_hi!(_mm512_add_epi64(*p1, *p1), aj, aj);
     }
 }
 
