@@ -74,7 +74,7 @@
 //! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
 //! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
 
-use super::{available, from_limbs, to_limbs, LANES, MASK52, ROWS};
+use super::{available, to_limbs, LANES, MASK52, ROWS};
 #[cfg(target_arch = "x86_64")]
 use super::{mul_product, pad_operand, zmul, zsqr, product_pass, product_pass_with, product_setup, redc, redc_with, scratch_len, sqr_finish, sqr_pass, sqr_product, sqr_setup};
 use rug::Integer;
@@ -95,6 +95,9 @@ pub struct N2Ctx {
     r2: Vec<u64>,
     /// R mod n² (one in the Montgomery domain) in digits
     one: Vec<u64>,
+    /// the Zen 4 schedule's conversion constants: R³ mod n² in digits,
+    /// then the limbs of n − (R² mod n) (3k limbs; [`to_mont_zen`])
+    conv: Vec<u64>,
     /// the Zen 4 schedule ([`zen_schedule`])
     zen: bool,
 }
@@ -147,10 +150,13 @@ impl N2Ctx {
         let mprime = inv.wrapping_neg() & MASK52;
         let r = Integer::from(1) << (52 * k) as u32;
         let r2 = Integer::from(&r * &r) % &n2;
+        let r3 = Integer::from(&r2 * &r) % &n2;
+        let nr2 = Integer::from(n - Integer::from(&r2 % n));
         let one = r % &n2;
-        let ctx = N2Ctx { k, n: n.clone(), n2, nl, nm1, mprime, r2: Vec::new(), one: Vec::new(), zen: zen_schedule() };
-        let (r2, one) = (ctx.digits(&r2), ctx.digits(&one));
-        Some(N2Ctx { r2, one, ..ctx })
+        let ctx = N2Ctx { k, n: n.clone(), n2, nl, nm1, mprime, r2: Vec::new(), one: Vec::new(), conv: Vec::new(), zen: zen_schedule() };
+        let (r2, one, mut conv) = (ctx.digits(&r2), ctx.digits(&one), ctx.digits(&r3));
+        conv.extend(to_limbs(&nr2, k));
+        Some(N2Ctx { r2, one, conv, ..ctx })
     }
 
     /// x (0 ≤ x < n²) as digits x mod n, x div n: 2k limbs.
@@ -173,8 +179,14 @@ impl N2Ctx {
     #[doc(hidden)]
     pub fn pow_u64_8_with(&self, bases: &[&Integer], exps: &[u64], zen: bool) -> Vec<Integer> {
         assert!(bases.len() <= LANES && bases.len() == exps.len() && available());
+        use rug::{integer::Order, Assign};
         let k = self.k;
         let mut x = vec![0u64; 2 * k * LANES];
+        // the digits through reused integers and words (no allocation per
+        // lane: with them the conversions took 2.3 µs per ct·pt of 43)
+        let (mut q, mut r) = (Integer::new(), Integer::new());
+        let mut words = vec![0u64; (52 * k).div_ceil(64) + 1];
+        let mut wide = vec![0u64; (104 * k).div_ceil(64) + 1];
         for (lane, b) in bases.iter().enumerate() {
             let reduced;
             let b = if **b >= self.n2 || **b < 0 {
@@ -183,8 +195,27 @@ impl N2Ctx {
             } else {
                 *b
             };
-            for (j, v) in self.digits(b).into_iter().enumerate() {
-                x[j * LANES + lane] = v;
+            if zen {
+                // c itself, 2k limbs: the kernel finds its digits
+                // ([`to_mont_zen`]), no division here
+                b.write_digits(&mut wide, Order::Lsf);
+                for i in 0..2 * k {
+                    let (w, sh) = ((52 * i) / 64, (52 * i) % 64);
+                    let lo = wide[w] >> sh;
+                    let hi = if sh > 12 { wide[w + 1] << (64 - sh) } else { 0 };
+                    x[i * LANES + lane] = (lo | hi) & MASK52;
+                }
+                continue;
+            }
+            (&mut q, &mut r).assign(b.div_rem_ref(&self.n));
+            for (d, v) in [&r, &q].into_iter().enumerate() {
+                v.write_digits(&mut words, Order::Lsf);
+                for i in 0..k {
+                    let (w, sh) = ((52 * i) / 64, (52 * i) % 64);
+                    let lo = words[w] >> sh;
+                    let hi = if sh > 12 { words[w + 1] << (64 - sh) } else { 0 };
+                    x[(d * k + i) * LANES + lane] = (lo | hi) & MASK52;
+                }
             }
         }
         let mut e = [0u64; LANES];
@@ -192,20 +223,49 @@ impl N2Ctx {
         // SAFETY: available() checked the CPU features.
         let out = unsafe {
             if zen {
-                pow_n2::<true>(k, &self.nl, &self.nm1, self.mprime, &self.r2, &self.one, &x, &e)
+                pow_n2::<true>(k, &self.nl, &self.nm1, self.mprime, &self.conv, &self.one, &x, &e)
             } else {
                 pow_n2::<false>(k, &self.nl, &self.nm1, self.mprime, &self.r2, &self.one, &x, &e)
             }
         };
+        if zen {
+            // c = lo + hi·n < n² from the kernel ([`from_digits_zen`])
+            return (0..bases.len())
+                .map(|lane| {
+                    wide.fill(0);
+                    for i in 0..2 * k {
+                        let l = out[i * LANES + lane];
+                        let (w, sh) = ((52 * i) / 64, (52 * i) % 64);
+                        wide[w] |= l << sh;
+                        if sh > 12 {
+                            wide[w + 1] |= l >> (64 - sh);
+                        }
+                    }
+                    Integer::from_digits(&wide, Order::Lsf)
+                })
+                .collect();
+        }
         (0..bases.len())
             .map(|lane| {
-                let lo: Vec<u64> = (0..k).map(|j| out[j * LANES + lane]).collect();
-                let hi: Vec<u64> = (k..2 * k).map(|j| out[j * LANES + lane]).collect();
-                let mut r = from_limbs(&hi) * &self.n + from_limbs(&lo);
-                while r >= self.n2 {
-                    r -= &self.n2;
+                // hi·n + lo, fully reduced; the digits packed into words
+                for (d, v) in [&mut r, &mut q].into_iter().enumerate() {
+                    words.fill(0);
+                    for i in 0..k {
+                        let l = out[(d * k + i) * LANES + lane];
+                        let (w, sh) = ((52 * i) / 64, (52 * i) % 64);
+                        words[w] |= l << sh;
+                        if sh > 12 {
+                            words[w + 1] |= l >> (64 - sh);
+                        }
+                    }
+                    v.assign_digits(&words, Order::Lsf);
                 }
-                r
+                let mut c = Integer::from(&q * &self.n);
+                c += &r;
+                while c >= self.n2 {
+                    c -= &self.n2;
+                }
+                c
             })
             .collect()
     }
@@ -584,6 +644,90 @@ unsafe fn sqr2<const Z: bool>(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch
     high_and_ahead::<Z>(k, m, mp, s, out0, out1, ahead);
 }
 
+/// The Zen 4 schedule's way into the Montgomery domain, without dividing
+/// by n first: for c < n² as 2k plain limbs, its reduction mod n gives
+/// c = U·R − Q_c·n (U < 1.01·n, Q_c < R), so c·R ≡ U·R² − n·(Q_c·R mod n),
+/// i.e. P(U, R³) with Q_c·(n − (R² mod n)) ≡ −Q_c·R² (mod n) added to the
+/// high digit's sum: three k-limb products and three reductions, against
+/// a GMP division per lane and a product by R² (`conv`: R³ mod n² in
+/// digits, then n − (R² mod n)). The high digit comes out below 3.01·n
+/// (the other operations keep digits below 3n; the bounds in the module
+/// docs hold with digits below 4n: 16n² < R·n). `tmp` (2k limbs) is
+/// scratch.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn to_mont_zen(k: usize, c: &[V], conv: &[V], m: &[V], mp: V, s: &mut Scratch, tmp: &mut [V], out: &mut [V]) {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_si512();
+    let (u, qc) = tmp.split_at_mut(k);
+    let (out0, out1) = out.split_at_mut(k);
+    s.t1[..2 * k].copy_from_slice(&c[..2 * k]);
+    s.t1[2 * k..2 * k + 2 * ROWS].fill(zero);
+    redc::<true>(k, s.t1.as_mut_ptr(), m, mp, u, s.q.as_mut_ptr());
+    qc[..k].copy_from_slice(&s.q[..k]);
+    zmul::<true>(u, &conv[..k], &mut s.t1);
+    s.t1[2 * k..2 * k + 2 * ROWS].fill(zero);
+    redc::<true>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
+    zmul::<true>(u, &conv[k..2 * k], &mut s.t2);
+    zmul::<false>(&qc[..k], &conv[2 * k..3 * k], &mut s.t2);
+    s.t2[2 * k..2 * k + 2 * ROWS].fill(zero);
+    add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
+    redc::<true>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
+}
+
+/// v − n in the lanes where v ≥ n (k normalised limbs each, v kept in
+/// the others), `d` (k limbs) as scratch; returns those lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn sub_n_if_ge(v: &mut [V], n: &[V], d: &mut [V]) -> u8 {
+    use std::arch::x86_64::*;
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    let zero = _mm512_setzero_si512();
+    let mut c = zero;
+    for j in 0..v.len() {
+        let x = _mm512_add_epi64(_mm512_sub_epi64(v[j], n[j]), c);
+        d[j] = _mm512_and_si512(x, mask);
+        c = _mm512_srai_epi64(x, 52);
+    }
+    let ge = _mm512_cmpeq_epi64_mask(c, zero);
+    for j in 0..v.len() {
+        v[j] = _mm512_mask_blend_epi64(ge, v[j], d[j]);
+    }
+    ge
+}
+
+/// The Zen 4 schedule's way out: digits (lo < 1.01·n, hi < 2.01·n, from
+/// [`from_mont2`]) to c = lo + hi·n < n² in 2k normalised limbs, `out`
+/// (lo reduced below n, carrying into hi, then hi below n: c < n² with no
+/// comparison left for GMP).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+unsafe fn from_digits_zen(k: usize, x: &mut [V], m: &[V], s: &mut Scratch, out: &mut [V]) {
+    use std::arch::x86_64::*;
+    let mask = _mm512_set1_epi64(MASK52 as i64);
+    let (lo, hi) = x.split_at_mut(k);
+    let d = &mut s.dif[..k];
+    let carry = sub_n_if_ge(lo, &m[..k], d);
+    // hi + 1 in those lanes, normalised
+    let mut c = _mm512_maskz_set1_epi64(carry, 1);
+    for v in hi.iter_mut() {
+        let t = _mm512_add_epi64(*v, c);
+        *v = _mm512_and_si512(t, mask);
+        c = _mm512_srli_epi64(t, 52);
+    }
+    sub_n_if_ge(hi, &m[..k], d);
+    sub_n_if_ge(hi, &m[..k], d);
+    zmul::<true>(hi, &m[..k], &mut s.t1);
+    let mut c = _mm512_setzero_si512();
+    for j in 0..2 * k {
+        let t = _mm512_add_epi64(if j < k { _mm512_add_epi64(s.t1[j], lo[j]) } else { s.t1[j] }, c);
+        out[j] = _mm512_and_si512(t, mask);
+        c = _mm512_srli_epi64(t, 52);
+    }
+}
+
 /// out = P(x, 1) = x·R⁻¹ mod n² in digits, by the two reductions alone:
 /// the low digit's (of x₀, no product) and the high digit's (of
 /// x₁ + R·n − Q).
@@ -624,7 +768,7 @@ unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, 
     for (j, v) in s.nm1.iter_mut().enumerate() {
         *v = _mm512_set1_epi64(nm1[j] as i64);
     }
-    for (j, v) in r2v.iter_mut().enumerate() {
+    for (j, v) in r2v.iter_mut().enumerate().take(r2.len()) {
         *v = _mm512_set1_epi64(r2[j] as i64);
     }
     for (j, v) in xv.iter_mut().enumerate() {
@@ -632,7 +776,11 @@ unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, 
     }
     let mv: &[V] = mv;
     // table[d − 1] = x^d (Montgomery form) for d = 1 … 15
-    mul2::<Z>(k, xv, r2v, mv, mp, s, &mut tab[0], 0xff, false, Ahead::Nothing);
+    if Z {
+        to_mont_zen(k, xv, r2v, mv, mp, s, tmp, &mut tab[0]);
+    } else {
+        mul2::<Z>(k, xv, r2v, mv, mp, s, &mut tab[0], 0xff, false, Ahead::Nothing);
+    }
     for d in 2..=PER {
         let (done, rest) = tab.split_at_mut(d - 1);
         if d % 2 == 0 {
@@ -747,6 +895,8 @@ unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, 
     // out of the Montgomery domain: P(acc, 1)
     if Z {
         from_mont2::<Z>(k, acc, mv, mp, s, tmp);
+        from_digits_zen(k, tmp, mv, s, acc);
+        std::mem::swap(acc, tmp);
     } else {
         mul2::<Z>(k, acc, unit, mv, mp, s, tmp, 0xff, ready, Ahead::Nothing);
     }
@@ -797,7 +947,7 @@ impl Work {
                 dif: vec![zero; 2 * k],
             },
             mv: vec![zero; k + 2 * ROWS],
-            r2v: d(),
+            r2v: vec![zero; 3 * k],
             xv: d(),
             tab: (0..15).map(|_| d()).collect(),
             acc: d(),
