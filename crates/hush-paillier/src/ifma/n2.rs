@@ -310,12 +310,19 @@ unsafe fn abs_diff(a: &[V], b: &[V], out: &mut [V]) -> u8 {
     use std::arch::x86_64::*;
     let mask = _mm512_set1_epi64(MASK52 as i64);
     let zero = _mm512_setzero_si512();
-    // the sign of a − b: its borrow chain, nothing stored
-    let mut c = zero;
-    for j in 0..a.len() {
-        c = _mm512_srai_epi64(_mm512_add_epi64(_mm512_sub_epi64(a[j], b[j]), c), 52);
-    }
-    let neg = _mm512_cmplt_epi64_mask(c, zero);
+    // the sign of a − b: the top limbs decide unless equal (then the whole
+    // borrow chain, nothing stored)
+    let h = a.len();
+    let (top_a, top_b) = (a[h - 1], b[h - 1]);
+    let neg = if _mm512_cmpeq_epi64_mask(top_a, top_b) == 0 {
+        _mm512_cmplt_epi64_mask(top_a, top_b)
+    } else {
+        let mut c = zero;
+        for j in 0..h {
+            c = _mm512_srai_epi64(_mm512_add_epi64(_mm512_sub_epi64(a[j], b[j]), c), 52);
+        }
+        _mm512_cmplt_epi64_mask(c, zero)
+    };
     // then a − b, or b − a in the lanes of `neg`, normalised with signed
     // carries (one store per limb: stores, not arithmetic, bound these
     // passes on Zen 4)
@@ -343,13 +350,6 @@ unsafe fn kara_combine<const HIGH: bool, const DOUBLE: bool>(t: &mut [V], p0: &[
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_si512();
     let mask = _mm512_set1_epi64(MASK52 as i64);
-    let mid = |j: usize| {
-        let mut v = _mm512_add_epi64(p0[j], p2[j]);
-        for &(d, neg) in ds {
-            v = _mm512_add_epi64(v, _mm512_mask_sub_epi64(d[j], neg, zero, d[j]));
-        }
-        v
-    };
     // R·n − Q = R·(n − 1) + 1 + (R − 1 − Q) limb by limb ([`add_rn_minus_q`])
     let fin = |pos: usize, v: V| {
         let v = if DOUBLE { _mm512_add_epi64(v, v) } else { v };
@@ -366,17 +366,19 @@ unsafe fn kara_combine<const HIGH: bool, const DOUBLE: bool>(t: &mut [V], p0: &[
             _mm512_add_epi64(v, nm1[pos - 2 * h])
         }
     };
-    for pos in 0..h {
-        t[pos] = fin(pos, p0[pos]);
-    }
-    for pos in h..2 * h {
-        t[pos] = fin(pos, _mm512_add_epi64(p0[pos], mid(pos - h)));
-    }
-    for pos in 2 * h..3 * h {
-        t[pos] = fin(pos, _mm512_add_epi64(p2[pos - 2 * h], mid(pos - h)));
-    }
-    for pos in 3 * h..4 * h {
-        t[pos] = fin(pos, p2[pos - 2 * h]);
+    // positions j, j+h, j+2h, j+3h together: each half product limb is
+    // loaded once (a pass per position range loaded them twice)
+    for j in 0..h {
+        let (a0, a1, c0, c1) = (p0[j], p0[j + h], p2[j], p2[j + h]);
+        let (mut e0, mut e1) = (_mm512_add_epi64(a0, c0), _mm512_add_epi64(a1, c1));
+        for &(d, neg) in ds {
+            e0 = _mm512_add_epi64(e0, _mm512_mask_sub_epi64(d[j], neg, zero, d[j]));
+            e1 = _mm512_add_epi64(e1, _mm512_mask_sub_epi64(d[j + h], neg, zero, d[j + h]));
+        }
+        t[j] = fin(j, a0);
+        t[j + h] = fin(j + h, _mm512_add_epi64(a1, e0));
+        t[j + 2 * h] = fin(j + 2 * h, _mm512_add_epi64(c0, e1));
+        t[j + 3 * h] = fin(j + 3 * h, c1);
     }
     t[4 * h..4 * h + 2 * ROWS].fill(zero);
 }
