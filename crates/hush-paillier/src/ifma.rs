@@ -882,7 +882,15 @@ unsafe fn redc_with<const Z: bool, F: FnMut(usize)>(
         for d in 0..ROWS {
             let x = _mm512_add_epi64(_mm512_add_epi64(pre[d], lo[d]), carry);
             q[d] = madd_lo!(zero, x, mp);
-            carry = shr52::<Z>(madd_lo!(x, *m, q[d]));
+            carry = if Z {
+                // x + lo(m₀·q) ≡ 0 (mod 2^52), so its carry is x's plus one
+                // when x's low limb is non-zero: no IFMA on the chain
+                let nz = _mm512_test_epi64_mask(x, mask);
+                let c = _mm512_srai_epi64(x, 52);
+                _mm512_mask_add_epi64(c, nz, c, _mm512_set1_epi64(1))
+            } else {
+                shr52::<Z>(madd_lo!(x, *m, q[d]))
+            };
             for j in d + 1..ROWS {
                 pre[j] = madd_hi!(pre[j], *m.add(j - d - 1), q[d]);
                 lo[j] = madd_lo!(lo[j], *m.add(j - d), q[d]);
