@@ -694,7 +694,7 @@ unsafe fn mod_limbs(m: &[u64], n: usize) -> Vec<std::arch::x86_64::__m512i> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn accumulate_rows<const INIT: bool, const Z: bool, const HEAD: bool, const TAIL: bool>(
+unsafe fn accumulate_rows<const INIT: bool, const Z: bool, const HEAD: bool, const TAIL: bool, const FRESH: bool>(
     t: *mut std::arch::x86_64::__m512i,
     y: *const std::arch::x86_64::__m512i,
     x: &[std::arch::x86_64::__m512i; ROWS],
@@ -714,7 +714,14 @@ unsafe fn accumulate_rows<const INIT: bool, const Z: bool, const HEAD: bool, con
         edge_rows::<INIT, true>(t, y, x, from - ROWS);
     }
     if tail {
-        edge_rows::<INIT, false>(t, y, x, to);
+        // FRESH: the tail positions hold nothing yet (a product's pass
+        // reaches ROWS positions past the previous pass's): written, not
+        // added to, so the caller zeroes nothing there
+        if INIT || FRESH {
+            edge_rows::<true, false>(t, y, x, to);
+        } else {
+            edge_rows::<false, false>(t, y, x, to);
+        }
     }
     let at = |j: isize| *y.wrapping_offset(j);
     let f = from as isize;
@@ -940,12 +947,12 @@ unsafe fn redc_with<const Z: bool, F: FnMut(usize)>(
             // the last pass: its positions i+ROWS… are the result's low
             // limbs; the carry goes to position i+ROWS
             *t.add(i + ROWS) = _mm512_add_epi64(*t.add(i + ROWS), carry);
-            accumulate_rows::<false, Z, false, false>(t.add(i), m, &q, ROWS, 2 * ROWS);
+            accumulate_rows::<false, Z, false, false, false>(t.add(i), m, &q, ROWS, 2 * ROWS);
             ([zero; ROWS], zero)
         };
         extra(pass);
         pass += 1;
-        accumulate_rows::<false, Z, false, true>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
+        accumulate_rows::<false, Z, false, true, false>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
         q = next;
         carry = next_carry;
         i += ROWS;
@@ -1079,9 +1086,9 @@ unsafe fn sqr_pass<const Z: bool>(n: usize, t: *mut std::arch::x86_64::__m512i, 
     if 2 * i + 2 * ROWS < i + n + ROWS {
         // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
         if i == 0 {
-            accumulate_rows::<true, Z, false, true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+            accumulate_rows::<true, Z, false, true, false>(tp, ap, &x, 2 * ROWS, n + ROWS);
         } else {
-            accumulate_rows::<false, Z, false, true>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+            accumulate_rows::<false, Z, false, true, false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
         }
     }
 }
@@ -1185,18 +1192,18 @@ unsafe fn zmul<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arc
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 unsafe fn zmul_pass<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, i: usize) {
-    use std::arch::x86_64::*;
     let n = a.len();
     debug_assert!(n >= ROWS && n % ROWS == 0 && i % ROWS == 0 && i < n && b.len() >= n);
     let x = [b[i], b[i + 1], b[i + 2], b[i + 3]];
     if INIT && i == 0 {
         // the first pass writes positions 0 … n+ROWS−1
-        for j in n + ROWS..2 * n {
-            *t.add(j) = _mm512_setzero_si512();
-        }
-        accumulate_rows::<true, true, true, true>(t, a.as_ptr(), &x, 0, n + ROWS);
+        accumulate_rows::<true, true, true, true, false>(t, a.as_ptr(), &x, 0, n + ROWS);
+    } else if INIT {
+        // and each later one its last ROWS positions (i+n … i+n+ROWS−1)
+        // first: nothing to zero beforehand
+        accumulate_rows::<false, true, true, true, true>(t.add(i), a.as_ptr(), &x, 0, n + ROWS);
     } else {
-        accumulate_rows::<false, true, true, true>(t.add(i), a.as_ptr(), &x, 0, n + ROWS);
+        accumulate_rows::<false, true, true, true, false>(t.add(i), a.as_ptr(), &x, 0, n + ROWS);
     }
 }
 
@@ -1238,9 +1245,9 @@ unsafe fn zsqr(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m
             // tail: no read past a
             debug_assert!(i + n + ROWS >= 2 * i + 3 * ROWS);
             if i == 0 {
-                accumulate_rows::<true, true, false, true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+                accumulate_rows::<true, true, false, true, false>(tp, ap, &x, 2 * ROWS, n + ROWS);
             } else {
-                accumulate_rows::<false, true, false, true>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+                accumulate_rows::<false, true, false, true, false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
             }
         }
     }
@@ -1292,9 +1299,9 @@ unsafe fn product_pass_with<const INIT: bool, const Z: bool>(n: usize, b: &[std:
     }
     // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
     if INIT && i == 0 {
-        accumulate_rows::<true, Z, true, true>(t, ap, &x, 0, n + ROWS);
+        accumulate_rows::<true, Z, true, true, false>(t, ap, &x, 0, n + ROWS);
     } else {
-        accumulate_rows::<false, Z, true, true>(t.add(i), ap, &x, 0, n + ROWS);
+        accumulate_rows::<false, Z, true, true, false>(t.add(i), ap, &x, 0, n + ROWS);
     }
 }
 

@@ -151,7 +151,7 @@ impl N2Ctx {
         let r = Integer::from(1) << (52 * k) as u32;
         let r2 = Integer::from(&r * &r) % &n2;
         let r3 = Integer::from(&r2 * &r) % &n2;
-        let nr2 = Integer::from(n - Integer::from(&r2 % n));
+        let nr2 = n - Integer::from(&r2 % n);
         let one = r % &n2;
         let ctx = N2Ctx { k, n: n.clone(), n2, nl, nm1, mprime, r2: Vec::new(), one: Vec::new(), conv: Vec::new(), zen: zen_schedule() };
         let (r2, one, mut conv) = (ctx.digits(&r2), ctx.digits(&one), ctx.digits(&r3));
@@ -338,7 +338,8 @@ unsafe fn abs_diff(a: &[V], b: &[V], out: &mut [V]) -> u8 {
 
 /// t\[0 .. 4h\] = P₀ + (P₀ + P₂ + Σ ±D_i)·B + P₂·B² from the half
 /// products (2h limbs each, B = 2^{52h}), each D_i subtracted in the lanes
-/// of its mask; t\[4h .. 4h + 2·ROWS\] = 0. With HIGH the sum is the high
+/// of its mask (nothing above 4h: the reductions read t\[0 .. 2k\] only).
+/// With HIGH the sum is the high
 /// digit's and [`add_rn_minus_q`]`::<DOUBLE>` is applied on the way
 /// (one pass over t instead of two). The middle limbs may be negative (the
 /// sum is not): [`super::redc`] at Z takes them.
@@ -380,7 +381,6 @@ unsafe fn kara_combine<const HIGH: bool, const DOUBLE: bool>(t: &mut [V], p0: &[
         t[j + 2 * h] = fin(j + 2 * h, _mm512_add_epi64(c0, e1));
         t[j + 3 * h] = fin(j + 3 * h, c1);
     }
-    t[4 * h..4 * h + 2 * ROWS].fill(zero);
 }
 
 /// A k-limb Karatsuba operand a = a₀ + a₁·B: its limbs, |a₀ − a₁| (k/2
@@ -412,7 +412,7 @@ impl<'a> Op<'a> {
 }
 
 /// Σ a_i·b_i over one or two pairs of k-limb operands, written to
-/// t\[0 .. 2k + 2·ROWS\] (unnormalised limbs, possibly negative ones in
+/// t\[0 .. 2k\] (unnormalised limbs, possibly negative ones in
 /// the middle): Karatsuba (Karatsuba–Ofman 1962; the subtractive form,
 /// a₀b₁ + a₁b₀ = a₀b₀ + a₁b₁ + (a₀ − a₁)(b₁ − b₀) with |a₀ − a₁|·|b₁ − b₀|
 /// and its sign per lane) over k/2-limb IFMA products when [`kara_len`] is
@@ -435,7 +435,6 @@ unsafe fn kara_mul<const HIGH: bool, const DOUBLE: bool>(pairs: &[(Op, Op)], pro
                 zmul::<false>(a.v, &b.v[..k], t);
             }
         }
-        t[2 * k..2 * k + 2 * ROWS].fill(std::arch::x86_64::_mm512_setzero_si512());
         if HIGH {
             add_rn_minus_q::<DOUBLE>(k, t, q, nm1);
         }
@@ -660,20 +659,15 @@ unsafe fn sqr2<const Z: bool>(k: usize, x: &[V], m: &[V], mp: V, s: &mut Scratch
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn to_mont_zen(k: usize, c: &[V], conv: &[V], m: &[V], mp: V, s: &mut Scratch, tmp: &mut [V], out: &mut [V]) {
-    use std::arch::x86_64::*;
-    let zero = _mm512_setzero_si512();
     let (u, qc) = tmp.split_at_mut(k);
     let (out0, out1) = out.split_at_mut(k);
     s.t1[..2 * k].copy_from_slice(&c[..2 * k]);
-    s.t1[2 * k..2 * k + 2 * ROWS].fill(zero);
     redc::<true>(k, s.t1.as_mut_ptr(), m, mp, u, s.q.as_mut_ptr());
     qc[..k].copy_from_slice(&s.q[..k]);
     zmul::<true>(u, &conv[..k], &mut s.t1);
-    s.t1[2 * k..2 * k + 2 * ROWS].fill(zero);
     redc::<true>(k, s.t1.as_mut_ptr(), m, mp, out0, s.q.as_mut_ptr());
     zmul::<true>(u, &conv[k..2 * k], &mut s.t2);
     zmul::<false>(&qc[..k], &conv[2 * k..3 * k], &mut s.t2);
-    s.t2[2 * k..2 * k + 2 * ROWS].fill(zero);
     add_rn_minus_q::<false>(k, &mut s.t2, &s.q, &s.nm1);
     redc::<true>(k, s.t2.as_mut_ptr(), m, mp, out1, std::ptr::null_mut());
 }
@@ -819,15 +813,14 @@ unsafe fn pow_n2<const Z: bool>(k: usize, nl: &[u64], nm1: &[u64], mprime: u64, 
             Some(match (1..=PER).find(|&d| by_digit[d] == nz) {
                 Some(d) => &tab[d - 1],
                 None if Z => {
-                    // limb by limb, the entries blended in a register (one
-                    // store per limb, not one per digit value and limb:
-                    // stores are what Zen 4 runs short of); lanes of digit
-                    // 0 take an entry too, their product is not kept
+                    // the entries blended in registers (one store per limb,
+                    // not one per digit value and limb); lanes of digit 0
+                    // take an entry too, their product is not kept
                     let mut used = [(0u8, 0usize); PER];
                     let mut u = 0;
-                    for d in 1..=PER {
-                        if by_digit[d] != 0 {
-                            used[u] = (by_digit[d], d - 1);
+                    for (d, &lanes) in by_digit.iter().enumerate().skip(1) {
+                        if lanes != 0 {
+                            used[u] = (lanes, d - 1);
                             u += 1;
                         }
                     }
