@@ -1219,9 +1219,11 @@ unsafe fn zsqr(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m
     let n = a.len();
     assert!(n >= ROWS && n % ROWS == 0 && t.len() >= 2 * n);
     let zero = _mm512_setzero_si512();
-    // the first pass writes positions 1 … n+ROWS−1
+    // the first pass writes positions 1 … n+ROWS−1 and each later one its
+    // last ROWS positions first (FRESH), but for the last pass's triangle
+    // past them
     t[0] = zero;
-    t[n + ROWS..2 * n].fill(zero);
+    t[2 * n - ROWS..2 * n].fill(zero);
     let (ap, tp) = (a.as_ptr(), t.as_mut_ptr());
     for i in (0..n).step_by(ROWS) {
         let x = [a[i], a[i + 1], a[i + 2], a[i + 3]];
@@ -1247,7 +1249,7 @@ unsafe fn zsqr(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m
             if i == 0 {
                 accumulate_rows::<true, true, false, true, false>(tp, ap, &x, 2 * ROWS, n + ROWS);
             } else {
-                accumulate_rows::<false, true, false, true, false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+                accumulate_rows::<false, true, false, true, true>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
             }
         }
     }
