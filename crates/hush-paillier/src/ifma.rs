@@ -1232,12 +1232,12 @@ unsafe fn zsqr(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m
             let p = tp.add(2 * i + d);
             let mut v = if i == 0 { zero } else { *p };
             for (k, &xk) in x.iter().enumerate() {
-                let j = i + d - k;
-                if d > 2 * k && j < n {
-                    v = madd_lo!(v, xk, *ap.add(j));
+                // a_j with j = i + d − k (lo) and a_{j−1} (hi)
+                if d > 2 * k && i + d - k < n {
+                    v = madd_lo!(v, xk, *ap.add(i + d - k));
                 }
-                if d > 2 * k + 1 && j - 1 < n {
-                    v = madd_hi!(v, xk, *ap.add(j - 1));
+                if d > 2 * k + 1 && i + d - k - 1 < n {
+                    v = madd_hi!(v, xk, *ap.add(i + d - k - 1));
                 }
             }
             *p = v;
