@@ -1179,7 +1179,7 @@ unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &
 #[inline]
 unsafe fn zmul<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
     let n = a.len();
-    assert!(n >= ROWS && n % ROWS == 0 && b.len() >= n && t.len() >= 2 * n);
+    assert!(n >= ROWS && n.is_multiple_of(ROWS) && b.len() >= n && t.len() >= 2 * n);
     for i in (0..n).step_by(ROWS) {
         zmul_pass::<INIT>(a, b, t.as_mut_ptr(), i);
     }
@@ -1193,7 +1193,7 @@ unsafe fn zmul<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arc
 #[inline]
 unsafe fn zmul_pass<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, i: usize) {
     let n = a.len();
-    debug_assert!(n >= ROWS && n % ROWS == 0 && i % ROWS == 0 && i < n && b.len() >= n);
+    debug_assert!(n >= ROWS && n.is_multiple_of(ROWS) && i.is_multiple_of(ROWS) && i < n && b.len() >= n);
     let x = [b[i], b[i + 1], b[i + 2], b[i + 3]];
     if INIT && i == 0 {
         // the first pass writes positions 0 … n+ROWS−1
@@ -1217,7 +1217,7 @@ unsafe fn zmul_pass<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std
 unsafe fn zsqr(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
     use std::arch::x86_64::*;
     let n = a.len();
-    assert!(n >= ROWS && n % ROWS == 0 && t.len() >= 2 * n);
+    assert!(n >= ROWS && n.is_multiple_of(ROWS) && t.len() >= 2 * n);
     let zero = _mm512_setzero_si512();
     // the first pass writes positions 1 … n+ROWS−1 and each later one its
     // last ROWS positions first (FRESH), but for the last pass's triangle

@@ -294,7 +294,7 @@ struct Scratch {
 /// limbs each, h = k/2) when h is a whole number of [`ROWS`]-limb passes
 /// (Karatsuba's products, [`kara_mul`]), none otherwise (schoolbook).
 const fn kara_len(k: usize) -> usize {
-    if k % (2 * ROWS) == 0 {
+    if k.is_multiple_of(2 * ROWS) {
         8 * (k / 2)
     } else {
         0
