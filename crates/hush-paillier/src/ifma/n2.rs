@@ -57,6 +57,45 @@
 //! (a window digit of 0 elsewhere) blends its low digit before that
 //! product is formed, so the product ahead is always of the right value.
 //!
+//! *Zen 4 schedule* ([`zen_schedule`]: AMD CPUs; `HUSH_PAILLIER_N2=zen` or
+//! `=intel` overrides). On Zen 4 a 512-bit IFMA issues once per cycle (two
+//! 256-bit halves; 256-bit ones twice per cycle, the same lane rate, so
+//! 512-bit lanes stay), half the Intel rate, and the kernel is bound by
+//! the number of IFMA operations, not by latency: running products between
+//! a reduction's passes gained nothing there (measured slower), so the
+//! schedule cuts operations and the work around them instead:
+//! - Karatsuba (Karatsuba–Ofman 1962, subtractive form) for the k×k
+//!   products: the low digit's x₀y₀ and the cross sums x₀y₁ + x₁y₀ (one
+//!   recombination for both pairs) and x₀x₁ over three k/2-limb products
+//!   each (3/4 of the IFMA operations at k = 40); each digit's
+//!   |lo − hi| half difference is formed once per operation, its sign from
+//!   the top limbs; the recombination adds R·n − Q on the way. Middle
+//!   limbs may be negative, so the Zen reductions carry arithmetically.
+//!   The square x₀² stays schoolbook (three half squares measured slower);
+//! - two accumulation chains per position (lo and hi terms), and the
+//!   product edges whose operand limbs are zero left out (16 of 32 IFMAs
+//!   per edge), so operands are read in place and a product's later passes
+//!   write their fresh top positions (no padded copies, no zero fills);
+//! - the quotient chain's carry from x itself (x + lo(m₀q) ≡ 0 mod 2⁵²):
+//!   one IFMA fewer per quotient limb;
+//! - into the Montgomery domain without a GMP division per lane: the
+//!   ciphertext's reduction mod n gives c = U·R − Q·n, so c·R ≡ P(U, R³)
+//!   with Q·(n − (R² mod n)) in the high digit's sum; out of it by two
+//!   reductions alone, and c = lo + hi·n < n² formed with IFMA (digits
+//!   reduced below n first), so GMP only packs words;
+//! - table entries selected eight limbs at a time in registers.
+//!
+//! The Intel schedule (Ahead, interleaved passes, no Karatsuba) is what
+//! Intel CPUs run, unchanged but for the Montgomery one taken from the
+//! context instead of a product per call. Both are pinned against GMP.
+//!
+//! *Measured* on Zen 4 (AMD EPYC, family 25 model 17, KVM, 2 cores shared
+//! with another benchmark, load 1–2; thread CPU time, min of 5 passes):
+//! `examples/ctpt_n2.rs` 39.5–40.0 µs per 64-bit ct·pt against 50.5–51.5
+//! µs for the Intel schedule before (49.5 after); squaring 3.12 µs
+//! against 3.68, multiplication 4.12 against 5.24, k-limb reduction 0.98
+//! against 1.08 (`examples/kernels_n2.rs`).
+//!
 //! *Measured* (Intel Xeon, `lscpu` family 6 model 167, AVX-512 IFMA; 2
 //! cores shared with other builds, load 6–7; thread CPU time,
 //! `examples/ctpt_n2.rs`, min of 5 × 200 batches): 34–39 µs per 64-bit
@@ -71,8 +110,11 @@
 //! (docs/lr.md).
 //!
 //! Tested equal to GMP's `pow_mod` on random and edge inputs (0, 1, n² − 1,
-//! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1) in `tests.rs`
-//! (`ifma_n2_equals_gmp`). Not constant time (crate docs).
+//! all-ones values, scalars 0, 1, 2⁶³, 2⁶⁴ − 1, all lanes 0, one scalar in
+//! every lane), both schedules on any CPU with IFMA, for n of 64 … 3072 bits
+//! (k = 4 … 60: Karatsuba where k/2 is a multiple of 4, schoolbook
+//! otherwise) in `tests.rs` (`ifma_n2_equals_gmp`). Not constant time
+//! (crate docs).
 
 use super::{available, to_limbs, LANES, MASK52, ROWS};
 #[cfg(target_arch = "x86_64")]
