@@ -11,7 +11,8 @@ fn main() {
     let n2 = Integer::from(&n * &n);
     for _ in 0..3 {
         let [s, m, r] = ifma::kernel_timings(&n2, reps).expect("IFMA");
-        let [s2, m2, r2] = ifma::n2::kernel_timings(&n, reps).expect("IFMA");
-        println!("mod n²: sqr {s:.0} mul {m:.0} redc {r:.0} ns | two-digit: sqr {s2:.0} mul {m2:.0} ns, k-limb redc {r2:.0} ns");
+        let [s2, m2, r2] = ifma::n2::kernel_timings_with(&n, reps, false).expect("IFMA");
+        let [s3, m3, r3] = ifma::n2::kernel_timings_with(&n, reps, true).expect("IFMA");
+        println!("mod n²: sqr {s:.0} mul {m:.0} redc {r:.0} ns | two-digit, Intel schedule: sqr {s2:.0} mul {m2:.0} ns, k-limb redc {r2:.0} ns | Zen 4 schedule: sqr {s3:.0} mul {m3:.0} redc {r3:.0} ns");
     }
 }

@@ -630,7 +630,7 @@ unsafe fn from_mont(
     for (j, v) in t.iter_mut().enumerate().take(2 * n + 2 * ROWS) {
         *v = if j < n { acc[j] } else { _mm512_setzero_si512() };
     }
-    redc(n, t.as_mut_ptr(), mv, mp, tmp, std::ptr::null_mut());
+    redc::<false>(n, t.as_mut_ptr(), mv, mp, tmp, std::ptr::null_mut());
     let mut out = vec![0u64; n * LANES];
     for j in 0..n {
         _mm512_storeu_si512(out[j * LANES..].as_mut_ptr() as *mut _, tmp[j]);
@@ -694,7 +694,7 @@ unsafe fn mod_limbs(m: &[u64], n: usize) -> Vec<std::arch::x86_64::__m512i> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn accumulate_rows<const INIT: bool>(
+unsafe fn accumulate_rows<const INIT: bool, const Z: bool, const HEAD: bool, const TAIL: bool, const FRESH: bool>(
     t: *mut std::arch::x86_64::__m512i,
     y: *const std::arch::x86_64::__m512i,
     x: &[std::arch::x86_64::__m512i; ROWS],
@@ -704,6 +704,25 @@ unsafe fn accumulate_rows<const INIT: bool>(
     // named registers (an array here was kept on the stack and shifted
     // through memory)
     const _: () = assert!(ROWS == 4, "accumulate_rows is written out for four rows");
+    // Z: the edges whose operand limbs are known zero take only their
+    // non-zero terms (module docs of `n2`, Zen 4 schedule)
+    let edges = ROWS * (usize::from(HEAD) + usize::from(TAIL));
+    let head = Z && HEAD && to >= from + edges;
+    let tail = Z && TAIL && to >= from + edges;
+    let (from, to) = (from + if head { ROWS } else { 0 }, to - if tail { ROWS } else { 0 });
+    if head {
+        edge_rows::<INIT, true>(t, y, x, from - ROWS);
+    }
+    if tail {
+        // FRESH: the tail positions hold nothing yet (a product's pass
+        // reaches ROWS positions past the previous pass's): written, not
+        // added to, so the caller zeroes nothing there
+        if INIT || FRESH {
+            edge_rows::<true, false>(t, y, x, to);
+        } else {
+            edge_rows::<false, false>(t, y, x, to);
+        }
+    }
     let at = |j: isize| *y.wrapping_offset(j);
     let f = from as isize;
     let (mut w1, mut w2, mut w3, mut w4) = (at(f - 1), at(f - 2), at(f - 3), at(f - 4));
@@ -715,14 +734,29 @@ unsafe fn accumulate_rows<const INIT: bool>(
             let p = t.add($r);
             // INIT: the first pass over fresh scratch writes, not adds
             let mut v = if INIT { std::arch::x86_64::_mm512_setzero_si512() } else { *p };
-            v = madd_lo!(v, $w0, x0);
-            v = madd_hi!(v, $w1, x0);
-            v = madd_lo!(v, $w1, x1);
-            v = madd_hi!(v, $w2, x1);
-            v = madd_lo!(v, $w2, x2);
-            v = madd_hi!(v, $w3, x2);
-            v = madd_lo!(v, $w3, x3);
-            v = madd_hi!(v, $w4, x3);
+            if Z {
+                // two chains (lo and hi terms): half the latency per
+                // position, so fewer positions need to be in flight
+                let mut h = std::arch::x86_64::_mm512_setzero_si512();
+                v = madd_lo!(v, $w0, x0);
+                h = madd_hi!(h, $w1, x0);
+                v = madd_lo!(v, $w1, x1);
+                h = madd_hi!(h, $w2, x1);
+                v = madd_lo!(v, $w2, x2);
+                h = madd_hi!(h, $w3, x2);
+                v = madd_lo!(v, $w3, x3);
+                h = madd_hi!(h, $w4, x3);
+                v = std::arch::x86_64::_mm512_add_epi64(v, h);
+            } else {
+                v = madd_lo!(v, $w0, x0);
+                v = madd_hi!(v, $w1, x0);
+                v = madd_lo!(v, $w1, x1);
+                v = madd_hi!(v, $w2, x1);
+                v = madd_lo!(v, $w2, x2);
+                v = madd_hi!(v, $w3, x2);
+                v = madd_lo!(v, $w3, x3);
+                v = madd_hi!(v, $w4, x3);
+            }
             *p = v;
         }};
     }
@@ -745,6 +779,56 @@ unsafe fn accumulate_rows<const INIT: bool>(
     }
 }
 
+/// The ROWS edge positions r0 … r0+3 of [`accumulate_rows`] with their
+/// zero terms left out: HEAD, the first ones, where y\[j\] = 0 for j < r0
+/// (term y\[r−j\] kept when j ≤ r − r0); else the last ones, where
+/// y\[j\] = 0 for j ≥ r0 (kept when r − j < r0). 16 of the 32 IFMA
+/// operations are left out.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn edge_rows<const INIT: bool, const HEAD: bool>(
+    t: *mut std::arch::x86_64::__m512i,
+    y: *const std::arch::x86_64::__m512i,
+    x: &[std::arch::x86_64::__m512i; ROWS],
+    r0: usize,
+) {
+    use std::arch::x86_64::*;
+    for d in 0..ROWS {
+        let r = r0 + d;
+        // term y[r − j] is non-zero
+        let live = |j: usize| if HEAD { j <= d } else { j > d };
+        let w = |j: usize| *y.wrapping_add(r).wrapping_sub(j);
+        let p = t.add(r);
+        let mut v = if INIT { _mm512_setzero_si512() } else { *p };
+        let mut h = _mm512_setzero_si512();
+        for (k, &xk) in x.iter().enumerate() {
+            if live(k) {
+                v = madd_lo!(v, w(k), xk);
+            }
+            if live(k + 1) {
+                h = madd_hi!(h, w(k + 1), xk);
+            }
+        }
+        *p = _mm512_add_epi64(v, h);
+    }
+}
+
+/// A carry out of a 52-bit limb: v >> 52, arithmetic with Z (the Zen 4
+/// schedule's sums may hold negative limbs, `n2`'s Karatsuba middle
+/// terms), logical otherwise; the same for limbs below 2^63.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn shr52<const Z: bool>(v: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    if Z {
+        _mm512_srai_epi64(v, 52)
+    } else {
+        _mm512_srli_epi64(v, 52)
+    }
+}
+
 /// Montgomery reduction of the 2n-limb sum at `t` (unnormalised limbs,
 /// each below 2^62), ROWS quotient limbs per pass: the quotient limbs
 /// q_i … q_{i+3} are found one after another from the low limbs, then one
@@ -756,7 +840,7 @@ unsafe fn accumulate_rows<const INIT: bool>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn redc(
+unsafe fn redc<const Z: bool>(
     n: usize,
     t: *mut std::arch::x86_64::__m512i,
     m: &[std::arch::x86_64::__m512i],
@@ -764,7 +848,7 @@ unsafe fn redc(
     out: &mut [std::arch::x86_64::__m512i],
     qout: *mut std::arch::x86_64::__m512i,
 ) {
-    redc_with(n, t, m, mp, out, qout, |_| {});
+    redc_with::<Z, _>(n, t, m, mp, out, qout, |_| {});
 }
 
 /// [`redc`], calling `extra(p)` once per pass p = 0 … ⌈n/ROWS⌉ − 1, after
@@ -775,7 +859,7 @@ unsafe fn redc(
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn redc_with<F: FnMut(usize)>(
+unsafe fn redc_with<const Z: bool, F: FnMut(usize)>(
     n: usize,
     t: *mut std::arch::x86_64::__m512i,
     m: &[std::arch::x86_64::__m512i],
@@ -805,7 +889,15 @@ unsafe fn redc_with<F: FnMut(usize)>(
         for d in 0..ROWS {
             let x = _mm512_add_epi64(_mm512_add_epi64(pre[d], lo[d]), carry);
             q[d] = madd_lo!(zero, x, mp);
-            carry = _mm512_srli_epi64(madd_lo!(x, *m, q[d]), 52);
+            carry = if Z {
+                // x + lo(m₀·q) ≡ 0 (mod 2^52), so its carry is x's plus one
+                // when x's low limb is non-zero: no IFMA on the chain
+                let nz = _mm512_test_epi64_mask(x, mask);
+                let c = _mm512_srai_epi64(x, 52);
+                _mm512_mask_add_epi64(c, nz, c, _mm512_set1_epi64(1))
+            } else {
+                shr52::<Z>(madd_lo!(x, *m, q[d]))
+            };
             for j in d + 1..ROWS {
                 pre[j] = madd_hi!(pre[j], *m.add(j - d - 1), q[d]);
                 lo[j] = madd_lo!(lo[j], *m.add(j - d), q[d]);
@@ -855,12 +947,12 @@ unsafe fn redc_with<F: FnMut(usize)>(
             // the last pass: its positions i+ROWS… are the result's low
             // limbs; the carry goes to position i+ROWS
             *t.add(i + ROWS) = _mm512_add_epi64(*t.add(i + ROWS), carry);
-            accumulate_rows::<false>(t.add(i), m, &q, ROWS, 2 * ROWS);
+            accumulate_rows::<false, Z, false, false, false>(t.add(i), m, &q, ROWS, 2 * ROWS);
             ([zero; ROWS], zero)
         };
         extra(pass);
         pass += 1;
-        accumulate_rows::<false>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
+        accumulate_rows::<false, Z, false, true, false>(t.add(i), m, &q, 2 * ROWS, n + ROWS);
         q = next;
         carry = next_carry;
         i += ROWS;
@@ -880,7 +972,7 @@ unsafe fn redc_with<F: FnMut(usize)>(
             *qout.add(i) = q;
         }
         let x = madd_lo!(x, *m, q);
-        *t.add(i + 1) = _mm512_add_epi64(*t.add(i + 1), _mm512_srli_epi64(x, 52));
+        *t.add(i + 1) = _mm512_add_epi64(*t.add(i + 1), shr52::<Z>(x));
         for r in 1..=n {
             let p = t.add(i + r);
             let mut v = *p;
@@ -893,7 +985,7 @@ unsafe fn redc_with<F: FnMut(usize)>(
     for (j, o) in out.iter_mut().enumerate().take(n) {
         let v = _mm512_add_epi64(*t.add(n + j), c);
         *o = _mm512_and_si512(v, mask);
-        c = _mm512_srli_epi64(v, 52);
+        c = shr52::<Z>(v);
     }
 }
 
@@ -914,8 +1006,8 @@ unsafe fn montsqr(
 ) {
     let n = a.len();
     assert!(t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
-    sqr_product(a, t);
-    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+    sqr_product::<false>(a, t);
+    redc::<false>(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
 }
 
 /// The square a² (unnormalised limbs) into t\[0 .. 2n + 2·ROWS\], t's
@@ -924,12 +1016,12 @@ unsafe fn montsqr(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn sqr_product(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+unsafe fn sqr_product<const Z: bool>(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
     let n = a.len();
     assert!(t.len() >= scratch_len(n));
     sqr_setup(a, t);
     for p in 0..n.div_ceil(ROWS) {
-        sqr_pass(n, t.as_mut_ptr(), p);
+        sqr_pass::<Z>(n, t.as_mut_ptr(), p);
     }
     sqr_finish(n, t.as_mut_ptr());
 }
@@ -945,10 +1037,10 @@ unsafe fn sqr_setup(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64
     assert!(t.len() >= scratch_len(n));
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
-    // pad[j] = a_j, zero for j ≥ n
-    for (j, v) in pad.iter_mut().enumerate().take(n + 2 * ROWS) {
-        *v = if j < n { a[j] } else { zero };
-    }
+    // pad[j] = a_j, zero for j ≥ n (slice copies: a loop with a test per
+    // limb took a sixth of a small product's time)
+    pad[..n].copy_from_slice(a);
+    pad[n..n + 2 * ROWS].fill(zero);
     // the first pass writes positions 1 … n+ROWS−1; the rest starts at zero
     sum[0] = zero;
     for v in sum.iter_mut().skip(n + ROWS) {
@@ -962,7 +1054,7 @@ unsafe fn sqr_setup(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn sqr_pass(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
+unsafe fn sqr_pass<const Z: bool>(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_si512();
     let ap = t.add(2 * n + 2 * ROWS) as *const __m512i;
@@ -994,9 +1086,9 @@ unsafe fn sqr_pass(n: usize, t: *mut std::arch::x86_64::__m512i, p: usize) {
     if 2 * i + 2 * ROWS < i + n + ROWS {
         // positions q ≥ 2i + 2·ROWS: y[q] = a_{q−i}
         if i == 0 {
-            accumulate_rows::<true>(tp, ap, &x, 2 * ROWS, n + ROWS);
+            accumulate_rows::<true, Z, false, true, false>(tp, ap, &x, 2 * ROWS, n + ROWS);
         } else {
-            accumulate_rows::<false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+            accumulate_rows::<false, Z, false, true, false>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
         }
     }
 }
@@ -1035,8 +1127,8 @@ unsafe fn montmul(
 ) {
     let n = a.len();
     assert!(b.len() >= n && t.len() >= scratch_len(n) && m.len() >= n + 2 * ROWS && out.len() >= n);
-    mul_product::<true>(a, b, t);
-    redc(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
+    mul_product::<true, false>(a, b, t);
+    redc::<false>(n, t.as_mut_ptr(), m, mp, out, std::ptr::null_mut());
 }
 
 /// The product a·b (unnormalised limbs) written (INIT) or added (not INIT)
@@ -1045,12 +1137,12 @@ unsafe fn montmul(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn mul_product<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+unsafe fn mul_product<const INIT: bool, const Z: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
     let n = a.len();
     assert!(b.len() >= n && t.len() >= scratch_len(n));
     product_setup::<INIT>(a, t);
     for p in 0..n.div_ceil(ROWS) {
-        product_pass::<INIT>(n, b, t.as_mut_ptr(), p);
+        product_pass::<INIT, Z>(n, b, t.as_mut_ptr(), p);
     }
 }
 
@@ -1067,9 +1159,9 @@ unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &
     let zero = _mm512_setzero_si512();
     let (sum, pad) = t.split_at_mut(2 * n + 2 * ROWS);
     // pad[ROWS + j] = a_j, zero outside 0 ≤ j < n
-    for (j, v) in pad.iter_mut().enumerate().take(n + 3 * ROWS) {
-        *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { zero };
-    }
+    pad[..ROWS].fill(zero);
+    pad[ROWS..n + ROWS].copy_from_slice(a);
+    pad[n + ROWS..n + 3 * ROWS].fill(zero);
     // the first pass writes positions 0 … n+ROWS−1; the rest starts at zero
     if INIT {
         for v in sum.iter_mut().skip(n + ROWS) {
@@ -1078,13 +1170,103 @@ unsafe fn product_setup<const INIT: bool>(a: &[std::arch::x86_64::__m512i], t: &
     }
 }
 
+/// a·b for n = a.len() limbs (n a non-zero multiple of ROWS, normalised)
+/// written (INIT) or added (not INIT) to t\[0 .. 2n\], unnormalised: the
+/// Zen 4 schedule's product ([`accumulate_rows`] with trimmed edges reads
+/// no limb outside a, so a is read in place, not copied into a pad).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn zmul<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    let n = a.len();
+    assert!(n >= ROWS && n.is_multiple_of(ROWS) && b.len() >= n && t.len() >= 2 * n);
+    for i in (0..n).step_by(ROWS) {
+        zmul_pass::<INIT>(a, b, t.as_mut_ptr(), i);
+    }
+}
+
+/// The pass of [`zmul`] for rows b_i … b_{i+3} (i a multiple of ROWS below
+/// n = a.len()), t with 2n limbs; the passes in order i = 0, ROWS, …, or
+/// interleaved with other work.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn zmul_pass<const INIT: bool>(a: &[std::arch::x86_64::__m512i], b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, i: usize) {
+    let n = a.len();
+    debug_assert!(n >= ROWS && n.is_multiple_of(ROWS) && i.is_multiple_of(ROWS) && i < n && b.len() >= n);
+    let x = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+    if INIT && i == 0 {
+        // the first pass writes positions 0 … n+ROWS−1
+        accumulate_rows::<true, true, true, true, false>(t, a.as_ptr(), &x, 0, n + ROWS);
+    } else if INIT {
+        // and each later one its last ROWS positions (i+n … i+n+ROWS−1)
+        // first: nothing to zero beforehand
+        accumulate_rows::<false, true, true, true, true>(t.add(i), a.as_ptr(), &x, 0, n + ROWS);
+    } else {
+        accumulate_rows::<false, true, true, true, false>(t.add(i), a.as_ptr(), &x, 0, n + ROWS);
+    }
+}
+
+/// a² for n = a.len() limbs (n a non-zero multiple of ROWS, normalised)
+/// written to t\[0 .. 2n\], unnormalised: [`sqr_product`] for the Zen 4
+/// schedule, reading a in place (no padded copy: the trimmed edges of
+/// [`accumulate_rows`] and the guarded triangle read no limb past a).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+unsafe fn zsqr(a: &[std::arch::x86_64::__m512i], t: &mut [std::arch::x86_64::__m512i]) {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    assert!(n >= ROWS && n.is_multiple_of(ROWS) && t.len() >= 2 * n);
+    let zero = _mm512_setzero_si512();
+    // the first pass writes positions 1 … n+ROWS−1 and each later one its
+    // last ROWS positions first (FRESH), but for the last pass's triangle
+    // past them
+    t[0] = zero;
+    t[2 * n - ROWS..2 * n].fill(zero);
+    let (ap, tp) = (a.as_ptr(), t.as_mut_ptr());
+    for i in (0..n).step_by(ROWS) {
+        let x = [a[i], a[i + 1], a[i + 2], a[i + 3]];
+        // positions 2i + d as in [`sqr_pass`], terms past a left out
+        for d in 1..2 * ROWS {
+            let p = tp.add(2 * i + d);
+            let mut v = if i == 0 { zero } else { *p };
+            for (k, &xk) in x.iter().enumerate() {
+                // a_j with j = i + d − k (lo) and a_{j−1} (hi)
+                if d > 2 * k && i + d - k < n {
+                    v = madd_lo!(v, xk, *ap.add(i + d - k));
+                }
+                if d > 2 * k + 1 && i + d - k - 1 < n {
+                    v = madd_hi!(v, xk, *ap.add(i + d - k - 1));
+                }
+            }
+            *p = v;
+        }
+        if 2 * i + 2 * ROWS < i + n + ROWS {
+            // at least ROWS positions, the last ROWS of them the trimmed
+            // tail: no read past a
+            debug_assert!(i + n + ROWS >= 2 * i + 3 * ROWS);
+            if i == 0 {
+                accumulate_rows::<true, true, false, true, false>(tp, ap, &x, 2 * ROWS, n + ROWS);
+            } else {
+                accumulate_rows::<false, true, false, true, true>(tp, ap.wrapping_sub(i), &x, 2 * i + 2 * ROWS, i + n + ROWS);
+            }
+        }
+    }
+    for (j, &aj) in a.iter().enumerate() {
+        let (p0, p1) = (tp.add(2 * j), tp.add(2 * j + 1));
+        *p0 = madd_lo!(_mm512_add_epi64(*p0, *p0), aj, aj);
+        *p1 = madd_hi!(_mm512_add_epi64(*p1, *p1), aj, aj);
+    }
+}
+
 /// Pass p of [`mul_product`] (after [`product_setup`] on the same t, of
 /// [`scratch_len`]`(n)` limbs): rows b_{4p} … b_{4p+3}.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn product_pass<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, p: usize) {
-    product_pass_with::<INIT>(n, b, t, t.add(2 * n + 2 * ROWS) as *const _, p);
+unsafe fn product_pass<const INIT: bool, const Z: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, p: usize) {
+    product_pass_with::<INIT, Z>(n, b, t, t.add(2 * n + 2 * ROWS) as *const _, p);
 }
 
 /// a copied into `pad` (n + 3·ROWS limbs) as [`product_setup`] lays it out,
@@ -1095,9 +1277,10 @@ unsafe fn product_pass<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m51
 unsafe fn pad_operand(a: &[std::arch::x86_64::__m512i], pad: &mut [std::arch::x86_64::__m512i]) {
     use std::arch::x86_64::*;
     let n = a.len();
-    for (j, v) in pad.iter_mut().enumerate().take(n + 3 * ROWS) {
-        *v = if (ROWS..n + ROWS).contains(&j) { a[j - ROWS] } else { _mm512_setzero_si512() };
-    }
+    let zero = _mm512_setzero_si512();
+    pad[..ROWS].fill(zero);
+    pad[ROWS..n + ROWS].copy_from_slice(a);
+    pad[n + ROWS..n + 3 * ROWS].fill(zero);
 }
 
 /// [`product_pass`] with the padded operand at `pad` ([`pad_operand`])
@@ -1105,7 +1288,7 @@ unsafe fn pad_operand(a: &[std::arch::x86_64::__m512i], pad: &mut [std::arch::x8
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-unsafe fn product_pass_with<const INIT: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, pad: *const std::arch::x86_64::__m512i, p: usize) {
+unsafe fn product_pass_with<const INIT: bool, const Z: bool>(n: usize, b: &[std::arch::x86_64::__m512i], t: *mut std::arch::x86_64::__m512i, pad: *const std::arch::x86_64::__m512i, p: usize) {
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_si512();
     let ap = pad.add(ROWS);
@@ -1118,9 +1301,9 @@ unsafe fn product_pass_with<const INIT: bool>(n: usize, b: &[std::arch::x86_64::
     }
     // position i + d collects lo(b_{i+k}·a_{d−k}) and hi(b_{i+k}·a_{d−k−1})
     if INIT && i == 0 {
-        accumulate_rows::<true>(t, ap, &x, 0, n + ROWS);
+        accumulate_rows::<true, Z, true, true, false>(t, ap, &x, 0, n + ROWS);
     } else {
-        accumulate_rows::<false>(t.add(i), ap, &x, 0, n + ROWS);
+        accumulate_rows::<false, Z, true, true, false>(t.add(i), ap, &x, 0, n + ROWS);
     }
 }
 
@@ -1160,7 +1343,7 @@ pub fn kernel_timings(modulus: &Integer, reps: usize) -> Option<[f64; 3]> {
             for (j, v) in t.iter_mut().enumerate().take(2 * n) {
                 *v = if j < n { a[j] } else { _mm512_setzero_si512() };
             }
-            redc(n, t.as_mut_ptr(), &mv, mp, &mut o, std::ptr::null_mut());
+            redc::<false>(n, t.as_mut_ptr(), &mv, mp, &mut o, std::ptr::null_mut());
             std::mem::swap(&mut a, &mut o);
         });
         std::hint::black_box(&a);

@@ -4,6 +4,9 @@
 use crate::key::{Ciphertext, PublicKey};
 use rug::Integer;
 
+/// (base, exponent) terms of a product of powers.
+type Terms<'a> = Vec<(&'a Integer, u64)>;
+
 /// Compressed sparse rows. A CSC matrix is the CSR of the transpose
 /// ([`Csr::transpose`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,7 +181,7 @@ impl Csr {
 
     /// One row of [`Csr::matvec_enc`].
     pub fn row_enc(&self, pk: &PublicKey, cts: &[Ciphertext], r: usize) -> Ciphertext {
-        let (mut pos, mut neg): (Vec<(&Integer, u64)>, Vec<(&Integer, u64)>) = (vec![], vec![]);
+        let (mut pos, mut neg): (Terms, Terms) = (vec![], vec![]);
         for (c, v) in self.row(r) {
             if v > 0 {
                 pos.push((&cts[c].0, v as u64));
