@@ -23,7 +23,7 @@
 //! matrices (128 KiB each) stay in L2 from PRG to transpose, the sender
 //! works on tile i while the receiver computes tile i + 1, and nothing is
 //! allocated per tile. The transpose is [`hush_primitives::transpose`]'s
-//! whole-block 128-row kernel (GFNI at avx512, AVX2 delta swaps at avx2,
+//! whole-block 128-row kernel (GFNI at avx512, AVX2 register-pair bit swaps at avx2,
 //! portable 8 × 8 swaps otherwise), with non-temporal stores when the
 //! caller's buffer is larger than L2. Each PRG stream is consumed in the
 //! same order as a row-at-once expansion would, so the output depends only
