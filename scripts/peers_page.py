@@ -85,6 +85,16 @@ def session_cpu(rs):
     return cpu_kind(best)
 
 
+def per_cpu_tables(out, rows, columns):
+    """One table per CPU kind: `columns` the header cells, `rows` kind → lines."""
+    for kind, rs in rows.items():
+        out.append(f"### {kind}\n")
+        out.append("| " + " | ".join(columns) + " |")
+        out.append("|" + "---|" * len(columns))
+        out.extend(rs)
+        out.append("")
+
+
 def cot_section(out):
     rows = collections.OrderedDict()
     for s, rs in sessions(load("cot.jsonl")).items():
@@ -127,12 +137,8 @@ def cot_section(out):
                "party's, set-up excluded. emp-ot is `run-emp.sh iknp` (`-march=native`). \"CPU\" is the busier "
                "hush party's thread CPU time (median), which load disturbs less than wall time. Records: "
                "`bench/records/cot.jsonl`; command: `python3 scripts/record_iknp_emp.py`.\n")
-    for kind, rs in rows.items():
-        out.append(f"### {kind}\n")
-        out.append("| session | load | hush run | emp-ot median (s) | hush median (s) | hush CPU (s) | per round | ratio of medians | target | met |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
-        out.extend(rs)
-        out.append("")
+    per_cpu_tables(out, rows, ["session", "load", "hush run", "emp-ot median (s)", "hush median (s)", "hush CPU (s)",
+                               "per round", "ratio of medians", "target", "met"])
 
 
 def aes3_section(out):
@@ -159,12 +165,8 @@ def aes3_section(out):
                "TLS on both sides; AES per second. MP-SPDZ is `replicated-bin-party.x` "
                "(`run-mpspdz-aes.sh 1000000 100000`). Records: `bench/records/aes3.jsonl`; command: "
                "`python3 scripts/record_aes3_mpspdz.py`.\n")
-    for kind, rs in rows.items():
-        out.append(f"### {kind}\n")
-        out.append("| session | load | hush run | MP-SPDZ median (AES/s) | hush median (AES/s) | per round | ratio of medians | target | met |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
-        out.extend(rs)
-        out.append("")
+    per_cpu_tables(out, rows, ["session", "load", "hush run", "MP-SPDZ median (AES/s)", "hush median (AES/s)", "per round",
+                               "ratio of medians", "target", "met"])
 
 
 def paillier_section(out):
@@ -188,12 +190,8 @@ def paillier_section(out):
                "pypaillier's batch API, worst pair of rounds (the slowest hush round against the fastest "
                "peer round). Targets: ct·pt ≤ 40 µs, encryption ≥ 8×, decryption ≥ 10×. Records: "
                "`bench/records/paillier.jsonl`; command: `python3 scripts/record_paillier_peers.py`.\n")
-    for kind, rs in rows.items():
-        out.append(f"### {kind}\n")
-        out.append("| session | load | ct·pt (µs) | encrypt, peer ÷ hush | decrypt, peer ÷ hush | peer | all three met |")
-        out.append("|---|---|---|---|---|---|---|")
-        out.extend(rs)
-        out.append("")
+    per_cpu_tables(out, rows, ["session", "load", "ct·pt (µs)", "encrypt, peer ÷ hush", "decrypt, peer ÷ hush", "peer",
+                               "all three met"])
 
 
 def aes_section(out):
