@@ -158,7 +158,12 @@ pub fn zen_schedule() -> bool {
         *ON.get_or_init(|| match std::env::var("HUSH_PAILLIER_N2").as_deref() {
             Ok("zen") => true,
             Ok("intel") => false,
-            _ => {
+            v => {
+                if let Ok(other) = v {
+                    // A tuning knob: a bad value is reported once and the
+                    // CPU's own choice kept (as `HUSH_SIMD` does in `level`).
+                    eprintln!("hush: HUSH_PAILLIER_N2={other:?} is not a schedule (use zen or intel); choosing by CPU");
+                }
                 // SAFETY: CPUID leaf 0 exists on every x86-64 CPU (the
                 // intrinsic is safe from Rust 1.87, unsafe at the MSRV).
                 #[allow(unused_unsafe)]
